@@ -1,0 +1,19 @@
+// The table of `dserve <subcommand>` entry points. Each subcommand lives in its own cmd_*.cpp file
+// and returns the process exit code (0 ok, 1 user error with a one-line message on stderr).
+#pragma once
+
+namespace ds {
+
+struct Command {
+  const char* name;
+  const char* summary;
+  int (*run)(int argc, char** argv);  // argv[0] is the subcommand name
+};
+
+// All subcommands, in the order `dserve --help` lists them. Defined in commands.cpp.
+const Command* commands(int* count);
+
+int run_score(int argc, char** argv);     // cmd_score.cpp
+int run_generate(int argc, char** argv);  // cmd_generate.cpp
+
+}  // namespace ds

@@ -1,0 +1,48 @@
+// Command-line flag parsing shared by every subcommand: --name value, --name=value, and booleans.
+// Unknown flags, missing values and malformed numbers are user errors with a message naming the flag.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "core/status.h"
+
+namespace ds {
+
+class Flags {
+ public:
+  // Declare before parse(). `help` is shown by usage().
+  void add_string(const std::string& name, std::string default_value, std::string help);
+  void add_int(const std::string& name, int64_t default_value, std::string help);
+  void add_double(const std::string& name, double default_value, std::string help);
+  void add_bool(const std::string& name, std::string help);  // default false; --name or --name=true|false
+
+  Status parse(int argc, char** argv);  // argv[0] is the subcommand name
+
+  std::string get_string(const std::string& name) const;
+  int64_t get_int(const std::string& name) const;
+  double get_double(const std::string& name) const;
+  bool get_bool(const std::string& name) const;
+  bool was_set(const std::string& name) const;
+
+  std::string usage(const std::string& command) const;
+
+ private:
+  enum class Kind { kString, kInt, kDouble, kBool };
+  struct Spec {
+    Kind kind;
+    std::string value;
+    std::string help;
+    bool set = false;
+  };
+  const Spec& spec(const std::string& name, Kind kind) const;
+  std::map<std::string, Spec> specs_;
+  std::vector<std::string> order_;
+};
+
+// Parses "3,17,42" into integers; error names `what`.
+Result<std::vector<int64_t>> parse_int_list(const std::string& text, const std::string& what);
+
+}  // namespace ds
