@@ -1,0 +1,28 @@
+// Shared by the CLI commands that run the model: the --model-path/--device/--load-format flags, loading
+// the checkpoint, and constructing the backend and the model.
+#pragma once
+#include <memory>
+#include <string>
+
+#include "app/flags.h"
+#include "model/deepseek_model.h"
+
+namespace ds {
+
+void add_model_flags(Flags& flags);
+
+struct ModelSetup {
+  ModelConfig config;
+  std::unique_ptr<Ops> ops;
+  std::unique_ptr<DeepseekModel> model;
+};
+
+Result<ModelSetup> setup_model(const Flags& flags);
+
+// Validates token ids against the vocabulary; error names the first bad id and its index.
+Result<std::vector<int32_t>> parse_token_ids(const std::string& text, int64_t vocab_size, const std::string& flag);
+
+// AttnMode from --attention-mode auto|mha|absorbed.
+Result<AttnMode> parse_attn_mode(const std::string& text);
+
+}  // namespace ds

@@ -1,0 +1,216 @@
+// The DeepSeek forward pass in terms of ops: embedding -> decoder layers (MLA + dense/MoE FFN, pre-norm
+// residual) -> final norm -> lm_head, plus the V3.2 indexer and the MTP module.
+#include "model/deepseek_model.h"
+
+#include <cmath>
+#include <limits>
+
+namespace ds {
+
+KvCache make_kv_cache(Ops& ops, const ModelConfig& cfg, int page_size, int num_pages, int num_mtp_layers) {
+  KvCache c;
+  c.page_size = page_size;
+  c.num_pages = num_pages;
+  const int layers = cfg.num_hidden_layers + num_mtp_layers;
+  for (int l = 0; l < layers; ++l) {
+    // NaN-poisoned: a read of a slot that was never written shows up in the output.
+    c.latent.push_back(ops.empty({c.num_slots(), cfg.kv_cache_dim()}, ops.activation_dtype()));
+    ops.fill(c.latent.back(), std::numeric_limits<float>::quiet_NaN());
+    if (cfg.has_indexer()) {
+      c.index_k.push_back(ops.empty({c.num_slots(), cfg.index_head_dim}, ops.activation_dtype()));
+      ops.fill(c.index_k.back(), std::numeric_limits<float>::quiet_NaN());
+    }
+  }
+  return c;
+}
+
+DeepseekModel::DeepseekModel(const ModelConfig& cfg, const ModelWeights& w, Ops& ops) : cfg_(cfg), ops_(ops) {
+  embed_ = ops_.prepare_param(w.embed);
+  final_norm_ = ops_.prepare_param(w.final_norm);
+  lm_head_ = ops_.prepare_linear(w.lm_head);
+  for (const LayerWeights& lw : w.layers) layers_.push_back(prepare_layer(lw));
+  for (const MtpWeights& mw : w.mtp) {
+    Mtp m;
+    m.enorm = ops_.prepare_param(mw.enorm);
+    m.hnorm = ops_.prepare_param(mw.hnorm);
+    m.shared_head_norm = ops_.prepare_param(mw.shared_head_norm);
+    m.embed = mw.embed.defined() ? ops_.prepare_param(mw.embed) : embed_;
+    m.eh_proj = ops_.prepare_linear(mw.eh_proj);
+    m.shared_head = mw.shared_head.defined() ? ops_.prepare_linear(mw.shared_head) : lm_head_;
+    m.layer = prepare_layer(mw.layer);
+    mtp_.push_back(std::move(m));
+  }
+  std::vector<float> inv = cfg_.rope_inv_freq();
+  Tensor host = Tensor::empty({static_cast<int64_t>(inv.size())}, DType::kF32);
+  std::copy(inv.begin(), inv.end(), host.f32());
+  inv_freq_ = ops_.upload(host);
+  rope_factor_ = static_cast<float>(cfg_.rope_attention_factor());
+  softmax_scale_ = static_cast<float>(cfg_.softmax_scale());
+
+  routing_.method = cfg_.topk_method == TopkMethod::kGreedy               ? MoeRouting::Method::kGreedy
+                    : cfg_.topk_method == TopkMethod::kGroupLimitedGreedy ? MoeRouting::Method::kGroupLimitedGreedy
+                                                                          : MoeRouting::Method::kNoauxTc;
+  routing_.sigmoid = cfg_.scoring_func == ScoringFunc::kSigmoid;
+  routing_.num_experts = cfg_.n_routed_experts;
+  routing_.top_k = cfg_.num_experts_per_tok;
+  routing_.n_group = cfg_.n_group;
+  routing_.topk_group = cfg_.topk_group;
+  routing_.norm_topk_prob = cfg_.norm_topk_prob;
+  routing_.routed_scaling_factor = static_cast<float>(cfg_.routed_scaling_factor);
+}
+
+DeepseekModel::Layer DeepseekModel::prepare_layer(const LayerWeights& w) {
+  Layer l;
+  l.input_norm = ops_.prepare_param(w.input_norm);
+  l.post_attn_norm = ops_.prepare_param(w.post_attn_norm);
+  Attention& a = l.attn;
+  if (cfg_.q_lora_rank > 0) {
+    a.q_a_proj = ops_.prepare_linear(w.attn.q_a_proj);
+    a.q_a_norm = ops_.prepare_param(w.attn.q_a_norm);
+    a.q_b_proj = ops_.prepare_linear(w.attn.q_b_proj);
+  } else {
+    a.q_proj = ops_.prepare_linear(w.attn.q_proj);
+  }
+  a.kv_a_proj = ops_.prepare_linear(w.attn.kv_a_proj);
+  a.kv_a_norm = ops_.prepare_param(w.attn.kv_a_norm);
+  a.kv_b_proj = ops_.prepare_linear(w.attn.kv_b_proj);
+  a.o_proj = ops_.prepare_linear(w.attn.o_proj);
+  ops_.prepare_absorbed(w.attn.kv_b_proj, cfg_.num_attention_heads, cfg_.qk_nope_head_dim, cfg_.v_head_dim, &a.w_kc,
+                        &a.w_vc);
+  if (cfg_.has_indexer()) {
+    DS_CHECK(w.indexer.defined(), "V3.2 layer without indexer weights");
+    a.has_indexer = true;
+    a.idx_wq_b = ops_.prepare_linear(w.indexer.wq_b);
+    a.idx_wk = ops_.prepare_linear(w.indexer.wk);
+    a.idx_weights_proj = ops_.prepare_linear(w.indexer.weights_proj);
+    a.idx_k_norm_w = ops_.prepare_param(w.indexer.k_norm_weight);
+    a.idx_k_norm_b = ops_.prepare_param(w.indexer.k_norm_bias);
+  }
+  l.is_moe = w.is_moe;
+  if (!w.is_moe) {
+    l.dense = ops_.prepare_mlp(w.dense.gate, w.dense.up, w.dense.down);
+  } else {
+    l.router = ops_.prepare_param(w.moe.router);
+    if (w.moe.correction_bias.defined()) l.correction_bias = ops_.prepare_param(w.moe.correction_bias);
+    for (const MlpWeights& e : w.moe.experts) l.experts.push_back(ops_.prepare_mlp(e.gate, e.up, e.down));
+    l.has_shared = w.moe.shared.gate.defined();
+    if (l.has_shared) l.shared = ops_.prepare_mlp(w.moe.shared.gate, w.moe.shared.up, w.moe.shared.down);
+  }
+  return l;
+}
+
+Tensor DeepseekModel::forward(const Tensor& token_ids, const AttnMetadata& meta, KvCache& cache, AttnMode mode) {
+  DS_CHECK(token_ids.numel() == meta.num_tokens, "token count ", token_ids.numel(), " vs metadata ", meta.num_tokens);
+  Tensor h = ops_.embedding(embed_, token_ids);  // [T, d]
+  for (int l = 0; l < cfg_.num_hidden_layers; ++l) h = decoder_layer(layers_[l], l, h, meta, cache, mode);
+  return ops_.rms_norm(h, final_norm_, static_cast<float>(cfg_.rms_norm_eps));  // [T, d]
+}
+
+Tensor DeepseekModel::logits(const Tensor& hidden) { return ops_.linear(hidden, lm_head_); }  // [N, vocab]
+
+Tensor DeepseekModel::mtp_forward(int i, const Tensor& next_ids, const Tensor& hidden, const AttnMetadata& meta,
+                                  KvCache& cache, AttnMode mode) {
+  DS_CHECK(i >= 0 && i < num_mtp_layers(), "MTP module ", i, " not loaded");
+  const Mtp& m = mtp_[i];
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  Tensor e = ops_.embedding(m.embed, next_ids);                        // [T, d]
+  Tensor eh = ops_.concat_cols(ops_.rms_norm(e, m.enorm, eps),         // embedding first, then hidden
+                               ops_.rms_norm(hidden, m.hnorm, eps));   // [T, 2d]
+  Tensor x = ops_.linear(eh, m.eh_proj);                               // [T, d]
+  return decoder_layer(m.layer, cfg_.num_hidden_layers + i, x, meta, cache, mode);
+}
+
+Tensor DeepseekModel::mtp_logits(int i, const Tensor& z) {
+  const Mtp& m = mtp_[i];
+  return ops_.linear(ops_.rms_norm(z, m.shared_head_norm, static_cast<float>(cfg_.rms_norm_eps)), m.shared_head);
+}
+
+Tensor DeepseekModel::decoder_layer(const Layer& layer, int cache_layer, Tensor hidden, const AttnMetadata& meta,
+                                    KvCache& cache, AttnMode mode) {
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  // `hidden` is the residual stream [T, d]; updated in place.
+  Tensor x = ops_.rms_norm(hidden, layer.input_norm, eps);                  // [T, d]
+  Tensor a = attention(layer.attn, cache_layer, x, meta, cache, mode);      // [T, d]
+  x = ops_.add_rms_norm(hidden, a, layer.post_attn_norm, eps);             // hidden += a; [T, d]
+  ops_.add_(hidden, mlp(layer, x));
+  return hidden;
+}
+
+Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tensor& x, const AttnMetadata& meta,
+                                KvCache& cache, AttnMode mode) {
+  const int64_t T = x.dim(0), H = cfg_.num_attention_heads;
+  const int64_t nope = cfg_.qk_nope_head_dim, rope = cfg_.qk_rope_head_dim, dqk = nope + rope;
+  const int64_t v = cfg_.v_head_dim, lora = cfg_.kv_lora_rank;
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+
+  // Query: [T, H, nope + rope], rope part rotated (interleaved pairs).
+  Tensor q, q_resid;
+  if (cfg_.q_lora_rank > 0) {
+    q_resid = ops_.rms_norm(ops_.linear(x, a.q_a_proj), a.q_a_norm, eps);  // [T, q_lora_rank]
+    q = ops_.linear(q_resid, a.q_b_proj);                                   // [T, H * dqk]
+  } else {
+    q = ops_.linear(x, a.q_proj);                                           // [T, H * dqk]
+  }
+  Tensor q3 = q.reshape({T, H, dqk});
+  ops_.rope_(q3, nope, rope, meta.positions, inv_freq_, rope_factor_, RopeStyle::kInterleaved);
+
+  // Latent KV row [normalised c (lora) | rotated k_pe (rope)] written to the cache.
+  Tensor kv_a = ops_.linear(x, a.kv_a_proj);                                     // [T, lora + rope]
+  Tensor latent = ops_.rms_norm(ops_.slice_cols(kv_a, 0, lora), a.kv_a_norm, eps);  // [T, lora]
+  Tensor k_pe = ops_.slice_cols(kv_a, lora, lora + rope).reshape({T, 1, rope});  // [T, 1, rope]
+  ops_.rope_(k_pe, 0, rope, meta.positions, inv_freq_, rope_factor_, RopeStyle::kInterleaved);
+  Tensor row = ops_.concat_cols(latent, k_pe.reshape({T, rope}));               // [T, lora + rope]
+  ops_.store_rows(cache.latent[cache_layer], row, meta.slot_mapping);
+
+  Tensor topk;  // [T, index_topk] (V3.2): the context positions each query may attend
+  if (a.has_indexer) topk = indexer(a, cache_layer, x, q_resid, meta, cache);
+  const Tensor* topk_ptr = a.has_indexer ? &topk : nullptr;
+
+  if (mode == AttnMode::kAuto) mode = meta.max_q_len > 1 ? AttnMode::kMha : AttnMode::kAbsorbed;
+  Tensor o;  // [T, H, v]
+  if (mode == AttnMode::kMha) {
+    Tensor ctx = ops_.gather_context(cache.latent[cache_layer], meta);                    // [S, lora + rope]
+    const int64_t S = ctx.dim(0);
+    Tensor kv = ops_.linear(ops_.slice_cols(ctx, 0, lora), a.kv_b_proj).reshape({S, H, nope + v});  // [S, H, nope + v]
+    o = ops_.mla_attention_mha(q3, kv, ctx, lora, meta, softmax_scale_, topk_ptr);          // [T, H, v]
+  } else {
+    Tensor qf = q3.reshape({T * H, dqk});
+    Tensor q_nope = ops_.slice_cols(qf, 0, nope).reshape({T, H, nope});                   // [T, H, nope]
+    Tensor q_lat = ops_.bmm_heads(q_nope, a.w_kc);                                        // [T, H, lora]
+    Tensor q_abs = ops_.concat_cols(q_lat.reshape({T * H, lora}), ops_.slice_cols(qf, nope, dqk))
+                       .reshape({T, H, lora + rope});                                     // [T, H, lora + rope]
+    Tensor o_lat = ops_.mla_attention_absorbed(q_abs, cache.latent[cache_layer], lora, meta, softmax_scale_,
+                                               topk_ptr);                                 // [T, H, lora]
+    o = ops_.bmm_heads(o_lat, a.w_vc);                                                    // [T, H, v]
+  }
+  return ops_.linear(o.reshape({T, H * v}), a.o_proj);  // [T, d]
+}
+
+Tensor DeepseekModel::indexer(const Attention& a, int cache_layer, const Tensor& x, const Tensor& q_resid,
+                              const AttnMetadata& meta, KvCache& cache) {
+  const int64_t T = x.dim(0), Hi = cfg_.index_n_heads, D = cfg_.index_head_dim, rope = cfg_.qk_rope_head_dim;
+  DS_CHECK(q_resid.defined(), "the V3.2 indexer needs q_lora_rank > 0");
+  // Query and key split [rope | nope] (rope first, unlike MLA), rotated with NeoX halves.
+  Tensor q = ops_.linear(q_resid, a.idx_wq_b).reshape({T, Hi, D});                          // [T, Hi, D]
+  ops_.rope_(q, 0, rope, meta.positions, inv_freq_, rope_factor_, RopeStyle::kNeox);
+  Tensor k = ops_.layer_norm(ops_.linear(x, a.idx_wk), a.idx_k_norm_w, a.idx_k_norm_b, 1e-6f).reshape({T, 1, D});
+  ops_.rope_(k, 0, rope, meta.positions, inv_freq_, rope_factor_, RopeStyle::kNeox);
+  ops_.store_rows(cache.index_k[cache_layer], k.reshape({T, D}), meta.slot_mapping);
+  Tensor w = ops_.linear(x, a.idx_weights_proj);                                           // [T, Hi]
+  return ops_.indexer_topk(q, w, cache.index_k[cache_layer], meta, cfg_.index_topk,
+                           static_cast<float>(1.0 / std::sqrt(static_cast<double>(D))),
+                           static_cast<float>(1.0 / std::sqrt(static_cast<double>(Hi))));  // [T, index_topk]
+}
+
+Tensor DeepseekModel::mlp(const Layer& layer, const Tensor& x) {
+  if (!layer.is_moe) return ops_.linear(ops_.silu_mul(ops_.linear(x, layer.dense.gate_up)), layer.dense.down);
+  Tensor router_logits = ops_.linear_f32(x, layer.router);  // [T, E] fp32
+  Tensor ids, weights;                                      // [T, top_k]
+  ops_.moe_route(router_logits, layer.correction_bias, routing_, &ids, &weights);
+  Tensor y = ops_.moe_experts(x, ids, weights, layer.experts);  // [T, d]
+  if (layer.has_shared)
+    ops_.add_(y, ops_.linear(ops_.silu_mul(ops_.linear(x, layer.shared.gate_up)), layer.shared.down));
+  return y;
+}
+
+}  // namespace ds

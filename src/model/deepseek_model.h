@@ -1,0 +1,91 @@
+// DeepseekModel: the DeepSeek V2/V3/V3.2 forward pass (MLA + DeepSeekMoE + DSA indexer + MTP), written
+// only in terms of ops/ops.h so that the CPU reference and the CUDA backend share one model.
+#pragma once
+#include <vector>
+
+#include "model/config.h"
+#include "model/kv_cache.h"
+#include "model/weights.h"
+#include "ops/ops.h"
+
+namespace ds {
+
+// How MLA attends: MHA form (expand latents with kv_b_proj; prefill) or absorbed MQA form over the
+// latent cache (decode). Both give the same result; kAuto picks MHA when any sequence adds more than one
+// token and the absorbed form otherwise, as SGLang does.
+enum class AttnMode { kAuto, kMha, kAbsorbed };
+
+class DeepseekModel {
+ public:
+  // Prepares (converts/uploads) every weight for `ops`' backend. `weights` may be released afterwards.
+  DeepseekModel(const ModelConfig& cfg, const ModelWeights& weights, Ops& ops);
+
+  const ModelConfig& config() const { return cfg_; }
+  int num_mtp_layers() const { return static_cast<int>(mtp_.size()); }
+
+  // One forward step over a batch of new tokens: writes their latent (and indexer) rows into `cache` at
+  // meta.slot_mapping, and returns the final hidden states after model.norm: [T, d].
+  Tensor forward(const Tensor& token_ids /*[T] I32*/, const AttnMetadata& meta, KvCache& cache,
+                 AttnMode mode = AttnMode::kAuto);
+  // lm_head over selected hidden rows: [N, d] -> [N, vocab] fp32 logits.
+  Tensor logits(const Tensor& hidden);
+
+  // MTP module `i`: slot t combines the main model's hidden state h_t (after model.norm) with the
+  // embedding of the token that follows position t (next_ids[t]); attention uses the MTP layer's own cache
+  // layer (index num_hidden_layers + i) at meta's positions/slots. Returns z [T, d] (before
+  // shared_head.norm); mtp_logits gives the draft logits.
+  Tensor mtp_forward(int i, const Tensor& next_ids /*[T] I32*/, const Tensor& hidden /*[T, d]*/,
+                     const AttnMetadata& meta, KvCache& cache, AttnMode mode = AttnMode::kAuto);
+  Tensor mtp_logits(int i, const Tensor& z);
+
+ private:
+  struct Attention {
+    LinearWeight q_proj, q_a_proj, q_b_proj, kv_a_proj, kv_b_proj, o_proj;
+    Tensor q_a_norm, kv_a_norm;
+    Tensor w_kc;  // [H, nope, kv_lora]
+    Tensor w_vc;  // [H, kv_lora, v]
+    // V3.2 indexer
+    bool has_indexer = false;
+    LinearWeight idx_wq_b, idx_wk, idx_weights_proj;
+    Tensor idx_k_norm_w, idx_k_norm_b;
+  };
+  struct Layer {
+    Tensor input_norm, post_attn_norm;
+    Attention attn;
+    bool is_moe = false;
+    PreparedMlp dense;
+    Tensor router;  // [E, d] fp32 on the device
+    Tensor correction_bias;
+    std::vector<PreparedMlp> experts;
+    bool has_shared = false;
+    PreparedMlp shared;
+  };
+  struct Mtp {
+    Tensor enorm, hnorm, shared_head_norm, embed;
+    LinearWeight eh_proj, shared_head;
+    Layer layer;
+  };
+
+  Layer prepare_layer(const LayerWeights& w);
+  // hidden [T, d] -> hidden after one decoder layer; `cache_layer` indexes cache.latent / cache.index_k.
+  Tensor decoder_layer(const Layer& layer, int cache_layer, Tensor hidden, const AttnMetadata& meta,
+                       KvCache& cache, AttnMode mode);
+  Tensor attention(const Attention& a, int cache_layer, const Tensor& x, const AttnMetadata& meta, KvCache& cache,
+                   AttnMode mode);
+  Tensor indexer(const Attention& a, int cache_layer, const Tensor& x, const Tensor& q_resid,
+                 const AttnMetadata& meta, KvCache& cache);
+  Tensor mlp(const Layer& layer, const Tensor& x);
+
+  ModelConfig cfg_;
+  Ops& ops_;
+  Tensor embed_, final_norm_;
+  LinearWeight lm_head_;
+  std::vector<Layer> layers_;
+  std::vector<Mtp> mtp_;
+  Tensor inv_freq_;  // [rope_dim / 2] F32 on the device
+  float rope_factor_ = 1.0f;
+  float softmax_scale_ = 1.0f;
+  MoeRouting routing_;
+};
+
+}  // namespace ds

@@ -1,0 +1,515 @@
+// The CPU backend: plain fp32 reference implementations of every op in ops/ops.h. Clarity over speed;
+// this is the oracle the CUDA backend is checked against.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <numeric>
+
+#include "ops/ops.h"
+
+namespace ds {
+namespace {
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+const int32_t* i32(const Tensor& t) {
+  DS_CHECK(t.dtype() == DType::kI32 && t.device() == Device::kCpu, "expected I32 cpu tensor, got ", t.describe());
+  return t.data_as<int32_t>();
+}
+
+float dot(const float* a, const float* b, int64_t n) {
+  float s0 = 0, s1 = 0, s2 = 0, s3 = 0;
+  int64_t i = 0;
+  for (; i + 4 <= n; i += 4) {
+    s0 += a[i] * b[i];
+    s1 += a[i + 1] * b[i + 1];
+    s2 += a[i + 2] * b[i + 2];
+    s3 += a[i + 3] * b[i + 3];
+  }
+  for (; i < n; ++i) s0 += a[i] * b[i];
+  return (s0 + s1) + (s2 + s3);
+}
+
+// Dequantizes a block-FP8 (or any float) weight to fp32.
+Tensor dequantize(const LinearWeight& w) {
+  Tensor out = to_f32(w.weight);
+  if (!w.is_block_fp8()) return out;
+  Tensor scale = to_f32(w.scale_inv);
+  const int64_t rows = w.out_features(), cols = w.in_features();
+  const int64_t scale_cols = scale.dim(1);
+  float* o = out.f32();
+  const float* s = scale.f32();
+  for (int64_t i = 0; i < rows; ++i)
+    for (int64_t j = 0; j < cols; ++j) o[i * cols + j] *= s[(i / w.block_n) * scale_cols + j / w.block_k];
+  return out;
+}
+
+// Context position s of sequence seq -> cache slot.
+struct SlotLookup {
+  const int32_t* table;
+  int64_t max_pages;
+  int page_size;
+  int64_t operator()(int seq, int64_t pos) const {
+    return static_cast<int64_t>(table[seq * max_pages + pos / page_size]) * page_size + pos % page_size;
+  }
+};
+SlotLookup slots_of(const AttnMetadata& m) {
+  return SlotLookup{i32(m.block_table), m.block_table.dim(1), m.page_size};
+}
+
+// Softmax-weighted attention of one query over `n` scores (already scaled, -inf = masked) in place.
+void softmax_inplace(std::vector<float>& s) {
+  float mx = kNegInf;
+  for (float v : s) mx = std::max(mx, v);
+  double sum = 0;
+  for (float& v : s) {
+    v = (v == kNegInf) ? 0.0f : std::exp(v - mx);
+    sum += v;
+  }
+  for (float& v : s) v = static_cast<float>(v / sum);
+}
+
+// allowed[s] for one query from its DSA top-k list (all allowed when topk is null).
+void allowed_positions(const Tensor* topk, int64_t t, int64_t ctx_len, std::vector<char>* allowed) {
+  allowed->assign(ctx_len, topk ? 0 : 1);
+  if (!topk) return;
+  const int32_t* idx = i32(*topk) + t * topk->dim(1);
+  for (int64_t k = 0; k < topk->dim(1); ++k)
+    if (idx[k] >= 0 && idx[k] < ctx_len) (*allowed)[idx[k]] = 1;
+}
+
+class CpuOps final : public Ops {
+ public:
+  Device device() const override { return Device::kCpu; }
+  DType activation_dtype() const override { return DType::kF32; }
+
+  Tensor prepare_param(const Tensor& host) override { return to_f32(host); }
+  LinearWeight prepare_linear(const LinearWeight& host) override {
+    LinearWeight w;
+    w.weight = dequantize(host);
+    return w;
+  }
+  PreparedMlp prepare_mlp(const LinearWeight& gate, const LinearWeight& up, const LinearWeight& down) override {
+    DS_CHECK(gate.out_features() == up.out_features() && gate.in_features() == up.in_features());
+    Tensor g = dequantize(gate), u = dequantize(up);
+    Tensor gu = Tensor::empty({2 * gate.out_features(), gate.in_features()}, DType::kF32);
+    std::memcpy(gu.f32(), g.f32(), g.nbytes());
+    std::memcpy(gu.f32() + g.numel(), u.f32(), u.nbytes());
+    PreparedMlp m;
+    m.gate_up.weight = gu;
+    m.down = prepare_linear(down);
+    return m;
+  }
+  void prepare_absorbed(const LinearWeight& kv_b, int heads, int64_t nope, int64_t v, Tensor* w_kc,
+                        Tensor* w_vc) override {
+    Tensor w = dequantize(kv_b);  // [H * (nope + v), kv_lora]
+    const int64_t lora = w.dim(1);
+    DS_CHECK(w.dim(0) == heads * (nope + v), "kv_b_proj rows ", w.dim(0));
+    *w_kc = Tensor::empty({heads, nope, lora}, DType::kF32);
+    *w_vc = Tensor::empty({heads, lora, v}, DType::kF32);
+    const float* src = w.f32();
+    for (int h = 0; h < heads; ++h) {
+      const float* blk = src + h * (nope + v) * lora;
+      std::memcpy(w_kc->f32() + h * nope * lora, blk, sizeof(float) * nope * lora);  // W_UK[h]: [nope, lora]
+      float* vc = w_vc->f32() + h * lora * v;
+      for (int64_t r = 0; r < v; ++r)  // W_UV[h]: [v, lora] -> transposed [lora, v]
+        for (int64_t c = 0; c < lora; ++c) vc[c * v + r] = blk[(nope + r) * lora + c];
+    }
+  }
+
+  Tensor empty(Shape shape, DType dtype) override { return Tensor::empty(std::move(shape), dtype); }
+  Tensor upload(const Tensor& host) override {
+    Tensor t = Tensor::empty(host.shape(), host.dtype());
+    std::memcpy(t.data(), host.data(), host.nbytes());
+    return t;
+  }
+  Tensor to_host(const Tensor& t) override { return t; }
+  void fill(Tensor& t, float value) override {
+    float* p = t.f32();
+    std::fill(p, p + t.numel(), value);
+  }
+
+  Tensor embedding(const Tensor& table, const Tensor& ids) override {
+    DS_CHECK_SHAPE(table, {-1, -1});
+    const int64_t n = ids.numel(), d = table.dim(1);
+    Tensor out = Tensor::empty({n, d}, DType::kF32);
+    const int32_t* id = i32(ids);
+    for (int64_t t = 0; t < n; ++t) {
+      DS_CHECK(id[t] >= 0 && id[t] < table.dim(0), "token id ", id[t], " out of range");
+      std::memcpy(out.f32() + t * d, table.f32() + id[t] * d, sizeof(float) * d);
+    }
+    return out;
+  }
+
+  Tensor rms_norm(const Tensor& x, const Tensor& w, float eps) override {
+    DS_CHECK_SHAPE(x, {-1, w.dim(0)});
+    const int64_t rows = x.dim(0), n = x.dim(1);
+    Tensor out = Tensor::empty({rows, n}, DType::kF32);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x.f32() + r * n;
+      double ss = 0;
+      for (int64_t i = 0; i < n; ++i) ss += static_cast<double>(xr[i]) * xr[i];
+      float inv = static_cast<float>(1.0 / std::sqrt(ss / n + eps));
+      float* o = out.f32() + r * n;
+      for (int64_t i = 0; i < n; ++i) o[i] = w.f32()[i] * (xr[i] * inv);
+    }
+    return out;
+  }
+  Tensor add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, float eps) override {
+    add_(residual, x);
+    return rms_norm(residual, w, eps);
+  }
+  Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps) override {
+    DS_CHECK_SHAPE(x, {-1, w.dim(0)});
+    const int64_t rows = x.dim(0), n = x.dim(1);
+    Tensor out = Tensor::empty({rows, n}, DType::kF32);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x.f32() + r * n;
+      double mean = 0, var = 0;
+      for (int64_t i = 0; i < n; ++i) mean += xr[i];
+      mean /= n;
+      for (int64_t i = 0; i < n; ++i) var += (xr[i] - mean) * (xr[i] - mean);
+      var /= n;
+      float inv = static_cast<float>(1.0 / std::sqrt(var + eps));
+      float* o = out.f32() + r * n;
+      for (int64_t i = 0; i < n; ++i) o[i] = static_cast<float>(xr[i] - mean) * inv * w.f32()[i] + b.f32()[i];
+    }
+    return out;
+  }
+  void add_(Tensor& acc, const Tensor& x) override {
+    DS_CHECK(acc.numel() == x.numel(), acc.describe(), " += ", x.describe());
+    float* a = acc.f32();
+    const float* b = x.f32();
+    for (int64_t i = 0; i < acc.numel(); ++i) a[i] += b[i];
+  }
+  Tensor silu_mul(const Tensor& gate_up) override {
+    const int64_t rows = gate_up.dim(0), inter = gate_up.dim(1) / 2;
+    DS_CHECK(gate_up.dim(1) == 2 * inter);
+    Tensor out = Tensor::empty({rows, inter}, DType::kF32);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* g = gate_up.f32() + r * 2 * inter;
+      const float* u = g + inter;
+      float* o = out.f32() + r * inter;
+      for (int64_t i = 0; i < inter; ++i) o[i] = g[i] / (1.0f + std::exp(-g[i])) * u[i];
+    }
+    return out;
+  }
+  Tensor concat_cols(const Tensor& a, const Tensor& b) override {
+    DS_CHECK(a.ndim() == 2 && b.ndim() == 2 && a.dim(0) == b.dim(0), a.describe(), " | ", b.describe());
+    const int64_t rows = a.dim(0), n = a.dim(1), m = b.dim(1);
+    Tensor out = Tensor::empty({rows, n + m}, DType::kF32);
+    for (int64_t r = 0; r < rows; ++r) {
+      std::memcpy(out.f32() + r * (n + m), a.f32() + r * n, sizeof(float) * n);
+      std::memcpy(out.f32() + r * (n + m) + n, b.f32() + r * m, sizeof(float) * m);
+    }
+    return out;
+  }
+  Tensor slice_cols(const Tensor& x, int64_t begin, int64_t end) override {
+    DS_CHECK(x.ndim() == 2 && 0 <= begin && begin <= end && end <= x.dim(1), "slice_cols ", begin, ":", end,
+             " of ", x.describe());
+    const int64_t rows = x.dim(0), n = x.dim(1), w = end - begin;
+    Tensor out = Tensor::empty({rows, w}, DType::kF32);
+    for (int64_t r = 0; r < rows; ++r) std::memcpy(out.f32() + r * w, x.f32() + r * n + begin, sizeof(float) * w);
+    return out;
+  }
+  Tensor select_rows(const Tensor& x, const std::vector<int64_t>& rows) override {
+    const int64_t n = x.dim(1);
+    Tensor out = Tensor::empty({static_cast<int64_t>(rows.size()), n}, DType::kF32);
+    for (size_t i = 0; i < rows.size(); ++i) {
+      DS_CHECK(rows[i] >= 0 && rows[i] < x.dim(0));
+      std::memcpy(out.f32() + i * n, x.f32() + rows[i] * n, sizeof(float) * n);
+    }
+    return out;
+  }
+
+  Tensor linear(const Tensor& x, const LinearWeight& w) override {
+    DS_CHECK(!w.is_block_fp8(), "cpu linear expects a prepared (dequantized) weight");
+    return linear_f32(x, w.weight);
+  }
+  Tensor linear_f32(const Tensor& x, const Tensor& w) override {
+    DS_CHECK(x.ndim() == 2 && w.ndim() == 2 && x.dim(1) == w.dim(1), "linear ", x.describe(), " x ", w.describe());
+    const int64_t rows = x.dim(0), in = x.dim(1), out_n = w.dim(0);
+    Tensor out = Tensor::empty({rows, out_n}, DType::kF32);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* xr = x.f32() + r * in;
+      float* o = out.f32() + r * out_n;
+      for (int64_t j = 0; j < out_n; ++j) o[j] = dot(xr, w.f32() + j * in, in);
+    }
+    return out;
+  }
+  Tensor bmm_heads(const Tensor& x, const Tensor& w) override {
+    DS_CHECK(x.ndim() == 3 && w.ndim() == 3 && x.dim(1) == w.dim(0) && x.dim(2) == w.dim(1), "bmm_heads ",
+             x.describe(), " x ", w.describe());
+    const int64_t T = x.dim(0), H = x.dim(1), K = x.dim(2), N = w.dim(2);
+    Tensor out = Tensor::empty({T, H, N}, DType::kF32);
+    for (int64_t t = 0; t < T; ++t)
+      for (int64_t h = 0; h < H; ++h) {
+        const float* xv = x.f32() + (t * H + h) * K;
+        const float* wh = w.f32() + h * K * N;
+        float* o = out.f32() + (t * H + h) * N;
+        std::fill(o, o + N, 0.0f);
+        for (int64_t k = 0; k < K; ++k) {
+          const float xk = xv[k];
+          const float* wr = wh + k * N;
+          for (int64_t n = 0; n < N; ++n) o[n] += xk * wr[n];
+        }
+      }
+    return out;
+  }
+
+  void rope_(Tensor& x, int64_t off, int64_t dim, const Tensor& positions, const Tensor& inv_freq,
+             float attn_factor, RopeStyle style) override {
+    DS_CHECK(x.ndim() == 3 && off + dim <= x.dim(2) && inv_freq.numel() == dim / 2, "rope on ", x.describe());
+    const int64_t T = x.dim(0), H = x.dim(1), hd = x.dim(2), half = dim / 2;
+    const int32_t* pos = i32(positions);
+    std::vector<float> cs(half), sn(half);
+    for (int64_t t = 0; t < T; ++t) {
+      for (int64_t i = 0; i < half; ++i) {
+        float angle = static_cast<float>(pos[t]) * inv_freq.f32()[i];  // fp32 product, as transformers
+        cs[i] = static_cast<float>(std::cos(static_cast<double>(angle))) * attn_factor;
+        sn[i] = static_cast<float>(std::sin(static_cast<double>(angle))) * attn_factor;
+      }
+      for (int64_t h = 0; h < H; ++h) {
+        float* v = x.f32() + (t * H + h) * hd + off;
+        for (int64_t i = 0; i < half; ++i) {
+          float* a = style == RopeStyle::kInterleaved ? &v[2 * i] : &v[i];
+          float* b = style == RopeStyle::kInterleaved ? &v[2 * i + 1] : &v[i + half];
+          float x0 = *a, x1 = *b;
+          *a = x0 * cs[i] - x1 * sn[i];
+          *b = x1 * cs[i] + x0 * sn[i];
+        }
+      }
+    }
+  }
+
+  void store_rows(Tensor& cache, const Tensor& rows, const Tensor& slot_mapping) override {
+    DS_CHECK(cache.ndim() == 2 && rows.ndim() == 2 && cache.dim(1) == rows.dim(1) &&
+             slot_mapping.numel() == rows.dim(0), "store_rows ", rows.describe(), " into ", cache.describe());
+    const int64_t d = cache.dim(1);
+    const int32_t* slots = i32(slot_mapping);
+    for (int64_t t = 0; t < rows.dim(0); ++t) {
+      DS_CHECK(slots[t] >= 0 && slots[t] < cache.dim(0), "slot ", slots[t]);
+      std::memcpy(cache.f32() + slots[t] * d, rows.f32() + t * d, sizeof(float) * d);
+    }
+  }
+  Tensor gather_context(const Tensor& cache, const AttnMetadata& m) override {
+    const int32_t* lens = i32(m.seq_lens);
+    int64_t total = 0;
+    for (int s = 0; s < m.num_seqs; ++s) total += lens[s];
+    const int64_t d = cache.dim(1);
+    Tensor out = Tensor::empty({total, d}, DType::kF32);
+    SlotLookup slot = slots_of(m);
+    int64_t row = 0;
+    for (int s = 0; s < m.num_seqs; ++s)
+      for (int64_t p = 0; p < lens[s]; ++p, ++row)
+        std::memcpy(out.f32() + row * d, cache.f32() + slot(s, p) * d, sizeof(float) * d);
+    return out;
+  }
+
+  Tensor mla_attention_mha(const Tensor& q, const Tensor& kv, const Tensor& ctx, int64_t rope_offset,
+                           const AttnMetadata& m, float scale, const Tensor* topk) override {
+    const int64_t T = q.dim(0), H = q.dim(1), dqk = q.dim(2);
+    const int64_t S = kv.dim(0), dkv = kv.dim(2);
+    const int64_t rope = ctx.dim(1) - rope_offset;
+    const int64_t nope = dqk - rope, v = dkv - nope;
+    DS_CHECK(kv.dim(1) == H && ctx.dim(0) == S && rope > 0 && v > 0, "mla_attention_mha q ", q.describe(),
+             " kv ", kv.describe(), " ctx ", ctx.describe());
+    const int32_t* qs = i32(m.q_starts);
+    const int32_t* lens = i32(m.seq_lens);
+    const int32_t* pos = i32(m.positions);
+    Tensor out = Tensor::empty({T, H, v}, DType::kF32);
+    std::vector<float> sc;
+    std::vector<char> allowed;
+    int64_t ctx_base = 0;
+    for (int s = 0; s < m.num_seqs; ++s) {
+      const int64_t L = lens[s];
+      for (int64_t t = qs[s]; t < qs[s + 1]; ++t) {
+        allowed_positions(topk, t, L, &allowed);
+        for (int64_t h = 0; h < H; ++h) {
+          const float* qv = q.f32() + (t * H + h) * dqk;
+          sc.assign(L, kNegInf);
+          for (int64_t j = 0; j <= pos[t] && j < L; ++j) {
+            if (!allowed[j]) continue;
+            const float* kn = kv.f32() + ((ctx_base + j) * H + h) * dkv;
+            const float* kr = ctx.f32() + (ctx_base + j) * ctx.dim(1) + rope_offset;
+            sc[j] = (dot(qv, kn, nope) + dot(qv + nope, kr, rope)) * scale;
+          }
+          softmax_inplace(sc);
+          float* o = out.f32() + (t * H + h) * v;
+          std::fill(o, o + v, 0.0f);
+          for (int64_t j = 0; j < L; ++j) {
+            if (sc[j] == 0.0f) continue;
+            const float* vv = kv.f32() + ((ctx_base + j) * H + h) * dkv + nope;
+            for (int64_t c = 0; c < v; ++c) o[c] += sc[j] * vv[c];
+          }
+        }
+      }
+      ctx_base += L;
+    }
+    return out;
+  }
+
+  Tensor mla_attention_absorbed(const Tensor& q, const Tensor& cache, int64_t v_dim, const AttnMetadata& m,
+                                float scale, const Tensor* topk) override {
+    const int64_t T = q.dim(0), H = q.dim(1), D = q.dim(2);
+    DS_CHECK(cache.dim(1) == D && v_dim <= D, "absorbed attention q ", q.describe(), " cache ", cache.describe());
+    const int32_t* qs = i32(m.q_starts);
+    const int32_t* lens = i32(m.seq_lens);
+    const int32_t* pos = i32(m.positions);
+    SlotLookup slot = slots_of(m);
+    Tensor out = Tensor::empty({T, H, v_dim}, DType::kF32);
+    std::vector<float> sc;
+    std::vector<const float*> rows;
+    std::vector<char> allowed;
+    for (int s = 0; s < m.num_seqs; ++s) {
+      const int64_t L = lens[s];
+      rows.resize(L);
+      for (int64_t j = 0; j < L; ++j) rows[j] = cache.f32() + slot(s, j) * D;
+      for (int64_t t = qs[s]; t < qs[s + 1]; ++t) {
+        allowed_positions(topk, t, L, &allowed);
+        for (int64_t h = 0; h < H; ++h) {
+          const float* qv = q.f32() + (t * H + h) * D;
+          sc.assign(L, kNegInf);
+          for (int64_t j = 0; j <= pos[t] && j < L; ++j)
+            if (allowed[j]) sc[j] = dot(qv, rows[j], D) * scale;
+          softmax_inplace(sc);
+          float* o = out.f32() + (t * H + h) * v_dim;
+          std::fill(o, o + v_dim, 0.0f);
+          for (int64_t j = 0; j < L; ++j) {
+            if (sc[j] == 0.0f) continue;
+            for (int64_t c = 0; c < v_dim; ++c) o[c] += sc[j] * rows[j][c];
+          }
+        }
+      }
+    }
+    return out;
+  }
+
+  Tensor indexer_topk(const Tensor& q, const Tensor& w, const Tensor& k_cache, const AttnMetadata& m, int topk,
+                      float scale, float w_scale) override {
+    const int64_t T = q.dim(0), Hi = q.dim(1), D = q.dim(2);
+    DS_CHECK(w.dim(0) == T && w.dim(1) == Hi && k_cache.dim(1) == D, "indexer q ", q.describe(), " w ",
+             w.describe(), " k ", k_cache.describe());
+    const int32_t* qs = i32(m.q_starts);
+    const int32_t* pos = i32(m.positions);
+    SlotLookup slot = slots_of(m);
+    Tensor out = Tensor::empty({T, topk}, DType::kI32);
+    int32_t* o = out.data_as<int32_t>();
+    std::fill(o, o + T * topk, -1);
+    std::vector<float> score;
+    std::vector<int32_t> order;
+    for (int s = 0; s < m.num_seqs; ++s)
+      for (int64_t t = qs[s]; t < qs[s + 1]; ++t) {
+        const int64_t n = pos[t] + 1;
+        score.assign(n, 0.0f);
+        for (int64_t j = 0; j < n; ++j) {
+          const float* k = k_cache.f32() + slot(s, j) * D;
+          float acc = 0;
+          for (int64_t h = 0; h < Hi; ++h)
+            acc += (w.f32()[t * Hi + h] * w_scale) * std::max(0.0f, dot(q.f32() + (t * Hi + h) * D, k, D) * scale);
+          score[j] = acc;
+        }
+        const int64_t keep = std::min<int64_t>(topk, n);
+        order.resize(n);
+        std::iota(order.begin(), order.end(), 0);
+        std::partial_sort(order.begin(), order.begin() + keep, order.end(), [&](int32_t a, int32_t b) {
+          return score[a] > score[b] || (score[a] == score[b] && a < b);
+        });
+        for (int64_t k = 0; k < keep; ++k) o[t * topk + k] = order[k];
+      }
+    return out;
+  }
+
+  void moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& r, Tensor* topk_ids,
+                 Tensor* topk_weights) override {
+    const int64_t T = logits.dim(0), E = logits.dim(1);
+    DS_CHECK(E == r.num_experts && E % r.n_group == 0, "router logits ", logits.describe());
+    *topk_ids = Tensor::empty({T, r.top_k}, DType::kI32);
+    *topk_weights = Tensor::empty({T, r.top_k}, DType::kF32);
+    const int64_t per_group = E / r.n_group;
+    std::vector<float> scores(E), choice(E), group_score(r.n_group);
+    std::vector<int> idx(std::max<int64_t>(E, r.n_group));
+    for (int64_t t = 0; t < T; ++t) {
+      const float* z = logits.f32() + t * E;
+      if (r.sigmoid) {
+        for (int64_t e = 0; e < E; ++e) scores[e] = 1.0f / (1.0f + std::exp(-z[e]));
+      } else {
+        float mx = *std::max_element(z, z + E);
+        double sum = 0;
+        for (int64_t e = 0; e < E; ++e) sum += std::exp(static_cast<double>(z[e] - mx));
+        for (int64_t e = 0; e < E; ++e) scores[e] = static_cast<float>(std::exp(static_cast<double>(z[e] - mx)) / sum);
+      }
+      for (int64_t e = 0; e < E; ++e) choice[e] = scores[e] + (bias.defined() ? bias.f32()[e] : 0.0f);
+      if (r.method != MoeRouting::Method::kGreedy) {
+        // Group score: max (V2 group_limited_greedy) or sum of the top two (V3 noaux_tc).
+        for (int g = 0; g < r.n_group; ++g) {
+          std::vector<float> v(choice.begin() + g * per_group, choice.begin() + (g + 1) * per_group);
+          std::sort(v.begin(), v.end(), std::greater<float>());
+          group_score[g] = r.method == MoeRouting::Method::kNoauxTc ? v[0] + (v.size() > 1 ? v[1] : 0.0f) : v[0];
+        }
+        std::iota(idx.begin(), idx.begin() + r.n_group, 0);
+        std::partial_sort(idx.begin(), idx.begin() + r.topk_group, idx.begin() + r.n_group,
+                          [&](int a, int b) { return group_score[a] > group_score[b]; });
+        std::vector<char> keep(r.n_group, 0);
+        for (int g = 0; g < r.topk_group; ++g) keep[idx[g]] = 1;
+        for (int64_t e = 0; e < E; ++e)
+          if (!keep[e / per_group]) choice[e] = kNegInf;
+      }
+      std::iota(idx.begin(), idx.begin() + E, 0);
+      std::partial_sort(idx.begin(), idx.begin() + r.top_k, idx.begin() + E,
+                        [&](int a, int b) { return choice[a] > choice[b]; });
+      int32_t* ids = topk_ids->data_as<int32_t>() + t * r.top_k;
+      float* wts = topk_weights->f32() + t * r.top_k;
+      double sum = 0;
+      for (int k = 0; k < r.top_k; ++k) {
+        ids[k] = idx[k];
+        wts[k] = scores[idx[k]];  // weights use the unbiased scores
+        sum += wts[k];
+      }
+      for (int k = 0; k < r.top_k; ++k) {
+        if (r.norm_topk_prob) wts[k] = static_cast<float>(wts[k] / (sum + 1e-20));
+        wts[k] *= r.routed_scaling_factor;
+      }
+    }
+  }
+
+  Tensor moe_experts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+                     const std::vector<PreparedMlp>& experts) override {
+    const int64_t T = x.dim(0), d = x.dim(1), K = topk_ids.dim(1);
+    Tensor out = Tensor::zeros({T, d}, DType::kF32);
+    const int32_t* ids = i32(topk_ids);
+    for (int64_t t = 0; t < T; ++t) {
+      Tensor xt = x.rows(t, t + 1);
+      for (int64_t k = 0; k < K; ++k) {
+        const int e = ids[t * K + k];
+        DS_CHECK(e >= 0 && e < static_cast<int>(experts.size()), "expert id ", e);
+        Tensor y = linear(silu_mul(linear(xt, experts[e].gate_up)), experts[e].down);
+        const float wk = topk_weights.f32()[t * K + k];
+        float* o = out.f32() + t * d;
+        for (int64_t c = 0; c < d; ++c) o[c] += wk * y.f32()[c];
+      }
+    }
+    return out;
+  }
+
+  Tensor log_softmax(const Tensor& logits) override {
+    const int64_t rows = logits.dim(0), n = logits.dim(1);
+    Tensor out = Tensor::empty({rows, n}, DType::kF32);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* z = logits.f32() + r * n;
+      float mx = *std::max_element(z, z + n);
+      double sum = 0;
+      for (int64_t i = 0; i < n; ++i) sum += std::exp(static_cast<double>(z[i] - mx));
+      const double lse = mx + std::log(sum);
+      for (int64_t i = 0; i < n; ++i) out.f32()[r * n + i] = static_cast<float>(z[i] - lse);
+    }
+    return out;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Ops> make_cpu_ops() { return std::make_unique<CpuOps>(); }
+
+}  // namespace ds

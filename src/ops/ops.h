@@ -1,0 +1,146 @@
+// The backend-neutral op interface the model is written against. The CPU backend (ops/cpu) is the plain
+// fp32 reference and the oracle for the CUDA backend (ops/cuda); both implement exactly these semantics.
+// Ops allocate their outputs on the backend's device; shapes are checked at the boundary.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/tensor.h"
+#include "ops/linear_weight.h"
+
+namespace ds {
+
+enum class RopeStyle {
+  kInterleaved,  // pairs (x[2i], x[2i+1]) rotated by angle i: MLA (DeepSeek reference layout)
+  kNeox,         // pairs (x[i], x[i + d/2]): the V3.2 indexer
+};
+
+// Batch metadata for attention and cache writes, computed on the host before launch so decode steps are
+// graph-capturable. All tensors are I32 on the backend's device. Sequence s owns new tokens
+// [q_starts[s], q_starts[s+1]) whose positions are contiguous and end at seq_lens[s] - 1: its context after
+// this step is positions [0, seq_lens[s]), stored in pages block_table[s][p / page_size].
+struct AttnMetadata {
+  int num_seqs = 0;
+  int num_tokens = 0;
+  int page_size = 0;
+  int max_seq_len = 0;   // max over seq_lens
+  int max_q_len = 0;     // max new tokens of one sequence
+  Tensor positions;      // [T]
+  Tensor slot_mapping;   // [T]  cache slot (page * page_size + offset) written by each new token
+  Tensor q_starts;       // [num_seqs + 1]
+  Tensor seq_lens;       // [num_seqs]
+  Tensor block_table;    // [num_seqs, max_pages]
+};
+
+// MoE routing parameters (from the config).
+struct MoeRouting {
+  enum class Method { kGreedy, kGroupLimitedGreedy, kNoauxTc } method = Method::kGreedy;
+  bool sigmoid = false;        // scoring: sigmoid (V3) or softmax (V2)
+  int num_experts = 0;
+  int top_k = 0;
+  int n_group = 1;
+  int topk_group = 1;
+  bool norm_topk_prob = false;
+  float routed_scaling_factor = 1.0f;
+};
+
+// A gated MLP as a backend prepares it: gate and up fused into one [2 * inter, d] linear.
+struct PreparedMlp {
+  LinearWeight gate_up;  // [2 * inter, d]: rows [0, inter) gate, [inter, 2 * inter) up
+  LinearWeight down;     // [d, inter]
+};
+
+class Ops {
+ public:
+  virtual ~Ops() = default;
+  virtual Device device() const = 0;
+  virtual DType activation_dtype() const = 0;  // F32 on CPU
+
+  // ---- weights (host checkpoint tensors -> backend layout) ----
+  virtual Tensor prepare_param(const Tensor& host) = 0;           // norms, biases, embeddings
+  virtual LinearWeight prepare_linear(const LinearWeight& host) = 0;
+  // [gate; up] stacked into one linear (both [inter, d]).
+  virtual PreparedMlp prepare_mlp(const LinearWeight& gate, const LinearWeight& up,
+                                  const LinearWeight& down) = 0;
+  // Per-head slices of kv_b_proj for absorbed attention: w_kc [H, nope, kv_lora] (q_nope -> latent) and
+  // w_vc [H, kv_lora, v] (latent -> v), both from kv_b_proj [H * (nope + v), kv_lora].
+  virtual void prepare_absorbed(const LinearWeight& kv_b_proj, int num_heads, int64_t nope_dim, int64_t v_dim,
+                                Tensor* w_kc, Tensor* w_vc) = 0;
+
+  // ---- memory ----
+  virtual Tensor empty(Shape shape, DType dtype) = 0;
+  virtual Tensor upload(const Tensor& host) = 0;   // host tensor -> device copy (same dtype)
+  virtual Tensor to_host(const Tensor& t) = 0;     // device -> host copy (CPU: returns t)
+  virtual void fill(Tensor& t, float value) = 0;   // float tensors; NaN poisoning in tests
+
+  // ---- elementwise / norms ----
+  virtual Tensor embedding(const Tensor& table /*[V, d]*/, const Tensor& ids /*[T] I32*/) = 0;
+  virtual Tensor rms_norm(const Tensor& x /*[T, n]*/, const Tensor& w /*[n]*/, float eps) = 0;
+  // residual += x; returns rms_norm(residual) (the pre-norm residual stream of every decoder layer).
+  virtual Tensor add_rms_norm(Tensor& residual /*[T, n]*/, const Tensor& x /*[T, n]*/, const Tensor& w,
+                              float eps) = 0;
+  virtual Tensor layer_norm(const Tensor& x /*[T, n]*/, const Tensor& w, const Tensor& b, float eps) = 0;
+  virtual void add_(Tensor& acc, const Tensor& x) = 0;  // acc += x
+  virtual Tensor silu_mul(const Tensor& gate_up /*[T, 2I]*/) = 0;  // silu(gate) * up -> [T, I]
+  virtual Tensor concat_cols(const Tensor& a /*[T, n]*/, const Tensor& b /*[T, m]*/) = 0;  // [T, n + m]
+  virtual Tensor slice_cols(const Tensor& x /*[T, n]*/, int64_t begin, int64_t end) = 0;  // [T, end - begin]
+  virtual Tensor select_rows(const Tensor& x /*[T, n]*/, const std::vector<int64_t>& rows) = 0;
+
+  // ---- matmuls ----
+  virtual Tensor linear(const Tensor& x /*[T, in]*/, const LinearWeight& w) = 0;  // [T, out]
+  // Router logits in fp32 regardless of activation dtype.
+  virtual Tensor linear_f32(const Tensor& x /*[T, in]*/, const Tensor& w /*[out, in]*/) = 0;
+  // Per-head batched matmul: out[t, h, :] = x[t, h, :] @ w[h]  ([T, H, K] x [H, K, N] -> [T, H, N]).
+  virtual Tensor bmm_heads(const Tensor& x, const Tensor& w) = 0;
+
+  // ---- rotary ----
+  // Rotates dims [rot_offset, rot_offset + rot_dim) of every head of x [T, H, head_dim] in place, by angle
+  // positions[t] * inv_freq[i]; cos and sin are multiplied by attn_factor.
+  virtual void rope_(Tensor& x, int64_t rot_offset, int64_t rot_dim, const Tensor& positions,
+                     const Tensor& inv_freq /*[rot_dim / 2] F32*/, float attn_factor, RopeStyle style) = 0;
+
+  // ---- KV cache ----
+  virtual void store_rows(Tensor& cache /*[slots, D]*/, const Tensor& rows /*[T, D]*/,
+                          const Tensor& slot_mapping /*[T]*/) = 0;
+  // Every sequence's whole context [0, seq_lens[s]) in order: [sum(seq_lens), D].
+  virtual Tensor gather_context(const Tensor& cache /*[slots, D]*/, const AttnMetadata& m) = 0;
+
+  // ---- attention ----
+  // MLA in MHA form (prefill): q [T, H, nope + rope]; kv [S, H, nope + v] (kv_b_proj of the gathered
+  // context latents, S = sum(seq_lens)); ctx [S, D] gathered cache rows whose columns
+  // [rope_offset, rope_offset + rope) hold the rotated shared key. Causal by position. topk (optional,
+  // [T, K] I32, -1 padded): the only context positions a query may attend (V3.2 DSA). -> [T, H, v]
+  virtual Tensor mla_attention_mha(const Tensor& q, const Tensor& kv, const Tensor& ctx, int64_t rope_offset,
+                                   const AttnMetadata& m, float scale, const Tensor* topk) = 0;
+  // MLA in absorbed (MQA) form over the paged cache: q [T, H, D] (absorbed nope part | rope part),
+  // cache [slots, D]; value = first v_dim columns of each cache row. -> [T, H, v_dim]
+  virtual Tensor mla_attention_absorbed(const Tensor& q, const Tensor& cache, int64_t v_dim,
+                                        const AttnMetadata& m, float scale, const Tensor* topk) = 0;
+
+  // ---- V3.2 lightning indexer ----
+  // score[t, s] = sum_h (w[t, h] * w_scale) * relu(q_scale * q[t, h, :] . k_cache[slot(s), :]) over context
+  // positions s <= positions[t]; returns the top min(topk, positions[t] + 1) positions per token, -1 padded.
+  virtual Tensor indexer_topk(const Tensor& q /*[T, Hi, D]*/, const Tensor& w /*[T, Hi] F32*/,
+                              const Tensor& k_cache /*[slots, D]*/, const AttnMetadata& m, int topk,
+                              float q_scale, float w_scale) = 0;
+
+  // ---- MoE ----
+  // Router scores -> top-k expert ids [T, K] I32 and weights [T, K] F32 (bias: selection only, may be
+  // undefined).
+  virtual void moe_route(const Tensor& logits /*[T, E] F32*/, const Tensor& bias, const MoeRouting& r,
+                         Tensor* topk_ids, Tensor* topk_weights) = 0;
+  // sum_k topk_weights[t, k] * expert[topk_ids[t, k]](x[t]) -> [T, d]
+  virtual Tensor moe_experts(const Tensor& x /*[T, d]*/, const Tensor& topk_ids, const Tensor& topk_weights,
+                             const std::vector<PreparedMlp>& experts) = 0;
+
+  // ---- output ----
+  virtual Tensor log_softmax(const Tensor& logits /*[T, V]*/) = 0;  // F32
+};
+
+std::unique_ptr<Ops> make_cpu_ops();  // ops/cpu/cpu_ops.cpp
+#ifdef DSERVE_WITH_CUDA
+std::unique_ptr<Ops> make_cuda_ops(int device_index);  // ops/cuda
+#endif
+
+}  // namespace ds

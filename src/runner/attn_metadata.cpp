@@ -1,0 +1,51 @@
+// Host-side construction of attention metadata (positions, slot mapping, page tables).
+#include "runner/attn_metadata.h"
+
+#include <algorithm>
+
+namespace ds {
+
+AttnMetadata build_attn_metadata(const std::vector<SeqSlice>& seqs, int page_size, Ops& ops) {
+  AttnMetadata m;
+  m.num_seqs = static_cast<int>(seqs.size());
+  m.page_size = page_size;
+  int64_t total = 0;
+  size_t max_pages = 1;
+  for (const SeqSlice& s : seqs) {
+    total += s.num_new;
+    const int64_t len = s.start_pos + s.num_new;
+    DS_CHECK(static_cast<int64_t>(s.pages->size()) * page_size >= len, "page table too short for ", len, " tokens");
+    max_pages = std::max(max_pages, s.pages->size());
+    m.max_seq_len = std::max<int>(m.max_seq_len, static_cast<int>(len));
+    m.max_q_len = std::max<int>(m.max_q_len, static_cast<int>(s.num_new));
+  }
+  m.num_tokens = static_cast<int>(total);
+  Tensor positions = Tensor::empty({total}, DType::kI32);
+  Tensor slots = Tensor::empty({total}, DType::kI32);
+  Tensor q_starts = Tensor::empty({m.num_seqs + 1}, DType::kI32);
+  Tensor seq_lens = Tensor::empty({m.num_seqs}, DType::kI32);
+  Tensor table = Tensor::zeros({m.num_seqs, static_cast<int64_t>(max_pages)}, DType::kI32);
+  int32_t* pos = positions.data_as<int32_t>();
+  int32_t* slot = slots.data_as<int32_t>();
+  int64_t t = 0;
+  for (int s = 0; s < m.num_seqs; ++s) {
+    const SeqSlice& sq = seqs[s];
+    q_starts.data_as<int32_t>()[s] = static_cast<int32_t>(t);
+    seq_lens.data_as<int32_t>()[s] = static_cast<int32_t>(sq.start_pos + sq.num_new);
+    std::copy(sq.pages->begin(), sq.pages->end(), table.data_as<int32_t>() + s * max_pages);
+    for (int64_t i = 0; i < sq.num_new; ++i, ++t) {
+      const int64_t p = sq.start_pos + i;
+      pos[t] = static_cast<int32_t>(p);
+      slot[t] = (*sq.pages)[p / page_size] * page_size + static_cast<int32_t>(p % page_size);
+    }
+  }
+  q_starts.data_as<int32_t>()[m.num_seqs] = static_cast<int32_t>(t);
+  m.positions = ops.upload(positions);
+  m.slot_mapping = ops.upload(slots);
+  m.q_starts = ops.upload(q_starts);
+  m.seq_lens = ops.upload(seq_lens);
+  m.block_table = ops.upload(table);
+  return m;
+}
+
+}  // namespace ds

@@ -1,0 +1,102 @@
+// Single-sequence scoring and generation over the paged latent cache.
+#include "runner/sequence_runner.h"
+
+#include <algorithm>
+#include <numeric>
+
+#include "runner/attn_metadata.h"
+
+namespace ds {
+namespace {
+
+std::vector<std::pair<float, int32_t>> top_of(const float* lp, int64_t vocab, int k) {
+  std::vector<int32_t> idx(vocab);
+  std::iota(idx.begin(), idx.end(), 0);
+  k = static_cast<int>(std::min<int64_t>(k, vocab));
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int32_t a, int32_t b) {
+    return lp[a] > lp[b] || (lp[a] == lp[b] && a < b);
+  });
+  std::vector<std::pair<float, int32_t>> out;
+  for (int i = 0; i < k; ++i) out.emplace_back(lp[idx[i]], idx[i]);
+  return out;
+}
+
+}  // namespace
+
+SequenceRunner::SequenceRunner(DeepseekModel& model, Ops& ops, int page_size)
+    : model_(model), ops_(ops), page_size_(page_size) {}
+
+void SequenceRunner::reset(int64_t max_tokens) {
+  const int pages = static_cast<int>((max_tokens + page_size_ - 1) / page_size_) + 1;
+  if (cache_.num_pages < pages) cache_ = make_kv_cache(ops_, model_.config(), page_size_, pages, model_.num_mtp_layers());
+  // Hand out pages in reverse order so the page table is not the identity (catches slot-mapping bugs).
+  pages_.resize(pages);
+  for (int i = 0; i < pages; ++i) pages_[i] = pages - 1 - i;
+}
+
+Tensor SequenceRunner::step(const std::vector<int32_t>& ids, int64_t start, AttnMode mode) {
+  SeqSlice s{start, static_cast<int64_t>(ids.size()), &pages_};
+  AttnMetadata meta = build_attn_metadata({s}, page_size_, ops_);
+  Tensor host_ids = Tensor::empty({static_cast<int64_t>(ids.size())}, DType::kI32);
+  std::copy(ids.begin(), ids.end(), host_ids.data_as<int32_t>());
+  return model_.forward(ops_.upload(host_ids), meta, cache_, mode);
+}
+
+ScoreResult SequenceRunner::score(const std::vector<int32_t>& ids, int top_k, AttnMode mode, int chunk) {
+  DS_CHECK(!ids.empty());
+  reset(static_cast<int64_t>(ids.size()));
+  const int64_t n = static_cast<int64_t>(ids.size());
+  const int64_t step_len = chunk > 0 ? chunk : n;
+  ScoreResult r;
+  r.token_logprobs.assign(n, 0.0f);
+  r.top_logprobs.resize(n);
+  for (int64_t begin = 0; begin < n; begin += step_len) {
+    const int64_t end = std::min(n, begin + step_len);
+    std::vector<int32_t> part(ids.begin() + begin, ids.begin() + end);
+    Tensor hidden = step(part, begin, mode);                                 // [end - begin, d]
+    Tensor lp = ops_.to_host(ops_.log_softmax(model_.logits(hidden)));       // [end - begin, vocab]
+    const int64_t vocab = lp.dim(1);
+    for (int64_t i = begin; i < end; ++i) {
+      const float* row = lp.f32() + (i - begin) * vocab;  // distribution of token i + 1
+      if (i + 1 < n) {
+        r.token_logprobs[i + 1] = row[ids[i + 1]];
+        if (top_k > 0) r.top_logprobs[i + 1] = top_of(row, vocab, top_k);
+      } else {
+        r.next_top = top_of(row, vocab, std::max(top_k, 1));
+      }
+    }
+  }
+  return r;
+}
+
+GenerateResult SequenceRunner::generate(const std::vector<int32_t>& prompt, const GenerateOptions& opts,
+                                        AttnMode decode_mode) {
+  DS_CHECK(!prompt.empty());
+  reset(static_cast<int64_t>(prompt.size()) + opts.max_new_tokens);
+  std::vector<int64_t> stops = opts.stop_token_ids;
+  if (!opts.ignore_eos) stops.insert(stops.end(), model_.config().eos_token_ids.begin(),
+                                     model_.config().eos_token_ids.end());
+  Sampler sampler(opts.sampling);
+  GenerateResult r;
+  r.finish_reason = "length";
+  Tensor hidden = step(prompt, 0, AttnMode::kAuto);
+  int64_t pos = static_cast<int64_t>(prompt.size());
+  for (int i = 0; i < opts.max_new_tokens; ++i) {
+    Tensor last = ops_.select_rows(hidden, {hidden.dim(0) - 1});
+    Tensor logits = ops_.to_host(model_.logits(last));                 // [1, vocab]
+    Tensor lp = ops_.to_host(ops_.log_softmax(logits));
+    const int64_t vocab = logits.dim(1);
+    const int32_t tok = sampler.sample(logits.f32(), vocab);
+    r.output_ids.push_back(tok);
+    r.output_logprobs.push_back(lp.f32()[tok]);
+    if (std::find(stops.begin(), stops.end(), tok) != stops.end()) {
+      r.finish_reason = "stop";
+      break;
+    }
+    if (i + 1 == opts.max_new_tokens) break;
+    hidden = step({tok}, pos++, decode_mode);
+  }
+  return r;
+}
+
+}  // namespace ds
