@@ -1,0 +1,88 @@
+// Safetensors checkpoints: a validating mmap reader of one file, a Checkpoint over a model directory
+// (sharded via model.safetensors.index.json, or every *.safetensors file), and a writer for CPU tensors.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "core/tensor.h"
+
+namespace ds {
+
+// One header entry. dtype_str is the header's spelling; `supported` is false for safetensors dtypes
+// dserve has no DType for (F64, I8, BOOL, ...): such tensors are listed but get() refuses them.
+struct TensorInfo {
+  std::string name;
+  std::string dtype_str;
+  bool supported = false;
+  DType dtype = DType::kU8;
+  Shape shape;
+  uint64_t begin = 0;  // byte offsets relative to the data section
+  uint64_t end = 0;
+  int64_t numel() const;
+};
+
+// A memory-mapped .safetensors file. The mapping is private and writable (copy-on-write), so a backend
+// may permute or convert a returned host tensor in place without touching the file on disk.
+class SafetensorsFile {
+ public:
+  // Maps and validates the file: header length, JSON header, and every entry's dtype, shape and
+  // data_offsets (inside the data section, consistent with dtype x numel, no overlaps).
+  static Result<std::shared_ptr<SafetensorsFile>> open(const std::string& path);
+
+  const std::string& path() const { return path_; }
+  const std::string& file_name() const { return file_name_; }  // base name, used in messages
+  uint64_t file_size() const { return file_size_; }
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+
+  bool has(const std::string& name) const { return index_.count(name) != 0; }
+  const TensorInfo* info(const std::string& name) const;  // null when absent
+  const std::vector<TensorInfo>& tensors() const { return tensors_; }  // in data-offset order
+  // A zero-copy CPU view into the mapping (copied only if the data is misaligned for its dtype).
+  Result<Tensor> get(const std::string& name) const;
+
+  SafetensorsFile(const SafetensorsFile&) = delete;
+  SafetensorsFile& operator=(const SafetensorsFile&) = delete;
+  SafetensorsFile() = default;
+
+ private:
+  std::string path_;
+  std::string file_name_;
+  uint64_t file_size_ = 0;
+  std::shared_ptr<void> mapping_;  // owns the mmap; every returned view holds it
+  const uint8_t* data_ = nullptr;  // start of the data section
+  std::vector<TensorInfo> tensors_;
+  std::map<std::string, size_t> index_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// All tensors of a model directory.
+class Checkpoint {
+ public:
+  // DIR/model.safetensors.index.json (weight_map: tensor -> file) when present, else every
+  // DIR/*.safetensors; a tensor name may appear only once.
+  static Result<Checkpoint> open(const std::string& dir);
+
+  const std::string& dir() const { return dir_; }
+  bool has(const std::string& name) const { return where_.count(name) != 0; }
+  const TensorInfo* info(const std::string& name) const;  // null when absent
+  Result<Tensor> get(const std::string& name) const;    // error: "tensor 'x' not found in DIR"
+  std::string file_of(const std::string& name) const;     // base name of its file, "" when absent
+  std::vector<std::string> names() const;                 // sorted
+  const std::vector<std::shared_ptr<SafetensorsFile>>& files() const { return files_; }
+
+ private:
+  std::string dir_;
+  std::vector<std::shared_ptr<SafetensorsFile>> files_;
+  std::map<std::string, size_t> where_;  // tensor name -> index into files_
+};
+
+// Writes CPU tensors (in the given order) to `path` in safetensors format, header padded to 8 bytes.
+Status save_safetensors(const std::string& path, const std::vector<std::pair<std::string, Tensor>>& tensors,
+                        const std::map<std::string, std::string>& metadata = {});
+
+}  // namespace ds
