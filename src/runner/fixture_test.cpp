@@ -1,0 +1,193 @@
+// The CPU reference against transformers: every fixture's teacher-forced log-probabilities, greedy
+// continuations and MTP draft distributions (tests/fixtures/*/reference.json, made by
+// scripts/make_fixtures.py with transformers 5.17 in fp32).
+#include <cmath>
+#include <fstream>
+#include <string>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "model/deepseek_model.h"
+#include "runner/attn_metadata.h"
+#include "runner/sequence_runner.h"
+
+namespace ds {
+namespace {
+
+constexpr double kTol = 2e-3;  // max |logprob difference| allowed by the acceptance criteria
+
+std::string fixture_dir(const std::string& name) { return std::string(DSERVE_SOURCE_DIR) + "/tests/fixtures/" + name; }
+
+struct Loaded {
+  ModelConfig cfg;
+  std::unique_ptr<Ops> ops;
+  std::unique_ptr<DeepseekModel> model;
+  nlohmann::json ref;
+};
+
+Loaded load(const std::string& name) {
+  Loaded l;
+  auto cfg = load_model_config(fixture_dir(name));
+  EXPECT_TRUE(cfg.is_ok()) << cfg.status().message();
+  l.cfg = cfg.value();
+  auto w = load_weights(fixture_dir(name), l.cfg);
+  EXPECT_TRUE(w.is_ok()) << w.status().message();
+  l.ops = make_cpu_ops();
+  l.model = std::make_unique<DeepseekModel>(l.cfg, w.value(), *l.ops);
+  std::ifstream f(fixture_dir(name) + "/reference.json");
+  EXPECT_TRUE(f.good()) << "missing reference.json for " << name;
+  l.ref = nlohmann::json::parse(f);
+  return l;
+}
+
+std::vector<int32_t> ids_of(const nlohmann::json& j) { return j.get<std::vector<int32_t>>(); }
+
+// Max |ours - reference| over positions 1..n-1 of a score entry.
+double score_diff(const ScoreResult& r, const nlohmann::json& entry) {
+  double worst = 0;
+  const auto& ref = entry["token_logprobs"];
+  for (size_t i = 1; i < ref.size(); ++i) worst = std::max(worst, std::fabs(r.token_logprobs[i] - ref[i].get<double>()));
+  return worst;
+}
+
+class FixtureTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(FixtureTest, ScoreMatchesTransformers) {
+  Loaded l = load(GetParam());
+  ASSERT_TRUE(l.model);
+  SequenceRunner runner(*l.model, *l.ops);
+  size_t longest = 0;
+  for (const auto& e : l.ref["score"]) {
+    std::vector<int32_t> ids = ids_of(e["input_ids"]);
+    longest = std::max(longest, ids.size());
+    ScoreResult r = runner.score(ids, 5);
+    const double d = score_diff(r, e);
+    EXPECT_LE(d, kTol) << GetParam() << " prompt of length " << ids.size();
+    // Top-k lists: the same ids wherever the reference's neighbouring probabilities are well separated.
+    const auto& tops = e["top_logprobs"];
+    for (size_t i = 1; i < tops.size(); ++i) {
+      for (size_t k = 0; k < tops[i].size() && k < r.top_logprobs[i].size(); ++k) {
+        const double ref_lp = tops[i][k][0].get<double>();
+        EXPECT_NEAR(r.top_logprobs[i][k].first, ref_lp, kTol) << GetParam() << " pos " << i << " rank " << k;
+        const bool separated = (k == 0 || tops[i][k - 1][0].get<double>() - ref_lp > 1e-2) &&
+                               (k + 1 >= tops[i].size() || ref_lp - tops[i][k + 1][0].get<double>() > 1e-2);
+        if (separated) {
+          EXPECT_EQ(r.top_logprobs[i][k].second, tops[i][k][1].get<int>()) << GetParam() << " pos " << i;
+        }
+      }
+    }
+  }
+  EXPECT_GE(longest, 500u) << "fixture must include a prompt of >= 500 tokens";
+  // Distribution after the whole prompt (covers length-1 prompts too).
+  ASSERT_EQ(l.ref["score"].size(), l.ref["next_top"].size());
+  for (size_t p = 0; p < l.ref["score"].size(); ++p) {
+    ScoreResult r = runner.score(ids_of(l.ref["score"][p]["input_ids"]), 5);
+    const auto& nt = l.ref["next_top"][p];
+    for (size_t k = 0; k < nt.size() && k < r.next_top.size(); ++k)
+      EXPECT_NEAR(r.next_top[k].first, nt[k][0].get<double>(), kTol) << GetParam() << " prompt " << p << " rank " << k;
+  }
+}
+
+TEST_P(FixtureTest, AbsorbedAndChunkedPathsMatchTransformers) {
+  Loaded l = load(GetParam());
+  SequenceRunner runner(*l.model, *l.ops);
+  // The longest prompt through (a) the absorbed MQA form for the whole prefill and (b) chunked prefill in
+  // MHA form over a cached prefix; both must still match the reference.
+  const nlohmann::json* longest = nullptr;
+  for (const auto& e : l.ref["score"])
+    if (!longest || e["input_ids"].size() > (*longest)["input_ids"].size()) longest = &e;
+  std::vector<int32_t> ids = ids_of((*longest)["input_ids"]);
+  EXPECT_LE(score_diff(runner.score(ids, 0, AttnMode::kAbsorbed), *longest), kTol) << "absorbed";
+  EXPECT_LE(score_diff(runner.score(ids, 0, AttnMode::kMha, 100), *longest), kTol) << "chunked mha";
+  EXPECT_LE(score_diff(runner.score(ids, 0, AttnMode::kAbsorbed, 77), *longest), kTol) << "chunked absorbed";
+}
+
+TEST_P(FixtureTest, GreedyGenerationMatchesTransformers) {
+  Loaded l = load(GetParam());
+  SequenceRunner runner(*l.model, *l.ops);
+  for (const auto& e : l.ref["generate"]) {
+    GenerateOptions opts;
+    opts.max_new_tokens = e["max_new_tokens"].get<int>();
+    opts.ignore_eos = true;
+    GenerateResult r = runner.generate(ids_of(e["input_ids"]), opts);
+    const auto ref_ids = e["output_ids"].get<std::vector<int32_t>>();
+    const auto margins = e["top2_margin"].get<std::vector<double>>();
+    const auto ref_lps = e["output_logprobs"].get<std::vector<double>>();
+    ASSERT_EQ(r.output_ids.size(), ref_ids.size());
+    int compared = 0;
+    for (size_t i = 0; i < ref_ids.size(); ++i) {
+      if (margins[i] <= 1e-2) break;  // a near-tie: the continuation may legitimately differ from here on
+      EXPECT_EQ(r.output_ids[i], ref_ids[i]) << GetParam() << " step " << i;
+      EXPECT_NEAR(r.output_logprobs[i], ref_lps[i], kTol) << GetParam() << " step " << i;
+      if (r.output_ids[i] != ref_ids[i]) break;
+      ++compared;
+    }
+    EXPECT_GT(compared, 0);
+  }
+}
+
+TEST_P(FixtureTest, MtpDraftMatchesReference) {
+  Loaded l = load(GetParam());
+  if (!l.ref.contains("mtp")) {
+    EXPECT_EQ(l.model->num_mtp_layers(), 0) << "checkpoint has an MTP layer but the reference has no mtp entry";
+    return;
+  }
+  ASSERT_GE(l.model->num_mtp_layers(), 1);
+  for (const auto& e : l.ref["mtp"]) {
+    std::vector<int32_t> ids = ids_of(e["input_ids"]);
+    const int64_t n = static_cast<int64_t>(ids.size());
+    std::vector<int32_t> pages(static_cast<size_t>((n + 63) / 64 + 1));
+    for (size_t i = 0; i < pages.size(); ++i) pages[i] = static_cast<int32_t>(i);
+    KvCache cache = make_kv_cache(*l.ops, l.cfg, 64, static_cast<int>(pages.size()), l.model->num_mtp_layers());
+    AttnMetadata meta = build_attn_metadata({SeqSlice{0, n, &pages}}, 64, *l.ops);
+    Tensor tok = Tensor::empty({n}, DType::kI32);
+    std::copy(ids.begin(), ids.end(), tok.data_as<int32_t>());
+    Tensor hidden = l.model->forward(tok, meta, cache);  // [n, d] after model.norm
+    // Slot i pairs h_i with token i + 1, at position i.
+    std::vector<int64_t> rows;
+    for (int64_t i = 0; i + 1 < n; ++i) rows.push_back(i);
+    Tensor h = l.ops->select_rows(hidden, rows);
+    Tensor next = Tensor::empty({n - 1}, DType::kI32);
+    std::copy(ids.begin() + 1, ids.end(), next.data_as<int32_t>());
+    AttnMetadata mmeta = build_attn_metadata({SeqSlice{0, n - 1, &pages}}, 64, *l.ops);
+    Tensor z = l.model->mtp_forward(0, next, h, mmeta, cache);
+    Tensor lp = l.ops->log_softmax(l.model->mtp_logits(0, z));  // [n - 1, vocab]
+    const auto& tops = e["draft_top"];
+    ASSERT_EQ(static_cast<int64_t>(tops.size()), n - 1);
+    double worst = 0;
+    for (int64_t i = 0; i + 1 < n; ++i)
+      for (const auto& pair : tops[i]) {
+        const int id = pair[1].get<int>();
+        worst = std::max(worst, std::fabs(lp.f32()[i * lp.dim(1) + id] - pair[0].get<double>()));
+      }
+    EXPECT_LE(worst, kTol) << GetParam() << " MTP draft logprobs";
+  }
+}
+
+// Decode over the latent cache (absorbed form, one token per step) must equal a full recompute of the
+// whole sequence in MHA form, and decoding in MHA form must agree too.
+TEST_P(FixtureTest, DecodeWithCacheEqualsFullRecompute) {
+  Loaded l = load(GetParam());
+  SequenceRunner runner(*l.model, *l.ops);
+  std::vector<int32_t> prompt = ids_of(l.ref["generate"][0]["input_ids"]);
+  GenerateOptions opts;
+  opts.max_new_tokens = 12;
+  opts.ignore_eos = true;
+  GenerateResult absorbed = runner.generate(prompt, opts, AttnMode::kAbsorbed);
+  GenerateResult mha = runner.generate(prompt, opts, AttnMode::kMha);
+  EXPECT_EQ(absorbed.output_ids, mha.output_ids);
+  std::vector<int32_t> full = prompt;
+  full.insert(full.end(), absorbed.output_ids.begin(), absorbed.output_ids.end() - 1);
+  ScoreResult r = runner.score(full, 0, AttnMode::kMha);
+  for (size_t i = 0; i + 1 < absorbed.output_ids.size(); ++i) {
+    const size_t pos = prompt.size() + i;  // position of generated token i in `full`
+    EXPECT_NEAR(r.token_logprobs[pos], absorbed.output_logprobs[i], 1e-4) << GetParam() << " step " << i;
+    EXPECT_NEAR(mha.output_logprobs[i], absorbed.output_logprobs[i], 1e-4) << GetParam() << " step " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureTest, ::testing::Values("v2_lite", "v2", "v3", "v3_fp8", "v32"));
+
+}  // namespace
+}  // namespace ds

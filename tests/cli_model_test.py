@@ -1,0 +1,154 @@
+#!/usr/bin/env python3
+"""End-to-end tests of `dserve score` / `dserve generate` (standard library only).
+
+1. score --json on every fixture matches the transformers reference (max |diff| <= 2e-3), and generate
+   --json reproduces the reference greedy tokens where the reference margin exceeds 1e-2.
+2. Malformed checkpoints and inputs: each gives exit code != 0 and ONE line on stderr naming the problem.
+Usage: cli_model_test.py DSERVE_BINARY FIXTURES_DIR
+"""
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+DSERVE, FIXTURES = sys.argv[1], sys.argv[2]
+failures = []
+passed = 0
+
+
+def check(cond, what):
+    global passed
+    if cond:
+        passed += 1
+    else:
+        failures.append(what)
+        print("FAIL:", what, flush=True)
+
+
+def run(*args):
+    p = subprocess.run([DSERVE, *args], capture_output=True, text=True, timeout=300)
+    return p.returncode, p.stdout, p.stderr
+
+
+def ids_arg(ids):
+    return ",".join(str(i) for i in ids)
+
+
+# ---- 1. fixtures through the CLI ----
+for name in sorted(os.listdir(FIXTURES)):
+    d = os.path.join(FIXTURES, name)
+    ref_path = os.path.join(d, "reference.json")
+    if not os.path.isfile(ref_path):
+        continue
+    ref = json.load(open(ref_path))
+    # the longest and the shortest score prompt
+    prompts = sorted(ref["score"], key=lambda e: len(e["input_ids"]))
+    for entry in (prompts[0], prompts[-1]):
+        rc, out, err = run("score", "--model-path", d, "--input-ids", ids_arg(entry["input_ids"]),
+                           "--top-logprobs", "3", "--json")
+        check(rc == 0, f"{name}: score exited {rc}: {err.strip()}")
+        if rc != 0:
+            continue
+        got = json.loads(out)
+        lps = got["input_token_logprobs"]
+        check(lps[0] is None and got["input_top_logprobs"][0] is None, f"{name}: entry 0 must be null")
+        check(len(lps) == len(entry["input_ids"]), f"{name}: one logprob per input token")
+        worst = max([abs(a - b) for a, b in zip(lps[1:], entry["token_logprobs"][1:])] or [0.0])
+        check(worst <= 2e-3, f"{name}: score max diff {worst} (len {len(entry['input_ids'])})")
+        if len(lps) > 1:
+            check(len(got["input_top_logprobs"][1]) == 3, f"{name}: top-3 lists")
+    g = ref["generate"][0]
+    rc, out, err = run("generate", "--model-path", d, "--input-ids", ids_arg(g["input_ids"]),
+                       "--max-new-tokens", str(g["max_new_tokens"]), "--temperature", "0", "--ignore-eos", "--json")
+    check(rc == 0, f"{name}: generate exited {rc}: {err.strip()}")
+    if rc == 0:
+        got = json.loads(out)
+        n = 0
+        for i, (a, b) in enumerate(zip(got["output_ids"], g["output_ids"])):
+            if g["top2_margin"][i] <= 1e-2:
+                break
+            check(a == b, f"{name}: generate token {i}: {a} != {b}")
+            if a != b:
+                break
+            n += 1
+        check(n > 0, f"{name}: compared at least one generated token")
+
+
+# ---- 2. bad input: one clear line, non-zero exit ----
+def expect_error(args, needle, what):
+    rc, out, err = run(*args)
+    lines = [l for l in err.strip().splitlines() if l.strip()]
+    ok = rc != 0 and len(lines) == 1 and needle in lines[0]
+    check(ok, f"{what}: rc={rc} stderr={err.strip()!r} (expected one line containing {needle!r})")
+
+
+def read_st(path):
+    raw = open(path, "rb").read()
+    n = struct.unpack("<Q", raw[:8])[0]
+    return json.loads(raw[8:8 + n]), raw[8 + n:]
+
+
+def write_st(path, header, data):
+    h = json.dumps(header).encode()
+    open(path, "wb").write(struct.pack("<Q", len(h)) + h + data)
+
+
+base = os.path.join(FIXTURES, "v3_fp8")
+tmp = tempfile.mkdtemp()
+try:
+    def variant(name):
+        d = os.path.join(tmp, name)
+        shutil.copytree(base, d)
+        return d, os.path.join(d, "model.safetensors")
+
+    score = lambda d: ["score", "--model-path", d, "--input-ids", "2,3,4", "--json"]
+
+    d, st = variant("missing")
+    hdr, data = read_st(st)
+    del hdr["model.norm.weight"]
+    write_st(st, hdr, data)
+    expect_error(score(d), "model.norm.weight", "missing tensor")
+
+    d, st = variant("shape")
+    hdr, data = read_st(st)
+    key = "model.layers.0.input_layernorm.weight"
+    hdr[key]["shape"] = [hdr[key]["shape"][0] // 2, 2]
+    write_st(st, hdr, data)
+    expect_error(score(d), "input_layernorm", "wrong shape")
+
+    d, st = variant("truncated")
+    raw = open(st, "rb").read()
+    open(st, "wb").write(raw[:8 + 100])
+    expect_error(score(d), "model.safetensors", "truncated safetensors header")
+
+    d, st = variant("badjson")
+    open(os.path.join(d, "config.json"), "w").write('{"model_type": "deepseek_v3", "hidden_size": }')
+    expect_error(score(d), "config.json", "bad config JSON")
+
+    d, st = variant("modeltype")
+    cfg = json.load(open(os.path.join(d, "config.json")))
+    cfg["model_type"] = "llama"
+    json.dump(cfg, open(os.path.join(d, "config.json"), "w"))
+    expect_error(score(d), "model_type", "unknown model_type")
+
+    d, st = variant("noscale")
+    hdr, data = read_st(st)
+    scale = next(k for k in hdr if k.endswith("weight_scale_inv"))
+    del hdr[scale]
+    write_st(st, hdr, data)
+    expect_error(score(d), scale[:-len("_scale_inv")], "FP8 tensor without scale")
+
+    expect_error(["score", "--model-path", base, "--input-ids", "2,x,4"], "--input-ids", "non-integer id")
+    expect_error(["score", "--model-path", base, "--input-ids", "2,99999999"], "99999999", "id outside vocab")
+    expect_error(["score", "--model-path", os.path.join(tmp, "nope"), "--input-ids", "2"], "nope", "missing dir")
+    expect_error(["score", "--model-path", base, "--input-ids", "2", "--bogus", "1"], "--bogus", "unknown flag")
+    expect_error(["generate", "--model-path", base, "--input-ids", "2", "--max-new-tokens", "0"], "--max-new-tokens",
+                 "max-new-tokens 0")
+finally:
+    shutil.rmtree(tmp)
+
+print(f"{passed} passed, {len(failures)} failed")
+sys.exit(1 if failures else 0)
