@@ -1,0 +1,85 @@
+// CUDA-vs-CPU consistency of the RMSNorm kernels (plain and fused residual add). Inputs are random
+// bf16; padding columns and rows are poisoned with NaN and must neither leak in nor be overwritten.
+#include <cmath>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "kernels/rms_norm.h"
+#include "ops/cuda/cuda_runtime.h"
+#include "ops/ops.h"
+
+namespace ds {
+namespace {
+
+Tensor random_bf16(Shape shape, std::mt19937& rng, float scale, float offset = 0.0f) {
+  Tensor t = Tensor::empty(shape, DType::kBF16);
+  std::normal_distribution<float> nd(0.0f, scale);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data_as<uint16_t>()[i] = f32_to_bf16(offset + nd(rng));
+  return t;
+}
+
+// max |a - b| / max(|b|, 1e-2) over the valid [rows, n] window.
+double rel_err(const Tensor& got, int64_t got_stride, const Tensor& want, int64_t rows, int64_t n) {
+  double worst = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i) {
+      const double a = bf16_to_f32(got.data_as<uint16_t>()[r * got_stride + i]);
+      const double b = want.f32()[r * n + i];
+      worst = std::max(worst, std::fabs(a - b) / std::max(std::fabs(b), 1e-2));
+    }
+  return worst;
+}
+
+class RmsNormGpu : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, bool>> {};
+
+TEST_P(RmsNormGpu, MatchesCpu) {
+  auto [rows, n, fused] = GetParam();
+  init_cuda_device(0);
+  std::mt19937 rng(1234);
+  const int64_t stride = n + 16;  // padded rows
+  const uint16_t nan_bf16 = f32_to_bf16(NAN);
+  Tensor x = random_bf16({rows, stride}, rng, 1.0f);
+  Tensor res = random_bf16({rows, stride}, rng, 1.0f);
+  Tensor w = random_bf16({n}, rng, 0.1f, 1.0f);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = n; i < stride; ++i) x.data_as<uint16_t>()[r * stride + i] = res.data_as<uint16_t>()[r * stride + i] = nan_bf16;
+  Tensor out = Tensor::empty({rows + 1, stride}, DType::kBF16);  // one extra poisoned row
+  for (int64_t i = 0; i < out.numel(); ++i) out.data_as<uint16_t>()[i] = nan_bf16;
+
+  Tensor dx = cuda_upload(x), dres = cuda_upload(res), dw = cuda_upload(w), dout = cuda_upload(out);
+  kernels::RmsNormParams p{dx.data(), fused ? dres.data() : nullptr, dw.data(), dout.data(), rows, n, stride,
+                           stride, stride, 1e-6f};
+  DS_CUDA_CHECK(kernels::launch_rms_norm(p, nullptr));
+  DS_CUDA_CHECK(cudaDeviceSynchronize());
+  Tensor got = cuda_download(dout);
+
+  // CPU reference on the same bf16 inputs (fused: residual rounded to bf16 after the add, as the kernel).
+  auto ops = make_cpu_ops();
+  Tensor xf = Tensor::empty({rows, n}, DType::kF32), wf = to_f32(w);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t i = 0; i < n; ++i) {
+      float v = bf16_to_f32(x.data_as<uint16_t>()[r * stride + i]);
+      if (fused) v = round_bf16(v + bf16_to_f32(res.data_as<uint16_t>()[r * stride + i]));
+      xf.f32()[r * n + i] = v;
+    }
+  Tensor want = ops->rms_norm(xf, wf, 1e-6f);
+  EXPECT_LE(rel_err(got, stride, want, rows, n), 1.6e-2);  // bf16 output: 2^-7 relative
+  for (int64_t r = 0; r <= rows; ++r)
+    for (int64_t i = (r < rows ? n : 0); i < stride; ++i)
+      ASSERT_TRUE(std::isnan(bf16_to_f32(got.data_as<uint16_t>()[r * stride + i]))) << "wrote padding " << r << "," << i;
+  if (fused) {
+    Tensor res_after = cuda_download(dres);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t i = 0; i < n; ++i)
+        ASSERT_EQ(bf16_to_f32(res_after.data_as<uint16_t>()[r * stride + i]), xf.f32()[r * n + i]);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, RmsNormGpu,
+                         ::testing::Values(std::make_tuple(1, 7168, false), std::make_tuple(37, 2048, true),
+                                           std::make_tuple(5, 512, false), std::make_tuple(3, 1536, true),
+                                           std::make_tuple(64, 100, false)));
+
+}  // namespace
+}  // namespace ds
