@@ -39,7 +39,7 @@ int run_generate(int argc, char** argv) {
   opts.sampling.top_p = static_cast<float>(flags.get_double("top-p"));
   opts.sampling.min_p = static_cast<float>(flags.get_double("min-p"));
   opts.sampling.seed = static_cast<uint64_t>(flags.get_int("seed"));
-  opts.ignore_eos = flags.get_bool("ignore-eos");
+  opts.sampling.ignore_eos = flags.get_bool("ignore-eos");
   if (!(opts.sampling.temperature >= 0)) return fail(error("--temperature must be >= 0"));
   if (!(opts.sampling.top_p > 0 && opts.sampling.top_p <= 1)) return fail(error("--top-p must be in (0, 1]"));
   if (!(opts.sampling.min_p >= 0 && opts.sampling.min_p <= 1)) return fail(error("--min-p must be in [0, 1]"));

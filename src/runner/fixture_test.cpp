@@ -109,7 +109,8 @@ TEST_P(FixtureTest, GreedyGenerationMatchesTransformers) {
   for (const auto& e : l.ref["generate"]) {
     GenerateOptions opts;
     opts.max_new_tokens = e["max_new_tokens"].get<int>();
-    opts.ignore_eos = true;
+    opts.sampling.ignore_eos = true;
+    opts.sampling.temperature = 0.0f;
     GenerateResult r = runner.generate(ids_of(e["input_ids"]), opts);
     const auto ref_ids = e["output_ids"].get<std::vector<int32_t>>();
     const auto margins = e["top2_margin"].get<std::vector<double>>();
@@ -173,7 +174,8 @@ TEST_P(FixtureTest, DecodeWithCacheEqualsFullRecompute) {
   std::vector<int32_t> prompt = ids_of(l.ref["generate"][0]["input_ids"]);
   GenerateOptions opts;
   opts.max_new_tokens = 12;
-  opts.ignore_eos = true;
+  opts.sampling.ignore_eos = true;
+  opts.sampling.temperature = 0.0f;
   GenerateResult absorbed = runner.generate(prompt, opts, AttnMode::kAbsorbed);
   GenerateResult mha = runner.generate(prompt, opts, AttnMode::kMha);
   EXPECT_EQ(absorbed.output_ids, mha.output_ids);

@@ -5,15 +5,9 @@
 #include <random>
 #include <vector>
 
-namespace ds {
+#include "sched/request.h"  // SamplingParams
 
-struct SamplingParams {
-  float temperature = 0.0f;  // 0 = greedy
-  int top_k = -1;            // -1 = off
-  float top_p = 1.0f;
-  float min_p = 0.0f;
-  uint64_t seed = 0;
-};
+namespace ds {
 
 class Sampler {
  public:

@@ -73,9 +73,9 @@ GenerateResult SequenceRunner::generate(const std::vector<int32_t>& prompt, cons
                                         AttnMode decode_mode) {
   DS_CHECK(!prompt.empty());
   reset(static_cast<int64_t>(prompt.size()) + opts.max_new_tokens);
-  std::vector<int64_t> stops = opts.stop_token_ids;
-  if (!opts.ignore_eos) stops.insert(stops.end(), model_.config().eos_token_ids.begin(),
-                                     model_.config().eos_token_ids.end());
+  std::vector<int64_t> stops(opts.sampling.stop_token_ids.begin(), opts.sampling.stop_token_ids.end());
+  if (!opts.sampling.ignore_eos)
+    stops.insert(stops.end(), model_.config().eos_token_ids.begin(), model_.config().eos_token_ids.end());
   Sampler sampler(opts.sampling);
   GenerateResult r;
   r.finish_reason = "length";

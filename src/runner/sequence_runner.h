@@ -3,6 +3,7 @@
 // for model tests.
 #pragma once
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "model/deepseek_model.h"
@@ -24,9 +25,7 @@ struct GenerateResult {
 
 struct GenerateOptions {
   int max_new_tokens = 16;
-  SamplingParams sampling;
-  bool ignore_eos = false;
-  std::vector<int64_t> stop_token_ids;  // in addition to the config's EOS ids
+  SamplingParams sampling;  // temperature, top-k/p, min-p, seed; stop ids and ignore_eos
 };
 
 class SequenceRunner {
