@@ -1,0 +1,81 @@
+// Engine: the token-level serving core behind the HTTP API. It owns the scheduler and the model runner on
+// one loop thread; API threads submit requests (token ids in) and receive events (token ids out) through
+// callbacks. Text (tokenizing, detokenizing, stop strings, chat formats) is the API layer's business.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "core/status.h"
+#include "model/config.h"
+#include "sched/request.h"
+
+namespace ds {
+
+struct EngineRequest {
+  std::string rid;                   // unique among live requests (the API layer makes one if absent)
+  std::vector<int32_t> input_ids;
+  SamplingParams sampling;           // sched/request.h: max_new_tokens, stop ids, temperature, ...
+  bool return_logprob = false;
+  int32_t logprob_start_len = -1;    // -1: output tokens only; k >= 0: also prompt tokens [k, n)
+  int32_t top_logprobs_num = 0;      // top-k alternatives per reported position
+};
+
+struct TokenLogprob {
+  int32_t id = -1;
+  float logprob = 0.0f;                            // NaN for prompt token 0 (no prefix to predict it)
+  std::vector<std::pair<float, int32_t>> top;      // (logprob, id), top_logprobs_num of them
+};
+
+struct EngineEvent {
+  std::string rid;
+  std::vector<int32_t> new_tokens;            // appended since the previous event of this request
+  std::vector<TokenLogprob> output_logprobs;  // one per new token, when return_logprob
+  std::vector<TokenLogprob> input_logprobs;   // prompt positions [logprob_start_len, n), in the first event
+  bool finished = false;
+  FinishReason reason;                        // meaningful when finished
+  std::string error;                          // non-empty: the request failed (reason kind abort)
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  int32_t cached_tokens = 0;
+};
+
+struct EngineStats {
+  int32_t num_running = 0;
+  int32_t num_waiting = 0;
+  int64_t max_total_tokens = 0;      // KV capacity in tokens
+  int64_t used_tokens = 0;           // KV slots in use (requests + radix cache)
+  int64_t cached_tokens = 0;         // held by the radix cache
+  uint64_t prompt_tokens_total = 0;  // admitted prompt tokens (first admissions)
+  uint64_t cached_tokens_total = 0;  // of which served from the prefix cache
+  uint64_t generation_tokens_total = 0;
+  uint64_t num_requests_total = 0;
+  uint64_t num_retractions = 0;
+  uint64_t num_steps = 0;
+};
+
+class Engine {
+ public:
+  // Called on the engine thread; must not block (hand the event to the connection's executor).
+  using Callback = std::function<void(EngineEvent)>;
+
+  virtual ~Engine() = default;
+  // Validates and queues a request. Errors (nothing queued) name the problem: empty prompt, token id out of
+  // vocabulary, prompt + max_new_tokens beyond the context or the KV capacity, duplicate rid, ...
+  virtual Status submit(EngineRequest req, Callback on_event) = 0;
+  // Ends a request early: reason abort (client went away) or stop (the API layer matched a stop string).
+  // Its pages return to the pool; a final event with finished = true follows. Unknown rids are ignored.
+  virtual void abort(const std::string& rid) = 0;
+  virtual void finish_with_stop(const std::string& rid, std::string matched_stop) = 0;
+  // Drops the prefix cache; refused while requests are running or waiting.
+  virtual Status flush_cache() = 0;
+  virtual EngineStats stats() const = 0;
+  virtual const ModelConfig& model_config() const = 0;
+  virtual int64_t context_length() const = 0;  // longest prompt + output accepted
+  // Stops the loop: pending requests finish with reason abort. Idempotent.
+  virtual void shutdown() = 0;
+};
+
+}  // namespace ds
