@@ -1,0 +1,443 @@
+// Scheduler policy: admission, chunked prefill, mixed decode, retraction under memory pressure, and the
+// radix-cache bookkeeping around a request's life (see scheduler.h for the overview).
+#include "sched/scheduler.h"
+
+#include <algorithm>
+#include <climits>
+
+#include "core/check.h"
+
+namespace ds {
+
+namespace {
+// lpm sorts the queue by radix match length, O(prompt) per waiting request per step; past this queue
+// length it costs more than it saves and fcfs is used instead (SGLang uses the same cut-off, 128).
+constexpr size_t kLpmMaxQueue = 128;
+
+bool contains(const std::vector<TokenId>& v, TokenId t) { return std::find(v.begin(), v.end(), t) != v.end(); }
+}  // namespace
+
+Result<SchedulePolicy> parse_schedule_policy(std::string_view name) {
+  if (name == "fcfs") return SchedulePolicy::kFcfs;
+  if (name == "lpm") return SchedulePolicy::kLpm;
+  return error("--schedule-policy: unknown policy '", name, "' (expected fcfs or lpm)");
+}
+
+Status SchedulerConfig::validate() const {
+  if (page_size < 1) return error("--page-size must be >= 1, got ", page_size);
+  if (num_pages < 1)
+    return error("the KV cache has no pages: --max-total-tokens must be at least one page (", page_size, " tokens)");
+  if (chunked_prefill_size != -1 && chunked_prefill_size < 1)
+    return error("--chunked-prefill-size must be -1 (off) or >= 1, got ", chunked_prefill_size);
+  if (max_prefill_tokens < 1) return error("--max-prefill-tokens must be >= 1, got ", max_prefill_tokens);
+  if (max_running_requests < 1) return error("--max-running-requests must be >= 1, got ", max_running_requests);
+  if (context_length < 0) return error("--context-length must be >= 0, got ", context_length);
+  return Status::ok();
+}
+
+Result<std::unique_ptr<Scheduler>> Scheduler::create(SchedulerConfig config) {
+  DS_RETURN_IF_ERROR(config.validate());
+  return std::unique_ptr<Scheduler>(new Scheduler(std::move(config)));
+}
+
+Scheduler::Scheduler(SchedulerConfig config)
+    : cfg_(std::move(config)), pool_(std::make_unique<PagePool>(cfg_.num_pages, cfg_.page_size)) {
+  if (!cfg_.disable_radix_cache) tree_ = std::make_unique<RadixTree>(pool_.get());
+  for (int32_t row = cfg_.max_running_requests - 1; row >= 0; --row) free_rows_.push_back(row);
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Requests in and out
+
+Status Scheduler::add_request(std::string rid, std::vector<TokenId> prompt, SamplingParams sampling) {
+  if (rid.empty()) return error("request id is empty");
+  if (requests_.count(rid)) return error("duplicate request id '", rid, "'");
+  if (prompt.empty()) return error("request '", rid, "': the prompt is empty");
+  for (TokenId t : prompt)
+    if (t < 0) return error("request '", rid, "': negative token id ", t, " in the prompt");
+  if (sampling.max_new_tokens < 1)
+    return error("request '", rid, "': max_new_tokens must be >= 1, got ", sampling.max_new_tokens);
+  const int64_t prompt_len = static_cast<int64_t>(prompt.size());
+  if (cfg_.context_length > 0) {
+    if (prompt_len >= cfg_.context_length)
+      return error("request '", rid, "': the prompt has ", prompt_len, " tokens, the context length is ",
+                   cfg_.context_length);
+    // As SGLang: a too-long generation is clipped to the context, not refused.
+    sampling.max_new_tokens =
+        static_cast<int32_t>(std::min<int64_t>(sampling.max_new_tokens, cfg_.context_length - prompt_len));
+  }
+  const int64_t capacity = static_cast<int64_t>(cfg_.num_pages) * cfg_.page_size;
+  if (prompt_len + sampling.max_new_tokens > capacity)
+    return error("request '", rid, "' needs ", prompt_len + sampling.max_new_tokens, " tokens of KV cache (prompt ",
+                 prompt_len, " + max_new_tokens ", sampling.max_new_tokens, ") but the cache holds only ", capacity,
+                 " (--max-total-tokens)");
+
+  auto req = std::make_unique<Request>();
+  req->rid = rid;
+  req->tokens = std::move(prompt);
+  req->num_prompt = static_cast<int32_t>(prompt_len);
+  req->sampling = std::move(sampling);
+  req->arrival = next_arrival_++;
+  waiting_.push_back(req.get());  // arrivals are increasing: the queue stays in arrival order
+  requests_.emplace(std::move(rid), std::move(req));
+  return Status::ok();
+}
+
+Status Scheduler::abort(const std::string& rid, std::string message) {
+  auto it = requests_.find(rid);
+  if (it == requests_.end()) return error("abort: unknown or finished request id '", rid, "'");
+  Request* r = it->second.get();
+  FinishReason reason{FinishReason::Kind::kAbort, -1, std::move(message)};
+  if (r->in_flight) {  // the device is writing its pages: finish it when the step completes
+    r->abort_requested = true;
+    r->abort_message = std::move(reason.matched_text);
+    return Status::ok();
+  }
+  finish(r, std::move(reason), {});
+  return Status::ok();
+}
+
+const Request* Scheduler::find(const std::string& rid) const {
+  auto it = requests_.find(rid);
+  return it == requests_.end() ? nullptr : it->second.get();
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Planning a step
+
+StepPlan Scheduler::next_step() {
+  DS_CHECK(!in_flight_, "next_step() called before complete_step() of step ", step_id_);
+  StepPlan plan;
+  plan.step_id = ++step_id_;
+  plan.page_size = cfg_.page_size;
+  in_flight_ = true;  // even an empty plan is completed: DP ranks run idle steps in lockstep
+  ++counters_.num_steps;
+  const bool chunking = cfg_.chunked_prefill_size > 0;
+  bool retracted = false;
+
+  // 1. Decode every generating request, oldest first. Decodes go before prompts because a decode step
+  //    is what users wait on between tokens; when pages run out the newest requests are retracted.
+  for (size_t i = 0; i < running_.size(); ++i) {
+    Request* r = running_[i];
+    if (!r->is_decoding()) continue;
+    if (reserve_tokens(r, 1, 1, &retracted) == 0) {
+      retract(r);  // it is the newest running request and no page is left for it
+      retracted = true;
+      break;
+    }
+    add_to_plan(r, 1, /*is_decode=*/true, plan);
+  }
+
+  // 2. The token budget bounds the whole step (decode tokens count), so a step's latency is bounded
+  //    by the chunk size. Decodes are never cut; if they alone exceed it no prompt token joins.
+  int32_t budget = chunking ? cfg_.chunked_prefill_size - plan.num_decode_seqs : INT32_MAX;
+
+  // 3. Continue prompts that were cut into chunks, oldest first. A chunk shrinks to the pages there
+  //    are; newer requests are retracted only when not a single token fits.
+  for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
+    Request* r = running_[i];
+    if (r->in_flight || r->is_decoding()) continue;
+    int32_t n = reserve_tokens(r, std::min(r->uncomputed(), budget), 1, &retracted);
+    if (n == 0) continue;  // the newest request, waiting for pages
+    add_to_plan(r, n, /*is_decode=*/false, plan);
+    budget -= n;
+  }
+
+  // 4. Admit waiting requests, but not in a step that had to retract: memory is short, and admitting
+  //    now would only retract again (or re-admit what was just retracted).
+  if (!retracted) {
+    for (Request* r : admission_order()) {
+      if (static_cast<int32_t>(running_.size()) >= cfg_.max_running_requests) break;
+      if (budget <= 0) break;
+      int32_t fed = 0;
+      // Head-of-line: if the next request does not fit, later ones wait too (keeps the order fair).
+      if (!admit(r, budget, plan, &fed)) break;
+      budget -= fed;
+    }
+    std::erase_if(waiting_, [](const Request* r) { return r->status == RequestStatus::kRunning; });
+  }
+  return plan;
+}
+
+std::vector<Request*> Scheduler::admission_order() {
+  std::vector<Request*> order = waiting_;  // arrival order: fcfs
+  if (cfg_.policy == SchedulePolicy::kLpm && tree_ && order.size() <= kLpmMaxQueue) {
+    // Longest cached prefix first: those requests reuse the most KV, and admitting them while their
+    // prefix is cached keeps it from being evicted by others. Ties keep arrival order.
+    std::vector<std::pair<int32_t, Request*>> keyed;
+    keyed.reserve(order.size());
+    for (Request* r : order)
+      keyed.emplace_back(tree_->match_length(std::span<const TokenId>(r->tokens).first(r->num_tokens() - 1)), r);
+    std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    for (size_t i = 0; i < order.size(); ++i) order[i] = keyed[i].second;
+  }
+  return order;
+}
+
+bool Scheduler::admit(Request* r, int32_t budget, StepPlan& plan, int32_t* fed) {
+  const bool chunking = cfg_.chunked_prefill_size > 0;
+  // Reuse the longest cached prefix, but always feed at least the last token: its logits give the
+  // next token. Lock the prefix first so that making room below cannot evict it.
+  RadixTree::Match m;
+  if (tree_) {
+    m = tree_->match_prefix(std::span<const TokenId>(r->tokens).first(r->num_tokens() - 1));
+    tree_->lock(m.node);
+  }
+  const int32_t extend = r->num_tokens() - m.num_tokens;
+  int32_t n = extend;
+  if (chunking) {
+    n = std::min(extend, budget);
+  } else if (plan.num_prefill_tokens > 0 && plan.num_prefill_tokens + extend > cfg_.max_prefill_tokens) {
+    n = 0;  // without chunking a prompt goes whole; a big one gets a step to itself
+  }
+  // Pages for this chunk, plus one spare page per running request so that admitting does not force a
+  // retraction at the very next decode step. (m.num_tokens is page-aligned: no partial page to fill.)
+  const int32_t spare = static_cast<int32_t>(running_.size());
+  const int64_t fit_tokens = static_cast<int64_t>(available_pages() - spare) * cfg_.page_size;
+  if (n > fit_tokens) n = chunking && fit_tokens > 0 ? static_cast<int32_t>(fit_tokens) : 0;
+  if (n == 0) {
+    if (tree_) tree_->unlock(m.node);
+    return false;
+  }
+
+  r->page_table = std::move(m.pages);
+  for (PageId p : r->page_table) pool_->ref(p);
+  r->prefix_node = m.node;
+  r->tree_tokens = m.num_tokens;
+  r->kv_len = m.num_tokens;
+  if (r->num_retractions == 0) {  // a re-admission's "hit" is its own earlier work, not a cache hit
+    r->cached_tokens = m.num_tokens;
+    counters_.prompt_tokens_admitted += r->num_prompt;
+    counters_.cached_tokens_total += m.num_tokens;
+  }
+  bool ok = alloc_pages(pages_for(r->kv_len + n, cfg_.page_size) - static_cast<int32_t>(r->page_table.size()),
+                        r->page_table);
+  DS_CHECK(ok, "admission: ", n, " tokens checked to fit but pages could not be allocated");
+  DS_CHECK(!free_rows_.empty());
+  r->row = free_rows_.back();
+  free_rows_.pop_back();
+  r->status = RequestStatus::kRunning;
+  running_.push_back(r);
+  add_to_plan(r, n, /*is_decode=*/false, plan);
+  *fed = n;
+  return true;
+}
+
+// Makes room for up to `want` more tokens of r (at least min_ok), retracting newer requests from the
+// back of running_ while even min_ok does not fit. Returns the tokens reserved, 0 when r is the newest
+// request and min_ok still does not fit.
+int32_t Scheduler::reserve_tokens(Request* r, int32_t want, int32_t min_ok, bool* retracted) {
+  for (;;) {
+    const int64_t tail_slots = static_cast<int64_t>(r->page_table.size()) * cfg_.page_size - r->kv_len;
+    const int64_t fit = tail_slots + static_cast<int64_t>(available_pages()) * cfg_.page_size;
+    const int32_t n = static_cast<int32_t>(std::min<int64_t>(want, fit));
+    if (n >= min_ok) {
+      bool ok = alloc_pages(pages_for(r->kv_len + n, cfg_.page_size) - static_cast<int32_t>(r->page_table.size()),
+                            r->page_table);
+      DS_CHECK(ok, "reserve: ", n, " tokens checked to fit but pages could not be allocated");
+      return n;
+    }
+    if (running_.back() == r) return 0;
+    retract(running_.back());
+    *retracted = true;
+  }
+}
+
+int32_t Scheduler::available_pages() const {
+  // Unlocked radix pages count as free: evicting them frees them (only locked paths are shared with
+  // running requests).
+  return pool_->num_free() + (tree_ ? tree_->evictable_pages() : 0);
+}
+
+bool Scheduler::alloc_pages(int32_t n, std::vector<PageId>& out) {
+  if (n <= 0) return true;
+  if (pool_->num_free() < n && tree_) tree_->evict(n - pool_->num_free());
+  return pool_->alloc(n, out);
+}
+
+void Scheduler::add_to_plan(Request* r, int32_t n, bool is_decode, StepPlan& plan) {
+  const int32_t ps = cfg_.page_size;
+  DS_CHECK(n >= 1 && r->kv_len + n <= r->num_tokens(), "plan of ", n, " tokens at ", r->kv_len, " of ", r->num_tokens());
+  DS_CHECK(static_cast<int32_t>(r->page_table.size()) == pages_for(r->kv_len + n, ps), "page table of '", r->rid,
+           "' does not cover the step");
+  StepPlan::SeqStep s;
+  s.req = r;
+  s.row = r->row;
+  s.token_begin = plan.num_tokens();
+  s.num_tokens = n;
+  s.start_pos = r->kv_len;
+  s.page_begin = static_cast<int32_t>(plan.page_table.size());
+  s.num_pages = static_cast<int32_t>(r->page_table.size());
+  s.is_decode = is_decode;
+  s.needs_sample = r->kv_len + n == r->num_tokens();
+  for (int32_t i = 0; i < n; ++i) {
+    const int32_t pos = r->kv_len + i;
+    plan.input_ids.push_back(r->tokens[pos]);
+    plan.positions.push_back(pos);
+    plan.slot_mapping.push_back(r->page_table[pos / ps] * ps + pos % ps);
+  }
+  plan.page_table.insert(plan.page_table.end(), r->page_table.begin(), r->page_table.end());
+  plan.num_decode_seqs += is_decode ? 1 : 0;
+  plan.num_prefill_tokens += is_decode ? 0 : n;
+  plan.num_sampled += s.needs_sample ? 1 : 0;
+  plan.seqs.push_back(s);
+  plan_reqs_.push_back(r);
+  r->kv_len += n;  // at plan time: the next plan (overlap scheduling) must see these slots as taken
+  r->in_flight = true;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Completing a step
+
+std::vector<RequestEvent> Scheduler::complete_step(const StepPlan& plan, std::span<const SeqResult> results) {
+  DS_CHECK(in_flight_ && plan.step_id == step_id_, "complete_step for step ", plan.step_id, ", in flight: ",
+           in_flight_ ? step_id_ : 0);
+  DS_CHECK(results.size() == plan.seqs.size() && plan_reqs_.size() == plan.seqs.size(), "complete_step: ",
+           results.size(), " results for ", plan.seqs.size(), " seqs");
+  for (size_t i = 0; i < plan_reqs_.size(); ++i) {
+    Request* r = plan_reqs_[i];
+    const StepPlan::SeqStep& s = plan.seqs[i];
+    r->in_flight = false;
+    if (r->abort_requested) {
+      finish(r, FinishReason{FinishReason::Kind::kAbort, -1, r->abort_message}, {});
+      continue;
+    }
+    if (!s.needs_sample) {  // a prompt chunk: cache what is computed so others can share it at once
+      cache_prefix(r);
+      continue;
+    }
+    const TokenId t = results[i].token;
+    DS_CHECK(t >= 0, "runner returned token ", t, " for '", r->rid, "'");
+    r->tokens.push_back(t);
+    if (auto reason = check_finish(*r, results[i])) {
+      finish(r, std::move(*reason), {t});
+      continue;
+    }
+    if (!s.is_decode) cache_prefix(r);  // the prompt just completed
+    RequestEvent ev;
+    ev.rid = r->rid;
+    ev.new_tokens = {t};
+    ev.prompt_tokens = r->num_prompt;
+    ev.completion_tokens = r->num_output();
+    ev.cached_tokens = r->cached_tokens;
+    events_.push_back(std::move(ev));
+  }
+  plan_reqs_.clear();
+  in_flight_ = false;
+  return take_events();
+}
+
+std::optional<FinishReason> Scheduler::check_finish(const Request& r, const SeqResult& res) const {
+  const SamplingParams& sp = r.sampling;
+  const TokenId t = r.tokens.back();
+  if (r.num_output() >= sp.max_new_tokens) return FinishReason{FinishReason::Kind::kLength, -1, ""};
+  if (r.num_output() > sp.min_new_tokens &&
+      (contains(sp.stop_token_ids, t) || (!sp.ignore_eos && contains(cfg_.eos_token_ids, t))))
+    return FinishReason{FinishReason::Kind::kStop, t, ""};
+  return res.finish;
+}
+
+std::vector<RequestEvent> Scheduler::take_events() {
+  std::vector<RequestEvent> out;
+  out.swap(events_);
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------------
+// KV bookkeeping
+
+// Inserts r's whole computed pages into the radix tree and moves r's lock to the end of them. Where the
+// tree already had pages for the same tokens (another request computed them concurrently), r switches
+// to the tree's and its duplicates go back to the pool.
+void Scheduler::cache_prefix(Request* r) {
+  if (!tree_) return;
+  const int32_t full = r->kv_len / cfg_.page_size;
+  if (full * cfg_.page_size <= r->tree_tokens) return;
+  auto ins = tree_->insert(std::span<const TokenId>(r->tokens).first(full * cfg_.page_size),
+                           std::span<const PageId>(r->page_table).first(full));
+  for (int32_t i = 0; i < full; ++i) {
+    if (ins.pages[i] == r->page_table[i]) continue;
+    pool_->ref(ins.pages[i]);
+    pool_->unref(r->page_table[i]);
+    r->page_table[i] = ins.pages[i];
+  }
+  tree_->lock(ins.node);  // lock the new path before unlocking the old so shared ancestors stay locked
+  tree_->unlock(r->prefix_node);
+  r->prefix_node = ins.node;
+  r->tree_tokens = full * cfg_.page_size;
+}
+
+// Gives up all of r's KV: whole pages are cached in the radix tree (unlocked, so they are the first
+// thing to evict when memory is short, and free hits if r or a sibling comes back), the rest is freed.
+void Scheduler::release_kv(Request* r) {
+  DS_CHECK(!r->in_flight, "releasing the KV of '", r->rid, "' while its step is in flight");
+  if (tree_) {
+    const int32_t full = r->kv_len / cfg_.page_size;
+    if (full * cfg_.page_size > r->tree_tokens)
+      tree_->insert(std::span<const TokenId>(r->tokens).first(full * cfg_.page_size),
+                    std::span<const PageId>(r->page_table).first(full));
+    tree_->unlock(r->prefix_node);
+  }
+  pool_->unref(r->page_table);
+  r->page_table.clear();
+  r->prefix_node = nullptr;
+  r->tree_tokens = 0;
+  r->kv_len = 0;
+  if (r->row >= 0) {
+    free_rows_.push_back(r->row);
+    r->row = -1;
+  }
+}
+
+// Takes the newest running request back to the waiting queue. Its generated tokens stay: re-admission
+// prefills prompt + output so far (mostly from the radix cache if its pages survived) and generation
+// continues where it stopped, with the same tokens (sampling state is per row and seed, not per step).
+void Scheduler::retract(Request* r) {
+  DS_CHECK(!running_.empty() && running_.back() == r, "only the newest running request is retracted");
+  running_.pop_back();
+  release_kv(r);
+  r->status = RequestStatus::kWaiting;
+  ++r->num_retractions;
+  ++counters_.num_retractions;
+  auto pos = std::upper_bound(waiting_.begin(), waiting_.end(), r,
+                              [](const Request* a, const Request* b) { return a->arrival < b->arrival; });
+  waiting_.insert(pos, r);
+}
+
+void Scheduler::finish(Request* r, FinishReason reason, std::vector<TokenId> new_tokens) {
+  release_kv(r);
+  if (r->status == RequestStatus::kRunning) {
+    std::erase(running_, r);
+  } else {
+    std::erase(waiting_, r);
+  }
+  RequestEvent ev;
+  ev.rid = r->rid;
+  ev.new_tokens = std::move(new_tokens);
+  ev.finished = true;
+  ev.reason = std::move(reason);
+  ev.prompt_tokens = r->num_prompt;
+  ev.completion_tokens = r->num_output();
+  ev.cached_tokens = r->cached_tokens;
+  events_.push_back(std::move(ev));
+  requests_.erase(r->rid);  // r is gone from here on
+}
+
+Status Scheduler::flush_cache() {
+  if (has_work())
+    return error("flush_cache refused: ", running_.size(), " requests running and ", waiting_.size(), " waiting");
+  if (tree_) tree_->clear();
+  return Status::ok();
+}
+
+SchedulerStats Scheduler::stats() const {
+  SchedulerStats s = counters_;
+  s.num_waiting = static_cast<int32_t>(waiting_.size());
+  s.num_running = static_cast<int32_t>(running_.size());
+  s.free_pages = pool_->num_free();
+  s.cached_pages = tree_ ? tree_->cached_pages() : 0;
+  s.evictable_pages = tree_ ? tree_->evictable_pages() : 0;
+  return s;
+}
+
+}  // namespace ds

@@ -1,0 +1,167 @@
+// Scheduler: continuous batching over a paged KV cache with a radix prefix cache. Decides each step
+// which requests run, how many tokens each feeds (chunked prefill mixed with decode) and which pages
+// the step writes; turns sampled tokens into per-request events. No CUDA, no model: page ids only.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "cache/page_pool.h"
+#include "cache/radix_tree.h"
+#include "core/status.h"
+#include "sched/request.h"
+#include "sched/step_plan.h"
+
+namespace ds {
+
+// The policy in one paragraph (details in scheduler.cpp):
+//  * Every step decodes all running requests that are generating, continues any chunked prefill, then
+//    admits waiting requests (fcfs, or longest cached prefix first) while the token budget, the page
+//    pool and max_running_requests allow. Decode and prefill chunks share one step (mixed batch).
+//  * Token budget: chunked_prefill_size bounds decode + prefill tokens of a step, so a long prompt is
+//    spread over several steps and never stalls the decoders for more than one chunk's time.
+//  * Memory priority follows admission order: when pages run out, the most recently admitted requests
+//    are retracted (pages freed, KV kept in the radix cache while it lasts, generated tokens kept) and
+//    re-queued in their arrival place. The oldest request always fits (checked at add time), so the
+//    system always makes progress.
+//
+// Where the coming features plug in (designed for, not implemented):
+//  * MTP speculative decoding: a decode SeqStep carries num_draft > 0 extra trailing input tokens (slots
+//    and pages allocated by reserve_tokens() like any token; values kPlaceholderToken when the draft
+//    model made them on the device). SeqResult::token becomes the accepted list (accepted drafts + bonus
+//    token); complete_step appends them, checks stop conditions after each, and rolls back the KV of
+//    rejected drafts: kv_len = start_pos + num_tokens - num_draft + accepted, then the pages past
+//    pages_for(kv_len) are unref'd. Nothing else changes: kv_len is the only KV cursor.
+//  * DP attention: one Scheduler (own PagePool + RadixTree, sized from that rank's memory) per
+//    attention-DP rank; nothing here is global. A DP controller above routes add_request by stats()
+//    (load) or by prefix affinity (radix match_length). Because MoE collectives need every rank, each
+//    rank still runs a step when its plan is empty (an idle batch); batch sizes are all-gathered for
+//    CUDA-graph padding by the runner.
+//  * Overlap scheduling (plan N+1 while N runs): planning already advances kv_len at plan time and never
+//    needs step N's sampled token: a decode of a request sampled in step N feeds kPlaceholderToken, and
+//    the runner resolves it on the device from the previous step's output by `row`. To enable it:
+//    allow two plans in flight (in_flight becomes a count), treat a sampled-but-unreported token as
+//    present when computing uncomputed(), discard tokens of a request that finished one step late, and
+//    only retract / cache KV of completed steps. Page reuse stays safe by stream order: pages freed at
+//    complete_step(N) are written only by a later plan, which the device runs after N+1.
+//
+// Not thread-safe: the engine loop owns it; HTTP threads hand it requests and aborts through a queue.
+
+enum class SchedulePolicy { kFcfs, kLpm };
+Result<SchedulePolicy> parse_schedule_policy(std::string_view name);  // "fcfs" | "lpm"
+
+struct SchedulerConfig {
+  int32_t page_size = 64;                // FlashMLA's native page size
+  int32_t num_pages = 0;                 // KV capacity in pages: --max-total-tokens / page_size
+  int32_t chunked_prefill_size = 8192;   // token budget per step (decode + prefill); -1: no chunking
+  int32_t max_prefill_tokens = 16384;    // chunking off: more prompts join a step only up to this many tokens
+  int32_t max_running_requests = 256;
+  SchedulePolicy policy = SchedulePolicy::kFcfs;
+  bool disable_radix_cache = false;
+  int32_t context_length = 0;            // 0: unlimited; else prompts must be shorter, max_new_tokens is clipped
+  std::vector<TokenId> eos_token_ids;    // model EOS ids (generation_config)
+
+  Status validate() const;
+};
+
+// What the runner reports for seqs[i] of the plan.
+struct SeqResult {
+  TokenId token = -1;                  // the sampled token; only read when seqs[i].needs_sample
+  std::optional<FinishReason> finish;  // the caller's own decision (stop string matched, ...), if any
+};
+
+// What happened to a request; the engine streams these to clients.
+struct RequestEvent {
+  std::string rid;
+  std::vector<TokenId> new_tokens;  // appended by this step (one per step now; several with MTP)
+  bool finished = false;
+  FinishReason reason;              // meaningful when finished
+  int32_t prompt_tokens = 0;
+  int32_t completion_tokens = 0;
+  int32_t cached_tokens = 0;
+};
+
+struct SchedulerStats {
+  int32_t num_waiting = 0;
+  int32_t num_running = 0;
+  int32_t free_pages = 0;
+  int32_t cached_pages = 0;     // pages held by the radix cache
+  int32_t evictable_pages = 0;  // of those, not locked by a running request
+  uint64_t num_steps = 0;
+  uint64_t num_retractions = 0;
+  uint64_t prompt_tokens_admitted = 0;  // over first admissions: with cached_tokens_total, the cache hit rate
+  uint64_t cached_tokens_total = 0;
+};
+
+class Scheduler {
+ public:
+  static Result<std::unique_ptr<Scheduler>> create(SchedulerConfig config);
+  // Capacity in pages for --max-total-tokens (whole pages only).
+  static int32_t pages_for_max_total_tokens(int64_t max_total_tokens, int32_t page_size) {
+    return static_cast<int32_t>(max_total_tokens / page_size);
+  }
+
+  // Queues a request. Errors (nothing queued): empty or duplicate rid, empty prompt, negative token id,
+  // max_new_tokens < 1, prompt >= context_length, prompt + max_new_tokens beyond the KV capacity.
+  Status add_request(std::string rid, std::vector<TokenId> prompt, SamplingParams sampling);
+  // Ends a request with reason abort. Its pages are freed now, or at complete_step when the request is
+  // part of the step in flight. Error for an unknown (or already finished) rid.
+  Status abort(const std::string& rid, std::string message = "aborted by client");
+
+  // Plans the next step (empty when nothing can run). Every plan, empty ones too, must be completed by
+  // complete_step before the next call.
+  StepPlan next_step();
+  // Applies the runner's results (results[i] for plan.seqs[i]) and returns every event since the last
+  // call (including aborts of waiting requests).
+  std::vector<RequestEvent> complete_step(const StepPlan& plan, std::span<const SeqResult> results);
+  // Events produced outside a step (aborts while idle).
+  std::vector<RequestEvent> take_events();
+
+  // Drops the radix cache; refused while requests are waiting or running (as SGLang's /flush_cache).
+  Status flush_cache();
+
+  bool has_work() const { return !waiting_.empty() || !running_.empty(); }
+  bool step_in_flight() const { return in_flight_; }
+  SchedulerStats stats() const;
+  const SchedulerConfig& config() const { return cfg_; }
+  const PagePool& pool() const { return *pool_; }
+  const RadixTree* tree() const { return tree_.get(); }
+  const Request* find(const std::string& rid) const;
+
+ private:
+  explicit Scheduler(SchedulerConfig config);
+
+  std::vector<Request*> admission_order();
+  bool admit(Request* r, int32_t budget, StepPlan& plan, int32_t* fed);
+  int32_t reserve_tokens(Request* r, int32_t want, int32_t min_ok, bool* retracted);
+  bool alloc_pages(int32_t n, std::vector<PageId>& out);
+  int32_t available_pages() const;
+  void add_to_plan(Request* r, int32_t n, bool is_decode, StepPlan& plan);
+  void retract(Request* r);
+  void cache_prefix(Request* r);
+  void release_kv(Request* r);
+  void finish(Request* r, FinishReason reason, std::vector<TokenId> new_tokens);
+  std::optional<FinishReason> check_finish(const Request& r, const SeqResult& res) const;
+
+  SchedulerConfig cfg_;
+  std::unique_ptr<PagePool> pool_;
+  std::unique_ptr<RadixTree> tree_;  // null with disable_radix_cache
+  std::unordered_map<std::string, std::unique_ptr<Request>> requests_;  // waiting + running
+  std::vector<Request*> waiting_;    // by arrival
+  std::vector<Request*> running_;    // by admission: the back is retracted first
+  std::vector<int32_t> free_rows_;
+  uint64_t next_arrival_ = 0;
+
+  bool in_flight_ = false;
+  uint64_t step_id_ = 0;
+  std::vector<Request*> plan_reqs_;  // plan_reqs_[i] is seqs[i].req of the step in flight
+  std::vector<RequestEvent> events_;
+  SchedulerStats counters_;
+};
+
+}  // namespace ds
