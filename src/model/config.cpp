@@ -212,10 +212,7 @@ void parse_rope(const json& root, Fields& top, ModelConfig& c, std::string* err)
     r.original_max_position_embeddings =
         f.integer("original_max_position_embeddings", c.max_position_embeddings, false, 1);
   if (!err->empty()) return;
-  // factor missing: transformers derives max_position_embeddings / original_max_position_embeddings.
-  double factor_dflt = static_cast<double>(c.max_position_embeddings) /
-                       static_cast<double>(r.original_max_position_embeddings);
-  r.factor = f.number("factor", factor_dflt, false, true);
+  r.factor = f.number("factor", 1.0, true, true);  // transformers 5.17 rejects yarn without a factor
   // transformers: `rope_parameters.get("beta_fast") or 32`, so 0 also means the default.
   r.beta_fast = f.number("beta_fast", 32.0, false, false);
   if (r.beta_fast == 0) r.beta_fast = 32.0;
@@ -442,6 +439,7 @@ std::vector<float> ModelConfig::rope_inv_freq() const {
   std::vector<float> pos_freqs(half), inv(half);
   for (int64_t i = 0; i < half; ++i) {
     float expo = static_cast<float>(2 * i) / static_cast<float>(dim);
+    // Correctly rounded; torch's vectorised powf can differ by 1 ulp (seen for theta 50000).
     pos_freqs[i] = static_cast<float>(std::pow(static_cast<double>(base), static_cast<double>(expo)));
   }
   if (rope_scaling.type != "yarn") {

@@ -2,6 +2,8 @@
 // derived YaRN frequencies / softmax scale against the numbers in the spec (section 3.4).
 #include "model/config.h"
 
+#include "core/dtype.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -236,14 +238,39 @@ TEST(Config, AcceptsRopeParameters) {
   EXPECT_NEAR(c.rope_inv_freq()[1], std::pow(20000.0, -2.0 / 64), 1e-6);
 }
 
-TEST(Config, YarnDefaultsFromMaxPositions) {
+TEST(Config, YarnOptionalFieldDefaults) {
   json j = base_json("deepseek-v3.json");
-  j["rope_scaling"] = {{"type", "yarn"}, {"original_max_position_embeddings", 4096}};
+  j["rope_scaling"] = {{"type", "yarn"}, {"factor", 8}};
   ModelConfig c = parse_ok(j.dump());
-  EXPECT_DOUBLE_EQ(c.rope_scaling.factor, 163840.0 / 4096.0);  // max_position_embeddings / original
+  EXPECT_EQ(c.rope_scaling.original_max_position_embeddings, 163840);  // max_position_embeddings
   EXPECT_DOUBLE_EQ(c.rope_scaling.beta_fast, 32.0);
   EXPECT_DOUBLE_EQ(c.rope_scaling.beta_slow, 1.0);
+  EXPECT_DOUBLE_EQ(c.rope_scaling.mscale, 0.0);
   EXPECT_TRUE(c.rope_scaling.truncate);
+  // transformers 5.17 refuses a yarn config without a factor; so do we.
+  EXPECT_ERROR_HAS(error_after([](json& j) { j["rope_scaling"].erase("factor"); }),
+                   "missing required field 'rope_scaling.factor'");
+}
+
+// Values computed by transformers 5.17 itself (tests/data/configs/rope_reference.json): the inverse
+// frequencies bit for bit (up to 1 ulp where powf rounding may differ), the cos/sin attention factor and
+// the softmax scale, for the released configs, the fixture configs and variants of the rope fields.
+TEST(Config, MatchesTransformersRope) {
+  json ref = json::parse(read_file(config_dir() + "/rope_reference.json"));
+  ASSERT_GE(ref["cases"].size(), 14u);
+  for (const json& cs : ref["cases"]) {
+    SCOPED_TRACE(cs["name"].get<std::string>());
+    ModelConfig c = parse_ok(cs["config"].dump());
+    std::vector<float> f = c.rope_inv_freq();
+    ASSERT_EQ(f.size(), cs["inv_freq_bits"].size());
+    for (size_t i = 0; i < f.size(); ++i) {
+      int64_t want = cs["inv_freq_bits"][i].get<int64_t>();
+      int64_t got = f32_to_bits(f[i]);
+      EXPECT_LE(std::llabs(got - want), 1) << "i=" << i << " got " << f[i] << " want " << bits_to_f32(want);
+    }
+    EXPECT_NEAR(c.rope_attention_factor(), cs["attention_scaling"].get<double>(), 1e-14);
+    EXPECT_NEAR(c.softmax_scale(), cs["softmax_scale"].get<double>(), 1e-15);
+  }
 }
 
 TEST(Config, EosListAndNulls) {
