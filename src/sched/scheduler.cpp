@@ -190,11 +190,12 @@ bool Scheduler::admit(Request* r, int32_t budget, StepPlan& plan, int32_t* fed) 
   } else if (plan.num_prefill_tokens > 0 && plan.num_prefill_tokens + extend > cfg_.max_prefill_tokens) {
     n = 0;  // without chunking a prompt goes whole; a big one gets a step to itself
   }
-  // Pages for this chunk, plus one spare page per running request so that admitting does not force a
-  // retraction at the very next decode step. (m.num_tokens is page-aligned: no partial page to fill.)
+  // Memory: the whole rest of the prompt must fit now, even when only a chunk runs this step (chunking
+  // bounds compute, not memory; admitting half a prompt would only be retracted again), plus one spare
+  // page per running request so that admitting does not force a retraction at the next decode step.
   const int32_t spare = static_cast<int32_t>(running_.size());
-  const int64_t fit_tokens = static_cast<int64_t>(available_pages() - spare) * cfg_.page_size;
-  if (n > fit_tokens) n = chunking && fit_tokens > 0 ? static_cast<int32_t>(fit_tokens) : 0;
+  const int32_t prompt_pages = pages_for(r->num_tokens(), cfg_.page_size) - static_cast<int32_t>(m.pages.size());
+  if (prompt_pages + spare > available_pages()) n = 0;
   if (n == 0) {
     if (tree_) tree_->unlock(m.node);
     return false;
