@@ -121,7 +121,7 @@ StepPlan Scheduler::next_step() {
     Request* r = running_[i];
     if (!r->is_decoding()) continue;
     if (reserve_tokens(r, 1, 1, &retracted) == 0) {
-      retract(r);  // it is the newest running request and no page is left for it
+      retract(r);  // it is the newest running request (all newer were retracted) and no page is left
       retracted = true;
       break;
     }
@@ -138,7 +138,7 @@ StepPlan Scheduler::next_step() {
     Request* r = running_[i];
     if (r->in_flight || r->is_decoding()) continue;
     int32_t n = reserve_tokens(r, std::min(r->uncomputed(), budget), 1, &retracted);
-    if (n == 0) continue;  // the newest request, waiting for pages
+    if (n == 0) continue;  // waits for pages (what is newer is already in this plan)
     add_to_plan(r, n, /*is_decode=*/false, plan);
     budget -= n;
   }
@@ -225,8 +225,9 @@ bool Scheduler::admit(Request* r, int32_t budget, StepPlan& plan, int32_t* fed) 
 }
 
 // Makes room for up to `want` more tokens of r (at least min_ok), retracting newer requests from the
-// back of running_ while even min_ok does not fit. Returns the tokens reserved, 0 when r is the newest
-// request and min_ok still does not fit.
+// back of running_ while even min_ok does not fit. Requests already in this step's plan are never
+// retracted (their pages are in the plan). Returns the tokens reserved, 0 when min_ok still does not
+// fit and nothing newer can be retracted.
 int32_t Scheduler::reserve_tokens(Request* r, int32_t want, int32_t min_ok, bool* retracted) {
   for (;;) {
     const int64_t tail_slots = static_cast<int64_t>(r->page_table.size()) * cfg_.page_size - r->kv_len;
@@ -238,7 +239,7 @@ int32_t Scheduler::reserve_tokens(Request* r, int32_t want, int32_t min_ok, bool
       DS_CHECK(ok, "reserve: ", n, " tokens checked to fit but pages could not be allocated");
       return n;
     }
-    if (running_.back() == r) return 0;
+    if (running_.back() == r || running_.back()->in_flight) return 0;
     retract(running_.back());
     *retracted = true;
   }
