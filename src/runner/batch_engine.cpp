@@ -1,0 +1,286 @@
+// The engine loop: plan with the Scheduler under a mutex, execute on the model without it, apply results,
+// and hand events to the API layer's callbacks outside the lock.
+#include "runner/batch_engine.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <filesystem>
+#include <mutex>
+#include <thread>
+#include <unordered_map>
+
+#include "core/logging.h"
+#include "model/deepseek_model.h"
+#include "runner/batch_runner.h"
+
+namespace ds {
+namespace {
+
+class BatchEngine final : public Engine {
+ public:
+  BatchEngine() = default;
+  ~BatchEngine() override { shutdown(); }
+
+  Status init(const BatchEngineOptions& o) {
+    if (o.model_path.empty()) return error("--model-path is required");
+    if (!std::filesystem::is_directory(o.model_path)) return error("--model-path '", o.model_path, "' is not a directory");
+    DS_ASSIGN_OR_RETURN(cfg_, load_model_config(o.model_path));
+    if (o.device == "cpu") {
+      ops_ = make_cpu_ops();
+    } else if (o.device == "cuda") {
+      return error("--device cuda: the CUDA backend is not available yet in this build");
+    } else {
+      return error("--device must be cpu or cuda, got '", o.device, "'");
+    }
+    ModelWeights weights;
+    if (o.verbose) DS_INFO("loading weights from ", o.model_path, " (", o.load_format, ")");
+    if (o.load_format == "auto") {
+      DS_ASSIGN_OR_RETURN(weights, load_weights(o.model_path, cfg_));
+    } else if (o.load_format == "dummy") {
+      weights = make_dummy_weights(cfg_, o.seed);
+    } else {
+      return error("--load-format must be auto or dummy, got '", o.load_format, "'");
+    }
+    model_ = std::make_unique<DeepseekModel>(cfg_, weights, *ops_);
+    if (o.verbose) DS_INFO("weights ready: ", cfg_.num_hidden_layers, " layers, vocab ", cfg_.vocab_size);
+
+    context_length_ = o.context_length > 0 ? o.context_length : cfg_.max_position_embeddings;
+    if (o.context_length < 0) return error("--context-length must be >= 0");
+    if (o.page_size < 1 || o.page_size > 4096) return error("--page-size must be in [1, 4096], got ", o.page_size);
+    int64_t max_tokens = o.max_total_tokens;
+    if (max_tokens < 0) return error("--max-total-tokens must be >= 0");
+    if (max_tokens == 0) {
+      // CPU: a 2 GiB budget for the latent cache, at most 256K tokens.
+      const int64_t per_token = cfg_.num_hidden_layers * (cfg_.kv_cache_dim() + cfg_.index_head_dim) * 4;
+      max_tokens = std::min<int64_t>((int64_t{2} << 30) / std::max<int64_t>(per_token, 1), 256 * 1024);
+    }
+    SchedulerConfig sc;
+    sc.page_size = o.page_size;
+    sc.num_pages = Scheduler::pages_for_max_total_tokens(max_tokens, o.page_size);
+    sc.chunked_prefill_size = o.chunked_prefill_size;
+    sc.max_running_requests = o.max_running_requests;
+    DS_ASSIGN_OR_RETURN(sc.policy, parse_schedule_policy(o.schedule_policy));
+    sc.disable_radix_cache = o.disable_radix_cache;
+    sc.context_length = static_cast<int32_t>(std::min<int64_t>(context_length_, INT32_MAX));
+    for (int64_t e : cfg_.eos_token_ids) sc.eos_token_ids.push_back(static_cast<TokenId>(e));
+    DS_ASSIGN_OR_RETURN(sched_, Scheduler::create(sc));
+    max_total_tokens_ = static_cast<int64_t>(sc.num_pages) * sc.page_size;
+    runner_ = std::make_unique<BatchRunner>(*model_, *ops_, make_kv_cache(*ops_, cfg_, sc.page_size, sc.num_pages, 0));
+    if (o.verbose) DS_INFO("KV cache: ", sc.num_pages, " pages of ", sc.page_size, " tokens (", max_total_tokens_, " tokens)");
+    loop_ = std::thread([this] { run_loop(); });
+    return Status::ok();
+  }
+
+  Status submit(EngineRequest req, Callback on_event) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (stopping_) return error("the server is shutting down");
+    for (size_t i = 0; i < req.input_ids.size(); ++i)
+      if (req.input_ids[i] < 0 || req.input_ids[i] >= cfg_.vocab_size)
+        return error("token id ", req.input_ids[i], " at index ", i, " is outside the vocabulary [0, ", cfg_.vocab_size, ")");
+    if (req.top_logprobs_num < 0) return error("top_logprobs_num must be >= 0");
+    if (req.logprob_start_len >= static_cast<int32_t>(req.input_ids.size()))
+      return error("logprob_start_len ", req.logprob_start_len, " must be smaller than the prompt length ", req.input_ids.size());
+    const int32_t num_prompt = static_cast<int32_t>(req.input_ids.size());
+    std::vector<TokenId> prompt(req.input_ids.begin(), req.input_ids.end());
+    DS_RETURN_IF_ERROR(sched_->add_request(req.rid, std::move(prompt), req.sampling));
+    Live& l = live_[req.rid];
+    l.callback = std::move(on_event);
+    l.info = RunnerRequestInfo{req.return_logprob, req.logprob_start_len, req.top_logprobs_num};
+    if (req.return_logprob && req.logprob_start_len >= 0) l.input_logprobs.resize(num_prompt);
+    ++num_requests_total_;
+    cv_.notify_one();
+    return Status::ok();
+  }
+
+  void abort(const std::string& rid) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (live_.count(rid) && sched_->abort(rid, "aborted by client").is_ok()) events_pending_ = true;
+    cv_.notify_one();
+  }
+
+  void finish_with_stop(const std::string& rid, std::string matched) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = live_.find(rid);
+    if (it == live_.end()) return;
+    it->second.stop_matched = std::move(matched);
+    it->second.stopped = true;
+    if (sched_->abort(rid, "stop string").is_ok()) events_pending_ = true;
+    cv_.notify_one();
+  }
+
+  Status flush_cache() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    return sched_->flush_cache();
+  }
+
+  EngineStats stats() const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    SchedulerStats s = sched_->stats();
+    EngineStats e;
+    e.num_running = s.num_running;
+    e.num_waiting = s.num_waiting;
+    e.max_total_tokens = max_total_tokens_;
+    const int64_t page = sched_->config().page_size;
+    e.used_tokens = (static_cast<int64_t>(sched_->config().num_pages) - s.free_pages) * page;
+    e.cached_tokens = static_cast<int64_t>(s.cached_pages) * page;
+    e.prompt_tokens_total = s.prompt_tokens_admitted;
+    e.cached_tokens_total = s.cached_tokens_total;
+    e.generation_tokens_total = generation_tokens_total_;
+    e.num_requests_total = num_requests_total_;
+    e.num_retractions = s.num_retractions;
+    e.num_steps = s.num_steps;
+    return e;
+  }
+
+  const ModelConfig& model_config() const override { return cfg_; }
+  int64_t context_length() const override { return context_length_; }
+
+  void shutdown() override {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_ && !loop_.joinable()) return;
+      stopping_ = true;
+      cv_.notify_all();
+    }
+    if (loop_.joinable()) loop_.join();
+  }
+
+ private:
+  struct Live {
+    Callback callback;
+    RunnerRequestInfo info;
+    std::vector<TokenLogprob> input_logprobs;  // by prompt position, filled as prefill chunks run
+    bool input_sent = false;
+    bool stopped = false;
+    std::string stop_matched;
+  };
+  struct Outgoing {
+    Callback callback;
+    EngineEvent event;
+  };
+
+  void run_loop() {
+    while (true) {
+      StepPlan plan;
+      std::unordered_map<std::string, RunnerRequestInfo> info;
+      std::vector<Outgoing> out;
+      {
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait(lock, [&] { return stopping_ || events_pending_ || sched_->has_work(); });
+        events_pending_ = false;
+        if (stopping_) {
+          for (auto& [rid, l] : live_) (void)sched_->abort(rid, "server shutting down");
+          out = convert(sched_->take_events(), {}, nullptr);
+          lock.unlock();
+          deliver(out);
+          return;
+        }
+        plan = sched_->next_step();
+        if (plan.empty()) {
+          out = convert(sched_->take_events(), {}, nullptr);
+          if (out.empty()) {  // nothing can run now (should not happen: the scheduler always admits the oldest)
+            cv_.wait_for(lock, std::chrono::milliseconds(5));
+            continue;
+          }
+        } else {
+          for (const auto& s : plan.seqs) {
+            auto it = live_.find(s.req->rid);
+            if (it != live_.end()) info.emplace(s.req->rid, it->second.info);
+          }
+        }
+      }
+      if (!plan.empty()) {
+        std::vector<SeqOutput> outputs = runner_->execute(plan, info);
+        std::vector<SeqResult> results(plan.seqs.size());
+        for (size_t i = 0; i < plan.seqs.size(); ++i) results[i].token = outputs[i].token;
+        std::lock_guard<std::mutex> lock(mu_);
+        // Input logprobs of prompt positions computed in this step.
+        for (size_t i = 0; i < plan.seqs.size(); ++i) {
+          auto it = live_.find(plan.seqs[i].req->rid);
+          if (it == live_.end()) continue;
+          for (auto& [pos, lp] : outputs[i].input_logprobs)
+            if (pos < static_cast<int32_t>(it->second.input_logprobs.size())) it->second.input_logprobs[pos] = lp;
+        }
+        // Request pointers in the plan die in complete_step: keep the rids.
+        std::vector<std::string> rids;
+        for (const auto& sq : plan.seqs) rids.push_back(sq.req->rid);
+        std::vector<RequestEvent> events = sched_->complete_step(plan, results);
+        out = convert(std::move(events), outputs, &rids);
+      }
+      deliver(out);
+    }
+  }
+
+  // Scheduler events -> engine events (called with mu_ held). outputs[i] belongs to (*rids)[i] when non-null.
+  std::vector<Outgoing> convert(std::vector<RequestEvent> events, const std::vector<SeqOutput>& outputs,
+                                const std::vector<std::string>* rids) {
+    std::unordered_map<std::string, size_t> seq_of;
+    if (rids)
+      for (size_t i = 0; i < rids->size(); ++i) seq_of.emplace((*rids)[i], i);
+    std::vector<Outgoing> out;
+    for (RequestEvent& ev : events) {
+      auto it = live_.find(ev.rid);
+      if (it == live_.end()) continue;
+      Live& l = it->second;
+      EngineEvent e;
+      e.rid = ev.rid;
+      e.new_tokens.assign(ev.new_tokens.begin(), ev.new_tokens.end());
+      e.finished = ev.finished;
+      e.reason = ev.reason;
+      e.prompt_tokens = ev.prompt_tokens;
+      e.completion_tokens = ev.completion_tokens;
+      e.cached_tokens = ev.cached_tokens;
+      generation_tokens_total_ += ev.new_tokens.size();
+      if (l.info.return_logprob && !e.new_tokens.empty()) {
+        auto s = seq_of.find(ev.rid);
+        if (s != seq_of.end()) e.output_logprobs.push_back(outputs[s->second].logprob);
+      }
+      if (!l.input_sent && l.info.return_logprob && l.info.logprob_start_len >= 0 &&
+          (!e.new_tokens.empty() || e.finished)) {
+        e.input_logprobs.assign(l.input_logprobs.begin() + l.info.logprob_start_len, l.input_logprobs.end());
+        l.input_sent = true;
+      }
+      if (e.finished && l.stopped) e.reason = FinishReason{FinishReason::Kind::kStop, -1, l.stop_matched};
+      out.push_back(Outgoing{l.callback, std::move(e)});
+      if (ev.finished) {
+        runner_->release(ev.rid);
+        live_.erase(it);
+      }
+    }
+    return out;
+  }
+
+  static void deliver(std::vector<Outgoing>& out) {
+    for (Outgoing& o : out)
+      if (o.callback) o.callback(std::move(o.event));
+  }
+
+  ModelConfig cfg_;
+  std::unique_ptr<Ops> ops_;
+  std::unique_ptr<DeepseekModel> model_;
+  std::unique_ptr<BatchRunner> runner_;
+  int64_t context_length_ = 0;
+  int64_t max_total_tokens_ = 0;
+
+  mutable std::mutex mu_;  // guards sched_, live_ and the counters
+  std::condition_variable cv_;
+  std::unique_ptr<Scheduler> sched_;
+  std::unordered_map<std::string, Live> live_;
+  uint64_t generation_tokens_total_ = 0;
+  uint64_t num_requests_total_ = 0;
+  bool stopping_ = false;
+  bool events_pending_ = false;  // an abort produced events outside a step
+  std::thread loop_;
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Engine>> make_batch_engine(const BatchEngineOptions& opts) {
+  auto e = std::make_unique<BatchEngine>();
+  DS_RETURN_IF_ERROR(e->init(opts));
+  return std::unique_ptr<Engine>(std::move(e));
+}
+
+}  // namespace ds

@@ -1,0 +1,31 @@
+// BatchEngine: the Engine (engine.h) that runs the real model: one loop thread plans steps with the
+// Scheduler, executes them with DeepseekModel over the paged latent cache, samples, and reports events.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+
+#include "core/status.h"
+#include "runner/engine.h"
+#include "sched/scheduler.h"
+
+namespace ds {
+
+struct BatchEngineOptions {
+  std::string model_path;
+  std::string device = "cpu";
+  std::string load_format = "auto";  // auto | dummy
+  uint64_t seed = 0;                 // dummy weights
+  int32_t page_size = 64;
+  int64_t max_total_tokens = 0;      // KV capacity in tokens; 0 = derived from a memory budget
+  int32_t chunked_prefill_size = 8192;
+  int32_t max_running_requests = 256;
+  std::string schedule_policy = "fcfs";
+  bool disable_radix_cache = false;
+  int64_t context_length = 0;        // 0 = the model's max_position_embeddings
+  bool verbose = true;               // loading progress on stderr
+};
+
+Result<std::unique_ptr<Engine>> make_batch_engine(const BatchEngineOptions& opts);
+
+}  // namespace ds

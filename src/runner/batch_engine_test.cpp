@@ -1,0 +1,198 @@
+// The batch engine on the CPU backend with the fixtures: batched, chunked, retracted and prefix-cached
+// execution must give exactly what the single-sequence runner gives.
+#include "runner/batch_engine.h"
+
+#include <chrono>
+#include <condition_variable>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "model/deepseek_model.h"
+#include "runner/sequence_runner.h"
+
+namespace ds {
+namespace {
+
+std::string fixture(const std::string& name) { return std::string(DSERVE_SOURCE_DIR) + "/tests/fixtures/" + name; }
+
+// Collects events per request and waits for completion.
+struct Collector {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::string, std::vector<int32_t>> tokens;
+  std::map<std::string, std::vector<TokenLogprob>> input_lps, output_lps;
+  std::map<std::string, EngineEvent> final_event;
+
+  Engine::Callback callback() {
+    return [this](EngineEvent e) {
+      std::lock_guard<std::mutex> lock(mu);
+      auto& t = tokens[e.rid];
+      t.insert(t.end(), e.new_tokens.begin(), e.new_tokens.end());
+      auto& in = input_lps[e.rid];
+      in.insert(in.end(), e.input_logprobs.begin(), e.input_logprobs.end());
+      auto& o = output_lps[e.rid];
+      o.insert(o.end(), e.output_logprobs.begin(), e.output_logprobs.end());
+      if (e.finished) final_event[e.rid] = e;
+      cv.notify_all();
+    };
+  }
+  bool wait(size_t n, int seconds = 120) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(seconds), [&] { return final_event.size() >= n; });
+  }
+};
+
+std::vector<int32_t> random_prompt(std::mt19937& rng, int len, int vocab) {
+  std::uniform_int_distribution<int> d(2, vocab - 1);
+  std::vector<int32_t> p(len);
+  for (auto& t : p) t = d(rng);
+  return p;
+}
+
+// Greedy continuations from the single-sequence reference path.
+std::vector<std::vector<int32_t>> reference(const std::string& name, const std::vector<std::vector<int32_t>>& prompts,
+                                            int max_new) {
+  auto cfg = load_model_config(fixture(name)).value();
+  auto w = load_weights(fixture(name), cfg).value();
+  auto ops = make_cpu_ops();
+  DeepseekModel model(cfg, w, *ops);
+  SequenceRunner runner(model, *ops);
+  std::vector<std::vector<int32_t>> out;
+  for (const auto& p : prompts) {
+    GenerateOptions o;
+    o.max_new_tokens = max_new;
+    o.sampling.temperature = 0;
+    o.sampling.ignore_eos = true;
+    out.push_back(runner.generate(p, o).output_ids);
+  }
+  return out;
+}
+
+EngineRequest greedy(const std::string& rid, std::vector<int32_t> ids, int max_new) {
+  EngineRequest r;
+  r.rid = rid;
+  r.input_ids = std::move(ids);
+  r.sampling.max_new_tokens = max_new;
+  r.sampling.temperature = 0;
+  r.sampling.ignore_eos = true;
+  return r;
+}
+
+struct Case {
+  std::string fixture;
+  int64_t max_total_tokens;
+  int32_t chunked_prefill_size;
+  int32_t page_size = 64;
+  int max_new = 10;
+};
+
+class BatchEngineTest : public ::testing::TestWithParam<Case> {};
+
+TEST_P(BatchEngineTest, ConcurrentGreedyEqualsSequential) {
+  const Case c = GetParam();
+  std::mt19937 rng(7);
+  std::vector<std::vector<int32_t>> prompts;
+  for (int i = 0; i < 12; ++i) prompts.push_back(random_prompt(rng, 5 + 23 * i % 150, 1024));
+  const int kNew = c.max_new;
+  auto want = reference(c.fixture, prompts, kNew);
+
+  BatchEngineOptions o;
+  o.model_path = fixture(c.fixture);
+  o.max_total_tokens = c.max_total_tokens;
+  o.chunked_prefill_size = c.chunked_prefill_size;
+  o.page_size = c.page_size;
+  o.verbose = false;
+  auto engine = make_batch_engine(o);
+  ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+  Collector col;
+  for (size_t i = 0; i < prompts.size(); ++i)
+    ASSERT_TRUE((*engine)->submit(greedy("r" + std::to_string(i), prompts[i], kNew), col.callback()).is_ok());
+  ASSERT_TRUE(col.wait(prompts.size()));
+  for (size_t i = 0; i < prompts.size(); ++i) {
+    const std::string rid = "r" + std::to_string(i);
+    EXPECT_EQ(col.tokens[rid], want[i]) << c.fixture << " " << rid;
+    EXPECT_EQ(col.final_event[rid].reason.kind, FinishReason::Kind::kLength);
+    EXPECT_EQ(col.final_event[rid].completion_tokens, kNew);
+  }
+  EngineStats s = (*engine)->stats();
+  if (c.max_total_tokens <= 512) EXPECT_GT(s.num_retractions, 0u) << "the small pool must force retraction";
+  EXPECT_EQ(s.num_running + s.num_waiting, 0);
+  EXPECT_EQ(s.used_tokens, s.cached_tokens) << "only the radix cache holds pages when idle";
+}
+
+INSTANTIATE_TEST_SUITE_P(Configs, BatchEngineTest,
+                         ::testing::Values(Case{"v3", 65536, 8192}, Case{"v2_lite", 65536, 40},
+                                           Case{"v32", 65536, 64}, Case{"v3", 320, 8192, 16, 48}));
+
+TEST(BatchEngine, PromptLogprobsMatchScoreAndPrefixCacheIsUsed) {
+  auto cfg = load_model_config(fixture("v3")).value();
+  auto w = load_weights(fixture("v3"), cfg).value();
+  auto ops = make_cpu_ops();
+  DeepseekModel model(cfg, w, *ops);
+  SequenceRunner runner(model, *ops);
+  std::mt19937 rng(3);
+  std::vector<int32_t> prompt = random_prompt(rng, 150, 1024);
+  ScoreResult ref = runner.score(prompt, 3);
+
+  BatchEngineOptions o;
+  o.model_path = fixture("v3");
+  o.chunked_prefill_size = 64;
+  o.verbose = false;
+  auto engine = make_batch_engine(o).value();
+  Collector col;
+  EngineRequest r = greedy("a", prompt, 4);
+  r.return_logprob = true;
+  r.logprob_start_len = 0;
+  r.top_logprobs_num = 3;
+  ASSERT_TRUE(engine->submit(r, col.callback()).is_ok());
+  ASSERT_TRUE(col.wait(1));
+  ASSERT_EQ(col.input_lps["a"].size(), prompt.size());
+  EXPECT_TRUE(std::isnan(col.input_lps["a"][0].logprob));
+  for (size_t i = 1; i < prompt.size(); ++i) {
+    EXPECT_EQ(col.input_lps["a"][i].id, prompt[i]);
+    EXPECT_NEAR(col.input_lps["a"][i].logprob, ref.token_logprobs[i], 1e-4) << i;
+    ASSERT_EQ(col.input_lps["a"][i].top.size(), 3u);
+    EXPECT_EQ(col.input_lps["a"][i].top[0].second, ref.top_logprobs[i][0].second) << i;
+  }
+  ASSERT_EQ(col.output_lps["a"].size(), 4u);
+  EXPECT_EQ(col.output_lps["a"][0].id, col.tokens["a"][0]);
+  EXPECT_NEAR(col.output_lps["a"][0].logprob, ref.next_top[0].first, 1e-4);
+
+  // Same prompt again: its full pages come from the radix cache, the output is unchanged.
+  ASSERT_TRUE(engine->submit(greedy("b", prompt, 4), col.callback()).is_ok());
+  ASSERT_TRUE(col.wait(2));
+  EXPECT_GT(col.final_event["b"].cached_tokens, 0);
+  EXPECT_EQ(col.tokens["b"], col.tokens["a"]);
+}
+
+TEST(BatchEngine, AbortReturnsPagesAndRejectsBadInput) {
+  BatchEngineOptions o;
+  o.model_path = fixture("v2_lite");
+  o.verbose = false;
+  o.disable_radix_cache = true;
+  auto engine = make_batch_engine(o).value();
+  Collector col;
+  std::mt19937 rng(5);
+  ASSERT_TRUE(engine->submit(greedy("long", random_prompt(rng, 40, 1024), 100000), col.callback()).is_ok());
+  EXPECT_FALSE(engine->submit(greedy("long", random_prompt(rng, 4, 1024), 4), col.callback()).is_ok()) << "duplicate rid";
+  EXPECT_FALSE(engine->submit(greedy("bad", {1, 5000}, 4), col.callback()).is_ok()) << "id outside vocab";
+  EXPECT_FALSE(engine->submit(greedy("empty", {}, 4), col.callback()).is_ok());
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  engine->abort("long");
+  ASSERT_TRUE(col.wait(1));
+  EXPECT_EQ(col.final_event["long"].reason.kind, FinishReason::Kind::kAbort);
+  EngineStats s = engine->stats();
+  EXPECT_EQ(s.used_tokens, 0);
+  EXPECT_EQ(s.num_running + s.num_waiting, 0);
+  // The engine still serves.
+  ASSERT_TRUE(engine->submit(greedy("after", random_prompt(rng, 6, 1024), 3), col.callback()).is_ok());
+  ASSERT_TRUE(col.wait(2));
+  EXPECT_EQ(col.tokens["after"].size(), 3u);
+}
+
+}  // namespace
+}  // namespace ds

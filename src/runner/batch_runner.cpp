@@ -1,0 +1,137 @@
+// Executes a StepPlan: forward over every new token of the batch, logits only where needed, sampling with
+// penalties and min_new_tokens, and log-probabilities of sampled and (on request) prompt tokens.
+#include "runner/batch_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+namespace ds {
+
+AttnMetadata build_attn_metadata(const StepPlan& plan, Ops& ops) {
+  AttnMetadata m;
+  m.num_seqs = plan.num_seqs();
+  m.num_tokens = plan.num_tokens();
+  m.page_size = plan.page_size;
+  int32_t max_pages = 1;
+  for (const auto& s : plan.seqs) {
+    max_pages = std::max(max_pages, s.num_pages);
+    m.max_seq_len = std::max(m.max_seq_len, s.kv_len());
+    m.max_q_len = std::max(m.max_q_len, s.num_tokens);
+  }
+  const int64_t T = m.num_tokens;
+  Tensor positions = Tensor::empty({T}, DType::kI32), slots = Tensor::empty({T}, DType::kI32);
+  std::copy(plan.positions.begin(), plan.positions.end(), positions.data_as<int32_t>());
+  std::copy(plan.slot_mapping.begin(), plan.slot_mapping.end(), slots.data_as<int32_t>());
+  Tensor q_starts = Tensor::empty({m.num_seqs + 1}, DType::kI32), seq_lens = Tensor::empty({m.num_seqs}, DType::kI32);
+  Tensor table = Tensor::zeros({m.num_seqs, max_pages}, DType::kI32);
+  for (int s = 0; s < m.num_seqs; ++s) {
+    const auto& sq = plan.seqs[s];
+    DS_CHECK(sq.token_begin == (s == 0 ? 0 : plan.seqs[s - 1].token_begin + plan.seqs[s - 1].num_tokens),
+             "plan tokens are not contiguous per sequence");
+    q_starts.data_as<int32_t>()[s] = sq.token_begin;
+    seq_lens.data_as<int32_t>()[s] = sq.kv_len();
+    std::copy(plan.page_table.begin() + sq.page_begin, plan.page_table.begin() + sq.page_begin + sq.num_pages,
+              table.data_as<int32_t>() + static_cast<int64_t>(s) * max_pages);
+  }
+  q_starts.data_as<int32_t>()[m.num_seqs] = static_cast<int32_t>(T);
+  m.positions = ops.upload(positions);
+  m.slot_mapping = ops.upload(slots);
+  m.q_starts = ops.upload(q_starts);
+  m.seq_lens = ops.upload(seq_lens);
+  m.block_table = ops.upload(table);
+  return m;
+}
+
+BatchRunner::BatchRunner(DeepseekModel& model, Ops& ops, KvCache cache)
+    : model_(model), ops_(ops), cache_(std::move(cache)) {}
+
+TokenLogprob BatchRunner::logprob_at(const float* lp, int64_t vocab, int32_t id, int32_t top_k) const {
+  TokenLogprob t;
+  t.id = id;
+  t.logprob = id >= 0 ? lp[id] : std::numeric_limits<float>::quiet_NaN();
+  if (top_k > 0) {
+    std::vector<int32_t> idx(vocab);
+    std::iota(idx.begin(), idx.end(), 0);
+    const int64_t k = std::min<int64_t>(top_k, vocab);
+    std::partial_sort(idx.begin(), idx.begin() + k, idx.end(),
+                      [&](int32_t a, int32_t b) { return lp[a] > lp[b] || (lp[a] == lp[b] && a < b); });
+    for (int64_t i = 0; i < k; ++i) t.top.emplace_back(lp[idx[i]], idx[i]);
+  }
+  return t;
+}
+
+std::vector<SeqOutput> BatchRunner::execute(const StepPlan& plan,
+                                            const std::unordered_map<std::string, RunnerRequestInfo>& info) {
+  std::vector<SeqOutput> out(plan.seqs.size());
+  if (plan.empty()) return out;
+  AttnMetadata meta = build_attn_metadata(plan, ops_);
+  Tensor ids = Tensor::empty({plan.num_tokens()}, DType::kI32);
+  for (int32_t i = 0; i < plan.num_tokens(); ++i) {
+    DS_CHECK(plan.input_ids[i] >= 0, "placeholder tokens need the overlap runner");
+    ids.data_as<int32_t>()[i] = plan.input_ids[i];
+  }
+  Tensor hidden = model_.forward(ops_.upload(ids), meta, cache_);  // [T, d]
+
+  // Rows whose logits are needed: the last token of sampling sequences, and prompt rows for input logprobs.
+  std::vector<int64_t> rows;
+  std::vector<std::pair<size_t, int32_t>> row_owner;  // (seq index, position of the token whose row it is)
+  for (size_t s = 0; s < plan.seqs.size(); ++s) {
+    const auto& sq = plan.seqs[s];
+    auto it = info.find(sq.req->rid);
+    const bool want_input = it != info.end() && it->second.return_logprob && it->second.logprob_start_len >= 0 &&
+                            sq.start_pos < sq.req->num_prompt;
+    for (int32_t j = 0; j < sq.num_tokens; ++j) {
+      const int32_t pos = sq.start_pos + j;
+      const bool last = j + 1 == sq.num_tokens;
+      const bool input_row = want_input && pos + 1 < sq.req->num_prompt && pos + 1 >= it->second.logprob_start_len;
+      if ((last && sq.needs_sample) || input_row) {
+        rows.push_back(sq.token_begin + j);
+        row_owner.emplace_back(s, pos);
+      }
+    }
+    if (want_input && sq.start_pos == 0 && it->second.logprob_start_len == 0)  // token 0 has no prediction
+      out[s].input_logprobs.emplace_back(0, TokenLogprob{sq.req->tokens[0], std::numeric_limits<float>::quiet_NaN(), {}});
+  }
+  if (rows.empty()) return out;
+  Tensor logits = ops_.to_host(model_.logits(ops_.select_rows(hidden, rows)));  // [R, vocab]
+  Tensor logprobs = ops_.to_host(ops_.log_softmax(logits));
+  const int64_t vocab = logits.dim(1);
+  const auto& eos = model_.config().eos_token_ids;
+  std::vector<float> work(vocab);
+  for (size_t r = 0; r < rows.size(); ++r) {
+    const auto [s, pos] = row_owner[r];
+    const auto& sq = plan.seqs[s];
+    const Request& req = *sq.req;
+    auto it = info.find(req.rid);
+    const RunnerRequestInfo ri = it != info.end() ? it->second : RunnerRequestInfo{};
+    const float* lp = logprobs.f32() + r * vocab;
+    if (pos + 1 < req.num_prompt) {  // a prompt row: the logprob of the next prompt token (never a sampling row)
+      out[s].input_logprobs.emplace_back(pos + 1, logprob_at(lp, vocab, req.tokens[pos + 1], ri.top_logprobs_num));
+      continue;
+    }
+    DS_CHECK(sq.needs_sample && pos == sq.kv_len() - 1, "unexpected logits row");
+    // Sampling: penalties over the output so far, stop tokens masked until min_new_tokens.
+    const SamplingParams& sp = req.sampling;
+    std::copy(logits.f32() + r * vocab, logits.f32() + (r + 1) * vocab, work.begin());
+    if (sp.frequency_penalty != 0.0f || sp.presence_penalty != 0.0f) {
+      std::unordered_map<int32_t, int> counts;
+      for (TokenId t : req.output()) ++counts[t];
+      for (auto [t, c] : counts) work[t] -= sp.frequency_penalty * c + sp.presence_penalty;
+    }
+    if (req.num_output() < sp.min_new_tokens) {
+      for (TokenId t : sp.stop_token_ids) if (t >= 0 && t < vocab) work[t] = -INFINITY;
+      if (!sp.ignore_eos)
+        for (int64_t t : eos) if (t >= 0 && t < vocab) work[t] = -INFINITY;
+    }
+    auto sit = samplers_.find(req.rid);
+    if (sit == samplers_.end()) sit = samplers_.emplace(req.rid, Sampler(sp)).first;
+    const int32_t tok = sit->second.sample(work.data(), vocab);
+    out[s].token = tok;
+    if (ri.return_logprob) out[s].logprob = logprob_at(lp, vocab, tok, ri.top_logprobs_num);
+  }
+  return out;
+}
+
+}  // namespace ds
