@@ -105,6 +105,8 @@ Result<std::shared_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string
   m->len = size;
   // Private + writable: copy-on-write pages, so in-place edits by a backend never reach the file.
   m->addr = mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+  // Strict overcommit may refuse a writable private mapping of a huge file; read-only still works.
+  if (m->addr == MAP_FAILED && errno == ENOMEM) m->addr = mmap(nullptr, size, PROT_READ, MAP_PRIVATE, fd, 0);
   int map_errno = errno;
   ::close(fd);
   if (m->addr == MAP_FAILED) {

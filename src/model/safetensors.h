@@ -26,8 +26,9 @@ struct TensorInfo {
   int64_t numel() const;
 };
 
-// A memory-mapped .safetensors file. The mapping is private and writable (copy-on-write), so a backend
-// may permute or convert a returned host tensor in place without touching the file on disk.
+// A memory-mapped .safetensors file. The mapping is private and normally writable (copy-on-write), so a
+// backend may permute a returned host tensor in place without touching the file on disk (read-only only
+// when the kernel refuses a writable mapping of a huge file; prefer copying over in-place edits).
 class SafetensorsFile {
  public:
   // Maps and validates the file: header length, JSON header, and every entry's dtype, shape and
