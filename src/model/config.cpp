@@ -427,7 +427,14 @@ Result<ModelConfig> load_model_config(const std::string& model_dir) {
   std::stringstream ss;
   ss << in.rdbuf();
   if (in.bad()) return error(path, ": read failed");
-  return parse_model_config(ss.str());
+  Result<ModelConfig> r = parse_model_config(ss.str());
+  if (!r.is_ok()) {
+    // Name the file the user passed, not just "config.json".
+    std::string msg = r.status().message();
+    if (msg.rfind("config.json:", 0) == 0) msg = path + msg.substr(std::strlen("config.json"));
+    return Status::error(msg);
+  }
+  return r;
 }
 
 std::vector<float> ModelConfig::rope_inv_freq() const {

@@ -320,7 +320,7 @@ TEST(LoadErrors, BrokenFiles) {
 TEST(LoadErrors, BadConfig) {
   std::string dir = clone("v2_lite", nullptr);
   std::ofstream(dir + "/config.json", std::ios::trunc) << "{\"model_type\": \"deepseek_v2\",";
-  EXPECT_ERROR_HAS(load_error(dir), "config.json: invalid JSON");
+  EXPECT_ERROR_HAS(load_error(dir), dir + "/config.json: invalid JSON");
   dir = clone("v2_lite", nullptr, [](json& c) { c["model_type"] = "mixtral"; });
   EXPECT_ERROR_HAS(load_error(dir), "unsupported model_type 'mixtral'");
 }
