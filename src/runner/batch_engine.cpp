@@ -84,7 +84,8 @@ class BatchEngine final : public Engine {
       return error("logprob_start_len ", req.logprob_start_len, " must be smaller than the prompt length ", req.input_ids.size());
     const int32_t num_prompt = static_cast<int32_t>(req.input_ids.size());
     std::vector<TokenId> prompt(req.input_ids.begin(), req.input_ids.end());
-    DS_RETURN_IF_ERROR(sched_->add_request(req.rid, std::move(prompt), req.sampling));
+    const int32_t reuse = req.return_logprob && req.logprob_start_len >= 0 ? req.logprob_start_len : INT32_MAX;
+    DS_RETURN_IF_ERROR(sched_->add_request(req.rid, std::move(prompt), req.sampling, reuse));
     Live& l = live_[req.rid];
     l.callback = std::move(on_event);
     l.info = RunnerRequestInfo{req.return_logprob, req.logprob_start_len, req.top_logprobs_num};

@@ -167,6 +167,18 @@ TEST(BatchEngine, PromptLogprobsMatchScoreAndPrefixCacheIsUsed) {
   ASSERT_TRUE(col.wait(2));
   EXPECT_GT(col.final_event["b"].cached_tokens, 0);
   EXPECT_EQ(col.tokens["b"], col.tokens["a"]);
+
+  // Prompt logprobs from position 100 with the prompt cached: reuse stops at 100, positions [100, n) are real.
+  EngineRequest c = greedy("c", prompt, 2);
+  c.return_logprob = true;
+  c.logprob_start_len = 100;
+  ASSERT_TRUE(engine->submit(c, col.callback()).is_ok());
+  ASSERT_TRUE(col.wait(3));
+  EXPECT_GT(col.final_event["c"].cached_tokens, 0);
+  EXPECT_LE(col.final_event["c"].cached_tokens, 100);
+  ASSERT_EQ(col.input_lps["c"].size(), prompt.size() - 100);
+  for (size_t i = 100; i < prompt.size(); ++i)
+    EXPECT_NEAR(col.input_lps["c"][i - 100].logprob, ref.token_logprobs[i], 1e-4) << i;
 }
 
 TEST(BatchEngine, AbortReturnsPagesAndRejectsBadInput) {

@@ -1,6 +1,7 @@
 // Request: one generation request as the scheduler sees it: token ids (prompt + output so far), sampling
 // and stop parameters, progress through prefill, its KV pages, and how it finished.
 #pragma once
+#include <climits>
 #include <cstdint>
 #include <optional>
 #include <span>
@@ -68,6 +69,9 @@ struct Request {
   int32_t row = -1;           // stable slot in [0, max_running_requests) while running: index of the
                               // runner's per-request device state (sampling state, MTP hidden states)
   int32_t num_retractions = 0;
+  // Prefix reuse from the radix cache stops here: prompt logprobs from position k need logits of the tokens
+  // before k, so a request asking for them (logprob_start_len = k) recomputes from min(k, ...) on.
+  int32_t max_prefix_reuse = INT32_MAX;
 
   bool in_flight = false;  // part of the issued step: its pages must not change until complete_step
   bool abort_requested = false;

@@ -15,6 +15,13 @@ namespace {
 constexpr size_t kLpmMaxQueue = 128;
 
 bool contains(const std::vector<TokenId>& v, TokenId t) { return std::find(v.begin(), v.end(), t) != v.end(); }
+
+// The tokens whose KV may come from the radix cache: never the last one (its logits give the next token),
+// and not past the request's reuse limit.
+std::span<const TokenId> reusable_prefix(const Request& r) {
+  const int32_t n = std::min(r.num_tokens() - 1, r.max_prefix_reuse);
+  return std::span<const TokenId>(r.tokens).first(static_cast<size_t>(std::max(n, 0)));
+}
 }  // namespace
 
 Result<SchedulePolicy> parse_schedule_policy(std::string_view name) {
@@ -49,7 +56,8 @@ Scheduler::Scheduler(SchedulerConfig config)
 // ---------------------------------------------------------------------------------------------------
 // Requests in and out
 
-Status Scheduler::add_request(std::string rid, std::vector<TokenId> prompt, SamplingParams sampling) {
+Status Scheduler::add_request(std::string rid, std::vector<TokenId> prompt, SamplingParams sampling,
+                              int32_t max_prefix_reuse) {
   if (rid.empty()) return error("request id is empty");
   if (requests_.count(rid)) return error("duplicate request id '", rid, "'");
   if (prompt.empty()) return error("request '", rid, "': the prompt is empty");
@@ -78,6 +86,7 @@ Status Scheduler::add_request(std::string rid, std::vector<TokenId> prompt, Samp
   req->num_prompt = static_cast<int32_t>(prompt_len);
   req->sampling = std::move(sampling);
   req->arrival = next_arrival_++;
+  req->max_prefix_reuse = std::max<int32_t>(max_prefix_reuse, 0);
   waiting_.push_back(req.get());  // arrivals are increasing: the queue stays in arrival order
   requests_.emplace(std::move(rid), std::move(req));
   return Status::ok();
@@ -167,7 +176,7 @@ std::vector<Request*> Scheduler::admission_order() {
     std::vector<std::pair<int32_t, Request*>> keyed;
     keyed.reserve(order.size());
     for (Request* r : order)
-      keyed.emplace_back(tree_->match_length(std::span<const TokenId>(r->tokens).first(r->num_tokens() - 1)), r);
+      keyed.emplace_back(tree_->match_length(reusable_prefix(*r)), r);
     std::stable_sort(keyed.begin(), keyed.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
     for (size_t i = 0; i < order.size(); ++i) order[i] = keyed[i].second;
   }
@@ -180,7 +189,7 @@ bool Scheduler::admit(Request* r, int32_t budget, StepPlan& plan, int32_t* fed) 
   // next token. Lock the prefix first so that making room below cannot evict it.
   RadixTree::Match m;
   if (tree_) {
-    m = tree_->match_prefix(std::span<const TokenId>(r->tokens).first(r->num_tokens() - 1));
+    m = tree_->match_prefix(reusable_prefix(*r));
     tree_->lock(m.node);
   }
   const int32_t extend = r->num_tokens() - m.num_tokens;

@@ -2,6 +2,7 @@
 // which requests run, how many tokens each feeds (chunked prefill mixed with decode) and which pages
 // the step writes; turns sampled tokens into per-request events. No CUDA, no model: page ids only.
 #pragma once
+#include <climits>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -108,7 +109,9 @@ class Scheduler {
 
   // Queues a request. Errors (nothing queued): empty or duplicate rid, empty prompt, negative token id,
   // max_new_tokens < 1, prompt >= context_length, prompt + max_new_tokens beyond the KV capacity.
-  Status add_request(std::string rid, std::vector<TokenId> prompt, SamplingParams sampling);
+  // max_prefix_reuse: reuse at most this many cached prompt tokens (see Request::max_prefix_reuse).
+  Status add_request(std::string rid, std::vector<TokenId> prompt, SamplingParams sampling,
+                     int32_t max_prefix_reuse = INT32_MAX);
   // Ends a request with reason abort. Its pages are freed now, or at complete_step when the request is
   // part of the step in flight. Error for an unknown (or already finished) rid.
   Status abort(const std::string& rid, std::string message = "aborted by client");
