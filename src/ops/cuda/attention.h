@@ -1,0 +1,22 @@
+// MLA attention on the GPU (kernels in src/kernels/mla_*.cu): the two forms of ops/ops.h's
+// mla_attention_mha / mla_attention_absorbed with identical semantics, bf16 tensors, fp32 softmax.
+// CudaOps (cuda_ops.cpp) forwards to these; they are separate so the kernels can evolve on their own.
+#pragma once
+#include <cuda_runtime.h>
+
+#include "ops/ops.h"
+
+namespace ds {
+
+// q [T, H, nope + rope] bf16; kv [S, H, nope + v] bf16; ctx [S, D] bf16 (rope at [rope_offset, D));
+// topk [T, K] I32 or null. Returns [T, H, v] bf16, allocated on `stream`.
+Tensor cuda_mla_attention_mha(const Tensor& q, const Tensor& kv, const Tensor& ctx, int64_t rope_offset,
+                              const AttnMetadata& m, float scale, const Tensor* topk, cudaStream_t stream);
+
+// q [T, H, D] bf16; cache [slots, D] bf16 (paged by m.block_table); value = first v_dim columns.
+// Returns [T, H, v_dim] bf16. Must be CUDA-graph capturable for decode (no host sync, no host reads of
+// device metadata: use m.max_seq_len / m.max_q_len and device tensors).
+Tensor cuda_mla_attention_absorbed(const Tensor& q, const Tensor& cache, int64_t v_dim, const AttnMetadata& m,
+                                   float scale, const Tensor* topk, cudaStream_t stream);
+
+}  // namespace ds
