@@ -15,5 +15,6 @@ const Command* commands(int* count);
 
 int run_score(int argc, char** argv);     // cmd_score.cpp
 int run_generate(int argc, char** argv);  // cmd_generate.cpp
+int run_chat_template(int argc, char** argv);  // cmd_chat_template.cpp
 
 }  // namespace ds
