@@ -77,6 +77,17 @@ for name in sorted(os.listdir(FIXTURES)):
         check(n > 0, f"{name}: compared at least one generated token")
 
 
+# ---- bench-one-batch prints SGLang's lines ----
+rc, out, err = run("bench-one-batch", "--model-path", os.path.join(FIXTURES, "v3"), "--batch-size", "1,2",
+                   "--input-len", "16", "--output-len", "4")
+check(rc == 0, f"bench-one-batch exited {rc}: {err.strip()}")
+import re
+check(len(re.findall(r"^Prefill\. latency: [0-9.]+ s, throughput: [0-9.]+ token/s$", out, re.M)) == 2, "Prefill lines")
+check(len(re.findall(r"^Decode\.  median latency: [0-9.]+ s, median throughput: [0-9.]+ token/s$", out, re.M)) == 2,
+      "Decode median lines")
+check(len(re.findall(r"^Total\. latency: [0-9.]+ s, throughput: [0-9.]+ token/s$", out, re.M)) == 2, "Total lines")
+
+
 # ---- 2. bad input: one clear line, non-zero exit ----
 def expect_error(args, needle, what):
     rc, out, err = run(*args)
@@ -147,6 +158,9 @@ try:
     expect_error(["score", "--model-path", base, "--input-ids", "2", "--bogus", "1"], "--bogus", "unknown flag")
     expect_error(["generate", "--model-path", base, "--input-ids", "2", "--max-new-tokens", "0"], "--max-new-tokens",
                  "max-new-tokens 0")
+    big = os.path.join(os.path.dirname(FIXTURES), "data", "configs", "deepseek-v3.json")
+    if os.path.isfile(big) and os.path.getsize("/proc/meminfo") == 0:  # procfs: size 0 means present
+        expect_error(["bench-one-batch", "--model-path", big, "--load-format", "dummy"], "GiB", "model too big for CPU")
 finally:
     shutil.rmtree(tmp)
 

@@ -7,7 +7,10 @@ const Command* commands(int* count) {
   static const Command kCommands[] = {
       {"score", "teacher-forced log-probabilities of a token sequence", run_score},
       {"generate", "greedy/sampled continuation of a token sequence", run_generate},
+      {"tokenize", "encode a JSON list of strings (stdin) to id lists", run_tokenize},
+      {"detokenize", "decode a JSON list of id lists (stdin) to strings", run_detokenize},
       {"chat-template", "render a messages array (stdin) in the checkpoint's chat format", run_chat_template},
+      {"bench-one-batch", "static-batch prefill/decode latency (sglang.bench_one_batch)", run_bench_one_batch},
   };
   *count = sizeof(kCommands) / sizeof(kCommands[0]);
   return kCommands;

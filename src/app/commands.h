@@ -15,6 +15,9 @@ const Command* commands(int* count);
 
 int run_score(int argc, char** argv);     // cmd_score.cpp
 int run_generate(int argc, char** argv);  // cmd_generate.cpp
+int run_tokenize(int argc, char** argv);    // cmd_tokenize.cpp
+int run_detokenize(int argc, char** argv);  // cmd_tokenize.cpp
 int run_chat_template(int argc, char** argv);  // cmd_chat_template.cpp
+int run_bench_one_batch(int argc, char** argv);  // cmd_bench_one_batch.cpp
 
 }  // namespace ds

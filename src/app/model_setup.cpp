@@ -2,10 +2,38 @@
 #include "app/model_setup.h"
 
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include "core/logging.h"
 
 namespace ds {
+
+double estimate_parameters(const ModelConfig& c) {
+  const double d = static_cast<double>(c.hidden_size), H = c.num_attention_heads;
+  const double attn = (c.q_lora_rank > 0 ? d * c.q_lora_rank + c.q_lora_rank * H * c.qk_head_dim() : d * H * c.qk_head_dim()) +
+                      d * c.kv_cache_dim() + c.kv_lora_rank * H * (c.qk_nope_head_dim + c.v_head_dim) + H * c.v_head_dim * d;
+  double total = 2.0 * c.vocab_size * d;
+  for (int l = 0; l < c.num_hidden_layers; ++l) {
+    total += attn;
+    if (c.is_moe_layer(l))
+      total += (c.n_routed_experts + c.n_shared_experts) * 3.0 * d * c.moe_intermediate_size + c.n_routed_experts * d;
+    else
+      total += 3.0 * d * c.intermediate_size;
+  }
+  return total;
+}
+
+double available_host_memory() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  double kb = 0;
+  while (f >> key >> kb) {
+    if (key == "MemAvailable:") return kb * 1024.0;
+    f.ignore(64, '\n');
+  }
+  return -1;
+}
 
 void add_model_flags(Flags& flags) {
   flags.add_string("model-path", "", "Hugging Face checkpoint directory (config.json + *.safetensors)");
@@ -18,10 +46,30 @@ void add_model_flags(Flags& flags) {
 
 Result<ModelSetup> setup_model(const Flags& flags) {
   const std::string dir = flags.get_string("model-path");
+  const std::string format = flags.get_string("load-format");
   if (dir.empty()) return error("--model-path is required");
-  if (!std::filesystem::is_directory(dir)) return error("--model-path '", dir, "' is not a directory");
   ModelSetup s;
-  DS_ASSIGN_OR_RETURN(s.config, load_model_config(dir));
+  // With dummy weights a bare config.json file is enough (e.g. the real models' configs for benchmarks).
+  if (format == "dummy" && std::filesystem::is_regular_file(dir)) {
+    std::ifstream f(dir);
+    std::stringstream text;
+    text << f.rdbuf();
+    auto cfg = parse_model_config(text.str());
+    if (!cfg) return error(dir, ": ", cfg.status().message());
+    s.config = cfg.value();
+  } else {
+    if (!std::filesystem::is_directory(dir)) return error("--model-path '", dir, "' is not a directory");
+    DS_ASSIGN_OR_RETURN(s.config, load_model_config(dir));
+  }
+  // The CPU backend keeps fp32 copies of every weight: refuse up front what cannot fit in memory.
+  if (flags.get_string("device") == "cpu") {
+    const double need = estimate_parameters(s.config) * 6.0;  // fp32 prepared + bf16 source
+    const double avail = available_host_memory();
+    if (avail > 0 && need > avail)
+      return error("the model has about ", static_cast<int64_t>(estimate_parameters(s.config) / 1e6),
+                   "M parameters: the CPU backend needs about ", static_cast<int64_t>(need / (1 << 30)),
+                   " GiB of memory, ", static_cast<int64_t>(avail / (1 << 30)), " GiB are available (use --device cuda)");
+  }
   const std::string device = flags.get_string("device");
   if (device == "cpu") {
     s.ops = make_cpu_ops();
@@ -30,7 +78,6 @@ Result<ModelSetup> setup_model(const Flags& flags) {
   } else {
     return error("--device must be cpu or cuda, got '", device, "'");
   }
-  const std::string format = flags.get_string("load-format");
   ModelWeights weights;
   if (format == "auto") {
     DS_ASSIGN_OR_RETURN(weights, load_weights(dir, s.config));

@@ -22,6 +22,11 @@ Result<ModelSetup> setup_model(const Flags& flags);
 // Validates token ids against the vocabulary; error names the first bad id and its index.
 Result<std::vector<int32_t>> parse_token_ids(const std::string& text, int64_t vocab_size, const std::string& flag);
 
+// Rough parameter count of the main model (embedding, head, attention, FFN/experts) from the config.
+double estimate_parameters(const ModelConfig& c);
+// MemAvailable from /proc/meminfo in bytes, or -1.
+double available_host_memory();
+
 // AttnMode from --attention-mode auto|mha|absorbed.
 Result<AttnMode> parse_attn_mode(const std::string& text);
 

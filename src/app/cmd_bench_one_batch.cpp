@@ -1,0 +1,126 @@
+// `dserve bench-one-batch`: sglang.bench_one_batch's static-batch latency benchmark: one prefill of
+// batch x input_len tokens, then output_len decode steps, no scheduler and no HTTP. Output lines match SGLang's.
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <random>
+
+#include "app/commands.h"
+#include "app/model_setup.h"
+#include "runner/attn_metadata.h"
+
+namespace ds {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+struct RunResult {
+  double prefill_latency = 0;
+  std::vector<double> decode_latencies;
+  double total = 0;
+};
+
+// One prefill + decode pass over `bs` random prompts.
+RunResult run_once(ModelSetup& s, int bs, int input_len, int output_len, int page_size, std::mt19937& rng) {
+  const ModelConfig& cfg = s.config;
+  const int pages_per_seq = (input_len + output_len + page_size - 1) / page_size;
+  KvCache cache = make_kv_cache(*s.ops, cfg, page_size, bs * pages_per_seq, 0);
+  std::vector<std::vector<int32_t>> tables(bs);
+  for (int b = 0; b < bs; ++b)
+    for (int p = 0; p < pages_per_seq; ++p) tables[b].push_back(b * pages_per_seq + p);
+  std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(std::min<int64_t>(cfg.vocab_size, 10000)) - 1);
+  RunResult r;
+  auto step = [&](const std::vector<int32_t>& ids, int64_t start, int64_t n) {
+    std::vector<SeqSlice> slices;
+    for (int b = 0; b < bs; ++b) slices.push_back(SeqSlice{start, n, &tables[b]});
+    AttnMetadata meta = build_attn_metadata(slices, page_size, *s.ops);
+    Tensor host = Tensor::empty({static_cast<int64_t>(ids.size())}, DType::kI32);
+    std::copy(ids.begin(), ids.end(), host.data_as<int32_t>());
+    Tensor hidden = s.model->forward(s.ops->upload(host), meta, cache);
+    std::vector<int64_t> last;
+    for (int b = 0; b < bs; ++b) last.push_back((b + 1) * n - 1);
+    Tensor logits = s.ops->to_host(s.model->logits(s.ops->select_rows(hidden, last)));  // waits for the device
+    std::vector<int32_t> next(bs);
+    for (int b = 0; b < bs; ++b) {
+      const float* row = logits.f32() + b * logits.dim(1);
+      next[b] = static_cast<int32_t>(std::max_element(row, row + logits.dim(1)) - row);
+    }
+    return next;
+  };
+  std::vector<int32_t> prompt(static_cast<size_t>(bs) * input_len);
+  for (auto& t : prompt) t = tok(rng);
+  const auto t0 = Clock::now();
+  std::vector<int32_t> next = step(prompt, 0, input_len);
+  r.prefill_latency = seconds_since(t0);
+  for (int i = 0; i < output_len - 1; ++i) {
+    const auto t = Clock::now();
+    next = step(next, input_len + i, 1);
+    r.decode_latencies.push_back(seconds_since(t));
+  }
+  r.total = seconds_since(t0);
+  return r;
+}
+
+}  // namespace
+
+int run_bench_one_batch(int argc, char** argv) {
+  Flags flags;
+  add_model_flags(flags);
+  flags.add_string("batch-size", "1", "batch sizes, comma-separated");
+  flags.add_string("input-len", "1024", "input lengths, comma-separated");
+  flags.add_int("output-len", 16, "tokens generated per sequence (1 from prefill + output-len - 1 decode steps)");
+  flags.add_int("page-size", 64, "KV page size");
+  flags.add_string("run-name", "default", "name of this run (reported only)");
+  flags.add_bool("help", "show flags");
+  auto fail = [](const Status& st) {
+    std::fprintf(stderr, "dserve bench-one-batch: %s\n", st.message().c_str());
+    return 1;
+  };
+  if (Status st = flags.parse(argc, argv); !st) return fail(st);
+  if (flags.get_bool("help")) {
+    std::printf("%s", flags.usage("bench-one-batch").c_str());
+    return 0;
+  }
+  auto bss = parse_int_list(flags.get_string("batch-size"), "--batch-size");
+  if (!bss) return fail(bss.status());
+  auto lens = parse_int_list(flags.get_string("input-len"), "--input-len");
+  if (!lens) return fail(lens.status());
+  const int64_t output_len = flags.get_int("output-len");
+  const int64_t page_size = flags.get_int("page-size");
+  if (output_len < 1) return fail(error("--output-len must be >= 1"));
+  if (page_size < 1 || page_size > 4096) return fail(error("--page-size must be in [1, 4096]"));
+  for (int64_t v : *bss) if (v < 1) return fail(error("--batch-size values must be >= 1"));
+  for (int64_t v : *lens) if (v < 1) return fail(error("--input-len values must be >= 1"));
+  auto setup = setup_model(flags);
+  if (!setup) return fail(setup.status());
+  for (int64_t v : *lens)
+    if (v + output_len > setup->config.max_position_embeddings)
+      return fail(error("--input-len ", v, " + --output-len exceeds max_position_embeddings ",
+                        setup->config.max_position_embeddings));
+  std::mt19937 rng(static_cast<uint32_t>(flags.get_int("seed")));
+  for (int64_t bs : *bss)
+    for (int64_t in : *lens) {
+      // Warm-up pass (SGLang runs one too), then the measured one.
+      run_once(*setup, static_cast<int>(bs), static_cast<int>(in), std::min<int>(static_cast<int>(output_len), 4),
+               static_cast<int>(page_size), rng);
+      RunResult r = run_once(*setup, static_cast<int>(bs), static_cast<int>(in), static_cast<int>(output_len),
+                             static_cast<int>(page_size), rng);
+      std::printf("Prefill. latency: %.5f s, throughput: %.2f token/s\n", r.prefill_latency,
+                  bs * in / r.prefill_latency);
+      for (size_t i = 0; i < r.decode_latencies.size() && i < 5; ++i)
+        std::printf("Decode %zu. Batch size: %lld, latency: %.5f s, throughput: %.2f token/s\n", i,
+                    static_cast<long long>(bs), r.decode_latencies[i], bs / r.decode_latencies[i]);
+      if (!r.decode_latencies.empty()) {
+        std::vector<double> d = r.decode_latencies;
+        std::sort(d.begin(), d.end());
+        const double med = d[d.size() / 2];
+        std::printf("Decode.  median latency: %.5f s, median throughput: %.2f token/s\n", med, bs / med);
+      }
+      std::printf("Total. latency: %.3f s, throughput: %.2f token/s\n", r.total, (in + output_len) * bs / r.total);
+      std::fflush(stdout);
+    }
+  return 0;
+}
+
+}  // namespace ds
