@@ -6,6 +6,7 @@
 #   python3 scripts/make_tokenizer_golden.py --tokenizer-dir DIR --out tests/data/tokenizer_golden.json
 #   python3 scripts/make_tokenizer_golden.py --tokenizer-dir DIR --bench-corpus corpus.json --bench-mb 8
 #   python3 scripts/make_tokenizer_golden.py --tokenizer-dir DIR --bench-time corpus.json
+#   python3 scripts/make_tokenizer_golden.py --unicode-classes tests/data/tokenizer_unicode_classes.json
 import argparse
 import hashlib
 import json
@@ -237,6 +238,33 @@ def fuzz_blocks(rng, n):
     return "".join(out)
 
 
+# Blocks assigned in Unicode 15.0-16.0 (newer than some regex engines' tables) and a few older ones.
+RECENT_BLOCKS = [(0x1FA70, 0x1FAFF), (0x31350, 0x323AF), (0x2EBF0, 0x2EE5F), (0x11F00, 0x11F5F), (0x1E4D0, 0x1E4FF),
+                 (0x10D40, 0x10D8F), (0x1CC00, 0x1CEBF), (0x16100, 0x1613F), (0x11380, 0x113FF), (0x1E5D0, 0x1E5FF),
+                 (0x0CF0, 0x0CF3), (0x31E0, 0x31EF), (0x2FF0, 0x2FFF), (0x1F000, 0x1F2FF), (0x0870, 0x089F)]
+
+
+def unicode_context(rng):
+    # Code points in contexts where their regex class decides the pieces.
+    ctx = [lambda c: " " + c, lambda c: "a" + c + "b", lambda c: c + c + "!", lambda c: "1" + c + "2",
+           lambda c: "!" + c, lambda c: "\n" + c + " ", lambda c: " " + c + "x", lambda c: "x" + c + " ",
+           lambda c: "\u00e9" + c, lambda c: c + "\u0301"]
+    out = []
+    for _ in range(rng.randint(2, 10)):
+        r = rng.random()
+        if r < 0.4:
+            lo, hi = rng.choice(RECENT_BLOCKS)
+            cp = rng.randint(lo, hi)
+        elif r < 0.7:
+            cp = rng.randint(0x80, 0xFFFF)
+        else:
+            cp = rng.randint(0x10000, 0x10FFFF)
+        if 0xD800 <= cp <= 0xDFFF:
+            cp = 0x1FABF
+        out.append(rng.choice(ctx)(chr(cp)))
+    return "".join(out)
+
+
 def long_case(rng, k):
     n = rng.choice([300, 1000, 2500, 5000])
     kinds = [
@@ -280,7 +308,8 @@ def fixed_cases(specials):
              "\ue000", "\U000f0000", "\U0010ffff", "\ufffd", "\uffff", "\U0001d11e", "\u0378", "\u0600",
              "\u061c", "\u200d", "\u200e", "\u2066", "\U000e0001", "\u0301", "a\u0301", " \u0301", "\u0301\u0301x",
              "\U00031350", "\U0002ebf0", "\u31ef", "\u9fa5\u9fa6", "\u4dff\u4e00", "\u3040\u309f\u30a0\u30ff",
-             "\u3100", "ゟ゠ヿ", "ｱ", "〆", "々", "〇",
+             "\u3100", "ゟ゠ヿ", "ｱ", "〆", "々", "〇", " 🪿", "a🪿b", " \U0001fae9x", "a\U00010d40b",
+             "x \U00031350\U00031351", " \U0002ebf0", "!\u31ef!",
              ]
     for t in specials:
         cases += [t, "x" + t + "y", " " + t + " ", t + t, t[:-1], t[1:], "<" + t + ">", t + "\n"]
@@ -313,6 +342,7 @@ def make_strings(specials):
             ("fuzz_blocks", 160, lambda: fuzz_blocks(rng, rng.randint(1, 40))),
             ("fuzz_bmp", 60, lambda: fuzz(rng, rng.randint(1, 20), False)),
             ("fuzz_any", 60, lambda: fuzz(rng, rng.randint(1, 20), True)),
+            ("unicode_context", 300, lambda: unicode_context(rng)),
             ("mixed", 120, lambda: "".join(rng.choice([english(rng, 5), chinese(rng), code(rng), emoji(rng),
                                                        whitespace(rng), japanese(rng), korean(rng)])
                                            for _ in range(rng.randint(2, 6))))]
@@ -506,14 +536,51 @@ def bench_time(tokenizer_dir, corpus_path):
     return res
 
 
+def unicode_classes(out_path):
+    # Which code points the regex engine of the Rust crate (Oniguruma) puts in each class used by
+    # tokenizer.json patterns: one Split(Isolated) pre-tokenizer per class over every code point,
+    # separated by U+0001 (in none of the classes); matched code points come out as 1-char pieces.
+    import tokenizers
+    from tokenizers import Tokenizer
+    classes = {"L": "\\p{L}", "M": "\\p{M}", "N": "\\p{N}", "P": "\\p{P}", "S": "\\p{S}", "s": "\\s"}
+    out = {"source": f"Rust tokenizers {tokenizers.__version__} (Oniguruma) regex classes, "
+                     "see scripts/make_tokenizer_golden.py --unicode-classes"}
+    for name, pat in classes.items():
+        j = {"version": "1.0", "added_tokens": [], "normalizer": None, "post_processor": None, "decoder": None,
+             "pre_tokenizer": {"type": "Split", "pattern": {"Regex": pat}, "behavior": "Isolated", "invert": False},
+             "model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}}
+        pre = Tokenizer.from_str(json.dumps(j)).pre_tokenizer
+        members = []
+        for base in range(0, 0x110000, 4096):
+            cps = [cp for cp in range(base, min(base + 4096, 0x110000)) if not (0xD800 <= cp <= 0xDFFF) and cp != 1]
+            text = "\x01" + "".join(chr(cp) + "\x01" for cp in cps)
+            for piece, _ in pre.pre_tokenize_str(text):
+                if "\x01" not in piece:
+                    assert len(piece) == 1, piece
+                    members.append(ord(piece))
+        ranges = []
+        for cp in members:
+            if ranges and ranges[-1][1] == cp - 1:
+                ranges[-1][1] = cp
+            else:
+                ranges.append([cp, cp])
+        out[name] = ranges
+        print(f"class {name}: {len(members)} code points, {len(ranges)} ranges")
+    with open(out_path, "w", encoding="utf-8") as f:
+        json.dump(out, f, separators=(",", ":"))
+
+
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--tokenizer-dir", required=True)
+    ap.add_argument("--tokenizer-dir")
     ap.add_argument("--out")
     ap.add_argument("--bench-corpus")
     ap.add_argument("--bench-mb", type=float, default=8)
     ap.add_argument("--bench-time")
+    ap.add_argument("--unicode-classes", help="write the Rust regex engine's class membership JSON here")
     a = ap.parse_args()
+    if a.unicode_classes:
+        unicode_classes(a.unicode_classes)
     if a.out:
         golden(a.tokenizer_dir, a.out)
     if a.bench_corpus:

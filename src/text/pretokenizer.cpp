@@ -7,10 +7,12 @@
 #include <pcre2.h>
 
 #include <algorithm>
+#include <cstdio>
 
 #include <nlohmann/json.hpp>
 
 #include "text/unicode.h"
+#include "text/unicode_classes.h"
 
 namespace ds {
 namespace {
@@ -22,6 +24,18 @@ using Spans = std::vector<std::pair<uint32_t, uint32_t>>;
 constexpr const char kSpaceMembers[] =
     "\\x{9}-\\x{d}\\x{20}\\x{85}\\x{a0}\\x{1680}\\x{2000}-\\x{200a}\\x{2028}\\x{2029}\\x{202f}\\x{205f}"
     "\\x{3000}";
+
+// PCRE2 class members for the code points that `category` gained after PCRE2's Unicode version.
+std::string class_additions(char category) {
+  std::string out;
+  char buf[48];
+  for (const CodePointRange& r : unicode_class_additions(category)) {
+    if (r.first == r.last) std::snprintf(buf, sizeof(buf), "\\x{%X}", r.first);
+    else std::snprintf(buf, sizeof(buf), "\\x{%X}-\\x{%X}", r.first, r.last);
+    out += buf;
+  }
+  return out;
+}
 
 bool is_hex(char c) { return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f') || (c >= 'A' && c <= 'F'); }
 
@@ -36,7 +50,22 @@ std::string translate_pattern(const std::string& p) {
         out += in_class ? std::string(kSpaceMembers) : "[" + std::string(kSpaceMembers) + "]";
       } else if (n == 'S' && !in_class) {
         out += "[^" + std::string(kSpaceMembers) + "]";
-      } else if (n == 'u' && i + 5 < p.size() + 0 && is_hex(p[i + 2]) && is_hex(p[i + 3]) && is_hex(p[i + 4]) &&
+      } else if ((n == 'p' || n == 'P') && !(n == 'P' && in_class)) {
+        // \p{X} / \pX for a one-letter category: add what PCRE2's older tables lack.
+        char cat = 0;
+        size_t len = 0;  // characters after the backslash
+        if (i + 4 < p.size() && p[i + 2] == '{' && p[i + 4] == '}') cat = p[i + 3], len = 4;
+        else if (i + 2 < p.size() && p[i + 2] != '{') cat = p[i + 2], len = 2;
+        std::string extra = cat ? class_additions(cat) : std::string();
+        if (extra.empty()) {
+          out += c;
+          out += n;
+        } else {
+          std::string prop = std::string("\\p{") + cat + "}" + extra;
+          out += in_class ? prop : (n == 'p' ? "[" : "[^") + prop + "]";
+          i += len - 1;
+        }
+      } else if (n == 'u' && i + 5 < p.size() && is_hex(p[i + 2]) && is_hex(p[i + 3]) && is_hex(p[i + 4]) &&
                  is_hex(p[i + 5])) {
         out += "\\x{" + p.substr(i + 2, 4) + "}";  // Oniguruma \uHHHH
         i += 4;

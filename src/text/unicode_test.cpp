@@ -2,9 +2,16 @@
 // of the Unicode Standard, section 3.9, Table 3-8), and incomplete tails are found.
 #include "text/unicode.h"
 
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <set>
+
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "text/byte_level.h"
+#include "text/pretokenizer.h"
 
 namespace ds {
 namespace {
@@ -57,6 +64,55 @@ TEST(ByteLevel, Alphabet) {
   out.clear();
   byte_level_decode_append("<\xEF\xBD\x9C>", &out);  // '｜' is not in the alphabet: kept as is
   EXPECT_EQ(out, "<\xEF\xBD\x9C>");
+}
+
+// Every code point: our regex classes (PCRE2 plus unicode_classes.cpp) match exactly the code points
+// that the Rust tokenizers crate's regex engine matches (tests/data/tokenizer_unicode_classes.json,
+// made by scripts/make_tokenizer_golden.py --unicode-classes). On failure the message lists the
+// ranges to add or remove.
+TEST(UnicodeClasses, MatchRustTokenizersForEveryCodePoint) {
+  const char* src = std::getenv("DSERVE_SOURCE_DIR");
+  std::ifstream f(std::string(src ? src : DSERVE_SOURCE_DIR) + "/tests/data/tokenizer_unicode_classes.json");
+  ASSERT_TRUE(f) << "tests/data/tokenizer_unicode_classes.json missing";
+  std::stringstream ss;
+  ss << f.rdbuf();
+  auto j = nlohmann::json::parse(ss.str());
+  struct Cls {
+    const char* key;
+    const char* pattern;
+  } classes[] = {{"L", "\\p{L}"}, {"M", "\\p{M}"}, {"N", "\\p{N}"}, {"P", "\\p{P}"}, {"S", "\\p{S}"},
+                 {"s", "\\s"}, {"L", "[^\\p{L}]"}, {"S", "[a\\p{S}]"}};
+  for (size_t c = 0; c < std::size(classes); ++c) {
+    const Cls& cls = classes[c];
+    const bool negated = cls.pattern[1] == '^';
+    const bool with_a = cls.pattern[1] == 'a';
+    auto re = Regex::compile(cls.pattern);
+    ASSERT_TRUE(re.is_ok()) << re.status().message();
+    std::vector<bool> want(0x110000, false);
+    for (const auto& r : j[cls.key])
+      for (uint32_t cp = r[0].get<uint32_t>(); cp <= r[1].get<uint32_t>(); ++cp) want[cp] = true;
+    if (with_a) want['a'] = true;
+    std::string text;
+    std::vector<uint32_t> cps;
+    for (uint32_t cp = 0; cp < 0x110000; ++cp) {
+      if (cp >= 0xD800 && cp <= 0xDFFF) continue;
+      cps.push_back(cp);
+    }
+    std::string bad;
+    int nbad = 0;
+    std::vector<std::pair<uint32_t, uint32_t>> m;
+    for (uint32_t cp : cps) {
+      text.clear();
+      append_utf8(&text, cp);
+      m.clear();
+      ASSERT_TRUE(re.value()->find_all(text, &m).is_ok());
+      bool got = !m.empty();
+      if (got != (want[cp] != negated)) {
+        if (++nbad <= 20) bad += " U+" + std::to_string(cp) + (got ? "(extra)" : "(missing)");
+      }
+    }
+    EXPECT_EQ(nbad, 0) << cls.pattern << ":" << bad;
+  }
 }
 
 }  // namespace
