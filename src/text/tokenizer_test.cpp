@@ -3,8 +3,10 @@
 // tokenizers for merge formats, split behaviours and added-token rules.
 #include "text/tokenizer.h"
 
+#include <atomic>
 #include <chrono>
 #include <fstream>
+#include <thread>
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
@@ -169,6 +171,26 @@ TEST(TokenizerV3, CacheDoesNotChangeResults) {
     ASSERT_TRUE(a.is_ok() && b.is_ok());
     EXPECT_EQ(*a, *b) << escaped(text);
   }
+}
+
+// One tokenizer shared by several threads (as the server does) gives the golden results.
+TEST(TokenizerV3, ConcurrentEncodeMatchesGolden) {
+  Result<Tokenizer> fresh = Tokenizer::load(testing::v3_tokenizer_dir());
+  ASSERT_TRUE(fresh.is_ok());
+  const Tokenizer& tok = fresh.value();
+  const auto& entries = golden()["encode"];
+  std::atomic<int> bad{0};
+  std::vector<std::thread> threads;
+  for (int t = 0; t < 4; ++t) {
+    threads.emplace_back([&, t] {
+      for (size_t i = t; i < entries.size(); i += 2) {  // overlapping halves: shared cache entries
+        auto ids = tok.encode(entries[i]["text"].get<std::string>(), false);
+        if (!ids.is_ok() || *ids != ids_of(entries[i]["ids"])) ++bad;
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(bad.load(), 0);
 }
 
 // ---- hand-made tokenizers ----------------------------------------------------------------------
