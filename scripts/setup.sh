@@ -5,7 +5,7 @@ set -euo pipefail
 SUDO=""
 if [ "$(id -u)" != 0 ]; then SUDO="sudo"; fi
 PKGS=(build-essential cmake ninja-build pkg-config git ca-certificates
-      libgtest-dev nlohmann-json3-dev libpcre2-dev libboost-dev
+      libgtest-dev nlohmann-json3-dev libpcre2-dev libboost-dev clang
       python3)
 missing=()
 for p in "${PKGS[@]}"; do

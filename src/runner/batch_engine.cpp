@@ -180,7 +180,11 @@ class BatchEngine final : public Engine {
         }
         plan = sched_->next_step();
         if (plan.empty()) {
-          out = convert(sched_->take_events(), {}, nullptr);
+          // Even an empty plan is completed (the scheduler counts it as a step: DP ranks idle in lockstep).
+          std::vector<RequestEvent> events = sched_->complete_step(plan, {});
+          std::vector<RequestEvent> more = sched_->take_events();
+          events.insert(events.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+          out = convert(std::move(events), {}, nullptr);
           if (out.empty()) {  // nothing can run now (should not happen: the scheduler always admits the oldest)
             cv_.wait_for(lock, std::chrono::milliseconds(5));
             continue;

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# ASan + UBSan build of everything but CUDA (clang), the CPU test suite under it, then every libFuzzer
+# target for a fixed time budget on its corpus (fuzz/corpus/<target>; new findings are not committed).
+# FUZZ_SECONDS per target (default 30). Exits non-zero on any test failure or fuzzer crash.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD_DIR=${SAN_BUILD_DIR:-build-asan}
+FUZZ_SECONDS=${FUZZ_SECONDS:-30}
+CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSERVE_CUDA=OFF \
+  -DDSERVE_SANITIZE=ON >/dev/null
+cmake --build "$BUILD_DIR" -j "$(nproc)"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+(cd "$BUILD_DIR" && ctest -L cpu --output-on-failure -j "$(nproc)" --timeout 1800)
+export DSERVE_FUZZ_TOKENIZER=tests/data/downloads/deepseek_v3_tokenizer
+status=0
+for target in "$BUILD_DIR"/fuzz_*; do
+  name=$(basename "$target")
+  corpus=fuzz/corpus/${name#fuzz_}
+  work=$(mktemp -d)
+  [ -d "$corpus" ] && cp -r "$corpus"/. "$work"/
+  echo "fuzz: $name for ${FUZZ_SECONDS}s"
+  if ! "$target" -max_total_time="$FUZZ_SECONDS" -max_len=65536 -timeout=20 -rss_limit_mb=4096 \
+      -print_final_stats=1 "$work" > "$work.log" 2>&1; then
+    echo "fuzz: $name FAILED"; tail -40 "$work.log"; status=1
+  else
+    grep -E "stat::number_of_executed_units|cov:" "$work.log" | tail -2
+  fi
+  rm -rf "$work" "$work.log"
+done
+exit $status
