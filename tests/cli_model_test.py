@@ -88,6 +88,20 @@ check(len(re.findall(r"^Decode\.  median latency: [0-9.]+ s, median throughput: 
 check(len(re.findall(r"^Total\. latency: [0-9.]+ s, throughput: [0-9.]+ token/s$", out, re.M)) == 2, "Total lines")
 
 
+# ---- load-time FP8 quantization and KV cache dtypes run, and change the result only slightly ----
+e = json.load(open(os.path.join(FIXTURES, "v2_lite", "reference.json")))["score"][3]
+for extra, bound in ((["--quantization", "fp8"], 0.5), (["--kv-cache-dtype", "fp8_e4m3"], 0.1),
+                     (["--kv-cache-dtype", "bf16"], 0.05)):
+    rc, out, err = run("score", "--model-path", os.path.join(FIXTURES, "v2_lite"), "--input-ids",
+                       ids_arg(e["input_ids"]), "--json", *extra)
+    check(rc == 0, f"score {extra} exited {rc}: {err.strip()}")
+    if rc == 0:
+        lps = json.loads(out)["input_token_logprobs"][1:]
+        diffs = [abs(a - b) for a, b in zip(lps, e["token_logprobs"][1:])]
+        mean = sum(diffs) / len(diffs)
+        check(0 < mean < bound, f"score {extra}: mean |diff| {mean} not in (0, {bound})")
+
+
 # ---- 2. bad input: one clear line, non-zero exit ----
 def expect_error(args, needle, what):
     rc, out, err = run(*args)
@@ -158,6 +172,10 @@ try:
     expect_error(["score", "--model-path", base, "--input-ids", "2", "--bogus", "1"], "--bogus", "unknown flag")
     expect_error(["generate", "--model-path", base, "--input-ids", "2", "--max-new-tokens", "0"], "--max-new-tokens",
                  "max-new-tokens 0")
+    expect_error(["score", "--model-path", base, "--input-ids", "2", "--quantization", "int4"], "--quantization",
+                 "bad --quantization")
+    expect_error(["score", "--model-path", base, "--input-ids", "2", "--kv-cache-dtype", "fp4"], "--kv-cache-dtype",
+                 "bad --kv-cache-dtype")
     big = os.path.join(os.path.dirname(FIXTURES), "data", "configs", "deepseek-v3.json")
     if os.path.isfile(big) and os.path.getsize("/proc/meminfo") == 0:  # procfs: size 0 means present
         expect_error(["bench-one-batch", "--model-path", big, "--load-format", "dummy"], "GiB", "model too big for CPU")

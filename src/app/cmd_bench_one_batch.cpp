@@ -25,7 +25,7 @@ struct RunResult {
 RunResult run_once(ModelSetup& s, int bs, int input_len, int output_len, int page_size, std::mt19937& rng) {
   const ModelConfig& cfg = s.config;
   const int pages_per_seq = (input_len + output_len + page_size - 1) / page_size;
-  KvCache cache = make_kv_cache(*s.ops, cfg, page_size, bs * pages_per_seq, 0);
+  KvCache cache = make_kv_cache(*s.ops, cfg, page_size, bs * pages_per_seq, 0, s.kv_dtype);
   std::vector<std::vector<int32_t>> tables(bs);
   for (int b = 0; b < bs; ++b)
     for (int p = 0; p < pages_per_seq; ++p) tables[b].push_back(b * pages_per_seq + p);

@@ -52,7 +52,7 @@ int run_generate(int argc, char** argv) {
   auto ids = parse_token_ids(flags.get_string("input-ids"), setup->config.vocab_size, "--input-ids");
   if (!ids) return fail(ids.status());
 
-  SequenceRunner runner(*setup->model, *setup->ops);
+  SequenceRunner runner(*setup->model, *setup->ops, 64, setup->kv_dtype);
   GenerateResult r = runner.generate(*ids, opts, *mode);
   if (flags.get_bool("json")) {
     nlohmann::json out = {{"output_ids", r.output_ids},

@@ -40,7 +40,7 @@ int run_score(int argc, char** argv) {
   auto ids = parse_token_ids(flags.get_string("input-ids"), setup->config.vocab_size, "--input-ids");
   if (!ids) return fail(ids.status());
 
-  SequenceRunner runner(*setup->model, *setup->ops);
+  SequenceRunner runner(*setup->model, *setup->ops, 64, setup->kv_dtype);
   ScoreResult r = runner.score(*ids, static_cast<int>(top_k), *mode, static_cast<int>(flags.get_int("chunk-size")));
 
   nlohmann::json lps = nlohmann::json::array(), tops = nlohmann::json::array();

@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "core/logging.h"
+#include "model/quantize.h"
 
 namespace ds {
 
@@ -41,6 +42,8 @@ void add_model_flags(Flags& flags) {
   flags.add_string("load-format", "auto", "auto (safetensors) or dummy (seeded random weights from config.json)");
   flags.add_int("seed", 0, "random seed for --load-format dummy and sampling");
   flags.add_string("attention-mode", "auto", "MLA form: auto, mha (expand latents) or absorbed (MQA over the cache)");
+  flags.add_string("quantization", "", "fp8: block-quantize a BF16 checkpoint's linears at load time");
+  flags.add_string("kv-cache-dtype", "auto", "latent cache storage: auto, bf16, fp8_e4m3 or fp8_e5m2");
   flags.add_bool("json", "print JSON");
 }
 
@@ -86,6 +89,8 @@ Result<ModelSetup> setup_model(const Flags& flags) {
   } else {
     return error("--load-format must be auto or dummy, got '", format, "'");
   }
+  DS_RETURN_IF_ERROR(apply_quantization_flag(flags.get_string("quantization"), &weights, &s.config));
+  DS_ASSIGN_OR_RETURN(s.kv_dtype, parse_kv_cache_dtype(flags.get_string("kv-cache-dtype")));
   s.model = std::make_unique<DeepseekModel>(s.config, weights, *s.ops);
   return s;
 }

@@ -15,6 +15,7 @@ struct ModelSetup {
   ModelConfig config;
   std::unique_ptr<Ops> ops;
   std::unique_ptr<DeepseekModel> model;
+  KvCacheDtype kv_dtype = KvCacheDtype::kAuto;
 };
 
 Result<ModelSetup> setup_model(const Flags& flags);

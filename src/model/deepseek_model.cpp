@@ -7,10 +7,20 @@
 
 namespace ds {
 
-KvCache make_kv_cache(Ops& ops, const ModelConfig& cfg, int page_size, int num_pages, int num_mtp_layers) {
+Result<KvCacheDtype> parse_kv_cache_dtype(const std::string& name) {
+  if (name == "auto") return KvCacheDtype::kAuto;
+  if (name == "bf16" || name == "bfloat16") return KvCacheDtype::kBf16;
+  if (name == "fp8_e4m3") return KvCacheDtype::kFp8E4M3;
+  if (name == "fp8_e5m2") return KvCacheDtype::kFp8E5M2;
+  return error("--kv-cache-dtype must be auto, bf16, fp8_e4m3 or fp8_e5m2, got '", name, "'");
+}
+
+KvCache make_kv_cache(Ops& ops, const ModelConfig& cfg, int page_size, int num_pages, int num_mtp_layers,
+                      KvCacheDtype dtype) {
   KvCache c;
   c.page_size = page_size;
   c.num_pages = num_pages;
+  c.dtype = dtype;
   const int layers = cfg.num_hidden_layers + num_mtp_layers;
   for (int l = 0; l < layers; ++l) {
     // NaN-poisoned: a read of a slot that was never written shows up in the output.
@@ -160,7 +170,7 @@ Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tenso
   Tensor k_pe = ops_.slice_cols(kv_a, lora, lora + rope).reshape({T, 1, rope});  // [T, 1, rope]
   ops_.rope_(k_pe, 0, rope, meta.positions, inv_freq_, rope_factor_, RopeStyle::kInterleaved);
   Tensor row = ops_.concat_cols(latent, k_pe.reshape({T, rope}));               // [T, lora + rope]
-  ops_.store_rows(cache.latent[cache_layer], row, meta.slot_mapping);
+  ops_.store_latent_rows(cache.latent[cache_layer], row, meta.slot_mapping, lora, cache.dtype);
 
   Tensor topk;  // [T, index_topk] (V3.2): the context positions each query may attend
   if (a.has_indexer) topk = indexer(a, cache_layer, x, q_resid, meta, cache);

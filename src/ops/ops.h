@@ -11,6 +11,14 @@
 
 namespace ds {
 
+// Storage format of the latent KV cache (--kv-cache-dtype).
+enum class KvCacheDtype {
+  kAuto,     // the activation dtype
+  kBf16,
+  kFp8E4M3,  // FlashMLA layout: e4m3 latent with one scale per 128 values, bf16 rope part
+  kFp8E5M2,
+};
+
 enum class RopeStyle {
   kInterleaved,  // pairs (x[2i], x[2i+1]) rotated by angle i: MLA (DeepSeek reference layout)
   kNeox,         // pairs (x[i], x[i + d/2]): the V3.2 indexer
@@ -103,6 +111,13 @@ class Ops {
   // ---- KV cache ----
   virtual void store_rows(Tensor& cache /*[slots, D]*/, const Tensor& rows /*[T, D]*/,
                           const Tensor& slot_mapping /*[T]*/) = 0;
+  // Latent cache rows [T, D] whose first `nope` columns are the latent and the rest the rope key, stored in
+  // `dtype`. Backends without a packed format override this; the default stores rows as they are.
+  virtual void store_latent_rows(Tensor& cache, const Tensor& rows, const Tensor& slot_mapping, int64_t nope,
+                                 KvCacheDtype dtype) {
+    DS_CHECK(dtype == KvCacheDtype::kAuto, "this backend has no packed KV cache format");
+    store_rows(cache, rows, slot_mapping);
+  }
   // Every sequence's whole context [0, seq_lens[s]) in order: [sum(seq_lens), D].
   virtual Tensor gather_context(const Tensor& cache /*[slots, D]*/, const AttnMetadata& m) = 0;
 

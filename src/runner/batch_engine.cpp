@@ -13,6 +13,7 @@
 
 #include "core/logging.h"
 #include "model/deepseek_model.h"
+#include "model/quantize.h"
 #include "runner/batch_runner.h"
 
 namespace ds {
@@ -43,6 +44,8 @@ class BatchEngine final : public Engine {
     } else {
       return error("--load-format must be auto or dummy, got '", o.load_format, "'");
     }
+    DS_RETURN_IF_ERROR(apply_quantization_flag(o.quantization, &weights, &cfg_));
+    DS_ASSIGN_OR_RETURN(KvCacheDtype kv_dtype, parse_kv_cache_dtype(o.kv_cache_dtype));
     model_ = std::make_unique<DeepseekModel>(cfg_, weights, *ops_);
     if (o.verbose) DS_INFO("weights ready: ", cfg_.num_hidden_layers, " layers, vocab ", cfg_.vocab_size);
 
@@ -67,7 +70,7 @@ class BatchEngine final : public Engine {
     for (int64_t e : cfg_.eos_token_ids) sc.eos_token_ids.push_back(static_cast<TokenId>(e));
     DS_ASSIGN_OR_RETURN(sched_, Scheduler::create(sc));
     max_total_tokens_ = static_cast<int64_t>(sc.num_pages) * sc.page_size;
-    runner_ = std::make_unique<BatchRunner>(*model_, *ops_, make_kv_cache(*ops_, cfg_, sc.page_size, sc.num_pages, 0));
+    runner_ = std::make_unique<BatchRunner>(*model_, *ops_, make_kv_cache(*ops_, cfg_, sc.page_size, sc.num_pages, 0, kv_dtype));
     if (o.verbose) DS_INFO("KV cache: ", sc.num_pages, " pages of ", sc.page_size, " tokens (", max_total_tokens_, " tokens)");
     loop_ = std::thread([this] { run_loop(); });
     return Status::ok();

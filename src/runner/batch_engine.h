@@ -23,6 +23,8 @@ struct BatchEngineOptions {
   std::string schedule_policy = "fcfs";
   bool disable_radix_cache = false;
   int64_t context_length = 0;        // 0 = the model's max_position_embeddings
+  std::string quantization;          // "" or "fp8" (--quantization)
+  std::string kv_cache_dtype = "auto";
   bool verbose = true;               // loading progress on stderr
 };
 

@@ -23,12 +23,12 @@ std::vector<std::pair<float, int32_t>> top_of(const float* lp, int64_t vocab, in
 
 }  // namespace
 
-SequenceRunner::SequenceRunner(DeepseekModel& model, Ops& ops, int page_size)
-    : model_(model), ops_(ops), page_size_(page_size) {}
+SequenceRunner::SequenceRunner(DeepseekModel& model, Ops& ops, int page_size, KvCacheDtype kv_dtype)
+    : model_(model), ops_(ops), page_size_(page_size), kv_dtype_(kv_dtype) {}
 
 void SequenceRunner::reset(int64_t max_tokens) {
   const int pages = static_cast<int>((max_tokens + page_size_ - 1) / page_size_) + 1;
-  if (cache_.num_pages < pages) cache_ = make_kv_cache(ops_, model_.config(), page_size_, pages, model_.num_mtp_layers());
+  if (cache_.num_pages < pages) cache_ = make_kv_cache(ops_, model_.config(), page_size_, pages, model_.num_mtp_layers(), kv_dtype_);
   // Hand out pages in reverse order so the page table is not the identity (catches slot-mapping bugs).
   pages_.resize(pages);
   for (int i = 0; i < pages; ++i) pages_[i] = pages - 1 - i;

@@ -30,7 +30,7 @@ struct GenerateOptions {
 
 class SequenceRunner {
  public:
-  SequenceRunner(DeepseekModel& model, Ops& ops, int page_size = 64);
+  SequenceRunner(DeepseekModel& model, Ops& ops, int page_size = 64, KvCacheDtype kv_dtype = KvCacheDtype::kAuto);
 
   // Log-probabilities of every token given its prefix. chunk > 0 prefills in chunks of that many tokens
   // (each chunk attends to the cached prefix), else in one step.
@@ -47,6 +47,7 @@ class SequenceRunner {
   DeepseekModel& model_;
   Ops& ops_;
   int page_size_;
+  KvCacheDtype kv_dtype_;
   KvCache cache_;
   std::vector<int32_t> pages_;
 };

@@ -6,6 +6,7 @@
 #include <limits>
 #include <numeric>
 
+#include "ops/fp8.h"
 #include "ops/ops.h"
 
 namespace ds {
@@ -292,6 +293,20 @@ class CpuOps final : public Ops {
       DS_CHECK(slots[t] >= 0 && slots[t] < cache.dim(0), "slot ", slots[t]);
       std::memcpy(cache.f32() + slots[t] * d, rows.f32() + t * d, sizeof(float) * d);
     }
+  }
+  // The CPU cache stays fp32; the stored values are rounded exactly as the packed formats would hold them.
+  void store_latent_rows(Tensor& cache, const Tensor& rows, const Tensor& slot_mapping, int64_t nope,
+                         KvCacheDtype dtype) override {
+    if (dtype == KvCacheDtype::kAuto) return store_rows(cache, rows, slot_mapping);
+    Tensor r = to_f32(rows);
+    if (dtype == KvCacheDtype::kBf16) {
+      for (int64_t i = 0; i < r.numel(); ++i) r.f32()[i] = round_bf16(r.f32()[i]);
+    } else if (dtype == KvCacheDtype::kFp8E4M3) {
+      fp8_kv_round_trip(r, nope, /*ue8m0=*/false);
+    } else {  // e5m2: SGLang's plain cast of the whole row (no scale)
+      for (int64_t i = 0; i < r.numel(); ++i) r.f32()[i] = fp8e5m2_to_f32(f32_to_fp8e5m2(r.f32()[i]));
+    }
+    store_rows(cache, r, slot_mapping);
   }
   Tensor gather_context(const Tensor& cache, const AttnMetadata& m) override {
     const int32_t* lens = i32(m.seq_lens);

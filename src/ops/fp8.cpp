@@ -1,0 +1,93 @@
+// Block-FP8 reference implementations (see fp8.h).
+#include "ops/fp8.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace ds {
+
+float fp8_block_scale(float amax, bool ue8m0) {
+  const float s = std::max(amax, kFp8ScaleFloor) / kFp8E4M3Max;
+  return ue8m0 ? std::exp2(std::ceil(std::log2(s))) : s;
+}
+
+LinearWeight quantize_weight_fp8(const Tensor& w, int bn, int bk, bool ue8m0) {
+  DS_CHECK(w.ndim() == 2 && bn > 0 && bk > 0, "quantize_weight_fp8 of ", w.describe());
+  Tensor f = to_f32(w);
+  const int64_t rows = f.dim(0), cols = f.dim(1);
+  const int64_t gr = (rows + bn - 1) / bn, gc = (cols + bk - 1) / bk;
+  LinearWeight out;
+  out.block_n = bn;
+  out.block_k = bk;
+  out.weight = Tensor::empty({rows, cols}, DType::kF8E4M3);
+  out.scale_inv = Tensor::empty({gr, gc}, DType::kF32);
+  uint8_t* q = out.weight.data_as<uint8_t>();
+  for (int64_t bi = 0; bi < gr; ++bi)
+    for (int64_t bj = 0; bj < gc; ++bj) {
+      const int64_t r1 = std::min<int64_t>(rows, (bi + 1) * bn), c1 = std::min<int64_t>(cols, (bj + 1) * bk);
+      float amax = 0;
+      for (int64_t i = bi * bn; i < r1; ++i)
+        for (int64_t j = bj * bk; j < c1; ++j) amax = std::max(amax, std::fabs(f.f32()[i * cols + j]));
+      const float s = fp8_block_scale(amax, ue8m0);
+      out.scale_inv.f32()[bi * gc + bj] = s;
+      for (int64_t i = bi * bn; i < r1; ++i)
+        for (int64_t j = bj * bk; j < c1; ++j) q[i * cols + j] = f32_to_fp8e4m3(f.f32()[i * cols + j] / s);
+    }
+  return out;
+}
+
+void quantize_activations_fp8(const Tensor& x, int group, bool ue8m0, Tensor* q, Tensor* scales) {
+  const int64_t T = x.dim(0), K = x.dim(1), G = (K + group - 1) / group;
+  *q = Tensor::empty({T, K}, DType::kF8E4M3);
+  *scales = Tensor::empty({T, G}, DType::kF32);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t g = 0; g < G; ++g) {
+      const int64_t k0 = g * group, k1 = std::min<int64_t>(K, k0 + group);
+      float amax = 0;
+      for (int64_t k = k0; k < k1; ++k) amax = std::max(amax, std::fabs(x.f32()[t * K + k]));
+      const float s = fp8_block_scale(amax, ue8m0);
+      scales->f32()[t * G + g] = s;
+      for (int64_t k = k0; k < k1; ++k) q->data_as<uint8_t>()[t * K + k] = f32_to_fp8e4m3(x.f32()[t * K + k] / s);
+    }
+}
+
+Tensor linear_w8a8_reference(const Tensor& x, const LinearWeight& w, bool ue8m0) {
+  DS_CHECK(w.is_block_fp8() && w.block_k == 128, "linear_w8a8_reference needs a 128-block FP8 weight");
+  const int64_t T = x.dim(0), K = x.dim(1), N = w.out_features();
+  DS_CHECK(K == w.in_features(), "linear_w8a8 ", x.describe(), " x ", w.weight.describe());
+  Tensor qx, sx;
+  quantize_activations_fp8(x, 128, ue8m0, &qx, &sx);
+  const int64_t G = sx.dim(1), gw = w.scale_inv.dim(1);
+  Tensor y = Tensor::empty({T, N}, DType::kF32);
+  const uint8_t* a = qx.data_as<uint8_t>();
+  const uint8_t* b = w.weight.data_as<uint8_t>();
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t n = 0; n < N; ++n) {
+      float acc = 0;
+      for (int64_t g = 0; g < G; ++g) {
+        float part = 0;
+        for (int64_t k = g * 128; k < std::min<int64_t>(K, (g + 1) * 128); ++k)
+          part += fp8e4m3_to_f32(a[t * K + k]) * fp8e4m3_to_f32(b[n * K + k]);
+        acc += part * sx.f32()[t * G + g] * w.scale_inv.f32()[(n / w.block_n) * gw + g];
+      }
+      y.f32()[t * N + n] = acc;
+    }
+  return y;
+}
+
+void fp8_kv_round_trip(Tensor& rows, int64_t nope, bool ue8m0) {
+  const int64_t T = rows.dim(0), D = rows.dim(1);
+  for (int64_t t = 0; t < T; ++t) {
+    float* r = rows.f32() + t * D;
+    for (int64_t g = 0; g < nope; g += 128) {
+      const int64_t e = std::min<int64_t>(nope, g + 128);
+      float amax = 0;
+      for (int64_t k = g; k < e; ++k) amax = std::max(amax, std::fabs(r[k]));
+      const float s = fp8_block_scale(amax, ue8m0);
+      for (int64_t k = g; k < e; ++k) r[k] = fp8e4m3_to_f32(f32_to_fp8e4m3(r[k] / s)) * s;
+    }
+    for (int64_t k = nope; k < D; ++k) r[k] = round_bf16(r[k]);
+  }
+}
+
+}  // namespace ds

@@ -1,0 +1,33 @@
+// Block-wise FP8 (DeepSeek's W8A8 format) reference semantics, shared by the loader (--quantization fp8),
+// the CPU backend and the CUDA consistency tests: 128x128 weight blocks with one fp32 scale each, activations
+// quantized per token per 128 channels, e4m3 values, optional power-of-two (ue8m0) scales.
+#pragma once
+#include <cstdint>
+
+#include "core/tensor.h"
+#include "ops/linear_weight.h"
+
+namespace ds {
+
+constexpr float kFp8ScaleFloor = 1e-4f;  // amax floor: s = max(amax, 1e-4) / 448
+
+// The scale for a block with max |value| `amax`: amax / 448, or the next power of two up (ue8m0).
+float fp8_block_scale(float amax, bool ue8m0);
+
+// Block-quantizes a float weight [out, in] (any float dtype) to F8_E4M3 + F32 scale_inv
+// [ceil(out / bn), ceil(in / bk)] (ragged edge blocks use their own scale).
+LinearWeight quantize_weight_fp8(const Tensor& w, int block_n = 128, int block_k = 128, bool ue8m0 = false);
+
+// Quantizes activations x [T, K] (F32) per token per `group` channels: q [T, K] F8_E4M3 and scales
+// [T, ceil(K / group)] F32 with x ~= q * scale.
+void quantize_activations_fp8(const Tensor& x, int group, bool ue8m0, Tensor* q, Tensor* scales);
+
+// The W8A8 block GEMM's exact semantics in fp32: y[t, n] = sum over 128-deep K blocks kb of
+// (sum_k qx[t, k] * qw[n, k]) * sx[t, kb] * sw[n / bn, kb]. x is F32 [T, K]; w must be block-FP8.
+Tensor linear_w8a8_reference(const Tensor& x, const LinearWeight& w, bool ue8m0);
+
+// Rounds a latent cache row the way the FP8 KV cache stores it (FlashMLA layout): the first `nope` values
+// as e4m3 with one scale per 128 (or ue8m0), the rest (the rope part) as bf16. In place on F32 rows [T, D].
+void fp8_kv_round_trip(Tensor& rows, int64_t nope, bool ue8m0);
+
+}  // namespace ds

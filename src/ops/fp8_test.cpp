@@ -1,0 +1,109 @@
+// Block-FP8 reference semantics: quantization error bounds, ragged scale grids, ue8m0 scales, the W8A8
+// GEMM against the dequantized product, and the FP8 KV round trip.
+#include "ops/fp8.h"
+
+#include <cmath>
+#include <random>
+
+#include <gtest/gtest.h>
+
+namespace ds {
+namespace {
+
+Tensor random_f32(Shape s, uint32_t seed, float stddev = 1.0f) {
+  Tensor t = Tensor::empty(s, DType::kF32);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0, stddev);
+  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = nd(rng);
+  return t;
+}
+
+Tensor dequant(const LinearWeight& w) {
+  Tensor out = Tensor::empty(w.weight.shape(), DType::kF32);
+  const int64_t cols = w.in_features(), gc = w.scale_inv.dim(1);
+  for (int64_t i = 0; i < w.out_features(); ++i)
+    for (int64_t j = 0; j < cols; ++j)
+      out.f32()[i * cols + j] = fp8e4m3_to_f32(w.weight.data_as<uint8_t>()[i * cols + j]) *
+                                w.scale_inv.f32()[(i / w.block_n) * gc + j / w.block_k];
+  return out;
+}
+
+TEST(Fp8, WeightQuantizationRaggedGridAndErrorBound) {
+  for (bool ue8m0 : {false, true}) {
+    Tensor w = random_f32({576, 200}, 1, 0.05f);  // kv_a_proj-like: 576 rows is not a multiple of 128
+    LinearWeight q = quantize_weight_fp8(w, 128, 128, ue8m0);
+    ASSERT_EQ(q.scale_inv.shape(), (Shape{5, 2}));
+    Tensor d = dequant(q);
+    for (int64_t i = 0; i < w.numel(); ++i) {
+      const float x = w.f32()[i], y = d.f32()[i];
+      const int64_t bi = (i / 200) / 128, bj = (i % 200) / 128;
+      const float s = q.scale_inv.f32()[bi * 2 + bj];
+      // e4m3 has 3 mantissa bits: half an ulp is 2^-4 relative, plus the subnormal quantum s * 2^-10.
+      ASSERT_LE(std::fabs(x - y), std::fabs(x) * 0.0625f + s * std::ldexp(1.0f, -10)) << i;
+    }
+    if (ue8m0)
+      for (int64_t i = 0; i < q.scale_inv.numel(); ++i) {
+        int e;
+        EXPECT_EQ(std::frexp(q.scale_inv.f32()[i], &e), 0.5f) << "ue8m0 scale is a power of two";
+      }
+  }
+}
+
+TEST(Fp8, ScaleFloor) {
+  EXPECT_FLOAT_EQ(fp8_block_scale(0.0f, false), 1e-4f / 448.0f);
+  EXPECT_FLOAT_EQ(fp8_block_scale(448.0f, false), 1.0f);
+  EXPECT_FLOAT_EQ(fp8_block_scale(449.0f, true), 2.0f);
+}
+
+TEST(Fp8, W8A8EqualsDequantizedProductWhenActivationsAreExact) {
+  // Activations already on the e4m3 grid with amax 448 per group quantize exactly (scale 1), so the W8A8
+  // result must equal x @ dequant(W)^T up to fp32 summation order.
+  const int64_t T = 5, K = 300, N = 130;
+  Tensor x = Tensor::empty({T, K}, DType::kF32);
+  std::mt19937 rng(3);
+  for (int64_t i = 0; i < x.numel(); ++i) x.f32()[i] = fp8e4m3_to_f32(static_cast<uint8_t>(rng() % 0x7e));
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t g = 0; g < K; g += 128) x.f32()[t * K + g] = 448.0f;
+  LinearWeight w = quantize_weight_fp8(random_f32({N, K}, 4, 0.02f));
+  Tensor y = linear_w8a8_reference(x, w, false);
+  Tensor d = dequant(w);
+  for (int64_t t = 0; t < T; ++t)
+    for (int64_t n = 0; n < N; ++n) {
+      double ref = 0;
+      for (int64_t k = 0; k < K; ++k) ref += static_cast<double>(x.f32()[t * K + k]) * d.f32()[n * K + k];
+      ASSERT_NEAR(y.f32()[t * N + n], ref, 1e-4 * (1 + std::fabs(ref))) << t << "," << n;
+    }
+}
+
+TEST(Fp8, W8A8CloseToFloatLinear) {
+  Tensor x = random_f32({7, 256}, 5);
+  Tensor wf = random_f32({64, 256}, 6, 0.05f);
+  LinearWeight w = quantize_weight_fp8(wf);
+  Tensor y = linear_w8a8_reference(x, w, true);
+  double err = 0, norm = 0;
+  for (int64_t t = 0; t < 7; ++t)
+    for (int64_t n = 0; n < 64; ++n) {
+      double ref = 0;
+      for (int64_t k = 0; k < 256; ++k) ref += x.f32()[t * 256 + k] * wf.f32()[n * 256 + k];
+      err += (y.f32()[t * 64 + n] - ref) * (y.f32()[t * 64 + n] - ref);
+      norm += ref * ref;
+    }
+  EXPECT_LT(std::sqrt(err / norm), 0.06) << "W8A8 relative L2 error";
+  EXPECT_GT(std::sqrt(err / norm), 1e-4) << "quantization must actually happen";
+}
+
+TEST(Fp8, KvRoundTrip) {
+  Tensor rows = random_f32({3, 576}, 7);
+  Tensor orig = to_f32(rows);
+  fp8_kv_round_trip(rows, 512, false);
+  for (int64_t t = 0; t < 3; ++t) {
+    for (int64_t k = 512; k < 576; ++k) EXPECT_EQ(rows.f32()[t * 576 + k], round_bf16(orig.f32()[t * 576 + k]));
+    for (int64_t k = 0; k < 512; ++k) {
+      const float a = orig.f32()[t * 576 + k], b = rows.f32()[t * 576 + k];
+      EXPECT_LE(std::fabs(a - b), std::fabs(a) * 0.0625f + 1e-3f);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ds
