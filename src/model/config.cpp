@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include "model/json_util.h"
 
 namespace ds {
 namespace {
@@ -24,16 +25,6 @@ const char* json_type(const json& v) {
   if (v.is_string()) return "a string";
   if (v.is_array()) return "an array";
   return "an object";
-}
-
-// Strips nlohmann's "[json.exception.parse_error.101] " tag; the rest names line and column.
-std::string parse_error_text(const json::exception& e) {
-  std::string s = e.what();
-  if (!s.empty() && s[0] == '[') {
-    size_t p = s.find("] ");
-    if (p != std::string::npos) s = s.substr(p + 2);
-  }
-  return s;
 }
 
 // Reads typed fields of one JSON object; `prefix` is the dotted path used in messages ("rope_scaling.").

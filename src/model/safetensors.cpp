@@ -14,6 +14,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include "model/json_util.h"
 
 namespace ds {
 namespace {
@@ -36,15 +37,6 @@ bool st_dtype_size(const std::string& s, uint64_t* size) {
       return true;
     }
   return false;
-}
-
-std::string parse_error_text(const json::exception& e) {
-  std::string s = e.what();
-  if (!s.empty() && s[0] == '[') {
-    size_t p = s.find("] ");
-    if (p != std::string::npos) s = s.substr(p + 2);
-  }
-  return s;
 }
 
 bool json_u64(const json& v, uint64_t* out) {

@@ -40,12 +40,17 @@ AttnMetadata build_attn_metadata(const std::vector<SeqSlice>& seqs, int page_siz
     }
   }
   q_starts.data_as<int32_t>()[m.num_seqs] = static_cast<int32_t>(t);
+  upload_attn_metadata(m, positions, slots, q_starts, seq_lens, table, ops);
+  return m;
+}
+
+void upload_attn_metadata(AttnMetadata& m, const Tensor& positions, const Tensor& slots, const Tensor& q_starts,
+                          const Tensor& seq_lens, const Tensor& block_table, Ops& ops) {
   m.positions = ops.upload(positions);
   m.slot_mapping = ops.upload(slots);
   m.q_starts = ops.upload(q_starts);
   m.seq_lens = ops.upload(seq_lens);
-  m.block_table = ops.upload(table);
-  return m;
+  m.block_table = ops.upload(block_table);
 }
 
 }  // namespace ds

@@ -16,4 +16,8 @@ struct SeqSlice {
 
 AttnMetadata build_attn_metadata(const std::vector<SeqSlice>& seqs, int page_size, Ops& ops);
 
+// Copies host-built I32 metadata tensors to the backend (shared by every metadata builder).
+void upload_attn_metadata(AttnMetadata& m, const Tensor& positions, const Tensor& slots, const Tensor& q_starts,
+                          const Tensor& seq_lens, const Tensor& block_table, Ops& ops);
+
 }  // namespace ds

@@ -2,6 +2,8 @@
 // penalties and min_new_tokens, and log-probabilities of sampled and (on request) prompt tokens.
 #include "runner/batch_runner.h"
 
+#include "runner/attn_metadata.h"
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -36,11 +38,7 @@ AttnMetadata build_attn_metadata(const StepPlan& plan, Ops& ops) {
               table.data_as<int32_t>() + static_cast<int64_t>(s) * max_pages);
   }
   q_starts.data_as<int32_t>()[m.num_seqs] = static_cast<int32_t>(T);
-  m.positions = ops.upload(positions);
-  m.slot_mapping = ops.upload(slots);
-  m.q_starts = ops.upload(q_starts);
-  m.seq_lens = ops.upload(seq_lens);
-  m.block_table = ops.upload(table);
+  upload_attn_metadata(m, positions, slots, q_starts, seq_lens, table, ops);
   return m;
 }
 
