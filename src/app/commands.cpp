@@ -5,6 +5,7 @@ namespace ds {
 
 const Command* commands(int* count) {
   static const Command kCommands[] = {
+      {"serve", "HTTP server: SGLang /generate and the OpenAI API over the batch engine", run_serve},
       {"score", "teacher-forced log-probabilities of a token sequence", run_score},
       {"generate", "greedy/sampled continuation of a token sequence", run_generate},
       {"tokenize", "encode a JSON list of strings (stdin) to id lists", run_tokenize},

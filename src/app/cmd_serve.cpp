@@ -1,0 +1,239 @@
+// `dserve serve`: the HTTP server (SGLang/OpenAI API) over the batch engine. Listens first (answering 503
+// while the model loads), then loads the tokenizer and the engine, then prints where it is ready.
+#include <cstdio>
+#include <atomic>
+#include <chrono>
+#include <cstdlib>
+#include <memory>
+#include <thread>
+
+#include "app/commands.h"
+#include "app/flags.h"
+#include "core/logging.h"
+#include "http/api_server.h"
+#include "http/fake_engine.h"
+#include "http/http_server.h"
+#include "runner/batch_engine.h"
+#include "text/tokenizer.h"
+
+namespace ds {
+
+namespace {
+
+void add_serve_flags(Flags& f) {
+  f.add_string("model-path", "", "Hugging Face checkpoint directory (config.json + *.safetensors)");
+  f.add_string("tokenizer-path", "", "directory with tokenizer.json (default: --model-path)");
+  f.add_string("host", "127.0.0.1", "address to listen on");
+  f.add_int("port", 30000, "port to listen on (0: any free port)");
+  f.add_string("api-key", "", "require 'Authorization: Bearer KEY' on every route except /health");
+  f.add_string("served-model-name", "", "model name in the OpenAI API (default: --model-path)");
+  f.add_bool("skip-tokenizer-init", "no tokenizer: requests carry input_ids, responses output_ids");
+  f.add_bool("enable-metrics", "serve Prometheus metrics at /metrics");
+  f.add_string("reasoning-parser", "", "split reasoning_content in chat output: deepseek-r1 or deepseek-v3");
+  f.add_string("tool-call-parser", "", "parse tool calls in chat output: deepseekv3, deepseekv31 or deepseekv32");
+  f.add_string("chat-template", "", "chat format (v2, v3, r1, v31, v32exp, v32); default: detected from the tokenizer");
+  f.add_int("page-size", 64, "KV cache page size in tokens");
+  f.add_int("max-total-tokens", 0, "KV cache capacity in tokens (0: derived from memory)");
+  f.add_int("chunked-prefill-size", 8192, "most prompt tokens prefilled per step");
+  f.add_int("max-running-requests", 256, "most requests decoding at once");
+  f.add_string("schedule-policy", "fcfs", "waiting-queue order: fcfs or lpm");
+  f.add_bool("disable-radix-cache", "do not reuse KV of shared prompt prefixes");
+  f.add_int("context-length", 0, "longest prompt + output (0: the model's max_position_embeddings)");
+  f.add_string("device", "cpu", "cpu or cuda");
+  f.add_string("load-format", "auto", "auto (safetensors) or dummy (seeded random weights)");
+  f.add_string("quantization", "", "fp8: block-quantize a BF16 checkpoint's linears at load time");
+  f.add_string("kv-cache-dtype", "auto", "latent cache storage: auto, bf16, fp8_e4m3 or fp8_e5m2");
+  f.add_int("seed", 0, "random seed (dummy weights; base of per-request sampling seeds)");
+  f.add_int("max-queued-requests", 0, "answer 503 while this many requests wait in the engine (0: no limit)");
+  f.add_int("io-threads", 4, "HTTP I/O threads");
+  f.add_int("max-request-bytes", 32 << 20, "largest request body accepted (413 beyond)");
+  f.add_bool("fake-engine", "testing: a deterministic fake engine instead of the model (no weights needed)");
+  f.add_int("fake-vocab-size", 0, "testing: --fake-engine vocabulary (default: the tokenizer's, else 32000)");
+  f.add_int("fake-step-us", 2000, "testing: --fake-engine microseconds per step");
+  f.add_bool("help", "show flags");
+}
+
+std::string shell_quote(const std::string& s) {
+  std::string out = "'";
+  for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return out + "'";
+}
+
+}  // namespace
+
+int run_serve(int argc, char** argv) {
+  Flags flags;
+  add_serve_flags(flags);
+  auto fail = [](const Status& st) {
+    std::fprintf(stderr, "dserve serve: %s\n", st.message().c_str());
+    return 1;
+  };
+  if (Status st = flags.parse(argc, argv); !st) return fail(st);
+  if (flags.get_bool("help")) {
+    std::printf("%s", flags.usage("serve").c_str());
+    return 0;
+  }
+  const bool fake = flags.get_bool("fake-engine");
+  const std::string model_path = flags.get_string("model-path");
+  if (model_path.empty() && !fake) return fail(error("--model-path is required"));
+  const bool skip_tok = flags.get_bool("skip-tokenizer-init");
+  std::string tokenizer_path = flags.get_string("tokenizer-path");
+  if (tokenizer_path.empty()) tokenizer_path = model_path;
+  if (!skip_tok && tokenizer_path.empty()) return fail(error("--tokenizer-path (or --model-path) is required unless --skip-tokenizer-init"));
+  const int64_t port = flags.get_int("port");
+  if (port < 0 || port > 65535) return fail(error("--port must be in [0, 65535], got ", port));
+  const int64_t io_threads = flags.get_int("io-threads");
+  if (io_threads < 1 || io_threads > 256) return fail(error("--io-threads must be in [1, 256], got ", io_threads));
+  const int64_t max_body = flags.get_int("max-request-bytes");
+  if (max_body < 1024) return fail(error("--max-request-bytes must be at least 1024, got ", max_body));
+  for (const char* name : {"page-size", "chunked-prefill-size", "max-running-requests"})
+    if (flags.get_int(name) < 1 || flags.get_int(name) > (int64_t{1} << 30))
+      return fail(error("--", name, " must be a positive integer, got ", flags.get_int(name)));
+  for (const char* name : {"max-total-tokens", "context-length", "max-queued-requests"})
+    if (flags.get_int(name) < 0) return fail(error("--", name, " must be >= 0, got ", flags.get_int(name)));
+
+  ApiServerOptions ao;
+  ao.model_path = model_path;
+  ao.tokenizer_path = tokenizer_path;
+  ao.served_model_name = flags.get_string("served-model-name");
+  if (ao.served_model_name.empty()) ao.served_model_name = model_path.empty() ? "fake" : model_path;
+  ao.api_key = flags.get_string("api-key");
+  ao.enable_metrics = flags.get_bool("enable-metrics");
+  ao.reasoning_parser = flags.get_string("reasoning-parser");
+  ao.tool_call_parser = flags.get_string("tool-call-parser");
+  ao.chat_template = flags.get_string("chat-template");
+  ao.seed = static_cast<uint64_t>(flags.get_int("seed"));
+  ao.max_queued_requests = flags.get_int("max-queued-requests");
+  {
+    auto& a = ao.server_args;
+    a["model_path"] = model_path;
+    a["tokenizer_path"] = tokenizer_path;
+    a["served_model_name"] = ao.served_model_name;
+    a["host"] = flags.get_string("host");
+    a["port"] = port;
+    a["skip_tokenizer_init"] = skip_tok;
+    a["enable_metrics"] = ao.enable_metrics;
+    a["reasoning_parser"] = ao.reasoning_parser.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(ao.reasoning_parser);
+    a["tool_call_parser"] = ao.tool_call_parser.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(ao.tool_call_parser);
+    a["chat_template"] = ao.chat_template.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(ao.chat_template);
+    a["page_size"] = flags.get_int("page-size");
+    a["max_total_tokens"] = flags.get_int("max-total-tokens");
+    a["chunked_prefill_size"] = flags.get_int("chunked-prefill-size");
+    a["max_running_requests"] = flags.get_int("max-running-requests");
+    a["schedule_policy"] = flags.get_string("schedule-policy");
+    a["disable_radix_cache"] = flags.get_bool("disable-radix-cache");
+    a["context_length"] = flags.get_int("context-length");
+    a["device"] = flags.get_string("device");
+    a["load_format"] = flags.get_string("load-format");
+    a["quantization"] = flags.get_string("quantization");
+    a["kv_cache_dtype"] = flags.get_string("kv-cache-dtype");
+    a["random_seed"] = flags.get_int("seed");
+    a["api_key_set"] = !ao.api_key.empty();
+    a["fake_engine"] = fake;
+  }
+  ApiServer api(ao);
+  if (Status st = api.init(); !st) return fail(st);
+
+  HttpServerOptions ho;
+  ho.host = flags.get_string("host");
+  ho.port = static_cast<int>(port);
+  ho.io_threads = static_cast<int>(io_threads);
+  ho.max_body_bytes = static_cast<size_t>(max_body);
+  // Declared before the engine: destroyed after it (see HttpServer::stop()).
+  HttpServer server(ho, [&api](HttpRequest req, std::shared_ptr<HttpResponder> out) {
+    api.handle(std::move(req), std::move(out));
+  });
+  if (Status st = server.start(); !st) return fail(st);
+  const std::string url = "http://" + (ho.host.find(':') != std::string::npos ? "[" + ho.host + "]" : ho.host) + ":" +
+                          std::to_string(server.port());
+  std::fprintf(stderr, "dserve serve: listening on %s (503 until the model is loaded)\n", url.c_str());
+
+  // Load in a thread so that SIGINT/SIGTERM during a long load still ends the process.
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::unique_ptr<Engine> engine;
+  Status load_status;
+  std::atomic<bool> loaded{false};
+  std::thread loader([&] {
+    if (!skip_tok) {
+      std::fprintf(stderr, "dserve serve: loading the tokenizer from %s\n", tokenizer_path.c_str());
+      auto t = Tokenizer::load(tokenizer_path);
+      if (!t) {
+        load_status = error("--tokenizer-path: ", t.status().message());
+        server.stop();
+        return;
+      }
+      tokenizer = std::make_unique<Tokenizer>(std::move(t.value()));
+    }
+    if (fake) {
+      FakeEngineOptions fo;
+      fo.vocab_size = flags.get_int("fake-vocab-size");
+      if (fo.vocab_size <= 0) fo.vocab_size = tokenizer ? tokenizer->vocab_size() : 32000;
+      if (tokenizer && tokenizer->eos_id()) fo.eos_token_ids = {*tokenizer->eos_id()};
+      if (flags.get_int("context-length") > 0) fo.context_length = flags.get_int("context-length");
+      if (flags.get_int("max-total-tokens") > 0) fo.max_total_tokens = flags.get_int("max-total-tokens");
+      fo.step_us = static_cast<int>(flags.get_int("fake-step-us"));
+      engine = std::make_unique<FakeEngine>(fo);
+      std::fprintf(stderr, "dserve serve: fake engine (vocab %lld)\n", static_cast<long long>(fo.vocab_size));
+    } else {
+      BatchEngineOptions eo;
+      eo.model_path = model_path;
+      eo.device = flags.get_string("device");
+      eo.load_format = flags.get_string("load-format");
+      eo.seed = static_cast<uint64_t>(flags.get_int("seed"));
+      eo.page_size = static_cast<int32_t>(flags.get_int("page-size"));
+      eo.max_total_tokens = flags.get_int("max-total-tokens");
+      eo.chunked_prefill_size = static_cast<int32_t>(flags.get_int("chunked-prefill-size"));
+      eo.max_running_requests = static_cast<int32_t>(flags.get_int("max-running-requests"));
+      eo.schedule_policy = flags.get_string("schedule-policy");
+      eo.disable_radix_cache = flags.get_bool("disable-radix-cache");
+      eo.context_length = flags.get_int("context-length");
+      eo.quantization = flags.get_string("quantization");
+      eo.kv_cache_dtype = flags.get_string("kv-cache-dtype");
+      eo.verbose = true;
+      auto e = make_batch_engine(eo);
+      if (!e) {
+        load_status = e.status();
+        server.stop();
+        return;
+      }
+      engine = std::move(e.value());
+    }
+    if (Status st = api.set_backend(engine.get(), tokenizer.get()); !st) {
+      load_status = st;
+      server.stop();
+      return;
+    }
+    loaded = true;
+    std::string curl;
+    const std::string auth = ao.api_key.empty() ? "" : " -H 'Authorization: Bearer <api-key>'";
+    if (skip_tok) {
+      curl = "curl " + url + "/generate -H 'Content-Type: application/json'" + auth +
+             " -d '{\"input_ids\": [1, 2, 3], \"sampling_params\": {\"max_new_tokens\": 16}}'";
+    } else {
+      std::string body = "{\"model\": \"" + ao.served_model_name +
+                         "\", \"messages\": [{\"role\": \"user\", \"content\": \"Hello!\"}], \"max_tokens\": 64}";
+      curl = "curl " + url + "/v1/chat/completions -H 'Content-Type: application/json'" + auth + " -d " +
+             shell_quote(body);
+    }
+    std::printf("dserve serve: ready on %s\n  %s\n", url.c_str(), curl.c_str());
+    std::fflush(stdout);
+  });
+
+  const int sig = server.wait();
+  if (sig != 0 && !loaded) {
+    std::fprintf(stderr, "dserve serve: interrupted while loading\n");
+    std::fflush(stderr);
+    std::_Exit(128 + sig);
+  }
+  loader.join();
+  if (!load_status.is_ok()) return fail(load_status);
+  std::fprintf(stderr, "dserve serve: shutting down\n");
+  api.set_shutting_down();
+  if (engine) engine->shutdown();  // pending requests finish (reason abort); their last events flush below
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  server.stop();
+  engine.reset();
+  return 0;
+}
+
+}  // namespace ds

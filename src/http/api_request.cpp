@@ -1,0 +1,603 @@
+// Request parsing (see api_request.h): a field reader that checks JSON types and ranges and rejects unknown
+// or unsupported fields by name, and the three endpoint schemas on top of it.
+#include "http/api_request.h"
+
+#include <cmath>
+#include <limits>
+#include <set>
+
+namespace ds {
+
+Json error_json(const ApiError& e) {
+  Json err = Json::object();
+  err["message"] = e.message;
+  err["type"] = e.type;
+  err["param"] = e.param.empty() ? Json(nullptr) : Json(e.param);
+  err["code"] = e.code.empty() ? Json(nullptr) : Json(e.code);
+  Json out = Json::object();
+  out["error"] = std::move(err);
+  return out;
+}
+
+ApiError bad_request(std::string message, std::string param) {
+  ApiError e;
+  e.status = 400;
+  e.message = std::move(message);
+  e.param = std::move(param);
+  return e;
+}
+
+std::string dump_json(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+std::optional<ApiError> parse_json_body(const std::string& body, Json* out) {
+  if (body.empty()) return bad_request("the request body is empty; expected a JSON object");
+  Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return bad_request("the request body is not valid JSON");
+  if (!j.is_object()) return bad_request("the request body must be a JSON object");
+  *out = std::move(j);
+  return std::nullopt;
+}
+
+namespace {
+
+const char* type_name(const Json& v) {
+  switch (v.type()) {
+    case Json::value_t::null: return "null";
+    case Json::value_t::boolean: return "a boolean";
+    case Json::value_t::string: return "a string";
+    case Json::value_t::array: return "an array";
+    case Json::value_t::object: return "an object";
+    case Json::value_t::number_float: return "a float";
+    case Json::value_t::number_integer:
+    case Json::value_t::number_unsigned: return "an integer";
+    default: return "an unsupported value";
+  }
+}
+
+// Integral JSON number (an integer, or a float with an integral value) within int64.
+bool as_int64(const Json& v, int64_t* out) {
+  if (v.is_number_integer()) {
+    if (v.is_number_unsigned() && v.get<uint64_t>() > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
+      return false;
+    *out = v.get<int64_t>();
+    return true;
+  }
+  if (v.is_number_float()) {
+    const double d = v.get<double>();
+    if (!std::isfinite(d) || d != std::floor(d) || std::fabs(d) > 9.0e15) return false;
+    *out = static_cast<int64_t>(d);
+    return true;
+  }
+  return false;
+}
+
+// Reads the fields of one JSON object; remembers the first error and which keys were consumed.
+class Reader {
+ public:
+  Reader(const Json& obj, std::string prefix) : obj_(obj), prefix_(std::move(prefix)) {}
+
+  std::optional<ApiError> err;
+
+  std::string param(const std::string& key) const { return prefix_.empty() ? key : prefix_ + "." + key; }
+  void fail(std::string message, const std::string& key) {
+    if (!err) err = bad_request(std::move(message), param(key));
+  }
+  // Present and not null (null means absent, as in OpenAI's SDKs).
+  const Json* find(const std::string& key) {
+    seen_.insert(key);
+    auto it = obj_.find(key);
+    if (it == obj_.end() || it->is_null()) return nullptr;
+    return &*it;
+  }
+  bool has(const std::string& key) {
+    seen_.insert(key);
+    auto it = obj_.find(key);
+    return it != obj_.end() && !it->is_null();
+  }
+  void ignore(const std::string& key) { seen_.insert(key); }
+
+  bool get_bool(const std::string& key, bool* out) {
+    const Json* v = find(key);
+    if (!v) return false;
+    if (!v->is_boolean()) {
+      fail("'" + param(key) + "' must be a boolean, got " + type_name(*v), key);
+      return false;
+    }
+    *out = v->get<bool>();
+    return true;
+  }
+  bool get_int(const std::string& key, int64_t lo, int64_t hi, int64_t* out, const char* range_text = nullptr) {
+    const Json* v = find(key);
+    if (!v) return false;
+    int64_t x = 0;
+    if (!as_int64(*v, &x)) {
+      fail("'" + param(key) + "' must be an integer, got " + (v->is_number() ? v->dump() : type_name(*v)), key);
+      return false;
+    }
+    if (x < lo || x > hi) {
+      fail("'" + param(key) + "' must be " +
+               (range_text ? std::string(range_text)
+                           : "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]") +
+               ", got " + std::to_string(x),
+           key);
+      return false;
+    }
+    *out = x;
+    return true;
+  }
+  template <class T>
+  bool get_int_as(const std::string& key, int64_t lo, int64_t hi, T* out, const char* range_text = nullptr) {
+    int64_t x = 0;
+    if (!get_int(key, lo, hi, &x, range_text)) return false;
+    *out = static_cast<T>(x);
+    return true;
+  }
+  bool get_float(const std::string& key, double* out) {
+    const Json* v = find(key);
+    if (!v) return false;
+    if (!v->is_number()) {
+      fail("'" + param(key) + "' must be a number, got " + type_name(*v), key);
+      return false;
+    }
+    const double d = v->get<double>();
+    if (!std::isfinite(d)) {
+      fail("'" + param(key) + "' must be finite", key);
+      return false;
+    }
+    *out = d;
+    return true;
+  }
+  // A float in [lo, hi] (open ends with lo_open / hi_open).
+  bool get_float_range(const std::string& key, double lo, double hi, bool lo_open, bool hi_open, float* out) {
+    double d = 0;
+    if (!get_float(key, &d)) return false;
+    if ((lo_open ? d <= lo : d < lo) || (hi_open ? d >= hi : d > hi)) {
+      char buf[160];
+      std::snprintf(buf, sizeof(buf), "'%s' must be in %c%g, %g%c, got %g", param(key).c_str(), lo_open ? '(' : '[',
+                    lo, hi, hi_open ? ')' : ']', d);
+      fail(buf, key);
+      return false;
+    }
+    *out = static_cast<float>(d);
+    return true;
+  }
+  bool get_string(const std::string& key, std::string* out) {
+    const Json* v = find(key);
+    if (!v) return false;
+    if (!v->is_string()) {
+      fail("'" + param(key) + "' must be a string, got " + type_name(*v), key);
+      return false;
+    }
+    *out = v->get<std::string>();
+    return true;
+  }
+  // A feature dserve does not implement: an error when the field carries a value.
+  void unsupported(const std::string& key, const char* what = nullptr) {
+    const Json* v = find(key);
+    if (!v) return;
+    if ((v->is_array() || v->is_object() || v->is_string()) && v->empty()) return;
+    if (v->is_boolean() && !v->get<bool>()) return;
+    fail("'" + param(key) + "' is not supported by this server" + (what ? std::string(" (") + what + ")" : ""), key);
+  }
+  // Any key not consumed is an error ("Unrecognized request argument supplied", as OpenAI says).
+  void reject_unknown() {
+    if (err) return;
+    for (auto it = obj_.begin(); it != obj_.end(); ++it) {
+      if (!seen_.count(it.key())) {
+        fail("Unrecognized request argument supplied: " + param(it.key()), it.key());
+        return;
+      }
+    }
+  }
+
+ private:
+  const Json& obj_;
+  std::string prefix_;
+  std::set<std::string> seen_;
+};
+
+constexpr int64_t kMaxTokensCap = std::numeric_limits<int32_t>::max();
+constexpr int64_t kMaxN = 128;
+constexpr size_t kMaxStops = 64;
+
+void read_stop(Reader& r, const std::string& key, std::vector<std::string>* out) {
+  const Json* v = r.find(key);
+  if (!v) return;
+  auto add = [&](const Json& s) {
+    if (!s.is_string()) {
+      r.fail("'" + r.param(key) + "' must be a string or a list of strings", key);
+      return;
+    }
+    std::string str = s.get<std::string>();
+    if (str.empty()) {
+      r.fail("'" + r.param(key) + "' must not contain an empty string", key);
+      return;
+    }
+    out->push_back(std::move(str));
+  };
+  if (v->is_string()) {
+    add(*v);
+  } else if (v->is_array()) {
+    if (v->size() > kMaxStops) return r.fail("'" + r.param(key) + "' has more than 64 entries", key);
+    for (const Json& s : *v) add(s);
+  } else {
+    r.fail("'" + r.param(key) + "' must be a string or a list of strings, got " + type_name(*v), key);
+  }
+}
+
+void read_stop_ids(Reader& r, const std::string& key, std::vector<TokenId>* out) {
+  const Json* v = r.find(key);
+  if (!v) return;
+  if (!v->is_array()) return r.fail("'" + r.param(key) + "' must be a list of token ids", key);
+  for (const Json& x : *v) {
+    int64_t id = 0;
+    if (!as_int64(x, &id) || id < 0 || id > std::numeric_limits<int32_t>::max())
+      return r.fail("'" + r.param(key) + "' must be a list of non-negative token ids", key);
+    out->push_back(static_cast<TokenId>(id));
+  }
+}
+
+// Sampling and text fields shared by the endpoints. `openai`: OpenAI names (max_tokens, min_tokens) and
+// max_tokens >= 1; otherwise SGLang's sampling_params names (max_new_tokens >= 0).
+void read_sampling(Reader& r, bool openai, SamplingSpec* s) {
+  SamplingParams& e = s->engine;
+  if (openai) {
+    int64_t max_tokens = 0;
+    if (r.get_int("max_tokens", 1, kMaxTokensCap, &max_tokens, "at least 1")) {
+      e.max_new_tokens = static_cast<int32_t>(max_tokens);
+      s->max_new_tokens_set = true;
+    }
+    if (r.get_int("max_completion_tokens", 1, kMaxTokensCap, &max_tokens, "at least 1")) {
+      e.max_new_tokens = static_cast<int32_t>(max_tokens);
+      s->max_new_tokens_set = true;
+    }
+    r.get_int_as("min_tokens", 0, kMaxTokensCap, &e.min_new_tokens);
+  } else {
+    int64_t max_tokens = 0;
+    if (r.get_int("max_new_tokens", 0, kMaxTokensCap, &max_tokens, ">= 0")) {
+      e.max_new_tokens = static_cast<int32_t>(max_tokens);
+      s->max_new_tokens_set = true;
+    }
+    r.get_int_as("min_new_tokens", 0, kMaxTokensCap, &e.min_new_tokens);
+  }
+  if (s->max_new_tokens_set && e.min_new_tokens > e.max_new_tokens)
+    r.fail("'" + r.param(openai ? "min_tokens" : "min_new_tokens") + "' must not exceed the maximum number of new tokens",
+           openai ? "min_tokens" : "min_new_tokens");
+  r.get_float_range("temperature", 0.0, 1e6, false, false, &e.temperature);
+  r.get_float_range("top_p", 0.0, 1.0, true, false, &e.top_p);
+  {
+    int64_t k = 0;
+    if (r.get_int("top_k", -1, kMaxTokensCap, &k, "-1 (off) or at least 1")) {
+      if (k == 0) {
+        r.fail("'" + r.param("top_k") + "' must be -1 (off) or at least 1, got 0", "top_k");
+      } else {
+        e.top_k = static_cast<int32_t>(k);
+      }
+    }
+  }
+  r.get_float_range("min_p", 0.0, 1.0, false, false, &e.min_p);
+  r.get_float_range("frequency_penalty", -2.0, 2.0, false, false, &e.frequency_penalty);
+  r.get_float_range("presence_penalty", -2.0, 2.0, false, false, &e.presence_penalty);
+  if (r.get_float_range("repetition_penalty", 0.0, 2.0, true, false, &s->repetition_penalty) &&
+      s->repetition_penalty != 1.0f)
+    r.fail("'" + r.param("repetition_penalty") + "' other than 1.0 is not supported by this server yet",
+           "repetition_penalty");
+  read_stop(r, "stop", &s->text.stop);
+  read_stop_ids(r, "stop_token_ids", &e.stop_token_ids);
+  r.get_bool("ignore_eos", &e.ignore_eos);
+  r.get_bool("skip_special_tokens", &s->text.skip_special_tokens);
+  r.get_bool("spaces_between_special_tokens", &s->text.spaces_between_special_tokens);
+  r.get_bool("no_stop_trim", &s->text.no_stop_trim);
+  r.get_int_as("n", 1, kMaxN, &s->n);
+  {
+    int64_t seed = 0;
+    const std::string key = (!openai && r.has("sampling_seed")) ? "sampling_seed" : "seed";
+    if (!openai) r.ignore(key == "seed" ? "sampling_seed" : "seed");
+    if (r.get_int(key, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), &seed)) {
+      e.seed = static_cast<uint64_t>(seed);
+      s->seed_set = true;
+    }
+  }
+  r.unsupported("json_schema", "constrained decoding");
+  r.unsupported("regex", "constrained decoding");
+  r.unsupported("ebnf", "constrained decoding");
+  r.unsupported("structural_tag", "constrained decoding");
+  r.unsupported("logit_bias");
+  r.unsupported("custom_params");
+  r.ignore("stream_interval");
+}
+
+// One token-id list; `what` names the field in errors.
+bool read_ids(Reader& r, const Json& v, const std::string& key, std::vector<int32_t>* out) {
+  if (!v.is_array()) {
+    r.fail("'" + r.param(key) + "' must be a list of token ids", key);
+    return false;
+  }
+  out->reserve(v.size());
+  for (const Json& x : v) {
+    int64_t id = 0;
+    if (!as_int64(x, &id) || id < 0 || id > std::numeric_limits<int32_t>::max()) {
+      r.fail("'" + r.param(key) + "' must contain non-negative integer token ids, got " +
+                 (x.is_number() ? x.dump() : std::string(type_name(x))),
+             key);
+      return false;
+    }
+    out->push_back(static_cast<int32_t>(id));
+  }
+  return true;
+}
+
+// string | [string] | [int] | [[int]] (OpenAI prompt, SGLang text/input_ids).
+bool read_prompts(Reader& r, const std::string& key, bool allow_text, bool allow_ids, std::vector<PromptSpec>* out,
+                  bool* batch) {
+  const Json* v = r.find(key);
+  if (!v) return false;
+  *batch = false;
+  if (allow_text && v->is_string()) {
+    out->push_back(PromptSpec{true, v->get<std::string>(), {}});
+    return true;
+  }
+  if (!v->is_array()) {
+    r.fail("'" + r.param(key) + "' must be " +
+               (allow_text && allow_ids ? "a string, a list of strings, a list of token ids or a list of lists of token ids"
+                : allow_text          ? "a string or a list of strings"
+                                      : "a list of token ids or a list of lists of token ids") +
+               ", got " + type_name(*v),
+           key);
+    return false;
+  }
+  if (v->empty()) {
+    r.fail("'" + r.param(key) + "' must not be empty", key);
+    return false;
+  }
+  const Json& first = (*v)[0];
+  if (allow_text && first.is_string()) {
+    *batch = true;
+    for (const Json& x : *v) {
+      if (!x.is_string()) {
+        r.fail("'" + r.param(key) + "' mixes strings with other values", key);
+        return false;
+      }
+      out->push_back(PromptSpec{true, x.get<std::string>(), {}});
+    }
+    return true;
+  }
+  if (allow_ids && first.is_array()) {
+    *batch = true;
+    for (const Json& x : *v) {
+      PromptSpec p;
+      if (!read_ids(r, x, key, &p.ids)) return false;
+      out->push_back(std::move(p));
+    }
+    return true;
+  }
+  if (allow_ids && first.is_number()) {
+    PromptSpec p;
+    if (!read_ids(r, *v, key, &p.ids)) return false;
+    out->push_back(std::move(p));
+    return true;
+  }
+  r.fail("'" + r.param(key) + "' has entries of the wrong type (" + type_name(first) + ")", key);
+  return false;
+}
+
+void read_stream_options(Reader& r, bool stream, bool* include_usage, bool* continuous) {
+  const Json* so = r.find("stream_options");
+  if (!so) return;
+  if (!so->is_object()) return r.fail("'stream_options' must be an object", "stream_options");
+  if (!stream) return r.fail("'stream_options' is only allowed when 'stream' is true", "stream_options");
+  Reader s(*so, "stream_options");
+  s.get_bool("include_usage", include_usage);
+  s.get_bool("continuous_usage_stats", continuous);
+  s.reject_unknown();
+  if (s.err && !r.err) r.err = s.err;
+}
+
+// Fields OpenAI accepts that do not change the output here.
+void ignore_openai_metadata(Reader& r) {
+  for (const char* k : {"user", "store", "metadata", "service_tier", "parallel_tool_calls", "stream_reasoning",
+                        "return_hidden_states", "log_metrics", "session_params", "lora_path", "bootstrap_host",
+                        "bootstrap_port", "bootstrap_room"})
+    r.ignore(k);
+}
+
+}  // namespace
+
+std::optional<ApiError> parse_generate_request(const Json& body, GenerateRequest* out) {
+  Reader r(body, "");
+  const bool has_text = r.has("text");
+  const bool has_ids = r.has("input_ids");
+  if (has_text && has_ids) return bad_request("give either 'text' or 'input_ids', not both", "text");
+  if (!has_text && !has_ids) {
+    if (r.has("input_embeds")) return bad_request("'input_embeds' is not supported by this server", "input_embeds");
+    return bad_request("one of 'text' or 'input_ids' is required", "text");
+  }
+  if (has_text) {
+    r.ignore("input_ids");
+    read_prompts(r, "text", true, false, &out->prompts, &out->batch);
+  } else {
+    r.ignore("text");
+    read_prompts(r, "input_ids", false, true, &out->prompts, &out->batch);
+  }
+  if (r.err) return r.err;
+  const size_t np = out->prompts.size();
+
+  const Json* sp = r.find("sampling_params");
+  if (sp && sp->is_array()) {
+    if (sp->size() != np)
+      return bad_request("'sampling_params' is a list of " + std::to_string(sp->size()) + " but there are " +
+                             std::to_string(np) + " prompts",
+                         "sampling_params");
+  } else if (sp && !sp->is_object()) {
+    return bad_request(std::string("'sampling_params' must be an object or a list of objects, got ") + type_name(*sp),
+                       "sampling_params");
+  }
+  for (size_t i = 0; i < np; ++i) {
+    SamplingSpec s;
+    const Json* obj = sp ? (sp->is_array() ? &(*sp)[i] : sp) : nullptr;
+    if (obj && !obj->is_null()) {
+      if (!obj->is_object()) return bad_request("'sampling_params' entries must be objects", "sampling_params");
+      Reader sr(*obj, "sampling_params");
+      read_sampling(sr, false, &s);
+      sr.reject_unknown();
+      if (sr.err) return sr.err;
+    }
+    out->sampling.push_back(std::move(s));
+    if (sp && !sp->is_array() && i == 0 && np > 1) {
+      for (size_t j = 1; j < np; ++j) out->sampling.push_back(out->sampling[0]);
+      break;
+    }
+  }
+
+  if (const Json* rid = r.find("rid")) {
+    if (rid->is_string()) {
+      if (np != 1) return bad_request("'rid' must be a list with one id per prompt", "rid");
+      out->rids.push_back(rid->get<std::string>());
+    } else if (rid->is_array()) {
+      if (rid->size() != np)
+        return bad_request("'rid' has " + std::to_string(rid->size()) + " ids for " + std::to_string(np) + " prompts",
+                           "rid");
+      for (const Json& x : *rid) {
+        if (!x.is_string()) return bad_request("'rid' entries must be strings", "rid");
+        out->rids.push_back(x.get<std::string>());
+      }
+    } else {
+      return bad_request("'rid' must be a string or a list of strings", "rid");
+    }
+    for (const auto& id : out->rids)
+      if (id.empty()) return bad_request("'rid' must not be empty", "rid");
+  }
+  out->rids.resize(np);
+  r.get_bool("stream", &out->stream);
+  r.get_bool("return_logprob", &out->return_logprob);
+  r.get_int_as("logprob_start_len", -1, kMaxTokensCap, &out->logprob_start_len);
+  r.get_int_as("top_logprobs_num", 0, 1000, &out->top_logprobs_num);
+  r.get_bool("return_text_in_logprobs", &out->return_text_in_logprobs);
+  r.unsupported("token_ids_logprob");
+  r.unsupported("image_data", "text-only models");
+  r.unsupported("audio_data", "text-only models");
+  r.unsupported("video_data", "text-only models");
+  r.unsupported("input_embeds");
+  r.unsupported("custom_logit_processor");
+  r.unsupported("return_hidden_states");
+  r.unsupported("lora_path");
+  for (const char* k : {"modalities", "log_metrics", "session_params", "data_parallel_rank", "bootstrap_host",
+                        "bootstrap_port", "bootstrap_room", "stream_output", "no_logs"})
+    r.ignore(k);
+  r.reject_unknown();
+  return r.err;
+}
+
+std::optional<ApiError> parse_completion_request(const Json& body, CompletionRequest* out) {
+  Reader r(body, "");
+  r.get_string("model", &out->model);
+  bool batch = false;
+  if (!r.has("prompt")) return bad_request("'prompt' is required", "prompt");
+  read_prompts(r, "prompt", true, true, &out->prompts, &batch);
+  read_sampling(r, true, &out->sampling);
+  if (!out->sampling.max_new_tokens_set) out->sampling.engine.max_new_tokens = 16;  // OpenAI's default
+  r.get_bool("stream", &out->stream);
+  read_stream_options(r, out->stream, &out->include_usage, &out->continuous_usage_stats);
+  r.get_int_as("logprobs", 0, 20, &out->logprobs);
+  r.get_bool("echo", &out->echo);
+  r.get_string("rid", &out->rid);
+  {
+    int64_t best_of = 0;
+    if (r.get_int("best_of", 1, kMaxN, &best_of) && best_of != out->sampling.n)
+      r.fail("'best_of' different from 'n' is not supported by this server", "best_of");
+  }
+  r.unsupported("suffix");
+  r.unsupported("response_format", "constrained decoding");
+  ignore_openai_metadata(r);
+  r.reject_unknown();
+  return r.err;
+}
+
+std::optional<ApiError> parse_chat_request(const Json& body, ChatRequest* out) {
+  Reader r(body, "");
+  r.get_string("model", &out->model);
+  const Json* msgs = r.find("messages");
+  if (!msgs) return bad_request("'messages' is required", "messages");
+  if (!msgs->is_array()) return bad_request(std::string("'messages' must be an array, got ") + type_name(*msgs), "messages");
+  if (msgs->empty()) return bad_request("'messages' must not be empty", "messages");
+  for (size_t i = 0; i < msgs->size(); ++i) {
+    const Json& m = (*msgs)[i];
+    const std::string p = "messages[" + std::to_string(i) + "]";
+    if (!m.is_object()) return bad_request("'" + p + "' must be an object", p);
+    auto role = m.find("role");
+    if (role == m.end() || !role->is_string()) return bad_request("'" + p + ".role' must be a string", p + ".role");
+    const std::string r = role->get<std::string>();
+    if (r != "system" && r != "user" && r != "assistant" && r != "tool" && r != "developer")
+      return bad_request("'" + p + ".role' must be one of system, user, assistant, tool, developer; got '" + r + "'",
+                         p + ".role");
+    auto content = m.find("content");
+    if (content != m.end() && !content->is_null() && !content->is_string() && !content->is_array())
+      return bad_request("'" + p + ".content' must be a string, an array of parts or null", p + ".content");
+  }
+  out->messages = *msgs;
+  out->tools = nullptr;
+  if (const Json* tools = r.find("tools")) {
+    if (!tools->is_array()) return bad_request("'tools' must be an array", "tools");
+    for (size_t i = 0; i < tools->size(); ++i) {
+      const Json& t = (*tools)[i];
+      const std::string p = "tools[" + std::to_string(i) + "]";
+      if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") || !t["function"].is_object() ||
+          !t["function"].contains("name") || !t["function"]["name"].is_string())
+        return bad_request("'" + p + "' must be {\"type\": \"function\", \"function\": {\"name\": ...}}", p);
+    }
+    if (!tools->empty()) out->tools = *tools;
+  }
+  out->tool_choice = "auto";
+  if (const Json* tc = r.find("tool_choice")) {
+    if (tc->is_string()) {
+      const std::string c = tc->get<std::string>();
+      if (c == "required") return bad_request("'tool_choice' \"required\" is not supported by this server", "tool_choice");
+      if (c != "auto" && c != "none")
+        return bad_request("'tool_choice' must be \"none\", \"auto\" or \"required\", got \"" + c + "\"", "tool_choice");
+      out->tool_choice = c;
+    } else if (tc->is_object()) {
+      return bad_request("'tool_choice' naming a function is not supported by this server", "tool_choice");
+    } else {
+      return bad_request("'tool_choice' must be a string or an object", "tool_choice");
+    }
+  }
+  read_sampling(r, true, &out->sampling);
+  r.get_bool("stream", &out->stream);
+  read_stream_options(r, out->stream, &out->include_usage, &out->continuous_usage_stats);
+  r.get_bool("logprobs", &out->logprobs);
+  if (r.get_int_as("top_logprobs", 0, 20, &out->top_logprobs) && out->top_logprobs > 0 && !out->logprobs)
+    r.fail("'top_logprobs' requires 'logprobs' to be true", "top_logprobs");
+  if (const Json* kw = r.find("chat_template_kwargs")) {
+    if (!kw->is_object()) {
+      r.fail("'chat_template_kwargs' must be an object", "chat_template_kwargs");
+    } else {
+      for (const char* k : {"thinking", "enable_thinking"}) {
+        auto it = kw->find(k);
+        if (it == kw->end() || it->is_null()) continue;
+        if (!it->is_boolean())
+          r.fail(std::string("'chat_template_kwargs.") + k + "' must be a boolean", "chat_template_kwargs");
+        else
+          out->thinking = it->get<bool>();
+      }
+    }
+  }
+  r.get_bool("separate_reasoning", &out->separate_reasoning);
+  r.get_string("rid", &out->rid);
+  if (const Json* rf = r.find("response_format")) {
+    if (!rf->is_object() || rf->value("type", "") != "text")
+      r.fail("'response_format' other than {\"type\": \"text\"} is not supported by this server", "response_format");
+  }
+  r.unsupported("continue_final_message");
+  r.unsupported("functions", "use 'tools'");
+  r.unsupported("function_call", "use 'tool_choice'");
+  r.unsupported("audio");
+  r.unsupported("prediction");
+  r.unsupported("web_search_options");
+  r.ignore("modalities");
+  r.ignore("reasoning_effort");
+  ignore_openai_metadata(r);
+  r.reject_unknown();
+  return r.err;
+}
+
+}  // namespace ds

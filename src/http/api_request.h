@@ -1,0 +1,104 @@
+// Parsing and validation of the JSON bodies of /generate, /v1/completions and /v1/chat/completions into
+// typed requests, with OpenAI-shaped errors (status, message, param) for everything a client can get wrong.
+// Limits that need the model (vocabulary, context length) are checked later by the API server.
+#pragma once
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "sched/request.h"
+
+namespace ds {
+
+using Json = nlohmann::ordered_json;
+
+struct ApiError {
+  int status = 400;
+  std::string message;
+  std::string type = "invalid_request_error";
+  std::string param;  // "" -> null
+  std::string code;   // "" -> null
+};
+
+// {"error": {"message", "type", "param", "code"}}
+Json error_json(const ApiError& e);
+ApiError bad_request(std::string message, std::string param = "");
+
+// Text handling of one generated sequence (applied by the API layer, not the engine).
+struct TextOptions {
+  std::vector<std::string> stop;
+  bool skip_special_tokens = true;
+  bool spaces_between_special_tokens = false;  // SGLang's default True has no effect with fast tokenizers
+  bool no_stop_trim = false;
+};
+
+struct SamplingSpec {
+  SamplingParams engine;            // max_new_tokens, min_new_tokens, stop ids, ignore_eos, temperature, ...
+  bool max_new_tokens_set = false;  // false: the endpoint's default applies
+  bool seed_set = false;
+  float repetition_penalty = 1.0f;
+  TextOptions text;
+  int32_t n = 1;
+};
+
+struct PromptSpec {
+  bool is_text = false;
+  std::string text;
+  std::vector<int32_t> ids;
+};
+
+struct GenerateRequest {
+  std::vector<PromptSpec> prompts;
+  bool batch = false;                  // text/input_ids was a list: the response is a list
+  std::vector<SamplingSpec> sampling;  // one per prompt
+  std::vector<std::string> rids;       // one per prompt; "" = the server makes one
+  bool stream = false;
+  bool return_logprob = false;
+  int32_t logprob_start_len = -1;
+  int32_t top_logprobs_num = 0;
+  bool return_text_in_logprobs = false;
+};
+
+struct CompletionRequest {
+  std::string model;  // "" when absent
+  std::vector<PromptSpec> prompts;
+  SamplingSpec sampling;
+  bool stream = false;
+  bool include_usage = false;
+  bool continuous_usage_stats = false;
+  int32_t logprobs = -1;  // -1: none; k >= 0: token logprobs with k alternatives
+  bool echo = false;
+  std::string rid;
+};
+
+struct ChatRequest {
+  std::string model;
+  Json messages;            // array (validated further by the chat renderer)
+  Json tools;               // null or array
+  std::string tool_choice;  // "auto" (default) or "none"
+  SamplingSpec sampling;
+  bool stream = false;
+  bool include_usage = false;
+  bool continuous_usage_stats = false;
+  bool logprobs = false;
+  int32_t top_logprobs = 0;
+  bool thinking = false;    // chat_template_kwargs {"thinking": true} (or "enable_thinking")
+  bool separate_reasoning = true;
+  std::string rid;
+};
+
+// Each returns nullopt on success.
+std::optional<ApiError> parse_generate_request(const Json& body, GenerateRequest* out);
+std::optional<ApiError> parse_completion_request(const Json& body, CompletionRequest* out);
+std::optional<ApiError> parse_chat_request(const Json& body, ChatRequest* out);
+
+// Parses request body text (400 for malformed JSON, or a top-level value that is not an object).
+std::optional<ApiError> parse_json_body(const std::string& body, Json* out);
+
+// JSON text for responses; invalid UTF-8 (never expected) becomes U+FFFD instead of throwing.
+std::string dump_json(const Json& j);
+
+}  // namespace ds

@@ -1,0 +1,251 @@
+// Request parsing and validation: field types, ranges, defaults, batch shapes and unknown/unsupported fields.
+#include "http/api_request.h"
+
+#include <gtest/gtest.h>
+
+namespace ds {
+namespace {
+
+Json parse(const std::string& s) { return Json::parse(s); }
+
+TEST(ParseJsonBody, RejectsMalformedAndNonObjects) {
+  Json j;
+  EXPECT_TRUE(parse_json_body("", &j).has_value());
+  EXPECT_TRUE(parse_json_body("{\"a\": ", &j).has_value());
+  EXPECT_TRUE(parse_json_body("[1, 2]", &j).has_value());
+  EXPECT_TRUE(parse_json_body("{\"t\": NaN}", &j).has_value());
+  EXPECT_FALSE(parse_json_body("{\"a\": 1}", &j).has_value());
+  EXPECT_EQ(j["a"], 1);
+}
+
+TEST(ErrorJson, OpenAiShape) {
+  ApiError e = bad_request("bad thing", "temperature");
+  Json j = error_json(e);
+  EXPECT_EQ(j["error"]["message"], "bad thing");
+  EXPECT_EQ(j["error"]["type"], "invalid_request_error");
+  EXPECT_EQ(j["error"]["param"], "temperature");
+  EXPECT_TRUE(j["error"]["code"].is_null());
+}
+
+TEST(GenerateRequest, SingleIdsWithSampling) {
+  GenerateRequest g;
+  auto err = parse_generate_request(parse(R"({"input_ids": [5, 6, 7], "sampling_params": {"max_new_tokens": 9,
+      "temperature": 0, "top_p": 0.5, "top_k": 3, "min_p": 0.1, "stop": "xy", "stop_token_ids": [4],
+      "ignore_eos": true, "min_new_tokens": 2, "seed": 11, "no_stop_trim": true, "skip_special_tokens": false},
+      "stream": true, "return_logprob": true, "logprob_start_len": 1, "top_logprobs_num": 2, "rid": "abc"})"),
+                                    &g);
+  ASSERT_FALSE(err.has_value()) << err->message;
+  ASSERT_EQ(g.prompts.size(), 1u);
+  EXPECT_FALSE(g.batch);
+  EXPECT_EQ(g.prompts[0].ids, (std::vector<int32_t>{5, 6, 7}));
+  const SamplingSpec& s = g.sampling[0];
+  EXPECT_EQ(s.engine.max_new_tokens, 9);
+  EXPECT_TRUE(s.max_new_tokens_set);
+  EXPECT_EQ(s.engine.temperature, 0.0f);
+  EXPECT_FLOAT_EQ(s.engine.top_p, 0.5f);
+  EXPECT_EQ(s.engine.top_k, 3);
+  EXPECT_EQ(s.engine.stop_token_ids, (std::vector<TokenId>{4}));
+  EXPECT_TRUE(s.engine.ignore_eos);
+  EXPECT_EQ(s.engine.min_new_tokens, 2);
+  EXPECT_EQ(s.engine.seed, 11u);
+  EXPECT_TRUE(s.seed_set);
+  EXPECT_EQ(s.text.stop, (std::vector<std::string>{"xy"}));
+  EXPECT_TRUE(s.text.no_stop_trim);
+  EXPECT_FALSE(s.text.skip_special_tokens);
+  EXPECT_TRUE(g.stream);
+  EXPECT_TRUE(g.return_logprob);
+  EXPECT_EQ(g.logprob_start_len, 1);
+  EXPECT_EQ(g.top_logprobs_num, 2);
+  EXPECT_EQ(g.rids, (std::vector<std::string>{"abc"}));
+}
+
+TEST(GenerateRequest, DefaultsAndBatches) {
+  GenerateRequest g;
+  ASSERT_FALSE(parse_generate_request(parse(R"({"text": "hi"})"), &g).has_value());
+  EXPECT_TRUE(g.prompts[0].is_text);
+  EXPECT_EQ(g.sampling[0].engine.max_new_tokens, 128);
+  EXPECT_FALSE(g.sampling[0].max_new_tokens_set);
+  EXPECT_EQ(g.rids, (std::vector<std::string>{""}));
+
+  GenerateRequest b;
+  ASSERT_FALSE(parse_generate_request(
+                   parse(R"({"input_ids": [[1, 2], [3]], "sampling_params": [{"max_new_tokens": 1}, {"n": 2}]})"), &b)
+                   .has_value());
+  EXPECT_TRUE(b.batch);
+  ASSERT_EQ(b.prompts.size(), 2u);
+  EXPECT_EQ(b.sampling[0].engine.max_new_tokens, 1);
+  EXPECT_EQ(b.sampling[1].n, 2);
+
+  GenerateRequest t;
+  ASSERT_FALSE(parse_generate_request(parse(R"({"text": ["a", "b", "c"], "sampling_params": {"top_k": 5}})"), &t)
+                   .has_value());
+  ASSERT_EQ(t.sampling.size(), 3u);
+  EXPECT_EQ(t.sampling[2].engine.top_k, 5);  // one dict applies to every prompt
+}
+
+struct BadCase {
+  const char* body;
+  const char* param;  // expected error param ("" = not checked)
+};
+
+TEST(GenerateRequest, RejectsInvalidInput) {
+  const BadCase cases[] = {
+      {R"({})", "text"},
+      {R"({"text": "a", "input_ids": [1]})", "text"},
+      {R"({"text": 5})", "text"},
+      {R"({"text": []})", "text"},
+      {R"({"input_ids": [1, -2]})", "input_ids"},
+      {R"({"input_ids": [1, 2.5]})", "input_ids"},
+      {R"({"input_ids": ["a"]})", "input_ids"},
+      {R"({"input_ids": [[1], 2]})", "input_ids"},
+      {R"({"input_ids": [1], "sampling_params": {"temperature": -1}})", "sampling_params.temperature"},
+      {R"({"input_ids": [1], "sampling_params": {"temperature": "hot"}})", "sampling_params.temperature"},
+      {R"({"input_ids": [1], "sampling_params": {"top_p": 0}})", "sampling_params.top_p"},
+      {R"({"input_ids": [1], "sampling_params": {"top_p": 1.5}})", "sampling_params.top_p"},
+      {R"({"input_ids": [1], "sampling_params": {"top_k": 0}})", "sampling_params.top_k"},
+      {R"({"input_ids": [1], "sampling_params": {"top_k": -2}})", "sampling_params.top_k"},
+      {R"({"input_ids": [1], "sampling_params": {"min_p": 2}})", "sampling_params.min_p"},
+      {R"({"input_ids": [1], "sampling_params": {"frequency_penalty": 3}})", "sampling_params.frequency_penalty"},
+      {R"({"input_ids": [1], "sampling_params": {"presence_penalty": -2.5}})", "sampling_params.presence_penalty"},
+      {R"({"input_ids": [1], "sampling_params": {"repetition_penalty": 0}})", "sampling_params.repetition_penalty"},
+      {R"({"input_ids": [1], "sampling_params": {"max_new_tokens": -1}})", "sampling_params.max_new_tokens"},
+      {R"({"input_ids": [1], "sampling_params": {"max_new_tokens": 1.5}})", "sampling_params.max_new_tokens"},
+      {R"({"input_ids": [1], "sampling_params": {"max_new_tokens": 2, "min_new_tokens": 3}})", "sampling_params.min_new_tokens"},
+      {R"({"input_ids": [1], "sampling_params": {"n": 0}})", "sampling_params.n"},
+      {R"({"input_ids": [1], "sampling_params": {"stop": [""]}})", "sampling_params.stop"},
+      {R"({"input_ids": [1], "sampling_params": {"stop": [1]}})", "sampling_params.stop"},
+      {R"({"input_ids": [1], "sampling_params": {"stop_token_ids": [-1]}})", "sampling_params.stop_token_ids"},
+      {R"({"input_ids": [1], "sampling_params": {"ignore_eos": "yes"}})", "sampling_params.ignore_eos"},
+      {R"({"input_ids": [1], "sampling_params": {"bogus": 1}})", "sampling_params.bogus"},
+      {R"({"input_ids": [1], "sampling_params": {"regex": "a+"}})", "sampling_params.regex"},
+      {R"({"input_ids": [1], "sampling_params": [{}, {}]})", "sampling_params"},
+      {R"({"input_ids": [1], "sampling_params": 3})", "sampling_params"},
+      {R"({"input_ids": [1], "stream": 1})", "stream"},
+      {R"({"input_ids": [1], "logprob_start_len": -2})", "logprob_start_len"},
+      {R"({"input_ids": [1], "rid": ["a", "b"]})", "rid"},
+      {R"({"input_ids": [1], "rid": ""})", "rid"},
+      {R"({"input_ids": [1], "image_data": "x.png"})", "image_data"},
+      {R"({"input_ids": [1], "what": true})", "what"},
+  };
+  for (const BadCase& c : cases) {
+    GenerateRequest g;
+    auto err = parse_generate_request(parse(c.body), &g);
+    ASSERT_TRUE(err.has_value()) << c.body;
+    EXPECT_EQ(err->status, 400) << c.body;
+    EXPECT_FALSE(err->message.empty());
+    if (*c.param) EXPECT_EQ(err->param, c.param) << c.body << " -> " << err->message;
+  }
+}
+
+TEST(GenerateRequest, NullMeansAbsent) {
+  GenerateRequest g;
+  ASSERT_FALSE(parse_generate_request(parse(R"({"input_ids": [1], "sampling_params": {"temperature": null,
+      "stop": null}, "rid": null, "image_data": null})"),
+                                      &g)
+                   .has_value());
+  EXPECT_EQ(g.sampling[0].engine.temperature, 1.0f);
+}
+
+TEST(CompletionRequest, OpenAiFieldsAndDefaults) {
+  CompletionRequest c;
+  auto err = parse_completion_request(parse(R"({"model": "m", "prompt": "hello", "max_tokens": 7, "n": 3,
+      "stop": ["a", "b"], "logprobs": 2, "echo": true, "stream": true, "stream_options": {"include_usage": true},
+      "seed": 5, "user": "u", "min_tokens": 1, "presence_penalty": 0.5, "best_of": 3})"),
+                                      &c);
+  ASSERT_FALSE(err.has_value()) << err->message;
+  EXPECT_EQ(c.model, "m");
+  EXPECT_EQ(c.sampling.engine.max_new_tokens, 7);
+  EXPECT_EQ(c.sampling.n, 3);
+  EXPECT_EQ(c.sampling.text.stop.size(), 2u);
+  EXPECT_EQ(c.logprobs, 2);
+  EXPECT_TRUE(c.echo);
+  EXPECT_TRUE(c.include_usage);
+  EXPECT_EQ(c.sampling.engine.min_new_tokens, 1);
+
+  CompletionRequest d;
+  ASSERT_FALSE(parse_completion_request(parse(R"({"prompt": [[1, 2], [3]]})"), &d).has_value());
+  EXPECT_EQ(d.prompts.size(), 2u);
+  EXPECT_EQ(d.sampling.engine.max_new_tokens, 16);  // OpenAI's default
+  EXPECT_FALSE(d.sampling.max_new_tokens_set);
+  EXPECT_EQ(d.logprobs, -1);
+}
+
+TEST(CompletionRequest, RejectsInvalidInput) {
+  const BadCase cases[] = {
+      {R"({"model": "m"})", "prompt"},
+      {R"({"prompt": "x", "max_tokens": 0})", "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": -5})", "max_tokens"},
+      {R"({"prompt": "x", "max_tokens": "10"})", "max_tokens"},
+      {R"({"prompt": "x", "temperature": -0.1})", "temperature"},
+      {R"({"prompt": "x", "logprobs": 50})", "logprobs"},
+      {R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options"},
+      {R"({"prompt": "x", "stream": true, "stream_options": {"bad": true}})", "stream_options.bad"},
+      {R"({"prompt": "x", "suffix": "tail"})", "suffix"},
+      {R"({"prompt": "x", "best_of": 2})", "best_of"},
+      {R"({"prompt": "x", "logit_bias": {"5": 1}})", "logit_bias"},
+      {R"({"prompt": "x", "model": 7})", "model"},
+      {R"({"prompt": "x", "unknown_field": 1})", "unknown_field"},
+      {R"({"prompt": {"a": 1}})", "prompt"},
+  };
+  for (const BadCase& c : cases) {
+    CompletionRequest r;
+    auto err = parse_completion_request(parse(c.body), &r);
+    ASSERT_TRUE(err.has_value()) << c.body;
+    EXPECT_EQ(err->status, 400);
+    if (*c.param) EXPECT_EQ(err->param, c.param) << c.body << " -> " << err->message;
+  }
+}
+
+TEST(ChatRequest, FieldsToolsAndThinking) {
+  ChatRequest c;
+  auto err = parse_chat_request(parse(R"({"model": "m", "messages": [{"role": "user", "content": "hi"}],
+      "max_completion_tokens": 12, "logprobs": true, "top_logprobs": 3, "tools": [{"type": "function",
+      "function": {"name": "f", "parameters": {"type": "object"}}}], "tool_choice": "auto",
+      "chat_template_kwargs": {"thinking": true}, "stream": true,
+      "stream_options": {"include_usage": true, "continuous_usage_stats": true}, "response_format": {"type": "text"}})"),
+                                &c);
+  ASSERT_FALSE(err.has_value()) << err->message;
+  EXPECT_EQ(c.sampling.engine.max_new_tokens, 12);
+  EXPECT_TRUE(c.logprobs);
+  EXPECT_EQ(c.top_logprobs, 3);
+  EXPECT_TRUE(c.tools.is_array());
+  EXPECT_EQ(c.tool_choice, "auto");
+  EXPECT_TRUE(c.thinking);
+  EXPECT_TRUE(c.continuous_usage_stats);
+  EXPECT_FALSE(ChatRequest().sampling.max_new_tokens_set);
+}
+
+TEST(ChatRequest, RejectsInvalidInput) {
+  const BadCase cases[] = {
+      {R"({"model": "m"})", "messages"},
+      {R"({"messages": []})", "messages"},
+      {R"({"messages": "hi"})", "messages"},
+      {R"({"messages": [{"content": "hi"}]})", "messages[0].role"},
+      {R"({"messages": [{"role": "wizard", "content": "hi"}]})", "messages[0].role"},
+      {R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "top_logprobs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "x"}]})", "tools[0]"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})", "tool_choice"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "sometimes"})", "tool_choice"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})", "response_format"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"thinking": "yes"}})", "chat_template_kwargs"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0})", "max_tokens"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "n": 1000})", "n"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "frobnicate": 1})", "frobnicate"},
+  };
+  for (const BadCase& c : cases) {
+    ChatRequest r;
+    auto err = parse_chat_request(parse(c.body), &r);
+    ASSERT_TRUE(err.has_value()) << c.body;
+    EXPECT_EQ(err->status, 400);
+    if (*c.param) EXPECT_EQ(err->param, c.param) << c.body << " -> " << err->message;
+  }
+}
+
+TEST(DumpJson, InvalidUtf8IsReplacedNotThrown) {
+  Json j = std::string("a\xff" "b");
+  EXPECT_EQ(dump_json(j), "\"a\xEF\xBF\xBD" "b\"");
+}
+
+}  // namespace
+}  // namespace ds

@@ -1,0 +1,1256 @@
+// ApiServer (see api_server.h): routing, authentication, the generation job state machine shared by
+// /generate, /v1/completions and /v1/chat/completions, and the small informational endpoints.
+#include "http/api_server.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <ctime>
+#include <limits>
+#include <mutex>
+#include <random>
+#include <set>
+
+#include "core/logging.h"
+#include "http/api_request.h"
+#include "text/chat_format.h"
+#include "text/chat_output_parser.h"
+#include "text/detokenizer.h"
+
+namespace ds {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+
+std::string random_hex(size_t n) {
+  thread_local std::mt19937_64 rng{std::random_device{}() ^ (static_cast<uint64_t>(Clock::now().time_since_epoch().count()) << 1)};
+  static const char* kHex = "0123456789abcdef";
+  std::string s(n, '0');
+  uint64_t bits = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (i % 16 == 0) bits = rng();
+    s[i] = kHex[bits & 15];
+    bits >>= 4;
+  }
+  return s;
+}
+
+uint64_t splitmix64(uint64_t x) {
+  x += 0x9E3779B97F4A7C15ull;
+  x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
+  x = (x ^ (x >> 27)) * 0x94D049BB133111EBull;
+  return x ^ (x >> 31);
+}
+
+bool constant_time_equal(std::string_view a, std::string_view b) {
+  unsigned char diff = a.size() != b.size() ? 1 : 0;
+  const size_t n = std::max(a.size(), b.size());
+  for (size_t i = 0; i < n; ++i) {
+    const unsigned char x = i < a.size() ? static_cast<unsigned char>(a[i]) : 0;
+    const unsigned char y = i < b.size() ? static_cast<unsigned char>(b[i]) : 0;
+    diff |= static_cast<unsigned char>(x ^ y);
+  }
+  return diff == 0;
+}
+
+Json nullable_logprob(float lp) { return std::isfinite(lp) ? Json(lp) : Json(nullptr); }
+
+ApiError make_error(int status, std::string message, std::string type, std::string code = "") {
+  ApiError e;
+  e.status = status;
+  e.message = std::move(message);
+  e.type = std::move(type);
+  e.code = std::move(code);
+  return e;
+}
+
+enum class ApiKind { kGenerate, kCompletion, kChat };
+
+}  // namespace
+
+struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
+  ApiServerOptions opt;
+  std::atomic<bool> is_ready{false};
+  std::atomic<bool> shutting_down{false};
+  Engine* engine = nullptr;
+  const Tokenizer* tok = nullptr;
+  std::optional<ChatTemplateInfo> chat;
+  std::optional<ReasoningFormat> reasoning;
+  std::optional<ToolCallFormat> tool_format;
+  std::set<int32_t> eos_ids;
+  ServerMetrics metrics;
+  std::atomic<uint64_t> seed_counter{0};
+  int64_t created_time = static_cast<int64_t>(std::time(nullptr));
+
+  void send_json(HttpResponder& out, const std::string& route, int status, const Json& j,
+                 const HttpHeaders& extra = {}) {
+    metrics.on_http_request(route, status);
+    out.respond(status, "application/json", dump_json(j), extra);
+  }
+  void send_error(HttpResponder& out, const std::string& route, const ApiError& e) {
+    HttpHeaders extra;
+    if (e.status == 401) extra.emplace_back("WWW-Authenticate", "Bearer");
+    send_json(out, route, e.status, error_json(e), extra);
+  }
+  void send_text(HttpResponder& out, const std::string& route, int status, std::string body,
+                 std::string_view type = "text/plain; charset=utf-8") {
+    metrics.on_http_request(route, status);
+    out.respond(status, type, std::move(body));
+  }
+
+  std::string token_text(int32_t id) const {
+    if (!tok) return "";
+    return tok->decode(std::span<const int32_t>(&id, 1), false);
+  }
+  uint64_t next_seed() { return splitmix64(opt.seed ^ splitmix64(++seed_counter)); }
+  bool model_name_ok(const std::string& name) const {
+    return name.empty() || name == opt.served_model_name || name == opt.model_path;
+  }
+  ApiError model_not_found(const std::string& name) const {
+    ApiError e = make_error(404, "The model '" + name + "' does not exist; this server serves '" +
+                                     opt.served_model_name + "'",
+                            "invalid_request_error", "model_not_found");
+    e.param = "model";
+    return e;
+  }
+
+  // Route handlers.
+  void handle_generate(HttpRequest& req, std::shared_ptr<HttpResponder> out, const std::string& route);
+  void handle_completion(HttpRequest& req, std::shared_ptr<HttpResponder> out, const std::string& route);
+  void handle_chat(HttpRequest& req, std::shared_ptr<HttpResponder> out, const std::string& route);
+  void handle_health(std::shared_ptr<HttpResponder> out, const std::string& route);
+  void handle_tokenize(HttpRequest& req, HttpResponder& out, const std::string& route);
+  void handle_detokenize(HttpRequest& req, HttpResponder& out, const std::string& route);
+  Json models_entry() const;
+  Json server_info() const;
+};
+
+namespace {
+
+// One generated sequence of a job (a prompt x one of its n samples).
+struct Seq {
+  std::string rid;
+  int32_t prompt_index = 0;
+  bool first_of_prompt = true;  // counts the prompt in usage (n > 1 shares it)
+  std::vector<int32_t> prompt_ids;
+  std::string prompt_text;  // echo
+  SamplingSpec sampling;
+  std::optional<Detokenizer> detok;
+  std::vector<int32_t> output_ids;
+  std::vector<TokenLogprob> out_lp;
+  std::vector<TokenLogprob> in_lp;
+  std::string text;          // final text so far
+  size_t text_sent = 0;      // bytes of `text` already streamed (OpenAI deltas)
+  size_t lp_sent = 0;        // out_lp entries already streamed
+  size_t ids_sent = 0;
+  std::optional<int32_t> deferred;  // a possible stop token not decoded yet (trimmed if it ends the request)
+  bool submitted = false;
+  bool finished = false;
+  bool string_stop = false;
+  std::string matched_stop;
+  FinishReason reason;
+  std::string error;
+  int32_t prompt_tokens = 0;
+  int32_t cached_tokens = 0;
+  bool got_token = false;
+  Clock::time_point last_token;
+  std::optional<ChatOutputParser> chat_parser;
+  bool had_tool_calls = false;
+  int tool_call_count = 0;
+};
+
+class Job : public std::enable_shared_from_this<Job> {
+ public:
+  Job(std::shared_ptr<ApiServer::Impl> srv, ApiKind kind, std::shared_ptr<HttpResponder> out, std::string route)
+      : kind_(kind), srv_(std::move(srv)), out_(std::move(out)), route_(std::move(route)), t0_(Clock::now()) {}
+
+  const ApiKind kind_;
+  std::vector<Seq> seqs;
+  bool stream = false;
+  bool list_response = false;  // /generate: a batch (or n > 1) answers with a list
+  // logprobs
+  bool return_logprob = false;
+  int32_t logprob_start_len = -1;
+  int32_t top_logprobs_num = 0;
+  bool return_text_in_logprobs = false;
+  bool echo = false;
+  bool include_usage = false;
+  bool continuous_usage = false;
+  // chat
+  bool chat_thinking = false;
+  bool chat_tools = false;
+  bool chat_reasoning = false;
+  std::string id;
+  std::string model;
+  int64_t created = static_cast<int64_t>(std::time(nullptr));
+
+  void start();
+
+ private:
+  Engine& engine() { return *srv_->engine; }
+  void on_event(size_t i, EngineEvent ev);
+  void on_disconnect();
+  void feed(Seq& s, int32_t tok);
+  bool is_stop_token(const Seq& s, int32_t tok) const;
+  void absorb(Seq& s, EngineEvent& ev);
+  void finish_seq(Seq& s, const EngineEvent& ev);
+  void stream_update(size_t i, bool finished_now);
+  void complete();
+  void sse(const Json& j) { out_->stream_write("data: " + dump_json(j) + "\n\n"); }
+
+  Json finish_reason_generate(const Seq& s) const;
+  std::string finish_reason_openai(const Seq& s) const;
+  Json matched_stop(const Seq& s) const;
+  Json generate_object(size_t i) const;
+  Json lp_tuples(const std::vector<TokenLogprob>& lps, size_t from, size_t to, bool top) const;
+  Json completion_logprobs(const Seq& s, size_t from, size_t to, bool with_prompt, size_t* text_offset) const;
+  Json chat_logprobs(const Seq& s, size_t from, size_t to) const;
+  Json usage() const;
+  Json chunk_base(const char* object) const;
+
+  std::shared_ptr<ApiServer::Impl> srv_;
+  std::shared_ptr<HttpResponder> out_;
+  std::string route_;
+  Clock::time_point t0_;
+  size_t remaining_ = 0;
+  bool responded_ = false;
+  bool client_gone_ = false;
+  std::vector<size_t> completion_offsets_;  // per seq: text_offset for streamed completion logprobs
+};
+
+bool Job::is_stop_token(const Seq& s, int32_t tok) const {
+  for (int32_t id : s.sampling.engine.stop_token_ids)
+    if (id == tok) return true;
+  return !s.sampling.engine.ignore_eos && srv_->eos_ids.count(tok) > 0;
+}
+
+void Job::feed(Seq& s, int32_t tok) {
+  s.text += s.detok->push(tok);
+  if (s.detok->stopped() && !s.string_stop) {
+    s.string_stop = true;
+    s.matched_stop = s.detok->stop_string();
+    if (s.sampling.text.no_stop_trim) s.text += s.matched_stop;
+    engine().finish_with_stop(s.rid, s.matched_stop);
+  }
+}
+
+void Job::absorb(Seq& s, EngineEvent& ev) {
+  const size_t n = ev.new_tokens.size();
+  for (size_t k = 0; k < n && !s.string_stop; ++k) {
+    const int32_t tok = ev.new_tokens[k];
+    s.output_ids.push_back(tok);
+    if (k < ev.output_logprobs.size()) s.out_lp.push_back(std::move(ev.output_logprobs[k]));
+    if (!s.detok) continue;
+    if (s.deferred) {
+      const int32_t d = *s.deferred;
+      s.deferred.reset();
+      feed(s, d);
+      if (s.string_stop) break;
+    }
+    const bool candidate = is_stop_token(s, tok) &&
+                           static_cast<int32_t>(s.output_ids.size()) >= s.sampling.engine.min_new_tokens;
+    if (k + 1 == n && candidate) {
+      if (!ev.finished) {
+        s.deferred = tok;  // decoded only if the request goes on
+      } else {
+        const bool ends_here = ev.reason.kind == FinishReason::Kind::kStop && ev.reason.matched_token == tok;
+        if (!ends_here || s.sampling.text.no_stop_trim) feed(s, tok);
+      }
+    } else {
+      feed(s, tok);
+    }
+  }
+  // Keep the logprob list aligned with the kept ids.
+  if (s.out_lp.size() > s.output_ids.size()) s.out_lp.resize(s.output_ids.size());
+}
+
+void Job::finish_seq(Seq& s, const EngineEvent& ev) {
+  if (s.detok && s.deferred) {
+    const int32_t d = *s.deferred;
+    s.deferred.reset();
+    const bool ends_here = ev.reason.kind == FinishReason::Kind::kStop && ev.reason.matched_token == d;
+    if (!ends_here || s.sampling.text.no_stop_trim) feed(s, d);
+  }
+  if (s.detok && !s.string_stop) s.text += s.detok->finish();
+  s.reason = ev.reason;
+  if (!ev.error.empty()) {
+    s.error = ev.error;
+    s.reason.kind = FinishReason::Kind::kAbort;
+    s.reason.matched_text = ev.error;
+  }
+  if (s.string_stop) {
+    s.reason.kind = FinishReason::Kind::kStop;
+    s.reason.matched_token = -1;
+    s.reason.matched_text = s.matched_stop;
+  }
+  s.finished = true;
+  srv_->metrics.add_running(-1);
+  srv_->metrics.on_request_finished(finish_kind_name(s.reason.kind), s.first_of_prompt ? s.prompt_tokens : 0,
+                                    static_cast<int64_t>(s.output_ids.size()), s.first_of_prompt ? s.cached_tokens : 0,
+                                    seconds_since(t0_));
+}
+
+void Job::start() {
+  auto self = shared_from_this();
+  out_->set_on_disconnect([self] { self->on_disconnect(); });
+  remaining_ = seqs.size();
+  completion_offsets_.assign(seqs.size(), 0);
+  for (size_t i = 0; i < seqs.size(); ++i) {
+    Seq& s = seqs[i];
+    EngineRequest req;
+    req.rid = s.rid;
+    req.input_ids = s.prompt_ids;
+    req.sampling = s.sampling.engine;
+    req.return_logprob = return_logprob;
+    req.logprob_start_len = logprob_start_len;
+    req.top_logprobs_num = top_logprobs_num;
+    std::shared_ptr<HttpResponder> out = out_;
+    Status st = engine().submit(std::move(req), [self, i, out](EngineEvent ev) {
+      out->post([self, i, ev = std::move(ev)]() mutable { self->on_event(i, std::move(ev)); });
+    });
+    if (!st) {
+      for (size_t j = 0; j < i; ++j) engine().abort(seqs[j].rid);
+      responded_ = true;
+      ApiError e = bad_request(st.message());
+      if (st.message().find("context") != std::string::npos) e.code = "context_length_exceeded";
+      srv_->send_error(*out_, route_, e);
+      return;
+    }
+    s.submitted = true;
+    srv_->metrics.add_running(1);
+  }
+  if (!stream) return;
+  srv_->metrics.on_http_request(route_, 200);
+  out_->start_stream(200, "text/event-stream");
+  if (kind_ == ApiKind::kChat) {
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      Json c = chunk_base("chat.completion.chunk");
+      Json choice = Json::object();
+      choice["index"] = i;
+      choice["delta"] = Json{{"role", "assistant"}, {"content", ""}};
+      choice["logprobs"] = nullptr;
+      choice["finish_reason"] = nullptr;
+      c["choices"] = Json::array({choice});
+      if (include_usage) c["usage"] = nullptr;
+      sse(c);
+    }
+  } else if (kind_ == ApiKind::kCompletion && echo) {
+    for (size_t i = 0; i < seqs.size(); ++i) {
+      Json c = chunk_base("text_completion");
+      Json choice = Json::object();
+      choice["index"] = i;
+      choice["text"] = seqs[i].prompt_text;
+      choice["logprobs"] = nullptr;
+      choice["finish_reason"] = nullptr;
+      c["choices"] = Json::array({choice});
+      if (include_usage) c["usage"] = nullptr;
+      sse(c);
+      completion_offsets_[i] = seqs[i].prompt_text.size();
+    }
+  }
+}
+
+void Job::on_disconnect() {
+  client_gone_ = true;
+  for (Seq& s : seqs)
+    if (s.submitted && !s.finished) engine().abort(s.rid);
+}
+
+void Job::on_event(size_t i, EngineEvent ev) {
+  Seq& s = seqs[i];
+  if (s.finished) return;
+  const size_t kept_before = s.output_ids.size();
+  if (!ev.input_logprobs.empty())
+    for (auto& lp : ev.input_logprobs) s.in_lp.push_back(std::move(lp));
+  if (ev.prompt_tokens > 0) s.prompt_tokens = ev.prompt_tokens;
+  s.cached_tokens = std::max(s.cached_tokens, ev.cached_tokens);
+  absorb(s, ev);
+  const size_t kept = s.output_ids.size() - kept_before;
+  if (kept > 0) {
+    const auto now = Clock::now();
+    if (!s.got_token) {
+      srv_->metrics.observe_ttft(std::chrono::duration<double>(now - t0_).count());
+    } else {
+      const double dt = std::chrono::duration<double>(now - s.last_token).count() / static_cast<double>(kept);
+      for (size_t k = 0; k < kept; ++k) srv_->metrics.observe_itl(dt);
+    }
+    s.got_token = true;
+    s.last_token = now;
+  }
+  if (ev.finished) {
+    finish_seq(s, ev);
+    --remaining_;
+  }
+  if (responded_ || client_gone_) {
+    if (remaining_ == 0 && !responded_) {
+      responded_ = true;
+      if (stream) out_->stream_end();
+      else srv_->send_error(*out_, route_, bad_request("client disconnected"));
+    }
+    return;
+  }
+  if (stream && (kept > 0 || ev.finished)) stream_update(i, ev.finished);
+  if (remaining_ == 0) complete();
+}
+
+Json Job::chunk_base(const char* object) const {
+  Json c = Json::object();
+  c["id"] = id;
+  c["object"] = object;
+  c["created"] = created;
+  c["model"] = model;
+  return c;
+}
+
+Json Job::finish_reason_generate(const Seq& s) const {
+  if (!s.finished) return nullptr;
+  Json fr = Json::object();
+  fr["type"] = finish_kind_name(s.reason.kind);
+  switch (s.reason.kind) {
+    case FinishReason::Kind::kStop:
+      if (s.reason.matched_token >= 0) fr["matched"] = s.reason.matched_token;
+      else if (!s.reason.matched_text.empty()) fr["matched"] = s.reason.matched_text;
+      else fr["matched"] = nullptr;
+      break;
+    case FinishReason::Kind::kLength:
+      fr["length"] = s.sampling.engine.max_new_tokens;
+      break;
+    case FinishReason::Kind::kAbort:
+      fr["message"] = s.reason.matched_text.empty() ? "aborted" : s.reason.matched_text;
+      break;
+  }
+  return fr;
+}
+
+std::string Job::finish_reason_openai(const Seq& s) const {
+  if (kind_ == ApiKind::kChat && s.had_tool_calls && s.reason.kind == FinishReason::Kind::kStop) return "tool_calls";
+  return finish_kind_name(s.reason.kind);
+}
+
+Json Job::matched_stop(const Seq& s) const {
+  if (!s.finished || s.reason.kind != FinishReason::Kind::kStop) return nullptr;
+  if (s.reason.matched_token >= 0) return s.reason.matched_token;
+  if (!s.reason.matched_text.empty()) return s.reason.matched_text;
+  return nullptr;
+}
+
+Json Job::lp_tuples(const std::vector<TokenLogprob>& lps, size_t from, size_t to, bool top) const {
+  Json arr = Json::array();
+  auto text_of = [&](int32_t id) -> Json {
+    if (!return_text_in_logprobs || !srv_->tok) return nullptr;
+    return srv_->token_text(id);
+  };
+  for (size_t k = from; k < to && k < lps.size(); ++k) {
+    const TokenLogprob& lp = lps[k];
+    if (!top) {
+      arr.push_back(Json::array({nullable_logprob(lp.logprob), lp.id, text_of(lp.id)}));
+    } else {
+      Json alts = Json::array();
+      for (const auto& [v, id] : lp.top) alts.push_back(Json::array({nullable_logprob(v), id, text_of(id)}));
+      arr.push_back(std::move(alts));
+    }
+  }
+  return arr;
+}
+
+Json Job::generate_object(size_t i) const {
+  const Seq& s = seqs[i];
+  Json o = Json::object();
+  o["text"] = s.text;
+  o["output_ids"] = s.output_ids;
+  Json m = Json::object();
+  m["id"] = s.rid;
+  m["finish_reason"] = finish_reason_generate(s);
+  m["prompt_tokens"] = s.prompt_tokens > 0 ? s.prompt_tokens : static_cast<int32_t>(s.prompt_ids.size());
+  m["completion_tokens"] = s.output_ids.size();
+  m["cached_tokens"] = s.cached_tokens;
+  m["e2e_latency"] = seconds_since(t0_);
+  m["weight_version"] = "default";
+  if (return_logprob) {
+    m["input_token_logprobs"] = lp_tuples(s.in_lp, 0, s.in_lp.size(), false);
+    m["output_token_logprobs"] = lp_tuples(s.out_lp, 0, s.out_lp.size(), false);
+    m["input_top_logprobs"] = top_logprobs_num > 0 ? lp_tuples(s.in_lp, 0, s.in_lp.size(), true) : Json::array();
+    m["output_top_logprobs"] = top_logprobs_num > 0 ? lp_tuples(s.out_lp, 0, s.out_lp.size(), true) : Json::array();
+  }
+  if (!s.error.empty()) m["error"] = s.error;
+  o["meta_info"] = std::move(m);
+  if (stream && seqs.size() > 1) o["index"] = i;
+  return o;
+}
+
+Json Job::completion_logprobs(const Seq& s, size_t from, size_t to, bool with_prompt, size_t* text_offset) const {
+  Json tokens = Json::array(), token_lps = Json::array(), tops = Json::array(), offsets = Json::array();
+  auto add = [&](const TokenLogprob& lp) {
+    const std::string t = srv_->token_text(lp.id);
+    tokens.push_back(t);
+    token_lps.push_back(nullable_logprob(lp.logprob));
+    if (top_logprobs_num > 0) {
+      Json alts = Json::object();
+      for (const auto& [v, id] : lp.top) alts[srv_->token_text(id)] = nullable_logprob(v);
+      tops.push_back(std::move(alts));
+    } else {
+      tops.push_back(nullptr);
+    }
+    offsets.push_back(*text_offset);
+    *text_offset += t.size();
+  };
+  if (with_prompt)
+    for (const auto& lp : s.in_lp) add(lp);
+  for (size_t k = from; k < to && k < s.out_lp.size(); ++k) add(s.out_lp[k]);
+  return Json{{"tokens", tokens}, {"token_logprobs", token_lps}, {"top_logprobs", tops}, {"text_offset", offsets}};
+}
+
+Json Job::chat_logprobs(const Seq& s, size_t from, size_t to) const {
+  auto bytes_of = [&](int32_t id) {
+    Json b = Json::array();
+    if (srv_->tok)
+      for (unsigned char c : srv_->tok->token_bytes(id)) b.push_back(static_cast<int>(c));
+    return b;
+  };
+  Json content = Json::array();
+  for (size_t k = from; k < to && k < s.out_lp.size(); ++k) {
+    const TokenLogprob& lp = s.out_lp[k];
+    Json e = Json::object();
+    e["token"] = srv_->token_text(lp.id);
+    e["logprob"] = nullable_logprob(lp.logprob);
+    e["bytes"] = bytes_of(lp.id);
+    Json alts = Json::array();
+    for (const auto& [v, id] : lp.top)
+      alts.push_back(Json{{"token", srv_->token_text(id)}, {"logprob", nullable_logprob(v)}, {"bytes", bytes_of(id)}});
+    e["top_logprobs"] = std::move(alts);
+    content.push_back(std::move(e));
+  }
+  return Json{{"content", content}};
+}
+
+Json Job::usage() const {
+  int64_t prompt = 0, completion = 0, cached = 0;
+  for (const Seq& s : seqs) {
+    if (s.first_of_prompt) {
+      prompt += s.prompt_tokens > 0 ? s.prompt_tokens : static_cast<int64_t>(s.prompt_ids.size());
+      cached += s.cached_tokens;
+    }
+    completion += static_cast<int64_t>(s.output_ids.size());
+  }
+  Json u = Json::object();
+  u["prompt_tokens"] = prompt;
+  u["completion_tokens"] = completion;
+  u["total_tokens"] = prompt + completion;
+  u["prompt_tokens_details"] = Json{{"cached_tokens", cached}};
+  return u;
+}
+
+void Job::stream_update(size_t i, bool finished_now) {
+  Seq& s = seqs[i];
+  if (finished_now && !s.error.empty()) {
+    ApiError e = make_error(500, s.error, "server_error");
+    sse(error_json(e));
+  }
+  switch (kind_) {
+    case ApiKind::kGenerate:
+      sse(generate_object(i));
+      break;
+    case ApiKind::kCompletion: {
+      Json c = chunk_base("text_completion");
+      Json choice = Json::object();
+      choice["index"] = i;
+      choice["text"] = s.text.substr(s.text_sent);
+      s.text_sent = s.text.size();
+      if (return_logprob) {
+        choice["logprobs"] = completion_logprobs(s, s.lp_sent, s.out_lp.size(), false, &completion_offsets_[i]);
+        s.lp_sent = s.out_lp.size();
+      } else {
+        choice["logprobs"] = nullptr;
+      }
+      choice["finish_reason"] = finished_now ? Json(finish_reason_openai(s)) : Json(nullptr);
+      choice["matched_stop"] = matched_stop(s);
+      c["choices"] = Json::array({choice});
+      if (include_usage) c["usage"] = continuous_usage ? usage() : Json(nullptr);
+      sse(c);
+      break;
+    }
+    case ApiKind::kChat: {
+      ChatDelta d;
+      const std::string piece = s.text.substr(s.text_sent);
+      s.text_sent = s.text.size();
+      if (s.chat_parser) {
+        d = s.chat_parser->feed(piece);
+        if (finished_now) {
+          ChatDelta f = s.chat_parser->finish();
+          d.reasoning += f.reasoning;
+          d.content += f.content;
+          for (auto& t : f.tool_calls) d.tool_calls.push_back(std::move(t));
+        }
+      } else {
+        d.content = piece;
+      }
+      const bool has_lp = return_logprob && s.lp_sent < s.out_lp.size();
+      if (!d.empty() || has_lp) {
+        Json delta = Json::object();
+        if (!d.reasoning.empty()) delta["reasoning_content"] = d.reasoning;
+        if (!d.content.empty()) delta["content"] = d.content;
+        if (!d.tool_calls.empty()) {
+          Json calls = Json::array();
+          for (const ToolCallDelta& t : d.tool_calls) {
+            calls.push_back(Json{{"index", t.index},
+                                 {"id", t.id},
+                                 {"type", "function"},
+                                 {"function", Json{{"name", t.name}, {"arguments", t.arguments}}}});
+            s.had_tool_calls = true;
+          }
+          delta["tool_calls"] = std::move(calls);
+        }
+        Json c = chunk_base("chat.completion.chunk");
+        Json choice = Json::object();
+        choice["index"] = i;
+        choice["delta"] = std::move(delta);
+        if (has_lp) {
+          choice["logprobs"] = chat_logprobs(s, s.lp_sent, s.out_lp.size());
+          s.lp_sent = s.out_lp.size();
+        } else {
+          choice["logprobs"] = nullptr;
+        }
+        choice["finish_reason"] = nullptr;
+        c["choices"] = Json::array({choice});
+        if (include_usage) c["usage"] = continuous_usage ? usage() : Json(nullptr);
+        sse(c);
+      }
+      if (finished_now) {
+        Json c = chunk_base("chat.completion.chunk");
+        Json choice = Json::object();
+        choice["index"] = i;
+        choice["delta"] = Json::object();
+        choice["logprobs"] = nullptr;
+        choice["finish_reason"] = finish_reason_openai(s);
+        choice["matched_stop"] = matched_stop(s);
+        c["choices"] = Json::array({choice});
+        if (include_usage) c["usage"] = continuous_usage ? usage() : Json(nullptr);
+        sse(c);
+      }
+      break;
+    }
+  }
+}
+
+void Job::complete() {
+  responded_ = true;
+  if (stream) {
+    if (include_usage && kind_ != ApiKind::kGenerate) {
+      Json c = chunk_base(kind_ == ApiKind::kChat ? "chat.completion.chunk" : "text_completion");
+      c["choices"] = Json::array();
+      c["usage"] = usage();
+      sse(c);
+    }
+    out_->stream_write("data: [DONE]\n\n");
+    out_->stream_end();
+    return;
+  }
+  for (const Seq& s : seqs) {
+    if (!s.error.empty()) {
+      srv_->send_error(*out_, route_, make_error(500, s.error, "server_error"));
+      return;
+    }
+  }
+  Json body;
+  switch (kind_) {
+    case ApiKind::kGenerate: {
+      if (list_response) {
+        body = Json::array();
+        for (size_t i = 0; i < seqs.size(); ++i) body.push_back(generate_object(i));
+      } else {
+        body = generate_object(0);
+      }
+      break;
+    }
+    case ApiKind::kCompletion: {
+      body = chunk_base("text_completion");
+      Json choices = Json::array();
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        const Seq& s = seqs[i];
+        Json choice = Json::object();
+        choice["index"] = i;
+        choice["text"] = echo ? s.prompt_text + s.text : s.text;
+        if (return_logprob) {
+          size_t off = 0;
+          choice["logprobs"] = completion_logprobs(s, 0, s.out_lp.size(), echo, &off);
+        } else {
+          choice["logprobs"] = nullptr;
+        }
+        choice["finish_reason"] = finish_reason_openai(s);
+        choice["matched_stop"] = matched_stop(s);
+        choices.push_back(std::move(choice));
+      }
+      body["choices"] = std::move(choices);
+      body["usage"] = usage();
+      break;
+    }
+    case ApiKind::kChat: {
+      body = chunk_base("chat.completion");
+      Json choices = Json::array();
+      for (size_t i = 0; i < seqs.size(); ++i) {
+        Seq& s = seqs[i];
+        ChatMessageOut msg;
+        if (s.chat_parser) {
+          s.chat_parser->feed(s.text);
+          s.chat_parser->finish();
+          msg = s.chat_parser->message();
+        } else {
+          msg.content = s.text;
+        }
+        s.had_tool_calls = !msg.tool_calls.empty();
+        Json m = Json::object();
+        m["role"] = "assistant";
+        m["content"] = (msg.content.empty() && s.had_tool_calls) ? Json(nullptr) : Json(msg.content);
+        m["reasoning_content"] = msg.reasoning_content.empty() ? Json(nullptr) : Json(msg.reasoning_content);
+        if (s.had_tool_calls) {
+          Json calls = Json::array();
+          for (const ToolCall& t : msg.tool_calls)
+            calls.push_back(Json{{"id", t.id},
+                                 {"type", "function"},
+                                 {"function", Json{{"name", t.name}, {"arguments", t.arguments}}}});
+          m["tool_calls"] = std::move(calls);
+        } else {
+          m["tool_calls"] = nullptr;
+        }
+        Json choice = Json::object();
+        choice["index"] = i;
+        choice["message"] = std::move(m);
+        choice["logprobs"] = return_logprob ? chat_logprobs(s, 0, s.out_lp.size()) : Json(nullptr);
+        choice["finish_reason"] = finish_reason_openai(s);
+        choice["matched_stop"] = matched_stop(s);
+        choices.push_back(std::move(choice));
+      }
+      body["choices"] = std::move(choices);
+      body["usage"] = usage();
+      break;
+    }
+  }
+  srv_->send_json(*out_, route_, 200, body);
+}
+
+// Shared preparation: token limits, defaults, seeds and text state for each sequence.
+std::optional<ApiError> prepare_seq(ApiServer::Impl& srv, Seq& s, bool default_fills_context) {
+  const int64_t ctx = srv.engine->context_length();
+  const int64_t n = static_cast<int64_t>(s.prompt_ids.size());
+  if (n == 0) return bad_request("the prompt is empty (0 tokens)");
+  if (n >= ctx) {
+    ApiError e = bad_request("The input (" + std::to_string(n) + " tokens) is longer than the model's context length (" +
+                             std::to_string(ctx) + " tokens).");
+    e.code = "context_length_exceeded";
+    return e;
+  }
+  SamplingParams& e = s.sampling.engine;
+  if (!s.sampling.max_new_tokens_set) {
+    int64_t room = ctx - n;
+    const int64_t capacity = srv.engine->stats().max_total_tokens;
+    if (capacity > n) room = std::min(room, capacity - n);
+    if (default_fills_context) e.max_new_tokens = static_cast<int32_t>(std::min<int64_t>(room, INT32_MAX));
+    else e.max_new_tokens = static_cast<int32_t>(std::min<int64_t>(e.max_new_tokens, room));
+    e.min_new_tokens = std::min(e.min_new_tokens, e.max_new_tokens);
+  } else if (n + e.max_new_tokens > ctx) {
+    ApiError err = bad_request("Requested token count exceeds the model's maximum context length of " +
+                               std::to_string(ctx) + " tokens. You requested a total of " +
+                               std::to_string(n + e.max_new_tokens) + " tokens: " + std::to_string(n) +
+                               " tokens from the input and " + std::to_string(e.max_new_tokens) +
+                               " tokens for the completion.");
+    err.code = "context_length_exceeded";
+    return err;
+  }
+  const int64_t vocab = srv.engine->model_config().vocab_size;
+  for (int32_t id : e.stop_token_ids)
+    if (vocab > 0 && id >= vocab)
+      return bad_request("stop_token_ids: token id " + std::to_string(id) + " is outside the vocabulary [0, " +
+                             std::to_string(vocab) + ")",
+                         "stop_token_ids");
+  if (!s.sampling.seed_set) e.seed = srv.next_seed();
+  if (srv.tok) {
+    DetokenizerOptions d;
+    d.skip_special_tokens = s.sampling.text.skip_special_tokens;
+    d.spaces_between_special_tokens = s.sampling.text.spaces_between_special_tokens;
+    d.stop = s.sampling.text.stop;
+    s.detok.emplace(*srv.tok, std::move(d));
+  } else if (!s.sampling.text.stop.empty()) {
+    return bad_request("stop strings need a tokenizer; this server runs with --skip-tokenizer-init (use stop_token_ids)",
+                       "stop");
+  }
+  return std::nullopt;
+}
+
+// Expands prompts x n into sequences (seed + j for the j-th sample of a seeded request).
+std::vector<Seq> expand(const std::vector<PromptSpec>& prompts, const std::vector<SamplingSpec>& sampling,
+                        const std::vector<std::vector<int32_t>>& ids, const std::vector<std::string>& base_rids) {
+  std::vector<Seq> seqs;
+  for (size_t p = 0; p < prompts.size(); ++p) {
+    const int32_t n = sampling[p].n;
+    for (int32_t j = 0; j < n; ++j) {
+      Seq s;
+      s.prompt_index = static_cast<int32_t>(p);
+      s.first_of_prompt = j == 0;
+      s.prompt_ids = ids[p];
+      s.prompt_text = prompts[p].is_text ? prompts[p].text : "";
+      s.sampling = sampling[p];
+      if (s.sampling.seed_set) s.sampling.engine.seed += static_cast<uint64_t>(j);
+      s.rid = n == 1 ? base_rids[p] : base_rids[p] + "-" + std::to_string(j);
+      seqs.push_back(std::move(s));
+    }
+  }
+  return seqs;
+}
+
+// Engine-free checks before building a job: overload, content type.
+std::optional<ApiError> admission(ApiServer::Impl& srv) {
+  if (srv.shutting_down) return make_error(503, "the server is shutting down", "service_unavailable");
+  if (srv.opt.max_queued_requests > 0 && srv.engine->stats().num_waiting >= srv.opt.max_queued_requests)
+    return make_error(503, "the server is overloaded: " + std::to_string(srv.opt.max_queued_requests) +
+                               " requests are already waiting; retry later",
+                      "service_unavailable");
+  return std::nullopt;
+}
+
+std::optional<ApiError> tokenize_prompt(ApiServer::Impl& srv, const PromptSpec& p, bool add_special,
+                                        std::vector<int32_t>* ids, const char* param) {
+  if (!p.is_text) {
+    *ids = p.ids;
+    return std::nullopt;
+  }
+  if (!srv.tok)
+    return bad_request("text prompts need a tokenizer; this server runs with --skip-tokenizer-init (send token ids)",
+                       param);
+  auto r = srv.tok->encode(p.text, add_special);
+  if (!r) return bad_request(std::string(param) + ": " + r.status().message(), param);
+  *ids = std::move(r.value());
+  return std::nullopt;
+}
+
+bool json_content_type(const HttpRequest& req) {
+  const std::string* ct = req.header("content-type");
+  if (!ct) return false;
+  std::string v = *ct;
+  std::transform(v.begin(), v.end(), v.begin(), [](unsigned char c) { return std::tolower(c); });
+  return v.rfind("application/json", 0) == 0;
+}
+
+}  // namespace
+
+void ApiServer::Impl::handle_generate(HttpRequest& req, std::shared_ptr<HttpResponder> out, const std::string& route) {
+  Json body;
+  GenerateRequest g;
+  if (auto e = parse_json_body(req.body, &body)) return send_error(*out, route, *e);
+  if (auto e = parse_generate_request(body, &g)) return send_error(*out, route, *e);
+  if (auto e = admission(*this)) return send_error(*out, route, *e);
+  std::vector<std::vector<int32_t>> ids(g.prompts.size());
+  std::vector<std::string> rids = g.rids;
+  for (size_t p = 0; p < g.prompts.size(); ++p) {
+    if (auto e = tokenize_prompt(*this, g.prompts[p], true, &ids[p], "text")) return send_error(*out, route, *e);
+    if (rids[p].empty()) rids[p] = random_hex(32);
+  }
+  auto job = std::make_shared<Job>(shared_from_this(), ApiKind::kGenerate, out, route);
+  job->seqs = expand(g.prompts, g.sampling, ids, rids);
+  for (Seq& s : job->seqs)
+    if (auto e = prepare_seq(*this, s, false)) return send_error(*out, route, *e);
+  job->stream = g.stream;
+  job->list_response = g.batch || job->seqs.size() > 1;
+  job->return_logprob = g.return_logprob;
+  job->logprob_start_len = g.logprob_start_len;
+  job->top_logprobs_num = g.top_logprobs_num;
+  job->return_text_in_logprobs = g.return_text_in_logprobs;
+  job->start();
+}
+
+void ApiServer::Impl::handle_completion(HttpRequest& req, std::shared_ptr<HttpResponder> out, const std::string& route) {
+  Json body;
+  CompletionRequest c;
+  if (auto e = parse_json_body(req.body, &body)) return send_error(*out, route, *e);
+  if (auto e = parse_completion_request(body, &c)) return send_error(*out, route, *e);
+  if (!model_name_ok(c.model)) return send_error(*out, route, model_not_found(c.model));
+  if (auto e = admission(*this)) return send_error(*out, route, *e);
+  std::vector<std::vector<int32_t>> ids(c.prompts.size());
+  for (size_t p = 0; p < c.prompts.size(); ++p) {
+    if (auto e = tokenize_prompt(*this, c.prompts[p], true, &ids[p], "prompt")) return send_error(*out, route, *e);
+    if (!c.prompts[p].is_text && tok) c.prompts[p].text = tok->decode(ids[p], false);  // echo of id prompts
+    c.prompts[p].is_text = true;
+  }
+  auto job = std::make_shared<Job>(shared_from_this(), ApiKind::kCompletion, out, route);
+  job->id = "cmpl-" + random_hex(32);
+  std::vector<std::string> rids(c.prompts.size());
+  for (size_t p = 0; p < rids.size(); ++p) {
+    const std::string base = c.rid.empty() ? job->id : c.rid;
+    rids[p] = rids.size() == 1 ? base : base + "-p" + std::to_string(p);
+  }
+  std::vector<SamplingSpec> sampling(c.prompts.size(), c.sampling);
+  job->seqs = expand(c.prompts, sampling, ids, rids);
+  for (Seq& s : job->seqs)
+    if (auto e = prepare_seq(*this, s, false)) return send_error(*out, route, *e);
+  job->model = opt.served_model_name;
+  job->stream = c.stream;
+  job->include_usage = c.include_usage;
+  job->continuous_usage = c.continuous_usage_stats;
+  job->echo = c.echo;
+  job->return_logprob = c.logprobs >= 0;
+  job->top_logprobs_num = std::max(c.logprobs, 0);
+  job->logprob_start_len = (c.echo && c.logprobs >= 0) ? 0 : -1;
+  job->start();
+}
+
+void ApiServer::Impl::handle_chat(HttpRequest& req, std::shared_ptr<HttpResponder> out, const std::string& route) {
+  Json body;
+  ChatRequest c;
+  if (auto e = parse_json_body(req.body, &body)) return send_error(*out, route, *e);
+  if (auto e = parse_chat_request(body, &c)) return send_error(*out, route, *e);
+  if (!model_name_ok(c.model)) return send_error(*out, route, model_not_found(c.model));
+  if (!tok || !chat)
+    return send_error(*out, route,
+                      bad_request("chat completions need a tokenizer; this server runs with --skip-tokenizer-init"));
+  if (auto e = admission(*this)) return send_error(*out, route, *e);
+  const bool use_tools = !c.tools.is_null() && c.tool_choice != "none";
+  ChatRenderOptions ro;
+  ro.add_generation_prompt = true;
+  ro.thinking = c.thinking;
+  ro.bos_token = chat->bos_token;
+  ro.eos_token = chat->eos_token;
+  auto prompt = render_chat(chat->format, c.messages, use_tools ? c.tools : Json(nullptr), ro);
+  if (!prompt) return send_error(*out, route, bad_request(prompt.status().message(), "messages"));
+  PromptSpec p{true, prompt.value(), {}};
+  std::vector<std::vector<int32_t>> ids(1);
+  if (auto e = tokenize_prompt(*this, p, false, &ids[0], "messages")) return send_error(*out, route, *e);
+  auto job = std::make_shared<Job>(shared_from_this(), ApiKind::kChat, out, route);
+  job->id = "chatcmpl-" + random_hex(32);
+  job->seqs = expand({p}, {c.sampling}, ids, {c.rid.empty() ? job->id : c.rid});
+  const bool thinking = reasoning == ReasoningFormat::kDeepSeekR1 ? true : c.thinking;
+  for (Seq& s : job->seqs) {
+    if (auto e = prepare_seq(*this, s, true)) return send_error(*out, route, *e);
+    std::optional<ReasoningFormat> rf = c.separate_reasoning ? reasoning : std::nullopt;
+    std::optional<ToolCallFormat> tf = use_tools ? tool_format : std::nullopt;
+    if (rf || tf) s.chat_parser.emplace(rf, thinking, tf);
+  }
+  job->model = opt.served_model_name;
+  job->stream = c.stream;
+  job->include_usage = c.include_usage;
+  job->continuous_usage = c.continuous_usage_stats;
+  job->return_logprob = c.logprobs;
+  job->top_logprobs_num = c.top_logprobs;
+  job->start();
+}
+
+void ApiServer::Impl::handle_health(std::shared_ptr<HttpResponder> out, const std::string& route) {
+  if (shutting_down) return send_error(*out, route, make_error(503, "the server is shutting down", "service_unavailable"));
+  struct State {
+    bool done = false;
+  };
+  auto state = std::make_shared<State>();
+  auto self = shared_from_this();
+  EngineRequest req;
+  req.rid = "health-" + random_hex(24);
+  req.input_ids = {0};
+  req.sampling.max_new_tokens = 1;
+  req.sampling.temperature = 0.0f;
+  const std::string rid = req.rid;
+  Status st = engine->submit(std::move(req), [self, out, state, route](EngineEvent ev) {
+    if (!ev.finished) return;
+    out->post([self, out, state, route, ev = std::move(ev)] {
+      if (state->done) return;
+      state->done = true;
+      if (ev.error.empty() && ev.reason.kind != FinishReason::Kind::kAbort) {
+        self->send_text(*out, route, 200, "");
+      } else {
+        self->send_error(*out, route,
+                         make_error(503, "health generation failed: " + (ev.error.empty() ? ev.reason.matched_text : ev.error),
+                                    "service_unavailable"));
+      }
+    });
+  });
+  if (!st)
+    return send_error(*out, route, make_error(503, "health generation refused: " + st.message(), "service_unavailable"));
+  out->set_on_disconnect([self, rid] { self->engine->abort(rid); });
+  out->post_after(std::chrono::milliseconds(opt.health_timeout_ms), [self, out, state, route, rid] {
+    if (state->done) return;
+    state->done = true;
+    self->engine->abort(rid);
+    self->send_error(*out, route, make_error(503, "health generation timed out", "service_unavailable"));
+  });
+}
+
+void ApiServer::Impl::handle_tokenize(HttpRequest& req, HttpResponder& out, const std::string& route) {
+  Json body;
+  if (auto e = parse_json_body(req.body, &body)) return send_error(out, route, *e);
+  if (!tok) return send_error(out, route, bad_request("no tokenizer: this server runs with --skip-tokenizer-init"));
+  const std::string model = body.value("model", Json("")).is_string() ? body.value("model", "") : "";
+  if (!model_name_ok(model)) return send_error(out, route, model_not_found(model));
+  bool add_special = true;
+  if (body.contains("add_special_tokens") && !body["add_special_tokens"].is_null()) {
+    if (!body["add_special_tokens"].is_boolean())
+      return send_error(out, route, bad_request("'add_special_tokens' must be a boolean", "add_special_tokens"));
+    add_special = body["add_special_tokens"].get<bool>();
+  }
+  for (auto it = body.begin(); it != body.end(); ++it)
+    if (it.key() != "model" && it.key() != "prompt" && it.key() != "add_special_tokens")
+      return send_error(out, route, bad_request("Unrecognized request argument supplied: " + it.key(), it.key()));
+  auto enc = [&](const Json& p, Json* ids) -> std::optional<ApiError> {
+    if (!p.is_string()) return bad_request("'prompt' must be a string or a list of strings", "prompt");
+    auto r = tok->encode(p.get<std::string>(), add_special);
+    if (!r) return bad_request("prompt: " + r.status().message(), "prompt");
+    *ids = r.value();
+    return std::nullopt;
+  };
+  if (!body.contains("prompt")) return send_error(out, route, bad_request("'prompt' is required", "prompt"));
+  const Json& p = body["prompt"];
+  Json result = Json::object();
+  if (p.is_array()) {
+    Json tokens = Json::array(), counts = Json::array();
+    for (const Json& x : p) {
+      Json ids;
+      if (auto e = enc(x, &ids)) return send_error(out, route, *e);
+      counts.push_back(ids.size());
+      tokens.push_back(std::move(ids));
+    }
+    result["tokens"] = std::move(tokens);
+    result["count"] = std::move(counts);
+  } else {
+    Json ids;
+    if (auto e = enc(p, &ids)) return send_error(out, route, *e);
+    result["count"] = ids.size();
+    result["tokens"] = std::move(ids);
+  }
+  result["max_model_len"] = engine->context_length();
+  send_json(out, route, 200, result);
+}
+
+void ApiServer::Impl::handle_detokenize(HttpRequest& req, HttpResponder& out, const std::string& route) {
+  Json body;
+  if (auto e = parse_json_body(req.body, &body)) return send_error(out, route, *e);
+  if (!tok) return send_error(out, route, bad_request("no tokenizer: this server runs with --skip-tokenizer-init"));
+  const std::string model = body.value("model", Json("")).is_string() ? body.value("model", "") : "";
+  if (!model_name_ok(model)) return send_error(out, route, model_not_found(model));
+  for (auto it = body.begin(); it != body.end(); ++it)
+    if (it.key() != "model" && it.key() != "tokens")
+      return send_error(out, route, bad_request("Unrecognized request argument supplied: " + it.key(), it.key()));
+  if (!body.contains("tokens") || !body["tokens"].is_array())
+    return send_error(out, route, bad_request("'tokens' must be a list of token ids or a list of lists", "tokens"));
+  auto dec = [&](const Json& arr, std::string* text) -> bool {
+    if (!arr.is_array()) return false;
+    std::vector<int32_t> ids;
+    for (const Json& x : arr) {
+      if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() >= tok->vocab_size()) return false;
+      ids.push_back(x.get<int32_t>());
+    }
+    *text = tok->decode(ids, false);
+    return true;
+  };
+  const Json& t = body["tokens"];
+  Json result = Json::object();
+  if (!t.empty() && t[0].is_array()) {
+    Json texts = Json::array();
+    for (const Json& x : t) {
+      std::string s;
+      if (!dec(x, &s)) return send_error(out, route, bad_request("'tokens' entries must be lists of token ids in the vocabulary", "tokens"));
+      texts.push_back(std::move(s));
+    }
+    result["text"] = std::move(texts);
+  } else {
+    std::string s;
+    if (!dec(t, &s)) return send_error(out, route, bad_request("'tokens' must hold token ids in the vocabulary", "tokens"));
+    result["text"] = std::move(s);
+  }
+  send_json(out, route, 200, result);
+}
+
+Json ApiServer::Impl::models_entry() const {
+  Json m = Json::object();
+  m["id"] = opt.served_model_name;
+  m["object"] = "model";
+  m["created"] = created_time;
+  m["owned_by"] = "dserve";
+  m["root"] = opt.model_path;
+  m["max_model_len"] = engine->context_length();
+  return m;
+}
+
+Json ApiServer::Impl::server_info() const {
+  Json info = opt.server_args;
+  const EngineStats s = engine->stats();
+  Json st = Json::object();
+  st["num_running_reqs"] = s.num_running;
+  st["num_waiting_reqs"] = s.num_waiting;
+  st["max_total_num_tokens"] = s.max_total_tokens;
+  st["used_tokens"] = s.used_tokens;
+  st["cached_tokens"] = s.cached_tokens;
+  st["prompt_tokens_total"] = s.prompt_tokens_total;
+  st["cached_tokens_total"] = s.cached_tokens_total;
+  st["generation_tokens_total"] = s.generation_tokens_total;
+  st["num_requests_total"] = s.num_requests_total;
+  st["num_retractions"] = s.num_retractions;
+  st["num_steps"] = s.num_steps;
+  st["context_length"] = engine->context_length();
+  info["internal_states"] = Json::array({st});
+  info["version"] = "dserve 0.1";
+  return info;
+}
+
+ApiServer::ApiServer(ApiServerOptions options) : impl_(std::make_shared<Impl>()) {
+  impl_->opt = std::move(options);
+  if (impl_->opt.served_model_name.empty()) impl_->opt.served_model_name = impl_->opt.model_path;
+  if (impl_->opt.tokenizer_path.empty()) impl_->opt.tokenizer_path = impl_->opt.model_path;
+}
+
+ApiServer::~ApiServer() = default;
+
+Status ApiServer::init() {
+  auto rf = reasoning_format_or_none(impl_->opt.reasoning_parser);
+  if (!rf) return error("--reasoning-parser: ", rf.status().message());
+  impl_->reasoning = rf.value();
+  auto tf = tool_call_format_or_none(impl_->opt.tool_call_parser);
+  if (!tf) return error("--tool-call-parser: ", tf.status().message());
+  impl_->tool_format = tf.value();
+  if (!impl_->opt.chat_template.empty()) {
+    auto f = chat_format_from_name(impl_->opt.chat_template);
+    if (!f) return error("--chat-template: ", f.status().message());
+  }
+  return Status::ok();
+}
+
+Status ApiServer::set_backend(Engine* engine, const Tokenizer* tokenizer) {
+  Impl& m = *impl_;
+  m.engine = engine;
+  m.tok = tokenizer;
+  for (int64_t id : engine->model_config().eos_token_ids) m.eos_ids.insert(static_cast<int32_t>(id));
+  if (engine->model_config().eos_token_id >= 0) m.eos_ids.insert(static_cast<int32_t>(engine->model_config().eos_token_id));
+  if (tokenizer) {
+    std::optional<ChatFormat> forced;
+    if (!m.opt.chat_template.empty()) {
+      auto f = chat_format_from_name(m.opt.chat_template);
+      if (!f) return error("--chat-template: ", f.status().message());
+      forced = f.value();
+    }
+    auto info = load_chat_template_info(m.opt.tokenizer_path, forced);
+    if (info) {
+      m.chat = info.value();
+    } else {
+      DS_WARN("chat completions disabled: ", info.status().message());
+    }
+  }
+  m.is_ready.store(true, std::memory_order_release);
+  return Status::ok();
+}
+
+bool ApiServer::ready() const { return impl_->is_ready.load(std::memory_order_acquire); }
+void ApiServer::set_shutting_down() { impl_->shutting_down = true; }
+const ServerMetrics& ApiServer::metrics() const { return impl_->metrics; }
+
+void ApiServer::handle(HttpRequest req, std::shared_ptr<HttpResponder> out) {
+  Impl& m = *impl_;
+  struct Route {
+    const char* path;
+    const char* methods;  // space-separated
+  };
+  static const Route kRoutes[] = {
+      {"/health", "GET"},
+      {"/health_generate", "GET"},
+      {"/generate", "POST PUT"},
+      {"/v1/completions", "POST"},
+      {"/v1/chat/completions", "POST"},
+      {"/v1/models", "GET"},
+      {"/get_model_info", "GET"},
+      {"/get_server_info", "GET"},
+      {"/server_info", "GET"},
+      {"/flush_cache", "GET POST"},
+      {"/metrics", "GET"},
+      {"/v1/tokenize", "POST"},
+      {"/v1/detokenize", "POST"},
+      {"/abort_request", "POST"},
+  };
+  std::string path = req.path;
+  if (path.size() > 1 && path.back() == '/') path.pop_back();
+  const Route* route = nullptr;
+  std::string model_suffix;
+  for (const Route& r : kRoutes)
+    if (path == r.path) route = &r;
+  if (!route && path.rfind("/v1/models/", 0) == 0) {
+    static const Route kModel{"/v1/models/{model}", "GET"};
+    route = &kModel;
+    model_suffix = path.substr(std::string("/v1/models/").size());
+  }
+  if (!route || (std::string_view(route->path) == "/metrics" && !m.opt.enable_metrics)) {
+    return m.send_error(*out, "unknown",
+                        make_error(404, "no route " + req.method + " " + path, "invalid_request_error", "not_found"));
+  }
+  const std::string name = route->path;
+  // Authentication first: an unauthenticated client learns nothing else.
+  if (!m.opt.api_key.empty() && name != "/health") {
+    const std::string* auth = req.header("authorization");
+    const std::string expected = "Bearer " + m.opt.api_key;
+    if (!auth || !constant_time_equal(*auth, expected))
+      return m.send_error(*out, name, make_error(401, "Invalid or missing API key (send Authorization: Bearer <key>)",
+                                                 "authentication_error", "invalid_api_key"));
+  }
+  {
+    const std::string methods = std::string(" ") + route->methods + " ";
+    if (methods.find(" " + req.method + " ") == std::string::npos) {
+      std::string allow = route->methods;
+      std::replace(allow.begin(), allow.end(), ' ', ',');
+      m.metrics.on_http_request(name, 405);
+      return out->respond(405, "application/json",
+                          dump_json(error_json(make_error(405, "method " + req.method + " is not allowed on " + path,
+                                                          "invalid_request_error", "method_not_allowed"))),
+                          {{"Allow", allow}});
+    }
+  }
+  if (!ready()) {
+    return m.send_error(*out, name,
+                        make_error(503, "the server is starting (loading the model); retry shortly", "service_unavailable"));
+  }
+  const bool is_openai_post = req.method == "POST" && name.rfind("/v1/", 0) == 0;
+  if (is_openai_post && !json_content_type(req))
+    return m.send_error(*out, name, bad_request("Content-Type must be application/json"));
+
+  if (name == "/generate") return m.handle_generate(req, out, name);
+  if (name == "/v1/completions") return m.handle_completion(req, out, name);
+  if (name == "/v1/chat/completions") return m.handle_chat(req, out, name);
+  if (name == "/health" || name == "/health_generate") return m.handle_health(out, name);
+  if (name == "/v1/tokenize") return m.handle_tokenize(req, *out, name);
+  if (name == "/v1/detokenize") return m.handle_detokenize(req, *out, name);
+  if (name == "/v1/models") {
+    Json list = Json::object();
+    list["object"] = "list";
+    list["data"] = Json::array({m.models_entry()});
+    return m.send_json(*out, name, 200, list);
+  }
+  if (name == "/v1/models/{model}") {
+    if (model_suffix != m.opt.served_model_name) return m.send_error(*out, name, m.model_not_found(model_suffix));
+    return m.send_json(*out, name, 200, m.models_entry());
+  }
+  if (name == "/get_model_info") {
+    Json info = Json::object();
+    info["model_path"] = m.opt.model_path;
+    info["tokenizer_path"] = m.tok ? Json(m.opt.tokenizer_path) : Json(nullptr);
+    info["served_model_name"] = m.opt.served_model_name;
+    info["is_generation"] = true;
+    info["preferred_sampling_params"] = nullptr;
+    info["weight_version"] = "default";
+    info["max_context_length"] = m.engine->context_length();
+    return m.send_json(*out, name, 200, info);
+  }
+  if (name == "/get_server_info" || name == "/server_info") return m.send_json(*out, name, 200, m.server_info());
+  if (name == "/flush_cache") {
+    Status st = m.engine->flush_cache();
+    if (!st) return m.send_error(*out, name, bad_request("cache not flushed: " + st.message()));
+    return m.send_text(*out, name, 200, "Cache flushed.\n");
+  }
+  if (name == "/metrics") {
+    return m.send_text(*out, name, 200, m.metrics.render(m.engine->stats(), m.opt.served_model_name),
+                       "text/plain; version=0.0.4; charset=utf-8");
+  }
+  if (name == "/abort_request") {
+    Json body;
+    if (auto e = parse_json_body(req.body, &body)) return m.send_error(*out, name, *e);
+    if (!body.contains("rid") || !body["rid"].is_string())
+      return m.send_error(*out, name, bad_request("'rid' (a string) is required", "rid"));
+    m.engine->abort(body["rid"].get<std::string>());
+    return m.send_text(*out, name, 200, "");
+  }
+  m.send_error(*out, name, make_error(404, "no route " + path, "invalid_request_error", "not_found"));
+}
+
+}  // namespace ds

@@ -1,0 +1,64 @@
+// ApiServer: the SGLang/OpenAI-compatible HTTP API over an Engine. Routes requests, turns text into token
+// ids and back (tokenizer, streaming detokenizer with stop strings, chat formats, reasoning and tool-call
+// parsers), submits to the engine, and shapes responses (JSON or SSE). Engine events are handled on the
+// connection's strand; the engine thread only posts them.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "core/status.h"
+#include "http/http_server.h"
+#include "http/metrics.h"
+#include "runner/engine.h"
+#include "text/tokenizer.h"
+
+namespace ds {
+
+struct ApiServerOptions {
+  std::string model_path;
+  std::string tokenizer_path;
+  std::string served_model_name;  // the `model` clients must name ("" accepted too)
+  std::string api_key;            // non-empty: Bearer token required everywhere except /health
+  bool enable_metrics = false;
+  std::string reasoning_parser;   // "" | deepseek-r1 | deepseek-v3
+  std::string tool_call_parser;   // "" | deepseekv3 | deepseekv31 | deepseekv32
+  std::string chat_template;      // "" (detect from the tokenizer directory) or a format name (v3, r1, ...)
+  uint64_t seed = 0;              // base of the per-request seeds when a request gives none
+  int64_t max_queued_requests = 0;  // > 0: 503 while the engine has this many requests waiting
+  int health_timeout_ms = 20000;
+  nlohmann::ordered_json server_args = nlohmann::ordered_json::object();  // shown by /get_server_info
+};
+
+class ApiServer {
+ public:
+  explicit ApiServer(ApiServerOptions options);
+  ~ApiServer();
+  ApiServer(const ApiServer&) = delete;
+  ApiServer& operator=(const ApiServer&) = delete;
+
+  // Checks the parser and chat-template names (errors name the flag). Call before serving.
+  Status init();
+  // Makes the server ready; until then every route answers 503. `tokenizer` is null with
+  // --skip-tokenizer-init (requests must then carry token ids). Both must outlive the server's use.
+  Status set_backend(Engine* engine, const Tokenizer* tokenizer);
+  bool ready() const;
+  // While draining for shutdown: new generation requests get 503.
+  void set_shutting_down();
+
+  // The HttpHandler.
+  void handle(HttpRequest req, std::shared_ptr<HttpResponder> out);
+
+  const ServerMetrics& metrics() const;
+
+  struct Impl;
+
+ private:
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace ds

@@ -1,0 +1,609 @@
+// The HTTP API end to end in one process: HttpServer + ApiServer + FakeEngine + a tiny byte tokenizer, driven
+// by a raw socket client. Expected outputs come from the FakeEngine recurrence and byte decoding, computed here.
+#include "http/api_server.h"
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <thread>
+
+#include "http/api_request.h"
+#include "http/fake_engine.h"
+#include "http/http_server.h"
+#include "http/http_test_util.h"
+
+namespace ds {
+namespace {
+
+using testing::http_call;
+using testing::HttpReply;
+using testing::sse_events;
+using testing::TestConnection;
+
+constexpr int64_t kVocab = 128;  // FakeEngine ids stay ASCII: one byte of text per token
+
+// The FakeEngine continuation of `last` (its recurrence), n tokens.
+std::vector<int32_t> continuation(int32_t last, int n) {
+  std::vector<int32_t> out;
+  for (int i = 0; i < n; ++i) out.push_back(last = FakeEngine::next_token(last, kVocab));
+  return out;
+}
+std::string bytes_of(const std::vector<int32_t>& ids) {
+  std::string s;
+  for (int32_t id : ids) s += static_cast<char>(id);
+  return s;
+}
+
+struct TestSetup {
+  FakeEngineOptions engine;
+  ApiServerOptions api;
+  bool tokenizer = true;
+  size_t max_body = 1 << 20;
+};
+
+class ApiServerTest : public ::testing::Test {
+ protected:
+  void start(TestSetup s = {}) {
+    dir_ = std::filesystem::temp_directory_path() / ("dserve_http_test_" + std::to_string(::getpid()));
+    std::filesystem::create_directories(dir_);
+    std::ofstream(dir_ / "tokenizer.json") << testing::tiny_tokenizer_json();
+    std::ofstream(dir_ / "tokenizer_config.json") << testing::tiny_tokenizer_config_json();
+    if (s.tokenizer) {
+      auto t = Tokenizer::load(dir_.string());
+      ASSERT_TRUE(t.is_ok()) << t.status().message();
+      tok_ = std::make_unique<Tokenizer>(std::move(t.value()));
+    }
+    if (s.engine.vocab_size == FakeEngineOptions().vocab_size) s.engine.vocab_size = 258;  // the tiny tokenizer's
+    if (s.engine.output_vocab == 0) s.engine.output_vocab = kVocab;
+    s.engine.eos_token_ids = {257};
+    s.engine.step_us = s.engine.step_us == FakeEngineOptions().step_us ? 500 : s.engine.step_us;
+    engine_ = std::make_unique<FakeEngine>(s.engine);
+    if (s.api.served_model_name.empty()) s.api.served_model_name = "tiny";
+    s.api.model_path = "/models/tiny";
+    s.api.tokenizer_path = dir_.string();
+    if (s.api.chat_template.empty()) s.api.chat_template = "v3";
+    api_ = std::make_unique<ApiServer>(s.api);
+    ASSERT_TRUE(api_->init().is_ok());
+    ASSERT_TRUE(api_->set_backend(engine_.get(), tok_.get()).is_ok());
+    HttpServerOptions ho;
+    ho.port = 0;
+    ho.io_threads = 2;
+    ho.max_body_bytes = s.max_body;
+    server_ = std::make_unique<HttpServer>(ho, [this](HttpRequest r, std::shared_ptr<HttpResponder> o) {
+      api_->handle(std::move(r), std::move(o));
+    });
+    ASSERT_TRUE(server_->start().is_ok());
+    port_ = server_->port();
+  }
+  void TearDown() override {
+    if (server_) server_->stop();
+    engine_.reset();
+    server_.reset();
+    api_.reset();
+    std::filesystem::remove_all(dir_);
+  }
+  HttpReply post(const std::string& path, const std::string& body, std::vector<std::string> headers = {}) {
+    headers.push_back("Content-Type: application/json");
+    return http_call(port_, "POST", path, body, headers);
+  }
+  Json post_json(const std::string& path, const std::string& body, int expect_status = 200) {
+    HttpReply r = post(path, body);
+    EXPECT_EQ(r.status, expect_status) << path << " " << body << " -> " << r.body;
+    Json j = Json::parse(r.body, nullptr, false);
+    EXPECT_FALSE(j.is_discarded()) << r.body;
+    return j;
+  }
+  // A request that must succeed: the server still serves after a bad one.
+  void expect_still_serving() {
+    Json j = post_json("/generate", R"({"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 2}})");
+    EXPECT_EQ(j["output_ids"].size(), 2u);
+  }
+  bool wait_for(const std::function<bool()>& cond, int ms = 5000) {
+    for (int i = 0; i < ms / 10; ++i) {
+      if (cond()) return true;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return cond();
+  }
+
+  std::filesystem::path dir_;
+  std::unique_ptr<Tokenizer> tok_;
+  std::unique_ptr<FakeEngine> engine_;
+  std::unique_ptr<ApiServer> api_;
+  std::unique_ptr<HttpServer> server_;
+  int port_ = 0;
+};
+
+TEST_F(ApiServerTest, GenerateInputIds) {
+  start();
+  Json j = post_json("/generate", R"({"input_ids": [3, 4, 5], "sampling_params": {"max_new_tokens": 6, "temperature": 0}})");
+  const auto expected = continuation(5, 6);
+  EXPECT_EQ(j["output_ids"].get<std::vector<int32_t>>(), expected);
+  EXPECT_EQ(j["text"], bytes_of(expected));
+  EXPECT_EQ(j["meta_info"]["finish_reason"]["type"], "length");
+  EXPECT_EQ(j["meta_info"]["finish_reason"]["length"], 6);
+  EXPECT_EQ(j["meta_info"]["prompt_tokens"], 3);
+  EXPECT_EQ(j["meta_info"]["completion_tokens"], 6);
+  EXPECT_EQ(j["meta_info"]["cached_tokens"], 0);
+  EXPECT_TRUE(j["meta_info"]["e2e_latency"].is_number());
+  EXPECT_TRUE(j["meta_info"]["id"].is_string());
+}
+
+TEST_F(ApiServerTest, GenerateTextPromptGetsBos) {
+  start();
+  Json j = post_json("/generate", R"({"text": "hi", "sampling_params": {"max_new_tokens": 4}})");
+  EXPECT_EQ(j["meta_info"]["prompt_tokens"], 3);  // BOS + 'h' + 'i'
+  EXPECT_EQ(j["text"], bytes_of(continuation('i', 4)));
+}
+
+TEST_F(ApiServerTest, StopStringTrimsAndFinishesInEngine) {
+  start();
+  const auto ids = continuation('i', 60);
+  const std::string full = bytes_of(ids);
+  const std::string stop = full.substr(20, 3);
+  const size_t at = full.find(stop);
+  Json j = post_json("/generate", R"({"text": "hi", "sampling_params": {"max_new_tokens": 60, "stop": )" +
+                                      Json(stop).dump() + "}}");
+  EXPECT_EQ(j["text"], full.substr(0, at));
+  EXPECT_EQ(j["meta_info"]["finish_reason"]["type"], "stop");
+  EXPECT_EQ(j["meta_info"]["finish_reason"]["matched"], stop);
+  // Tokens up to the one completing the stop string (one byte per token).
+  EXPECT_EQ(j["output_ids"].size(), at + stop.size());
+  EXPECT_EQ(j["meta_info"]["completion_tokens"], at + stop.size());
+  EXPECT_EQ(engine_->num_stop_finishes(), 1u);
+
+  Json k = post_json("/generate", R"({"text": "hi", "sampling_params": {"max_new_tokens": 60, "no_stop_trim": true,
+      "stop": )" + Json(stop).dump() + "}}");
+  EXPECT_EQ(k["text"], full.substr(0, at + stop.size()));
+}
+
+TEST_F(ApiServerTest, StopTokenIdIsTrimmedFromText) {
+  start();
+  const auto ids = continuation(5, 40);
+  const int32_t stop_id = ids[7];
+  const size_t first = std::find(ids.begin(), ids.end(), stop_id) - ids.begin();
+  Json j = post_json("/generate", R"({"input_ids": [5], "sampling_params": {"max_new_tokens": 40, "stop_token_ids": [)" +
+                                      std::to_string(stop_id) + "]}}");
+  EXPECT_EQ(j["output_ids"].size(), first + 1);
+  EXPECT_EQ(j["output_ids"].back(), stop_id);
+  EXPECT_EQ(j["text"], bytes_of(std::vector<int32_t>(ids.begin(), ids.begin() + first)));
+  EXPECT_EQ(j["meta_info"]["finish_reason"]["matched"], stop_id);
+}
+
+TEST_F(ApiServerTest, GenerateStreamIsCumulativeAndEndsWithDone) {
+  start();
+  HttpReply r = post("/generate", R"({"input_ids": [9], "stream": true, "sampling_params": {"max_new_tokens": 12}})");
+  ASSERT_EQ(r.status, 200);
+  EXPECT_EQ(r.headers["content-type"], "text/event-stream");
+  auto events = sse_events(r.body);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  const std::string full = bytes_of(continuation(9, 12));
+  std::string prev;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    Json c = Json::parse(events[i]);
+    const std::string text = c["text"];
+    EXPECT_EQ(full.compare(0, text.size(), text), 0) << "chunk text is not a prefix of the output";
+    EXPECT_GE(text.size(), prev.size());
+    prev = text;
+    EXPECT_EQ(c["output_ids"].size(), text.size());
+    if (i + 2 < events.size()) EXPECT_TRUE(c["meta_info"]["finish_reason"].is_null());
+  }
+  EXPECT_EQ(prev, full);
+  EXPECT_EQ(Json::parse(events[events.size() - 2])["meta_info"]["finish_reason"]["type"], "length");
+}
+
+TEST_F(ApiServerTest, StreamNeverShowsAStopStringPrefixThatMatches) {
+  start();
+  const std::string full = bytes_of(continuation(9, 80));
+  const std::string stop = full.substr(30, 4);
+  HttpReply r = post("/generate", R"({"input_ids": [9], "stream": true, "sampling_params": {"max_new_tokens": 80,
+      "stop": )" + Json(stop).dump() + "}}");
+  ASSERT_EQ(r.status, 200);
+  auto events = sse_events(r.body);
+  ASSERT_GE(events.size(), 2u);
+  for (size_t i = 0; i + 1 < events.size(); ++i)
+    EXPECT_EQ(Json::parse(events[i])["text"].get<std::string>().find(stop), std::string::npos);
+  EXPECT_EQ(Json::parse(events[events.size() - 2])["text"], full.substr(0, full.find(stop)));
+}
+
+TEST_F(ApiServerTest, ClientDisconnectMidStreamAbortsTheRequest) {
+  TestSetup s;
+  s.engine.context_length = 1 << 20;
+  start(s);
+  TestConnection c(port_);
+  ASSERT_TRUE(c.send_request("POST", "/generate",
+                             R"({"input_ids": [1], "stream": true, "sampling_params": {"max_new_tokens": 500000}})"));
+  ASSERT_EQ(c.read_status_and_headers(), 200);
+  EXPECT_FALSE(c.read_some().empty());
+  ASSERT_TRUE(wait_for([&] { return engine_->num_live() == 1; }));
+  c.close();
+  EXPECT_TRUE(wait_for([&] { return engine_->num_aborts() == 1 && engine_->num_live() == 0; }))
+      << "aborts=" << engine_->num_aborts() << " live=" << engine_->num_live();
+  EXPECT_EQ(engine_->stats().used_tokens, 0);
+  expect_still_serving();
+}
+
+TEST_F(ApiServerTest, ClientDisconnectWhileWaitingForNonStreamingResponseAborts) {
+  TestSetup s;
+  s.engine.context_length = 1 << 20;
+  start(s);
+  {
+    TestConnection c(port_);
+    ASSERT_TRUE(c.send_request("POST", "/v1/completions", R"({"prompt": [1, 2], "max_tokens": 500000})"));
+    ASSERT_TRUE(wait_for([&] { return engine_->num_live() == 1; }));
+  }
+  EXPECT_TRUE(wait_for([&] { return engine_->num_aborts() == 1 && engine_->num_live() == 0; }));
+  expect_still_serving();
+}
+
+TEST_F(ApiServerTest, BadRequestsGetOpenAiErrorsAndTheServerKeepsServing) {
+  TestSetup s;
+  s.engine.context_length = 64;
+  start(s);
+  struct Case {
+    const char* path;
+    std::string body;
+    int status;
+  };
+  const Case cases[] = {
+      {"/generate", "{not json", 400},
+      {"/generate", "[1,2]", 400},
+      {"/generate", R"({"input_ids": [1], "sampling_params": {"temperature": -1}})", 400},
+      {"/generate", R"({"input_ids": [500]})", 400},  // engine: outside the vocabulary
+      {"/generate", R"({"input_ids": []})", 400},
+      {"/generate", R"({"input_ids": [1], "sampling_params": {"stop_token_ids": [4000]}})", 400},
+      {"/generate", "{\"input_ids\": " + Json(std::vector<int>(64, 1)).dump() + "}", 400},  // prompt >= context
+      {"/generate", R"({"input_ids": [1], "sampling_params": {"max_new_tokens": 64}})", 400},  // prompt + max > context
+      {"/v1/completions", R"({"prompt": "x", "max_tokens": 0})", 400},
+      {"/v1/completions", R"({"prompt": "x", "max_tokens": -3})", 400},
+      {"/v1/completions", R"({"prompt": "x", "temperature": "warm"})", 400},
+      {"/v1/completions", R"({"prompt": "x", "model": "other"})", 404},
+      {"/v1/completions", R"({"prompt": "x", "surprise": 1})", 400},
+      {"/v1/chat/completions", R"({"messages": []})", 400},
+      {"/v1/chat/completions", R"({"messages": [{"role": "wizard", "content": "x"}]})", 400},
+      {"/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 1000})", 400},
+      {"/v1/nothing", "{}", 404},
+  };
+  for (const Case& c : cases) {
+    HttpReply r = post(c.path, c.body);
+    EXPECT_EQ(r.status, c.status) << c.path << " " << c.body << " -> " << r.body;
+    Json j = Json::parse(r.body, nullptr, false);
+    ASSERT_TRUE(j.is_object()) << r.body;
+    EXPECT_TRUE(j["error"]["message"].is_string()) << r.body;
+    EXPECT_TRUE(j["error"].contains("type") && j["error"].contains("param") && j["error"].contains("code"));
+    expect_still_serving();
+  }
+  Json ctx = post_json("/generate", "{\"input_ids\": " + Json(std::vector<int>(64, 1)).dump() + "}", 400);
+  EXPECT_EQ(ctx["error"]["code"], "context_length_exceeded");
+  // Wrong method, missing content type.
+  EXPECT_EQ(http_call(port_, "GET", "/generate").status, 405);
+  EXPECT_EQ(http_call(port_, "DELETE", "/v1/models").status, 405);
+  EXPECT_EQ(http_call(port_, "POST", "/v1/completions", R"({"prompt": "x"})", {}).status, 400);
+  expect_still_serving();
+}
+
+TEST_F(ApiServerTest, OversizedBodyGets413) {
+  TestSetup s;
+  s.max_body = 64 << 10;
+  start(s);
+  std::string big = R"({"input_ids": [1], "pad": ")" + std::string(100 << 10, 'x') + "\"}";
+  HttpReply r = post("/generate", big);
+  EXPECT_EQ(r.status, 413);
+  expect_still_serving();
+}
+
+TEST_F(ApiServerTest, ApiKeyRequiredExceptHealth) {
+  TestSetup s;
+  s.api.api_key = "sekret";
+  start(s);
+  EXPECT_EQ(post("/generate", R"({"input_ids": [1]})").status, 401);
+  EXPECT_EQ(post("/generate", R"({"input_ids": [1]})", {"Authorization: Bearer wrong"}).status, 401);
+  EXPECT_EQ(post("/generate", R"({"input_ids": [1]})", {"Authorization: Bearer sekret-longer"}).status, 401);
+  EXPECT_EQ(http_call(port_, "GET", "/v1/models").status, 401);
+  EXPECT_EQ(http_call(port_, "GET", "/health").status, 200);
+  HttpReply ok = post("/generate", R"({"input_ids": [1], "sampling_params": {"max_new_tokens": 1}})",
+                      {"Authorization: Bearer sekret"});
+  EXPECT_EQ(ok.status, 200) << ok.body;
+  EXPECT_EQ(http_call(port_, "GET", "/v1/models", "", {"Authorization: Bearer sekret"}).status, 200);
+}
+
+TEST_F(ApiServerTest, KeepAliveServesSeveralRequestsOnOneConnection) {
+  start();
+  TestConnection c(port_);
+  for (int i = 0; i < 3; ++i) {
+    ASSERT_TRUE(c.send_request("POST", "/generate", R"({"input_ids": [7], "sampling_params": {"max_new_tokens": 3}})"));
+    HttpReply r = c.read_reply();
+    ASSERT_TRUE(r.ok);
+    EXPECT_EQ(r.status, 200);
+    EXPECT_EQ(Json::parse(r.body)["text"], bytes_of(continuation(7, 3)));
+  }
+  // A streamed response on the same connection, then a plain one again.
+  ASSERT_TRUE(c.send_request("POST", "/generate", R"({"input_ids": [7], "stream": true, "sampling_params": {"max_new_tokens": 3}})"));
+  HttpReply s = c.read_reply();
+  EXPECT_EQ(sse_events(s.body).back(), "[DONE]");
+  ASSERT_TRUE(c.send_request("GET", "/v1/models", "", {}));
+  EXPECT_EQ(c.read_reply().status, 200);
+}
+
+TEST_F(ApiServerTest, ExpectContinueIsAnswered) {
+  start();
+  TestConnection c(port_);
+  const std::string body = R"({"input_ids": [7], "sampling_params": {"max_new_tokens": 2}})";
+  ASSERT_TRUE(c.send_raw("POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nExpect: 100-continue\r\n"
+                         "Content-Length: " + std::to_string(body.size()) + "\r\n\r\n"));
+  EXPECT_EQ(c.read_some().rfind("HTTP/1.1 100 Continue", 0), 0u);
+  ASSERT_TRUE(c.send_raw(body));
+  HttpReply r = c.read_reply();
+  EXPECT_EQ(r.status, 200);
+}
+
+TEST_F(ApiServerTest, BatchAndParallelSamples) {
+  start();
+  Json j = post_json("/generate", R"({"input_ids": [[3], [4, 5]], "sampling_params": {"max_new_tokens": 2}})");
+  ASSERT_TRUE(j.is_array());
+  ASSERT_EQ(j.size(), 2u);
+  EXPECT_EQ(j[0]["output_ids"].get<std::vector<int32_t>>(), continuation(3, 2));
+  EXPECT_EQ(j[1]["output_ids"].get<std::vector<int32_t>>(), continuation(5, 2));
+  EXPECT_EQ(j[1]["meta_info"]["prompt_tokens"], 2);
+
+  Json n = post_json("/generate", R"({"input_ids": [3], "sampling_params": {"max_new_tokens": 2, "n": 3}})");
+  ASSERT_TRUE(n.is_array());
+  EXPECT_EQ(n.size(), 3u);
+  std::set<std::string> ids;
+  for (const auto& x : n) ids.insert(x["meta_info"]["id"].get<std::string>());
+  EXPECT_EQ(ids.size(), 3u);
+
+  Json c = post_json("/v1/completions", R"({"prompt": ["ab", "c"], "max_tokens": 3, "n": 2})");
+  ASSERT_EQ(c["choices"].size(), 4u);
+  EXPECT_EQ(c["usage"]["prompt_tokens"], 3 + 2);  // each prompt counted once (with BOS)
+  EXPECT_EQ(c["usage"]["completion_tokens"], 12);
+  EXPECT_EQ(c["usage"]["total_tokens"], 17);
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(c["choices"][i]["index"], i);
+  EXPECT_EQ(c["choices"][0]["text"], bytes_of(continuation('b', 3)));
+  EXPECT_EQ(c["choices"][3]["text"], bytes_of(continuation('c', 3)));
+}
+
+TEST_F(ApiServerTest, CompletionsShapesLogprobsEchoAndStreaming) {
+  start();
+  Json j = post_json("/v1/completions", R"({"model": "tiny", "prompt": "hey", "max_tokens": 5, "logprobs": 2, "echo": true})");
+  EXPECT_EQ(j["object"], "text_completion");
+  EXPECT_EQ(j["model"], "tiny");
+  EXPECT_EQ(j["id"].get<std::string>().rfind("cmpl-", 0), 0u);
+  const auto out = continuation('y', 5);
+  EXPECT_EQ(j["choices"][0]["text"], "hey" + bytes_of(out));
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "length");
+  const Json& lp = j["choices"][0]["logprobs"];
+  ASSERT_EQ(lp["tokens"].size(), 4u + 5u);  // echo: BOS + "hey" + 5 outputs
+  EXPECT_TRUE(lp["token_logprobs"][0].is_null());  // nothing predicts the first prompt token
+  EXPECT_FLOAT_EQ(lp["token_logprobs"][4].get<float>(), FakeEngine::token_logprob(out[0]));
+  EXPECT_EQ(lp["top_logprobs"][4].size(), 2u);
+  EXPECT_EQ(lp["tokens"][4], std::string(1, static_cast<char>(out[0])));
+
+  HttpReply r = post("/v1/completions", R"({"prompt": "hey", "max_tokens": 5, "stream": true,
+      "stream_options": {"include_usage": true}})");
+  ASSERT_EQ(r.status, 200);
+  auto events = sse_events(r.body);
+  ASSERT_GE(events.size(), 3u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  std::string text;
+  std::string finish;
+  for (size_t i = 0; i + 2 < events.size(); ++i) {
+    Json c = Json::parse(events[i]);
+    EXPECT_EQ(c["object"], "text_completion");
+    text += c["choices"][0]["text"].get<std::string>();
+    if (!c["choices"][0]["finish_reason"].is_null()) finish = c["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(text, bytes_of(out));
+  EXPECT_EQ(finish, "length");
+  Json usage = Json::parse(events[events.size() - 2]);
+  EXPECT_TRUE(usage["choices"].empty());
+  EXPECT_EQ(usage["usage"]["completion_tokens"], 5);
+  EXPECT_EQ(usage["usage"]["prompt_tokens"], 4);
+}
+
+TEST_F(ApiServerTest, ChatCompletionStreamMatchesNonStream) {
+  start();
+  Json j = post_json("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 7,
+      "logprobs": true, "top_logprobs": 1})");
+  EXPECT_EQ(j["object"], "chat.completion");
+  const Json& msg = j["choices"][0]["message"];
+  EXPECT_EQ(msg["role"], "assistant");
+  const std::string content = msg["content"];
+  EXPECT_EQ(content.size(), 7u);
+  EXPECT_EQ(j["usage"]["completion_tokens"], 7);
+  EXPECT_EQ(j["choices"][0]["logprobs"]["content"].size(), 7u);
+  EXPECT_EQ(j["choices"][0]["logprobs"]["content"][0]["top_logprobs"].size(), 1u);
+  EXPECT_EQ(j["choices"][0]["logprobs"]["content"][0]["bytes"].size(), 1u);
+
+  HttpReply r = post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hello"}], "max_tokens": 7,
+      "stream": true})");
+  auto events = sse_events(r.body);
+  ASSERT_GE(events.size(), 3u);
+  Json first = Json::parse(events[0]);
+  EXPECT_EQ(first["object"], "chat.completion.chunk");
+  EXPECT_EQ(first["choices"][0]["delta"]["role"], "assistant");
+  std::string streamed;
+  std::string finish;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    Json c = Json::parse(events[i]);
+    const Json& d = c["choices"][0]["delta"];
+    if (d.contains("content")) streamed += d["content"].get<std::string>();
+    if (!c["choices"][0]["finish_reason"].is_null()) finish = c["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(streamed, content);
+  EXPECT_EQ(finish, "length");
+}
+
+class ScriptedChatTest : public ApiServerTest {
+ protected:
+  void start_scripted(const std::string& output, const char* reasoning, const char* tools) {
+    TestSetup s;
+    auto t = Tokenizer::from_json_text(testing::tiny_tokenizer_json(), testing::tiny_tokenizer_config_json());
+    ASSERT_TRUE(t.is_ok());
+    auto ids = t.value().encode(output, false);
+    ASSERT_TRUE(ids.is_ok());
+    s.engine.script = ids.value();
+    s.engine.script.push_back(257);  // EOS
+    s.api.reasoning_parser = reasoning;
+    s.api.tool_call_parser = tools;
+    start(s);
+  }
+};
+
+TEST_F(ScriptedChatTest, ReasoningAndContentAreSeparated) {
+  start_scripted("Let me think.</think>The answer is 4.", "deepseek-r1", "");
+  Json j = post_json("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "2+2?"}], "max_tokens": 100})");
+  const Json& msg = j["choices"][0]["message"];
+  EXPECT_EQ(msg["reasoning_content"], "Let me think.");
+  EXPECT_EQ(msg["content"], "The answer is 4.");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "stop");
+  EXPECT_EQ(j["choices"][0]["matched_stop"], 257);
+
+  HttpReply r = post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "2+2?"}], "stream": true})");
+  std::string reasoning, content;
+  for (const auto& e : sse_events(r.body)) {
+    if (e == "[DONE]") continue;
+    Json c = Json::parse(e);
+    const Json& d = c["choices"][0]["delta"];
+    if (d.contains("reasoning_content")) reasoning += d["reasoning_content"].get<std::string>();
+    if (d.contains("content")) content += d["content"].get<std::string>();
+  }
+  EXPECT_EQ(reasoning, "Let me think.");
+  EXPECT_EQ(content, "The answer is 4.");
+}
+
+TEST_F(ScriptedChatTest, ToolCallsAreParsed) {
+  start_scripted(
+      "<｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>get_weather\n```json\n{\"city\": \"Paris\"}\n```"
+      "<｜tool▁call▁end｜><｜tool▁calls▁end｜>",
+      "", "deepseekv3");
+  const std::string req = R"({"messages": [{"role": "user", "content": "weather?"}], "tools": [{"type": "function",
+      "function": {"name": "get_weather", "parameters": {"type": "object", "properties": {"city": {"type": "string"}}}}}]})";
+  Json j = post_json("/v1/chat/completions", req);
+  const Json& msg = j["choices"][0]["message"];
+  ASSERT_TRUE(msg["tool_calls"].is_array()) << j.dump();
+  ASSERT_EQ(msg["tool_calls"].size(), 1u);
+  EXPECT_EQ(msg["tool_calls"][0]["function"]["name"], "get_weather");
+  EXPECT_EQ(Json::parse(msg["tool_calls"][0]["function"]["arguments"].get<std::string>())["city"], "Paris");
+  EXPECT_EQ(j["choices"][0]["finish_reason"], "tool_calls");
+  EXPECT_TRUE(msg["content"].is_null());
+
+  Json streamed_req = Json::parse(req);
+  streamed_req["stream"] = true;
+  HttpReply r = post("/v1/chat/completions", streamed_req.dump());
+  int calls = 0;
+  std::string finish;
+  for (const auto& e : sse_events(r.body)) {
+    if (e == "[DONE]") continue;
+    Json c = Json::parse(e);
+    if (c["choices"][0]["delta"].contains("tool_calls")) {
+      calls += static_cast<int>(c["choices"][0]["delta"]["tool_calls"].size());
+      EXPECT_EQ(c["choices"][0]["delta"]["tool_calls"][0]["function"]["name"], "get_weather");
+    }
+    if (!c["choices"][0]["finish_reason"].is_null()) finish = c["choices"][0]["finish_reason"];
+  }
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(finish, "tool_calls");
+}
+
+TEST_F(ApiServerTest, InfoEndpointsMetricsAndTokenize) {
+  TestSetup s;
+  s.api.enable_metrics = true;
+  s.engine.context_length = 1000;
+  start(s);
+  Json models = Json::parse(http_call(port_, "GET", "/v1/models").body);
+  EXPECT_EQ(models["data"][0]["id"], "tiny");
+  EXPECT_EQ(models["data"][0]["max_model_len"], 1000);
+  EXPECT_EQ(http_call(port_, "GET", "/v1/models/tiny").status, 200);
+  EXPECT_EQ(http_call(port_, "GET", "/v1/models/other").status, 404);
+  EXPECT_EQ(http_call(port_, "GET", "/health").status, 200);
+  EXPECT_EQ(http_call(port_, "GET", "/health_generate").status, 200);
+  Json info = Json::parse(http_call(port_, "GET", "/get_model_info").body);
+  EXPECT_EQ(info["model_path"], "/models/tiny");
+  EXPECT_EQ(info["is_generation"], true);
+  Json server = Json::parse(http_call(port_, "GET", "/get_server_info").body);
+  EXPECT_EQ(server["internal_states"][0]["context_length"], 1000);
+  EXPECT_EQ(http_call(port_, "POST", "/flush_cache").status, 200);
+
+  Json t = post_json("/v1/tokenize", R"({"prompt": "ab"})");
+  EXPECT_EQ(t["tokens"], Json::array({256, 'a', 'b'}));
+  EXPECT_EQ(t["count"], 3);
+  Json d = post_json("/v1/detokenize", R"({"tokens": [104, 105]})");
+  EXPECT_EQ(d["text"], "hi");
+
+  post_json("/generate", R"({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 4}})");
+  post_json("/generate", R"({"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 5}})");
+  HttpReply m = http_call(port_, "GET", "/metrics");
+  ASSERT_EQ(m.status, 200);
+  // Totals count API requests (the two above; health checks are not requests).
+  EXPECT_NE(m.body.find("sglang:prompt_tokens_total{model_name=\"tiny\"} 5\n"), std::string::npos) << m.body;
+  EXPECT_NE(m.body.find("sglang:generation_tokens_total{model_name=\"tiny\"} 9\n"), std::string::npos);
+  EXPECT_NE(m.body.find("sglang:time_to_first_token_seconds_count{model_name=\"tiny\"} 2\n"), std::string::npos);
+  EXPECT_NE(m.body.find("sglang:inter_token_latency_seconds_count{model_name=\"tiny\"} 7\n"), std::string::npos);
+  EXPECT_NE(m.body.find("sglang:num_running_reqs"), std::string::npos);
+  EXPECT_NE(m.body.find("sglang:cache_hit_rate"), std::string::npos);
+}
+
+TEST_F(ApiServerTest, MetricsAreOffByDefaultAndSkipTokenizerNeedsIds) {
+  TestSetup s;
+  s.tokenizer = false;
+  start(s);
+  EXPECT_EQ(http_call(port_, "GET", "/metrics").status, 404);
+  Json j = post_json("/generate", R"({"input_ids": [3], "sampling_params": {"max_new_tokens": 3}})");
+  EXPECT_EQ(j["text"], "");
+  EXPECT_EQ(j["output_ids"].get<std::vector<int32_t>>(), continuation(3, 3));
+  EXPECT_EQ(post("/generate", R"({"text": "hello"})").status, 400);
+  EXPECT_EQ(post("/generate", R"({"input_ids": [3], "sampling_params": {"stop": "x"}})").status, 400);
+  EXPECT_EQ(post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "x"}]})").status, 400);
+  Json c = post_json("/v1/completions", R"({"prompt": [3], "max_tokens": 2})");
+  EXPECT_EQ(c["usage"]["completion_tokens"], 2);
+}
+
+TEST_F(ApiServerTest, GenerateLogprobs) {
+  start();
+  Json j = post_json("/generate", R"({"input_ids": [3, 4, 5], "return_logprob": true, "logprob_start_len": 0,
+      "top_logprobs_num": 2, "return_text_in_logprobs": true, "sampling_params": {"max_new_tokens": 3}})");
+  const Json& m = j["meta_info"];
+  ASSERT_EQ(m["input_token_logprobs"].size(), 3u);
+  EXPECT_TRUE(m["input_token_logprobs"][0][0].is_null());
+  EXPECT_EQ(m["input_token_logprobs"][1][1], 4);
+  ASSERT_EQ(m["output_token_logprobs"].size(), 3u);
+  const auto out = continuation(5, 3);
+  EXPECT_FLOAT_EQ(m["output_token_logprobs"][0][0].get<float>(), FakeEngine::token_logprob(out[0]));
+  EXPECT_EQ(m["output_token_logprobs"][0][1], out[0]);
+  EXPECT_EQ(m["output_token_logprobs"][0][2], std::string(1, static_cast<char>(out[0])));
+  EXPECT_EQ(m["output_top_logprobs"][0].size(), 2u);
+}
+
+TEST(ApiServerStartup, AnswersServiceUnavailableUntilReady) {
+  ApiServerOptions o;
+  o.served_model_name = "x";
+  ApiServer api(o);
+  ASSERT_TRUE(api.init().is_ok());
+  HttpServerOptions ho;
+  ho.port = 0;
+  ho.io_threads = 1;
+  HttpServer server(ho, [&api](HttpRequest r, std::shared_ptr<HttpResponder> out) { api.handle(std::move(r), out); });
+  ASSERT_TRUE(server.start().is_ok());
+  EXPECT_EQ(http_call(server.port(), "GET", "/health").status, 503);
+  EXPECT_EQ(http_call(server.port(), "POST", "/generate", R"({"input_ids": [1]})").status, 503);
+  FakeEngine engine(FakeEngineOptions{});
+  ASSERT_TRUE(api.set_backend(&engine, nullptr).is_ok());
+  EXPECT_EQ(http_call(server.port(), "GET", "/health").status, 200);
+  server.stop();
+}
+
+TEST(ApiServerInit, RejectsUnknownParserNames) {
+  ApiServerOptions o;
+  o.reasoning_parser = "nope";
+  EXPECT_FALSE(ApiServer(o).init().is_ok());
+  ApiServerOptions t;
+  t.tool_call_parser = "nope";
+  EXPECT_FALSE(ApiServer(t).init().is_ok());
+}
+
+}  // namespace
+}  // namespace ds
