@@ -50,6 +50,8 @@ void add_serve_flags(Flags& f) {
   f.add_bool("fake-engine", "testing: a deterministic fake engine instead of the model (no weights needed)");
   f.add_int("fake-vocab-size", 0, "testing: --fake-engine vocabulary (default: the tokenizer's, else 32000)");
   f.add_int("fake-step-us", 2000, "testing: --fake-engine microseconds per step");
+  f.add_int("fake-output-vocab", 0, "testing: --fake-engine outputs ids below this (default: the vocabulary)");
+  f.add_string("fake-output", "", "testing: --fake-engine outputs this text first (tokenized), then EOS");
   f.add_bool("help", "show flags");
 }
 
@@ -172,6 +174,22 @@ int run_serve(int argc, char** argv) {
       if (flags.get_int("context-length") > 0) fo.context_length = flags.get_int("context-length");
       if (flags.get_int("max-total-tokens") > 0) fo.max_total_tokens = flags.get_int("max-total-tokens");
       fo.step_us = static_cast<int>(flags.get_int("fake-step-us"));
+      fo.output_vocab = flags.get_int("fake-output-vocab");
+      if (const std::string script = flags.get_string("fake-output"); !script.empty()) {
+        if (!tokenizer) {
+          load_status = error("--fake-output needs a tokenizer");
+          server.stop();
+          return;
+        }
+        auto ids = tokenizer->encode(script, false);
+        if (!ids) {
+          load_status = error("--fake-output: ", ids.status().message());
+          server.stop();
+          return;
+        }
+        fo.script = ids.value();
+        if (!fo.eos_token_ids.empty()) fo.script.push_back(fo.eos_token_ids[0]);
+      }
       engine = std::make_unique<FakeEngine>(fo);
       std::fprintf(stderr, "dserve serve: fake engine (vocab %lld)\n", static_cast<long long>(fo.vocab_size));
     } else {

@@ -1,0 +1,451 @@
+#!/usr/bin/env python3
+"""End-to-end tests of `dserve serve` with the fake engine and a tiny byte tokenizer: every endpoint, every bad
+input (status asserted, then the server must still serve), streaming, client disconnects, concurrency, API keys,
+--skip-tokenizer-init and shutdown. Usage: server_api_test.py [path/to/dserve] [unittest args]."""
+import concurrent.futures
+import json
+import os
+import socket
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as H  # noqa: E402
+
+BINARY = H.dserve_binary(sys.argv)
+TMP = tempfile.mkdtemp(prefix="dserve_server_test_")
+TOKENIZER = H.write_tiny_tokenizer(os.path.join(TMP, "tok"))
+
+
+class FakeServerTest(unittest.TestCase):
+    server = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = H.Server(BINARY, H.fake_server_args(TOKENIZER, [
+            "--enable-metrics", "--context-length", "1000000", "--max-request-bytes", "1048576"])).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.server.stop()
+        assert code == 0, "server exit code %r; stderr: %s" % (code, cls.server.stderr_lines[-10:])
+
+    def post(self, path, body, **kw):
+        return H.post(self.server, path, body, **kw)
+
+    def assert_serving(self):
+        r = self.post("/generate", {"input_ids": [5], "sampling_params": {"max_new_tokens": 3}})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json()["output_ids"], H.continuation(5, 3))
+
+    def assert_error(self, reply, status):
+        self.assertEqual(reply.status, status, reply)
+        err = reply.json()["error"]
+        self.assertIsInstance(err["message"], str)
+        self.assertTrue(err["message"])
+        for k in ("type", "param", "code"):
+            self.assertIn(k, err)
+        self.assert_serving()
+
+    def test_ready_line_has_a_curl_command(self):
+        out = "\n".join(self.server.stdout_lines)
+        self.assertIn("ready on http://127.0.0.1:%d" % self.server.port, out)
+        self.assertIn("curl http://127.0.0.1:%d/v1/chat/completions" % self.server.port, out)
+
+    def test_generate_text(self):
+        r = self.post("/generate", {"text": "Hello", "sampling_params": {"max_new_tokens": 10, "temperature": 0}})
+        self.assertEqual(r.status, 200)
+        j = r.json()
+        want = H.continuation(ord("o"), 10)
+        self.assertEqual(j["output_ids"], want)
+        self.assertEqual(j["text"], H.text_of(want))
+        m = j["meta_info"]
+        self.assertEqual(m["prompt_tokens"], 6)  # BOS + 5 bytes
+        self.assertEqual(m["completion_tokens"], 10)
+        self.assertEqual(m["finish_reason"], {"type": "length", "length": 10})
+        for k in ("id", "cached_tokens", "e2e_latency"):
+            self.assertIn(k, m)
+
+    def test_generate_batch_and_n(self):
+        r = self.post("/generate", {"text": ["ab", "xyz"], "sampling_params": {"max_new_tokens": 4}})
+        j = r.json()
+        self.assertEqual([x["text"] for x in j], [H.text_of(H.continuation(ord("b"), 4)),
+                                                  H.text_of(H.continuation(ord("z"), 4))])
+        r = self.post("/generate", {"input_ids": [[1, 2], [3]], "sampling_params": [{"max_new_tokens": 1},
+                                                                                   {"max_new_tokens": 2}]})
+        self.assertEqual([len(x["output_ids"]) for x in r.json()], [1, 2])
+        r = self.post("/generate", {"input_ids": [9], "sampling_params": {"max_new_tokens": 2, "n": 3}})
+        self.assertEqual(len(r.json()), 3)
+
+    def test_stop_strings_and_stop_ids(self):
+        full = H.text_of(H.continuation(ord("o"), 80))
+        stop = full[25:28]
+        at = full.find(stop)
+        j = self.post("/generate", {"text": "Hello", "sampling_params": {"max_new_tokens": 80, "stop": [stop]}}).json()
+        self.assertEqual(j["text"], full[:at])
+        self.assertEqual(j["meta_info"]["finish_reason"], {"type": "stop", "matched": stop})
+        self.assertEqual(len(j["output_ids"]), at + len(stop))
+        j = self.post("/generate", {"text": "Hello", "sampling_params": {"max_new_tokens": 80, "stop": stop,
+                                                                          "no_stop_trim": True}}).json()
+        self.assertEqual(j["text"], full[:at + len(stop)])
+        ids = H.continuation(5, 30)
+        sid = ids[6]
+        first = ids.index(sid)
+        j = self.post("/generate", {"input_ids": [5], "sampling_params": {"max_new_tokens": 30,
+                                                                           "stop_token_ids": [sid]}}).json()
+        self.assertEqual(j["output_ids"], ids[:first + 1])
+        self.assertEqual(j["text"], H.text_of(ids[:first]))
+        self.assertEqual(j["meta_info"]["finish_reason"], {"type": "stop", "matched": sid})
+        # min_new_tokens: the stop id is ignored before that many tokens.
+        j = self.post("/generate", {"input_ids": [5], "sampling_params": {
+            "max_new_tokens": 30, "stop_token_ids": [ids[0]], "min_new_tokens": 5}}).json()
+        self.assertGreater(len(j["output_ids"]), 1)
+
+    def test_generate_stream(self):
+        status, events, done = H.stream(self.server, "/generate",
+                                        {"text": "Hello", "stream": True, "sampling_params": {"max_new_tokens": 16}})
+        self.assertEqual(status, 200)
+        self.assertTrue(done)
+        full = H.text_of(H.continuation(ord("o"), 16))
+        prev = ""
+        for e in events:
+            self.assertTrue(full.startswith(e["text"]))
+            self.assertGreaterEqual(len(e["text"]), len(prev))
+            prev = e["text"]
+        self.assertEqual(prev, full)
+        self.assertEqual(events[-1]["output_ids"], H.continuation(ord("o"), 16))
+        self.assertEqual(events[-1]["meta_info"]["finish_reason"]["type"], "length")
+        self.assertTrue(all(e["meta_info"]["finish_reason"] is None for e in events[:-1]))
+
+    def test_generate_logprobs(self):
+        j = self.post("/generate", {"input_ids": [3, 4, 5], "return_logprob": True, "logprob_start_len": 0,
+                                    "top_logprobs_num": 3, "sampling_params": {"max_new_tokens": 4}}).json()
+        m = j["meta_info"]
+        self.assertEqual(len(m["input_token_logprobs"]), 3)
+        self.assertIsNone(m["input_token_logprobs"][0][0])
+        self.assertEqual([t[1] for t in m["input_token_logprobs"]], [3, 4, 5])
+        self.assertEqual([t[1] for t in m["output_token_logprobs"]], j["output_ids"])
+        self.assertEqual(len(m["output_top_logprobs"]), 4)
+        self.assertEqual(len(m["output_top_logprobs"][0]), 3)
+        for t in m["output_token_logprobs"]:
+            self.assertLess(t[0], 0)
+            self.assertIsNone(t[2])  # no return_text_in_logprobs
+
+    def test_completions(self):
+        r = self.post("/v1/completions", {"model": "tiny", "prompt": "Hi", "max_tokens": 6, "n": 2, "logprobs": 1,
+                                          "stop": None, "user": "x"})
+        self.assertEqual(r.status, 200, r)
+        j = r.json()
+        self.assertEqual(j["object"], "text_completion")
+        self.assertTrue(j["id"].startswith("cmpl-"))
+        self.assertEqual(len(j["choices"]), 2)
+        want = H.text_of(H.continuation(ord("i"), 6))
+        for i, c in enumerate(j["choices"]):
+            self.assertEqual(c["index"], i)
+            self.assertEqual(c["text"], want)
+            self.assertEqual(c["finish_reason"], "length")
+            self.assertEqual(c["logprobs"]["tokens"], list(want))
+        self.assertEqual(j["usage"], {"prompt_tokens": 3, "completion_tokens": 12, "total_tokens": 15,
+                                      "prompt_tokens_details": {"cached_tokens": 0}})
+
+    def test_completions_stream_with_usage(self):
+        status, events, done = H.stream(self.server, "/v1/completions", {
+            "prompt": "Hi", "max_tokens": 6, "stream": True, "stream_options": {"include_usage": True}})
+        self.assertTrue(done)
+        text = "".join(e["choices"][0]["text"] for e in events if e["choices"])
+        self.assertEqual(text, H.text_of(H.continuation(ord("i"), 6)))
+        self.assertEqual(events[-1]["choices"], [])
+        self.assertEqual(events[-1]["usage"]["completion_tokens"], 6)
+        finishes = [e["choices"][0]["finish_reason"] for e in events if e["choices"]]
+        self.assertEqual(finishes[-1], "length")
+
+    def test_chat(self):
+        r = self.post("/v1/chat/completions", {"model": "tiny", "messages": [
+            {"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hello"}], "max_tokens": 9,
+            "seed": 1, "temperature": 0.7})
+        self.assertEqual(r.status, 200, r)
+        j = r.json()
+        self.assertEqual(j["object"], "chat.completion")
+        msg = j["choices"][0]["message"]
+        self.assertEqual(msg["role"], "assistant")
+        self.assertEqual(len(msg["content"]), 9)
+        self.assertEqual(j["usage"]["completion_tokens"], 9)
+        # The prompt is the V3 chat format: BOS + system + <｜User｜>Hello<｜Assistant｜>, byte-encoded.
+        prompt = H.TINY_BOS + "Be brief.<｜User｜>Hello<｜Assistant｜>"
+        self.assertEqual(j["usage"]["prompt_tokens"], 1 + len(prompt.encode()) - len(H.TINY_BOS.encode()))
+        self.assertEqual(msg["content"], H.text_of(H.continuation(ord(">"), 9)))
+
+    def test_chat_stream(self):
+        status, events, done = H.stream(self.server, "/v1/chat/completions", {
+            "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5, "stream": True,
+            "stream_options": {"include_usage": True}, "logprobs": True, "top_logprobs": 2})
+        self.assertEqual(status, 200)
+        self.assertTrue(done)
+        self.assertEqual(events[0]["choices"][0]["delta"]["role"], "assistant")
+        content = "".join(e["choices"][0]["delta"].get("content", "") for e in events if e["choices"])
+        self.assertEqual(content, H.text_of(H.continuation(ord(">"), 5)))
+        lps = [lp for e in events if e["choices"] and e["choices"][0]["logprobs"]
+               for lp in e["choices"][0]["logprobs"]["content"]]
+        self.assertEqual(len(lps), 5)
+        self.assertEqual(len(lps[0]["top_logprobs"]), 2)
+        self.assertEqual(events[-1]["usage"]["completion_tokens"], 5)
+        self.assertEqual([e["choices"][0]["finish_reason"] for e in events if e["choices"]][-1], "length")
+
+    def test_info_endpoints(self):
+        j = H.request(self.server, "GET", "/v1/models").json()
+        self.assertEqual(j["data"][0]["id"], "tiny")
+        self.assertEqual(j["data"][0]["max_model_len"], 1000000)
+        self.assertEqual(H.request(self.server, "GET", "/v1/models/tiny").status, 200)
+        self.assertEqual(H.request(self.server, "GET", "/health").status, 200)
+        self.assertEqual(H.request(self.server, "GET", "/health_generate").status, 200)
+        self.assertTrue(H.request(self.server, "GET", "/get_model_info").json()["is_generation"])
+        info = H.request(self.server, "GET", "/get_server_info").json()
+        self.assertEqual(info["served_model_name"], "tiny")
+        self.assertIn("internal_states", info)
+        self.assertEqual(H.request(self.server, "GET", "/flush_cache").status, 200)
+        self.assertEqual(H.request(self.server, "POST", "/flush_cache").status, 200)
+        t = self.post("/v1/tokenize", {"prompt": "ab"}).json()
+        self.assertEqual(t["tokens"], [256, 97, 98])
+        self.assertEqual(self.post("/v1/detokenize", {"tokens": [104, 105]}).json()["text"], "hi")
+
+    def test_metrics(self):
+        before = H.request(self.server, "GET", "/metrics").body.decode()
+        self.post("/generate", {"input_ids": [1, 2, 3, 4], "sampling_params": {"max_new_tokens": 7}})
+        after = H.request(self.server, "GET", "/metrics").body.decode()
+
+        def value(text, name):
+            for line in text.splitlines():
+                if line.startswith(name + "{") or line.startswith(name + " "):
+                    return float(line.rsplit(" ", 1)[1])
+            self.fail("metric %s missing" % name)
+
+        # Tests run one at a time: the deltas are exactly this request's.
+        self.assertEqual(value(after, "sglang:prompt_tokens_total") - value(before, "sglang:prompt_tokens_total"), 4)
+        self.assertEqual(value(after, "sglang:generation_tokens_total") -
+                         value(before, "sglang:generation_tokens_total"), 7)
+        for name in ("sglang:time_to_first_token_seconds_bucket", "sglang:inter_token_latency_seconds_sum",
+                     "sglang:cache_hit_rate", "sglang:token_usage", "sglang:num_queue_reqs",
+                     "sglang:num_running_reqs"):
+            self.assertIn(name, after)
+
+    def test_bad_inputs(self):
+        long_prompt = list(range(1, 200)) * 10
+        cases = [
+            ("/generate", b"{not json", 400),
+            ("/generate", b"", 400),
+            ("/generate", b"[1]", 400),
+            ("/generate", {"input_ids": [1], "sampling_params": {"temperature": -0.5}}, 400),
+            ("/generate", {"input_ids": [1], "sampling_params": {"top_p": 0}}, 400),
+            ("/generate", {"input_ids": [1], "sampling_params": {"top_k": 0}}, 400),
+            ("/generate", {"input_ids": [1], "sampling_params": {"min_p": -1}}, 400),
+            ("/generate", {"input_ids": [1], "sampling_params": {"frequency_penalty": 9}}, 400),
+            ("/generate", {"input_ids": [1], "sampling_params": {"presence_penalty": "x"}}, 400),
+            ("/generate", {"input_ids": [1], "sampling_params": {"max_new_tokens": -1}}, 400),
+            ("/generate", {"input_ids": [1], "sampling_params": {"n": 0}}, 400),
+            ("/generate", {"input_ids": [1], "sampling_params": {"unknown": 1}}, 400),
+            ("/generate", {"input_ids": [1], "sampling_params": {"stop_token_ids": [999999]}}, 400),
+            ("/generate", {"input_ids": [9999]}, 400),
+            ("/generate", {"input_ids": [-1]}, 400),
+            ("/generate", {"input_ids": []}, 400),
+            ("/generate", {"text": ""}, 200),  # BOS only: a valid one-token prompt
+            ("/generate", {"text": 3}, 400),
+            ("/generate", {"input_ids": [1], "rid": 5}, 400),
+            ("/v1/completions", {"prompt": "x", "max_tokens": 0}, 400),
+            ("/v1/completions", {"prompt": "x", "max_tokens": -1}, 400),
+            ("/v1/completions", {"prompt": "x", "max_tokens": 2.5}, 400),
+            ("/v1/completions", {"prompt": "x", "temperature": -1}, 400),
+            ("/v1/completions", {"prompt": "x", "model": "gpt-4"}, 404),
+            ("/v1/completions", {"prompt": "x", "frobnicate": True}, 400),
+            ("/v1/completions", {"prompt": long_prompt, "max_tokens": 5}, 200),
+            ("/v1/completions", {"prompt": long_prompt, "max_tokens": 999999}, 400),  # prompt + max > context
+            ("/v1/completions", {}, 400),
+            ("/v1/chat/completions", {"messages": "hi"}, 400),
+            ("/v1/chat/completions", {"messages": [{"role": "user"}], "max_tokens": -2}, 400),
+            ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "top_logprobs": 3}, 400),
+            ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "model": "nope"}, 404),
+            ("/v1/tokenize", {"prompt": 5}, 400),
+            ("/v1/detokenize", {"tokens": ["a"]}, 400),
+            ("/nowhere", {}, 404),
+        ]
+        for path, body, status in cases:
+            with self.subTest(path=path, body=str(body)[:80]):
+                r = self.post(path, body)
+                if status == 200:
+                    self.assertEqual(r.status, 200, r)
+                    self.assert_serving()
+                else:
+                    self.assert_error(r, status)
+        # NaN is not JSON.
+        self.assert_error(self.post("/generate", b'{"input_ids": [1], "sampling_params": {"temperature": NaN}}'), 400)
+        # Wrong methods and content types.
+        self.assertEqual(H.request(self.server, "GET", "/generate").status, 405)
+        self.assertIn("allow", H.request(self.server, "DELETE", "/v1/models").headers)
+        self.assert_error(H.request(self.server, "POST", "/v1/completions", b'{"prompt": "x"}',
+                                    headers={"Content-Type": "text/plain"}), 400)
+
+    def test_context_limits(self):
+        srv = H.Server(BINARY, H.fake_server_args(TOKENIZER, ["--context-length", "32"])).start()
+        try:
+            r = H.post(srv, "/generate", {"input_ids": list(range(1, 33))})
+            self.assertEqual(r.status, 400)
+            self.assertEqual(r.json()["error"]["code"], "context_length_exceeded")
+            r = H.post(srv, "/v1/completions", {"prompt": [1, 2, 3], "max_tokens": 30})
+            self.assertEqual(r.status, 400)
+            r = H.post(srv, "/generate", {"input_ids": [1, 2, 3]})  # the default 128 is capped to fit
+            self.assertEqual(r.status, 200)
+            self.assertEqual(len(r.json()["output_ids"]), 29)
+        finally:
+            self.assertEqual(srv.stop(), 0)
+
+    def test_raw_http_errors(self):
+        self.assertEqual(H.status_of(H.raw_exchange(self.server, b"GARBAGE\r\n\r\n")), 400)
+        self.assert_serving()
+        big_header = b"GET /health HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * 100000 + b"\r\n\r\n"
+        self.assertEqual(H.status_of(H.raw_exchange(self.server, big_header)), 431)
+        self.assert_serving()
+        body = b'{"input_ids": [1], "pad": "' + b"x" * (2 << 20) + b'"}'
+        head = b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n" % len(body)
+        self.assertEqual(H.status_of(H.raw_exchange(self.server, head + body)), 413)
+        self.assert_serving()
+        # Chunked request bodies over the cap too.
+        chunked = b"POST /generate HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n"
+        piece = b"x" * 65536
+        for _ in range(20):
+            chunked += b"%x\r\n" % len(piece) + piece + b"\r\n"
+        chunked += b"0\r\n\r\n"
+        self.assertEqual(H.status_of(H.raw_exchange(self.server, chunked)), 413)
+        self.assert_serving()
+        # Truncated body then close: nothing to answer, the server carries on.
+        s = socket.create_connection((self.server.host, self.server.port))
+        s.sendall(b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: 100\r\n\r\n{\"input")
+        s.close()
+        self.assert_serving()
+
+    def test_keep_alive(self):
+        import http.client
+        conn = http.client.HTTPConnection(self.server.host, self.server.port, timeout=30)
+        for i in range(5):
+            conn.request("POST", "/generate", body=json.dumps({"input_ids": [i + 1], "stream": i % 2 == 1,
+                                                               "sampling_params": {"max_new_tokens": 3}}),
+                         headers={"Content-Type": "application/json"})
+            r = conn.getresponse()
+            self.assertEqual(r.status, 200)
+            r.read()
+        conn.close()
+
+    def test_disconnect_mid_stream_aborts(self):
+        for path, body in [("/generate", {"input_ids": [1], "stream": True,
+                                          "sampling_params": {"max_new_tokens": 500000}}),
+                           ("/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}], "stream": True,
+                                                     "max_tokens": 500000}),
+                           ("/generate", {"input_ids": [1], "sampling_params": {"max_new_tokens": 500000}})]:
+            with self.subTest(path=path, stream=body.get("stream")):
+                s = socket.create_connection((self.server.host, self.server.port), timeout=10)
+                data = json.dumps(body).encode()
+                s.sendall(b"POST %s HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n"
+                          % (path.encode(), len(data)) + data)
+                self.assertTrue(H.wait_until(lambda: H.engine_state(self.server)["num_running_reqs"] == 1))
+                if body.get("stream"):
+                    self.assertTrue(s.recv(4096).startswith(b"HTTP/1.1 200"))
+                s.close()
+                self.assertTrue(H.wait_until(lambda: H.engine_state(self.server)["num_running_reqs"] == 0, 5),
+                                H.engine_state(self.server))
+                self.assertEqual(H.engine_state(self.server)["used_tokens"], 0)
+        self.assert_serving()
+
+    def test_concurrent_streams(self):
+        n = int(os.environ.get("DSERVE_TEST_CLIENTS", "200"))
+
+        def one(i):
+            prompt = [1 + i % 100, 2 + i % 50]
+            status, events, done = H.stream(self.server, "/generate", {
+                "input_ids": prompt, "stream": True, "sampling_params": {"max_new_tokens": 20}})
+            return status, done, events[-1]["output_ids"] if events else None, prompt
+
+        with concurrent.futures.ThreadPoolExecutor(max_workers=n) as pool:
+            results = list(pool.map(one, range(n)))
+        for status, done, ids, prompt in results:
+            self.assertEqual(status, 200)
+            self.assertTrue(done)
+            self.assertEqual(ids, H.continuation(prompt[-1], 20))
+        self.assertEqual(H.engine_state(self.server)["num_running_reqs"], 0)
+
+
+class ApiKeyTest(unittest.TestCase):
+    def test_api_key(self):
+        with H.Server(BINARY, H.fake_server_args(TOKENIZER, ["--api-key", "k3y"])) as srv:
+            self.assertIn("Bearer <api-key>", "\n".join(srv.stdout_lines))
+            self.assertEqual(H.request(srv, "GET", "/health").status, 200)
+            for method, path, body in [("GET", "/v1/models", None), ("POST", "/generate", {"input_ids": [1]}),
+                                       ("GET", "/get_server_info", None), ("GET", "/health_generate", None),
+                                       ("POST", "/v1/chat/completions", {"messages": []})]:
+                r = H.request(srv, method, path, body)
+                self.assertEqual(r.status, 401, path)
+                self.assertEqual(r.json()["error"]["code"], "invalid_api_key")
+                self.assertEqual(H.request(srv, method, path, body, api_key="wrong").status, 401)
+            r = H.post(srv, "/generate", {"input_ids": [1], "sampling_params": {"max_new_tokens": 2}}, api_key="k3y")
+            self.assertEqual(r.status, 200)
+
+
+class SkipTokenizerTest(unittest.TestCase):
+    def test_ids_only(self):
+        with H.Server(BINARY, ["--fake-engine", "--skip-tokenizer-init", "--fake-vocab-size", "1000"]) as srv:
+            self.assertIn("/generate", "\n".join(srv.stdout_lines))
+            j = H.post(srv, "/generate", {"input_ids": [7, 8], "sampling_params": {"max_new_tokens": 4}}).json()
+            self.assertEqual(j["output_ids"], H.continuation(8, 4, vocab=1000))
+            self.assertEqual(j["text"], "")
+            self.assertEqual(H.post(srv, "/generate", {"text": "hello"}).status, 400)
+            self.assertEqual(H.post(srv, "/v1/completions", {"prompt": [7, 8], "max_tokens": 2}).status, 200)
+            self.assertEqual(H.post(srv, "/v1/chat/completions",
+                                    {"messages": [{"role": "user", "content": "x"}]}).status, 400)
+            self.assertEqual(H.post(srv, "/v1/tokenize", {"prompt": "x"}).status, 400)
+
+
+class ParserTest(unittest.TestCase):
+    def test_reasoning_and_tool_calls(self):
+        out = ("I should call the tool.</think><｜tool▁calls▁begin｜><｜tool▁call▁begin｜>function<｜tool▁sep｜>"
+               "get_weather\n```json\n{\"city\": \"Paris\"}\n```<｜tool▁call▁end｜><｜tool▁calls▁end｜>")
+        args = H.fake_server_args(TOKENIZER, ["--reasoning-parser", "deepseek-r1", "--tool-call-parser", "deepseekv3",
+                                              "--fake-output", out])
+        tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+            "type": "object", "properties": {"city": {"type": "string"}}}}}]
+        with H.Server(BINARY, args) as srv:
+            j = H.post(srv, "/v1/chat/completions", {"messages": [{"role": "user", "content": "Weather?"}],
+                                                     "tools": tools}).json()
+            c = j["choices"][0]
+            self.assertEqual(c["message"]["reasoning_content"], "I should call the tool.")
+            self.assertEqual(c["finish_reason"], "tool_calls")
+            call = c["message"]["tool_calls"][0]
+            self.assertEqual(call["function"]["name"], "get_weather")
+            self.assertEqual(json.loads(call["function"]["arguments"]), {"city": "Paris"})
+            status, events, done = H.stream(srv, "/v1/chat/completions", {
+                "messages": [{"role": "user", "content": "Weather?"}], "tools": tools, "stream": True})
+            self.assertTrue(done)
+            reasoning = "".join(e["choices"][0]["delta"].get("reasoning_content", "") for e in events)
+            calls = [t for e in events for t in e["choices"][0]["delta"].get("tool_calls", [])]
+            self.assertEqual(reasoning, "I should call the tool.")
+            self.assertEqual([t["function"]["name"] for t in calls], ["get_weather"])
+            self.assertEqual(events[-1]["choices"][0]["finish_reason"], "tool_calls")
+            # Without tools in the request, the parser leaves the text alone.
+            j = H.post(srv, "/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
+                                                     "separate_reasoning": False}).json()
+            self.assertTrue(j["choices"][0]["message"]["content"].startswith("I should call the tool.</think>"))
+
+
+class ShutdownTest(unittest.TestCase):
+    def test_sigterm_with_live_streams(self):
+        srv = H.Server(BINARY, H.fake_server_args(TOKENIZER, ["--context-length", "1000000"])).start()
+        s = socket.create_connection((srv.host, srv.port), timeout=10)
+        data = json.dumps({"input_ids": [1], "stream": True, "sampling_params": {"max_new_tokens": 500000}}).encode()
+        s.sendall(b"POST /generate HTTP/1.1\r\nHost: x\r\nContent-Length: %d\r\n\r\n" % len(data) + data)
+        self.assertTrue(s.recv(100).startswith(b"HTTP/1.1 200"))
+        t0 = time.time()
+        self.assertEqual(srv.stop(), 0)
+        self.assertLess(time.time() - t0, 10)
+        s.close()
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0]] + [a for a in sys.argv[1:] if a.startswith("-")], verbosity=2)
