@@ -12,6 +12,7 @@ const Command* commands(int* count) {
       {"detokenize", "decode a JSON list of id lists (stdin) to strings", run_detokenize},
       {"chat-template", "render a messages array (stdin) in the checkpoint's chat format", run_chat_template},
       {"bench-one-batch", "static-batch prefill/decode latency (sglang.bench_one_batch)", run_bench_one_batch},
+      {"bench-accuracy", "GSM8K-style few-shot accuracy against a server (bench_sglang.py)", run_bench_accuracy},
       {"bench-serving", "online serving benchmark against an HTTP server (sglang.bench_serving)", run_bench_serving},
   };
   *count = sizeof(kCommands) / sizeof(kCommands[0]);

@@ -19,6 +19,7 @@ int run_tokenize(int argc, char** argv);    // cmd_tokenize.cpp
 int run_detokenize(int argc, char** argv);  // cmd_tokenize.cpp
 int run_chat_template(int argc, char** argv);  // cmd_chat_template.cpp
 int run_bench_one_batch(int argc, char** argv);  // cmd_bench_one_batch.cpp
+int run_bench_accuracy(int argc, char** argv);   // cmd_bench_accuracy.cpp
 int run_bench_serving(int argc, char** argv);  // cmd_bench_serving.cpp
 int run_serve(int argc, char** argv);  // cmd_serve.cpp
 
