@@ -1,0 +1,637 @@
+// MLA absorbed-form attention kernels (see mla_decode.h). The tensor-core kernel: one block of two
+// warpgroups per (sequence, 64 query rows, context split). The 64 rows are (token, head) pairs of one
+// sequence, so every cache tile loaded into shared memory is shared by all of them (MQA). Per 64-row cache
+// tile: S = Q K^T with wgmma (each warpgroup 32 of the 64 tile rows, K = 576), masked online softmax in
+// fp32 with the row maxima exchanged between the warpgroups, P (bf16) through shared memory, then
+// O += P V with wgmma (each warpgroup 256 of the 512 value columns; O stays in registers, 128 per thread).
+// Cache tiles are double-buffered with cp.async; each warpgroup refills the panels only it reads, as soon
+// as its own P V is done. Splits write fp32 partials + log-sum-exp; a combine kernel merges them.
+#include <cuda_bf16.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "kernels/mla_decode.h"
+
+namespace ds::kernels {
+namespace {
+
+constexpr int kThreads = 256;                     // two warpgroups
+constexpr int kRows = 64;                         // query rows per block (the wgmma M)
+constexpr int kTile = 64;                         // cache rows per tile
+constexpr int kPanels = kMlaHeadDim / 64;         // 9 panels of 64 columns (128 bytes) per row
+constexpr int kPanelBytes = kTile * 128;          // one panel of a 64-row tile: 8 KB
+constexpr int kTileBytes = kPanels * kPanelBytes;  // 72 KB
+constexpr int kChunksPerRow = kMlaHeadDim / 8;    // 16-byte chunks per row: 72
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kRescaleThreshold = 8.0f;  // log2 units: keep a stale row max until exceeded by this
+
+// Shared memory: Q tile, two cache tiles, P, and small per-row exchange arrays (1 KB alignment slack: the
+// 128-byte swizzle pattern repeats every 1024 bytes and wgmma descriptors assume that alignment).
+constexpr int kSmemQ = 0;
+constexpr int kSmemKv = kTileBytes;
+constexpr int kSmemP = 3 * kTileBytes;
+constexpr int kSmemTilePos = kSmemP + kRows * 128;  // int [2][64]: context position of each tile row or -1
+constexpr int kSmemRedMax = kSmemTilePos + 2 * kTile * 4;  // float [2][64]
+constexpr int kSmemRedSum = kSmemRedMax + 2 * kRows * 4;   // float [2][64]
+constexpr int kSmemBytes = kSmemRedSum + 2 * kRows * 4 + 1024;
+static_assert(kSmemBytes <= 232448, "exceeds the 227 KB opt-in shared memory of sm_90");
+
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// Byte offset of 16-byte chunk `c` (0..71) of row `r` in a [9 panels][64 rows][128 B] tile with the 128-byte
+// swizzle (chunk index XOR row % 8), the layout wgmma reads for both K-major and MN-major operands.
+__device__ __forceinline__ uint32_t tile_offset(int r, int c) {
+  return (c >> 3) * kPanelBytes + r * 128 + (((c & 7) ^ (r & 7)) << 4);
+}
+
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+// Generic-proxy writes to shared memory (cp.async, st.shared) -> visible to wgmma (async proxy).
+__device__ __forceinline__ void fence_proxy_async() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+__device__ __forceinline__ void wgmma_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void wgmma_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void wgmma_wait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
+}
+// Keeps the compiler from moving accumulator reads/writes across the asynchronous wgmma window.
+template <int N>
+__device__ __forceinline__ void fence_regs(float (&r)[N]) {
+#pragma unroll
+  for (int i = 0; i < N; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+// wgmma shared-memory descriptor with the 128-byte swizzle: start address, leading and stride byte offsets.
+__device__ __forceinline__ uint64_t make_desc(uint32_t saddr, uint32_t lbo, uint32_t sbo) {
+  return static_cast<uint64_t>((saddr & 0x3FFFF) >> 4) | (static_cast<uint64_t>((lbo & 0x3FFFF) >> 4) << 16) |
+         (static_cast<uint64_t>((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
+}
+
+// The descriptor of each wgmma is base + a constant: hiding the base from the optimiser keeps it from
+// hoisting all 80 descriptors of a tile out of the loop into registers.
+__device__ __forceinline__ uint64_t opaque(uint64_t x) {
+  asm volatile("mov.b64 %0, %0;" : "+l"(x));
+  return x;
+}
+
+__device__ __forceinline__ float fast_exp2(float x) {
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// D[64 x 32] (+)= A[64 x 16] B[16 x 32], A and B K-major in shared memory.
+__device__ __forceinline__ void wgmma_m64n32k16_ss(float (&d)[16], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %18, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+      "}, %16, %17, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+// D[64 x 256] (+)= A[64 x 16] B[16 x 256], A K-major, B MN-major (rows of 256 contiguous columns), both in
+// shared memory.
+__device__ __forceinline__ void wgmma_m64n256k16_ss_tnsp_b(float (&d)[128], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, "
+      "%64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, "
+      "%80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, "
+      "%96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, "
+      "%112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+      "}, %128, %129, p, 1, 1, 0, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
+  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+  return *reinterpret_cast<uint32_t*>(&v);
+}
+
+template <bool kTopk>
+__global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const MlaDecodeParams p) {
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t pad = ((raw + 1023u) & ~1023u) - raw;
+  uint8_t* smem = smem_raw + pad;
+  const uint32_t sbase = raw + pad;
+  int* tile_pos = reinterpret_cast<int*>(smem + kSmemTilePos);
+  float* red_max = reinterpret_cast<float*>(smem + kSmemRedMax);
+  float* red_sum = reinterpret_cast<float*>(smem + kSmemRedSum);
+
+  const int tid = threadIdx.x;
+  const int wg = tid >> 7;   // Q K^T on tile rows [32 wg, 32 wg + 32); P V on value columns [256 wg, +256)
+  const int lt = tid & 127;  // thread within the warpgroup
+  const int lane = tid & 31;
+  const int wq = lt >> 5;  // warp within the warpgroup: accumulator rows [16 wq, 16 wq + 16)
+  const int seq = blockIdx.z;
+  const int split = blockIdx.y;
+  const int H = p.num_heads;
+  const int q0 = p.q_starts[seq];
+  const int qn = p.q_starts[seq + 1] - q0;
+  const int seq_len = p.seq_lens[seq];
+  const int head_chunks = (H + kRows - 1) / kRows;
+
+  // Block row r -> (token, head). Without top-k the rows run over the sequence's flattened (token, head)
+  // pairs (several tokens per block when H < 64: they share every cache tile); with top-k each token has its
+  // own context rows, so a block holds heads of one token.
+  auto row_of = [&](int r, int* t, int* h) -> bool {
+    if (kTopk) {
+      const int tq = static_cast<int>(blockIdx.x) / head_chunks;
+      *h = (static_cast<int>(blockIdx.x) % head_chunks) * kRows + r;
+      *t = q0 + tq;
+      return tq < qn && *h < H;
+    }
+    const int g = static_cast<int>(blockIdx.x) * kRows + r;
+    *t = q0 + g / H;
+    *h = g % H;
+    return g < qn * H;
+  };
+  int t_first, h_first;
+  if (!row_of(0, &t_first, &h_first)) return;  // block-uniform: no rows here
+  // Causal end of the block's context: rows are in token order and positions grow within a sequence.
+  int kv_end;
+  if (kTopk) {
+    kv_end = min(p.positions[t_first] + 1, seq_len);
+  } else {
+    const int g_last = min(static_cast<int>(blockIdx.x) * kRows + kRows - 1, qn * H - 1);
+    kv_end = min(p.positions[q0 + g_last / H] + 1, seq_len);
+  }
+  // This split's tiles (units of 64 context positions, or of 64 top-k entries).
+  const int n_units = kTopk ? (p.topk_k + kTile - 1) / kTile : (max(kv_end, 0) + kTile - 1) / kTile;
+  const int per_split = (n_units + p.num_splits - 1) / p.num_splits;
+  const int u_begin = split * per_split;
+  const int n = max(0, min(n_units, u_begin + per_split) - u_begin);
+
+  const int r0 = 16 * wq + (lane >> 2), r1 = r0 + 8;  // the two accumulator rows of this thread
+  int pos0, pos1;  // query positions; -1: padding row, every column masked
+  {
+    int t, h;
+    pos0 = row_of(r0, &t, &h) ? p.positions[t] : -1;
+    pos1 = row_of(r1, &t, &h) ? p.positions[t] : -1;
+  }
+
+  const __nv_bfloat16* cache = static_cast<const __nv_bfloat16*>(p.cache);
+  const int32_t* btab = p.block_table + static_cast<int64_t>(seq) * p.max_pages;
+  const int32_t* tk = kTopk ? p.topk + static_cast<int64_t>(t_first) * p.topk_k : nullptr;
+
+  // Context position held by row r of tile u, or -1 (beyond the block's context, or a -1 top-k entry).
+  auto row_pos = [&](int u, int r) -> int {
+    if (kTopk) {
+      const int e = u * kTile + r;
+      const int pos = e < p.topk_k ? tk[e] : -1;
+      return (pos >= 0 && pos < kv_end) ? pos : -1;
+    }
+    const int pos = u * kTile + r;
+    return pos < kv_end ? pos : -1;
+  };
+  auto row_src = [&](int pos) -> const __nv_bfloat16* {
+    if (pos < 0) return cache;  // zero-filled; the address is not read
+    const int64_t slot = static_cast<int64_t>(btab[pos / p.page_size]) * p.page_size + pos % p.page_size;
+    return cache + slot * kMlaHeadDim;
+  };
+  // This warpgroup's share of tile u: the value panels [4 wg, 4 wg + 4) of all 64 rows (only its P V reads
+  // them) and the rope panel of rows [32 wg, 32 wg + 32) (only its Q K^T reads those). Rows outside the
+  // context are zero-filled so that masked columns never multiply stale or NaN cache contents.
+  auto load_tile = [&](int u, int buf) {
+    const uint32_t dst = sbase + kSmemKv + buf * kTileBytes;
+    const int ra = lt >> 1;
+    const int pa = row_pos(u, ra);
+    const __nv_bfloat16* src_a = row_src(pa);
+#pragma unroll
+    for (int m = 0; m < 16; ++m) {
+      const int c = wg * 32 + 2 * m + (lt & 1);  // two threads per row: 32 contiguous bytes per step
+      cp_async16(dst + tile_offset(ra, c), src_a + c * 8, pa >= 0);
+    }
+    const int rb = wg * 32 + (lt >> 2);
+    const int pb = row_pos(u, rb);
+    const __nv_bfloat16* src_b = row_src(pb);
+#pragma unroll
+    for (int m = 0; m < 2; ++m) {
+      const int c = 64 + (lt & 3) * 2 + m;
+      cp_async16(dst + tile_offset(rb, c), src_b + c * 8, pb >= 0);
+    }
+    if (wg == 0 && (lt & 1) == 0) tile_pos[buf * kTile + ra] = pa;
+  };
+
+  float o[128];  // O rows r0 / r1, value columns 256 wg + 8 j + 2 (lane % 4) + {0, 1}
+#pragma unroll
+  for (int i = 0; i < 128; ++i) o[i] = 0.0f;
+  float s[16];  // S rows r0 / r1, tile columns 32 wg + 8 j + 2 (lane % 4) + {0, 1}
+  float m0 = -INFINITY, m1 = -INFINITY;  // running row max (log2 units, possibly stale by < threshold)
+  float l0 = 0.0f, l1 = 0.0f;            // this thread's part of the row sums
+  const float sl2 = p.scale * kLog2e;
+
+  auto issue_qk = [&](int buf) {
+    const uint64_t dq = opaque(make_desc(sbase + kSmemQ, 16, 1024));
+    const uint64_t dk = opaque(make_desc(sbase + kSmemKv + buf * kTileBytes + wg * 32 * 128, 16, 1024));
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < kMlaHeadDim / 16; ++k) {
+      const uint32_t off = ((k >> 2) * kPanelBytes + (k & 3) * 32) >> 4;  // in the address field's units
+      wgmma_m64n32k16_ss(s, dq + off, dk + off, k > 0);
+    }
+    wgmma_commit();
+  };
+  auto issue_pv = [&](int buf) {
+    const uint64_t dp = opaque(make_desc(sbase + kSmemP, 16, 1024));
+    const uint64_t dv = opaque(make_desc(sbase + kSmemKv + buf * kTileBytes + wg * 4 * kPanelBytes, kPanelBytes, 1024));
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < kTile / 16; ++k) wgmma_m64n256k16_ss_tnsp_b(o, dp + ((k * 32) >> 4), dv + ((k * 16 * 128) >> 4), 1);
+    wgmma_commit();
+  };
+  // Masked online softmax of S (tile in `buf`); writes P to shared memory. Two block barriers: the row-max
+  // exchange between the warpgroups, and P complete before either warpgroup's P V reads it.
+  auto softmax = [&](int buf) {
+    const int* tp = tile_pos + buf * kTile + wg * 32;
+    float mx0 = -INFINITY, mx1 = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int pos = tp[8 * j + 2 * (lane & 3) + e];
+        s[4 * j + e] = (pos >= 0 && pos <= pos0) ? s[4 * j + e] * sl2 : -INFINITY;
+        s[4 * j + 2 + e] = (pos >= 0 && pos <= pos1) ? s[4 * j + 2 + e] * sl2 : -INFINITY;
+        mx0 = fmaxf(mx0, s[4 * j + e]);
+        mx1 = fmaxf(mx1, s[4 * j + 2 + e]);
+      }
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    if ((lane & 3) == 0) {
+      red_max[wg * kRows + r0] = mx0;
+      red_max[wg * kRows + r1] = mx1;
+    }
+    __syncthreads();
+    mx0 = fmaxf(mx0, red_max[(wg ^ 1) * kRows + r0]);
+    mx1 = fmaxf(mx1, red_max[(wg ^ 1) * kRows + r1]);
+    // Both warpgroups see the same maxima, so they take the same rescale decisions.
+    const bool up0 = mx0 > m0 + kRescaleThreshold, up1 = mx1 > m1 + kRescaleThreshold;
+    float a0 = 1.0f, a1 = 1.0f;
+    if (up0) {
+      a0 = fast_exp2(m0 - mx0);  // 0 when m0 = -inf
+      m0 = mx0;
+    }
+    if (up1) {
+      a1 = fast_exp2(m1 - mx1);
+      m1 = mx1;
+    }
+    if (__any_sync(0xffffffffu, up0 || up1)) {
+#pragma unroll
+      for (int j = 0; j < 32; ++j) {
+        o[4 * j] *= a0;
+        o[4 * j + 1] *= a0;
+        o[4 * j + 2] *= a1;
+        o[4 * j + 3] *= a1;
+      }
+    }
+    l0 *= a0;
+    l1 *= a1;
+    const float b0 = m0 == -INFINITY ? 0.0f : m0, b1 = m1 == -INFINITY ? 0.0f : m1;
+    uint8_t* pbase = smem + kSmemP;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float p00 = fast_exp2(s[4 * j] - b0), p01 = fast_exp2(s[4 * j + 1] - b0);
+      const float p10 = fast_exp2(s[4 * j + 2] - b1), p11 = fast_exp2(s[4 * j + 3] - b1);
+      l0 += p00 + p01;
+      l1 += p10 + p11;
+      const int chunk = 4 * wg + j;  // P row chunk holding tile columns [8 chunk, 8 chunk + 8)
+      const int inner = 4 * (lane & 3);
+      *reinterpret_cast<uint32_t*>(pbase + r0 * 128 + ((chunk ^ (r0 & 7)) << 4) + inner) = pack_bf16(p00, p01);
+      *reinterpret_cast<uint32_t*>(pbase + r1 * 128 + ((chunk ^ (r1 & 7)) << 4) + inner) = pack_bf16(p10, p11);
+    }
+    fence_proxy_async();
+    __syncthreads();
+  };
+
+  if (n > 0) {
+    // Prologue: Q and tile 0 (group 0), tile 1 (group 1).
+    const __nv_bfloat16* qp = static_cast<const __nv_bfloat16*>(p.q);
+    for (int idx = tid; idx < kRows * kChunksPerRow; idx += kThreads) {
+      const int r = idx / kChunksPerRow, c = idx % kChunksPerRow;
+      int t, h;
+      const bool ok = row_of(r, &t, &h);
+      const __nv_bfloat16* src = ok ? qp + (static_cast<int64_t>(t) * H + h) * kMlaHeadDim + c * 8 : qp;
+      cp_async16(sbase + kSmemQ + tile_offset(r, c), src, ok);
+    }
+    load_tile(u_begin, 0);
+    cp_async_commit();
+    if (n > 1) load_tile(u_begin + 1, 1);
+    cp_async_commit();
+    cp_async_wait<1>();
+    fence_proxy_async();
+    __syncthreads();
+    issue_qk(0);
+    wgmma_wait<0>();
+    fence_regs(s);
+    softmax(0);
+
+    for (int i = 0; i < n; ++i) {
+      const int buf = i & 1;
+      fence_regs(o);
+      issue_pv(buf);
+      if (i + 1 < n) {
+        cp_async_wait<0>();  // this thread's part of tile i + 1
+        fence_proxy_async();
+        __syncthreads();  // all of tile i + 1 (and its tile_pos) in place
+        issue_qk(buf ^ 1);
+        wgmma_wait<1>();  // P V of tile i done: this warpgroup's panels of `buf` are free
+        fence_regs(o);
+        if (i + 2 < n) load_tile(u_begin + i + 2, buf);
+        cp_async_commit();
+        wgmma_wait<0>();
+        fence_regs(s);
+        softmax(buf ^ 1);
+      } else {
+        wgmma_wait<0>();
+        fence_regs(o);
+      }
+    }
+  }
+
+  // Row sums: the quad of lanes sharing a row, then the two warpgroups.
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  if ((lane & 3) == 0) {
+    red_sum[wg * kRows + r0] = l0;
+    red_sum[wg * kRows + r1] = l1;
+  }
+  __syncthreads();
+  l0 = red_sum[r0] + red_sum[kRows + r0];
+  l1 = red_sum[r1] + red_sum[kRows + r1];
+  const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
+  int t0, h0, t1, h1;
+  const bool ok0 = row_of(r0, &t0, &h0), ok1 = row_of(r1, &t1, &h1);
+  const int col = 256 * wg + 2 * (lane & 3);
+  const int64_t TH = static_cast<int64_t>(p.num_tokens) * H;
+  if (p.num_splits == 1) {
+    __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out);
+    if (ok0) {
+      __nv_bfloat16* dst = out + (static_cast<int64_t>(t0) * H + h0) * kMlaValueDim + col;
+#pragma unroll
+      for (int j = 0; j < 32; ++j)
+        *reinterpret_cast<uint32_t*>(dst + 8 * j) = pack_bf16(o[4 * j] * inv0, o[4 * j + 1] * inv0);
+    }
+    if (ok1) {
+      __nv_bfloat16* dst = out + (static_cast<int64_t>(t1) * H + h1) * kMlaValueDim + col;
+#pragma unroll
+      for (int j = 0; j < 32; ++j)
+        *reinterpret_cast<uint32_t*>(dst + 8 * j) = pack_bf16(o[4 * j + 2] * inv1, o[4 * j + 3] * inv1);
+    }
+  } else {
+    // Partial result of this split: normalised O and the row's log2-sum-exp (-inf: nothing attended).
+    if (ok0) {
+      const int64_t row = split * TH + static_cast<int64_t>(t0) * H + h0;
+      float* dst = p.part_o + row * kMlaValueDim + col;
+#pragma unroll
+      for (int j = 0; j < 32; ++j)
+        *reinterpret_cast<float2*>(dst + 8 * j) = make_float2(o[4 * j] * inv0, o[4 * j + 1] * inv0);
+      if (wg == 0 && (lane & 3) == 0) p.part_lse[row] = l0 > 0.0f ? m0 + log2f(l0) : -INFINITY;
+    }
+    if (ok1) {
+      const int64_t row = split * TH + static_cast<int64_t>(t1) * H + h1;
+      float* dst = p.part_o + row * kMlaValueDim + col;
+#pragma unroll
+      for (int j = 0; j < 32; ++j)
+        *reinterpret_cast<float2*>(dst + 8 * j) = make_float2(o[4 * j + 2] * inv1, o[4 * j + 3] * inv1);
+      if (wg == 0 && (lane & 3) == 0) p.part_lse[row] = l1 > 0.0f ? m1 + log2f(l1) : -INFINITY;
+    }
+  }
+}
+
+// Merges the splits of each (token, head) row: out = sum_s 2^(lse_s - M) o_s / sum_s 2^(lse_s - M).
+__global__ void mla_combine_kernel(const float* __restrict__ part_o, const float* __restrict__ part_lse,
+                                   __nv_bfloat16* __restrict__ out, int64_t rows, int splits) {
+  const int64_t row = blockIdx.x;
+  const int c = threadIdx.x * 4;
+  float mx = -INFINITY;
+  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, part_lse[s * rows + row]);
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+  float wsum = 0.0f;
+  if (mx > -INFINITY) {
+    for (int s = 0; s < splits; ++s) {
+      const float lse = part_lse[s * rows + row];
+      if (lse == -INFINITY) continue;  // its partial O was never meaningful
+      const float w = exp2f(lse - mx);
+      const float4 v = *reinterpret_cast<const float4*>(part_o + (s * rows + row) * kMlaValueDim + c);
+      wsum += w;
+      acc.x += w * v.x;
+      acc.y += w * v.y;
+      acc.z += w * v.z;
+      acc.w += w * v.w;
+    }
+  }
+  const float inv = wsum > 0.0f ? 1.0f / wsum : 0.0f;
+  uint2 packed = make_uint2(pack_bf16(acc.x * inv, acc.y * inv), pack_bf16(acc.z * inv, acc.w * inv));
+  *reinterpret_cast<uint2*>(out + row * kMlaValueDim + c) = packed;
+}
+
+// ---- reference kernel: one block per (head, token) ----
+constexpr int kRefThreads = 128;
+constexpr int kRefChunk = 64;
+constexpr int kRefMaxV = 1024;
+
+__global__ void __launch_bounds__(kRefThreads) mla_decode_reference_kernel(const MlaDecodeParams p) {
+  extern __shared__ float ref_smem[];  // q row [head_dim], scores [kRefChunk]
+  __shared__ int64_t slots[kRefChunk];
+  __shared__ int seq_sh;
+  const int h = blockIdx.x, t = blockIdx.y, tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int D = p.head_dim, V = p.v_dim, H = p.num_heads;
+  float* qf = ref_smem;
+  float* sc = ref_smem + D;
+  const __nv_bfloat16* cache = static_cast<const __nv_bfloat16*>(p.cache);
+  if (tid == 0) {
+    int s = 0;
+    while (s + 1 < p.num_seqs && p.q_starts[s + 1] <= t) ++s;
+    seq_sh = s;
+  }
+  const __nv_bfloat16* qrow = static_cast<const __nv_bfloat16*>(p.q) + (static_cast<int64_t>(t) * H + h) * D;
+  for (int d = tid; d < D; d += kRefThreads) qf[d] = __bfloat162float(qrow[d]);
+  __syncthreads();
+  const int seq = seq_sh;
+  const int kv_end = min(p.positions[t] + 1, p.seq_lens[seq]);
+  const int n_cand = p.topk ? p.topk_k : kv_end;
+  const int32_t* btab = p.block_table + static_cast<int64_t>(seq) * p.max_pages;
+  const float sl2 = p.scale * kLog2e;
+  float acc[kRefMaxV / kRefThreads];
+#pragma unroll
+  for (int k = 0; k < kRefMaxV / kRefThreads; ++k) acc[k] = 0.0f;
+  float m = -INFINITY, l = 0.0f;
+  for (int base = 0; base < n_cand; base += kRefChunk) {
+    if (tid < kRefChunk) {
+      const int e = base + tid;
+      const int pos = e < n_cand ? (p.topk ? p.topk[static_cast<int64_t>(t) * p.topk_k + e] : e) : -1;
+      slots[tid] = (pos >= 0 && pos < kv_end)
+                       ? static_cast<int64_t>(btab[pos / p.page_size]) * p.page_size + pos % p.page_size
+                       : -1;
+    }
+    __syncthreads();
+    for (int i = warp; i < kRefChunk; i += kRefThreads / 32) {
+      const int64_t slot = slots[i];
+      float d = 0.0f;
+      if (slot >= 0) {
+        const __nv_bfloat16* row = cache + slot * D;
+        for (int k = lane; k < D; k += 32) d += qf[k] * __bfloat162float(row[k]);
+        for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
+      }
+      if (lane == 0) sc[i] = slot >= 0 ? d * sl2 : -INFINITY;
+    }
+    __syncthreads();
+    float cmax = -INFINITY;
+    for (int i = 0; i < kRefChunk; ++i) cmax = fmaxf(cmax, sc[i]);
+    const float mn = fmaxf(m, cmax);
+    if (mn > -INFINITY) {
+      const float alpha = exp2f(m - mn);
+      l *= alpha;
+#pragma unroll
+      for (int k = 0; k < kRefMaxV / kRefThreads; ++k) acc[k] *= alpha;
+      m = mn;
+      for (int i = 0; i < kRefChunk; ++i) {
+        if (sc[i] == -INFINITY) continue;
+        const float w = exp2f(sc[i] - m);
+        l += w;
+        const __nv_bfloat16* row = cache + slots[i] * D;
+#pragma unroll
+        for (int k = 0; k < kRefMaxV / kRefThreads; ++k) {
+          const int d = tid + k * kRefThreads;
+          if (d < V) acc[k] += w * __bfloat162float(row[d]);
+        }
+      }
+    }
+    __syncthreads();
+  }
+  __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out) + (static_cast<int64_t>(t) * H + h) * V;
+  const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+#pragma unroll
+  for (int k = 0; k < kRefMaxV / kRefThreads; ++k) {
+    const int d = tid + k * kRefThreads;
+    if (d < V) out[d] = __float2bfloat16(acc[k] * inv);
+  }
+}
+
+}  // namespace
+
+bool mla_decode_fast_supported(int head_dim, int v_dim) {
+  return head_dim == kMlaHeadDim && v_dim == kMlaValueDim;
+}
+
+int mla_decode_num_splits(int num_seqs, int num_tokens, int max_q_len, int num_heads, int max_context, bool topk,
+                          int num_sms) {
+  if (num_seqs <= 0 || max_q_len <= 0 || max_context <= 0 || num_heads <= 0 || num_sms <= 0) return 1;
+  const int64_t head_chunks = (num_heads + kRows - 1) / kRows;
+  const int64_t row_tiles =
+      topk ? max_q_len * head_chunks : (static_cast<int64_t>(max_q_len) * num_heads + kRows - 1) / kRows;
+  const int64_t blocks = num_seqs * row_tiles;
+  const int units = (max_context + kTile - 1) / kTile;
+  // Scratch stays under 256 MB (prefill-sized calls fill the machine without splitting anyway).
+  const int64_t row_bytes = static_cast<int64_t>(num_tokens) * num_heads * (kMlaValueDim + 1) * 4;
+  int best = 1;
+  double best_cost = 1e30;
+  for (int s = 1; s <= std::min(units, 128); ++s) {
+    if (s > 1 && row_bytes * s > (int64_t{256} << 20)) break;
+    // Waves of equal blocks, each ~2 tiles of fixed cost (Q load, pipeline fill, epilogue), plus the combine.
+    const double waves = static_cast<double>((blocks * s + num_sms - 1) / num_sms);
+    const double cost = waves * ((units + s - 1) / s + 2.0) + (s > 1 ? 1.0 : 0.0);
+    if (cost < best_cost - 1e-9) {
+      best_cost = cost;
+      best = s;
+    }
+  }
+  return best;
+}
+
+size_t mla_decode_lse_offset(int num_splits, int num_tokens, int num_heads) {
+  if (num_splits <= 1) return 0;
+  const size_t o_bytes = static_cast<size_t>(num_splits) * num_tokens * num_heads * kMlaValueDim * 4;
+  return (o_bytes + 255) & ~size_t{255};
+}
+
+size_t mla_decode_scratch_bytes(int num_splits, int num_tokens, int num_heads) {
+  if (num_splits <= 1) return 0;
+  return mla_decode_lse_offset(num_splits, num_tokens, num_heads) +
+         static_cast<size_t>(num_splits) * num_tokens * num_heads * 4;
+}
+
+cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream) {
+  if (p.num_tokens == 0 || p.num_seqs == 0 || p.max_q_len == 0) return cudaSuccess;
+  if (!mla_decode_fast_supported(p.head_dim, p.v_dim) || p.page_size <= 0 || p.num_splits < 1 ||
+      (p.num_splits > 1 && (!p.part_o || !p.part_lse)))
+    return cudaErrorInvalidValue;
+  static bool attr_done[2] = {false, false};  // raising the shared-memory limit once per kernel suffices
+  const bool topk = p.topk != nullptr;
+  if (!attr_done[topk]) {
+    const cudaError_t e =
+        topk ? cudaFuncSetAttribute(mla_decode_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes)
+             : cudaFuncSetAttribute(mla_decode_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    kSmemBytes);
+    if (e != cudaSuccess) return e;
+    attr_done[topk] = true;
+  }
+  const int head_chunks = (p.num_heads + kRows - 1) / kRows;
+  const int64_t row_tiles = topk ? static_cast<int64_t>(p.max_q_len) * head_chunks
+                                 : (static_cast<int64_t>(p.max_q_len) * p.num_heads + kRows - 1) / kRows;
+  const dim3 grid(static_cast<unsigned>(row_tiles), static_cast<unsigned>(p.num_splits),
+                  static_cast<unsigned>(p.num_seqs));
+  if (topk)
+    mla_decode_kernel<true><<<grid, kThreads, kSmemBytes, stream>>>(p);
+  else
+    mla_decode_kernel<false><<<grid, kThreads, kSmemBytes, stream>>>(p);
+  if (p.num_splits > 1) {
+    const int64_t rows = static_cast<int64_t>(p.num_tokens) * p.num_heads;
+    mla_combine_kernel<<<static_cast<unsigned>(rows), kMlaValueDim / 4, 0, stream>>>(
+        p.part_o, p.part_lse, static_cast<__nv_bfloat16*>(p.out), rows, p.num_splits);
+  }
+  return cudaGetLastError();
+}
+
+cudaError_t launch_mla_decode_reference(const MlaDecodeParams& p, cudaStream_t stream) {
+  if (p.num_tokens == 0 || p.num_heads == 0) return cudaSuccess;
+  if (p.head_dim <= 0 || p.head_dim > 1024 || p.v_dim <= 0 || p.v_dim > kRefMaxV || p.v_dim > p.head_dim ||
+      p.page_size <= 0)
+    return cudaErrorInvalidValue;
+  const size_t smem = (static_cast<size_t>(p.head_dim) + kRefChunk) * sizeof(float);
+  mla_decode_reference_kernel<<<dim3(static_cast<unsigned>(p.num_heads), static_cast<unsigned>(p.num_tokens)),
+                                kRefThreads, smem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace ds::kernels

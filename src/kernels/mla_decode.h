@@ -1,0 +1,66 @@
+// MLA attention in absorbed (MQA) form over the paged latent cache: the decode kernel (wgmma, split-KV with
+// a combine step), its host-side split plan, and a plain reference kernel for any head dims.
+// Raw pointers + POD parameters; no allocation. Each launcher returns the launch error.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+namespace ds::kernels {
+
+// The tensor-core kernel's fixed shape: cache rows of 576 (latent 512 | rope 64), value = first 512.
+constexpr int kMlaHeadDim = 576;
+constexpr int kMlaValueDim = 512;
+
+// Semantics of ops/ops.h mla_attention_absorbed: query token t of sequence s (q_starts[s] <= t <
+// q_starts[s+1]) at position positions[t] attends the context positions j <= positions[t], j < seq_lens[s]
+// (only those listed in topk[t, :] when topk is set; -1 entries and duplicates-free lists assumed), each
+// stored at slot block_table[s][j / page_size] * page_size + j % page_size of the cache.
+struct MlaDecodeParams {
+  const void* q;               // [num_tokens, num_heads, head_dim] bf16, contiguous
+  const void* cache;           // [slots, head_dim] bf16, contiguous
+  void* out;                   // [num_tokens, num_heads, v_dim] bf16, contiguous
+  float* part_o;               // [num_splits, num_tokens * num_heads, v_dim] f32 scratch (num_splits > 1)
+  float* part_lse;             // [num_splits, num_tokens * num_heads] f32 scratch (num_splits > 1)
+  const int32_t* q_starts;     // [num_seqs + 1]
+  const int32_t* seq_lens;     // [num_seqs]
+  const int32_t* positions;    // [num_tokens]
+  const int32_t* block_table;  // [num_seqs, max_pages]
+  const int32_t* topk;         // [num_tokens, topk_k] or null
+  int num_seqs = 0;
+  int num_tokens = 0;
+  int num_heads = 0;
+  int head_dim = kMlaHeadDim;  // the reference kernel takes any head_dim <= 1024, v_dim <= 1024
+  int v_dim = kMlaValueDim;
+  int max_pages = 0;
+  int page_size = 0;
+  int topk_k = 0;
+  int max_q_len = 0;   // max new tokens of one sequence (sizes the grid)
+  int num_splits = 1;  // from mla_decode_num_splits
+  float scale = 1.0f;
+};
+
+// Host-side plan: how many pieces the context of each (sequence, 64 query rows) block is split into so the
+// grid fills `num_sms` multiprocessors. Depends only on host-known sizes (no device reads), so a decode step
+// stays graph-capturable; the kernel cuts each sequence's own context into that many pieces on the device,
+// so any seq_lens at replay time are handled. max_context: m.max_seq_len (or topk_k when topk is set).
+int mla_decode_num_splits(int num_seqs, int num_tokens, int max_q_len, int num_heads, int max_context, bool topk,
+                          int num_sms);
+
+// Scratch for a plan: part_o at offset 0, part_lse at mla_decode_lse_offset (256-aligned); 0 bytes when
+// num_splits == 1.
+size_t mla_decode_scratch_bytes(int num_splits, int num_tokens, int num_heads);
+size_t mla_decode_lse_offset(int num_splits, int num_tokens, int num_heads);
+
+// True when the tensor-core kernel handles these dims (576 / 512); otherwise use the reference kernel.
+bool mla_decode_fast_supported(int head_dim, int v_dim);
+
+// Tensor-core decode kernel (+ the combine kernel when num_splits > 1). head_dim 576, v_dim 512.
+cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream);
+
+// Reference kernel: one block per (token, head), CUDA cores, any head_dim/v_dim <= 1024. Ignores
+// num_splits and the scratch pointers. Also the "naive" baseline of dserve_mla_bench.
+cudaError_t launch_mla_decode_reference(const MlaDecodeParams& p, cudaStream_t stream);
+
+}  // namespace ds::kernels

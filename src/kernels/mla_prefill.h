@@ -1,0 +1,49 @@
+// MLA attention in MHA form (prefill, chunked prefill over a cached prefix): a flash-attention kernel on
+// tensor cores for the real head dims (qk 128 + 64, v 128), a plain reference kernel for any dims, and the
+// DSA top-k list -> per-token bitmask conversion both use. Raw pointers + POD parameters; no allocation.
+#pragma once
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+namespace ds::kernels {
+
+// Semantics of ops/ops.h mla_attention_mha: sequence s owns query tokens [q_starts[s], q_starts[s+1]) and
+// context rows [sum_{s'<s} seq_lens[s'], + seq_lens[s]) of kv/ctx (its positions 0 .. seq_lens[s]-1); query
+// t attends positions j <= positions[t] (and, with `allow`, only those whose bit is set).
+struct MlaPrefillParams {
+  const void* q;             // [num_tokens, num_heads, nope + rope] bf16
+  const void* kv;            // [ctx_rows, num_heads, nope + v] bf16 (k_nope | v per head)
+  const void* ctx;           // [ctx_rows, ctx_dim] bf16; the shared rope key at [rope_offset, rope_offset + rope)
+  void* out;                 // [num_tokens, num_heads, v] bf16
+  const int32_t* q_starts;   // [num_seqs + 1]
+  const int32_t* seq_lens;   // [num_seqs]
+  const int32_t* positions;  // [num_tokens]
+  const uint32_t* allow;     // [num_tokens, allow_words] bit j%32 of word j/32: position j allowed; or null
+  int allow_words = 0;
+  int num_seqs = 0;
+  int num_tokens = 0;
+  int num_heads = 0;
+  int max_q_len = 0;  // max new tokens of one sequence (sizes the grid)
+  int nope = 128;
+  int rope = 64;
+  int v = 128;
+  int64_t ctx_dim = 0;
+  int64_t rope_offset = 0;
+  float scale = 1.0f;
+};
+
+// True when the tensor-core kernel handles these dims (nope 128, rope 64, v 128, 16-byte aligned rope key).
+bool mla_prefill_fast_supported(int nope, int rope, int v, int64_t ctx_dim, int64_t rope_offset);
+
+// allow[t, :] = bits of the non-negative entries of topk[t, :] below allow_words * 32. Clears allow first.
+cudaError_t launch_mla_topk_bitmask(const int32_t* topk, int num_tokens, int topk_k, uint32_t* allow,
+                                    int allow_words, cudaStream_t stream);
+
+// Flash-attention kernel (mma.sync bf16, fp32 softmax and accumulation); fast dims only.
+cudaError_t launch_mla_prefill(const MlaPrefillParams& p, cudaStream_t stream);
+
+// Reference kernel: one block per (head, token), CUDA cores, any nope/rope/v (v <= 1024).
+cudaError_t launch_mla_prefill_reference(const MlaPrefillParams& p, cudaStream_t stream);
+
+}  // namespace ds::kernels

@@ -1,0 +1,167 @@
+// The MLA attention entry points of ops/cuda/attention.h: shape checks, the split-KV plan, one allocation
+// for output + scratch, and the choice between the tensor-core kernels (real DeepSeek head dims) and the
+// reference kernels (any other dims, e.g. the tiny test checkpoints).
+#include "ops/cuda/attention.h"
+
+#include <cstdint>
+#include <memory>
+
+#include "kernels/mla_decode.h"
+#include "kernels/mla_prefill.h"
+#include "ops/cuda/cuda_runtime.h"
+
+namespace ds {
+namespace {
+
+const int32_t* dev_i32(const Tensor& t, const char* what) {
+  DS_CHECK(t.defined() && t.dtype() == DType::kI32 && t.device() == Device::kCuda, "attention metadata ", what,
+           " must be an I32 cuda tensor, got ", t.defined() ? t.describe() : std::string("undefined"));
+  return t.data_as<int32_t>();
+}
+
+void check_bf16(const Tensor& t, const char* what) {
+  DS_CHECK(t.dtype() == DType::kBF16 && t.device() == Device::kCuda, "attention ", what, " must be bf16 on cuda, got ",
+           t.describe());
+}
+
+bool aligned16(const void* p) { return (reinterpret_cast<uintptr_t>(p) & 15) == 0; }
+
+int num_sms() {
+  static int n = [] {
+    int dev = 0, count = 0;
+    DS_CUDA_CHECK(cudaGetDevice(&dev));
+    DS_CUDA_CHECK(cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev));
+    return count;
+  }();
+  return n;
+}
+
+// A bf16 [shape] output followed by `scratch_bytes` of scratch in one allocation: the scratch lives exactly as
+// long as the output (its kernels are stream-ordered before any use of the output), so nothing is freed
+// while they may still run and nothing else needs a host sync.
+Tensor output_with_scratch(Shape shape, size_t scratch_bytes, void** scratch) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  const size_t out_bytes = (static_cast<size_t>(n) * 2 + 255) & ~size_t{255};
+  if (scratch_bytes == 0) {
+    *scratch = nullptr;
+    return Tensor::empty(std::move(shape), DType::kBF16, Device::kCuda);
+  }
+  Tensor buf = Tensor::empty({static_cast<int64_t>(out_bytes + scratch_bytes)}, DType::kU8, Device::kCuda);
+  *scratch = static_cast<uint8_t*>(buf.data()) + out_bytes;
+  void* data = buf.data();
+  return Tensor::wrap(data, std::move(shape), DType::kBF16, Device::kCuda, std::make_shared<Tensor>(std::move(buf)));
+}
+
+}  // namespace
+
+Tensor cuda_mla_attention_absorbed(const Tensor& q, const Tensor& cache, int64_t v_dim, const AttnMetadata& m,
+                                   float scale, const Tensor* topk, cudaStream_t stream) {
+  DS_CHECK(q.ndim() == 3 && cache.ndim() == 2 && cache.dim(1) == q.dim(2) && v_dim > 0 && v_dim <= q.dim(2),
+           "absorbed attention q ", q.describe(), " cache ", cache.describe(), " v_dim ", v_dim);
+  check_bf16(q, "q");
+  check_bf16(cache, "cache");
+  const int64_t T = q.dim(0), H = q.dim(1), D = q.dim(2);
+  DS_CHECK(T == m.num_tokens && m.page_size > 0, "absorbed attention q ", q.describe(), " vs metadata num_tokens ",
+           m.num_tokens, " page_size ", m.page_size);
+  if (topk) {
+    DS_CHECK(topk->ndim() == 2 && topk->dim(0) == T, "absorbed attention topk ", topk->describe(), " for q ",
+             q.describe());
+  }
+
+  kernels::MlaDecodeParams p;
+  p.q = q.data();
+  p.cache = cache.data();
+  p.q_starts = dev_i32(m.q_starts, "q_starts");
+  p.seq_lens = dev_i32(m.seq_lens, "seq_lens");
+  p.positions = dev_i32(m.positions, "positions");
+  p.block_table = dev_i32(m.block_table, "block_table");
+  p.topk = topk && topk->dim(1) > 0 ? dev_i32(*topk, "topk") : nullptr;
+  p.num_seqs = m.num_seqs;
+  p.num_tokens = static_cast<int>(T);
+  p.num_heads = static_cast<int>(H);
+  p.head_dim = static_cast<int>(D);
+  p.v_dim = static_cast<int>(v_dim);
+  p.max_pages = static_cast<int>(m.block_table.dim(1));
+  p.page_size = m.page_size;
+  p.topk_k = p.topk ? static_cast<int>(topk->dim(1)) : 0;
+  p.max_q_len = m.max_q_len;
+  p.scale = scale;
+
+  const bool fast = kernels::mla_decode_fast_supported(p.head_dim, p.v_dim) && aligned16(q.data()) &&
+                    aligned16(cache.data());
+  if (fast) {
+    const int context = p.topk ? p.topk_k : m.max_seq_len;
+    p.num_splits = kernels::mla_decode_num_splits(p.num_seqs, p.num_tokens, p.max_q_len, p.num_heads, context,
+                                                  p.topk != nullptr, num_sms());
+  }
+  void* scratch = nullptr;
+  const size_t scratch_bytes = fast ? kernels::mla_decode_scratch_bytes(p.num_splits, p.num_tokens, p.num_heads) : 0;
+  Tensor out = output_with_scratch({T, H, v_dim}, scratch_bytes, &scratch);
+  if (T == 0) return out;
+  p.out = out.data();
+  if (scratch) {
+    p.part_o = static_cast<float*>(scratch);
+    p.part_lse = reinterpret_cast<float*>(static_cast<uint8_t*>(scratch) +
+                                          kernels::mla_decode_lse_offset(p.num_splits, p.num_tokens, p.num_heads));
+  }
+  DS_CUDA_CHECK(fast ? kernels::launch_mla_decode(p, stream) : kernels::launch_mla_decode_reference(p, stream));
+  return out;
+}
+
+Tensor cuda_mla_attention_mha(const Tensor& q, const Tensor& kv, const Tensor& ctx, int64_t rope_offset,
+                              const AttnMetadata& m, float scale, const Tensor* topk, cudaStream_t stream) {
+  DS_CHECK(q.ndim() == 3 && kv.ndim() == 3 && ctx.ndim() == 2, "mha attention q ", q.describe(), " kv ",
+           kv.describe(), " ctx ", ctx.describe());
+  check_bf16(q, "q");
+  check_bf16(kv, "kv");
+  check_bf16(ctx, "ctx");
+  const int64_t T = q.dim(0), H = q.dim(1), dqk = q.dim(2);
+  const int64_t rope = ctx.dim(1) - rope_offset;
+  const int64_t nope = dqk - rope, v = kv.dim(2) - nope;
+  DS_CHECK(kv.dim(1) == H && ctx.dim(0) == kv.dim(0) && rope > 0 && nope >= 0 && v > 0 && T == m.num_tokens,
+           "mha attention q ", q.describe(), " kv ", kv.describe(), " ctx ", ctx.describe(), " rope_offset ",
+           rope_offset, " num_tokens ", m.num_tokens);
+  if (topk) {
+    DS_CHECK(topk->ndim() == 2 && topk->dim(0) == T, "mha attention topk ", topk->describe(), " for q ", q.describe());
+  }
+
+  kernels::MlaPrefillParams p;
+  p.q = q.data();
+  p.kv = kv.data();
+  p.ctx = ctx.data();
+  p.q_starts = dev_i32(m.q_starts, "q_starts");
+  p.seq_lens = dev_i32(m.seq_lens, "seq_lens");
+  p.positions = dev_i32(m.positions, "positions");
+  p.num_seqs = m.num_seqs;
+  p.num_tokens = static_cast<int>(T);
+  p.num_heads = static_cast<int>(H);
+  p.max_q_len = m.max_q_len;
+  p.nope = static_cast<int>(nope);
+  p.rope = static_cast<int>(rope);
+  p.v = static_cast<int>(v);
+  p.ctx_dim = ctx.dim(1);
+  p.rope_offset = rope_offset;
+  p.scale = scale;
+
+  // DSA: the per-token top-k lists become bitmasks over positions [0, max_seq_len).
+  const bool use_topk = topk && topk->dim(1) > 0;
+  p.allow_words = use_topk ? (m.max_seq_len + 31) / 32 : 0;
+  const size_t scratch_bytes = static_cast<size_t>(T) * p.allow_words * 4;
+  void* scratch = nullptr;
+  Tensor out = output_with_scratch({T, H, v}, scratch_bytes, &scratch);
+  if (T == 0) return out;
+  p.out = out.data();
+  if (use_topk) {
+    p.allow = static_cast<const uint32_t*>(scratch);
+    DS_CUDA_CHECK(kernels::launch_mla_topk_bitmask(dev_i32(*topk, "topk"), p.num_tokens,
+                                                   static_cast<int>(topk->dim(1)), static_cast<uint32_t*>(scratch),
+                                                   p.allow_words, stream));
+  }
+  const bool fast = kernels::mla_prefill_fast_supported(p.nope, p.rope, p.v, p.ctx_dim, p.rope_offset) &&
+                    aligned16(q.data()) && aligned16(kv.data()) && aligned16(ctx.data());
+  DS_CUDA_CHECK(fast ? kernels::launch_mla_prefill(p, stream) : kernels::launch_mla_prefill_reference(p, stream));
+  return out;
+}
+
+}  // namespace ds

@@ -1,0 +1,405 @@
+// CUDA-vs-CPU consistency of the MLA attention kernels (ops/cuda/attention.h, kernels/mla_*): absorbed
+// decode form over a shuffled paged cache and MHA prefill form over gathered context rows, fed the same
+// bf16-rounded random inputs as the fp32 CPU oracle. Unused cache pages, page tails past each context and
+// the latent columns the MHA form must not read are NaN; outputs written through the kernel API start NaN.
+// Error metric: max |gpu - cpu| / max |cpu| and ||gpu - cpu|| / ||cpu|| over the whole output; bound 2e-2
+// and 1e-2 (bf16 output and bf16 P give ~2^-9 relative per term; measured values are printed as "ERR").
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/mla_decode.h"
+#include "kernels/mla_prefill.h"
+#include "ops/cuda/attention.h"
+#include "ops/cuda/cuda_runtime.h"
+#include "ops/ops.h"
+
+namespace ds {
+namespace {
+
+constexpr double kMaxRelTol = 2e-2;
+constexpr double kL2RelTol = 1e-2;
+
+// Host F32 tensor of N(0, scale) values rounded to bf16, never exactly zero.
+Tensor randn(Shape shape, std::mt19937& rng, float scale) {
+  Tensor t = Tensor::empty(std::move(shape), DType::kF32);
+  std::normal_distribution<float> nd(0.0f, scale);
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    float v = round_bf16(nd(rng));
+    t.f32()[i] = v == 0.0f ? scale * 1e-3f : v;
+  }
+  return t;
+}
+
+Tensor to_device_bf16(const Tensor& f32) {
+  Tensor h = Tensor::empty(f32.shape(), DType::kBF16);
+  for (int64_t i = 0; i < f32.numel(); ++i) h.data_as<uint16_t>()[i] = f32_to_bf16(f32.f32()[i]);
+  return cuda_upload(h);
+}
+
+Tensor i32_tensor(const std::vector<int32_t>& v, Shape shape) {
+  Tensor t = Tensor::empty(std::move(shape), DType::kI32);
+  std::copy(v.begin(), v.end(), t.data_as<int32_t>());
+  return t;
+}
+
+struct Err {
+  double max_rel = 0, l2_rel = 0;
+  int64_t bad = 0;  // non-finite values in got
+};
+
+// got: bf16 device tensor; want: F32 host tensor of the same numel.
+Err compare(const Tensor& got_dev, const Tensor& want) {
+  Tensor got = to_f32(cuda_download(got_dev));
+  EXPECT_EQ(got.numel(), want.numel());
+  Err e;
+  double max_abs = 0, max_ref = 0, d2 = 0, r2 = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const double a = got.f32()[i], b = want.f32()[i];
+    if (!std::isfinite(a)) {
+      ++e.bad;
+      continue;
+    }
+    max_abs = std::max(max_abs, std::fabs(a - b));
+    max_ref = std::max(max_ref, std::fabs(b));
+    d2 += (a - b) * (a - b);
+    r2 += b * b;
+  }
+  e.max_rel = max_abs / std::max(max_ref, 1e-6);
+  e.l2_rel = std::sqrt(d2) / std::max(std::sqrt(r2), 1e-6);
+  return e;
+}
+
+void expect_close(const Tensor& got_dev, const Tensor& want, const std::string& what) {
+  const Err e = compare(got_dev, want);
+  std::printf("ERR %-44s max_rel %.3e l2_rel %.3e\n", what.c_str(), e.max_rel, e.l2_rel);
+  EXPECT_EQ(e.bad, 0) << what;
+  EXPECT_LE(e.max_rel, kMaxRelTol) << what;
+  EXPECT_LE(e.l2_rel, kL2RelTol) << what;
+}
+
+// A batch: per sequence its context length after the step and its new (query) tokens, the last positions.
+struct Batch {
+  std::vector<int> seq_lens, q_lens;
+  int page_size = 64;
+  AttnMetadata host, dev;
+  int64_t slots = 0;
+  std::vector<std::vector<int32_t>> pages;  // per sequence
+};
+
+// Pages come from a shuffled pool with spare pages that no sequence uses.
+Batch make_batch(std::vector<int> seq_lens, std::vector<int> q_lens, int page_size, std::mt19937& rng) {
+  Batch b;
+  b.seq_lens = std::move(seq_lens);
+  b.q_lens = std::move(q_lens);
+  b.page_size = page_size;
+  const int S = static_cast<int>(b.seq_lens.size());
+  int total_pages = 0, max_pages = 1;
+  for (int s = 0; s < S; ++s) {
+    const int np = (b.seq_lens[s] + page_size - 1) / page_size;
+    total_pages += np;
+    max_pages = std::max(max_pages, np);
+  }
+  const int pool = total_pages + 3 + total_pages / 4;
+  std::vector<int32_t> perm(pool);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), rng);
+  b.slots = static_cast<int64_t>(pool) * page_size;
+  std::vector<int32_t> positions, slot_mapping, q_starts{0}, table(static_cast<size_t>(S) * max_pages, -1);
+  int next = 0, max_q = 0, max_len = 0;
+  b.pages.resize(S);
+  for (int s = 0; s < S; ++s) {
+    const int len = b.seq_lens[s], qn = b.q_lens[s];
+    const int np = (len + page_size - 1) / page_size;
+    for (int i = 0; i < np; ++i) {
+      b.pages[s].push_back(perm[next++]);
+      table[static_cast<size_t>(s) * max_pages + i] = b.pages[s].back();
+    }
+    for (int i = 0; i < qn; ++i) {
+      const int pos = len - qn + i;
+      positions.push_back(pos);
+      slot_mapping.push_back(b.pages[s][pos / page_size] * page_size + pos % page_size);
+    }
+    q_starts.push_back(q_starts.back() + qn);
+    max_q = std::max(max_q, qn);
+    max_len = std::max(max_len, len);
+  }
+  const int T = q_starts.back();
+  AttnMetadata& h = b.host;
+  h.num_seqs = S;
+  h.num_tokens = T;
+  h.page_size = page_size;
+  h.max_seq_len = max_len;
+  h.max_q_len = max_q;
+  h.positions = i32_tensor(positions, {T});
+  h.slot_mapping = i32_tensor(slot_mapping, {T});
+  h.q_starts = i32_tensor(q_starts, {S + 1});
+  h.seq_lens = i32_tensor(std::vector<int32_t>(b.seq_lens.begin(), b.seq_lens.end()), {S});
+  h.block_table = i32_tensor(table, {S, max_pages});
+  b.dev = h;
+  b.dev.positions = cuda_upload(h.positions);
+  b.dev.slot_mapping = cuda_upload(h.slot_mapping);
+  b.dev.q_starts = cuda_upload(h.q_starts);
+  b.dev.seq_lens = cuda_upload(h.seq_lens);
+  b.dev.block_table = cuda_upload(h.block_table);
+  return b;
+}
+
+// Per token: min(k, pos + 1) distinct positions in [0, pos], -1 in the other entries, all shuffled.
+Tensor make_topk(const Batch& b, int k, std::mt19937& rng) {
+  const int T = b.host.num_tokens;
+  std::vector<int32_t> v(static_cast<size_t>(T) * k, -1);
+  for (int t = 0; t < T; ++t) {
+    const int pos = b.host.positions.data_as<int32_t>()[t];
+    std::vector<int32_t> cand(pos + 1);
+    std::iota(cand.begin(), cand.end(), 0);
+    std::shuffle(cand.begin(), cand.end(), rng);
+    cand.resize(std::min<size_t>(cand.size(), k));
+    cand.resize(k, -1);
+    std::shuffle(cand.begin(), cand.end(), rng);
+    std::copy(cand.begin(), cand.end(), v.begin() + static_cast<size_t>(t) * k);
+  }
+  return i32_tensor(v, {T, k});
+}
+
+std::vector<int> random_lens(int n, int lo, int hi, std::mt19937& rng) {
+  std::uniform_int_distribution<int> d(lo, hi);
+  std::vector<int> v(n);
+  for (int& x : v) x = d(rng);
+  return v;
+}
+
+// ---------------- absorbed (decode) form ----------------
+
+struct AbsorbedCase {
+  std::string name;
+  int heads, head_dim, v_dim, page_size;
+  std::vector<int> seq_lens, q_lens;  // q_lens empty: one token per sequence
+  int topk_k = 0;
+  float q_scale = 1.0f;
+  int forced_splits = 0;  // > 0: also run the kernel API with exactly this many splits
+};
+
+struct AbsorbedInputs {
+  Batch batch;
+  Tensor q, cache, topk;        // host F32 / I32
+  Tensor q_dev, cache_dev, topk_dev;
+  float scale;
+};
+
+AbsorbedInputs make_absorbed(const AbsorbedCase& c, std::mt19937& rng) {
+  AbsorbedInputs in;
+  std::vector<int> q_lens = c.q_lens.empty() ? std::vector<int>(c.seq_lens.size(), 1) : c.q_lens;
+  in.batch = make_batch(c.seq_lens, q_lens, c.page_size, rng);
+  const Batch& b = in.batch;
+  const int64_t T = b.host.num_tokens;
+  in.q = randn({T, c.heads, c.head_dim}, rng, c.q_scale);
+  // NaN everywhere, then random rows at the slots of real context positions.
+  in.cache = Tensor::empty({b.slots, c.head_dim}, DType::kF32);
+  std::fill(in.cache.f32(), in.cache.f32() + in.cache.numel(), NAN);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  for (size_t s = 0; s < b.seq_lens.size(); ++s)
+    for (int pos = 0; pos < b.seq_lens[s]; ++pos) {
+      const int64_t slot = static_cast<int64_t>(b.pages[s][pos / c.page_size]) * c.page_size + pos % c.page_size;
+      for (int d = 0; d < c.head_dim; ++d) {
+        const float v = round_bf16(nd(rng));
+        in.cache.f32()[slot * c.head_dim + d] = v == 0.0f ? 1e-3f : v;
+      }
+    }
+  in.q_dev = to_device_bf16(in.q);
+  in.cache_dev = to_device_bf16(in.cache);
+  if (c.topk_k > 0) {
+    in.topk = make_topk(b, c.topk_k, rng);
+    in.topk_dev = cuda_upload(in.topk);
+  }
+  in.scale = c.head_dim == 576 ? 0.1352338f : 0.125f;
+  return in;
+}
+
+class MlaAbsorbedGpu : public ::testing::TestWithParam<AbsorbedCase> {};
+
+TEST_P(MlaAbsorbedGpu, MatchesCpu) {
+  const AbsorbedCase& c = GetParam();
+  init_cuda_device(0);
+  std::mt19937 rng(std::hash<std::string>()(c.name) & 0xffffffu);
+  AbsorbedInputs in = make_absorbed(c, rng);
+  const Tensor* topk_h = c.topk_k > 0 ? &in.topk : nullptr;
+  const Tensor* topk_d = c.topk_k > 0 ? &in.topk_dev : nullptr;
+  auto cpu = make_cpu_ops();
+  Tensor want = cpu->mla_attention_absorbed(in.q, in.cache, c.v_dim, in.batch.host, in.scale, topk_h);
+
+  Tensor got = cuda_mla_attention_absorbed(in.q_dev, in.cache_dev, c.v_dim, in.batch.dev, in.scale, topk_d,
+                                           cuda_stream());
+  ASSERT_EQ(got.shape(), want.shape());
+  expect_close(got, want, "absorbed " + c.name);
+
+  if (c.forced_splits > 0) {
+    // Kernel API with a fixed split count into a NaN-filled output that has one extra row: every element of
+    // the [T, H, v] output is written, nothing past it.
+    const int64_t T = in.batch.host.num_tokens, rows = T * c.heads;
+    Tensor poison = Tensor::empty({rows + 1, c.v_dim}, DType::kF32);
+    std::fill(poison.f32(), poison.f32() + poison.numel(), NAN);
+    Tensor out = to_device_bf16(poison);
+    const int splits = c.forced_splits;
+    const size_t scratch_bytes = kernels::mla_decode_scratch_bytes(splits, static_cast<int>(T), c.heads);
+    Tensor scratch = Tensor::empty({static_cast<int64_t>(std::max<size_t>(scratch_bytes, 1))}, DType::kU8,
+                                   Device::kCuda);
+    kernels::MlaDecodeParams p;
+    p.q = in.q_dev.data();
+    p.cache = in.cache_dev.data();
+    p.out = out.data();
+    p.part_o = splits > 1 ? scratch.data_as<float>() : nullptr;
+    p.part_lse = splits > 1 ? reinterpret_cast<float*>(scratch.data_as<uint8_t>() +
+                                                       kernels::mla_decode_lse_offset(splits, static_cast<int>(T), c.heads))
+                            : nullptr;
+    const AttnMetadata& m = in.batch.dev;
+    p.q_starts = m.q_starts.data_as<int32_t>();
+    p.seq_lens = m.seq_lens.data_as<int32_t>();
+    p.positions = m.positions.data_as<int32_t>();
+    p.block_table = m.block_table.data_as<int32_t>();
+    p.topk = topk_d ? topk_d->data_as<int32_t>() : nullptr;
+    p.num_seqs = m.num_seqs;
+    p.num_tokens = static_cast<int>(T);
+    p.num_heads = c.heads;
+    p.head_dim = c.head_dim;
+    p.v_dim = c.v_dim;
+    p.max_pages = static_cast<int>(m.block_table.dim(1));
+    p.page_size = m.page_size;
+    p.topk_k = c.topk_k;
+    p.max_q_len = m.max_q_len;
+    p.num_splits = splits;
+    p.scale = in.scale;
+    DS_CUDA_CHECK(kernels::launch_mla_decode(p, cuda_stream()));
+    Tensor all = to_f32(cuda_download(out));
+    for (int64_t i = rows * c.v_dim; i < all.numel(); ++i) ASSERT_TRUE(std::isnan(all.f32()[i])) << "wrote past the output";
+    expect_close(out.reshape({rows + 1, c.v_dim}).rows(0, rows).reshape({T, c.heads, c.v_dim}), want,
+                 "absorbed " + c.name + " splits=" + std::to_string(splits));
+  }
+}
+
+std::vector<AbsorbedCase> absorbed_cases() {
+  std::mt19937 rng(7);
+  std::vector<AbsorbedCase> v;
+  v.push_back({"lite_decode_b8", 16, 576, 512, 64, {1, 5, 63, 64, 65, 127, 200, 333}, {}, 0, 1.0f, 3});
+  v.push_back({"v3_decode_b4", 128, 576, 512, 64, {1, 64, 129, 1000}, {}, 0, 1.0f, 2});
+  v.push_back({"v3_long_b1", 128, 576, 512, 64, {5000}, {}, 0, 1.0f, 1});
+  v.push_back({"lite_decode_b64", 16, 576, 512, 64, random_lens(64, 1, 600, rng), {}, 0, 1.0f, 0});
+  v.push_back({"v3_decode_b64", 128, 576, 512, 64, random_lens(64, 1, 300, rng), {}, 0, 1.0f, 0});
+  v.push_back({"lite_multi_token", 16, 576, 512, 64, {70, 130, 400, 3, 64}, {1, 2, 3, 3, 4}, 0, 1.0f, 4});
+  v.push_back({"v3_multi_token", 128, 576, 512, 64, {100, 777}, {3, 2}, 0, 1.0f, 3});
+  v.push_back({"v3_chunk_absorbed", 128, 576, 512, 64, {300}, {70}, 0, 1.0f, 0});
+  v.push_back({"v3_topk", 128, 576, 512, 64, {300, 2000, 50}, {1, 2, 1}, 128, 1.0f, 2});
+  v.push_back({"lite_topk_short", 16, 576, 512, 64, {20, 100}, {2, 1}, 64, 1.0f, 0});
+  v.push_back({"v3_long_topk", 128, 576, 512, 64, {5000}, {}, 2048, 1.0f, 5});
+  v.push_back({"lite_page16", 16, 576, 512, 16, {100, 33, 1}, {1, 2, 1}, 0, 1.0f, 2});
+  v.push_back({"v3_sharp", 128, 576, 512, 64, {3000}, {}, 0, 4.0f, 3});
+  v.push_back({"fixture_dims", 4, 80, 64, 64, {1, 17, 90}, {1, 3, 2}, 0, 1.0f, 0});
+  v.push_back({"fixture_dims_topk", 4, 80, 64, 64, {1, 17, 90}, {1, 3, 2}, 8, 1.0f, 0});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, MlaAbsorbedGpu, ::testing::ValuesIn(absorbed_cases()),
+                         [](const ::testing::TestParamInfo<AbsorbedCase>& i) { return i.param.name; });
+
+// ---------------- MHA (prefill) form ----------------
+
+struct MhaCase {
+  std::string name;
+  int heads, nope, rope, v;
+  int64_t ctx_dim, rope_offset;
+  std::vector<int> seq_lens, q_lens;
+  int topk_k = 0;
+};
+
+class MlaMhaGpu : public ::testing::TestWithParam<MhaCase> {};
+
+TEST_P(MlaMhaGpu, MatchesCpu) {
+  const MhaCase& c = GetParam();
+  init_cuda_device(0);
+  std::mt19937 rng(std::hash<std::string>()(c.name) & 0xffffffu);
+  Batch b = make_batch(c.seq_lens, c.q_lens, 64, rng);
+  const int64_t T = b.host.num_tokens, H = c.heads;
+  int64_t S = 0;
+  for (int len : c.seq_lens) S += len;
+  Tensor q = randn({T, H, c.nope + c.rope}, rng, 1.0f);
+  Tensor kv = randn({S, H, c.nope + c.v}, rng, 1.0f);
+  Tensor ctx = randn({S, c.ctx_dim}, rng, 1.0f);
+  // Columns outside the rope key (the latent) must not be read.
+  for (int64_t r = 0; r < S; ++r)
+    for (int64_t d = 0; d < c.ctx_dim; ++d)
+      if (d < c.rope_offset || d >= c.rope_offset + c.rope) ctx.f32()[r * c.ctx_dim + d] = NAN;
+  Tensor topk;
+  if (c.topk_k > 0) topk = make_topk(b, c.topk_k, rng);
+  const float scale = 0.1147214f;
+
+  auto cpu = make_cpu_ops();
+  Tensor want = cpu->mla_attention_mha(q, kv, ctx, c.rope_offset, b.host, scale, c.topk_k > 0 ? &topk : nullptr);
+  Tensor topk_dev = c.topk_k > 0 ? cuda_upload(topk) : Tensor();
+  Tensor q_dev = to_device_bf16(q), kv_dev = to_device_bf16(kv), ctx_dev = to_device_bf16(ctx);
+  Tensor got = cuda_mla_attention_mha(q_dev, kv_dev, ctx_dev, c.rope_offset, b.dev, scale,
+                                      c.topk_k > 0 ? &topk_dev : nullptr, cuda_stream());
+  ASSERT_EQ(got.shape(), want.shape());
+  expect_close(got, want, "mha " + c.name);
+
+  // Kernel API into a NaN-filled output with one extra row (no DSA: the op already covered it).
+  if (c.topk_k == 0) {
+    Tensor poison = Tensor::empty({T * H + 1, c.v}, DType::kF32);
+    std::fill(poison.f32(), poison.f32() + poison.numel(), NAN);
+    Tensor out = to_device_bf16(poison);
+    kernels::MlaPrefillParams p;
+    p.q = q_dev.data();
+    p.kv = kv_dev.data();
+    p.ctx = ctx_dev.data();
+    p.out = out.data();
+    p.q_starts = b.dev.q_starts.data_as<int32_t>();
+    p.seq_lens = b.dev.seq_lens.data_as<int32_t>();
+    p.positions = b.dev.positions.data_as<int32_t>();
+    p.num_seqs = b.dev.num_seqs;
+    p.num_tokens = static_cast<int>(T);
+    p.num_heads = c.heads;
+    p.max_q_len = b.dev.max_q_len;
+    p.nope = c.nope;
+    p.rope = c.rope;
+    p.v = c.v;
+    p.ctx_dim = c.ctx_dim;
+    p.rope_offset = c.rope_offset;
+    p.scale = scale;
+    const bool fast = kernels::mla_prefill_fast_supported(c.nope, c.rope, c.v, c.ctx_dim, c.rope_offset);
+    DS_CUDA_CHECK(fast ? kernels::launch_mla_prefill(p, cuda_stream())
+                       : kernels::launch_mla_prefill_reference(p, cuda_stream()));
+    Tensor all = to_f32(cuda_download(out));
+    for (int64_t i = T * H * c.v; i < all.numel(); ++i) ASSERT_TRUE(std::isnan(all.f32()[i])) << "wrote past the output";
+    expect_close(out.reshape({T * H + 1, c.v}).rows(0, T * H).reshape({T, H, c.v}), want, "mha kernel " + c.name);
+  }
+}
+
+std::vector<MhaCase> mha_cases() {
+  std::vector<MhaCase> v;
+  v.push_back({"lite_prefill", 16, 128, 64, 128, 576, 512, {100, 300, 1, 257}, {100, 37, 1, 257}, 0});
+  v.push_back({"v3_chunked", 128, 128, 64, 128, 576, 512, {700, 64}, {128, 64}, 0});
+  v.push_back({"lite_prefill_topk", 16, 128, 64, 128, 576, 512, {300, 129}, {50, 129}, 64});
+  v.push_back({"fixture_dims", 4, 32, 16, 32, 80, 64, {5, 40}, {5, 7}, 0});
+  v.push_back({"fixture_dims_topk", 4, 32, 16, 32, 80, 64, {5, 40}, {5, 7}, 8});
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, MlaMhaGpu, ::testing::ValuesIn(mha_cases()),
+                         [](const ::testing::TestParamInfo<MhaCase>& i) { return i.param.name; });
+
+// The split planner fills the machine for small batches and does not split a full batch.
+TEST(MlaDecodePlan, SplitsForSmallBatchesOnly) {
+  EXPECT_EQ(kernels::mla_decode_num_splits(64, 64, 1, 128, 4096, false, 132), 1);
+  const int s = kernels::mla_decode_num_splits(1, 1, 1, 128, 32768, false, 132);
+  EXPECT_GE(s, 32);
+  EXPECT_LE(2 * s, 132);  // one wave: two head blocks per split
+  EXPECT_GE(kernels::mla_decode_num_splits(64, 64, 1, 16, 4096, false, 132), 2);
+  EXPECT_EQ(kernels::mla_decode_num_splits(1, 1, 1, 128, 10, false, 132), 1);
+}
+
+}  // namespace
+}  // namespace ds
