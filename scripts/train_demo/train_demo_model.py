@@ -25,13 +25,13 @@ import re
 import shutil
 import sys
 import tempfile
-import threading
-import queue
+import array
+import itertools
+import multiprocessing
 import time
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "true")
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import demo_data as dd  # noqa: E402
@@ -324,16 +324,27 @@ def lr_at(step, total, peak, warmup):
     return peak * (0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi * min(1.0, p))))
 
 
-def batch_producer(corpora, seed, start, total, batch, T, q, stop):
-    import torch
-    for step in range(start, total):
-        if stop.is_set():
-            return
-        rows, kinds = dd.batch_rows(corpora, seed, step, batch, T)
-        t = torch.tensor(rows, dtype=torch.long).pin_memory()
-        arith = torch.tensor([k == "arith" for k in kinds])
-        q.put((step, t, arith))
-    q.put(None)
+_WORKER = {}
+
+
+def _worker_init():
+    os.environ["TOKENIZERS_PARALLELISM"] = "false"  # forked: no rayon pool in the child
+
+
+def _make_batch(step):
+    """Runs in a forked worker: the batch of `step` as uint16 ids (row-major) plus the arithmetic-row mask."""
+    corpora, seed, batch, T = _WORKER["args"]
+    rows, kinds = dd.batch_rows(corpora, seed, step, batch, T)
+    ids = array.array("H", itertools.chain.from_iterable(rows))
+    assert len(ids) == batch * T
+    return step, ids.tobytes(), bytes(k == "arith" for k in kinds)
+
+
+def batches(corpora, args, start):
+    """Batches start..steps-1 in order, made by 4 forked workers ahead of the GPU (batch = f(seed, step))."""
+    _WORKER["args"] = (corpora, args.seed, args.batch, args.seq)
+    pool = multiprocessing.get_context("fork").Pool(4, initializer=_worker_init)
+    return pool, pool.imap(_make_batch, range(start, args.steps), chunksize=2)
 
 
 def train(args, corpora, work):
@@ -367,7 +378,7 @@ def train(args, corpora, work):
         assert st["args"]["steps"] == args.steps and st["args"]["seed"] == args.seed, "resume with other args"
         log(f"resumed at step {start} ({train_s:.0f} s of training so far)")
     if start >= args.steps:
-        return trunk, mtp, history
+        return trunk, mtp, history, True
 
     def save(step):
         tmp = state_path + ".tmp"
@@ -376,22 +387,20 @@ def train(args, corpora, work):
         os.replace(tmp, state_path)
         log(f"saved {state_path} at step {step} ({os.path.getsize(state_path) / 1e6:.0f} MB)")
 
-    q, stop = queue.Queue(maxsize=6), threading.Event()
-    th = threading.Thread(target=batch_producer, daemon=True,
-                          args=(corpora, args.seed, start, args.steps, args.batch, args.seq, q, stop))
-    th.start()
+    pool, it = batches(corpora, args, start)
     t_run = time.time()
     acc = torch.zeros(4, device=dev)  # main loss, mtp loss, arithmetic main loss, count
     step = start
     while True:
         if time.time() - t_run > args.max_seconds or (args.stop_at and step >= args.stop_at):
             break
-        item = q.get()
+        item = next(it, None)
         if item is None:
             break
-        step, ids, arith = item
-        ids = ids.to(dev, non_blocking=True)
-        arith = arith.to(dev, non_blocking=True)
+        assert item[0] == step, (item[0], step)
+        ids = torch.frombuffer(bytearray(item[1]), dtype=torch.int16).view(args.batch, args.seq)
+        ids = ids.to(torch.long).pin_memory().to(dev, non_blocking=True)  # ids < 8192 fit int16
+        arith = torch.tensor(list(item[2]), dtype=torch.bool).to(dev, non_blocking=True)
         lr = lr_at(step, args.steps, args.lr, args.warmup)
         for g in opt.param_groups:
             g["lr"] = lr
@@ -421,15 +430,15 @@ def train(args, corpora, work):
             history.append(rec)
             log(json.dumps(rec))
             acc.zero_()
-    stop.set()
+    pool.terminate()
     train_s += time.time() - t_run
     if step < args.steps:
         log(f"stopping at step {step} after --max-seconds {args.max_seconds}")
     save(step)
     if step < args.steps:
-        return None, None, history
+        return trunk, mtp, history, False
     log(f"training done: {args.steps} steps, {train_s:.0f} s")
-    return trunk, mtp, history
+    return trunk, mtp, history, True
 
 
 def bench(args, corpora):
@@ -941,13 +950,16 @@ def main():
     if args.phase == "bench":
         bench(args, corpora)
         return 0
-    trunk, mtp, history = train(args, corpora, args.work)
+    trunk, mtp, history, done = train(args, corpora, args.work)
     summary["history"] = history
-    if trunk is None or args.phase == "train":
+    summary["training_complete"] = done
+    if args.phase == "train":
         if args.summary:
             with open(args.summary, "w") as f:
                 json.dump(summary, f, indent=1)
-        return 0 if trunk is not None or args.phase == "train" else 3
+        return 0
+    if not done:  # out of time: export what there is (the state file allows finishing later)
+        log(f"WARNING: training stopped early at step {history[-1]['step'] if history else '?'}; exporting anyway")
     summary["params"] = count_params(trunk, mtp)
     store = official_tensors(trunk, mtp, trunk.config)
     d = os.path.join(args.work, "dserve-demo")
