@@ -6,6 +6,9 @@
 #include <sstream>
 
 #include "core/logging.h"
+#ifdef DSERVE_WITH_CUDA
+#include "ops/cuda/cuda_runtime.h"
+#endif
 #include "model/quantize.h"
 
 namespace ds {
@@ -77,7 +80,12 @@ Result<ModelSetup> setup_model(const Flags& flags) {
   if (device == "cpu") {
     s.ops = make_cpu_ops();
   } else if (device == "cuda") {
-    return error("--device cuda: the CUDA backend is not available yet in this build");
+#ifdef DSERVE_WITH_CUDA
+    DS_RETURN_IF_ERROR(check_cuda_device(0));
+    s.ops = make_cuda_ops(0);
+#else
+    return error("--device cuda: this build has no CUDA backend (CUDA toolkit not found at build time)");
+#endif
   } else {
     return error("--device must be cpu or cuda, got '", device, "'");
   }

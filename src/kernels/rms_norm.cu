@@ -28,7 +28,6 @@ __global__ void rms_norm_kernel(RmsNormParams p) {
   const int64_t row = blockIdx.x;
   const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.x) + row * p.x_stride;
   __nv_bfloat16* res = p.residual ? static_cast<__nv_bfloat16*>(p.residual) + row * p.residual_stride : nullptr;
-  const __nv_bfloat16* w = static_cast<const __nv_bfloat16*>(p.weight);
   __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out) + row * p.out_stride;
   float ss = 0.0f;
   for (int64_t i = threadIdx.x; i < p.n; i += kThreads) {
@@ -43,7 +42,9 @@ __global__ void rms_norm_kernel(RmsNormParams p) {
   const float inv = rsqrtf(block_sum(ss) / static_cast<float>(p.n) + p.eps);
   for (int64_t i = threadIdx.x; i < p.n; i += kThreads) {
     const float v = __bfloat162float(res ? res[i] : x[i]);
-    out[i] = __float2bfloat16(__bfloat162float(w[i]) * (v * inv));
+    const float w = p.weight_f32 ? static_cast<const float*>(p.weight)[i]
+                                 : __bfloat162float(static_cast<const __nv_bfloat16*>(p.weight)[i]);
+    out[i] = __float2bfloat16(w * (v * inv));
   }
 }
 

@@ -10,7 +10,7 @@ namespace ds::kernels {
 struct RmsNormParams {
   const void* x;        // [rows, n] bf16, row stride x_stride elements
   void* residual;       // [rows, n] bf16 or null: when set, residual += x first and the norm reads residual
-  const void* weight;   // [n] bf16
+  const void* weight;   // [n] bf16 (fp32 when weight_f32)
   void* out;            // [rows, n] bf16, row stride out_stride
   int64_t rows;
   int64_t n;
@@ -18,6 +18,7 @@ struct RmsNormParams {
   int64_t residual_stride;
   int64_t out_stride;
   float eps;
+  bool weight_f32 = false;
 };
 
 cudaError_t launch_rms_norm(const RmsNormParams& p, cudaStream_t stream);

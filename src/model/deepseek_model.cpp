@@ -116,7 +116,8 @@ Tensor DeepseekModel::forward(const Tensor& token_ids, const AttnMetadata& meta,
   return ops_.rms_norm(h, final_norm_, static_cast<float>(cfg_.rms_norm_eps));  // [T, d]
 }
 
-Tensor DeepseekModel::logits(const Tensor& hidden) { return ops_.linear(hidden, lm_head_); }  // [N, vocab]
+// fp32 logits whatever the activation dtype (a bf16 logit of magnitude 10 is off by up to 0.03).
+Tensor DeepseekModel::logits(const Tensor& hidden) { return ops_.linear_f32(hidden, lm_head_.weight); }  // [N, vocab]
 
 Tensor DeepseekModel::mtp_forward(int i, const Tensor& next_ids, const Tensor& hidden, const AttnMetadata& meta,
                                   KvCache& cache, AttnMode mode) {
@@ -132,7 +133,7 @@ Tensor DeepseekModel::mtp_forward(int i, const Tensor& next_ids, const Tensor& h
 
 Tensor DeepseekModel::mtp_logits(int i, const Tensor& z) {
   const Mtp& m = mtp_[i];
-  return ops_.linear(ops_.rms_norm(z, m.shared_head_norm, static_cast<float>(cfg_.rms_norm_eps)), m.shared_head);
+  return ops_.linear_f32(ops_.rms_norm(z, m.shared_head_norm, static_cast<float>(cfg_.rms_norm_eps)), m.shared_head.weight);
 }
 
 Tensor DeepseekModel::decoder_layer(const Layer& layer, int cache_layer, Tensor hidden, const AttnMetadata& meta,

@@ -97,7 +97,7 @@ class Ops {
 
   // ---- matmuls ----
   virtual Tensor linear(const Tensor& x /*[T, in]*/, const LinearWeight& w) = 0;  // [T, out]
-  // Router logits in fp32 regardless of activation dtype.
+  // Router and lm_head logits in fp32 regardless of activation dtype; w is F32 or a prepared weight's dtype.
   virtual Tensor linear_f32(const Tensor& x /*[T, in]*/, const Tensor& w /*[out, in]*/) = 0;
   // Per-head batched matmul: out[t, h, :] = x[t, h, :] @ w[h]  ([T, H, K] x [H, K, N] -> [T, H, N]).
   virtual Tensor bmm_heads(const Tensor& x, const Tensor& w) = 0;

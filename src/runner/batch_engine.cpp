@@ -12,6 +12,9 @@
 #include <unordered_map>
 
 #include "core/logging.h"
+#ifdef DSERVE_WITH_CUDA
+#include "ops/cuda/cuda_runtime.h"
+#endif
 #include "model/deepseek_model.h"
 #include "model/quantize.h"
 #include "runner/batch_runner.h"
@@ -31,7 +34,12 @@ class BatchEngine final : public Engine {
     if (o.device == "cpu") {
       ops_ = make_cpu_ops();
     } else if (o.device == "cuda") {
-      return error("--device cuda: the CUDA backend is not available yet in this build");
+#ifdef DSERVE_WITH_CUDA
+      DS_RETURN_IF_ERROR(check_cuda_device(0));
+      ops_ = make_cuda_ops(0);
+#else
+      return error("--device cuda: this build has no CUDA backend (CUDA toolkit not found at build time)");
+#endif
     } else {
       return error("--device must be cpu or cuda, got '", o.device, "'");
     }

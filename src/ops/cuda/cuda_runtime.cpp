@@ -1,29 +1,87 @@
-// CUDA device selection, allocator registration and tensor copies.
+// CUDA device selection, the compute stream, the stream-ordered allocator and tensor copies.
 #include "ops/cuda/cuda_runtime.h"
 
+#include <atomic>
+#include <cstdint>
+#include <mutex>
+
+#include "kernels/basic.h"
+
 namespace ds {
+namespace {
+
+int g_device = -1;
+cudaStream_t g_stream = nullptr;
+std::atomic<bool> g_poison{false};
+
+void make_current() {
+  thread_local int current = -1;
+  if (current != g_device) {
+    DS_CUDA_CHECK(cudaSetDevice(g_device));
+    current = g_device;
+  }
+}
+
+}  // namespace
+
+Status check_cuda_device(int device_index) {
+  int count = 0;
+  const cudaError_t e = cudaGetDeviceCount(&count);
+  if (e != cudaSuccess) return error("--device cuda: no usable CUDA device (", cudaGetErrorString(e), ")");
+  if (device_index < 0 || device_index >= count)
+    return error("--device cuda: GPU ", device_index, " does not exist (", count, " visible)");
+  return Status::ok();
+}
 
 void init_cuda_device(int device_index) {
+  static std::mutex mu;
+  std::lock_guard<std::mutex> lock(mu);
+  if (g_device >= 0) {
+    DS_CHECK(g_device == device_index, "CUDA already initialised on device ", g_device, ", asked for ", device_index);
+    return;
+  }
   DS_CUDA_CHECK(cudaSetDevice(device_index));
-  set_device_allocator(Device::kCuda, DeviceAllocator{[](size_t n) {
-                                                        void* p = nullptr;
-                                                        DS_CUDA_CHECK(cudaMalloc(&p, n));
-                                                        return p;
-                                                      },
-                                                      [](void* p) { cudaFree(p); }});
+  g_device = device_index;
+  // Never destroyed: tensors held by static objects may be freed on it during exit.
+  DS_CUDA_CHECK(cudaStreamCreate(&g_stream));
+  cudaMemPool_t pool;
+  DS_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_index));
+  uint64_t keep = UINT64_MAX;  // keep freed blocks in the pool instead of returning them at every sync
+  DS_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
+  set_device_allocator(Device::kCuda,
+                       DeviceAllocator{[](size_t n) {
+                                         void* p = nullptr;
+                                         cudaStream_t s = cuda_stream();
+                                         DS_CUDA_CHECK(cudaMallocAsync(&p, n, s));
+                                         if (g_poison.load(std::memory_order_relaxed))
+                                           DS_CUDA_CHECK(kernels::launch_fill_u16(p, n / 2, 0xFFFEu, s));
+                                         return p;
+                                       },
+                                       [](void* p) { cudaFreeAsync(p, g_stream); }});
 }
+
+cudaStream_t cuda_stream() {
+  DS_CHECK(g_device >= 0, "CUDA used before init_cuda_device");
+  make_current();
+  return g_stream;
+}
+
+void set_cuda_alloc_poison(bool on) { g_poison.store(on); }
 
 Tensor cuda_upload(const Tensor& host) {
   DS_CHECK(host.device() == Device::kCpu, "cuda_upload of ", host.describe());
   Tensor t = Tensor::empty(host.shape(), host.dtype(), Device::kCuda);
-  DS_CUDA_CHECK(cudaMemcpy(t.data(), host.data(), host.nbytes(), cudaMemcpyHostToDevice));
+  if (host.nbytes())
+    DS_CUDA_CHECK(cudaMemcpyAsync(t.data(), host.data(), host.nbytes(), cudaMemcpyHostToDevice, cuda_stream()));
   return t;
 }
 
 Tensor cuda_download(const Tensor& dev) {
   DS_CHECK(dev.device() == Device::kCuda, "cuda_download of ", dev.describe());
   Tensor t = Tensor::empty(dev.shape(), dev.dtype(), Device::kCpu);
-  DS_CUDA_CHECK(cudaMemcpy(t.data(), dev.data(), dev.nbytes(), cudaMemcpyDeviceToHost));
+  cudaStream_t s = cuda_stream();
+  if (dev.nbytes()) DS_CUDA_CHECK(cudaMemcpyAsync(t.data(), dev.data(), dev.nbytes(), cudaMemcpyDeviceToHost, s));
+  DS_CUDA_CHECK(cudaStreamSynchronize(s));
   return t;
 }
 

@@ -1,11 +1,12 @@
-// CUDA runtime plumbing for the CUDA backend: error checks with context, and the device allocator that
-// core/tensor.h uses for Device::kCuda tensors.
+// CUDA runtime plumbing for the CUDA backend: error checks with context, the process-wide compute stream,
+// and the stream-ordered device allocator (cudaMallocAsync) that core/tensor.h uses for Device::kCuda.
 #pragma once
 #include <string>
 
 #include <cuda_runtime.h>
 
 #include "core/check.h"
+#include "core/status.h"
 #include "core/tensor.h"
 
 #define DS_CUDA_CHECK(expr)                                                                   \
@@ -16,10 +17,23 @@
 
 namespace ds {
 
-// Selects `device_index` and registers cudaMalloc/cudaFree as the allocator for Device::kCuda.
+// An error naming the problem when `device_index` cannot be used (no driver, no such GPU).
+Status check_cuda_device(int device_index);
+
+// Selects `device_index`, creates the compute stream and registers a cudaMallocAsync/cudaFreeAsync
+// allocator on it for Device::kCuda (freed memory stays in the pool). Idempotent; one device per process.
 void init_cuda_device(int device_index);
 
-// Host <-> device copies of whole tensors (same dtype and shape).
+// The stream every CUDA op runs on (a blocking stream, so legacy-default-stream work orders with it).
+// Also makes `device_index` current on the calling thread (the engine runs the model on its own thread).
+cudaStream_t cuda_stream();
+
+// Tests: fill every new allocation with 0xFFFE halves (NaN as bf16 and fp32, -65538 as int32), so an op
+// that leaves part of its output unwritten is caught.
+void set_cuda_alloc_poison(bool on);
+
+// Host <-> device copies of whole tensors (same dtype and shape), ordered on cuda_stream(); the download
+// waits for the stream.
 Tensor cuda_upload(const Tensor& host);
 Tensor cuda_download(const Tensor& dev);
 

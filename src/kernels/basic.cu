@@ -1,0 +1,238 @@
+// Memory-bound helper kernels (see basic.h). Simple grid-stride or row-per-block loops; copies use 16-byte
+// accesses when every address and stride allows it.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+
+#include "kernels/basic.h"
+#include "kernels/block_reduce.cuh"
+
+namespace ds::kernels {
+namespace {
+
+constexpr int kThreads = 256;
+
+unsigned grid_for(int64_t n, int threads = kThreads) {
+  int64_t blocks = (n + threads - 1) / threads;
+  if (blocks > 65535LL * 16) blocks = 65535LL * 16;
+  return static_cast<unsigned>(blocks < 1 ? 1 : blocks);
+}
+
+__device__ __forceinline__ float load_elem(const void* p, ElemType t, int64_t i) {
+  switch (t) {
+    case ElemType::kF32: return static_cast<const float*>(p)[i];
+    case ElemType::kBF16: return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+    case ElemType::kF16: return __half2float(static_cast<const __half*>(p)[i]);
+    case ElemType::kF8E4M3: return static_cast<float>(static_cast<const __nv_fp8_e4m3*>(p)[i]);
+    case ElemType::kF8E5M2: return static_cast<float>(static_cast<const __nv_fp8_e5m2*>(p)[i]);
+    default: return static_cast<float>(static_cast<const int32_t*>(p)[i]);
+  }
+}
+
+__global__ void fill_u16_kernel(uint16_t* p, int64_t n, uint16_t v) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) p[i] = v;
+}
+__global__ void fill_f32_kernel(float* p, int64_t n, float v) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) p[i] = v;
+}
+
+__global__ void convert_kernel(ConvertParams p) {
+  const int64_t n = p.rows * p.cols;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    float v = load_elem(p.in, p.in_type, i);
+    if (p.scale) {
+      const int64_t r = i / p.cols, c = i % p.cols;
+      v *= p.scale[(r / p.block_n) * p.scale_cols + c / p.block_k];
+    }
+    if (p.out_type == ElemType::kF32)
+      static_cast<float*>(p.out)[i] = v;
+    else
+      static_cast<__nv_bfloat16*>(p.out)[i] = __float2bfloat16(v);
+  }
+}
+
+__global__ void embedding_kernel(EmbeddingParams p) {
+  const int64_t t = blockIdx.x;
+  const int32_t id = p.ids[t];
+  __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out) + t * p.dim;
+  const bool ok = id >= 0 && id < p.vocab;
+  for (int64_t i = threadIdx.x; i < p.dim; i += blockDim.x)
+    out[i] = ok ? __float2bfloat16(load_elem(p.table, p.table_type, int64_t(id) * p.dim + i)) : __float2bfloat16(NAN);
+}
+
+template <class T>
+__global__ void add_kernel(T* acc, const T* x, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    if constexpr (sizeof(T) == 4)
+      acc[i] += x[i];
+    else
+      acc[i] = __float2bfloat16(__bfloat162float(acc[i]) + __bfloat162float(x[i]));
+  }
+}
+
+__global__ void silu_mul_kernel(const __nv_bfloat16* gu, __nv_bfloat16* out, int64_t rows, int64_t inter) {
+  const int64_t n = rows * inter;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / inter, c = i % inter;
+    const float g = __bfloat162float(gu[r * 2 * inter + c]);
+    const float u = __bfloat162float(gu[r * 2 * inter + inter + c]);
+    out[i] = __float2bfloat16(g / (1.0f + expf(-g)) * u);
+  }
+}
+
+// Copies `cols` units of type U per row (U = the widest type that divides every offset).
+template <class U>
+__global__ void copy_cols_kernel(const U* in, U* out, int64_t rows, int64_t cols, int64_t in_stride,
+                                 int64_t out_stride) {
+  const int64_t n = rows * cols;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / cols, c = i % cols;
+    out[r * out_stride + c] = in[r * in_stride + c];
+  }
+}
+
+template <class U>
+cudaError_t copy_cols_as(const CopyColsParams& p, int64_t unit, cudaStream_t stream) {
+  const int64_t eb = p.elem_bytes;
+  const U* in = reinterpret_cast<const U*>(static_cast<const char*>(p.in) + p.in_col0 * eb);
+  U* out = reinterpret_cast<U*>(static_cast<char*>(p.out) + p.out_col0 * eb);
+  const int64_t cols = p.cols * eb / unit;
+  copy_cols_kernel<U><<<grid_for(p.rows * cols), kThreads, 0, stream>>>(in, out, p.rows, cols,
+                                                                         p.in_stride * eb / unit, p.out_stride * eb / unit);
+  return cudaGetLastError();
+}
+
+__global__ void layer_norm_kernel(LayerNormParams p) {
+  __shared__ float scratch[33];
+  const int64_t row = blockIdx.x;
+  const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.x) + row * p.n;
+  __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out) + row * p.n;
+  float s = 0.0f;
+  for (int64_t i = threadIdx.x; i < p.n; i += blockDim.x) s += __bfloat162float(x[i]);
+  const float mean = block_sum(s, scratch) / static_cast<float>(p.n);
+  float v = 0.0f;
+  for (int64_t i = threadIdx.x; i < p.n; i += blockDim.x) {
+    const float d = __bfloat162float(x[i]) - mean;
+    v += d * d;
+  }
+  const float inv = rsqrtf(block_sum(v, scratch) / static_cast<float>(p.n) + p.eps);
+  for (int64_t i = threadIdx.x; i < p.n; i += blockDim.x)
+    out[i] = __float2bfloat16((__bfloat162float(x[i]) - mean) * inv * load_elem(p.w, p.param_type, i) +
+                              load_elem(p.b, p.param_type, i));
+}
+
+__global__ void log_softmax_kernel(const void* logits, ElemType type, float* out, int64_t n) {
+  __shared__ float scratch[33];
+  const int64_t row = blockIdx.x;
+  const int64_t base = row * n;
+  float mx = -INFINITY;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) mx = fmaxf(mx, load_elem(logits, type, base + i));
+  mx = block_max(mx, scratch);
+  float s = 0.0f;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += expf(load_elem(logits, type, base + i) - mx);
+  const float lse = mx + logf(block_sum(s, scratch));
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) out[base + i] = load_elem(logits, type, base + i) - lse;
+}
+
+__global__ void absorb_split_kernel(AbsorbSplitParams p) {
+  const int64_t per_head = p.nope + p.v;
+  const int64_t n = p.heads * per_head * p.lora;
+  const __nv_bfloat16* src = static_cast<const __nv_bfloat16*>(p.kv_b);
+  __nv_bfloat16* kc = static_cast<__nv_bfloat16*>(p.w_kc);
+  __nv_bfloat16* vc = static_cast<__nv_bfloat16*>(p.w_vc);
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / p.lora, c = i % p.lora;
+    const int64_t h = r / per_head, rr = r % per_head;
+    if (rr < p.nope)
+      kc[(h * p.nope + rr) * p.lora + c] = src[i];
+    else
+      vc[(h * p.lora + c) * p.v + (rr - p.nope)] = src[i];
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_fill_u16(void* p, int64_t n, uint16_t value, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  fill_u16_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<uint16_t*>(p), n, value);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_fill_f32(void* p, int64_t n, float value, cudaStream_t stream) {
+  if (n <= 0) return cudaSuccess;
+  fill_f32_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<float*>(p), n, value);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_fill_bf16(void* p, int64_t n, float value, cudaStream_t stream) {
+  const __nv_bfloat16 b = __float2bfloat16(value);
+  uint16_t bits;
+  memcpy(&bits, &b, 2);
+  return launch_fill_u16(p, n, bits, stream);
+}
+
+cudaError_t launch_convert(const ConvertParams& p, cudaStream_t stream) {
+  if (p.rows * p.cols == 0) return cudaSuccess;
+  convert_kernel<<<grid_for(p.rows * p.cols), kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_embedding(const EmbeddingParams& p, cudaStream_t stream) {
+  if (p.tokens == 0) return cudaSuccess;
+  embedding_kernel<<<static_cast<unsigned>(p.tokens), kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_add_inplace(void* acc, const void* x, ElemType type, int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  if (type == ElemType::kF32)
+    add_kernel<float><<<grid_for(n), kThreads, 0, stream>>>(static_cast<float*>(acc), static_cast<const float*>(x), n);
+  else
+    add_kernel<__nv_bfloat16><<<grid_for(n), kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(acc),
+                                                                     static_cast<const __nv_bfloat16*>(x), n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_silu_mul(const void* gate_up, void* out, int64_t rows, int64_t inter, cudaStream_t stream) {
+  if (rows * inter == 0) return cudaSuccess;
+  silu_mul_kernel<<<grid_for(rows * inter), kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(gate_up),
+                                                                   static_cast<__nv_bfloat16*>(out), rows, inter);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_copy_cols(const CopyColsParams& p, cudaStream_t stream) {
+  if (p.rows * p.cols == 0) return cudaSuccess;
+  const int64_t eb = p.elem_bytes;
+  auto fits = [&](int64_t unit) {
+    const auto in = reinterpret_cast<uintptr_t>(static_cast<const char*>(p.in) + p.in_col0 * eb);
+    const auto out = reinterpret_cast<uintptr_t>(static_cast<char*>(p.out) + p.out_col0 * eb);
+    return in % unit == 0 && out % unit == 0 && (p.cols * eb) % unit == 0 && (p.in_stride * eb) % unit == 0 &&
+           (p.out_stride * eb) % unit == 0;
+  };
+  if (fits(16)) return copy_cols_as<uint4>(p, 16, stream);
+  if (fits(4)) return copy_cols_as<uint32_t>(p, 4, stream);
+  if (fits(2)) return copy_cols_as<uint16_t>(p, 2, stream);
+  return copy_cols_as<uint8_t>(p, 1, stream);
+}
+
+cudaError_t launch_layer_norm(const LayerNormParams& p, cudaStream_t stream) {
+  if (p.rows == 0) return cudaSuccess;
+  layer_norm_kernel<<<static_cast<unsigned>(p.rows), kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_log_softmax(const void* logits, ElemType type, float* out, int64_t rows, int64_t n,
+                               cudaStream_t stream) {
+  if (rows == 0) return cudaSuccess;
+  log_softmax_kernel<<<static_cast<unsigned>(rows), 1024, 0, stream>>>(logits, type, out, n);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_absorb_split(const AbsorbSplitParams& p, cudaStream_t stream) {
+  const int64_t n = p.heads * (p.nope + p.v) * p.lora;
+  if (n == 0) return cudaSuccess;
+  absorb_split_kernel<<<grid_for(n), kThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace ds::kernels

@@ -1,0 +1,58 @@
+// DeepSeekMoE kernels: routing (softmax/sigmoid scores, optional correction bias, greedy / group-limited /
+// noaux_tc group selection, top-k, normalisation and scaling) with one warp per token, and the token
+// permutation by expert plus the weighted un-permutation around the per-expert GEMMs.
+#pragma once
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+namespace ds::kernels {
+
+enum class RouteMethod : int { kGreedy, kGroupLimitedGreedy, kNoauxTc };
+
+// Semantics of CpuOps::moe_route; ties go to the lower expert / group index.
+struct MoeRouteParams {
+  const float* logits;  // [tokens, experts]
+  const float* bias;    // [experts] or null (selection only)
+  int32_t* topk_ids;    // [tokens, top_k], in descending order of the selection score
+  float* topk_weights;  // [tokens, top_k]
+  int64_t tokens;
+  int experts, top_k, n_group, topk_group;
+  RouteMethod method;
+  bool sigmoid, norm_topk_prob;
+  float routed_scaling_factor;
+};
+cudaError_t launch_moe_route(const MoeRouteParams& p, cudaStream_t stream);
+
+// Groups the tokens * top_k (token, expert) entries by expert: counts[e], offsets[e] (exclusive prefix
+// sum), row_of[i] = the entry's row in the permuted order (-1 for an id outside [0, experts)), and
+// src_token[row] = the token of each permuted row. One block; the order of rows within an expert is
+// unspecified (each row is computed independently).
+struct MoePermuteParams {
+  const int32_t* topk_ids;  // [tokens * top_k]
+  int32_t* counts;          // [experts]
+  int32_t* offsets;         // [experts]
+  int32_t* cursor;          // [experts] scratch
+  int32_t* row_of;          // [tokens * top_k]
+  int32_t* src_token;       // [tokens * top_k]
+  int64_t entries;
+  int top_k, experts;
+};
+cudaError_t launch_moe_permute(const MoePermuteParams& p, cudaStream_t stream);
+
+// xp[r, :] = x[src_token[r], :] for r < rows (bf16).
+cudaError_t launch_gather_rows(const void* x, const int32_t* src, void* out, int64_t rows, int64_t dim,
+                               cudaStream_t stream);
+
+// out[t, :] = sum_k weights[t, k] * y[row_of[t * top_k + k], :] in fp32 (bf16 y and out; rows -1 skipped).
+struct MoeCombineParams {
+  const void* y;
+  const int32_t* row_of;
+  const float* weights;
+  void* out;
+  int64_t tokens, dim;
+  int top_k;
+};
+cudaError_t launch_moe_combine(const MoeCombineParams& p, cudaStream_t stream);
+
+}  // namespace ds::kernels

@@ -1,0 +1,86 @@
+// RoPE and latent-cache row kernels (see rope_cache.h). cos/sin are evaluated in double from the fp32
+// angle, as the CPU reference does, so positions past the original window stay exact.
+#include <cuda_bf16.h>
+
+#include "kernels/rope_cache.h"
+
+namespace ds::kernels {
+namespace {
+
+__global__ void rope_kernel(RopeParams p) {
+  const int64_t t = blockIdx.x;
+  const int64_t half = p.rot_dim / 2;
+  const float pos = static_cast<float>(p.positions[t]);
+  __nv_bfloat16* xt = static_cast<__nv_bfloat16*>(p.x) + t * p.heads * p.head_dim + p.rot_offset;
+  for (int64_t k = threadIdx.x; k < p.heads * half; k += blockDim.x) {
+    const int64_t h = k / half, i = k % half;
+    const float angle = __fmul_rn(pos, p.inv_freq[i]);
+    double s, c;
+    sincos(static_cast<double>(angle), &s, &c);
+    const float cs = static_cast<float>(c) * p.attn_factor, sn = static_cast<float>(s) * p.attn_factor;
+    __nv_bfloat16* v = xt + h * p.head_dim;
+    const int64_t ia = p.interleaved ? 2 * i : i, ib = p.interleaved ? 2 * i + 1 : i + half;
+    const float x0 = __bfloat162float(v[ia]), x1 = __bfloat162float(v[ib]);
+    v[ia] = __float2bfloat16(x0 * cs - x1 * sn);
+    v[ib] = __float2bfloat16(x1 * cs + x0 * sn);
+  }
+}
+
+// Copies one row of `bytes` bytes with the calling block's threads.
+__device__ __forceinline__ void copy_row(char* dst, const char* src, int64_t bytes) {
+  if (bytes % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 16 == 0 && reinterpret_cast<uintptr_t>(src) % 16 == 0) {
+    for (int64_t i = threadIdx.x; i < bytes / 16; i += blockDim.x)
+      reinterpret_cast<uint4*>(dst)[i] = reinterpret_cast<const uint4*>(src)[i];
+  } else {
+    for (int64_t i = threadIdx.x; i < bytes; i += blockDim.x) dst[i] = src[i];
+  }
+}
+
+__global__ void store_rows_kernel(StoreRowsParams p) {
+  const int64_t t = blockIdx.x;
+  const int32_t slot = p.slot_mapping[t];
+  if (slot < 0 || slot >= p.num_slots) return;
+  copy_row(static_cast<char*>(p.cache) + slot * p.row_bytes, static_cast<const char*>(p.rows) + t * p.row_bytes,
+           p.row_bytes);
+}
+
+constexpr int kGatherRows = 16;  // context rows per block
+
+__global__ void gather_context_kernel(GatherContextParams p) {
+  const int s = blockIdx.x;
+  const int len = p.seq_lens[s];
+  const int first = blockIdx.y * kGatherRows;
+  if (first >= len) return;
+  int64_t start = 0;
+  for (int i = 0; i < s; ++i) start += p.seq_lens[i];
+  const int last = min(len, first + kGatherRows);
+  for (int pos = first; pos < last; ++pos) {
+    const int64_t slot = static_cast<int64_t>(p.block_table[s * p.max_pages + pos / p.page_size]) * p.page_size +
+                         pos % p.page_size;
+    copy_row(static_cast<char*>(p.out) + (start + pos) * p.row_bytes,
+             static_cast<const char*>(p.cache) + slot * p.row_bytes, p.row_bytes);
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_rope(const RopeParams& p, cudaStream_t stream) {
+  if (p.tokens == 0 || p.rot_dim == 0) return cudaSuccess;
+  rope_kernel<<<static_cast<unsigned>(p.tokens), 128, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_store_rows(const StoreRowsParams& p, cudaStream_t stream) {
+  if (p.tokens == 0) return cudaSuccess;
+  store_rows_kernel<<<static_cast<unsigned>(p.tokens), 128, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_gather_context(const GatherContextParams& p, cudaStream_t stream) {
+  if (p.num_seqs == 0 || p.max_seq_len == 0) return cudaSuccess;
+  dim3 grid(static_cast<unsigned>(p.num_seqs), static_cast<unsigned>((p.max_seq_len + kGatherRows - 1) / kGatherRows));
+  gather_context_kernel<<<grid, 128, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace ds::kernels

@@ -1,0 +1,521 @@
+// The CUDA backend: every op of ops/ops.h on one GPU with bf16 activations and fp32 math, on one stream,
+// with stream-ordered allocation (cuda_runtime.h). Weights are prepared as bf16 (block-FP8 dequantised at
+// prepare time); F32 params (e.g. the V3 correction bias) stay F32. Semantics are CpuOps' (the oracle).
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "kernels/basic.h"
+#include "kernels/indexer.h"
+#include "kernels/moe.h"
+#include "kernels/rms_norm.h"
+#include "kernels/rope_cache.h"
+#include "ops/cuda/attention.h"
+#include "ops/cuda/cublaslt_gemm.h"
+#include "ops/cuda/cuda_runtime.h"
+#include "ops/cuda/fallback_attention.h"
+#include "ops/ops.h"
+
+namespace ds {
+namespace {
+
+using kernels::ElemType;
+
+ElemType elem_type(DType t) {
+  switch (t) {
+    case DType::kF32: return ElemType::kF32;
+    case DType::kBF16: return ElemType::kBF16;
+    case DType::kF16: return ElemType::kF16;
+    case DType::kF8E4M3: return ElemType::kF8E4M3;
+    case DType::kF8E5M2: return ElemType::kF8E5M2;
+    case DType::kI32: return ElemType::kI32;
+    default: DS_CHECK(false, "no kernel element type for ", dtype_name(t));
+  }
+  return ElemType::kF32;
+}
+
+void check_cuda(const Tensor& t, const char* what) {
+  DS_CHECK(t.defined() && t.device() == Device::kCuda, what, ": expected a cuda tensor, got ",
+           t.defined() ? t.describe() : std::string("undefined"));
+}
+void check_dtype(const Tensor& t, DType d, const char* what) {
+  check_cuda(t, what);
+  DS_CHECK(t.dtype() == d, what, ": expected ", dtype_name(d), ", got ", t.describe());
+}
+const int32_t* i32(const Tensor& t, const char* what) {
+  check_dtype(t, DType::kI32, what);
+  return t.data_as<int32_t>();
+}
+
+class CudaOps final : public Ops {
+ public:
+  explicit CudaOps(int device_index) {
+    init_cuda_device(device_index);
+    gemm_ = std::make_unique<CublasLtGemm>();
+    // Debugging switch: DSERVE_CUDA_ATTENTION=fallback runs attention on the simple fallback kernel.
+    const char* attn = std::getenv("DSERVE_CUDA_ATTENTION");
+    fallback_attention_ = attn && std::string(attn) == "fallback";
+  }
+
+  Device device() const override { return Device::kCuda; }
+  DType activation_dtype() const override { return DType::kBF16; }
+
+  // ---- weights ----
+  Tensor prepare_param(const Tensor& host) override {
+    if (host.dtype() == DType::kF32) return host.device() == Device::kCuda ? host : cuda_upload(host);
+    return to_bf16(host, nullptr, 128, 128);
+  }
+  LinearWeight prepare_linear(const LinearWeight& host) override {
+    LinearWeight w;
+    w.weight = to_bf16(host.weight, host.is_block_fp8() ? &host.scale_inv : nullptr, host.block_n, host.block_k);
+    return w;
+  }
+  PreparedMlp prepare_mlp(const LinearWeight& gate, const LinearWeight& up, const LinearWeight& down) override {
+    DS_CHECK(gate.out_features() == up.out_features() && gate.in_features() == up.in_features(), "gate ",
+             gate.weight.describe(), " vs up ", up.weight.describe());
+    Tensor g = prepare_linear(gate).weight, u = prepare_linear(up).weight;
+    Tensor gu = empty({2 * gate.out_features(), gate.in_features()}, DType::kBF16);
+    DS_CUDA_CHECK(cudaMemcpyAsync(gu.data(), g.data(), g.nbytes(), cudaMemcpyDeviceToDevice, cuda_stream()));
+    DS_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(gu.data()) + g.nbytes(), u.data(), u.nbytes(),
+                                  cudaMemcpyDeviceToDevice, cuda_stream()));
+    PreparedMlp m;
+    m.gate_up.weight = gu;
+    m.down = prepare_linear(down);
+    return m;
+  }
+  void prepare_absorbed(const LinearWeight& kv_b, int heads, int64_t nope, int64_t v, Tensor* w_kc,
+                        Tensor* w_vc) override {
+    Tensor w = prepare_linear(kv_b).weight;  // [H * (nope + v), lora] bf16
+    const int64_t lora = w.dim(1);
+    DS_CHECK(w.dim(0) == heads * (nope + v), "kv_b_proj rows ", w.dim(0));
+    *w_kc = empty({heads, nope, lora}, DType::kBF16);
+    *w_vc = empty({heads, lora, v}, DType::kBF16);
+    DS_CUDA_CHECK(kernels::launch_absorb_split({w.data(), w_kc->data(), w_vc->data(), heads, nope, v, lora}, stream()));
+  }
+
+  // ---- memory ----
+  Tensor empty(Shape shape, DType dtype) override { return Tensor::empty(std::move(shape), dtype, Device::kCuda); }
+  Tensor upload(const Tensor& host) override { return host.device() == Device::kCuda ? host : cuda_upload(host); }
+  Tensor to_host(const Tensor& t) override { return t.device() == Device::kCpu ? t : cuda_download(t); }
+  void fill(Tensor& t, float value) override {
+    check_cuda(t, "fill");
+    if (t.dtype() == DType::kF32)
+      DS_CUDA_CHECK(kernels::launch_fill_f32(t.data(), t.numel(), value, stream()));
+    else if (t.dtype() == DType::kBF16)
+      DS_CUDA_CHECK(kernels::launch_fill_bf16(t.data(), t.numel(), value, stream()));
+    else
+      DS_CHECK(false, "fill of ", t.describe());
+  }
+
+  // ---- elementwise / norms ----
+  Tensor embedding(const Tensor& table, const Tensor& ids) override {
+    DS_CHECK_SHAPE(table, {-1, -1});
+    check_cuda(table, "embedding table");
+    const int64_t n = ids.numel(), d = table.dim(1);
+    Tensor out = empty({n, d}, DType::kBF16);
+    DS_CUDA_CHECK(kernels::launch_embedding(
+        {table.data(), elem_type(table.dtype()), i32(ids, "embedding ids"), out.data(), n, table.dim(0), d}, stream()));
+    return out;
+  }
+  Tensor rms_norm(const Tensor& x, const Tensor& w, float eps) override {
+    DS_CHECK_SHAPE(x, {-1, w.dim(0)});
+    check_dtype(x, DType::kBF16, "rms_norm x");
+    const int64_t rows = x.dim(0), n = x.dim(1);
+    Tensor out = empty({rows, n}, DType::kBF16);
+    launch_rms(x, nullptr, w, out, eps);
+    return out;
+  }
+  Tensor add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, float eps) override {
+    DS_CHECK_SHAPE(residual, {-1, w.dim(0)});
+    DS_CHECK(x.numel() == residual.numel(), residual.describe(), " += ", x.describe());
+    check_dtype(residual, DType::kBF16, "add_rms_norm residual");
+    check_dtype(x, DType::kBF16, "add_rms_norm x");
+    Tensor out = empty({residual.dim(0), residual.dim(1)}, DType::kBF16);
+    launch_rms(x, &residual, w, out, eps);
+    return out;
+  }
+  Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps) override {
+    DS_CHECK_SHAPE(x, {-1, w.dim(0)});
+    check_dtype(x, DType::kBF16, "layer_norm x");
+    DS_CHECK(w.dtype() == b.dtype() && (w.dtype() == DType::kBF16 || w.dtype() == DType::kF32), "layer_norm params ",
+             w.describe(), " ", b.describe());
+    Tensor out = empty({x.dim(0), x.dim(1)}, DType::kBF16);
+    DS_CUDA_CHECK(kernels::launch_layer_norm(
+        {x.data(), w.data(), b.data(), elem_type(w.dtype()), out.data(), x.dim(0), x.dim(1), eps}, stream()));
+    return out;
+  }
+  void add_(Tensor& acc, const Tensor& x) override {
+    DS_CHECK(acc.numel() == x.numel() && acc.dtype() == x.dtype() &&
+                 (acc.dtype() == DType::kBF16 || acc.dtype() == DType::kF32),
+             acc.describe(), " += ", x.describe());
+    check_cuda(acc, "add_ acc");
+    check_cuda(x, "add_ x");
+    DS_CUDA_CHECK(kernels::launch_add_inplace(acc.data(), x.data(), elem_type(acc.dtype()), acc.numel(), stream()));
+  }
+  Tensor silu_mul(const Tensor& gate_up) override {
+    check_dtype(gate_up, DType::kBF16, "silu_mul");
+    const int64_t rows = gate_up.dim(0), inter = gate_up.dim(1) / 2;
+    DS_CHECK(gate_up.ndim() == 2 && gate_up.dim(1) == 2 * inter, "silu_mul of ", gate_up.describe());
+    Tensor out = empty({rows, inter}, DType::kBF16);
+    DS_CUDA_CHECK(kernels::launch_silu_mul(gate_up.data(), out.data(), rows, inter, stream()));
+    return out;
+  }
+  Tensor concat_cols(const Tensor& a, const Tensor& b) override {
+    DS_CHECK(a.ndim() == 2 && b.ndim() == 2 && a.dim(0) == b.dim(0) && a.dtype() == b.dtype(), a.describe(), " | ",
+             b.describe());
+    check_cuda(a, "concat_cols a");
+    check_cuda(b, "concat_cols b");
+    const int64_t rows = a.dim(0), n = a.dim(1), m = b.dim(1);
+    Tensor out = empty({rows, n + m}, a.dtype());
+    const int eb = static_cast<int>(dtype_size(a.dtype()));
+    DS_CUDA_CHECK(kernels::launch_copy_cols({a.data(), out.data(), rows, n, n, n + m, 0, 0, eb}, stream()));
+    DS_CUDA_CHECK(kernels::launch_copy_cols({b.data(), out.data(), rows, m, m, n + m, 0, n, eb}, stream()));
+    return out;
+  }
+  Tensor slice_cols(const Tensor& x, int64_t begin, int64_t end) override {
+    DS_CHECK(x.ndim() == 2 && 0 <= begin && begin <= end && end <= x.dim(1), "slice_cols ", begin, ":", end, " of ",
+             x.describe());
+    check_cuda(x, "slice_cols");
+    const int64_t rows = x.dim(0), w = end - begin;
+    Tensor out = empty({rows, w}, x.dtype());
+    DS_CUDA_CHECK(kernels::launch_copy_cols(
+        {x.data(), out.data(), rows, w, x.dim(1), w, begin, 0, static_cast<int>(dtype_size(x.dtype()))}, stream()));
+    return out;
+  }
+  Tensor select_rows(const Tensor& x, const std::vector<int64_t>& rows) override {
+    check_cuda(x, "select_rows");
+    DS_CHECK(x.ndim() >= 1, "select_rows of ", x.describe());
+    Shape shape = x.shape();
+    shape[0] = static_cast<int64_t>(rows.size());
+    Tensor out = empty(shape, x.dtype());
+    const size_t row_bytes = x.dim(0) ? x.nbytes() / x.dim(0) : 0;
+    // One device copy per run of consecutive rows (no index upload; capturable).
+    for (size_t i = 0; i < rows.size();) {
+      DS_CHECK(rows[i] >= 0 && rows[i] < x.dim(0), "row ", rows[i], " of ", x.describe());
+      size_t j = i + 1;
+      while (j < rows.size() && rows[j] == rows[j - 1] + 1) ++j;
+      DS_CHECK(rows[j - 1] < x.dim(0), "row ", rows[j - 1], " of ", x.describe());
+      DS_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(out.data()) + i * row_bytes,
+                                    static_cast<const char*>(x.data()) + rows[i] * row_bytes, (j - i) * row_bytes,
+                                    cudaMemcpyDeviceToDevice, stream()));
+      i = j;
+    }
+    return out;
+  }
+
+  // ---- matmuls ----
+  Tensor linear(const Tensor& x, const LinearWeight& w) override {
+    DS_CHECK(!w.is_block_fp8(), "cuda linear expects a prepared (bf16) weight");
+    DS_CHECK(x.ndim() == 2 && w.weight.ndim() == 2 && x.dim(1) == w.weight.dim(1), "linear ", x.describe(), " x ",
+             w.weight.describe());
+    check_dtype(x, DType::kBF16, "linear x");
+    check_dtype(w.weight, DType::kBF16, "linear weight");
+    Tensor out = empty({x.dim(0), w.weight.dim(0)}, DType::kBF16);
+    gemm_nk(x, w.weight, out);
+    return out;
+  }
+  Tensor linear_f32(const Tensor& x, const Tensor& w) override {
+    DS_CHECK(x.ndim() == 2 && w.ndim() == 2 && x.dim(1) == w.dim(1), "linear ", x.describe(), " x ", w.describe());
+    check_cuda(x, "linear_f32 x");
+    check_cuda(w, "linear_f32 w");
+    Tensor out = empty({x.dim(0), w.dim(0)}, DType::kF32);
+    if (w.dtype() == DType::kBF16 && x.dtype() == DType::kBF16) {
+      gemm_nk(x, w, out);  // bf16 products are exact in fp32; fp32 accumulation and output
+    } else {
+      DS_CHECK(w.dtype() == DType::kF32, "linear_f32 weight ", w.describe());
+      gemm_nk(as_f32(x), w, out);
+    }
+    return out;
+  }
+  Tensor bmm_heads(const Tensor& x, const Tensor& w) override {
+    DS_CHECK(x.ndim() == 3 && w.ndim() == 3 && x.dim(1) == w.dim(0) && x.dim(2) == w.dim(1) && x.dtype() == w.dtype() &&
+                 (x.dtype() == DType::kBF16 || x.dtype() == DType::kF32),
+             "bmm_heads ", x.describe(), " x ", w.describe());
+    check_cuda(x, "bmm_heads x");
+    check_cuda(w, "bmm_heads w");
+    const int64_t T = x.dim(0), H = x.dim(1), K = x.dim(2), N = w.dim(2);
+    Tensor out = empty({T, H, N}, x.dtype());
+    GemmArgs g;
+    g.x = x.data();
+    g.ldx = H * K;
+    g.w = w.data();
+    g.ldw = N;
+    g.w_nk = false;
+    g.d = out.data();
+    g.ldd = H * N;
+    g.in_type = g.out_type = x.dtype();
+    g.M = T;
+    g.N = N;
+    g.K = K;
+    g.batch = static_cast<int>(H);
+    g.stride_x = K;
+    g.stride_w = K * N;
+    g.stride_d = N;
+    gemm_->run(g, stream());
+    return out;
+  }
+
+  // ---- rotary ----
+  void rope_(Tensor& x, int64_t off, int64_t dim, const Tensor& positions, const Tensor& inv_freq, float attn_factor,
+             RopeStyle style) override {
+    DS_CHECK(x.ndim() == 3 && off + dim <= x.dim(2) && inv_freq.numel() == dim / 2 && positions.numel() == x.dim(0),
+             "rope on ", x.describe());
+    check_dtype(x, DType::kBF16, "rope x");
+    check_dtype(inv_freq, DType::kF32, "rope inv_freq");
+    DS_CUDA_CHECK(kernels::launch_rope({x.data(), i32(positions, "rope positions"), inv_freq.data_as<float>(), x.dim(0),
+                                        x.dim(1), x.dim(2), off, dim, attn_factor, style == RopeStyle::kInterleaved},
+                                       stream()));
+  }
+
+  // ---- KV cache ----
+  void store_rows(Tensor& cache, const Tensor& rows, const Tensor& slot_mapping) override {
+    DS_CHECK(cache.ndim() == 2 && rows.ndim() == 2 && cache.dim(1) == rows.dim(1) && cache.dtype() == rows.dtype() &&
+                 slot_mapping.numel() == rows.dim(0),
+             "store_rows ", rows.describe(), " into ", cache.describe());
+    check_cuda(cache, "store_rows cache");
+    check_cuda(rows, "store_rows rows");
+    DS_CUDA_CHECK(kernels::launch_store_rows({cache.data(), rows.data(), i32(slot_mapping, "slot_mapping"), rows.dim(0),
+                                              cache.dim(0), static_cast<int64_t>(rows.nbytes() / std::max<int64_t>(rows.dim(0), 1))},
+                                             stream()));
+  }
+  Tensor gather_context(const Tensor& cache, const AttnMetadata& m) override {
+    check_cuda(cache, "gather_context cache");
+    DS_CHECK(cache.ndim() == 2, "gather_context of ", cache.describe());
+    // The output's row count is sum(seq_lens): read it back (prefill path only; not captured in graphs).
+    Tensor lens = cuda_download(m.seq_lens);
+    int64_t total = 0;
+    for (int s = 0; s < m.num_seqs; ++s) total += lens.data_as<int32_t>()[s];
+    Tensor out = empty({total, cache.dim(1)}, cache.dtype());
+    DS_CUDA_CHECK(kernels::launch_gather_context(
+        {cache.data(), out.data(), i32(m.seq_lens, "seq_lens"), i32(m.block_table, "block_table"), m.num_seqs,
+         m.max_seq_len, m.page_size, m.block_table.dim(1), static_cast<int64_t>(cache.dim(1) * dtype_size(cache.dtype()))},
+        stream()));
+    return out;
+  }
+
+  // ---- attention (src/ops/cuda/attention.h) ----
+  Tensor mla_attention_mha(const Tensor& q, const Tensor& kv, const Tensor& ctx, int64_t rope_offset,
+                           const AttnMetadata& m, float scale, const Tensor* topk) override {
+    if (fallback_attention_) return cuda_mla_attention_mha_fallback(q, kv, ctx, rope_offset, m, scale, topk, stream());
+    return cuda_mla_attention_mha(q, kv, ctx, rope_offset, m, scale, topk, stream());
+  }
+  Tensor mla_attention_absorbed(const Tensor& q, const Tensor& cache, int64_t v_dim, const AttnMetadata& m, float scale,
+                                const Tensor* topk) override {
+    if (fallback_attention_) return cuda_mla_attention_absorbed_fallback(q, cache, v_dim, m, scale, topk, stream());
+    return cuda_mla_attention_absorbed(q, cache, v_dim, m, scale, topk, stream());
+  }
+
+  // ---- V3.2 indexer ----
+  Tensor indexer_topk(const Tensor& q, const Tensor& w, const Tensor& k_cache, const AttnMetadata& m, int topk,
+                      float q_scale, float w_scale) override {
+    const int64_t T = q.dim(0), Hi = q.dim(1), D = q.dim(2);
+    DS_CHECK(q.ndim() == 3 && w.ndim() == 2 && w.dim(0) == T && w.dim(1) == Hi && k_cache.dim(1) == D, "indexer q ",
+             q.describe(), " w ", w.describe(), " k ", k_cache.describe());
+    DS_CHECK(topk >= 1 && topk <= kernels::kIndexerMaxTopk, "index_topk ", topk, " not supported (max ",
+             kernels::kIndexerMaxTopk, ")");
+    check_dtype(q, DType::kBF16, "indexer q");
+    check_dtype(k_cache, DType::kBF16, "indexer k_cache");
+    check_cuda(w, "indexer w");
+    DS_CHECK(w.dtype() == DType::kBF16 || w.dtype() == DType::kF32, "indexer w ", w.describe());
+    Tensor out = empty({T, topk}, DType::kI32);
+    if (T == 0) return out;
+    const int64_t max_len = std::max(m.max_seq_len, 1);
+    // Scores go through a scratch buffer of at most 256 MiB: tokens in chunks.
+    const int64_t chunk = std::clamp<int64_t>((int64_t{64} << 20) / max_len, 1, T);
+    Tensor scratch = empty({chunk, max_len}, DType::kF32);
+    for (int64_t t0 = 0; t0 < T; t0 += chunk) {
+      kernels::IndexerParams p{};
+      p.q = q.data();
+      p.w = w.data();
+      p.w_f32 = w.dtype() == DType::kF32;
+      p.k_cache = k_cache.data();
+      p.positions = i32(m.positions, "positions");
+      p.q_starts = i32(m.q_starts, "q_starts");
+      p.block_table = i32(m.block_table, "block_table");
+      p.out = out.data_as<int32_t>();
+      p.scores = scratch.data_as<float>();
+      p.token_begin = t0;
+      p.token_count = std::min(chunk, T - t0);
+      p.heads = Hi;
+      p.dim = D;
+      p.max_pages = m.block_table.dim(1);
+      p.num_seqs = m.num_seqs;
+      p.page_size = m.page_size;
+      p.max_seq_len = static_cast<int>(max_len);
+      p.topk = topk;
+      p.q_scale = q_scale;
+      p.w_scale = w_scale;
+      DS_CUDA_CHECK(kernels::launch_indexer_topk(p, stream()));
+    }
+    return out;
+  }
+
+  // ---- MoE ----
+  void moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& r, Tensor* topk_ids,
+                 Tensor* topk_weights) override {
+    check_dtype(logits, DType::kF32, "router logits");
+    const int64_t T = logits.dim(0), E = logits.dim(1);
+    DS_CHECK(E == r.num_experts && r.n_group >= 1 && E % r.n_group == 0 && r.top_k >= 1 && r.top_k <= E,
+             "router logits ", logits.describe());
+    Tensor bias32;
+    if (bias.defined()) {
+      check_cuda(bias, "correction bias");
+      DS_CHECK(bias.numel() == E, "correction bias ", bias.describe());
+      bias32 = as_f32(bias);
+    }
+    *topk_ids = empty({T, r.top_k}, DType::kI32);
+    *topk_weights = empty({T, r.top_k}, DType::kF32);
+    kernels::MoeRouteParams p{};
+    p.logits = logits.data_as<float>();
+    p.bias = bias32.defined() ? bias32.data_as<float>() : nullptr;
+    p.topk_ids = topk_ids->data_as<int32_t>();
+    p.topk_weights = topk_weights->data_as<float>();
+    p.tokens = T;
+    p.experts = static_cast<int>(E);
+    p.top_k = r.top_k;
+    p.n_group = r.n_group;
+    p.topk_group = r.topk_group;
+    p.method = r.method == MoeRouting::Method::kGreedy               ? kernels::RouteMethod::kGreedy
+               : r.method == MoeRouting::Method::kGroupLimitedGreedy ? kernels::RouteMethod::kGroupLimitedGreedy
+                                                                     : kernels::RouteMethod::kNoauxTc;
+    p.sigmoid = r.sigmoid;
+    p.norm_topk_prob = r.norm_topk_prob;
+    p.routed_scaling_factor = r.routed_scaling_factor;
+    DS_CUDA_CHECK(kernels::launch_moe_route(p, stream()));
+  }
+
+  // Tokens grouped by expert, one GEMM pair per active expert over its rows, weighted un-permutation.
+  // Reads the per-expert counts back to the host (one sync per MoE layer; grouped GEMMs will remove it).
+  Tensor moe_experts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+                     const std::vector<PreparedMlp>& experts) override {
+    check_dtype(x, DType::kBF16, "moe x");
+    check_dtype(topk_weights, DType::kF32, "topk_weights");
+    DS_CHECK(x.ndim() == 2 && topk_ids.ndim() == 2 && topk_ids.dim(0) == x.dim(0) &&
+                 topk_weights.numel() == topk_ids.numel(),
+             "moe_experts x ", x.describe(), " ids ", topk_ids.describe());
+    const int64_t T = x.dim(0), d = x.dim(1), K = topk_ids.dim(1), N = T * K;
+    const int E = static_cast<int>(experts.size());
+    Tensor out = empty({T, d}, DType::kBF16);
+    if (T == 0) return out;
+    Tensor meta = empty({3 * static_cast<int64_t>(E) + 2 * N}, DType::kI32);
+    int32_t* counts = meta.data_as<int32_t>();
+    int32_t* offsets = counts + E;
+    int32_t* cursor = offsets + E;
+    int32_t* row_of = cursor + E;
+    int32_t* src_token = row_of + N;
+    DS_CUDA_CHECK(kernels::launch_moe_permute(
+        {i32(topk_ids, "topk_ids"), counts, offsets, cursor, row_of, src_token, N, static_cast<int>(K), E}, stream()));
+    std::vector<int32_t> host_counts(E);
+    DS_CUDA_CHECK(cudaMemcpyAsync(host_counts.data(), counts, sizeof(int32_t) * E, cudaMemcpyDeviceToHost, stream()));
+    DS_CUDA_CHECK(cudaStreamSynchronize(stream()));
+    int64_t rows = 0;
+    for (int32_t c : host_counts) rows += c;
+    const int64_t inter = E ? experts[0].down.weight.dim(1) : 0;
+    Tensor xp = empty({rows, d}, DType::kBF16);
+    DS_CUDA_CHECK(kernels::launch_gather_rows(x.data(), src_token, xp.data(), rows, d, stream()));
+    Tensor gu = empty({rows, 2 * inter}, DType::kBF16);
+    int64_t off = 0;
+    for (int e = 0; e < E; ++e) {
+      if (host_counts[e] == 0) continue;
+      const Tensor& w = experts[e].gate_up.weight;
+      DS_CHECK(w.dim(0) == 2 * inter && w.dim(1) == d, "expert ", e, " gate_up ", w.describe());
+      gemm_nk(xp.rows(off, off + host_counts[e]), w, gu.rows(off, off + host_counts[e]));
+      off += host_counts[e];
+    }
+    Tensor act = silu_mul(gu);  // [rows, inter]
+    Tensor y = empty({rows, d}, DType::kBF16);
+    off = 0;
+    for (int e = 0; e < E; ++e) {
+      if (host_counts[e] == 0) continue;
+      const Tensor& w = experts[e].down.weight;
+      DS_CHECK(w.dim(0) == d && w.dim(1) == inter, "expert ", e, " down ", w.describe());
+      gemm_nk(act.rows(off, off + host_counts[e]), w, y.rows(off, off + host_counts[e]));
+      off += host_counts[e];
+    }
+    DS_CUDA_CHECK(kernels::launch_moe_combine(
+        {y.data(), row_of, topk_weights.data_as<float>(), out.data(), T, d, static_cast<int>(K)}, stream()));
+    return out;
+  }
+
+  // ---- output ----
+  Tensor log_softmax(const Tensor& logits) override {
+    check_cuda(logits, "log_softmax");
+    DS_CHECK(logits.ndim() == 2 && (logits.dtype() == DType::kF32 || logits.dtype() == DType::kBF16), "log_softmax of ",
+             logits.describe());
+    Tensor out = empty({logits.dim(0), logits.dim(1)}, DType::kF32);
+    DS_CUDA_CHECK(kernels::launch_log_softmax(logits.data(), elem_type(logits.dtype()), out.data_as<float>(),
+                                              logits.dim(0), logits.dim(1), stream()));
+    return out;
+  }
+
+ private:
+  static cudaStream_t stream() { return cuda_stream(); }
+
+  // Any float tensor (host or device; FP8 with optional block scales) -> a bf16 device tensor.
+  Tensor to_bf16(const Tensor& t, const Tensor* scale, int block_n, int block_k) {
+    if (t.device() == Device::kCuda && t.dtype() == DType::kBF16 && !scale) return t;
+    Tensor src = t.device() == Device::kCuda ? t : cuda_upload(t);
+    Tensor sc;
+    if (scale) {
+      DS_CHECK(t.ndim() == 2 && scale->ndim() == 2, "block scales ", scale->describe(), " for ", t.describe());
+      sc = scale->dtype() == DType::kF32 ? upload(*scale) : as_f32(upload(*scale));
+    }
+    Tensor out = empty(t.shape(), DType::kBF16);
+    const int64_t rows = t.ndim() ? t.dim(0) : 1;
+    const int64_t cols = rows ? t.numel() / std::max<int64_t>(rows, 1) : 0;
+    kernels::ConvertParams p{src.data(), elem_type(t.dtype()), out.data(), ElemType::kBF16,
+                             sc.defined() ? sc.data_as<float>() : nullptr, rows, cols,
+                             sc.defined() ? sc.dim(1) : 0, block_n, block_k};
+    DS_CUDA_CHECK(kernels::launch_convert(p, stream()));
+    return out;
+  }
+
+  // A float device tensor as F32 (a copy unless it already is).
+  Tensor as_f32(const Tensor& t) {
+    check_cuda(t, "as_f32");
+    if (t.dtype() == DType::kF32) return t;
+    Tensor out = empty(t.shape(), DType::kF32);
+    kernels::ConvertParams p{t.data(), elem_type(t.dtype()), out.data(), ElemType::kF32, nullptr, 1, t.numel(), 0, 1, 1};
+    DS_CUDA_CHECK(kernels::launch_convert(p, stream()));
+    return out;
+  }
+
+  // out[M, N] = x[M, K] · w[N, K]ᵀ (x and w of one dtype; out bf16 or f32).
+  void gemm_nk(const Tensor& x, const Tensor& w, const Tensor& out) {
+    DS_CHECK(x.dtype() == w.dtype(), "GEMM operands ", x.describe(), " and ", w.describe());
+    GemmArgs g;
+    g.x = x.data();
+    g.ldx = x.dim(1);
+    g.w = w.data();
+    g.ldw = w.dim(1);
+    g.w_nk = true;
+    g.d = out.data();
+    g.ldd = out.dim(1);
+    g.in_type = x.dtype();
+    g.out_type = out.dtype();
+    g.M = x.dim(0);
+    g.N = w.dim(0);
+    g.K = x.dim(1);
+    gemm_->run(g, stream());
+  }
+
+  void launch_rms(const Tensor& x, Tensor* residual, const Tensor& w, Tensor& out, float eps) {
+    check_cuda(w, "rms_norm weight");
+    DS_CHECK(w.dtype() == DType::kBF16 || w.dtype() == DType::kF32, "rms_norm weight ", w.describe());
+    const int64_t rows = out.dim(0), n = out.dim(1);
+    kernels::RmsNormParams p{x.data(), residual ? residual->data() : nullptr, w.data(), out.data(), rows, n, n, n, n, eps,
+                             w.dtype() == DType::kF32};
+    DS_CUDA_CHECK(kernels::launch_rms_norm(p, stream()));
+  }
+
+  std::unique_ptr<CublasLtGemm> gemm_;
+  bool fallback_attention_ = false;
+};
+
+}  // namespace
+
+std::unique_ptr<Ops> make_cuda_ops(int device_index) { return std::make_unique<CudaOps>(device_index); }
+
+}  // namespace ds

@@ -1,0 +1,101 @@
+// Helpers for the CUDA-vs-CPU consistency tests: random bf16-representable inputs (never zeros), device
+// copies in bf16/f32, read-back to fp32, and error metrics suited to bf16 outputs.
+#pragma once
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "ops/cuda/cuda_runtime.h"
+#include "ops/ops.h"
+
+namespace ds::test {
+
+// F32 host tensor of N(offset, scale) values rounded to bf16 (so both backends see identical inputs).
+// Draws from a table of 64K normals with a xorshift index: big weight matrices fill in well under a second.
+inline Tensor randn(Shape shape, std::mt19937& rng, float scale = 1.0f, float offset = 0.0f) {
+  static const std::vector<float> table = [] {
+    std::mt19937 g(7);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> v(1 << 16);
+    for (float& x : v) x = nd(g);
+    return v;
+  }();
+  Tensor t = Tensor::empty(std::move(shape), DType::kF32);
+  uint64_t x = (static_cast<uint64_t>(rng()) << 32 | rng()) | 1;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    float v = round_bf16(offset + scale * table[(x >> 20) & 0xFFFF]);
+    if (v == 0.0f) v = scale * 1e-3f;  // never zeros
+    t.f32()[i] = v;
+  }
+  return t;
+}
+
+// Host F32 -> host tensor of `dtype` (bf16/f32) -> device.
+inline Tensor to_device(const Tensor& f32, DType dtype = DType::kBF16) {
+  if (dtype == DType::kF32) return cuda_upload(f32);
+  Tensor h = Tensor::empty(f32.shape(), DType::kBF16);
+  for (int64_t i = 0; i < f32.numel(); ++i) h.data_as<uint16_t>()[i] = f32_to_bf16(f32.f32()[i]);
+  return cuda_upload(h);
+}
+
+// Device float tensor -> host F32.
+inline Tensor to_host_f32(const Tensor& dev) { return to_f32(cuda_download(dev)); }
+
+inline Tensor i32_tensor(const std::vector<int32_t>& v, Shape shape = {}) {
+  if (shape.empty()) shape = {static_cast<int64_t>(v.size())};
+  Tensor t = Tensor::empty(shape, DType::kI32);
+  std::copy(v.begin(), v.end(), t.data_as<int32_t>());
+  return t;
+}
+
+struct Err {
+  double max_rel = 0;  // max |a - b| / max(max |b|, floor)
+  double l2_rel = 0;   // ||a - b|| / ||b||
+  int64_t nan = 0;     // NaNs in `got` where `want` has none
+  std::string str() const {
+    return "max_rel " + std::to_string(max_rel) + " l2_rel " + std::to_string(l2_rel) + " nan " + std::to_string(nan);
+  }
+};
+
+inline Err compare(const Tensor& got, const Tensor& want, double floor = 1e-6) {
+  EXPECT_EQ(got.numel(), want.numel());
+  Err e;
+  double max_abs = 0, max_b = 0, diff2 = 0, ref2 = 0;
+  for (int64_t i = 0; i < want.numel() && i < got.numel(); ++i) {
+    const double a = got.f32()[i], b = want.f32()[i];
+    if (std::isnan(b)) continue;
+    if (!std::isfinite(a)) {
+      ++e.nan;
+      continue;
+    }
+    max_abs = std::max(max_abs, std::fabs(a - b));
+    max_b = std::max(max_b, std::fabs(b));
+    diff2 += (a - b) * (a - b);
+    ref2 += b * b;
+  }
+  e.max_rel = max_abs / std::max(max_b, floor);
+  e.l2_rel = std::sqrt(diff2) / std::max(std::sqrt(ref2), floor);
+  return e;
+}
+
+// Records one op's worst errors for the summary line each test prints (grep "ERR ").
+inline void report(const std::string& what, const Err& e) {
+  std::printf("ERR %-40s %s\n", what.c_str(), e.str().c_str());
+}
+
+#define DS_EXPECT_CLOSE(got, want, max_tol, l2_tol, what)                         \
+  do {                                                                             \
+    ::ds::test::Err e_ = ::ds::test::compare((got), (want));                       \
+    ::ds::test::report((what), e_);                                                \
+    EXPECT_EQ(e_.nan, 0) << (what);                                                \
+    EXPECT_LE(e_.max_rel, (max_tol)) << (what) << " " << e_.str();                 \
+    EXPECT_LE(e_.l2_rel, (l2_tol)) << (what) << " " << e_.str();                   \
+  } while (0)
+
+}  // namespace ds::test
