@@ -367,21 +367,19 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const MlaDecode
       const int buf = i & 1;
       fence_regs(o);
       issue_pv(buf);
+      wgmma_wait<0>();  // P V of tile i done: this warpgroup's panels of `buf` are free
+      fence_regs(o);
       if (i + 1 < n) {
-        cp_async_wait<0>();  // this thread's part of tile i + 1
+        // Refill `buf` with tile i + 2 before waiting for tile i + 1, so two tiles are in flight.
+        if (i + 2 < n) load_tile(u_begin + i + 2, buf);
+        cp_async_commit();
+        cp_async_wait<1>();  // this thread's part of tile i + 1
         fence_proxy_async();
         __syncthreads();  // all of tile i + 1 (and its tile_pos) in place
         issue_qk(buf ^ 1);
-        wgmma_wait<1>();  // P V of tile i done: this warpgroup's panels of `buf` are free
-        fence_regs(o);
-        if (i + 2 < n) load_tile(u_begin + i + 2, buf);
-        cp_async_commit();
         wgmma_wait<0>();
         fence_regs(s);
         softmax(buf ^ 1);
-      } else {
-        wgmma_wait<0>();
-        fence_regs(o);
       }
     }
   }
@@ -438,31 +436,58 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const MlaDecode
   }
 }
 
-// Merges the splits of each (token, head) row: out = sum_s 2^(lse_s - M) o_s / sum_s 2^(lse_s - M).
-__global__ void mla_combine_kernel(const float* __restrict__ part_o, const float* __restrict__ part_lse,
-                                   __nv_bfloat16* __restrict__ out, int64_t rows, int splits) {
+// Merges the splits of each (token, head) row: out = sum_s 2^(lse_s - M) o_s / sum_s 2^(lse_s - M). Four
+// groups of 128 threads take every fourth split each (independent loads in flight), then add up.
+constexpr int kCombineGroups = 4;
+__global__ void __launch_bounds__(kCombineGroups * 128) mla_combine_kernel(const float* __restrict__ part_o,
+                                                                          const float* __restrict__ part_lse,
+                                                                          __nv_bfloat16* __restrict__ out,
+                                                                          int64_t rows, int splits) {
+  __shared__ float w_sh[kMlaMaxSplits];
+  __shared__ float4 red[kCombineGroups - 1][128];
+  __shared__ float inv_sh;
   const int64_t row = blockIdx.x;
-  const int c = threadIdx.x * 4;
-  float mx = -INFINITY;
-  for (int s = 0; s < splits; ++s) mx = fmaxf(mx, part_lse[s * rows + row]);
-  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-  float wsum = 0.0f;
-  if (mx > -INFINITY) {
-    for (int s = 0; s < splits; ++s) {
+  const int tid = threadIdx.x;
+  if (tid < 32) {
+    float mx = -INFINITY;
+    for (int s = tid; s < splits; s += 32) mx = fmaxf(mx, part_lse[s * rows + row]);
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    float sum = 0.0f;
+    for (int s = tid; s < splits; s += 32) {
       const float lse = part_lse[s * rows + row];
-      if (lse == -INFINITY) continue;  // its partial O was never meaningful
-      const float w = exp2f(lse - mx);
-      const float4 v = *reinterpret_cast<const float4*>(part_o + (s * rows + row) * kMlaValueDim + c);
-      wsum += w;
-      acc.x += w * v.x;
-      acc.y += w * v.y;
-      acc.z += w * v.z;
-      acc.w += w * v.w;
+      const float w = lse == -INFINITY ? 0.0f : exp2f(lse - mx);  // empty splits wrote o = 0
+      w_sh[s] = w;
+      sum += w;
     }
+    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    if (tid == 0) inv_sh = sum > 0.0f ? 1.0f / sum : 0.0f;
   }
-  const float inv = wsum > 0.0f ? 1.0f / wsum : 0.0f;
-  uint2 packed = make_uint2(pack_bf16(acc.x * inv, acc.y * inv), pack_bf16(acc.z * inv, acc.w * inv));
-  *reinterpret_cast<uint2*>(out + row * kMlaValueDim + c) = packed;
+  __syncthreads();
+  const int g = tid >> 7, c = (tid & 127) * 4;
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll 4
+  for (int s = g; s < splits; s += kCombineGroups) {
+    const float w = w_sh[s];
+    const float4 v = *reinterpret_cast<const float4*>(part_o + (s * rows + row) * kMlaValueDim + c);
+    acc.x += w * v.x;
+    acc.y += w * v.y;
+    acc.z += w * v.z;
+    acc.w += w * v.w;
+  }
+  if (g > 0) red[g - 1][tid & 127] = acc;
+  __syncthreads();
+  if (g == 0) {
+#pragma unroll
+    for (int k = 0; k < kCombineGroups - 1; ++k) {
+      acc.x += red[k][tid].x;
+      acc.y += red[k][tid].y;
+      acc.z += red[k][tid].z;
+      acc.w += red[k][tid].w;
+    }
+    const float inv = inv_sh;
+    *reinterpret_cast<uint2*>(out + row * kMlaValueDim + c) =
+        make_uint2(pack_bf16(acc.x * inv, acc.y * inv), pack_bf16(acc.z * inv, acc.w * inv));
+  }
 }
 
 // ---- reference kernel: one block per (head, token) ----
@@ -566,7 +591,7 @@ int mla_decode_num_splits(int num_seqs, int num_tokens, int max_q_len, int num_h
   const int64_t row_bytes = static_cast<int64_t>(num_tokens) * num_heads * (kMlaValueDim + 1) * 4;
   int best = 1;
   double best_cost = 1e30;
-  for (int s = 1; s <= std::min(units, 128); ++s) {
+  for (int s = 1; s <= std::min(units, kMlaMaxSplits); ++s) {
     if (s > 1 && row_bytes * s > (int64_t{256} << 20)) break;
     // Waves of equal blocks, each ~2 tiles of fixed cost (Q load, pipeline fill, epilogue), plus the combine.
     const double waves = static_cast<double>((blocks * s + num_sms - 1) / num_sms);
@@ -594,6 +619,7 @@ size_t mla_decode_scratch_bytes(int num_splits, int num_tokens, int num_heads) {
 cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream) {
   if (p.num_tokens == 0 || p.num_seqs == 0 || p.max_q_len == 0) return cudaSuccess;
   if (!mla_decode_fast_supported(p.head_dim, p.v_dim) || p.page_size <= 0 || p.num_splits < 1 ||
+      p.num_splits > kMlaMaxSplits ||
       (p.num_splits > 1 && (!p.part_o || !p.part_lse)))
     return cudaErrorInvalidValue;
   static bool attr_done[2] = {false, false};  // raising the shared-memory limit once per kernel suffices
@@ -617,7 +643,7 @@ cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream) {
     mla_decode_kernel<false><<<grid, kThreads, kSmemBytes, stream>>>(p);
   if (p.num_splits > 1) {
     const int64_t rows = static_cast<int64_t>(p.num_tokens) * p.num_heads;
-    mla_combine_kernel<<<static_cast<unsigned>(rows), kMlaValueDim / 4, 0, stream>>>(
+    mla_combine_kernel<<<static_cast<unsigned>(rows), kCombineGroups * 128, 0, stream>>>(
         p.part_o, p.part_lse, static_cast<__nv_bfloat16*>(p.out), rows, p.num_splits);
   }
   return cudaGetLastError();

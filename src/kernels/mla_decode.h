@@ -12,22 +12,23 @@ namespace ds::kernels {
 // The tensor-core kernel's fixed shape: cache rows of 576 (latent 512 | rope 64), value = first 512.
 constexpr int kMlaHeadDim = 576;
 constexpr int kMlaValueDim = 512;
+constexpr int kMlaMaxSplits = 128;
 
 // Semantics of ops/ops.h mla_attention_absorbed: query token t of sequence s (q_starts[s] <= t <
 // q_starts[s+1]) at position positions[t] attends the context positions j <= positions[t], j < seq_lens[s]
 // (only those listed in topk[t, :] when topk is set; -1 entries and duplicates-free lists assumed), each
 // stored at slot block_table[s][j / page_size] * page_size + j % page_size of the cache.
 struct MlaDecodeParams {
-  const void* q;               // [num_tokens, num_heads, head_dim] bf16, contiguous
-  const void* cache;           // [slots, head_dim] bf16, contiguous
-  void* out;                   // [num_tokens, num_heads, v_dim] bf16, contiguous
-  float* part_o;               // [num_splits, num_tokens * num_heads, v_dim] f32 scratch (num_splits > 1)
-  float* part_lse;             // [num_splits, num_tokens * num_heads] f32 scratch (num_splits > 1)
-  const int32_t* q_starts;     // [num_seqs + 1]
-  const int32_t* seq_lens;     // [num_seqs]
-  const int32_t* positions;    // [num_tokens]
-  const int32_t* block_table;  // [num_seqs, max_pages]
-  const int32_t* topk;         // [num_tokens, topk_k] or null
+  const void* q = nullptr;               // [num_tokens, num_heads, head_dim] bf16, contiguous
+  const void* cache = nullptr;           // [slots, head_dim] bf16, contiguous
+  void* out = nullptr;                   // [num_tokens, num_heads, v_dim] bf16, contiguous
+  float* part_o = nullptr;    // [num_splits, num_tokens * num_heads, v_dim] f32 scratch (num_splits > 1)
+  float* part_lse = nullptr;  // [num_splits, num_tokens * num_heads] f32 scratch (num_splits > 1)
+  const int32_t* q_starts = nullptr;     // [num_seqs + 1]
+  const int32_t* seq_lens = nullptr;     // [num_seqs]
+  const int32_t* positions = nullptr;    // [num_tokens]
+  const int32_t* block_table = nullptr;  // [num_seqs, max_pages]
+  const int32_t* topk = nullptr;         // [num_tokens, topk_k] or null
   int num_seqs = 0;
   int num_tokens = 0;
   int num_heads = 0;
@@ -37,7 +38,7 @@ struct MlaDecodeParams {
   int page_size = 0;
   int topk_k = 0;
   int max_q_len = 0;   // max new tokens of one sequence (sizes the grid)
-  int num_splits = 1;  // from mla_decode_num_splits
+  int num_splits = 1;  // from mla_decode_num_splits; at most kMlaMaxSplits
   float scale = 1.0f;
 };
 

@@ -12,14 +12,14 @@ namespace ds::kernels {
 // context rows [sum_{s'<s} seq_lens[s'], + seq_lens[s]) of kv/ctx (its positions 0 .. seq_lens[s]-1); query
 // t attends positions j <= positions[t] (and, with `allow`, only those whose bit is set).
 struct MlaPrefillParams {
-  const void* q;             // [num_tokens, num_heads, nope + rope] bf16
-  const void* kv;            // [ctx_rows, num_heads, nope + v] bf16 (k_nope | v per head)
-  const void* ctx;           // [ctx_rows, ctx_dim] bf16; the shared rope key at [rope_offset, rope_offset + rope)
-  void* out;                 // [num_tokens, num_heads, v] bf16
-  const int32_t* q_starts;   // [num_seqs + 1]
-  const int32_t* seq_lens;   // [num_seqs]
-  const int32_t* positions;  // [num_tokens]
-  const uint32_t* allow;     // [num_tokens, allow_words] bit j%32 of word j/32: position j allowed; or null
+  const void* q = nullptr;             // [num_tokens, num_heads, nope + rope] bf16
+  const void* kv = nullptr;            // [ctx_rows, num_heads, nope + v] bf16 (k_nope | v per head)
+  const void* ctx = nullptr;           // [ctx_rows, ctx_dim] bf16; rope key at [rope_offset, rope_offset + rope)
+  void* out = nullptr;                 // [num_tokens, num_heads, v] bf16
+  const int32_t* q_starts = nullptr;   // [num_seqs + 1]
+  const int32_t* seq_lens = nullptr;   // [num_seqs]
+  const int32_t* positions = nullptr;  // [num_tokens]
+  const uint32_t* allow = nullptr;     // [num_tokens, allow_words] bit j%32 of word j/32: position j allowed; or null
   int allow_words = 0;
   int num_seqs = 0;
   int num_tokens = 0;

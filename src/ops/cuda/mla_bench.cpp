@@ -102,7 +102,13 @@ int main(int argc, char** argv) {
   if (csv)
     std::fprintf(csv, "batch,context,heads,splits,ours_us,ours_GBps,copy_GBps,ratio,naive_us,naive_GBps,max_rel_vs_naive\n");
 
-  const std::vector<Case> cases = {{64, 4096, 128}, {1, 32768, 128}, {64, 4096, 16}, {8, 8192, 128}};
+  const std::vector<Case> all_cases = {{64, 4096, 128}, {1, 32768, 128}, {64, 4096, 16}, {8, 8192, 128}};
+  std::vector<Case> cases = all_cases;
+  if (const char* sel = std::getenv("MLA_BENCH_CASES")) {  // e.g. "0" or "0,1": run only these
+    cases.clear();
+    for (const char* c = sel; *c; ++c)
+      if (*c >= '0' && *c <= '9' && static_cast<size_t>(*c - '0') < all_cases.size()) cases.push_back(all_cases[*c - '0']);
+  }
   for (const Case& c : cases) {
     const int B = c.batch, L = c.context, H = c.heads, D = ds::kernels::kMlaHeadDim, V = ds::kernels::kMlaValueDim;
     const int pages_per_seq = (L + 63) / 64, pages = B * pages_per_seq;
@@ -176,32 +182,41 @@ int main(int argc, char** argv) {
     const double max_rel = max_diff / std::max(max_ref, 1e-6);
 
     // Ours: a graph of 20 launches rotating over the cache copies, median of 15 replays.
-    constexpr int kPerGraph = 20;
-    cudaGraph_t graph;
-    cudaGraphExec_t exec;
-    CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-    for (int i = 0; i < kPerGraph; ++i) {
-      ds::kernels::MlaDecodeParams pi = p;
-      pi.cache = caches[i % copies];
-      CHECK(ds::kernels::launch_mla_decode(pi, stream));
-    }
-    CHECK(cudaStreamEndCapture(stream, &graph));
-    CHECK(cudaGraphInstantiate(&exec, graph, 0));
     cudaEvent_t e0, e1;
     CHECK(cudaEventCreate(&e0));
     CHECK(cudaEventCreate(&e1));
-    for (int i = 0; i < 3; ++i) CHECK(cudaGraphLaunch(exec, stream));
-    std::vector<float> ms;
-    for (int i = 0; i < 15; ++i) {
-      CHECK(cudaEventRecord(e0, stream));
-      CHECK(cudaGraphLaunch(exec, stream));
-      CHECK(cudaEventRecord(e1, stream));
-      CHECK(cudaEventSynchronize(e1));
-      float t;
-      CHECK(cudaEventElapsedTime(&t, e0, e1));
-      ms.push_back(t / kPerGraph);
-    }
-    const double ours_s = median(ms) * 1e-3;
+    auto time_decode = [&](int splits, void* scratch_ptr) {
+      constexpr int kPerGraph = 20;
+      ds::kernels::MlaDecodeParams pg = p;
+      pg.num_splits = splits;
+      pg.part_o = static_cast<float*>(scratch_ptr);
+      pg.part_lse = reinterpret_cast<float*>(static_cast<char*>(scratch_ptr) +
+                                             ds::kernels::mla_decode_lse_offset(splits, B, H));
+      cudaGraph_t graph;
+      cudaGraphExec_t exec;
+      CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+      for (int i = 0; i < kPerGraph; ++i) {
+        pg.cache = caches[i % copies];
+        CHECK(ds::kernels::launch_mla_decode(pg, stream));
+      }
+      CHECK(cudaStreamEndCapture(stream, &graph));
+      CHECK(cudaGraphInstantiate(&exec, graph, 0));
+      for (int i = 0; i < 3; ++i) CHECK(cudaGraphLaunch(exec, stream));
+      std::vector<float> ms;
+      for (int i = 0; i < 15; ++i) {
+        CHECK(cudaEventRecord(e0, stream));
+        CHECK(cudaGraphLaunch(exec, stream));
+        CHECK(cudaEventRecord(e1, stream));
+        CHECK(cudaEventSynchronize(e1));
+        float t;
+        CHECK(cudaEventElapsedTime(&t, e0, e1));
+        ms.push_back(t / kPerGraph);
+      }
+      CHECK(cudaGraphExecDestroy(exec));
+      CHECK(cudaGraphDestroy(graph));
+      return median(ms) * 1e-3;
+    };
+    const double ours_s = time_decode(p.num_splits, scratch);
     const double bytes = static_cast<double>(B) * L * D * 2;  // each cached row read once
 
     // Naive: the reference kernel (one block per (token, head)), median of 3.
@@ -228,10 +243,18 @@ int main(int argc, char** argv) {
       std::fprintf(csv, "%d,%d,%d,%d,%.2f,%.1f,%.1f,%.4f,%.2f,%.1f,%.3e\n", B, L, H, p.num_splits, ours_s * 1e6,
                    bytes / ours_s / 1e9, copy_bw / 1e9, bytes / ours_s / copy_bw, naive_s * 1e6,
                    bytes / naive_s / 1e9, max_rel);
+    // Other split counts around the plan's, for tuning the planner (not in the CSV).
+    for (int alt : {p.num_splits / 2, p.num_splits * 2}) {
+      if (alt < 1 || alt == p.num_splits || alt > ds::kernels::kMlaMaxSplits || alt > pages_per_seq) continue;
+      void* alt_scratch = nullptr;
+      const size_t alt_bytes = ds::kernels::mla_decode_scratch_bytes(alt, B, H);
+      if (alt_bytes) CHECK(cudaMalloc(&alt_scratch, alt_bytes));
+      const double t = time_decode(alt, alt_scratch);
+      std::printf("  alt splits=%d: %.1f us = %.1f%% of copy\n", alt, t * 1e6, 100.0 * bytes / t / copy_bw);
+      if (alt_scratch) CHECK(cudaFree(alt_scratch));
+    }
     std::fflush(stdout);
 
-    CHECK(cudaGraphExecDestroy(exec));
-    CHECK(cudaGraphDestroy(graph));
     CHECK(cudaEventDestroy(e0));
     CHECK(cudaEventDestroy(e1));
     for (void* cptr : caches) CHECK(cudaFree(cptr));
