@@ -4,8 +4,11 @@
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
+#include <filesystem>
 #include <memory>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "app/commands.h"
 #include "app/flags.h"
@@ -55,6 +58,20 @@ void add_serve_flags(Flags& f) {
   f.add_bool("help", "show flags");
 }
 
+// Without --model-path, serve the trained demo model bundled in the repository (models/dserve-demo): looked
+// up from the working directory first, then next to the executable's directory (build/dserve -> ../models).
+std::string bundled_model_path() {
+  namespace fs = std::filesystem;
+  const fs::path rel = fs::path("models") / "dserve-demo";
+  std::vector<fs::path> candidates = {rel};
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) candidates.insert(candidates.end(), {exe.parent_path().parent_path() / rel, exe.parent_path() / rel});
+  for (const auto& c : candidates)
+    if (fs::is_regular_file(c / "config.json", ec)) return c.lexically_normal().string();
+  return "";
+}
+
 std::string shell_quote(const std::string& s) {
   std::string out = "'";
   for (char c : s) out += c == '\'' ? std::string("'\\''") : std::string(1, c);
@@ -76,8 +93,12 @@ int run_serve(int argc, char** argv) {
     return 0;
   }
   const bool fake = flags.get_bool("fake-engine");
-  const std::string model_path = flags.get_string("model-path");
-  if (model_path.empty() && !fake) return fail(error("--model-path is required"));
+  std::string model_path = flags.get_string("model-path");
+  if (model_path.empty() && !fake) {
+    model_path = bundled_model_path();
+    if (model_path.empty()) return fail(error("--model-path is required (the bundled models/dserve-demo was not found)"));
+    std::fprintf(stderr, "dserve serve: no --model-path, serving the bundled demo model %s\n", model_path.c_str());
+  }
   const bool skip_tok = flags.get_bool("skip-tokenizer-init");
   std::string tokenizer_path = flags.get_string("tokenizer-path");
   if (tokenizer_path.empty()) tokenizer_path = model_path;
