@@ -78,6 +78,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
   Engine* engine = nullptr;
   const Tokenizer* tok = nullptr;
   std::optional<ChatTemplateInfo> chat;
+  std::string chat_error;  // why `chat` is absent
   std::optional<ReasoningFormat> reasoning;
   std::optional<ToolCallFormat> tool_format;
   std::set<int32_t> eos_ids;
@@ -295,7 +296,9 @@ void Job::finish_seq(Seq& s, const EngineEvent& ev) {
 
 void Job::start() {
   auto self = shared_from_this();
-  out_->set_on_disconnect([self] { self->on_disconnect(); });
+  out_->set_on_disconnect([weak = std::weak_ptr<Job>(self)] {
+    if (auto job = weak.lock()) job->on_disconnect();
+  });
   remaining_ = seqs.size();
   completion_offsets_.assign(seqs.size(), 0);
   for (size_t i = 0; i < seqs.size(); ++i) {
@@ -385,10 +388,10 @@ void Job::on_event(size_t i, EngineEvent ev) {
     --remaining_;
   }
   if (responded_ || client_gone_) {
+    // Nothing more to send (an error went out, or the client left: its responder is already released).
     if (remaining_ == 0 && !responded_) {
       responded_ = true;
-      if (stream) out_->stream_end();
-      else srv_->send_error(*out_, route_, bad_request("client disconnected"));
+      if (!stream) srv_->metrics.on_http_request(route_, 499);  // nginx's "client closed request"
     }
     return;
   }
@@ -901,9 +904,10 @@ void ApiServer::Impl::handle_chat(HttpRequest& req, std::shared_ptr<HttpResponde
   if (auto e = parse_json_body(req.body, &body)) return send_error(*out, route, *e);
   if (auto e = parse_chat_request(body, &c)) return send_error(*out, route, *e);
   if (!model_name_ok(c.model)) return send_error(*out, route, model_not_found(c.model));
-  if (!tok || !chat)
+  if (!tok)
     return send_error(*out, route,
                       bad_request("chat completions need a tokenizer; this server runs with --skip-tokenizer-init"));
+  if (!chat) return send_error(*out, route, bad_request("chat completions are unavailable: " + chat_error));
   if (auto e = admission(*this)) return send_error(*out, route, *e);
   const bool use_tools = !c.tools.is_null() && c.tool_choice != "none";
   ChatRenderOptions ro;
@@ -1128,7 +1132,8 @@ Status ApiServer::set_backend(Engine* engine, const Tokenizer* tokenizer) {
     if (info) {
       m.chat = info.value();
     } else {
-      DS_WARN("chat completions disabled: ", info.status().message());
+      m.chat_error = info.status().message() + " (use --chat-template)";
+      DS_WARN("chat completions disabled: ", m.chat_error);
     }
   }
   m.is_ready.store(true, std::memory_order_release);

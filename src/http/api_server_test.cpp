@@ -578,6 +578,26 @@ TEST_F(ApiServerTest, GenerateLogprobs) {
   EXPECT_EQ(m["output_top_logprobs"][0].size(), 2u);
 }
 
+TEST_F(ApiServerTest, OverloadedServerAnswers503) {
+  TestSetup s;
+  s.engine.max_running = 1;
+  s.engine.context_length = 1 << 20;
+  s.api.max_queued_requests = 1;
+  start(s);
+  // One running, one waiting: the queue is full.
+  TestConnection a(port_), b(port_);
+  ASSERT_TRUE(a.send_request("POST", "/generate", R"({"input_ids": [1], "sampling_params": {"max_new_tokens": 100000}})"));
+  ASSERT_TRUE(b.send_request("POST", "/generate", R"({"input_ids": [2], "sampling_params": {"max_new_tokens": 100000}})"));
+  ASSERT_TRUE(wait_for([&] { return engine_->stats().num_waiting == 1; }));
+  HttpReply r = post("/generate", R"({"input_ids": [3], "sampling_params": {"max_new_tokens": 1}})");
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_EQ(Json::parse(r.body)["error"]["type"], "service_unavailable");
+  a.close();
+  b.close();
+  ASSERT_TRUE(wait_for([&] { return engine_->num_live() == 0; }));
+  expect_still_serving();
+}
+
 TEST(ApiServerStartup, AnswersServiceUnavailableUntilReady) {
   ApiServerOptions o;
   o.served_model_name = "x";

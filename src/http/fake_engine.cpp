@@ -2,6 +2,7 @@
 // capacity limits, duplicate rids) and a loop thread that emits tokens by the fixed recurrence.
 #include "http/fake_engine.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <limits>
@@ -86,8 +87,9 @@ Status FakeEngine::flush_cache() {
 EngineStats FakeEngine::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   EngineStats s = totals_;
-  s.num_running = static_cast<int32_t>(live_.size());
-  s.num_waiting = 0;
+  const int32_t live = static_cast<int32_t>(live_.size());
+  s.num_running = options_.max_running > 0 ? std::min(live, options_.max_running) : live;
+  s.num_waiting = live - s.num_running;
   s.used_tokens = 0;
   for (const auto& [rid, l] : live_)
     s.used_tokens += static_cast<int64_t>(l.req.input_ids.size() + l.output.size());
@@ -115,8 +117,14 @@ void FakeEngine::loop() {
     cv_.wait(lock, [&] { return stopping_ || !live_.empty(); });
     if (stopping_ && live_.empty()) return;
     std::vector<std::pair<Callback, EngineEvent>> out;
+    int running = 0;
     for (auto it = live_.begin(); it != live_.end();) {
       Live& l = it->second;
+      if (options_.max_running > 0 && running >= options_.max_running && !l.abort && !stopping_) {
+        ++it;  // waiting for a slot
+        continue;
+      }
+      ++running;
       EngineEvent ev;
       ev.rid = it->first;
       const auto& req = l.req;

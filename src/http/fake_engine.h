@@ -24,6 +24,7 @@ struct FakeEngineOptions {
   int64_t context_length = 4096;
   int64_t max_total_tokens = 1 << 20;  // "KV capacity": a request whose prompt + max_new_tokens exceeds it is refused
   int step_us = 2000;                  // sleep per step while requests are live
+  int max_running = 0;                 // > 0: requests beyond this many wait (counted in num_waiting)
   std::vector<int32_t> script;         // when set, output token k is script[k] (then the recurrence goes on)
 };
 

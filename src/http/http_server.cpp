@@ -13,6 +13,8 @@
 #include <optional>
 #include <thread>
 
+#include <sys/resource.h>
+
 #include <boost/asio.hpp>
 #include <boost/beast/core.hpp>
 #include <boost/beast/http.hpp>
@@ -378,6 +380,7 @@ class Responder : public HttpResponder {
   void respond(int status, std::string_view content_type, std::string body, const HttpHeaders& extra) override {
     DS_CHECK(!complete_ && !streaming_, "respond() after the response started");
     complete_ = true;
+    on_disconnect_ = nullptr;  // it may own the caller's state, which owns this responder
     if (auto s = std::move(session_)) s->send_full(status, content_type, std::move(body), extra);
   }
   void start_stream(int status, std::string_view content_type, const HttpHeaders& extra) override {
@@ -392,6 +395,7 @@ class Responder : public HttpResponder {
   void stream_end() override {
     DS_CHECK(streaming_ && !complete_, "stream_end() outside a stream");
     complete_ = true;
+    on_disconnect_ = nullptr;
     if (auto s = std::move(session_)) s->send_stream_end();
   }
   void set_on_disconnect(std::function<void()> fn) override { on_disconnect_ = std::move(fn); }
@@ -445,7 +449,11 @@ struct HttpServer::Impl {
     acceptor.async_accept(net::make_strand(ioc), [this](beast::error_code ec, tcp::socket socket) {
       if (ec) {
         if (ec == net::error::operation_aborted || !acceptor.is_open()) return;
+        // E.g. out of file descriptors: back off instead of spinning.
         DS_WARN("http: accept failed: ", ec.message());
+        auto timer = std::make_shared<net::steady_timer>(ioc, std::chrono::milliseconds(100));
+        timer->async_wait([this, timer](beast::error_code) { do_accept(); });
+        return;
       } else {
         beast::error_code ignored;
         socket.set_option(tcp::no_delay(true), ignored);
@@ -479,6 +487,12 @@ Status HttpServer::start() {
   m.acceptor.listen(net::socket_base::max_listen_connections, ec);
   if (ec) return error("cannot listen on ", where, ": ", ec.message());
   m.port = m.acceptor.local_endpoint().port();
+  // One descriptor per connection: allow as many as the hard limit permits.
+  rlimit lim{};
+  if (getrlimit(RLIMIT_NOFILE, &lim) == 0 && lim.rlim_cur < lim.rlim_max) {
+    lim.rlim_cur = lim.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &lim);
+  }
   m.signals.add(SIGINT, ec);
   m.signals.add(SIGTERM, ec);
   m.signals.async_wait([&m](beast::error_code sec, int sig) {

@@ -6,6 +6,7 @@ import concurrent.futures
 import json
 import os
 import socket
+import subprocess
 import sys
 import tempfile
 import time
@@ -432,6 +433,47 @@ class ParserTest(unittest.TestCase):
             j = H.post(srv, "/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
                                                      "separate_reasoning": False}).json()
             self.assertTrue(j["choices"][0]["message"]["content"].startswith("I should call the tool.</think>"))
+
+
+class RealTokenizerTest(unittest.TestCase):
+    """The DeepSeek-V3 tokenizer (scripts/fetch_test_tokenizer.sh) behind the API, checked against the CLI's
+    one-shot tokenize / detokenize / chat-template commands."""
+    TOK = os.path.join(H.SOURCE_DIR, "tests", "data", "downloads", "deepseek_v3_tokenizer")
+
+    def cli(self, command, payload, *flags):
+        r = subprocess.run([BINARY, command, "--tokenizer-path", self.TOK] + list(flags), input=json.dumps(payload),
+                           capture_output=True, text=True, check=True)
+        return r.stdout
+
+    def test_against_cli(self):
+        self.assertTrue(os.path.isfile(os.path.join(self.TOK, "tokenizer.json")),
+                        "missing %s (run scripts/fetch_test_tokenizer.sh)" % self.TOK)
+        args = ["--fake-engine", "--tokenizer-path", self.TOK, "--chat-template", "v3", "--fake-step-us", "200",
+                "--served-model-name", "v3"]
+        with H.Server(BINARY, args) as srv:
+            messages = [{"role": "user", "content": "Hello, 世界!"}]
+            prompt = self.cli("chat-template", messages, "--template", "v3", "--add-generation-prompt")
+            ids = json.loads(self.cli("tokenize", [prompt]))[0]
+            j = H.post(srv, "/v1/chat/completions", {"messages": messages, "max_tokens": 20}).json()
+            self.assertEqual(j["usage"]["prompt_tokens"], len(ids))
+            self.assertEqual(H.post(srv, "/v1/tokenize", {"prompt": "Hello, 世界!"}).json()["tokens"],
+                             json.loads(self.cli("tokenize", ["Hello, 世界!"], "--add-special-tokens"))[0])
+
+            body = {"text": "Hello, 世界!", "sampling_params": {"max_new_tokens": 60, "ignore_eos": True}}
+            g = H.post(srv, "/generate", body).json()
+            want = json.loads(self.cli("detokenize", [g["output_ids"]], "--skip-special-tokens"))[0]
+            self.assertEqual(g["text"], want)
+            status, events, done = H.stream(srv, "/generate", dict(body, stream=True))
+            self.assertTrue(done)
+            self.assertEqual(events[-1]["text"], want)
+            for e in events:
+                self.assertTrue(want.startswith(e["text"]))
+            if len(want) > 12:
+                stop = want[len(want) // 2:len(want) // 2 + 3]
+                r = H.post(srv, "/generate", dict(body, sampling_params=dict(body["sampling_params"],
+                                                                              stop=[stop]))).json()
+                self.assertEqual(r["text"], want[:want.find(stop)])
+                self.assertEqual(r["meta_info"]["finish_reason"]["matched"], stop)
 
 
 class ShutdownTest(unittest.TestCase):
