@@ -4,12 +4,17 @@
 // tile: S = Q K^T with wgmma (each warpgroup 32 of the 64 tile rows, K = 576), masked online softmax in
 // fp32 with the row maxima exchanged between the warpgroups, P (bf16) through shared memory, then
 // O += P V with wgmma (each warpgroup 256 of the 512 value columns; O stays in registers, 128 per thread).
-// Cache tiles are double-buffered with cp.async; each warpgroup refills the panels only it reads, as soon
-// as its own P V is done. Splits write fp32 partials + log-sum-exp; a combine kernel merges them.
+// Cache tiles are double-buffered; each warpgroup refills the panels only it reads as soon as its own P V is
+// done, before waiting for the next tile (two tiles in flight). Dense contexts whose pages hold whole tiles
+// load with the tensor-memory accelerator (one thread per warpgroup issues 9 boxes per tile, completion on an
+// mbarrier): 16-byte cp.async requests cannot keep enough bytes in flight per SM. Top-k lists (gathered
+// rows) use cp.async. Splits write fp32 partials + log-sum-exp; a combine kernel merges them.
+#include <cuda.h>  // CUtensorMap (types only; the encoder comes through the runtime's driver entry point)
 #include <cuda_bf16.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 
 #include "kernels/mla_decode.h"
 
@@ -34,7 +39,9 @@ constexpr int kSmemP = 3 * kTileBytes;
 constexpr int kSmemTilePos = kSmemP + kRows * 128;  // int [2][64]: context position of each tile row or -1
 constexpr int kSmemRedMax = kSmemTilePos + 2 * kTile * 4;  // float [2][64]
 constexpr int kSmemRedSum = kSmemRedMax + 2 * kRows * 4;   // float [2][64]
-constexpr int kSmemBytes = kSmemRedSum + 2 * kRows * 4 + 1024;
+constexpr int kSmemBar = kSmemRedSum + 2 * kRows * 4;     // uint64 [2 buffers][2 warpgroups] mbarriers
+constexpr int kSmemBytes = kSmemBar + 4 * 8 + 1024;
+constexpr int kTmaBoxRows = 32;  // TMA box: 64 columns (one 128-byte panel row) x 32 rows = 4 KB
 static_assert(kSmemBytes <= 232448, "exceeds the 227 KB opt-in shared memory of sm_90");
 
 __device__ __forceinline__ uint32_t smem_u32(const void* p) {
@@ -66,6 +73,41 @@ template <int N>
 __device__ __forceinline__ void wgmma_wait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory");
 }
+__device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+__device__ __forceinline__ void mbar_init_fence() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+__device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
+}
+// Spins until the phase of parity `parity` completes. A load that never lands (a broken tensor map) traps
+// after ~2^24 polls (seconds) instead of hanging the stream.
+__device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done;
+  for (uint32_t spins = 0;; ++spins) {
+    asm volatile(
+        "{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+        : "=r"(done)
+        : "r"(bar), "r"(parity)
+        : "memory");
+    if (done) return;
+    if (spins == (1u << 24)) __trap();
+  }
+}
+// One 2D box of the cache tensor map (columns col.., rows row..) into shared memory, completing on `bar`.
+__device__ __forceinline__ void tma_load_box(uint32_t dst, const CUtensorMap* map, int col, int row, uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];\n" ::"r"(
+          dst),
+      "l"(reinterpret_cast<uint64_t>(map)), "r"(col), "r"(row), "r"(bar)
+      : "memory");
+}
+__device__ __forceinline__ void named_barrier(int id, int threads) {
+  asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
+}
+
 // Keeps the compiler from moving accumulator reads/writes across the asynchronous wgmma window.
 template <int N>
 __device__ __forceinline__ void fence_regs(float (&r)[N]) {
@@ -143,8 +185,12 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   return *reinterpret_cast<uint32_t*>(&v);
 }
 
-template <bool kTopk>
-__global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const MlaDecodeParams p) {
+// kTma: dense context with page_size % 64 == 0 (each tile is 64 consecutive slots of one page), loaded by
+// the tensor map `tmap` over the cache; otherwise per-row cp.async (tmap unused).
+template <bool kTopk, bool kTma>
+__global__ void __launch_bounds__(kThreads, 1)
+    mla_decode_kernel(const MlaDecodeParams p, const __grid_constant__ CUtensorMap tmap) {
+  static_assert(!(kTopk && kTma), "top-k rows are gathered: no tensor-map path");
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t pad = ((raw + 1023u) & ~1023u) - raw;
@@ -246,7 +292,44 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const MlaDecode
       const int c = 64 + (lt & 3) * 2 + m;
       cp_async16(dst + tile_offset(rb, c), src_b + c * 8, pb >= 0);
     }
-    if (wg == 0 && (lt & 1) == 0) tile_pos[buf * kTile + ra] = pa;
+    if (kTopk && wg == 0 && (lt & 1) == 0) tile_pos[buf * kTile + ra] = pa;
+  };
+  // TMA path: the elected thread of each warpgroup loads the same share as load_tile (value panels
+  // [4 wg, 4 wg + 4), rope panel rows [32 wg, 32 wg + 32)), 9 boxes of 4 KB, all completing on the
+  // warpgroup's mbarrier of the buffer. `slot0`: cache slot of the tile's first row.
+  const uint32_t bar_base = sbase + kSmemBar;
+  auto tma_tile = [&](int slot0, int buf) {
+    const uint32_t dst = sbase + kSmemKv + buf * kTileBytes;
+    const uint32_t bar = bar_base + (buf * 2 + wg) * 8;
+    mbar_expect_tx(bar, 9 * kTmaBoxRows * 128);
+#pragma unroll
+    for (int k = 0; k < 4; ++k)
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+        tma_load_box(dst + (4 * wg + k) * kPanelBytes + half * kTmaBoxRows * 128, &tmap, (4 * wg + k) * 64,
+                     slot0 + half * kTmaBoxRows, bar);
+    tma_load_box(dst + 8 * kPanelBytes + wg * kTmaBoxRows * 128, &tmap, 512, slot0 + wg * kTmaBoxRows, bar);
+  };
+  auto tile_slot0 = [&](int page_entry, int u) {  // page_size % 64 == 0: the tile sits inside one page
+    return page_entry * p.page_size + (u * kTile) % p.page_size;
+  };
+  auto page_entry_of = [&](int u) { return u < n_units ? btab[(u * kTile) / p.page_size] : 0; };
+  // Waits until tile `i` of this split (buffer i & 1) is complete, zeroes its rows past the context end (a
+  // whole page was loaded; its tail may hold stale or NaN data that a masked, zero P would still turn into
+  // NaN), and publishes it to both warpgroups' wgmma.
+  auto wait_tile_tma = [&](int i) {
+    const int buf = i & 1;
+    const uint32_t parity = (i >> 1) & 1;
+    mbar_wait(bar_base + (buf * 2 + 0) * 8, parity);
+    mbar_wait(bar_base + (buf * 2 + 1) * 8, parity);
+    const int valid = kv_end - (u_begin + i) * kTile;
+    if (valid < kTile) {
+      uint8_t* base = smem + kSmemKv + buf * kTileBytes;
+      for (int idx = tid; idx < (kTile - valid) * kChunksPerRow; idx += kThreads) {
+        const int r = valid + idx / kChunksPerRow, c = idx % kChunksPerRow;
+        *reinterpret_cast<uint4*>(base + tile_offset(r, c)) = make_uint4(0, 0, 0, 0);
+      }
+    }
   };
 
   float o[128];  // O rows r0 / r1, value columns 256 wg + 8 j + 2 (lane % 4) + {0, 1}
@@ -278,14 +361,20 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const MlaDecode
   };
   // Masked online softmax of S (tile in `buf`); writes P to shared memory. Two block barriers: the row-max
   // exchange between the warpgroups, and P complete before either warpgroup's P V reads it.
-  auto softmax = [&](int buf) {
+  auto softmax = [&](int buf, int u) {
     const int* tp = tile_pos + buf * kTile + wg * 32;
     float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
     for (int j = 0; j < 4; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        const int pos = tp[8 * j + 2 * (lane & 3) + e];
+        int pos;
+        if (kTopk) {
+          pos = tp[8 * j + 2 * (lane & 3) + e];
+        } else {
+          pos = u * kTile + wg * 32 + 8 * j + 2 * (lane & 3) + e;
+          if (pos >= kv_end) pos = -1;
+        }
         s[4 * j + e] = (pos >= 0 && pos <= pos0) ? s[4 * j + e] * sl2 : -INFINITY;
         s[4 * j + 2 + e] = (pos >= 0 && pos <= pos1) ? s[4 * j + 2 + e] * sl2 : -INFINITY;
         mx0 = fmaxf(mx0, s[4 * j + e]);
@@ -342,7 +431,12 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const MlaDecode
   };
 
   if (n > 0) {
-    // Prologue: Q and tile 0 (group 0), tile 1 (group 1).
+    if (kTma && tid == 0) {
+      for (int b = 0; b < 4; ++b) mbar_init(bar_base + b * 8, 1);
+      mbar_init_fence();
+    }
+    __syncthreads();
+    // Prologue: Q (cp.async), tiles 0 and 1.
     const __nv_bfloat16* qp = static_cast<const __nv_bfloat16*>(p.q);
     for (int idx = tid; idx < kRows * kChunksPerRow; idx += kThreads) {
       const int r = idx / kChunksPerRow, c = idx % kChunksPerRow;
@@ -351,17 +445,29 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const MlaDecode
       const __nv_bfloat16* src = ok ? qp + (static_cast<int64_t>(t) * H + h) * kMlaHeadDim + c * 8 : qp;
       cp_async16(sbase + kSmemQ + tile_offset(r, c), src, ok);
     }
-    load_tile(u_begin, 0);
-    cp_async_commit();
-    if (n > 1) load_tile(u_begin + 1, 1);
-    cp_async_commit();
-    cp_async_wait<1>();
+    int next_page = 0;  // TMA path: page-table entry of the next tile to load, fetched one step early
+    if (kTma) {
+      if (lt == 0) {
+        tma_tile(tile_slot0(page_entry_of(u_begin), u_begin), 0);
+        if (n > 1) tma_tile(tile_slot0(page_entry_of(u_begin + 1), u_begin + 1), 1);
+        next_page = page_entry_of(u_begin + 2);
+      }
+      cp_async_commit();
+      cp_async_wait<0>();
+      wait_tile_tma(0);
+    } else {
+      load_tile(u_begin, 0);
+      cp_async_commit();
+      if (n > 1) load_tile(u_begin + 1, 1);
+      cp_async_commit();
+      cp_async_wait<1>();
+    }
     fence_proxy_async();
     __syncthreads();
     issue_qk(0);
     wgmma_wait<0>();
     fence_regs(s);
-    softmax(0);
+    softmax(0, u_begin);
 
     for (int i = 0; i < n; ++i) {
       const int buf = i & 1;
@@ -371,15 +477,24 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_kernel(const MlaDecode
       fence_regs(o);
       if (i + 1 < n) {
         // Refill `buf` with tile i + 2 before waiting for tile i + 1, so two tiles are in flight.
-        if (i + 2 < n) load_tile(u_begin + i + 2, buf);
-        cp_async_commit();
-        cp_async_wait<1>();  // this thread's part of tile i + 1
+        if (kTma) {
+          named_barrier(1 + wg, 128);  // all four warps of this warpgroup are done reading `buf`
+          if (lt == 0 && i + 2 < n) {
+            tma_tile(tile_slot0(next_page, u_begin + i + 2), buf);
+            next_page = page_entry_of(u_begin + i + 3);
+          }
+          wait_tile_tma(i + 1);
+        } else {
+          if (i + 2 < n) load_tile(u_begin + i + 2, buf);
+          cp_async_commit();
+          cp_async_wait<1>();  // this thread's part of tile i + 1
+        }
         fence_proxy_async();
         __syncthreads();  // all of tile i + 1 (and its tile_pos) in place
         issue_qk(buf ^ 1);
         wgmma_wait<0>();
         fence_regs(s);
-        softmax(buf ^ 1);
+        softmax(buf ^ 1, u_begin + i + 1);
       }
     }
   }
@@ -616,31 +731,72 @@ size_t mla_decode_scratch_bytes(int num_splits, int num_tokens, int num_heads) {
          static_cast<size_t>(num_splits) * num_tokens * num_heads * 4;
 }
 
+namespace {
+
+using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+EncodeTiledFn encode_tiled() {
+  static EncodeTiledFn fn = [] {
+    void* f = nullptr;
+    cudaDriverEntryPointQueryResult q;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &f, 12000, cudaEnableDefault, &q) != cudaSuccess ||
+        q != cudaDriverEntryPointSuccess)
+      f = nullptr;
+    return reinterpret_cast<EncodeTiledFn>(f);
+  }();
+  return fn;
+}
+
+// [slots, 576] bf16 cache as a 2D tensor map: boxes of 64 columns x 32 rows, 128-byte swizzle (the layout
+// tile_offset describes), zero fill past the last slot.
+bool make_cache_map(const MlaDecodeParams& p, CUtensorMap* map) {
+  EncodeTiledFn fn = encode_tiled();
+  if (!fn || p.num_slots <= 0 || p.num_slots > INT32_MAX || (reinterpret_cast<uintptr_t>(p.cache) & 15)) return false;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(kMlaHeadDim), static_cast<cuuint64_t>(p.num_slots)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(kMlaHeadDim) * 2};
+  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(kTmaBoxRows)};
+  const cuuint32_t estrides[2] = {1, 1};
+  return fn(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(p.cache), dims, strides, box, estrides,
+            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
+template <bool kTopk, bool kTma>
+cudaError_t launch_variant(const MlaDecodeParams& p, const CUtensorMap& map, dim3 grid, cudaStream_t stream) {
+  static bool attr_done = false;  // raising the shared-memory limit once per kernel suffices
+  if (!attr_done) {
+    const cudaError_t e = cudaFuncSetAttribute(mla_decode_kernel<kTopk, kTma>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+    if (e != cudaSuccess) return e;
+    attr_done = true;
+  }
+  mla_decode_kernel<kTopk, kTma><<<grid, kThreads, kSmemBytes, stream>>>(p, map);
+  return cudaSuccess;
+}
+
+}  // namespace
+
 cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream) {
   if (p.num_tokens == 0 || p.num_seqs == 0 || p.max_q_len == 0) return cudaSuccess;
   if (!mla_decode_fast_supported(p.head_dim, p.v_dim) || p.page_size <= 0 || p.num_splits < 1 ||
-      p.num_splits > kMlaMaxSplits ||
-      (p.num_splits > 1 && (!p.part_o || !p.part_lse)))
+      p.num_splits > kMlaMaxSplits || (p.num_splits > 1 && (!p.part_o || !p.part_lse)))
     return cudaErrorInvalidValue;
-  static bool attr_done[2] = {false, false};  // raising the shared-memory limit once per kernel suffices
   const bool topk = p.topk != nullptr;
-  if (!attr_done[topk]) {
-    const cudaError_t e =
-        topk ? cudaFuncSetAttribute(mla_decode_kernel<true>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes)
-             : cudaFuncSetAttribute(mla_decode_kernel<false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    kSmemBytes);
-    if (e != cudaSuccess) return e;
-    attr_done[topk] = true;
-  }
   const int head_chunks = (p.num_heads + kRows - 1) / kRows;
   const int64_t row_tiles = topk ? static_cast<int64_t>(p.max_q_len) * head_chunks
                                  : (static_cast<int64_t>(p.max_q_len) * p.num_heads + kRows - 1) / kRows;
   const dim3 grid(static_cast<unsigned>(row_tiles), static_cast<unsigned>(p.num_splits),
                   static_cast<unsigned>(p.num_seqs));
-  if (topk)
-    mla_decode_kernel<true><<<grid, kThreads, kSmemBytes, stream>>>(p);
-  else
-    mla_decode_kernel<false><<<grid, kThreads, kSmemBytes, stream>>>(p);
+  // DSERVE_MLA_NO_TMA=1 forces the cp.async loads (a diagnostic switch; results are identical).
+  static const bool tma_disabled = std::getenv("DSERVE_MLA_NO_TMA") != nullptr;
+  CUtensorMap map{};
+  const bool tma = !topk && p.use_tma && !tma_disabled && p.page_size % kTile == 0 && make_cache_map(p, &map);
+  cudaError_t e = topk  ? launch_variant<true, false>(p, map, grid, stream)
+                  : tma ? launch_variant<false, true>(p, map, grid, stream)
+                        : launch_variant<false, false>(p, map, grid, stream);
+  if (e != cudaSuccess) return e;
   if (p.num_splits > 1) {
     const int64_t rows = static_cast<int64_t>(p.num_tokens) * p.num_heads;
     mla_combine_kernel<<<static_cast<unsigned>(rows), kCombineGroups * 128, 0, stream>>>(

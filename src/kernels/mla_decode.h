@@ -34,12 +34,14 @@ struct MlaDecodeParams {
   int num_heads = 0;
   int head_dim = kMlaHeadDim;  // the reference kernel takes any head_dim <= 1024, v_dim <= 1024
   int v_dim = kMlaValueDim;
+  int64_t num_slots = 0;  // rows of the cache (bounds of the tensor-map loads)
   int max_pages = 0;
   int page_size = 0;
   int topk_k = 0;
   int max_q_len = 0;   // max new tokens of one sequence (sizes the grid)
   int num_splits = 1;  // from mla_decode_num_splits; at most kMlaMaxSplits
   float scale = 1.0f;
+  bool use_tma = true;  // tensor-map tile loads when possible (dense context, page_size % 64 == 0)
 };
 
 // Host-side plan: how many pieces the context of each (sequence, 64 query rows) block is split into so the

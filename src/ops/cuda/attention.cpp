@@ -82,6 +82,7 @@ Tensor cuda_mla_attention_absorbed(const Tensor& q, const Tensor& cache, int64_t
   p.num_heads = static_cast<int>(H);
   p.head_dim = static_cast<int>(D);
   p.v_dim = static_cast<int>(v_dim);
+  p.num_slots = cache.dim(0);
   p.max_pages = static_cast<int>(m.block_table.dim(1));
   p.page_size = m.page_size;
   p.topk_k = p.topk ? static_cast<int>(topk->dim(1)) : 0;

@@ -239,8 +239,9 @@ TEST_P(MlaAbsorbedGpu, MatchesCpu) {
   expect_close(got, want, "absorbed " + c.name);
 
   if (c.forced_splits > 0) {
-    // Kernel API with a fixed split count into a NaN-filled output that has one extra row: every element of
-    // the [T, H, v] output is written, nothing past it.
+    // Kernel API with a fixed split count and per-row cp.async loads (the op above used the tensor-map path
+    // where it applies) into a NaN-filled output with one extra row: every element of the [T, H, v] output
+    // is written, nothing past it.
     const int64_t T = in.batch.host.num_tokens, rows = T * c.heads;
     Tensor poison = Tensor::empty({rows + 1, c.v_dim}, DType::kF32);
     std::fill(poison.f32(), poison.f32() + poison.numel(), NAN);
@@ -268,9 +269,11 @@ TEST_P(MlaAbsorbedGpu, MatchesCpu) {
     p.num_heads = c.heads;
     p.head_dim = c.head_dim;
     p.v_dim = c.v_dim;
+    p.num_slots = in.batch.slots;
     p.max_pages = static_cast<int>(m.block_table.dim(1));
     p.page_size = m.page_size;
     p.topk_k = c.topk_k;
+    p.use_tma = false;
     p.max_q_len = m.max_q_len;
     p.num_splits = splits;
     p.scale = in.scale;
@@ -278,7 +281,7 @@ TEST_P(MlaAbsorbedGpu, MatchesCpu) {
     Tensor all = to_f32(cuda_download(out));
     for (int64_t i = rows * c.v_dim; i < all.numel(); ++i) ASSERT_TRUE(std::isnan(all.f32()[i])) << "wrote past the output";
     expect_close(out.reshape({rows + 1, c.v_dim}).rows(0, rows).reshape({T, c.heads, c.v_dim}), want,
-                 "absorbed " + c.name + " splits=" + std::to_string(splits));
+                 "absorbed " + c.name + " cp.async splits=" + std::to_string(splits));
   }
 }
 
@@ -297,6 +300,7 @@ std::vector<AbsorbedCase> absorbed_cases() {
   v.push_back({"lite_topk_short", 16, 576, 512, 64, {20, 100}, {2, 1}, 64, 1.0f, 0});
   v.push_back({"v3_long_topk", 128, 576, 512, 64, {5000}, {}, 2048, 1.0f, 5});
   v.push_back({"lite_page16", 16, 576, 512, 16, {100, 33, 1}, {1, 2, 1}, 0, 1.0f, 2});
+  v.push_back({"v3_page128", 128, 576, 512, 128, {300, 129, 1, 1000}, {1, 2, 1, 1}, 0, 1.0f, 2});
   v.push_back({"v3_sharp", 128, 576, 512, 64, {3000}, {}, 0, 4.0f, 3});
   v.push_back({"fixture_dims", 4, 80, 64, 64, {1, 17, 90}, {1, 3, 2}, 0, 1.0f, 0});
   v.push_back({"fixture_dims_topk", 4, 80, 64, 64, {1, 17, 90}, {1, 3, 2}, 8, 1.0f, 0});
