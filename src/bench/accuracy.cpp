@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <fstream>
 #include <regex>
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -90,14 +91,14 @@ Result<AccuracyResult> run_bench_accuracy(const AccuracyOptions& o) {
         if (j.contains("meta_info") && j["meta_info"].contains("completion_tokens"))
           completion_tokens += j["meta_info"]["completion_tokens"].get<int64_t>();
       }
-      std::fprintf(stderr, "\rbench-accuracy: %d/%d", done, n);
+      if (isatty(2)) std::fprintf(stderr, "\rbench-accuracy: %d/%d", done, n);
       launch();
     };
     client.request("POST", "/generate", body.dump(), std::move(cb));
   };
   for (int k = 0; k < o.parallel && k < n; ++k) launch();
   client.run();
-  std::fprintf(stderr, "\n");
+  if (isatty(2)) std::fprintf(stderr, "\n");
   AccuracyResult r;
   r.latency_s = std::chrono::duration<double>(Clock::now() - t0).count();
   r.num_questions = n;
