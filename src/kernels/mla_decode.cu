@@ -1,9 +1,11 @@
 // MLA absorbed-form attention kernels (see mla_decode.h). The tensor-core kernel: one block of two
 // warpgroups per (sequence, 64 query rows, context split). The 64 rows are (token, head) pairs of one
-// sequence, so every cache tile loaded into shared memory is shared by all of them (MQA). Per 64-row cache
-// tile: S = Q K^T with wgmma (each warpgroup 32 of the 64 tile rows, K = 576), masked online softmax in
-// fp32 with the row maxima exchanged between the warpgroups, P (bf16) through shared memory, then
-// O += P V with wgmma (each warpgroup 256 of the 512 value columns; O stays in registers, 128 per thread).
+// sequence, so every cache tile loaded into shared memory is shared by all of them (MQA); with 128 heads a
+// token takes two blocks (O for 64 heads x 512 columns in fp32 already fills half the register file), which
+// run side by side so the second reads each tile from L2. Per 64-row cache tile: S = Q K^T with wgmma
+// (each warpgroup 32 of the 64 tile rows, K = 576), masked online softmax in fp32 with the row maxima
+// exchanged between the warpgroups, P (bf16) through shared memory, then O += P V with wgmma (each
+// warpgroup 256 of the 512 value columns; O stays in registers, 128 per thread).
 // Cache tiles are double-buffered; each warpgroup refills the panels only it reads as soon as its own P V is
 // done, before waiting for the next tile (two tiles in flight). Dense contexts whose pages hold whole tiles
 // load with the tensor-memory accelerator (one thread per warpgroup issues 9 boxes per tile, completion on an
