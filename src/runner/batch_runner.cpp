@@ -93,8 +93,9 @@ std::vector<SeqOutput> BatchRunner::execute(const StepPlan& plan,
       out[s].input_logprobs.emplace_back(0, TokenLogprob{sq.req->tokens[0], std::numeric_limits<float>::quiet_NaN(), {}});
   }
   if (rows.empty()) return out;
-  Tensor logits = ops_.to_host(model_.logits(ops_.select_rows(hidden, rows)));  // [R, vocab]
-  Tensor logprobs = ops_.to_host(ops_.log_softmax(logits));
+  Tensor dev_logits = model_.logits(ops_.select_rows(hidden, rows));  // [R, vocab] on the backend
+  Tensor logits = ops_.to_host(dev_logits);
+  Tensor logprobs = ops_.to_host(ops_.log_softmax(dev_logits));
   const int64_t vocab = logits.dim(1);
   const auto& eos = model_.config().eos_token_ids;
   std::vector<float> work(vocab);

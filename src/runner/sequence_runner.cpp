@@ -83,8 +83,9 @@ GenerateResult SequenceRunner::generate(const std::vector<int32_t>& prompt, cons
   int64_t pos = static_cast<int64_t>(prompt.size());
   for (int i = 0; i < opts.max_new_tokens; ++i) {
     Tensor last = ops_.select_rows(hidden, {hidden.dim(0) - 1});
-    Tensor logits = ops_.to_host(model_.logits(last));                 // [1, vocab]
-    Tensor lp = ops_.to_host(ops_.log_softmax(logits));
+    Tensor dev_logits = model_.logits(last);                             // [1, vocab] on the backend
+    Tensor logits = ops_.to_host(dev_logits);
+    Tensor lp = ops_.to_host(ops_.log_softmax(dev_logits));
     const int64_t vocab = logits.dim(1);
     const int32_t tok = sampler.sample(logits.f32(), vocab);
     r.output_ids.push_back(tok);
