@@ -278,10 +278,8 @@ void read_sampling(Reader& r, bool openai, SamplingSpec* s) {
   r.get_float_range("min_p", 0.0, 1.0, false, false, &e.min_p);
   r.get_float_range("frequency_penalty", -2.0, 2.0, false, false, &e.frequency_penalty);
   r.get_float_range("presence_penalty", -2.0, 2.0, false, false, &e.presence_penalty);
-  if (r.get_float_range("repetition_penalty", 0.0, 2.0, true, false, &s->repetition_penalty) &&
-      s->repetition_penalty != 1.0f)
-    r.fail("'" + r.param("repetition_penalty") + "' other than 1.0 is not supported by this server yet",
-           "repetition_penalty");
+  if (r.get_float_range("repetition_penalty", 0.0, 2.0, true, false, &s->repetition_penalty))
+    e.repetition_penalty = s->repetition_penalty;
   read_stop(r, "stop", &s->text.stop);
   read_stop_ids(r, "stop_token_ids", &e.stop_token_ids);
   r.get_bool("ignore_eos", &e.ignore_eos);

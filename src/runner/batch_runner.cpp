@@ -119,6 +119,13 @@ std::vector<SeqOutput> BatchRunner::execute(const StepPlan& plan,
       for (TokenId t : req.output()) ++counts[t];
       for (auto [t, c] : counts) work[t] -= sp.frequency_penalty * c + sp.presence_penalty;
     }
+    if (sp.repetition_penalty != 1.0f) {  // as SGLang / HF: divide positive logits, multiply negative ones
+      std::vector<char> seen(vocab, 0);
+      for (TokenId t : req.tokens)
+        if (t >= 0 && t < vocab) seen[t] = 1;
+      for (int64_t t = 0; t < vocab; ++t)
+        if (seen[t]) work[t] = work[t] > 0 ? work[t] / sp.repetition_penalty : work[t] * sp.repetition_penalty;
+    }
     if (req.num_output() < sp.min_new_tokens) {
       for (TokenId t : sp.stop_token_ids) if (t >= 0 && t < vocab) work[t] = -INFINITY;
       if (!sp.ignore_eos)

@@ -28,6 +28,7 @@ struct SamplingParams {
   float min_p = 0.0f;
   float frequency_penalty = 0.0f;
   float presence_penalty = 0.0f;
+  float repetition_penalty = 1.0f;  // > 1 discourages every token already in the prompt or output
   uint64_t seed = 0;
 };
 
