@@ -7,6 +7,8 @@
 #include <cmath>
 #include <condition_variable>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -29,8 +31,18 @@ class BatchEngine final : public Engine {
 
   Status init(const BatchEngineOptions& o) {
     if (o.model_path.empty()) return error("--model-path is required");
-    if (!std::filesystem::is_directory(o.model_path)) return error("--model-path '", o.model_path, "' is not a directory");
-    DS_ASSIGN_OR_RETURN(cfg_, load_model_config(o.model_path));
+    if (o.load_format == "dummy" && std::filesystem::is_regular_file(o.model_path)) {
+      // Dummy weights need only a config: a bare config.json file is enough (benchmarks of real configs).
+      std::ifstream f(o.model_path);
+      std::stringstream text;
+      text << f.rdbuf();
+      auto cfg = parse_model_config(text.str());
+      if (!cfg) return error(o.model_path, ": ", cfg.status().message());
+      cfg_ = cfg.value();
+    } else {
+      if (!std::filesystem::is_directory(o.model_path)) return error("--model-path '", o.model_path, "' is not a directory");
+      DS_ASSIGN_OR_RETURN(cfg_, load_model_config(o.model_path));
+    }
     if (o.device == "cpu") {
       ops_ = make_cpu_ops();
     } else if (o.device == "cuda") {
