@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# ASan + UBSan build of everything but CUDA (clang), the CPU test suite under it, then every libFuzzer
+# ASan + UBSan build of everything but CUDA (clang), the CPU test suite under it (less the tests labelled
+# slow, which run in the normal build), then every libFuzzer
 # target for a fixed time budget on its corpus (fuzz/corpus/<target>; new findings are not committed).
 # FUZZ_SECONDS per target (default 30). Exits non-zero on any test failure or fuzzer crash.
 set -euo pipefail
@@ -10,7 +11,7 @@ CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelW
   -DDSERVE_SANITIZE=ON >/dev/null
 cmake --build "$BUILD_DIR" -j "$(nproc)"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
-(cd "$BUILD_DIR" && ctest -L cpu --output-on-failure -j "$(nproc)" --timeout 1800)
+(cd "$BUILD_DIR" && ctest -L cpu -LE slow --output-on-failure -j "$(nproc)" --timeout 1800)
 export DSERVE_FUZZ_TOKENIZER=tests/data/downloads/deepseek_v3_tokenizer
 status=0
 for target in "$BUILD_DIR"/fuzz_*; do
