@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # ASan + UBSan build of everything but CUDA (clang), the CPU test suite under it (less the tests labelled
 # slow, which run in the normal build), then every libFuzzer
-# target for a fixed time budget on its corpus (fuzz/corpus/<target>; new findings are not committed).
-# FUZZ_SECONDS per target (default 30). Exits non-zero on any test failure or fuzzer crash.
+# target on its corpus (fuzz/corpus/<target>; new findings are not committed) for a fixed number of
+# runs from a fixed seed, so that a CI result is reproducible: FUZZ_RUNS per target (default 200000),
+# FUZZ_SEED (default 1). Exits non-zero on any test failure or fuzzer crash.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${SAN_BUILD_DIR:-build-asan}
-FUZZ_SECONDS=${FUZZ_SECONDS:-30}
+FUZZ_RUNS=${FUZZ_RUNS:-200000}
+FUZZ_SEED=${FUZZ_SEED:-1}
 CC=clang CXX=clang++ cmake -S . -B "$BUILD_DIR" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDSERVE_CUDA=OFF \
   -DDSERVE_SANITIZE=ON >/dev/null
 cmake --build "$BUILD_DIR" -j "$(nproc)"
@@ -19,8 +21,8 @@ for target in "$BUILD_DIR"/fuzz_*; do
   corpus=fuzz/corpus/${name#fuzz_}
   work=$(mktemp -d)
   [ -d "$corpus" ] && cp -r "$corpus"/. "$work"/
-  echo "fuzz: $name for ${FUZZ_SECONDS}s"
-  if ! "$target" -max_total_time="$FUZZ_SECONDS" -max_len=65536 -timeout=20 -rss_limit_mb=4096 \
+  echo "fuzz: $name, $FUZZ_RUNS runs from seed $FUZZ_SEED"
+  if ! "$target" -runs="$FUZZ_RUNS" -seed="$FUZZ_SEED" -max_total_time=300 -max_len=65536 -timeout=20 -rss_limit_mb=4096 \
       -print_final_stats=1 "$work" > "$work.log" 2>&1; then
     echo "fuzz: $name FAILED"; tail -40 "$work.log"; status=1
   else

@@ -72,7 +72,7 @@ class Fields {
     } else if (v.is_number_float()) {
       double d = v.get<double>();
       ok = std::isfinite(d) && d == std::floor(d) && std::fabs(d) < 9.0e15;
-      out = static_cast<int64_t>(d);
+      if (ok) out = static_cast<int64_t>(d);  // casting an out-of-range double is UB
     }
     if (!ok || out < min_value) {
       const char* kind = min_value == 1 ? "a positive integer" : min_value == 0 ? "a non-negative integer" : "an integer";
