@@ -334,6 +334,10 @@ TEST(ConfigErrors, RequiredAndTypedFields) {
   EXPECT_ERROR_HAS(error_after([](json& j) { j["kv_lora_rank"] = 0; }), "field 'kv_lora_rank' must be a positive integer");
   EXPECT_ERROR_HAS(error_after([](json& j) { j["kv_lora_rank"] = 512.5; }), "field 'kv_lora_rank' must be a positive integer");
   EXPECT_ERROR_HAS(error_after([](json& j) { j["hidden_size"] = -7168; }), "field 'hidden_size' must be a positive integer");
+  // Integral floats far outside int64 (found by fuzz_config: the cast itself was undefined behaviour).
+  EXPECT_ERROR_HAS(error_after([](json& j) { j["num_hidden_layers"] = 1e300; }),
+                   "field 'num_hidden_layers' must be a positive integer");
+  EXPECT_ERROR_HAS(error_after([](json& j) { j["hidden_size"] = -1e19; }), "field 'hidden_size' must be a positive integer");
   EXPECT_ERROR_HAS(error_after([](json& j) { j.erase("vocab_size"); }), "missing required field 'vocab_size'");
   EXPECT_ERROR_HAS(error_after([](json& j) { j.erase("q_lora_rank"); }), "missing required field 'q_lora_rank'");
   EXPECT_ERROR_HAS(error_after([](json& j) { j["q_lora_rank"] = "x"; }), "field 'q_lora_rank'");
