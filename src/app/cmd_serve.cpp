@@ -12,6 +12,7 @@
 
 #include "app/commands.h"
 #include "app/flags.h"
+#include "app/model_setup.h"
 #include "core/logging.h"
 #include "http/api_server.h"
 #include "http/fake_engine.h"
@@ -42,7 +43,7 @@ void add_serve_flags(Flags& f) {
   f.add_string("schedule-policy", "fcfs", "waiting-queue order: fcfs or lpm");
   f.add_bool("disable-radix-cache", "do not reuse KV of shared prompt prefixes");
   f.add_int("context-length", 0, "longest prompt + output (0: the model's max_position_embeddings)");
-  f.add_string("device", "cpu", "cpu or cuda");
+  f.add_string("device", "auto", "cpu, cuda or auto (cuda when this build has CUDA and a GPU is visible)");
   f.add_string("load-format", "auto", "auto (safetensors) or dummy (seeded random weights)");
   f.add_string("quantization", "", "fp8: block-quantize a BF16 checkpoint's linears at load time");
   f.add_string("kv-cache-dtype", "auto", "latent cache storage: auto, bf16, fp8_e4m3 or fp8_e5m2");
@@ -146,7 +147,7 @@ int run_serve(int argc, char** argv) {
     a["schedule_policy"] = flags.get_string("schedule-policy");
     a["disable_radix_cache"] = flags.get_bool("disable-radix-cache");
     a["context_length"] = flags.get_int("context-length");
-    a["device"] = flags.get_string("device");
+    a["device"] = resolve_device(flags.get_string("device"));
     a["load_format"] = flags.get_string("load-format");
     a["quantization"] = flags.get_string("quantization");
     a["kv_cache_dtype"] = flags.get_string("kv-cache-dtype");
@@ -216,7 +217,7 @@ int run_serve(int argc, char** argv) {
     } else {
       BatchEngineOptions eo;
       eo.model_path = model_path;
-      eo.device = flags.get_string("device");
+      eo.device = resolve_device(flags.get_string("device"));
       eo.load_format = flags.get_string("load-format");
       eo.seed = static_cast<uint64_t>(flags.get_int("seed"));
       eo.page_size = static_cast<int32_t>(flags.get_int("page-size"));

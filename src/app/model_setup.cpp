@@ -41,7 +41,7 @@ double available_host_memory() {
 
 void add_model_flags(Flags& flags) {
   flags.add_string("model-path", "", "Hugging Face checkpoint directory (config.json + *.safetensors)");
-  flags.add_string("device", "cpu", "cpu or cuda");
+  flags.add_string("device", "auto", "cpu, cuda or auto (cuda when this build has CUDA and a GPU is visible)");
   flags.add_string("load-format", "auto", "auto (safetensors) or dummy (seeded random weights from config.json)");
   flags.add_int("seed", 0, "random seed for --load-format dummy and sampling");
   flags.add_string("attention-mode", "auto", "MLA form: auto, mha (expand latents) or absorbed (MQA over the cache)");
@@ -50,8 +50,17 @@ void add_model_flags(Flags& flags) {
   flags.add_bool("json", "print JSON");
 }
 
+std::string resolve_device(const std::string& device) {
+  if (device != "auto") return device;
+#ifdef DSERVE_WITH_CUDA
+  if (check_cuda_device(0).is_ok()) return "cuda";
+#endif
+  return "cpu";
+}
+
 Result<ModelSetup> setup_model(const Flags& flags) {
   const std::string dir = flags.get_string("model-path");
+  const std::string device = resolve_device(flags.get_string("device"));
   const std::string format = flags.get_string("load-format");
   if (dir.empty()) return error("--model-path is required");
   ModelSetup s;
@@ -68,7 +77,7 @@ Result<ModelSetup> setup_model(const Flags& flags) {
     DS_ASSIGN_OR_RETURN(s.config, load_model_config(dir));
   }
   // The CPU backend keeps fp32 copies of every weight: refuse up front what cannot fit in memory.
-  if (flags.get_string("device") == "cpu") {
+  if (device == "cpu") {
     const double need = estimate_parameters(s.config) * 6.0;  // fp32 prepared + bf16 source
     const double avail = available_host_memory();
     if (avail > 0 && need > avail)
@@ -76,7 +85,6 @@ Result<ModelSetup> setup_model(const Flags& flags) {
                    "M parameters: the CPU backend needs about ", static_cast<int64_t>(need / (1 << 30)),
                    " GiB of memory, ", static_cast<int64_t>(avail / (1 << 30)), " GiB are available (use --device cuda)");
   }
-  const std::string device = flags.get_string("device");
   if (device == "cpu") {
     s.ops = make_cpu_ops();
   } else if (device == "cuda") {

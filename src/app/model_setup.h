@@ -11,6 +11,10 @@ namespace ds {
 
 void add_model_flags(Flags& flags);
 
+// --device auto -> "cuda" when this build has the CUDA backend and GPU 0 is usable, else "cpu"; other
+// values pass through (validated where the backend is made).
+std::string resolve_device(const std::string& device);
+
 struct ModelSetup {
   ModelConfig config;
   std::unique_ptr<Ops> ops;

@@ -31,7 +31,9 @@ class Server:
         self._ready = threading.Event()
 
     def start(self):
-        cmd = [self.binary, "serve", "--host", self.host, "--port", "0"] + self.args
+        # DSERVE_TEST_SERVE_ARGS (e.g. "--device cuda") runs the same tests on another backend.
+        extra = os.environ.get("DSERVE_TEST_SERVE_ARGS", "").split()
+        cmd = [self.binary, "serve", "--host", self.host, "--port", "0"] + self.args + extra
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
         def read_out():
