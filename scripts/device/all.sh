@@ -1,9 +1,12 @@
 #!/usr/bin/env bash
 # One device session: runs the named scripts/device/<name>.sh in order, each under its own time limit
-# and output folder ($OUT/<name>/), so one failure does not stop the rest. Usage: all.sh name[:seconds] ...
+# and output folder, so one failure does not stop the rest. Usage: all.sh name[:seconds] ...
+# Only a few files come back from the device machine: every log ends up in $OUT/logs.tar.gz.
 set -u
 cd "$(dirname "$0")/../.."
-ROOT_OUT=$OUT
+FINAL_OUT=$OUT
+ROOT_OUT=$(mktemp -d /tmp/devlogs.XXXX)
+trap 'tar -C "$ROOT_OUT" -czf "$FINAL_OUT/logs.tar.gz" . ; cp "$ROOT_OUT"/*.csv "$FINAL_OUT"/ 2>/dev/null' EXIT
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader | tee "$ROOT_OUT/gpu.txt"
 for spec in "$@"; do
   name=${spec%%:*}; secs=${spec#*:}; [ "$secs" = "$spec" ] && secs=180
