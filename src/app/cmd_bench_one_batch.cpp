@@ -2,12 +2,15 @@
 // batch x input_len tokens, then output_len decode steps, no scheduler and no HTTP. Output lines match SGLang's.
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdio>
+#include <memory>
 #include <random>
 
 #include "app/commands.h"
 #include "app/model_setup.h"
 #include "runner/attn_metadata.h"
+#include "runner/cuda_graph_runner.h"
 
 namespace ds {
 namespace {
@@ -21,17 +24,33 @@ struct RunResult {
   double total = 0;
 };
 
-// One prefill + decode pass over `bs` random prompts.
-RunResult run_once(ModelSetup& s, int bs, int input_len, int output_len, int page_size, std::mt19937& rng) {
+// One prefill + decode pass over `bs` random prompts in `cache` (pages from 0 up); decode steps replay
+// `graphs` when set.
+RunResult run_once(ModelSetup& s, KvCache& cache, CudaGraphRunner* graphs, int bs, int input_len, int output_len,
+                   int page_size, std::mt19937& rng) {
   const ModelConfig& cfg = s.config;
   const int pages_per_seq = (input_len + output_len + page_size - 1) / page_size;
-  KvCache cache = make_kv_cache(*s.ops, cfg, page_size, bs * pages_per_seq, 0, s.kv_dtype);
+  DS_CHECK(static_cast<int64_t>(bs) * pages_per_seq <= cache.num_pages, "bench cache too small");
   std::vector<std::vector<int32_t>> tables(bs);
   for (int b = 0; b < bs; ++b)
     for (int p = 0; p < pages_per_seq; ++p) tables[b].push_back(b * pages_per_seq + p);
   std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(std::min<int64_t>(cfg.vocab_size, 10000)) - 1);
   RunResult r;
   auto step = [&](const std::vector<int32_t>& ids, int64_t start, int64_t n) {
+    if (graphs && n == 1 && graphs->can_run(bs)) {
+      std::vector<DecodeSeq> seqs(bs);
+      for (int b = 0; b < bs; ++b)
+        seqs[b] = DecodeSeq{ids[b], static_cast<int32_t>(start),
+                            tables[b][start / page_size] * page_size + static_cast<int32_t>(start % page_size),
+                            tables[b].data(), pages_per_seq};
+      Tensor logits = s.ops->to_host(graphs->replay(seqs).rows(0, bs));  // waits for the device
+      std::vector<int32_t> next(bs);
+      for (int b = 0; b < bs; ++b) {
+        const float* row = logits.f32() + b * logits.dim(1);
+        next[b] = static_cast<int32_t>(std::max_element(row, row + logits.dim(1)) - row);
+      }
+      return next;
+    }
     std::vector<SeqSlice> slices;
     for (int b = 0; b < bs; ++b) slices.push_back(SeqSlice{start, n, &tables[b]});
     AttnMetadata meta = build_attn_metadata(slices, page_size, *s.ops);
@@ -72,6 +91,8 @@ int run_bench_one_batch(int argc, char** argv) {
   flags.add_int("output-len", 16, "tokens generated per sequence (1 from prefill + output-len - 1 decode steps)");
   flags.add_int("page-size", 64, "KV page size");
   flags.add_string("run-name", "default", "name of this run (reported only)");
+  flags.add_bool("disable-cuda-graph", "decode eagerly instead of replaying CUDA graphs (--device cuda)");
+  flags.add_int("cuda-graph-max-bs", 0, "largest batch captured in a CUDA graph (0: default from GPU memory)");
   flags.add_bool("help", "show flags");
   auto fail = [](const Status& st) {
     std::fprintf(stderr, "dserve bench-one-batch: %s\n", st.message().c_str());
@@ -99,13 +120,41 @@ int run_bench_one_batch(int argc, char** argv) {
       return fail(error("--input-len ", v, " + --output-len exceeds max_position_embeddings ",
                         setup->config.max_position_embeddings));
   std::mt19937 rng(static_cast<uint32_t>(flags.get_int("seed")));
+  // One cache for the largest run (+ the graphs' dummy page, the last one), graphs captured once.
+  const int64_t max_bs = *std::max_element(bss->begin(), bss->end());
+  const int64_t max_in = *std::max_element(lens->begin(), lens->end());
+  const int64_t max_pages = max_bs * ((max_in + output_len + page_size - 1) / page_size);
+  if (max_pages + 1 > INT32_MAX) return fail(error("--batch-size x sequence length is too large"));
+  KvCache cache = make_kv_cache(*setup->ops, setup->config, static_cast<int>(page_size), static_cast<int>(max_pages) + 1,
+                                0, setup->kv_dtype);
+  std::unique_ptr<CudaGraphRunner> graphs;
+  if (setup->ops->device() == Device::kCuda && !flags.get_bool("disable-cuda-graph")) {
+    const int64_t flag_bs = flags.get_int("cuda-graph-max-bs");
+    if (flag_bs < 0) return fail(error("--cuda-graph-max-bs must be >= 0"));
+    CudaGraphOptions go;
+    go.max_bs = static_cast<int>(flag_bs);
+    go.max_context = max_in + output_len;
+    go.dummy_page = static_cast<int32_t>(max_pages);
+    auto g = CudaGraphRunner::create(*setup->model, *setup->ops, cache, go);
+    if (!g) {
+      std::fprintf(stderr, "dserve bench-one-batch: CUDA graphs off: %s\n", g.status().message().c_str());
+    } else {
+      if ((*g)->max_bs() > max_bs) {  // nothing beyond the largest batch benchmarked is ever replayed
+        go.max_bs = static_cast<int>(max_bs);
+        g = CudaGraphRunner::create(*setup->model, *setup->ops, cache, go);
+        if (!g) return fail(g.status());
+      }
+      if (Status st = (*g)->capture(); !st) return fail(st);
+      graphs = std::move(*g);
+    }
+  }
   for (int64_t bs : *bss)
     for (int64_t in : *lens) {
       // Warm-up pass (SGLang runs one too), then the measured one.
-      run_once(*setup, static_cast<int>(bs), static_cast<int>(in), std::min<int>(static_cast<int>(output_len), 4),
-               static_cast<int>(page_size), rng);
-      RunResult r = run_once(*setup, static_cast<int>(bs), static_cast<int>(in), static_cast<int>(output_len),
-                             static_cast<int>(page_size), rng);
+      run_once(*setup, cache, graphs.get(), static_cast<int>(bs), static_cast<int>(in),
+               std::min<int>(static_cast<int>(output_len), 4), static_cast<int>(page_size), rng);
+      RunResult r = run_once(*setup, cache, graphs.get(), static_cast<int>(bs), static_cast<int>(in),
+                             static_cast<int>(output_len), static_cast<int>(page_size), rng);
       std::printf("Prefill. latency: %.5f s, throughput: %.2f token/s\n", r.prefill_latency,
                   bs * in / r.prefill_latency);
       for (size_t i = 0; i < r.decode_latencies.size() && i < 5; ++i)

@@ -20,6 +20,8 @@ int run_generate(int argc, char** argv) {
   flags.add_double("top-p", 1.0, "nucleus sampling threshold");
   flags.add_double("min-p", 0.0, "drop tokens below min-p times the top probability");
   flags.add_bool("ignore-eos", "do not stop at the end-of-sequence token");
+  flags.add_bool("disable-cuda-graph", "decode eagerly instead of replaying a CUDA graph (--device cuda)");
+  flags.add_int("cuda-graph-max-bs", 0, "largest CUDA-graph batch (generate runs one sequence: 0 turns graphs off)");
   flags.add_bool("help", "show flags");
   auto fail = [](const Status& st) {
     std::fprintf(stderr, "dserve generate: %s\n", st.message().c_str());
@@ -53,6 +55,9 @@ int run_generate(int argc, char** argv) {
   if (!ids) return fail(ids.status());
 
   SequenceRunner runner(*setup->model, *setup->ops, 64, setup->kv_dtype);
+  if (flags.get_int("cuda-graph-max-bs") < 0) return fail(error("--cuda-graph-max-bs must be >= 0"));
+  const bool graph_flag_zero = flags.was_set("cuda-graph-max-bs") && flags.get_int("cuda-graph-max-bs") == 0;
+  runner.set_use_cuda_graphs(!flags.get_bool("disable-cuda-graph") && !graph_flag_zero);
   GenerateResult r = runner.generate(*ids, opts, *mode);
   if (flags.get_bool("json")) {
     nlohmann::json out = {{"output_ids", r.output_ids},

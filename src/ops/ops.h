@@ -34,6 +34,7 @@ struct AttnMetadata {
   int page_size = 0;
   int max_seq_len = 0;   // max over seq_lens
   int max_q_len = 0;     // max new tokens of one sequence
+  int64_t total_context = -1;  // sum(seq_lens) when the builder knows it on the host (-1: backends read it)
   Tensor positions;      // [T]
   Tensor slot_mapping;   // [T]  cache slot (page * page_size + offset) written by each new token
   Tensor q_starts;       // [num_seqs + 1]

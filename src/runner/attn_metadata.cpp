@@ -18,6 +18,7 @@ AttnMetadata build_attn_metadata(const std::vector<SeqSlice>& seqs, int page_siz
     max_pages = std::max(max_pages, s.pages->size());
     m.max_seq_len = std::max<int>(m.max_seq_len, static_cast<int>(len));
     m.max_q_len = std::max<int>(m.max_q_len, static_cast<int>(s.num_new));
+    m.total_context = (m.total_context < 0 ? 0 : m.total_context) + len;
   }
   m.num_tokens = static_cast<int>(total);
   Tensor positions = Tensor::empty({total}, DType::kI32);

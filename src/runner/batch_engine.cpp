@@ -90,7 +90,30 @@ class BatchEngine final : public Engine {
     for (int64_t e : cfg_.eos_token_ids) sc.eos_token_ids.push_back(static_cast<TokenId>(e));
     DS_ASSIGN_OR_RETURN(sched_, Scheduler::create(sc));
     max_total_tokens_ = static_cast<int64_t>(sc.num_pages) * sc.page_size;
-    runner_ = std::make_unique<BatchRunner>(*model_, *ops_, make_kv_cache(*ops_, cfg_, sc.page_size, sc.num_pages, 0, kv_dtype));
+    // CUDA graphs: one extra cache page (never handed out) takes the padding rows' writes.
+    const bool graphs = ops_->device() == Device::kCuda && !o.disable_cuda_graph;
+    KvCache cache = make_kv_cache(*ops_, cfg_, sc.page_size, sc.num_pages + (graphs ? 1 : 0), 0, kv_dtype);
+    runner_ = std::make_unique<BatchRunner>(*model_, *ops_, cache);
+    if (graphs) {
+      CudaGraphOptions go;
+      go.max_bs = o.cuda_graph_max_bs;
+      if (go.max_bs < 0) return error("--cuda-graph-max-bs must be >= 0");
+      go.max_context = context_length_;
+      go.dummy_page = sc.num_pages;
+      go.verbose = o.verbose;
+      auto g = CudaGraphRunner::create(*model_, *ops_, cache, go);
+      if (!g) {
+        if (o.verbose) DS_WARN("CUDA graphs off: ", g.status().message());
+      } else {
+        if (go.max_bs == 0 || go.max_bs > o.max_running_requests) {
+          go.max_bs = std::min(o.max_running_requests, (*g)->max_bs());  // no batch beyond the request limit
+          g = CudaGraphRunner::create(*model_, *ops_, cache, go);
+          if (!g) return g.status();
+        }
+        DS_RETURN_IF_ERROR((*g)->capture());
+        runner_->set_cuda_graphs(std::move(*g));
+      }
+    }
     if (o.verbose) DS_INFO("KV cache: ", sc.num_pages, " pages of ", sc.page_size, " tokens (", max_total_tokens_, " tokens)");
     loop_ = std::thread([this] { run_loop(); });
     return Status::ok();

@@ -25,6 +25,8 @@ struct BatchEngineOptions {
   int64_t context_length = 0;        // 0 = the model's max_position_embeddings
   std::string quantization;          // "" or "fp8" (--quantization)
   std::string kv_cache_dtype = "auto";
+  bool disable_cuda_graph = false;   // --disable-cuda-graph: eager decode on CUDA
+  int32_t cuda_graph_max_bs = 0;     // --cuda-graph-max-bs (0: SGLang's default from GPU memory)
   bool verbose = true;               // loading progress on stderr
 };
 

@@ -21,6 +21,7 @@ AttnMetadata build_attn_metadata(const StepPlan& plan, Ops& ops) {
     max_pages = std::max(max_pages, s.num_pages);
     m.max_seq_len = std::max(m.max_seq_len, s.kv_len());
     m.max_q_len = std::max(m.max_q_len, s.num_tokens);
+    m.total_context = (m.total_context < 0 ? 0 : m.total_context) + s.kv_len();
   }
   const int64_t T = m.num_tokens;
   Tensor positions = Tensor::empty({T}, DType::kI32), slots = Tensor::empty({T}, DType::kI32);
@@ -64,14 +65,6 @@ std::vector<SeqOutput> BatchRunner::execute(const StepPlan& plan,
                                             const std::unordered_map<std::string, RunnerRequestInfo>& info) {
   std::vector<SeqOutput> out(plan.seqs.size());
   if (plan.empty()) return out;
-  AttnMetadata meta = build_attn_metadata(plan, ops_);
-  Tensor ids = Tensor::empty({plan.num_tokens()}, DType::kI32);
-  for (int32_t i = 0; i < plan.num_tokens(); ++i) {
-    DS_CHECK(plan.input_ids[i] >= 0, "placeholder tokens need the overlap runner");
-    ids.data_as<int32_t>()[i] = plan.input_ids[i];
-  }
-  Tensor hidden = model_.forward(ops_.upload(ids), meta, cache_);  // [T, d]
-
   // Rows whose logits are needed: the last token of sampling sequences, and prompt rows for input logprobs.
   std::vector<int64_t> rows;
   std::vector<std::pair<size_t, int32_t>> row_owner;  // (seq index, position of the token whose row it is)
@@ -92,8 +85,29 @@ std::vector<SeqOutput> BatchRunner::execute(const StepPlan& plan,
     if (want_input && sq.start_pos == 0 && it->second.logprob_start_len == 0)  // token 0 has no prediction
       out[s].input_logprobs.emplace_back(0, TokenLogprob{sq.req->tokens[0], std::numeric_limits<float>::quiet_NaN(), {}});
   }
-  if (rows.empty()) return out;
-  Tensor dev_logits = model_.logits(ops_.select_rows(hidden, rows));  // [R, vocab] on the backend
+  for (int32_t i = 0; i < plan.num_tokens(); ++i)
+    DS_CHECK(plan.input_ids[i] >= 0, "placeholder tokens need the overlap runner");
+  Tensor dev_logits;  // [R, vocab] on the backend
+  // A decode-only step (one sampled token per sequence, no prompt rows) replays a CUDA graph when one fits.
+  bool graph = graphs_ && graphs_->can_run(plan.num_seqs()) && rows.size() == plan.seqs.size();
+  for (size_t s = 0; graph && s < plan.seqs.size(); ++s)
+    graph = plan.seqs[s].num_tokens == 1 && plan.seqs[s].is_decode && rows[s] == plan.seqs[s].token_begin;
+  if (graph) {
+    std::vector<DecodeSeq> seqs(plan.seqs.size());
+    for (size_t s = 0; s < plan.seqs.size(); ++s) {
+      const auto& sq = plan.seqs[s];
+      seqs[s] = DecodeSeq{plan.input_ids[sq.token_begin], plan.positions[sq.token_begin],
+                          plan.slot_mapping[sq.token_begin], plan.page_table.data() + sq.page_begin, sq.num_pages};
+    }
+    dev_logits = graphs_->replay(seqs).rows(0, plan.num_seqs());
+  } else {
+    AttnMetadata meta = build_attn_metadata(plan, ops_);
+    Tensor ids = Tensor::empty({plan.num_tokens()}, DType::kI32);
+    std::copy(plan.input_ids.begin(), plan.input_ids.end(), ids.data_as<int32_t>());
+    Tensor hidden = model_.forward(ops_.upload(ids), meta, cache_);  // [T, d]
+    if (rows.empty()) return out;
+    dev_logits = model_.logits(ops_.select_rows(hidden, rows));
+  }
   Tensor logits = ops_.to_host(dev_logits);
   Tensor logprobs = ops_.to_host(ops_.log_softmax(dev_logits));
   const int64_t vocab = logits.dim(1);

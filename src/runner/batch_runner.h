@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "model/deepseek_model.h"
+#include "runner/cuda_graph_runner.h"
 #include "runner/engine.h"
 #include "runner/sampler.h"
 #include "sched/step_plan.h"
@@ -34,6 +35,8 @@ class BatchRunner {
   // Runs `plan`; outputs[i] belongs to plan.seqs[i].
   std::vector<SeqOutput> execute(const StepPlan& plan,
                                  const std::unordered_map<std::string, RunnerRequestInfo>& info);
+  // Decode-only steps that fit replay from these CUDA graphs (captured over this runner's cache).
+  void set_cuda_graphs(std::unique_ptr<CudaGraphRunner> graphs) { graphs_ = std::move(graphs); }
   // Forgets a finished request's sampler state.
   void release(const std::string& rid) { samplers_.erase(rid); }
 
@@ -44,6 +47,7 @@ class BatchRunner {
   Ops& ops_;
   KvCache cache_;
   std::unordered_map<std::string, Sampler> samplers_;  // per request: seeded generator state
+  std::unique_ptr<CudaGraphRunner> graphs_;            // null: eager decode
 };
 
 // Attention metadata straight from a plan (positions and slots as the scheduler computed them).

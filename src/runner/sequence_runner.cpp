@@ -2,9 +2,11 @@
 #include "runner/sequence_runner.h"
 
 #include <algorithm>
+#include <memory>
 #include <numeric>
 
 #include "runner/attn_metadata.h"
+#include "runner/cuda_graph_runner.h"
 
 namespace ds {
 namespace {
@@ -79,11 +81,25 @@ GenerateResult SequenceRunner::generate(const std::vector<int32_t>& prompt, cons
   Sampler sampler(opts.sampling);
   GenerateResult r;
   r.finish_reason = "length";
+  const int64_t max_tokens = static_cast<int64_t>(prompt.size()) + opts.max_new_tokens;
+  const int32_t used_pages = static_cast<int32_t>((max_tokens + page_size_ - 1) / page_size_);
+  std::unique_ptr<CudaGraphRunner> graphs;
+  if (use_cuda_graphs_ && ops_.device() == Device::kCuda && decode_mode != AttnMode::kMha && opts.max_new_tokens > 1) {
+    // reset() keeps one page beyond the sequence's (the last of pages_): the padding-free bs-1 graph's dummy.
+    CudaGraphOptions go;
+    go.max_bs = 1;
+    go.max_context = max_tokens;
+    go.dummy_page = pages_.back();
+    go.verbose = false;
+    auto g = CudaGraphRunner::create(model_, ops_, cache_, go);
+    if (g && (*g)->capture().is_ok()) graphs = std::move(*g);
+  }
   Tensor hidden = step(prompt, 0, AttnMode::kAuto);
+  Tensor graph_logits;  // [1, vocab] from the last graph replay
   int64_t pos = static_cast<int64_t>(prompt.size());
   for (int i = 0; i < opts.max_new_tokens; ++i) {
-    Tensor last = ops_.select_rows(hidden, {hidden.dim(0) - 1});
-    Tensor dev_logits = model_.logits(last);                             // [1, vocab] on the backend
+    Tensor dev_logits = graph_logits.defined() ? graph_logits  // [1, vocab] on the backend
+                                               : model_.logits(ops_.select_rows(hidden, {hidden.dim(0) - 1}));
     Tensor logits = ops_.to_host(dev_logits);
     Tensor lp = ops_.to_host(ops_.log_softmax(dev_logits));
     const int64_t vocab = logits.dim(1);
@@ -95,7 +111,13 @@ GenerateResult SequenceRunner::generate(const std::vector<int32_t>& prompt, cons
       break;
     }
     if (i + 1 == opts.max_new_tokens) break;
-    hidden = step({tok}, pos++, decode_mode);
+    if (graphs) {
+      const int32_t p = static_cast<int32_t>(pos++);
+      graph_logits = graphs->replay({DecodeSeq{tok, p, pages_[p / page_size_] * page_size_ + p % page_size_,
+                                               pages_.data(), used_pages}});
+    } else {
+      hidden = step({tok}, pos++, decode_mode);
+    }
   }
   return r;
 }

@@ -35,6 +35,8 @@ class SequenceRunner {
   // Log-probabilities of every token given its prefix. chunk > 0 prefills in chunks of that many tokens
   // (each chunk attends to the cached prefix), else in one step.
   ScoreResult score(const std::vector<int32_t>& ids, int top_k, AttnMode mode = AttnMode::kAuto, int chunk = 0);
+  // generate() decodes through a CUDA graph (batch size 1, captured per call) on the CUDA backend.
+  void set_use_cuda_graphs(bool on) { use_cuda_graphs_ = on; }
   // Prefill the prompt, then decode one token per step over the latent cache.
   GenerateResult generate(const std::vector<int32_t>& prompt, const GenerateOptions& opts,
                           AttnMode decode_mode = AttnMode::kAuto);
@@ -50,6 +52,7 @@ class SequenceRunner {
   KvCacheDtype kv_dtype_;
   KvCache cache_;
   std::vector<int32_t> pages_;
+  bool use_cuda_graphs_ = false;
 };
 
 }  // namespace ds

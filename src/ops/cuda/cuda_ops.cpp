@@ -6,10 +6,12 @@
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <unordered_map>
 
 #include "kernels/basic.h"
 #include "kernels/indexer.h"
 #include "kernels/moe.h"
+#include "kernels/moe_gemm.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope_cache.h"
 #include "ops/cuda/attention.h"
@@ -283,10 +285,13 @@ class CudaOps final : public Ops {
   Tensor gather_context(const Tensor& cache, const AttnMetadata& m) override {
     check_cuda(cache, "gather_context cache");
     DS_CHECK(cache.ndim() == 2, "gather_context of ", cache.describe());
-    // The output's row count is sum(seq_lens): read it back (prefill path only; not captured in graphs).
-    Tensor lens = cuda_download(m.seq_lens);
-    int64_t total = 0;
-    for (int s = 0; s < m.num_seqs; ++s) total += lens.data_as<int32_t>()[s];
+    // The output's row count is sum(seq_lens): host-known from the metadata builder, else read back (a sync).
+    int64_t total = m.total_context;
+    if (total < 0) {
+      Tensor lens = cuda_download(m.seq_lens);
+      total = 0;
+      for (int s = 0; s < m.num_seqs; ++s) total += lens.data_as<int32_t>()[s];
+    }
     Tensor out = empty({total, cache.dim(1)}, cache.dtype());
     DS_CUDA_CHECK(kernels::launch_gather_context(
         {cache.data(), out.data(), i32(m.seq_lens, "seq_lens"), i32(m.block_table, "block_table"), m.num_seqs,
@@ -386,8 +391,10 @@ class CudaOps final : public Ops {
     DS_CUDA_CHECK(kernels::launch_moe_route(p, stream()));
   }
 
-  // Tokens grouped by expert, one GEMM pair per active expert over its rows, weighted un-permutation.
-  // Reads the per-expert counts back to the host (one sync per MoE layer; grouped GEMMs will remove it).
+  // Tokens grouped by expert on the device, then two grouped GEMMs (gate|up with SiLU fused, down) that read
+  // the per-expert counts/offsets on the device, and the weighted un-permutation: no host sync, so a
+  // decode step is graph-capturable. Shapes the grouped kernel cannot take, and prefill-sized batches, use
+  // per-expert cuBLASLt GEMMs with the counts read back.
   Tensor moe_experts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                      const std::vector<PreparedMlp>& experts) override {
     check_dtype(x, DType::kBF16, "moe x");
@@ -399,6 +406,18 @@ class CudaOps final : public Ops {
     const int E = static_cast<int>(experts.size());
     Tensor out = empty({T, d}, DType::kBF16);
     if (T == 0) return out;
+    const int64_t inter = E ? experts[0].down.weight.dim(1) : 0;
+    // Large prefill batches go to cuBLASLt (the grouped kernel's small token tiles are made for decode and
+    // would be compute-bound there; a sync per layer costs little next to such a step). Never while a graph
+    // is being captured.
+    constexpr int64_t kGroupedMaxTokens = 1024;
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    DS_CUDA_CHECK(cudaStreamIsCapturing(stream(), &capturing));
+    const ExpertTable* table = nullptr;
+    if (E > 0 && (T <= kGroupedMaxTokens || capturing != cudaStreamCaptureStatusNone) &&
+        kernels::moe_grouped_gemm_supported(inter, d) && kernels::moe_grouped_gemm_supported(d, inter))
+      table = expert_table(experts, d, inter);
+    if (!table) return moe_experts_synced(x, topk_ids, topk_weights, experts, out);
     Tensor meta = empty({3 * static_cast<int64_t>(E) + 2 * N}, DType::kI32);
     int32_t* counts = meta.data_as<int32_t>();
     int32_t* offsets = counts + E;
@@ -407,33 +426,30 @@ class CudaOps final : public Ops {
     int32_t* src_token = row_of + N;
     DS_CUDA_CHECK(kernels::launch_moe_permute(
         {i32(topk_ids, "topk_ids"), counts, offsets, cursor, row_of, src_token, N, static_cast<int>(K), E}, stream()));
-    std::vector<int32_t> host_counts(E);
-    DS_CUDA_CHECK(cudaMemcpyAsync(host_counts.data(), counts, sizeof(int32_t) * E, cudaMemcpyDeviceToHost, stream()));
-    DS_CUDA_CHECK(cudaStreamSynchronize(stream()));
-    int64_t rows = 0;
-    for (int32_t c : host_counts) rows += c;
-    const int64_t inter = E ? experts[0].down.weight.dim(1) : 0;
-    Tensor xp = empty({rows, d}, DType::kBF16);
-    DS_CUDA_CHECK(kernels::launch_gather_rows(x.data(), src_token, xp.data(), rows, d, stream()));
-    Tensor gu = empty({rows, 2 * inter}, DType::kBF16);
-    int64_t off = 0;
-    for (int e = 0; e < E; ++e) {
-      if (host_counts[e] == 0) continue;
-      const Tensor& w = experts[e].gate_up.weight;
-      DS_CHECK(w.dim(0) == 2 * inter && w.dim(1) == d, "expert ", e, " gate_up ", w.describe());
-      gemm_nk(xp.rows(off, off + host_counts[e]), w, gu.rows(off, off + host_counts[e]));
-      off += host_counts[e];
-    }
-    Tensor act = silu_mul(gu);  // [rows, inter]
-    Tensor y = empty({rows, d}, DType::kBF16);
-    off = 0;
-    for (int e = 0; e < E; ++e) {
-      if (host_counts[e] == 0) continue;
-      const Tensor& w = experts[e].down.weight;
-      DS_CHECK(w.dim(0) == d && w.dim(1) == inter, "expert ", e, " down ", w.describe());
-      gemm_nk(act.rows(off, off + host_counts[e]), w, y.rows(off, off + host_counts[e]));
-      off += host_counts[e];
-    }
+    // Worst-case row counts (every entry valid); rows of out-of-range ids stay unwritten and unread.
+    Tensor act = empty({N, inter}, DType::kBF16);
+    kernels::MoeGroupedGemmParams g;
+    g.weights = table->gate_up;
+    g.x = x.data();
+    g.src_rows = src_token;
+    g.out = act.data();
+    g.counts = counts;
+    g.offsets = offsets;
+    g.experts = E;
+    g.N = inter;
+    g.K = d;
+    g.max_rows_per_expert = T;  // an expert appears at most once per token
+    g.silu = true;
+    DS_CUDA_CHECK(kernels::launch_moe_grouped_gemm(g, stream()));
+    Tensor y = empty({N, d}, DType::kBF16);
+    g.weights = table->down;
+    g.x = act.data();
+    g.src_rows = nullptr;
+    g.out = y.data();
+    g.N = d;
+    g.K = inter;
+    g.silu = false;
+    DS_CUDA_CHECK(kernels::launch_moe_grouped_gemm(g, stream()));
     DS_CUDA_CHECK(kernels::launch_moe_combine(
         {y.data(), row_of, topk_weights.data_as<float>(), out.data(), T, d, static_cast<int>(K)}, stream()));
     return out;
@@ -509,6 +525,97 @@ class CudaOps final : public Ops {
                              w.dtype() == DType::kF32};
     DS_CUDA_CHECK(kernels::launch_rms_norm(p, stream()));
   }
+
+  // Per-expert cuBLASLt GEMMs over the counts read back to the host (one sync; not capturable): shapes the
+  // grouped kernel does not take (dims not a multiple of 8) and prefill-sized batches.
+  Tensor moe_experts_synced(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+                            const std::vector<PreparedMlp>& experts, Tensor out) {
+    const int64_t T = x.dim(0), d = x.dim(1), K = topk_ids.dim(1), N = T * K;
+    const int E = static_cast<int>(experts.size());
+    Tensor meta = empty({3 * static_cast<int64_t>(E) + 2 * N}, DType::kI32);
+    int32_t* counts = meta.data_as<int32_t>();
+    int32_t* offsets = counts + E;
+    int32_t* cursor = offsets + E;
+    int32_t* row_of = cursor + E;
+    int32_t* src_token = row_of + N;
+    DS_CUDA_CHECK(kernels::launch_moe_permute(
+        {i32(topk_ids, "topk_ids"), counts, offsets, cursor, row_of, src_token, N, static_cast<int>(K), E}, stream()));
+    std::vector<int32_t> host_counts(E);
+    DS_CUDA_CHECK(cudaMemcpyAsync(host_counts.data(), counts, sizeof(int32_t) * E, cudaMemcpyDeviceToHost, stream()));
+    DS_CUDA_CHECK(cudaStreamSynchronize(stream()));
+    int64_t rows = 0;
+    for (int32_t c : host_counts) rows += c;
+    const int64_t inter = E ? experts[0].down.weight.dim(1) : 0;
+    Tensor xp = empty({rows, d}, DType::kBF16);
+    DS_CUDA_CHECK(kernels::launch_gather_rows(x.data(), src_token, xp.data(), rows, d, stream()));
+    Tensor gu = empty({rows, 2 * inter}, DType::kBF16);
+    int64_t off = 0;
+    for (int e = 0; e < E; ++e) {
+      if (host_counts[e] == 0) continue;
+      const Tensor& w = experts[e].gate_up.weight;
+      DS_CHECK(w.dim(0) == 2 * inter && w.dim(1) == d, "expert ", e, " gate_up ", w.describe());
+      gemm_nk(xp.rows(off, off + host_counts[e]), w, gu.rows(off, off + host_counts[e]));
+      off += host_counts[e];
+    }
+    Tensor act = silu_mul(gu);  // [rows, inter]
+    Tensor y = empty({rows, d}, DType::kBF16);
+    off = 0;
+    for (int e = 0; e < E; ++e) {
+      if (host_counts[e] == 0) continue;
+      const Tensor& w = experts[e].down.weight;
+      DS_CHECK(w.dim(0) == d && w.dim(1) == inter, "expert ", e, " down ", w.describe());
+      gemm_nk(act.rows(off, off + host_counts[e]), w, y.rows(off, off + host_counts[e]));
+      off += host_counts[e];
+    }
+    DS_CUDA_CHECK(kernels::launch_moe_combine(
+        {y.data(), row_of, topk_weights.data_as<float>(), out.data(), T, d, static_cast<int>(K)}, stream()));
+    return out;
+  }
+
+
+  // Device arrays of the experts' weight pointers for the grouped GEMMs, one per expert list (MoE layer),
+  // built on first use (before any graph capture: the warm-up step) and rebuilt if the list's tensors change.
+  struct ExpertTable {
+    std::vector<const void*> host;  // gate_up pointers, then down pointers
+    Tensor dev;                     // the same on the device
+    const void* const* gate_up = nullptr;
+    const void* const* down = nullptr;
+  };
+  // Null when the experts are not bf16 [2I, d] / [d, I] with 16-byte aligned data (the grouped kernel's input).
+  const ExpertTable* expert_table(const std::vector<PreparedMlp>& experts, int64_t d, int64_t inter) {
+    const size_t E = experts.size();
+    ExpertTable& t = expert_tables_[&experts];
+    bool same = t.host.size() == 2 * E;
+    for (size_t e = 0; same && e < E; ++e)
+      same = t.host[e] == experts[e].gate_up.weight.data() && t.host[E + e] == experts[e].down.weight.data();
+    if (same) return t.dev.defined() ? &t : nullptr;
+    for (const PreparedMlp& m : experts) {
+      const Tensor& gu = m.gate_up.weight;
+      const Tensor& dn = m.down.weight;
+      if (gu.dtype() != DType::kBF16 || dn.dtype() != DType::kBF16 || gu.device() != Device::kCuda ||
+          dn.device() != Device::kCuda || gu.ndim() != 2 || dn.ndim() != 2 || gu.dim(0) != 2 * inter ||
+          gu.dim(1) != d || dn.dim(0) != d || dn.dim(1) != inter ||
+          ((reinterpret_cast<uintptr_t>(gu.data()) | reinterpret_cast<uintptr_t>(dn.data())) & 15) != 0)
+        return nullptr;
+    }
+    cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+    DS_CUDA_CHECK(cudaStreamIsCapturing(stream(), &capturing));
+    DS_CHECK(capturing == cudaStreamCaptureStatusNone,
+             "MoE expert table built during graph capture: run one eager step before capturing");
+    t.host.assign(2 * E, nullptr);
+    for (size_t e = 0; e < E; ++e) {
+      t.host[e] = experts[e].gate_up.weight.data();
+      t.host[E + e] = experts[e].down.weight.data();
+    }
+    t.dev = empty({static_cast<int64_t>(2 * E * sizeof(void*))}, DType::kU8);
+    DS_CUDA_CHECK(cudaMemcpyAsync(t.dev.data(), t.host.data(), 2 * E * sizeof(void*), cudaMemcpyHostToDevice, stream()));
+    DS_CUDA_CHECK(cudaStreamSynchronize(stream()));  // t.host may change before a pageable copy completes
+    t.gate_up = static_cast<const void* const*>(t.dev.data());
+    t.down = t.gate_up + E;
+    return &t;
+  }
+
+  std::unordered_map<const std::vector<PreparedMlp>*, ExpertTable> expert_tables_;
 
   std::unique_ptr<CublasLtGemm> gemm_;
   bool fallback_attention_ = false;

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# CUDA graphs + device-driven grouped MoE GEMM (issue 6): the new gpu tests, the ops/fixture tests they touch,
+# bench-one-batch on the DeepSeek-V2-Lite config (dummy bf16, input 256 / output 32) with and without CUDA
+# graphs, and compute-sanitizer memcheck on the new consistency cases. Binaries: .devbin/graph/ (else .devbin/).
+# Logs under $OUT; keeps going after a failure. About 3-4 minutes (bench: ~60 s per configuration).
+set -u
+cd "$(dirname "$0")/../.."
+B=.devbin/graph
+[ -x "$B/dserve" ] || B=.devbin
+export DSERVE_SOURCE_DIR=$PWD
+OUT=${OUT:-/tmp/graph_out}
+mkdir -p "$OUT"
+T=$B/ds_ops_cuda_gpu_test
+run() {  # name timeout command...
+  local name=$1 secs=$2
+  shift 2
+  local start=$(date +%s)
+  timeout --kill-after=5 "$secs" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  echo "== $name rc=$rc ($(( $(date +%s) - start )) s)"
+  grep -E "^ERR |^GRAPH |FAILED|PASSED|ERROR SUMMARY|Decode\.|Prefill\.|captured|rror" "$OUT/$name.log" | tail -40
+}
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
+
+# 1. New consistency cases (grouped MoE vs CPU, MoE captured in a graph, graph decode vs eager on fixtures).
+run gpu_new 120 "$T" --gtest_filter='MoeGrouped*:*CudaGraph*'
+# 2. Everything else in the ops binary that moe_experts / gather_context feed (ops, fixtures vs transformers).
+run gpu_ops 150 "$T" --gtest_filter='CudaOpsTest.*:Fixtures/FixtureGpuTest.*'
+# 3. bench-one-batch, V2-Lite config, with CUDA graphs (default) and without.
+CFG=tests/data/configs/deepseek-v2-lite.json
+BENCH=(bench-one-batch --device cuda --model-path "$CFG" --load-format dummy --batch-size 1,8,64,256
+       --input-len 256 --output-len 32)
+run bench_graph 240 "$B/dserve" "${BENCH[@]}"
+run bench_eager 240 "$B/dserve" "${BENCH[@]}" --disable-cuda-graph
+# 4. memcheck on the new cases (graph replays included).
+if command -v compute-sanitizer > /dev/null; then CS=compute-sanitizer; else CS=/usr/local/cuda/bin/compute-sanitizer; fi
+run memcheck 240 "$CS" --tool memcheck --leak-check no --error-exitcode 3 "$T" \
+  --gtest_filter='MoeGrouped*:*CudaGraph*ReplayMatchesEagerDecode/0'
+exit 0

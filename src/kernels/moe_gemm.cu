@@ -1,0 +1,193 @@
+// Grouped expert GEMM (moe_gemm.h) on mma.sync m16n8k16 (bf16 -> fp32). "Swap AB": the weight rows are the
+// MMA's M side and the (few) tokens of an expert its N side, so a decode step with 1..8 rows per expert
+// wastes no weight bandwidth: each block streams one 64-row (128 with the fused SiLU gate|up) weight panel
+// through a cp.async pipeline exactly once per 8*NT tokens of its expert.
+#include <cuda_bf16.h>
+
+#include "kernels/moe_gemm.h"
+
+namespace ds::kernels {
+namespace {
+
+using bf16 = __nv_bfloat16;
+
+constexpr int kBK = 64;       // k per pipeline stage: one 128-byte row per weight row / token
+constexpr int kWarps = 4;
+constexpr int kBlockN = 16 * kWarps;  // output columns per block (16 per warp)
+constexpr int kMaxGridZ = 16;  // blocks per (expert, column tile) splitting an expert's token tiles
+
+__device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool ok) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  const int src_size = ok ? 16 : 0;  // 0: zero-fill, nothing read
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(src_size));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], const void* smem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(s));
+}
+__device__ __forceinline__ void ldmatrix_x2(uint32_t (&r)[2], const void* smem) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0, %1}, [%2];\n" : "=r"(r[0]), "=r"(r[1]) : "r"(s));
+}
+__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+      "{%0, %1, %2, %3};\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// Element offset of 16-byte chunk `ch` of row `r` in a [rows, 64] bf16 tile, XOR-swizzled so the eight rows
+// one ldmatrix reads hit eight different bank groups.
+__device__ __forceinline__ int swz(int r, int ch) { return r * kBK + ((ch ^ (r & 7)) << 3); }
+
+template <int NT, bool kSilu, int kStages>
+struct Tile {
+  static constexpr int kTokens = 8 * NT;
+  static constexpr int kARows = kSilu ? 2 * kBlockN : kBlockN;
+  static constexpr int kAStage = kARows * kBK;  // elements
+  static constexpr int kBStage = kTokens * kBK;
+  static constexpr size_t kSmem = static_cast<size_t>(kStages) * (kAStage + kBStage) * sizeof(bf16);
+};
+
+template <int NT, bool kSilu, int kStages>
+__global__ void __launch_bounds__(32 * kWarps) moe_grouped_gemm_kernel(MoeGroupedGemmParams p) {
+  using T = Tile<NT, kSilu, kStages>;
+  constexpr int kHalves = kSilu ? 2 : 1;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  bf16* sA = reinterpret_cast<bf16*>(smem_raw);
+  bf16* sB = sA + kStages * T::kAStage;
+
+  const int e = blockIdx.y;
+  const int cnt = p.counts[e];
+  if (static_cast<int>(blockIdx.z) * T::kTokens >= cnt) return;  // this expert has no tokens for this block
+  const int64_t row0 = p.offsets[e];
+  const bf16* W = static_cast<const bf16*>(p.weights[e]);
+  const bf16* X = static_cast<const bf16*>(p.x);
+  bf16* O = static_cast<bf16*>(p.out);
+  const int64_t N = p.N, K = p.K;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kBlockN;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int k_tiles = static_cast<int>((K + kBK - 1) / kBK);
+
+  for (int mt = blockIdx.z; mt * T::kTokens < cnt; mt += gridDim.z) {
+    const int t0 = mt * T::kTokens;
+    auto load_stage = [&](int stage, int kt) {
+      const int64_t k0 = static_cast<int64_t>(kt) * kBK;
+      bf16* a = sA + stage * T::kAStage;
+      for (int c = threadIdx.x; c < T::kARows * 8; c += 32 * kWarps) {
+        const int r = c >> 3, ch = c & 7;
+        const int rr = kSilu ? r % kBlockN : r;  // column of the output this weight row feeds
+        const int64_t n = (kSilu && r >= kBlockN ? N : 0) + n0 + rr;
+        const int64_t k = k0 + ch * 8;
+        const bool ok = n0 + rr < N && k < K;
+        cp_async16(a + swz(r, ch), ok ? W + n * K + k : W, ok);
+      }
+      bf16* b = sB + stage * T::kBStage;
+      for (int c = threadIdx.x; c < T::kTokens * 8; c += 32 * kWarps) {
+        const int r = c >> 3, ch = c & 7;
+        const int64_t k = k0 + ch * 8;
+        const bool ok = t0 + r < cnt && k < K;
+        const int64_t prow = row0 + t0 + r;
+        const int64_t xrow = ok && p.src_rows ? p.src_rows[prow] : prow;
+        cp_async16(b + swz(r, ch), ok ? X + xrow * K + k : X, ok);
+      }
+    };
+
+    float acc[kHalves][NT][4];
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[h][j][i] = 0.0f;
+
+#pragma unroll
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < k_tiles) load_stage(s, s);
+      cp_async_commit();
+    }
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      cp_async_wait<kStages - 2>();
+      __syncthreads();
+      const int stage = kt % kStages;
+      const bf16* a = sA + stage * T::kAStage;
+      const bf16* b = sB + stage * T::kBStage;
+#pragma unroll
+      for (int ks = 0; ks < kBK / 16; ++ks) {
+        uint32_t af[kHalves][4];
+#pragma unroll
+        for (int h = 0; h < kHalves; ++h) {
+          const int r = h * kBlockN + warp * 16 + (lane & 15);
+          ldmatrix_x4(af[h], a + swz(r, ks * 2 + (lane >> 4)));
+        }
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          uint32_t bfr[2];
+          const int r = j * 8 + (lane & 7);
+          ldmatrix_x2(bfr, b + swz(r, ks * 2 + ((lane >> 3) & 1)));
+#pragma unroll
+          for (int h = 0; h < kHalves; ++h) mma_bf16(acc[h][j], af[h], bfr);
+        }
+      }
+      const int next = kt + kStages - 1;
+      if (next < k_tiles) load_stage(next % kStages, next);
+      cp_async_commit();
+    }
+    cp_async_wait<0>();
+    __syncthreads();  // the next token tile refills every stage
+
+    // Accumulator (m16n8): acc[.][j][0..1] = weight row gid, tokens 2*tq, 2*tq+1; [2..3] = row gid + 8.
+    const int gid = lane >> 2, tq = lane & 3;
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t n = n0 + warp * 16 + gid + (i >= 2 ? 8 : 0);
+        const int t = t0 + j * 8 + tq * 2 + (i & 1);
+        if (n >= N || t >= cnt) continue;
+        float v = acc[0][j][i];
+        if (kSilu) v = v / (1.0f + expf(-v)) * acc[kHalves - 1][j][i];
+        O[(row0 + t) * N + n] = __float2bfloat16(v);
+      }
+  }
+}
+
+template <int NT, bool kSilu, int kStages>
+cudaError_t launch_tile(const MoeGroupedGemmParams& p, cudaStream_t stream) {
+  using T = Tile<NT, kSilu, kStages>;
+  auto kernel = moe_grouped_gemm_kernel<NT, kSilu, kStages>;
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(T::kSmem));
+  if (attr != cudaSuccess) return attr;
+  const int64_t tiles = (p.max_rows_per_expert + T::kTokens - 1) / T::kTokens;
+  const dim3 grid(static_cast<unsigned>((p.N + kBlockN - 1) / kBlockN), static_cast<unsigned>(p.experts),
+                  static_cast<unsigned>(tiles < kMaxGridZ ? tiles : kMaxGridZ));
+  kernel<<<grid, 32 * kWarps, T::kSmem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace
+
+bool moe_grouped_gemm_supported(int64_t N, int64_t K) { return N > 0 && K > 0 && K % 8 == 0; }
+
+cudaError_t launch_moe_grouped_gemm(const MoeGroupedGemmParams& p, cudaStream_t stream) {
+  if (p.experts == 0 || p.max_rows_per_expert <= 0 || p.N == 0) return cudaSuccess;
+  if (!moe_grouped_gemm_supported(p.N, p.K) || !p.weights || !p.x || !p.out || !p.counts || !p.offsets ||
+      p.experts > 65535 || (p.N + kBlockN - 1) / kBlockN > 0x7fffffff ||
+      ((reinterpret_cast<uintptr_t>(p.x) | reinterpret_cast<uintptr_t>(p.out)) & 15) != 0)
+    return cudaErrorInvalidValue;
+  // Decode (a handful of tokens per expert): one n8 token tile; larger batches four.
+  if (p.max_rows_per_expert <= 8)
+    return p.silu ? launch_tile<1, true, 4>(p, stream) : launch_tile<1, false, 6>(p, stream);
+  return p.silu ? launch_tile<4, true, 4>(p, stream) : launch_tile<4, false, 6>(p, stream);
+}
+
+}  // namespace ds::kernels

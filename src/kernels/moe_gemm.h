@@ -1,0 +1,32 @@
+// Device-driven grouped expert GEMM for DeepSeekMoE: every expert's rows of the permuted activations times
+// that expert's weight, with per-expert row counts/offsets read on the device (from moe_permute), so the
+// launch needs no host sync and is graph-capturable (grid sized for the worst case; empty experts exit).
+#pragma once
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+namespace ds::kernels {
+
+// out[offsets[e] + i, n] = sum_k x[offsets[e] + i, k] * W_e[n, k] for i < counts[e] (bf16 in, fp32
+// accumulate on tensor cores, bf16 out). With silu: W_e is [2N, K] (gate rows [0, N), up rows [N, 2N)) and
+// out[r, n] = silu(gate) * up computed in fp32 ([rows, N] out). Rows outside every expert are not written.
+// Requirements (moe_grouped_gemm_supported): K % 8 == 0, 16-byte aligned x / out rows and weights.
+struct MoeGroupedGemmParams {
+  const void* const* weights = nullptr;  // [experts] device array of bf16 [N (or 2N), K] row-major pointers
+  const void* x = nullptr;               // [rows, K] bf16 (or [tokens, K] with src_rows)
+  const int32_t* src_rows = nullptr;     // optional [rows]: permuted row r reads x[src_rows[r]] (no gather)
+  void* out = nullptr;                   // [rows, N] bf16
+  const int32_t* counts = nullptr;       // [experts]
+  const int32_t* offsets = nullptr;      // [experts]
+  int experts = 0;
+  int64_t N = 0;  // output columns
+  int64_t K = 0;
+  int64_t max_rows_per_expert = 0;  // host-known bound (tokens; rows of one expert) that sizes the grid
+  bool silu = false;
+};
+
+bool moe_grouped_gemm_supported(int64_t N, int64_t K);
+cudaError_t launch_moe_grouped_gemm(const MoeGroupedGemmParams& p, cudaStream_t stream);
+
+}  // namespace ds::kernels

@@ -1,0 +1,244 @@
+// CUDA-graph decode (cuda_graph_runner.h): static input buffers, capture per padded batch size, replay.
+// Without the CUDA backend only the batch-size helpers exist and create() reports why.
+#include "runner/cuda_graph_runner.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+
+#include "core/logging.h"
+#ifdef DSERVE_WITH_CUDA
+#include "ops/cuda/cuda_runtime.h"
+#endif
+
+namespace ds {
+
+std::vector<int> cuda_graph_batch_sizes(int max_bs) {
+  std::vector<int> out;
+  if (max_bs < 1) return out;
+  auto add = [&](int b) {
+    if (b <= max_bs && (out.empty() || b > out.back())) out.push_back(b);
+  };
+  for (int b : {1, 2, 4, 8, 12}) add(b);
+  for (int b = 16; b <= 256; b += 8) add(b);
+  for (int b = 272; b <= 496; b += 16) add(b);
+  for (int b = 512; b <= max_bs; b += 32) add(b);
+  if (out.back() != max_bs) out.push_back(max_bs);
+  return out;
+}
+
+int default_cuda_graph_max_bs(double gpu_memory_bytes) {
+  const double gb = gpu_memory_bytes / (1024.0 * 1024.0 * 1024.0);
+  if (gb < 20) return 8;
+  if (gb < 35) return 24;
+  if (gb < 60) return 32;
+  if (gb < 160) return 256;
+  return 512;
+}
+
+int padded_batch_size(const std::vector<int>& sizes, int n) {
+  auto it = std::lower_bound(sizes.begin(), sizes.end(), n);
+  return it == sizes.end() ? -1 : *it;
+}
+
+#ifdef DSERVE_WITH_CUDA
+
+struct CudaGraphRunner::Impl {
+  int max_bs = 0;
+  int64_t max_pages = 0;
+  // Device inputs, I32: ids | positions | slots | seq_lens (max_bs each) | q_starts (max_bs + 1) | block table.
+  Tensor io;
+  int64_t q_off = 0, table_off = 0;
+  int32_t* host = nullptr;        // pinned: ids | positions | slots | seq_lens, then a compact table
+  cudaEvent_t copied = nullptr;   // the last input copy out of `host` finished
+  bool copy_pending = false;
+  Tensor logits;                  // [max_bs, vocab] F32: the graphs' output
+  std::vector<cudaGraph_t> graphs;
+  std::vector<cudaGraphExec_t> execs;  // by index in sizes_
+
+  ~Impl() {
+    for (cudaGraphExec_t e : execs)
+      if (e) cudaGraphExecDestroy(e);
+    for (cudaGraph_t g : graphs)
+      if (g) cudaGraphDestroy(g);
+    if (copied) cudaEventDestroy(copied);
+    if (host) cudaFreeHost(host);
+  }
+  int32_t* dev(int64_t off) const { return io.data_as<int32_t>() + off; }
+};
+
+CudaGraphRunner::CudaGraphRunner(DeepseekModel& model, Ops& ops, const KvCache& cache, CudaGraphOptions opts)
+    : model_(model), ops_(ops), cache_(cache), opts_(opts) {}
+
+CudaGraphRunner::~CudaGraphRunner() = default;
+
+Result<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::create(DeepseekModel& model, Ops& ops,
+                                                                 const KvCache& cache, CudaGraphOptions o) {
+  if (ops.device() != Device::kCuda) return error("CUDA graphs need --device cuda");
+  if (model.config().has_indexer())
+    return error("CUDA graphs are not supported for DSA (V3.2) models yet: the indexer plan depends on the context");
+  if (cache.page_size < 1 || o.dummy_page < 0 || o.dummy_page >= cache.num_pages)
+    return error("CUDA graphs need a dummy cache page (got ", o.dummy_page, " of ", cache.num_pages, ")");
+  if (o.max_context < 1) return error("CUDA graphs: max_context must be >= 1");
+  if (o.max_bs <= 0) {
+    size_t free_b = 0, total_b = 0;
+    cuda_stream();  // current device
+    DS_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
+    o.max_bs = default_cuda_graph_max_bs(static_cast<double>(total_b));
+  }
+  if (o.plan_context <= 0) o.plan_context = static_cast<int>(std::min<int64_t>(o.max_context, 4096));
+  std::unique_ptr<CudaGraphRunner> r(new CudaGraphRunner(model, ops, cache, o));
+  r->sizes_ = cuda_graph_batch_sizes(o.max_bs);
+  auto impl = std::make_unique<Impl>();
+  impl->max_bs = o.max_bs;
+  impl->max_pages = (o.max_context + cache.page_size - 1) / cache.page_size;
+  impl->q_off = 4 * static_cast<int64_t>(o.max_bs);
+  impl->table_off = (impl->q_off + o.max_bs + 1 + 63) / 64 * 64;
+  const int64_t io_len = impl->table_off + o.max_bs * impl->max_pages;
+  impl->io = ops.empty({io_len}, DType::kI32);
+  const size_t host_len = 4 * static_cast<size_t>(o.max_bs) + static_cast<size_t>(o.max_bs * impl->max_pages);
+  DS_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&impl->host), host_len * sizeof(int32_t), cudaHostAllocDefault));
+  DS_CUDA_CHECK(cudaEventCreateWithFlags(&impl->copied, cudaEventDisableTiming));
+  {  // q_starts = 0..max_bs once (one token per sequence), block table zeroed
+    std::vector<int32_t> q(o.max_bs + 1);
+    for (int i = 0; i <= o.max_bs; ++i) q[i] = i;
+    cudaStream_t s = cuda_stream();
+    DS_CUDA_CHECK(cudaMemsetAsync(impl->io.data(), 0, impl->io.nbytes(), s));
+    DS_CUDA_CHECK(cudaMemcpyAsync(impl->dev(impl->q_off), q.data(), q.size() * 4, cudaMemcpyHostToDevice, s));
+    DS_CUDA_CHECK(cudaStreamSynchronize(s));
+  }
+  impl->logits = ops.empty({o.max_bs, model.config().vocab_size}, DType::kF32);
+  impl->graphs.assign(r->sizes_.size(), nullptr);
+  impl->execs.assign(r->sizes_.size(), nullptr);
+  r->impl_ = std::move(impl);
+  return r;
+}
+
+void CudaGraphRunner::write_inputs(const std::vector<DecodeSeq>& seqs, int bs) {
+  Impl& im = *impl_;
+  const int page_size = cache_.page_size;
+  const int32_t dummy_page = opts_.dummy_page;
+  const int n = static_cast<int>(seqs.size());
+  DS_CHECK(n <= bs && bs <= im.max_bs, "decode batch ", n, " padded to ", bs, " (max ", im.max_bs, ")");
+  if (im.copy_pending) DS_CUDA_CHECK(cudaEventSynchronize(im.copied));  // `host` is free again
+  int64_t width = 1;
+  for (const DecodeSeq& s : seqs) {
+    DS_CHECK(s.num_pages >= 1 && s.num_pages <= im.max_pages && s.pages, "decode sequence with ", s.num_pages,
+             " pages (graph table holds ", im.max_pages, ")");
+    DS_CHECK(s.position >= 0 && static_cast<int64_t>(s.position) < static_cast<int64_t>(s.num_pages) * page_size,
+             "position ", s.position, " beyond its ", s.num_pages, " pages");
+    width = std::max<int64_t>(width, s.num_pages);
+  }
+  const int M = im.max_bs;
+  int32_t* ids = im.host;
+  int32_t* pos = ids + M;
+  int32_t* slot = pos + M;
+  int32_t* len = slot + M;
+  int32_t* table = len + M;  // [bs, width] compact
+  for (int i = 0; i < bs; ++i) {
+    int32_t* row = table + i * width;
+    if (i < n) {
+      const DecodeSeq& s = seqs[i];
+      ids[i] = s.token;
+      pos[i] = s.position;
+      slot[i] = s.slot;
+      len[i] = s.position + 1;
+      std::memcpy(row, s.pages, sizeof(int32_t) * s.num_pages);
+      std::fill(row + s.num_pages, row + width, dummy_page);
+    } else {  // padding: token 0 at position 0 of the dummy page, attending only itself
+      ids[i] = 0;
+      pos[i] = 0;
+      slot[i] = dummy_page * page_size;
+      len[i] = 1;
+      std::fill(row, row + width, dummy_page);
+    }
+  }
+  cudaStream_t s = cuda_stream();
+  DS_CUDA_CHECK(cudaMemcpyAsync(im.dev(0), im.host, sizeof(int32_t) * 4 * M, cudaMemcpyHostToDevice, s));
+  DS_CUDA_CHECK(cudaMemcpy2DAsync(im.dev(im.table_off), sizeof(int32_t) * im.max_pages, table, sizeof(int32_t) * width,
+                                  sizeof(int32_t) * width, bs, cudaMemcpyHostToDevice, s));
+  DS_CUDA_CHECK(cudaEventRecord(im.copied, s));
+  im.copy_pending = true;
+}
+
+Status CudaGraphRunner::capture() {
+  Impl& im = *impl_;
+  const auto t0 = std::chrono::steady_clock::now();
+  cudaStream_t stream = cuda_stream();
+  const int M = im.max_bs;
+  // One forward over the static buffers for `bs` rows; its logits are copied into the static output.
+  auto run = [&](int bs) {
+    AttnMetadata m;
+    m.num_seqs = bs;
+    m.num_tokens = bs;
+    m.page_size = cache_.page_size;
+    m.max_seq_len = opts_.plan_context;  // sizes only the split-KV plan; any seq_lens work at replay
+    m.max_q_len = 1;
+    m.positions = im.io.rows(M, M + bs);
+    m.slot_mapping = im.io.rows(2 * M, 2 * M + bs);
+    m.seq_lens = im.io.rows(3 * M, 3 * M + bs);
+    m.q_starts = im.io.rows(im.q_off, im.q_off + bs + 1);
+    m.block_table = im.io.rows(im.table_off, im.table_off + bs * im.max_pages).reshape({bs, im.max_pages});
+    Tensor hidden = model_.forward(im.io.rows(0, bs), m, cache_, AttnMode::kAbsorbed);
+    Tensor logits = model_.logits(hidden);
+    DS_CHECK(logits.dtype() == DType::kF32 && logits.ndim() == 2 && logits.dim(0) == bs &&
+                 logits.dim(1) == im.logits.dim(1),
+             "graph logits ", logits.describe());
+    DS_CUDA_CHECK(cudaMemcpyAsync(im.logits.data(), logits.data(), logits.nbytes(), cudaMemcpyDeviceToDevice, stream));
+  };
+  // Largest first (as SGLang): later, smaller graphs reuse the memory pool the large ones grew.
+  for (int i = static_cast<int>(sizes_.size()) - 1; i >= 0; --i) {
+    const int bs = sizes_[i];
+    write_inputs({}, bs);
+    run(bs);  // warm-up: lazily built tables, kernel attributes, GEMM heuristics happen outside the capture
+    DS_CUDA_CHECK(cudaStreamSynchronize(stream));
+    cudaGraph_t graph = nullptr;
+    DS_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+    run(bs);
+    const cudaError_t end = cudaStreamEndCapture(stream, &graph);
+    if (end != cudaSuccess) return error("CUDA graph capture of batch size ", bs, " failed: ", cudaGetErrorString(end));
+    im.graphs[i] = graph;
+    const cudaError_t inst = cudaGraphInstantiate(&im.execs[i], graph, 0);
+    if (inst != cudaSuccess)
+      return error("CUDA graph instantiation for batch size ", bs, " failed: ", cudaGetErrorString(inst));
+    DS_CUDA_CHECK(cudaGraphUpload(im.execs[i], stream));
+  }
+  DS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  capture_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (opts_.verbose)
+    DS_INFO("captured CUDA graphs for ", sizes_.size(), " batch sizes (1..", max_bs(), ") in ", capture_seconds_, " s");
+  return Status::ok();
+}
+
+Tensor CudaGraphRunner::replay(const std::vector<DecodeSeq>& seqs) {
+  Impl& im = *impl_;
+  const int n = static_cast<int>(seqs.size());
+  const int bs = padded_batch_size(sizes_, n);
+  DS_CHECK(n >= 1 && bs > 0, "no CUDA graph for a decode batch of ", n);
+  const size_t idx = static_cast<size_t>(std::lower_bound(sizes_.begin(), sizes_.end(), bs) - sizes_.begin());
+  DS_CHECK(im.execs[idx], "CUDA graph for batch size ", bs, " not captured");
+  write_inputs(seqs, bs);
+  DS_CUDA_CHECK(cudaGraphLaunch(im.execs[idx], cuda_stream()));
+  return im.logits.rows(0, bs);
+}
+
+#else  // no CUDA backend
+
+struct CudaGraphRunner::Impl {};
+CudaGraphRunner::CudaGraphRunner(DeepseekModel& model, Ops& ops, const KvCache& cache, CudaGraphOptions opts)
+    : model_(model), ops_(ops), cache_(cache), opts_(opts) {}
+CudaGraphRunner::~CudaGraphRunner() = default;
+Result<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::create(DeepseekModel&, Ops&, const KvCache&,
+                                                                 CudaGraphOptions) {
+  return error("CUDA graphs need a build with the CUDA backend");
+}
+Status CudaGraphRunner::capture() { return error("CUDA graphs need a build with the CUDA backend"); }
+void CudaGraphRunner::write_inputs(const std::vector<DecodeSeq>&, int) {}
+Tensor CudaGraphRunner::replay(const std::vector<DecodeSeq>&) {
+  DS_CHECK(false, "CUDA graphs need a build with the CUDA backend");
+  return Tensor();
+}
+
+#endif
+
+}  // namespace ds

@@ -1,0 +1,75 @@
+// CudaGraphRunner: decode steps (every sequence adds one token) replayed from CUDA graphs, as SGLang's
+// cuda_graph_runner.py: one graph per padded batch size, captured at startup over static input buffers
+// (token ids, positions, cache slots, seq lens, block table) that each replay overwrites; padding rows
+// write and read only a dummy page. The graph's output is the fp32 logits of every padded row: sampling
+// stays outside the graph.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "core/status.h"
+#include "model/deepseek_model.h"
+
+namespace ds {
+
+// SGLang's capture list: 1, 2, 4, 8, 12, 16..256 step 8, 272..496 step 16, then step 32, up to max_bs (which
+// is always included).
+std::vector<int> cuda_graph_batch_sizes(int max_bs);
+// SGLang's --cuda-graph-max-bs default for one GPU (TP < 4) from its memory in bytes.
+int default_cuda_graph_max_bs(double gpu_memory_bytes);
+// The captured size a batch of `n` pads to (the first >= n), or -1 when n exceeds them all.
+int padded_batch_size(const std::vector<int>& sizes, int n);
+
+struct CudaGraphOptions {
+  int max_bs = 0;           // largest captured batch (--cuda-graph-max-bs); 0: default from GPU memory
+  int64_t max_context = 0;  // longest sequence in tokens (sizes the static block table)
+  int32_t dummy_page = -1;  // a cache page no sequence owns: padding rows use only it
+  int plan_context = 0;     // context the split-KV attention plan is made for (0: min(max_context, 4096))
+  bool verbose = true;      // log capture time
+};
+
+// One sequence of a decode step.
+struct DecodeSeq {
+  int32_t token = 0;
+  int32_t position = 0;        // of `token`; the sequence's context after the step is position + 1
+  int32_t slot = 0;            // cache slot its latent row goes to
+  const int32_t* pages = nullptr;  // page table covering [0, position]
+  int32_t num_pages = 0;
+};
+
+class CudaGraphRunner {
+ public:
+  // Error when graphs cannot be used: not a CUDA backend, the DSA indexer (its plan depends on the
+  // context length), no dummy page.
+  static Result<std::unique_ptr<CudaGraphRunner>> create(DeepseekModel& model, Ops& ops, const KvCache& cache,
+                                                         CudaGraphOptions opts);
+  ~CudaGraphRunner();
+
+  // Captures one graph per batch size (each after an eager warm-up step on padding rows only).
+  Status capture();
+  double capture_seconds() const { return capture_seconds_; }
+  int max_bs() const { return sizes_.empty() ? 0 : sizes_.back(); }
+  const std::vector<int>& batch_sizes() const { return sizes_; }
+  bool can_run(int num_seqs) const { return num_seqs >= 1 && num_seqs <= max_bs(); }
+
+  // Runs one decode step for seqs (1 <= size <= max_bs): the logits [padded_bs, vocab] fp32 on the device,
+  // rows [0, seqs.size()) real. The tensor is the graph's static output: valid until the next replay.
+  Tensor replay(const std::vector<DecodeSeq>& seqs);
+
+ private:
+  struct Impl;
+  CudaGraphRunner(DeepseekModel& model, Ops& ops, const KvCache& cache, CudaGraphOptions opts);
+  // The inputs of `seqs`, padded to `bs` rows, into the static device buffers (async, from pinned memory).
+  void write_inputs(const std::vector<DecodeSeq>& seqs, int bs);
+
+  DeepseekModel& model_;
+  Ops& ops_;
+  KvCache cache_;
+  CudaGraphOptions opts_;
+  std::vector<int> sizes_;
+  double capture_seconds_ = 0;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace ds

@@ -1,0 +1,47 @@
+// The CUDA-graph batch-size plan (SGLang's capture list, padding, default max batch) and the CPU-build
+// refusal; capture and replay themselves are tested on the GPU (src/ops/cuda/cuda_graph_gpu_test.cpp).
+#include "runner/cuda_graph_runner.h"
+
+#include <algorithm>
+
+#include <gtest/gtest.h>
+
+namespace ds {
+namespace {
+
+TEST(CudaGraphSizes, SglangCaptureList) {
+  const std::vector<int> s = cuda_graph_batch_sizes(64);
+  EXPECT_EQ(s, (std::vector<int>{1, 2, 4, 8, 12, 16, 24, 32, 40, 48, 56, 64}));
+  EXPECT_EQ(cuda_graph_batch_sizes(10), (std::vector<int>{1, 2, 4, 8, 10}));  // max_bs itself is captured
+  EXPECT_TRUE(cuda_graph_batch_sizes(0).empty());
+  const std::vector<int> big = cuda_graph_batch_sizes(600);
+  EXPECT_EQ(std::count(big.begin(), big.end(), 256), 1);
+  EXPECT_EQ(std::count(big.begin(), big.end(), 264), 0);  // step 16 after 256
+  EXPECT_EQ(std::count(big.begin(), big.end(), 272), 1);
+  EXPECT_EQ(std::count(big.begin(), big.end(), 496), 1);
+  EXPECT_EQ(std::count(big.begin(), big.end(), 512), 1);  // then step 32
+  EXPECT_EQ(std::count(big.begin(), big.end(), 528), 0);
+  EXPECT_EQ(std::count(big.begin(), big.end(), 544), 1);
+  EXPECT_EQ(big.back(), 600);
+  EXPECT_TRUE(std::is_sorted(big.begin(), big.end()));
+}
+
+TEST(CudaGraphSizes, PaddingAndDefaults) {
+  const std::vector<int> s = cuda_graph_batch_sizes(160);
+  EXPECT_EQ(padded_batch_size(s, 1), 1);
+  EXPECT_EQ(padded_batch_size(s, 3), 4);
+  EXPECT_EQ(padded_batch_size(s, 5), 8);
+  EXPECT_EQ(padded_batch_size(s, 13), 16);
+  EXPECT_EQ(padded_batch_size(s, 153), 160);
+  EXPECT_EQ(padded_batch_size(s, 161), -1);
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  EXPECT_EQ(default_cuda_graph_max_bs(16 * gib), 8);
+  EXPECT_EQ(default_cuda_graph_max_bs(24 * gib), 24);
+  EXPECT_EQ(default_cuda_graph_max_bs(48 * gib), 32);
+  EXPECT_EQ(default_cuda_graph_max_bs(80 * gib), 256);   // H100
+  EXPECT_EQ(default_cuda_graph_max_bs(141 * gib), 256);  // H200
+  EXPECT_EQ(default_cuda_graph_max_bs(192 * gib), 512);
+}
+
+}  // namespace
+}  // namespace ds
