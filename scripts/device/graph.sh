@@ -18,7 +18,7 @@ run() {  # name timeout command...
   timeout --kill-after=5 "$secs" "$@" > "$OUT/$name.log" 2>&1
   local rc=$?
   echo "== $name rc=$rc ($(( $(date +%s) - start )) s)"
-  grep -E "^ERR |^GRAPH |FAILED|PASSED|ERROR SUMMARY|Decode\.|Prefill\.|captured|rror" "$OUT/$name.log" | tail -40
+  grep -E "^ERR |^GRAPH |^MOEBW|FAILED|PASSED|ERROR SUMMARY|Decode\.|Prefill\.|captured|rror" "$OUT/$name.log" | tail -40
 }
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 
