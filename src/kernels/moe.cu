@@ -127,11 +127,13 @@ __global__ void moe_permute_kernel(MoePermuteParams p) {
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    int32_t acc = 0;
+    int32_t acc = 0, n_active = 0;
     for (int e = 0; e < p.experts; ++e) {
       p.offsets[e] = acc;
       acc += p.counts[e];
+      if (p.active && p.counts[e] > 0) p.active[n_active++] = e;
     }
+    if (p.num_active) *p.num_active = n_active;
   }
   __syncthreads();
   for (int64_t i = threadIdx.x; i < p.entries; i += blockDim.x) {

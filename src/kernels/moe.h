@@ -37,6 +37,8 @@ struct MoePermuteParams {
   int32_t* src_token;       // [tokens * top_k]
   int64_t entries;
   int top_k, experts;
+  int32_t* active = nullptr;      // optional [experts]: the experts with rows, ascending, in [0, *num_active)
+  int32_t* num_active = nullptr;  // optional [1]
 };
 cudaError_t launch_moe_permute(const MoePermuteParams& p, cudaStream_t stream);
 

@@ -65,7 +65,11 @@ __global__ void __launch_bounds__(32 * kWarps) moe_grouped_gemm_kernel(MoeGroupe
   bf16* sA = reinterpret_cast<bf16*>(smem_raw);
   bf16* sB = sA + kStages * T::kAStage;
 
-  const int e = blockIdx.y;
+  int e = blockIdx.y;
+  if (p.active) {
+    if (e >= *p.num_active) return;
+    e = p.active[e];
+  }
   const int cnt = p.counts[e];
   if (static_cast<int>(blockIdx.z) * T::kTokens >= cnt) return;  // this expert has no tokens for this block
   const int64_t row0 = p.offsets[e];
@@ -168,7 +172,8 @@ cudaError_t launch_tile(const MoeGroupedGemmParams& p, cudaStream_t stream) {
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(T::kSmem));
   if (attr != cudaSuccess) return attr;
   const int64_t tiles = (p.max_rows_per_expert + T::kTokens - 1) / T::kTokens;
-  const dim3 grid(static_cast<unsigned>((p.N + kBlockN - 1) / kBlockN), static_cast<unsigned>(p.experts),
+  const int ey = p.active && p.max_active > 0 && p.max_active < p.experts ? p.max_active : p.experts;
+  const dim3 grid(static_cast<unsigned>((p.N + kBlockN - 1) / kBlockN), static_cast<unsigned>(ey),
                   static_cast<unsigned>(tiles < kMaxGridZ ? tiles : kMaxGridZ));
   kernel<<<grid, 32 * kWarps, T::kSmem, stream>>>(p);
   return cudaGetLastError();
@@ -181,7 +186,7 @@ bool moe_grouped_gemm_supported(int64_t N, int64_t K) { return N > 0 && K > 0 &&
 cudaError_t launch_moe_grouped_gemm(const MoeGroupedGemmParams& p, cudaStream_t stream) {
   if (p.experts == 0 || p.max_rows_per_expert <= 0 || p.N == 0) return cudaSuccess;
   if (!moe_grouped_gemm_supported(p.N, p.K) || !p.weights || !p.x || !p.out || !p.counts || !p.offsets ||
-      p.experts > 65535 || (p.N + kBlockN - 1) / kBlockN > 0x7fffffff ||
+      p.experts > 65535 || (p.N + kBlockN - 1) / kBlockN > 0x7fffffff || (p.active && !p.num_active) ||
       ((reinterpret_cast<uintptr_t>(p.x) | reinterpret_cast<uintptr_t>(p.out)) & 15) != 0)
     return cudaErrorInvalidValue;
   // Decode (a handful of tokens per expert): one n8 token tile; larger batches four.

@@ -19,6 +19,11 @@ struct MoeGroupedGemmParams {
   void* out = nullptr;                   // [rows, N] bf16
   const int32_t* counts = nullptr;       // [experts]
   const int32_t* offsets = nullptr;      // [experts]
+  // Optional (moe_permute's): the experts with rows and their number. Blocks then cover only
+  // min(experts, max_active) experts, so a decode step with few routed experts launches few blocks.
+  const int32_t* active = nullptr;
+  const int32_t* num_active = nullptr;
+  int max_active = 0;  // host-known bound on *num_active (tokens * top_k); 0: experts
   int experts = 0;
   int64_t N = 0;  // output columns
   int64_t K = 0;

@@ -415,17 +415,21 @@ class CudaOps final : public Ops {
     DS_CUDA_CHECK(cudaStreamIsCapturing(stream(), &capturing));
     const ExpertTable* table = nullptr;
     if (E > 0 && (T <= kGroupedMaxTokens || capturing != cudaStreamCaptureStatusNone) &&
+        (reinterpret_cast<uintptr_t>(x.data()) & 15) == 0 &&
         kernels::moe_grouped_gemm_supported(inter, d) && kernels::moe_grouped_gemm_supported(d, inter))
       table = expert_table(experts, d, inter);
     if (!table) return moe_experts_synced(x, topk_ids, topk_weights, experts, out);
-    Tensor meta = empty({3 * static_cast<int64_t>(E) + 2 * N}, DType::kI32);
+    Tensor meta = empty({4 * static_cast<int64_t>(E) + 1 + 2 * N}, DType::kI32);
     int32_t* counts = meta.data_as<int32_t>();
     int32_t* offsets = counts + E;
     int32_t* cursor = offsets + E;
-    int32_t* row_of = cursor + E;
+    int32_t* active = cursor + E;
+    int32_t* num_active = active + E;
+    int32_t* row_of = num_active + 1;
     int32_t* src_token = row_of + N;
-    DS_CUDA_CHECK(kernels::launch_moe_permute(
-        {i32(topk_ids, "topk_ids"), counts, offsets, cursor, row_of, src_token, N, static_cast<int>(K), E}, stream()));
+    DS_CUDA_CHECK(kernels::launch_moe_permute({i32(topk_ids, "topk_ids"), counts, offsets, cursor, row_of, src_token, N,
+                                               static_cast<int>(K), E, active, num_active},
+                                              stream()));
     // Worst-case row counts (every entry valid); rows of out-of-range ids stay unwritten and unread.
     Tensor act = empty({N, inter}, DType::kBF16);
     kernels::MoeGroupedGemmParams g;
@@ -435,6 +439,9 @@ class CudaOps final : public Ops {
     g.out = act.data();
     g.counts = counts;
     g.offsets = offsets;
+    g.active = active;
+    g.num_active = num_active;
+    g.max_active = static_cast<int>(std::min<int64_t>(N, E));  // at most one expert per routed entry
     g.experts = E;
     g.N = inter;
     g.K = d;
