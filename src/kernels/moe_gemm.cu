@@ -113,7 +113,7 @@ __global__ void __launch_bounds__(32 * kWarps) moe_grouped_gemm_kernel(MoeGroupe
 #pragma unroll
         for (int i = 0; i < 4; ++i) acc[h][j][i] = 0.0f;
 
-#pragma unroll
+#pragma unroll 1
     for (int s = 0; s < kStages - 1; ++s) {
       if (s < k_tiles) load_stage(s, s);
       cp_async_commit();
