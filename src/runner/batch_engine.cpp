@@ -110,8 +110,10 @@ class BatchEngine final : public Engine {
           g = CudaGraphRunner::create(*model_, *ops_, cache, go);
           if (!g) return g.status();
         }
-        DS_RETURN_IF_ERROR((*g)->capture());
-        runner_->set_cuda_graphs(std::move(*g));
+        if (Status st = (*g)->capture(); st.is_ok())
+          runner_->set_cuda_graphs(std::move(*g));
+        else if (o.verbose)
+          DS_WARN("CUDA graphs off: ", st.message());
       }
     }
     if (o.verbose) DS_INFO("KV cache: ", sc.num_pages, " pages of ", sc.page_size, " tokens (", max_total_tokens_, " tokens)");

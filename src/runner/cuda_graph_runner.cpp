@@ -4,7 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 
 #include "core/logging.h"
 #ifdef DSERVE_WITH_CUDA
@@ -77,6 +79,8 @@ Result<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::create(DeepseekModel& 
   if (ops.device() != Device::kCuda) return error("CUDA graphs need --device cuda");
   if (model.config().has_indexer())
     return error("CUDA graphs are not supported for DSA (V3.2) models yet: the indexer plan depends on the context");
+  if (const char* g = std::getenv("DSERVE_MOE_GROUPED"); g && std::string(g) == "0")
+    return error("CUDA graphs need the grouped MoE kernel (DSERVE_MOE_GROUPED=0 is set)");
   if (cache.page_size < 1 || o.dummy_page < 0 || o.dummy_page >= cache.num_pages)
     return error("CUDA graphs need a dummy cache page (got ", o.dummy_page, " of ", cache.num_pages, ")");
   if (o.max_context < 1) return error("CUDA graphs: max_context must be >= 1");

@@ -59,6 +59,10 @@ class CudaOps final : public Ops {
     // Debugging switch: DSERVE_CUDA_ATTENTION=fallback runs attention on the simple fallback kernel.
     const char* attn = std::getenv("DSERVE_CUDA_ATTENTION");
     fallback_attention_ = attn && std::string(attn) == "fallback";
+    // Debugging switch: DSERVE_MOE_GROUPED=0 runs the experts as per-expert cuBLASLt GEMMs (host sync; no
+    // CUDA graphs then).
+    const char* grouped = std::getenv("DSERVE_MOE_GROUPED");
+    grouped_moe_ = !(grouped && std::string(grouped) == "0");
   }
 
   Device device() const override { return Device::kCuda; }
@@ -414,7 +418,7 @@ class CudaOps final : public Ops {
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     DS_CUDA_CHECK(cudaStreamIsCapturing(stream(), &capturing));
     const ExpertTable* table = nullptr;
-    if (E > 0 && (T <= kGroupedMaxTokens || capturing != cudaStreamCaptureStatusNone) &&
+    if (E > 0 && grouped_moe_ && (T <= kGroupedMaxTokens || capturing != cudaStreamCaptureStatusNone) &&
         (reinterpret_cast<uintptr_t>(x.data()) & 15) == 0 &&
         kernels::moe_grouped_gemm_supported(inter, d) && kernels::moe_grouped_gemm_supported(d, inter))
       table = expert_table(experts, d, inter);
@@ -626,6 +630,7 @@ class CudaOps final : public Ops {
 
   std::unique_ptr<CublasLtGemm> gemm_;
   bool fallback_attention_ = false;
+  bool grouped_moe_ = true;
 };
 
 }  // namespace
