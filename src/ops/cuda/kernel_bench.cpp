@@ -1,0 +1,812 @@
+// dserve_kernel_bench: every CUDA op of the backend at DeepSeek-V2-Lite / V3 shapes (bf16), one line per case:
+// median time of CUDA-graph replays (CUDA events), TFLOP/s, GB/s, fraction of the roofline from counted
+// FLOPs/bytes (ops/kernel_cost.h) against ceilings measured in this run (device copy, large cuBLASLt GEMM),
+// and a baseline measured in this run: cuBLASLt's own default heuristic for GEMMs, the reference kernels for
+// MLA, a per-expert cuBLASLt loop for the MoE layer, and a same-size device copy for memory-bound ops.
+// Inputs come from ops/cuda/kernel_cases.h (the consistency tests' generators). A failing case prints a line
+// and the run goes on (DS_CHECK failures inside an op abort: scripts/device/kbench.sh runs groups apart).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <numeric>
+#include <random>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include "kernels/basic.h"
+#include "kernels/mla_decode.h"
+#include "kernels/mla_prefill.h"
+#include "kernels/moe.h"
+#include "ops/cuda/attention.h"
+#include "ops/cuda/cublaslt_gemm.h"
+#include "ops/cuda/cuda_runtime.h"
+#include "ops/cuda/kernel_cases.h"
+#include "ops/kernel_cost.h"
+#include "ops/ops.h"
+
+namespace ds {
+namespace {
+
+using kbench::Ceilings;
+using kbench::Cost;
+using kbench::ModelDims;
+using kbench::Row;
+
+// A case failure: the message goes into the row's status and the run continues.
+struct CaseError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+void ck(cudaError_t e, const char* what) {
+  if (e != cudaSuccess) throw CaseError(std::string(what) + ": " + cudaGetErrorString(e));
+}
+void ck_blas(cublasStatus_t s, const char* what) {
+  if (s != CUBLAS_STATUS_SUCCESS) throw CaseError(std::string(what) + ": cublas status " + std::to_string(int(s)));
+}
+#define CK(expr) ck((expr), #expr)
+#define CKB(expr) ck_blas((expr), #expr)
+
+cudaStream_t stream() { return cuda_stream(); }
+
+// ---------------- device data ----------------
+
+// Random device tensors: a random block made by the tests' generator (kcases::randn), uploaded once and tiled
+// over the target with device copies at shifting offsets (large weights fill at copy speed, never zeros).
+class RandomSource {
+ public:
+  RandomSource() {
+    std::mt19937 rng(20261122);
+    Tensor h = kcases::randn({kElems}, rng, 1.0f);
+    bf16_ = kcases::to_device(h, DType::kBF16);
+    f32_ = kcases::to_device(h, DType::kF32);
+  }
+  Tensor make(Shape shape, DType dtype, uint32_t seed) {
+    Tensor t = Tensor::empty(std::move(shape), dtype, Device::kCuda);
+    fill(t, seed);
+    return t;
+  }
+  void fill(Tensor& t, uint32_t seed) {
+    const Tensor& src = t.dtype() == DType::kF32 ? f32_ : bf16_;
+    if (t.dtype() != DType::kF32 && t.dtype() != DType::kBF16) throw CaseError("random fill of a non-float tensor");
+    const size_t es = dtype_size(t.dtype()), total = t.nbytes(), half = kElems / 2 * es;
+    size_t done = 0, k = seed;
+    while (done < total) {
+      const size_t n = std::min(half, total - done);
+      const size_t off = ((k++ * 7919u) % (kElems / 2)) * es;
+      CK(cudaMemcpyAsync(static_cast<char*>(t.data()) + done, static_cast<const char*>(src.data()) + off, n,
+                         cudaMemcpyDeviceToDevice, stream()));
+      done += n;
+    }
+  }
+
+ private:
+  static constexpr int64_t kElems = int64_t{1} << 22;
+  Tensor bf16_, f32_;
+};
+
+// max |a - b| / max |b| of two bf16 (or f32) device tensors of one dtype and shape over their first rows
+// (at most ~16M values, so big outputs compare quickly); 1e30 for a non-finite a.
+double max_rel(const Tensor& got_all, const Tensor& want_all) {
+  if (got_all.numel() != want_all.numel() || got_all.dtype() != want_all.dtype() || got_all.ndim() == 0)
+    throw CaseError("compared tensors differ in shape");
+  const int64_t rows = got_all.dim(0), per_row = rows ? got_all.numel() / rows : 0;
+  const int64_t keep = std::clamp<int64_t>(per_row ? (int64_t{16} << 20) / per_row : rows, 1, std::max<int64_t>(rows, 1));
+  CK(cudaStreamSynchronize(stream()));
+  Tensor a = to_f32(cuda_download(got_all.rows(0, keep))), b = to_f32(cuda_download(want_all.rows(0, keep)));
+  double md = 0, mb = 0;
+  for (int64_t i = 0; i < a.numel(); ++i) {
+    const double x = a.f32()[i], y = b.f32()[i];
+    if (!std::isfinite(y)) continue;
+    md = std::max(md, std::isfinite(x) ? std::fabs(x - y) : 1e30);
+    mb = std::max(mb, std::fabs(y));
+  }
+  return md / std::max(mb, 1e-6);
+}
+
+// ---------------- timing ----------------
+
+struct Bench {
+  int reps = 15;
+  bool quick = false;
+  int64_t l2_bytes = 50 << 20;
+};
+
+class Events {
+ public:
+  Events() {
+    CK(cudaEventCreate(&a_));
+    CK(cudaEventCreate(&b_));
+  }
+  ~Events() {
+    cudaEventDestroy(a_);
+    cudaEventDestroy(b_);
+  }
+  void start() { CK(cudaEventRecord(a_, stream())); }
+  double stop_us() {
+    CK(cudaEventRecord(b_, stream()));
+    CK(cudaEventSynchronize(b_));
+    float ms = 0;
+    CK(cudaEventElapsedTime(&ms, a_, b_));
+    return 1000.0 * ms;
+  }
+
+ private:
+  cudaEvent_t a_ = nullptr, b_ = nullptr;
+};
+
+// Instances of a case's inputs so that one pass over all of them overflows the L2 (as a model step streams
+// its weights and caches from DRAM), at most `cap`.
+int instances_for(double bytes, const Bench& b, int cap = 16) {
+  if (bytes <= 0) return 1;
+  return static_cast<int>(std::clamp(std::ceil(2.0 * b.l2_bytes / bytes), 1.0, double(cap)));
+}
+
+// Median microseconds per call of fn(i) (enqueues one call on stream() for instance i % instances): an eager
+// warm-up call (plans, tables), an eager estimate, then a CUDA graph of calls rotating over the instances
+// replayed `reps` times. graph = false (ops that may synchronise) times eager loops instead.
+double time_calls(const std::function<void(int)>& fn, int instances, const Bench& b, bool graph = true,
+                  int max_reps = 1000) {
+  Events ev;
+  fn(0);
+  CK(cudaStreamSynchronize(stream()));
+  CK(cudaGetLastError());
+  ev.start();
+  fn(instances > 1 ? 1 : 0);
+  const double est = std::max(ev.stop_us(), 1.0);
+  int per = static_cast<int>(std::clamp(2000.0 / est, 1.0, 64.0));
+  if (est < 500 && per < instances) per = std::min(instances, 64);
+  const int reps = std::min(est > 20000 ? 3 : est > 3000 ? std::min(b.reps, 5) : b.reps, max_reps);
+  std::vector<double> us;
+  if (graph) {
+    cudaGraph_t g = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    CK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
+    try {
+      for (int i = 0; i < per; ++i) fn(i % instances);
+    } catch (...) {
+      cudaStreamEndCapture(stream(), &g);
+      if (g) cudaGraphDestroy(g);
+      throw;
+    }
+    CK(cudaStreamEndCapture(stream(), &g));
+    const cudaError_t ie = cudaGraphInstantiate(&exec, g, 0);
+    cudaGraphDestroy(g);
+    CK(ie);
+    try {
+      for (int i = 0; i < 2; ++i) CK(cudaGraphLaunch(exec, stream()));
+      for (int r = 0; r < reps; ++r) {
+        ev.start();
+        CK(cudaGraphLaunch(exec, stream()));
+        us.push_back(ev.stop_us() / per);
+      }
+    } catch (...) {
+      cudaGraphExecDestroy(exec);
+      throw;
+    }
+    CK(cudaGraphExecDestroy(exec));
+  } else {
+    for (int r = 0; r < reps; ++r) {
+      ev.start();
+      for (int i = 0; i < per; ++i) fn(i % instances);
+      us.push_back(ev.stop_us() / per);
+    }
+  }
+  CK(cudaGetLastError());
+  return kbench::median(us);
+}
+
+// Same-size device copy: `bytes` of traffic (half read, half written), rotating over buffers past the L2.
+struct CopyBaseline {
+  Tensor src, dst;
+  double time_us(double bytes, const Bench& b) {
+    const size_t half = std::max<size_t>(static_cast<size_t>(bytes / 2), 16);
+    const int inst = instances_for(bytes, b);
+    const int64_t need = static_cast<int64_t>(half) * inst;
+    if (!src.defined() || src.numel() < need) {
+      src = Tensor();
+      dst = Tensor();
+      src = Tensor::empty({need}, DType::kU8, Device::kCuda);
+      dst = Tensor::empty({need}, DType::kU8, Device::kCuda);
+      CK(cudaMemsetAsync(src.data(), 0x3c, need, stream()));
+    }
+    return time_calls(
+        [&](int i) {
+          CK(cudaMemcpyAsync(dst.data_as<uint8_t>() + half * i, src.data_as<uint8_t>() + half * i, half,
+                             cudaMemcpyDeviceToDevice, stream()));
+        },
+        inst, b);
+  }
+};
+
+// ---------------- the run ----------------
+
+class Runner {
+ public:
+  // ops is null with --list (no GPU work at all).
+  Runner(const kbench::Options& o, Ops* ops) : opt_(o), ops_(ops) {
+    bench_.quick = o.quick;
+    bench_.reps = o.reps > 0 ? o.reps : (o.quick ? 5 : 15);
+    if (o.list) return;
+    rnd_ptr_ = std::make_unique<RandomSource>();
+    lt_ptr_ = std::make_unique<CublasLtGemm>();
+    copy_ptr_ = std::make_unique<CopyBaseline>();
+    cudaDeviceProp prop;
+    CK(cudaGetDeviceProperties(&prop, 0));
+    bench_.l2_bytes = prop.l2CacheSize > 0 ? prop.l2CacheSize : (50 << 20);
+    std::printf("device %s, %d SMs, L2 %d MB, %zu MB memory\n", prop.name, prop.multiProcessorCount,
+                static_cast<int>(bench_.l2_bytes >> 20), static_cast<size_t>(prop.totalGlobalMem >> 20));
+    if (!o.csv.empty()) {
+      csv_ = std::fopen(o.csv.c_str(), "w");
+      if (!csv_) std::fprintf(stderr, "cannot write --csv %s; printing only\n", o.csv.c_str());
+      else std::fprintf(csv_, "%s\n", kbench::csv_header().c_str());
+    }
+  }
+  ~Runner() {
+    if (csv_) std::fclose(csv_);
+  }
+
+  int failures() const { return failures_; }
+
+  // Runs `body` for a case named op/model/shape when the filter selects it; body fills us/baseline/max_rel.
+  void run_case(const std::string& op, const std::string& model, const std::string& shape, const Cost& cost,
+                const std::function<void(Row&)>& body) {
+    Row r;
+    r.op = op;
+    r.model = model;
+    r.shape = shape;
+    r.cost = cost;
+    if (!kbench::matches_filter(r.name(), opt_.filter)) return;
+    if (opt_.list) {
+      std::printf("%s\n", r.name().c_str());
+      return;
+    }
+    try {
+      body(r);
+    } catch (const std::exception& e) {
+      r.status = e.what();
+      if (r.us <= 0) ++failures_;
+      // A sticky error (e.g. an illegal address) leaves the context unusable: report and stop.
+      cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+      if (cudaStreamIsCapturing(stream(), &cs) == cudaSuccess && cs != cudaStreamCaptureStatusNone) {
+        cudaGraph_t g = nullptr;
+        cudaStreamEndCapture(stream(), &g);
+        if (g) cudaGraphDestroy(g);
+      }
+      cudaGetLastError();
+      const cudaError_t sync = cudaDeviceSynchronize();
+      if (sync != cudaSuccess) {
+        emit(r);
+        std::printf("FATAL: CUDA context lost (%s); stopping\n", cudaGetErrorString(sync));
+        std::fflush(stdout);
+        if (csv_) std::fclose(csv_);
+        std::exit(2);
+      }
+    }
+    emit(r);
+  }
+
+  void emit(const Row& r) {
+    std::printf("%s\n", kbench::text_line(r, ceil_).c_str());
+    std::fflush(stdout);
+    if (csv_) {
+      std::fprintf(csv_, "%s\n", kbench::csv_line(r, ceil_).c_str());
+      std::fflush(csv_);
+    }
+  }
+
+  // ---- ceilings ----
+  void measure_ceilings() {
+    Events ev;
+    {  // device copy of 1 GiB, read + written
+      const size_t bytes = size_t{1} << 30;
+      Tensor a = Tensor::empty({static_cast<int64_t>(bytes)}, DType::kU8, Device::kCuda);
+      Tensor c = Tensor::empty({static_cast<int64_t>(bytes)}, DType::kU8, Device::kCuda);
+      CK(cudaMemsetAsync(a.data(), 1, bytes, stream()));
+      std::vector<double> us;
+      for (int i = 0; i < 13; ++i) {
+        ev.start();
+        CK(cudaMemcpyAsync(c.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, stream()));
+        const double t = ev.stop_us();
+        if (i >= 3) us.push_back(t);
+      }
+      const double t = kbench::median(us);
+      ceil_.copy_bytes_per_s = 2.0 * bytes / (t * 1e-6);
+      copy_row_ = Row{"ceiling", "-", "d2d copy 1 GiB (read+write)", t, Cost{0, 2.0 * bytes}, "", 0, -1, "ok"};
+    }
+    {  // cuBLASLt bf16 GEMM 8192^3 through ops.linear (the backend's heuristic pick)
+      const int64_t n = 8192;
+      Tensor x = rnd().make({n, n}, DType::kBF16, 1);
+      LinearWeight w;
+      w.weight = rnd().make({n, n}, DType::kBF16, 2);
+      const double t = time_calls([&](int) { Tensor y = ops().linear(x, w); }, 1, bench_);
+      const Cost c = kbench::linear_cost(n, n, n);
+      ceil_.gemm_flops_per_s = c.flops / (t * 1e-6);
+      gemm_row_ = Row{"ceiling", "-", "cuBLASLt bf16 GEMM 8192^3", t, c, "", 0, -1, "ok"};
+    }
+    std::printf("ceilings: d2d copy %.0f GB/s, bf16 GEMM %.0f TFLOP/s\n", ceil_.copy_bytes_per_s / 1e9,
+                ceil_.gemm_flops_per_s / 1e12);
+    emit(copy_row_);
+    emit(gemm_row_);
+  }
+
+  // ---- GEMMs ----
+  void linear_cases(const ModelDims& m) {
+    const std::vector<int64_t> Ms = bench_.quick ? std::vector<int64_t>{1, 64, 4096}
+                                                 : std::vector<int64_t>{1, 8, 64, 256, 4096};
+    for (const kbench::LinearLayer& l : kbench::linear_layers(m))
+      for (int64_t M : Ms) {
+        char shape[128];
+        std::snprintf(shape, sizeof shape, "%s M=%lld K=%lld N=%lld", l.name.c_str(), (long long)M, (long long)l.in,
+                      (long long)l.out);
+        run_case("linear", m.name, shape, kbench::linear_cost(M, l.in, l.out), [&](Row& r) {
+          const int inst = instances_for(2.0 * l.in * l.out + 2.0 * M * (l.in + l.out), bench_, 16);
+          std::vector<Tensor> xs;
+          std::vector<LinearWeight> ws;
+          for (int i = 0; i < inst; ++i) {
+            xs.push_back(rnd().make({M, l.in}, DType::kBF16, 10 + i));
+            LinearWeight w;
+            w.weight = rnd().make({l.out, l.in}, DType::kBF16, 100 + i);
+            ws.push_back(w);
+          }
+          r.us = time_calls([&](int i) { Tensor y = ops().linear(xs[i], ws[i]); }, inst, bench_);
+          // Baseline: cuBLASLt called directly with no algorithm (its default heuristic), same layout.
+          r.baseline = "cublaslt-default-heuristic";
+          Tensor d = Tensor::empty({M, l.out}, DType::kBF16, Device::kCuda);
+          RawLt lt(M, l.in, l.out);
+          r.baseline_us = time_calls([&](int i) { lt.run(xs[i], ws[i].weight, d); }, inst, bench_);
+          lt.run(xs[0], ws[0].weight, d);
+          r.max_rel = max_rel(ops().linear(xs[0], ws[0]), d);
+        });
+      }
+  }
+
+  // A bf16 GEMM straight through cuBLASLt without our wrapper's alignment hints or algorithm cache:
+  // cublasLtMatmul with algo = null (the library's default heuristic), D[M, N] = X[M, K] W[N, K]^T.
+  struct RawLt {
+    cublasLtHandle_t h = nullptr;
+    cublasLtMatmulDesc_t op = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+    Tensor ws;
+    RawLt(int64_t M, int64_t K, int64_t N) {
+      CKB(cublasLtCreate(&h));
+      CKB(cublasLtMatmulDescCreate(&op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+      const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+      CKB(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof ta));
+      CKB(cublasLtMatmulDescSetAttribute(op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof tb));
+      CKB(cublasLtMatrixLayoutCreate(&a, CUDA_R_16BF, K, N, K));
+      CKB(cublasLtMatrixLayoutCreate(&b, CUDA_R_16BF, K, M, K));
+      CKB(cublasLtMatrixLayoutCreate(&d, CUDA_R_16BF, N, M, N));
+      ws = Tensor::empty({32 << 20}, DType::kU8, Device::kCuda);
+    }
+    ~RawLt() {
+      if (d) cublasLtMatrixLayoutDestroy(d);
+      if (b) cublasLtMatrixLayoutDestroy(b);
+      if (a) cublasLtMatrixLayoutDestroy(a);
+      if (op) cublasLtMatmulDescDestroy(op);
+      if (h) cublasLtDestroy(h);
+    }
+    void run(const Tensor& x, const Tensor& w, Tensor& out) {
+      const float alpha = 1.0f, beta = 0.0f;
+      CKB(cublasLtMatmul(h, op, &alpha, w.data(), a, x.data(), b, &beta, out.data(), d, out.data(), d, nullptr,
+                         ws.data(), ws.nbytes(), stream()));
+    }
+  };
+
+  // ---- MLA ----
+  void mla_decode_cases(const ModelDims& m) {
+    struct Shape {
+      int batch, context;
+    };
+    const std::vector<Shape> shapes = bench_.quick ? std::vector<Shape>{{1, 32768}, {64, 4096}}
+                                                   : std::vector<Shape>{{1, 32768}, {64, 4096}, {256, 1024}};
+    const int D = kernels::kMlaHeadDim, V = kernels::kMlaValueDim, H = static_cast<int>(m.heads);
+    for (const Shape& s : shapes) {
+      char shape[128];
+      std::snprintf(shape, sizeof shape, "batch=%d context=%d heads=%d", s.batch, s.context, H);
+      run_case("mla_decode", m.name, shape, kbench::mla_decode_cost(s.batch, s.context, H), [&](Row& r) {
+        std::mt19937 rng(s.batch * 131 + H);
+        kcases::Batch bt = kcases::make_batch(std::vector<int>(s.batch, s.context), std::vector<int>(s.batch, 1), 64, rng);
+        const double cache_bytes = double(bt.slots) * D * 2;
+        const int inst = instances_for(cache_bytes, bench_, 8);
+        std::vector<Tensor> caches, qs;
+        for (int i = 0; i < inst; ++i) {
+          caches.push_back(rnd().make({bt.slots, D}, DType::kBF16, 1000 + i));
+          qs.push_back(rnd().make({s.batch, H, D}, DType::kBF16, 2000 + i));
+        }
+        const float scale = 0.1352338f;
+        r.us = time_calls(
+            [&](int i) { Tensor o = cuda_mla_attention_absorbed(qs[i], caches[i], V, bt.dev, scale, nullptr, stream()); },
+            inst, bench_);
+        r.baseline = "reference-kernel";
+        Tensor out = Tensor::empty({s.batch, H, V}, DType::kBF16, Device::kCuda);
+        kernels::MlaDecodeParams p;
+        p.out = out.data();
+        p.q_starts = bt.dev.q_starts.data_as<int32_t>();
+        p.seq_lens = bt.dev.seq_lens.data_as<int32_t>();
+        p.positions = bt.dev.positions.data_as<int32_t>();
+        p.block_table = bt.dev.block_table.data_as<int32_t>();
+        p.num_seqs = s.batch;
+        p.num_tokens = s.batch;
+        p.num_heads = H;
+        p.num_slots = bt.slots;
+        p.max_pages = static_cast<int>(bt.dev.block_table.dim(1));
+        p.page_size = 64;
+        p.max_q_len = 1;
+        p.scale = scale;
+        auto ref = [&](int i) {
+          kernels::MlaDecodeParams pi = p;
+          pi.q = qs[i].data();
+          pi.cache = caches[i].data();
+          CK(kernels::launch_mla_decode_reference(pi, stream()));
+        };
+        r.baseline_us = time_calls(ref, inst, bench_, true, 3);
+        ref(0);
+        r.max_rel = max_rel(cuda_mla_attention_absorbed(qs[0], caches[0], V, bt.dev, scale, nullptr, stream()), out);
+      });
+    }
+  }
+
+  void mla_prefill_cases(const ModelDims& m) {
+    const int H = static_cast<int>(m.heads);
+    const int nope = static_cast<int>(m.qk_nope), rope = static_cast<int>(m.qk_rope), v = static_cast<int>(m.v_head);
+    const int64_t ctx_dim = m.kv_lora_rank + m.qk_rope;
+    for (int T : {512, 4096}) {
+      if (bench_.quick && T == 4096 && H > 16) continue;
+      char shape[128];
+      std::snprintf(shape, sizeof shape, "tokens=%d heads=%d", T, H);
+      run_case("mla_prefill", m.name, shape, kbench::mla_prefill_cost(T, H, nope, rope, v), [&](Row& r) {
+        std::mt19937 rng(T + H);
+        kcases::Batch bt = kcases::make_batch({T}, {T}, 64, rng);
+        Tensor q = rnd().make({T, H, nope + rope}, DType::kBF16, 3000);
+        Tensor kv = rnd().make({T, H, nope + v}, DType::kBF16, 3001);
+        Tensor ctx = rnd().make({T, ctx_dim}, DType::kBF16, 3002);
+        const float scale = 0.1147214f;
+        const int64_t rope_off = m.kv_lora_rank;
+        // Eager loops: the prefill op is not promised to be graph-capturable.
+        r.us = time_calls([&](int) { Tensor o = cuda_mla_attention_mha(q, kv, ctx, rope_off, bt.dev, scale, nullptr, stream()); },
+                          1, bench_, false);
+        r.baseline = "reference-kernel";
+        Tensor out = Tensor::empty({T, H, v}, DType::kBF16, Device::kCuda);
+        kernels::MlaPrefillParams p;
+        p.q = q.data();
+        p.kv = kv.data();
+        p.ctx = ctx.data();
+        p.out = out.data();
+        p.q_starts = bt.dev.q_starts.data_as<int32_t>();
+        p.seq_lens = bt.dev.seq_lens.data_as<int32_t>();
+        p.positions = bt.dev.positions.data_as<int32_t>();
+        p.num_seqs = 1;
+        p.num_tokens = T;
+        p.num_heads = H;
+        p.max_q_len = T;
+        p.nope = nope;
+        p.rope = rope;
+        p.v = v;
+        p.ctx_dim = ctx_dim;
+        p.rope_offset = rope_off;
+        p.scale = scale;
+        auto ref = [&](int) { CK(kernels::launch_mla_prefill_reference(p, stream())); };
+        r.baseline_us = time_calls(ref, 1, bench_, false, 3);
+        ref(0);
+        r.max_rel = max_rel(cuda_mla_attention_mha(q, kv, ctx, rope_off, bt.dev, scale, nullptr, stream()), out);
+      });
+    }
+  }
+
+  // ---- MoE layer (routed experts) ----
+  void moe_cases(const ModelDims& m) {
+    const int E = m.n_routed, K = m.top_k;
+    const int64_t d = m.hidden, I = m.moe_intermediate;
+    const std::vector<int64_t> tokens = bench_.quick ? std::vector<int64_t>{1, 64} : std::vector<int64_t>{1, 8, 64, 256};
+    std::vector<PreparedMlp> experts;  // built on the first selected case; the op caches its table by address
+    Tensor weights;
+    for (int64_t T : tokens) {
+      char shape[128];
+      std::snprintf(shape, sizeof shape, "tokens=%lld experts=%d top%d d=%lld inter=%lld", (long long)T, E, K,
+                    (long long)d, (long long)I);
+      const double active = kbench::expected_active_experts(T, E, K);
+      run_case("moe_layer", m.name, shape, kbench::moe_cost(T, K, active, d, I), [&](Row& r) {
+        if (experts.empty()) {
+          const int64_t per = 3 * I * d;
+          size_t free_b = 0, total_b = 0;
+          CK(cudaMemGetInfo(&free_b, &total_b));
+          if (double(E) * per * 2 > 0.8 * free_b) throw CaseError("expert weights do not fit in free memory");
+          weights = rnd().make({E * per}, DType::kBF16, 4000);
+          for (int e = 0; e < E; ++e) {
+            PreparedMlp mlp;
+            uint16_t* base = weights.data_as<uint16_t>() + e * per;
+            mlp.gate_up.weight = Tensor::wrap(base, {2 * I, d}, DType::kBF16, Device::kCuda, nullptr);
+            mlp.down.weight = Tensor::wrap(base + 2 * I * d, {d, I}, DType::kBF16, Device::kCuda, nullptr);
+            experts.push_back(mlp);
+          }
+        }
+        // Instances: different tokens and routings (uniform top-k), so repeated calls do not reuse one set of
+        // experts from the L2.
+        const int inst = 4;
+        std::mt19937 rng(T * 7 + E);
+        struct In {
+          Tensor x, ids, w;
+          std::vector<int32_t> host_ids;
+          // per-expert loop baseline: permuted order on the host
+          std::vector<int32_t> counts;
+          Tensor src_dev, row_of_dev;
+        };
+        std::vector<In> in(inst);
+        double active_sum = 0;
+        for (int i = 0; i < inst; ++i) {
+          In& a = in[i];
+          a.x = rnd().make({T, d}, DType::kBF16, 5000 + i);
+          a.host_ids = kcases::route_uniform(T, E, K, rng);
+          a.ids = cuda_upload(kcases::i32_tensor(a.host_ids, {T, K}));
+          a.w = cuda_upload(kcases::randn({T, K}, rng, 0.2f, 0.5f));
+          a.counts.assign(E, 0);
+          for (int32_t e : a.host_ids) ++a.counts[e];
+          std::vector<int32_t> offs(E + 1, 0), cur(E), src(T * K), row_of(T * K);
+          for (int e = 0; e < E; ++e) offs[e + 1] = offs[e] + a.counts[e];
+          std::copy(offs.begin(), offs.end() - 1, cur.begin());
+          for (int64_t j = 0; j < T * K; ++j) {
+            const int row = cur[a.host_ids[j]]++;
+            row_of[j] = row;
+            src[row] = static_cast<int32_t>(j / K);
+          }
+          a.src_dev = cuda_upload(kcases::i32_tensor(src));
+          a.row_of_dev = cuda_upload(kcases::i32_tensor(row_of));
+          active_sum += std::count_if(a.counts.begin(), a.counts.end(), [](int32_t c) { return c > 0; });
+        }
+        r.cost = kbench::moe_cost(T, K, active_sum / inst, d, I);  // the experts these routings touch
+        r.us = time_calls([&](int i) { Tensor y = ops().moe_experts(in[i].x, in[i].ids, in[i].w, experts); }, inst, bench_);
+        // Baseline: the plain implementation, one cuBLASLt GEMM pair per active expert over rows permuted by
+        // the host-known routing, SiLU-mul, weighted combine (what moe_experts did before the grouped kernel).
+        r.baseline = "per-expert-cublaslt-loop";
+        const int64_t N = T * K;
+        Tensor xp = Tensor::empty({N, d}, DType::kBF16, Device::kCuda);
+        Tensor gu = Tensor::empty({N, 2 * I}, DType::kBF16, Device::kCuda);
+        Tensor act = Tensor::empty({N, I}, DType::kBF16, Device::kCuda);
+        Tensor y = Tensor::empty({N, d}, DType::kBF16, Device::kCuda);
+        Tensor out = Tensor::empty({T, d}, DType::kBF16, Device::kCuda);
+        auto ref = [&](int i) {
+          const In& a = in[i];
+          CK(kernels::launch_gather_rows(a.x.data(), a.src_dev.data_as<int32_t>(), xp.data(), N, d, stream()));
+          int64_t off = 0;
+          for (int e = 0; e < E; ++e) {
+            const int64_t c = a.counts[e];
+            if (!c) continue;
+            gemm(xp.data_as<uint16_t>() + off * d, experts[e].gate_up.weight.data(), gu.data_as<uint16_t>() + off * 2 * I,
+                 c, d, 2 * I);
+            off += c;
+          }
+          CK(kernels::launch_silu_mul(gu.data(), act.data(), N, I, stream()));
+          off = 0;
+          for (int e = 0; e < E; ++e) {
+            const int64_t c = a.counts[e];
+            if (!c) continue;
+            gemm(act.data_as<uint16_t>() + off * I, experts[e].down.weight.data(), y.data_as<uint16_t>() + off * d, c, I, d);
+            off += c;
+          }
+          CK(kernels::launch_moe_combine(
+              {y.data(), a.row_of_dev.data_as<int32_t>(), a.w.data_as<float>(), out.data(), T, d, K}, stream()));
+        };
+        r.baseline_us = time_calls(ref, inst, bench_);
+        ref(0);
+        r.max_rel = max_rel(ops().moe_experts(in[0].x, in[0].ids, in[0].w, experts), out);
+      });
+    }
+  }
+
+  void gemm(const void* x, const void* w, void* out, int64_t M, int64_t K, int64_t N) {
+    GemmArgs g;
+    g.x = x;
+    g.ldx = K;
+    g.w = w;
+    g.ldw = K;
+    g.w_nk = true;
+    g.d = out;
+    g.ldd = N;
+    g.M = M;
+    g.N = N;
+    g.K = K;
+    lt_ptr_->run(g, stream());
+  }
+
+  // ---- memory-bound ops: baseline = a device copy moving the same bytes ----
+  std::vector<int64_t> small_tokens() const {
+    return bench_.quick ? std::vector<int64_t>{1, 64, 4096} : std::vector<int64_t>{1, 8, 64, 512, 4096};
+  }
+
+  void membound_case(const std::string& op, const std::string& model, const std::string& shape, const Cost& cost,
+                     const std::function<std::function<void(int)>(int inst)>& setup) {
+    run_case(op, model, shape, cost, [&](Row& r) {
+      const int inst = instances_for(cost.bytes, bench_, 8);
+      std::function<void(int)> fn = setup(inst);
+      r.us = time_calls(fn, inst, bench_);
+      r.baseline = "d2d-copy-same-bytes";
+      r.baseline_us = copy_ptr_->time_us(cost.bytes, bench_);
+    });
+  }
+
+  void membound_cases(const ModelDims& m) {
+    const int H = static_cast<int>(m.heads);
+    const int64_t n = m.hidden, latent = m.kv_lora_rank + m.qk_rope, qk = m.qk_nope + m.qk_rope;
+    for (int64_t T : small_tokens()) {
+      const std::string ts = "tokens=" + std::to_string(T);
+      membound_case("add_rms_norm", m.name, ts + " n=" + std::to_string(n), kbench::add_rms_norm_cost(T, n), [&](int inst) {
+        auto st = std::make_shared<std::vector<Tensor>>();
+        Tensor w = rnd().make({n}, DType::kBF16, 7);
+        for (int i = 0; i < inst; ++i) {
+          st->push_back(rnd().make({T, n}, DType::kBF16, 10 + i));
+          st->push_back(rnd().make({T, n}, DType::kBF16, 50 + i));
+        }
+        return std::function<void(int)>([this, st, w](int i) {
+          Tensor res = (*st)[2 * i];
+          Tensor y = ops().add_rms_norm(res, (*st)[2 * i + 1], w, 1e-6f);
+        });
+      });
+      membound_case("rope_cache", m.name, ts + " heads=" + std::to_string(H), kbench::rope_cache_cost(T, H, m.qk_rope, latent),
+                    [&](int inst) {
+        struct St {
+          std::vector<Tensor> q, rows;
+          Tensor cache, slots, pos, inv;
+        };
+        auto st = std::make_shared<St>();
+        std::mt19937 rng(T);
+        for (int i = 0; i < inst; ++i) {
+          st->q.push_back(rnd().make({T, H, qk}, DType::kBF16, 20 + i));
+          st->rows.push_back(rnd().make({T, latent}, DType::kBF16, 60 + i));
+        }
+        const int64_t slots = 2 * T + 64;
+        st->cache = rnd().make({slots, latent}, DType::kBF16, 9);
+        std::vector<int32_t> perm(slots), pos(T);
+        std::iota(perm.begin(), perm.end(), 0);
+        std::shuffle(perm.begin(), perm.end(), rng);
+        perm.resize(T);
+        for (auto& p : pos) p = static_cast<int32_t>(rng() % 32768);
+        st->slots = cuda_upload(kcases::i32_tensor(perm));
+        st->pos = cuda_upload(kcases::i32_tensor(pos));
+        Tensor inv = Tensor::empty({m.qk_rope / 2}, DType::kF32);
+        for (int64_t i = 0; i < m.qk_rope / 2; ++i) inv.f32()[i] = static_cast<float>(std::pow(10000.0, -2.0 * i / m.qk_rope));
+        st->inv = cuda_upload(inv);
+        const int64_t nope = m.qk_nope, rope = m.qk_rope, lora = m.kv_lora_rank;
+        return std::function<void(int)>([this, st, T, latent, nope, rope, lora](int i) {
+          Tensor q = st->q[i];
+          ops().rope_(q, nope, rope, st->pos, st->inv, 1.0f, RopeStyle::kInterleaved);
+          Tensor k = st->rows[i].reshape({T, 1, latent});
+          ops().rope_(k, lora, rope, st->pos, st->inv, 1.0f, RopeStyle::kInterleaved);
+          ops().store_rows(st->cache, st->rows[i], st->slots);
+        });
+      });
+      membound_case("silu_mul", m.name, ts + " inter=" + std::to_string(m.intermediate),
+                    kbench::silu_mul_cost(T, m.intermediate), [&](int inst) {
+        auto st = std::make_shared<std::vector<Tensor>>();
+        for (int i = 0; i < inst; ++i) st->push_back(rnd().make({T, 2 * m.intermediate}, DType::kBF16, 30 + i));
+        return std::function<void(int)>([this, st](int i) { Tensor y = ops().silu_mul((*st)[i]); });
+      });
+      membound_case("moe_route", m.name, ts + " experts=" + std::to_string(m.n_routed) + " top" + std::to_string(m.top_k),
+                    kbench::moe_route_cost(T, m.n_routed, m.top_k), [&](int inst) {
+        auto st = std::make_shared<std::vector<Tensor>>();
+        for (int i = 0; i < inst; ++i) st->push_back(rnd().make({T, m.n_routed}, DType::kF32, 40 + i));
+        MoeRouting r;
+        r.method = m.sigmoid ? MoeRouting::Method::kNoauxTc : MoeRouting::Method::kGreedy;
+        r.sigmoid = m.sigmoid;
+        r.num_experts = m.n_routed;
+        r.top_k = m.top_k;
+        r.n_group = m.n_group;
+        r.topk_group = m.topk_group;
+        r.norm_topk_prob = m.norm_topk;
+        r.routed_scaling_factor = m.routed_scaling;
+        Tensor bias = m.sigmoid ? rnd().make({m.n_routed}, DType::kF32, 41) : Tensor();
+        return std::function<void(int)>([this, st, r, bias](int i) {
+          Tensor ids, w;
+          ops().moe_route((*st)[i], bias, r, &ids, &w);
+        });
+      });
+      membound_case("moe_permute", m.name, ts + " experts=" + std::to_string(m.n_routed) + " top" + std::to_string(m.top_k),
+                    kbench::moe_permute_cost(T, m.top_k, m.n_routed), [&](int inst) {
+        struct St {
+          std::vector<Tensor> ids;
+          Tensor meta;
+        };
+        auto st = std::make_shared<St>();
+        std::mt19937 rng(T + 1);
+        for (int i = 0; i < inst; ++i)
+          st->ids.push_back(cuda_upload(kcases::i32_tensor(kcases::route_uniform(T, m.n_routed, m.top_k, rng))));
+        const int E = m.n_routed, K = m.top_k;
+        st->meta = Tensor::empty({3 * int64_t{E} + 2 * T * K}, DType::kI32, Device::kCuda);
+        return std::function<void(int)>([st, E, K, T](int i) {
+          int32_t* counts = st->meta.data_as<int32_t>();
+          CK(kernels::launch_moe_permute({st->ids[i].data_as<int32_t>(), counts, counts + E, counts + 2 * E,
+                                          counts + 3 * E, counts + 3 * E + T * K, T * K, K, E},
+                                         stream()));
+        });
+      });
+      membound_case("moe_combine", m.name, ts + " top" + std::to_string(m.top_k) + " d=" + std::to_string(n),
+                    kbench::moe_combine_cost(T, m.top_k, n), [&](int inst) {
+        struct St {
+          std::vector<Tensor> y;
+          Tensor row_of, w, out;
+        };
+        auto st = std::make_shared<St>();
+        const int K = m.top_k;
+        std::mt19937 rng(T + 2);
+        for (int i = 0; i < inst; ++i) st->y.push_back(rnd().make({T * K, n}, DType::kBF16, 70 + i));
+        std::vector<int32_t> perm(T * K);
+        std::iota(perm.begin(), perm.end(), 0);
+        std::shuffle(perm.begin(), perm.end(), rng);
+        st->row_of = cuda_upload(kcases::i32_tensor(perm));
+        st->w = rnd().make({T, K}, DType::kF32, 71);
+        st->out = Tensor::empty({T, n}, DType::kBF16, Device::kCuda);
+        return std::function<void(int)>([st, T, n, K](int i) {
+          CK(kernels::launch_moe_combine(
+              {st->y[i].data(), st->row_of.data_as<int32_t>(), st->w.data_as<float>(), st->out.data(), T, n, K}, stream()));
+        });
+      });
+      membound_case("log_softmax", m.name, ts + " vocab=" + std::to_string(m.vocab), kbench::log_softmax_cost(T, m.vocab),
+                    [&](int inst) {
+        auto st = std::make_shared<std::vector<Tensor>>();
+        for (int i = 0; i < inst; ++i) st->push_back(rnd().make({T, m.vocab}, DType::kF32, 80 + i));
+        return std::function<void(int)>([this, st](int i) { Tensor y = ops().log_softmax((*st)[i]); });
+      });
+    }
+  }
+
+ private:
+  RandomSource& rnd() { return *rnd_ptr_; }
+  Ops& ops() { return *ops_; }
+
+  kbench::Options opt_;
+  Ops* ops_;
+  Bench bench_;
+  Ceilings ceil_;
+  Row copy_row_, gemm_row_;
+  std::unique_ptr<RandomSource> rnd_ptr_;
+  std::unique_ptr<CublasLtGemm> lt_ptr_;
+  std::unique_ptr<CopyBaseline> copy_ptr_;
+
+  FILE* csv_ = nullptr;
+  int failures_ = 0;
+};
+
+}  // namespace
+}  // namespace ds
+
+int main(int argc, char** argv) {
+  using namespace ds;
+  for (int i = 1; i < argc; ++i)
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      std::printf("%s", kbench::usage().c_str());
+      return 0;
+    }
+  Result<kbench::Options> opt = kbench::parse_args(argc, argv);
+  if (!opt.is_ok()) {
+    std::fprintf(stderr, "dserve_kernel_bench: %s\n%s", opt.status().message().c_str(), kbench::usage().c_str());
+    return 1;
+  }
+  const Status dev = opt->list ? Status::ok() : check_cuda_device(0);
+  if (!dev.is_ok()) {
+    std::fprintf(stderr, "dserve_kernel_bench: %s\n", dev.message().c_str());
+    return 1;
+  }
+  std::unique_ptr<Ops> ops;
+  if (!opt->list) ops = make_cuda_ops(0);
+  try {
+    Runner run(*opt, ops.get());
+    if (!opt->list) run.measure_ceilings();
+    const std::vector<kbench::ModelDims> models = {kbench::deepseek_v2_lite(), kbench::deepseek_v3()};
+    for (const auto& m : models) run.linear_cases(m);
+    for (const auto& m : models) run.mla_decode_cases(m);
+    for (const auto& m : models) run.mla_prefill_cases(m);
+    for (const auto& m : models) run.moe_cases(m);
+    for (const auto& m : models) run.membound_cases(m);
+    std::printf("done: %d failed case(s)\n", run.failures());
+    return run.failures() ? 3 : 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "dserve_kernel_bench: %s\n", e.what());
+    return 2;
+  }
+}
