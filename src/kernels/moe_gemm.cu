@@ -171,7 +171,8 @@ cudaError_t launch_tile(const MoeGroupedGemmParams& p, cudaStream_t stream) {
   static const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(T::kSmem));
   if (attr != cudaSuccess) return attr;
-  const int64_t tiles = (p.max_rows_per_expert + T::kTokens - 1) / T::kTokens;
+  const int64_t rows = p.rows_hint > 0 && p.rows_hint < p.max_rows_per_expert ? p.rows_hint : p.max_rows_per_expert;
+  const int64_t tiles = (rows + T::kTokens - 1) / T::kTokens;
   const int ey = p.active && p.max_active > 0 && p.max_active < p.experts ? p.max_active : p.experts;
   const dim3 grid(static_cast<unsigned>((p.N + kBlockN - 1) / kBlockN), static_cast<unsigned>(ey),
                   static_cast<unsigned>(tiles < kMaxGridZ ? tiles : kMaxGridZ));

@@ -27,7 +27,10 @@ struct MoeGroupedGemmParams {
   int experts = 0;
   int64_t N = 0;  // output columns
   int64_t K = 0;
-  int64_t max_rows_per_expert = 0;  // host-known bound (tokens; rows of one expert) that sizes the grid
+  int64_t max_rows_per_expert = 0;  // host-known bound (tokens; rows of one expert): picks the token tile
+  // Rows a busy expert is expected to get (e.g. twice the mean): sizes how many blocks split one expert's token
+  // tiles (each block loops over tiles, so any count is handled). 0: max_rows_per_expert.
+  int64_t rows_hint = 0;
   bool silu = false;
 };
 

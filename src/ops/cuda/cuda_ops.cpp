@@ -450,6 +450,7 @@ class CudaOps final : public Ops {
     g.N = inter;
     g.K = d;
     g.max_rows_per_expert = T;  // an expert appears at most once per token
+    g.rows_hint = 2 * ((N + E - 1) / E);  // twice the mean load: early-exit blocks are not free either
     g.silu = true;
     DS_CUDA_CHECK(kernels::launch_moe_grouped_gemm(g, stream()));
     Tensor y = empty({N, d}, DType::kBF16);
