@@ -167,7 +167,7 @@ double expected_active_experts(int64_t tokens, int experts, int top_k) {
 }
 
 std::string usage() {
-  return "usage: dserve_kernel_bench [--csv PATH] [--filter SUBSTR] [--quick] [--reps N] [--list]\n"
+  return "usage: dserve_kernel_bench [--csv PATH] [--filter SUBSTR[|SUBSTR...]] [--quick] [--reps N] [--list]\n"
          "  One line per case: op, shape, median time of N CUDA-graph replays (CUDA events), TFLOP/s, GB/s,\n"
          "  fraction of the roofline (ceilings measured in this run) and the time of a same-run baseline.\n";
 }
@@ -203,7 +203,15 @@ Result<Options> parse_args(int argc, const char* const* argv) {
 }
 
 bool matches_filter(const std::string& name, const std::string& filter) {
-  return filter.empty() || name.find(filter) != std::string::npos;
+  if (filter.empty()) return true;
+  size_t begin = 0;
+  while (true) {  // alternatives separated by '|'
+    const size_t end = filter.find('|', begin);
+    const std::string alt = filter.substr(begin, end == std::string::npos ? std::string::npos : end - begin);
+    if (!alt.empty() && name.find(alt) != std::string::npos) return true;
+    if (end == std::string::npos) return false;
+    begin = end + 1;
+  }
 }
 
 double median(std::vector<double> v) {

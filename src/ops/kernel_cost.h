@@ -86,7 +86,7 @@ double expected_active_experts(int64_t tokens, int experts, int top_k);
 // ---- command line ----
 struct Options {
   std::string csv;     // --csv PATH ("" = none)
-  std::string filter;  // --filter SUBSTR: only cases whose name contains it
+  std::string filter;  // --filter SUBSTR[|SUBSTR...]: only cases whose name contains one of them
   bool quick = false;  // --quick: fewer sizes and repetitions
   bool list = false;   // --list: print case names only (no GPU work)
   int reps = 0;        // --reps N: timed repetitions (0 = default: 15, quick 5)
@@ -94,7 +94,8 @@ struct Options {
 Result<Options> parse_args(int argc, const char* const* argv);
 std::string usage();
 
-// A case's name is "op model shape" (e.g. "linear v3 q_b M=64 K=1536 N=24576"); --filter matches substrings.
+// A case's name is "op model shape" (e.g. "linear v3 q_b M=64 K=1536 N=24576"); --filter selects names that
+// contain any of its '|'-separated substrings ("" selects everything).
 bool matches_filter(const std::string& name, const std::string& filter);
 
 // ---- rows ----

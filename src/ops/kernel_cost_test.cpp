@@ -199,6 +199,9 @@ TEST(KernelCost, RowsAndFilter) {
   EXPECT_TRUE(matches_filter(r.name(), "linear v3 q_b"));
   EXPECT_TRUE(matches_filter(r.name(), ""));
   EXPECT_FALSE(matches_filter(r.name(), "v2-lite"));
+  EXPECT_TRUE(matches_filter(r.name(), "silu_mul|linear v3|moe"));
+  EXPECT_FALSE(matches_filter(r.name(), "silu_mul|moe_route"));
+  EXPECT_FALSE(matches_filter(r.name(), "|"));
   const std::string line = csv_line(r, c);
   // As many fields as the header, and the speedup column is baseline / ours.
   auto fields = [](const std::string& s) {

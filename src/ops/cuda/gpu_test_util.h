@@ -9,50 +9,18 @@
 #include <gtest/gtest.h>
 
 #include "ops/cuda/cuda_runtime.h"
+#include "ops/cuda/kernel_cases.h"
 #include "ops/ops.h"
 
 namespace ds::test {
 
-// F32 host tensor of N(offset, scale) values rounded to bf16 (so both backends see identical inputs).
-// Draws from a table of 64K normals with a xorshift index: big weight matrices fill in well under a second.
-inline Tensor randn(Shape shape, std::mt19937& rng, float scale = 1.0f, float offset = 0.0f) {
-  static const std::vector<float> table = [] {
-    std::mt19937 g(7);
-    std::normal_distribution<float> nd(0.0f, 1.0f);
-    std::vector<float> v(1 << 16);
-    for (float& x : v) x = nd(g);
-    return v;
-  }();
-  Tensor t = Tensor::empty(std::move(shape), DType::kF32);
-  uint64_t x = (static_cast<uint64_t>(rng()) << 32 | rng()) | 1;
-  for (int64_t i = 0; i < t.numel(); ++i) {
-    x ^= x << 13;
-    x ^= x >> 7;
-    x ^= x << 17;
-    float v = round_bf16(offset + scale * table[(x >> 20) & 0xFFFF]);
-    if (v == 0.0f) v = scale * 1e-3f;  // never zeros
-    t.f32()[i] = v;
-  }
-  return t;
-}
-
-// Host F32 -> host tensor of `dtype` (bf16/f32) -> device.
-inline Tensor to_device(const Tensor& f32, DType dtype = DType::kBF16) {
-  if (dtype == DType::kF32) return cuda_upload(f32);
-  Tensor h = Tensor::empty(f32.shape(), DType::kBF16);
-  for (int64_t i = 0; i < f32.numel(); ++i) h.data_as<uint16_t>()[i] = f32_to_bf16(f32.f32()[i]);
-  return cuda_upload(h);
-}
+// Input generators shared with dserve_kernel_bench (ops/cuda/kernel_cases.h).
+using kcases::i32_tensor;
+using kcases::randn;
+using kcases::to_device;
 
 // Device float tensor -> host F32.
 inline Tensor to_host_f32(const Tensor& dev) { return to_f32(cuda_download(dev)); }
-
-inline Tensor i32_tensor(const std::vector<int32_t>& v, Shape shape = {}) {
-  if (shape.empty()) shape = {static_cast<int64_t>(v.size())};
-  Tensor t = Tensor::empty(shape, DType::kI32);
-  std::copy(v.begin(), v.end(), t.data_as<int32_t>());
-  return t;
-}
 
 struct Err {
   double max_rel = 0;  // max |a - b| / max(max |b|, floor)

@@ -17,6 +17,7 @@
 #include "kernels/mla_prefill.h"
 #include "ops/cuda/attention.h"
 #include "ops/cuda/cuda_runtime.h"
+#include "ops/cuda/kernel_cases.h"
 #include "ops/ops.h"
 
 namespace ds {
@@ -83,72 +84,9 @@ void expect_close(const Tensor& got_dev, const Tensor& want, const std::string& 
   EXPECT_LE(e.l2_rel, kL2RelTol) << what;
 }
 
-// A batch: per sequence its context length after the step and its new (query) tokens, the last positions.
-struct Batch {
-  std::vector<int> seq_lens, q_lens;
-  int page_size = 64;
-  AttnMetadata host, dev;
-  int64_t slots = 0;
-  std::vector<std::vector<int32_t>> pages;  // per sequence
-};
-
-// Pages come from a shuffled pool with spare pages that no sequence uses.
-Batch make_batch(std::vector<int> seq_lens, std::vector<int> q_lens, int page_size, std::mt19937& rng) {
-  Batch b;
-  b.seq_lens = std::move(seq_lens);
-  b.q_lens = std::move(q_lens);
-  b.page_size = page_size;
-  const int S = static_cast<int>(b.seq_lens.size());
-  int total_pages = 0, max_pages = 1;
-  for (int s = 0; s < S; ++s) {
-    const int np = (b.seq_lens[s] + page_size - 1) / page_size;
-    total_pages += np;
-    max_pages = std::max(max_pages, np);
-  }
-  const int pool = total_pages + 3 + total_pages / 4;
-  std::vector<int32_t> perm(pool);
-  std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), rng);
-  b.slots = static_cast<int64_t>(pool) * page_size;
-  std::vector<int32_t> positions, slot_mapping, q_starts{0}, table(static_cast<size_t>(S) * max_pages, -1);
-  int next = 0, max_q = 0, max_len = 0;
-  b.pages.resize(S);
-  for (int s = 0; s < S; ++s) {
-    const int len = b.seq_lens[s], qn = b.q_lens[s];
-    const int np = (len + page_size - 1) / page_size;
-    for (int i = 0; i < np; ++i) {
-      b.pages[s].push_back(perm[next++]);
-      table[static_cast<size_t>(s) * max_pages + i] = b.pages[s].back();
-    }
-    for (int i = 0; i < qn; ++i) {
-      const int pos = len - qn + i;
-      positions.push_back(pos);
-      slot_mapping.push_back(b.pages[s][pos / page_size] * page_size + pos % page_size);
-    }
-    q_starts.push_back(q_starts.back() + qn);
-    max_q = std::max(max_q, qn);
-    max_len = std::max(max_len, len);
-  }
-  const int T = q_starts.back();
-  AttnMetadata& h = b.host;
-  h.num_seqs = S;
-  h.num_tokens = T;
-  h.page_size = page_size;
-  h.max_seq_len = max_len;
-  h.max_q_len = max_q;
-  h.positions = i32_tensor(positions, {T});
-  h.slot_mapping = i32_tensor(slot_mapping, {T});
-  h.q_starts = i32_tensor(q_starts, {S + 1});
-  h.seq_lens = i32_tensor(std::vector<int32_t>(b.seq_lens.begin(), b.seq_lens.end()), {S});
-  h.block_table = i32_tensor(table, {S, max_pages});
-  b.dev = h;
-  b.dev.positions = cuda_upload(h.positions);
-  b.dev.slot_mapping = cuda_upload(h.slot_mapping);
-  b.dev.q_starts = cuda_upload(h.q_starts);
-  b.dev.seq_lens = cuda_upload(h.seq_lens);
-  b.dev.block_table = cuda_upload(h.block_table);
-  return b;
-}
+// Paged batches over shuffled pages with spare ones (shared with dserve_kernel_bench).
+using kcases::Batch;
+using kcases::make_batch;
 
 // Per token: min(k, pos + 1) distinct positions in [0, pos], -1 in the other entries, all shuffled.
 Tensor make_topk(const Batch& b, int k, std::mt19937& rng) {
