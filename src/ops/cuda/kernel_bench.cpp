@@ -55,6 +55,8 @@ void ck_blas(cublasStatus_t s, const char* what) {
 
 cudaStream_t stream() { return cuda_stream(); }
 
+int g_eager_fallbacks = 0;  // graph captures that failed and were timed eagerly instead (noted in the row)
+
 // ---------------- device data ----------------
 
 // Random device tensors: a random block made by the tests' generator (kcases::randn), uploaded once and tiled
@@ -164,21 +166,33 @@ double time_calls(const std::function<void(int)>& fn, int instances, const Bench
   if (est < 500 && per < instances) per = std::min(instances, 64);
   const int reps = std::min(est > 20000 ? 3 : est > 3000 ? std::min(b.reps, 5) : b.reps, max_reps);
   std::vector<double> us;
+  cudaGraphExec_t exec = nullptr;
   if (graph) {
+    // A capture or instantiation that fails (an op that cannot be captured) falls back to eager timing.
     cudaGraph_t g = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    CK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
     try {
-      for (int i = 0; i < per; ++i) fn(i % instances);
-    } catch (...) {
-      cudaStreamEndCapture(stream(), &g);
-      if (g) cudaGraphDestroy(g);
-      throw;
+      CK(cudaStreamBeginCapture(stream(), cudaStreamCaptureModeThreadLocal));
+      try {
+        for (int i = 0; i < per; ++i) fn(i % instances);
+      } catch (...) {
+        cudaStreamEndCapture(stream(), &g);
+        if (g) cudaGraphDestroy(g);
+        throw;
+      }
+      CK(cudaStreamEndCapture(stream(), &g));
+      const cudaError_t ie = cudaGraphInstantiate(&exec, g, 0);
+      cudaGraphDestroy(g);
+      if (ie != cudaSuccess) exec = nullptr;
+      CK(ie);
+    } catch (const CaseError& e) {
+      std::printf("  (graph capture failed: %s; timing eager launches)\n", e.what());
+      ++g_eager_fallbacks;
+      cudaGetLastError();
+      CK(cudaStreamSynchronize(stream()));
+      exec = nullptr;
     }
-    CK(cudaStreamEndCapture(stream(), &g));
-    const cudaError_t ie = cudaGraphInstantiate(&exec, g, 0);
-    cudaGraphDestroy(g);
-    CK(ie);
+  }
+  if (exec) {
     try {
       for (int i = 0; i < 2; ++i) CK(cudaGraphLaunch(exec, stream()));
       for (int r = 0; r < reps; ++r) {
@@ -267,8 +281,10 @@ class Runner {
       std::printf("%s\n", r.name().c_str());
       return;
     }
+    const int fallbacks = g_eager_fallbacks;
     try {
       body(r);
+      if (g_eager_fallbacks != fallbacks) r.status = "ok; a graph capture failed so some timing is of eager launches";
     } catch (const std::exception& e) {
       r.status = e.what();
       if (r.us <= 0) ++failures_;
@@ -515,9 +531,9 @@ class Runner {
       run_case("moe_layer", m.name, shape, kbench::moe_cost(T, K, active, d, I), [&](Row& r) {
         if (experts.empty()) {
           const int64_t per = 3 * I * d;
-          size_t free_b = 0, total_b = 0;
+          size_t free_b = 0, total_b = 0;  // (freed tensors stay in the allocator's pool: judge by the total)
           CK(cudaMemGetInfo(&free_b, &total_b));
-          if (double(E) * per * 2 > 0.8 * free_b) throw CaseError("expert weights do not fit in free memory");
+          if (double(E) * per * 2 > 0.6 * total_b) throw CaseError("expert weights do not fit in device memory");
           weights = rnd().make({E * per}, DType::kBF16, 4000);
           for (int e = 0; e < E; ++e) {
             PreparedMlp mlp;
