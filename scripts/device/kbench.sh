@@ -2,7 +2,8 @@
 # The kernel table of issue 8: dserve_kernel_bench (every CUDA op at DeepSeek-V2-Lite / V3 shapes against
 # ceilings and baselines measured in the same run), one process per group so a failure in one group (an op's
 # DS_CHECK aborts its process) does not lose the others; then dserve_fp8_gemm_bench when it is present.
-# Binaries: .devbin/kbench/ (else .devbin/). Writes $OUT/kernels.csv, $OUT/kbench.log (+ fp8_gemm.csv/.log).
+# Binaries: .devbin/kbench/ (else .devbin/). Writes $OUT/kernels.csv, $OUT/kbench.log (+ fp8_gemm.csv/.log,
+# mla_gpu_test.log).
 # Under 3 minutes (all.sh kbench:200).
 set -u
 cd "$(dirname "$0")/../.."
@@ -27,9 +28,9 @@ group() {  # name seconds filter
 }
 
 # Most important first; each process re-measures the ceilings (a second or two).
-group moe 30 "moe_layer"
-group mla_decode 25 "mla_decode"
-group linear 50 "linear "
+group moe 25 "moe_layer"
+group mla_decode 20 "mla_decode"
+group linear 45 "linear "
 group mla_prefill 20 "mla_prefill"
 group membound 25 "add_rms_norm|rope_cache|silu_mul|moe_route|moe_permute|moe_combine|log_softmax"
 
@@ -47,11 +48,20 @@ if [ -x "$B/dserve_fp8_gemm_bench" ] || [ -x .devbin/dserve_fp8_gemm_bench ]; th
   F=$B/dserve_fp8_gemm_bench
   [ -x "$F" ] || F=.devbin/dserve_fp8_gemm_bench
   start=$(date +%s)
-  timeout --kill-after=5 30 "$F" --csv "$OUT/fp8_gemm.csv" > "$OUT/fp8_gemm.log" 2>&1
+  timeout --kill-after=5 25 "$F" --csv "$OUT/fp8_gemm.csv" > "$OUT/fp8_gemm.log" 2>&1
   echo "== fp8_gemm rc=$? ($(( $(date +%s) - start )) s)" | tee -a "$LOG"
   tail -5 "$OUT/fp8_gemm.log"
 else
   echo "== fp8_gemm: no dserve_fp8_gemm_bench in .devbin (skipped)" | tee -a "$LOG"
+fi
+# The MLA consistency tests, whose paged batches now come from ops/cuda/kernel_cases.h (shared with the bench).
+T=$B/ds_ops_cuda_gpu_test
+[ -x "$T" ] || T=.devbin/ds_ops_cuda_gpu_test
+if [ -x "$T" ]; then
+  start=$(date +%s)
+  DSERVE_SOURCE_DIR=$PWD timeout --kill-after=5 20 "$T" --gtest_filter='MlaAbsorbedGpu*:MlaMhaGpu*' > "$OUT/mla_gpu_test.log" 2>&1
+  echo "== mla_gpu_test rc=$? ($(( $(date +%s) - start )) s)" | tee -a "$LOG"
+  grep -E "^\[  (PASSED|FAILED) |FAILED" "$OUT/mla_gpu_test.log" | tail -8
 fi
 rm -rf "$PARTS"
 exit 0
