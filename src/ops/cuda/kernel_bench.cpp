@@ -536,10 +536,9 @@ class Runner {
           if (double(E) * per * 2 > 0.6 * total_b) throw CaseError("expert weights do not fit in device memory");
           weights = rnd().make({E * per}, DType::kBF16, 4000);
           for (int e = 0; e < E; ++e) {
-            PreparedMlp mlp;
-            uint16_t* base = weights.data_as<uint16_t>() + e * per;
-            mlp.gate_up.weight = Tensor::wrap(base, {2 * I, d}, DType::kBF16, Device::kCuda, nullptr);
-            mlp.down.weight = Tensor::wrap(base + 2 * I * d, {d, I}, DType::kBF16, Device::kCuda, nullptr);
+            PreparedMlp mlp;  // views sharing the one allocation
+            mlp.gate_up.weight = weights.rows(e * per, e * per + 2 * I * d).reshape({2 * I, d});
+            mlp.down.weight = weights.rows(e * per + 2 * I * d, (e + 1) * per).reshape({d, I});
             experts.push_back(mlp);
           }
         }
