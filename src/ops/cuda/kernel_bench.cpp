@@ -362,7 +362,7 @@ class Runner {
         std::snprintf(shape, sizeof shape, "%s M=%lld K=%lld N=%lld", l.name.c_str(), (long long)M, (long long)l.in,
                       (long long)l.out);
         run_case("linear", m.name, shape, kbench::linear_cost(M, l.in, l.out), [&](Row& r) {
-          const int inst = instances_for(2.0 * l.in * l.out + 2.0 * M * (l.in + l.out), bench_, 16);
+          const int inst = instances_for(2.0 * l.in * l.out + 2.0 * M * (l.in + l.out), bench_, 64);
           std::vector<Tensor> xs;
           std::vector<LinearWeight> ws;
           for (int i = 0; i < inst; ++i) {
