@@ -379,9 +379,9 @@ TEST_F(CudaOpsTest, MoeRoute) {
   };
   using M = MoeRouting::Method;
   for (const Case& c : std::vector<Case>{
-           {"v2-lite greedy softmax", routing(M::kGreedy, false, 64, 6, 1, 1, false, 1.0f), false},
+           {"v2-lite greedy softmax", kcases::routing_of(kbench::deepseek_v2_lite()), false},
            {"v2 group-limited softmax", routing(M::kGroupLimitedGreedy, false, 160, 6, 8, 3, false, 16.0f), false},
-           {"v3 noaux_tc sigmoid", routing(M::kNoauxTc, true, 256, 8, 8, 4, true, 2.5f), true},
+           {"v3 noaux_tc sigmoid", kcases::routing_of(kbench::deepseek_v3()), true},
            {"fixture noaux_tc", routing(M::kNoauxTc, true, 16, 4, 4, 2, true, 2.5f), true},
            {"fixture group-limited", routing(M::kGroupLimitedGreedy, false, 16, 4, 4, 2, false, 4.0f), false}}) {
     for (int64_t T : {1, 37, 300}) {

@@ -706,15 +706,7 @@ class Runner {
                     kbench::moe_route_cost(T, m.n_routed, m.top_k), [&](int inst) {
         auto st = std::make_shared<std::vector<Tensor>>();
         for (int i = 0; i < inst; ++i) st->push_back(rnd().make({T, m.n_routed}, DType::kF32, 40 + i));
-        MoeRouting r;
-        r.method = m.sigmoid ? MoeRouting::Method::kNoauxTc : MoeRouting::Method::kGreedy;
-        r.sigmoid = m.sigmoid;
-        r.num_experts = m.n_routed;
-        r.top_k = m.top_k;
-        r.n_group = m.n_group;
-        r.topk_group = m.topk_group;
-        r.norm_topk_prob = m.norm_topk;
-        r.routed_scaling_factor = m.routed_scaling;
+        const MoeRouting r = kcases::routing_of(m);
         Tensor bias = m.sigmoid ? rnd().make({m.n_routed}, DType::kF32, 41) : Tensor();
         return std::function<void(int)>([this, st, r, bias](int i) {
           Tensor ids, w;

@@ -1,6 +1,6 @@
 // Inputs shared by the CUDA consistency tests (*_gpu_test.cpp) and dserve_kernel_bench: random
 // bf16-representable data (never zeros), device copies, a paged-attention batch over shuffled pages with
-// spare pages, and uniform top-k routing. Header-only and gtest-free, so the benchmark measures the very
+// spare pages, uniform top-k routing and the models' router settings. Header-only and gtest-free, so the benchmark measures the very
 // inputs the tests check.
 #pragma once
 #include <algorithm>
@@ -11,6 +11,7 @@
 
 #include "core/check.h"
 #include "ops/cuda/cuda_runtime.h"
+#include "ops/kernel_cost.h"
 #include "ops/ops.h"
 
 namespace ds::kcases {
@@ -137,6 +138,22 @@ inline std::vector<int32_t> route_uniform(int64_t tokens, int used, int top_k, s
     ids.insert(ids.end(), all.begin(), all.begin() + top_k);
   }
   return ids;
+}
+
+// The router of a model (dims from ops/kernel_cost.h, checked against the real configs): V3's sigmoid
+// noaux_tc over groups, V2-Lite's softmax greedy top-k.
+inline MoeRouting routing_of(const kbench::ModelDims& m) {
+  MoeRouting r;
+  r.method = m.sigmoid ? MoeRouting::Method::kNoauxTc
+                       : (m.n_group > 1 ? MoeRouting::Method::kGroupLimitedGreedy : MoeRouting::Method::kGreedy);
+  r.sigmoid = m.sigmoid;
+  r.num_experts = m.n_routed;
+  r.top_k = m.top_k;
+  r.n_group = m.n_group;
+  r.topk_group = m.topk_group;
+  r.norm_topk_prob = m.norm_topk;
+  r.routed_scaling_factor = m.routed_scaling;
+  return r;
 }
 
 }  // namespace ds::kcases
