@@ -1,5 +1,6 @@
 // `dserve serve`: the HTTP server (SGLang/OpenAI API) over the batch engine. Listens first (answering 503
 // while the model loads), then loads the tokenizer and the engine, then prints where it is ready.
+#include <csignal>
 #include <cstdio>
 #include <atomic>
 #include <chrono>
@@ -9,6 +10,8 @@
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "app/commands.h"
 #include "app/flags.h"
@@ -51,6 +54,8 @@ void add_serve_flags(Flags& f) {
   f.add_int("cuda-graph-max-bs", 0, "largest decode batch captured in a CUDA graph (0: default from GPU memory)");
   f.add_int("seed", 0, "random seed (dummy weights; base of per-request sampling seeds)");
   f.add_int("max-queued-requests", 0, "answer 503 while this many requests wait in the engine (0: no limit)");
+  f.add_int("request-timeout", 0,
+            "seconds a generation request may run; then it is aborted with an error and its pages freed (0: no limit)");
   f.add_int("io-threads", 4, "HTTP I/O threads");
   f.add_int("max-request-bytes", 32 << 20, "largest request body accepted (413 beyond)");
   f.add_bool("fake-engine", "testing: a deterministic fake engine instead of the model (no weights needed)");
@@ -115,9 +120,11 @@ int run_serve(int argc, char** argv) {
   for (const char* name : {"page-size", "chunked-prefill-size", "max-running-requests"})
     if (flags.get_int(name) < 1 || flags.get_int(name) > (int64_t{1} << 30))
       return fail(error("--", name, " must be a positive integer, got ", flags.get_int(name)));
-  for (const char* name : {"max-total-tokens", "context-length", "max-queued-requests"})
+  for (const char* name : {"max-total-tokens", "context-length", "max-queued-requests", "request-timeout"})
     if (flags.get_int(name) < 0) return fail(error("--", name, " must be >= 0, got ", flags.get_int(name)));
 
+  if (flags.get_int("request-timeout") > 31536000)
+    return fail(error("--request-timeout must be at most 31536000 seconds, got ", flags.get_int("request-timeout")));
   ApiServerOptions ao;
   ao.model_path = model_path;
   ao.tokenizer_path = tokenizer_path;
@@ -130,6 +137,7 @@ int run_serve(int argc, char** argv) {
   ao.chat_template = flags.get_string("chat-template");
   ao.seed = static_cast<uint64_t>(flags.get_int("seed"));
   ao.max_queued_requests = flags.get_int("max-queued-requests");
+  ao.request_timeout_ms = flags.get_int("request-timeout") * 1000;
   {
     auto& a = ao.server_args;
     a["model_path"] = model_path;
@@ -154,6 +162,7 @@ int run_serve(int argc, char** argv) {
     a["quantization"] = flags.get_string("quantization");
     a["kv_cache_dtype"] = flags.get_string("kv-cache-dtype");
     a["random_seed"] = flags.get_int("seed");
+    a["request_timeout"] = flags.get_int("request-timeout");
     a["api_key_set"] = !ao.api_key.empty();
     a["fake_engine"] = fake;
   }
@@ -179,6 +188,7 @@ int run_serve(int argc, char** argv) {
   std::unique_ptr<Engine> engine;
   Status load_status;
   std::atomic<bool> loaded{false};
+  std::atomic<bool> engine_failed{false};  // an engine step failed: shut down and exit non-zero
   std::thread loader([&] {
     if (!skip_tok) {
       std::fprintf(stderr, "dserve serve: loading the tokenizer from %s\n", tokenizer_path.c_str());
@@ -234,6 +244,11 @@ int run_serve(int argc, char** argv) {
       eo.disable_cuda_graph = flags.get_bool("disable-cuda-graph");
       eo.cuda_graph_max_bs = static_cast<int32_t>(flags.get_int("cuda-graph-max-bs"));
       eo.verbose = true;
+      eo.on_fatal = [&engine_failed](const std::string& why) {
+        std::fprintf(stderr, "dserve serve: fatal engine error, shutting down: %s\n", why.c_str());
+        engine_failed = true;
+        ::kill(::getpid(), SIGTERM);  // wakes server.wait() like a signal: the drain below flushes the errors
+      };
       auto e = make_batch_engine(eo);
       if (!e) {
         load_status = e.status();
@@ -277,7 +292,7 @@ int run_serve(int argc, char** argv) {
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   server.stop();
   engine.reset();
-  return 0;
+  return engine_failed ? 1 : 0;
 }
 
 }  // namespace ds

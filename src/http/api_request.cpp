@@ -151,14 +151,16 @@ class Reader {
   bool get_float_range(const std::string& key, double lo, double hi, bool lo_open, bool hi_open, float* out) {
     double d = 0;
     if (!get_float(key, &d)) return false;
-    if ((lo_open ? d <= lo : d < lo) || (hi_open ? d >= hi : d > hi)) {
+    // The bounds hold for the float the engine gets too: 1e-300 is > 0 but rounds to 0.0f.
+    const double f = static_cast<float>(d);
+    if ((lo_open ? d <= lo || f <= lo : d < lo) || (hi_open ? d >= hi || f >= hi : d > hi)) {
       char buf[160];
       std::snprintf(buf, sizeof(buf), "'%s' must be in %c%g, %g%c, got %g", param(key).c_str(), lo_open ? '(' : '[',
                     lo, hi, hi_open ? ')' : ']', d);
       fail(buf, key);
       return false;
     }
-    *out = static_cast<float>(d);
+    *out = static_cast<float>(f);
     return true;
   }
   bool get_string(const std::string& key, std::string* out) {

@@ -108,6 +108,10 @@ TEST(GenerateRequest, RejectsInvalidInput) {
       {R"({"input_ids": [1], "sampling_params": {"frequency_penalty": 3}})", "sampling_params.frequency_penalty"},
       {R"({"input_ids": [1], "sampling_params": {"presence_penalty": -2.5}})", "sampling_params.presence_penalty"},
       {R"({"input_ids": [1], "sampling_params": {"repetition_penalty": 0}})", "sampling_params.repetition_penalty"},
+      // In range as doubles but 0.0f as the floats the engine uses (a division by zero in the penalty).
+      {R"({"input_ids": [1], "sampling_params": {"repetition_penalty": 1e-300}})", "sampling_params.repetition_penalty"},
+      {R"({"input_ids": [1], "sampling_params": {"top_p": 1e-50}})", "sampling_params.top_p"},
+      {R"({"input_ids": [1], "sampling_params": {"temperature": 1e300}})", "sampling_params.temperature"},
       {R"({"input_ids": [1], "sampling_params": {"max_new_tokens": -1}})", "sampling_params.max_new_tokens"},
       {R"({"input_ids": [1], "sampling_params": {"max_new_tokens": 1.5}})", "sampling_params.max_new_tokens"},
       {R"({"input_ids": [1], "sampling_params": {"max_new_tokens": 2, "min_new_tokens": 3}})", "sampling_params.min_new_tokens"},

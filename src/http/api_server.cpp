@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <ctime>
 #include <limits>
 #include <mutex>
@@ -131,6 +132,12 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
 
 namespace {
 
+std::string format_seconds(int64_t ms) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g", static_cast<double>(ms) / 1000.0);
+  return buf;
+}
+
 // One generated sequence of a job (a prompt x one of its n samples).
 struct Seq {
   std::string rid;
@@ -194,6 +201,7 @@ class Job : public std::enable_shared_from_this<Job> {
   Engine& engine() { return *srv_->engine; }
   void on_event(size_t i, EngineEvent ev);
   void on_disconnect();
+  void on_timeout();
   void feed(Seq& s, int32_t tok);
   bool is_stop_token(const Seq& s, int32_t tok) const;
   void absorb(Seq& s, EngineEvent& ev);
@@ -219,6 +227,7 @@ class Job : public std::enable_shared_from_this<Job> {
   size_t remaining_ = 0;
   bool responded_ = false;
   bool client_gone_ = false;
+  bool timed_out_ = false;  // --request-timeout fired: aborted sequences finish with an error
   std::vector<size_t> completion_offsets_;  // per seq: text_offset for streamed completion logprobs
 };
 
@@ -277,7 +286,12 @@ void Job::finish_seq(Seq& s, const EngineEvent& ev) {
   }
   if (s.detok && !s.string_stop) s.text += s.detok->finish();
   s.reason = ev.reason;
-  if (!ev.error.empty()) {
+  if (timed_out_ && ev.error.empty() && ev.reason.kind == FinishReason::Kind::kAbort && !s.string_stop)
+    s.error = "request timed out after " + format_seconds(srv_->opt.request_timeout_ms) + " s (--request-timeout)";
+  if (!s.error.empty()) {
+    s.reason.kind = FinishReason::Kind::kAbort;
+    s.reason.matched_text = s.error;
+  } else if (!ev.error.empty()) {
     s.error = ev.error;
     s.reason.kind = FinishReason::Kind::kAbort;
     s.reason.matched_text = ev.error;
@@ -325,6 +339,11 @@ void Job::start() {
     s.submitted = true;
     srv_->metrics.add_running(1);
   }
+  if (srv_->opt.request_timeout_ms > 0) {
+    out_->post_after(std::chrono::milliseconds(srv_->opt.request_timeout_ms), [weak = std::weak_ptr<Job>(self)] {
+      if (auto job = weak.lock()) job->on_timeout();
+    });
+  }
   if (!stream) return;
   srv_->metrics.on_http_request(route_, 200);
   out_->start_stream(200, "text/event-stream");
@@ -354,6 +373,14 @@ void Job::start() {
       completion_offsets_[i] = seqs[i].prompt_text.size();
     }
   }
+}
+
+void Job::on_timeout() {
+  // Only sequences still in the engine are aborted; finish_seq turns their abort into the timeout error.
+  if (remaining_ == 0 || client_gone_) return;
+  timed_out_ = true;
+  for (Seq& s : seqs)
+    if (s.submitted && !s.finished) engine().abort(s.rid);
 }
 
 void Job::on_disconnect() {

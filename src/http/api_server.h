@@ -31,6 +31,8 @@ struct ApiServerOptions {
   uint64_t seed = 0;              // base of the per-request seeds when a request gives none
   int64_t max_queued_requests = 0;  // > 0: 503 while the engine has this many requests waiting
   int health_timeout_ms = 20000;
+  int64_t request_timeout_ms = 0;   // > 0 (--request-timeout): generation requests still running are aborted
+                                    // with an error after this long (their pages freed)
   nlohmann::ordered_json server_args = nlohmann::ordered_json::object();  // shown by /get_server_info
 };
 

@@ -58,6 +58,42 @@ const char* http_reason(int status) {
 
 namespace {
 
+// The error answer to a failed read: 413, 431 or 400 with its message; 0 when the connection just ends
+// (end of stream, timeout, reset).
+int read_error_status(const beast::error_code& ec, const HttpServerOptions& opts, std::string* message) {
+  if (ec == bhttp::error::body_limit) {
+    *message = "request body exceeds " + std::to_string(opts.max_body_bytes) + " bytes";
+    return 413;
+  }
+  if (ec == bhttp::error::header_limit) {
+    *message = "request headers exceed " + std::to_string(opts.max_header_bytes) + " bytes";
+    return 431;
+  }
+  if (&ec.category() == &bhttp::make_error_code(bhttp::error::end_of_stream).category() &&
+      ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message) {
+    *message = "malformed HTTP request: " + ec.message();
+    return 400;
+  }
+  return 0;
+}
+
+HttpRequest request_from_message(bhttp::request<bhttp::string_body>& msg, const std::string& peer) {
+  HttpRequest req;
+  req.method = std::string(msg.method_string());
+  req.target = std::string(msg.target());
+  auto q = req.target.find('?');
+  req.path = req.target.substr(0, q);
+  if (q != std::string::npos) req.query = req.target.substr(q + 1);
+  for (const auto& f : msg) {
+    std::string name(f.name_string());
+    std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+    req.headers.emplace_back(std::move(name), std::string(f.value()));
+  }
+  req.body = std::move(msg.body());
+  req.peer = peer;
+  return req;
+}
+
 constexpr size_t kWatchBufferCap = 64u << 10;     // pipelined bytes buffered while a request runs
 constexpr size_t kMaxQueuedOutput = 64u << 20;    // a client this far behind counts as gone
 constexpr size_t kDrainCap = 256u << 20;          // bytes read and dropped before closing after an error
@@ -174,21 +210,11 @@ class Session : public std::enable_shared_from_this<Session> {
   }
 
   void on_read_error(beast::error_code ec) {
-    if (ec == bhttp::error::body_limit) {
+    std::string message;
+    if (const int status = read_error_status(ec, opts_, &message); status != 0) {
       keep_alive_ = false;
       chunked_ = true;
-      return send_error_and_close(413, "request body exceeds " + std::to_string(opts_.max_body_bytes) + " bytes");
-    }
-    if (ec == bhttp::error::header_limit) {
-      keep_alive_ = false;
-      chunked_ = true;
-      return send_error_and_close(431, "request headers exceed " + std::to_string(opts_.max_header_bytes) + " bytes");
-    }
-    if (&ec.category() == &bhttp::make_error_code(bhttp::error::end_of_stream).category() &&
-        ec != bhttp::error::end_of_stream && ec != bhttp::error::partial_message) {
-      keep_alive_ = false;
-      chunked_ = true;
-      return send_error_and_close(400, "malformed HTTP request: " + ec.message());
+      return send_error_and_close(status, message);
     }
     close();  // end of stream, timeout, reset
   }
@@ -212,19 +238,7 @@ class Session : public std::enable_shared_from_this<Session> {
     parser_.reset();
     keep_alive_ = msg.keep_alive();
     chunked_ = msg.version() >= 11;
-    HttpRequest req;
-    req.method = std::string(msg.method_string());
-    req.target = std::string(msg.target());
-    auto q = req.target.find('?');
-    req.path = req.target.substr(0, q);
-    if (q != std::string::npos) req.query = req.target.substr(q + 1);
-    for (const auto& f : msg) {
-      std::string name(f.name_string());
-      std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-      req.headers.emplace_back(std::move(name), std::string(f.value()));
-    }
-    req.body = std::move(msg.body());
-    req.peer = peer_;
+    HttpRequest req = request_from_message(msg, peer_);
     stream_.expires_never();  // generation may take long; the pending read below notices a departed client
     auto responder = make_responder();
     start_watch();
@@ -509,6 +523,35 @@ Status HttpServer::start() {
 }
 
 int HttpServer::port() const { return impl_->port; }
+
+ParsedHttpRequest parse_http_request(std::string_view raw, const HttpServerOptions& opts) {
+  ParsedHttpRequest out;
+  bhttp::request_parser<bhttp::string_body> parser;
+  parser.header_limit(static_cast<uint32_t>(opts.max_header_bytes));
+  parser.body_limit(opts.max_body_bytes);
+  parser.eager(true);
+  beast::error_code ec;
+  size_t used = 0;
+  while (used < raw.size() && !parser.is_done()) {
+    const size_t n = parser.put(net::buffer(raw.data() + used, raw.size() - used), ec);
+    if (ec == bhttp::error::need_more) break;
+    if (ec) {
+      out.status = read_error_status(ec, opts, &out.message);
+      if (out.status == 0) out.incomplete = true;
+      return out;
+    }
+    if (n == 0) break;
+    used += n;
+  }
+  if (!parser.is_done()) {
+    // The connection ends here: Beast reports a partial message as end of stream (the server just closes).
+    out.incomplete = true;
+    return out;
+  }
+  auto msg = parser.release();
+  out.request = request_from_message(msg, "");
+  return out;
+}
 
 int HttpServer::wait() {
   std::unique_lock<std::mutex> lock(impl_->mu);

@@ -87,6 +87,18 @@ class HttpServer {
   std::unique_ptr<Impl> impl_;
 };
 
+// One request parsed from raw bytes with the server's own parser, limits and conversion (what a session does
+// before calling the handler; the HTTP fuzz target drives it). status 0: `request` is complete and valid;
+// otherwise the status the server answers before closing (400 malformed, 413 body, 431 headers) and why.
+// `incomplete` (status 0, no request) means the bytes end before the request does.
+struct ParsedHttpRequest {
+  int status = 0;
+  std::string message;
+  bool incomplete = false;
+  HttpRequest request;
+};
+ParsedHttpRequest parse_http_request(std::string_view raw, const HttpServerOptions& opts);
+
 // Status line reason phrase ("OK", "Not Found", ...).
 const char* http_reason(int status);
 

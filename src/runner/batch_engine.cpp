@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <mutex>
 #include <thread>
 #include <unordered_map>
@@ -20,6 +21,7 @@
 #include "model/deepseek_model.h"
 #include "model/quantize.h"
 #include "runner/batch_runner.h"
+#include "runner/fault_inject.h"
 
 namespace ds {
 namespace {
@@ -117,6 +119,7 @@ class BatchEngine final : public Engine {
       }
     }
     if (o.verbose) DS_INFO("KV cache: ", sc.num_pages, " pages of ", sc.page_size, " tokens (", max_total_tokens_, " tokens)");
+    on_fatal_ = o.on_fatal;
     loop_ = std::thread([this] { run_loop(); });
     return Status::ok();
   }
@@ -204,6 +207,7 @@ class BatchEngine final : public Engine {
     bool input_sent = false;
     bool stopped = false;
     std::string stop_matched;
+    std::string error;  // the runner failed this request (non-finite logits)
   };
   struct Outgoing {
     Callback callback;
@@ -245,10 +249,27 @@ class BatchEngine final : public Engine {
         }
       }
       if (!plan.empty()) {
-        std::vector<SeqOutput> outputs = runner_->execute(plan, info);
+        std::vector<SeqOutput> outputs;
+        try {
+          for (const auto& sq : plan.seqs)
+            if (fault_injected(FaultKind::kStepError, sq.req->rid))
+              throw std::runtime_error("injected step_error fault (DSERVE_FAULT_INJECT) for request " + sq.req->rid);
+          outputs = runner_->execute(plan, info);
+        } catch (const std::exception& e) {
+          fail_all(plan, e.what());
+          return;
+        }
         std::vector<SeqResult> results(plan.seqs.size());
         for (size_t i = 0; i < plan.seqs.size(); ++i) results[i].token = outputs[i].token;
         std::lock_guard<std::mutex> lock(mu_);
+        // Requests whose logits were not finite: recorded now, finished with the error after this step.
+        for (size_t i = 0; i < plan.seqs.size(); ++i) {
+          if (outputs[i].error.empty()) continue;
+          auto it = live_.find(plan.seqs[i].req->rid);
+          if (it == live_.end()) continue;
+          DS_ERROR("request ", it->first, ": ", outputs[i].error, "; failing it, the batch goes on");
+          it->second.error = outputs[i].error;
+        }
         // Input logprobs of prompt positions computed in this step.
         for (size_t i = 0; i < plan.seqs.size(); ++i) {
           auto it = live_.find(plan.seqs[i].req->rid);
@@ -260,6 +281,10 @@ class BatchEngine final : public Engine {
         std::vector<std::string> rids;
         for (const auto& sq : plan.seqs) rids.push_back(sq.req->rid);
         std::vector<RequestEvent> events = sched_->complete_step(plan, results);
+        for (size_t i = 0; i < rids.size(); ++i)
+          if (!outputs[i].error.empty() && live_.count(rids[i])) (void)sched_->abort(rids[i], outputs[i].error);
+        std::vector<RequestEvent> more = sched_->take_events();
+        events.insert(events.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
         out = convert(std::move(events), outputs, &rids);
       }
       deliver(out);
@@ -296,6 +321,14 @@ class BatchEngine final : public Engine {
         l.input_sent = true;
       }
       if (e.finished && l.stopped) e.reason = FinishReason{FinishReason::Kind::kStop, -1, l.stop_matched};
+      if (!l.error.empty()) {  // a failed sequence: its placeholder token is not output
+        e.new_tokens.clear();
+        e.output_logprobs.clear();
+        if (e.finished) {
+          e.error = l.error;
+          e.reason = FinishReason{FinishReason::Kind::kAbort, -1, l.error};
+        }
+      }
       out.push_back(Outgoing{l.callback, std::move(e)});
       if (ev.finished) {
         runner_->release(ev.rid);
@@ -303,6 +336,35 @@ class BatchEngine final : public Engine {
       }
     }
     return out;
+  }
+
+  // An engine step threw (an internal check, a CUDA error, an injected fault): the KV cache and the
+  // scheduler may be inconsistent, so every live request fails with the cause, the loop ends, and
+  // on_fatal tells the server to exit non-zero.
+  void fail_all(const StepPlan& plan, const std::string& what) {
+    std::vector<Outgoing> out;
+    std::string msg;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      std::string rids;
+      for (size_t i = 0; i < plan.seqs.size() && i < 8; ++i) rids += (i ? "," : "") + plan.seqs[i].req->rid;
+      DS_ERROR("engine step ", sched_->stats().num_steps, " failed (", plan.num_seqs(), " sequences, ", plan.num_tokens(),
+               " tokens; rids ", rids, plan.seqs.size() > 8 ? ",..." : "", "): ", what,
+               "; failing ", live_.size(), " live requests and stopping");
+      msg = "engine step failed: " + what;
+      for (auto& [rid, l] : live_) {
+        EngineEvent e;
+        e.rid = rid;
+        e.finished = true;
+        e.error = msg;
+        e.reason = FinishReason{FinishReason::Kind::kAbort, -1, msg};
+        out.push_back(Outgoing{l.callback, std::move(e)});
+      }
+      live_.clear();
+      stopping_ = true;  // submit() refuses from now on
+    }
+    deliver(out);
+    if (on_fatal_) on_fatal_(msg);
   }
 
   static void deliver(std::vector<Outgoing>& out) {
@@ -325,6 +387,7 @@ class BatchEngine final : public Engine {
   uint64_t num_requests_total_ = 0;
   bool stopping_ = false;
   bool events_pending_ = false;  // an abort produced events outside a step
+  std::function<void(const std::string&)> on_fatal_;
   std::thread loop_;
 };
 

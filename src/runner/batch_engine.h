@@ -2,6 +2,7 @@
 // Scheduler, executes them with DeepseekModel over the paged latent cache, samples, and reports events.
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -28,6 +29,9 @@ struct BatchEngineOptions {
   bool disable_cuda_graph = false;   // --disable-cuda-graph: eager decode on CUDA
   int32_t cuda_graph_max_bs = 0;     // --cuda-graph-max-bs (0: SGLang's default from GPU memory)
   bool verbose = true;               // loading progress on stderr
+  // Called once on the engine thread after a step failed (every live request already got an error event);
+  // the server should exit non-zero. Unset: the engine just stops.
+  std::function<void(const std::string&)> on_fatal;
 };
 
 Result<std::unique_ptr<Engine>> make_batch_engine(const BatchEngineOptions& opts);

@@ -3,6 +3,7 @@
 #include "runner/batch_runner.h"
 
 #include "runner/attn_metadata.h"
+#include "runner/fault_inject.h"
 
 #include <algorithm>
 #include <cmath>
@@ -128,6 +129,14 @@ std::vector<SeqOutput> BatchRunner::execute(const StepPlan& plan,
     // Sampling: penalties over the output so far, stop tokens masked until min_new_tokens.
     const SamplingParams& sp = req.sampling;
     std::copy(logits.f32() + r * vocab, logits.f32() + (r + 1) * vocab, work.begin());
+    // NaN-logit isolation (RELIABILITY.md): a non-finite row fails this request only; the others go on.
+    if (fault_injected(FaultKind::kNanLogits, req.rid)) work[vocab / 2] = std::numeric_limits<float>::quiet_NaN();
+    if (auto bad = std::find_if(work.begin(), work.end(), [](float v) { return !std::isfinite(v); }); bad != work.end()) {
+      out[s].token = 0;  // placeholder for the scheduler; the engine drops it and finishes the request
+      out[s].error = "non-finite logits (" + std::to_string(*bad) + " at token id " +
+                     std::to_string(bad - work.begin()) + ") at position " + std::to_string(pos);
+      continue;
+    }
     if (sp.frequency_penalty != 0.0f || sp.presence_penalty != 0.0f) {
       std::unordered_map<int32_t, int> counts;
       for (TokenId t : req.output()) ++counts[t];

@@ -26,6 +26,7 @@ struct SeqOutput {
   TokenLogprob logprob;                     // of `token`, when return_logprob
   // (prompt position, its logprob) for prompt positions this step computed, when requested
   std::vector<std::pair<int32_t, TokenLogprob>> input_logprobs;
+  std::string error;  // non-empty: this sequence's logits were not finite; the engine fails the request
 };
 
 class BatchRunner {

@@ -1,0 +1,84 @@
+// libFuzzer target: arbitrary bytes as the JSON body of /generate, /v1/completions and /v1/chat/completions
+// (src/http/api_request.*). A body is either refused with a 4xx error naming a message, or accepted with
+// values the engine can use: finite sampling values in range, n and logprobs within their limits.
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <string>
+
+#include "http/api_request.h"
+
+namespace {
+
+void require(bool ok, const char* what) {
+  if (ok) return;
+  std::fprintf(stderr, "fuzz_api_request: invariant violated: %s\n", what);
+  std::abort();
+}
+
+void check_error(const ds::ApiError& e) {
+  require(e.status >= 400 && e.status < 500, "a refused body gets a 4xx status");
+  require(!e.message.empty(), "a refused body gets a message");
+  (void)ds::dump_json(ds::error_json(e));  // must serialize whatever the message holds
+}
+
+void check_sampling(const ds::SamplingSpec& s) {
+  const ds::SamplingParams& e = s.engine;
+  require(e.max_new_tokens >= 0 && e.min_new_tokens >= 0, "token counts are non-negative");
+  require(!s.max_new_tokens_set || e.min_new_tokens <= e.max_new_tokens, "min_new_tokens <= max_new_tokens");
+  require(std::isfinite(e.temperature) && e.temperature >= 0.0f, "temperature finite and >= 0");
+  require(std::isfinite(e.top_p) && e.top_p > 0.0f && e.top_p <= 1.0f, "top_p in (0, 1]");
+  require(e.top_k == -1 || e.top_k >= 1, "top_k -1 or >= 1");
+  require(std::isfinite(e.min_p) && e.min_p >= 0.0f && e.min_p <= 1.0f, "min_p in [0, 1]");
+  require(std::isfinite(e.frequency_penalty) && std::isfinite(e.presence_penalty), "penalties finite");
+  require(std::isfinite(s.repetition_penalty) && std::isfinite(e.repetition_penalty), "repetition_penalty finite");
+  require(s.n >= 1 && s.n <= 128, "n in [1, 128]");
+}
+
+}  // namespace
+
+extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
+  const std::string text(reinterpret_cast<const char*>(data), size);
+  ds::Json body;
+  if (auto e = ds::parse_json_body(text, &body)) {
+    check_error(*e);
+    return 0;
+  }
+  require(body.is_object(), "an accepted body is an object");
+  {
+    ds::GenerateRequest g;
+    if (auto e = ds::parse_generate_request(body, &g)) {
+      check_error(*e);
+    } else {
+      require(!g.prompts.empty(), "a generate request has a prompt");
+      require(g.sampling.size() == g.prompts.size(), "one sampling spec per prompt");
+      require(g.rids.empty() || g.rids.size() == g.prompts.size(), "one rid per prompt");
+      for (const auto& s : g.sampling) check_sampling(s);
+      require(g.top_logprobs_num >= 0 && g.top_logprobs_num <= 1000, "top_logprobs_num in [0, 1000]");
+      require(g.logprob_start_len >= -1, "logprob_start_len >= -1");
+    }
+  }
+  {
+    ds::CompletionRequest c;
+    if (auto e = ds::parse_completion_request(body, &c)) {
+      check_error(*e);
+    } else {
+      require(!c.prompts.empty(), "a completion request has a prompt");
+      check_sampling(c.sampling);
+      require(c.logprobs >= -1 && c.logprobs <= 20, "logprobs in [-1, 20]");
+    }
+  }
+  {
+    ds::ChatRequest c;
+    if (auto e = ds::parse_chat_request(body, &c)) {
+      check_error(*e);
+    } else {
+      require(c.messages.is_array(), "chat messages are an array");
+      check_sampling(c.sampling);
+      require(c.top_logprobs >= 0 && c.top_logprobs <= 20, "top_logprobs in [0, 20]");
+      (void)ds::dump_json(c.messages);
+    }
+  }
+  return 0;
+}

@@ -1,0 +1,292 @@
+#!/usr/bin/env python3
+"""Reliability end to end (RELIABILITY.md): `dserve serve` on the bundled demo model (CPU) and on the fake engine,
+with test-only fault injection (DSERVE_FAULT_INJECT): a request with NaN logits fails alone while its batch
+goes on with unchanged tokens; an engine step that throws fails every live request cleanly and the process
+exits non-zero; --request-timeout aborts with an error and frees the pages; hostile inputs get a 400 naming
+the field; --api-key guards every route but /health; no HTTP field reaches the file system.
+Usage: reliability_test.py [path/to/dserve]."""
+import concurrent.futures
+import json
+import os
+import sys
+import tempfile
+import time
+import unittest
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import harness as H  # noqa: E402
+
+BINARY = H.dserve_binary(sys.argv)
+DEMO = os.path.join(H.SOURCE_DIR, "models", "dserve-demo")
+TOKENIZER = H.write_tiny_tokenizer(tempfile.mkdtemp(prefix="dserve_rel_tok_"))
+
+
+def start_with_env(args, env):
+    """Starts a server with extra environment variables (the fault injection)."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        return H.Server(BINARY, args).start()
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
+def greedy(prompt, n, rid=None, stream=False):
+    body = {"text": prompt, "sampling_params": {"max_new_tokens": n, "temperature": 0, "ignore_eos": True}}
+    if rid:
+        body["rid"] = rid
+    if stream:
+        body["stream"] = True
+    return body
+
+
+def pool_idle(server):
+    """No request running or waiting, and every KV slot in use belongs to the radix cache."""
+    s = H.engine_state(server)
+    return s["num_running_reqs"] == 0 and s["num_waiting_reqs"] == 0 and s["used_tokens"] == s["cached_tokens"]
+
+
+PROMPTS = ["What is 17 plus 25?", "Count: one two three", "The capital of France is", "12 * 12 ="]
+
+
+class NanLogitsTest(unittest.TestCase):
+    """nan_logits: requests whose rid contains 'poison' get a NaN logits row."""
+
+    def test_poisoned_request_fails_alone(self):
+        srv = start_with_env(["--model-path", DEMO, "--device", "cpu", "--enable-metrics"],
+                             {"DSERVE_FAULT_INJECT": "nan_logits:poison"})
+        try:
+            # Baseline: each healthy prompt alone.
+            want = {}
+            for p in PROMPTS:
+                r = H.post(srv, "/generate", greedy(p, 24))
+                self.assertEqual(r.status, 200, r)
+                want[p] = r.json()["output_ids"]
+                self.assertEqual(len(want[p]), 24)
+            # The same prompts in one batch with two poisoned requests (one streamed).
+            with concurrent.futures.ThreadPoolExecutor(8) as ex:
+                healthy = {p: ex.submit(H.post, srv, "/generate", greedy(p, 24)) for p in PROMPTS}
+                bad = ex.submit(H.post, srv, "/generate", greedy(PROMPTS[0], 24, rid="poison-1"))
+                bad_stream = ex.submit(H.stream, srv, "/generate", greedy(PROMPTS[1], 24, rid="poison-2", stream=True))
+                bad_chat = ex.submit(H.post, srv, "/v1/chat/completions",
+                                     {"messages": [{"role": "user", "content": "hi"}], "rid": "poison-3",
+                                      "max_tokens": 8})
+                for p, f in healthy.items():
+                    r = f.result()
+                    self.assertEqual(r.status, 200, r)
+                    self.assertEqual(r.json()["output_ids"], want[p], p)
+                r = bad.result()
+                self.assertEqual(r.status, 500, r)
+                err = r.json()["error"]
+                self.assertIn("non-finite logits", err["message"])
+                self.assertEqual(err["type"], "server_error")
+                status, events, done = bad_stream.result()
+                self.assertEqual(status, 200)
+                self.assertTrue(done)
+                errors = [e for e in events if "error" in e]
+                self.assertEqual(len(errors), 1, events[-3:])
+                self.assertIn("non-finite logits", errors[0]["error"]["message"])
+                self.assertEqual(events[-1]["meta_info"]["finish_reason"]["type"], "abort")
+                r = bad_chat.result()
+                self.assertEqual(r.status, 500, r)
+                self.assertIn("non-finite logits", r.json()["error"]["message"])
+            self.assertTrue(H.wait_until(lambda: pool_idle(srv), 10), H.engine_state(srv))
+            # Still serving, same tokens.
+            r = H.post(srv, "/generate", greedy(PROMPTS[2], 24))
+            self.assertEqual(r.json()["output_ids"], want[PROMPTS[2]])
+            self.assertTrue(any("non-finite logits" in l and "poison-1" in l for l in srv.stderr_lines),
+                            srv.stderr_lines[-5:])
+        finally:
+            self.assertEqual(srv.stop(), 0)
+
+
+class StepErrorTest(unittest.TestCase):
+    """step_error: the engine step running a request whose rid contains 'boom' throws."""
+
+    def test_step_error_fails_everything_and_exits_nonzero(self):
+        srv = start_with_env(["--model-path", DEMO, "--device", "cpu"], {"DSERVE_FAULT_INJECT": "step_error:boom"})
+        try:
+            with concurrent.futures.ThreadPoolExecutor(4) as ex:
+                long1 = ex.submit(H.post, srv, "/generate", greedy(PROMPTS[0], 3000))
+                long2 = ex.submit(H.stream, srv, "/generate", greedy(PROMPTS[1], 3000, stream=True))
+                # Both are decoding before the fatal request arrives.
+                self.assertTrue(H.wait_until(lambda: H.engine_state(srv)["num_running_reqs"] == 2, 30))
+                t0 = time.time()
+                boom = ex.submit(H.post, srv, "/generate", greedy(PROMPTS[2], 8, rid="boom"))
+                for f in (long1, boom):
+                    r = f.result(timeout=30)
+                    self.assertEqual(r.status, 500, r)
+                    self.assertIn("engine step failed", r.json()["error"]["message"])
+                status, events, done = long2.result(timeout=30)
+                self.assertEqual(status, 200)
+                self.assertTrue(any("engine step failed" in e.get("error", {}).get("message", "") for e in events))
+            code = srv.proc.wait(timeout=15)
+            self.assertLess(time.time() - t0, 15)
+            self.assertEqual(code, 1)
+            # The log names the cause with context: the step, the batch and the rid.
+            log = "\n".join(srv.stderr_lines)
+            self.assertRegex(log, r"engine step \d+ failed \(\d+ sequences, \d+ tokens; rids [^)]*boom")
+            self.assertIn("fatal engine error", log)
+        finally:
+            srv.stop()
+
+
+class RequestTimeoutTest(unittest.TestCase):
+    def test_fake_engine_timeout(self):
+        srv = H.Server(BINARY, H.fake_server_args(TOKENIZER, ["--request-timeout", "1", "--fake-step-us", "20000"])).start()
+        try:
+            self.assertEqual(H.engine_state(srv)["num_running_reqs"], 0)
+            t0 = time.time()
+            r = H.post(srv, "/generate", {"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 1000}})
+            self.assertLess(time.time() - t0, 5)
+            self.assertEqual(r.status, 500, r)
+            self.assertIn("timed out after 1 s (--request-timeout)", r.json()["error"]["message"])
+            status, events, done = H.stream(srv, "/v1/completions", {"prompt": "x", "max_tokens": 1000, "stream": True})
+            self.assertEqual(status, 200)
+            self.assertTrue(done)
+            self.assertIn("timed out", events[-2]["error"]["message"] if "error" in events[-2] else json.dumps(events[-3:]))
+            # Short requests are untouched.
+            r = H.post(srv, "/generate", {"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 5}})
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(len(r.json()["output_ids"]), 5)
+            self.assertTrue(H.wait_until(lambda: H.engine_state(srv)["num_running_reqs"] == 0, 5))
+        finally:
+            self.assertEqual(srv.stop(), 0)
+
+    def test_model_timeout_frees_pages(self):
+        srv = H.Server(BINARY, ["--model-path", DEMO, "--device", "cpu", "--request-timeout", "2",
+                                "--disable-radix-cache"]).start()
+        try:
+            with concurrent.futures.ThreadPoolExecutor(4) as ex:
+                fs = [ex.submit(H.post, srv, "/generate", greedy(p, 4000)) for p in PROMPTS[:3]]
+                for f in fs:
+                    r = f.result(timeout=30)
+                    self.assertEqual(r.status, 500, r)
+                    self.assertIn("timed out", r.json()["error"]["message"])
+            self.assertTrue(H.wait_until(lambda: H.engine_state(srv)["used_tokens"] == 0, 10),
+                            H.engine_state(srv))
+            r = H.post(srv, "/generate", greedy(PROMPTS[0], 4))
+            self.assertEqual(r.status, 200, r)
+        finally:
+            self.assertEqual(srv.stop(), 0)
+
+    def test_flag_validation(self):
+        import subprocess
+        for bad in ("-1", "99999999999"):
+            p = subprocess.run([BINARY, "serve", "--fake-engine", "--skip-tokenizer-init", "--port", "0",
+                                "--request-timeout", bad], capture_output=True, text=True, timeout=30)
+            self.assertNotEqual(p.returncode, 0)
+            self.assertIn("--request-timeout", p.stderr)
+
+
+class HostileInputTest(unittest.TestCase):
+    """The real tokenizer and engine (demo model): every bad input is a 400 naming the field; the server stays up."""
+    server = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = H.Server(BINARY, ["--model-path", DEMO, "--device", "cpu", "--api-key", "s3cret"]).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        assert cls.server.stop() == 0
+
+    def post(self, path, body):
+        return H.post(self.server, path, body, api_key="s3cret")
+
+    def assert_serving(self):
+        r = self.post("/generate", greedy("1 + 1 =", 2))
+        self.assertEqual(r.status, 200, r)
+
+    def test_bad_fields_name_the_field(self):
+        msgs = [{"role": "user", "content": "hi"}]
+        deep = "[" * 5000 + "]" * 5000
+        cases = [
+            # (path, raw body or object, field named in the error)
+            ("/generate", {"text": "x", "sampling_params": {"temperature": -1}}, "temperature"),
+            ("/generate", {"text": "x", "sampling_params": {"temperature": 1e309}}, None),  # inf: not JSON-able
+            ("/generate", b'{"text": "x", "sampling_params": {"temperature": 1e999}}', None),
+            ("/generate", b'{"text": "x", "sampling_params": {"top_p": NaN}}', None),
+            ("/generate", {"text": "x", "sampling_params": {"top_p": -0.5}}, "top_p"),
+            ("/generate", {"text": "x", "sampling_params": {"top_p": 1e-300}}, "top_p"),
+            ("/generate", {"text": "x", "sampling_params": {"repetition_penalty": 1e-300}}, "repetition_penalty"),
+            ("/generate", {"text": "x", "sampling_params": {"max_new_tokens": 10 ** 30}}, "max_new_tokens"),
+            ("/generate", {"text": "x", "sampling_params": {"max_new_tokens": 2 ** 31}}, "max_new_tokens"),
+            ("/generate", {"text": "x", "sampling_params": {"n": 100000}}, "n"),
+            ("/generate", {"input_ids": [10 ** 20]}, "input_ids"),
+            ("/generate", {"text": "x", "return_logprob": True, "top_logprobs_num": 10 ** 9}, "top_logprobs_num"),
+            ("/v1/completions", {"prompt": "x", "logprobs": 21}, "logprobs"),
+            ("/v1/completions", {"prompt": "x", "logprobs": -3}, "logprobs"),
+            ("/v1/completions", {"prompt": "x", "n": 0}, "n"),
+            ("/v1/completions", {"prompt": "x", "temperature": -0.01}, "temperature"),
+            ("/v1/chat/completions", {"messages": msgs, "top_logprobs": 21, "logprobs": True}, "top_logprobs"),
+            ("/v1/chat/completions", {"messages": msgs, "frequency_penalty": -2.5}, "frequency_penalty"),
+            ("/v1/chat/completions", {"messages": msgs, "max_tokens": 10 ** 12}, "max_tokens"),
+            ("/v1/chat/completions", b'{"messages": ' + deep.encode() + b"}", None),
+            ("/generate", b'{"text": ' + deep.encode() + b"}", None),
+            ("/generate", b'{"text": "\xff\xfe bad utf-8"}', None),
+            ("/v1/chat/completions", b'{"messages": [{"role": "user", "content": "\xc3\x28"}]}', None),
+            ("/generate", b'{"text": "\xed\xa0\x80 surrogate"}', None),
+            ("/generate", {"text": "x", "lora_path": "../../../../etc/passwd"}, "lora_path"),
+        ]
+        for path, body, field in cases:
+            with self.subTest(path=path, body=str(body)[:100]):
+                r = self.post(path, body)
+                self.assertEqual(r.status, 400, r)
+                err = r.json()["error"]
+                self.assertTrue(err["message"])
+                if field:
+                    self.assertIn(field, err["message"] + " " + str(err.get("param")))
+        self.assert_serving()
+
+    def test_special_token_only_prompts(self):
+        bos = "<｜begin▁of▁sentence｜>"
+        eos = "<｜end▁of▁sentence｜>"
+        for text in (bos * 50, eos * 50, (bos + eos) * 30):
+            with self.subTest(text=text[:40]):
+                r = self.post("/generate", greedy(text, 4))
+                self.assertEqual(r.status, 200, r)
+                self.assertEqual(len(r.json()["output_ids"]), 4)
+        r = self.post("/v1/chat/completions", {"messages": [{"role": "user", "content": eos * 20}], "max_tokens": 4})
+        self.assertEqual(r.status, 200, r)
+        self.assert_serving()
+
+    def test_model_names_never_reach_the_file_system(self):
+        for name in ("../../../../etc/passwd", "/etc/passwd", "models/../../etc", "%2e%2e%2fetc"):
+            with self.subTest(name=name):
+                r = self.post("/v1/completions", {"prompt": "x", "model": name, "max_tokens": 1})
+                self.assertEqual(r.status, 404, r)
+                self.assertNotIn("root:", r.body.decode("utf-8", "replace"))
+                r = H.request(self.server, "GET", "/v1/models/" + name, api_key="s3cret")
+                self.assertEqual(r.status, 404, r)
+        for path in ("/../../etc/passwd", "/v1/../../etc/passwd", "/%2e%2e/%2e%2e/etc/passwd", "//etc/passwd"):
+            with self.subTest(path=path):
+                r = H.request(self.server, "GET", path, api_key="s3cret")
+                self.assertEqual(r.status, 404, r)
+        self.assert_serving()
+
+    def test_api_key_on_every_route(self):
+        routes = [("GET", "/health_generate"), ("POST", "/generate"), ("PUT", "/generate"),
+                  ("POST", "/v1/completions"), ("POST", "/v1/chat/completions"), ("GET", "/v1/models"),
+                  ("GET", "/v1/models/x"), ("GET", "/get_model_info"), ("GET", "/get_server_info"),
+                  ("GET", "/server_info"), ("GET", "/flush_cache"), ("POST", "/flush_cache"),
+                  ("POST", "/v1/tokenize"), ("POST", "/v1/detokenize"), ("POST", "/abort_request"),
+                  ("GET", "/generate")]  # a wrong method is refused for the key first
+        for method, path in routes:
+            # (A trailing space would be optional whitespace that HTTP strips from header values.)
+            for key in (None, "wrong", "s3cre", "s3cretX", "S3CRET", "s3cret\tx"):
+                with self.subTest(method=method, path=path, key=key):
+                    r = H.request(self.server, method, path, {"text": "x"} if method != "GET" else None, api_key=key)
+                    self.assertEqual(r.status, 401, r)
+        self.assertEqual(H.request(self.server, "GET", "/health").status, 200)
+        r = H.request(self.server, "GET", "/get_server_info", api_key="s3cret")
+        self.assertEqual(r.status, 200)
+        self.assertEqual(r.json()["host"], "127.0.0.1")  # the default bind is loopback
+
+
+if __name__ == "__main__":
+    unittest.main(argv=[sys.argv[0]] + [a for a in sys.argv[1:] if a.startswith("-")], verbosity=2)
