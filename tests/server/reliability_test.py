@@ -183,6 +183,33 @@ class RequestTimeoutTest(unittest.TestCase):
             self.assertIn("--request-timeout", p.stderr)
 
 
+class CheckpointPathTest(unittest.TestCase):
+    """A checkpoint index cannot point the loader outside the checkpoint directory (--model-path is operator input,
+    but a downloaded checkpoint is not trusted)."""
+
+    def test_weight_map_traversal_refused(self):
+        import shutil
+        import subprocess
+        for bad in ("../../../../etc/passwd", "/etc/passwd", "sub/../../model-00001-of-00002.safetensors"):
+            with self.subTest(file=bad):
+                d = tempfile.mkdtemp(prefix="dserve_rel_ckpt_")
+                try:
+                    shutil.copy(os.path.join(DEMO, "config.json"), d)
+                    with open(os.path.join(DEMO, "model.safetensors.index.json")) as f:
+                        index = json.load(f)
+                    first = next(iter(index["weight_map"]))
+                    index["weight_map"][first] = bad
+                    with open(os.path.join(d, "model.safetensors.index.json"), "w") as f:
+                        json.dump(index, f)
+                    p = subprocess.run([BINARY, "generate", "--model-path", d, "--device", "cpu", "--input-ids", "1,2",
+                                        "--max-new-tokens", "1"], capture_output=True, text=True, timeout=120)
+                    self.assertNotEqual(p.returncode, 0, p.stdout)
+                    self.assertIn("invalid file name", p.stderr)
+                    self.assertIn(first, p.stderr)
+                finally:
+                    shutil.rmtree(d)
+
+
 class HostileInputTest(unittest.TestCase):
     """The real tokenizer and engine (demo model): every bad input is a 400 naming the field; the server stays up."""
     server = None
@@ -289,4 +316,7 @@ class HostileInputTest(unittest.TestCase):
 
 
 if __name__ == "__main__":
-    unittest.main(argv=[sys.argv[0]] + [a for a in sys.argv[1:] if a.startswith("-")], verbosity=2)
+    rest = sys.argv[1:]
+    if rest and not rest[0].startswith("-"):
+        rest = rest[1:]  # the binary; test names (e.g. NanLogitsTest) may follow
+    unittest.main(argv=[sys.argv[0]] + rest, verbosity=2)
