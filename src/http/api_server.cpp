@@ -95,6 +95,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
   void send_error(HttpResponder& out, const std::string& route, const ApiError& e) {
     HttpHeaders extra;
     if (e.status == 401) extra.emplace_back("WWW-Authenticate", "Bearer");
+    if (e.status == 503) extra.emplace_back("Retry-After", "1");  // overloaded, loading or draining: retry soon
     send_json(out, route, e.status, error_json(e), extra);
   }
   void send_text(HttpResponder& out, const std::string& route, int status, std::string body,

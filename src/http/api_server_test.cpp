@@ -592,6 +592,7 @@ TEST_F(ApiServerTest, OverloadedServerAnswers503) {
   HttpReply r = post("/generate", R"({"input_ids": [3], "sampling_params": {"max_new_tokens": 1}})");
   EXPECT_EQ(r.status, 503) << r.body;
   EXPECT_EQ(Json::parse(r.body)["error"]["type"], "service_unavailable");
+  EXPECT_EQ(r.headers["retry-after"], "1");
   a.close();
   b.close();
   ASSERT_TRUE(wait_for([&] { return engine_->num_live() == 0; }));
