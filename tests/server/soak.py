@@ -72,7 +72,7 @@ def main():
     ap.add_argument("--json-out", default="")
     ap.add_argument("serve_args", nargs="*", help="after --: serve flags (default: the demo model on the CPU)")
     a = ap.parse_args()
-    # Default: the demo model on the CPU with a small KV pool (4096 tokens), so that the load also retracts.
+    # Default: the demo model on the CPU with a small KV pool (4096 tokens).
     serve_args = a.serve_args or ["--model-path", os.path.join(H.SOURCE_DIR, "models", "dserve-demo"), "--device", "cpu",
                                   "--max-total-tokens", "4096"]
     serve_args = serve_args + ["--max-queued-requests", str(a.max_queued), "--enable-metrics", "--skip-tokenizer-init"]
