@@ -1,0 +1,175 @@
+// Block-FP8 kernels (see fp8_gemm.h): activation quantization and the small-M tensor-core GEMM.
+#include "kernels/fp8_gemm.h"
+
+#include <cuda_bf16.h>
+#include <cuda_fp8.h>
+
+namespace ds::kernels {
+namespace {
+
+// The reference's scale: max(amax, 1e-4) / 448, or exp2(ceil(log2(s))) for ue8m0 (same formula as the CPU so
+// the two agree bit for bit on ordinary values).
+__device__ __forceinline__ float block_scale(float amax, bool ue8m0) {
+  const float s = fmaxf(amax, 1e-4f) / 448.0f;
+  return ue8m0 ? exp2f(ceilf(log2f(s))) : s;
+}
+
+__device__ __forceinline__ uint8_t to_e4m3(float v) {
+  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
+}
+
+// One warp per (token, 128-group); each lane owns 4 consecutive channels.
+__global__ void quant_act_kernel(Fp8QuantParams p) {
+  const int64_t groups = p.Kp / 128;
+  const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (warp >= p.M * groups) return;
+  const int64_t m = warp / groups, g = warp % groups;
+  float v[4];
+  float amax = 0.0f;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int64_t k = g * 128 + lane * 4 + j;
+    float x = 0.0f;
+    if (k < p.K) {
+      x = p.x_f32 ? static_cast<const float*>(p.x)[m * p.ldx + k]
+                  : __bfloat162float(static_cast<const __nv_bfloat16*>(p.x)[m * p.ldx + k]);
+    }
+    v[j] = x;
+    amax = fmaxf(amax, fabsf(x));
+  }
+#pragma unroll
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  const float s = block_scale(amax, p.ue8m0);
+  uint32_t packed = 0;
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const int64_t k = g * 128 + lane * 4 + j;
+    const uint8_t b = k < p.K ? to_e4m3(__fdiv_rn(v[j], s)) : 0;
+    packed |= static_cast<uint32_t>(b) << (8 * j);
+  }
+  reinterpret_cast<uint32_t*>(p.q + m * p.Kp + g * 128)[lane] = packed;
+  if (lane == 0) p.s[p.s_m_major ? g * p.s_ld + m : m * p.s_ld + g] = s;
+}
+
+__device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ uint4 load_stream(const uint8_t* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
+}
+
+constexpr int kWarps = 8;
+
+// CTA = 16 weight rows (the mma's M side) x all tokens (NT tiles of 8 on the mma's N side); its 8 warps split
+// the K blocks and reduce through shared memory. Within a 128-deep K block a lane streams 32 contiguous bytes
+// of weight rows g and g + 8 (g = lane / 4) and of token g; the k order inside the block is permuted the same
+// way for both operands, so each mma still sums matching products. Per block: partial (fp32) * sx * sw, as
+// the reference does.
+template <int NT>
+__global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(Fp8GemmSmallMParams p) {
+  __shared__ float red[kWarps][NT * 4][32];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const int g = lane >> 2, tig = lane & 3;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * 16;
+  const int64_t kblocks = p.Kp / 128;
+  const float* sw_row = p.sw + (n0 / 128) * kblocks;
+  const uint8_t* w0 = p.w + (n0 + g) * p.Kp + tig * 32;
+  const uint8_t* w1 = w0 + 8 * p.Kp;
+
+  float acc[NT][4];
+#pragma unroll
+  for (int t = 0; t < NT; ++t)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[t][c] = 0.0f;
+
+  for (int64_t kb = warp; kb < kblocks; kb += kWarps) {
+    const int64_t off = kb * 128;
+    uint4 ra = load_stream(w0 + off), rb = load_stream(w0 + off + 16);
+    uint4 sa = load_stream(w1 + off), sb = load_stream(w1 + off + 16);
+    const uint32_t r[8] = {ra.x, ra.y, ra.z, ra.w, rb.x, rb.y, rb.z, rb.w};
+    const uint32_t s[8] = {sa.x, sa.y, sa.z, sa.w, sb.x, sb.y, sb.z, sb.w};
+    const float swv = __ldg(sw_row + kb);
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const int64_t m = t * 8 + g;  // the token this lane loads (B operand column g)
+      uint4 qa = make_uint4(0, 0, 0, 0), qb = qa;
+      if (m < p.M) {
+        const uint4* qp = reinterpret_cast<const uint4*>(p.q + m * p.Kp + off + tig * 32);
+        qa = __ldg(qp);
+        qb = __ldg(qp + 1);
+      }
+      const uint32_t q[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
+      float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+      for (int j = 0; j < 4; ++j) mma_e4m3(part, r[2 * j], s[2 * j], r[2 * j + 1], s[2 * j + 1], q[2 * j], q[2 * j + 1]);
+      // C fragment: part[0..1] = rows g, tokens 2 tig + {0, 1}; part[2..3] = rows g + 8, same tokens.
+      const int64_t m0 = t * 8 + tig * 2;
+      const float sx0 = m0 < p.M ? __ldg(p.sx + m0 * p.sx_ld + kb) : 0.0f;
+      const float sx1 = m0 + 1 < p.M ? __ldg(p.sx + (m0 + 1) * p.sx_ld + kb) : 0.0f;
+      acc[t][0] += part[0] * sx0 * swv;
+      acc[t][1] += part[1] * sx1 * swv;
+      acc[t][2] += part[2] * sx0 * swv;
+      acc[t][3] += part[3] * sx1 * swv;
+    }
+  }
+
+#pragma unroll
+  for (int t = 0; t < NT; ++t)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) red[warp][t * 4 + c][lane] = acc[t][c];
+  __syncthreads();
+  __nv_bfloat16* d = static_cast<__nv_bfloat16*>(p.d);
+  for (int idx = threadIdx.x; idx < NT * 4 * 32; idx += kWarps * 32) {
+    const int tc = idx / 32, l = idx % 32;
+    float sum = 0.0f;
+#pragma unroll
+    for (int w = 0; w < kWarps; ++w) sum += red[w][tc][l];
+    const int t = tc / 4, c = tc % 4;
+    const int64_t n = n0 + (l >> 2) + (c >= 2 ? 8 : 0);
+    const int64_t m = t * 8 + (l & 3) * 2 + (c & 1);
+    if (m < p.M && n < p.N) d[m * p.ldd + n] = __float2bfloat16(sum);
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_fp8_quant_act(const Fp8QuantParams& p, cudaStream_t stream) {
+  if (p.Kp % 128 != 0 || p.Kp < p.K || p.M < 0) return cudaErrorInvalidValue;
+  if (p.M == 0) return cudaSuccess;
+  const int64_t warps = p.M * (p.Kp / 128);
+  const int64_t threads = 256;
+  const int64_t blocks = (warps * 32 + threads - 1) / threads;
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  quant_act_kernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_fp8_gemm_small_m(const Fp8GemmSmallMParams& p, cudaStream_t stream) {
+  if (p.M < 0 || p.M > kFp8SmallMMax || p.Np % 128 != 0 || p.Kp % 128 != 0 || p.N > p.Np || p.Kp == 0)
+    return cudaErrorInvalidValue;
+  if ((reinterpret_cast<uintptr_t>(p.q) | reinterpret_cast<uintptr_t>(p.w)) % 16 != 0) return cudaErrorMisalignedAddress;
+  if (p.M == 0 || p.N == 0) return cudaSuccess;
+  const dim3 grid(static_cast<unsigned>((p.N + 15) / 16)), block(kWarps * 32);
+  if (p.M <= 8)
+    gemm_small_m_kernel<1><<<grid, block, 0, stream>>>(p);
+  else if (p.M <= 16)
+    gemm_small_m_kernel<2><<<grid, block, 0, stream>>>(p);
+  else if (p.M <= 32)
+    gemm_small_m_kernel<4><<<grid, block, 0, stream>>>(p);
+  else
+    gemm_small_m_kernel<8><<<grid, block, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace ds::kernels

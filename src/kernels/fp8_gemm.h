@@ -1,0 +1,43 @@
+// Block-FP8 (DeepSeek W8A8) kernels: per-token-per-128 activation quantization and the small-M (decode)
+// block-scaled GEMM on tensor cores (mma.sync e4m3, fp32 accumulation, bf16 out). Semantics are
+// ops/fp8.h's reference (quantize_activations_fp8, linear_w8a8_reference). Raw pointers, no allocation.
+#pragma once
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+namespace ds::kernels {
+
+// q[m, k] = e4m3(x[m, k] / s[m, k / 128]) with s = max(amax, 1e-4) / 448 (ue8m0: next power of two up),
+// for k < K; columns K..Kp of q are zero (Kp % 128 == 0, Kp >= K; the padded groups get the floor scale).
+// Scales go to s[g * s_ld + m] when s_m_major (cuBLASLt VEC128 layout), else s[m * s_ld + g].
+struct Fp8QuantParams {
+  const void* x;  // [M, K] row stride ldx, bf16 (x_f32 = false) or f32
+  bool x_f32 = false;
+  int64_t ldx = 0;
+  int64_t M = 0, K = 0, Kp = 0;
+  uint8_t* q = nullptr;  // [M, Kp] row stride Kp
+  float* s = nullptr;
+  int64_t s_ld = 0;
+  bool s_m_major = false;
+  bool ue8m0 = false;
+};
+cudaError_t launch_fp8_quant_act(const Fp8QuantParams& p, cudaStream_t stream);
+
+// d[m, n] (bf16, n < N, m < M) = sum over kb of (sum_k q[m, k] w[n, k]) * sx[m * sx_ld + kb] * sw[n / 128, kb]
+// with q, sx from launch_fp8_quant_act (s_m_major = false). w is e4m3 [Np, Kp] row-major with Np % 128 == 0,
+// Kp % 128 == 0 (zero padding), sw fp32 [Np / 128, Kp / 128]. M <= 64. 16-byte aligned q and w.
+struct Fp8GemmSmallMParams {
+  const uint8_t* q = nullptr;
+  const float* sx = nullptr;
+  int64_t sx_ld = 0;
+  const uint8_t* w = nullptr;
+  const float* sw = nullptr;
+  void* d = nullptr;  // bf16 [M, ldd]
+  int64_t ldd = 0;
+  int64_t M = 0, N = 0, Np = 0, Kp = 0;
+};
+constexpr int64_t kFp8SmallMMax = 64;
+cudaError_t launch_fp8_gemm_small_m(const Fp8GemmSmallMParams& p, cudaStream_t stream);
+
+}  // namespace ds::kernels

@@ -1,0 +1,194 @@
+// Native block-FP8 linears on CUDA (see fp8_linear.h): weight preparation with padding, activation
+// quantization, and the small-M kernel / cuBLASLt block-scaled dispatch.
+#include "ops/cuda/fp8_linear.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "kernels/fp8_gemm.h"
+#include "ops/cuda/cuda_runtime.h"
+
+#define DS_FP8_CUBLAS_CHECK(expr)                                                                   \
+  do {                                                                                              \
+    cublasStatus_t ds_st_ = (expr);                                                                 \
+    DS_CHECK(ds_st_ == CUBLAS_STATUS_SUCCESS, #expr, ": cublas status ", static_cast<int>(ds_st_)); \
+  } while (0)
+
+namespace ds {
+namespace {
+
+constexpr size_t kWorkspaceBytes = 32u << 20;
+int64_t round_up(int64_t v, int64_t m) { return (v + m - 1) / m * m; }
+
+}  // namespace
+
+Fp8Weight prepare_fp8_weight(const LinearWeight& host) {
+  DS_CHECK(host.is_block_fp8() && host.block_n == 128 && host.block_k == 128 &&
+               host.weight.dtype() == DType::kF8E4M3 && host.scale_inv.dtype() == DType::kF32,
+           "prepare_fp8_weight needs an e4m3 weight with 128x128 F32 block scales, got ", host.weight.describe());
+  Fp8Weight w;
+  w.N = host.out_features();
+  w.K = host.in_features();
+  w.Np = round_up(w.N, 128);
+  w.Kp = round_up(w.K, 128);
+  const int64_t nb = w.Np / 128, kb = w.Kp / 128;
+  DS_CHECK(host.scale_inv.ndim() == 2 && host.scale_inv.dim(0) == nb && host.scale_inv.dim(1) == kb,
+           "fp8 scale grid ", host.scale_inv.describe(), " for weight ", host.weight.describe());
+  Tensor hw = host.weight.device() == Device::kCpu ? host.weight : cuda_download(host.weight);
+  Tensor hs = host.scale_inv.device() == Device::kCpu ? host.scale_inv : cuda_download(host.scale_inv);
+  Tensor pw = Tensor::empty({w.Np, w.Kp}, DType::kF8E4M3);
+  std::memset(pw.data(), 0, pw.nbytes());
+  for (int64_t r = 0; r < w.N; ++r)
+    std::memcpy(pw.data_as<uint8_t>() + r * w.Kp, hw.data_as<uint8_t>() + r * w.K, static_cast<size_t>(w.K));
+  Tensor st = Tensor::empty({kb, nb}, DType::kF32);
+  for (int64_t i = 0; i < nb; ++i)
+    for (int64_t j = 0; j < kb; ++j) st.f32()[j * nb + i] = hs.f32()[i * kb + j];
+  w.w = cuda_upload(pw);
+  w.sw = cuda_upload(hs);
+  w.sw_t = cuda_upload(st);
+  return w;
+}
+
+struct Fp8Gemm::Plan {
+  cublasLtMatmulDesc_t op = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
+  cublasLtMatmulAlgo_t algo{};
+  ~Plan() {
+    if (d) cublasLtMatrixLayoutDestroy(d);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (op) cublasLtMatmulDescDestroy(op);
+  }
+};
+
+Fp8Gemm::Fp8Gemm() {
+  DS_FP8_CUBLAS_CHECK(cublasLtCreate(&handle_));
+  workspace_bytes_ = kWorkspaceBytes;
+  DS_CUDA_CHECK(cudaMallocAsync(&workspace_, workspace_bytes_, cuda_stream()));
+  if (const char* e = std::getenv("DSERVE_FP8_SMALL_M_MAX")) {
+    const long v = std::strtol(e, nullptr, 10);
+    if (v >= 0 && v <= kernels::kFp8SmallMMax) small_m_max_ = v;
+  }
+  if (const char* e = std::getenv("DSERVE_FP8_LT_LAYOUT")) lt_layout_ = static_cast<int>(std::strtol(e, nullptr, 10)) & 3;
+}
+
+Fp8Gemm::~Fp8Gemm() {
+  plans_.clear();
+  if (workspace_) cudaFreeAsync(workspace_, cuda_stream());
+  if (handle_) cublasLtDestroy(handle_);
+}
+
+// Column-major view: Dᵀ[Np, M] = Wᵀ... i.e. A = W stored [Np, Kp] row-major = column-major Kp x Np with
+// TRANSA = T, B = q [M, Kp] row-major = column-major Kp x M, D [M, Np] row-major = column-major Np x M (the
+// "TN" form Hopper's FP8 GEMMs require). A's scales: BLK128x128; B's: VEC128 along K.
+Fp8Gemm::Plan& Fp8Gemm::plan_for(int64_t M, int64_t Np, int64_t Kp) {
+  char key[96];
+  std::snprintf(key, sizeof(key), "%lld %lld %lld %d", static_cast<long long>(M), static_cast<long long>(Np),
+                static_cast<long long>(Kp), lt_layout_);
+  auto it = plans_.find(key);
+  if (it != plans_.end()) return *it->second;
+  auto plan = std::make_unique<Plan>();
+  DS_FP8_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+  const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
+  DS_FP8_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
+  DS_FP8_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
+  const cublasLtMatmulMatrixScale_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
+  const cublasLtMatmulMatrixScale_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+  DS_FP8_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode)));
+  DS_FP8_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)));
+  DS_FP8_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_8F_E4M3, Kp, Np, Kp));
+  DS_FP8_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_8F_E4M3, Kp, M, Kp));
+  DS_FP8_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->d, CUDA_R_16BF, Np, M, Np));
+  cublasLtMatmulPreference_t pref;
+  DS_FP8_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+  const uint64_t ws = workspace_bytes_;
+  DS_FP8_CUBLAS_CHECK(
+      cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st =
+      cublasLtMatmulAlgoGetHeuristic(handle_, plan->op, plan->a, plan->b, plan->d, plan->d, pref, 1, &result, &found);
+  cublasLtMatmulPreferenceDestroy(pref);
+  DS_CHECK(st == CUBLAS_STATUS_SUCCESS && found > 0, "cuBLASLt has no block-scaled FP8 algorithm for M ", M, " N ", Np,
+           " K ", Kp, " (status ", static_cast<int>(st), ")");
+  plan->algo = result.algo;
+  return *plans_.emplace(key, std::move(plan)).first->second;
+}
+
+void Fp8Gemm::run_cublaslt(const void* q, const float* sx, const Fp8Weight& w, int64_t M, void* d,
+                           cudaStream_t stream) {
+  if (M == 0) return;
+  std::lock_guard<std::mutex> lock(mu_);
+  Plan& p = plan_for(M, w.Np, w.Kp);
+  const void* a_scale = (lt_layout_ & 2) ? w.sw_t.data() : w.sw.data();
+  const void* b_scale = sx;
+  DS_FP8_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale)));
+  DS_FP8_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof(b_scale)));
+  const float alpha = 1.0f, beta = 0.0f;
+  DS_FP8_CUBLAS_CHECK(cublasLtMatmul(handle_, p.op, &alpha, w.w.data(), p.a, q, p.b, &beta, d, p.d, d, p.d, &p.algo,
+                                     workspace_, workspace_bytes_, stream));
+}
+
+Tensor Fp8Gemm::linear(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path path) {
+  DS_CHECK(x.device() == Device::kCuda && x.ndim() == 2 && x.dim(1) == w.K &&
+               (x.dtype() == DType::kBF16 || x.dtype() == DType::kF32),
+           "fp8 linear x ", x.describe(), " for weight [", w.N, ", ", w.K, "]");
+  const int64_t M = x.dim(0);
+  Tensor y = Tensor::empty({M, w.N}, DType::kBF16, Device::kCuda);
+  if (M == 0) return y;
+  if (path == Fp8Path::kAuto) path = M <= small_m_max_ ? Fp8Path::kSmallM : Fp8Path::kCublasLt;
+  DS_CHECK(path != Fp8Path::kSmallM || M <= kernels::kFp8SmallMMax, "fp8 small-M kernel with M = ", M);
+  cudaStream_t stream = cuda_stream();
+  const int64_t kb = w.Kp / 128;
+  Tensor q = Tensor::empty({M, w.Kp}, DType::kF8E4M3, Device::kCuda);
+  kernels::Fp8QuantParams qp;
+  qp.x = x.data();
+  qp.x_f32 = x.dtype() == DType::kF32;
+  qp.ldx = w.K;
+  qp.M = M;
+  qp.K = w.K;
+  qp.Kp = w.Kp;
+  qp.q = q.data_as<uint8_t>();
+  qp.ue8m0 = ue8m0;
+  if (path == Fp8Path::kSmallM) {
+    Tensor sx = Tensor::empty({M, kb}, DType::kF32, Device::kCuda);
+    qp.s = sx.f32();
+    qp.s_ld = kb;
+    qp.s_m_major = false;
+    DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, stream));
+    kernels::Fp8GemmSmallMParams gp;
+    gp.q = q.data_as<uint8_t>();
+    gp.sx = sx.f32();
+    gp.sx_ld = kb;
+    gp.w = w.w.data_as<uint8_t>();
+    gp.sw = w.sw.f32();
+    gp.d = y.data();
+    gp.ldd = w.N;
+    gp.M = M;
+    gp.N = w.N;
+    gp.Np = w.Np;
+    gp.Kp = w.Kp;
+    DS_CUDA_CHECK(kernels::launch_fp8_gemm_small_m(gp, stream));
+    return y;
+  }
+  const bool m_major = (lt_layout_ & 1) != 0;
+  const int64_t sld = m_major ? lt_scale_ld(M) : kb;
+  Tensor sx = Tensor::empty({m_major ? kb : M, m_major ? sld : kb}, DType::kF32, Device::kCuda);
+  qp.s = sx.f32();
+  qp.s_ld = sld;
+  qp.s_m_major = m_major;
+  DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, stream));
+  if (w.Np == w.N) {
+    run_cublaslt(q.data(), sx.f32(), w, M, y.data(), stream);
+  } else {
+    Tensor tmp = Tensor::empty({M, w.Np}, DType::kBF16, Device::kCuda);
+    run_cublaslt(q.data(), sx.f32(), w, M, tmp.data(), stream);
+    DS_CUDA_CHECK(cudaMemcpy2DAsync(y.data(), w.N * 2, tmp.data(), w.Np * 2, w.N * 2, M, cudaMemcpyDeviceToDevice,
+                                    stream));
+  }
+  return y;
+}
+
+}  // namespace ds

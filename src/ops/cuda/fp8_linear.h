@@ -1,0 +1,73 @@
+// Native block-FP8 (W8A8) linears on CUDA: weights kept as e4m3 + fp32 128x128 block scales on the device
+// (padded to multiples of 128 at prepare time), activations quantized per token per 128 channels, then the
+// small-M tensor-core kernel (decode) or cuBLASLt's block-scaled FP8 GEMM (VEC128_32F activations,
+// BLK128x128_32F weights) for large M. bf16 output. Semantics: ops/fp8.h linear_w8a8_reference.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include "core/tensor.h"
+#include "ops/linear_weight.h"
+
+namespace ds {
+
+struct Fp8Weight {
+  Tensor w;     // F8_E4M3 [Np, Kp] on the device, zero padding
+  Tensor sw;    // F32 [Np / 128, Kp / 128] (row-major, K blocks fastest)
+  Tensor sw_t;  // F32 [Kp / 128, Np / 128] (the transposed scale grid, for the cuBLASLt layout probe)
+  int64_t N = 0, K = 0, Np = 0, Kp = 0;
+  bool defined() const { return w.defined(); }
+};
+
+// Uploads a host block-FP8 weight (block 128x128) with padding. Ragged edges keep their own scale block, so
+// the scale grid is unchanged by padding.
+Fp8Weight prepare_fp8_weight(const LinearWeight& host);
+
+enum class Fp8Path { kAuto, kSmallM, kCublasLt };
+
+class Fp8Gemm {
+ public:
+  Fp8Gemm();
+  ~Fp8Gemm();
+  Fp8Gemm(const Fp8Gemm&) = delete;
+  Fp8Gemm& operator=(const Fp8Gemm&) = delete;
+
+  // y[M, N] bf16 = W8A8(x, w); x bf16 (or f32) [M, K] on the device, contiguous rows.
+  Tensor linear(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path path = Fp8Path::kAuto);
+
+  // Largest M the small-M kernel takes under kAuto (env DSERVE_FP8_SMALL_M_MAX, default 64, at most 64).
+  int64_t small_m_max() const { return small_m_max_; }
+
+  // cuBLASLt scale-tensor layouts (a probe for the first device run; 0 is the documented default):
+  // bit 0: activation scales K-block-major [Kp/128][M4] (set, default) vs token-major [M][Kp/128];
+  // bit 1: weight scales transposed [Kp/128][Np/128] vs [Np/128][Kp/128] (default).
+  void set_lt_layout(int layout) { lt_layout_ = layout; }
+  int lt_layout() const { return lt_layout_; }
+
+  // The cuBLASLt block-scaled GEMM on already quantized operands (benchmarks): q [M, Kp] e4m3, sx as
+  // described by lt_layout (ld = round_up(M, 4) when K-block-major), d bf16 [M, Np].
+  void run_cublaslt(const void* q, const float* sx, const Fp8Weight& w, int64_t M, void* d, cudaStream_t stream);
+
+  // Row stride of the activation scales for cuBLASLt at this M.
+  static int64_t lt_scale_ld(int64_t M) { return (M + 3) / 4 * 4; }
+
+ private:
+  struct Plan;
+  Plan& plan_for(int64_t M, int64_t Np, int64_t Kp);
+
+  cublasLtHandle_t handle_ = nullptr;
+  void* workspace_ = nullptr;
+  size_t workspace_bytes_ = 0;
+  int64_t small_m_max_ = 64;
+  int lt_layout_ = 1;
+  std::mutex mu_;
+  std::map<std::string, std::unique_ptr<Plan>> plans_;
+};
+
+}  // namespace ds
