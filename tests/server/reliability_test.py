@@ -50,6 +50,9 @@ def pool_idle(server):
     return s["num_running_reqs"] == 0 and s["num_waiting_reqs"] == 0 and s["used_tokens"] == s["cached_tokens"]
 
 
+# The CPU backend computes each row the same way whatever the batch; on CUDA (DSERVE_TEST_SERVE_ARGS="--device
+# cuda", scripts/device/rel.sh) only a prefix of the greedy tokens is compared.
+EXACT_BATCHING = "cuda" not in os.environ.get("DSERVE_TEST_SERVE_ARGS", "")
 PROMPTS = ["What is 17 plus 25?", "Count: one two three", "The capital of France is", "12 * 12 ="]
 
 
@@ -78,7 +81,11 @@ class NanLogitsTest(unittest.TestCase):
                 for p, f in healthy.items():
                     r = f.result()
                     self.assertEqual(r.status, 200, r)
-                    self.assertEqual(r.json()["output_ids"], want[p], p)
+                    if EXACT_BATCHING:
+                        self.assertEqual(r.json()["output_ids"], want[p], p)
+                    else:  # batch-size dependent GEMM tiling may flip a near-tie later on
+                        self.assertEqual(len(r.json()["output_ids"]), 24)
+                        self.assertEqual(r.json()["output_ids"][:4], want[p][:4], p)
                 r = bad.result()
                 self.assertEqual(r.status, 500, r)
                 err = r.json()["error"]
@@ -97,7 +104,7 @@ class NanLogitsTest(unittest.TestCase):
             self.assertTrue(H.wait_until(lambda: pool_idle(srv), 10), H.engine_state(srv))
             # Still serving, same tokens.
             r = H.post(srv, "/generate", greedy(PROMPTS[2], 24))
-            self.assertEqual(r.json()["output_ids"], want[PROMPTS[2]])
+            self.assertEqual(r.json()["output_ids"], want[PROMPTS[2]])  # alone again: the same rows
             self.assertTrue(any("non-finite logits" in l and "poison-1" in l for l in srv.stderr_lines),
                             srv.stderr_lines[-5:])
         finally:
