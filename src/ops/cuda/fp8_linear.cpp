@@ -51,6 +51,47 @@ Fp8Weight prepare_fp8_weight(const LinearWeight& host) {
   return w;
 }
 
+bool fp8_scales_are_pow2(const Tensor& scales) {
+  Tensor h = scales.device() == Device::kCpu ? scales : cuda_download(scales);
+  for (int64_t i = 0; i < h.numel(); ++i) {
+    uint32_t b;
+    std::memcpy(&b, h.f32() + i, 4);
+    if ((b & 0x7fffffu) != 0 || (b >> 23) == 0 || (b >> 31) != 0) return false;
+  }
+  return h.numel() > 0;
+}
+
+LinearWeight Fp8Gemm::prepare(const LinearWeight& host) {
+  Registered r;
+  r.w = prepare_fp8_weight(host);
+  r.ue8m0 = fp8_scales_are_pow2(host.scale_inv);
+  LinearWeight out;
+  auto keep = std::make_shared<Tensor>(r.w.w);
+  out.weight = Tensor::wrap(r.w.w.data(), {r.w.N, r.w.K}, DType::kF8E4M3, Device::kCuda, keep);
+  out.scale_inv = r.w.sw;
+  out.block_n = 128;
+  out.block_k = 128;
+  std::lock_guard<std::mutex> lock(reg_mu_);
+  registry_[r.w.w.data()] = std::move(r);
+  return out;
+}
+
+bool Fp8Gemm::owns(const LinearWeight& w) const {
+  std::lock_guard<std::mutex> lock(reg_mu_);
+  return w.weight.defined() && registry_.count(w.weight.data()) > 0;
+}
+
+Tensor Fp8Gemm::linear(const Tensor& x, const LinearWeight& prepared) {
+  const Registered* r = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(reg_mu_);
+    auto it = registry_.find(prepared.weight.data());
+    DS_CHECK(it != registry_.end(), "fp8 linear: weight ", prepared.weight.describe(), " was not prepared by Fp8Gemm");
+    r = &it->second;  // std::map nodes are stable
+  }
+  return linear(x, r->w, r->ue8m0, Fp8Path::kAuto);
+}
+
 struct Fp8Gemm::Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;

@@ -25,6 +25,9 @@ struct Fp8Weight {
   bool defined() const { return w.defined(); }
 };
 
+// True when every scale of the grid is a power of two (then activations use ue8m0 scales too).
+bool fp8_scales_are_pow2(const Tensor& host_scales);
+
 // Uploads a host block-FP8 weight (block 128x128) with padding. Ragged edges keep their own scale block, so
 // the scale grid is unchanged by padding.
 Fp8Weight prepare_fp8_weight(const LinearWeight& host);
@@ -40,6 +43,15 @@ class Fp8Gemm {
 
   // y[M, N] bf16 = W8A8(x, w); x bf16 (or f32) [M, K] on the device, contiguous rows.
   Tensor linear(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path path = Fp8Path::kAuto);
+
+  // CudaOps' hooks. prepare: uploads `host` (block-FP8) and returns a LinearWeight whose weight is a
+  // [N, K] F8_E4M3 view of the padded device copy (row stride Kp: only this class may read it) and whose
+  // scale_inv is the device scale grid; the padded weight is kept in a registry keyed by its data pointer.
+  // Activation scales are ue8m0 when every weight scale is a power of two (checkpoints with scale_fmt ue8m0
+  // and --quantization fp8 under ue8m0; the op interface carries no config).
+  LinearWeight prepare(const LinearWeight& host);
+  bool owns(const LinearWeight& w) const;
+  Tensor linear(const Tensor& x, const LinearWeight& prepared);
 
   // Largest M the small-M kernel takes under kAuto (env DSERVE_FP8_SMALL_M_MAX, default 64, at most 64).
   int64_t small_m_max() const { return small_m_max_; }
@@ -68,6 +80,12 @@ class Fp8Gemm {
   int lt_layout_ = 1;
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<Plan>> plans_;
+  struct Registered {
+    Fp8Weight w;
+    bool ue8m0 = false;
+  };
+  mutable std::mutex reg_mu_;
+  std::map<const void*, Registered> registry_;
 };
 
 }  // namespace ds

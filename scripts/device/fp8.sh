@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Native block-FP8 (issue 7): the fp8 CUDA-vs-CPU consistency tests (ds_ops_cuda_gpu_test --gtest_filter
+# 'Fp8GemmGpu.*'), compute-sanitizer memcheck on the fast ones, then dserve_fp8_gemm_bench at DeepSeek-V3
+# shapes. Binaries: .devbin/fp8/ (else .devbin/). Logs: $OUT/fp8_test.log, fp8_memcheck.log, fp8_gemm.log,
+# fp8_gemm.csv. Keeps going after a failure; under 3 minutes.
+set -u
+cd "$(dirname "$0")/../.."
+B=.devbin/fp8
+[ -x "$B/ds_ops_cuda_gpu_test" ] || [ -x "$B/dserve_fp8_gemm_bench" ] || B=.devbin
+OUT=${OUT:-/tmp/fp8_out}
+mkdir -p "$OUT"
+export DSERVE_SOURCE_DIR=$PWD
+SUM=$OUT/fp8_summary.log
+: > "$SUM"
+
+step() {  # name seconds log cmd...
+  local name=$1 secs=$2 log=$3
+  shift 3
+  local start=$(date +%s)
+  if [ ! -x "$1" ]; then
+    echo "== $name: missing $1" | tee -a "$SUM"
+    return
+  fi
+  timeout --kill-after=5 "$secs" "$@" > "$log" 2>&1
+  local rc=$?
+  echo "== $name rc=$rc ($(( $(date +%s) - start )) s) -> $log" | tee -a "$SUM"
+}
+
+step tests 60 "$OUT/fp8_test.log" "$B/ds_ops_cuda_gpu_test" --gtest_filter='Fp8GemmGpu.*'
+grep -E "^(LAYOUT|ERR )|FAILED|PASSED" "$OUT/fp8_test.log" | head -80 >> "$SUM"
+if command -v compute-sanitizer > /dev/null; then
+  step memcheck 70 "$OUT/fp8_memcheck.log" compute-sanitizer --tool memcheck --error-exitcode 9 \
+    "$B/ds_ops_cuda_gpu_test" --gtest_filter='Fp8GemmGpu.ActivationQuantizationIsBitExact:Fp8GemmGpu.CublasLtScaleLayoutProbe:Fp8GemmGpu.AutoDispatchBothSides'
+  tail -3 "$OUT/fp8_memcheck.log" >> "$SUM"
+else
+  echo "== memcheck: no compute-sanitizer" | tee -a "$SUM"
+fi
+step bench 90 "$OUT/fp8_gemm.log" "$B/dserve_fp8_gemm_bench" --csv "$OUT/fp8_gemm.csv"
+grep -E "^device|FAILED" "$OUT/fp8_gemm.log" >> "$SUM"
+cat "$SUM"

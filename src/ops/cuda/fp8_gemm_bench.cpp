@@ -1,0 +1,229 @@
+// dserve_fp8_gemm_bench: block-FP8 linears at DeepSeek-V3 shapes (issue 7) for M = 1, 8, 64, 256, 4096:
+// ours (quantize + small-M kernel for M <= 64, else quantize + cuBLASLt, as the dispatch does), cuBLASLt
+// block-scaled FP8 alone (pre-quantized operands) and cuBLASLt bf16, each as us, TFLOP/s, GB/s and fraction
+// of roofline (max(bytes / copy bandwidth, flops / peak), copy bandwidth measured in this run). Weights rotate
+// over enough copies to defeat the 50 MB L2. Usage: dserve_fp8_gemm_bench [--csv PATH] [--filter SUBSTR]
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "ops/cuda/cublaslt_gemm.h"
+#include "ops/cuda/cuda_runtime.h"
+#include "ops/cuda/fp8_linear.h"
+
+namespace ds {
+namespace {
+
+constexpr double kPeakFp8 = 1302e12;  // block-scaled FP8 8192^3, ../shared/DEVICE.md (re-check per run)
+constexpr double kPeakBf16 = 788e12;  // bf16 8192^3
+
+struct BenchShape {
+  const char* name;
+  int64_t n, k;
+};
+
+void fill_bytes(void* dev, size_t n, uint32_t seed, bool e4m3) {
+  std::vector<uint8_t> h(n);
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull | 1;
+  for (size_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    uint8_t b = static_cast<uint8_t>(x >> 24);
+    if (e4m3) b &= 0xBF;  // exponent <= 7: finite, never NaN, moderate magnitude
+    h[i] = b;
+  }
+  DS_CUDA_CHECK(cudaMemcpy(dev, h.data(), n, cudaMemcpyHostToDevice));
+}
+
+void fill_bf16(void* dev, size_t n, uint32_t seed) {
+  std::vector<uint16_t> h(n);
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull | 1;
+  for (size_t i = 0; i < n; ++i) {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    // bf16 with exponent 120..127 (|v| in [2^-7, 2)), random sign and mantissa.
+    h[i] = static_cast<uint16_t>(((x >> 40) & 0x807F) | ((120 + ((x >> 32) & 7)) << 7));
+  }
+  DS_CUDA_CHECK(cudaMemcpy(dev, h.data(), n * 2, cudaMemcpyHostToDevice));
+}
+
+template <typename F>
+double time_us(F&& f, int iters) {
+  cudaStream_t s = cuda_stream();
+  for (int i = 0; i < 3; ++i) f(i);
+  cudaEvent_t e0, e1;
+  DS_CUDA_CHECK(cudaEventCreate(&e0));
+  DS_CUDA_CHECK(cudaEventCreate(&e1));
+  std::vector<float> ms;
+  for (int r = 0; r < 5; ++r) {
+    DS_CUDA_CHECK(cudaEventRecord(e0, s));
+    for (int i = 0; i < iters; ++i) f(i);
+    DS_CUDA_CHECK(cudaEventRecord(e1, s));
+    DS_CUDA_CHECK(cudaEventSynchronize(e1));
+    float t;
+    DS_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
+    ms.push_back(t / iters);
+  }
+  cudaEventDestroy(e0);
+  cudaEventDestroy(e1);
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2] * 1e3;
+}
+
+double copy_bandwidth() {
+  const size_t bytes = size_t{1} << 30;
+  void *a, *b;
+  DS_CUDA_CHECK(cudaMalloc(&a, bytes));
+  DS_CUDA_CHECK(cudaMalloc(&b, bytes));
+  DS_CUDA_CHECK(cudaMemset(a, 1, bytes));
+  const double us = time_us([&](int) { DS_CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, cuda_stream())); }, 3);
+  DS_CUDA_CHECK(cudaFree(a));
+  DS_CUDA_CHECK(cudaFree(b));
+  return 2.0 * bytes / (us * 1e-6);
+}
+
+}  // namespace
+}  // namespace ds
+
+int main(int argc, char** argv) {
+  using namespace ds;
+  std::string csv_path, filter;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) {
+      csv_path = argv[++i];
+    } else if (!std::strcmp(argv[i], "--filter") && i + 1 < argc) {
+      filter = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: %s [--csv PATH] [--filter SUBSTR]\n", argv[0]);
+      return 2;
+    }
+  }
+  init_cuda_device(0);
+  cudaDeviceProp prop;
+  DS_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
+  const double bw = copy_bandwidth();
+  std::printf("device %s, %d SMs; d2d copy %.0f GB/s (read + write); peaks assumed fp8 %.0f / bf16 %.0f TFLOP/s\n",
+              prop.name, prop.multiProcessorCount, bw / 1e9, kPeakFp8 / 1e12, kPeakBf16 / 1e12);
+  FILE* csv = csv_path.empty() ? nullptr : std::fopen(csv_path.c_str(), "w");
+  if (!csv_path.empty() && !csv) std::fprintf(stderr, "cannot write %s\n", csv_path.c_str());
+  if (csv) {
+    std::fprintf(csv, "kernel,shape,M,N,K,impl,us,TFLOPs,GBps,frac_roofline,copy_GBps\n");
+    std::fprintf(csv, "fp8_gemm,copy,0,0,0,d2d_copy,0,0,%.1f,1,%.1f\n", bw / 1e9, bw / 1e9);
+  }
+
+  const BenchShape shapes[] = {{"q_a_kv_a", 2112, 7168},   {"q_b", 24576, 1536},        {"o_proj", 7168, 16384},
+                          {"dense_gate_up", 36864, 7168}, {"dense_down", 7168, 18432}, {"expert_gate_up", 4096, 7168},
+                          {"expert_down", 7168, 2048}};
+  const int64_t ms[] = {1, 8, 64, 256, 4096};
+  Fp8Gemm fp8;
+  CublasLtGemm bf16;
+  for (const BenchShape& sh : shapes) {
+    if (!filter.empty() && std::string(sh.name).find(filter) == std::string::npos) continue;
+    const int64_t Np = (sh.n + 127) / 128 * 128, Kp = (sh.k + 127) / 128 * 128;
+    const size_t wbytes = static_cast<size_t>(Np) * Kp;
+    const int copies = static_cast<int>(std::clamp<size_t>((size_t{200} << 20) / wbytes + 1, 1, 16));
+    std::vector<Fp8Weight> ws(copies);
+    for (int c = 0; c < copies; ++c) {
+      Fp8Weight& w = ws[c];
+      w.N = sh.n;
+      w.K = sh.k;
+      w.Np = Np;
+      w.Kp = Kp;
+      w.w = Tensor::empty({Np, Kp}, DType::kF8E4M3, Device::kCuda);
+      fill_bytes(w.w.data(), wbytes, 17 + c, true);
+      std::vector<float> s(static_cast<size_t>(Np / 128 * Kp / 128));
+      for (size_t i = 0; i < s.size(); ++i) s[i] = 1e-3f * (1 + i % 7);
+      w.sw = Tensor::empty({Np / 128, Kp / 128}, DType::kF32, Device::kCuda);
+      DS_CUDA_CHECK(cudaMemcpy(w.sw.data(), s.data(), s.size() * 4, cudaMemcpyHostToDevice));
+      w.sw_t = w.sw;  // same grid values suffice for timing
+    }
+    const int bcopies = static_cast<int>(std::clamp<size_t>((size_t{200} << 20) / (wbytes * 2) + 1, 1, 8));
+    std::vector<Tensor> wb(bcopies);
+    for (int c = 0; c < bcopies; ++c) {
+      wb[c] = Tensor::empty({sh.n, sh.k}, DType::kBF16, Device::kCuda);
+      fill_bf16(wb[c].data(), static_cast<size_t>(sh.n) * sh.k, 31 + c);
+    }
+    for (int64_t M : ms) {
+      Tensor x = Tensor::empty({M, sh.k}, DType::kBF16, Device::kCuda);
+      fill_bf16(x.data(), static_cast<size_t>(M) * sh.k, 5);
+      const double flops = 2.0 * M * sh.n * sh.k;
+      const int iters = flops > 1e12 ? 5 : 20;
+      // Pre-quantized operands for cuBLASLt alone.
+      Tensor q = Tensor::empty({M, Kp}, DType::kF8E4M3, Device::kCuda);
+      fill_bytes(q.data(), static_cast<size_t>(M) * Kp, 9, true);
+      const int64_t sld = Fp8Gemm::lt_scale_ld(M);
+      Tensor sx = Tensor::empty({Kp / 128, sld}, DType::kF32, Device::kCuda);
+      {
+        std::vector<float> s(static_cast<size_t>(sx.numel()), 1e-2f);
+        DS_CUDA_CHECK(cudaMemcpy(sx.data(), s.data(), s.size() * 4, cudaMemcpyHostToDevice));
+      }
+      Tensor dpad = Tensor::empty({M, Np}, DType::kBF16, Device::kCuda);
+      Tensor dbf = Tensor::empty({M, sh.n}, DType::kBF16, Device::kCuda);
+
+      struct Row {
+        const char* impl;
+        double us, bytes, peak;
+      };
+      std::vector<Row> rows;
+      const double act_out = static_cast<double>(M) * sh.k + static_cast<double>(M) * sh.n * 2;
+      const double fp8_bytes = static_cast<double>(wbytes) + wbytes / 16384.0 * 4 + act_out + M * sh.k * 2;
+      try {
+        rows.push_back({"ours", time_us([&](int i) { fp8.linear(x, ws[i % copies], false); }, iters), fp8_bytes, kPeakFp8});
+      } catch (const std::exception& e) {
+        std::printf("%s M=%lld ours FAILED: %s\n", sh.name, static_cast<long long>(M), e.what());
+      }
+      try {
+        rows.push_back({"cublaslt_fp8",
+                        time_us([&](int i) { fp8.run_cublaslt(q.data(), sx.f32(), ws[i % copies], M, dpad.data(), cuda_stream()); },
+                                iters),
+                        static_cast<double>(wbytes) + wbytes / 16384.0 * 4 + act_out, kPeakFp8});
+      } catch (const std::exception& e) {
+        std::printf("%s M=%lld cublaslt_fp8 FAILED: %s\n", sh.name, static_cast<long long>(M), e.what());
+      }
+      try {
+        rows.push_back({"cublaslt_bf16",
+                        time_us(
+                            [&](int i) {
+                              GemmArgs g;
+                              g.x = x.data();
+                              g.ldx = sh.k;
+                              g.w = wb[i % bcopies].data();
+                              g.ldw = sh.k;
+                              g.d = dbf.data();
+                              g.ldd = sh.n;
+                              g.M = M;
+                              g.N = sh.n;
+                              g.K = sh.k;
+                              bf16.run(g, cuda_stream());
+                            },
+                            iters),
+                        2.0 * sh.n * sh.k + 2.0 * M * sh.k + 2.0 * M * sh.n, kPeakBf16});
+      } catch (const std::exception& e) {
+        std::printf("%s M=%lld cublaslt_bf16 FAILED: %s\n", sh.name, static_cast<long long>(M), e.what());
+      }
+      for (const Row& r : rows) {
+        const double roof_us = std::max(r.bytes / bw, flops / r.peak) * 1e6;
+        const double tf = flops / (r.us * 1e-6) / 1e12, gbs = r.bytes / (r.us * 1e-6) / 1e9;
+        std::printf("fp8_gemm %-15s M=%-5lld N=%-6lld K=%-6lld %-14s %9.2f us %8.1f TFLOP/s %7.0f GB/s %5.1f%% roofline\n",
+                    sh.name, static_cast<long long>(M), static_cast<long long>(sh.n), static_cast<long long>(sh.k), r.impl,
+                    r.us, tf, gbs, 100.0 * roof_us / r.us);
+        if (csv)
+          std::fprintf(csv, "fp8_gemm,%s,%lld,%lld,%lld,%s,%.2f,%.2f,%.1f,%.3f,%.1f\n", sh.name, static_cast<long long>(M),
+                       static_cast<long long>(sh.n), static_cast<long long>(sh.k), r.impl, r.us, tf, gbs, roof_us / r.us,
+                       bw / 1e9);
+      }
+      std::fflush(stdout);
+      if (csv) std::fflush(csv);
+    }
+  }
+  if (csv) std::fclose(csv);
+  DS_CUDA_CHECK(cudaDeviceSynchronize());
+  return 0;
+}

@@ -1,0 +1,181 @@
+// CUDA-vs-CPU consistency of the native block-FP8 path (ops/cuda/fp8_linear.h, kernels/fp8_gemm.h):
+// activation quantization bit-exact against quantize_activations_fp8, both GEMM paths (small-M tensor-core
+// kernel, cuBLASLt block-scaled) against linear_w8a8_reference at ragged N/K, ue8m0 included. Every new
+// device allocation is NaN-poisoned, so unwritten outputs show up.
+#include <cmath>
+#include <cstdio>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "kernels/fp8_gemm.h"
+#include "ops/cuda/fp8_linear.h"
+#include "ops/cuda/gpu_test_util.h"
+#include "ops/fp8.h"
+
+namespace ds {
+namespace {
+
+// Bound for the GEMM paths vs the reference: both see the same e4m3 operands and scales (quantization is
+// bit-exact), so only the fp32 summation order inside a 128-block and the bf16 rounding of the output
+// (2^-9 relative) differ. max |diff| / max |y| <= 1e-2 and ||diff|| / ||y|| <= 4e-3.
+constexpr double kMaxRel = 1e-2, kL2Rel = 4e-3;
+
+class Fp8GemmGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    init_cuda_device(0);
+    set_cuda_alloc_poison(true);
+  }
+  void TearDown() override { set_cuda_alloc_poison(false); }
+};
+
+LinearWeight random_fp8_weight(int64_t n, int64_t k, bool ue8m0, std::mt19937& rng) {
+  // Per-row magnitudes differ so the block scales differ.
+  Tensor w = test::randn({n, k}, rng, 0.05f);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t j = 0; j < k; ++j) w.f32()[i * k + j] *= 1.0f + static_cast<float>((i * 7 + j / 128) % 5);
+  return quantize_weight_fp8(w, 128, 128, ue8m0);
+}
+
+TEST_F(Fp8GemmGpu, ActivationQuantizationIsBitExact) {
+  std::mt19937 rng(11);
+  for (bool ue8m0 : {false, true})
+    for (int64_t K : {576, 1000, 1536})
+      for (bool m_major : {false, true}) {
+        const int64_t M = 37, Kp = (K + 127) / 128 * 128, G = Kp / 128, Kg = (K + 127) / 128;
+        Tensor xf = test::randn({M, K}, rng, 2.0f);
+        for (int64_t j = 0; j < K; ++j) xf.f32()[5 * K + j] = 0.0f;  // an all-zero token hits the 1e-4 floor
+        Tensor xd = test::to_device(xf);
+        Tensor q = Tensor::empty({M, Kp}, DType::kF8E4M3, Device::kCuda);
+        const int64_t sld = m_major ? Fp8Gemm::lt_scale_ld(M) : G;
+        Tensor s = Tensor::empty({m_major ? G : M, sld}, DType::kF32, Device::kCuda);
+        kernels::Fp8QuantParams p;
+        p.x = xd.data();
+        p.ldx = K;
+        p.M = M;
+        p.K = K;
+        p.Kp = Kp;
+        p.q = q.data_as<uint8_t>();
+        p.s = s.f32();
+        p.s_ld = sld;
+        p.s_m_major = m_major;
+        p.ue8m0 = ue8m0;
+        ASSERT_EQ(kernels::launch_fp8_quant_act(p, cuda_stream()), cudaSuccess);
+        Tensor qh = cuda_download(q), sh = cuda_download(s);
+        Tensor rq, rs;
+        quantize_activations_fp8(xf, 128, ue8m0, &rq, &rs);
+        int64_t bad_q = 0, bad_pad = 0, bad_s = 0;
+        for (int64_t m = 0; m < M; ++m) {
+          for (int64_t k = 0; k < Kp; ++k) {
+            const uint8_t got = qh.data_as<uint8_t>()[m * Kp + k];
+            if (k < K)
+              bad_q += got != rq.data_as<uint8_t>()[m * K + k];
+            else
+              bad_pad += got != 0;
+          }
+          for (int64_t g = 0; g < Kg; ++g) {
+            const float got = sh.f32()[m_major ? g * sld + m : m * sld + g];
+            bad_s += got != rs.f32()[m * Kg + g];
+          }
+        }
+        EXPECT_EQ(bad_q, 0) << "K " << K << " ue8m0 " << ue8m0 << " m_major " << m_major;
+        EXPECT_EQ(bad_pad, 0) << "K " << K;
+        EXPECT_EQ(bad_s, 0) << "K " << K << " ue8m0 " << ue8m0 << " m_major " << m_major;
+      }
+}
+
+struct Shape3 {
+  int64_t n, k;
+};
+
+void check_gemm(Fp8Gemm& gemm, Fp8Path path, const Shape3& sh, int64_t M, bool ue8m0, std::mt19937& rng) {
+  LinearWeight hw = random_fp8_weight(sh.n, sh.k, ue8m0, rng);
+  Fp8Weight w = prepare_fp8_weight(hw);
+  Tensor xf = test::randn({M, sh.k}, rng, 1.0f);
+  if (M > 2)
+    for (int64_t j = 0; j < sh.k; ++j) xf.f32()[1 * sh.k + j] *= 30.0f;  // one outlier token
+  Tensor xd = test::to_device(xf);
+  Tensor y = gemm.linear(xd, w, ue8m0, path);
+  Tensor want = linear_w8a8_reference(xf, hw, ue8m0);
+  char what[128];
+  std::snprintf(what, sizeof(what), "fp8 %s M=%lld N=%lld K=%lld%s", path == Fp8Path::kSmallM ? "small_m" : "cublaslt",
+                static_cast<long long>(M), static_cast<long long>(sh.n), static_cast<long long>(sh.k),
+                ue8m0 ? " ue8m0" : "");
+  DS_EXPECT_CLOSE(test::to_host_f32(y), want, kMaxRel, kL2Rel, what);
+}
+
+// Ragged shapes: the fused q_a + kv_a output (2112 = 16.5 blocks) scaled down to 264 rows, K = 1000 (ragged
+// last block), kv_b-like 576 x 1536, and a K = 7168 / 4 block-aligned one.
+const Shape3 kShapes[] = {{264, 1000}, {576, 1536}, {2112, 448}, {384, 1792}};
+
+TEST_F(Fp8GemmGpu, SmallMKernelMatchesReference) {
+  Fp8Gemm gemm;
+  std::mt19937 rng(3);
+  for (const Shape3& sh : kShapes)
+    for (int64_t M : {1, 3, 8, 13, 33, 64}) check_gemm(gemm, Fp8Path::kSmallM, sh, M, false, rng);
+  for (int64_t M : {1, 8, 64}) check_gemm(gemm, Fp8Path::kSmallM, kShapes[0], M, true, rng);
+}
+
+// Which cuBLASLt scale layout matches (informational: the first device run tells the right one); the default
+// layout must be one of them.
+TEST_F(Fp8GemmGpu, CublasLtScaleLayoutProbe) {
+  std::mt19937 rng(5);
+  const int64_t M = 65, N = 256, K = 512;
+  LinearWeight hw = random_fp8_weight(N, K, false, rng);
+  Fp8Weight w = prepare_fp8_weight(hw);
+  Tensor xf = test::randn({M, K}, rng, 1.0f);
+  for (int64_t j = 0; j < K; ++j) xf.f32()[3 * K + j] *= 30.0f;
+  Tensor xd = test::to_device(xf);
+  Tensor want = linear_w8a8_reference(xf, hw, false);
+  Fp8Gemm gemm;
+  const int def = gemm.lt_layout();
+  bool default_ok = false;
+  for (int layout = 0; layout < 4; ++layout) {
+    gemm.set_lt_layout(layout);
+    test::Err e = test::compare(test::to_host_f32(gemm.linear(xd, w, false, Fp8Path::kCublasLt)), want);
+    const bool ok = e.nan == 0 && e.max_rel <= kMaxRel && e.l2_rel <= kL2Rel;
+    std::printf("LAYOUT %d %s %s\n", layout, ok ? "MATCH" : "no", e.str().c_str());
+    if (layout == def) default_ok = ok;
+  }
+  EXPECT_TRUE(default_ok) << "default cuBLASLt scale layout " << def << " does not match; see LAYOUT lines";
+}
+
+TEST_F(Fp8GemmGpu, CublasLtMatchesReference) {
+  Fp8Gemm gemm;
+  std::mt19937 rng(4);
+  for (const Shape3& sh : kShapes)
+    for (int64_t M : {1, 3, 8, 64, 65, 300}) check_gemm(gemm, Fp8Path::kCublasLt, sh, M, false, rng);
+  for (int64_t M : {8, 65, 300}) check_gemm(gemm, Fp8Path::kCublasLt, kShapes[0], M, true, rng);
+}
+
+TEST_F(Fp8GemmGpu, AutoDispatchBothSides) {
+  Fp8Gemm gemm;
+  std::mt19937 rng(6);
+  for (int64_t M : {gemm.small_m_max(), gemm.small_m_max() + 1})
+    check_gemm(gemm, Fp8Path::kAuto, kShapes[1], M, false, rng);
+}
+
+// CudaOps' hooks: prepare() keeps e4m3 + scales on the device and infers ue8m0 activation scales from
+// power-of-two weight scales; linear() on the prepared view matches the reference with that flag.
+TEST_F(Fp8GemmGpu, PreparedHooksInferUe8m0) {
+  Fp8Gemm gemm;
+  std::mt19937 rng(8);
+  for (bool ue8m0 : {false, true}) {
+    LinearWeight hw = random_fp8_weight(264, 1000, ue8m0, rng);
+    EXPECT_EQ(fp8_scales_are_pow2(hw.scale_inv), ue8m0);
+    LinearWeight pw = gemm.prepare(hw);
+    EXPECT_TRUE(gemm.owns(pw));
+    EXPECT_EQ(pw.out_features(), 264);
+    EXPECT_EQ(pw.in_features(), 1000);
+    for (int64_t M : {2, 100}) {
+      Tensor xf = test::randn({M, 1000}, rng, 1.0f);
+      Tensor y = gemm.linear(test::to_device(xf), pw);
+      DS_EXPECT_CLOSE(test::to_host_f32(y), linear_w8a8_reference(xf, hw, ue8m0), kMaxRel, kL2Rel,
+                      std::string("fp8 prepared M=") + std::to_string(M) + (ue8m0 ? " ue8m0" : ""));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ds
