@@ -80,6 +80,25 @@ __global__ void silu_mul_kernel(const __nv_bfloat16* gu, __nv_bfloat16* out, int
   }
 }
 
+// 8 outputs per thread (16-byte loads of gate and up, one 16-byte store): inter % 8 == 0, aligned data.
+__global__ void silu_mul_vec_kernel(const uint4* gu, uint4* out, int64_t rows, int64_t inter8) {
+  const int64_t n = rows * inter8;
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
+    const int64_t r = i / inter8, c = i % inter8;
+    const uint4 gv = gu[r * 2 * inter8 + c], uv = gu[r * 2 * inter8 + inter8 + c];
+    const __nv_bfloat16* g8 = reinterpret_cast<const __nv_bfloat16*>(&gv);
+    const __nv_bfloat16* u8 = reinterpret_cast<const __nv_bfloat16*>(&uv);
+    uint4 o;
+    __nv_bfloat16* o8 = reinterpret_cast<__nv_bfloat16*>(&o);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      const float g = __bfloat162float(g8[j]), u = __bfloat162float(u8[j]);
+      o8[j] = __float2bfloat16(g / (1.0f + expf(-g)) * u);
+    }
+    out[i] = o;
+  }
+}
+
 // Copies `cols` units of type U per row (U = the widest type that divides every offset).
 template <class U>
 __global__ void copy_cols_kernel(const U* in, U* out, int64_t rows, int64_t cols, int64_t in_stride,
@@ -132,6 +151,57 @@ __global__ void log_softmax_kernel(const void* logits, ElemType type, float* out
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += expf(load_elem(logits, type, base + i) - mx);
   const float lse = mx + logf(block_sum(s, scratch));
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) out[base + i] = load_elem(logits, type, base + i) - lse;
+}
+
+constexpr int kLsThreads = 256;
+constexpr int kLsPerThread = 8;
+constexpr int64_t kLsChunk = kLsThreads * kLsPerThread;  // logits per block of the split log-softmax
+
+// Split log-softmax, pass 1: block (row, chunk) keeps its chunk in registers and writes the chunk's max m and
+// sum of exp(x - m) (-inf logits add 0, so a chunk of only -inf gives (-inf, 0); NaN propagates).
+__global__ void __launch_bounds__(kLsThreads) log_softmax_stats_kernel(const void* logits, ElemType type,
+                                                                     float2* part, int64_t n, int64_t chunks) {
+  __shared__ float scratch[33];
+  const int64_t row = blockIdx.x / chunks, c = blockIdx.x % chunks;
+  const int64_t base = row * n, first = c * kLsChunk;
+  float v[kLsPerThread];
+  float mx = -INFINITY;
+#pragma unroll
+  for (int j = 0; j < kLsPerThread; ++j) {
+    const int64_t i = first + j * kLsThreads + threadIdx.x;
+    v[j] = i < n ? load_elem(logits, type, base + i) : -INFINITY;
+    mx = fmaxf(mx, v[j]);
+  }
+  mx = block_max(mx, scratch);
+  float s = 0.0f;
+#pragma unroll
+  for (int j = 0; j < kLsPerThread; ++j) s += v[j] == -INFINITY ? 0.0f : expf(v[j] - mx);
+  s = block_sum(s, scratch);
+  if (threadIdx.x == 0) part[blockIdx.x] = make_float2(mx, s);
+}
+
+// Pass 2: block (row, chunk) combines the row's partials into logsumexp and writes its chunk.
+__global__ void __launch_bounds__(kLsThreads) log_softmax_out_kernel(const void* logits, ElemType type,
+                                                                   const float2* part, float* out, int64_t n,
+                                                                   int64_t chunks) {
+  __shared__ float scratch[33];
+  const int64_t row = blockIdx.x / chunks, c = blockIdx.x % chunks;
+  const float2* pr = part + row * chunks;
+  float mx = -INFINITY;
+  for (int64_t j = threadIdx.x; j < chunks; j += kLsThreads) mx = fmaxf(mx, pr[j].x);
+  mx = block_max(mx, scratch);
+  float s = 0.0f;
+  for (int64_t j = threadIdx.x; j < chunks; j += kLsThreads) {
+    const float2 q = pr[j];
+    s += q.y == 0.0f ? 0.0f : q.y * expf(q.x - mx);
+  }
+  const float lse = mx + logf(block_sum(s, scratch));
+  const int64_t base = row * n, first = c * kLsChunk;
+#pragma unroll
+  for (int j = 0; j < kLsPerThread; ++j) {
+    const int64_t i = first + j * kLsThreads + threadIdx.x;
+    if (i < n) out[base + i] = load_elem(logits, type, base + i) - lse;
+  }
 }
 
 __global__ void absorb_split_kernel(AbsorbSplitParams p) {
@@ -195,6 +265,11 @@ cudaError_t launch_add_inplace(void* acc, const void* x, ElemType type, int64_t 
 
 cudaError_t launch_silu_mul(const void* gate_up, void* out, int64_t rows, int64_t inter, cudaStream_t stream) {
   if (rows * inter == 0) return cudaSuccess;
+  if (inter % 8 == 0 && ((reinterpret_cast<uintptr_t>(gate_up) | reinterpret_cast<uintptr_t>(out)) & 15) == 0) {
+    silu_mul_vec_kernel<<<grid_for(rows * inter / 8), kThreads, 0, stream>>>(static_cast<const uint4*>(gate_up),
+                                                                            static_cast<uint4*>(out), rows, inter / 8);
+    return cudaGetLastError();
+  }
   silu_mul_kernel<<<grid_for(rows * inter), kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(gate_up),
                                                                    static_cast<__nv_bfloat16*>(out), rows, inter);
   return cudaGetLastError();
@@ -225,6 +300,21 @@ cudaError_t launch_log_softmax(const void* logits, ElemType type, float* out, in
                                cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
   log_softmax_kernel<<<static_cast<unsigned>(rows), 1024, 0, stream>>>(logits, type, out, n);
+  return cudaGetLastError();
+}
+
+int64_t log_softmax_scratch_floats(int64_t rows, int64_t n) { return 2 * rows * ((n + kLsChunk - 1) / kLsChunk); }
+
+cudaError_t launch_log_softmax_split(const void* logits, ElemType type, float* out, float* scratch, int64_t rows,
+                                     int64_t n, cudaStream_t stream) {
+  if (rows == 0 || n == 0) return cudaSuccess;
+  const int64_t chunks = (n + kLsChunk - 1) / kLsChunk;
+  if (rows * chunks >= (int64_t{1} << 31) || (reinterpret_cast<uintptr_t>(scratch) & 7) != 0)
+    return cudaErrorInvalidValue;
+  const unsigned grid = static_cast<unsigned>(rows * chunks);
+  float2* part = reinterpret_cast<float2*>(scratch);
+  log_softmax_stats_kernel<<<grid, kLsThreads, 0, stream>>>(logits, type, part, n, chunks);
+  log_softmax_out_kernel<<<grid, kLsThreads, 0, stream>>>(logits, type, part, out, n, chunks);
   return cudaGetLastError();
 }
 

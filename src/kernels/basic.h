@@ -69,9 +69,15 @@ struct LayerNormParams {
 };
 cudaError_t launch_layer_norm(const LayerNormParams& p, cudaStream_t stream);
 
-// out[r, :] = logits[r, :] - logsumexp(logits[r, :]) in fp32; logits bf16 or f32.
+// out[r, :] = logits[r, :] - logsumexp(logits[r, :]) in fp32; logits bf16 or f32. One block per row.
 cudaError_t launch_log_softmax(const void* logits, ElemType type, float* out, int64_t rows, int64_t n,
                                cudaStream_t stream);
+// The same split over blocks of 2048 logits (every row's vocab spread over the GPU): per-block max / sum
+// of exp into `scratch` (log_softmax_scratch_floats(rows, n) floats, 8-byte aligned), then a second kernel
+// combines them and writes. Reads the logits twice (the first time once per element).
+int64_t log_softmax_scratch_floats(int64_t rows, int64_t n);
+cudaError_t launch_log_softmax_split(const void* logits, ElemType type, float* out, float* scratch, int64_t rows,
+                                     int64_t n, cudaStream_t stream);
 
 // kv_b [H * (nope + v), lora] bf16 -> w_kc [H, nope, lora] (rows as they are) and w_vc [H, lora, v]
 // (the v rows transposed).

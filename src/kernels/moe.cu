@@ -27,15 +27,30 @@ __device__ __forceinline__ double warp_sum_d(double v) {
   return v;
 }
 
-// One warp (the whole block) per token. Shared: scores[E], choice[E], taken[E], keep[n_group].
+constexpr int kRouteWarps = 4;  // tokens per block (one warp each)
+
+// One warp per token, kRouteWarps tokens per block. Shared per warp: scores[E], choice[E], taken[E],
+// keep[n_group], gscore[n_group], sel_id[top_k], sel_w[top_k] (laid out by route_smem_per_warp).
+__host__ __device__ inline size_t route_smem_per_warp(int E, int n_group, int top_k) {
+  // floats: scores, choice, gscore, sel_w; ints: sel_id; bytes: taken, keep (rounded up to 16).
+  const size_t words = 2 * static_cast<size_t>(E) + n_group + 2 * static_cast<size_t>(top_k);
+  const size_t bytes = words * 4 + E + n_group;
+  return (bytes + 15) / 16 * 16;
+}
+
 __global__ void moe_route_kernel(MoeRouteParams p) {
-  extern __shared__ float smem[];
-  const int E = p.experts, lane = threadIdx.x;
-  float* scores = smem;
-  float* choice = smem + E;
-  char* taken = reinterpret_cast<char*>(smem + 2 * E);
+  extern __shared__ __align__(16) char route_smem[];
+  const int E = p.experts, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + warp;
+  if (t >= p.tokens) return;  // whole warps only: the kernel syncs warps, never the block
+  char* base = route_smem + warp * route_smem_per_warp(E, p.n_group, p.top_k);
+  float* scores = reinterpret_cast<float*>(base);
+  float* choice = scores + E;
+  float* gscore = choice + E;
+  float* sel_w = gscore + p.n_group;
+  int32_t* sel_id = reinterpret_cast<int32_t*>(sel_w + p.top_k);
+  char* taken = reinterpret_cast<char*>(sel_id + p.top_k);
   char* keep = taken + E;
-  const int64_t t = blockIdx.x;
   const float* z = p.logits + t * E;
   if (p.sigmoid) {
     // exp in double rounded to float: the correctly rounded expf the CPU reference gets from libm.
@@ -55,40 +70,41 @@ __global__ void moe_route_kernel(MoeRouteParams p) {
   }
   __syncwarp();
   if (p.method != RouteMethod::kGreedy) {
-    const int per_group = E / p.n_group;
-    if (lane == 0) {
-      // Group score: max (group_limited_greedy) or sum of the top two (noaux_tc); keep the best topk_group
-      // groups. Serial: n_group is small (<= 32 in every DeepSeek config).
-      float gscore[64];
-      const int ng = p.n_group < 64 ? p.n_group : 64;
-      for (int g = 0; g < ng; ++g) {
-        float v0 = -INFINITY, v1 = -INFINITY;
-        for (int e = g * per_group; e < (g + 1) * per_group; ++e) {
-          const float c = choice[e];
-          if (c > v0) {
-            v1 = v0;
-            v0 = c;
-          } else if (c > v1) {
-            v1 = c;
-          }
+    const int per_group = E / p.n_group, ng = p.n_group;
+    // Group score, one lane per group: max (group_limited_greedy) or sum of the top two (noaux_tc). The
+    // top two of a multiset do not depend on the scan order; lanes start at different offsets (banks).
+    for (int g = lane; g < ng; g += 32) {
+      float v0 = -INFINITY, v1 = -INFINITY;
+      for (int j = 0; j < per_group; ++j) {
+        const float c = choice[g * per_group + (j + g) % per_group];
+        if (c > v0) {
+          v1 = v0;
+          v0 = c;
+        } else if (c > v1) {
+          v1 = c;
         }
-        gscore[g] = p.method == RouteMethod::kNoauxTc ? v0 + (per_group > 1 ? v1 : 0.0f) : v0;
-        keep[g] = 0;
       }
-      for (int k = 0; k < p.topk_group && k < ng; ++k) {
-        int best = -1;
-        for (int g = 0; g < ng; ++g)
-          if (!keep[g] && (best < 0 || beats(gscore[g], g, gscore[best], best))) best = g;
-        keep[best] = 1;
-      }
+      gscore[g] = p.method == RouteMethod::kNoauxTc ? v0 + (per_group > 1 ? v1 : 0.0f) : v0;
+      keep[g] = 0;
     }
     __syncwarp();
+    // The best topk_group groups (ties to the lower group): warp argmax over the groups not yet kept.
+    for (int k = 0; k < p.topk_group && k < ng; ++k) {
+      float v = -INFINITY;
+      int i = -1;
+      for (int g = lane; g < ng; g += 32)
+        if (!keep[g] && (i < 0 || beats(gscore[g], g, v, i))) {
+          v = gscore[g];
+          i = g;
+        }
+      warp_argmax(v, i);
+      if (lane == 0) keep[i] = 1;
+      __syncwarp();
+    }
     for (int e = lane; e < E; e += 32)
       if (!keep[e / per_group]) choice[e] = -INFINITY;
     __syncwarp();
   }
-  int32_t* ids = p.topk_ids + t * p.top_k;
-  float* wts = p.topk_weights + t * p.top_k;
   double sum = 0;
   for (int k = 0; k < p.top_k; ++k) {
     float v = -INFINITY;
@@ -98,48 +114,85 @@ __global__ void moe_route_kernel(MoeRouteParams p) {
         v = choice[e];
         i = e;
       }
-    warp_argmax(v, i);
+    warp_argmax(v, i);  // every lane ends with the same (v, i)
     if (lane == 0) {
       taken[i] = 1;
-      ids[k] = i;
-      wts[k] = scores[i];  // weights use the unbiased scores
+      sel_id[k] = i;
+      sel_w[k] = scores[i];  // weights use the unbiased scores
     }
     sum += scores[i];
     __syncwarp();
   }
-  if (lane == 0)
-    for (int k = 0; k < p.top_k; ++k) {
-      float w = wts[k];
-      if (p.norm_topk_prob) w = static_cast<float>(w / (sum + 1e-20));
-      wts[k] = w * p.routed_scaling_factor;
-    }
+  int32_t* ids = p.topk_ids + t * p.top_k;
+  float* wts = p.topk_weights + t * p.top_k;
+  for (int k = lane; k < p.top_k; k += 32) {
+    float w = sel_w[k];
+    if (p.norm_topk_prob) w = static_cast<float>(w / (sum + 1e-20));
+    ids[k] = sel_id[k];
+    wts[k] = w * p.routed_scaling_factor;
+  }
 }
 
-__global__ void moe_permute_kernel(MoePermuteParams p) {
-  for (int e = threadIdx.x; e < p.experts; e += blockDim.x) {
-    p.counts[e] = 0;
-    p.cursor[e] = 0;
+// Block-wide exclusive scan of a 64-bit value (any blockDim multiple of 32, <= 1024); returns the exclusive
+// prefix and sets *total. `warp_tot` holds 32 values.
+__device__ __forceinline__ uint64_t block_exclusive_scan(uint64_t v, uint64_t* warp_tot, uint64_t* total) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, warps = blockDim.x >> 5;
+  uint64_t inc = v;
+  for (int o = 1; o < 32; o <<= 1) {
+    const uint64_t n = __shfl_up_sync(0xffffffffu, inc, o);
+    if (lane >= o) inc += n;
   }
+  if (lane == 31) warp_tot[warp] = inc;
+  __syncthreads();
+  if (warp == 0) {
+    uint64_t w = lane < warps ? warp_tot[lane] : 0;
+    for (int o = 1; o < 32; o <<= 1) {
+      const uint64_t n = __shfl_up_sync(0xffffffffu, w, o);
+      if (lane >= o) w += n;
+    }
+    if (lane < warps) warp_tot[lane] = w;  // inclusive prefix of the warp totals
+  }
+  __syncthreads();
+  *total = warp_tot[warps - 1];
+  return inc - v + (warp > 0 ? warp_tot[warp - 1] : 0);
+}
+
+// One block: counts with shared-memory atomics, a parallel scan for the offsets and the active list, then
+// rows from shared cursors. Shared: counts[E], cursor[E].
+__global__ void moe_permute_kernel(MoePermuteParams p) {
+  extern __shared__ int32_t perm_smem[];
+  __shared__ uint64_t warp_tot[32];
+  int32_t* counts = perm_smem;
+  int32_t* cursor = perm_smem + p.experts;
+  for (int e = threadIdx.x; e < p.experts; e += blockDim.x) counts[e] = 0;
   __syncthreads();
   for (int64_t i = threadIdx.x; i < p.entries; i += blockDim.x) {
     const int e = p.topk_ids[i];
-    if (e >= 0 && e < p.experts) atomicAdd(&p.counts[e], 1);
+    if (e >= 0 && e < p.experts) atomicAdd(&counts[e], 1);
   }
   __syncthreads();
-  if (threadIdx.x == 0) {
-    int32_t acc = 0, n_active = 0;
-    for (int e = 0; e < p.experts; ++e) {
-      p.offsets[e] = acc;
-      acc += p.counts[e];
-      if (p.active && p.counts[e] > 0) p.active[n_active++] = e;
-    }
-    if (p.num_active) *p.num_active = n_active;
+  // Each thread scans a contiguous run of experts: (rows << 32) | active experts.
+  const int per = (p.experts + blockDim.x - 1) / blockDim.x;
+  const int e0 = min(p.experts, static_cast<int>(threadIdx.x) * per), e1 = min(p.experts, e0 + per);
+  uint64_t mine = 0;
+  for (int e = e0; e < e1; ++e) mine += (static_cast<uint64_t>(counts[e]) << 32) | (counts[e] > 0 ? 1u : 0u);
+  uint64_t total;
+  const uint64_t before = block_exclusive_scan(mine, warp_tot, &total);
+  int32_t acc = static_cast<int32_t>(before >> 32), n_active = static_cast<int32_t>(before & 0xffffffffu);
+  for (int e = e0; e < e1; ++e) {
+    const int32_t c = counts[e];
+    p.counts[e] = c;
+    p.offsets[e] = acc;
+    cursor[e] = acc;
+    if (p.active && c > 0) p.active[n_active++] = e;
+    acc += c;
   }
+  if (p.num_active && threadIdx.x == 0) *p.num_active = static_cast<int32_t>(total & 0xffffffffu);
   __syncthreads();
   for (int64_t i = threadIdx.x; i < p.entries; i += blockDim.x) {
     const int e = p.topk_ids[i];
     if (e >= 0 && e < p.experts) {
-      const int32_t row = p.offsets[e] + atomicAdd(&p.cursor[e], 1);
+      const int32_t row = atomicAdd(&cursor[e], 1);
       p.row_of[i] = row;
       p.src_token[row] = static_cast<int32_t>(i / p.top_k);
     } else {
@@ -147,7 +200,6 @@ __global__ void moe_permute_kernel(MoePermuteParams p) {
     }
   }
 }
-
 __global__ void gather_rows_kernel(const __nv_bfloat16* x, const int32_t* src, __nv_bfloat16* out, int64_t dim) {
   const int64_t r = blockIdx.x;
   const __nv_bfloat16* in = x + static_cast<int64_t>(src[r]) * dim;
@@ -160,6 +212,7 @@ __global__ void gather_rows_kernel(const __nv_bfloat16* x, const int32_t* src, _
   }
 }
 
+// Fallback: one block per token, any alignment and top_k.
 __global__ void moe_combine_kernel(MoeCombineParams p) {
   const int64_t t = blockIdx.x;
   const __nv_bfloat16* y = static_cast<const __nv_bfloat16*>(p.y);
@@ -174,18 +227,62 @@ __global__ void moe_combine_kernel(MoeCombineParams p) {
   }
 }
 
+constexpr int kCombineThreads = 128;
+constexpr int kCombineMaxTopK = 8;  // loads in flight per thread (registers); larger top_k takes the fallback
+
+// 8 columns (16 bytes) per thread, blocks of kCombineThreads * 8 columns, flattened (token, column block)
+// grid: a decode step gets dim / 1024 blocks per token and every thread has its top_k loads in flight at
+// once. Same fp32 sum in the same k order as the fallback.
+__global__ void __launch_bounds__(kCombineThreads) moe_combine_vec_kernel(MoeCombineParams p, int col_blocks) {
+  __shared__ int32_t rows[kCombineMaxTopK];
+  __shared__ float wts[kCombineMaxTopK];
+  const int64_t t = blockIdx.x / col_blocks;
+  const int64_t c8 = static_cast<int64_t>(blockIdx.x % col_blocks) * kCombineThreads + threadIdx.x;
+  if (threadIdx.x < p.top_k) {
+    rows[threadIdx.x] = p.row_of[t * p.top_k + threadIdx.x];
+    wts[threadIdx.x] = p.weights[t * p.top_k + threadIdx.x];
+  }
+  __syncthreads();
+  if (c8 * 8 >= p.dim) return;
+  float acc[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) acc[j] = 0.0f;
+  uint4 v[kCombineMaxTopK];
+#pragma unroll
+  for (int k = 0; k < kCombineMaxTopK; ++k)
+    if (k < p.top_k && rows[k] >= 0)
+      v[k] = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.y) + static_cast<int64_t>(rows[k]) * p.dim)[c8];
+#pragma unroll
+  for (int k = 0; k < kCombineMaxTopK; ++k) {
+    if (k < p.top_k && rows[k] >= 0) {
+      const __nv_bfloat16* b = reinterpret_cast<const __nv_bfloat16*>(&v[k]);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[j] += wts[k] * __bfloat162float(b[j]);
+    }
+  }
+  uint4 o;
+  __nv_bfloat16* ob = reinterpret_cast<__nv_bfloat16*>(&o);
+#pragma unroll
+  for (int j = 0; j < 8; ++j) ob[j] = __float2bfloat16(acc[j]);
+  reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.out) + t * p.dim)[c8] = o;
+}
+
 }  // namespace
 
 cudaError_t launch_moe_route(const MoeRouteParams& p, cudaStream_t stream) {
   if (p.tokens == 0) return cudaSuccess;
   if (p.n_group < 1 || p.experts % p.n_group != 0 || p.n_group > 64 || p.top_k > p.experts) return cudaErrorInvalidValue;
-  const size_t smem = 2 * sizeof(float) * p.experts + p.experts + p.n_group;
-  moe_route_kernel<<<static_cast<unsigned>(p.tokens), 32, smem, stream>>>(p);
+  const size_t smem = kRouteWarps * route_smem_per_warp(p.experts, p.n_group, p.top_k);
+  if (smem > 48 * 1024) return cudaErrorInvalidValue;
+  const int64_t blocks = (p.tokens + kRouteWarps - 1) / kRouteWarps;
+  moe_route_kernel<<<static_cast<unsigned>(blocks), 32 * kRouteWarps, smem, stream>>>(p);
   return cudaGetLastError();
 }
 
 cudaError_t launch_moe_permute(const MoePermuteParams& p, cudaStream_t stream) {
-  moe_permute_kernel<<<1, 1024, 0, stream>>>(p);
+  const size_t smem = 2 * sizeof(int32_t) * static_cast<size_t>(p.experts);
+  if (p.experts < 1 || smem > 48 * 1024) return cudaErrorInvalidValue;
+  moe_permute_kernel<<<1, 1024, smem, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -199,6 +296,16 @@ cudaError_t launch_gather_rows(const void* x, const int32_t* src, void* out, int
 
 cudaError_t launch_moe_combine(const MoeCombineParams& p, cudaStream_t stream) {
   if (p.tokens == 0) return cudaSuccess;
+  const bool vec = p.dim % 8 == 0 && p.top_k <= kCombineMaxTopK &&
+                   ((reinterpret_cast<uintptr_t>(p.y) | reinterpret_cast<uintptr_t>(p.out)) & 15) == 0;
+  if (vec) {
+    const int col_blocks = static_cast<int>((p.dim / 8 + kCombineThreads - 1) / kCombineThreads);
+    const int64_t blocks = p.tokens * col_blocks;
+    if (blocks < (int64_t{1} << 31)) {
+      moe_combine_vec_kernel<<<static_cast<unsigned>(blocks), kCombineThreads, 0, stream>>>(p, col_blocks);
+      return cudaGetLastError();
+    }
+  }
   moe_combine_kernel<<<static_cast<unsigned>(p.tokens), 256, 0, stream>>>(p);
   return cudaGetLastError();
 }

@@ -26,13 +26,14 @@ cudaError_t launch_moe_route(const MoeRouteParams& p, cudaStream_t stream);
 
 // Groups the tokens * top_k (token, expert) entries by expert: counts[e], offsets[e] (exclusive prefix
 // sum), row_of[i] = the entry's row in the permuted order (-1 for an id outside [0, experts)), and
-// src_token[row] = the token of each permuted row. One block; the order of rows within an expert is
-// unspecified (each row is computed independently).
+// src_token[row] = the token of each permuted row. One block (shared-memory counters and a parallel scan,
+// at most 6144 experts); the order of rows within an expert is unspecified (each row is computed
+// independently).
 struct MoePermuteParams {
   const int32_t* topk_ids;  // [tokens * top_k]
   int32_t* counts;          // [experts]
   int32_t* offsets;         // [experts]
-  int32_t* cursor;          // [experts] scratch
+  int32_t* cursor;          // [experts] scratch (unused: the kernel keeps its cursors in shared memory)
   int32_t* row_of;          // [tokens * top_k]
   int32_t* src_token;       // [tokens * top_k]
   int64_t entries;
@@ -47,6 +48,8 @@ cudaError_t launch_gather_rows(const void* x, const int32_t* src, void* out, int
                                cudaStream_t stream);
 
 // out[t, :] = sum_k weights[t, k] * y[row_of[t * top_k + k], :] in fp32 (bf16 y and out; rows -1 skipped).
+// 16-byte vectors and (token, 1024-column) blocks when dim % 8 == 0, y and out are 16-byte aligned and
+// top_k <= 8; else one block per token.
 struct MoeCombineParams {
   const void* y;
   const int32_t* row_of;

@@ -1,5 +1,6 @@
 // RMSNorm: one block per row, fp32 sum of squares reduced with warp shuffles. Memory-bound: each element
-// is read once (twice with the fused residual: read x and residual, write residual and out).
+// is read once (twice with the fused residual: read x and residual, write residual and out). Rows of whole
+// 16-byte chunks keep the row in registers (one load wave); others take the scalar fallback.
 #include <cuda_bf16.h>
 
 #include "kernels/rms_norm.h"
@@ -48,10 +49,109 @@ __global__ void rms_norm_kernel(RmsNormParams p) {
   }
 }
 
+// Vector path: each thread owns kChunks chunks of 8 elements (16-byte loads) kept in registers, so every
+// load of the row is in flight at once and the residual is written once and never re-read.
+template <int kChunks>
+__global__ void rms_norm_vec_kernel(RmsNormParams p) {
+  __shared__ float warp_sums[32];
+  __shared__ float total;
+  const int64_t row = blockIdx.x;
+  const int64_t chunks = p.n / 8;
+  const uint4* x = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.x) + row * p.x_stride);
+  uint4* res = p.residual ? reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.residual) + row * p.residual_stride)
+                          : nullptr;
+  uint4* out = reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.out) + row * p.out_stride);
+  float v[kChunks][8];
+  float ss = 0.0f;
+  uint4 xa[kChunks], ra[kChunks];
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(c) * blockDim.x;
+    if (i < chunks) {
+      xa[c] = x[i];
+      if (res) ra[c] = res[i];
+    }
+  }
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(c) * blockDim.x;
+    if (i >= chunks) continue;
+    const __nv_bfloat16* xb = reinterpret_cast<const __nv_bfloat16*>(&xa[c]);
+    if (res) {
+      uint4 o;
+      __nv_bfloat16* ob = reinterpret_cast<__nv_bfloat16*>(&o);
+      const __nv_bfloat16* rb = reinterpret_cast<const __nv_bfloat16*>(&ra[c]);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        ob[j] = __float2bfloat16(__bfloat162float(xb[j]) + __bfloat162float(rb[j]));  // the residual stays bf16
+        v[c][j] = __bfloat162float(ob[j]);
+      }
+      res[i] = o;
+    } else {
+#pragma unroll
+      for (int j = 0; j < 8; ++j) v[c][j] = __bfloat162float(xb[j]);
+    }
+#pragma unroll
+    for (int j = 0; j < 8; ++j) ss += v[c][j] * v[c][j];
+  }
+  for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
+  if (lane == 0) warp_sums[warp] = ss;
+  __syncthreads();
+  if (warp == 0) {
+    float w = lane < warps ? warp_sums[lane] : 0.0f;
+    for (int o = 16; o > 0; o >>= 1) w += __shfl_xor_sync(0xffffffffu, w, o);
+    if (lane == 0) total = w;
+  }
+  __syncthreads();
+  const float inv = rsqrtf(total / static_cast<float>(p.n) + p.eps);
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(c) * blockDim.x;
+    if (i >= chunks) continue;
+    float w[8];
+    if (p.weight_f32) {
+      const float4* wp = reinterpret_cast<const float4*>(p.weight) + 2 * i;
+      const float4 a = wp[0], b = wp[1];
+      w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
+    } else {
+      const uint4 wv = reinterpret_cast<const uint4*>(p.weight)[i];
+      const __nv_bfloat16* wb = reinterpret_cast<const __nv_bfloat16*>(&wv);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) w[j] = __bfloat162float(wb[j]);
+    }
+    uint4 o;
+    __nv_bfloat16* ob = reinterpret_cast<__nv_bfloat16*>(&o);
+#pragma unroll
+    for (int j = 0; j < 8; ++j) ob[j] = __float2bfloat16(w[j] * (v[c][j] * inv));
+    out[i] = o;
+  }
+}
+
+bool aligned16(const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15) == 0; }
+
 }  // namespace
 
 cudaError_t launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
   if (p.rows == 0) return cudaSuccess;
+  // The vector path: rows of whole 16-byte chunks (n, strides multiples of 8; aligned pointers), at most 4
+  // chunks per thread of a block of <= 1024 threads (n <= 32768).
+  const bool vec = p.n % 8 == 0 && p.x_stride % 8 == 0 && p.out_stride % 8 == 0 &&
+                   (!p.residual || (p.residual_stride % 8 == 0 && aligned16(p.residual))) && aligned16(p.x) &&
+                   aligned16(p.out) && aligned16(p.weight) && p.n <= 8 * 4 * 1024 && p.rows < (int64_t{1} << 31);
+  if (vec) {
+    const int64_t chunks = p.n / 8;
+    // Fewest chunks per thread with <= 512 threads (1024 for the largest rows): a decode row is one wave of
+    // loads, and large batches keep several blocks per SM.
+    const int per = chunks <= 512 ? 1 : chunks <= 1024 ? 2 : chunks <= 2048 ? 4 : 4;
+    int threads = static_cast<int>((chunks + per - 1) / per);
+    threads = (threads + 31) / 32 * 32;
+    const unsigned grid = static_cast<unsigned>(p.rows);
+    if (per == 1) rms_norm_vec_kernel<1><<<grid, threads, 0, stream>>>(p);
+    else if (per == 2) rms_norm_vec_kernel<2><<<grid, threads, 0, stream>>>(p);
+    else rms_norm_vec_kernel<4><<<grid, threads, 0, stream>>>(p);
+    return cudaGetLastError();
+  }
   rms_norm_kernel<<<static_cast<unsigned>(p.rows), kThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }

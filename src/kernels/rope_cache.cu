@@ -1,5 +1,8 @@
 // RoPE and latent-cache row kernels (see rope_cache.h). cos/sin are evaluated in double from the fp32
-// angle, as the CPU reference does, so positions past the original window stay exact.
+// angle, as the CPU reference does, so positions past the original window stay exact; once per (token,
+// frequency), shared by the heads.
+#include <algorithm>
+
 #include <cuda_bf16.h>
 
 #include "kernels/rope_cache.h"
@@ -7,17 +10,32 @@
 namespace ds::kernels {
 namespace {
 
-__global__ void rope_kernel(RopeParams p) {
+constexpr int kRopeThreads = 128;
+constexpr int kRopePairsPerBlock = 1024;  // (head, pair) rotations per block
+constexpr int kRopeMaxHalf = 256;         // rot_dim / 2 held in shared memory
+
+// Block (token, head chunk): the cos/sin of the token's rot_dim / 2 angles once into shared memory (the
+// double sincos is the expensive part; every head shares it), then the chunk's heads rotated.
+__global__ void __launch_bounds__(kRopeThreads) rope_kernel(RopeParams p, int heads_per_block) {
+  __shared__ float cs_s[kRopeMaxHalf], sn_s[kRopeMaxHalf];
   const int64_t t = blockIdx.x;
-  const int64_t half = p.rot_dim / 2;
+  const int half = static_cast<int>(p.rot_dim / 2);
   const float pos = static_cast<float>(p.positions[t]);
-  __nv_bfloat16* xt = static_cast<__nv_bfloat16*>(p.x) + t * p.heads * p.head_dim + p.rot_offset;
-  for (int64_t k = threadIdx.x; k < p.heads * half; k += blockDim.x) {
-    const int64_t h = k / half, i = k % half;
+  for (int i = threadIdx.x; i < half; i += blockDim.x) {
     const float angle = __fmul_rn(pos, p.inv_freq[i]);
     double s, c;
     sincos(static_cast<double>(angle), &s, &c);
-    const float cs = static_cast<float>(c) * p.attn_factor, sn = static_cast<float>(s) * p.attn_factor;
+    cs_s[i] = static_cast<float>(c) * p.attn_factor;
+    sn_s[i] = static_cast<float>(s) * p.attn_factor;
+  }
+  __syncthreads();
+  const int64_t h0 = static_cast<int64_t>(blockIdx.y) * heads_per_block;
+  const int64_t nh = min(static_cast<int64_t>(heads_per_block), p.heads - h0);
+  __nv_bfloat16* xt = static_cast<__nv_bfloat16*>(p.x) + (t * p.heads + h0) * p.head_dim + p.rot_offset;
+  for (int64_t k = threadIdx.x; k < nh * half; k += blockDim.x) {
+    const int64_t h = k / half;
+    const int i = static_cast<int>(k % half);
+    const float cs = cs_s[i], sn = sn_s[i];
     __nv_bfloat16* v = xt + h * p.head_dim;
     const int64_t ia = p.interleaved ? 2 * i : i, ib = p.interleaved ? 2 * i + 1 : i + half;
     const float x0 = __bfloat162float(v[ia]), x1 = __bfloat162float(v[ib]);
@@ -65,8 +83,14 @@ __global__ void gather_context_kernel(GatherContextParams p) {
 }  // namespace
 
 cudaError_t launch_rope(const RopeParams& p, cudaStream_t stream) {
-  if (p.tokens == 0 || p.rot_dim == 0) return cudaSuccess;
-  rope_kernel<<<static_cast<unsigned>(p.tokens), 128, 0, stream>>>(p);
+  if (p.tokens == 0 || p.rot_dim == 0 || p.heads == 0) return cudaSuccess;
+  const int64_t half = p.rot_dim / 2;
+  if (half > kRopeMaxHalf) return cudaErrorInvalidValue;
+  const int64_t hpb = std::max<int64_t>(1, std::min<int64_t>(p.heads, kRopePairsPerBlock / std::max<int64_t>(half, 1)));
+  const int64_t chunks = (p.heads + hpb - 1) / hpb;
+  if (p.tokens >= (int64_t{1} << 31) || chunks > 65535) return cudaErrorInvalidValue;
+  rope_kernel<<<dim3(static_cast<unsigned>(p.tokens), static_cast<unsigned>(chunks)), kRopeThreads, 0, stream>>>(
+      p, static_cast<int>(hpb));
   return cudaGetLastError();
 }
 

@@ -473,8 +473,11 @@ class CudaOps final : public Ops {
     DS_CHECK(logits.ndim() == 2 && (logits.dtype() == DType::kF32 || logits.dtype() == DType::kBF16), "log_softmax of ",
              logits.describe());
     Tensor out = empty({logits.dim(0), logits.dim(1)}, DType::kF32);
-    DS_CUDA_CHECK(kernels::launch_log_softmax(logits.data(), elem_type(logits.dtype()), out.data_as<float>(),
-                                              logits.dim(0), logits.dim(1), stream()));
+    // The vocab split over blocks of 2048 logits (a decode row no longer runs on one SM); per-block partials.
+    Tensor part = empty({std::max<int64_t>(kernels::log_softmax_scratch_floats(logits.dim(0), logits.dim(1)), 2)},
+                        DType::kF32);
+    DS_CUDA_CHECK(kernels::launch_log_softmax_split(logits.data(), elem_type(logits.dtype()), out.data_as<float>(),
+                                                    part.data_as<float>(), logits.dim(0), logits.dim(1), stream()));
     return out;
   }
 
