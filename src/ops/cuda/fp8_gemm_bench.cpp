@@ -158,7 +158,7 @@ int main(int argc, char** argv) {
       // Pre-quantized operands for cuBLASLt alone.
       Tensor q = Tensor::empty({M, Kp}, DType::kF8E4M3, Device::kCuda);
       fill_bytes(q.data(), static_cast<size_t>(M) * Kp, 9, true);
-      const int64_t sld = Fp8Gemm::lt_scale_ld(M);
+      const int64_t sld = std::max(fp8.lt_scale_ld(M), M);  // also big enough token-major
       Tensor sx = Tensor::empty({Kp / 128, sld}, DType::kF32, Device::kCuda);
       {
         std::vector<float> s(static_cast<size_t>(sx.numel()), 1e-2f);

@@ -112,7 +112,7 @@ Fp8Gemm::Fp8Gemm() {
     const long v = std::strtol(e, nullptr, 10);
     if (v >= 0 && v <= kernels::kFp8SmallMMax) small_m_max_ = v;
   }
-  if (const char* e = std::getenv("DSERVE_FP8_LT_LAYOUT")) lt_layout_ = static_cast<int>(std::strtol(e, nullptr, 10)) & 3;
+  if (const char* e = std::getenv("DSERVE_FP8_LT_LAYOUT")) lt_layout_ = static_cast<int>(std::strtol(e, nullptr, 10)) & 7;
 }
 
 Fp8Gemm::~Fp8Gemm() {

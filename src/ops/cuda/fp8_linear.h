@@ -58,16 +58,17 @@ class Fp8Gemm {
 
   // cuBLASLt scale-tensor layouts (a probe for the first device run; 0 is the documented default):
   // bit 0: activation scales K-block-major [Kp/128][M4] (set, default) vs token-major [M][Kp/128];
-  // bit 1: weight scales transposed [Kp/128][Np/128] vs [Np/128][Kp/128] (default).
-  void set_lt_layout(int layout) { lt_layout_ = layout; }
+  // bit 1: weight scales transposed [Kp/128][Np/128] vs [Np/128][Kp/128] (default); bit 2: K-block-major
+  // activation scales with row stride M instead of round_up(M, 4).
+  void set_lt_layout(int layout) { lt_layout_ = layout & 7; }
   int lt_layout() const { return lt_layout_; }
 
   // The cuBLASLt block-scaled GEMM on already quantized operands (benchmarks): q [M, Kp] e4m3, sx as
   // described by lt_layout (ld = round_up(M, 4) when K-block-major), d bf16 [M, Np].
   void run_cublaslt(const void* q, const float* sx, const Fp8Weight& w, int64_t M, void* d, cudaStream_t stream);
 
-  // Row stride of the activation scales for cuBLASLt at this M.
-  static int64_t lt_scale_ld(int64_t M) { return (M + 3) / 4 * 4; }
+  // Row stride of the K-block-major activation scales for cuBLASLt at this M (bit 2 of the layout: M itself).
+  int64_t lt_scale_ld(int64_t M) const { return (lt_layout_ & 4) ? M : (M + 3) / 4 * 4; }
 
  private:
   struct Plan;
