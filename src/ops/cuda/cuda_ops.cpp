@@ -16,6 +16,7 @@
 #include "kernels/rope_cache.h"
 #include "ops/cuda/attention.h"
 #include "ops/cuda/cublaslt_gemm.h"
+#include "ops/cuda/fp8_linear.h"
 #include "ops/cuda/cuda_runtime.h"
 #include "ops/cuda/fallback_attention.h"
 #include "ops/ops.h"
@@ -56,6 +57,10 @@ class CudaOps final : public Ops {
   explicit CudaOps(int device_index) {
     init_cuda_device(device_index);
     gemm_ = std::make_unique<CublasLtGemm>();
+    // DSERVE_FP8_NATIVE=1: block-FP8 linears (not the MLPs/experts, not kv_b) stay e4m3 on the device and run
+    // W8A8 (ops/cuda/fp8_linear.h); otherwise they are dequantized to bf16 at prepare time (the A/B baseline).
+    const char* fp8 = std::getenv("DSERVE_FP8_NATIVE");
+    if (fp8 && std::string(fp8) == "1") fp8_ = std::make_unique<Fp8Gemm>();
     // Debugging switch: DSERVE_CUDA_ATTENTION=fallback runs attention on the simple fallback kernel.
     const char* attn = std::getenv("DSERVE_CUDA_ATTENTION");
     fallback_attention_ = attn && std::string(attn) == "fallback";
@@ -74,6 +79,10 @@ class CudaOps final : public Ops {
     return to_bf16(host, nullptr, 128, 128);
   }
   LinearWeight prepare_linear(const LinearWeight& host) override {
+    if (fp8_ && host.is_block_fp8() && host.block_n == 128 && host.block_k == 128) return fp8_->prepare(host);
+    return prepare_linear_bf16(host);
+  }
+  LinearWeight prepare_linear_bf16(const LinearWeight& host) {
     LinearWeight w;
     w.weight = to_bf16(host.weight, host.is_block_fp8() ? &host.scale_inv : nullptr, host.block_n, host.block_k);
     return w;
@@ -81,19 +90,19 @@ class CudaOps final : public Ops {
   PreparedMlp prepare_mlp(const LinearWeight& gate, const LinearWeight& up, const LinearWeight& down) override {
     DS_CHECK(gate.out_features() == up.out_features() && gate.in_features() == up.in_features(), "gate ",
              gate.weight.describe(), " vs up ", up.weight.describe());
-    Tensor g = prepare_linear(gate).weight, u = prepare_linear(up).weight;
+    Tensor g = prepare_linear_bf16(gate).weight, u = prepare_linear_bf16(up).weight;
     Tensor gu = empty({2 * gate.out_features(), gate.in_features()}, DType::kBF16);
     DS_CUDA_CHECK(cudaMemcpyAsync(gu.data(), g.data(), g.nbytes(), cudaMemcpyDeviceToDevice, cuda_stream()));
     DS_CUDA_CHECK(cudaMemcpyAsync(static_cast<char*>(gu.data()) + g.nbytes(), u.data(), u.nbytes(),
                                   cudaMemcpyDeviceToDevice, cuda_stream()));
     PreparedMlp m;
     m.gate_up.weight = gu;
-    m.down = prepare_linear(down);
+    m.down = prepare_linear_bf16(down);
     return m;
   }
   void prepare_absorbed(const LinearWeight& kv_b, int heads, int64_t nope, int64_t v, Tensor* w_kc,
                         Tensor* w_vc) override {
-    Tensor w = prepare_linear(kv_b).weight;  // [H * (nope + v), lora] bf16
+    Tensor w = prepare_linear_bf16(kv_b).weight;  // [H * (nope + v), lora] bf16
     const int64_t lora = w.dim(1);
     DS_CHECK(w.dim(0) == heads * (nope + v), "kv_b_proj rows ", w.dim(0));
     *w_kc = empty({heads, nope, lora}, DType::kBF16);
@@ -213,6 +222,10 @@ class CudaOps final : public Ops {
 
   // ---- matmuls ----
   Tensor linear(const Tensor& x, const LinearWeight& w) override {
+    if (fp8_ && w.is_block_fp8() && fp8_->owns(w)) {
+      check_dtype(x, DType::kBF16, "fp8 linear x");
+      return fp8_->linear(x, w);
+    }
     DS_CHECK(!w.is_block_fp8(), "cuda linear expects a prepared (bf16) weight");
     DS_CHECK(x.ndim() == 2 && w.weight.ndim() == 2 && x.dim(1) == w.weight.dim(1), "linear ", x.describe(), " x ",
              w.weight.describe());
@@ -633,6 +646,7 @@ class CudaOps final : public Ops {
   std::unordered_map<const std::vector<PreparedMlp>*, ExpertTable> expert_tables_;
 
   std::unique_ptr<CublasLtGemm> gemm_;
+  std::unique_ptr<Fp8Gemm> fp8_;  // null unless DSERVE_FP8_NATIVE=1
   bool fallback_attention_ = false;
   bool grouped_moe_ = true;
 };
