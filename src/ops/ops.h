@@ -8,6 +8,7 @@
 
 #include "core/tensor.h"
 #include "ops/linear_weight.h"
+#include "ops/sampling.h"
 
 namespace ds {
 
@@ -152,6 +153,11 @@ class Ops {
 
   // ---- output ----
   virtual Tensor log_softmax(const Tensor& logits /*[T, V]*/) = 0;  // F32
+  // ---- sampling ----
+  // One token per batch row from logits [R, >= batch.vocab] (F32 or BF16) with penalties, temperature,
+  // top-k/top-p/min-p and the host's uniform, plus requested logprobs; exact semantics in ops/sampling.h.
+  // Only B ids (and the requested logprobs) come back to the host.
+  virtual SampleResult sample(const Tensor& logits, const SampleBatch& batch) = 0;
 };
 
 std::unique_ptr<Ops> make_cpu_ops();  // ops/cpu/cpu_ops.cpp

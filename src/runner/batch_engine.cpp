@@ -22,6 +22,7 @@
 #include "model/quantize.h"
 #include "runner/batch_runner.h"
 #include "runner/fault_inject.h"
+#include "runner/mem_plan.h"
 
 namespace ds {
 namespace {
@@ -57,6 +58,8 @@ class BatchEngine final : public Engine {
     } else {
       return error("--device must be cpu or cuda, got '", o.device, "'");
     }
+    int64_t free_before = 0, total_mem = 0;  // GPU memory before the weights (memory planning)
+    if (ops_->device() == Device::kCuda) DS_RETURN_IF_ERROR(query_gpu_memory(&free_before, &total_mem));
     ModelWeights weights;
     if (o.verbose) DS_INFO("loading weights from ", o.model_path, " (", o.load_format, ")");
     if (o.load_format == "auto") {
@@ -76,7 +79,23 @@ class BatchEngine final : public Engine {
     if (o.page_size < 1 || o.page_size > 4096) return error("--page-size must be in [1, 4096], got ", o.page_size);
     int64_t max_tokens = o.max_total_tokens;
     if (max_tokens < 0) return error("--max-total-tokens must be >= 0");
-    if (max_tokens == 0) {
+    if (max_tokens == 0 && ops_->device() == Device::kCuda) {
+      // CUDA: the pool gets what --mem-fraction-static leaves after the weights and the activation reserve.
+      MemPlanInput mi;
+      DS_RETURN_IF_ERROR(query_gpu_memory(&mi.free_bytes, &mi.total_bytes));
+      mi.weights_bytes = std::max<int64_t>(free_before - mi.free_bytes, 0);
+      mi.kv_bytes_per_token = kv_bytes_per_token(*ops_, cfg_, o.page_size, kv_dtype);
+      mi.page_size = o.page_size;
+      mi.mem_fraction_static = o.mem_fraction_static;
+      mi.chunked_prefill_size = o.chunked_prefill_size;
+      mi.cuda_graph_max_bs = o.disable_cuda_graph ? 0 : (o.cuda_graph_max_bs > 0 ? o.cuda_graph_max_bs : 256);
+      mi.max_running_requests = o.max_running_requests;
+      mi.vocab = cfg_.vocab_size;
+      mi.min_tokens = std::min<int64_t>(context_length_, std::max(o.chunked_prefill_size, 1));
+      DS_ASSIGN_OR_RETURN(MemPlan plan, plan_kv_memory(mi));
+      if (o.verbose) DS_INFO(describe_mem_plan(mi, plan));
+      max_tokens = plan.max_total_tokens;
+    } else if (max_tokens == 0) {
       // CPU: a 2 GiB budget for the latent cache, at most 256K tokens.
       const int64_t per_token = cfg_.num_hidden_layers * (cfg_.kv_cache_dim() + cfg_.index_head_dim) * 4;
       max_tokens = std::min<int64_t>((int64_t{2} << 30) / std::max<int64_t>(per_token, 1), 256 * 1024);

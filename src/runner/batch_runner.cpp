@@ -44,15 +44,6 @@ AttnMetadata build_attn_metadata(const StepPlan& plan, Ops& ops) {
   return m;
 }
 
-namespace {
-// Branch-free so that it vectorizes (it runs over every sampled row): x - x is 0 for finite x, NaN otherwise.
-bool all_finite(const float* x, int64_t n) {
-  int bad = 0;
-  for (int64_t i = 0; i < n; ++i) bad |= !(x[i] - x[i] == 0.0f);
-  return bad == 0;
-}
-}  // namespace
-
 BatchRunner::BatchRunner(DeepseekModel& model, Ops& ops, KvCache cache)
     : model_(model), ops_(ops), cache_(std::move(cache)) {}
 
@@ -118,57 +109,82 @@ std::vector<SeqOutput> BatchRunner::execute(const StepPlan& plan,
     if (rows.empty()) return out;
     dev_logits = model_.logits(ops_.select_rows(hidden, rows));
   }
-  Tensor logits = ops_.to_host(dev_logits);
-  Tensor logprobs = ops_.to_host(ops_.log_softmax(dev_logits));
-  const int64_t vocab = logits.dim(1);
+  // Prompt rows (input logprobs, rare) read the whole log-softmax on the host; sampled rows go through
+  // Ops::sample, so on CUDA only their ids and requested logprobs come back, never B x V logits.
+  const int64_t vocab = dev_logits.dim(1);
+  const bool any_prompt_row = std::any_of(row_owner.begin(), row_owner.end(), [&](const auto& o) {
+    return o.second + 1 < plan.seqs[o.first].req->num_prompt;
+  });
+  Tensor logprobs;
+  if (any_prompt_row) logprobs = ops_.to_host(ops_.log_softmax(dev_logits));
   const auto& eos = model_.config().eos_token_ids;
-  std::vector<float> work(vocab);
+  SampleBatch batch;
+  batch.vocab = vocab;
+  std::vector<size_t> batch_row;  // row_owner index of each batch row
+  std::unordered_map<int32_t, SamplePenalty> pens;
   for (size_t r = 0; r < rows.size(); ++r) {
     const auto [s, pos] = row_owner[r];
     const auto& sq = plan.seqs[s];
     const Request& req = *sq.req;
     auto it = info.find(req.rid);
     const RunnerRequestInfo ri = it != info.end() ? it->second : RunnerRequestInfo{};
-    const float* lp = logprobs.f32() + r * vocab;
     if (pos + 1 < req.num_prompt) {  // a prompt row: the logprob of the next prompt token (never a sampling row)
+      const float* lp = logprobs.f32() + r * vocab;
       out[s].input_logprobs.emplace_back(pos + 1, logprob_at(lp, vocab, req.tokens[pos + 1], ri.top_logprobs_num));
       continue;
     }
     DS_CHECK(sq.needs_sample && pos == sq.kv_len() - 1, "unexpected logits row");
-    // Sampling: penalties over the output so far, stop tokens masked until min_new_tokens.
-    const SamplingParams& sp = req.sampling;
-    std::copy(logits.f32() + r * vocab, logits.f32() + (r + 1) * vocab, work.begin());
     // NaN-logit isolation (RELIABILITY.md): a non-finite row fails this request only; the others go on.
-    if (fault_injected(FaultKind::kNanLogits, req.rid)) work[vocab / 2] = std::numeric_limits<float>::quiet_NaN();
-    if (!all_finite(work.data(), vocab)) {
-      const auto bad = std::find_if(work.begin(), work.end(), [](float v) { return !std::isfinite(v); });
-      out[s].token = 0;  // placeholder for the scheduler; the engine drops it and finishes the request
-      out[s].error = "non-finite logits (" + std::to_string(*bad) + " at token id " +
-                     std::to_string(bad - work.begin()) + ") at position " + std::to_string(pos);
-      continue;
+    if (fault_injected(FaultKind::kNanLogits, req.rid)) {
+      Tensor cell = dev_logits.row(static_cast<int64_t>(r)).reshape({vocab, 1}).rows(vocab / 2, vocab / 2 + 1);
+      ops_.fill(cell, std::numeric_limits<float>::quiet_NaN());
     }
-    if (sp.frequency_penalty != 0.0f || sp.presence_penalty != 0.0f) {
-      std::unordered_map<int32_t, int> counts;
-      for (TokenId t : req.output()) ++counts[t];
-      for (auto [t, c] : counts) work[t] -= sp.frequency_penalty * c + sp.presence_penalty;
-    }
-    if (sp.repetition_penalty != 1.0f) {  // as SGLang / HF: divide positive logits, multiply negative ones
-      std::vector<char> seen(vocab, 0);
-      for (TokenId t : req.tokens)
-        if (t >= 0 && t < vocab) seen[t] = 1;
-      for (int64_t t = 0; t < vocab; ++t)
-        if (seen[t]) work[t] = work[t] > 0 ? work[t] / sp.repetition_penalty : work[t] * sp.repetition_penalty;
-    }
-    if (req.num_output() < sp.min_new_tokens) {
-      for (TokenId t : sp.stop_token_ids) if (t >= 0 && t < vocab) work[t] = -INFINITY;
-      if (!sp.ignore_eos)
-        for (int64_t t : eos) if (t >= 0 && t < vocab) work[t] = -INFINITY;
-    }
+    const SamplingParams& sp = req.sampling;
     auto sit = samplers_.find(req.rid);
     if (sit == samplers_.end()) sit = samplers_.emplace(req.rid, Sampler(sp)).first;
-    const int32_t tok = sit->second.sample(work.data(), vocab);
-    out[s].token = tok;
-    if (ri.return_logprob) out[s].logprob = logprob_at(lp, vocab, tok, ri.top_logprobs_num);
+    SampleRow row = sit->second.next_row(static_cast<int32_t>(r));
+    row.want_logprob = ri.return_logprob;
+    row.top_logprobs = ri.return_logprob ? ri.top_logprobs_num : 0;
+    // Penalties over the output so far (frequency/presence), prompt + output (repetition), and stop tokens
+    // masked until min_new_tokens: one entry per touched id.
+    pens.clear();
+    auto entry = [&](TokenId t) -> SamplePenalty* {
+      if (t < 0 || t >= vocab) return nullptr;
+      SamplePenalty& e = pens[t];
+      e.id = t;
+      return &e;
+    };
+    if (sp.frequency_penalty != 0.0f || sp.presence_penalty != 0.0f)
+      for (TokenId t : req.output())
+        if (SamplePenalty* e = entry(t)) ++e->output_count;
+    if (sp.repetition_penalty != 1.0f)
+      for (TokenId t : req.tokens)
+        if (SamplePenalty* e = entry(t)) e->seen = 1;
+    if (req.num_output() < sp.min_new_tokens) {
+      for (TokenId t : sp.stop_token_ids)
+        if (SamplePenalty* e = entry(t)) e->banned = 1;
+      if (!sp.ignore_eos)
+        for (int64_t t : eos)
+          if (SamplePenalty* e = entry(static_cast<TokenId>(t))) e->banned = 1;
+    }
+    row.penalty_begin = static_cast<int32_t>(batch.penalties.size());
+    for (const auto& [t, e] : pens) batch.penalties.push_back(e);
+    row.penalty_end = static_cast<int32_t>(batch.penalties.size());
+    batch.rows.push_back(row);
+    batch_row.push_back(r);
+  }
+  if (batch.rows.empty()) return out;
+  SampleResult res = ops_.sample(dev_logits, batch);
+  for (size_t b = 0; b < batch_row.size(); ++b) {
+    const auto [s, pos] = row_owner[batch_row[b]];
+    if (res.bad_id[b] >= 0) {
+      out[s].token = 0;  // placeholder for the scheduler; the engine drops it and finishes the request
+      out[s].error = "non-finite logits (" + std::to_string(res.bad_value[b]) + " at token id " +
+                     std::to_string(res.bad_id[b]) + ") at position " + std::to_string(pos);
+      continue;
+    }
+    out[s].token = res.tokens[b];
+    if (batch.rows[b].want_logprob) out[s].logprob = TokenLogprob{res.tokens[b], res.logprobs[b], std::move(res.top[b])};
   }
   return out;
 }

@@ -1,10 +1,11 @@
-// Host-side token sampling from one row of logits: greedy (temperature 0), or temperature with top-k /
-// top-p / min-p filtering and a per-request seeded generator.
+// Host-side sampling state of one request: the seeded generator that draws each step's uniform (the
+// sampling op, ops/sampling.h, turns it into a token on either backend), plus a one-row host sampler.
 #pragma once
 #include <cstdint>
 #include <random>
 #include <vector>
 
+#include "ops/sampling.h"
 #include "sched/request.h"  // SamplingParams
 
 namespace ds {
@@ -12,7 +13,10 @@ namespace ds {
 class Sampler {
  public:
   explicit Sampler(const SamplingParams& p) : p_(p), rng_(p.seed) {}
-  // Returns the chosen token id given fp32 logits [vocab].
+  // The op row for this request's next token (penalty range left empty); draws the next uniform from the
+  // generator unless greedy, so a request's draws do not depend on the backend or the batch.
+  SampleRow next_row(int32_t logits_row);
+  // Returns the chosen token id given adjusted fp32 logits [vocab] (the reference semantics on the host).
   int32_t sample(const float* logits, int64_t vocab);
 
  private:

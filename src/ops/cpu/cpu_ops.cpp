@@ -521,6 +521,14 @@ class CpuOps final : public Ops {
     }
     return out;
   }
+
+  SampleResult sample(const Tensor& logits, const SampleBatch& batch) override {
+    DS_CHECK(logits.ndim() == 2 && logits.dtype() == DType::kF32 && logits.device() == Device::kCpu, "sample of ",
+             logits.describe());
+    for (const SampleRow& r : batch.rows)
+      DS_CHECK(r.logits_row >= 0 && r.logits_row < logits.dim(0), "sample row ", r.logits_row, " of ", logits.describe());
+    return sample_reference(logits.f32(), logits.dim(1), batch);
+  }
 };
 
 }  // namespace

@@ -1,0 +1,270 @@
+// GPU token sampling: the exact semantics of ops/sampling.h (sample_row_reference), one thread block per
+// row. IEEE float ops (__f*_rn) where the host reference rounds in float, so no FMA contraction changes a
+// penalised logit or a temperature-scaled key; probabilities and prefix sums in double.
+#include "kernels/sampling.h"
+
+#include <climits>
+#include <cmath>
+
+#include <cub/block/block_scan.cuh>
+#include <cub/device/device_segmented_radix_sort.cuh>
+#include <cuda_bf16.h>
+
+#include "kernels/block_reduce.cuh"
+
+namespace ds::kernels {
+namespace {
+
+constexpr int kThreads = 1024;  // the walk's BlockScan is specialised for exactly this block size
+
+__device__ __forceinline__ float load_logit(const void* p, ElemType t, int64_t i) {
+  if (t == ElemType::kBF16) return __bfloat162float(static_cast<const __nv_bfloat16*>(p)[i]);
+  return static_cast<const float*>(p)[i];
+}
+
+// Prepare: raw log-sum-exp and the first non-finite column, the adjusted row (penalties) in `work`, a raw
+// copy for top-logprob rows, and the greedy token.
+__global__ void __launch_bounds__(kThreads) sample_prep_kernel(SampleParams p) {
+  __shared__ float scratch[33];
+  __shared__ int s_bad;
+  __shared__ float s_val[32];
+  __shared__ int s_id[32];
+  const int b = blockIdx.x;
+  const SampleRowParams r = p.rows[b];
+  const int64_t V = p.vocab;
+  const int64_t base = static_cast<int64_t>(r.logits_row) * p.ld;
+  float* w = p.work + static_cast<int64_t>(r.slot) * V;
+  float* raw = r.raw_slot >= 0 ? p.work + static_cast<int64_t>(r.raw_slot) * V : nullptr;
+  if (threadIdx.x == 0) s_bad = INT_MAX;
+  __syncthreads();
+  float mx = -INFINITY;
+  int bad = INT_MAX;
+  for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
+    float x = load_logit(p.logits, p.type, base + i);
+    if (!isfinite(x) && bad == INT_MAX) bad = static_cast<int>(i);
+    mx = fmaxf(mx, x);
+    x = __fadd_rn(x, 0.0f);  // -0 -> +0: radix order of the keys equals their comparison order
+    w[i] = x;
+    if (raw) raw[i] = x;
+  }
+  if (bad != INT_MAX) atomicMin(&s_bad, bad);
+  mx = block_max(mx, scratch);  // its barriers also publish s_bad
+  const int bad_id = s_bad;
+  if (bad_id != INT_MAX) {
+    if (threadIdx.x == 0) {
+      p.bad_id[b] = bad_id;
+      p.bad_value[b] = load_logit(p.logits, p.type, base + bad_id);
+      p.tokens[b] = 0;
+      p.lse[b] = NAN;
+    }
+    return;
+  }
+  float s = 0.0f;
+  for (int64_t i = threadIdx.x; i < V; i += blockDim.x) s += expf(w[i] - mx);
+  const float lse = mx + logf(block_sum(s, scratch));  // ends with a barrier: every raw w[i] is written
+  for (int e = r.penalty_begin + threadIdx.x; e < r.penalty_end; e += blockDim.x) {
+    const SamplePenaltyParams q = p.penalties[e];
+    if (q.id < 0 || q.id >= V) continue;
+    float v = w[q.id];
+    if (q.output_count > 0)
+      v = __fsub_rn(v, __fadd_rn(__fmul_rn(r.frequency_penalty, static_cast<float>(q.output_count)), r.presence_penalty));
+    if (q.seen && r.repetition_penalty != 1.0f)
+      v = v > 0.0f ? __fdiv_rn(v, r.repetition_penalty) : __fmul_rn(v, r.repetition_penalty);
+    if (q.banned) v = -INFINITY;
+    w[q.id] = v;
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    p.bad_id[b] = -1;
+    p.bad_value[b] = 0.0f;
+    p.lse[b] = lse;
+  }
+  if (r.temperature > 0.0f) return;
+  // Greedy: the first (lowest id) maximum of the adjusted row.
+  float bv = -INFINITY;
+  int bi = INT_MAX;
+  for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
+    const float x = w[i];
+    if (x > bv || (x == bv && static_cast<int>(i) < bi)) bv = x, bi = static_cast<int>(i);
+  }
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
+  }
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
+  if (lane == 0) s_val[warp] = bv, s_id[warp] = bi;
+  __syncthreads();
+  if (warp == 0) {
+    bv = lane < warps ? s_val[lane] : -INFINITY;
+    bi = lane < warps ? s_id[lane] : INT_MAX;
+    for (int o = 16; o > 0; o >>= 1) {
+      const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+      const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+      if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
+    }
+    if (lane == 0) p.tokens[b] = bi >= 0 && bi < V ? bi : 0;
+  }
+}
+
+__global__ void fill_sort_inputs_kernel(int32_t* vals, int32_t* offsets, int64_t vocab, int64_t n) {
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    vals[i] = static_cast<int32_t>(i % vocab);
+  if (blockIdx.x == 0 && threadIdx.x <= kSampleSortChunk)
+    offsets[threadIdx.x] = static_cast<int32_t>(threadIdx.x * vocab);
+}
+
+using BlockScanD = cub::BlockScan<double, kThreads>;
+
+struct WalkShared {
+  typename BlockScanD::TempStorage scan;
+  double red[32];
+  double total;
+  int found;
+};
+
+// Sum over threads (fixed tree order); every thread gets the result.
+__device__ double block_sum_d(double v, WalkShared& sh) {
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  __syncthreads();
+  if (lane == 0) sh.red[warp] = v;
+  __syncthreads();
+  if (warp == 0) {
+    double x = lane < (kThreads >> 5) ? sh.red[lane] : 0.0;
+    for (int o = 16; o > 0; o >>= 1) x += __shfl_xor_sync(0xffffffffu, x, o);
+    if (lane == 0) sh.total = x;
+  }
+  __syncthreads();
+  return sh.total;
+}
+
+// The smallest i < n whose inclusive prefix sum of prob(0..i) is >= target, or -1.
+template <class Prob>
+__device__ int first_prefix_at_least(int64_t n, double target, Prob prob, WalkShared& sh) {
+  double carry = 0.0;
+  for (int64_t base = 0; base < n; base += kThreads) {
+    const int64_t i = base + threadIdx.x;
+    const double v = i < n ? prob(i) : 0.0;
+    double incl, agg;
+    __syncthreads();
+    if (threadIdx.x == 0) sh.found = INT_MAX;
+    BlockScanD(sh.scan).InclusiveSum(v, incl, agg);  // starts with no barrier: the one above orders `found`
+    __syncthreads();
+    if (i < n && carry + incl >= target) atomicMin(&sh.found, static_cast<int>(i));
+    __syncthreads();
+    const int f = sh.found;
+    if (f != INT_MAX) return f;
+    carry += agg;
+  }
+  return -1;
+}
+
+// The smallest i in [lo, n) with pred(i), or n.
+template <class Pred>
+__device__ int64_t first_where(int64_t lo, int64_t n, Pred pred, WalkShared& sh) {
+  for (int64_t base = lo; base < n; base += kThreads) {
+    const int64_t i = base + threadIdx.x;
+    __syncthreads();
+    if (threadIdx.x == 0) sh.found = INT_MAX;
+    __syncthreads();
+    if (i < n && pred(i)) atomicMin(&sh.found, static_cast<int>(i));
+    __syncthreads();
+    const int f = sh.found;
+    if (f != INT_MAX) return f;
+  }
+  return n;
+}
+
+// One block per sorted job of this chunk: a draw (semantics of sample_row_reference) or top logprobs.
+__global__ void __launch_bounds__(kThreads) sample_walk_kernel(SampleParams p, int job0) {
+  __shared__ WalkShared sh;
+  const int job = job0 + blockIdx.x;
+  const int b = p.job_row[job];
+  if (p.bad_id[b] >= 0) return;
+  const SampleRowParams r = p.rows[b];
+  const int64_t V = p.vocab;
+  const float* keys = p.keys_out + static_cast<int64_t>(blockIdx.x) * V;
+  const int32_t* vals = p.vals_out + static_cast<int64_t>(blockIdx.x) * V;
+  if (p.job_raw[job]) {
+    const float lse = p.lse[b];
+    for (int i = threadIdx.x; i < r.top_n && i < V; i += blockDim.x) {
+      p.top_id[static_cast<int64_t>(b) * p.max_top_n + i] = vals[i];
+      p.top_lp[static_cast<int64_t>(b) * p.max_top_n + i] = keys[i] - lse;
+    }
+    return;
+  }
+  const float t = r.temperature;
+  int64_t keep = r.top_k > 0 ? (r.top_k < V ? r.top_k : V) : V;
+  const double mx = static_cast<double>(__fdiv_rn(keys[0], t));
+  auto expv = [&](int64_t i) { return exp(static_cast<double>(__fdiv_rn(keys[i], t)) - mx); };
+  double part = 0.0;
+  for (int64_t i = threadIdx.x; i < keep; i += kThreads) part += expv(i);
+  const double sum = block_sum_d(part, sh);
+  auto prob = [&](int64_t i) { return expv(i) / sum; };
+  if (r.top_p < 1.0f) {
+    const int f = first_prefix_at_least(keep, static_cast<double>(r.top_p), prob, sh);
+    const int64_t n = f >= 0 ? f + 1 : keep;
+    keep = n > 1 ? n : 1;
+  }
+  if (r.min_p > 0.0f) {
+    const double thr = static_cast<double>(r.min_p) * prob(0);
+    keep = first_where(1, keep, [&](int64_t i) { return prob(i) < thr; }, sh);
+  }
+  part = 0.0;
+  for (int64_t i = threadIdx.x; i < keep; i += kThreads) part += prob(i);
+  const double total = block_sum_d(part, sh);
+  const int f = first_prefix_at_least(keep, r.uniform * total, prob, sh);
+  if (threadIdx.x == 0) {
+    const int32_t tok = vals[f >= 0 ? f : keep - 1];
+    p.tokens[b] = tok >= 0 && tok < V ? tok : 0;
+  }
+}
+
+__global__ void sample_logprob_kernel(SampleParams p) {
+  const int b = blockIdx.x * blockDim.x + threadIdx.x;
+  if (b >= p.num_rows) return;
+  const SampleRowParams r = p.rows[b];
+  float lp = NAN;
+  if (r.want_logprob && p.bad_id[b] < 0)
+    lp = load_logit(p.logits, p.type, static_cast<int64_t>(r.logits_row) * p.ld + p.tokens[b]) - p.lse[b];
+  p.logprobs[b] = lp;
+}
+
+}  // namespace
+
+cudaError_t sample_sort_temp_bytes(int64_t vocab, size_t* bytes) {
+  *bytes = 0;
+  const int n = static_cast<int>(kSampleSortChunk * vocab);
+  return cub::DeviceSegmentedRadixSort::SortPairsDescending(
+      nullptr, *bytes, static_cast<const float*>(nullptr), static_cast<float*>(nullptr),
+      static_cast<const int32_t*>(nullptr), static_cast<int32_t*>(nullptr), n, kSampleSortChunk,
+      static_cast<const int32_t*>(nullptr), static_cast<const int32_t*>(nullptr) + 1, 0, 32);
+}
+
+cudaError_t launch_sample(const SampleParams& p, cudaStream_t stream) {
+  if (p.num_rows == 0) return cudaSuccess;
+  if (p.vocab <= 0 || p.vocab * kSampleSortChunk > INT_MAX) return cudaErrorInvalidValue;
+  sample_prep_kernel<<<p.num_rows, kThreads, 0, stream>>>(p);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  if (p.num_jobs > 0) {
+    const int64_t n = kSampleSortChunk * p.vocab;
+    fill_sort_inputs_kernel<<<static_cast<unsigned>((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096), 256, 0, stream>>>(
+        p.vals_in, p.offsets, p.vocab, n);
+    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  }
+  for (int j0 = 0; j0 < p.num_jobs; j0 += kSampleSortChunk) {
+    const int n = p.num_jobs - j0 < kSampleSortChunk ? p.num_jobs - j0 : kSampleSortChunk;
+    size_t bytes = p.sort_temp_bytes;
+    cudaError_t e = cub::DeviceSegmentedRadixSort::SortPairsDescending(
+        p.sort_temp, bytes, p.work + static_cast<int64_t>(j0) * p.vocab, p.keys_out, p.vals_in, p.vals_out,
+        static_cast<int>(n * p.vocab), n, p.offsets, p.offsets + 1, 0, 32, stream);
+    if (e != cudaSuccess) return e;
+    sample_walk_kernel<<<n, kThreads, 0, stream>>>(p, j0);
+    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+  }
+  sample_logprob_kernel<<<(p.num_rows + 255) / 256, 256, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+}  // namespace ds::kernels

@@ -1,0 +1,68 @@
+// GPU token sampling (Ops::sample on CUDA; semantics in ops/sampling.h): per row a prepare pass (non-finite
+// check, raw log-sum-exp, penalties, greedy argmax), a stable segmented radix sort of the rows that draw or
+// report top logprobs (CUB, chunked to bound the workspace), and a walk over the sorted prefix in double.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+#include "kernels/basic.h"  // ElemType
+
+namespace ds::kernels {
+
+struct SampleRowParams {
+  int32_t logits_row;
+  float temperature;  // <= 0: greedy
+  int32_t top_k;
+  float top_p, min_p;
+  float frequency_penalty, presence_penalty, repetition_penalty;
+  double uniform;
+  int32_t penalty_begin, penalty_end;
+  int32_t top_n;         // top logprobs wanted (0: none)
+  int32_t want_logprob;  // 1: logprob of the token
+  int32_t slot;          // row of `work` holding the adjusted logits
+  int32_t raw_slot;      // row of `work` holding a copy of the raw logits (top_n > 0), else -1
+};
+struct SamplePenaltyParams {
+  int32_t id, output_count;
+  uint8_t seen, banned, pad0, pad1;
+};
+
+// Workspace and outputs, all device pointers. `work` is [num_slots, vocab] f32; slots [0, num_jobs) are
+// the rows to sort (jobs), job j being slot j, in chunks of kSampleSortChunk.
+struct SampleParams {
+  const void* logits;
+  ElemType type;  // kF32 or kBF16
+  int64_t ld, vocab;
+  int num_rows;
+  const SampleRowParams* rows;
+  const SamplePenaltyParams* penalties;
+  const int32_t* job_row;   // [num_jobs] batch row of each job
+  const int32_t* job_raw;   // [num_jobs] 1: raw job (top logprobs), 0: draw job
+  int num_jobs;
+  float* work;
+  float* keys_out;          // [kSampleSortChunk, vocab]
+  int32_t* vals_in;         // [kSampleSortChunk, vocab] (filled here with column ids)
+  int32_t* vals_out;        // [kSampleSortChunk, vocab]
+  int32_t* offsets;         // [kSampleSortChunk + 1]
+  void* sort_temp;
+  size_t sort_temp_bytes;
+  int max_top_n;
+  // outputs
+  float* lse;               // [num_rows]
+  int32_t* tokens;          // [num_rows]
+  float* logprobs;          // [num_rows]
+  int32_t* bad_id;          // [num_rows]
+  float* bad_value;         // [num_rows]
+  float* top_lp;            // [num_rows, max_top_n]
+  int32_t* top_id;          // [num_rows, max_top_n]
+};
+
+constexpr int kSampleSortChunk = 16;
+
+// Bytes of CUB temp storage one chunk sort needs.
+cudaError_t sample_sort_temp_bytes(int64_t vocab, size_t* bytes);
+cudaError_t launch_sample(const SampleParams& p, cudaStream_t stream);
+
+}  // namespace ds::kernels

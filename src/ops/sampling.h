@@ -1,0 +1,69 @@
+// Token sampling as a backend op (Ops::sample): the batch description the runner builds, the result that
+// comes back (B ids plus requested logprobs, never B x V logits), and the host reference of the exact
+// semantics that CpuOps implements and the CUDA kernel (src/kernels/sampling.cu) mirrors.
+#pragma once
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace ds {
+
+// Per-token adjustment of one row, applied to the raw logit x of token `id` in this order (the runner's
+// penalties as SGLang/HF apply them): x -= frequency_penalty * output_count + presence_penalty when
+// output_count > 0; then, when `seen` and repetition_penalty != 1, x = x > 0 ? x / rep : x * rep; then
+// x = -inf when `banned` (stop/EOS ids before min_new_tokens). At most one entry per id and row.
+struct SamplePenalty {
+  int32_t id = 0;
+  int32_t output_count = 0;  // occurrences of id in the output so far
+  uint8_t seen = 0;          // id occurs in prompt or output (repetition penalty)
+  uint8_t banned = 0;
+};
+
+struct SampleRow {
+  int32_t logits_row = 0;     // row of the logits tensor
+  float temperature = 0.0f;   // <= 0: greedy (argmax of the adjusted logits, lowest id on ties)
+  int32_t top_k = -1;         // <= 0: no limit
+  float top_p = 1.0f;
+  float min_p = 0.0f;
+  float frequency_penalty = 0.0f;
+  float presence_penalty = 0.0f;
+  float repetition_penalty = 1.0f;
+  double uniform = 0.0;       // in [0, 1), from the request's seeded generator (unused when greedy)
+  bool want_logprob = false;  // log_softmax(raw logits)[token]
+  int32_t top_logprobs = 0;   // the n largest raw log-softmax values (value desc, id asc)
+  int32_t penalty_begin = 0;  // [begin, end) in SampleBatch::penalties
+  int32_t penalty_end = 0;
+};
+
+struct SampleBatch {
+  int64_t vocab = 0;  // columns [0, vocab) of the logits are the vocabulary; any further columns are padding
+  std::vector<SampleRow> rows;
+  std::vector<SamplePenalty> penalties;
+};
+
+struct SampleResult {
+  std::vector<int32_t> tokens;   // [B]
+  std::vector<float> logprobs;   // [B] (NaN where not wanted)
+  std::vector<std::vector<std::pair<float, int32_t>>> top;  // [B] (logprob, id), top_logprobs entries
+  // First non-finite raw logit of the row (lowest id), -1 when the row is finite: the runner fails that
+  // request (RELIABILITY.md). The row's token is then 0 and meaningless.
+  std::vector<int32_t> bad_id;
+  std::vector<float> bad_value;
+};
+
+// The semantics of one non-greedy draw over adjusted logits x[0, V) (finite or -inf):
+//   order  = ids sorted by (x desc, id asc); s_i = float(x[order_i] / temperature) (IEEE float division)
+//   keep   = top_k > 0 ? min(top_k, V) : V
+//   p_i    = exp(double(s_i) - double(s_0)) / sum_{j < keep} exp(double(s_j) - double(s_0))   (double)
+//   top_p < 1: keep = max(1, smallest n <= keep with sum_{i < n} p_i >= top_p, else keep)
+//   min_p > 0: keep = 1 + number of leading i in [1, keep) with p_i >= min_p * p_0
+//   r      = uniform * sum_{i < keep} p_i; token = order of the smallest i < keep with
+//            sum_{j <= i} p_j >= r, else order_{keep - 1}.
+// The CPU sums sequentially; the GPU in a fixed tree order, so the two can differ only when r falls within
+// double rounding of a boundary. Greedy: argmax of x, lowest id on ties.
+int32_t sample_row_reference(const float* adjusted, int64_t vocab, const SampleRow& row);
+
+// The whole op on host fp32 logits [rows, ld] (ld >= batch.vocab): what CpuOps::sample does.
+SampleResult sample_reference(const float* logits, int64_t ld, const SampleBatch& batch);
+
+}  // namespace ds

@@ -1,0 +1,115 @@
+// KV pool sizing from --mem-fraction-static (see mem_plan.h for the rule and the reserve estimate).
+#include "runner/mem_plan.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#ifdef DSERVE_WITH_CUDA
+#include "ops/cuda/cuda_runtime.h"
+#endif
+
+namespace ds {
+namespace {
+
+constexpr int64_t kMiB = int64_t{1} << 20;
+constexpr double kGiB = 1024.0 * 1024.0 * 1024.0;
+
+std::string gib(double bytes) {
+  char buf[32];
+  std::snprintf(buf, sizeof(buf), "%.2f", bytes / kGiB);
+  return buf;
+}
+
+}  // namespace
+
+int64_t activation_reserve_bytes(const MemPlanInput& in) {
+  const int64_t chunk = std::max<int64_t>(in.chunked_prefill_size, 2048);
+  int64_t r = 512 * kMiB + chunk * 3 * kMiB / 2 + int64_t{in.cuda_graph_max_bs} * 2 * kMiB;
+  r += 2 * int64_t{std::max(in.max_running_requests, 1)} * in.vocab * 4;  // logits + sampling work rows
+  r += 16 * in.vocab * 12;                                               // one sort chunk (keys, ids x 2)
+  return r;
+}
+
+Result<MemPlan> plan_kv_memory(const MemPlanInput& in) {
+  if (in.total_bytes <= 0 || in.free_bytes < 0 || in.free_bytes > in.total_bytes)
+    return error("GPU memory info is inconsistent (total ", in.total_bytes, ", free ", in.free_bytes, ")");
+  if (in.kv_bytes_per_token <= 0 || in.page_size <= 0) return error("KV bytes per token must be positive");
+  if (in.mem_fraction_static < 0 || in.mem_fraction_static >= 1)
+    return error("--mem-fraction-static must be in (0, 1), got ", in.mem_fraction_static);
+  MemPlan p;
+  p.reserve_bytes = activation_reserve_bytes(in);
+  const double total = static_cast<double>(in.total_bytes);
+  if (in.mem_fraction_static > 0) {
+    p.fraction = in.mem_fraction_static;
+  } else {  // SGLang's default: everything but the reserve (at least 10 GiB on GPUs over 60 GiB)
+    double reserve = static_cast<double>(p.reserve_bytes);
+    if (total > 60.0 * kGiB) reserve = std::max(reserve, 10.0 * kGiB);
+    p.fraction = std::clamp((total - reserve) / total, 0.05, 0.95);
+  }
+  const double used = static_cast<double>(in.total_bytes - in.free_bytes);
+  const double by_fraction = p.fraction * total - used;
+  const double by_free = static_cast<double>(in.free_bytes) - static_cast<double>(p.reserve_bytes);
+  const double budget = std::min(by_fraction, by_free);
+  const int64_t page_bytes = in.kv_bytes_per_token * in.page_size;
+  const int64_t min_pages = std::max<int64_t>((in.min_tokens + in.page_size - 1) / in.page_size, 1);
+  const double need = static_cast<double>(min_pages) * static_cast<double>(page_bytes);
+  if (budget < need) {
+    const double missing = need - budget;
+    if (by_fraction <= by_free)
+      return error("the model does not fit: weights and runtime use ", gib(used), " GiB of the ", gib(p.fraction * total),
+                   " GiB static budget (--mem-fraction-static ", p.fraction, " of ", gib(total), " GiB); the KV cache needs ",
+                   gib(need), " GiB for ", min_pages * in.page_size, " tokens: ", gib(missing), " GiB missing");
+    return error("the model does not fit: ", gib(static_cast<double>(in.free_bytes)), " GiB free after the weights (",
+                 gib(static_cast<double>(in.weights_bytes)), " GiB), ", gib(static_cast<double>(p.reserve_bytes)),
+                 " GiB reserved for activations; the KV cache needs ", gib(need), " GiB for ", min_pages * in.page_size,
+                 " tokens: ", gib(missing), " GiB missing");
+  }
+  const double pages = std::floor(budget / static_cast<double>(page_bytes));
+  p.num_pages = static_cast<int32_t>(std::min(pages, static_cast<double>(INT32_MAX - 1)));
+  p.max_total_tokens = static_cast<int64_t>(p.num_pages) * in.page_size;
+  p.kv_bytes = static_cast<int64_t>(p.num_pages) * page_bytes;
+  return p;
+}
+
+std::string describe_mem_plan(const MemPlanInput& in, const MemPlan& p) {
+  char buf[512];
+  std::snprintf(buf, sizeof(buf),
+                "Memory plan: total %s GiB, weights %s GiB, free after weights %s GiB, mem_fraction_static %.3f, "
+                "activation reserve %s GiB\nKV Cache is allocated. #tokens: %lld, #pages: %d (page size %d), "
+                "KV size: %s GiB (%lld bytes per token)",
+                gib(static_cast<double>(in.total_bytes)).c_str(), gib(static_cast<double>(in.weights_bytes)).c_str(),
+                gib(static_cast<double>(in.free_bytes)).c_str(), p.fraction, gib(static_cast<double>(p.reserve_bytes)).c_str(),
+                static_cast<long long>(p.max_total_tokens), p.num_pages, in.page_size,
+                gib(static_cast<double>(p.kv_bytes)).c_str(), static_cast<long long>(in.kv_bytes_per_token));
+  return buf;
+}
+
+int64_t kv_bytes_per_token(Ops& ops, const ModelConfig& cfg, int page_size, KvCacheDtype dtype) {
+  KvCache one = make_kv_cache(ops, cfg, page_size, 1, 0, dtype);
+  int64_t bytes = 0;
+  for (const Tensor& t : one.latent) bytes += t.nbytes();
+  for (const Tensor& t : one.index_k) bytes += t.nbytes();
+  return (bytes + page_size - 1) / page_size;
+}
+
+Status query_gpu_memory(int64_t* free_bytes, int64_t* total_bytes) {
+#ifdef DSERVE_WITH_CUDA
+  if (cudaError_t e = cudaStreamSynchronize(cuda_stream()); e != cudaSuccess)
+    return error("cudaStreamSynchronize: ", cudaGetErrorString(e));
+  int dev = 0;
+  cudaMemPool_t pool;
+  if (cudaGetDevice(&dev) == cudaSuccess && cudaDeviceGetMemPool(&pool, dev) == cudaSuccess) cudaMemPoolTrimTo(pool, 0);
+  size_t f = 0, t = 0;
+  if (cudaError_t e = cudaMemGetInfo(&f, &t); e != cudaSuccess) return error("cudaMemGetInfo: ", cudaGetErrorString(e));
+  *free_bytes = static_cast<int64_t>(f);
+  *total_bytes = static_cast<int64_t>(t);
+  return Status::ok();
+#else
+  (void)free_bytes;
+  (void)total_bytes;
+  return error("GPU memory planning needs the CUDA backend");
+#endif
+}
+
+}  // namespace ds
