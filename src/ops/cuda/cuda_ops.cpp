@@ -14,6 +14,7 @@
 #include "kernels/moe_gemm.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope_cache.h"
+#include "kernels/sampling.h"
 #include "ops/cuda/attention.h"
 #include "ops/cuda/cublaslt_gemm.h"
 #include "ops/cuda/fp8_linear.h"
@@ -492,6 +493,125 @@ class CudaOps final : public Ops {
     DS_CUDA_CHECK(kernels::launch_log_softmax_split(logits.data(), elem_type(logits.dtype()), out.data_as<float>(),
                                                     part.data_as<float>(), logits.dim(0), logits.dim(1), stream()));
     return out;
+  }
+
+  SampleResult sample(const Tensor& logits, const SampleBatch& batch) override {
+    check_cuda(logits, "sample");
+    DS_CHECK(logits.ndim() == 2 && (logits.dtype() == DType::kF32 || logits.dtype() == DType::kBF16), "sample of ",
+             logits.describe());
+    const int64_t V = batch.vocab, B = static_cast<int64_t>(batch.rows.size());
+    DS_CHECK(V > 0 && V <= logits.dim(1), "sampling vocab ", V, " outside ", logits.describe());
+    SampleResult res;
+    if (B == 0) return res;
+    // Jobs (rows to sort) take the first work slots: draw rows, then raw copies for top logprobs.
+    std::vector<kernels::SampleRowParams> rows(B);
+    std::vector<int32_t> job_row, job_raw;
+    int max_top_n = 1;
+    for (int64_t b = 0; b < B; ++b) {
+      const SampleRow& r = batch.rows[b];
+      DS_CHECK(r.logits_row >= 0 && r.logits_row < logits.dim(0), "sample row ", r.logits_row, " of ", logits.describe());
+      DS_CHECK(r.penalty_begin >= 0 && r.penalty_begin <= r.penalty_end &&
+                   r.penalty_end <= static_cast<int32_t>(batch.penalties.size()), "sampling penalty range");
+      rows[b] = kernels::SampleRowParams{r.logits_row, r.temperature, r.top_k, r.top_p, r.min_p, r.frequency_penalty,
+                                         r.presence_penalty, r.repetition_penalty, r.uniform, r.penalty_begin,
+                                         r.penalty_end, std::max(0, r.top_logprobs), r.want_logprob ? 1 : 0, -1, -1};
+      max_top_n = std::max(max_top_n, r.top_logprobs);
+      if (r.temperature > 0.0f) {
+        rows[b].slot = static_cast<int32_t>(job_row.size());
+        job_row.push_back(static_cast<int32_t>(b));
+        job_raw.push_back(0);
+      }
+    }
+    for (int64_t b = 0; b < B; ++b)
+      if (rows[b].top_n > 0) {
+        rows[b].raw_slot = static_cast<int32_t>(job_row.size());
+        job_row.push_back(static_cast<int32_t>(b));
+        job_raw.push_back(1);
+      }
+    const int num_jobs = static_cast<int>(job_row.size());
+    int32_t slots = num_jobs;
+    for (auto& r : rows)
+      if (r.slot < 0) r.slot = slots++;
+    std::vector<kernels::SamplePenaltyParams> pens(batch.penalties.size());
+    for (size_t i = 0; i < pens.size(); ++i) {
+      const SamplePenalty& q = batch.penalties[i];
+      DS_CHECK(q.id >= 0 && q.id < V, "penalty token id ", q.id, " out of range");
+      pens[i] = kernels::SamplePenaltyParams{q.id, q.output_count, q.seen, q.banned, 0, 0};
+    }
+    static_assert(sizeof(kernels::SampleRowParams) % 4 == 0 && sizeof(kernels::SamplePenaltyParams) % 4 == 0);
+    auto words = [](size_t bytes) { return static_cast<int64_t>(std::max<size_t>((bytes + 3) / 4, 1)); };
+    auto to_dev = [&](const void* src, size_t bytes) {
+      Tensor t = empty({words(bytes)}, DType::kI32);
+      if (bytes) DS_CUDA_CHECK(cudaMemcpyAsync(t.data(), src, bytes, cudaMemcpyHostToDevice, stream()));
+      return t;
+    };
+    Tensor d_rows = to_dev(rows.data(), rows.size() * sizeof(rows[0]));
+    Tensor d_pens = to_dev(pens.data(), pens.size() * sizeof(pens[0]));
+    Tensor d_job_row = to_dev(job_row.data(), job_row.size() * 4), d_job_raw = to_dev(job_raw.data(), job_raw.size() * 4);
+    Tensor work = empty({std::max<int64_t>(slots, 1), V}, DType::kF32);
+    const int64_t chunk = num_jobs > 0 ? kernels::kSampleSortChunk : 0;
+    Tensor keys_out = empty({std::max<int64_t>(chunk * V, 1)}, DType::kF32);
+    Tensor vals_in = empty({std::max<int64_t>(chunk * V, 1)}, DType::kI32);
+    Tensor vals_out = empty({std::max<int64_t>(chunk * V, 1)}, DType::kI32);
+    Tensor offsets = empty({kernels::kSampleSortChunk + 1}, DType::kI32);
+    size_t temp_bytes = 0;
+    if (num_jobs > 0) DS_CUDA_CHECK(kernels::sample_sort_temp_bytes(V, &temp_bytes));
+    Tensor temp = empty({words(temp_bytes)}, DType::kI32);
+    Tensor lse = empty({B}, DType::kF32), tokens = empty({B}, DType::kI32), lps = empty({B}, DType::kF32);
+    Tensor bad_id = empty({B}, DType::kI32), bad_val = empty({B}, DType::kF32);
+    Tensor top_lp = empty({B, max_top_n}, DType::kF32), top_id = empty({B, max_top_n}, DType::kI32);
+    kernels::SampleParams p{};
+    p.logits = logits.data();
+    p.type = elem_type(logits.dtype());
+    p.ld = logits.dim(1);
+    p.vocab = V;
+    p.num_rows = static_cast<int>(B);
+    p.rows = static_cast<const kernels::SampleRowParams*>(d_rows.data());
+    p.penalties = static_cast<const kernels::SamplePenaltyParams*>(d_pens.data());
+    p.job_row = d_job_row.data_as<int32_t>();
+    p.job_raw = d_job_raw.data_as<int32_t>();
+    p.num_jobs = num_jobs;
+    p.work = work.data_as<float>();
+    p.keys_out = keys_out.data_as<float>();
+    p.vals_in = vals_in.data_as<int32_t>();
+    p.vals_out = vals_out.data_as<int32_t>();
+    p.offsets = offsets.data_as<int32_t>();
+    p.sort_temp = temp.data();
+    p.sort_temp_bytes = temp_bytes;
+    p.max_top_n = max_top_n;
+    p.lse = lse.data_as<float>();
+    p.tokens = tokens.data_as<int32_t>();
+    p.logprobs = lps.data_as<float>();
+    p.bad_id = bad_id.data_as<int32_t>();
+    p.bad_value = bad_val.data_as<float>();
+    p.top_lp = top_lp.data_as<float>();
+    p.top_id = top_id.data_as<int32_t>();
+    DS_CUDA_CHECK(kernels::launch_sample(p, stream()));
+    res.tokens.resize(B);
+    res.logprobs.resize(B);
+    res.bad_id.resize(B);
+    res.bad_value.resize(B);
+    std::vector<float> h_top_lp(B * max_top_n);
+    std::vector<int32_t> h_top_id(B * max_top_n);
+    auto down = [&](void* dst, const Tensor& src, size_t bytes) {
+      DS_CUDA_CHECK(cudaMemcpyAsync(dst, src.data(), bytes, cudaMemcpyDeviceToHost, stream()));
+    };
+    down(res.tokens.data(), tokens, B * 4);
+    down(res.logprobs.data(), lps, B * 4);
+    down(res.bad_id.data(), bad_id, B * 4);
+    down(res.bad_value.data(), bad_val, B * 4);
+    if (max_top_n > 1 || std::any_of(rows.begin(), rows.end(), [](const auto& r) { return r.top_n > 0; })) {
+      down(h_top_lp.data(), top_lp, h_top_lp.size() * 4);
+      down(h_top_id.data(), top_id, h_top_id.size() * 4);
+    }
+    DS_CUDA_CHECK(cudaStreamSynchronize(stream()));
+    res.top.resize(B);
+    for (int64_t b = 0; b < B; ++b) {
+      if (res.bad_id[b] >= 0) continue;
+      const int64_t n = std::min<int64_t>(rows[b].top_n, V);
+      for (int64_t i = 0; i < n; ++i) res.top[b].emplace_back(h_top_lp[b * max_top_n + i], h_top_id[b * max_top_n + i]);
+    }
+    return res;
   }
 
  private:
