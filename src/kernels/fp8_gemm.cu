@@ -93,12 +93,18 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(Fp8GemmSmallM
 #pragma unroll
     for (int c = 0; c < 4; ++c) acc[t][c] = 0.0f;
 
-  for (int64_t kb = warp; kb < kblocks; kb += kWarps) {
+  // One 128-deep K block: this lane's 32 bytes of weight rows g and g + 8 (w[0..1] and w[2..3]).
+  auto load_block = [&](int64_t kb, uint4 (&w)[4]) {
     const int64_t off = kb * 128;
-    uint4 ra = load_stream(w0 + off), rb = load_stream(w0 + off + 16);
-    uint4 sa = load_stream(w1 + off), sb = load_stream(w1 + off + 16);
-    const uint32_t r[8] = {ra.x, ra.y, ra.z, ra.w, rb.x, rb.y, rb.z, rb.w};
-    const uint32_t s[8] = {sa.x, sa.y, sa.z, sa.w, sb.x, sb.y, sb.z, sb.w};
+    w[0] = load_stream(w0 + off);
+    w[1] = load_stream(w0 + off + 16);
+    w[2] = load_stream(w1 + off);
+    w[3] = load_stream(w1 + off + 16);
+  };
+  auto compute_block = [&](int64_t kb, const uint4 (&w)[4]) {
+    const int64_t off = kb * 128;
+    const uint32_t r[8] = {w[0].x, w[0].y, w[0].z, w[0].w, w[1].x, w[1].y, w[1].z, w[1].w};
+    const uint32_t s[8] = {w[2].x, w[2].y, w[2].z, w[2].w, w[3].x, w[3].y, w[3].z, w[3].w};
     const float swv = __ldg(sw_row + kb);
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
@@ -121,6 +127,27 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(Fp8GemmSmallM
       acc[t][1] += part[1] * sx1 * swv;
       acc[t][2] += part[2] * sx0 * swv;
       acc[t][3] += part[3] * sx1 * swv;
+    }
+  };
+  if constexpr (NT <= 2) {
+    // Few tokens: registers to spare, so keep the next block's weights in flight while computing this one
+    // (twice the bytes in flight per warp; decode GEMMs are latency/bandwidth bound).
+    uint4 cur[4], nxt[4];
+    int64_t kb = warp;
+    if (kb < kblocks) load_block(kb, cur);
+    for (; kb < kblocks; kb += kWarps) {
+      const bool more = kb + kWarps < kblocks;
+      if (more) load_block(kb + kWarps, nxt);
+      compute_block(kb, cur);
+      if (more)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) cur[i] = nxt[i];
+    }
+  } else {
+    for (int64_t kb = warp; kb < kblocks; kb += kWarps) {
+      uint4 w[4];
+      load_block(kb, w);
+      compute_block(kb, w);
     }
   }
 
