@@ -179,7 +179,9 @@ int main(int argc, char** argv) {
       } catch (const std::exception& e) {
         std::printf("%s M=%lld ours FAILED: %s\n", sh.name, static_cast<long long>(M), e.what());
       }
-      try {
+      if (!fp8.lt_supported(M, Np, Kp)) {
+        std::printf("%s M=%lld cublaslt_fp8 unsupported\n", sh.name, static_cast<long long>(M));
+      } else try {
         rows.push_back({"cublaslt_fp8",
                         time_us([&](int i) { fp8.run_cublaslt(q.data(), sx.f32(), ws[i % copies], M, dpad.data(), cuda_stream()); },
                                 iters),

@@ -96,6 +96,9 @@ void check_gemm(Fp8Gemm& gemm, Fp8Path path, const Shape3& sh, int64_t M, bool u
   if (M > 2)
     for (int64_t j = 0; j < sh.k; ++j) xf.f32()[1 * sh.k + j] *= 30.0f;  // one outlier token
   Tensor xd = test::to_device(xf);
+  if (path == Fp8Path::kCublasLt) {  // else linear() falls back to chunked small-M and this case proves nothing
+    EXPECT_TRUE(gemm.lt_supported(M, w.Np, w.Kp)) << "cuBLASLt rejects M " << M << " N " << w.Np << " K " << w.Kp;
+  }
   Tensor y = gemm.linear(xd, w, ue8m0, path);
   Tensor want = linear_w8a8_reference(xf, hw, ue8m0);
   char what[128];
@@ -130,6 +133,7 @@ TEST_F(Fp8GemmGpu, CublasLtScaleLayoutProbe) {
   Tensor want = linear_w8a8_reference(xf, hw, false);
   Fp8Gemm gemm;
   const int def = gemm.lt_layout();
+  ASSERT_TRUE(gemm.lt_supported(M, w.Np, w.Kp));
   bool default_ok = false;
   for (int layout = 0; layout < 8; ++layout) {
     if (!(layout & 1) && (layout & 4)) continue;  // bit 2 only matters K-block-major
@@ -148,6 +152,13 @@ TEST_F(Fp8GemmGpu, CublasLtMatchesReference) {
   for (const Shape3& sh : kShapes)
     for (int64_t M : {1, 3, 8, 64, 65, 300}) check_gemm(gemm, Fp8Path::kCublasLt, sh, M, false, rng);
   for (int64_t M : {8, 65, 300}) check_gemm(gemm, Fp8Path::kCublasLt, kShapes[0], M, true, rng);
+}
+
+// The fallback for shapes cuBLASLt rejects: the small-M kernel over 64-token chunks.
+TEST_F(Fp8GemmGpu, SmallMChunkedBeyond64) {
+  Fp8Gemm gemm;
+  std::mt19937 rng(9);
+  for (int64_t M : {65, 150}) check_gemm(gemm, Fp8Path::kSmallM, kShapes[0], M, false, rng);
 }
 
 TEST_F(Fp8GemmGpu, AutoDispatchBothSides) {

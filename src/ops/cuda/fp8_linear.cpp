@@ -125,11 +125,22 @@ Fp8Gemm::~Fp8Gemm() {
 // TRANSA = T, B = q [M, Kp] row-major = column-major Kp x M, D [M, Np] row-major = column-major Np x M (the
 // "TN" form Hopper's FP8 GEMMs require). A's scales: BLK128x128; B's: VEC128 along K.
 Fp8Gemm::Plan& Fp8Gemm::plan_for(int64_t M, int64_t Np, int64_t Kp) {
+  Plan* p = try_plan(M, Np, Kp);
+  DS_CHECK(p, "cuBLASLt has no block-scaled FP8 algorithm for M ", M, " N ", Np, " K ", Kp);
+  return *p;
+}
+
+bool Fp8Gemm::lt_supported(int64_t M, int64_t Np, int64_t Kp) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return try_plan(M, Np, Kp) != nullptr;
+}
+
+Fp8Gemm::Plan* Fp8Gemm::try_plan(int64_t M, int64_t Np, int64_t Kp) {
   char key[96];
   std::snprintf(key, sizeof(key), "%lld %lld %lld %d", static_cast<long long>(M), static_cast<long long>(Np),
                 static_cast<long long>(Kp), lt_layout_);
   auto it = plans_.find(key);
-  if (it != plans_.end()) return *it->second;
+  if (it != plans_.end()) return it->second.get();  // null: known unsupported
   auto plan = std::make_unique<Plan>();
   DS_FP8_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
@@ -152,10 +163,33 @@ Fp8Gemm::Plan& Fp8Gemm::plan_for(int64_t M, int64_t Np, int64_t Kp) {
   const cublasStatus_t st =
       cublasLtMatmulAlgoGetHeuristic(handle_, plan->op, plan->a, plan->b, plan->d, plan->d, pref, 1, &result, &found);
   cublasLtMatmulPreferenceDestroy(pref);
-  DS_CHECK(st == CUBLAS_STATUS_SUCCESS && found > 0, "cuBLASLt has no block-scaled FP8 algorithm for M ", M, " N ", Np,
-           " K ", Kp, " (status ", static_cast<int>(st), ")");
+  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+    std::fprintf(stderr, "fp8: cuBLASLt has no block-scaled FP8 algorithm for M %lld N %lld K %lld (status %d)\n",
+                 static_cast<long long>(M), static_cast<long long>(Np), static_cast<long long>(Kp), static_cast<int>(st));
+    plans_.emplace(key, nullptr);
+    return nullptr;
+  }
   plan->algo = result.algo;
-  return *plans_.emplace(key, std::move(plan)).first->second;
+  return plans_.emplace(key, std::move(plan)).first->second.get();
+}
+
+void Fp8Gemm::small_m_chunks(const Tensor& q, const Tensor& sx, const Fp8Weight& w, int64_t M, Tensor& y) {
+  const int64_t kb = w.Kp / 128;
+  for (int64_t m0 = 0; m0 < M; m0 += kernels::kFp8SmallMMax) {
+    kernels::Fp8GemmSmallMParams gp;
+    gp.q = q.data_as<uint8_t>() + m0 * w.Kp;
+    gp.sx = sx.f32() + m0 * kb;
+    gp.sx_ld = kb;
+    gp.w = w.w.data_as<uint8_t>();
+    gp.sw = w.sw.f32();
+    gp.d = static_cast<uint16_t*>(y.data()) + m0 * w.N;
+    gp.ldd = w.N;
+    gp.M = std::min<int64_t>(kernels::kFp8SmallMMax, M - m0);
+    gp.N = w.N;
+    gp.Np = w.Np;
+    gp.Kp = w.Kp;
+    DS_CUDA_CHECK(kernels::launch_fp8_gemm_small_m(gp, cuda_stream()));
+  }
 }
 
 void Fp8Gemm::run_cublaslt(const void* q, const float* sx, const Fp8Weight& w, int64_t M, void* d,
@@ -180,7 +214,6 @@ Tensor Fp8Gemm::linear(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path 
   Tensor y = Tensor::empty({M, w.N}, DType::kBF16, Device::kCuda);
   if (M == 0) return y;
   if (path == Fp8Path::kAuto) path = M <= small_m_max_ ? Fp8Path::kSmallM : Fp8Path::kCublasLt;
-  DS_CHECK(path != Fp8Path::kSmallM || M <= kernels::kFp8SmallMMax, "fp8 small-M kernel with M = ", M);
   cudaStream_t stream = cuda_stream();
   const int64_t kb = w.Kp / 128;
   Tensor q = Tensor::empty({M, w.Kp}, DType::kF8E4M3, Device::kCuda);
@@ -193,25 +226,14 @@ Tensor Fp8Gemm::linear(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path 
   qp.Kp = w.Kp;
   qp.q = q.data_as<uint8_t>();
   qp.ue8m0 = ue8m0;
+  if (path == Fp8Path::kCublasLt && !lt_supported(M, w.Np, w.Kp)) path = Fp8Path::kSmallM;  // chunked fallback
   if (path == Fp8Path::kSmallM) {
     Tensor sx = Tensor::empty({M, kb}, DType::kF32, Device::kCuda);
     qp.s = sx.f32();
     qp.s_ld = kb;
     qp.s_m_major = false;
     DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, stream));
-    kernels::Fp8GemmSmallMParams gp;
-    gp.q = q.data_as<uint8_t>();
-    gp.sx = sx.f32();
-    gp.sx_ld = kb;
-    gp.w = w.w.data_as<uint8_t>();
-    gp.sw = w.sw.f32();
-    gp.d = y.data();
-    gp.ldd = w.N;
-    gp.M = M;
-    gp.N = w.N;
-    gp.Np = w.Np;
-    gp.Kp = w.Kp;
-    DS_CUDA_CHECK(kernels::launch_fp8_gemm_small_m(gp, stream));
+    small_m_chunks(q, sx, w, M, y);
     return y;
   }
   const bool m_major = (lt_layout_ & 1) != 0;

@@ -67,12 +67,18 @@ class Fp8Gemm {
   // described by lt_layout (ld = round_up(M, 4) when K-block-major), d bf16 [M, Np].
   void run_cublaslt(const void* q, const float* sx, const Fp8Weight& w, int64_t M, void* d, cudaStream_t stream);
 
+  // Whether cuBLASLt has a block-scaled algorithm for this shape (no abort; the plan is cached). When it has
+  // none, linear() runs the small-M kernel over 64-token chunks instead (correct, slower).
+  bool lt_supported(int64_t M, int64_t Np, int64_t Kp);
+
   // Row stride of the K-block-major activation scales for cuBLASLt at this M (bit 2 of the layout: M itself).
   int64_t lt_scale_ld(int64_t M) const { return (lt_layout_ & 4) ? M : (M + 3) / 4 * 4; }
 
  private:
   struct Plan;
+  Plan* try_plan(int64_t M, int64_t Np, int64_t Kp);  // null when cuBLASLt has no algorithm
   Plan& plan_for(int64_t M, int64_t Np, int64_t Kp);
+  void small_m_chunks(const Tensor& q, const Tensor& sx, const Fp8Weight& w, int64_t M, Tensor& y);
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;
