@@ -41,8 +41,9 @@ Result<BpeModel> BpeModel::from_json(const nlohmann::json& j) {
   m.vocab_.reserve(vocab.size());
   int32_t max_id = -1;
   for (auto it = vocab.begin(); it != vocab.end(); ++it) {
-    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0)
-      return error("tokenizer.json model.vocab: id of '", it.key(), "' is not a non-negative integer");
+    // Ids index dense tables: a huge id (a hostile tokenizer.json) would allocate gigabytes.
+    if (!it.value().is_number_integer() || it.value().get<int64_t>() < 0 || it.value().get<int64_t>() > kMaxTokenId)
+      return error("tokenizer.json model.vocab: id of '", it.key(), "' is not an integer in [0, ", kMaxTokenId, "]");
     int32_t id = it.value().get<int32_t>();
     m.vocab_.emplace(it.key(), id);
     max_id = std::max(max_id, id);

@@ -15,6 +15,10 @@
 
 namespace ds {
 
+// Largest token id a tokenizer.json may use (DeepSeek vocabularies have ~130K, the largest common ones ~260K;
+// ids index dense tables, so a hostile id must not size them to gigabytes).
+inline constexpr int64_t kMaxTokenId = (int64_t{1} << 21) - 1;
+
 struct StringHash {
   using is_transparent = void;
   size_t operator()(std::string_view s) const { return std::hash<std::string_view>{}(s); }

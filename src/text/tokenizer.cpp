@@ -174,7 +174,10 @@ Status Tokenizer::Impl::load(std::string_view tokenizer_json, std::string_view c
     int32_t max_id = this->model.max_id();
     for (const json& t : j.value("added_tokens", json::array())) {
       AddedToken a;
-      a.id = t.at("id").get<int32_t>();
+      const json& id = t.at("id");
+      if (!id.is_number_integer() || id.get<int64_t>() < 0 || id.get<int64_t>() > kMaxTokenId)
+        return error(origin, ": added token id ", id.dump(), " is not an integer in [0, ", kMaxTokenId, "]");
+      a.id = id.get<int32_t>();
       a.content = t.at("content").get<std::string>();
       a.special = t.value("special", false);
       a.single_word = t.value("single_word", false);
