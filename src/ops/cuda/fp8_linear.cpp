@@ -242,6 +242,8 @@ Tensor Fp8Gemm::linear(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path 
   qp.s = sx.f32();
   qp.s_ld = sld;
   qp.s_m_major = m_major;
+  // The stride padding (tokens M..sld) is never a real token; keep it finite in case cuBLASLt reads it.
+  if (m_major && sld > M) DS_CUDA_CHECK(cudaMemsetAsync(sx.data(), 0, sx.nbytes(), stream));
   DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, stream));
   if (w.Np == w.N) {
     run_cublaslt(q.data(), sx.f32(), w, M, y.data(), stream);
