@@ -52,7 +52,7 @@ __global__ void rms_norm_kernel(RmsNormParams p) {
 // Vector path: each thread owns kChunks chunks of 8 elements (16-byte loads) kept in registers, so every
 // load of the row is in flight at once and the residual is written once and never re-read.
 template <int kChunks>
-__global__ void rms_norm_vec_kernel(RmsNormParams p) {
+__global__ void __launch_bounds__(1024) rms_norm_vec_kernel(RmsNormParams p) {
   __shared__ float warp_sums[32];
   __shared__ float total;
   const int64_t row = blockIdx.x;
@@ -94,6 +94,24 @@ __global__ void rms_norm_vec_kernel(RmsNormParams p) {
 #pragma unroll
     for (int j = 0; j < 8; ++j) ss += v[c][j] * v[c][j];
   }
+  // The weights are loaded before the reduction so their latency overlaps it.
+  float w[kChunks][8];
+#pragma unroll
+  for (int c = 0; c < kChunks; ++c) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(c) * blockDim.x;
+    if (i >= chunks) continue;
+    if (p.weight_f32) {
+      const float4* wp = reinterpret_cast<const float4*>(p.weight) + 2 * i;
+      const float4 a = wp[0], b = wp[1];
+      w[c][0] = a.x, w[c][1] = a.y, w[c][2] = a.z, w[c][3] = a.w, w[c][4] = b.x, w[c][5] = b.y, w[c][6] = b.z,
+      w[c][7] = b.w;
+    } else {
+      const uint4 wv = reinterpret_cast<const uint4*>(p.weight)[i];
+      const __nv_bfloat16* wb = reinterpret_cast<const __nv_bfloat16*>(&wv);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) w[c][j] = __bfloat162float(wb[j]);
+    }
+  }
   for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32, warps = blockDim.x / 32;
   if (lane == 0) warp_sums[warp] = ss;
@@ -109,21 +127,10 @@ __global__ void rms_norm_vec_kernel(RmsNormParams p) {
   for (int c = 0; c < kChunks; ++c) {
     const int64_t i = threadIdx.x + static_cast<int64_t>(c) * blockDim.x;
     if (i >= chunks) continue;
-    float w[8];
-    if (p.weight_f32) {
-      const float4* wp = reinterpret_cast<const float4*>(p.weight) + 2 * i;
-      const float4 a = wp[0], b = wp[1];
-      w[0] = a.x, w[1] = a.y, w[2] = a.z, w[3] = a.w, w[4] = b.x, w[5] = b.y, w[6] = b.z, w[7] = b.w;
-    } else {
-      const uint4 wv = reinterpret_cast<const uint4*>(p.weight)[i];
-      const __nv_bfloat16* wb = reinterpret_cast<const __nv_bfloat16*>(&wv);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) w[j] = __bfloat162float(wb[j]);
-    }
     uint4 o;
     __nv_bfloat16* ob = reinterpret_cast<__nv_bfloat16*>(&o);
 #pragma unroll
-    for (int j = 0; j < 8; ++j) ob[j] = __float2bfloat16(w[j] * (v[c][j] * inv));
+    for (int j = 0; j < 8; ++j) ob[j] = __float2bfloat16(w[c][j] * (v[c][j] * inv));
     out[i] = o;
   }
 }
