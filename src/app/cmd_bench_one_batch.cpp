@@ -9,6 +9,7 @@
 
 #include "app/commands.h"
 #include "app/model_setup.h"
+#include "runner/mem_plan.h"
 #include "runner/attn_metadata.h"
 #include "runner/cuda_graph_runner.h"
 
@@ -90,6 +91,9 @@ int run_bench_one_batch(int argc, char** argv) {
   flags.add_string("input-len", "1024", "input lengths, comma-separated");
   flags.add_int("output-len", 16, "tokens generated per sequence (1 from prefill + output-len - 1 decode steps)");
   flags.add_int("page-size", 64, "KV page size");
+  flags.add_double("mem-fraction-static", 0, "CUDA: fraction of GPU memory for weights + KV pool (0: SGLang's default)");
+  flags.add_int("max-total-tokens", 0, "KV pool capacity in tokens (0: from --mem-fraction-static on CUDA)");
+  flags.add_int("chunked-prefill-size", 8192, "activation reserve estimate of the memory plan (tokens)");
   flags.add_string("run-name", "default", "name of this run (reported only)");
   flags.add_bool("disable-cuda-graph", "decode eagerly instead of replaying CUDA graphs (--device cuda)");
   flags.add_int("cuda-graph-max-bs", 0, "largest batch captured in a CUDA graph (0: default from GPU memory)");
@@ -125,6 +129,29 @@ int run_bench_one_batch(int argc, char** argv) {
   const int64_t max_in = *std::max_element(lens->begin(), lens->end());
   const int64_t max_pages = max_bs * ((max_in + output_len + page_size - 1) / page_size);
   if (max_pages + 1 > INT32_MAX) return fail(error("--batch-size x sequence length is too large"));
+  // Memory plan (as serve sizes its pool): the largest run must fit in the pool it leaves; the cache below
+  // holds only what the runs need.
+  const int64_t flag_total = flags.get_int("max-total-tokens");
+  if (flag_total < 0) return fail(error("--max-total-tokens must be >= 0"));
+  if (flag_total > 0 && flag_total < max_pages * page_size)
+    return fail(error("--max-total-tokens ", flag_total, " is below the ", max_pages * page_size,
+                      " tokens the largest batch needs"));
+  if (setup->ops->device() == Device::kCuda && flag_total == 0) {
+    MemPlanInput mi;
+    if (Status st = query_gpu_memory(&mi.free_bytes, &mi.total_bytes); !st) return fail(st);
+    mi.weights_bytes = mi.total_bytes - mi.free_bytes;  // weights and the CUDA context
+    mi.kv_bytes_per_token = kv_bytes_per_token(*setup->ops, setup->config, static_cast<int>(page_size), setup->kv_dtype);
+    mi.page_size = static_cast<int32_t>(page_size);
+    mi.mem_fraction_static = flags.get_double("mem-fraction-static");
+    mi.chunked_prefill_size = flags.get_int("chunked-prefill-size");
+    mi.cuda_graph_max_bs = flags.get_bool("disable-cuda-graph") ? 0 : static_cast<int32_t>(max_bs);
+    mi.max_running_requests = static_cast<int32_t>(max_bs);
+    mi.vocab = setup->config.vocab_size;
+    mi.min_tokens = max_pages * page_size;
+    auto plan = plan_kv_memory(mi);
+    if (!plan) return fail(plan.status());
+    std::fprintf(stderr, "%s\n", describe_mem_plan(mi, *plan).c_str());
+  }
   KvCache cache = make_kv_cache(*setup->ops, setup->config, static_cast<int>(page_size), static_cast<int>(max_pages) + 1,
                                 0, setup->kv_dtype);
   std::unique_ptr<CudaGraphRunner> graphs;

@@ -41,6 +41,7 @@ void add_serve_flags(Flags& f) {
   f.add_string("chat-template", "", "chat format (v2, v3, r1, v31, v32exp, v32); default: detected from the tokenizer");
   f.add_int("page-size", 64, "KV cache page size in tokens");
   f.add_int("max-total-tokens", 0, "KV cache capacity in tokens (0: derived from memory)");
+  f.add_double("mem-fraction-static", 0, "CUDA: fraction of GPU memory for weights + KV pool (0: SGLang's default)");
   f.add_int("chunked-prefill-size", 8192, "most prompt tokens prefilled per step");
   f.add_int("max-running-requests", 256, "most requests decoding at once");
   f.add_string("schedule-policy", "fcfs", "waiting-queue order: fcfs or lpm");
@@ -234,6 +235,7 @@ int run_serve(int argc, char** argv) {
       eo.seed = static_cast<uint64_t>(flags.get_int("seed"));
       eo.page_size = static_cast<int32_t>(flags.get_int("page-size"));
       eo.max_total_tokens = flags.get_int("max-total-tokens");
+      eo.mem_fraction_static = flags.get_double("mem-fraction-static");
       eo.chunked_prefill_size = static_cast<int32_t>(flags.get_int("chunked-prefill-size"));
       eo.max_running_requests = static_cast<int32_t>(flags.get_int("max-running-requests"));
       eo.schedule_policy = flags.get_string("schedule-policy");

@@ -100,12 +100,19 @@ GenerateResult SequenceRunner::generate(const std::vector<int32_t>& prompt, cons
   for (int i = 0; i < opts.max_new_tokens; ++i) {
     Tensor dev_logits = graph_logits.defined() ? graph_logits  // [1, vocab] on the backend
                                                : model_.logits(ops_.select_rows(hidden, {hidden.dim(0) - 1}));
-    Tensor logits = ops_.to_host(dev_logits);
-    Tensor lp = ops_.to_host(ops_.log_softmax(dev_logits));
-    const int64_t vocab = logits.dim(1);
-    const int32_t tok = sampler.sample(logits.f32(), vocab);
+    // Sampled by the backend (Ops::sample): only the token and its logprob come back from the GPU.
+    SampleBatch batch;
+    batch.vocab = dev_logits.dim(1);
+    batch.rows.push_back(sampler.next_row(0));
+    batch.rows[0].want_logprob = true;
+    const SampleResult s = ops_.sample(dev_logits, batch);
+    if (s.bad_id[0] >= 0) {
+      r.finish_reason = "non-finite logits";
+      break;
+    }
+    const int32_t tok = s.tokens[0];
     r.output_ids.push_back(tok);
-    r.output_logprobs.push_back(lp.f32()[tok]);
+    r.output_logprobs.push_back(s.logprobs[0]);
     if (std::find(stops.begin(), stops.end(), tok) != stops.end()) {
       r.finish_reason = "stop";
       break;

@@ -1,0 +1,255 @@
+// CUDA-vs-CPU consistency of Ops::sample (kernels/sampling.cu vs the host reference in ops/sampling.cpp):
+// same logits, penalties and uniforms must give the same tokens. Logits live in a NaN-poisoned buffer
+// (padding rows between the sampled ones, padding columns past the vocabulary) that must not leak in.
+#include <cmath>
+#include <limits>
+#include <random>
+#include <set>
+
+#include <gtest/gtest.h>
+
+#include "ops/cuda/cuda_runtime.h"
+#include "ops/ops.h"
+
+namespace ds {
+namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+struct Case {
+  int64_t vocab = 0, ld = 0, rows = 0;  // logits buffer [rows, ld]; columns >= vocab are NaN padding
+  std::vector<float> logits;            // host values (already bf16-representable when bf16)
+  SampleBatch batch;
+};
+
+// Row b of the batch reads buffer row 2b + 1; even rows and padding columns are NaN.
+Case make_case(int64_t vocab, int B, uint32_t seed, float scale, bool bf16) {
+  Case c;
+  c.vocab = vocab;
+  c.ld = vocab + 37;
+  c.rows = 2 * B + 1;
+  c.logits.assign(c.rows * c.ld, kNaN);
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> nd(0.0f, scale);
+  for (int b = 0; b < B; ++b)
+    for (int64_t i = 0; i < vocab; ++i) {
+      float v = nd(rng);
+      if (bf16) v = round_bf16(v);
+      c.logits[(2 * b + 1) * c.ld + i] = v;
+    }
+  c.batch.vocab = vocab;
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (int b = 0; b < B; ++b) {
+    SampleRow r;
+    r.logits_row = 2 * b + 1;
+    r.uniform = u(rng);
+    c.batch.rows.push_back(r);
+  }
+  return c;
+}
+
+// Random penalties on row b: ids spread over the vocabulary, some with output counts, some seen, a few banned.
+void add_penalties(Case& c, int b, int n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int64_t> id(0, c.vocab - 1);
+  std::set<int64_t> ids;
+  while (static_cast<int>(ids.size()) < std::min<int64_t>(n, c.vocab)) ids.insert(id(rng));
+  SampleRow& r = c.batch.rows[b];
+  r.penalty_begin = static_cast<int32_t>(c.batch.penalties.size());
+  int k = 0;
+  for (int64_t t : ids) {
+    SamplePenalty p;
+    p.id = static_cast<int32_t>(t);
+    p.output_count = k % 3;
+    p.seen = k % 2 == 0;
+    p.banned = k % 7 == 3;
+    c.batch.penalties.push_back(p);
+    ++k;
+  }
+  r.penalty_end = static_cast<int32_t>(c.batch.penalties.size());
+}
+
+void run_case(const char* name, const Case& c, bool bf16, Ops& cpu, Ops& gpu) {
+  Tensor host = Tensor::empty({c.rows, c.ld}, DType::kF32);
+  std::copy(c.logits.begin(), c.logits.end(), host.f32());
+  Tensor dev;
+  if (bf16) {
+    Tensor h = Tensor::empty({c.rows, c.ld}, DType::kBF16);
+    for (int64_t i = 0; i < host.numel(); ++i) h.data_as<uint16_t>()[i] = f32_to_bf16(host.f32()[i]);
+    dev = cuda_upload(h);
+  } else {
+    dev = cuda_upload(host);
+  }
+  const SampleResult want = cpu.sample(host, c.batch);
+  const SampleResult got = gpu.sample(dev, c.batch);
+  const size_t B = c.batch.rows.size();
+  ASSERT_EQ(got.tokens.size(), B);
+  int mismatches = 0;
+  double worst_lp = 0;
+  for (size_t b = 0; b < B; ++b) {
+    const SampleRow& r = c.batch.rows[b];
+    EXPECT_EQ(got.bad_id[b], want.bad_id[b]) << name << " row " << b;
+    if (want.bad_id[b] >= 0) continue;
+    if (got.tokens[b] != want.tokens[b]) ++mismatches;
+    EXPECT_EQ(got.tokens[b], want.tokens[b])
+        << name << " row " << b << " T=" << r.temperature << " top_k=" << r.top_k << " top_p=" << r.top_p
+        << " min_p=" << r.min_p << " u=" << r.uniform;
+    EXPECT_GE(got.tokens[b], 0);
+    EXPECT_LT(got.tokens[b], c.vocab);
+    if (r.want_logprob) {
+      ASSERT_TRUE(std::isfinite(got.logprobs[b])) << name << " row " << b;
+      worst_lp = std::max(worst_lp, static_cast<double>(std::fabs(got.logprobs[b] - want.logprobs[b])));
+      EXPECT_NEAR(got.logprobs[b], want.logprobs[b], 2e-4) << name << " row " << b;
+    }
+    ASSERT_EQ(got.top[b].size(), want.top[b].size()) << name << " row " << b;
+    for (size_t i = 0; i < want.top[b].size(); ++i) {
+      EXPECT_EQ(got.top[b][i].second, want.top[b][i].second) << name << " row " << b << " top " << i;
+      EXPECT_NEAR(got.top[b][i].first, want.top[b][i].first, 2e-4) << name << " row " << b << " top " << i;
+    }
+  }
+  std::printf("SAMPLE %-28s rows %zu vocab %lld mismatches %d worst |logprob diff| %.3g\n", name, B,
+              static_cast<long long>(c.vocab), mismatches, worst_lp);
+}
+
+class SampleGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    init_cuda_device(0);
+    set_cuda_alloc_poison(true);
+    cpu_ = make_cpu_ops();
+    gpu_ = make_cuda_ops(0);
+  }
+  void TearDown() override { set_cuda_alloc_poison(false); }
+  std::unique_ptr<Ops> cpu_, gpu_;
+};
+
+// Every filter on both vocabulary sizes and dtypes.
+void mixed_params(Case& c) {
+  const int B = static_cast<int>(c.batch.rows.size());
+  for (int b = 0; b < B; ++b) {
+    SampleRow& r = c.batch.rows[b];
+    switch (b % 10) {
+      case 0: r.temperature = 0.0f; break;                                   // greedy
+      case 1: r.temperature = 0.7f; break;                                   // full-vocab draw
+      case 2: r.temperature = 1.0f; r.top_k = 1; break;                      // top_k = 1
+      case 3: r.temperature = 1.3f; r.top_p = 1e-6f; break;                  // top_p tiny
+      case 4: r.temperature = 1.0f; r.min_p = 0.05f; break;
+      case 5: r.temperature = 0.9f; r.top_k = 40; r.top_p = 0.9f; break;
+      case 6: r.temperature = 2.0f; r.top_p = 0.5f; r.min_p = 0.01f; break;
+      case 7: r.temperature = 0.0f; r.frequency_penalty = 0.5f; r.presence_penalty = 0.3f;
+              r.repetition_penalty = 1.3f; break;                             // greedy with penalties
+      case 8: r.temperature = 0.8f; r.top_k = 200; r.frequency_penalty = 1.1f; r.presence_penalty = -0.2f;
+              r.repetition_penalty = 1.15f; break;
+      case 9: r.temperature = 0.5f; r.top_k = c.vocab + 5; r.want_logprob = true; r.top_logprobs = 5; break;
+    }
+    if (b % 3 == 0) r.want_logprob = true;
+    if (b % 4 == 1) r.top_logprobs = 3;
+  }
+  for (int b = 0; b < B; ++b)
+    if (b % 10 >= 7 || b % 5 == 1) add_penalties(c, b, 1 + (b * 37) % 60, 100 + b);
+}
+
+TEST_F(SampleGpu, LargeVocabF32) {
+  Case c = make_case(129280, 24, 11, 3.0f, false);
+  mixed_params(c);
+  run_case("v129280_f32", c, false, *cpu_, *gpu_);
+}
+
+TEST_F(SampleGpu, LargeVocabBf16) {
+  Case c = make_case(129280, 20, 12, 2.0f, true);
+  mixed_params(c);
+  run_case("v129280_bf16", c, true, *cpu_, *gpu_);
+}
+
+TEST_F(SampleGpu, SmallVocab) {
+  for (int64_t v : {1, 2, 37, 1000, 1025}) {
+    Case c = make_case(v, 30, 13 + static_cast<uint32_t>(v), 1.5f, false);
+    mixed_params(c);
+    run_case(("v" + std::to_string(v)).c_str(), c, false, *cpu_, *gpu_);
+  }
+}
+
+// Many uniforms over the same distribution: every draw position of the sorted prefix is exercised, and
+// more than one sort chunk (16 rows) runs.
+TEST_F(SampleGpu, ManyUniformsOneRow) {
+  Case c = make_case(5000, 48, 14, 1.0f, false);
+  for (int b = 1; b < 48; ++b)
+    std::copy(c.logits.begin() + 1 * c.ld, c.logits.begin() + 2 * c.ld, c.logits.begin() + (2 * b + 1) * c.ld);
+  for (int b = 0; b < 48; ++b) {
+    c.batch.rows[b].temperature = b < 24 ? 1.0f : 0.6f;
+    c.batch.rows[b].top_p = b % 2 ? 0.95f : 1.0f;
+    c.batch.rows[b].uniform = (b + 0.37) / 48.0;
+  }
+  run_case("same_row_48_uniforms", c, false, *cpu_, *gpu_);
+}
+
+// Ties: the greedy / top_k = 1 / top_p tiny choice is the lowest id of the tied maximum; ties elsewhere
+// keep (value desc, id asc) order on both backends.
+TEST_F(SampleGpu, Ties) {
+  Case c = make_case(3000, 8, 15, 1.0f, true);
+  for (int b = 0; b < 8; ++b) {
+    float* row = c.logits.data() + (2 * b + 1) * c.ld;
+    const float mx = 20.0f + b;
+    row[2900 - b] = mx;
+    row[17 + b] = mx;  // the lower id wins
+    row[1500] = mx;
+    SampleRow& r = c.batch.rows[b];
+    r.temperature = b % 2 ? 1.0f : 0.0f;
+    if (b % 4 == 1) r.top_k = 1;
+    if (b % 4 == 3) r.top_p = 1e-7f;
+  }
+  run_case("ties", c, true, *cpu_, *gpu_);
+  // The reference picks the lowest tied id (independent of the op under test).
+  Tensor host = Tensor::empty({c.rows, c.ld}, DType::kF32);
+  std::copy(c.logits.begin(), c.logits.end(), host.f32());
+  const SampleResult cpu = cpu_->sample(host, c.batch);
+  for (int b = 0; b < 8; ++b)
+    if (b % 2 == 0 || b % 4 == 1 || b % 4 == 3) EXPECT_EQ(cpu.tokens[b], 17 + b) << b;
+}
+
+// Non-finite logits: the row reports its first non-finite column; the other rows are unaffected.
+TEST_F(SampleGpu, NonFiniteRows) {
+  Case c = make_case(129280, 6, 16, 2.0f, false);
+  mixed_params(c);
+  c.logits[3 * c.ld + 77777] = kNaN;                                     // row 1
+  c.logits[3 * c.ld + 99999] = std::numeric_limits<float>::infinity();
+  c.logits[7 * c.ld + 5] = -std::numeric_limits<float>::infinity();     // row 3
+  run_case("non_finite", c, false, *cpu_, *gpu_);
+  Tensor dev = cuda_upload([&] {
+    Tensor h = Tensor::empty({c.rows, c.ld}, DType::kF32);
+    std::copy(c.logits.begin(), c.logits.end(), h.f32());
+    return h;
+  }());
+  const SampleResult got = gpu_->sample(dev, c.batch);
+  EXPECT_EQ(got.bad_id[1], 77777);
+  EXPECT_EQ(got.bad_id[3], 5);
+  EXPECT_EQ(got.bad_id[0], -1);
+  EXPECT_EQ(got.bad_id[2], -1);
+}
+
+// Penalties flip choices: a banned argmax is never returned, a presence penalty moves greedy off it.
+TEST_F(SampleGpu, PenaltiesChangeTheChoice) {
+  Case c = make_case(129280, 4, 17, 1.0f, false);
+  for (int b = 0; b < 4; ++b) {
+    float* row = c.logits.data() + (2 * b + 1) * c.ld;
+    row[4242] = 50.0f;
+    row[4243] = 49.0f;
+    SampleRow& r = c.batch.rows[b];
+    r.temperature = b < 2 ? 0.0f : 0.01f;
+    r.presence_penalty = 2.0f;
+    r.penalty_begin = static_cast<int32_t>(c.batch.penalties.size());
+    SamplePenalty p;
+    p.id = 4242;
+    if (b % 2 == 0) p.output_count = 1; else p.banned = 1;
+    c.batch.penalties.push_back(p);
+    r.penalty_end = r.penalty_begin + 1;
+  }
+  run_case("penalty_flip", c, false, *cpu_, *gpu_);
+  Tensor h = Tensor::empty({c.rows, c.ld}, DType::kF32);
+  std::copy(c.logits.begin(), c.logits.end(), h.f32());
+  const SampleResult got = gpu_->sample(cuda_upload(h), c.batch);
+  for (int b = 0; b < 4; ++b) EXPECT_EQ(got.tokens[b], 4243) << b;
+}
+
+}  // namespace
+}  // namespace ds
