@@ -12,13 +12,13 @@ mkdir -p "$OUT"
 T=$PWD/$B/ds_ops_cuda_gpu_test
 D=$PWD/$B/dserve
 start=$(date +%s)
-timeout 120 "$T" --gtest_filter='SampleGpu.*' > "$OUT/sample_gpu_test.log" 2>&1
+timeout 90 "$T" --gtest_filter='SampleGpu.*' > "$OUT/sample_gpu_test.log" 2>&1
 echo "== SampleGpu tests rc=$? ($(( $(date +%s) - start )) s)"
 grep -E '^SAMPLE|FAILED|PASSED' "$OUT/sample_gpu_test.log" | head -30
 start=$(date +%s)
 SAN=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-timeout 240 "$SAN" --tool memcheck --leak-check no "$T" \
-  --gtest_filter='SampleGpu.SmallVocab:SampleGpu.Ties:SampleGpu.NonFiniteRows:SampleGpu.ManyUniformsOneRow:SampleGpu.LargeVocabBf16' \
+timeout 100 "$SAN" --tool memcheck --leak-check no "$T" \
+  --gtest_filter='SampleGpu.SmallVocab:SampleGpu.Ties:SampleGpu.NonFiniteRows:SampleGpu.ManyUniformsOneRow' \
   > "$OUT/sample_memcheck.log" 2>&1
 echo "== memcheck rc=$? ($(( $(date +%s) - start )) s)"
 grep -E 'ERROR SUMMARY|PASSED|FAILED' "$OUT/sample_memcheck.log" | head -10
@@ -37,11 +37,11 @@ start=$(date +%s)
 echo "== generate ($(( $(date +%s) - start )) s): greedy and top-p-tiny must be identical on cuda and cpu"
 grep -E '^--|output_ids|rc=' "$OUT/sample_generate.log" | head -40
 start=$(date +%s)
-timeout 200 "$D" bench-one-batch --device cuda --model-path tests/data/configs/deepseek-v2-lite.json --load-format dummy \
+timeout 150 "$D" bench-one-batch --device cuda --model-path tests/data/configs/deepseek-v2-lite.json --load-format dummy \
   --batch-size 1,64 --input-len 256 --output-len 8 > "$OUT/sample_bench.log" 2>&1
 echo "== bench-one-batch rc=$? ($(( $(date +%s) - start )) s)"
 grep -E 'Memory plan|KV Cache|Decode\.|Prefill|error' "$OUT/sample_bench.log" | head -12
-timeout 100 "$D" bench-one-batch --device cuda --model-path tests/data/configs/deepseek-v2-lite.json --load-format dummy \
-  --batch-size 1 --input-len 256 --output-len 4 --mem-fraction-static 0.3 > "$OUT/sample_bench_nofit.log" 2>&1
-echo "== bench-one-batch --mem-fraction-static 0.3 rc=$? (expect a 'does not fit ... GiB missing' error)"
+timeout 40 "$D" bench-one-batch --device cuda --model-path tests/fixtures/v3 \
+  --batch-size 1 --input-len 16 --output-len 2 --mem-fraction-static 0.001 > "$OUT/sample_bench_nofit.log" 2>&1
+echo "== bench-one-batch --mem-fraction-static 0.001 rc=$? (expect rc 1 and 'does not fit ... GiB missing')"
 tail -2 "$OUT/sample_bench_nofit.log"
