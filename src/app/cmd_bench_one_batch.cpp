@@ -9,6 +9,7 @@
 
 #include "app/commands.h"
 #include "app/model_setup.h"
+#include "ops/sampling.h"
 #include "runner/mem_plan.h"
 #include "runner/attn_metadata.h"
 #include "runner/cuda_graph_runner.h"
@@ -37,6 +38,11 @@ RunResult run_once(ModelSetup& s, KvCache& cache, CudaGraphRunner* graphs, int b
     for (int p = 0; p < pages_per_seq; ++p) tables[b].push_back(b * pages_per_seq + p);
   std::uniform_int_distribution<int32_t> tok(0, static_cast<int32_t>(std::min<int64_t>(cfg.vocab_size, 10000)) - 1);
   RunResult r;
+  // Greedy sampling on the backend, as sglang.bench_one_batch does on the GPU: only bs ids come back.
+  SampleBatch greedy_batch;
+  greedy_batch.vocab = cfg.vocab_size;
+  for (int b = 0; b < bs; ++b) greedy_batch.rows.push_back(SampleRow{.logits_row = b});
+  auto greedy = [&](const Tensor& logits) { return s.ops->sample(logits, greedy_batch).tokens; };  // waits
   auto step = [&](const std::vector<int32_t>& ids, int64_t start, int64_t n) {
     if (graphs && n == 1 && graphs->can_run(bs)) {
       std::vector<DecodeSeq> seqs(bs);
@@ -44,13 +50,7 @@ RunResult run_once(ModelSetup& s, KvCache& cache, CudaGraphRunner* graphs, int b
         seqs[b] = DecodeSeq{ids[b], static_cast<int32_t>(start),
                             tables[b][start / page_size] * page_size + static_cast<int32_t>(start % page_size),
                             tables[b].data(), pages_per_seq};
-      Tensor logits = s.ops->to_host(graphs->replay(seqs).rows(0, bs));  // waits for the device
-      std::vector<int32_t> next(bs);
-      for (int b = 0; b < bs; ++b) {
-        const float* row = logits.f32() + b * logits.dim(1);
-        next[b] = static_cast<int32_t>(std::max_element(row, row + logits.dim(1)) - row);
-      }
-      return next;
+      return greedy(graphs->replay(seqs));
     }
     std::vector<SeqSlice> slices;
     for (int b = 0; b < bs; ++b) slices.push_back(SeqSlice{start, n, &tables[b]});
@@ -60,13 +60,7 @@ RunResult run_once(ModelSetup& s, KvCache& cache, CudaGraphRunner* graphs, int b
     Tensor hidden = s.model->forward(s.ops->upload(host), meta, cache);
     std::vector<int64_t> last;
     for (int b = 0; b < bs; ++b) last.push_back((b + 1) * n - 1);
-    Tensor logits = s.ops->to_host(s.model->logits(s.ops->select_rows(hidden, last)));  // waits for the device
-    std::vector<int32_t> next(bs);
-    for (int b = 0; b < bs; ++b) {
-      const float* row = logits.f32() + b * logits.dim(1);
-      next[b] = static_cast<int32_t>(std::max_element(row, row + logits.dim(1)) - row);
-    }
-    return next;
+    return greedy(s.model->logits(s.ops->select_rows(hidden, last)));
   };
   std::vector<int32_t> prompt(static_cast<size_t>(bs) * input_len);
   for (auto& t : prompt) t = tok(rng);
