@@ -14,7 +14,7 @@ DSERVE_TEST_SERVE_ARGS="--device cuda" timeout 60 python3 tests/server/reliabili
   NanLogitsTest StepErrorTest > "$OUT/rel_faults.log" 2>&1
 echo "== reliability faults on cuda rc=$? ($(( $(date +%s) - start )) s)"; tail -5 "$OUT/rel_faults.log"
 start=$(date +%s)
-timeout 150 python3 tests/server/soak.py --binary "$BIN" --duration ${REL_SOAK_SECONDS:-80} --concurrency 128 \
+timeout ${REL_SOAK_LIMIT:-420} python3 tests/server/soak.py --binary "$BIN" --duration ${REL_SOAK_SECONDS:-80} --concurrency 128 \
   --max-queued 32 --prompts-per-round 512 --input-len 512 --output-len 128 --vocab 100000 --disconnectors 4 \
   --rss-bound-mib 512 --json-out "$OUT/soak.json" -- \
   --device cuda --model-path tests/data/configs/deepseek-v2-lite.json --load-format dummy \
