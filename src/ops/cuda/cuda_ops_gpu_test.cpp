@@ -19,30 +19,13 @@ using test::compare;
 using test::i32_tensor;
 using test::randn;
 using test::to_device;
+using test::shape_name;
 using test::to_host_f32;
 
-class CudaOpsTest : public ::testing::Test {
+class CudaOpsTest : public test::CudaVsCpuTest {
  protected:
-  static void SetUpTestSuite() {
-    init_cuda_device(0);
-    set_cuda_alloc_poison(true);
-    cuda_ = make_cuda_ops(0).release();
-    cpu_ = make_cpu_ops().release();
-  }
-  static Ops& gpu() { return *cuda_; }
-  static Ops& cpu() { return *cpu_; }
   std::mt19937 rng_{20261122};
-  static Ops* cuda_;
-  static Ops* cpu_;
 };
-Ops* CudaOpsTest::cuda_ = nullptr;
-Ops* CudaOpsTest::cpu_ = nullptr;
-
-std::string shape_name(const char* op, std::initializer_list<int64_t> dims) {
-  std::string s = op;
-  for (int64_t d : dims) s.append(" ").append(std::to_string(d));
-  return s;
-}
 
 void expect_identical(const Tensor& got, const Tensor& want, const std::string& what) {
   ASSERT_EQ(got.numel(), want.numel()) << what;

@@ -20,28 +20,10 @@ using test::randn;
 using test::to_device;
 using test::to_host_f32;
 
-class FastKernelsTest : public ::testing::Test {
+class FastKernelsTest : public test::CudaVsCpuTest {
  protected:
-  static void SetUpTestSuite() {
-    init_cuda_device(0);
-    set_cuda_alloc_poison(true);
-    cuda_ = make_cuda_ops(0).release();
-    cpu_ = make_cpu_ops().release();
-  }
-  static Ops& gpu() { return *cuda_; }
-  static Ops& cpu() { return *cpu_; }
   std::mt19937 rng_{20261123};
-  static Ops* cuda_;
-  static Ops* cpu_;
 };
-Ops* FastKernelsTest::cuda_ = nullptr;
-Ops* FastKernelsTest::cpu_ = nullptr;
-
-std::string name_of(const char* op, std::initializer_list<int64_t> dims) {
-  std::string s = op;
-  for (int64_t d : dims) s.append(" ").append(std::to_string(d));
-  return s;
-}
 
 TEST_F(FastKernelsTest, RmsNormVectorAndFallback) {
   // 1..4 chunks per thread, a partial last warp, the scalar fallback (n % 8 != 0), 4096 rows.
@@ -50,12 +32,12 @@ TEST_F(FastKernelsTest, RmsNormVectorAndFallback) {
     Tensor x = randn({rows, n}, rng_), res = randn({rows, n}, rng_), w = randn({n}, rng_, 0.1f, 1.0f);
     for (DType wt : {DType::kBF16, DType::kF32}) {
       Tensor got = to_host_f32(gpu().rms_norm(to_device(x), to_device(w, wt), 1e-6f));
-      DS_EXPECT_CLOSE(got, cpu().rms_norm(x, w, 1e-6f), 8e-3, 4e-3, name_of("rms_norm", {rows, n}));
+      DS_EXPECT_CLOSE(got, cpu().rms_norm(x, w, 1e-6f), 8e-3, 4e-3, test::shape_name("rms_norm", {rows, n}));
       Tensor dres = to_device(res);
       Tensor got_f = to_host_f32(gpu().add_rms_norm(dres, to_device(x), to_device(w, wt), 1e-6f));
       Tensor res_ref = Tensor::empty({rows, n}, DType::kF32);
       for (int64_t i = 0; i < res.numel(); ++i) res_ref.f32()[i] = round_bf16(res.f32()[i] + x.f32()[i]);
-      DS_EXPECT_CLOSE(got_f, cpu().rms_norm(res_ref, w, 1e-6f), 8e-3, 4e-3, name_of("add_rms_norm", {rows, n}));
+      DS_EXPECT_CLOSE(got_f, cpu().rms_norm(res_ref, w, 1e-6f), 8e-3, 4e-3, test::shape_name("add_rms_norm", {rows, n}));
       Tensor got_res = to_host_f32(dres);
       int64_t bad = 0;
       for (int64_t i = 0; i < res_ref.numel(); ++i) bad += got_res.f32()[i] != res_ref.f32()[i];
@@ -68,7 +50,7 @@ TEST_F(FastKernelsTest, SiluMulVectorAndFallback) {
   for (auto [rows, inter] : std::vector<std::pair<int64_t, int64_t>>{{1, 1408}, {2, 100}, {4096, 1408}, {3, 9}}) {
     Tensor gu = randn({rows, 2 * inter}, rng_, 2.0f);
     Tensor got = to_host_f32(gpu().silu_mul(to_device(gu)));
-    DS_EXPECT_CLOSE(got, cpu().silu_mul(gu), 8e-3, 4e-3, name_of("silu_mul", {rows, inter}));
+    DS_EXPECT_CLOSE(got, cpu().silu_mul(gu), 8e-3, 4e-3, test::shape_name("silu_mul", {rows, inter}));
   }
 }
 
@@ -95,7 +77,7 @@ TEST_F(FastKernelsTest, RopeHeadChunks) {
     Tensor want = cpu().upload(x);
     cpu().rope_(want, c.off, c.dim, i32_tensor(pos), inv, 1.2f, c.style);
     Tensor got = to_host_f32(dx);
-    DS_EXPECT_CLOSE(got, want, 8e-3, 4e-3, name_of("rope", {c.T, c.H, c.hd, c.off, c.dim}));
+    DS_EXPECT_CLOSE(got, want, 8e-3, 4e-3, test::shape_name("rope", {c.T, c.H, c.hd, c.off, c.dim}));
     int64_t changed = 0;  // dims outside the rotated range stay bit-identical
     for (int64_t k = 0; k < x.numel(); ++k) {
       const int64_t i = k % c.hd;
@@ -221,7 +203,7 @@ TEST_F(FastKernelsTest, MoeCombine) {
         }
         want.f32()[t * c.d + j] = acc;
       }
-    DS_EXPECT_CLOSE(to_host_f32(out), want, 8e-3, 4e-3, name_of("moe_combine", {c.T, c.d, c.K}));
+    DS_EXPECT_CLOSE(to_host_f32(out), want, 8e-3, 4e-3, test::shape_name("moe_combine", {c.T, c.d, c.K}));
   }
 }
 
@@ -252,7 +234,7 @@ TEST_F(FastKernelsTest, MoeExpertsDecodeAndPrefill) {
     Tensor w = randn({c.T, c.K}, rng_, 0.2f, 0.5f);
     Tensor idt = i32_tensor(ids, {c.T, c.K});
     Tensor got = to_host_f32(gpu().moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), gexp));
-    DS_EXPECT_CLOSE(got, cpu().moe_experts(x, idt, w, cexp), 2e-2, 1e-2, name_of("moe_experts", {c.T, c.d, c.E, c.K}));
+    DS_EXPECT_CLOSE(got, cpu().moe_experts(x, idt, w, cexp), 2e-2, 1e-2, test::shape_name("moe_experts", {c.T, c.d, c.E, c.K}));
   }
 }
 
@@ -268,7 +250,7 @@ TEST_F(FastKernelsTest, LogSoftmaxSplit) {
     if (t == DType::kBF16)  // the oracle sees the logits the GPU reads
       for (int64_t i = 0; i < z.numel(); ++i) z.f32()[i] = round_bf16(z.f32()[i]);
     Tensor got = cuda_download(gpu().log_softmax(to_device(z, t)));
-    DS_EXPECT_CLOSE(got, cpu().log_softmax(z), 2e-6, 2e-6, name_of("log_softmax split", {rows, n}));
+    DS_EXPECT_CLOSE(got, cpu().log_softmax(z), 2e-6, 2e-6, test::shape_name("log_softmax split", {rows, n}));
   }
   // Masked logits (-inf), including a whole 2048-logit chunk of them: -inf out there, exact elsewhere.
   const int64_t n = 10000;

@@ -2,6 +2,7 @@
 // copies in bf16/f32, read-back to fp32, and error metrics suited to bf16 outputs.
 #pragma once
 #include <cmath>
+#include <initializer_list>
 #include <random>
 #include <string>
 #include <vector>
@@ -18,6 +19,32 @@ namespace ds::test {
 using kcases::i32_tensor;
 using kcases::randn;
 using kcases::to_device;
+
+// Fixture of the CUDA-vs-CPU suites: one CUDA backend (allocations poisoned with NaN) and one CPU backend,
+// made once for the whole test binary and never destroyed (tensors in static objects may outlive them).
+class CudaVsCpuTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    if (cuda_) return;
+    init_cuda_device(0);
+    set_cuda_alloc_poison(true);
+    cuda_ = make_cuda_ops(0).release();
+    cpu_ = make_cpu_ops().release();
+  }
+  static Ops& gpu() { return *cuda_; }
+  static Ops& cpu() { return *cpu_; }
+
+ private:
+  static inline Ops* cuda_ = nullptr;
+  static inline Ops* cpu_ = nullptr;
+};
+
+// "op d0 d1 ...": the case name the ERR lines print.
+inline std::string shape_name(const char* op, std::initializer_list<int64_t> dims) {
+  std::string s = op;
+  for (int64_t d : dims) s.append(" ").append(std::to_string(d));
+  return s;
+}
 
 // Device float tensor -> host F32.
 inline Tensor to_host_f32(const Tensor& dev) { return to_f32(cuda_download(dev)); }

@@ -18,18 +18,8 @@ using test::randn;
 using test::to_device;
 using test::to_host_f32;
 
-class MoeGroupedTest : public ::testing::Test {
+class MoeGroupedTest : public test::CudaVsCpuTest {
  protected:
-  static void SetUpTestSuite() {
-    init_cuda_device(0);
-    set_cuda_alloc_poison(true);
-    cuda_ = make_cuda_ops(0).release();
-    cpu_ = make_cpu_ops().release();
-  }
-  static Ops& gpu() { return *cuda_; }
-  static Ops& cpu() { return *cpu_; }
-  static Ops* cuda_;
-  static Ops* cpu_;
   std::mt19937 rng_{61122};
 
   struct Experts {
@@ -65,8 +55,6 @@ class MoeGroupedTest : public ::testing::Test {
     return ids;
   }
 };
-Ops* MoeGroupedTest::cuda_ = nullptr;
-Ops* MoeGroupedTest::cpu_ = nullptr;
 
 TEST_F(MoeGroupedTest, MatchesCpu) {
   struct Case {
