@@ -183,7 +183,7 @@ int main(int argc, char** argv) {
         std::printf("%s M=%lld cublaslt_fp8 unsupported\n", sh.name, static_cast<long long>(M));
       } else try {
         rows.push_back({"cublaslt_fp8",
-                        time_us([&](int i) { fp8.run_cublaslt(q.data(), sx.f32(), ws[i % copies], M, dpad.data(), cuda_stream()); },
+                        time_us([&](int i) { fp8.run_cublaslt(q.data(), sx.data_as<float>(), ws[i % copies], M, dpad.data(), cuda_stream()); },
                                 iters),
                         static_cast<double>(wbytes) + wbytes / 16384.0 * 4 + act_out, kPeakFp8});
       } catch (const std::exception& e) {

@@ -57,7 +57,7 @@ TEST_F(Fp8GemmGpu, ActivationQuantizationIsBitExact) {
         p.K = K;
         p.Kp = Kp;
         p.q = q.data_as<uint8_t>();
-        p.s = s.f32();
+        p.s = s.data_as<float>();
         p.s_ld = sld;
         p.s_m_major = m_major;
         p.ue8m0 = ue8m0;

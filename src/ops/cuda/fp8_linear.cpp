@@ -178,10 +178,10 @@ void Fp8Gemm::small_m_chunks(const Tensor& q, const Tensor& sx, const Fp8Weight&
   for (int64_t m0 = 0; m0 < M; m0 += kernels::kFp8SmallMMax) {
     kernels::Fp8GemmSmallMParams gp;
     gp.q = q.data_as<uint8_t>() + m0 * w.Kp;
-    gp.sx = sx.f32() + m0 * kb;
+    gp.sx = sx.data_as<float>() + m0 * kb;
     gp.sx_ld = kb;
     gp.w = w.w.data_as<uint8_t>();
-    gp.sw = w.sw.f32();
+    gp.sw = w.sw.data_as<float>();
     gp.d = static_cast<uint16_t*>(y.data()) + m0 * w.N;
     gp.ldd = w.N;
     gp.M = std::min<int64_t>(kernels::kFp8SmallMMax, M - m0);
@@ -229,7 +229,7 @@ Tensor Fp8Gemm::linear(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path 
   if (path == Fp8Path::kCublasLt && !lt_supported(M, w.Np, w.Kp)) path = Fp8Path::kSmallM;  // chunked fallback
   if (path == Fp8Path::kSmallM) {
     Tensor sx = Tensor::empty({M, kb}, DType::kF32, Device::kCuda);
-    qp.s = sx.f32();
+    qp.s = sx.data_as<float>();
     qp.s_ld = kb;
     qp.s_m_major = false;
     DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, stream));
@@ -239,17 +239,17 @@ Tensor Fp8Gemm::linear(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path 
   const bool m_major = (lt_layout_ & 1) != 0;
   const int64_t sld = m_major ? lt_scale_ld(M) : kb;
   Tensor sx = Tensor::empty({m_major ? kb : M, m_major ? sld : kb}, DType::kF32, Device::kCuda);
-  qp.s = sx.f32();
+  qp.s = sx.data_as<float>();
   qp.s_ld = sld;
   qp.s_m_major = m_major;
   // The stride padding (tokens M..sld) is never a real token; keep it finite in case cuBLASLt reads it.
   if (m_major && sld > M) DS_CUDA_CHECK(cudaMemsetAsync(sx.data(), 0, sx.nbytes(), stream));
   DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, stream));
   if (w.Np == w.N) {
-    run_cublaslt(q.data(), sx.f32(), w, M, y.data(), stream);
+    run_cublaslt(q.data(), sx.data_as<float>(), w, M, y.data(), stream);
   } else {
     Tensor tmp = Tensor::empty({M, w.Np}, DType::kBF16, Device::kCuda);
-    run_cublaslt(q.data(), sx.f32(), w, M, tmp.data(), stream);
+    run_cublaslt(q.data(), sx.data_as<float>(), w, M, tmp.data(), stream);
     DS_CUDA_CHECK(cudaMemcpy2DAsync(y.data(), w.N * 2, tmp.data(), w.Np * 2, w.N * 2, M, cudaMemcpyDeviceToDevice,
                                     stream));
   }
