@@ -293,8 +293,14 @@ int run_serve(int argc, char** argv) {
   if (engine) engine->shutdown();  // pending requests finish (reason abort); their last events flush below
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   server.stop();
+  if (engine_failed) {
+    // The engine's device state may be broken (a CUDA error): releasing it could hit a second failure and
+    // abort. Every client has its error by now; the OS takes the memory back.
+    std::fflush(nullptr);
+    std::_Exit(1);
+  }
   engine.reset();
-  return engine_failed ? 1 : 0;
+  return 0;
 }
 
 }  // namespace ds

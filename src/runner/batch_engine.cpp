@@ -139,7 +139,7 @@ class BatchEngine final : public Engine {
     }
     if (o.verbose) DS_INFO("KV cache: ", sc.num_pages, " pages of ", sc.page_size, " tokens (", max_total_tokens_, " tokens)");
     on_fatal_ = o.on_fatal;
-    loop_ = std::thread([this] { run_loop(); });
+    loop_ = std::thread([this] { run_loop_guarded(); });
     return Status::ok();
   }
 
@@ -233,6 +233,18 @@ class BatchEngine final : public Engine {
     EngineEvent event;
   };
 
+  // DS_CHECK failures (CUDA errors included) on this thread throw (core/check.h), so a broken invariant
+  // anywhere in a step fails every live request with its file:line message before the server exits,
+  // instead of aborting with clients left waiting.
+  void run_loop_guarded() {
+    ScopedCheckThrows checks_throw;
+    try {
+      run_loop();
+    } catch (const std::exception& e) {
+      fail_all(StepPlan{}, e.what());
+    }
+  }
+
   void run_loop() {
     while (true) {
       StepPlan plan;
@@ -273,6 +285,8 @@ class BatchEngine final : public Engine {
           for (const auto& sq : plan.seqs)
             if (fault_injected(FaultKind::kStepError, sq.req->rid))
               throw std::runtime_error("injected step_error fault (DSERVE_FAULT_INJECT) for request " + sq.req->rid);
+            else if (fault_injected(FaultKind::kCheckError, sq.req->rid))
+              DS_CHECK(false, "injected check_error fault (DSERVE_FAULT_INJECT) for request ", sq.req->rid);
           outputs = runner_->execute(plan, info);
         } catch (const std::exception& e) {
           fail_all(plan, e.what());

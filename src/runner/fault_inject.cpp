@@ -19,6 +19,7 @@ std::vector<std::pair<FaultKind, std::string>> parse_fault_spec(std::string_view
     std::string needle(item.substr(colon + 1));
     if (kind == "nan_logits") out.emplace_back(FaultKind::kNanLogits, std::move(needle));
     else if (kind == "step_error") out.emplace_back(FaultKind::kStepError, std::move(needle));
+    else if (kind == "check_error") out.emplace_back(FaultKind::kCheckError, std::move(needle));
   }
   return out;
 }

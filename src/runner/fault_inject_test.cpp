@@ -9,12 +9,14 @@ namespace ds {
 namespace {
 
 TEST(FaultInject, ParsesKindsAndSubstrings) {
-  auto f = parse_fault_spec("nan_logits:poison,step_error:boom");
-  ASSERT_EQ(f.size(), 2u);
+  auto f = parse_fault_spec("nan_logits:poison,step_error:boom,check_error:bang");
+  ASSERT_EQ(f.size(), 3u);
   EXPECT_EQ(f[0].first, FaultKind::kNanLogits);
   EXPECT_EQ(f[0].second, "poison");
   EXPECT_EQ(f[1].first, FaultKind::kStepError);
   EXPECT_EQ(f[1].second, "boom");
+  EXPECT_EQ(f[2].first, FaultKind::kCheckError);
+  EXPECT_EQ(f[2].second, "bang");
 }
 
 TEST(FaultInject, SkipsUnknownKindsAndEmptySubstrings) {

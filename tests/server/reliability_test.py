@@ -112,10 +112,18 @@ class NanLogitsTest(unittest.TestCase):
 
 
 class StepErrorTest(unittest.TestCase):
-    """step_error: the engine step running a request whose rid contains 'boom' throws."""
+    """step_error: the engine step running a request whose rid contains 'boom' throws; check_error: a DS_CHECK
+    fails inside it (what a failed CUDA call does). Either way every in-flight client gets the error and the
+    server exits 1 promptly."""
 
     def test_step_error_fails_everything_and_exits_nonzero(self):
-        srv = start_with_env(["--model-path", DEMO, "--device", "cpu"], {"DSERVE_FAULT_INJECT": "step_error:boom"})
+        self.check_fatal("step_error", "injected step_error fault")
+
+    def test_failed_internal_check_fails_everything_and_exits_nonzero(self):
+        self.check_fatal("check_error", "DS_CHECK(false) failed: injected check_error fault")
+
+    def check_fatal(self, kind, cause):
+        srv = start_with_env(["--model-path", DEMO, "--device", "cpu"], {"DSERVE_FAULT_INJECT": kind + ":boom"})
         try:
             with concurrent.futures.ThreadPoolExecutor(4) as ex:
                 long1 = ex.submit(H.post, srv, "/generate", greedy(PROMPTS[0], 3000))
@@ -128,6 +136,7 @@ class StepErrorTest(unittest.TestCase):
                     r = f.result(timeout=30)
                     self.assertEqual(r.status, 500, r)
                     self.assertIn("engine step failed", r.json()["error"]["message"])
+                    self.assertIn(cause, r.json()["error"]["message"])
                 status, events, done = long2.result(timeout=30)
                 self.assertEqual(status, 200)
                 self.assertTrue(any("engine step failed" in e.get("error", {}).get("message", "") for e in events))
