@@ -169,7 +169,33 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(Fp8GemmSmallM
   }
 }
 
+// 32x32 tiles through shared memory (+1 column against bank conflicts); 32 x 8 threads, 4 rows each.
+__global__ void transpose_bf16_kernel(TransposeBf16Params p) {
+  __shared__ __nv_bfloat16 tile[32][33];
+  const __nv_bfloat16* src = static_cast<const __nv_bfloat16*>(p.src);
+  __nv_bfloat16* dst = static_cast<__nv_bfloat16*>(p.dst);
+  const int64_t r0 = static_cast<int64_t>(blockIdx.y) * 32, c0 = static_cast<int64_t>(blockIdx.x) * 32;
+  for (int i = threadIdx.y; i < 32; i += 8) {
+    const int64_t r = r0 + i, c = c0 + threadIdx.x;
+    if (r < p.rows && c < p.cols) tile[i][threadIdx.x] = src[r * p.cols + c];
+  }
+  __syncthreads();
+  for (int i = threadIdx.y; i < 32; i += 8) {
+    const int64_t c = c0 + i, r = r0 + threadIdx.x;  // dst row c, column r
+    if (r < p.rows && c < p.cols) dst[c * p.rows + r] = tile[threadIdx.x][i];
+  }
+}
+
 }  // namespace
+
+cudaError_t launch_transpose_bf16(const TransposeBf16Params& p, cudaStream_t stream) {
+  if (p.rows < 0 || p.cols < 0) return cudaErrorInvalidValue;
+  if (p.rows == 0 || p.cols == 0) return cudaSuccess;
+  const int64_t gy = (p.rows + 31) / 32, gx = (p.cols + 31) / 32;
+  if (gy > 65535 || gx > 0x7fffffff) return cudaErrorInvalidValue;
+  transpose_bf16_kernel<<<dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy)), dim3(32, 8), 0, stream>>>(p);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_fp8_quant_act(const Fp8QuantParams& p, cudaStream_t stream) {
   if (p.Kp % 128 != 0 || p.Kp < p.K || p.M < 0) return cudaErrorInvalidValue;

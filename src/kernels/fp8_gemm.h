@@ -38,6 +38,14 @@ struct Fp8GemmSmallMParams {
   int64_t M = 0, N = 0, Np = 0, Kp = 0;
 };
 constexpr int64_t kFp8SmallMMax = 64;
+
+// dst [cols, rows] = transpose of src [rows, cols], both bf16, contiguous (cuBLASLt's column-major FP8 output).
+struct TransposeBf16Params {
+  const void* src = nullptr;
+  void* dst = nullptr;
+  int64_t rows = 0, cols = 0;
+};
+cudaError_t launch_transpose_bf16(const TransposeBf16Params& p, cudaStream_t stream);
 cudaError_t launch_fp8_gemm_small_m(const Fp8GemmSmallMParams& p, cudaStream_t stream);
 
 }  // namespace ds::kernels

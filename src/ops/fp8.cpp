@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 namespace ds {
 
@@ -73,6 +74,15 @@ Tensor linear_w8a8_reference(const Tensor& x, const LinearWeight& w, bool ue8m0)
       y.f32()[t * N + n] = acc;
     }
   return y;
+}
+
+bool fp8_scales_are_pow2(const Tensor& scales) {
+  for (int64_t i = 0; i < scales.numel(); ++i) {
+    uint32_t b;
+    std::memcpy(&b, scales.f32() + i, 4);
+    if ((b & 0x7fffffu) != 0 || (b >> 23) == 0 || (b >> 31) != 0) return false;
+  }
+  return scales.numel() > 0;
 }
 
 void fp8_kv_round_trip(Tensor& rows, int64_t nope, bool ue8m0) {

@@ -26,6 +26,10 @@ void quantize_activations_fp8(const Tensor& x, int group, bool ue8m0, Tensor* q,
 // (sum_k qx[t, k] * qw[n, k]) * sx[t, kb] * sw[n / bn, kb]. x is F32 [T, K]; w must be block-FP8.
 Tensor linear_w8a8_reference(const Tensor& x, const LinearWeight& w, bool ue8m0);
 
+// Whether every scale is a positive power of two (a ue8m0 checkpoint: activations then get ue8m0 scales too).
+// Host F32 tensor; false when empty.
+bool fp8_scales_are_pow2(const Tensor& scales);
+
 // Rounds a latent cache row the way the FP8 KV cache stores it (FlashMLA layout): the first `nope` values
 // as e4m3 with one scale per 128 (or ue8m0), the rest (the rope part) as bf16. In place on F32 rows [T, D].
 void fp8_kv_round_trip(Tensor& rows, int64_t nope, bool ue8m0);

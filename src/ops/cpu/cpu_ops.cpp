@@ -2,9 +2,11 @@
 // this is the oracle the CUDA backend is checked against.
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <numeric>
+#include <string>
 
 #include "ops/fp8.h"
 #include "ops/ops.h"
@@ -82,11 +84,19 @@ void allowed_positions(const Tensor* topk, int64_t t, int64_t ctx_len, std::vect
 
 class CpuOps final : public Ops {
  public:
+  // DSERVE_FP8_NATIVE=1 (the CUDA backend's native block-FP8 switch): the same linears (prepare_linear with
+  // 128x128 block scales; not MLPs or experts) run with W8A8 semantics (ops/fp8.h linear_w8a8_reference), so
+  // the CPU stays the oracle of the native CUDA path.
+  CpuOps() {
+    const char* fp8 = std::getenv("DSERVE_FP8_NATIVE");
+    w8a8_ = fp8 && std::string(fp8) == "1";
+  }
   Device device() const override { return Device::kCpu; }
   DType activation_dtype() const override { return DType::kF32; }
 
   Tensor prepare_param(const Tensor& host) override { return to_f32(host); }
   LinearWeight prepare_linear(const LinearWeight& host) override {
+    if (w8a8_ && host.is_block_fp8() && host.block_n == 128 && host.block_k == 128) return host;
     LinearWeight w;
     w.weight = dequantize(host);
     return w;
@@ -225,6 +235,7 @@ class CpuOps final : public Ops {
   }
 
   Tensor linear(const Tensor& x, const LinearWeight& w) override {
+    if (w8a8_ && w.is_block_fp8()) return linear_w8a8_reference(to_f32(x), w, fp8_scales_are_pow2(w.scale_inv));
     DS_CHECK(!w.is_block_fp8(), "cpu linear expects a prepared (dequantized) weight");
     return linear_f32(x, w.weight);
   }
@@ -529,6 +540,9 @@ class CpuOps final : public Ops {
       DS_CHECK(r.logits_row >= 0 && r.logits_row < logits.dim(0), "sample row ", r.logits_row, " of ", logits.describe());
     return sample_reference(logits.f32(), logits.dim(1), batch);
   }
+
+ private:
+  bool w8a8_ = false;
 };
 
 }  // namespace

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <utility>
 
 #include <gtest/gtest.h>
 
@@ -94,7 +95,7 @@ void check_gemm(Fp8Gemm& gemm, Fp8Path path, const Shape3& sh, int64_t M, bool u
   Fp8Weight w = prepare_fp8_weight(hw);
   Tensor xf = test::randn({M, sh.k}, rng, 1.0f);
   if (M > 2)
-    for (int64_t j = 0; j < sh.k; ++j) xf.f32()[1 * sh.k + j] *= 30.0f;  // one outlier token
+    for (int64_t j = 0; j < sh.k; ++j) xf.f32()[1 * sh.k + j] *= 32.0f;  // one outlier token (bf16-exact)
   Tensor xd = test::to_device(xf);
   if (path == Fp8Path::kCublasLt) {  // else linear() falls back to chunked small-M and this case proves nothing
     EXPECT_TRUE(gemm.lt_supported(M, w.Np, w.Kp)) << "cuBLASLt rejects M " << M << " N " << w.Np << " K " << w.Kp;
@@ -106,6 +107,27 @@ void check_gemm(Fp8Gemm& gemm, Fp8Path path, const Shape3& sh, int64_t M, bool u
                 static_cast<long long>(M), static_cast<long long>(sh.n), static_cast<long long>(sh.k),
                 ue8m0 ? " ue8m0" : "");
   DS_EXPECT_CLOSE(test::to_host_f32(y), want, kMaxRel, kL2Rel, what);
+}
+
+// The transpose behind cuBLASLt's column-major output: exact, ragged tile edges included.
+TEST_F(Fp8GemmGpu, TransposeBf16IsExact) {
+  std::mt19937 rng(12);
+  for (auto [rows, cols] : {std::pair<int64_t, int64_t>{37, 70}, {1, 300}, {256, 1}, {64, 64}}) {
+    Tensor h = test::randn({rows, cols}, rng, 1.0f);
+    Tensor src = test::to_device(h);
+    Tensor dst = Tensor::empty({cols, rows}, DType::kBF16, Device::kCuda);
+    kernels::TransposeBf16Params p;
+    p.src = src.data();
+    p.dst = dst.data();
+    p.rows = rows;
+    p.cols = cols;
+    ASSERT_EQ(kernels::launch_transpose_bf16(p, cuda_stream()), cudaSuccess);
+    Tensor got = test::to_host_f32(dst);
+    int64_t bad = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; ++c) bad += got.f32()[c * rows + r] != h.f32()[r * cols + c];
+    EXPECT_EQ(bad, 0) << rows << "x" << cols;
+  }
 }
 
 // Ragged shapes: the fused q_a + kv_a output (2112 = 16.5 blocks) scaled down to 264 rows, K = 1000 (ragged
@@ -128,7 +150,7 @@ TEST_F(Fp8GemmGpu, CublasLtScaleLayoutProbe) {
   LinearWeight hw = random_fp8_weight(N, K, false, rng);
   Fp8Weight w = prepare_fp8_weight(hw);
   Tensor xf = test::randn({M, K}, rng, 1.0f);
-  for (int64_t j = 0; j < K; ++j) xf.f32()[3 * K + j] *= 30.0f;
+  for (int64_t j = 0; j < K; ++j) xf.f32()[3 * K + j] *= 32.0f;  // bf16-exact: the device sees the same x
   Tensor xd = test::to_device(xf);
   Tensor want = linear_w8a8_reference(xf, hw, false);
   Fp8Gemm gemm;

@@ -51,20 +51,14 @@ Fp8Weight prepare_fp8_weight(const LinearWeight& host) {
   return w;
 }
 
-bool fp8_scales_are_pow2(const Tensor& scales) {
-  Tensor h = scales.device() == Device::kCpu ? scales : cuda_download(scales);
-  for (int64_t i = 0; i < h.numel(); ++i) {
-    uint32_t b;
-    std::memcpy(&b, h.f32() + i, 4);
-    if ((b & 0x7fffffu) != 0 || (b >> 23) == 0 || (b >> 31) != 0) return false;
-  }
-  return h.numel() > 0;
+bool fp8_device_scales_are_pow2(const Tensor& scales) {
+  return fp8_scales_are_pow2(scales.device() == Device::kCpu ? scales : cuda_download(scales));
 }
 
 LinearWeight Fp8Gemm::prepare(const LinearWeight& host) {
   Registered r;
   r.w = prepare_fp8_weight(host);
-  r.ue8m0 = fp8_scales_are_pow2(host.scale_inv);
+  r.ue8m0 = fp8_device_scales_are_pow2(host.scale_inv);
   LinearWeight out;
   auto keep = std::make_shared<Tensor>(r.w.w);
   out.weight = Tensor::wrap(r.w.w.data(), {r.w.N, r.w.K}, DType::kF8E4M3, Device::kCuda, keep);
@@ -96,6 +90,7 @@ struct Fp8Gemm::Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;
   cublasLtMatmulAlgo_t algo{};
+  bool d_transposed = false;  // D came out [Np, M] (column-major M x Np) and needs a transpose
   ~Plan() {
     if (d) cublasLtMatrixLayoutDestroy(d);
     if (b) cublasLtMatrixLayoutDestroy(b);
@@ -121,9 +116,10 @@ Fp8Gemm::~Fp8Gemm() {
   if (handle_) cublasLtDestroy(handle_);
 }
 
-// Column-major view: Dᵀ[Np, M] = Wᵀ... i.e. A = W stored [Np, Kp] row-major = column-major Kp x Np with
-// TRANSA = T, B = q [M, Kp] row-major = column-major Kp x M, D [M, Np] row-major = column-major Np x M (the
-// "TN" form Hopper's FP8 GEMMs require). A's scales: BLK128x128; B's: VEC128 along K.
+// cuBLASLt's block-scaled FP8 GEMM on Hopper takes the 1x128 (VEC128) scales on A and the 128x128 (BLK) scales
+// on B, in the "TN" form: A = q [M, Kp] row-major = column-major Kp x M with TRANSA = T, B = W [Np, Kp]
+// row-major = column-major Kp x Np. D = column-major M x Np. Asked first with a row-major D layout (= our
+// [M, Np]); when cuBLASLt refuses that, D is column-major (= [Np, M] row-major) and a transpose follows.
 Fp8Gemm::Plan& Fp8Gemm::plan_for(int64_t M, int64_t Np, int64_t Kp) {
   Plan* p = try_plan(M, Np, Kp);
   DS_CHECK(p, "cuBLASLt has no block-scaled FP8 algorithm for M ", M, " N ", Np, " K ", Kp);
@@ -146,13 +142,12 @@ Fp8Gemm::Plan* Fp8Gemm::try_plan(int64_t M, int64_t Np, int64_t Kp) {
   const cublasOperation_t ta = CUBLAS_OP_T, tb = CUBLAS_OP_N;
   DS_FP8_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSA, &ta, sizeof(ta)));
   DS_FP8_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_TRANSB, &tb, sizeof(tb)));
-  const cublasLtMatmulMatrixScale_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
-  const cublasLtMatmulMatrixScale_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+  const cublasLtMatmulMatrixScale_t a_mode = CUBLASLT_MATMUL_MATRIX_SCALE_VEC128_32F;
+  const cublasLtMatmulMatrixScale_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
   DS_FP8_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode)));
   DS_FP8_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)));
-  DS_FP8_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_8F_E4M3, Kp, Np, Kp));
-  DS_FP8_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_8F_E4M3, Kp, M, Kp));
-  DS_FP8_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->d, CUDA_R_16BF, Np, M, Np));
+  DS_FP8_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_8F_E4M3, Kp, M, Kp));
+  DS_FP8_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_8F_E4M3, Kp, Np, Kp));
   cublasLtMatmulPreference_t pref;
   DS_FP8_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
   const uint64_t ws = workspace_bytes_;
@@ -160,10 +155,23 @@ Fp8Gemm::Plan* Fp8Gemm::try_plan(int64_t M, int64_t Np, int64_t Kp) {
       cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)));
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
-  const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(handle_, plan->op, plan->a, plan->b, plan->d, plan->d, pref, 1, &result, &found);
+  cublasStatus_t st = CUBLAS_STATUS_NOT_SUPPORTED;
+  for (int transposed = 0; transposed < 2 && found == 0; ++transposed) {
+    if (plan->d) cublasLtMatrixLayoutDestroy(plan->d);
+    plan->d = nullptr;
+    plan->d_transposed = transposed != 0;
+    if (!transposed) {
+      DS_FP8_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->d, CUDA_R_16BF, M, Np, Np));
+      const cublasLtOrder_t row = CUBLASLT_ORDER_ROW;
+      DS_FP8_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(plan->d, CUBLASLT_MATRIX_LAYOUT_ORDER, &row, sizeof(row)));
+    } else {
+      DS_FP8_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->d, CUDA_R_16BF, M, Np, M));
+    }
+    st = cublasLtMatmulAlgoGetHeuristic(handle_, plan->op, plan->a, plan->b, plan->d, plan->d, pref, 1, &result, &found);
+    if (st != CUBLAS_STATUS_SUCCESS) found = 0;
+  }
   cublasLtMatmulPreferenceDestroy(pref);
-  if (st != CUBLAS_STATUS_SUCCESS || found == 0) {
+  if (found == 0) {
     std::fprintf(stderr, "fp8: cuBLASLt has no block-scaled FP8 algorithm for M %lld N %lld K %lld (status %d)\n",
                  static_cast<long long>(M), static_cast<long long>(Np), static_cast<long long>(Kp), static_cast<int>(st));
     plans_.emplace(key, nullptr);
@@ -197,13 +205,27 @@ void Fp8Gemm::run_cublaslt(const void* q, const float* sx, const Fp8Weight& w, i
   if (M == 0) return;
   std::lock_guard<std::mutex> lock(mu_);
   Plan& p = plan_for(M, w.Np, w.Kp);
-  const void* a_scale = (lt_layout_ & 2) ? w.sw_t.data() : w.sw.data();
-  const void* b_scale = sx;
+  const void* a_scale = sx;
+  const void* b_scale = (lt_layout_ & 2) ? w.sw_t.data() : w.sw.data();
   DS_FP8_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale)));
   DS_FP8_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof(b_scale)));
   const float alpha = 1.0f, beta = 0.0f;
-  DS_FP8_CUBLAS_CHECK(cublasLtMatmul(handle_, p.op, &alpha, w.w.data(), p.a, q, p.b, &beta, d, p.d, d, p.d, &p.algo,
+  Tensor tmp;
+  void* out = d;
+  if (p.d_transposed) {
+    tmp = Tensor::empty({w.Np, M}, DType::kBF16, Device::kCuda);
+    out = tmp.data();
+  }
+  DS_FP8_CUBLAS_CHECK(cublasLtMatmul(handle_, p.op, &alpha, q, p.a, w.w.data(), p.b, &beta, out, p.d, out, p.d, &p.algo,
                                      workspace_, workspace_bytes_, stream));
+  if (p.d_transposed) {
+    kernels::TransposeBf16Params tp;
+    tp.src = tmp.data();
+    tp.rows = w.Np;
+    tp.cols = M;
+    tp.dst = d;
+    DS_CUDA_CHECK(kernels::launch_transpose_bf16(tp, stream));
+  }
 }
 
 Tensor Fp8Gemm::linear(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path path) {

@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 
 #include "core/tensor.h"
+#include "ops/fp8.h"
 #include "ops/linear_weight.h"
 
 namespace ds {
@@ -25,8 +26,8 @@ struct Fp8Weight {
   bool defined() const { return w.defined(); }
 };
 
-// True when every scale of the grid is a power of two (then activations use ue8m0 scales too).
-bool fp8_scales_are_pow2(const Tensor& host_scales);
+// ops/fp8.h fp8_scales_are_pow2 for a scale grid on either device.
+bool fp8_device_scales_are_pow2(const Tensor& scales);
 
 // Uploads a host block-FP8 weight (block 128x128) with padding. Ragged edges keep their own scale block, so
 // the scale grid is unchanged by padding.
