@@ -38,9 +38,10 @@ if [ -n "$L" ] && [ "$L" != 1 ]; then
     --gtest_filter='Fp8GemmGpu.CublasLtMatchesReference:Fp8GemmGpu.AutoDispatchBothSides:Fp8GemmGpu.PreparedHooksInferUe8m0'
   grep -E "^ERR .*FAILED|FAILED|PASSED" "$OUT/fp8_test_layout.log" | head -20 >> "$SUM"
 fi
-if command -v compute-sanitizer > /dev/null; then
-  step memcheck 40 "$OUT/fp8_memcheck.log" compute-sanitizer --tool memcheck --error-exitcode 9 \
-    "$B/ds_ops_cuda_gpu_test" --gtest_filter='Fp8GemmGpu.ActivationQuantizationIsBitExact:Fp8GemmGpu.CublasLtScaleLayoutProbe:Fp8GemmGpu.AutoDispatchBothSides:Fp8GemmGpu.SmallMChunkedBeyond64'
+CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+if [ -x "$CS" ]; then
+  step memcheck 60 "$OUT/fp8_memcheck.log" "$CS" --tool memcheck --error-exitcode 9 \
+    "$B/ds_ops_cuda_gpu_test" --gtest_filter='Fp8GemmGpu.ActivationQuantizationIsBitExact:Fp8GemmGpu.CublasLtScaleLayoutProbe:Fp8GemmGpu.AutoDispatchBothSides:Fp8GemmGpu.SmallMChunkedBeyond64:Fp8GemmGpu.TransposeBf16IsExact'
   tail -3 "$OUT/fp8_memcheck.log" >> "$SUM"
 else
   echo "== memcheck: no compute-sanitizer" | tee -a "$SUM"

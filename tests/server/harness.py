@@ -15,6 +15,14 @@ import urllib.parse
 HERE = os.path.dirname(os.path.abspath(__file__))
 SOURCE_DIR = os.path.dirname(os.path.dirname(HERE))
 
+# A backend that computes in bf16 (DSERVE_TEST_SERVE_ARGS="--device cuda") matches an fp32 reference only up to
+# the first near-tie, and batched decoding differs from a single sequence by rounding: the CUDA issue's
+# acceptance trusts tokens whose reference top-2 margin exceeds 0.1 and logprobs within 5e-2 there (the fp32
+# CPU backend: margins above 1e-3, logprobs within 5e-3).
+BF16_BACKEND = "cuda" in os.environ.get("DSERVE_TEST_SERVE_ARGS", "")
+MIN_MARGIN = 0.1 if BF16_BACKEND else 1e-3
+LOGPROB_TOL = 5e-2 if BF16_BACKEND else 5e-3
+
 
 class Server:
     """A `dserve serve` child process. port 0 -> the port is read from its 'ready on' line."""

@@ -16,7 +16,7 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import SOURCE_DIR, Server, engine_state, post, stream  # noqa: E402
+from harness import BF16_BACKEND, MIN_MARGIN, SOURCE_DIR, Server, engine_state, post, stream  # noqa: E402
 
 DSERVE = sys.argv[1]
 MODEL = os.path.join(SOURCE_DIR, "tests", "fixtures", "v3")
@@ -86,7 +86,12 @@ try:
         want = cli("generate", "--input-ids", ",".join(map(str, prompts[i])), "--max-new-tokens", "30",
                    "--temperature", "0", "--ignore-eos")["output_ids"]
         got = results[i][1]["output_ids"] if results[i] and results[i][1] else None
-        mismatches += got != want
+        n = len(want)
+        if BF16_BACKEND:  # batched bf16 rounding may flip a near-tie: compare up to the first margin < 0.1
+            tops = cli("score", "--input-ids", ",".join(map(str, prompts[i] + want)), "--top-logprobs", "2")
+            tops = tops["input_top_logprobs"][len(prompts[i]):]
+            n = next((k + 1 for k, t in enumerate(tops) if t[0][0] - t[1][0] < MIN_MARGIN), n)
+        mismatches += got is None or len(got) != len(want) or got[:n] != want[:n]
     check(mismatches == 0, f"{mismatches} of 20 streamed outputs differ from dserve generate")
     check(state["num_running_reqs"] + state["num_waiting_reqs"] == 0 if "num_running_reqs" in state else True,
           "idle after the load")

@@ -20,7 +20,7 @@ with open(os.path.join(FIXTURE, "reference.json")) as f:
     REF = json.load(f)
 
 
-def trusted_prefix(g, min_margin=1e-3):
+def trusted_prefix(g, min_margin=H.MIN_MARGIN):
     """Reference output ids up to the first near-tie (where a float-order difference may flip the argmax)."""
     n = len(g["output_ids"])
     for i, m in enumerate(g.get("top2_margin", [])):
@@ -65,7 +65,7 @@ class EngineServerTest(unittest.TestCase):
             got = [t[0] for t in j["meta_info"]["output_token_logprobs"]]
             n = len(trusted_prefix(g))
             for a, b in zip(got[:n], g["output_logprobs"][:n]):
-                self.assertAlmostEqual(a, b, delta=5e-3)
+                self.assertAlmostEqual(a, b, delta=H.LOGPROB_TOL)
 
     def test_stream_matches(self):
         g = REF["generate"][0]
