@@ -91,7 +91,10 @@ try:
             tops = cli("score", "--input-ids", ",".join(map(str, prompts[i] + want)), "--top-logprobs", "2")
             tops = tops["input_top_logprobs"][len(prompts[i]):]
             n = next((k + 1 for k, t in enumerate(tops) if t[0][0] - t[1][0] < MIN_MARGIN), n)
-        mismatches += got is None or len(got) != len(want) or got[:n] != want[:n]
+        bad = got is None or len(got) != len(want) or got[:n] != want[:n]
+        if bad:
+            print(f"prompt {i}: streamed {got} vs generate {want} (compared {n})")
+        mismatches += bad
     check(mismatches == 0, f"{mismatches} of 20 streamed outputs differ from dserve generate")
     check(state["num_running_reqs"] + state["num_waiting_reqs"] == 0 if "num_running_reqs" in state else True,
           "idle after the load")

@@ -60,7 +60,8 @@ Scores score_fixture(bool cuda, bool native) {
   unsetenv("DSERVE_FP8_NATIVE");
   DeepseekModel model(cfg.value(), w.value(), *ops);
   SequenceRunner runner(model, *ops);
-  for (const auto& e : reference()["score"]) {
+  const nlohmann::json ref = reference();  // named: a temporary's ["score"] would dangle in the loop
+  for (const auto& e : ref["score"]) {
     ScoreResult r = runner.score(e["input_ids"].get<std::vector<int32_t>>(), 2);
     out.lp.emplace_back(r.token_logprobs.begin(), r.token_logprobs.end());
     std::vector<std::pair<int, double>> tops;
@@ -90,7 +91,8 @@ Stats compare(const Scores& got, const Scores& oracle) {
 
 Scores transformers_scores() {
   Scores out;
-  for (const auto& e : reference()["score"]) {
+  const nlohmann::json ref = reference();
+  for (const auto& e : ref["score"]) {
     const auto& lp = e["token_logprobs"];
     const auto& tops = e["top_logprobs"];
     std::vector<double> l;

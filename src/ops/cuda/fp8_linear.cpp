@@ -146,6 +146,11 @@ Fp8Gemm::Plan* Fp8Gemm::try_plan(int64_t M, int64_t Np, int64_t Kp) {
   const cublasLtMatmulMatrixScale_t b_mode = CUBLASLT_MATMUL_MATRIX_SCALE_BLK128x128_32F;
   DS_FP8_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_MODE, &a_mode, sizeof(a_mode)));
   DS_FP8_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_MODE, &b_mode, sizeof(b_mode)));
+  // The scale pointers must be set (non-null, aligned) before the heuristic query; run_cublaslt sets the real
+  // ones for each call.
+  const void* placeholder = workspace_;
+  DS_FP8_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &placeholder, sizeof(placeholder)));
+  DS_FP8_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &placeholder, sizeof(placeholder)));
   DS_FP8_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_8F_E4M3, Kp, M, Kp));
   DS_FP8_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_8F_E4M3, Kp, Np, Kp));
   cublasLtMatmulPreference_t pref;
