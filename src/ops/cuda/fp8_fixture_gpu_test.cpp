@@ -115,28 +115,32 @@ void print(const char* what, const Stats& s) {
               static_cast<long long>(s.top1_checked));
 }
 
-// The oracle of the native W8A8 path is the CPU backend with the same switch (fp32 activations, the exact
-// W8A8 block math); the GPU differs from it by bf16 activations only, as the dequantized GPU path differs
-// from the dequantized CPU path. So: native-vs-CPU-W8A8 within 2x (+0.01) of dequantized-vs-CPU, and >= 90%
-// top-1 agreement where the oracle's margin exceeds 0.1 (the fixture's routing is chaotic: one bf16 rounding
-// can flip an expert). Both are also reported against transformers (dequantized weights, no activation
-// quantization) for the record.
+// W8A8 quantizes activations to e4m3 per 128 channels: a discontinuous function, so the GPU (bf16 activations)
+// and the exact CPU emulation (fp32 activations) land on different e4m3 values for some elements and drift
+// apart on this chaotic fixture as far as either drifts from the unquantized reference. The oracle is
+// therefore the CPU emulation's own distance to transformers: the native GPU path must be no further from
+// transformers than 1.5x that (+0.01) in mean |logprob diff|, and keep top-1 agreement (margin > 0.1) within
+// 3 points of it and >= 90%. The dequantized GPU path is bounded against the dequantized CPU path as before.
 TEST(Fp8FixtureGpu, V3Fp8NativeMatchesCpuW8a8) {
   init_cuda_device(0);
   const Scores gpu_deq = score_fixture(true, false), gpu_nat = score_fixture(true, true);
   const Scores cpu_deq = score_fixture(false, false), cpu_nat = score_fixture(false, true);
   const Scores tf = transformers_scores();
   const Stats deq = compare(gpu_deq, cpu_deq), nat = compare(gpu_nat, cpu_nat);
+  const Stats gpu_nat_tf = compare(gpu_nat, tf), cpu_nat_tf = compare(cpu_nat, tf);
   print("gpu dequantized vs cpu dequantized:", deq);
   print("gpu native w8a8 vs cpu w8a8:", nat);
   print("gpu dequantized vs transformers:", compare(gpu_deq, tf));
-  print("gpu native w8a8 vs transformers:", compare(gpu_nat, tf));
-  print("cpu w8a8 vs transformers:", compare(cpu_nat, tf));
+  print("gpu native w8a8 vs transformers:", gpu_nat_tf);
+  print("cpu w8a8 vs transformers:", cpu_nat_tf);
   ASSERT_GT(nat.n, 0);
   EXPECT_GT(compare(cpu_nat, cpu_deq).sum, 0) << "DSERVE_FP8_NATIVE=1 did not change the CPU path";
   EXPECT_GT(compare(gpu_nat, gpu_deq).sum, 0) << "DSERVE_FP8_NATIVE=1 did not change the CUDA path";
-  EXPECT_LE(nat.mean(), 2 * deq.mean() + 0.01);
-  EXPECT_GE(nat.agree(), 0.90);
+  EXPECT_LE(deq.mean(), 0.1);
+  EXPECT_GE(deq.agree(), 0.95);
+  EXPECT_LE(gpu_nat_tf.mean(), 1.5 * cpu_nat_tf.mean() + 0.01);
+  EXPECT_GE(gpu_nat_tf.agree(), cpu_nat_tf.agree() - 0.03);
+  EXPECT_GE(gpu_nat_tf.agree(), 0.90);
 }
 
 }  // namespace

@@ -156,15 +156,17 @@ int main(int argc, char** argv) {
       const double flops = 2.0 * M * sh.n * sh.k;
       const int iters = flops > 1e12 ? 5 : 20;
       // Pre-quantized operands for cuBLASLt alone.
-      Tensor q = Tensor::empty({M, Kp}, DType::kF8E4M3, Device::kCuda);
-      fill_bytes(q.data(), static_cast<size_t>(M) * Kp, 9, true);
-      const int64_t sld = std::max(fp8.lt_scale_ld(M), M);  // also big enough token-major
+      // cuBLASLt alone runs on M rounded up to its row multiple, as linear() does.
+      const int64_t Mp = (M + Fp8Gemm::kLtRowMultiple - 1) / Fp8Gemm::kLtRowMultiple * Fp8Gemm::kLtRowMultiple;
+      Tensor q = Tensor::empty({Mp, Kp}, DType::kF8E4M3, Device::kCuda);
+      fill_bytes(q.data(), static_cast<size_t>(Mp) * Kp, 9, true);
+      const int64_t sld = std::max(fp8.lt_scale_ld(Mp), Mp);  // also big enough token-major
       Tensor sx = Tensor::empty({Kp / 128, sld}, DType::kF32, Device::kCuda);
       {
         std::vector<float> s(static_cast<size_t>(sx.numel()), 1e-2f);
         DS_CUDA_CHECK(cudaMemcpy(sx.data(), s.data(), s.size() * 4, cudaMemcpyHostToDevice));
       }
-      Tensor dpad = Tensor::empty({M, Np}, DType::kBF16, Device::kCuda);
+      Tensor dpad = Tensor::empty({Mp, Np}, DType::kBF16, Device::kCuda);
       Tensor dbf = Tensor::empty({M, sh.n}, DType::kBF16, Device::kCuda);
 
       struct Row {
@@ -179,11 +181,11 @@ int main(int argc, char** argv) {
       } catch (const std::exception& e) {
         std::printf("%s M=%lld ours FAILED: %s\n", sh.name, static_cast<long long>(M), e.what());
       }
-      if (!fp8.lt_supported(M, Np, Kp)) {
+      if (!fp8.lt_supported(Mp, Np, Kp)) {
         std::printf("%s M=%lld cublaslt_fp8 unsupported\n", sh.name, static_cast<long long>(M));
       } else try {
         rows.push_back({"cublaslt_fp8",
-                        time_us([&](int i) { fp8.run_cublaslt(q.data(), sx.data_as<float>(), ws[i % copies], M, dpad.data(), cuda_stream()); },
+                        time_us([&](int i) { fp8.run_cublaslt(q.data(), sx.data_as<float>(), ws[i % copies], Mp, dpad.data(), cuda_stream()); },
                                 iters),
                         static_cast<double>(wbytes) + wbytes / 16384.0 * 4 + act_out, kPeakFp8});
       } catch (const std::exception& e) {

@@ -45,9 +45,17 @@ Fp8Weight prepare_fp8_weight(const LinearWeight& host) {
   Tensor st = Tensor::empty({kb, nb}, DType::kF32);
   for (int64_t i = 0; i < nb; ++i)
     for (int64_t j = 0; j < kb; ++j) st.f32()[j * nb + i] = hs.f32()[i * kb + j];
+  // cuBLASLt reads the 128x128 grid with its K-block rows padded to 4 floats (seen on the H100: grids with
+  // Kp / 128 = 14 gave garbage, 4 / 8 / 12 were right).
+  const int64_t kb4 = round_up(kb, 4);
+  Tensor sl = Tensor::empty({nb, kb4}, DType::kF32);
+  std::memset(sl.data(), 0, sl.nbytes());
+  for (int64_t i = 0; i < nb; ++i)
+    for (int64_t j = 0; j < kb; ++j) sl.f32()[i * kb4 + j] = hs.f32()[i * kb + j];
   w.w = cuda_upload(pw);
   w.sw = cuda_upload(hs);
   w.sw_t = cuda_upload(st);
+  w.sw_lt = cuda_upload(sl);
   return w;
 }
 
@@ -211,7 +219,7 @@ void Fp8Gemm::run_cublaslt(const void* q, const float* sx, const Fp8Weight& w, i
   std::lock_guard<std::mutex> lock(mu_);
   Plan& p = plan_for(M, w.Np, w.Kp);
   const void* a_scale = sx;
-  const void* b_scale = (lt_layout_ & 2) ? w.sw_t.data() : w.sw.data();
+  const void* b_scale = (lt_layout_ & 2) ? w.sw_t.data() : w.sw_lt.data();
   DS_FP8_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, &a_scale, sizeof(a_scale)));
   DS_FP8_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(p.op, CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, &b_scale, sizeof(b_scale)));
   const float alpha = 1.0f, beta = 0.0f;
@@ -253,7 +261,8 @@ Tensor Fp8Gemm::linear(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path 
   qp.Kp = w.Kp;
   qp.q = q.data_as<uint8_t>();
   qp.ue8m0 = ue8m0;
-  if (path == Fp8Path::kCublasLt && !lt_supported(M, w.Np, w.Kp)) path = Fp8Path::kSmallM;  // chunked fallback
+  const int64_t Mp = round_up(M, kLtRowMultiple);  // cuBLASLt rows; the pad rows are zero tokens
+  if (path == Fp8Path::kCublasLt && !lt_supported(Mp, w.Np, w.Kp)) path = Fp8Path::kSmallM;  // chunked fallback
   if (path == Fp8Path::kSmallM) {
     Tensor sx = Tensor::empty({M, kb}, DType::kF32, Device::kCuda);
     qp.s = sx.data_as<float>();
@@ -263,20 +272,25 @@ Tensor Fp8Gemm::linear(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path 
     small_m_chunks(q, sx, w, M, y);
     return y;
   }
+  Tensor qp_rows = Mp == M ? q : Tensor::empty({Mp, w.Kp}, DType::kF8E4M3, Device::kCuda);
+  if (Mp != M) {
+    qp.q = qp_rows.data_as<uint8_t>();
+    DS_CUDA_CHECK(cudaMemsetAsync(static_cast<uint8_t*>(qp_rows.data()) + M * w.Kp, 0, (Mp - M) * w.Kp, stream));
+  }
   const bool m_major = (lt_layout_ & 1) != 0;
-  const int64_t sld = m_major ? lt_scale_ld(M) : kb;
-  Tensor sx = Tensor::empty({m_major ? kb : M, m_major ? sld : kb}, DType::kF32, Device::kCuda);
+  const int64_t sld = m_major ? lt_scale_ld(Mp) : kb;
+  Tensor sx = Tensor::empty({m_major ? kb : Mp, m_major ? sld : kb}, DType::kF32, Device::kCuda);
   qp.s = sx.data_as<float>();
   qp.s_ld = sld;
   qp.s_m_major = m_major;
-  // The stride padding (tokens M..sld) is never a real token; keep it finite in case cuBLASLt reads it.
-  if (m_major && sld > M) DS_CUDA_CHECK(cudaMemsetAsync(sx.data(), 0, sx.nbytes(), stream));
+  // Scales of the pad rows (and any stride padding) are never those of a real token: keep them finite.
+  DS_CUDA_CHECK(cudaMemsetAsync(sx.data(), 0, sx.nbytes(), stream));
   DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, stream));
-  if (w.Np == w.N) {
-    run_cublaslt(q.data(), sx.data_as<float>(), w, M, y.data(), stream);
+  if (w.Np == w.N && Mp == M) {
+    run_cublaslt(qp_rows.data(), sx.data_as<float>(), w, Mp, y.data(), stream);
   } else {
-    Tensor tmp = Tensor::empty({M, w.Np}, DType::kBF16, Device::kCuda);
-    run_cublaslt(q.data(), sx.data_as<float>(), w, M, tmp.data(), stream);
+    Tensor tmp = Tensor::empty({Mp, w.Np}, DType::kBF16, Device::kCuda);
+    run_cublaslt(qp_rows.data(), sx.data_as<float>(), w, Mp, tmp.data(), stream);
     DS_CUDA_CHECK(cudaMemcpy2DAsync(y.data(), w.N * 2, tmp.data(), w.Np * 2, w.N * 2, M, cudaMemcpyDeviceToDevice,
                                     stream));
   }

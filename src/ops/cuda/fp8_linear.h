@@ -22,6 +22,7 @@ struct Fp8Weight {
   Tensor w;     // F8_E4M3 [Np, Kp] on the device, zero padding
   Tensor sw;    // F32 [Np / 128, Kp / 128] (row-major, K blocks fastest)
   Tensor sw_t;  // F32 [Kp / 128, Np / 128] (the transposed scale grid, for the cuBLASLt layout probe)
+  Tensor sw_lt; // F32 [Np / 128, round_up(Kp / 128, 4)]: cuBLASLt's BLK128x128 grid (rows padded to 4 floats)
   int64_t N = 0, K = 0, Np = 0, Kp = 0;
   bool defined() const { return w.defined(); }
 };
@@ -65,12 +66,14 @@ class Fp8Gemm {
   int lt_layout() const { return lt_layout_; }
 
   // The cuBLASLt block-scaled GEMM on already quantized operands (benchmarks): q [M, Kp] e4m3, sx as
-  // described by lt_layout (ld = round_up(M, 4) when K-block-major), d bf16 [M, Np].
+  // described by lt_layout (ld = round_up(M, 4) when K-block-major), d bf16 [M, Np]. M must be a multiple of
+  // kLtRowMultiple (linear() pads: cuBLASLt refuses or miscomputes other M on Hopper, seen on the H100).
   void run_cublaslt(const void* q, const float* sx, const Fp8Weight& w, int64_t M, void* d, cudaStream_t stream);
 
   // Whether cuBLASLt has a block-scaled algorithm for this shape (no abort; the plan is cached). When it has
   // none, linear() runs the small-M kernel over 64-token chunks instead (correct, slower).
   bool lt_supported(int64_t M, int64_t Np, int64_t Kp);
+  static constexpr int64_t kLtRowMultiple = 16;
 
   // Row stride of the K-block-major activation scales for cuBLASLt at this M (bit 2 of the layout: M itself).
   int64_t lt_scale_ld(int64_t M) const { return (lt_layout_ & 4) ? M : (M + 3) / 4 * 4; }
