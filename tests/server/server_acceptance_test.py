@@ -19,7 +19,10 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from harness import BF16_BACKEND, MIN_MARGIN, SOURCE_DIR, Server, engine_state, post, stream  # noqa: E402
 
 DSERVE = sys.argv[1]
-MODEL = os.path.join(SOURCE_DIR, "tests", "fixtures", "v3")
+# The v3 fixture's random routing is chaotic (one bf16 rounding can flip an expert and move a logprob by more
+# than any margin), so a bf16 backend runs this test on the bundled demo model (trained, same architecture).
+MODEL = os.path.join(SOURCE_DIR, "models", "dserve-demo") if BF16_BACKEND else \
+    os.path.join(SOURCE_DIR, "tests", "fixtures", "v3")
 failures, passed = [], 0
 
 
