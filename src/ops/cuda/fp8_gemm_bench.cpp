@@ -121,7 +121,7 @@ int main(int argc, char** argv) {
   const BenchShape shapes[] = {{"q_a_kv_a", 2112, 7168},   {"q_b", 24576, 1536},        {"o_proj", 7168, 16384},
                           {"dense_gate_up", 36864, 7168}, {"dense_down", 7168, 18432}, {"expert_gate_up", 4096, 7168},
                           {"expert_down", 7168, 2048}};
-  const int64_t ms[] = {1, 8, 64, 256, 4096};
+  const int64_t ms[] = {1, 8, 16, 32, 64, 256, 4096};
   Fp8Gemm fp8;
   CublasLtGemm bf16;
   for (const BenchShape& sh : shapes) {
