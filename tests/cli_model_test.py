@@ -176,6 +176,10 @@ try:
                  "bad --quantization")
     expect_error(["score", "--model-path", base, "--input-ids", "2", "--kv-cache-dtype", "fp4"], "--kv-cache-dtype",
                  "bad --kv-cache-dtype")
+    expect_error(["tune-gemm"], "--model-path is required", "tune-gemm without a model")
+    expect_error(["tune-gemm", "--model-path", base, "--m-list", "0,8"], "[1, 64]", "tune-gemm bad --m-list")
+    expect_error(["tune-gemm", "--model-path", os.path.join(tmp, "nowhere")], "neither a config.json",
+                 "tune-gemm missing model")
     big = os.path.join(os.path.dirname(FIXTURES), "data", "configs", "deepseek-v3.json")
     if os.path.isfile(big) and os.path.getsize("/proc/meminfo") == 0:  # procfs: size 0 means present
         expect_error(["bench-one-batch", "--model-path", big, "--load-format", "dummy"], "GiB", "model too big for CPU")

@@ -3,9 +3,12 @@
 // prepare time); F32 params (e.g. the V3 correction bias) stay F32. Semantics are CpuOps' (the oracle).
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <limits>
+#include <sstream>
 #include <unordered_map>
 
 #include "kernels/basic.h"
@@ -61,7 +64,22 @@ class CudaOps final : public Ops {
     // DSERVE_FP8_NATIVE=1: block-FP8 linears (not the MLPs/experts, not kv_b) stay e4m3 on the device and run
     // W8A8 (ops/cuda/fp8_linear.h); otherwise they are dequantized to bf16 at prepare time (the A/B baseline).
     const char* fp8 = std::getenv("DSERVE_FP8_NATIVE");
-    if (fp8 && std::string(fp8) == "1") fp8_ = std::make_unique<Fp8Gemm>();
+    if (fp8 && std::string(fp8) == "1") {
+      fp8_ = std::make_unique<Fp8Gemm>();
+      // DSERVE_FP8_GEMM_CONFIG: the per-GPU dispatch table written by `dserve tune-gemm`. An unreadable or
+      // invalid file is an operator error: say so and stop rather than run with a silently different dispatch.
+      if (const char* path = std::getenv("DSERVE_FP8_GEMM_CONFIG"); path && *path) {
+        std::ifstream f(path);
+        std::stringstream text;
+        text << f.rdbuf();
+        auto t = f ? parse_fp8_gemm_tuning(text.str()) : Result<Fp8GemmTuning>(error("cannot read the file"));
+        if (!t.is_ok()) {
+          std::fprintf(stderr, "dserve: DSERVE_FP8_GEMM_CONFIG=%s: %s\n", path, t.status().message().c_str());
+          std::exit(1);
+        }
+        fp8_->set_tuning(std::move(t).value());
+      }
+    }
     // Debugging switch: DSERVE_CUDA_ATTENTION=fallback runs attention on the simple fallback kernel.
     const char* attn = std::getenv("DSERVE_CUDA_ATTENTION");
     fallback_attention_ = attn && std::string(attn) == "fallback";

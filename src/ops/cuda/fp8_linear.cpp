@@ -113,7 +113,10 @@ Fp8Gemm::Fp8Gemm() {
   DS_CUDA_CHECK(cudaMallocAsync(&workspace_, workspace_bytes_, cuda_stream()));
   if (const char* e = std::getenv("DSERVE_FP8_SMALL_M_MAX")) {
     const long v = std::strtol(e, nullptr, 10);
-    if (v >= 0 && v <= kernels::kFp8SmallMMax) small_m_max_ = v;
+    if (v >= 0 && v <= kernels::kFp8SmallMMax) {
+      small_m_max_ = v;
+      small_m_forced_ = true;
+    }
   }
   if (const char* e = std::getenv("DSERVE_FP8_LT_LAYOUT")) lt_layout_ = static_cast<int>(std::strtol(e, nullptr, 10)) & 7;
 }
@@ -248,7 +251,7 @@ Tensor Fp8Gemm::linear(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path 
   const int64_t M = x.dim(0);
   Tensor y = Tensor::empty({M, w.N}, DType::kBF16, Device::kCuda);
   if (M == 0) return y;
-  if (path == Fp8Path::kAuto) path = M <= small_m_max_ ? Fp8Path::kSmallM : Fp8Path::kCublasLt;
+  if (path == Fp8Path::kAuto) path = M <= small_m_max_for(w.Np, w.Kp) ? Fp8Path::kSmallM : Fp8Path::kCublasLt;
   cudaStream_t stream = cuda_stream();
   const int64_t kb = w.Kp / 128;
   Tensor q = Tensor::empty({M, w.Kp}, DType::kF8E4M3, Device::kCuda);

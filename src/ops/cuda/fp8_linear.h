@@ -8,12 +8,14 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
 #include "core/tensor.h"
 #include "ops/fp8.h"
+#include "ops/fp8_tuning.h"
 #include "ops/linear_weight.h"
 
 namespace ds {
@@ -55,8 +57,17 @@ class Fp8Gemm {
   bool owns(const LinearWeight& w) const;
   Tensor linear(const Tensor& x, const LinearWeight& prepared);
 
-  // Largest M the small-M kernel takes under kAuto (env DSERVE_FP8_SMALL_M_MAX, default 64, at most 64).
+  // Largest M the small-M kernel takes under kAuto for shapes without a tuning entry (env
+  // DSERVE_FP8_SMALL_M_MAX, which then also overrides the table; default 16, at most 64).
   int64_t small_m_max() const { return small_m_max_; }
+  // The per-shape table from `dserve tune-gemm` (ops/fp8_tuning.h); kAuto then picks per (Np, Kp).
+  void set_tuning(Fp8GemmTuning t) {
+    tuning_ = std::move(t);
+    has_tuning_ = true;
+  }
+  int64_t small_m_max_for(int64_t Np, int64_t Kp) const {
+    return has_tuning_ && !small_m_forced_ ? tuning_.lookup(Np, Kp) : small_m_max_;
+  }
 
   // cuBLASLt scale-tensor layouts (a probe for the first device run; 0 is the documented default):
   // bit 0: activation scales K-block-major [Kp/128][M4] (set, default) vs token-major [M][Kp/128];
@@ -90,6 +101,9 @@ class Fp8Gemm {
   // Measured on the H100 (dserve_fp8_gemm_bench, 2026-11-23): the small-M kernel wins up to M = 8-16 on V3 shapes,
   // cuBLASLt block-FP8 from there (2-3x faster at M = 64). DSERVE_FP8_SMALL_M_MAX overrides.
   int64_t small_m_max_ = 16;
+  bool small_m_forced_ = false;  // DSERVE_FP8_SMALL_M_MAX set
+  Fp8GemmTuning tuning_;
+  bool has_tuning_ = false;
   int lt_layout_ = 1;
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<Plan>> plans_;

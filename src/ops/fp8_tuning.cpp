@@ -1,0 +1,51 @@
+// Parsing of the FP8 GEMM dispatch table (see fp8_tuning.h).
+#include "ops/fp8_tuning.h"
+
+#include <nlohmann/json.hpp>
+
+namespace ds {
+namespace {
+
+constexpr int64_t kSmallMLimit = 64;  // kernels::kFp8SmallMMax (kept CUDA-free here)
+
+Result<int64_t> int_field(const nlohmann::json& j, const char* key, const std::string& where) {
+  if (!j.contains(key)) return error(where, ": missing \"", key, "\"");
+  const nlohmann::json& v = j[key];
+  if (!v.is_number_integer()) return error(where, ": \"", key, "\" must be an integer");
+  return v.get<int64_t>();
+}
+
+}  // namespace
+
+Result<Fp8GemmTuning> parse_fp8_gemm_tuning(const std::string& json_text) {
+  nlohmann::json j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return error("FP8 GEMM tuning file is not valid JSON");
+  if (!j.is_object()) return error("FP8 GEMM tuning file must hold a JSON object");
+  Fp8GemmTuning t;
+  if (j.contains("device")) {
+    if (!j["device"].is_string()) return error("FP8 GEMM tuning: \"device\" must be a string");
+    t.device = j["device"].get<std::string>();
+  }
+  if (j.contains("default_small_m_max")) {
+    DS_ASSIGN_OR_RETURN(t.default_small_m_max, int_field(j, "default_small_m_max", "FP8 GEMM tuning"));
+    if (t.default_small_m_max < 0 || t.default_small_m_max > kSmallMLimit)
+      return error("FP8 GEMM tuning: default_small_m_max must be in [0, ", kSmallMLimit, "], got ", t.default_small_m_max);
+  }
+  if (!j.contains("shapes")) return t;
+  if (!j["shapes"].is_array()) return error("FP8 GEMM tuning: \"shapes\" must be an array");
+  for (size_t i = 0; i < j["shapes"].size(); ++i) {
+    const nlohmann::json& s = j["shapes"][i];
+    const std::string where = "FP8 GEMM tuning: shapes[" + std::to_string(i) + "]";
+    if (!s.is_object()) return error(where, " must be an object");
+    DS_ASSIGN_OR_RETURN(int64_t n, int_field(s, "N", where));
+    DS_ASSIGN_OR_RETURN(int64_t k, int_field(s, "K", where));
+    DS_ASSIGN_OR_RETURN(int64_t m, int_field(s, "small_m_max", where));
+    if (n <= 0 || k <= 0 || n % 128 != 0 || k % 128 != 0)
+      return error(where, ": N and K must be positive multiples of 128 (padded shapes), got ", n, " x ", k);
+    if (m < 0 || m > kSmallMLimit) return error(where, ": small_m_max must be in [0, ", kSmallMLimit, "], got ", m);
+    if (!t.small_m_max.emplace(std::make_pair(n, k), m).second) return error(where, ": shape ", n, " x ", k, " repeated");
+  }
+  return t;
+}
+
+}  // namespace ds
