@@ -6,9 +6,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <limits>
 #include <sstream>
+#include <string>
 #include <unordered_map>
 
 #include "kernels/basic.h"
@@ -66,15 +68,31 @@ class CudaOps final : public Ops {
     const char* fp8 = std::getenv("DSERVE_FP8_NATIVE");
     if (fp8 && std::string(fp8) == "1") {
       fp8_ = std::make_unique<Fp8Gemm>();
-      // DSERVE_FP8_GEMM_CONFIG: the per-GPU dispatch table written by `dserve tune-gemm`. An unreadable or
-      // invalid file is an operator error: say so and stop rather than run with a silently different dispatch.
-      if (const char* path = std::getenv("DSERVE_FP8_GEMM_CONFIG"); path && *path) {
+      // The per-GPU dispatch table written by `dserve tune-gemm`: DSERVE_FP8_GEMM_CONFIG, else the committed
+      // configs/fp8_gemm/<GPU name>.json next to the binary's parent directory, when there is one. An
+      // unreadable or invalid file is an operator error: say so and stop rather than run a different dispatch.
+      std::string table;
+      if (const char* env = std::getenv("DSERVE_FP8_GEMM_CONFIG"); env && *env) {
+        table = env;
+      } else {
+        cudaDeviceProp prop{};
+        std::error_code ec;
+        const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+        if (!ec && cudaGetDeviceProperties(&prop, device_index) == cudaSuccess) {
+          std::string name = prop.name;
+          std::replace(name.begin(), name.end(), ' ', '_');
+          const std::filesystem::path p = exe.parent_path().parent_path() / "configs" / "fp8_gemm" / (name + ".json");
+          if (std::filesystem::is_regular_file(p, ec)) table = p.string();
+        }
+      }
+      if (!table.empty()) {
+        const char* path = table.c_str();
         std::ifstream f(path);
         std::stringstream text;
         text << f.rdbuf();
         auto t = f ? parse_fp8_gemm_tuning(text.str()) : Result<Fp8GemmTuning>(error("cannot read the file"));
         if (!t.is_ok()) {
-          std::fprintf(stderr, "dserve: DSERVE_FP8_GEMM_CONFIG=%s: %s\n", path, t.status().message().c_str());
+          std::fprintf(stderr, "dserve: FP8 GEMM table %s: %s\n", path, t.status().message().c_str());
           std::exit(1);
         }
         fp8_->set_tuning(std::move(t).value());

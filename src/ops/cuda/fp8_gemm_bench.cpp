@@ -143,6 +143,10 @@ int main(int argc, char** argv) {
       w.sw = Tensor::empty({Np / 128, Kp / 128}, DType::kF32, Device::kCuda);
       DS_CUDA_CHECK(cudaMemcpy(w.sw.data(), s.data(), s.size() * 4, cudaMemcpyHostToDevice));
       w.sw_t = w.sw;  // same grid values suffice for timing
+      const int64_t kb4 = (Kp / 128 + 3) / 4 * 4;  // cuBLASLt's grid: K-block rows padded to 4 (fp8_linear.h)
+      w.sw_lt = Tensor::empty({Np / 128, kb4}, DType::kF32, Device::kCuda);
+      std::vector<float> sl(static_cast<size_t>(Np / 128 * kb4), 1e-3f);
+      DS_CUDA_CHECK(cudaMemcpy(w.sw_lt.data(), sl.data(), sl.size() * 4, cudaMemcpyHostToDevice));
     }
     const int bcopies = static_cast<int>(std::clamp<size_t>((size_t{200} << 20) / (wbytes * 2) + 1, 1, 8));
     std::vector<Tensor> wb(bcopies);
