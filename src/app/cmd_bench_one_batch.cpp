@@ -14,8 +14,23 @@
 #include "runner/attn_metadata.h"
 #include "runner/cuda_graph_runner.h"
 
+#ifdef DSERVE_WITH_CUDA
+#include <nvtx3/nvToolsExt.h>
+#endif
+
 namespace ds {
 namespace {
+
+// NVTX ranges "prefill" / "decode" around the steps, so a profiler can pick out one step's kernels
+// (`ncu --nvtx --nvtx-include "decode/"`; scripts/device/prof.sh). Free when no tool is attached.
+struct NvtxRange {
+#ifdef DSERVE_WITH_CUDA
+  explicit NvtxRange(const char* name) { nvtxRangePushA(name); }
+  ~NvtxRange() { nvtxRangePop(); }
+#else
+  explicit NvtxRange(const char*) {}
+#endif
+};
 
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
@@ -65,10 +80,15 @@ RunResult run_once(ModelSetup& s, KvCache& cache, CudaGraphRunner* graphs, int b
   std::vector<int32_t> prompt(static_cast<size_t>(bs) * input_len);
   for (auto& t : prompt) t = tok(rng);
   const auto t0 = Clock::now();
-  std::vector<int32_t> next = step(prompt, 0, input_len);
+  std::vector<int32_t> next;
+  {
+    NvtxRange range("prefill");
+    next = step(prompt, 0, input_len);
+  }
   r.prefill_latency = seconds_since(t0);
   for (int i = 0; i < output_len - 1; ++i) {
     const auto t = Clock::now();
+    NvtxRange range("decode");
     next = step(next, input_len + i, 1);
     r.decode_latencies.push_back(seconds_since(t));
   }
