@@ -154,7 +154,7 @@ Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tenso
   const int64_t v = cfg_.v_head_dim, lora = cfg_.kv_lora_rank;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
 
-  // Query: [T, H, nope + rope], rope part rotated (interleaved pairs).
+  // Query: [T, H, nope + rope].
   Tensor q, q_resid;
   if (cfg_.q_lora_rank > 0) {
     q_resid = ops_.rms_norm(ops_.linear(x, a.q_a_proj), a.q_a_norm, eps);  // [T, q_lora_rank]
@@ -162,16 +162,12 @@ Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tenso
   } else {
     q = ops_.linear(x, a.q_proj);                                           // [T, H * dqk]
   }
-  Tensor q3 = q.reshape({T, H, dqk});
-  ops_.rope_(q3, nope, rope, meta.positions, inv_freq_, rope_factor_, RopeStyle::kInterleaved);
+  Tensor q3 = q.reshape({T, H, dqk});  // rope part not rotated yet: each attention form below does it
 
   // Latent KV row [normalised c (lora) | rotated k_pe (rope)] written to the cache.
-  Tensor kv_a = ops_.linear(x, a.kv_a_proj);                                     // [T, lora + rope]
-  Tensor latent = ops_.rms_norm(ops_.slice_cols(kv_a, 0, lora), a.kv_a_norm, eps);  // [T, lora]
-  Tensor k_pe = ops_.slice_cols(kv_a, lora, lora + rope).reshape({T, 1, rope});  // [T, 1, rope]
-  ops_.rope_(k_pe, 0, rope, meta.positions, inv_freq_, rope_factor_, RopeStyle::kInterleaved);
-  Tensor row = ops_.concat_cols(latent, k_pe.reshape({T, rope}));               // [T, lora + rope]
-  ops_.store_latent_rows(cache.latent[cache_layer], row, meta.slot_mapping, lora, cache.dtype);
+  Tensor kv_a = ops_.linear(x, a.kv_a_proj);  // [T, lora + rope]
+  ops_.mla_store_latent(kv_a, a.kv_a_norm, eps, meta.positions, inv_freq_, rope_factor_, cache.latent[cache_layer],
+                        meta.slot_mapping, cache.dtype);
 
   Tensor topk;  // [T, index_topk] (V3.2): the context positions each query may attend
   if (a.has_indexer) topk = indexer(a, cache_layer, x, q_resid, meta, cache);
@@ -180,16 +176,13 @@ Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tenso
   if (mode == AttnMode::kAuto) mode = meta.max_q_len > 1 ? AttnMode::kMha : AttnMode::kAbsorbed;
   Tensor o;  // [T, H, v]
   if (mode == AttnMode::kMha) {
+    ops_.rope_(q3, nope, rope, meta.positions, inv_freq_, rope_factor_, RopeStyle::kInterleaved);
     Tensor ctx = ops_.gather_context(cache.latent[cache_layer], meta);                    // [S, lora + rope]
     const int64_t S = ctx.dim(0);
     Tensor kv = ops_.linear(ops_.slice_cols(ctx, 0, lora), a.kv_b_proj).reshape({S, H, nope + v});  // [S, H, nope + v]
     o = ops_.mla_attention_mha(q3, kv, ctx, lora, meta, softmax_scale_, topk_ptr);          // [T, H, v]
   } else {
-    Tensor qf = q3.reshape({T * H, dqk});
-    Tensor q_nope = ops_.slice_cols(qf, 0, nope).reshape({T, H, nope});                   // [T, H, nope]
-    Tensor q_lat = ops_.bmm_heads(q_nope, a.w_kc);                                        // [T, H, lora]
-    Tensor q_abs = ops_.concat_cols(q_lat.reshape({T * H, lora}), ops_.slice_cols(qf, nope, dqk))
-                       .reshape({T, H, lora + rope});                                     // [T, H, lora + rope]
+    Tensor q_abs = ops_.mla_absorb_q(q3, a.w_kc, meta.positions, inv_freq_, rope_factor_);  // [T, H, lora + rope]
     Tensor o_lat = ops_.mla_attention_absorbed(q_abs, cache.latent[cache_layer], lora, meta, softmax_scale_,
                                                topk_ptr);                                 // [T, H, lora]
     o = ops_.bmm_heads(o_lat, a.w_vc);                                                    // [T, H, v]

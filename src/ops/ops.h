@@ -120,6 +120,31 @@ class Ops {
     DS_CHECK(dtype == KvCacheDtype::kAuto, "this backend has no packed KV cache format");
     store_rows(cache, rows, slot_mapping);
   }
+  // ---- absorbed-MLA helpers: each replaces a chain of slice / norm / rope / concat / store ops, and the
+  // default is that chain, so every backend has them and the CPU stays the reference ----
+  // Writes the latent cache rows of the new tokens: cache[slot_mapping[t]] = [rms_norm(kv_a[t, :lora], norm_w) |
+  // rope(kv_a[t, lora:])] (interleaved pairs), stored in `dtype` as store_latent_rows does.
+  virtual void mla_store_latent(const Tensor& kv_a /*[T, lora + rope]*/, const Tensor& norm_w /*[lora]*/, float eps,
+                                const Tensor& positions, const Tensor& inv_freq, float attn_factor, Tensor& cache,
+                                const Tensor& slot_mapping, KvCacheDtype dtype) {
+    const int64_t T = kv_a.dim(0), lora = norm_w.dim(0), rope = kv_a.dim(1) - lora;
+    Tensor latent = rms_norm(slice_cols(kv_a, 0, lora), norm_w, eps);              // [T, lora]
+    Tensor k_pe = slice_cols(kv_a, lora, lora + rope).reshape({T, 1, rope});      // [T, 1, rope]
+    rope_(k_pe, 0, rope, positions, inv_freq, attn_factor, RopeStyle::kInterleaved);
+    store_latent_rows(cache, concat_cols(latent, k_pe.reshape({T, rope})), slot_mapping, lora, dtype);
+  }
+  // The absorbed query [T, H, lora + rope] = [q[:, h, :nope] @ w_kc[h] | rope(q[:, h, nope:])] from the
+  // un-rotated q [T, H, nope + rope] and w_kc [H, nope, lora]; q is not modified.
+  virtual Tensor mla_absorb_q(const Tensor& q, const Tensor& w_kc, const Tensor& positions, const Tensor& inv_freq,
+                              float attn_factor) {
+    const int64_t T = q.dim(0), H = q.dim(1), nope = w_kc.dim(1), lora = w_kc.dim(2), rope = q.dim(2) - nope;
+    Tensor qf = q.reshape({T * H, nope + rope});
+    Tensor q_lat = bmm_heads(slice_cols(qf, 0, nope).reshape({T, H, nope}), w_kc);  // [T, H, lora]
+    Tensor q_pe = slice_cols(qf, nope, nope + rope).reshape({T, H, rope});         // [T, H, rope]
+    rope_(q_pe, 0, rope, positions, inv_freq, attn_factor, RopeStyle::kInterleaved);
+    return concat_cols(q_lat.reshape({T * H, lora}), q_pe.reshape({T * H, rope})).reshape({T, H, lora + rope});
+  }
+
   // Every sequence's whole context [0, seq_lens[s]) in order: [sum(seq_lens), D].
   virtual Tensor gather_context(const Tensor& cache /*[slots, D]*/, const AttnMetadata& m) = 0;
 

@@ -15,6 +15,7 @@
 
 #include "kernels/basic.h"
 #include "kernels/indexer.h"
+#include "kernels/mla_fused.h"
 #include "kernels/moe.h"
 #include "kernels/moe_gemm.h"
 #include "kernels/rms_norm.h"
@@ -323,6 +324,85 @@ class CudaOps final : public Ops {
     DS_CUDA_CHECK(kernels::launch_rope({x.data(), i32(positions, "rope positions"), inv_freq.data_as<float>(), x.dim(0),
                                         x.dim(1), x.dim(2), off, dim, attn_factor, style == RopeStyle::kInterleaved},
                                        stream()));
+  }
+
+  // ---- absorbed-MLA helpers (ops.h): one kernel each instead of the default slice/norm/rope/concat chain ----
+  void mla_store_latent(const Tensor& kv_a, const Tensor& norm_w, float eps, const Tensor& positions,
+                        const Tensor& inv_freq, float attn_factor, Tensor& cache, const Tensor& slot_mapping,
+                        KvCacheDtype dtype) override {
+    if (dtype != KvCacheDtype::kAuto && dtype != KvCacheDtype::kBf16)  // packed caches: the store op's format
+      return Ops::mla_store_latent(kv_a, norm_w, eps, positions, inv_freq, attn_factor, cache, slot_mapping, dtype);
+    const int64_t lora = norm_w.dim(0);
+    DS_CHECK(kv_a.ndim() == 2 && kv_a.dim(1) > lora && cache.ndim() == 2 && cache.dim(1) == kv_a.dim(1) &&
+                 positions.numel() == kv_a.dim(0) && slot_mapping.numel() == kv_a.dim(0) &&
+                 inv_freq.numel() == (kv_a.dim(1) - lora) / 2,
+             "mla_store_latent ", kv_a.describe(), " norm ", norm_w.describe(), " into ", cache.describe());
+    check_dtype(kv_a, DType::kBF16, "mla_store_latent kv_a");
+    check_dtype(cache, DType::kBF16, "mla_store_latent cache");
+    check_dtype(inv_freq, DType::kF32, "mla_store_latent inv_freq");
+    DS_CHECK(norm_w.dtype() == DType::kBF16 || norm_w.dtype() == DType::kF32, "mla_store_latent norm ", norm_w.describe());
+    kernels::MlaStoreLatentParams p;
+    p.kv_a = kv_a.data();
+    p.ld_kv = kv_a.dim(1);
+    p.w = norm_w.data();
+    p.w_f32 = norm_w.dtype() == DType::kF32;
+    p.positions = i32(positions, "mla_store_latent positions");
+    p.inv_freq = inv_freq.data_as<float>();
+    p.attn_factor = attn_factor;
+    p.eps = eps;
+    p.cache = cache.data();
+    p.slot_mapping = i32(slot_mapping, "slot_mapping");
+    p.tokens = kv_a.dim(0);
+    p.num_slots = cache.dim(0);
+    p.lora = lora;
+    p.rope = kv_a.dim(1) - lora;
+    DS_CUDA_CHECK(kernels::launch_mla_store_latent(p, stream()));
+  }
+  Tensor mla_absorb_q(const Tensor& q, const Tensor& w_kc, const Tensor& positions, const Tensor& inv_freq,
+                      float attn_factor) override {
+    DS_CHECK(q.ndim() == 3 && w_kc.ndim() == 3 && w_kc.dim(0) == q.dim(1) && w_kc.dim(1) < q.dim(2) &&
+                 positions.numel() == q.dim(0) && inv_freq.numel() == (q.dim(2) - w_kc.dim(1)) / 2,
+             "mla_absorb_q ", q.describe(), " x ", w_kc.describe());
+    check_dtype(q, DType::kBF16, "mla_absorb_q q");
+    check_dtype(w_kc, DType::kBF16, "mla_absorb_q w_kc");
+    check_dtype(inv_freq, DType::kF32, "mla_absorb_q inv_freq");
+    const int64_t T = q.dim(0), H = q.dim(1), dqk = q.dim(2), nope = w_kc.dim(1), lora = w_kc.dim(2);
+    const int64_t rope = dqk - nope, dout = lora + rope;
+    Tensor out = empty({T, H, dout}, DType::kBF16);
+    if (T == 0) return out;
+    // q_nope read in place (row stride H * dqk, head stride dqk); q_lat written into the first lora columns.
+    GemmArgs g;
+    g.x = q.data();
+    g.ldx = H * dqk;
+    g.w = w_kc.data();
+    g.ldw = lora;
+    g.w_nk = false;
+    g.d = out.data();
+    g.ldd = H * dout;
+    g.in_type = g.out_type = DType::kBF16;
+    g.M = T;
+    g.N = lora;
+    g.K = nope;
+    g.batch = static_cast<int>(H);
+    g.stride_x = dqk;
+    g.stride_w = nope * lora;
+    g.stride_d = dout;
+    gemm_->run(g, stream());
+    kernels::RopeCopyParams r;
+    r.src = q.data();
+    r.dst = out.data();
+    r.positions = i32(positions, "mla_absorb_q positions");
+    r.inv_freq = inv_freq.data_as<float>();
+    r.attn_factor = attn_factor;
+    r.tokens = T;
+    r.heads = H;
+    r.src_head_dim = dqk;
+    r.src_off = nope;
+    r.dst_head_dim = dout;
+    r.dst_off = lora;
+    r.rope = rope;
+    DS_CUDA_CHECK(kernels::launch_rope_copy(r, stream()));
+    return out;
   }
 
   // ---- KV cache ----
