@@ -2,6 +2,7 @@
 #include "kernels/mla_fused.h"
 
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 
 namespace ds::kernels {
 namespace {
@@ -77,7 +78,54 @@ __global__ void __launch_bounds__(kStoreThreads) rope_copy_kernel(RopeCopyParams
   }
 }
 
+// One block per token; warp w takes the 128-value groups w, w + 4, ... of the latent (amax by shuffles).
+__global__ void __launch_bounds__(kStoreThreads) kv_round_store_kernel(KvRoundStoreParams p) {
+  const int64_t t = blockIdx.x;
+  const int32_t slot = p.slot_mapping[t];
+  if (slot < 0 || slot >= p.num_slots) return;
+  const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.rows) + t * p.dim;
+  __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.cache) + static_cast<int64_t>(slot) * p.dim;
+  if (p.e5m2) {
+    for (int64_t i = threadIdx.x; i < p.dim; i += blockDim.x) {
+      const __nv_fp8_storage_t q = __nv_cvt_float_to_fp8(__bfloat162float(x[i]), __NV_NOSAT, __NV_E5M2);
+      out[i] = __float2bfloat16(__half2float(__half(__nv_cvt_fp8_to_halfraw(q, __NV_E5M2))));
+    }
+    return;
+  }
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const int64_t groups = (p.nope + 127) / 128;
+  for (int64_t g = warp; g < groups; g += kStoreThreads / 32) {
+    float v[4];
+    float amax = 0.0f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t k = g * 128 + lane + 32 * j;
+      v[j] = k < p.nope ? __bfloat162float(x[k]) : 0.0f;
+      amax = fmaxf(amax, fabsf(v[j]));
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const float s = fmaxf(amax, 1e-4f) / 448.0f;
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t k = g * 128 + lane + 32 * j;
+      if (k >= p.nope) continue;
+      const __nv_fp8_storage_t q = __nv_cvt_float_to_fp8(__fdiv_rn(v[j], s), __NV_SATFINITE, __NV_E4M3);
+      out[k] = __float2bfloat16(__half2float(__half(__nv_cvt_fp8_to_halfraw(q, __NV_E4M3))) * s);
+    }
+  }
+  for (int64_t i = p.nope + threadIdx.x; i < p.dim; i += blockDim.x) out[i] = x[i];
+}
+
 }  // namespace
+
+cudaError_t launch_kv_round_store(const KvRoundStoreParams& p, cudaStream_t stream) {
+  if (p.tokens < 0 || p.dim <= 0 || p.nope < 0 || p.nope > p.dim) return cudaErrorInvalidValue;
+  if (p.tokens == 0) return cudaSuccess;
+  if (p.tokens > 0x7fffffff) return cudaErrorInvalidValue;
+  kv_round_store_kernel<<<static_cast<unsigned>(p.tokens), kStoreThreads, 0, stream>>>(p);
+  return cudaGetLastError();
+}
 
 cudaError_t launch_mla_store_latent(const MlaStoreLatentParams& p, cudaStream_t stream) {
   if (p.tokens < 0 || p.lora <= 0 || p.rope < 0 || p.rope % 2 != 0 || p.rope / 2 > kMaxHalf || p.ld_kv < p.lora + p.rope)

@@ -38,4 +38,17 @@ struct RopeCopyParams {
 };
 cudaError_t launch_rope_copy(const RopeCopyParams& p, cudaStream_t stream);
 
+// The FP8 KV cache's values in a bf16 cache (ops.h KvCacheDtype): cache[slot_mapping[t]] = rows[t] with the
+// first `nope` values rounded through e4m3 with one scale per 128 (s = max(amax, 1e-4) / 448, as
+// ops/fp8.cpp fp8_kv_round_trip) and the rest kept (e4m3 mode), or every value rounded through e5m2. The
+// values are what FlashMLA's packed layout holds; the storage stays bf16 (no memory saving yet).
+struct KvRoundStoreParams {
+  const void* rows;  // [tokens, dim] bf16
+  void* cache;       // [num_slots, dim] bf16
+  const int32_t* slot_mapping;
+  int64_t tokens, num_slots, dim, nope;
+  bool e5m2 = false;
+};
+cudaError_t launch_kv_round_store(const KvRoundStoreParams& p, cudaStream_t stream);
+
 }  // namespace ds::kernels

@@ -416,6 +416,26 @@ class CudaOps final : public Ops {
                                               cache.dim(0), static_cast<int64_t>(rows.nbytes() / std::max<int64_t>(rows.dim(0), 1))},
                                              stream()));
   }
+  // FP8 KV dtypes: the values the packed format would hold, kept in the bf16 cache (kernels/mla_fused.h).
+  void store_latent_rows(Tensor& cache, const Tensor& rows, const Tensor& slot_mapping, int64_t nope,
+                         KvCacheDtype dtype) override {
+    if (dtype == KvCacheDtype::kAuto || dtype == KvCacheDtype::kBf16) return store_rows(cache, rows, slot_mapping);
+    DS_CHECK(cache.ndim() == 2 && rows.ndim() == 2 && cache.dim(1) == rows.dim(1) && slot_mapping.numel() == rows.dim(0) &&
+                 nope >= 0 && nope <= rows.dim(1),
+             "store_latent_rows ", rows.describe(), " into ", cache.describe());
+    check_dtype(cache, DType::kBF16, "store_latent_rows cache");
+    check_dtype(rows, DType::kBF16, "store_latent_rows rows");
+    kernels::KvRoundStoreParams p;
+    p.rows = rows.data();
+    p.cache = cache.data();
+    p.slot_mapping = i32(slot_mapping, "slot_mapping");
+    p.tokens = rows.dim(0);
+    p.num_slots = cache.dim(0);
+    p.dim = rows.dim(1);
+    p.nope = nope;
+    p.e5m2 = dtype == KvCacheDtype::kFp8E5M2;
+    DS_CUDA_CHECK(kernels::launch_kv_round_store(p, stream()));
+  }
   Tensor gather_context(const Tensor& cache, const AttnMetadata& m) override {
     check_cuda(cache, "gather_context cache");
     DS_CHECK(cache.ndim() == 2, "gather_context of ", cache.describe());

@@ -82,6 +82,39 @@ TEST_F(MlaFusedTest, StoreLatentMatchesTheChain) {
   }
 }
 
+// FP8 KV dtypes on CUDA hold the packed format's values in bf16: equal to the CPU's rounding (fp32 storage)
+// rounded once more to bf16, bit for bit; the rope part untouched (e4m3) and every value cast (e5m2).
+TEST_F(MlaFusedTest, Fp8KvValuesMatchTheCpuRounding) {
+  const int64_t lora = 512, rope = 64, D = lora + rope, slots = 300;
+  for (KvCacheDtype dt : {KvCacheDtype::kFp8E4M3, KvCacheDtype::kFp8E5M2}) {
+    for (int64_t T : {1, 7, 256}) {
+      Tensor rows = randn({T, D}, rng_, 3.0f);
+      for (int64_t j = 0; j < 128; ++j) rows.f32()[j] *= 64.0f;  // one outlier block (bf16-exact scaling)
+      std::vector<int32_t> slot(T);
+      for (int64_t t = 0; t < T; ++t) slot[t] = static_cast<int32_t>((t * 7 + 3) % slots);
+      Tensor want = Tensor::empty({slots, D}, DType::kF32);
+      cpu().fill(want, std::numeric_limits<float>::quiet_NaN());
+      cpu().store_latent_rows(want, rows, i32_tensor(slot), lora, dt);
+      Tensor cache = gpu().empty({slots, D}, DType::kBF16);
+      gpu().fill(cache, std::numeric_limits<float>::quiet_NaN());
+      gpu().store_latent_rows(cache, to_device(rows), cuda_upload(i32_tensor(slot)), lora, dt);
+      Tensor got = to_host_f32(cache);
+      int64_t bad = 0, checked = 0;
+      for (int64_t i = 0; i < want.numel(); ++i) {
+        const float w = want.f32()[i], g = got.f32()[i];
+        if (std::isnan(w)) {
+          bad += !std::isnan(g);  // unwritten slot
+        } else {
+          bad += g != round_bf16(w);
+          ++checked;
+        }
+      }
+      EXPECT_EQ(checked, T * D);
+      EXPECT_EQ(bad, 0) << (dt == KvCacheDtype::kFp8E4M3 ? "e4m3" : "e5m2") << " T " << T;
+    }
+  }
+}
+
 TEST_F(MlaFusedTest, AbsorbQMatchesTheChain) {
   struct Case {
     int64_t T, H;
