@@ -10,17 +10,16 @@ namespace {
 constexpr int kStoreThreads = 128;
 constexpr int kMaxHalf = 128;  // rope / 2 held in shared memory
 
-// The token's rope angles once. sincosf (full range reduction, within 1-2 ulp of the CPU's double sin/cos of the
-// same fp32 angle) rather than double sincos: the double version made these kernels ~2x slower on the H100
-// (ncu, 2026-11-23) for a difference far below bf16 resolution.
+// The token's rope angles once, in double as kernels/rope_cache.cu does (exact past the original window; sincosf
+// measured no faster here: these kernels are bound by their dependent global loads, not the angles).
 __device__ __forceinline__ void rope_angles(float pos, const float* inv_freq, int half, float attn_factor, float* cs,
                                             float* sn) {
   for (int i = threadIdx.x; i < half; i += blockDim.x) {
     const float angle = __fmul_rn(pos, inv_freq[i]);
-    float s, c;
-    sincosf(angle, &s, &c);
-    cs[i] = c * attn_factor;
-    sn[i] = s * attn_factor;
+    double s, c;
+    sincos(static_cast<double>(angle), &s, &c);
+    cs[i] = static_cast<float>(c) * attn_factor;
+    sn[i] = static_cast<float>(s) * attn_factor;
   }
 }
 
