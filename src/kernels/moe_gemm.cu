@@ -2,6 +2,8 @@
 // MMA's M side and the (few) tokens of an expert its N side, so a decode step with 1..8 rows per expert
 // wastes no weight bandwidth: each block streams one 64-row (128 with the fused SiLU gate|up) weight panel
 // through a cp.async pipeline exactly once per 8*NT tokens of its expert.
+#include <cstdlib>
+
 #include <cuda_bf16.h>
 
 #include "kernels/moe_gemm.h"
@@ -12,8 +14,7 @@ namespace {
 using bf16 = __nv_bfloat16;
 
 constexpr int kBK = 64;       // k per pipeline stage: one 128-byte row per weight row / token
-constexpr int kWarps = 4;
-constexpr int kBlockN = 16 * kWarps;  // output columns per block (16 per warp)
+constexpr int kMaxWarps = 4;  // output columns per block: 16 per warp (kW warps: 32 or 64 columns)
 constexpr int kMaxGridZ = 16;  // blocks per (expert, column tile) splitting an expert's token tiles
 
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool ok) {
@@ -48,8 +49,9 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
 // one ldmatrix reads hit eight different bank groups.
 __device__ __forceinline__ int swz(int r, int ch) { return r * kBK + ((ch ^ (r & 7)) << 3); }
 
-template <int NT, bool kSilu, int kStages>
+template <int NT, bool kSilu, int kStages, int kW>
 struct Tile {
+  static constexpr int kBlockN = 16 * kW;
   static constexpr int kTokens = 8 * NT;
   static constexpr int kARows = kSilu ? 2 * kBlockN : kBlockN;
   static constexpr int kAStage = kARows * kBK;  // elements
@@ -57,9 +59,10 @@ struct Tile {
   static constexpr size_t kSmem = static_cast<size_t>(kStages) * (kAStage + kBStage) * sizeof(bf16);
 };
 
-template <int NT, bool kSilu, int kStages>
-__global__ void __launch_bounds__(32 * kWarps) moe_grouped_gemm_kernel(MoeGroupedGemmParams p) {
-  using T = Tile<NT, kSilu, kStages>;
+template <int NT, bool kSilu, int kStages, int kW>
+__global__ void __launch_bounds__(32 * kW) moe_grouped_gemm_kernel(MoeGroupedGemmParams p) {
+  using T = Tile<NT, kSilu, kStages, kW>;
+  constexpr int kBlockN = T::kBlockN, kWarps = kW;
   constexpr int kHalves = kSilu ? 2 : 1;
   extern __shared__ __align__(128) unsigned char smem_raw[];
   bf16* sA = reinterpret_cast<bf16*>(smem_raw);
@@ -164,10 +167,11 @@ __global__ void __launch_bounds__(32 * kWarps) moe_grouped_gemm_kernel(MoeGroupe
   }
 }
 
-template <int NT, bool kSilu, int kStages>
+template <int NT, bool kSilu, int kStages, int kW = kMaxWarps>
 cudaError_t launch_tile(const MoeGroupedGemmParams& p, cudaStream_t stream) {
-  using T = Tile<NT, kSilu, kStages>;
-  auto kernel = moe_grouped_gemm_kernel<NT, kSilu, kStages>;
+  using T = Tile<NT, kSilu, kStages, kW>;
+  constexpr int kBlockN = T::kBlockN;
+  auto kernel = moe_grouped_gemm_kernel<NT, kSilu, kStages, kW>;
   static const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(T::kSmem));
   if (attr != cudaSuccess) return attr;
@@ -176,7 +180,7 @@ cudaError_t launch_tile(const MoeGroupedGemmParams& p, cudaStream_t stream) {
   const int ey = p.active && p.max_active > 0 && p.max_active < p.experts ? p.max_active : p.experts;
   const dim3 grid(static_cast<unsigned>((p.N + kBlockN - 1) / kBlockN), static_cast<unsigned>(ey),
                   static_cast<unsigned>(tiles < kMaxGridZ ? tiles : kMaxGridZ));
-  kernel<<<grid, 32 * kWarps, T::kSmem, stream>>>(p);
+  kernel<<<grid, 32 * kW, T::kSmem, stream>>>(p);
   return cudaGetLastError();
 }
 
@@ -187,14 +191,33 @@ bool moe_grouped_gemm_supported(int64_t N, int64_t K) { return N > 0 && K > 0 &&
 cudaError_t launch_moe_grouped_gemm(const MoeGroupedGemmParams& p, cudaStream_t stream) {
   if (p.experts == 0 || p.max_rows_per_expert <= 0 || p.N == 0) return cudaSuccess;
   if (!moe_grouped_gemm_supported(p.N, p.K) || !p.weights || !p.x || !p.out || !p.counts || !p.offsets ||
-      p.experts > 65535 || (p.N + kBlockN - 1) / kBlockN > 0x7fffffff || (p.active && !p.num_active) ||
+      p.experts > 65535 || (p.N + 31) / 32 > 0x7fffffff || (p.active && !p.num_active) ||
       ((reinterpret_cast<uintptr_t>(p.x) | reinterpret_cast<uintptr_t>(p.out)) & 15) != 0)
     return cudaErrorInvalidValue;
   // Decode (a handful of tokens per expert): one n8 token tile and a deep pipeline (few blocks per SM, so each
   // keeps 80-90 KB of weights in flight: 5 of 6 stages x 16 KB gate|up, 7 of 8 x 8 KB down); larger batches
   // four token tiles.
-  if (p.max_rows_per_expert <= 8)
+  if (p.max_rows_per_expert <= 8) {
+    // Few active experts (1 token: top-k of them) give fewer than two waves of 64-column blocks: 32-column
+    // blocks (2 warps) double the streams in flight. Measured on the H100 (scripts/device/moeexp.sh,
+    // 2026-11-23): V2-Lite MoE layer at 1 token 58.8 -> 50.2 us, V3 274.5 -> 261.6 us; at 8 tokens no gain.
+    // DSERVE_MOE_DECODE_WARPS=2|4 forces one (benchmarks).
+    static const int forced = [] {
+      const char* e = std::getenv("DSERVE_MOE_DECODE_WARPS");
+      return e ? std::atoi(e) : 0;
+    }();
+    static const int sms = [] {
+      int dev = 0, n = 132;
+      if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+        n = 132;
+      return n;
+    }();
+    const int64_t ey = p.active && p.max_active > 0 && p.max_active < p.experts ? p.max_active : p.experts;
+    const bool narrow = forced == 2 || (forced != 4 && (p.N + 63) / 64 * ey < 2 * static_cast<int64_t>(sms));
+    if (narrow)
+      return p.silu ? launch_tile<1, true, 6, 2>(p, stream) : launch_tile<1, false, 8, 2>(p, stream);
     return p.silu ? launch_tile<1, true, 6>(p, stream) : launch_tile<1, false, 8>(p, stream);
+  }
   return p.silu ? launch_tile<4, true, 4>(p, stream) : launch_tile<4, false, 6>(p, stream);
 }
 
