@@ -111,9 +111,11 @@ DeepseekModel::Layer DeepseekModel::prepare_layer(const LayerWeights& w) {
 
 Tensor DeepseekModel::forward(const Tensor& token_ids, const AttnMetadata& meta, KvCache& cache, AttnMode mode) {
   DS_CHECK(token_ids.numel() == meta.num_tokens, "token count ", token_ids.numel(), " vs metadata ", meta.num_tokens);
-  Tensor h = ops_.embedding(embed_, token_ids);  // [T, d]
-  for (int l = 0; l < cfg_.num_hidden_layers; ++l) h = decoder_layer(layers_[l], l, h, meta, cache, mode);
-  return ops_.rms_norm(h, final_norm_, static_cast<float>(cfg_.rms_norm_eps));  // [T, d]
+  Tensor h = ops_.embedding(embed_, token_ids);  // [T, d] residual stream
+  Tensor pending;  // [T, d] the previous layer's MLP output, added by the next norm (one kernel fewer per layer)
+  for (int l = 0; l < cfg_.num_hidden_layers; ++l) pending = decoder_layer_open(layers_[l], l, h, pending, meta, cache, mode);
+  const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  return pending.defined() ? ops_.add_rms_norm(h, pending, final_norm_, eps) : ops_.rms_norm(h, final_norm_, eps);  // [T, d]
 }
 
 // fp32 logits whatever the activation dtype (a bf16 logit of magnitude 10 is off by up to 0.03).
@@ -138,13 +140,20 @@ Tensor DeepseekModel::mtp_logits(int i, const Tensor& z) {
 
 Tensor DeepseekModel::decoder_layer(const Layer& layer, int cache_layer, Tensor hidden, const AttnMetadata& meta,
                                     KvCache& cache, AttnMode mode) {
+  ops_.add_(hidden, decoder_layer_open(layer, cache_layer, hidden, Tensor(), meta, cache, mode));
+  return hidden;
+}
+
+Tensor DeepseekModel::decoder_layer_open(const Layer& layer, int cache_layer, Tensor& hidden, const Tensor& pending,
+                                         const AttnMetadata& meta, KvCache& cache, AttnMode mode) {
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
-  // `hidden` is the residual stream [T, d]; updated in place.
-  Tensor x = ops_.rms_norm(hidden, layer.input_norm, eps);                  // [T, d]
+  // `hidden` is the residual stream [T, d], updated in place; `pending` (the previous layer's MLP output, or
+  // undefined) is added to it by this layer's input norm.
+  Tensor x = pending.defined() ? ops_.add_rms_norm(hidden, pending, layer.input_norm, eps)   // hidden += pending
+                               : ops_.rms_norm(hidden, layer.input_norm, eps);               // [T, d]
   Tensor a = attention(layer.attn, cache_layer, x, meta, cache, mode);      // [T, d]
   x = ops_.add_rms_norm(hidden, a, layer.post_attn_norm, eps);             // hidden += a; [T, d]
-  ops_.add_(hidden, mlp(layer, x));
-  return hidden;
+  return mlp(layer, x);                                                    // [T, d], not yet added
 }
 
 Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tensor& x, const AttnMetadata& meta,
