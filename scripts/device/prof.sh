@@ -12,7 +12,7 @@ start=$(date +%s)
 timeout 240 "$NCU" --clock-control none --nvtx --nvtx-include "decode/" --metrics gpu__time_duration.sum --csv \
   --launch-count ${PROF_KERNELS:-3000} "$B/dserve" bench-one-batch --device cuda \
   --model-path tests/data/configs/deepseek-v2-lite.json --load-format dummy --batch-size ${PROF_BS:-1} \
-  --input-len 256 --output-len 2 --disable-cuda-graph > "$OUT/ncu.csv" 2> "$OUT/ncu.err"
+  --input-len 256 --output-len 2 ${PROF_EXTRA---disable-cuda-graph} > "$OUT/ncu.csv" 2> "$OUT/ncu.err"
 echo "== ncu rc=$? ($(( $(date +%s) - start )) s)"; tail -3 "$OUT/ncu.err"
 python3 - "$OUT/ncu.csv" <<'PY'
 import csv, sys, collections, re
