@@ -245,6 +245,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int per_split = (n_units + p.num_splits - 1) / p.num_splits;
   const int u_begin = split * per_split;
   const int n = max(0, min(n_units, u_begin + per_split) - u_begin);
+  // A split past this context's end (the plan is made for the longest context the step may see): nothing
+  // attended. Only its log-sum-exp is written; the combine reads no O of such splits.
+  if (n == 0 && p.num_splits > 1) {
+    const int64_t TH = static_cast<int64_t>(p.num_tokens) * H;
+    int t, h;
+    if (tid < kRows && row_of(tid, &t, &h)) p.part_lse[split * TH + static_cast<int64_t>(t) * H + h] = -INFINITY;
+    return;
+  }
 
   const int r0 = 16 * wq + (lane >> 2), r1 = r0 + 8;  // the two accumulator rows of this thread
   int pos0, pos1;  // query positions; -1: padding row, every column masked
@@ -572,7 +580,7 @@ __global__ void __launch_bounds__(kCombineGroups * 128) mla_combine_kernel(const
     float sum = 0.0f;
     for (int s = tid; s < splits; s += 32) {
       const float lse = part_lse[s * rows + row];
-      const float w = lse == -INFINITY ? 0.0f : exp2f(lse - mx);  // empty splits wrote o = 0
+      const float w = lse == -INFINITY ? 0.0f : exp2f(lse - mx);
       w_sh[s] = w;
       sum += w;
     }
@@ -585,6 +593,7 @@ __global__ void __launch_bounds__(kCombineGroups * 128) mla_combine_kernel(const
 #pragma unroll 4
   for (int s = g; s < splits; s += kCombineGroups) {
     const float w = w_sh[s];
+    if (w == 0.0f) continue;  // nothing attended (or negligible): its O is not read (empty splits skip writing it)
     const float4 v = *reinterpret_cast<const float4*>(part_o + (s * rows + row) * kMlaValueDim + c);
     acc.x += w * v.x;
     acc.y += w * v.y;

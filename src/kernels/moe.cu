@@ -59,10 +59,23 @@ __global__ void moe_route_kernel(MoeRouteParams p) {
     float mx = -INFINITY;
     for (int e = lane; e < E; e += 32) mx = fmaxf(mx, z[e]);
     for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    // Each exp once (double exp is a long instruction sequence; this kernel is latency-bound at decode).
+    constexpr int kMaxPerLane = 8;  // E <= 256
+    double ex[kMaxPerLane];
     double sum = 0;
-    for (int e = lane; e < E; e += 32) sum += exp(static_cast<double>(z[e] - mx));
+#pragma unroll
+    for (int j = 0; j < kMaxPerLane; ++j) {
+      const int e = lane + 32 * j;
+      ex[j] = e < E ? exp(static_cast<double>(z[e] - mx)) : 0.0;
+      sum += ex[j];
+    }
+    for (int e = lane + 32 * kMaxPerLane; e < E; e += 32) sum += exp(static_cast<double>(z[e] - mx));
     sum = warp_sum_d(sum);
-    for (int e = lane; e < E; e += 32) scores[e] = static_cast<float>(exp(static_cast<double>(z[e] - mx)) / sum);
+#pragma unroll
+    for (int j = 0; j < kMaxPerLane; ++j)
+      if (lane + 32 * j < E) scores[lane + 32 * j] = static_cast<float>(ex[j] / sum);
+    for (int e = lane + 32 * kMaxPerLane; e < E; e += 32)
+      scores[e] = static_cast<float>(exp(static_cast<double>(z[e] - mx)) / sum);
   }
   for (int e = lane; e < E; e += 32) {
     choice[e] = scores[e] + (p.bias ? p.bias[e] : 0.0f);

@@ -3,10 +3,12 @@
 // wastes no weight bandwidth: each block streams one 64-row (128 with the fused SiLU gate|up) weight panel
 // through a cp.async pipeline exactly once per 8*NT tokens of its expert.
 #include <cstdlib>
+#include <string>
 
 #include <cuda_bf16.h>
 
 #include "kernels/moe_gemm.h"
+#include "kernels/small_m_tile.cuh"
 
 namespace ds::kernels {
 namespace {
@@ -167,6 +169,94 @@ __global__ void __launch_bounds__(32 * kW) moe_grouped_gemm_kernel(MoeGroupedGem
   }
 }
 
+// Decode path (at most 16 rows per expert): the weight stream of small_m_tile.cuh. CTA = 8 output columns of
+// one active expert (their gate and up rows with the fused SiLU: two n8 tiles) x the expert's rows (the mma's
+// M side, up to 16); its 8 warps split K in 32-deep chunks, each staging a round of chunks with cp.async, and
+// reduce through shared memory. Many small CTAs keep far more bytes in flight per SM than the pipeline of one
+// 64-row panel.
+constexpr int kSmallWarps = 8;
+
+template <bool kSilu, bool kM16>
+__global__ void __launch_bounds__(kSmallWarps * 32) moe_small_m_kernel(MoeGroupedGemmParams p) {
+  constexpr int NT = kSilu ? 2 : 1;
+  extern __shared__ uint4 stage[];
+  __shared__ float red[kSmallWarps][NT * 4][32];
+  int e = blockIdx.y;
+  if (p.active) {
+    if (e >= *p.num_active) return;
+    e = p.active[e];
+  }
+  const int cnt = p.counts[e];
+  if (cnt == 0) return;
+  const int64_t row0 = p.offsets[e];
+  const int64_t N = p.N, K = p.K;
+  const bf16* W = static_cast<const bf16*>(p.weights[e]);
+  const bf16* X = static_cast<const bf16*>(p.x);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, tig = lane & 3;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * 8;
+  const bool wok = n0 + g < N;
+  const bf16* wrow[NT];
+#pragma unroll
+  for (int t = 0; t < NT; ++t) wrow[t] = W + (wok ? (t == 1 ? N : 0) + n0 + g : 0) * K + tig * 8;
+  const bool ok0 = g < cnt, ok1 = kM16 && g + 8 < cnt;
+  auto x_row = [&](int i) -> int64_t { return p.src_rows ? p.src_rows[row0 + i] : row0 + i; };
+  const bf16* x0 = X + (ok0 ? x_row(g) : 0) * K + tig * 8;
+  const bf16* x1 = X + (ok1 ? x_row(g + 8) : 0) * K + tig * 8;
+
+  float acc[NT][4];
+#pragma unroll
+  for (int t = 0; t < NT; ++t)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[t][c] = 0.0f;
+  bool wk[NT];  // both tiles (gate, up) feed the same output column
+#pragma unroll
+  for (int t = 0; t < NT; ++t) wk[t] = wok;
+  uint4* my = stage + warp * small_m::NkShape<NT, kM16>::kSlots * 32 + lane;
+  small_m::accumulate_rows<NT, kM16>(wrow, wk, x0, ok0, x1, ok1, K, warp, kSmallWarps, my, acc);
+#pragma unroll
+  for (int t = 0; t < NT; ++t)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) red[warp][t * 4 + c][lane] = acc[t][c];
+  __syncthreads();
+  if (threadIdx.x < 4 * 32) {
+    const int c = threadIdx.x / 32, l = threadIdx.x % 32;
+    float v[NT];
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      v[t] = 0.0f;
+#pragma unroll
+      for (int wi = 0; wi < kSmallWarps; ++wi) v[t] += red[wi][t * 4 + c][l];
+    }
+    // C fragment: c0, c1 = row g, columns 2 tig + {0, 1}; c2, c3 = row g + 8.
+    const int m = (l >> 2) + (c >= 2 ? 8 : 0);
+    const int64_t n = n0 + (l & 3) * 2 + (c & 1);
+    if (m < cnt && n < N) {
+      float out = v[0];
+      if (kSilu) out = out / (1.0f + expf(-out)) * v[NT - 1];
+      static_cast<bf16*>(p.out)[(row0 + m) * N + n] = __float2bfloat16(out);
+    }
+  }
+}
+
+template <bool kSilu, bool kM16>
+cudaError_t launch_small_m_variant(const MoeGroupedGemmParams& p, cudaStream_t stream) {
+  constexpr size_t kSmem = static_cast<size_t>(kSmallWarps) * small_m::NkShape<kSilu ? 2 : 1, kM16>::kSlots * 512;
+  static const cudaError_t attr = cudaFuncSetAttribute(moe_small_m_kernel<kSilu, kM16>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
+  if (attr != cudaSuccess) return attr;
+  const int ey = p.active && p.max_active > 0 && p.max_active < p.experts ? p.max_active : p.experts;
+  const dim3 grid(static_cast<unsigned>((p.N + 7) / 8), static_cast<unsigned>(ey));
+  moe_small_m_kernel<kSilu, kM16><<<grid, kSmallWarps * 32, kSmem, stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_small_m(const MoeGroupedGemmParams& p, cudaStream_t stream) {
+  const bool m16 = p.max_rows_per_expert > 8;
+  if (p.silu) return m16 ? launch_small_m_variant<true, true>(p, stream) : launch_small_m_variant<true, false>(p, stream);
+  return m16 ? launch_small_m_variant<false, true>(p, stream) : launch_small_m_variant<false, false>(p, stream);
+}
+
 template <int NT, bool kSilu, int kStages, int kW = kMaxWarps>
 cudaError_t launch_tile(const MoeGroupedGemmParams& p, cudaStream_t stream) {
   using T = Tile<NT, kSilu, kStages, kW>;
@@ -197,6 +287,13 @@ cudaError_t launch_moe_grouped_gemm(const MoeGroupedGemmParams& p, cudaStream_t 
   // Decode (a handful of tokens per expert): one n8 token tile and a deep pipeline (few blocks per SM, so each
   // keeps 80-90 KB of weights in flight: 5 of 6 stages x 16 KB gate|up, 7 of 8 x 8 KB down); larger batches
   // four token tiles.
+  // The register weight stream for up to 16 rows per expert (K % 32 == 0, 16-byte aligned weights: all
+  // DeepSeek shapes). DSERVE_MOE_SMALL_M=0 keeps the pipelined kernel (A/B runs).
+  static const bool small_m = [] {
+    const char* e = std::getenv("DSERVE_MOE_SMALL_M");
+    return !(e && std::string(e) == "0");
+  }();
+  if (small_m && p.max_rows_per_expert <= 16 && p.K % 32 == 0) return launch_small_m(p, stream);
   if (p.max_rows_per_expert <= 8) {
     // Few active experts (1 token: top-k of them) give fewer than two waves of 64-column blocks: 32-column
     // blocks (2 warps) double the streams in flight. Measured on the H100 (scripts/device/moeexp.sh,

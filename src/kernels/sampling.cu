@@ -22,33 +22,107 @@ __device__ __forceinline__ float load_logit(const void* p, ElemType t, int64_t i
   return static_cast<const float*>(p)[i];
 }
 
-// Prepare: raw log-sum-exp and the first non-finite column, the adjusted row (penalties) in `work`, a raw
-// copy for top-logprob rows, and the greedy token.
-__global__ void __launch_bounds__(kThreads) sample_prep_kernel(SampleParams p) {
+constexpr int kScanThreads = 256;
+
+// Pass 1, kSampleScanChunks blocks per row (one block per row left most of a decode step's sampling time to
+// memory latency): this chunk's first non-finite column, max, sum of exp(x - max) and first maximum, and the
+// raw row copied into `work` (and the raw slot for top-logprob rows).
+__global__ void __launch_bounds__(kScanThreads) sample_scan_kernel(SampleParams p) {
   __shared__ float scratch[33];
   __shared__ int s_bad;
-  __shared__ float s_val[32];
-  __shared__ int s_id[32];
-  const int b = blockIdx.x;
+  __shared__ float s_val[kScanThreads / 32];
+  __shared__ int s_id[kScanThreads / 32];
+  const int b = blockIdx.x, c = blockIdx.y;
   const SampleRowParams r = p.rows[b];
   const int64_t V = p.vocab;
+  const int64_t per = (V + kSampleScanChunks - 1) / kSampleScanChunks;
+  const int64_t begin = min(V, c * per), end = min(V, begin + per);
   const int64_t base = static_cast<int64_t>(r.logits_row) * p.ld;
   float* w = p.work + static_cast<int64_t>(r.slot) * V;
   float* raw = r.raw_slot >= 0 ? p.work + static_cast<int64_t>(r.raw_slot) * V : nullptr;
   if (threadIdx.x == 0) s_bad = INT_MAX;
   __syncthreads();
-  float mx = -INFINITY;
-  int bad = INT_MAX;
-  for (int64_t i = threadIdx.x; i < V; i += blockDim.x) {
-    float x = load_logit(p.logits, p.type, base + i);
-    if (!isfinite(x) && bad == INT_MAX) bad = static_cast<int>(i);
-    mx = fmaxf(mx, x);
-    x = __fadd_rn(x, 0.0f);  // -0 -> +0: radix order of the keys equals their comparison order
-    w[i] = x;
-    if (raw) raw[i] = x;
+  float mx = -INFINITY, bv = -INFINITY;
+  int bad = INT_MAX, bi = INT_MAX;
+  constexpr int kUnroll = 4;
+  for (int64_t i0 = begin + threadIdx.x; i0 < end; i0 += kScanThreads * kUnroll) {
+    float xs[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {  // all loads first: independent requests in flight
+      const int64_t i = i0 + u * kScanThreads;
+      xs[u] = i < end ? load_logit(p.logits, p.type, base + i) : -INFINITY;
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t i = i0 + u * kScanThreads;
+      if (i >= end) break;
+      float x = xs[u];
+      if (!isfinite(x) && bad == INT_MAX) bad = static_cast<int>(i);
+      mx = fmaxf(mx, x);
+      x = __fadd_rn(x, 0.0f);  // -0 -> +0: radix order of the keys equals their comparison order
+      w[i] = x;
+      if (raw) raw[i] = x;
+      if (x > bv) bv = x, bi = static_cast<int>(i);  // ascending i per thread: the first maximum
+    }
   }
   if (bad != INT_MAX) atomicMin(&s_bad, bad);
   mx = block_max(mx, scratch);  // its barriers also publish s_bad
+  float s = 0.0f;
+  if (s_bad == INT_MAX && mx > -INFINITY)
+    for (int64_t i = begin + threadIdx.x; i < end; i += kScanThreads) s += expf(w[i] - mx);
+  s = block_sum(s, scratch);
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
+  }
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (lane == 0) s_val[warp] = bv, s_id[warp] = bi;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    for (int i = 1; i < kScanThreads / 32; ++i)
+      if (s_val[i] > bv || (s_val[i] == bv && s_id[i] < bi)) bv = s_val[i], bi = s_id[i];
+    SampleScanPart& out = p.part[static_cast<int64_t>(b) * kSampleScanChunks + c];
+    out.mx = mx;
+    out.sum = s;
+    out.best = bv;
+    out.best_id = bi;
+    out.bad = s_bad;
+  }
+}
+
+// Pass 2, one block per row: the raw log-sum-exp and the first non-finite column from the chunks' partials,
+// the penalties applied to the row in `work`, and the greedy token (from the partials when nothing was
+// penalised, else by a pass over the adjusted row).
+__global__ void __launch_bounds__(kThreads) sample_prep_kernel(SampleParams p) {
+  __shared__ float s_val[32];
+  __shared__ int s_id[32];
+  __shared__ float s_lse;
+  __shared__ int s_bad, s_best;
+  const int b = blockIdx.x;
+  const SampleRowParams r = p.rows[b];
+  const int64_t V = p.vocab;
+  const int64_t base = static_cast<int64_t>(r.logits_row) * p.ld;
+  float* w = p.work + static_cast<int64_t>(r.slot) * V;
+  if (threadIdx.x == 0) {
+    const SampleScanPart* part = p.part + static_cast<int64_t>(b) * kSampleScanChunks;
+    int bad = INT_MAX, best_id = INT_MAX;
+    float mx = -INFINITY, best = -INFINITY;
+    for (int c = 0; c < kSampleScanChunks; ++c) {
+      bad = min(bad, part[c].bad);
+      mx = fmaxf(mx, part[c].mx);
+      if (part[c].best > best || (part[c].best == best && part[c].best_id < best_id))
+        best = part[c].best, best_id = part[c].best_id;
+    }
+    float sum = 0.0f;
+    if (bad == INT_MAX)
+      for (int c = 0; c < kSampleScanChunks; ++c)
+        if (part[c].mx > -INFINITY) sum += part[c].sum * expf(part[c].mx - mx);
+    s_bad = bad;
+    s_best = best_id;
+    s_lse = mx + logf(sum);
+  }
+  __syncthreads();
   const int bad_id = s_bad;
   if (bad_id != INT_MAX) {
     if (threadIdx.x == 0) {
@@ -59,9 +133,6 @@ __global__ void __launch_bounds__(kThreads) sample_prep_kernel(SampleParams p) {
     }
     return;
   }
-  float s = 0.0f;
-  for (int64_t i = threadIdx.x; i < V; i += blockDim.x) s += expf(w[i] - mx);
-  const float lse = mx + logf(block_sum(s, scratch));  // ends with a barrier: every raw w[i] is written
   for (int e = r.penalty_begin + threadIdx.x; e < r.penalty_end; e += blockDim.x) {
     const SamplePenaltyParams q = p.penalties[e];
     if (q.id < 0 || q.id >= V) continue;
@@ -77,9 +148,13 @@ __global__ void __launch_bounds__(kThreads) sample_prep_kernel(SampleParams p) {
   if (threadIdx.x == 0) {
     p.bad_id[b] = -1;
     p.bad_value[b] = 0.0f;
-    p.lse[b] = lse;
+    p.lse[b] = s_lse;
   }
   if (r.temperature > 0.0f) return;
+  if (r.penalty_begin == r.penalty_end) {  // the adjusted row is the raw row: the partials' first maximum
+    if (threadIdx.x == 0) p.tokens[b] = s_best >= 0 && s_best < V ? s_best : 0;
+    return;
+  }
   // Greedy: the first (lowest id) maximum of the adjusted row.
   float bv = -INFINITY;
   int bi = INT_MAX;
@@ -245,6 +320,9 @@ cudaError_t sample_sort_temp_bytes(int64_t vocab, size_t* bytes) {
 cudaError_t launch_sample(const SampleParams& p, cudaStream_t stream) {
   if (p.num_rows == 0) return cudaSuccess;
   if (p.vocab <= 0 || p.vocab * kSampleSortChunk > INT_MAX) return cudaErrorInvalidValue;
+  if (!p.part) return cudaErrorInvalidValue;
+  sample_scan_kernel<<<dim3(static_cast<unsigned>(p.num_rows), kSampleScanChunks), kScanThreads, 0, stream>>>(p);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   sample_prep_kernel<<<p.num_rows, kThreads, 0, stream>>>(p);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   if (p.num_jobs > 0) {

@@ -1,5 +1,5 @@
-// GPU token sampling (Ops::sample on CUDA; semantics in ops/sampling.h): per row a prepare pass (non-finite
-// check, raw log-sum-exp, penalties, greedy argmax), a stable segmented radix sort of the rows that draw or
+// GPU token sampling (Ops::sample on CUDA; semantics in ops/sampling.h): per row a scan over chunks of the
+// row in parallel and a prepare pass (non-finite check, raw log-sum-exp, penalties, greedy argmax), a stable segmented radix sort of the rows that draw or
 // report top logprobs (CUB, chunked to bound the workspace), and a walk over the sorted prefix in double.
 #pragma once
 #include <cstddef>
@@ -29,6 +29,15 @@ struct SamplePenaltyParams {
   uint8_t seen, banned, pad0, pad1;
 };
 
+// One (row, chunk) partial of the scan pass.
+struct SampleScanPart {
+  float mx, sum;    // chunk max, sum of exp(x - mx) (0 when the chunk holds a non-finite value)
+  float best;       // first maximum of the chunk and its column
+  int32_t best_id;
+  int32_t bad;      // first non-finite column of the chunk, INT_MAX if none
+};
+constexpr int kSampleScanChunks = 32;
+
 // Workspace and outputs, all device pointers. `work` is [num_slots, vocab] f32; slots [0, num_jobs) are
 // the rows to sort (jobs), job j being slot j, in chunks of kSampleSortChunk.
 struct SampleParams {
@@ -49,6 +58,7 @@ struct SampleParams {
   void* sort_temp;
   size_t sort_temp_bytes;
   int max_top_n;
+  SampleScanPart* part;     // [num_rows, kSampleScanChunks]
   // outputs
   float* lse;               // [num_rows]
   int32_t* tokens;          // [num_rows]

@@ -216,13 +216,12 @@ Tensor DeepseekModel::indexer(const Attention& a, int cache_layer, const Tensor&
 }
 
 Tensor DeepseekModel::mlp(const Layer& layer, const Tensor& x) {
-  if (!layer.is_moe) return ops_.linear(ops_.silu_mul(ops_.linear(x, layer.dense.gate_up)), layer.dense.down);
+  if (!layer.is_moe) return ops_.linear(ops_.linear_silu(x, layer.dense.gate_up), layer.dense.down);  // [T, d]
   Tensor router_logits = ops_.linear_f32(x, layer.router);  // [T, E] fp32
   Tensor ids, weights;                                      // [T, top_k]
   ops_.moe_route(router_logits, layer.correction_bias, routing_, &ids, &weights);
   Tensor y = ops_.moe_experts(x, ids, weights, layer.experts);  // [T, d]
-  if (layer.has_shared)
-    ops_.add_(y, ops_.linear(ops_.silu_mul(ops_.linear(x, layer.shared.gate_up)), layer.shared.down));
+  if (layer.has_shared) ops_.linear_add_(y, ops_.linear_silu(x, layer.shared.gate_up), layer.shared.down);
   return y;
 }
 

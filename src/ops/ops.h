@@ -101,6 +101,14 @@ class Ops {
   virtual Tensor linear(const Tensor& x /*[T, in]*/, const LinearWeight& w) = 0;  // [T, out]
   // Router and lm_head logits in fp32 regardless of activation dtype; w is F32 or a prepared weight's dtype.
   virtual Tensor linear_f32(const Tensor& x /*[T, in]*/, const Tensor& w /*[out, in]*/) = 0;
+  // The MLP halves with their neighbours fused where a backend can (decode: one kernel each instead of two):
+  // silu_mul(linear(x, gate_up)) -> [T, I] for gate_up [2I, in], and acc += linear(x, w).
+  virtual Tensor linear_silu(const Tensor& x /*[T, in]*/, const LinearWeight& gate_up) {
+    return silu_mul(linear(x, gate_up));
+  }
+  virtual void linear_add_(Tensor& acc /*[T, out]*/, const Tensor& x /*[T, in]*/, const LinearWeight& w) {
+    add_(acc, linear(x, w));
+  }
   // Per-head batched matmul: out[t, h, :] = x[t, h, :] @ w[h]  ([T, H, K] x [H, K, N] -> [T, H, N]).
   virtual Tensor bmm_heads(const Tensor& x, const Tensor& w) = 0;
 

@@ -17,6 +17,7 @@
 #include "kernels/indexer.h"
 #include "kernels/mla_fused.h"
 #include "kernels/moe.h"
+#include "kernels/gemm_small_m.h"
 #include "kernels/moe_gemm.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope_cache.h"
@@ -106,6 +107,8 @@ class CudaOps final : public Ops {
     // CUDA graphs then).
     const char* grouped = std::getenv("DSERVE_MOE_GROUPED");
     grouped_moe_ = !(grouped && std::string(grouped) == "0");
+    // DSERVE_SMALL_M_GEMM=0 sends every bf16 GEMM to cuBLASLt (A/B runs); =N caps the small-M kernels' M.
+    if (const char* sm = std::getenv("DSERVE_SMALL_M_GEMM"); sm && *sm) small_m_max_ = std::atoi(sm);
   }
 
   Device device() const override { return Device::kCuda; }
@@ -273,6 +276,22 @@ class CudaOps final : public Ops {
     gemm_nk(x, w.weight, out);
     return out;
   }
+  Tensor linear_silu(const Tensor& x, const LinearWeight& gate_up) override {
+    if (!gate_up.is_block_fp8() && x.ndim() == 2 && gate_up.weight.ndim() == 2 && gate_up.weight.dim(0) % 2 == 0) {
+      check_cuda(x, "linear_silu x");
+      Tensor out = empty({x.dim(0), gate_up.weight.dim(0) / 2}, DType::kBF16);  // [T, I]
+      if (small_m_fused(x, gate_up.weight, out.dim(1), out, /*silu=*/true, /*accumulate=*/false)) return out;
+    }
+    return Ops::linear_silu(x, gate_up);
+  }
+  void linear_add_(Tensor& acc, const Tensor& x, const LinearWeight& w) override {
+    if (!w.is_block_fp8() && acc.defined() && acc.ndim() == 2) {
+      check_cuda(acc, "linear_add_ acc");
+      check_cuda(x, "linear_add_ x");
+      if (small_m_fused(x, w.weight, acc.dim(1), acc, /*silu=*/false, /*accumulate=*/true)) return;
+    }
+    Ops::linear_add_(acc, x, w);
+  }
   Tensor linear_f32(const Tensor& x, const Tensor& w) override {
     DS_CHECK(x.ndim() == 2 && w.ndim() == 2 && x.dim(1) == w.dim(1), "linear ", x.describe(), " x ", w.describe());
     check_cuda(x, "linear_f32 x");
@@ -310,7 +329,7 @@ class CudaOps final : public Ops {
     g.stride_x = K;
     g.stride_w = K * N;
     g.stride_d = N;
-    gemm_->run(g, stream());
+    run_gemm(g);
     return out;
   }
 
@@ -387,7 +406,7 @@ class CudaOps final : public Ops {
     g.stride_x = dqk;
     g.stride_w = nope * lora;
     g.stride_d = dout;
-    gemm_->run(g, stream());
+    run_gemm(g);
     kernels::RopeCopyParams r;
     r.src = q.data();
     r.dst = out.data();
@@ -696,7 +715,11 @@ class CudaOps final : public Ops {
     Tensor lse = empty({B}, DType::kF32), tokens = empty({B}, DType::kI32), lps = empty({B}, DType::kF32);
     Tensor bad_id = empty({B}, DType::kI32), bad_val = empty({B}, DType::kF32);
     Tensor top_lp = empty({B, max_top_n}, DType::kF32), top_id = empty({B, max_top_n}, DType::kI32);
+    static_assert(sizeof(kernels::SampleScanPart) % 4 == 0);
+    Tensor part = empty({B * kernels::kSampleScanChunks * static_cast<int64_t>(sizeof(kernels::SampleScanPart) / 4)},
+                        DType::kI32);
     kernels::SampleParams p{};
+    p.part = static_cast<kernels::SampleScanPart*>(part.data());
     p.logits = logits.data();
     p.type = elem_type(logits.dtype());
     p.ld = logits.dim(1);
@@ -782,6 +805,59 @@ class CudaOps final : public Ops {
     return out;
   }
 
+  // Decode-sized bf16 GEMMs go to the small-M weight-stream kernels (cuBLASLt has a 5-9 us floor per call
+  // there), the rest to cuBLASLt.
+  void run_gemm(const GemmArgs& g) {
+    // Only [N, K] weights: the [K, N] (per-head bmm) kernel was slower than cuBLASLt at V3 sizes and at M = 8
+    // (dserve_kernel_bench bmm_heads rows, 2026-11-24).
+    if (g.M <= small_m_max_ && g.w_nk && g.in_type == DType::kBF16 &&
+        (g.out_type == DType::kBF16 || g.out_type == DType::kF32)) {
+      kernels::GemmSmallMParams p;
+      p.x = g.x;
+      p.ldx = g.ldx;
+      p.stride_x = g.stride_x;
+      p.w = g.w;
+      p.ldw = g.ldw;
+      p.stride_w = g.stride_w;
+      p.d = g.d;
+      p.ldd = g.ldd;
+      p.stride_d = g.stride_d;
+      p.d_f32 = g.out_type == DType::kF32;
+      p.M = g.M;
+      p.N = g.N;
+      p.K = g.K;
+      p.batch = g.batch;
+      if (kernels::gemm_small_m_supported(p)) {
+        DS_CUDA_CHECK(kernels::launch_gemm_small_m(p, stream()));
+        return;
+      }
+    }
+    gemm_->run(g, stream());
+  }
+  // Decode-sized x [M, K] · w [N, K]ᵀ on the small-M kernel with a fused epilogue (silu: w is [2N, K];
+  // accumulate: d += product), when the shapes allow; false: the caller takes the unfused path.
+  bool small_m_fused(const Tensor& x, const Tensor& w, int64_t N, Tensor& d, bool silu, bool accumulate) {
+    if (x.ndim() != 2 || w.ndim() != 2 || x.dim(0) > small_m_max_ || x.dtype() != DType::kBF16 ||
+        w.dtype() != DType::kBF16 || d.dtype() != DType::kBF16 || x.dim(1) != w.dim(1) || d.ndim() != 2 ||
+        d.dim(0) != x.dim(0) || d.dim(1) != N || w.dim(0) != (silu ? 2 * N : N))
+      return false;
+    kernels::GemmSmallMParams p;
+    p.x = x.data();
+    p.ldx = x.dim(1);
+    p.w = w.data();
+    p.ldw = w.dim(1);
+    p.d = d.data();
+    p.ldd = N;
+    p.silu = silu;
+    p.accumulate = accumulate;
+    p.M = x.dim(0);
+    p.N = N;
+    p.K = x.dim(1);
+    if (p.M == 0 || !kernels::gemm_small_m_supported(p)) return false;
+    DS_CUDA_CHECK(kernels::launch_gemm_small_m(p, stream()));
+    return true;
+  }
+
   // out[M, N] = x[M, K] · w[N, K]ᵀ (x and w of one dtype; out bf16 or f32).
   void gemm_nk(const Tensor& x, const Tensor& w, const Tensor& out) {
     DS_CHECK(x.dtype() == w.dtype(), "GEMM operands ", x.describe(), " and ", w.describe());
@@ -798,7 +874,7 @@ class CudaOps final : public Ops {
     g.M = x.dim(0);
     g.N = w.dim(0);
     g.K = x.dim(1);
-    gemm_->run(g, stream());
+    run_gemm(g);
   }
 
   void launch_rms(const Tensor& x, Tensor* residual, const Tensor& w, Tensor& out, float eps) {
@@ -902,6 +978,7 @@ class CudaOps final : public Ops {
   std::unordered_map<const std::vector<PreparedMlp>*, ExpertTable> expert_tables_;
 
   std::unique_ptr<CublasLtGemm> gemm_;
+  int64_t small_m_max_ = kernels::kGemmSmallMMax;
   std::unique_ptr<Fp8Gemm> fp8_;  // null unless DSERVE_FP8_NATIVE=1
   bool fallback_attention_ = false;
   bool grouped_moe_ = true;

@@ -15,6 +15,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include <cublasLt.h>
@@ -379,6 +380,27 @@ class Runner {
           r.baseline_us = time_calls([&](int i) { lt.run(xs[i], ws[i].weight, d); }, inst, bench_);
           lt.run(xs[0], ws[0].weight, d);
           r.max_rel = max_rel(ops().linear(xs[0], ws[0]), d);
+        });
+      }
+  }
+
+  // The absorbed-MLA per-head products at decode sizes (ops.bmm_heads): W_UK (nope -> lora) and W_UV (lora -> v),
+  // [T, H, K] x [H, K, N]. Baseline: a device copy of the same bytes (weight-bandwidth bound).
+  void bmm_cases(const ModelDims& m) {
+    const int64_t H = m.heads;
+    for (const auto& [name, K, N] : {std::tuple<std::string, int64_t, int64_t>{"w_kc", m.qk_nope, m.kv_lora_rank},
+                                     std::tuple<std::string, int64_t, int64_t>{"w_vc", m.kv_lora_rank, m.v_head}})
+      for (int64_t T : std::vector<int64_t>{1, 8, 64}) {
+        const std::string shape = name + " T=" + std::to_string(T) + " H=" + std::to_string(H) + " K=" +
+                                  std::to_string(K) + " N=" + std::to_string(N);
+        const Cost cost{2.0 * T * H * K * N, 2.0 * (H * K * N + T * H * K + T * H * N)};
+        membound_case("bmm_heads", m.name, shape, cost, [&, K = K, N = N](int inst) {
+          auto st = std::make_shared<std::vector<Tensor>>();
+          for (int i = 0; i < inst; ++i) {
+            st->push_back(rnd().make({T, H, K}, DType::kBF16, 10 + i));
+            st->push_back(rnd().make({H, K, N}, DType::kBF16, 100 + i));
+          }
+          return std::function<void(int)>([this, st](int i) { Tensor y = ops().bmm_heads((*st)[2 * i], (*st)[2 * i + 1]); });
         });
       }
   }
@@ -806,6 +828,7 @@ int main(int argc, char** argv) {
     if (!opt->list) run.measure_ceilings();
     const std::vector<kbench::ModelDims> models = {kbench::deepseek_v2_lite(), kbench::deepseek_v3()};
     for (const auto& m : models) run.linear_cases(m);
+    for (const auto& m : models) run.bmm_cases(m);
     for (const auto& m : models) run.mla_decode_cases(m);
     for (const auto& m : models) run.mla_prefill_cases(m);
     for (const auto& m : models) run.moe_cases(m);

@@ -1,0 +1,85 @@
+// Device helpers shared by the small-M weight-stream kernels (gemm_small_m.cu, moe_gemm.cu's decode path):
+// cp.async staging and the per-warp round loop of a [N, K]-weight x (up to 16 rows) product on mma.sync.
+#pragma once
+#include <cstdint>
+
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+namespace ds::kernels::small_m {
+
+__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
+                                         uint32_t b0, uint32_t b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+// 16-byte global -> shared copies that are in flight together until the wait: loading into registers let the
+// compiler interleave each load with its mma (one load in flight per warp, ~1 TB/s at best; measured).
+// ok = false zero-fills the destination and reads nothing. Weights bypass L1 (.cg), activations use it (.ca).
+__device__ __forceinline__ void cp_async_cg(void* smem, const void* gmem, bool ok) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(ok ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_async_ca(void* smem, const void* gmem, bool ok) {
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(ok ? 16 : 0) : "memory");
+}
+__device__ __forceinline__ void cp_async_wait_all() {
+  asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
+}
+
+template <int NT, bool kM16>
+struct NkShape {
+  static constexpr int kUnroll = NT == 1 && !kM16 ? 8 : 4;        // chunks per warp per round
+  static constexpr int kSlots = kUnroll * (NT + (kM16 ? 2 : 1));  // 512-byte slots per warp per round
+};
+
+// One warp's share of a CTA's K loop: chunks warp, warp + warps, ... (32-deep) of NT 8-row weight tiles
+// (wrow[t]: this lane's row g of tile t at k = tig * 8; wok[t] false: zeros) times the rows xrow0 (row g) and
+// xrow1 (row g + 8, kM16 only), accumulated in the m16n8 fragments acc[t]. `my` is this lane's slot 0 of the
+// warp's staging area (kSlots * 32 uint4, slot s at my[s * 32]). In a chunk, lane (g, tig) takes 16
+// contiguous bytes (k = tig * 8 .. + 7) of weight row g and of rows g, g + 8 and feeds them to two k16 mmas:
+// logical k {2 tig, 2 tig + 1, 2 tig + 8, 2 tig + 9} of the first are physical tig * 8 + {0, 1, 2, 3}, of the
+// second + 4; both operands use the same permutation, so every product still pairs matching k. Each round
+// stages kUnroll chunks with cp.async (all in flight together), then multiplies; a lane reads back only the
+// slots it copied itself.
+template <int NT, bool kM16>
+__device__ __forceinline__ void accumulate_rows(const __nv_bfloat16* const (&wrow)[NT], const bool (&wok)[NT],
+                                                const __nv_bfloat16* xrow0, bool xok0, const __nv_bfloat16* xrow1,
+                                                bool xok1, int64_t K, int warp, int warps, uint4* my,
+                                                float (&acc)[NT][4]) {
+  constexpr int kUnroll = NkShape<NT, kM16>::kUnroll;
+  // Round r, step u of warp w: chunk w + (r * kUnroll + u) * warps (adjacent warps read adjacent bytes).
+  const int64_t chunks = K / 32;
+  for (int64_t c0 = warp; c0 < chunks; c0 += warps * kUnroll) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = c0 + u * warps;
+      const bool in = c < chunks;
+      const int64_t off = (in ? c : 0) * 32;
+#pragma unroll
+      for (int t = 0; t < NT; ++t) cp_async_cg(&my[(u * NT + t) * 32], wrow[t] + off, in && wok[t]);
+      cp_async_ca(&my[(kUnroll * NT + u) * 32], xrow0 + off, in && xok0);
+      if (kM16) cp_async_ca(&my[(kUnroll * (NT + 1) + u) * 32], xrow1 + off, in && xok1);
+    }
+    cp_async_wait_all();
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const uint4 xa = my[(kUnroll * NT + u) * 32];
+      const uint4 xb = kM16 ? my[(kUnroll * (NT + 1) + u) * 32] : make_uint4(0, 0, 0, 0);
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        const uint4 wv = my[(u * NT + t) * 32];
+        mma_bf16(acc[t], xa.x, xb.x, xa.y, xb.y, wv.x, wv.y);
+        mma_bf16(acc[t], xa.z, xb.z, xa.w, xb.w, wv.z, wv.w);
+      }
+    }
+  }
+
+}
+
+}  // namespace ds::kernels::small_m

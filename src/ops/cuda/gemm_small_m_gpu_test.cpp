@@ -1,0 +1,165 @@
+// The small-M bf16 GEMM kernels (kernels/gemm_small_m.cu) against a double-precision host product of the same
+// bf16 inputs, and through the ops that dispatch to them (linear, linear_f32) against the CPU backend. Outputs are written into NaN-filled buffers wider than N: columns past N and rows past M
+// must stay NaN, every written value must be finite.
+#include <cmath>
+#include <limits>
+#include <random>
+#include <tuple>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/gemm_small_m.h"
+#include "ops/cuda/gpu_test_util.h"
+
+namespace ds {
+namespace {
+
+using test::randn;
+using test::to_device;
+using test::to_host_f32;
+
+class GemmSmallMTest : public test::CudaVsCpuTest {
+ protected:
+  std::mt19937 rng_{777};
+
+  // Runs the kernel on [batch][M, K] x [batch][N, K] (w_nk) or [batch][K, N], output [batch][M + 1, N + 5]
+  // NaN-filled; checks the padding and returns the max relative error against the host product.
+  double run_case(int64_t batch, int64_t M, int64_t N, int64_t K, bool w_nk, bool f32_out) {
+    Tensor x = randn({batch, M, K}, rng_), w = randn(w_nk ? Shape{batch, N, K} : Shape{batch, K, N}, rng_, 0.05f);
+    const int64_t ldd = N + 5, rows = M + 1;
+    Tensor pad = Tensor::empty({batch, rows, ldd}, DType::kF32);
+    for (int64_t i = 0; i < pad.numel(); ++i) pad.f32()[i] = std::numeric_limits<float>::quiet_NaN();
+    Tensor dx = to_device(x), dw = to_device(w), dd = to_device(pad, f32_out ? DType::kF32 : DType::kBF16);
+    kernels::GemmSmallMParams p;
+    p.x = dx.data();
+    p.ldx = K;
+    p.stride_x = M * K;
+    p.w = dw.data();
+    p.ldw = w_nk ? K : N;
+    p.stride_w = N * K;
+    p.w_nk = w_nk;
+    p.d = dd.data();
+    p.ldd = ldd;
+    p.stride_d = rows * ldd;
+    p.d_f32 = f32_out;
+    p.M = M;
+    p.N = N;
+    p.K = K;
+    p.batch = static_cast<int>(batch);
+    EXPECT_TRUE(kernels::gemm_small_m_supported(p));
+    EXPECT_EQ(kernels::launch_gemm_small_m(p, cuda_stream()), cudaSuccess);
+    Tensor got = to_host_f32(dd);
+    double max_err = 0, max_ref = 0;
+    int64_t bad_pad = 0, nonfinite = 0;
+    for (int64_t b = 0; b < batch; ++b)
+      for (int64_t m = 0; m < rows; ++m)
+        for (int64_t n = 0; n < ldd; ++n) {
+          const float v = got.f32()[(b * rows + m) * ldd + n];
+          if (m >= M || n >= N) {
+            bad_pad += !std::isnan(v);
+            continue;
+          }
+          double ref = 0;
+          for (int64_t k = 0; k < K; ++k) {
+            const double wv = w_nk ? w.f32()[(b * N + n) * K + k] : w.f32()[(b * K + k) * N + n];
+            ref += static_cast<double>(x.f32()[(b * M + m) * K + k]) * wv;
+          }
+          if (!std::isfinite(v)) {
+            ++nonfinite;
+            continue;
+          }
+          max_err = std::max(max_err, std::fabs(v - ref));
+          max_ref = std::max(max_ref, std::fabs(ref));
+        }
+    const std::string what = test::shape_name(w_nk ? "gemm_small_m nk" : "gemm_small_m kn", {batch, M, N, K}) +
+                             (f32_out ? " f32" : " bf16");
+    EXPECT_EQ(bad_pad, 0) << what << ": written outside [M, N]";
+    EXPECT_EQ(nonfinite, 0) << what;
+    const double rel = max_err / std::max(max_ref, 1e-6);
+    test::report(what, test::Err{rel, 0, nonfinite});
+    return rel;
+  }
+};
+
+TEST_F(GemmSmallMTest, WeightRowsMatchTheHostProduct) {
+  // (batch, M, N, K): V2-Lite q_proj / kv_a / o_proj / router / shared expert, V3 q_b, a ragged N, 16 tokens,
+  // a batched case, K = 32 (one chunk: most warps idle).
+  for (auto [B, M, N, K] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>>{
+           {1, 1, 3072, 2048}, {1, 1, 576, 2048}, {1, 3, 2048, 2048}, {1, 8, 64, 2048}, {1, 1, 5632, 2048},
+           {1, 9, 2048, 2816}, {1, 16, 200, 96}, {1, 2, 24576, 1536}, {3, 5, 40, 64}, {2, 16, 8200, 32}}) {
+    for (bool f32_out : {false, true}) {
+      const double rel = run_case(B, M, N, K, /*w_nk=*/true, f32_out);
+      EXPECT_LE(rel, f32_out ? 1e-5 : 8e-3) << B << " " << M << " " << N << " " << K;
+    }
+  }
+}
+
+TEST_F(GemmSmallMTest, UnsupportedArgumentsAreRefused) {
+  kernels::GemmSmallMParams p;
+  alignas(16) static uint16_t buf[64];
+  p.x = p.w = p.d = buf;
+  p.M = 1;
+  p.N = 8;
+  p.K = 32;
+  p.ldx = p.ldw = 32;
+  p.ldd = 8;
+  EXPECT_TRUE(kernels::gemm_small_m_supported(p));
+  p.M = kernels::kGemmSmallMMax + 1;
+  EXPECT_FALSE(kernels::gemm_small_m_supported(p)) << "too many rows";
+  p.M = 1;
+  p.K = 40;
+  EXPECT_FALSE(kernels::gemm_small_m_supported(p)) << "K not a multiple of 32";
+  p.K = 32;
+  p.w = buf + 1;
+  EXPECT_FALSE(kernels::gemm_small_m_supported(p)) << "misaligned weights";
+  EXPECT_EQ(kernels::launch_gemm_small_m(p, cuda_stream()), cudaErrorInvalidValue);
+  p.w = buf;
+  p.w_nk = false;
+  EXPECT_FALSE(kernels::gemm_small_m_supported(p)) << "[K, N] weights";
+}
+
+// Through the ops: decode-sized calls take the small-M kernels; the CPU backend is the reference.
+TEST_F(GemmSmallMTest, OpsAtDecodeSizesMatchTheCpu) {
+  for (int64_t T : {1, 2, 5, 8, 12, 16}) {
+    Tensor x = randn({T, 2048}, rng_), w = randn({3072, 2048}, rng_, 0.05f);
+    LinearWeight lw, cw;
+    lw.weight = to_device(w);
+    cw.weight = w;
+    DS_EXPECT_CLOSE(to_host_f32(gpu().linear(to_device(x), lw)), cpu().linear(x, cw), 1e-2, 5e-3,
+                    test::shape_name("linear", {T, 2048, 3072}));
+    Tensor r = randn({64, 2048}, rng_, 0.05f);
+    DS_EXPECT_CLOSE(cuda_download(gpu().linear_f32(to_device(x), to_device(r))), cpu().linear_f32(x, r), 1e-4, 1e-5,
+                    test::shape_name("linear_f32", {T, 2048, 64}));
+  }
+}
+
+// The fused MLP halves (ops.h linear_silu, linear_add_): gate|up with the SiLU epilogue (V2-Lite shared expert,
+// a ragged I) and down accumulated into the residual branch, against the CPU's unfused chain.
+TEST_F(GemmSmallMTest, FusedMlpHalvesMatchTheCpu) {
+  for (int64_t T : {1, 4, 9, 16, 40}) {  // 40: past the small-M limit (the unfused path)
+    for (int64_t I : {2816, 200}) {
+      Tensor x = randn({T, 2048}, rng_), gu = randn({2 * I, 2048}, rng_, 0.05f);
+      LinearWeight lgu, cgu;
+      lgu.weight = to_device(gu);
+      cgu.weight = gu;
+      Tensor act = cpu().linear_silu(x, cgu);  // [T, I]
+      DS_EXPECT_CLOSE(to_host_f32(gpu().linear_silu(to_device(x), lgu)), act, 1e-2, 5e-3,
+                      test::shape_name("linear_silu", {T, 2048, I}));
+      Tensor dn = randn({2048, I}, rng_, 0.05f);
+      LinearWeight ldn, cdn;
+      ldn.weight = to_device(dn);
+      cdn.weight = dn;
+      Tensor base = randn({T, 2048}, rng_);
+      Tensor got = to_device(base);
+      gpu().linear_add_(got, to_device(act), ldn);
+      Tensor want = randn({T, 2048}, rng_);  // overwritten with base below (the CPU op adds in place)
+      for (int64_t i = 0; i < want.numel(); ++i) want.f32()[i] = base.f32()[i];
+      cpu().linear_add_(want, act, cdn);
+      DS_EXPECT_CLOSE(to_host_f32(got), want, 1e-2, 5e-3, test::shape_name("linear_add_", {T, I, 2048}));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ds
