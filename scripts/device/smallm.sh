@@ -9,7 +9,7 @@ B=${DEVBIN:-.devbin}
 OUT=${OUT:-/tmp/smallm_out}
 mkdir -p "$OUT"
 F=${SMALLM_FILTER:-"M=1 |M=8 |bmm_heads|moe_layer v2-lite tokens=1 |moe_layer v2-lite tokens=8 |moe_layer v3 tokens=1 |moe_layer v3 tokens=8 "}
-for mode in on off; do
+for mode in ${SMALLM_MODES:-on off}; do
   start=$(date +%s)
   if [ $mode = on ]; then
     timeout 100 "$B/dserve_kernel_bench" --filter "$F" > "$OUT/smallm_$mode.log" 2>&1

@@ -26,9 +26,18 @@ __device__ __forceinline__ void store_out(const GemmSmallMParams& p, int64_t off
 // [N, K] weights. CTA = NT x 8 weight rows (the mma's N side) x up to 16 tokens (its M side); its 8 warps
 // split K in 32-deep chunks (small_m::accumulate_rows) and reduce through shared memory. kSilu: the two tiles
 // are the gate and up rows of the same 8 output columns.
+// Two problems sharing the launch (GemmSmallMPair): CTAs [0, split) take the first, the rest the second.
+struct NkLaunch {
+  GemmSmallMParams p[2];
+  int64_t split;
+};
+
 template <int NT, bool kM16, bool kSilu = false>
-__global__ void __launch_bounds__(kWarps * 32) gemm_small_m_nk_kernel(const GemmSmallMParams p) {
+__global__ void __launch_bounds__(kWarps * 32) gemm_small_m_nk_kernel(const NkLaunch launch) {
   static_assert(!kSilu || NT == 2, "the fused SiLU takes a gate tile and an up tile");
+  const bool second = blockIdx.x >= launch.split;
+  const GemmSmallMParams& p = launch.p[second ? 1 : 0];
+  const int64_t bx = second ? blockIdx.x - launch.split : blockIdx.x;
   using S = NkShape<NT, kM16>;
   extern __shared__ uint4 stage[];
   __shared__ float red[kWarps][NT * 4][32];
@@ -38,7 +47,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_nk_kernel(const Gemm
   const int64_t b = blockIdx.y;
   const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.x) + b * p.stride_x;
   const __nv_bfloat16* w = static_cast<const __nv_bfloat16*>(p.w) + b * p.stride_w;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * (kSilu ? 8 : NT * 8);
+  const int64_t n0 = bx * (kSilu ? 8 : NT * 8);
 
   const __nv_bfloat16* wrow[NT];
   bool wok[NT];
@@ -91,15 +100,22 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_nk_kernel(const Gemm
   }
 }
 
+// p2 (optional): a second problem of batch 1 in the same launch.
 template <int NT, bool kM16, bool kSilu = false>
-cudaError_t launch_nk(const GemmSmallMParams& p, cudaStream_t stream) {
+cudaError_t launch_nk(const GemmSmallMParams& p, cudaStream_t stream, const GemmSmallMParams* p2 = nullptr) {
   constexpr size_t kSmem = static_cast<size_t>(kWarps) * NkShape<NT, kM16>::kSlots * 512;
   static const cudaError_t attr = cudaFuncSetAttribute(
       gemm_small_m_nk_kernel<NT, kM16, kSilu>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
   if (attr != cudaSuccess) return attr;
   const int64_t cols = kSilu ? 8 : NT * 8;
-  const dim3 grid(static_cast<unsigned>((p.N + cols - 1) / cols), static_cast<unsigned>(p.batch));
-  gemm_small_m_nk_kernel<NT, kM16, kSilu><<<grid, kWarps * 32, kSmem, stream>>>(p);
+  NkLaunch l;
+  l.p[0] = p;
+  l.p[1] = p2 ? *p2 : p;
+  l.split = (p.N + cols - 1) / cols;
+  const int64_t blocks = l.split + (p2 ? (p2->N + cols - 1) / cols : 0);
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.batch));
+  gemm_small_m_nk_kernel<NT, kM16, kSilu><<<grid, kWarps * 32, kSmem, stream>>>(l);
   return cudaGetLastError();
 }
 
@@ -122,6 +138,13 @@ cudaError_t launch_gemm_small_m(const GemmSmallMParams& p, cudaStream_t stream) 
   const bool two = p.N * p.batch >= 8192;
   if (two) return m16 ? launch_nk<2, true>(p, stream) : launch_nk<2, false>(p, stream);
   return m16 ? launch_nk<1, true>(p, stream) : launch_nk<1, false>(p, stream);
+}
+
+cudaError_t launch_gemm_small_m_pair(const GemmSmallMParams& a, const GemmSmallMParams& b, cudaStream_t stream) {
+  if (!gemm_small_m_supported(a) || !gemm_small_m_supported(b) || a.silu || b.silu || a.batch != 1 ||
+      b.batch != 1 || a.M != b.M)
+    return cudaErrorInvalidValue;
+  return a.M > 8 ? launch_nk<1, true>(a, stream, &b) : launch_nk<1, false>(a, stream, &b);
 }
 
 }  // namespace ds::kernels

@@ -33,5 +33,8 @@ constexpr int64_t kGemmSmallMMax = 16;
 // True when launch_gemm_small_m takes these arguments (shape limits and alignment above).
 bool gemm_small_m_supported(const GemmSmallMParams& p);
 cudaError_t launch_gemm_small_m(const GemmSmallMParams& p, cudaStream_t stream);
+// Two supported problems of one launch (same M, batch 1, no silu): e.g. q_proj and kv_a_proj of one layer, which
+// read the same x; one launch instead of two, and the small one fills the big one's tail.
+cudaError_t launch_gemm_small_m_pair(const GemmSmallMParams& a, const GemmSmallMParams& b, cudaStream_t stream);
 
 }  // namespace ds::kernels

@@ -287,12 +287,12 @@ cudaError_t launch_moe_grouped_gemm(const MoeGroupedGemmParams& p, cudaStream_t 
   // Decode (a handful of tokens per expert): one n8 token tile and a deep pipeline (few blocks per SM, so each
   // keeps 80-90 KB of weights in flight: 5 of 6 stages x 16 KB gate|up, 7 of 8 x 8 KB down); larger batches
   // four token tiles.
-  // The register weight stream for up to 16 rows per expert (K % 32 == 0, 16-byte aligned weights: all
-  // DeepSeek shapes). DSERVE_MOE_SMALL_M=0 keeps the pipelined kernel (A/B runs).
-  static const bool small_m = [] {
-    const char* e = std::getenv("DSERVE_MOE_SMALL_M");
-    return !(e && std::string(e) == "0");
-  }();
+  // The small-M weight stream (small_m_tile.cuh) for up to 16 rows per expert (K % 32 == 0: every DeepSeek
+  // shape). DSERVE_MOE_SMALL_M=0 keeps the pipelined kernel below (A/B runs; read per launch, tests switch it).
+  // V2-Lite bench-one-batch, graphs (scripts/device/ab.sh, 2026-11-24): batch 8 7.94 vs 8.44 ms; batch 1
+  // 3.52 vs 3.57 ms in one run and 3.50 vs 3.36 in another (run-to-run noise at batch 1 is ~0.1 ms).
+  const char* small_env = std::getenv("DSERVE_MOE_SMALL_M");
+  const bool small_m = !(small_env && std::string(small_env) == "0");
   if (small_m && p.max_rows_per_expert <= 16 && p.K % 32 == 0) return launch_small_m(p, stream);
   if (p.max_rows_per_expert <= 8) {
     // Few active experts (1 token: top-k of them) give fewer than two waves of 64-column blocks: 32-column

@@ -163,18 +163,20 @@ Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tenso
   const int64_t v = cfg_.v_head_dim, lora = cfg_.kv_lora_rank;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
 
-  // Query: [T, H, nope + rope].
-  Tensor q, q_resid;
+  // Query [T, H, nope + rope] and the latent KV row [c (lora) | k_pe (rope)]; the two projections of x run as
+  // one pair (one launch at decode sizes).
+  Tensor q, q_resid, kv_a;  // kv_a: [T, lora + rope]
   if (cfg_.q_lora_rank > 0) {
-    q_resid = ops_.rms_norm(ops_.linear(x, a.q_a_proj), a.q_a_norm, eps);  // [T, q_lora_rank]
-    q = ops_.linear(q_resid, a.q_b_proj);                                   // [T, H * dqk]
+    Tensor q_a;
+    ops_.linear_pair(x, a.q_a_proj, a.kv_a_proj, &q_a, &kv_a);  // [T, q_lora_rank]
+    q_resid = ops_.rms_norm(q_a, a.q_a_norm, eps);                // [T, q_lora_rank]
+    q = ops_.linear(q_resid, a.q_b_proj);                         // [T, H * dqk]
   } else {
-    q = ops_.linear(x, a.q_proj);                                           // [T, H * dqk]
+    ops_.linear_pair(x, a.q_proj, a.kv_a_proj, &q, &kv_a);  // [T, H * dqk]
   }
   Tensor q3 = q.reshape({T, H, dqk});  // rope part not rotated yet: each attention form below does it
 
-  // Latent KV row [normalised c (lora) | rotated k_pe (rope)] written to the cache.
-  Tensor kv_a = ops_.linear(x, a.kv_a_proj);  // [T, lora + rope]
+  // Latent KV row [normalised c | rotated k_pe] written to the cache.
   ops_.mla_store_latent(kv_a, a.kv_a_norm, eps, meta.positions, inv_freq_, rope_factor_, cache.latent[cache_layer],
                         meta.slot_mapping, cache.dtype);
 

@@ -109,6 +109,11 @@ class Ops {
   virtual void linear_add_(Tensor& acc /*[T, out]*/, const Tensor& x /*[T, in]*/, const LinearWeight& w) {
     add_(acc, linear(x, w));
   }
+  // Two projections of the same input (q and kv_a of a layer): *y1 = linear(x, w1), *y2 = linear(x, w2).
+  virtual void linear_pair(const Tensor& x, const LinearWeight& w1, const LinearWeight& w2, Tensor* y1, Tensor* y2) {
+    *y1 = linear(x, w1);
+    *y2 = linear(x, w2);
+  }
   // Per-head batched matmul: out[t, h, :] = x[t, h, :] @ w[h]  ([T, H, K] x [H, K, N] -> [T, H, N]).
   virtual Tensor bmm_heads(const Tensor& x, const Tensor& w) = 0;
 

@@ -292,6 +292,17 @@ class CudaOps final : public Ops {
     }
     Ops::linear_add_(acc, x, w);
   }
+  void linear_pair(const Tensor& x, const LinearWeight& w1, const LinearWeight& w2, Tensor* y1, Tensor* y2) override {
+    kernels::GemmSmallMParams a, b;
+    Tensor d1, d2;
+    if (x.defined() && x.device() == Device::kCuda && small_m_params(x, w1, d1, &a) && small_m_params(x, w2, d2, &b)) {
+      DS_CUDA_CHECK(kernels::launch_gemm_small_m_pair(a, b, stream()));
+      *y1 = d1;
+      *y2 = d2;
+      return;
+    }
+    Ops::linear_pair(x, w1, w2, y1, y2);
+  }
   Tensor linear_f32(const Tensor& x, const Tensor& w) override {
     DS_CHECK(x.ndim() == 2 && w.ndim() == 2 && x.dim(1) == w.dim(1), "linear ", x.describe(), " x ", w.describe());
     check_cuda(x, "linear_f32 x");
@@ -810,7 +821,7 @@ class CudaOps final : public Ops {
   void run_gemm(const GemmArgs& g) {
     // Only [N, K] weights: the [K, N] (per-head bmm) kernel was slower than cuBLASLt at V3 sizes and at M = 8
     // (dserve_kernel_bench bmm_heads rows, 2026-11-24).
-    if (g.M <= small_m_max_ && g.w_nk && g.in_type == DType::kBF16 &&
+    if (use_small_m(g.M, g.N * g.K * g.batch * 2, false) && g.w_nk && g.in_type == DType::kBF16 &&
         (g.out_type == DType::kBF16 || g.out_type == DType::kF32)) {
       kernels::GemmSmallMParams p;
       p.x = g.x;
@@ -834,10 +845,40 @@ class CudaOps final : public Ops {
     }
     gemm_->run(g, stream());
   }
+  // Where the small-M kernels beat cuBLASLt (dserve_kernel_bench linear rows, H100, 2026-11-24): every M <= 4
+  // up to 64 MB of weights (past that cuBLASLt streams as well or better: V3 lm_head 648 vs 709 us), and up to
+  // M = 16 for weights <= 12 MB (at M = 8 the kernel loses on big shapes: V3 o_proj 113 vs 90 us). A fused
+  // epilogue (SiLU, accumulate) saves a launch, so those go up to M = 16 for any weight <= 64 MB.
+  bool use_small_m(int64_t M, int64_t weight_bytes, bool fused) const {
+    if (M < 1 || M > small_m_max_) return false;
+    constexpr int64_t kMB = int64_t{1} << 20;
+    if (weight_bytes > 64 * kMB) return fused ? M <= 4 : false;
+    return M <= 4 || fused || weight_bytes <= 12 * kMB;
+  }
+
+  // x [M, K] · w [N, K]ᵀ -> d [M, N] (bf16) as small-M kernel parameters; false when the kernel does not take it.
+  bool small_m_params(const Tensor& x, const LinearWeight& lw, Tensor& d, kernels::GemmSmallMParams* p) {
+    const Tensor& w = lw.weight;
+    if (lw.is_block_fp8() || x.ndim() != 2 || w.ndim() != 2 || !use_small_m(x.dim(0), w.numel() * 2, false) ||
+        x.dtype() != DType::kBF16 || w.dtype() != DType::kBF16 || x.dim(1) != w.dim(1))
+      return false;
+    d = empty({x.dim(0), w.dim(0)}, DType::kBF16);
+    p->x = x.data();
+    p->ldx = x.dim(1);
+    p->w = w.data();
+    p->ldw = w.dim(1);
+    p->d = d.data();
+    p->ldd = w.dim(0);
+    p->M = x.dim(0);
+    p->N = w.dim(0);
+    p->K = x.dim(1);
+    return kernels::gemm_small_m_supported(*p);
+  }
+
   // Decode-sized x [M, K] · w [N, K]ᵀ on the small-M kernel with a fused epilogue (silu: w is [2N, K];
   // accumulate: d += product), when the shapes allow; false: the caller takes the unfused path.
   bool small_m_fused(const Tensor& x, const Tensor& w, int64_t N, Tensor& d, bool silu, bool accumulate) {
-    if (x.ndim() != 2 || w.ndim() != 2 || x.dim(0) > small_m_max_ || x.dtype() != DType::kBF16 ||
+    if (x.ndim() != 2 || w.ndim() != 2 || !use_small_m(x.dim(0), w.numel() * 2, true) || x.dtype() != DType::kBF16 ||
         w.dtype() != DType::kBF16 || d.dtype() != DType::kBF16 || x.dim(1) != w.dim(1) || d.ndim() != 2 ||
         d.dim(0) != x.dim(0) || d.dim(1) != N || w.dim(0) != (silu ? 2 * N : N))
       return false;

@@ -121,13 +121,21 @@ TEST_F(GemmSmallMTest, UnsupportedArgumentsAreRefused) {
 
 // Through the ops: decode-sized calls take the small-M kernels; the CPU backend is the reference.
 TEST_F(GemmSmallMTest, OpsAtDecodeSizesMatchTheCpu) {
-  for (int64_t T : {1, 2, 5, 8, 12, 16}) {
+  for (int64_t T : {1, 2, 5, 8, 12, 16, 24}) {  // 24: past the small-M limit
     Tensor x = randn({T, 2048}, rng_), w = randn({3072, 2048}, rng_, 0.05f);
     LinearWeight lw, cw;
     lw.weight = to_device(w);
     cw.weight = w;
     DS_EXPECT_CLOSE(to_host_f32(gpu().linear(to_device(x), lw)), cpu().linear(x, cw), 1e-2, 5e-3,
                     test::shape_name("linear", {T, 2048, 3072}));
+    Tensor w2 = randn({576, 2048}, rng_, 0.05f);  // the pair: q_proj and kv_a_proj of one layer, one launch
+    LinearWeight lw2, cw2;
+    lw2.weight = to_device(w2);
+    cw2.weight = w2;
+    Tensor y1, y2;
+    gpu().linear_pair(to_device(x), lw, lw2, &y1, &y2);
+    DS_EXPECT_CLOSE(to_host_f32(y1), cpu().linear(x, cw), 1e-2, 5e-3, test::shape_name("linear_pair q", {T, 2048, 3072}));
+    DS_EXPECT_CLOSE(to_host_f32(y2), cpu().linear(x, cw2), 1e-2, 5e-3, test::shape_name("linear_pair kv_a", {T, 2048, 576}));
     Tensor r = randn({64, 2048}, rng_, 0.05f);
     DS_EXPECT_CLOSE(cuda_download(gpu().linear_f32(to_device(x), to_device(r))), cpu().linear_f32(x, r), 1e-4, 1e-5,
                     test::shape_name("linear_f32", {T, 2048, 64}));

@@ -3,6 +3,7 @@
 // V2-Lite expert dims and small ones; and the same op captured once in a CUDA graph and replayed on new
 // routing (the per-expert counts must be read on the device). New device allocations are NaN-poisoned.
 #include <algorithm>
+#include <cstdlib>
 #include <numeric>
 #include <random>
 
@@ -56,7 +57,19 @@ class MoeGroupedTest : public test::CudaVsCpuTest {
   }
 };
 
-TEST_F(MoeGroupedTest, MatchesCpu) {
+// Both decode kernels: the small-M weight stream (default) and the pipelined one (DSERVE_MOE_SMALL_M=0, read
+// at each launch).
+class MoeGroupedBothKernels : public MoeGroupedTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  void SetUp() override {
+    if (!GetParam()) setenv("DSERVE_MOE_SMALL_M", "0", 1);
+  }
+  void TearDown() override { unsetenv("DSERVE_MOE_SMALL_M"); }
+};
+INSTANTIATE_TEST_SUITE_P(DecodeKernel, MoeGroupedBothKernels, ::testing::Values(false, true),
+                         [](const auto& info) { return info.param ? "SmallM" : "Pipelined"; });
+
+TEST_P(MoeGroupedBothKernels, MatchesCpu) {
   struct Case {
     const char* name;
     int64_t d, inter;
