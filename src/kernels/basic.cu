@@ -6,6 +6,9 @@
 
 #include "kernels/basic.h"
 #include "kernels/block_reduce.cuh"
+#include "kernels/pdl.cuh"
+#include <cstdlib>
+#include <cstring>
 
 namespace ds::kernels {
 namespace {
@@ -52,6 +55,7 @@ __global__ void convert_kernel(ConvertParams p) {
 }
 
 __global__ void embedding_kernel(EmbeddingParams p) {
+  pdl_enter();
   const int64_t t = blockIdx.x;
   const int32_t id = p.ids[t];
   __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out) + t * p.dim;
@@ -62,6 +66,7 @@ __global__ void embedding_kernel(EmbeddingParams p) {
 
 template <class T>
 __global__ void add_kernel(T* acc, const T* x, int64_t n) {
+  pdl_enter();
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     if constexpr (sizeof(T) == 4)
       acc[i] += x[i];
@@ -71,6 +76,7 @@ __global__ void add_kernel(T* acc, const T* x, int64_t n) {
 }
 
 __global__ void silu_mul_kernel(const __nv_bfloat16* gu, __nv_bfloat16* out, int64_t rows, int64_t inter) {
+  pdl_enter();
   const int64_t n = rows * inter;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / inter, c = i % inter;
@@ -82,6 +88,7 @@ __global__ void silu_mul_kernel(const __nv_bfloat16* gu, __nv_bfloat16* out, int
 
 // 8 outputs per thread (16-byte loads of gate and up, one 16-byte store): inter % 8 == 0, aligned data.
 __global__ void silu_mul_vec_kernel(const uint4* gu, uint4* out, int64_t rows, int64_t inter8) {
+  pdl_enter();
   const int64_t n = rows * inter8;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / inter8, c = i % inter8;
@@ -103,6 +110,7 @@ __global__ void silu_mul_vec_kernel(const uint4* gu, uint4* out, int64_t rows, i
 template <class U>
 __global__ void copy_cols_kernel(const U* in, U* out, int64_t rows, int64_t cols, int64_t in_stride,
                                  int64_t out_stride) {
+  pdl_enter();
   const int64_t n = rows * cols;
   for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x) {
     const int64_t r = i / cols, c = i % cols;
@@ -116,9 +124,8 @@ cudaError_t copy_cols_as(const CopyColsParams& p, int64_t unit, cudaStream_t str
   const U* in = reinterpret_cast<const U*>(static_cast<const char*>(p.in) + p.in_col0 * eb);
   U* out = reinterpret_cast<U*>(static_cast<char*>(p.out) + p.out_col0 * eb);
   const int64_t cols = p.cols * eb / unit;
-  copy_cols_kernel<U><<<grid_for(p.rows * cols), kThreads, 0, stream>>>(in, out, p.rows, cols,
-                                                                         p.in_stride * eb / unit, p.out_stride * eb / unit);
-  return cudaGetLastError();
+  return launch_pdl(copy_cols_kernel<U>, grid_for(p.rows * cols), kThreads, 0, stream, in, out, p.rows, cols,
+                    p.in_stride * eb / unit, p.out_stride * eb / unit);
 }
 
 __global__ void layer_norm_kernel(LayerNormParams p) {
@@ -222,6 +229,14 @@ __global__ void absorb_split_kernel(AbsorbSplitParams p) {
 
 }  // namespace
 
+bool pdl_enabled() {
+  static const bool on = [] {
+    const char* e = std::getenv("DSERVE_PDL");
+    return !(e && std::strcmp(e, "0") == 0);
+  }();
+  return on;
+}
+
 cudaError_t launch_fill_u16(void* p, int64_t n, uint16_t value, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   fill_u16_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<uint16_t*>(p), n, value);
@@ -249,30 +264,26 @@ cudaError_t launch_convert(const ConvertParams& p, cudaStream_t stream) {
 
 cudaError_t launch_embedding(const EmbeddingParams& p, cudaStream_t stream) {
   if (p.tokens == 0) return cudaSuccess;
-  embedding_kernel<<<static_cast<unsigned>(p.tokens), kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_pdl(embedding_kernel, static_cast<unsigned>(p.tokens), kThreads, 0, stream, p);
 }
 
 cudaError_t launch_add_inplace(void* acc, const void* x, ElemType type, int64_t n, cudaStream_t stream) {
   if (n == 0) return cudaSuccess;
   if (type == ElemType::kF32)
-    add_kernel<float><<<grid_for(n), kThreads, 0, stream>>>(static_cast<float*>(acc), static_cast<const float*>(x), n);
-  else
-    add_kernel<__nv_bfloat16><<<grid_for(n), kThreads, 0, stream>>>(static_cast<__nv_bfloat16*>(acc),
-                                                                     static_cast<const __nv_bfloat16*>(x), n);
-  return cudaGetLastError();
+    return launch_pdl(add_kernel<float>, grid_for(n), kThreads, 0, stream, static_cast<float*>(acc),
+                      static_cast<const float*>(x), n);
+  return launch_pdl(add_kernel<__nv_bfloat16>, grid_for(n), kThreads, 0, stream, static_cast<__nv_bfloat16*>(acc),
+                    static_cast<const __nv_bfloat16*>(x), n);
 }
 
 cudaError_t launch_silu_mul(const void* gate_up, void* out, int64_t rows, int64_t inter, cudaStream_t stream) {
   if (rows * inter == 0) return cudaSuccess;
   if (inter % 8 == 0 && ((reinterpret_cast<uintptr_t>(gate_up) | reinterpret_cast<uintptr_t>(out)) & 15) == 0) {
-    silu_mul_vec_kernel<<<grid_for(rows * inter / 8), kThreads, 0, stream>>>(static_cast<const uint4*>(gate_up),
-                                                                            static_cast<uint4*>(out), rows, inter / 8);
-    return cudaGetLastError();
+    return launch_pdl(silu_mul_vec_kernel, grid_for(rows * inter / 8), kThreads, 0, stream,
+                      static_cast<const uint4*>(gate_up), static_cast<uint4*>(out), rows, inter / 8);
   }
-  silu_mul_kernel<<<grid_for(rows * inter), kThreads, 0, stream>>>(static_cast<const __nv_bfloat16*>(gate_up),
-                                                                   static_cast<__nv_bfloat16*>(out), rows, inter);
-  return cudaGetLastError();
+  return launch_pdl(silu_mul_kernel, grid_for(rows * inter), kThreads, 0, stream,
+                    static_cast<const __nv_bfloat16*>(gate_up), static_cast<__nv_bfloat16*>(out), rows, inter);
 }
 
 cudaError_t launch_copy_cols(const CopyColsParams& p, cudaStream_t stream) {

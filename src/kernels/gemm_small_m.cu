@@ -3,6 +3,7 @@
 
 #include <cuda_bf16.h>
 
+#include "kernels/pdl.cuh"
 #include "kernels/small_m_tile.cuh"
 
 namespace ds::kernels {
@@ -57,6 +58,18 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_nk_kernel(const NkLa
     wok[t] = n < p.N;
     wrow[t] = w + (wok[t] ? n + (kSilu && t == 1 ? p.N : 0) : 0) * p.ldw + tig * 8;
   }
+  // Weights are never written during a forward: pull this CTA's rows into L2 while the previous kernel of the
+  // stream finishes (programmatic dependent launch, pdl.cuh), then wait for it before touching x or d.
+  for (int r = warp; r < NT * 8; r += kWarps) {
+    const int t = r / 8;
+    const int64_t n = kSilu ? n0 + r % 8 : n0 + r;
+    if (n < p.N) {
+      const char* row = reinterpret_cast<const char*>(w + (n + (kSilu && t == 1 ? p.N : 0)) * p.ldw);
+      for (int64_t off = lane * 128; off < p.K * 2; off += 32 * 128)
+        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(row + off));
+    }
+  }
+  pdl_enter();
   const bool xok0 = g < p.M, xok1 = kM16 && g + 8 < p.M;
   const __nv_bfloat16* xrow0 = x + (xok0 ? g : 0) * p.ldx + tig * 8;
   const __nv_bfloat16* xrow1 = x + (xok1 ? g + 8 : 0) * p.ldx + tig * 8;
@@ -115,8 +128,7 @@ cudaError_t launch_nk(const GemmSmallMParams& p, cudaStream_t stream, const Gemm
   const int64_t blocks = l.split + (p2 ? (p2->N + cols - 1) / cols : 0);
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.batch));
-  gemm_small_m_nk_kernel<NT, kM16, kSilu><<<grid, kWarps * 32, kSmem, stream>>>(l);
-  return cudaGetLastError();
+  return launch_pdl(gemm_small_m_nk_kernel<NT, kM16, kSilu>, grid, kWarps * 32, kSmem, stream, l);
 }
 
 bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; }

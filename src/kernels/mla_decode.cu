@@ -19,6 +19,7 @@
 #include <cstdlib>
 
 #include "kernels/mla_decode.h"
+#include "kernels/pdl.cuh"
 
 namespace ds::kernels {
 namespace {
@@ -192,6 +193,7 @@ __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
 template <bool kTopk, bool kTma>
 __global__ void __launch_bounds__(kThreads, 1)
     mla_decode_kernel(const MlaDecodeParams p, const __grid_constant__ CUtensorMap tmap) {
+  pdl_enter();
   static_assert(!(kTopk && kTma), "top-k rows are gathered: no tensor-map path");
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
@@ -568,6 +570,7 @@ __global__ void __launch_bounds__(kCombineGroups * 128) mla_combine_kernel(const
                                                                           const float* __restrict__ part_lse,
                                                                           __nv_bfloat16* __restrict__ out,
                                                                           int64_t rows, int splits) {
+  pdl_enter();
   __shared__ float w_sh[kMlaMaxSplits];
   __shared__ float4 red[kCombineGroups - 1][128];
   __shared__ float inv_sh;
@@ -783,8 +786,7 @@ cudaError_t launch_variant(const MlaDecodeParams& p, const CUtensorMap& map, dim
     if (e != cudaSuccess) return e;
     attr_done = true;
   }
-  mla_decode_kernel<kTopk, kTma><<<grid, kThreads, kSmemBytes, stream>>>(p, map);
-  return cudaSuccess;
+  return launch_pdl(mla_decode_kernel<kTopk, kTma>, grid, kThreads, kSmemBytes, stream, p, map);
 }
 
 }  // namespace
@@ -810,10 +812,10 @@ cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream) {
   if (e != cudaSuccess) return e;
   if (p.num_splits > 1) {
     const int64_t rows = static_cast<int64_t>(p.num_tokens) * p.num_heads;
-    mla_combine_kernel<<<static_cast<unsigned>(rows), kCombineGroups * 128, 0, stream>>>(
-        p.part_o, p.part_lse, static_cast<__nv_bfloat16*>(p.out), rows, p.num_splits);
+    return launch_pdl(mla_combine_kernel, static_cast<unsigned>(rows), kCombineGroups * 128, 0, stream, p.part_o,
+                      p.part_lse, static_cast<__nv_bfloat16*>(p.out), rows, p.num_splits);
   }
-  return cudaGetLastError();
+  return cudaSuccess;
 }
 
 cudaError_t launch_mla_decode_reference(const MlaDecodeParams& p, cudaStream_t stream) {

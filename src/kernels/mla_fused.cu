@@ -1,5 +1,6 @@
 // Fused absorbed-MLA input kernels (see mla_fused.h).
 #include "kernels/mla_fused.h"
+#include "kernels/pdl.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -26,6 +27,7 @@ __device__ __forceinline__ void rope_angles(float pos, const float* inv_freq, in
 // One block per token: sum of squares of the latent (block reduction), then the normalised latent and the
 // rotated key written to the slot.
 __global__ void __launch_bounds__(kStoreThreads) mla_store_latent_kernel(MlaStoreLatentParams p) {
+  pdl_enter();
   __shared__ float cs[kMaxHalf], sn[kMaxHalf];
   __shared__ float warp_ss[kStoreThreads / 32];
   const int64_t t = blockIdx.x;
@@ -61,6 +63,7 @@ __global__ void __launch_bounds__(kStoreThreads) mla_store_latent_kernel(MlaStor
 
 // One block per token: the angles once, then every head's rope part rotated into dst.
 __global__ void __launch_bounds__(kStoreThreads) rope_copy_kernel(RopeCopyParams p) {
+  pdl_enter();
   __shared__ float cs[kMaxHalf], sn[kMaxHalf];
   const int64_t t = blockIdx.x;
   const int half = static_cast<int>(p.rope / 2);
@@ -81,6 +84,7 @@ __global__ void __launch_bounds__(kStoreThreads) rope_copy_kernel(RopeCopyParams
 
 // One block per token; warp w takes the 128-value groups w, w + 4, ... of the latent (amax by shuffles).
 __global__ void __launch_bounds__(kStoreThreads) kv_round_store_kernel(KvRoundStoreParams p) {
+  pdl_enter();
   const int64_t t = blockIdx.x;
   const int32_t slot = p.slot_mapping[t];
   if (slot < 0 || slot >= p.num_slots) return;
@@ -124,8 +128,7 @@ cudaError_t launch_kv_round_store(const KvRoundStoreParams& p, cudaStream_t stre
   if (p.tokens < 0 || p.dim <= 0 || p.nope < 0 || p.nope > p.dim) return cudaErrorInvalidValue;
   if (p.tokens == 0) return cudaSuccess;
   if (p.tokens > 0x7fffffff) return cudaErrorInvalidValue;
-  kv_round_store_kernel<<<static_cast<unsigned>(p.tokens), kStoreThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_pdl(kv_round_store_kernel, static_cast<unsigned>(p.tokens), kStoreThreads, 0, stream, p);
 }
 
 cudaError_t launch_mla_store_latent(const MlaStoreLatentParams& p, cudaStream_t stream) {
@@ -133,8 +136,7 @@ cudaError_t launch_mla_store_latent(const MlaStoreLatentParams& p, cudaStream_t 
     return cudaErrorInvalidValue;
   if (p.tokens == 0) return cudaSuccess;
   if (p.tokens > 0x7fffffff) return cudaErrorInvalidValue;
-  mla_store_latent_kernel<<<static_cast<unsigned>(p.tokens), kStoreThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_pdl(mla_store_latent_kernel, static_cast<unsigned>(p.tokens), kStoreThreads, 0, stream, p);
 }
 
 cudaError_t launch_rope_copy(const RopeCopyParams& p, cudaStream_t stream) {
@@ -143,8 +145,7 @@ cudaError_t launch_rope_copy(const RopeCopyParams& p, cudaStream_t stream) {
     return cudaErrorInvalidValue;
   if (p.tokens == 0 || p.rope == 0) return cudaSuccess;
   if (p.tokens > 0x7fffffff) return cudaErrorInvalidValue;
-  rope_copy_kernel<<<static_cast<unsigned>(p.tokens), kStoreThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_pdl(rope_copy_kernel, static_cast<unsigned>(p.tokens), kStoreThreads, 0, stream, p);
 }
 
 }  // namespace ds::kernels

@@ -3,6 +3,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/moe.h"
+#include "kernels/pdl.cuh"
 
 namespace ds::kernels {
 namespace {
@@ -39,6 +40,7 @@ __host__ __device__ inline size_t route_smem_per_warp(int E, int n_group, int to
 }
 
 __global__ void moe_route_kernel(MoeRouteParams p) {
+  pdl_enter();
   extern __shared__ __align__(16) char route_smem[];
   const int E = p.experts, lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + warp;
@@ -173,6 +175,7 @@ __device__ __forceinline__ uint64_t block_exclusive_scan(uint64_t v, uint64_t* w
 // One block: counts with shared-memory atomics, a parallel scan for the offsets and the active list, then
 // rows from shared cursors. Shared: counts[E], cursor[E].
 __global__ void moe_permute_kernel(MoePermuteParams p) {
+  pdl_enter();
   extern __shared__ int32_t perm_smem[];
   __shared__ uint64_t warp_tot[32];
   int32_t* counts = perm_smem;
@@ -214,6 +217,7 @@ __global__ void moe_permute_kernel(MoePermuteParams p) {
   }
 }
 __global__ void gather_rows_kernel(const __nv_bfloat16* x, const int32_t* src, __nv_bfloat16* out, int64_t dim) {
+  pdl_enter();
   const int64_t r = blockIdx.x;
   const __nv_bfloat16* in = x + static_cast<int64_t>(src[r]) * dim;
   __nv_bfloat16* o = out + r * dim;
@@ -227,6 +231,7 @@ __global__ void gather_rows_kernel(const __nv_bfloat16* x, const int32_t* src, _
 
 // Fallback: one block per token, any alignment and top_k.
 __global__ void moe_combine_kernel(MoeCombineParams p) {
+  pdl_enter();
   const int64_t t = blockIdx.x;
   const __nv_bfloat16* y = static_cast<const __nv_bfloat16*>(p.y);
   __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out) + t * p.dim;
@@ -247,6 +252,7 @@ constexpr int kCombineMaxTopK = 8;  // loads in flight per thread (registers); l
 // grid: a decode step gets dim / 1024 blocks per token and every thread has its top_k loads in flight at
 // once. Same fp32 sum in the same k order as the fallback.
 __global__ void __launch_bounds__(kCombineThreads) moe_combine_vec_kernel(MoeCombineParams p, int col_blocks) {
+  pdl_enter();
   __shared__ int32_t rows[kCombineMaxTopK];
   __shared__ float wts[kCombineMaxTopK];
   const int64_t t = blockIdx.x / col_blocks;
@@ -288,23 +294,20 @@ cudaError_t launch_moe_route(const MoeRouteParams& p, cudaStream_t stream) {
   const size_t smem = kRouteWarps * route_smem_per_warp(p.experts, p.n_group, p.top_k);
   if (smem > 48 * 1024) return cudaErrorInvalidValue;
   const int64_t blocks = (p.tokens + kRouteWarps - 1) / kRouteWarps;
-  moe_route_kernel<<<static_cast<unsigned>(blocks), 32 * kRouteWarps, smem, stream>>>(p);
-  return cudaGetLastError();
+  return launch_pdl(moe_route_kernel, static_cast<unsigned>(blocks), 32 * kRouteWarps, smem, stream, p);
 }
 
 cudaError_t launch_moe_permute(const MoePermuteParams& p, cudaStream_t stream) {
   const size_t smem = 2 * sizeof(int32_t) * static_cast<size_t>(p.experts);
   if (p.experts < 1 || smem > 48 * 1024) return cudaErrorInvalidValue;
-  moe_permute_kernel<<<1, 1024, smem, stream>>>(p);
-  return cudaGetLastError();
+  return launch_pdl(moe_permute_kernel, 1, 1024, smem, stream, p);
 }
 
 cudaError_t launch_gather_rows(const void* x, const int32_t* src, void* out, int64_t rows, int64_t dim,
                                cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  gather_rows_kernel<<<static_cast<unsigned>(rows), 128, 0, stream>>>(static_cast<const __nv_bfloat16*>(x), src,
-                                                                      static_cast<__nv_bfloat16*>(out), dim);
-  return cudaGetLastError();
+  return launch_pdl(gather_rows_kernel, static_cast<unsigned>(rows), 128, 0, stream,
+                    static_cast<const __nv_bfloat16*>(x), src, static_cast<__nv_bfloat16*>(out), dim);
 }
 
 cudaError_t launch_moe_combine(const MoeCombineParams& p, cudaStream_t stream) {
@@ -315,12 +318,10 @@ cudaError_t launch_moe_combine(const MoeCombineParams& p, cudaStream_t stream) {
     const int col_blocks = static_cast<int>((p.dim / 8 + kCombineThreads - 1) / kCombineThreads);
     const int64_t blocks = p.tokens * col_blocks;
     if (blocks < (int64_t{1} << 31)) {
-      moe_combine_vec_kernel<<<static_cast<unsigned>(blocks), kCombineThreads, 0, stream>>>(p, col_blocks);
-      return cudaGetLastError();
+      return launch_pdl(moe_combine_vec_kernel, static_cast<unsigned>(blocks), kCombineThreads, 0, stream, p, col_blocks);
     }
   }
-  moe_combine_kernel<<<static_cast<unsigned>(p.tokens), 256, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_pdl(moe_combine_kernel, static_cast<unsigned>(p.tokens), 256, 0, stream, p);
 }
 
 }  // namespace ds::kernels

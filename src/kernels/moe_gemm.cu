@@ -8,6 +8,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/moe_gemm.h"
+#include "kernels/pdl.cuh"
 #include "kernels/small_m_tile.cuh"
 
 namespace ds::kernels {
@@ -63,6 +64,7 @@ struct Tile {
 
 template <int NT, bool kSilu, int kStages, int kW>
 __global__ void __launch_bounds__(32 * kW) moe_grouped_gemm_kernel(MoeGroupedGemmParams p) {
+  pdl_enter();
   using T = Tile<NT, kSilu, kStages, kW>;
   constexpr int kBlockN = T::kBlockN, kWarps = kW;
   constexpr int kHalves = kSilu ? 2 : 1;
@@ -178,6 +180,7 @@ constexpr int kSmallWarps = 8;
 
 template <bool kSilu, bool kM16>
 __global__ void __launch_bounds__(kSmallWarps * 32) moe_small_m_kernel(MoeGroupedGemmParams p) {
+  pdl_enter();
   constexpr int NT = kSilu ? 2 : 1;
   extern __shared__ uint4 stage[];
   __shared__ float red[kSmallWarps][NT * 4][32];
@@ -247,8 +250,7 @@ cudaError_t launch_small_m_variant(const MoeGroupedGemmParams& p, cudaStream_t s
   if (attr != cudaSuccess) return attr;
   const int ey = p.active && p.max_active > 0 && p.max_active < p.experts ? p.max_active : p.experts;
   const dim3 grid(static_cast<unsigned>((p.N + 7) / 8), static_cast<unsigned>(ey));
-  moe_small_m_kernel<kSilu, kM16><<<grid, kSmallWarps * 32, kSmem, stream>>>(p);
-  return cudaGetLastError();
+  return launch_pdl(moe_small_m_kernel<kSilu, kM16>, grid, kSmallWarps * 32, kSmem, stream, p);
 }
 
 cudaError_t launch_small_m(const MoeGroupedGemmParams& p, cudaStream_t stream) {
@@ -270,8 +272,7 @@ cudaError_t launch_tile(const MoeGroupedGemmParams& p, cudaStream_t stream) {
   const int ey = p.active && p.max_active > 0 && p.max_active < p.experts ? p.max_active : p.experts;
   const dim3 grid(static_cast<unsigned>((p.N + kBlockN - 1) / kBlockN), static_cast<unsigned>(ey),
                   static_cast<unsigned>(tiles < kMaxGridZ ? tiles : kMaxGridZ));
-  kernel<<<grid, 32 * kW, T::kSmem, stream>>>(p);
-  return cudaGetLastError();
+  return launch_pdl(kernel, grid, 32 * kW, T::kSmem, stream, p);
 }
 
 }  // namespace

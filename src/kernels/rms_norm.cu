@@ -4,6 +4,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/rms_norm.h"
+#include "kernels/pdl.cuh"
 
 namespace ds::kernels {
 namespace {
@@ -26,6 +27,7 @@ __device__ float block_sum(float v) {
 }
 
 __global__ void rms_norm_kernel(RmsNormParams p) {
+  pdl_enter();
   const int64_t row = blockIdx.x;
   const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.x) + row * p.x_stride;
   __nv_bfloat16* res = p.residual ? static_cast<__nv_bfloat16*>(p.residual) + row * p.residual_stride : nullptr;
@@ -53,6 +55,7 @@ __global__ void rms_norm_kernel(RmsNormParams p) {
 // load of the row is in flight at once and the residual is written once and never re-read.
 template <int kChunks>
 __global__ void __launch_bounds__(1024) rms_norm_vec_kernel(RmsNormParams p) {
+  pdl_enter();
   __shared__ float warp_sums[32];
   __shared__ float total;
   const int64_t row = blockIdx.x;
@@ -154,13 +157,11 @@ cudaError_t launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
     int threads = static_cast<int>((chunks + per - 1) / per);
     threads = (threads + 31) / 32 * 32;
     const unsigned grid = static_cast<unsigned>(p.rows);
-    if (per == 1) rms_norm_vec_kernel<1><<<grid, threads, 0, stream>>>(p);
-    else if (per == 2) rms_norm_vec_kernel<2><<<grid, threads, 0, stream>>>(p);
-    else rms_norm_vec_kernel<4><<<grid, threads, 0, stream>>>(p);
-    return cudaGetLastError();
+    if (per == 1) return launch_pdl(rms_norm_vec_kernel<1>, grid, threads, 0, stream, p);
+    if (per == 2) return launch_pdl(rms_norm_vec_kernel<2>, grid, threads, 0, stream, p);
+    return launch_pdl(rms_norm_vec_kernel<4>, grid, threads, 0, stream, p);
   }
-  rms_norm_kernel<<<static_cast<unsigned>(p.rows), kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_pdl(rms_norm_kernel, static_cast<unsigned>(p.rows), kThreads, 0, stream, p);
 }
 
 }  // namespace ds::kernels

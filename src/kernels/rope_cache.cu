@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/rope_cache.h"
+#include "kernels/pdl.cuh"
 
 namespace ds::kernels {
 namespace {
@@ -17,6 +18,7 @@ constexpr int kRopeMaxHalf = 256;         // rot_dim / 2 held in shared memory
 // Block (token, head chunk): the cos/sin of the token's rot_dim / 2 angles once into shared memory (the
 // double sincos is the expensive part; every head shares it), then the chunk's heads rotated.
 __global__ void __launch_bounds__(kRopeThreads) rope_kernel(RopeParams p, int heads_per_block) {
+  pdl_enter();
   __shared__ float cs_s[kRopeMaxHalf], sn_s[kRopeMaxHalf];
   const int64_t t = blockIdx.x;
   const int half = static_cast<int>(p.rot_dim / 2);
@@ -55,6 +57,7 @@ __device__ __forceinline__ void copy_row(char* dst, const char* src, int64_t byt
 }
 
 __global__ void store_rows_kernel(StoreRowsParams p) {
+  pdl_enter();
   const int64_t t = blockIdx.x;
   const int32_t slot = p.slot_mapping[t];
   if (slot < 0 || slot >= p.num_slots) return;
@@ -65,6 +68,7 @@ __global__ void store_rows_kernel(StoreRowsParams p) {
 constexpr int kGatherRows = 16;  // context rows per block
 
 __global__ void gather_context_kernel(GatherContextParams p) {
+  pdl_enter();
   const int s = blockIdx.x;
   const int len = p.seq_lens[s];
   const int first = blockIdx.y * kGatherRows;
@@ -89,22 +93,19 @@ cudaError_t launch_rope(const RopeParams& p, cudaStream_t stream) {
   const int64_t hpb = std::max<int64_t>(1, std::min<int64_t>(p.heads, kRopePairsPerBlock / std::max<int64_t>(half, 1)));
   const int64_t chunks = (p.heads + hpb - 1) / hpb;
   if (p.tokens >= (int64_t{1} << 31) || chunks > 65535) return cudaErrorInvalidValue;
-  rope_kernel<<<dim3(static_cast<unsigned>(p.tokens), static_cast<unsigned>(chunks)), kRopeThreads, 0, stream>>>(
-      p, static_cast<int>(hpb));
-  return cudaGetLastError();
+  return launch_pdl(rope_kernel, dim3(static_cast<unsigned>(p.tokens), static_cast<unsigned>(chunks)), kRopeThreads,
+                    0, stream, p, static_cast<int>(hpb));
 }
 
 cudaError_t launch_store_rows(const StoreRowsParams& p, cudaStream_t stream) {
   if (p.tokens == 0) return cudaSuccess;
-  store_rows_kernel<<<static_cast<unsigned>(p.tokens), 128, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_pdl(store_rows_kernel, static_cast<unsigned>(p.tokens), 128, 0, stream, p);
 }
 
 cudaError_t launch_gather_context(const GatherContextParams& p, cudaStream_t stream) {
   if (p.num_seqs == 0 || p.max_seq_len == 0) return cudaSuccess;
   dim3 grid(static_cast<unsigned>(p.num_seqs), static_cast<unsigned>((p.max_seq_len + kGatherRows - 1) / kGatherRows));
-  gather_context_kernel<<<grid, 128, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_pdl(gather_context_kernel, grid, 128, 0, stream, p);
 }
 
 }  // namespace ds::kernels

@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Summarises a cupti_trace CSV: the last decode steps (graph launches with the most kernels, plus the kernels
+launched outside the graph until the next one: sampling), step wall time, kernel busy time, gaps, and the time
+per kernel name in one step."""
+import collections, csv, re, subprocess, sys
+
+rows = list(csv.DictReader(open(sys.argv[1])))
+for r in rows:
+    for k in ("start_ns", "end_ns", "graph_id", "correlation", "grid", "block"):
+        r[k] = int(r[k])
+rows.sort(key=lambda r: r["start_ns"])
+names = sorted({r["name"] for r in rows})
+try:
+    dem = subprocess.run(["c++filt"], input="\n".join(names), capture_output=True, text=True).stdout.split("\n")
+except OSError:
+    dem = names
+short = {}
+for n, d in zip(names, dem):
+    d = d or n
+    d = d.replace("(anonymous namespace)::", "")
+    d = re.sub(r"\(.*$", "", d)           # drop parameters
+    d = re.sub(r"^void ", "", d)
+    d = d.replace("ds::kernels::", "").replace("(anonymous namespace)::", "")
+    short[n] = d[:90]
+
+launches = collections.OrderedDict()
+for r in rows:
+    if r["graph_id"]:
+        launches.setdefault(r["correlation"], []).append(r)
+if not launches:
+    print("no graph-launched kernels in the trace"); sys.exit(0)
+big = max(len(v) for v in launches.values())
+steps = [c for c, v in launches.items() if len(v) == big]
+print(f"{len(launches)} graph launches; {len(steps)} with {big} kernels (decode steps)")
+use = steps[-3:]
+per_name = collections.defaultdict(lambda: [0, 0.0])
+for c in use:
+    ks = launches[c]
+    t0 = ks[0]["start_ns"]
+    nxt = [r for r in rows if r["start_ns"] > ks[-1]["end_ns"] and r["graph_id"] and r["correlation"] != c]
+    t_next = nxt[0]["start_ns"] if nxt else ks[-1]["end_ns"]
+    step = [r for r in rows if t0 <= r["start_ns"] < t_next]
+    busy = sum(r["end_ns"] - r["start_ns"] for r in step)
+    graph_span = ks[-1]["end_ns"] - t0
+    gaps = [b["start_ns"] - a["end_ns"] for a, b in zip(ks, ks[1:])]
+    print(f"step corr={c}: graph span {graph_span/1e3:.1f} us, launch-to-next-launch {(t_next-t0)/1e3:.1f} us, "
+          f"kernel time {busy/1e3:.1f} us in {len(step)} kernels ({len(step)-len(ks)} outside the graph), "
+          f"in-graph gaps sum {sum(gaps)/1e3:.1f} us (median {sorted(gaps)[len(gaps)//2]/1e3:.2f} us, "
+          f"negative = overlap: {sum(1 for g in gaps if g < 0)})")
+    prev_end = 0
+    for r in step:
+        e = per_name[short[r["name"]]]
+        e[0] += 1
+        # With PDL a kernel starts early and waits: count it from the previous kernel's end.
+        e[1] += (r["end_ns"] - max(r["start_ns"], prev_end)) / 1e3
+        prev_end = max(prev_end, r["end_ns"])
+n = len(use)
+print(f"\nper decode step (mean of {n}): time from the previous kernel's end to this one's end, by kernel name: total us, share, launches, mean us")
+tot = sum(v[1] for v in per_name.values()) / n
+for name, (cnt, us) in sorted(per_name.items(), key=lambda kv: -kv[1][1]):
+    print(f"  {us/n:9.1f} us  {100*us/n/tot:5.1f}%  x{cnt//n:<4d} {us/max(cnt,1):7.2f} us  {name}")
+print(f"  {tot:9.1f} us  total kernel time")
+# The gaps by the kernel that follows them (launch latency, dependency waits).
+gap_by = collections.defaultdict(list)
+ks = launches[use[-1]]
+for a, b in zip(ks, ks[1:]):
+    gap_by[short[b["name"]]].append((b["start_ns"] - a["end_ns"]) / 1e3)
+print("\ngap before each kernel (last step): name, count, sum us, mean us")
+for name, g in sorted(gap_by.items(), key=lambda kv: -sum(kv[1]))[:15]:
+    print(f"  {sum(g):8.1f} us  x{len(g):<4d} {sum(g)/len(g):6.2f} us  {name}")

@@ -1,0 +1,58 @@
+// Programmatic dependent launch (sm_90): a kernel launched with launch_pdl may be scheduled while the kernel
+// before it in the stream is still running, so its launch latency and prologue (weight prefetch) overlap that
+// kernel's tail instead of following it. In graphs this turns a decode step's ~500 kernel boundaries from
+// "drain, launch, ramp up" into overlapped ones.
+//
+// The contract for a kernel launched this way: pdl_wait() before it reads anything an earlier kernel wrote and
+// before its first global write (a buffer it writes may still be read by the previous kernel). Only data no
+// kernel writes during a forward (weights) may be touched before. pdl_wait returns once every earlier kernel of
+// the stream has completed and its writes are visible, so chains of such kernels stay ordered. Launched
+// without the attribute (DSERVE_PDL=0), both device calls are no-ops.
+#pragma once
+#include <cstdint>
+#include <utility>
+
+#include <cuda_runtime.h>
+
+namespace ds::kernels {
+
+__device__ __forceinline__ void pdl_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
+}
+
+// Lets the next PDL kernel of the stream be scheduled once every CTA of this one has called it (or exited);
+// called right after pdl_wait, so at most one kernel ahead is resident and waiting.
+__device__ __forceinline__ void pdl_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+
+// Both, at the top of a kernel with nothing to do before its inputs are ready.
+__device__ __forceinline__ void pdl_enter() {
+  pdl_wait();
+  pdl_launch_dependents();
+}
+
+// DSERVE_PDL=0 launches without the attribute (A/B runs); read once per process.
+bool pdl_enabled();
+
+template <typename... Params, typename... Args>
+cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                       Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
+}  // namespace ds::kernels

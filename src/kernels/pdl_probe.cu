@@ -1,0 +1,40 @@
+// The programmatic-dependent-launch probe (see pdl_probe.h).
+#include "kernels/pdl_probe.h"
+
+#include "kernels/pdl.cuh"
+
+namespace ds::kernels {
+namespace {
+
+__device__ __forceinline__ uint64_t global_ns() {
+  uint64_t t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+
+__global__ void probe_first_kernel(uint64_t* t, int64_t spin_ns) {
+  pdl_enter();
+  const uint64_t start = global_ns();
+  while (global_ns() - start < static_cast<uint64_t>(spin_ns)) {
+  }
+  if (threadIdx.x == 0) t[0] = global_ns();
+}
+
+__global__ void probe_second_kernel(uint64_t* t) {
+  const uint64_t start = global_ns();
+  pdl_wait();
+  pdl_launch_dependents();
+  if (threadIdx.x == 0) {
+    t[1] = start;
+    t[2] = global_ns();
+  }
+}
+
+}  // namespace
+
+cudaError_t launch_pdl_probe(uint64_t* t, int64_t spin_ns, cudaStream_t stream) {
+  if (const cudaError_t e = launch_pdl(probe_first_kernel, 1, 32, 0, stream, t, spin_ns); e != cudaSuccess) return e;
+  return launch_pdl(probe_second_kernel, 1, 32, 0, stream, t);
+}
+
+}  // namespace ds::kernels
