@@ -75,6 +75,12 @@ __global__ void add_kernel(T* acc, const T* x, int64_t n) {
   }
 }
 
+__global__ void add_f32_to_bf16_kernel(__nv_bfloat16* acc, const float* x, int64_t n) {
+  pdl_enter();
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    acc[i] = __float2bfloat16(__bfloat162float(acc[i]) + x[i]);
+}
+
 __global__ void silu_mul_kernel(const __nv_bfloat16* gu, __nv_bfloat16* out, int64_t rows, int64_t inter) {
   pdl_enter();
   const int64_t n = rows * inter;
@@ -237,6 +243,30 @@ bool pdl_enabled() {
   return on;
 }
 
+namespace {
+thread_local cudaStream_t t_fenced[4] = {};  // streams whose next launch_pdl is plain (few streams per thread)
+}  // namespace
+
+void pdl_fence(cudaStream_t stream) {
+  for (cudaStream_t& f : t_fenced)
+    if (f == stream) return;
+  for (cudaStream_t& f : t_fenced)
+    if (!f) {
+      f = stream;
+      return;
+    }
+  t_fenced[0] = stream;  // more than 4 fenced streams: never the case (compute + side stream)
+}
+
+bool pdl_take_fence(cudaStream_t stream) {
+  for (cudaStream_t& f : t_fenced)
+    if (f && f == stream) {
+      f = nullptr;
+      return true;
+    }
+  return false;
+}
+
 cudaError_t launch_fill_u16(void* p, int64_t n, uint16_t value, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
   fill_u16_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<uint16_t*>(p), n, value);
@@ -274,6 +304,11 @@ cudaError_t launch_add_inplace(void* acc, const void* x, ElemType type, int64_t 
                       static_cast<const float*>(x), n);
   return launch_pdl(add_kernel<__nv_bfloat16>, grid_for(n), kThreads, 0, stream, static_cast<__nv_bfloat16*>(acc),
                     static_cast<const __nv_bfloat16*>(x), n);
+}
+
+cudaError_t launch_add_f32_to_bf16(void* acc, const float* x, int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  return launch_pdl(add_f32_to_bf16_kernel, grid_for(n), kThreads, 0, stream, static_cast<__nv_bfloat16*>(acc), x, n);
 }
 
 cudaError_t launch_silu_mul(const void* gate_up, void* out, int64_t rows, int64_t inter, cudaStream_t stream) {

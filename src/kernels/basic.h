@@ -12,6 +12,11 @@ namespace ds::kernels {
 // Element types the kernels understand (a subset of core/dtype.h, which the kernels do not include).
 enum class ElemType : int { kF32, kBF16, kF16, kF8E4M3, kF8E5M2, kI32 };
 
+// After a stream waits on an event (two streams joining), its next kernel must not be a programmatic dependent
+// launch (pdl.cuh): that would order it after the stream's previous kernel only, not after the waited-for work.
+// The next launch_pdl on `stream` from this thread is a plain launch.
+void pdl_fence(cudaStream_t stream);
+
 cudaError_t launch_fill_u16(void* p, int64_t n_halves, uint16_t value, cudaStream_t stream);
 cudaError_t launch_fill_f32(void* p, int64_t n, float value, cudaStream_t stream);
 cudaError_t launch_fill_bf16(void* p, int64_t n, float value, cudaStream_t stream);
@@ -41,6 +46,9 @@ cudaError_t launch_embedding(const EmbeddingParams& p, cudaStream_t stream);
 
 // acc[i] += x[i], both of `type` (bf16 or f32); math in fp32.
 cudaError_t launch_add_inplace(void* acc, const void* x, ElemType type, int64_t n, cudaStream_t stream);
+
+// acc[i] = bf16(float(acc[i]) + x[i]): a bf16 sum with an fp32 partial, rounded once.
+cudaError_t launch_add_f32_to_bf16(void* acc, const float* x, int64_t n, cudaStream_t stream);
 
 // out[r, i] = silu(gu[r, i]) * gu[r, inter + i], bf16.
 cudaError_t launch_silu_mul(const void* gate_up, void* out, int64_t rows, int64_t inter, cudaStream_t stream);

@@ -38,6 +38,8 @@ __device__ __forceinline__ void pdl_enter() {
 
 // DSERVE_PDL=0 launches without the attribute (A/B runs); read once per process.
 bool pdl_enabled();
+// pdl_fence (basic.h) marks a stream whose next launch must be plain; true once per fence.
+bool pdl_take_fence(cudaStream_t stream);
 
 template <typename... Params, typename... Args>
 cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
@@ -49,7 +51,7 @@ cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t 
   cfg.stream = stream;
   cudaLaunchAttribute attr[1];
   attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attr[0].val.programmaticStreamSerializationAllowed = pdl_enabled() ? 1 : 0;
+  attr[0].val.programmaticStreamSerializationAllowed = pdl_enabled() && !pdl_take_fence(stream) ? 1 : 0;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
   return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);

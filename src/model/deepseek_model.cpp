@@ -176,9 +176,12 @@ Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tenso
   }
   Tensor q3 = q.reshape({T, H, dqk});  // rope part not rotated yet: each attention form below does it
 
-  // Latent KV row [normalised c | rotated k_pe] written to the cache.
+  // Latent KV row [normalised c | rotated k_pe] written to the cache, beside the query's rope and absorption
+  // (independent until attention reads the cache: joined right before that).
+  ops_.side_begin();
   ops_.mla_store_latent(kv_a, a.kv_a_norm, eps, meta.positions, inv_freq_, rope_factor_, cache.latent[cache_layer],
                         meta.slot_mapping, cache.dtype);
+  ops_.side_end();
 
   Tensor topk;  // [T, index_topk] (V3.2): the context positions each query may attend
   if (a.has_indexer) topk = indexer(a, cache_layer, x, q_resid, meta, cache);
@@ -188,12 +191,14 @@ Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tenso
   Tensor o;  // [T, H, v]
   if (mode == AttnMode::kMha) {
     ops_.rope_(q3, nope, rope, meta.positions, inv_freq_, rope_factor_, RopeStyle::kInterleaved);
+    ops_.side_join();
     Tensor ctx = ops_.gather_context(cache.latent[cache_layer], meta);                    // [S, lora + rope]
     const int64_t S = ctx.dim(0);
     Tensor kv = ops_.linear(ops_.slice_cols(ctx, 0, lora), a.kv_b_proj).reshape({S, H, nope + v});  // [S, H, nope + v]
     o = ops_.mla_attention_mha(q3, kv, ctx, lora, meta, softmax_scale_, topk_ptr);          // [T, H, v]
   } else {
     Tensor q_abs = ops_.mla_absorb_q(q3, a.w_kc, meta.positions, inv_freq_, rope_factor_);  // [T, H, lora + rope]
+    ops_.side_join();
     Tensor o_lat = ops_.mla_attention_absorbed(q_abs, cache.latent[cache_layer], lora, meta, softmax_scale_,
                                                topk_ptr);                                 // [T, H, lora]
     o = ops_.bmm_heads(o_lat, a.w_vc);                                                    // [T, H, v]
@@ -219,11 +224,22 @@ Tensor DeepseekModel::indexer(const Attention& a, int cache_layer, const Tensor&
 
 Tensor DeepseekModel::mlp(const Layer& layer, const Tensor& x) {
   if (!layer.is_moe) return ops_.linear(ops_.linear_silu(x, layer.dense.gate_up), layer.dense.down);  // [T, d]
+  // The shared expert does not depend on the routing: it runs beside the router, the routing and the routed
+  // experts (their latency-bound kernels hide under its weight stream), and is added at the join.
+  Tensor shared;  // [T, d] (fp32 where the backend keeps the partial sum unrounded)
+  if (layer.has_shared) {
+    ops_.side_begin();
+    shared = ops_.linear_partial(ops_.linear_silu(x, layer.shared.gate_up), layer.shared.down);
+    ops_.side_end();
+  }
   Tensor router_logits = ops_.linear_f32(x, layer.router);  // [T, E] fp32
   Tensor ids, weights;                                      // [T, top_k]
   ops_.moe_route(router_logits, layer.correction_bias, routing_, &ids, &weights);
   Tensor y = ops_.moe_experts(x, ids, weights, layer.experts);  // [T, d]
-  if (layer.has_shared) ops_.linear_add_(y, ops_.linear_silu(x, layer.shared.gate_up), layer.shared.down);
+  if (layer.has_shared) {
+    ops_.side_join();
+    ops_.add_(y, shared);
+  }
   return y;
 }
 

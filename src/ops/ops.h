@@ -84,6 +84,16 @@ class Ops {
   virtual Tensor to_host(const Tensor& t) = 0;     // device -> host copy (CPU: returns t)
   virtual void fill(Tensor& t, float value) = 0;   // float tensors; NaN poisoning in tests
 
+  // ---- concurrency ----
+  // Two independent chains of a step (the shared expert beside the routed ones; the latent-cache store beside
+  // the query projection): ops issued between side_begin() and side_end() may run concurrently with those
+  // issued after side_end(), and side_join() orders what follows behind both (CUDA: a second stream, so the
+  // latency-bound kernels of one chain hide under the other's; inside a graph capture, a fork and a join).
+  // Only tensors made inside the section may die inside it. Not nested. CPU: plain program order.
+  virtual void side_begin() {}
+  virtual void side_end() {}
+  virtual void side_join() {}
+
   // ---- elementwise / norms ----
   virtual Tensor embedding(const Tensor& table /*[V, d]*/, const Tensor& ids /*[T] I32*/) = 0;
   virtual Tensor rms_norm(const Tensor& x /*[T, n]*/, const Tensor& w /*[n]*/, float eps) = 0;
@@ -91,7 +101,7 @@ class Ops {
   virtual Tensor add_rms_norm(Tensor& residual /*[T, n]*/, const Tensor& x /*[T, n]*/, const Tensor& w,
                               float eps) = 0;
   virtual Tensor layer_norm(const Tensor& x /*[T, n]*/, const Tensor& w, const Tensor& b, float eps) = 0;
-  virtual void add_(Tensor& acc, const Tensor& x) = 0;  // acc += x
+  virtual void add_(Tensor& acc, const Tensor& x) = 0;  // acc += x (x may be fp32 where acc is bf16)
   virtual Tensor silu_mul(const Tensor& gate_up /*[T, 2I]*/) = 0;  // silu(gate) * up -> [T, I]
   virtual Tensor concat_cols(const Tensor& a /*[T, n]*/, const Tensor& b /*[T, m]*/) = 0;  // [T, n + m]
   virtual Tensor slice_cols(const Tensor& x /*[T, n]*/, int64_t begin, int64_t end) = 0;  // [T, end - begin]
@@ -109,6 +119,9 @@ class Ops {
   virtual void linear_add_(Tensor& acc /*[T, out]*/, const Tensor& x /*[T, in]*/, const LinearWeight& w) {
     add_(acc, linear(x, w));
   }
+  // linear(x, w) whose result is only ever added to another tensor with add_ (a partial sum computed apart, e.g.
+  // the shared expert beside the routed ones): a backend may return it in fp32 so the sum is rounded once.
+  virtual Tensor linear_partial(const Tensor& x /*[T, in]*/, const LinearWeight& w) { return linear(x, w); }
   // Two projections of the same input (q and kv_a of a layer): *y1 = linear(x, w1), *y2 = linear(x, w2).
   virtual void linear_pair(const Tensor& x, const LinearWeight& w1, const LinearWeight& w2, Tensor* y1, Tensor* y2) {
     *y1 = linear(x, w1);

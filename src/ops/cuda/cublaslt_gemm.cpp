@@ -52,11 +52,13 @@ CublasLtGemm::CublasLtGemm() {
   DS_CUBLAS_CHECK(cublasLtCreate(&handle_));
   workspace_bytes_ = kWorkspaceBytes;
   DS_CUDA_CHECK(cudaMallocAsync(&workspace_, workspace_bytes_, cuda_stream()));
+  DS_CUDA_CHECK(cudaMallocAsync(&side_workspace_, workspace_bytes_, cuda_stream()));
 }
 
 CublasLtGemm::~CublasLtGemm() {
   plans_.clear();
   if (workspace_) cudaFreeAsync(workspace_, cuda_stream());
+  if (side_workspace_) cudaFreeAsync(side_workspace_, cuda_stream());
   if (handle_) cublasLtDestroy(handle_);
 }
 
@@ -126,7 +128,7 @@ void CublasLtGemm::run(const GemmArgs& g, cudaStream_t stream) {
   Plan& p = plan_for(g);
   const float alpha = 1.0f, beta = 0.0f;
   DS_CUBLAS_CHECK(cublasLtMatmul(handle_, p.op, &alpha, g.w, p.a, g.x, p.b, &beta, g.d, p.d, g.d, p.d, &p.algo,
-                                 workspace_, workspace_bytes_, stream));
+                                 stream == cuda_main_stream() ? workspace_ : side_workspace_, workspace_bytes_, stream));
 }
 
 }  // namespace ds

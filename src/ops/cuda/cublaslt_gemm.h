@@ -46,7 +46,8 @@ class CublasLtGemm {
   Plan& plan_for(const GemmArgs& a);
 
   cublasLtHandle_t handle_ = nullptr;
-  void* workspace_ = nullptr;
+  void* workspace_ = nullptr;       // for GEMMs on the compute stream
+  void* side_workspace_ = nullptr;  // for GEMMs on the side stream (they may run concurrently)
   size_t workspace_bytes_ = 0;
   std::mutex mu_;
   std::map<std::string, std::unique_ptr<Plan>> plans_;

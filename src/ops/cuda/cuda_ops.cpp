@@ -203,11 +203,16 @@ class CudaOps final : public Ops {
     return out;
   }
   void add_(Tensor& acc, const Tensor& x) override {
-    DS_CHECK(acc.numel() == x.numel() && acc.dtype() == x.dtype() &&
+    const bool mixed = acc.dtype() == DType::kBF16 && x.dtype() == DType::kF32;  // linear_partial's fp32 product
+    DS_CHECK(acc.numel() == x.numel() && (acc.dtype() == x.dtype() || mixed) &&
                  (acc.dtype() == DType::kBF16 || acc.dtype() == DType::kF32),
              acc.describe(), " += ", x.describe());
     check_cuda(acc, "add_ acc");
     check_cuda(x, "add_ x");
+    if (mixed) {
+      DS_CUDA_CHECK(kernels::launch_add_f32_to_bf16(acc.data(), x.data_as<float>(), acc.numel(), stream()));
+      return;
+    }
     DS_CUDA_CHECK(kernels::launch_add_inplace(acc.data(), x.data(), elem_type(acc.dtype()), acc.numel(), stream()));
   }
   Tensor silu_mul(const Tensor& gate_up) override {
@@ -291,6 +296,40 @@ class CudaOps final : public Ops {
       if (small_m_fused(x, w.weight, acc.dim(1), acc, /*silu=*/false, /*accumulate=*/true)) return;
     }
     Ops::linear_add_(acc, x, w);
+  }
+  Tensor linear_partial(const Tensor& x, const LinearWeight& w) override {
+    // Decode sizes: the small-M kernel's fp32 product, so the later add_ rounds once, exactly as linear_add_'s
+    // fused accumulate does (the CPU-vs-CUDA greedy fixtures notice a second rounding).
+    if (!w.is_block_fp8() && x.defined() && x.ndim() == 2 && w.weight.ndim() == 2) {
+      check_cuda(x, "linear_partial x");
+      Tensor d = empty({x.dim(0), w.weight.dim(0)}, DType::kF32);
+      if (small_m_fused(x, w.weight, w.weight.dim(0), d, /*silu=*/false, /*accumulate=*/false)) return d;
+    }
+    return linear(x, w);
+  }
+  void side_begin() override {
+    DS_CHECK(side_state_ == 0, "side_begin inside a side section");
+    side_state_ = 1;
+    if (!side_stream_enabled()) return;
+    ensure_side_events();
+    DS_CUDA_CHECK(cudaEventRecord(side_fork_, cuda_main_stream()));
+    DS_CUDA_CHECK(cudaStreamWaitEvent(cuda_side_stream(), side_fork_, 0));
+    kernels::pdl_fence(cuda_side_stream());
+    set_current_cuda_stream(cuda_side_stream());
+  }
+  void side_end() override {
+    DS_CHECK(side_state_ == 1, "side_end without side_begin");
+    side_state_ = 2;
+    if (!side_stream_enabled()) return;
+    DS_CUDA_CHECK(cudaEventRecord(side_done_, cuda_side_stream()));
+    set_current_cuda_stream(nullptr);
+  }
+  void side_join() override {
+    DS_CHECK(side_state_ == 2, "side_join without side_end");
+    side_state_ = 0;
+    if (!side_stream_enabled()) return;
+    DS_CUDA_CHECK(cudaStreamWaitEvent(cuda_main_stream(), side_done_, 0));
+    kernels::pdl_fence(cuda_main_stream());
   }
   void linear_pair(const Tensor& x, const LinearWeight& w1, const LinearWeight& w2, Tensor* y1, Tensor* y2) override {
     kernels::GemmSmallMParams a, b;
@@ -787,6 +826,22 @@ class CudaOps final : public Ops {
  private:
   static cudaStream_t stream() { return cuda_stream(); }
 
+  void ensure_side_events() {
+    if (side_fork_) return;
+    DS_CUDA_CHECK(cudaEventCreateWithFlags(&side_fork_, cudaEventDisableTiming));
+    DS_CUDA_CHECK(cudaEventCreateWithFlags(&side_done_, cudaEventDisableTiming));
+  }
+  // DSERVE_SIDE_STREAM=0: side sections run in program order on the compute stream (A/B runs).
+  static bool side_stream_enabled() {
+    static const bool on = [] {
+      const char* e = std::getenv("DSERVE_SIDE_STREAM");
+      return !(e && std::string(e) == "0");
+    }();
+    return on;
+  }
+  cudaEvent_t side_fork_ = nullptr, side_done_ = nullptr;  // never destroyed: the ops object lives until exit
+  int side_state_ = 0;  // 0 outside, 1 inside a section, 2 ended and not joined
+
   // Any float tensor (host or device; FP8 with optional block scales) -> a bf16 device tensor.
   Tensor to_bf16(const Tensor& t, const Tensor* scale, int block_n, int block_k) {
     if (t.device() == Device::kCuda && t.dtype() == DType::kBF16 && !scale) return t;
@@ -879,7 +934,8 @@ class CudaOps final : public Ops {
   // accumulate: d += product), when the shapes allow; false: the caller takes the unfused path.
   bool small_m_fused(const Tensor& x, const Tensor& w, int64_t N, Tensor& d, bool silu, bool accumulate) {
     if (x.ndim() != 2 || w.ndim() != 2 || !use_small_m(x.dim(0), w.numel() * 2, true) || x.dtype() != DType::kBF16 ||
-        w.dtype() != DType::kBF16 || d.dtype() != DType::kBF16 || x.dim(1) != w.dim(1) || d.ndim() != 2 ||
+        w.dtype() != DType::kBF16 || (d.dtype() != DType::kBF16 && d.dtype() != DType::kF32) ||
+        (silu && d.dtype() != DType::kBF16) || x.dim(1) != w.dim(1) || d.ndim() != 2 ||
         d.dim(0) != x.dim(0) || d.dim(1) != N || w.dim(0) != (silu ? 2 * N : N))
       return false;
     kernels::GemmSmallMParams p;
@@ -888,6 +944,7 @@ class CudaOps final : public Ops {
     p.w = w.data();
     p.ldw = w.dim(1);
     p.d = d.data();
+    p.d_f32 = d.dtype() == DType::kF32;
     p.ldd = N;
     p.silu = silu;
     p.accumulate = accumulate;

@@ -99,6 +99,13 @@ TEST_F(CudaOpsTest, AddInPlace) {
       for (int64_t i = 0; i < want.numel(); ++i) want.f32()[i] = round_bf16(want.f32()[i]);
     expect_identical(to_host_f32(da), want, t == DType::kBF16 ? "add_ bf16" : "add_ f32");
   }
+  // bf16 += fp32 (Ops::linear_partial's product): the exact sum of the two, rounded once.
+  Tensor a = randn({37, 2048}, rng_), b = randn({37, 2048}, rng_);
+  Tensor da = to_device(a, DType::kBF16);
+  gpu().add_(da, to_device(b, DType::kF32));
+  Tensor want = cpu().upload(a);
+  for (int64_t i = 0; i < want.numel(); ++i) want.f32()[i] = round_bf16(round_bf16(a.f32()[i]) + b.f32()[i]);
+  expect_identical(to_host_f32(da), want, "add_ bf16 += f32");
 }
 
 TEST_F(CudaOpsTest, SiluMul) {

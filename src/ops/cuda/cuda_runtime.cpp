@@ -12,6 +12,8 @@ namespace {
 
 int g_device = -1;
 cudaStream_t g_stream = nullptr;
+cudaStream_t g_side_stream = nullptr;
+thread_local cudaStream_t t_current = nullptr;  // null: g_stream
 std::atomic<bool> g_poison{false};
 
 void make_current() {
@@ -57,14 +59,30 @@ void init_cuda_device(int device_index) {
                                            DS_CUDA_CHECK(kernels::launch_fill_u16(p, n / 2, 0xFFFEu, s));
                                          return p;
                                        },
-                                       [](void* p) { cudaFreeAsync(p, g_stream); }});
+                                       [](void* p) { cudaFreeAsync(p, t_current ? t_current : g_stream); }});
 }
 
 cudaStream_t cuda_stream() {
   DS_CHECK(g_device >= 0, "CUDA used before init_cuda_device");
   make_current();
+  return t_current ? t_current : g_stream;
+}
+
+cudaStream_t cuda_main_stream() {
+  DS_CHECK(g_device >= 0, "CUDA used before init_cuda_device");
+  make_current();
   return g_stream;
 }
+
+cudaStream_t cuda_side_stream() {
+  static std::once_flag once;
+  cudaStream_t main = cuda_main_stream();
+  (void)main;
+  std::call_once(once, [] { DS_CUDA_CHECK(cudaStreamCreateWithFlags(&g_side_stream, cudaStreamNonBlocking)); });
+  return g_side_stream;
+}
+
+void set_current_cuda_stream(cudaStream_t s) { t_current = s == g_stream ? nullptr : s; }
 
 void set_cuda_alloc_poison(bool on) { g_poison.store(on); }
 

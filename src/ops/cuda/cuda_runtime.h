@@ -24,9 +24,16 @@ Status check_cuda_device(int device_index);
 // allocator on it for Device::kCuda (freed memory stays in the pool). Idempotent; one device per process.
 void init_cuda_device(int device_index);
 
-// The stream every CUDA op runs on (a blocking stream, so legacy-default-stream work orders with it).
-// Also makes `device_index` current on the calling thread (the engine runs the model on its own thread).
+// The stream CUDA ops run on: the compute stream (a blocking stream, so legacy-default-stream work orders with
+// it), or the side stream inside a side section (Ops::side_begin). Also makes the device current on the calling
+// thread (the engine runs the model on its own thread).
 cudaStream_t cuda_stream();
+// The compute stream itself and the side stream (made on first use; non-blocking), whatever is current.
+cudaStream_t cuda_main_stream();
+cudaStream_t cuda_side_stream();
+// Makes `s` (nullptr: the compute stream) current on this thread. Allocations and frees follow the current
+// stream (stream-ordered), so a tensor made in a side section may die in it; one made before it must not.
+void set_current_cuda_stream(cudaStream_t s);
 
 // Tests: fill every new allocation with 0xFFFE halves (NaN as bf16 and fp32, -65538 as int32), so an op
 // that leaves part of its output unwritten is caught.

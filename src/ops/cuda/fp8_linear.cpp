@@ -111,6 +111,7 @@ Fp8Gemm::Fp8Gemm() {
   DS_FP8_CUBLAS_CHECK(cublasLtCreate(&handle_));
   workspace_bytes_ = kWorkspaceBytes;
   DS_CUDA_CHECK(cudaMallocAsync(&workspace_, workspace_bytes_, cuda_stream()));
+  DS_CUDA_CHECK(cudaMallocAsync(&side_workspace_, workspace_bytes_, cuda_stream()));
   if (const char* e = std::getenv("DSERVE_FP8_SMALL_M_MAX")) {
     const long v = std::strtol(e, nullptr, 10);
     if (v >= 0 && v <= kernels::kFp8SmallMMax) {
@@ -124,6 +125,7 @@ Fp8Gemm::Fp8Gemm() {
 Fp8Gemm::~Fp8Gemm() {
   plans_.clear();
   if (workspace_) cudaFreeAsync(workspace_, cuda_stream());
+  if (side_workspace_) cudaFreeAsync(side_workspace_, cuda_stream());
   if (handle_) cublasLtDestroy(handle_);
 }
 
@@ -233,7 +235,8 @@ void Fp8Gemm::run_cublaslt(const void* q, const float* sx, const Fp8Weight& w, i
     out = tmp.data();
   }
   DS_FP8_CUBLAS_CHECK(cublasLtMatmul(handle_, p.op, &alpha, q, p.a, w.w.data(), p.b, &beta, out, p.d, out, p.d, &p.algo,
-                                     workspace_, workspace_bytes_, stream));
+                                     stream == cuda_main_stream() ? workspace_ : side_workspace_, workspace_bytes_,
+                                     stream));
   if (p.d_transposed) {
     kernels::TransposeBf16Params tp;
     tp.src = tmp.data();

@@ -96,7 +96,8 @@ class Fp8Gemm {
   void small_m_chunks(const Tensor& q, const Tensor& sx, const Fp8Weight& w, int64_t M, Tensor& y);
 
   cublasLtHandle_t handle_ = nullptr;
-  void* workspace_ = nullptr;
+  void* workspace_ = nullptr;       // compute stream
+  void* side_workspace_ = nullptr;  // side stream (concurrent GEMMs must not share one)
   size_t workspace_bytes_ = 0;
   // Measured on the H100 (dserve_fp8_gemm_bench, 2026-11-23): the small-M kernel wins up to M = 8-16 on V3 shapes,
   // cuBLASLt block-FP8 from there (2-3x faster at M = 64). DSERVE_FP8_SMALL_M_MAX overrides.

@@ -165,6 +165,21 @@ TEST_F(GemmSmallMTest, FusedMlpHalvesMatchTheCpu) {
       for (int64_t i = 0; i < want.numel(); ++i) want.f32()[i] = base.f32()[i];
       cpu().linear_add_(want, act, cdn);
       DS_EXPECT_CLOSE(to_host_f32(got), want, 1e-2, 5e-3, test::shape_name("linear_add_", {T, I, 2048}));
+      // The shared expert's form (deepseek_model.cpp): linear_partial on the side stream, joined, then add_:
+      // the same bits as the fused accumulate (one rounding either way), with a step of other work between.
+      Tensor got2 = to_device(base);
+      Tensor dact = to_device(act);
+      gpu().side_begin();
+      Tensor part = gpu().linear_partial(dact, ldn);
+      gpu().side_end();
+      Tensor busy = gpu().linear_silu(to_device(x), lgu);  // main-stream work while the side one runs
+      gpu().side_join();
+      gpu().add_(got2, part);
+      const Tensor h1 = to_host_f32(got2), h2 = to_host_f32(got);
+      int64_t differ = 0;
+      for (int64_t i = 0; i < h1.numel(); ++i) differ += h1.f32()[i] != h2.f32()[i];
+      EXPECT_EQ(differ, 0) << test::shape_name("side linear_partial + add_ vs linear_add_", {T, I, 2048});
+      EXPECT_EQ(busy.dim(0), T);
     }
   }
 }
