@@ -2,6 +2,7 @@
 // stream starts while the first still runs and its pdl_wait still orders it after the first, eagerly and
 // inside a CUDA graph; with DSERVE_PDL=0 the launch is plain stream order.
 #include <cstdint>
+#include <cstdlib>
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
@@ -48,10 +49,18 @@ ProbeTimes run_probe(bool graph) {
   return {h[0], h[1], h[2]};
 }
 
+// compute-sanitizer and profilers attach through injection libraries and serialise kernels: no early start.
+bool tool_attached() {
+  for (const char* v : {"CUDA_INJECTION64_PATH", "NVTX_INJECTION64_PATH"})
+    if (const char* e = std::getenv(v); e && *e) return true;
+  return false;
+}
+
 void check(const ProbeTimes& t) {
   ASSERT_GT(t.first_end, 0u);
   ASSERT_GT(t.second_start, 0u);
   EXPECT_GE(t.second_after_wait, t.first_end) << "pdl_wait returned before the first kernel finished";
+  if (tool_attached()) return;
   if (kernels::pdl_enabled())
     EXPECT_LT(t.second_start, t.first_end) << "the second kernel did not start early: PDL is not in effect";
   else
