@@ -74,7 +74,12 @@ struct Request {
   // before k, so a request asking for them (logprob_start_len = k) recomputes from min(k, ...) on.
   int32_t max_prefix_reuse = INT32_MAX;
 
-  bool in_flight = false;  // part of the issued step: its pages must not change until complete_step
+  // Overlap scheduling (two steps in flight): issued steps that include this request (its pages must not
+  // change until they complete), the sampled tokens of those steps not appended yet, and the KV length that
+  // completed steps wrote (what may go into the radix cache).
+  int32_t in_flight = 0;
+  int32_t pending = 0;
+  int32_t kv_done = 0;
   bool abort_requested = false;
   std::string abort_message;
   std::optional<FinishReason> finish;
@@ -83,8 +88,9 @@ struct Request {
   std::span<const TokenId> output() const { return std::span<const TokenId>(tokens).subspan(num_prompt); }
   int32_t num_tokens() const { return static_cast<int32_t>(tokens.size()); }
   int32_t num_output() const { return num_tokens() - num_prompt; }
-  int32_t uncomputed() const { return num_tokens() - kv_len; }  // tokens still to feed (>= 1 while live)
-  bool is_decoding() const { return num_output() > 0 && uncomputed() == 1; }
+  // Tokens still to feed, counting sampled tokens of steps in flight (>= 1 while live).
+  int32_t uncomputed() const { return num_tokens() + pending - kv_len; }
+  bool is_decoding() const { return num_output() + pending > 0 && uncomputed() == 1; }
 };
 
 }  // namespace ds

@@ -96,6 +96,7 @@ Status Scheduler::abort(const std::string& rid, std::string message) {
   auto it = requests_.find(rid);
   if (it == requests_.end()) return error("abort: unknown or finished request id '", rid, "'");
   Request* r = it->second.get();
+  if (r->finish) return error("abort: request '", rid, "' already finished");  // draining its last step
   FinishReason reason{FinishReason::Kind::kAbort, -1, std::move(message)};
   if (r->in_flight) {  // the device is writing its pages: finish it when the step completes
     r->abort_requested = true;
@@ -115,11 +116,12 @@ const Request* Scheduler::find(const std::string& rid) const {
 // Planning a step
 
 StepPlan Scheduler::next_step() {
-  DS_CHECK(!in_flight_, "next_step() called before complete_step() of step ", step_id_);
+  DS_CHECK(static_cast<int>(flights_.size()) < kMaxStepsInFlight, "next_step() with ", flights_.size(),
+           " steps in flight");
   StepPlan plan;
   plan.step_id = ++step_id_;
   plan.page_size = cfg_.page_size;
-  in_flight_ = true;  // even an empty plan is completed: DP ranks run idle steps in lockstep
+  flights_.push_back(Flight{plan.step_id, {}});  // even an empty plan is completed: DP ranks idle in lockstep
   ++counters_.num_steps;
   const bool chunking = cfg_.chunked_prefill_size > 0;
   bool retracted = false;
@@ -129,7 +131,11 @@ StepPlan Scheduler::next_step() {
   for (size_t i = 0; i < running_.size(); ++i) {
     Request* r = running_[i];
     if (!r->is_decoding()) continue;
+    // Overlap: the token in flight is its last one (max_new_tokens): nothing more to decode.
+    if (r->num_output() + r->pending >= r->sampling.max_new_tokens) continue;
     if (reserve_tokens(r, 1, 1, &retracted) == 0) {
+      // Overlap: a request whose step is in flight keeps its pages; it decodes again once memory frees up.
+      if (r->in_flight || running_.back() != r) continue;
       retract(r);  // it is the newest running request (all newer were retracted) and no page is left
       retracted = true;
       break;
@@ -145,7 +151,8 @@ StepPlan Scheduler::next_step() {
   //    are; newer requests are retracted only when not a single token fits.
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Request* r = running_[i];
-    if (r->in_flight || r->is_decoding()) continue;
+    // A prompt's next chunk (its tokens are known even while the previous chunk is in flight).
+    if (r->pending > 0 || r->is_decoding() || r->uncomputed() <= 0) continue;
     int32_t n = reserve_tokens(r, std::min(r->uncomputed(), budget), 1, &retracted);
     if (n == 0) continue;  // waits for pages (what is newer is already in this plan)
     add_to_plan(r, n, /*is_decode=*/false, plan);
@@ -156,7 +163,8 @@ StepPlan Scheduler::next_step() {
   //    now would only retract again (or re-admit what was just retracted).
   if (!retracted) {
     for (Request* r : admission_order()) {
-      if (static_cast<int32_t>(running_.size()) >= cfg_.max_running_requests) break;
+      // (A finished request draining its last step in flight still holds its row.)
+      if (static_cast<int32_t>(running_.size()) >= cfg_.max_running_requests || free_rows_.empty()) break;
       if (budget <= 0) break;
       int32_t fed = 0;
       // Head-of-line: if the next request does not fit, later ones wait too (keeps the order fair).
@@ -215,6 +223,7 @@ bool Scheduler::admit(Request* r, int32_t budget, StepPlan& plan, int32_t* fed) 
   r->prefix_node = m.node;
   r->tree_tokens = m.num_tokens;
   r->kv_len = m.num_tokens;
+  r->kv_done = m.num_tokens;
   if (r->num_retractions == 0) {  // a re-admission's "hit" is its own earlier work, not a cache hit
     r->cached_tokens = m.num_tokens;
     counters_.prompt_tokens_admitted += r->num_prompt;
@@ -268,7 +277,8 @@ bool Scheduler::alloc_pages(int32_t n, std::vector<PageId>& out) {
 
 void Scheduler::add_to_plan(Request* r, int32_t n, bool is_decode, StepPlan& plan) {
   const int32_t ps = cfg_.page_size;
-  DS_CHECK(n >= 1 && r->kv_len + n <= r->num_tokens(), "plan of ", n, " tokens at ", r->kv_len, " of ", r->num_tokens());
+  DS_CHECK(n >= 1 && r->kv_len + n <= r->num_tokens() + r->pending, "plan of ", n, " tokens at ", r->kv_len, " of ",
+           r->num_tokens(), " + ", r->pending, " in flight");
   DS_CHECK(static_cast<int32_t>(r->page_table.size()) == pages_for(r->kv_len + n, ps), "page table of '", r->rid,
            "' does not cover the step");
   StepPlan::SeqStep s;
@@ -280,10 +290,11 @@ void Scheduler::add_to_plan(Request* r, int32_t n, bool is_decode, StepPlan& pla
   s.page_begin = static_cast<int32_t>(plan.page_table.size());
   s.num_pages = static_cast<int32_t>(r->page_table.size());
   s.is_decode = is_decode;
-  s.needs_sample = r->kv_len + n == r->num_tokens();
+  s.needs_sample = r->kv_len + n == r->num_tokens() + r->pending;
   for (int32_t i = 0; i < n; ++i) {
     const int32_t pos = r->kv_len + i;
-    plan.input_ids.push_back(r->tokens[pos]);
+    // Past the known tokens: the one the step in flight samples (overlap), resolved on the device.
+    plan.input_ids.push_back(pos < r->num_tokens() ? r->tokens[pos] : kPlaceholderToken);
     plan.positions.push_back(pos);
     plan.slot_mapping.push_back(r->page_table[pos / ps] * ps + pos % ps);
   }
@@ -292,23 +303,32 @@ void Scheduler::add_to_plan(Request* r, int32_t n, bool is_decode, StepPlan& pla
   plan.num_prefill_tokens += is_decode ? 0 : n;
   plan.num_sampled += s.needs_sample ? 1 : 0;
   plan.seqs.push_back(s);
-  plan_reqs_.push_back(r);
+  flights_.back().reqs.push_back(r);
   r->kv_len += n;  // at plan time: the next plan (overlap scheduling) must see these slots as taken
-  r->in_flight = true;
+  ++r->in_flight;
+  if (s.needs_sample) ++r->pending;
 }
 
 // ---------------------------------------------------------------------------------------------------
 // Completing a step
 
 std::vector<RequestEvent> Scheduler::complete_step(const StepPlan& plan, std::span<const SeqResult> results) {
-  DS_CHECK(in_flight_ && plan.step_id == step_id_, "complete_step for step ", plan.step_id, ", in flight: ",
-           in_flight_ ? step_id_ : 0);
-  DS_CHECK(results.size() == plan.seqs.size() && plan_reqs_.size() == plan.seqs.size(), "complete_step: ",
+  DS_CHECK(!flights_.empty() && plan.step_id == flights_.front().step_id, "complete_step for step ", plan.step_id,
+           ", oldest in flight: ", flights_.empty() ? 0 : flights_.front().step_id);
+  const Flight f = std::move(flights_.front());
+  flights_.pop_front();
+  DS_CHECK(results.size() == plan.seqs.size() && f.reqs.size() == plan.seqs.size(), "complete_step: ",
            results.size(), " results for ", plan.seqs.size(), " seqs");
-  for (size_t i = 0; i < plan_reqs_.size(); ++i) {
-    Request* r = plan_reqs_[i];
+  for (size_t i = 0; i < f.reqs.size(); ++i) {
+    Request* r = f.reqs[i];
     const StepPlan::SeqStep& s = plan.seqs[i];
-    r->in_flight = false;
+    --r->in_flight;
+    r->kv_done = std::max(r->kv_done, s.kv_len());
+    if (s.needs_sample) --r->pending;
+    if (r->finish) {  // finished by an earlier step (overlap): this step's token is discarded
+      if (!r->in_flight) drop(r);
+      continue;
+    }
     if (r->abort_requested) {
       finish(r, FinishReason{FinishReason::Kind::kAbort, -1, r->abort_message}, {});
       continue;
@@ -333,8 +353,6 @@ std::vector<RequestEvent> Scheduler::complete_step(const StepPlan& plan, std::sp
     ev.cached_tokens = r->cached_tokens;
     events_.push_back(std::move(ev));
   }
-  plan_reqs_.clear();
-  in_flight_ = false;
   return take_events();
 }
 
@@ -362,7 +380,7 @@ std::vector<RequestEvent> Scheduler::take_events() {
 // to the tree's and its duplicates go back to the pool.
 void Scheduler::cache_prefix(Request* r) {
   if (!tree_) return;
-  const int32_t full = r->kv_len / cfg_.page_size;
+  const int32_t full = std::min(r->kv_done, r->num_tokens()) / cfg_.page_size;  // KV of completed steps only
   if (full * cfg_.page_size <= r->tree_tokens) return;
   auto ins = tree_->insert(std::span<const TokenId>(r->tokens).first(full * cfg_.page_size),
                            std::span<const PageId>(r->page_table).first(full));
@@ -383,7 +401,8 @@ void Scheduler::cache_prefix(Request* r) {
 void Scheduler::release_kv(Request* r) {
   DS_CHECK(!r->in_flight, "releasing the KV of '", r->rid, "' while its step is in flight");
   if (tree_) {
-    const int32_t full = r->kv_len / cfg_.page_size;
+    // Not past the known tokens: an aborted request's last step may have fed one its host never saw.
+    const int32_t full = std::min(r->kv_len, r->num_tokens()) / cfg_.page_size;
     if (full * cfg_.page_size > r->tree_tokens)
       tree_->insert(std::span<const TokenId>(r->tokens).first(full * cfg_.page_size),
                     std::span<const PageId>(r->page_table).first(full));
@@ -394,6 +413,7 @@ void Scheduler::release_kv(Request* r) {
   r->prefix_node = nullptr;
   r->tree_tokens = 0;
   r->kv_len = 0;
+  r->kv_done = 0;
   if (r->row >= 0) {
     free_rows_.push_back(r->row);
     r->row = -1;
@@ -416,12 +436,12 @@ void Scheduler::retract(Request* r) {
 }
 
 void Scheduler::finish(Request* r, FinishReason reason, std::vector<TokenId> new_tokens) {
-  release_kv(r);
   if (r->status == RequestStatus::kRunning) {
     std::erase(running_, r);
   } else {
     std::erase(waiting_, r);
   }
+  r->status = RequestStatus::kFinished;
   RequestEvent ev;
   ev.rid = r->rid;
   ev.new_tokens = std::move(new_tokens);
@@ -430,11 +450,19 @@ void Scheduler::finish(Request* r, FinishReason reason, std::vector<TokenId> new
   ev.prompt_tokens = r->num_prompt;
   ev.completion_tokens = r->num_output();
   ev.cached_tokens = r->cached_tokens;
+  r->finish = ev.reason;
   events_.push_back(std::move(ev));
+  // Overlap: a later step still in flight writes its pages; they go when that step completes.
+  if (!r->in_flight) drop(r);
+}
+
+void Scheduler::drop(Request* r) {
+  release_kv(r);
   requests_.erase(r->rid);  // r is gone from here on
 }
 
 Status Scheduler::flush_cache() {
+  if (!flights_.empty()) return error("flush_cache refused: a step is in flight");
   if (has_work())
     return error("flush_cache refused: ", running_.size(), " requests running and ", waiting_.size(), " waiting");
   if (tree_) tree_->clear();

@@ -4,6 +4,7 @@
 #pragma once
 #include <climits>
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <optional>
 #include <span>
@@ -43,13 +44,20 @@ namespace ds {
 //    (load) or by prefix affinity (radix match_length). Because MoE collectives need every rank, each
 //    rank still runs a step when its plan is empty (an idle batch); batch sizes are all-gathered for
 //    CUDA-graph padding by the runner.
-//  * Overlap scheduling (plan N+1 while N runs): planning already advances kv_len at plan time and never
-//    needs step N's sampled token: a decode of a request sampled in step N feeds kPlaceholderToken, and
-//    the runner resolves it on the device from the previous step's output by `row`. To enable it:
-//    allow two plans in flight (in_flight becomes a count), treat a sampled-but-unreported token as
-//    present when computing uncomputed(), discard tokens of a request that finished one step late, and
-//    only retract / cache KV of completed steps. Page reuse stays safe by stream order: pages freed at
-//    complete_step(N) are written only by a later plan, which the device runs after N+1.
+//  * Overlap scheduling (plan N+1 while N runs): implemented here, not yet driven by the engine. Up to two
+//    plans are in flight (next_step may be called once more before complete_step of the older one; steps
+//    complete in order). A request sampled by the step in flight decodes again in the next plan with input
+//    kPlaceholderToken (the runner resolves it on the device from that step's token for the request's `row`);
+//    Request::pending counts such tokens and uncomputed()/is_decoding() include them. A request whose last
+//    allowed token (max_new_tokens) is in flight is not planned again. A request that finishes (stop, EOS,
+//    caller, abort) while a later step holds it emits its event once; the later step's token is discarded and
+//    its pages and row are freed when that step completes (drop). Retraction never touches a request in
+//    flight, and the radix cache only gets KV of completed steps (kv_done). Page reuse stays safe by stream
+//    order: pages freed at complete_step(N) are written only by a plan made after it, which the device runs
+//    after N + 1. Tested against the reference tokens by scheduler_test's random workloads with two steps in
+//    flight. Still to do (runner/engine): the device-side placeholder gather (also inside CUDA graphs),
+//    sampling whose results come back asynchronously, penalties (which need the exact previous tokens: such
+//    steps are not overlapped), and the engine loop launching N + 1 before finishing N.
 //
 // Not thread-safe: the engine loop owns it; HTTP threads hand it requests and aborts through a queue.
 
@@ -116,8 +124,11 @@ class Scheduler {
   // part of the step in flight. Error for an unknown (or already finished) rid.
   Status abort(const std::string& rid, std::string message = "aborted by client");
 
-  // Plans the next step (empty when nothing can run). Every plan, empty ones too, must be completed by
-  // complete_step before the next call.
+  // Plans the next step (empty when nothing can run). Every plan, empty ones too, is completed by
+  // complete_step, in order. Overlap scheduling: one more plan may be made while a step is in flight (at most
+  // two in flight); its decodes of requests sampled by the earlier step feed kPlaceholderToken (the runner
+  // takes that step's token for the request's row on the device).
+  static constexpr int kMaxStepsInFlight = 2;
   StepPlan next_step();
   // Applies the runner's results (results[i] for plan.seqs[i]) and returns every event since the last
   // call (including aborts of waiting requests).
@@ -129,7 +140,8 @@ class Scheduler {
   Status flush_cache();
 
   bool has_work() const { return !waiting_.empty() || !running_.empty(); }
-  bool step_in_flight() const { return in_flight_; }
+  bool step_in_flight() const { return !flights_.empty(); }
+  int num_steps_in_flight() const { return static_cast<int>(flights_.size()); }
   SchedulerStats stats() const;
   const SchedulerConfig& config() const { return cfg_; }
   const PagePool& pool() const { return *pool_; }
@@ -149,6 +161,7 @@ class Scheduler {
   void cache_prefix(Request* r);
   void release_kv(Request* r);
   void finish(Request* r, FinishReason reason, std::vector<TokenId> new_tokens);
+  void drop(Request* r);  // frees a finished request's KV and the request itself (nothing of it in flight)
   std::optional<FinishReason> check_finish(const Request& r, const SeqResult& res) const;
 
   SchedulerConfig cfg_;
@@ -160,9 +173,12 @@ class Scheduler {
   std::vector<int32_t> free_rows_;
   uint64_t next_arrival_ = 0;
 
-  bool in_flight_ = false;
+  struct Flight {
+    uint64_t step_id = 0;
+    std::vector<Request*> reqs;  // reqs[i] is seqs[i].req of that step
+  };
+  std::deque<Flight> flights_;  // issued steps, oldest first (at most kMaxStepsInFlight)
   uint64_t step_id_ = 0;
-  std::vector<Request*> plan_reqs_;  // plan_reqs_[i] is seqs[i].req of the step in flight
   std::vector<RequestEvent> events_;
   SchedulerStats counters_;
 };
