@@ -52,6 +52,7 @@ void add_serve_flags(Flags& f) {
   f.add_string("quantization", "", "fp8: block-quantize a BF16 checkpoint's linears at load time");
   f.add_string("kv-cache-dtype", "auto", "latent cache storage: auto, bf16, fp8_e4m3 or fp8_e5m2");
   f.add_bool("disable-cuda-graph", "decode eagerly instead of replaying CUDA graphs (--device cuda)");
+  f.add_bool("disable-overlap-schedule", "complete each step before planning the next (no step planned ahead)");
   f.add_int("cuda-graph-max-bs", 0, "largest decode batch captured in a CUDA graph (0: default from GPU memory)");
   f.add_int("seed", 0, "random seed (dummy weights; base of per-request sampling seeds)");
   f.add_int("max-queued-requests", 0, "answer 503 while this many requests wait in the engine (0: no limit)");
@@ -244,6 +245,7 @@ int run_serve(int argc, char** argv) {
       eo.quantization = flags.get_string("quantization");
       eo.kv_cache_dtype = flags.get_string("kv-cache-dtype");
       eo.disable_cuda_graph = flags.get_bool("disable-cuda-graph");
+      eo.disable_overlap_schedule = flags.get_bool("disable-overlap-schedule");
       eo.cuda_graph_max_bs = static_cast<int32_t>(flags.get_int("cuda-graph-max-bs"));
       eo.verbose = true;
       eo.on_fatal = [&engine_failed](const std::string& why) {

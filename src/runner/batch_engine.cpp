@@ -11,6 +11,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <mutex>
+#include <optional>
 #include <thread>
 #include <unordered_map>
 
@@ -139,6 +140,7 @@ class BatchEngine final : public Engine {
     }
     if (o.verbose) DS_INFO("KV cache: ", sc.num_pages, " pages of ", sc.page_size, " tokens (", max_total_tokens_, " tokens)");
     on_fatal_ = o.on_fatal;
+    overlap_ = !o.disable_overlap_schedule;
     loop_ = std::thread([this] { run_loop_guarded(); });
     return Status::ok();
   }
@@ -159,6 +161,8 @@ class BatchEngine final : public Engine {
     Live& l = live_[req.rid];
     l.callback = std::move(on_event);
     l.info = RunnerRequestInfo{req.return_logprob, req.logprob_start_len, req.top_logprobs_num};
+    l.penalized = req.sampling.frequency_penalty != 0.0f || req.sampling.presence_penalty != 0.0f ||
+                  req.sampling.repetition_penalty != 1.0f;
     if (req.return_logprob && req.logprob_start_len >= 0) l.input_logprobs.resize(num_prompt);
     ++num_requests_total_;
     cv_.notify_one();
@@ -202,6 +206,7 @@ class BatchEngine final : public Engine {
     e.num_requests_total = num_requests_total_;
     e.num_retractions = s.num_retractions;
     e.num_steps = s.num_steps;
+    e.num_steps_planned_ahead = planned_ahead_;
     return e;
   }
 
@@ -227,6 +232,7 @@ class BatchEngine final : public Engine {
     bool stopped = false;
     std::string stop_matched;
     std::string error;  // the runner failed this request (non-finite logits)
+    bool penalized = false;  // frequency / presence / repetition penalty: its steps are not overlapped
   };
   struct Outgoing {
     Callback callback;
@@ -245,29 +251,63 @@ class BatchEngine final : public Engine {
     }
   }
 
+  // An executed step waiting for complete_step. With overlap scheduling the next step is planned and run
+  // before this one completes (its decodes feed placeholder tokens the runner resolves), so the host work of
+  // completing a step, delivering its events and planning the next one is off the step-to-step path once the
+  // runner no longer waits for the device inside execute (still to do on CUDA: see scheduler.h).
+  struct Done {
+    StepPlan plan;
+    std::vector<SeqOutput> outputs;
+  };
+
+  // Overlap needs no host knowledge of the step in flight's tokens, except for penalties over previous tokens:
+  // while a request uses them, steps run one at a time.
+  bool overlap_now() const {
+    if (!overlap_) return false;
+    for (const auto& [rid, l] : live_)
+      if (l.penalized) return false;
+    return true;
+  }
+
   void run_loop() {
+    std::optional<Done> prev;
     while (true) {
       StepPlan plan;
       std::unordered_map<std::string, RunnerRequestInfo> info;
       std::vector<Outgoing> out;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait(lock, [&] { return stopping_ || events_pending_ || sched_->has_work(); });
+        if (!prev) cv_.wait(lock, [&] { return stopping_ || events_pending_ || sched_->has_work(); });
         events_pending_ = false;
         if (stopping_) {
+          if (prev) out = complete_locked(std::move(*prev));
+          prev.reset();
           for (auto& [rid, l] : live_) (void)sched_->abort(rid, "server shutting down");
-          out = convert(sched_->take_events(), {}, nullptr);
+          append(out, convert(sched_->take_events(), {}, nullptr));
           lock.unlock();
           deliver(out);
           return;
         }
+        if (prev && (!overlap_now() || !sched_->has_work())) {  // serial mode, or nothing to plan ahead of it
+          out = complete_locked(std::move(*prev));
+          prev.reset();
+        }
+        if (!sched_->has_work()) {
+          lock.unlock();
+          deliver(out);
+          continue;
+        }
         plan = sched_->next_step();
+        if (prev && !plan.empty()) ++planned_ahead_;
         if (plan.empty()) {
-          // Even an empty plan is completed (the scheduler counts it as a step: DP ranks idle in lockstep).
+          // Steps complete in order: the one in flight first. Even an empty plan is completed (the scheduler
+          // counts it as a step: DP ranks idle in lockstep).
+          if (prev) append(out, complete_locked(std::move(*prev)));
+          prev.reset();
           std::vector<RequestEvent> events = sched_->complete_step(plan, {});
           std::vector<RequestEvent> more = sched_->take_events();
           events.insert(events.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
-          out = convert(std::move(events), {}, nullptr);
+          append(out, convert(std::move(events), {}, nullptr));
           if (out.empty()) {  // nothing can run now (should not happen: the scheduler always admits the oldest)
             cv_.wait_for(lock, std::chrono::milliseconds(5));
             continue;
@@ -279,49 +319,70 @@ class BatchEngine final : public Engine {
           }
         }
       }
-      if (!plan.empty()) {
-        std::vector<SeqOutput> outputs;
-        try {
-          for (const auto& sq : plan.seqs)
-            if (fault_injected(FaultKind::kStepError, sq.req->rid))
-              throw std::runtime_error("injected step_error fault (DSERVE_FAULT_INJECT) for request " + sq.req->rid);
-            else if (fault_injected(FaultKind::kCheckError, sq.req->rid))
-              DS_CHECK(false, "injected check_error fault (DSERVE_FAULT_INJECT) for request ", sq.req->rid);
-          outputs = runner_->execute(plan, info);
-        } catch (const std::exception& e) {
-          fail_all(plan, e.what());
-          return;
-        }
-        std::vector<SeqResult> results(plan.seqs.size());
-        for (size_t i = 0; i < plan.seqs.size(); ++i) results[i].token = outputs[i].token;
+      deliver(out);
+      out.clear();
+      if (plan.empty()) continue;
+      std::vector<SeqOutput> outputs;
+      try {
+        for (const auto& sq : plan.seqs)
+          if (fault_injected(FaultKind::kStepError, sq.req->rid))
+            throw std::runtime_error("injected step_error fault (DSERVE_FAULT_INJECT) for request " + sq.req->rid);
+          else if (fault_injected(FaultKind::kCheckError, sq.req->rid))
+            DS_CHECK(false, "injected check_error fault (DSERVE_FAULT_INJECT) for request ", sq.req->rid);
+        outputs = runner_->execute(plan, info);
+      } catch (const std::exception& e) {
+        fail_all(plan, e.what());
+        return;
+      }
+      {
         std::lock_guard<std::mutex> lock(mu_);
-        // Requests whose logits were not finite: recorded now, finished with the error after this step.
-        for (size_t i = 0; i < plan.seqs.size(); ++i) {
-          if (outputs[i].error.empty()) continue;
-          auto it = live_.find(plan.seqs[i].req->rid);
-          if (it == live_.end()) continue;
-          DS_ERROR("request ", it->first, ": ", outputs[i].error, "; failing it, the batch goes on");
-          it->second.error = outputs[i].error;
+        if (prev) out = complete_locked(std::move(*prev));  // overlap: the older step completes now
+        prev = Done{std::move(plan), std::move(outputs)};
+        // Nothing left to plan ahead of it (every request in it finished one step late): complete it before
+        // the events go out, so a client that saw its last token finds the pool idle.
+        if (!sched_->has_work()) {
+          append(out, complete_locked(std::move(*prev)));
+          prev.reset();
         }
-        // Input logprobs of prompt positions computed in this step.
-        for (size_t i = 0; i < plan.seqs.size(); ++i) {
-          auto it = live_.find(plan.seqs[i].req->rid);
-          if (it == live_.end()) continue;
-          for (auto& [pos, lp] : outputs[i].input_logprobs)
-            if (pos < static_cast<int32_t>(it->second.input_logprobs.size())) it->second.input_logprobs[pos] = lp;
-        }
-        // Request pointers in the plan die in complete_step: keep the rids.
-        std::vector<std::string> rids;
-        for (const auto& sq : plan.seqs) rids.push_back(sq.req->rid);
-        std::vector<RequestEvent> events = sched_->complete_step(plan, results);
-        for (size_t i = 0; i < rids.size(); ++i)
-          if (!outputs[i].error.empty() && live_.count(rids[i])) (void)sched_->abort(rids[i], outputs[i].error);
-        std::vector<RequestEvent> more = sched_->take_events();
-        events.insert(events.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
-        out = convert(std::move(events), outputs, &rids);
       }
       deliver(out);
     }
+  }
+
+  static void append(std::vector<Outgoing>& out, std::vector<Outgoing> more) {
+    out.insert(out.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+  }
+
+  // complete_step of an executed step and its events (called with mu_ held).
+  std::vector<Outgoing> complete_locked(Done d) {
+    const StepPlan& plan = d.plan;
+    const std::vector<SeqOutput>& outputs = d.outputs;
+    std::vector<SeqResult> results(plan.seqs.size());
+    for (size_t i = 0; i < plan.seqs.size(); ++i) results[i].token = outputs[i].token;
+    // Requests whose logits were not finite: recorded now, finished with the error after this step.
+    for (size_t i = 0; i < plan.seqs.size(); ++i) {
+      if (outputs[i].error.empty()) continue;
+      auto it = live_.find(plan.seqs[i].req->rid);
+      if (it == live_.end()) continue;
+      DS_ERROR("request ", it->first, ": ", outputs[i].error, "; failing it, the batch goes on");
+      it->second.error = outputs[i].error;
+    }
+    // Input logprobs of prompt positions computed in this step.
+    for (size_t i = 0; i < plan.seqs.size(); ++i) {
+      auto it = live_.find(plan.seqs[i].req->rid);
+      if (it == live_.end()) continue;
+      for (auto& [pos, lp] : outputs[i].input_logprobs)
+        if (pos < static_cast<int32_t>(it->second.input_logprobs.size())) it->second.input_logprobs[pos] = lp;
+    }
+    // Request pointers in the plan die in complete_step: keep the rids.
+    std::vector<std::string> rids;
+    for (const auto& sq : plan.seqs) rids.push_back(sq.req->rid);
+    std::vector<RequestEvent> events = sched_->complete_step(plan, results);
+    for (size_t i = 0; i < rids.size(); ++i)
+      if (!outputs[i].error.empty() && live_.count(rids[i])) (void)sched_->abort(rids[i], outputs[i].error);
+    std::vector<RequestEvent> more = sched_->take_events();
+    events.insert(events.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+    return convert(std::move(events), outputs, &rids);
   }
 
   // Scheduler events -> engine events (called with mu_ held). outputs[i] belongs to (*rids)[i] when non-null.
@@ -420,6 +481,8 @@ class BatchEngine final : public Engine {
   uint64_t num_requests_total_ = 0;
   bool stopping_ = false;
   bool events_pending_ = false;  // an abort produced events outside a step
+  bool overlap_ = true;          // --disable-overlap-schedule turns it off
+  uint64_t planned_ahead_ = 0;
   std::function<void(const std::string&)> on_fatal_;
   std::thread loop_;
 };

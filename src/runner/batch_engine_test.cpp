@@ -182,6 +182,73 @@ TEST(BatchEngine, PromptLogprobsMatchScoreAndPrefixCacheIsUsed) {
     EXPECT_NEAR(col.input_lps["c"][i - 100].logprob, ref.token_logprobs[i], 1e-4) << i;
 }
 
+// Overlap scheduling (each step planned and run before the previous one completes) changes nothing a client
+// sees: the same tokens for greedy and seeded sampling, the same logprobs, stops and min_new_tokens found a
+// step late discard that step's token, and a penalised request (which turns overlap off while it runs) too.
+TEST(BatchEngine, OverlapScheduleGivesTheSameResults) {
+  std::mt19937 rng(21);
+  std::vector<EngineRequest> reqs;
+  for (int i = 0; i < 10; ++i) {
+    EngineRequest r = greedy("o" + std::to_string(i), random_prompt(rng, 8 + 13 * i, 1024), 6 + 3 * i);
+    if (i % 3 == 1) {  // seeded sampling
+      r.sampling.temperature = 0.8f;
+      r.sampling.top_p = 0.9f;
+      r.sampling.seed = 100 + i;
+    }
+    if (i % 4 == 2) r.sampling.min_new_tokens = 3;
+    if (i == 7) r.sampling.presence_penalty = 0.5f;
+    r.return_logprob = i % 2 == 0;
+    r.top_logprobs_num = i % 2 == 0 ? 2 : 0;
+    reqs.push_back(r);
+  }
+  std::map<std::string, std::vector<int32_t>> tokens[2];
+  std::map<std::string, std::vector<TokenLogprob>> lps[2];
+  uint64_t ahead[2] = {0, 0};
+  for (int overlap = 0; overlap < 2; ++overlap) {
+    BatchEngineOptions o;
+    o.model_path = fixture("v3");
+    o.chunked_prefill_size = 48;
+    o.verbose = false;
+    o.disable_overlap_schedule = overlap == 0;
+    auto engine = make_batch_engine(o).value();
+    Collector col;
+    std::vector<EngineRequest> rs = reqs;
+    if (overlap) {  // stop on a token the serial run produced mid-way: found one step late with overlap
+      // (the serial run's tokens of o3 are known here)
+      rs[3].sampling.stop_token_ids = {tokens[0]["o3"][2]};
+    } else {
+      rs[3].sampling.stop_token_ids = {};
+    }
+    for (const auto& r : rs) ASSERT_TRUE(engine->submit(r, col.callback()).is_ok());
+    ASSERT_TRUE(col.wait(rs.size()));
+    tokens[overlap] = col.tokens;
+    lps[overlap] = col.output_lps;
+    ahead[overlap] = engine->stats().num_steps_planned_ahead;
+    EngineStats st = engine->stats();
+    EXPECT_EQ(st.used_tokens, st.cached_tokens) << "pool idle after the last event";
+  }
+  EXPECT_EQ(ahead[0], 0u);
+  EXPECT_GT(ahead[1], 0u) << "no step was planned ahead";
+  for (const auto& r : reqs) {
+    if (r.rid == "o3") {  // stopped at its third token with overlap
+      ASSERT_GE(tokens[0]["o3"].size(), 3u);
+      std::vector<int32_t> want(tokens[0]["o3"].begin(), tokens[0]["o3"].begin() + 3);
+      // The stop token may appear earlier in the output: it stops at its first occurrence.
+      auto first = std::find(want.begin(), want.end(), tokens[0]["o3"][2]);
+      want.erase(first + 1, want.end());
+      EXPECT_EQ(tokens[1]["o3"], want);
+      continue;
+    }
+    EXPECT_EQ(tokens[1][r.rid], tokens[0][r.rid]) << r.rid;
+    ASSERT_EQ(lps[1][r.rid].size(), lps[0][r.rid].size()) << r.rid;
+    for (size_t k = 0; k < lps[0][r.rid].size(); ++k) {
+      EXPECT_EQ(lps[1][r.rid][k].id, lps[0][r.rid][k].id) << r.rid;
+      EXPECT_EQ(lps[1][r.rid][k].logprob, lps[0][r.rid][k].logprob) << r.rid;
+      EXPECT_EQ(lps[1][r.rid][k].top, lps[0][r.rid][k].top) << r.rid;
+    }
+  }
+}
+
 TEST(BatchEngine, AbortReturnsPagesAndRejectsBadInput) {
   BatchEngineOptions o;
   o.model_path = fixture("v2_lite");
@@ -198,7 +265,13 @@ TEST(BatchEngine, AbortReturnsPagesAndRejectsBadInput) {
   engine->abort("long");
   ASSERT_TRUE(col.wait(1));
   EXPECT_EQ(col.final_event["long"].reason.kind, FinishReason::Kind::kAbort);
+  // With overlap scheduling the step planned ahead still holds the pages when the abort event arrives; they
+  // are returned when that step completes (within a step or two).
   EngineStats s = engine->stats();
+  for (int i = 0; i < 200 && s.used_tokens != 0; ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    s = engine->stats();
+  }
   EXPECT_EQ(s.used_tokens, 0);
   EXPECT_EQ(s.num_running + s.num_waiting, 0);
   // The engine still serves.

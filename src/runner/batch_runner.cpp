@@ -86,8 +86,20 @@ std::vector<SeqOutput> BatchRunner::execute(const StepPlan& plan,
     if (want_input && sq.start_pos == 0 && it->second.logprob_start_len == 0)  // token 0 has no prediction
       out[s].input_logprobs.emplace_back(0, TokenLogprob{sq.req->tokens[0], std::numeric_limits<float>::quiet_NaN(), {}});
   }
-  for (int32_t i = 0; i < plan.num_tokens(); ++i)
-    DS_CHECK(plan.input_ids[i] >= 0, "placeholder tokens need the overlap runner");
+  // Overlap scheduling: a decode planned while the previous step was in flight feeds kPlaceholderToken for the
+  // token that step sampled; this runner executes steps in order and synchronously, so it is known here.
+  // (Still to do for a device-side overlap: the same gather on the GPU from a per-row token buffer.)
+  std::vector<int32_t> input_ids(plan.input_ids.begin(), plan.input_ids.end());
+  for (const auto& sq : plan.seqs)
+    for (int32_t j = 0; j < sq.num_tokens; ++j) {
+      int32_t& id = input_ids[sq.token_begin + j];
+      if (id != kPlaceholderToken) continue;
+      auto it = last_token_by_row_.find(sq.row);
+      DS_CHECK(it != last_token_by_row_.end() && j + 1 == sq.num_tokens, "placeholder token of '", sq.req->rid,
+               "' with no sampled token for row ", sq.row);
+      id = it->second;
+    }
+  for (int32_t i = 0; i < plan.num_tokens(); ++i) DS_CHECK(input_ids[i] >= 0, "negative input token ", input_ids[i]);
   Tensor dev_logits;  // [R, vocab] on the backend
   // A decode-only step (one sampled token per sequence, no prompt rows) replays a CUDA graph when one fits.
   bool graph = graphs_ && graphs_->can_run(plan.num_seqs()) && rows.size() == plan.seqs.size();
@@ -97,14 +109,14 @@ std::vector<SeqOutput> BatchRunner::execute(const StepPlan& plan,
     std::vector<DecodeSeq> seqs(plan.seqs.size());
     for (size_t s = 0; s < plan.seqs.size(); ++s) {
       const auto& sq = plan.seqs[s];
-      seqs[s] = DecodeSeq{plan.input_ids[sq.token_begin], plan.positions[sq.token_begin],
+      seqs[s] = DecodeSeq{input_ids[sq.token_begin], plan.positions[sq.token_begin],
                           plan.slot_mapping[sq.token_begin], plan.page_table.data() + sq.page_begin, sq.num_pages};
     }
     dev_logits = graphs_->replay(seqs).rows(0, plan.num_seqs());
   } else {
     AttnMetadata meta = build_attn_metadata(plan, ops_);
     Tensor ids = Tensor::empty({plan.num_tokens()}, DType::kI32);
-    std::copy(plan.input_ids.begin(), plan.input_ids.end(), ids.data_as<int32_t>());
+    std::copy(input_ids.begin(), input_ids.end(), ids.data_as<int32_t>());
     Tensor hidden = model_.forward(ops_.upload(ids), meta, cache_);  // [T, d]
     if (rows.empty()) return out;
     dev_logits = model_.logits(ops_.select_rows(hidden, rows));
@@ -160,7 +172,8 @@ std::vector<SeqOutput> BatchRunner::execute(const StepPlan& plan,
     if (sp.repetition_penalty != 1.0f)
       for (TokenId t : req.tokens)
         if (SamplePenalty* e = entry(t)) e->seen = 1;
-    if (req.num_output() < sp.min_new_tokens) {
+    // Outputs before the token sampled now: the appended ones plus those of steps in flight (overlap), less this.
+    if (req.num_output() + std::max(req.pending - 1, 0) < sp.min_new_tokens) {
       for (TokenId t : sp.stop_token_ids)
         if (SamplePenalty* e = entry(t)) e->banned = 1;
       if (!sp.ignore_eos)
@@ -179,11 +192,13 @@ std::vector<SeqOutput> BatchRunner::execute(const StepPlan& plan,
     const auto [s, pos] = row_owner[batch_row[b]];
     if (res.bad_id[b] >= 0) {
       out[s].token = 0;  // placeholder for the scheduler; the engine drops it and finishes the request
+      last_token_by_row_[plan.seqs[s].row] = 0;
       out[s].error = "non-finite logits (" + std::to_string(res.bad_value[b]) + " at token id " +
                      std::to_string(res.bad_id[b]) + ") at position " + std::to_string(pos);
       continue;
     }
     out[s].token = res.tokens[b];
+    last_token_by_row_[plan.seqs[s].row] = res.tokens[b];
     if (batch.rows[b].want_logprob) out[s].logprob = TokenLogprob{res.tokens[b], res.logprobs[b], std::move(res.top[b])};
   }
   return out;

@@ -48,6 +48,7 @@ class BatchRunner {
   Ops& ops_;
   KvCache cache_;
   std::unordered_map<std::string, Sampler> samplers_;  // per request: seeded generator state
+  std::unordered_map<int32_t, int32_t> last_token_by_row_;  // the last sampled token per request row (overlap)
   std::unique_ptr<CudaGraphRunner> graphs_;            // null: eager decode
 };
 

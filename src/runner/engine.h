@@ -54,6 +54,7 @@ struct EngineStats {
   uint64_t num_requests_total = 0;
   uint64_t num_retractions = 0;
   uint64_t num_steps = 0;
+  uint64_t num_steps_planned_ahead = 0;  // overlap scheduling: steps planned while the previous one was in flight
 };
 
 class Engine {
