@@ -44,7 +44,7 @@ namespace ds {
 //    (load) or by prefix affinity (radix match_length). Because MoE collectives need every rank, each
 //    rank still runs a step when its plan is empty (an idle batch); batch sizes are all-gathered for
 //    CUDA-graph padding by the runner.
-//  * Overlap scheduling (plan N+1 while N runs): implemented here, not yet driven by the engine. Up to two
+//  * Overlap scheduling (plan N+1 while N runs; BatchEngine, --disable-overlap-schedule). Up to two
 //    plans are in flight (next_step may be called once more before complete_step of the older one; steps
 //    complete in order). A request sampled by the step in flight decodes again in the next plan with input
 //    kPlaceholderToken (the runner resolves it on the device from that step's token for the request's `row`);
@@ -55,9 +55,11 @@ namespace ds {
 //    flight, and the radix cache only gets KV of completed steps (kv_done). Page reuse stays safe by stream
 //    order: pages freed at complete_step(N) are written only by a plan made after it, which the device runs
 //    after N + 1. Tested against the reference tokens by scheduler_test's random workloads with two steps in
-//    flight. Still to do (runner/engine): the device-side placeholder gather (also inside CUDA graphs),
-//    sampling whose results come back asynchronously, penalties (which need the exact previous tokens: such
-//    steps are not overlapped), and the engine loop launching N + 1 before finishing N.
+//    flight. The engine plans and runs N + 1 before completing N (steps with penalties run one at a time:
+//    they need the exact previous tokens); BatchRunner resolves placeholders from the last token sampled
+//    per row. Still to do for a real CPU/GPU overlap on CUDA: BatchRunner::execute returns before the device
+//    finishes (sampled ids copied back into pinned memory behind an event, waited for at completion), with
+//    the placeholder gather on the device (also into the CUDA graph's static id buffer).
 //
 // Not thread-safe: the engine loop owns it; HTTP threads hand it requests and aborts through a queue.
 
