@@ -292,7 +292,8 @@ class BatchEngine final : public Engine {
           out = complete_locked(std::move(*prev));
           prev.reset();
         }
-        if (!sched_->has_work()) {
+        if (!sched_->has_work()) {  // nothing to run: only events from outside a step (an abort while queued)
+          append(out, convert(sched_->take_events(), {}, nullptr));
           lock.unlock();
           deliver(out);
           continue;
