@@ -241,10 +241,17 @@ TEST(BatchEngine, OverlapScheduleGivesTheSameResults) {
     }
     EXPECT_EQ(tokens[1][r.rid], tokens[0][r.rid]) << r.rid;
     ASSERT_EQ(lps[1][r.rid].size(), lps[0][r.rid].size()) << r.rid;
+    // Batches are composed differently with and without overlap, and the fp32 CPU sums are not bit-identical
+    // across batch compositions: logprobs agree to float rounding.
     for (size_t k = 0; k < lps[0][r.rid].size(); ++k) {
-      EXPECT_EQ(lps[1][r.rid][k].id, lps[0][r.rid][k].id) << r.rid;
-      EXPECT_EQ(lps[1][r.rid][k].logprob, lps[0][r.rid][k].logprob) << r.rid;
-      EXPECT_EQ(lps[1][r.rid][k].top, lps[0][r.rid][k].top) << r.rid;
+      const TokenLogprob &a = lps[1][r.rid][k], &b = lps[0][r.rid][k];
+      EXPECT_EQ(a.id, b.id) << r.rid;
+      EXPECT_NEAR(a.logprob, b.logprob, 1e-4) << r.rid;
+      ASSERT_EQ(a.top.size(), b.top.size()) << r.rid;
+      for (size_t j = 0; j < a.top.size(); ++j) {
+        EXPECT_EQ(a.top[j].second, b.top[j].second) << r.rid;
+        EXPECT_NEAR(a.top[j].first, b.top[j].first, 1e-4) << r.rid;
+      }
     }
   }
 }
