@@ -64,6 +64,12 @@ __global__ void embedding_kernel(EmbeddingParams p) {
     out[i] = ok ? __float2bfloat16(load_elem(p.table, p.table_type, int64_t(id) * p.dim + i)) : __float2bfloat16(NAN);
 }
 
+__global__ void resolve_tokens_kernel(int32_t* ids, const int32_t* store, int64_t n) {
+  pdl_enter();
+  for (int64_t i = blockIdx.x * int64_t(blockDim.x) + threadIdx.x; i < n; i += int64_t(gridDim.x) * blockDim.x)
+    if (ids[i] < 0) ids[i] = store[-static_cast<int64_t>(ids[i]) - 1];
+}
+
 template <class T>
 __global__ void add_kernel(T* acc, const T* x, int64_t n) {
   pdl_enter();
@@ -295,6 +301,11 @@ cudaError_t launch_convert(const ConvertParams& p, cudaStream_t stream) {
 cudaError_t launch_embedding(const EmbeddingParams& p, cudaStream_t stream) {
   if (p.tokens == 0) return cudaSuccess;
   return launch_pdl(embedding_kernel, static_cast<unsigned>(p.tokens), kThreads, 0, stream, p);
+}
+
+cudaError_t launch_resolve_tokens(int32_t* ids, const int32_t* store, int64_t n, cudaStream_t stream) {
+  if (n == 0) return cudaSuccess;
+  return launch_pdl(resolve_tokens_kernel, grid_for(n), kThreads, 0, stream, ids, store, n);
 }
 
 cudaError_t launch_add_inplace(void* acc, const void* x, ElemType type, int64_t n, cudaStream_t stream) {

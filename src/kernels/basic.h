@@ -44,6 +44,9 @@ struct EmbeddingParams {
 };
 cudaError_t launch_embedding(const EmbeddingParams& p, cudaStream_t stream);
 
+// ids[i] < 0 -> store[-ids[i] - 1] in place (overlap scheduling: the token a step still in flight sampled).
+cudaError_t launch_resolve_tokens(int32_t* ids, const int32_t* store, int64_t n, cudaStream_t stream);
+
 // acc[i] += x[i], both of `type` (bf16 or f32); math in fp32.
 cudaError_t launch_add_inplace(void* acc, const void* x, ElemType type, int64_t n, cudaStream_t stream);
 

@@ -304,6 +304,7 @@ __global__ void sample_logprob_kernel(SampleParams p) {
   if (r.want_logprob && p.bad_id[b] < 0)
     lp = load_logit(p.logits, p.type, static_cast<int64_t>(r.logits_row) * p.ld + p.tokens[b]) - p.lse[b];
   p.logprobs[b] = lp;
+  if (r.store_index >= 0) p.token_store[r.store_index] = p.tokens[b];
 }
 
 }  // namespace

@@ -23,6 +23,7 @@ struct SampleRowParams {
   int32_t want_logprob;  // 1: logprob of the token
   int32_t slot;          // row of `work` holding the adjusted logits
   int32_t raw_slot;      // row of `work` holding a copy of the raw logits (top_n > 0), else -1
+  int32_t store_index;   // >= 0: tokens[b] is also written to token_store[store_index]
 };
 struct SamplePenaltyParams {
   int32_t id, output_count;
@@ -67,6 +68,7 @@ struct SampleParams {
   float* bad_value;         // [num_rows]
   float* top_lp;            // [num_rows, max_top_n]
   int32_t* top_id;          // [num_rows, max_top_n]
+  int32_t* token_store;     // rows' store_index targets (may be null when no row has one)
 };
 
 constexpr int kSampleSortChunk = 16;

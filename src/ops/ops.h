@@ -207,8 +207,17 @@ class Ops {
   // ---- sampling ----
   // One token per batch row from logits [R, >= batch.vocab] (F32 or BF16) with penalties, temperature,
   // top-k/top-p/min-p and the host's uniform, plus requested logprobs; exact semantics in ops/sampling.h.
-  // Only B ids (and the requested logprobs) come back to the host.
-  virtual SampleResult sample(const Tensor& logits, const SampleBatch& batch) = 0;
+  // Only B ids (and the requested logprobs) come back to the host. Returns without waiting for the device;
+  // rows with store_index >= 0 also write their token to token_store [rows] I32 on the backend, where the
+  // next step's input ids can read it (resolve_tokens_) before the host has seen it (overlap scheduling).
+  virtual std::unique_ptr<PendingSample> sample_async(const Tensor& logits, const SampleBatch& batch,
+                                                      const Tensor& token_store) = 0;
+  SampleResult sample(const Tensor& logits, const SampleBatch& batch) {
+    return sample_async(logits, batch, Tensor())->wait();
+  }
+  // ids [T] I32 on the backend, in place: an id < 0 stands for the token last sampled into store row
+  // -id - 1 (the step before this one may still be running), and becomes store[-id - 1].
+  virtual void resolve_tokens_(Tensor& ids, const Tensor& store) = 0;
 };
 
 std::unique_ptr<Ops> make_cpu_ops();  // ops/cpu/cpu_ops.cpp

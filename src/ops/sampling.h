@@ -33,6 +33,7 @@ struct SampleRow {
   int32_t top_logprobs = 0;   // the n largest raw log-softmax values (value desc, id asc)
   int32_t penalty_begin = 0;  // [begin, end) in SampleBatch::penalties
   int32_t penalty_end = 0;
+  int32_t store_index = -1;   // >= 0: the token is also written to token_store[store_index] on the backend
 };
 
 struct SampleBatch {
@@ -49,6 +50,14 @@ struct SampleResult {
   // request (RELIABILITY.md). The row's token is then 0 and meaningless.
   std::vector<int32_t> bad_id;
   std::vector<float> bad_value;
+};
+
+// A sampling launched on the backend (Ops::sample_async): the device may still be running it. wait() blocks
+// until its ids and logprobs are on the host (CUDA: pinned memory behind an event) and returns them; once.
+class PendingSample {
+ public:
+  virtual ~PendingSample() = default;
+  virtual SampleResult wait() = 0;
 };
 
 // The semantics of one non-greedy draw over adjusted logits x[0, V) (finite or -inf):

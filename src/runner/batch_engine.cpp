@@ -115,7 +115,7 @@ class BatchEngine final : public Engine {
     // CUDA graphs: one extra cache page (never handed out) takes the padding rows' writes.
     const bool graphs = ops_->device() == Device::kCuda && !o.disable_cuda_graph;
     KvCache cache = make_kv_cache(*ops_, cfg_, sc.page_size, sc.num_pages + (graphs ? 1 : 0), 0, kv_dtype);
-    runner_ = std::make_unique<BatchRunner>(*model_, *ops_, cache);
+    runner_ = std::make_unique<BatchRunner>(*model_, *ops_, cache, o.max_running_requests);
     if (graphs) {
       CudaGraphOptions go;
       go.max_bs = o.cuda_graph_max_bs;
@@ -123,6 +123,7 @@ class BatchEngine final : public Engine {
       go.max_context = context_length_;
       go.dummy_page = sc.num_pages;
       go.verbose = o.verbose;
+      go.token_store = runner_->token_store();
       auto g = CudaGraphRunner::create(*model_, *ops_, cache, go);
       if (!g) {
         if (o.verbose) DS_WARN("CUDA graphs off: ", g.status().message());
@@ -251,13 +252,14 @@ class BatchEngine final : public Engine {
     }
   }
 
-  // An executed step waiting for complete_step. With overlap scheduling the next step is planned and run
-  // before this one completes (its decodes feed placeholder tokens the runner resolves), so the host work of
-  // completing a step, delivering its events and planning the next one is off the step-to-step path once the
-  // runner no longer waits for the device inside execute (still to do on CUDA: see scheduler.h).
+  // A launched step waiting for complete_step. With overlap scheduling the next step is planned and launched
+  // before this one is finished (its decodes feed placeholder tokens the runner resolves on the device), so
+  // the host work of completing a step, delivering its events and planning and launching the next one runs
+  // while the device computes: the host waits for a step's sampled ids only when the step after it is queued.
   struct Done {
     StepPlan plan;
-    std::vector<SeqOutput> outputs;
+    LaunchedStep step;
+    std::optional<std::vector<SeqOutput>> outputs;  // set once finished (serial steps finish right away)
   };
 
   // Overlap needs no host knowledge of the step in flight's tokens, except for penalties over previous tokens:
@@ -272,6 +274,7 @@ class BatchEngine final : public Engine {
   void run_loop() {
     std::optional<Done> prev;
     while (true) {
+      bool serial_step = false;  // finish this step before completing under the lock (nothing overlaps it)
       StepPlan plan;
       std::unordered_map<std::string, RunnerRequestInfo> info;
       std::vector<Outgoing> out;
@@ -300,6 +303,7 @@ class BatchEngine final : public Engine {
         }
         plan = sched_->next_step();
         if (prev && !plan.empty()) ++planned_ahead_;
+        serial_step = !overlap_now();
         if (plan.empty()) {
           // Steps complete in order: the one in flight first. Even an empty plan is completed (the scheduler
           // counts it as a step: DP ranks idle in lockstep).
@@ -323,22 +327,27 @@ class BatchEngine final : public Engine {
       deliver(out);
       out.clear();
       if (plan.empty()) continue;
-      std::vector<SeqOutput> outputs;
+      LaunchedStep launched;
+      std::vector<SeqOutput> prev_outputs;
+      std::optional<std::vector<SeqOutput>> outputs;
       try {
         for (const auto& sq : plan.seqs)
           if (fault_injected(FaultKind::kStepError, sq.req->rid))
             throw std::runtime_error("injected step_error fault (DSERVE_FAULT_INJECT) for request " + sq.req->rid);
           else if (fault_injected(FaultKind::kCheckError, sq.req->rid))
             DS_CHECK(false, "injected check_error fault (DSERVE_FAULT_INJECT) for request ", sq.req->rid);
-        outputs = runner_->execute(plan, info);
+        launched = runner_->launch(plan, info);
+        // Overlap: the older step's ids, waited for while this step is queued behind it on the device.
+        if (prev) prev_outputs = prev->outputs ? std::move(*prev->outputs) : runner_->finish(std::move(prev->step));
+        if (serial_step) outputs = runner_->finish(std::move(launched));
       } catch (const std::exception& e) {
         fail_all(plan, e.what());
         return;
       }
       {
         std::lock_guard<std::mutex> lock(mu_);
-        if (prev) out = complete_locked(std::move(*prev));  // overlap: the older step completes now
-        prev = Done{std::move(plan), std::move(outputs)};
+        if (prev) out = complete_locked(std::move(prev->plan), std::move(prev_outputs));
+        prev = Done{std::move(plan), std::move(launched), std::move(outputs)};
         // Nothing left to plan ahead of it (every request in it finished one step late): complete it before
         // the events go out, so a client that saw its last token finds the pool idle.
         if (!sched_->has_work()) {
@@ -354,10 +363,12 @@ class BatchEngine final : public Engine {
     out.insert(out.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
   }
 
-  // complete_step of an executed step and its events (called with mu_ held).
+  // complete_step of a launched step (waiting for the device) and its events (called with mu_ held).
   std::vector<Outgoing> complete_locked(Done d) {
-    const StepPlan& plan = d.plan;
-    const std::vector<SeqOutput>& outputs = d.outputs;
+    std::vector<SeqOutput> outputs = d.outputs ? std::move(*d.outputs) : runner_->finish(std::move(d.step));
+    return complete_locked(std::move(d.plan), std::move(outputs));
+  }
+  std::vector<Outgoing> complete_locked(StepPlan plan, std::vector<SeqOutput> outputs) {
     std::vector<SeqResult> results(plan.seqs.size());
     for (size_t i = 0; i < plan.seqs.size(); ++i) results[i].token = outputs[i].token;
     // Requests whose logits were not finite: recorded now, finished with the error after this step.

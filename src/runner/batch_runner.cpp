@@ -44,8 +44,13 @@ AttnMetadata build_attn_metadata(const StepPlan& plan, Ops& ops) {
   return m;
 }
 
-BatchRunner::BatchRunner(DeepseekModel& model, Ops& ops, KvCache cache)
-    : model_(model), ops_(ops), cache_(std::move(cache)) {}
+BatchRunner::BatchRunner(DeepseekModel& model, Ops& ops, KvCache cache, int32_t max_rows)
+    : model_(model), ops_(ops), cache_(std::move(cache)) {
+  DS_CHECK(max_rows > 0, "BatchRunner with ", max_rows, " rows");
+  Tensor zeros = Tensor::zeros({max_rows}, DType::kI32);
+  token_store_ = ops_.upload(zeros);
+  row_sampled_.assign(static_cast<size_t>(max_rows), 0);
+}
 
 TokenLogprob BatchRunner::logprob_at(const float* lp, int64_t vocab, int32_t id, int32_t top_k) const {
   TokenLogprob t;
@@ -62,10 +67,11 @@ TokenLogprob BatchRunner::logprob_at(const float* lp, int64_t vocab, int32_t id,
   return t;
 }
 
-std::vector<SeqOutput> BatchRunner::execute(const StepPlan& plan,
-                                            const std::unordered_map<std::string, RunnerRequestInfo>& info) {
-  std::vector<SeqOutput> out(plan.seqs.size());
-  if (plan.empty()) return out;
+LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<std::string, RunnerRequestInfo>& info) {
+  LaunchedStep step;
+  std::vector<SeqOutput>& out = step.out;
+  out.resize(plan.seqs.size());
+  if (plan.empty()) return step;
   // Rows whose logits are needed: the last token of sampling sequences, and prompt rows for input logprobs.
   std::vector<int64_t> rows;
   std::vector<std::pair<size_t, int32_t>> row_owner;  // (seq index, position of the token whose row it is)
@@ -87,22 +93,27 @@ std::vector<SeqOutput> BatchRunner::execute(const StepPlan& plan,
       out[s].input_logprobs.emplace_back(0, TokenLogprob{sq.req->tokens[0], std::numeric_limits<float>::quiet_NaN(), {}});
   }
   // Overlap scheduling: a decode planned while the previous step was in flight feeds kPlaceholderToken for the
-  // token that step sampled; this runner executes steps in order and synchronously, so it is known here.
-  // (Still to do for a device-side overlap: the same gather on the GPU from a per-row token buffer.)
+  // token that step sampled. It becomes -(row + 1) here and the token store's entry on the device
+  // (Ops::resolve_tokens_), which that step's sampling wrote: the host never waits for it.
   std::vector<int32_t> input_ids(plan.input_ids.begin(), plan.input_ids.end());
+  bool any_placeholder = false;
   for (const auto& sq : plan.seqs)
     for (int32_t j = 0; j < sq.num_tokens; ++j) {
       int32_t& id = input_ids[sq.token_begin + j];
-      if (id != kPlaceholderToken) continue;
-      auto it = last_token_by_row_.find(sq.row);
-      DS_CHECK(it != last_token_by_row_.end() && j + 1 == sq.num_tokens, "placeholder token of '", sq.req->rid,
-               "' with no sampled token for row ", sq.row);
-      id = it->second;
+      if (id == kPlaceholderToken) {
+        DS_CHECK(sq.row >= 0 && sq.row < static_cast<int32_t>(row_sampled_.size()) && row_sampled_[sq.row] &&
+                     j + 1 == sq.num_tokens,
+                 "placeholder token of '", sq.req->rid, "' with no sampled token for row ", sq.row);
+        id = -(sq.row + 1);
+        any_placeholder = true;
+      } else {
+        DS_CHECK(id >= 0, "negative input token ", id);
+      }
     }
-  for (int32_t i = 0; i < plan.num_tokens(); ++i) DS_CHECK(input_ids[i] >= 0, "negative input token ", input_ids[i]);
   Tensor dev_logits;  // [R, vocab] on the backend
   // A decode-only step (one sampled token per sequence, no prompt rows) replays a CUDA graph when one fits.
-  bool graph = graphs_ && graphs_->can_run(plan.num_seqs()) && rows.size() == plan.seqs.size();
+  bool graph = graphs_ && graphs_->can_run(plan.num_seqs()) && rows.size() == plan.seqs.size() &&
+               (!any_placeholder || graphs_->resolves_placeholders());
   for (size_t s = 0; graph && s < plan.seqs.size(); ++s)
     graph = plan.seqs[s].num_tokens == 1 && plan.seqs[s].is_decode && rows[s] == plan.seqs[s].token_begin;
   if (graph) {
@@ -117,8 +128,10 @@ std::vector<SeqOutput> BatchRunner::execute(const StepPlan& plan,
     AttnMetadata meta = build_attn_metadata(plan, ops_);
     Tensor ids = Tensor::empty({plan.num_tokens()}, DType::kI32);
     std::copy(input_ids.begin(), input_ids.end(), ids.data_as<int32_t>());
-    Tensor hidden = model_.forward(ops_.upload(ids), meta, cache_);  // [T, d]
-    if (rows.empty()) return out;
+    Tensor dev_ids = ops_.upload(ids);  // [T] I32
+    if (any_placeholder) ops_.resolve_tokens_(dev_ids, token_store_);
+    Tensor hidden = model_.forward(dev_ids, meta, cache_);  // [T, d]
+    if (rows.empty()) return step;
     dev_logits = model_.logits(ops_.select_rows(hidden, rows));
   }
   // Prompt rows (input logprobs, rare) read the whole log-softmax on the host; sampled rows go through
@@ -186,20 +199,38 @@ std::vector<SeqOutput> BatchRunner::execute(const StepPlan& plan,
     batch.rows.push_back(row);
     batch_row.push_back(r);
   }
-  if (batch.rows.empty()) return out;
-  SampleResult res = ops_.sample(dev_logits, batch);
+  if (batch.rows.empty()) return step;
   for (size_t b = 0; b < batch_row.size(); ++b) {
     const auto [s, pos] = row_owner[batch_row[b]];
+    const int32_t row = plan.seqs[s].row;
+    if (row < 0) continue;  // a plan from a test without rows: nothing can refer to its token
+    DS_CHECK(row < static_cast<int32_t>(row_sampled_.size()), "request row ", row, " outside the runner's ",
+             row_sampled_.size());
+    batch.rows[b].store_index = row;
+    row_sampled_[row] = 1;
+  }
+  step.sample = ops_.sample_async(dev_logits, batch, token_store_);
+  for (size_t b = 0; b < batch_row.size(); ++b) {
+    step.sampled.push_back(row_owner[batch_row[b]]);
+    step.want_logprob.push_back(batch.rows[b].want_logprob ? 1 : 0);
+  }
+  return step;
+}
+
+std::vector<SeqOutput> BatchRunner::finish(LaunchedStep step) {
+  std::vector<SeqOutput> out = std::move(step.out);
+  if (!step.sample) return out;
+  SampleResult res = step.sample->wait();
+  for (size_t b = 0; b < step.sampled.size(); ++b) {
+    const auto [s, pos] = step.sampled[b];
     if (res.bad_id[b] >= 0) {
       out[s].token = 0;  // placeholder for the scheduler; the engine drops it and finishes the request
-      last_token_by_row_[plan.seqs[s].row] = 0;
       out[s].error = "non-finite logits (" + std::to_string(res.bad_value[b]) + " at token id " +
                      std::to_string(res.bad_id[b]) + ") at position " + std::to_string(pos);
       continue;
     }
     out[s].token = res.tokens[b];
-    last_token_by_row_[plan.seqs[s].row] = res.tokens[b];
-    if (batch.rows[b].want_logprob) out[s].logprob = TokenLogprob{res.tokens[b], res.logprobs[b], std::move(res.top[b])};
+    if (step.want_logprob[b]) out[s].logprob = TokenLogprob{res.tokens[b], res.logprobs[b], std::move(res.top[b])};
   }
   return out;
 }

@@ -29,15 +29,36 @@ struct SeqOutput {
   std::string error;  // non-empty: this sequence's logits were not finite; the engine fails the request
 };
 
+// A step whose work is queued on the backend: finish() waits for its sampled ids.
+struct LaunchedStep {
+  std::vector<SeqOutput> out;                 // [plan.seqs]; prompt logprobs already filled in
+  std::unique_ptr<PendingSample> sample;      // null when nothing was sampled
+  std::vector<std::pair<size_t, int32_t>> sampled;  // per sampled row: (seq index, position)
+  std::vector<uint8_t> want_logprob;          // per sampled row
+};
+
 class BatchRunner {
  public:
-  BatchRunner(DeepseekModel& model, Ops& ops, KvCache cache);
+  // Request rows (StepPlan's SeqStep::row) are in [0, max_rows).
+  BatchRunner(DeepseekModel& model, Ops& ops, KvCache cache, int32_t max_rows);
 
-  // Runs `plan`; outputs[i] belongs to plan.seqs[i].
+  // Queues `plan` on the backend and returns without waiting for the device (unless prompt-row logprobs
+  // are requested: those read the log-softmax on the host). Steps must be launched in plan order; a
+  // placeholder input (kPlaceholderToken) of a decode takes the token the latest launched step sampled for
+  // that row, on the device.
+  LaunchedStep launch(const StepPlan& plan, const std::unordered_map<std::string, RunnerRequestInfo>& info);
+  // Waits for a launched step; outputs[i] belongs to plan.seqs[i]. Finish in launch order.
+  std::vector<SeqOutput> finish(LaunchedStep step);
+  // launch + finish.
   std::vector<SeqOutput> execute(const StepPlan& plan,
-                                 const std::unordered_map<std::string, RunnerRequestInfo>& info);
-  // Decode-only steps that fit replay from these CUDA graphs (captured over this runner's cache).
+                                 const std::unordered_map<std::string, RunnerRequestInfo>& info) {
+    return finish(launch(plan, info));
+  }
+  // Decode-only steps that fit replay from these CUDA graphs (captured over this runner's cache, with
+  // token_store() as their placeholder source).
   void set_cuda_graphs(std::unique_ptr<CudaGraphRunner> graphs) { graphs_ = std::move(graphs); }
+  // [max_rows] I32 on the backend: each row's last sampled token (placeholders read it).
+  const Tensor& token_store() const { return token_store_; }
   // Forgets a finished request's sampler state.
   void release(const std::string& rid) { samplers_.erase(rid); }
 
@@ -48,7 +69,8 @@ class BatchRunner {
   Ops& ops_;
   KvCache cache_;
   std::unordered_map<std::string, Sampler> samplers_;  // per request: seeded generator state
-  std::unordered_map<int32_t, int32_t> last_token_by_row_;  // the last sampled token per request row (overlap)
+  Tensor token_store_;                 // [max_rows] I32 on the backend
+  std::vector<uint8_t> row_sampled_;   // [max_rows] a launched step sampled this row (placeholder check)
   std::unique_ptr<CudaGraphRunner> graphs_;            // null: eager decode
 };
 

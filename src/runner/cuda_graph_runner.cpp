@@ -51,9 +51,12 @@ struct CudaGraphRunner::Impl {
   // Device inputs, I32: ids | positions | slots | seq_lens (max_bs each) | q_starts (max_bs + 1) | block table.
   Tensor io;
   int64_t q_off = 0, table_off = 0;
-  int32_t* host = nullptr;        // pinned: ids | positions | slots | seq_lens, then a compact table
-  cudaEvent_t copied = nullptr;   // the last input copy out of `host` finished
-  bool copy_pending = false;
+  // Pinned, two alternating buffers (with overlap scheduling the next step's inputs are written while the
+  // previous copy may not have run yet): ids | positions | slots | seq_lens, then a compact table.
+  int32_t* host[2] = {nullptr, nullptr};
+  cudaEvent_t copied[2] = {nullptr, nullptr};  // the last input copy out of host[i] finished
+  bool copy_pending[2] = {false, false};
+  int cur = 0;                                 // the buffer the next write_inputs uses
   Tensor logits;                  // [max_bs, vocab] F32: the graphs' output
   std::vector<cudaGraph_t> graphs;
   std::vector<cudaGraphExec_t> execs;  // by index in sizes_
@@ -63,8 +66,10 @@ struct CudaGraphRunner::Impl {
       if (e) cudaGraphExecDestroy(e);
     for (cudaGraph_t g : graphs)
       if (g) cudaGraphDestroy(g);
-    if (copied) cudaEventDestroy(copied);
-    if (host) cudaFreeHost(host);
+    for (int i = 0; i < 2; ++i) {
+      if (copied[i]) cudaEventDestroy(copied[i]);
+      if (host[i]) cudaFreeHost(host[i]);
+    }
   }
   int32_t* dev(int64_t off) const { return io.data_as<int32_t>() + off; }
 };
@@ -104,8 +109,11 @@ Result<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::create(DeepseekModel& 
   const int64_t io_len = impl->table_off + o.max_bs * impl->max_pages;
   impl->io = ops.empty({io_len}, DType::kI32);
   const size_t host_len = 4 * static_cast<size_t>(o.max_bs) + static_cast<size_t>(o.max_bs * impl->max_pages);
-  DS_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&impl->host), host_len * sizeof(int32_t), cudaHostAllocDefault));
-  DS_CUDA_CHECK(cudaEventCreateWithFlags(&impl->copied, cudaEventDisableTiming));
+  for (int i = 0; i < 2; ++i) {
+    DS_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&impl->host[i]), host_len * sizeof(int32_t),
+                                cudaHostAllocDefault));
+    DS_CUDA_CHECK(cudaEventCreateWithFlags(&impl->copied[i], cudaEventDisableTiming));
+  }
   {  // q_starts = 0..max_bs once (one token per sequence), block table zeroed
     std::vector<int32_t> q(o.max_bs + 1);
     for (int i = 0; i <= o.max_bs; ++i) q[i] = i;
@@ -127,7 +135,9 @@ void CudaGraphRunner::write_inputs(const std::vector<DecodeSeq>& seqs, int bs) {
   const int32_t dummy_page = opts_.dummy_page;
   const int n = static_cast<int>(seqs.size());
   DS_CHECK(n <= bs && bs <= im.max_bs, "decode batch ", n, " padded to ", bs, " (max ", im.max_bs, ")");
-  if (im.copy_pending) DS_CUDA_CHECK(cudaEventSynchronize(im.copied));  // `host` is free again
+  const int hb = im.cur;
+  im.cur ^= 1;
+  if (im.copy_pending[hb]) DS_CUDA_CHECK(cudaEventSynchronize(im.copied[hb]));  // host[hb] is free again
   int64_t width = 1;
   for (const DecodeSeq& s : seqs) {
     DS_CHECK(s.num_pages >= 1 && s.num_pages <= im.max_pages && s.pages, "decode sequence with ", s.num_pages,
@@ -137,7 +147,7 @@ void CudaGraphRunner::write_inputs(const std::vector<DecodeSeq>& seqs, int bs) {
     width = std::max<int64_t>(width, s.num_pages);
   }
   const int M = im.max_bs;
-  int32_t* ids = im.host;
+  int32_t* ids = im.host[hb];
   int32_t* pos = ids + M;
   int32_t* slot = pos + M;
   int32_t* len = slot + M;
@@ -161,11 +171,11 @@ void CudaGraphRunner::write_inputs(const std::vector<DecodeSeq>& seqs, int bs) {
     }
   }
   cudaStream_t s = cuda_stream();
-  DS_CUDA_CHECK(cudaMemcpyAsync(im.dev(0), im.host, sizeof(int32_t) * 4 * M, cudaMemcpyHostToDevice, s));
+  DS_CUDA_CHECK(cudaMemcpyAsync(im.dev(0), im.host[hb], sizeof(int32_t) * 4 * M, cudaMemcpyHostToDevice, s));
   DS_CUDA_CHECK(cudaMemcpy2DAsync(im.dev(im.table_off), sizeof(int32_t) * im.max_pages, table, sizeof(int32_t) * width,
                                   sizeof(int32_t) * width, bs, cudaMemcpyHostToDevice, s));
-  DS_CUDA_CHECK(cudaEventRecord(im.copied, s));
-  im.copy_pending = true;
+  DS_CUDA_CHECK(cudaEventRecord(im.copied[hb], s));
+  im.copy_pending[hb] = true;
 }
 
 Status CudaGraphRunner::capture() {
@@ -186,7 +196,10 @@ Status CudaGraphRunner::capture() {
     m.seq_lens = im.io.rows(3 * M, 3 * M + bs);
     m.q_starts = im.io.rows(im.q_off, im.q_off + bs + 1);
     m.block_table = im.io.rows(im.table_off, im.table_off + bs * im.max_pages).reshape({bs, im.max_pages});
-    Tensor hidden = model_.forward(im.io.rows(0, bs), m, cache_, AttnMode::kAbsorbed);
+    Tensor ids = im.io.rows(0, bs);  // [bs] I32
+    // Placeholder ids (overlap scheduling) take the token store's entries inside the graph.
+    if (opts_.token_store.defined()) ops_.resolve_tokens_(ids, opts_.token_store);
+    Tensor hidden = model_.forward(ids, m, cache_, AttnMode::kAbsorbed);
     Tensor logits = model_.logits(hidden);
     DS_CHECK(logits.dtype() == DType::kF32 && logits.ndim() == 2 && logits.dim(0) == bs &&
                  logits.dim(1) == im.logits.dim(1),

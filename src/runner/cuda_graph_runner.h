@@ -27,6 +27,9 @@ struct CudaGraphOptions {
   int32_t dummy_page = -1;  // a cache page no sequence owns: padding rows use only it
   int plan_context = 0;     // context the split-KV attention plan is made for (0: min(max_context, 4096))
   bool verbose = true;      // log capture time
+  // [rows] I32 on the device (BatchRunner::token_store): decode ids < 0 are placeholders resolved from it
+  // inside the graph. Undefined: every id must be a real token.
+  Tensor token_store;
 };
 
 // One sequence of a decode step.
@@ -52,6 +55,8 @@ class CudaGraphRunner {
   int max_bs() const { return sizes_.empty() ? 0 : sizes_.back(); }
   const std::vector<int>& batch_sizes() const { return sizes_; }
   bool can_run(int num_seqs) const { return num_seqs >= 1 && num_seqs <= max_bs(); }
+  // Placeholder ids (< 0) are resolved from CudaGraphOptions::token_store inside the graphs.
+  bool resolves_placeholders() const { return opts_.token_store.defined(); }
 
   // Runs one decode step for seqs (1 <= size <= max_bs): the logits [padded_bs, vocab] fp32 on the device,
   // rows [0, seqs.size()) real. The tensor is the graph's static output: valid until the next replay.

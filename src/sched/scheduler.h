@@ -55,11 +55,11 @@ namespace ds {
 //    flight, and the radix cache only gets KV of completed steps (kv_done). Page reuse stays safe by stream
 //    order: pages freed at complete_step(N) are written only by a plan made after it, which the device runs
 //    after N + 1. Tested against the reference tokens by scheduler_test's random workloads with two steps in
-//    flight. The engine plans and runs N + 1 before completing N (steps with penalties run one at a time:
-//    they need the exact previous tokens); BatchRunner resolves placeholders from the last token sampled
-//    per row. Still to do for a real CPU/GPU overlap on CUDA: BatchRunner::execute returns before the device
-//    finishes (sampled ids copied back into pinned memory behind an event, waited for at completion), with
-//    the placeholder gather on the device (also into the CUDA graph's static id buffer).
+//    flight. The engine plans and launches N + 1 before finishing N (steps with penalties run one at a time:
+//    they need the exact previous tokens): BatchRunner::launch queues a step without waiting for the device,
+//    the sampled ids come back into pinned memory behind an event (Ops::sample_async), and each sampled row's
+//    token also goes to a device token store that the next step's placeholder ids read (resolve_tokens_,
+//    inside the CUDA graph for decode replays).
 //
 // Not thread-safe: the engine loop owns it; HTTP threads hand it requests and aborts through a queue.
 

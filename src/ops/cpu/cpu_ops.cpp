@@ -533,12 +533,39 @@ class CpuOps final : public Ops {
     return out;
   }
 
-  SampleResult sample(const Tensor& logits, const SampleBatch& batch) override {
+  std::unique_ptr<PendingSample> sample_async(const Tensor& logits, const SampleBatch& batch,
+                                              const Tensor& token_store) override {
     DS_CHECK(logits.ndim() == 2 && logits.dtype() == DType::kF32 && logits.device() == Device::kCpu, "sample of ",
              logits.describe());
     for (const SampleRow& r : batch.rows)
       DS_CHECK(r.logits_row >= 0 && r.logits_row < logits.dim(0), "sample row ", r.logits_row, " of ", logits.describe());
-    return sample_reference(logits.f32(), logits.dim(1), batch);
+    SampleResult res = sample_reference(logits.f32(), logits.dim(1), batch);
+    for (size_t b = 0; b < batch.rows.size(); ++b) {
+      const int32_t at = batch.rows[b].store_index;
+      if (at < 0) continue;
+      DS_CHECK(token_store.defined() && token_store.dtype() == DType::kI32 && at < token_store.numel(),
+               "token store index ", at, " outside ", token_store.describe());
+      token_store.data_as<int32_t>()[at] = res.tokens[b];
+    }
+    struct Ready final : PendingSample {
+      SampleResult r;
+      SampleResult wait() override { return std::move(r); }
+    };
+    auto ready = std::make_unique<Ready>();
+    ready->r = std::move(res);
+    return ready;
+  }
+
+  void resolve_tokens_(Tensor& ids, const Tensor& store) override {
+    DS_CHECK(ids.dtype() == DType::kI32 && ids.ndim() == 1 && store.dtype() == DType::kI32, "resolve_tokens_ of ",
+             ids.describe(), " from ", store.describe());
+    int32_t* p = ids.data_as<int32_t>();
+    for (int64_t i = 0; i < ids.numel(); ++i)
+      if (p[i] < 0) {
+        const int64_t at = -static_cast<int64_t>(p[i]) - 1;
+        DS_CHECK(at < store.numel(), "placeholder token for store row ", at, " outside ", store.describe());
+        p[i] = store.data_as<int32_t>()[at];
+      }
   }
 
  private:

@@ -177,7 +177,9 @@ TEST(CudaGraphDsa, Refused) {
 
 
 // Through the serving engine (scheduler -> BatchRunner -> graph replay for decode-only steps): greedy
-// outputs with graphs equal those without, step by step, until the eager run reaches a near-tie.
+// outputs with graphs equal those without, step by step, until the eager run reaches a near-tie. Both with
+// the overlap schedule (decodes planned behind a step in flight read their input token from the device's
+// token store, inside the graph when replayed) against the serial eager run.
 TEST(CudaGraphEngine, GreedyMatchesEager) {
   struct Run {
     std::mutex mu;
@@ -185,14 +187,16 @@ TEST(CudaGraphEngine, GreedyMatchesEager) {
     std::map<std::string, std::vector<int32_t>> tokens;
     std::map<std::string, std::vector<TokenLogprob>> lps;
     size_t finished = 0;
+    uint64_t planned_ahead = 0;
   };
-  auto serve = [](bool graphs, const std::vector<std::vector<int32_t>>& prompts, Run& run) {
+  auto serve = [](bool graphs, bool overlap, const std::vector<std::vector<int32_t>>& prompts, Run& run) {
     BatchEngineOptions o;
     o.model_path = fixture_dir("v3");
     o.device = "cuda";
     o.max_total_tokens = 4096;
     o.max_running_requests = 8;
     o.disable_cuda_graph = !graphs;
+    o.disable_overlap_schedule = !overlap;
     o.cuda_graph_max_bs = 8;
     o.verbose = false;
     auto e = make_batch_engine(o);
@@ -219,6 +223,7 @@ TEST(CudaGraphEngine, GreedyMatchesEager) {
     std::unique_lock<std::mutex> lock(run.mu);
     ASSERT_TRUE(run.cv.wait_for(lock, std::chrono::seconds(120), [&] { return run.finished == prompts.size(); }));
     lock.unlock();
+    run.planned_ahead = (*e)->stats().num_steps_planned_ahead;
     (*e)->shutdown();
   };
   std::mt19937 rng(99);
@@ -228,31 +233,38 @@ TEST(CudaGraphEngine, GreedyMatchesEager) {
     prompts.emplace_back(len);
     for (auto& t : prompts.back()) t = tok(rng);
   }
-  Run eager, graphed;
-  serve(false, prompts, eager);
-  serve(true, prompts, graphed);
+  Run eager, graphed, eager_overlap;
+  serve(false, false, prompts, eager);
+  serve(true, true, prompts, graphed);
+  serve(false, true, prompts, eager_overlap);
+  EXPECT_EQ(eager.planned_ahead, 0u);
+  EXPECT_GT(graphed.planned_ahead, 5u);
+  EXPECT_GT(eager_overlap.planned_ahead, 5u);
   int compared = 0;
-  for (size_t i = 0; i < prompts.size(); ++i) {
-    const std::string rid = "r" + std::to_string(i);
-    const auto& a = eager.tokens[rid];
-    const auto& b = graphed.tokens[rid];
-    const auto& la = eager.lps[rid];
-    const auto& lb = graphed.lps[rid];
-    ASSERT_EQ(a.size(), 10u);
-    ASSERT_EQ(b.size(), 10u);
-    ASSERT_EQ(la.size(), 10u);
-    ASSERT_EQ(lb.size(), 10u);
-    for (size_t s = 0; s < a.size(); ++s) {
-      ASSERT_GE(la[s].top.size(), 2u);
-      if (la[s].top[0].first - la[s].top[1].first < 0.05f) break;  // near-tie: the runs may part here
-      EXPECT_EQ(a[s], b[s]) << rid << " step " << s;
-      EXPECT_NEAR(la[s].logprob, lb[s].logprob, 5e-2) << rid << " step " << s;
-      if (a[s] != b[s]) break;
-      ++compared;
+  for (Run* other : {&graphed, &eager_overlap})
+    for (size_t i = 0; i < prompts.size(); ++i) {
+      const std::string rid = "r" + std::to_string(i);
+      const auto& a = eager.tokens[rid];
+      const auto& b = other->tokens[rid];
+      const auto& la = eager.lps[rid];
+      const auto& lb = other->lps[rid];
+      ASSERT_EQ(a.size(), 10u);
+      ASSERT_EQ(b.size(), 10u);
+      ASSERT_EQ(la.size(), 10u);
+      ASSERT_EQ(lb.size(), 10u);
+      for (size_t s = 0; s < a.size(); ++s) {
+        ASSERT_GE(la[s].top.size(), 2u);
+        if (la[s].top[0].first - la[s].top[1].first < 0.05f) break;  // near-tie: the runs may part here
+        EXPECT_EQ(a[s], b[s]) << rid << " step " << s;
+        EXPECT_NEAR(la[s].logprob, lb[s].logprob, 5e-2) << rid << " step " << s;
+        if (a[s] != b[s]) break;
+        ++compared;
+      }
     }
-  }
-  std::printf("GRAPH engine v3: %d greedy steps compared, identical\n", compared);
-  EXPECT_GT(compared, 10);
+  std::printf("GRAPH engine v3: %d greedy steps compared (graphed + overlap, eager + overlap), identical; "
+              "steps planned ahead %llu / %llu\n", compared, static_cast<unsigned long long>(graphed.planned_ahead),
+              static_cast<unsigned long long>(eager_overlap.planned_ahead));
+  EXPECT_GT(compared, 20);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGraphTest, ::testing::Values("v2_lite", "v2", "v3", "v3_fp8"));

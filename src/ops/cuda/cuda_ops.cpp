@@ -60,6 +60,37 @@ const int32_t* i32(const Tensor& t, const char* what) {
   return t.data_as<int32_t>();
 }
 
+// Ops::sample_async's result on its way: the ids and logprobs land in a pinned slot behind an event.
+struct CudaPendingSample final : PendingSample {
+  PinnedSlot slot;
+  bool recorded = false;
+  int64_t B = 0, n = 0;           // rows; top-logprob columns copied back (0: none)
+  std::vector<int32_t> top_n;     // per row, entries wanted
+  ~CudaPendingSample() override {
+    if (recorded) (void)cudaEventSynchronize(slot.done);  // the copy must land before the slot is reused
+    release_pinned(slot);
+  }
+  SampleResult wait() override {
+    SampleResult res;
+    if (B == 0) return res;
+    DS_CUDA_CHECK(cudaEventSynchronize(slot.done));
+    recorded = false;
+    const int32_t* w = static_cast<const int32_t*>(slot.host);
+    auto f32 = [](const int32_t* p) { return reinterpret_cast<const float*>(p); };
+    res.tokens.assign(w, w + B);
+    res.bad_id.assign(w + B, w + 2 * B);
+    res.logprobs.assign(f32(w + 2 * B), f32(w + 2 * B) + B);
+    res.bad_value.assign(f32(w + 3 * B), f32(w + 3 * B) + B);
+    res.top.resize(B);
+    for (int64_t b = 0; b < B && n > 0; ++b) {
+      if (res.bad_id[b] >= 0) continue;
+      for (int64_t i = 0; i < top_n[b]; ++i)
+        res.top[b].emplace_back(f32(w + 4 * B + B * n)[b * n + i], w[4 * B + b * n + i]);
+    }
+    return res;
+  }
+};
+
 class CudaOps final : public Ops {
  public:
   explicit CudaOps(int device_index) {
@@ -700,14 +731,15 @@ class CudaOps final : public Ops {
     return out;
   }
 
-  SampleResult sample(const Tensor& logits, const SampleBatch& batch) override {
+  std::unique_ptr<PendingSample> sample_async(const Tensor& logits, const SampleBatch& batch,
+                                              const Tensor& token_store) override {
     check_cuda(logits, "sample");
     DS_CHECK(logits.ndim() == 2 && (logits.dtype() == DType::kF32 || logits.dtype() == DType::kBF16), "sample of ",
              logits.describe());
     const int64_t V = batch.vocab, B = static_cast<int64_t>(batch.rows.size());
     DS_CHECK(V > 0 && V <= logits.dim(1), "sampling vocab ", V, " outside ", logits.describe());
-    SampleResult res;
-    if (B == 0) return res;
+    auto pending = std::make_unique<CudaPendingSample>();
+    if (B == 0) return pending;
     // Jobs (rows to sort) take the first work slots: draw rows, then raw copies for top logprobs.
     std::vector<kernels::SampleRowParams> rows(B);
     std::vector<int32_t> job_row, job_raw;
@@ -719,7 +751,12 @@ class CudaOps final : public Ops {
                    r.penalty_end <= static_cast<int32_t>(batch.penalties.size()), "sampling penalty range");
       rows[b] = kernels::SampleRowParams{r.logits_row, r.temperature, r.top_k, r.top_p, r.min_p, r.frequency_penalty,
                                          r.presence_penalty, r.repetition_penalty, r.uniform, r.penalty_begin,
-                                         r.penalty_end, std::max(0, r.top_logprobs), r.want_logprob ? 1 : 0, -1, -1};
+                                         r.penalty_end, std::max(0, r.top_logprobs), r.want_logprob ? 1 : 0, -1, -1,
+                                         r.store_index};
+      if (r.store_index >= 0)
+        DS_CHECK(token_store.defined() && token_store.device() == Device::kCuda && token_store.dtype() == DType::kI32 &&
+                     r.store_index < token_store.numel(),
+                 "token store index ", r.store_index, " outside ", token_store.describe());
       max_top_n = std::max(max_top_n, r.top_logprobs);
       if (r.temperature > 0.0f) {
         rows[b].slot = static_cast<int32_t>(job_row.size());
@@ -762,9 +799,14 @@ class CudaOps final : public Ops {
     size_t temp_bytes = 0;
     if (num_jobs > 0) DS_CUDA_CHECK(kernels::sample_sort_temp_bytes(V, &temp_bytes));
     Tensor temp = empty({words(temp_bytes)}, DType::kI32);
-    Tensor lse = empty({B}, DType::kF32), tokens = empty({B}, DType::kI32), lps = empty({B}, DType::kF32);
-    Tensor bad_id = empty({B}, DType::kI32), bad_val = empty({B}, DType::kF32);
-    Tensor top_lp = empty({B, max_top_n}, DType::kF32), top_id = empty({B, max_top_n}, DType::kI32);
+    // Everything that comes back lives in one device block, copied into pinned memory by one async copy:
+    // tokens [B], bad_id [B], logprobs [B], bad_value [B], top_id [B, n], top_lp [B, n] (4-byte words).
+    const int64_t n = max_top_n;
+    const bool want_top = std::any_of(rows.begin(), rows.end(), [](const auto& r) { return r.top_n > 0; });
+    const int64_t words_back = 4 * B + (want_top ? 2 * B * n : 0);
+    Tensor back = empty({4 * B + 2 * B * n}, DType::kI32);
+    int32_t* wb = back.data_as<int32_t>();
+    Tensor lse = empty({B}, DType::kF32);
     static_assert(sizeof(kernels::SampleScanPart) % 4 == 0);
     Tensor part = empty({B * kernels::kSampleScanChunks * static_cast<int64_t>(sizeof(kernels::SampleScanPart) / 4)},
                         DType::kI32);
@@ -789,38 +831,33 @@ class CudaOps final : public Ops {
     p.sort_temp_bytes = temp_bytes;
     p.max_top_n = max_top_n;
     p.lse = lse.data_as<float>();
-    p.tokens = tokens.data_as<int32_t>();
-    p.logprobs = lps.data_as<float>();
-    p.bad_id = bad_id.data_as<int32_t>();
-    p.bad_value = bad_val.data_as<float>();
-    p.top_lp = top_lp.data_as<float>();
-    p.top_id = top_id.data_as<int32_t>();
+    p.tokens = wb;
+    p.bad_id = wb + B;
+    p.logprobs = reinterpret_cast<float*>(wb + 2 * B);
+    p.bad_value = reinterpret_cast<float*>(wb + 3 * B);
+    p.top_id = wb + 4 * B;
+    p.top_lp = reinterpret_cast<float*>(wb + 4 * B + B * n);
+    p.token_store = token_store.defined() ? token_store.data_as<int32_t>() : nullptr;
     DS_CUDA_CHECK(kernels::launch_sample(p, stream()));
-    res.tokens.resize(B);
-    res.logprobs.resize(B);
-    res.bad_id.resize(B);
-    res.bad_value.resize(B);
-    std::vector<float> h_top_lp(B * max_top_n);
-    std::vector<int32_t> h_top_id(B * max_top_n);
-    auto down = [&](void* dst, const Tensor& src, size_t bytes) {
-      DS_CUDA_CHECK(cudaMemcpyAsync(dst, src.data(), bytes, cudaMemcpyDeviceToHost, stream()));
-    };
-    down(res.tokens.data(), tokens, B * 4);
-    down(res.logprobs.data(), lps, B * 4);
-    down(res.bad_id.data(), bad_id, B * 4);
-    down(res.bad_value.data(), bad_val, B * 4);
-    if (max_top_n > 1 || std::any_of(rows.begin(), rows.end(), [](const auto& r) { return r.top_n > 0; })) {
-      down(h_top_lp.data(), top_lp, h_top_lp.size() * 4);
-      down(h_top_id.data(), top_id, h_top_id.size() * 4);
-    }
-    DS_CUDA_CHECK(cudaStreamSynchronize(stream()));
-    res.top.resize(B);
-    for (int64_t b = 0; b < B; ++b) {
-      if (res.bad_id[b] >= 0) continue;
-      const int64_t n = std::min<int64_t>(rows[b].top_n, V);
-      for (int64_t i = 0; i < n; ++i) res.top[b].emplace_back(h_top_lp[b * max_top_n + i], h_top_id[b * max_top_n + i]);
-    }
-    return res;
+    pending->slot = acquire_pinned(static_cast<size_t>(words_back) * 4);
+    DS_CUDA_CHECK(cudaMemcpyAsync(pending->slot.host, wb, static_cast<size_t>(words_back) * 4, cudaMemcpyDeviceToHost,
+                                  stream()));
+    DS_CUDA_CHECK(cudaEventRecord(pending->slot.done, stream()));
+    pending->recorded = true;
+    pending->B = B;
+    pending->n = want_top ? n : 0;
+    pending->top_n.resize(B);
+    for (int64_t b = 0; b < B; ++b) pending->top_n[b] = static_cast<int32_t>(std::min<int64_t>(rows[b].top_n, V));
+    return pending;
+  }
+
+  void resolve_tokens_(Tensor& ids, const Tensor& store) override {
+    check_cuda(ids, "resolve_tokens_");
+    check_cuda(store, "resolve_tokens_");
+    DS_CHECK(ids.dtype() == DType::kI32 && ids.ndim() == 1 && store.dtype() == DType::kI32, "resolve_tokens_ of ",
+             ids.describe(), " from ", store.describe());
+    DS_CUDA_CHECK(kernels::launch_resolve_tokens(ids.data_as<int32_t>(), store.data_as<int32_t>(), ids.numel(),
+                                                 stream()));
   }
 
  private:

@@ -3,7 +3,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <algorithm>
+#include <cstddef>
 #include <mutex>
+#include <vector>
 
 #include "kernels/basic.h"
 
@@ -85,6 +88,35 @@ cudaStream_t cuda_side_stream() {
 void set_current_cuda_stream(cudaStream_t s) { t_current = s == g_stream ? nullptr : s; }
 
 void set_cuda_alloc_poison(bool on) { g_poison.store(on); }
+
+namespace {
+std::mutex g_pinned_mu;
+std::vector<PinnedSlot> g_pinned_free;  // never returned to the driver: a few small buffers per process
+}  // namespace
+
+PinnedSlot acquire_pinned(size_t bytes) {
+  bytes = std::max<size_t>(bytes, 256);
+  {
+    std::lock_guard<std::mutex> lock(g_pinned_mu);
+    for (size_t i = 0; i < g_pinned_free.size(); ++i)
+      if (g_pinned_free[i].bytes >= bytes) {
+        PinnedSlot s = g_pinned_free[i];
+        g_pinned_free.erase(g_pinned_free.begin() + static_cast<std::ptrdiff_t>(i));
+        return s;
+      }
+  }
+  PinnedSlot s;
+  s.bytes = (bytes + 4095) / 4096 * 4096;
+  DS_CUDA_CHECK(cudaHostAlloc(&s.host, s.bytes, cudaHostAllocDefault));
+  DS_CUDA_CHECK(cudaEventCreateWithFlags(&s.done, cudaEventDisableTiming));
+  return s;
+}
+
+void release_pinned(PinnedSlot slot) {
+  if (!slot.host) return;
+  std::lock_guard<std::mutex> lock(g_pinned_mu);
+  g_pinned_free.push_back(slot);
+}
 
 Tensor cuda_upload(const Tensor& host) {
   DS_CHECK(host.device() == Device::kCpu, "cuda_upload of ", host.describe());

@@ -39,6 +39,18 @@ void set_current_cuda_stream(cudaStream_t s);
 // that leaves part of its output unwritten is caught.
 void set_cuda_alloc_poison(bool on);
 
+// A page-locked host buffer and an event, reused across calls: a device-to-host copy queued behind a step's
+// kernels lands here, and the host waits for `done` only when it needs the bytes (overlap scheduling).
+struct PinnedSlot {
+  void* host = nullptr;
+  size_t bytes = 0;
+  cudaEvent_t done = nullptr;
+};
+// A slot of at least `bytes` (from the free list, else newly allocated); thread-safe.
+PinnedSlot acquire_pinned(size_t bytes);
+// Back to the free list; the caller has waited for `done` (or never recorded it).
+void release_pinned(PinnedSlot slot);
+
 // Host <-> device copies of whole tensors (same dtype and shape), ordered on cuda_stream(); the download
 // waits for the stream.
 Tensor cuda_upload(const Tensor& host);

@@ -251,5 +251,51 @@ TEST_F(SampleGpu, PenaltiesChangeTheChoice) {
   for (int b = 0; b < 4; ++b) EXPECT_EQ(got.tokens[b], 4243) << b;
 }
 
+// Overlap scheduling on the GPU: two samplings launched back to back before either is waited for (the
+// second over logits the first's store entries selected, as a decode after a step in flight would), both
+// write their rows' tokens into the device token store; resolve_tokens_ feeds them to placeholder ids; the
+// results equal the CPU backend doing the same steps one at a time.
+TEST_F(SampleGpu, AsyncStoreFeedsPlaceholders) {
+  Case c = make_case(129280, 12, 18, 2.0f, false);
+  mixed_params(c);
+  for (auto& r : c.batch.rows) r.top_logprobs = 0;  // also the copy-back without top logprobs
+  for (size_t b = 0; b < c.batch.rows.size(); ++b) c.batch.rows[b].store_index = static_cast<int32_t>(2 * b + 1);
+  Tensor host = Tensor::empty({c.rows, c.ld}, DType::kF32);
+  std::copy(c.logits.begin(), c.logits.end(), host.f32());
+  Tensor dev = cuda_upload(host);
+  const int64_t S = 2 * static_cast<int64_t>(c.batch.rows.size()) + 3;
+  Tensor store_h = Tensor::zeros({S}, DType::kI32);
+  Tensor store_d = cuda_upload(store_h);
+  // ids of the next step: every stored row as a placeholder, with real ids between them
+  const int64_t B = static_cast<int64_t>(c.batch.rows.size());
+  Tensor ids_h = Tensor::empty({2 * B}, DType::kI32);
+  for (int64_t b = 0; b < B; ++b) {
+    ids_h.data_as<int32_t>()[2 * b] = -(c.batch.rows[b].store_index + 1);
+    ids_h.data_as<int32_t>()[2 * b + 1] = static_cast<int32_t>(1000 + b);
+  }
+  Tensor ids_d = cuda_upload(ids_h);
+  auto first = gpu_->sample_async(dev, c.batch, store_d);
+  gpu_->resolve_tokens_(ids_d, store_d);
+  // A second step whose rows store over the same entries: the resolved ids must be the first step's.
+  SampleBatch second = c.batch;
+  for (auto& r : second.rows) r.uniform = 1.0 - r.uniform;
+  auto later = gpu_->sample_async(dev, second, store_d);
+  const SampleResult got2 = later->wait();
+  const SampleResult got1 = first->wait();
+  const SampleResult want1 = cpu_->sample_async(host, c.batch, store_h)->wait();
+  cpu_->resolve_tokens_(ids_h, store_h);
+  const SampleResult want2 = cpu_->sample_async(host, second, store_h)->wait();
+  Tensor ids_back = cuda_download(ids_d), store_back = cuda_download(store_d);
+  for (int64_t b = 0; b < B; ++b) {
+    EXPECT_EQ(got1.tokens[b], want1.tokens[b]) << b;
+    EXPECT_EQ(got2.tokens[b], want2.tokens[b]) << b;
+    EXPECT_EQ(ids_back.data_as<int32_t>()[2 * b], want1.tokens[b]) << b;
+    EXPECT_EQ(ids_back.data_as<int32_t>()[2 * b + 1], 1000 + b) << b;
+    EXPECT_EQ(store_back.data_as<int32_t>()[2 * b + 1], want2.tokens[b]) << b;
+    EXPECT_EQ(store_back.data_as<int32_t>()[2 * b], 0) << b;  // rows no sampling stored to stay as they were
+    if (c.batch.rows[b].want_logprob) EXPECT_NEAR(got1.logprobs[b], want1.logprobs[b], 2e-4) << b;
+  }
+}
+
 }  // namespace
 }  // namespace ds
