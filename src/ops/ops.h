@@ -84,6 +84,11 @@ class Ops {
   virtual Tensor to_host(const Tensor& t) = 0;     // device -> host copy (CPU: returns t)
   virtual void fill(Tensor& t, float value) = 0;   // float tensors; NaN poisoning in tests
 
+  // Forward passes over more tokens than this wait for the device inside (CUDA: prefill-sized MoE reads the
+  // per-expert counts back); the engine then finishes the step before them first, or its tokens would wait for
+  // the whole launch. Smaller ones only queue work.
+  virtual int64_t max_async_tokens() const { return INT64_MAX; }
+
   // ---- concurrency ----
   // Two independent chains of a step (the shared expert beside the routed ones; the latent-cache store beside
   // the query projection): ops issued between side_begin() and side_end() may run concurrently with those

@@ -336,6 +336,17 @@ class BatchEngine final : public Engine {
             throw std::runtime_error("injected step_error fault (DSERVE_FAULT_INJECT) for request " + sq.req->rid);
           else if (fault_injected(FaultKind::kCheckError, sq.req->rid))
             DS_CHECK(false, "injected check_error fault (DSERVE_FAULT_INJECT) for request ", sq.req->rid);
+        if (prev && runner_->launch_waits(plan, info)) {
+          // This launch waits for the device itself: the older step's tokens go out first, not after it.
+          std::vector<SeqOutput> o = prev->outputs ? std::move(*prev->outputs) : runner_->finish(std::move(prev->step));
+          std::vector<Outgoing> early;
+          {
+            std::lock_guard<std::mutex> lock(mu_);
+            early = complete_locked(std::move(prev->plan), std::move(o));
+          }
+          prev.reset();
+          deliver(early);
+        }
         launched = runner_->launch(plan, info);
         // Overlap: the older step's ids, waited for while this step is queued behind it on the device.
         if (prev) prev_outputs = prev->outputs ? std::move(*prev->outputs) : runner_->finish(std::move(prev->step));

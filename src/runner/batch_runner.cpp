@@ -67,6 +67,18 @@ TokenLogprob BatchRunner::logprob_at(const float* lp, int64_t vocab, int32_t id,
   return t;
 }
 
+bool BatchRunner::launch_waits(const StepPlan& plan,
+                               const std::unordered_map<std::string, RunnerRequestInfo>& info) const {
+  if (plan.num_tokens() > ops_.max_async_tokens()) return true;
+  for (const auto& sq : plan.seqs) {  // prompt-row logprobs read the log-softmax on the host
+    auto it = info.find(sq.req->rid);
+    if (it != info.end() && it->second.return_logprob && it->second.logprob_start_len >= 0 &&
+        sq.start_pos < sq.req->num_prompt)
+      return true;
+  }
+  return false;
+}
+
 LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<std::string, RunnerRequestInfo>& info) {
   LaunchedStep step;
   std::vector<SeqOutput>& out = step.out;

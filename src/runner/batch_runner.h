@@ -49,6 +49,8 @@ class BatchRunner {
   LaunchedStep launch(const StepPlan& plan, const std::unordered_map<std::string, RunnerRequestInfo>& info);
   // Waits for a launched step; outputs[i] belongs to plan.seqs[i]. Finish in launch order.
   std::vector<SeqOutput> finish(LaunchedStep step);
+  // True when launching `plan` would wait for the device (a prefill-sized MoE step, prompt-row logprobs).
+  bool launch_waits(const StepPlan& plan, const std::unordered_map<std::string, RunnerRequestInfo>& info) const;
   // launch + finish.
   std::vector<SeqOutput> execute(const StepPlan& plan,
                                  const std::unordered_map<std::string, RunnerRequestInfo>& info) {

@@ -97,6 +97,10 @@ try:
         bad = got is None or len(got) != len(want) or got[:n] != want[:n]
         if bad:
             print(f"prompt {i}: streamed {got} vs generate {want} (compared {n})")
+            if BF16_BACKEND and got:
+                k = next(k for k in range(n) if k >= len(got) or got[k] != want[k])
+                print(f"  first difference at output {k}: dserve score margin there {tops[k][0][0] - tops[k][1][0]:.4f}"
+                      f", top-2 {tops[k][:2]}", flush=True)
         mismatches += bad
     check(mismatches == 0, f"{mismatches} of 20 streamed outputs differ from dserve generate")
     check(state["num_running_reqs"] + state["num_waiting_reqs"] == 0 if "num_running_reqs" in state else True,

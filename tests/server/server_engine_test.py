@@ -65,6 +65,9 @@ class EngineServerTest(unittest.TestCase):
             self.assertEqual(j["meta_info"]["prompt_tokens"], len(g["input_ids"]))
             got = [t[0] for t in j["meta_info"]["output_token_logprobs"]]
             n = len(trusted_prefix(g))
+            diffs = [abs(a - b) for a, b in zip(got[:n], g["output_logprobs"][:n])]
+            print(f"greedy logprobs vs transformers: {n} positions, max |diff| {max(diffs, default=0):.4f}, "
+                  f"mean {sum(diffs) / max(len(diffs), 1):.4f}", flush=True)
             for a, b in zip(got[:n], g["output_logprobs"][:n]):
                 self.assertAlmostEqual(a, b, delta=H.LOGPROB_TOL)
 

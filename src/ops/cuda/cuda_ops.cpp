@@ -649,6 +649,9 @@ class CudaOps final : public Ops {
   // the per-expert counts/offsets on the device, and the weighted un-permutation: no host sync, so a
   // decode step is graph-capturable. Shapes the grouped kernel cannot take, and prefill-sized batches, use
   // per-expert cuBLASLt GEMMs with the counts read back.
+  static constexpr int64_t kGroupedMaxTokens = 1024;
+  int64_t max_async_tokens() const override { return grouped_moe_ ? kGroupedMaxTokens : 0; }
+
   Tensor moe_experts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                      const std::vector<PreparedMlp>& experts) override {
     check_dtype(x, DType::kBF16, "moe x");
@@ -664,7 +667,6 @@ class CudaOps final : public Ops {
     // Large prefill batches go to cuBLASLt (the grouped kernel's small token tiles are made for decode and
     // would be compute-bound there; a sync per layer costs little next to such a step). Never while a graph
     // is being captured.
-    constexpr int64_t kGroupedMaxTokens = 1024;
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     DS_CUDA_CHECK(cudaStreamIsCapturing(stream(), &capturing));
     const ExpertTable* table = nullptr;
