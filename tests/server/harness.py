@@ -22,6 +22,12 @@ SOURCE_DIR = os.path.dirname(os.path.dirname(HERE))
 BF16_BACKEND = "cuda" in os.environ.get("DSERVE_TEST_SERVE_ARGS", "")
 MIN_MARGIN = 0.1 if BF16_BACKEND else 1e-3
 LOGPROB_TOL = 5e-2 if BF16_BACKEND else 5e-3
+# Logprobs of generated tokens on a bf16 backend also carry the bf16 latent cache and the decode kernels'
+# rounding (absorbed attention, small-M GEMMs), step after step: they are held to the trust margin itself, 0.1.
+# Measured on the v2_lite fixture, H100, 2026-11-25: max 0.057 / mean 0.014 with the small-M decode GEMMs,
+# max 0.026 / mean 0.008 with cuBLASLt (same positions; each kernel is within bf16 rounding of the fp32 product
+# in the GPU suite, so neither is wrong: the order of roundings differs).
+GEN_LOGPROB_TOL = 0.1 if BF16_BACKEND else 5e-3
 
 
 class Server:

@@ -90,15 +90,16 @@ try:
                    "--temperature", "0", "--ignore-eos")["output_ids"]
         got = results[i][1]["output_ids"] if results[i] and results[i][1] else None
         n = len(want)
-        if BF16_BACKEND:  # batched bf16 rounding may flip a near-tie: compare up to the first margin < 0.1
+        if BF16_BACKEND:  # batched bf16 rounding may flip a near-tie: compare the outputs before the first
+            # margin < 0.1 (tops[k] is the distribution output k was drawn from: a near-tie there may flip it)
             tops = cli("score", "--input-ids", ",".join(map(str, prompts[i] + want)), "--top-logprobs", "2")
             tops = tops["input_top_logprobs"][len(prompts[i]):]
-            n = next((k + 1 for k, t in enumerate(tops) if t[0][0] - t[1][0] < MIN_MARGIN), n)
+            n = next((k for k, t in enumerate(tops) if t[0][0] - t[1][0] < MIN_MARGIN), n)
         bad = got is None or len(got) != len(want) or got[:n] != want[:n]
         if bad:
             print(f"prompt {i}: streamed {got} vs generate {want} (compared {n})")
-            if BF16_BACKEND and got:
-                k = next(k for k in range(n) if k >= len(got) or got[k] != want[k])
+            k = next((k for k in range(n) if got is None or k >= len(got) or got[k] != want[k]), None)
+            if BF16_BACKEND and k is not None:
                 print(f"  first difference at output {k}: dserve score margin there {tops[k][0][0] - tops[k][1][0]:.4f}"
                       f", top-2 {tops[k][:2]}", flush=True)
         mismatches += bad

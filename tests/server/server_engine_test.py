@@ -69,7 +69,7 @@ class EngineServerTest(unittest.TestCase):
             print(f"greedy logprobs vs transformers: {n} positions, max |diff| {max(diffs, default=0):.4f}, "
                   f"mean {sum(diffs) / max(len(diffs), 1):.4f}", flush=True)
             for a, b in zip(got[:n], g["output_logprobs"][:n]):
-                self.assertAlmostEqual(a, b, delta=H.LOGPROB_TOL)
+                self.assertAlmostEqual(a, b, delta=H.GEN_LOGPROB_TOL)
 
     def test_stream_matches(self):
         g = REF["generate"][0]
