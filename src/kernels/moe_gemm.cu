@@ -178,7 +178,7 @@ __global__ void __launch_bounds__(32 * kW) moe_grouped_gemm_kernel(MoeGroupedGem
 // 64-row panel.
 constexpr int kSmallWarps = 8;
 
-template <bool kSilu, bool kM16>
+template <bool kSilu, bool kM16, int kUnroll>
 __global__ void __launch_bounds__(kSmallWarps * 32) moe_small_m_kernel(MoeGroupedGemmParams p) {
   pdl_enter();
   constexpr int NT = kSilu ? 2 : 1;
@@ -215,8 +215,8 @@ __global__ void __launch_bounds__(kSmallWarps * 32) moe_small_m_kernel(MoeGroupe
   bool wk[NT];  // both tiles (gate, up) feed the same output column
 #pragma unroll
   for (int t = 0; t < NT; ++t) wk[t] = wok;
-  uint4* my = stage + warp * small_m::NkShape<NT, kM16>::kSlots * 32 + lane;
-  small_m::accumulate_rows<NT, kM16>(wrow, wk, x0, ok0, x1, ok1, K, warp, kSmallWarps, my, acc);
+  uint4* my = stage + warp * small_m::NkShape<NT, kM16, kUnroll>::kSlots * 32 + lane;
+  small_m::accumulate_rows<NT, kM16, kUnroll>(wrow, wk, x0, ok0, x1, ok1, K, warp, kSmallWarps, my, acc);
 #pragma unroll
   for (int t = 0; t < NT; ++t)
 #pragma unroll
@@ -242,21 +242,41 @@ __global__ void __launch_bounds__(kSmallWarps * 32) moe_small_m_kernel(MoeGroupe
   }
 }
 
-template <bool kSilu, bool kM16>
+template <bool kSilu, bool kM16, int kUnroll>
 cudaError_t launch_small_m_variant(const MoeGroupedGemmParams& p, cudaStream_t stream) {
-  constexpr size_t kSmem = static_cast<size_t>(kSmallWarps) * small_m::NkShape<kSilu ? 2 : 1, kM16>::kSlots * 512;
-  static const cudaError_t attr = cudaFuncSetAttribute(moe_small_m_kernel<kSilu, kM16>,
+  constexpr size_t kSmem =
+      static_cast<size_t>(kSmallWarps) * small_m::NkShape<kSilu ? 2 : 1, kM16, kUnroll>::kSlots * 512;
+  static const cudaError_t attr = cudaFuncSetAttribute(moe_small_m_kernel<kSilu, kM16, kUnroll>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
   if (attr != cudaSuccess) return attr;
   const int ey = p.active && p.max_active > 0 && p.max_active < p.experts ? p.max_active : p.experts;
   const dim3 grid(static_cast<unsigned>((p.N + 7) / 8), static_cast<unsigned>(ey));
-  return launch_pdl(moe_small_m_kernel<kSilu, kM16>, grid, kSmallWarps * 32, kSmem, stream, p);
+  return launch_pdl(moe_small_m_kernel<kSilu, kM16, kUnroll>, grid, kSmallWarps * 32, kSmem, stream, p);
+}
+
+// Chunks per warp per round of the plain (down) product at M <= 8: the default 8, or the fewest of 4 / 6 that
+// still cover K in one round (V2-Lite's expert down, K = 1408: 44 chunks, 6 per warp), so a CTA's staging
+// area shrinks and more CTAs share an SM (each CTA is one load round: more of them keep more bytes in
+// flight). DSERVE_MOE_SMALL_UNROLL=4|6|8 forces one (A/B runs).
+int down_unroll(int64_t K) {
+  static const int forced = [] {
+    const char* e = std::getenv("DSERVE_MOE_SMALL_UNROLL");
+    return e && *e ? std::atoi(e) : 0;
+  }();
+  if (forced == 4 || forced == 6 || forced == 8) return forced;
+  const int64_t per_warp = (K / 32 + kSmallWarps - 1) / kSmallWarps;
+  return per_warp <= 4 ? 4 : per_warp <= 6 ? 6 : 8;
 }
 
 cudaError_t launch_small_m(const MoeGroupedGemmParams& p, cudaStream_t stream) {
   const bool m16 = p.max_rows_per_expert > 8;
-  if (p.silu) return m16 ? launch_small_m_variant<true, true>(p, stream) : launch_small_m_variant<true, false>(p, stream);
-  return m16 ? launch_small_m_variant<false, true>(p, stream) : launch_small_m_variant<false, false>(p, stream);
+  if (p.silu) return m16 ? launch_small_m_variant<true, true, 4>(p, stream) : launch_small_m_variant<true, false, 4>(p, stream);
+  if (m16) return launch_small_m_variant<false, true, 4>(p, stream);
+  switch (down_unroll(p.K)) {
+    case 4: return launch_small_m_variant<false, false, 4>(p, stream);
+    case 6: return launch_small_m_variant<false, false, 6>(p, stream);
+    default: return launch_small_m_variant<false, false, 8>(p, stream);
+  }
 }
 
 template <int NT, bool kSilu, int kStages, int kW = kMaxWarps>

@@ -32,9 +32,11 @@ __device__ __forceinline__ void cp_async_wait_all() {
   asm volatile("cp.async.commit_group;\ncp.async.wait_group 0;\n" ::: "memory");
 }
 
-template <int NT, bool kM16>
+// kUnrollOverride > 0 replaces the default chunks per round (a kernel whose K fits one shorter round takes less
+// shared memory, so more CTAs share an SM).
+template <int NT, bool kM16, int kUnrollOverride = 0>
 struct NkShape {
-  static constexpr int kUnroll = NT == 1 && !kM16 ? 8 : 4;        // chunks per warp per round
+  static constexpr int kUnroll = kUnrollOverride > 0 ? kUnrollOverride : NT == 1 && !kM16 ? 8 : 4;  // chunks per warp per round
   static constexpr int kSlots = kUnroll * (NT + (kM16 ? 2 : 1));  // 512-byte slots per warp per round
 };
 
@@ -47,12 +49,11 @@ struct NkShape {
 // second + 4; both operands use the same permutation, so every product still pairs matching k. Each round
 // stages kUnroll chunks with cp.async (all in flight together), then multiplies; a lane reads back only the
 // slots it copied itself.
-template <int NT, bool kM16>
+template <int NT, bool kM16, int kUnroll = NkShape<NT, kM16>::kUnroll>
 __device__ __forceinline__ void accumulate_rows(const __nv_bfloat16* const (&wrow)[NT], const bool (&wok)[NT],
                                                 const __nv_bfloat16* xrow0, bool xok0, const __nv_bfloat16* xrow1,
                                                 bool xok1, int64_t K, int warp, int warps, uint4* my,
                                                 float (&acc)[NT][4]) {
-  constexpr int kUnroll = NkShape<NT, kM16>::kUnroll;
   // Round r, step u of warp w: chunk w + (r * kUnroll + u) * warps (adjacent warps read adjacent bytes).
   const int64_t chunks = K / 32;
   for (int64_t c0 = warp; c0 < chunks; c0 += warps * kUnroll) {
