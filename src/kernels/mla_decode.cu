@@ -563,19 +563,22 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
 }
 
-// Merges the splits of each (token, head) row: out = sum_s 2^(lse_s - M) o_s / sum_s 2^(lse_s - M). Four
-// groups of 128 threads take every fourth split each (independent loads in flight), then add up.
-constexpr int kCombineGroups = 4;
-__global__ void __launch_bounds__(kCombineGroups * 128) mla_combine_kernel(const float* __restrict__ part_o,
-                                                                          const float* __restrict__ part_lse,
-                                                                          __nv_bfloat16* __restrict__ out,
-                                                                          int64_t rows, int splits) {
+// Merges the splits of each (token, head) row: out = sum_s 2^(lse_s - M) o_s / sum_s 2^(lse_s - M). A block
+// takes 128 of the row's 512 value columns (a warp reads 512 contiguous bytes of one split) and `groups` warps
+// take every groups-th split each, so a few rows with many splits (batch 1, long context) still spread their
+// partial reads over many blocks with several loads in flight per thread; then the warps add up.
+constexpr int kCombineCols = 128;       // value columns per block: 32 lanes x 4
+constexpr int kCombineMaxGroups = 16;   // warps per block
+__global__ void __launch_bounds__(kCombineMaxGroups * 32) mla_combine_kernel(const float* __restrict__ part_o,
+                                                                            const float* __restrict__ part_lse,
+                                                                            __nv_bfloat16* __restrict__ out,
+                                                                            int64_t rows, int splits) {
   pdl_enter();
   __shared__ float w_sh[kMlaMaxSplits];
-  __shared__ float4 red[kCombineGroups - 1][128];
+  __shared__ float4 red[kCombineMaxGroups - 1][32];
   __shared__ float inv_sh;
   const int64_t row = blockIdx.x;
-  const int tid = threadIdx.x;
+  const int tid = threadIdx.x, groups = blockDim.x >> 5;
   if (tid < 32) {
     float mx = -INFINITY;
     for (int s = tid; s < splits; s += 32) mx = fmaxf(mx, part_lse[s * rows + row]);
@@ -591,10 +594,10 @@ __global__ void __launch_bounds__(kCombineGroups * 128) mla_combine_kernel(const
     if (tid == 0) inv_sh = sum > 0.0f ? 1.0f / sum : 0.0f;
   }
   __syncthreads();
-  const int g = tid >> 7, c = (tid & 127) * 4;
+  const int g = tid >> 5, c = static_cast<int>(blockIdx.y) * kCombineCols + (tid & 31) * 4;
   float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
 #pragma unroll 4
-  for (int s = g; s < splits; s += kCombineGroups) {
+  for (int s = g; s < splits; s += groups) {
     const float w = w_sh[s];
     if (w == 0.0f) continue;  // nothing attended (or negligible): its O is not read (empty splits skip writing it)
     const float4 v = *reinterpret_cast<const float4*>(part_o + (s * rows + row) * kMlaValueDim + c);
@@ -603,11 +606,10 @@ __global__ void __launch_bounds__(kCombineGroups * 128) mla_combine_kernel(const
     acc.z += w * v.z;
     acc.w += w * v.w;
   }
-  if (g > 0) red[g - 1][tid & 127] = acc;
+  if (g > 0) red[g - 1][tid & 31] = acc;
   __syncthreads();
   if (g == 0) {
-#pragma unroll
-    for (int k = 0; k < kCombineGroups - 1; ++k) {
+    for (int k = 0; k < groups - 1; ++k) {
       acc.x += red[k][tid].x;
       acc.y += red[k][tid].y;
       acc.z += red[k][tid].z;
@@ -812,8 +814,12 @@ cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream) {
   if (e != cudaSuccess) return e;
   if (p.num_splits > 1) {
     const int64_t rows = static_cast<int64_t>(p.num_tokens) * p.num_heads;
-    return launch_pdl(mla_combine_kernel, static_cast<unsigned>(rows), kCombineGroups * 128, 0, stream, p.part_o,
-                      p.part_lse, static_cast<__nv_bfloat16*>(p.out), rows, p.num_splits);
+    // Warps per block: up to 16, about four splits each (fewer for the few-split, many-row steps of big batches).
+    int groups = 1;
+    while (groups < kCombineMaxGroups && groups * 4 < p.num_splits) groups *= 2;
+    static_assert(kMlaValueDim % kCombineCols == 0);
+    return launch_pdl(mla_combine_kernel, dim3(static_cast<unsigned>(rows), kMlaValueDim / kCombineCols), groups * 32, 0,
+                      stream, p.part_o, p.part_lse, static_cast<__nv_bfloat16*>(p.out), rows, p.num_splits);
   }
   return cudaSuccess;
 }
