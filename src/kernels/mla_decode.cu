@@ -807,10 +807,12 @@ cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream) {
   // DSERVE_MLA_NO_TMA=1 forces the cp.async loads (a diagnostic switch; results are identical).
   static const bool tma_disabled = std::getenv("DSERVE_MLA_NO_TMA") != nullptr;
   CUtensorMap map{};
-  const bool tma = !topk && p.use_tma && !tma_disabled && p.page_size % kTile == 0 && make_cache_map(p, &map);
-  cudaError_t e = topk  ? launch_variant<true, false>(p, map, grid, stream)
-                  : tma ? launch_variant<false, true>(p, map, grid, stream)
-                        : launch_variant<false, false>(p, map, grid, stream);
+  const bool m16 = mla_decode_m16_supported(p);
+  const bool tma = !m16 && !topk && p.use_tma && !tma_disabled && p.page_size % kTile == 0 && make_cache_map(p, &map);
+  cudaError_t e = m16  ? launch_mla_decode_m16(p, stream)
+                  : topk                       ? launch_variant<true, false>(p, map, grid, stream)
+                  : tma                        ? launch_variant<false, true>(p, map, grid, stream)
+                                               : launch_variant<false, false>(p, map, grid, stream);
   if (e != cudaSuccess) return e;
   if (p.num_splits > 1) {
     const int64_t rows = static_cast<int64_t>(p.num_tokens) * p.num_heads;

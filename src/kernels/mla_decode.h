@@ -40,6 +40,7 @@ struct MlaDecodeParams {
   int topk_k = 0;
   int max_q_len = 0;   // max new tokens of one sequence (sizes the grid)
   int num_splits = 1;  // from mla_decode_num_splits; at most kMlaMaxSplits
+  int plan_context = 0;  // the context the split plan was made for (0: unknown); picks the kernel
   float scale = 1.0f;
   bool use_tma = true;  // tensor-map tile loads when possible (dense context, page_size % 64 == 0)
 };
@@ -61,6 +62,16 @@ bool mla_decode_fast_supported(int head_dim, int v_dim);
 
 // Tensor-core decode kernel (+ the combine kernel when num_splits > 1). head_dim 576, v_dim 512.
 cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream);
+
+// The mma.sync decode kernel for one new token per sequence and at most 16 heads (mla_decode_m16.cu), which
+// launch_mla_decode takes when it applies: short planned contexts (1 <= plan_context <= kMlaM16MaxContext),
+// where a step is latency-bound and the 64-row wgmma tiles are three-quarters padding. Measured on the H100
+// (2026-11-25): V2-Lite batch 1 / 8 decode at context 288 -2%; streaming 4K-32K contexts it reaches 0.78 / 0.44
+// of copy bandwidth against the wgmma kernel's 0.88 / 0.46, so long plans stay there. DSERVE_MLA_M16=0: never,
+// =1: whenever the shape fits. Same split plan, scratch and combine.
+constexpr int kMlaM16MaxContext = 1024;
+bool mla_decode_m16_supported(const MlaDecodeParams& p);
+cudaError_t launch_mla_decode_m16(const MlaDecodeParams& p, cudaStream_t stream);
 
 // Reference kernel: one block per (token, head), CUDA cores, any head_dim/v_dim <= 1024. Ignores
 // num_splits and the scratch pointers. Also the "naive" baseline of dserve_mla_bench.

@@ -95,6 +95,7 @@ Tensor cuda_mla_attention_absorbed(const Tensor& q, const Tensor& cache, int64_t
     const int context = p.topk ? p.topk_k : m.max_seq_len;
     p.num_splits = kernels::mla_decode_num_splits(p.num_seqs, p.num_tokens, p.max_q_len, p.num_heads, context,
                                                   p.topk != nullptr, num_sms());
+    p.plan_context = context;
   }
   void* scratch = nullptr;
   const size_t scratch_bytes = fast ? kernels::mla_decode_scratch_bytes(p.num_splits, p.num_tokens, p.num_heads) : 0;

@@ -214,6 +214,7 @@ TEST_P(MlaAbsorbedGpu, MatchesCpu) {
     p.use_tma = false;
     p.max_q_len = m.max_q_len;
     p.num_splits = splits;
+    p.plan_context = 1;  // a short plan: one token per sequence and <= 16 heads take the mma.sync kernel here
     p.scale = in.scale;
     DS_CUDA_CHECK(kernels::launch_mla_decode(p, cuda_stream()));
     Tensor all = to_f32(cuda_download(out));
@@ -240,6 +241,12 @@ std::vector<AbsorbedCase> absorbed_cases() {
   v.push_back({"lite_page16", 16, 576, 512, 16, {100, 33, 1}, {1, 2, 1}, 0, 1.0f, 2});
   v.push_back({"v3_page128", 128, 576, 512, 128, {300, 129, 1, 1000}, {1, 2, 1, 1}, 0, 1.0f, 2});
   v.push_back({"v3_sharp", 128, 576, 512, 64, {3000}, {}, 0, 4.0f, 3});
+  // One new token and <= 16 heads: the mma.sync kernel (mla_decode_m16.cu) with and without splits.
+  v.push_back({"m16_long_b1", 16, 576, 512, 64, {20000}, {}, 0, 1.0f, 7});
+  v.push_back({"m16_h8_b5", 8, 576, 512, 64, {1, 31, 32, 33, 300}, {}, 0, 1.0f, 2});
+  v.push_back({"m16_h1_page16", 1, 576, 512, 16, {5, 100, 64}, {}, 0, 1.0f, 3});
+  v.push_back({"m16_h13_page128", 13, 576, 512, 128, {129, 1000}, {}, 0, 1.0f, 4});
+  v.push_back({"m16_sharp", 16, 576, 512, 64, {3000, 17}, {}, 0, 4.0f, 1});
   v.push_back({"fixture_dims", 4, 80, 64, 64, {1, 17, 90}, {1, 3, 2}, 0, 1.0f, 0});
   v.push_back({"fixture_dims_topk", 4, 80, 64, 64, {1, 17, 90}, {1, 3, 2}, 8, 1.0f, 0});
   return v;

@@ -156,6 +156,7 @@ int main(int argc, char** argv) {
     p.max_q_len = 1;
     p.scale = 0.1352338f;
     p.num_splits = ds::kernels::mla_decode_num_splits(B, B, 1, H, L, false, prop.multiProcessorCount);
+    p.plan_context = L;
     void* scratch = nullptr;
     const size_t scratch_bytes = ds::kernels::mla_decode_scratch_bytes(p.num_splits, B, H);
     if (scratch_bytes) {
