@@ -64,12 +64,13 @@ bool mla_decode_fast_supported(int head_dim, int v_dim);
 cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream);
 
 // The mma.sync decode kernel for one new token per sequence and at most 16 heads (mla_decode_m16.cu), which
-// launch_mla_decode takes when it applies: short planned contexts (1 <= plan_context <= kMlaM16MaxContext),
-// where a step is latency-bound and the 64-row wgmma tiles are three-quarters padding. Measured on the H100
-// (2026-11-25): V2-Lite batch 1 / 8 decode at context 288 -2%; streaming 4K-32K contexts it reaches 0.78 / 0.44
-// of copy bandwidth against the wgmma kernel's 0.88 / 0.46, so long plans stay there. DSERVE_MLA_M16=0: never,
-// =1: whenever the shape fits. Same split plan, scratch and combine.
-constexpr int kMlaM16MaxContext = 1024;
+// launch_mla_decode takes when it applies: plans whose splits hold at most kMlaM16MaxUnits units of 64 context
+// positions (plan_context >= 1), where a block is latency-bound and the 64-row wgmma tiles are three-quarters
+// padding. Measured on the H100 (2026-11-25, dserve_mla_bench, 16 heads): 1 unit per split (batch 1 x 4K,
+// 64 splits) 10.8 vs 12.7 us, V2-Lite batch 1 / 8 decode at context 288 -2%; 4 units per split (batch 8 x 4K,
+// batch 64 x 512, batch 1 x 32K) and 32 (batch 64 x 4K) 6-12% slower than the wgmma kernel, so those stay
+// there. DSERVE_MLA_M16=0: never, =1: whenever the shape fits. Same split plan, scratch and combine.
+constexpr int kMlaM16MaxUnits = 1;
 bool mla_decode_m16_supported(const MlaDecodeParams& p);
 cudaError_t launch_mla_decode_m16(const MlaDecodeParams& p, cudaStream_t stream);
 

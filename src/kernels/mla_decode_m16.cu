@@ -10,6 +10,7 @@
 // kernel merges the splits).
 #include <cuda_bf16.h>
 
+#include <algorithm>
 #include <cstdlib>
 
 #include "kernels/mla_decode.h"
@@ -258,7 +259,9 @@ bool mla_decode_m16_supported(const MlaDecodeParams& p) {
     return e && *e ? (e[0] == '0' ? 0 : 1) : -1;
   }();
   if (mode == 0 || !m16_shape_fits(p)) return false;
-  return mode == 1 || (p.plan_context >= 1 && p.plan_context <= kMlaM16MaxContext);
+  if (mode == 1) return true;
+  const int units = (p.plan_context + kUnit - 1) / kUnit;
+  return p.plan_context >= 1 && (units + p.num_splits - 1) / std::max(p.num_splits, 1) <= kMlaM16MaxUnits;
 }
 
 cudaError_t launch_mla_decode_m16(const MlaDecodeParams& p, cudaStream_t stream) {

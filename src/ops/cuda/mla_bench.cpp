@@ -102,7 +102,7 @@ int main(int argc, char** argv) {
   if (csv)
     std::fprintf(csv, "batch,context,heads,splits,ours_us,ours_GBps,copy_GBps,ratio,naive_us,naive_GBps,max_rel_vs_naive\n");
 
-  const std::vector<Case> all_cases = {{64, 4096, 128}, {1, 32768, 128}, {64, 4096, 16}, {8, 8192, 128}, {1, 32768, 16}};
+  const std::vector<Case> all_cases = {{64, 4096, 128}, {1, 32768, 128}, {64, 4096, 16}, {8, 8192, 128}, {1, 32768, 16}, {1, 4096, 16}, {8, 4096, 16}, {64, 512, 16}};
   std::vector<Case> cases = all_cases;
   if (const char* sel = std::getenv("MLA_BENCH_CASES")) {  // e.g. "0" or "0,1": run only these
     cases.clear();
