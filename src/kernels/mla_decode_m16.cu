@@ -99,26 +99,32 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_m16_kernel(const MlaDe
     const int r = idx / kChunks, c = idx % kChunks;
     cp_async16(q_s + r * kStride + c * 8, q + static_cast<int64_t>(r < H ? r : 0) * kMlaHeadDim + c * 8, r < H);
   }
-  // Four threads per tile row (one page lookup each), 18 interleaved 16-byte chunks apiece.
-  auto load_tile = [&](int i) {
-    __nv_bfloat16* dst = kv_s + (i % kStages) * kTile * kStride;
-    const int r = tid >> 2, part = tid & 3;
-    const int pos = pos0 + i * kTile + r;
-    const bool ok = pos < pos_end;
-    const int64_t slot = ok ? static_cast<int64_t>(btab[pos / p.page_size]) * p.page_size + pos % p.page_size : 0;
+  // Four threads per tile row, 18 interleaved 16-byte chunks apiece. A row's page-table entry is read one
+  // iteration before its tile is loaded (a dependent global read in front of the copies would stall the loop).
+  const int lr = tid >> 2, part = tid & 3;
+  auto entry_of = [&](int i) -> int {  // page of this thread's row of tile i, -1 beyond the split
+    const int pos = pos0 + i * kTile + lr;
+    return i < nt && pos < pos_end ? btab[pos / p.page_size] : -1;
+  };
+  auto load_tile = [&](int i, int entry) {
+    __nv_bfloat16* dst = kv_s + (i % kStages) * kTile * kStride + lr * kStride;
+    const int pos = pos0 + i * kTile + lr;
+    const bool ok = entry >= 0;
+    const int64_t slot = ok ? static_cast<int64_t>(entry) * p.page_size + pos % p.page_size : 0;
     const __nv_bfloat16* src = cache + slot * kMlaHeadDim;
 #pragma unroll
     for (int j = 0; j < kChunks / 4; ++j) {
       const int c = part + 4 * j;
-      cp_async16(dst + r * kStride + c * 8, src + c * 8, ok);
+      cp_async16(dst + c * 8, src + c * 8, ok);
     }
   };
   static_assert(kThreads == 4 * kTile && kChunks % 4 == 0, "load_tile's thread mapping");
 #pragma unroll
   for (int i = 0; i < kStages - 1; ++i) {  // tiles 0..3 in flight (group 0 also holds Q)
-    if (i < nt) load_tile(i);
+    if (i < nt) load_tile(i, entry_of(i));
     cp_async_commit();
   }
+  int next_entry = entry_of(kStages - 1);
 
   const float sl2 = p.scale * kLog2e;
   float m0 = -INFINITY, m1 = -INFINITY;  // running row maxima (log2 units) of rows g and g + 8
@@ -131,8 +137,9 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_m16_kernel(const MlaDe
     const __nv_bfloat16* kv = kv_s + (i % kStages) * kTile * kStride;
     cp_async_wait<kStages - 2>();  // tile i (and Q) landed for this thread; later ones may be in flight
     __syncthreads();               // ... for every thread; and every warp is done with tile i - 1's buffer
-    if (i + kStages - 1 < nt) load_tile(i + kStages - 1);  // into tile i - 1's buffer
+    if (i + kStages - 1 < nt) load_tile(i + kStages - 1, next_entry);  // into tile i - 1's buffer
     cp_async_commit();
+    next_entry = entry_of(i + kStages);
     // S = Q K^T over this warp's 8 tile rows: four independent accumulators (the k loop is otherwise one
     // chain of 36 dependent mma).
     float sa[4][4] = {};
