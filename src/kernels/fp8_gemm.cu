@@ -1,11 +1,14 @@
 // Block-FP8 kernels (see fp8_gemm.h): activation quantization and the small-M tensor-core GEMM.
 #include "kernels/fp8_gemm.h"
+#include "kernels/ptx.cuh"
 
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
 namespace ds::kernels {
 namespace {
+
+using ptx::mma_e4m3;
 
 // The reference's scale: max(amax, 1e-4) / 448, or exp2(ceil(log2(s))) for ue8m0 (same formula as the CPU so
 // the two agree bit for bit on ordinary values).
@@ -50,15 +53,6 @@ __global__ void quant_act_kernel(Fp8QuantParams p) {
   }
   reinterpret_cast<uint32_t*>(p.q + m * p.Kp + g * 128)[lane] = packed;
   if (lane == 0) p.s[p.s_m_major ? g * p.s_ld + m : m * p.s_ld + g] = s;
-}
-
-__device__ __forceinline__ void mma_e4m3(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
 __device__ __forceinline__ uint4 load_stream(const uint8_t* p) {

@@ -20,9 +20,12 @@
 
 #include "kernels/mla_decode.h"
 #include "kernels/pdl.cuh"
+#include "kernels/ptx.cuh"
 
 namespace ds::kernels {
 namespace {
+
+using namespace ptx;
 
 constexpr int kThreads = 256;                     // two warpgroups
 constexpr int kRows = 64;                         // query rows per block (the wgmma M)
@@ -47,9 +50,6 @@ constexpr int kSmemBytes = kSmemBar + 4 * 8 + 1024;
 constexpr int kTmaBoxRows = 32;  // TMA box: 64 columns (one 128-byte panel row) x 32 rows = 4 KB
 static_assert(kSmemBytes <= 232448, "exceeds the 227 KB opt-in shared memory of sm_90");
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 
 // Byte offset of 16-byte chunk `c` (0..71) of row `r` in a [9 panels][64 rows][128 B] tile with the 128-byte
 // swizzle (chunk index XOR row % 8), the layout wgmma reads for both K-major and MN-major operands.
@@ -57,15 +57,6 @@ __device__ __forceinline__ uint32_t tile_offset(int r, int c) {
   return (c >> 3) * kPanelBytes + r * 128 + (((c & 7) ^ (r & 7)) << 4);
 }
 
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
 // Generic-proxy writes to shared memory (cp.async, st.shared) -> visible to wgmma (async proxy).
 __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -131,11 +122,6 @@ __device__ __forceinline__ uint64_t opaque(uint64_t x) {
   return x;
 }
 
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 
 // D[64 x 32] (+)= A[64 x 16] B[16 x 32], A and B K-major in shared memory.
 __device__ __forceinline__ void wgmma_m64n32k16_ss(float (&d)[16], uint64_t desc_a, uint64_t desc_b, int accumulate) {
@@ -183,10 +169,6 @@ __device__ __forceinline__ void wgmma_m64n256k16_ss_tnsp_b(float (&d)[128], uint
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
 
 // kTma: dense context with page_size % 64 == 0 (each tile is 64 consecutive slots of one page), loaded by
 // the tensor map `tmap` over the cache; otherwise per-row cp.async (tmap unused).

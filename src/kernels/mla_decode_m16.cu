@@ -15,9 +15,12 @@
 
 #include "kernels/mla_decode.h"
 #include "kernels/pdl.cuh"
+#include "kernels/ptx.cuh"
 
 namespace ds::kernels {
 namespace {
+
+using namespace ptx;
 
 constexpr int kThreads = 128;
 constexpr int kHeads = 16;                 // the mma's M
@@ -34,36 +37,7 @@ constexpr int kSmemP = kSmemKv + kStages * kTile * kStride * 2;
 constexpr int kSmemRed = kSmemP + kHeads * kPStride * 2;          // float [4 warps][16 rows]
 constexpr int kSmemBytes = kSmemRed + 4 * kHeads * 4;
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(dst)), "l"(src), "r"(valid ? 16 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ void mma16816(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], const void* p) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(smem_u32(p)));
-}
 __device__ __forceinline__ uint32_t ld32(const __nv_bfloat16* p) { return *reinterpret_cast<const uint32_t*>(p); }
-__device__ __forceinline__ uint32_t pack_bf16(float a, float b) {
-  const __nv_bfloat162 v = __floats2bfloat162_rn(a, b);
-  return *reinterpret_cast<const uint32_t*>(&v);
-}
 
 __global__ void __launch_bounds__(kThreads, 1) mla_decode_m16_kernel(const MlaDecodeParams p) {
   pdl_enter();
@@ -148,7 +122,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_m16_kernel(const MlaDe
 #pragma unroll
     for (int kk = 0; kk < kMlaHeadDim / 16; ++kk) {
       const int k = kk * 16;
-      mma16816(sa[kk & 3], ld32(qa + k), ld32(qa + 8 * kStride + k), ld32(qa + k + 8),
+      mma_bf16(sa[kk & 3], ld32(qa + k), ld32(qa + 8 * kStride + k), ld32(qa + k + 8),
                ld32(qa + 8 * kStride + k + 8), ld32(kb + k), ld32(kb + k + 8));
     }
     float s[4];
@@ -205,8 +179,8 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_m16_kernel(const MlaDe
       for (int j = 0; j < 16; j += 2) {
         uint32_t b[4];
         ldmatrix_x4_trans(b, vrow + j * 8);
-        mma16816(o[j], f0, f1, f2, f3, b[0], b[1]);
-        mma16816(o[j + 1], f0, f1, f2, f3, b[2], b[3]);
+        mma_bf16(o[j], f0, f1, f2, f3, b[0], b[1]);
+        mma_bf16(o[j + 1], f0, f1, f2, f3, b[2], b[3]);
       }
     }
   }

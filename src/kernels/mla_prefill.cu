@@ -6,9 +6,12 @@
 #include <cuda_bf16.h>
 
 #include "kernels/mla_prefill.h"
+#include "kernels/ptx.cuh"
 
 namespace ds::kernels {
 namespace {
+
+using namespace ptx;
 
 constexpr int kThreads = 128;
 constexpr int kBq = 64;  // query rows per block
@@ -24,50 +27,12 @@ constexpr int kSmemV = kSmemK + 2 * kBk * kKRowBytes;     // two V tiles
 constexpr int kSmemBytes = kSmemV + 2 * kBk * kVRowBytes;  // 104 KB: two blocks per multiprocessor
 constexpr float kLog2e = 1.4426950408889634f;
 
-__device__ __forceinline__ uint32_t smem_u32(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
 // Chunk c of row r with the low three chunk bits XORed by r % 8: the 8 rows an ldmatrix reads hit 8
 // different 16-byte bank groups.
 __device__ __forceinline__ uint32_t swz(int r, int c, int row_bytes) {
   return r * row_bytes + (((c & ~7) | ((c ^ r) & 7)) << 4);
 }
-__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool valid) {
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
-}
-__device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(uint32_t (&r)[4], uint32_t addr) {
-  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-               : "r"(addr));
-}
 // d += a b for one m16n8k16 tile (a: 4 regs of bf16x2, b: 2 regs).
-__device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
-      "{%0, %1, %2, %3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-__device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
-  __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
-  return *reinterpret_cast<uint32_t*>(&v);
-}
-__device__ __forceinline__ float fast_exp2(float x) {
-  float y;
-  asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
-  return y;
-}
 
 // First context row of sequence `seq` in kv/ctx: the sum of the earlier sequences' lengths.
 __device__ int64_t context_base(const int32_t* seq_lens, int seq) {

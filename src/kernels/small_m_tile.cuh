@@ -6,16 +6,12 @@
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
+#include "kernels/ptx.cuh"
+
 namespace ds::kernels::small_m {
 
-__device__ __forceinline__ void mma_bf16(float (&c)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
-                                         uint32_t b0, uint32_t b1) {
-  asm volatile(
-      "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-      "{%0,%1,%2,%3};\n"
-      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-      : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
-}
+using ptx::mma_bf16;
+
 
 // 16-byte global -> shared copies that are in flight together until the wait: loading into registers let the
 // compiler interleave each load with its mma (one load in flight per warp, ~1 TB/s at best; measured).
