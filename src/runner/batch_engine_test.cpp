@@ -199,10 +199,11 @@ TEST(BatchEngine, OverlapScheduleGivesTheSameResults) {
     if (i == 7) r.sampling.presence_penalty = 0.5f;
     r.return_logprob = i % 2 == 0;
     r.top_logprobs_num = i % 2 == 0 ? 2 : 0;
+    if (i == 8) r.logprob_start_len = 0;  // prompt logprobs: its prefill steps wait for the device in the launch
     reqs.push_back(r);
   }
   std::map<std::string, std::vector<int32_t>> tokens[2];
-  std::map<std::string, std::vector<TokenLogprob>> lps[2];
+  std::map<std::string, std::vector<TokenLogprob>> lps[2], input_lps[2];
   uint64_t ahead[2] = {0, 0};
   for (int overlap = 0; overlap < 2; ++overlap) {
     BatchEngineOptions o;
@@ -223,12 +224,19 @@ TEST(BatchEngine, OverlapScheduleGivesTheSameResults) {
     ASSERT_TRUE(col.wait(rs.size()));
     tokens[overlap] = col.tokens;
     lps[overlap] = col.output_lps;
+    input_lps[overlap] = col.input_lps;
     ahead[overlap] = engine->stats().num_steps_planned_ahead;
     EngineStats st = engine->stats();
     EXPECT_EQ(st.used_tokens, st.cached_tokens) << "pool idle after the last event";
   }
   EXPECT_EQ(ahead[0], 0u);
   EXPECT_GT(ahead[1], 0u) << "no step was planned ahead";
+  ASSERT_EQ(input_lps[0]["o8"].size(), reqs[8].input_ids.size());
+  ASSERT_EQ(input_lps[1]["o8"].size(), reqs[8].input_ids.size());
+  for (size_t k = 1; k < reqs[8].input_ids.size(); ++k) {
+    EXPECT_EQ(input_lps[1]["o8"][k].id, input_lps[0]["o8"][k].id) << k;
+    EXPECT_NEAR(input_lps[1]["o8"][k].logprob, input_lps[0]["o8"][k].logprob, 1e-4) << k;
+  }
   for (const auto& r : reqs) {
     if (r.rid == "o3") {  // stopped at its third token with overlap
       ASSERT_GE(tokens[0]["o3"].size(), 3u);
