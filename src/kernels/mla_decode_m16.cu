@@ -1,13 +1,13 @@
 // MLA absorbed decode for at most 16 query heads per sequence and one new token (V2-Lite, V3 heads split 8
 // ways): the 16 heads are the M side of mma.sync m16n8k16 tiles, so no tensor work goes to padding rows (the
-// wgmma kernel of mla_decode.cu computes 64 rows per tile, 48 of them empty at 16 heads), and the smaller
-// Block = (sequence, split), 4 warps; per 32-row cache
-// tile: S = Q K^T (warp w: tile rows [8 w, 8 w + 8), K = 576), the online-softmax row max across warps through
-// shared memory, P (bf16) through shared memory, then O += P V (warp w: value columns [128 w, 128 w + 128),
-// B fragments by ldmatrix.trans). Five tile buffers: four tiles load with cp.async while one is used (a block
-// per SM must keep ~150 KB in flight to stream at full bandwidth); rows are padded to 1168 bytes so every
-// fragment load is free of bank conflicts. Same split and partial conventions as mla_decode.cu (its combine
-// kernel merges the splits).
+// wgmma kernel of mla_decode.cu computes 64 rows per tile, 48 of them empty at 16 heads). Block = (sequence,
+// split), 8 warps; per 64-row cache tile: S = Q K^T (warp w: tile rows [8 w, 8 w + 8), K = 576, four
+// independent accumulator chains), the online-softmax row max across warps through shared memory, P (bf16)
+// through shared memory, then O += P V (warp w: value columns [64 w, 64 w + 64), B fragments by
+// ldmatrix.trans). Two tile buffers: the next tile loads with cp.async while one is used (page-table entries
+// read one tile ahead); rows are padded to 1168 bytes so every fragment load is free of bank conflicts. Same
+// split and partial conventions as mla_decode.cu (its combine kernel merges the splits). Measured 32-row tiles
+// with 4 warps and five buffers too: slower in every case (BENCHMARKS.md).
 #include <cuda_bf16.h>
 
 #include <algorithm>
@@ -22,24 +22,39 @@ namespace {
 
 using namespace ptx;
 
-constexpr int kThreads = 128;
 constexpr int kHeads = 16;                 // the mma's M
-constexpr int kTile = 32;                  // cache rows per tile
-constexpr int kStages = 5;                 // tile buffers
-constexpr int kUnit = 64;                  // the split plan's unit (mla_decode_num_splits): two tiles
+constexpr int kUnit = 64;                  // the split plan's unit (mla_decode_num_splits)
 constexpr int kStride = kMlaHeadDim + 8;   // bf16 per shared row: 1168 bytes, 292 words = 4 (mod 32) banks apart
-constexpr int kPStride = kTile + 8;        // bf16 per P row: 20 words
 constexpr int kChunks = kMlaHeadDim / 8;   // 16-byte chunks per row: 72
 constexpr float kLog2e = 1.4426950408889634f;
-constexpr int kSmemQ = 0;
-constexpr int kSmemKv = kSmemQ + kHeads * kStride * 2;
-constexpr int kSmemP = kSmemKv + kStages * kTile * kStride * 2;
-constexpr int kSmemRed = kSmemP + kHeads * kPStride * 2;          // float [4 warps][16 rows]
-constexpr int kSmemBytes = kSmemRed + 4 * kHeads * 4;
+
+// kTileRows cache rows per tile, one warp per 8 of them (Q K^T), the same warps splitting the 512 value columns
+// (P V); 64-row tiles take two buffers (32-row ones, measured slower, five).
+template <int kTileRows>
+struct Shape {
+  static constexpr int kTile = kTileRows;
+  static constexpr int kWarps = kTileRows / 8;
+  static constexpr int kThreads = 32 * kWarps;
+  static constexpr int kStages = kTileRows == 32 ? 5 : 2;
+  static constexpr int kCols = kMlaValueDim / kWarps;  // value columns per warp
+  static constexpr int kNT = kCols / 8;                // n8 tiles per warp
+  static constexpr int kPStride = kTile + 8;           // bf16 per P row (conflict-free fragment loads)
+  static constexpr int kSmemQ = 0;
+  static constexpr int kSmemKv = kSmemQ + kHeads * kStride * 2;
+  static constexpr int kSmemP = kSmemKv + kStages * kTile * kStride * 2;
+  static constexpr int kSmemRed = kSmemP + kHeads * kPStride * 2;  // float [warps][16 rows]
+  static constexpr int kSmemBytes = kSmemRed + kWarps * kHeads * 4;
+  static_assert(kSmemBytes <= 232448, "exceeds the 227 KB opt-in shared memory of sm_90");
+};
 
 __device__ __forceinline__ uint32_t ld32(const __nv_bfloat16* p) { return *reinterpret_cast<const uint32_t*>(p); }
 
-__global__ void __launch_bounds__(kThreads, 1) mla_decode_m16_kernel(const MlaDecodeParams p) {
+template <int kTileRows>
+__global__ void __launch_bounds__(Shape<kTileRows>::kThreads, 1) mla_decode_m16_kernel(const MlaDecodeParams p) {
+  using S = Shape<kTileRows>;
+  constexpr int kTile = S::kTile, kWarps = S::kWarps, kThreads = S::kThreads, kStages = S::kStages;
+  constexpr int kCols = S::kCols, kNT = S::kNT, kPStride = S::kPStride;
+  constexpr int kSmemQ = S::kSmemQ, kSmemKv = S::kSmemKv, kSmemP = S::kSmemP, kSmemRed = S::kSmemRed;
   pdl_enter();
   extern __shared__ __align__(16) uint8_t smem[];
   __nv_bfloat16* q_s = reinterpret_cast<__nv_bfloat16*>(smem + kSmemQ);
@@ -94,7 +109,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_m16_kernel(const MlaDe
   };
   static_assert(kThreads == 4 * kTile && kChunks % 4 == 0, "load_tile's thread mapping");
 #pragma unroll
-  for (int i = 0; i < kStages - 1; ++i) {  // tiles 0..3 in flight (group 0 also holds Q)
+  for (int i = 0; i < kStages - 1; ++i) {  // the first kStages - 1 tiles in flight (group 0 also holds Q)
     if (i < nt) load_tile(i, entry_of(i));
     cp_async_commit();
   }
@@ -103,9 +118,9 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_m16_kernel(const MlaDe
   const float sl2 = p.scale * kLog2e;
   float m0 = -INFINITY, m1 = -INFINITY;  // running row maxima (log2 units) of rows g and g + 8
   float l0 = 0.0f, l1 = 0.0f;            // this thread's share of the row sums
-  float o[16][4];                        // O for rows g, g + 8 x value columns [128 warp, + 128)
+  float o[kNT][4];                       // O for rows g, g + 8 x value columns [kCols warp, + kCols)
 #pragma unroll
-  for (int j = 0; j < 16; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+  for (int j = 0; j < kNT; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
 
   for (int i = 0; i < nt; ++i) {
     const __nv_bfloat16* kv = kv_s + (i % kStages) * kTile * kStride;
@@ -145,7 +160,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_m16_kernel(const MlaDe
     }
     __syncthreads();
 #pragma unroll
-    for (int w = 0; w < 4; ++w) {
+    for (int w = 0; w < kWarps; ++w) {
       mx0 = fmaxf(mx0, red[w * kHeads + g]);
       mx1 = fmaxf(mx1, red[w * kHeads + g + 8]);
     }
@@ -160,7 +175,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_m16_kernel(const MlaDe
     *reinterpret_cast<uint32_t*>(p_s + g * kPStride + 8 * warp + 2 * tq) = pack_bf16(p0, p1);
     *reinterpret_cast<uint32_t*>(p_s + (g + 8) * kPStride + 8 * warp + 2 * tq) = pack_bf16(p2, p3);
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
+    for (int j = 0; j < kNT; ++j) {
       o[j][0] *= a0;
       o[j][1] *= a0;
       o[j][2] *= a1;
@@ -174,9 +189,9 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_m16_kernel(const MlaDe
       const int k = kk * 16;
       const uint32_t f0 = ld32(pa + k), f1 = ld32(pa + 8 * kPStride + k), f2 = ld32(pa + k + 8),
                      f3 = ld32(pa + 8 * kPStride + k + 8);
-      const __nv_bfloat16* vrow = kv + (k + (lane & 15)) * kStride + 128 * warp + (lane >> 4) * 8;
+      const __nv_bfloat16* vrow = kv + (k + (lane & 15)) * kStride + kCols * warp + (lane >> 4) * 8;
 #pragma unroll
-      for (int j = 0; j < 16; j += 2) {
+      for (int j = 0; j < kNT; j += 2) {
         uint32_t b[4];
         ldmatrix_x4_trans(b, vrow + j * 8);
         mma_bf16(o[j], f0, f1, f2, f3, b[0], b[1]);
@@ -197,15 +212,20 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_m16_kernel(const MlaDe
     red[warp * kHeads + g + 8] = l1;
   }
   __syncthreads();
-  l0 = red[g] + red[kHeads + g] + red[2 * kHeads + g] + red[3 * kHeads + g];
-  l1 = red[g + 8] + red[kHeads + g + 8] + red[2 * kHeads + g + 8] + red[3 * kHeads + g + 8];
+  l0 = 0.0f;
+  l1 = 0.0f;
+#pragma unroll
+  for (int w = 0; w < kWarps; ++w) {
+    l0 += red[w * kHeads + g];
+    l1 += red[w * kHeads + g + 8];
+  }
   const float inv0 = l0 > 0.0f ? 1.0f / l0 : 0.0f, inv1 = l1 > 0.0f ? 1.0f / l1 : 0.0f;
-  const int col = 128 * warp + 2 * tq;
+  const int col = kCols * warp + 2 * tq;
   const int h0 = g, h1 = g + 8;
   if (p.num_splits == 1) {
     __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out) + static_cast<int64_t>(t) * H * kMlaValueDim;
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
+    for (int j = 0; j < kNT; ++j) {
       if (h0 < H)
         *reinterpret_cast<uint32_t*>(out + h0 * kMlaValueDim + col + 8 * j) = pack_bf16(o[j][0] * inv0, o[j][1] * inv0);
       if (h1 < H)
@@ -214,7 +234,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_decode_m16_kernel(const MlaDe
   } else {
     const int64_t row0 = split * TH + static_cast<int64_t>(t) * H + h0, row1 = row0 + 8;
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
+    for (int j = 0; j < kNT; ++j) {
       if (h0 < H)
         *reinterpret_cast<float2*>(p.part_o + row0 * kMlaValueDim + col + 8 * j) = make_float2(o[j][0] * inv0, o[j][1] * inv0);
       if (h1 < H)
@@ -245,13 +265,19 @@ bool mla_decode_m16_supported(const MlaDecodeParams& p) {
   return p.plan_context >= 1 && (units + p.num_splits - 1) / std::max(p.num_splits, 1) <= kMlaM16MaxUnits;
 }
 
-cudaError_t launch_mla_decode_m16(const MlaDecodeParams& p, cudaStream_t stream) {
-  if (!m16_shape_fits(p)) return cudaErrorInvalidValue;
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(mla_decode_m16_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+template <int kTileRows>
+cudaError_t launch_m16_variant(const MlaDecodeParams& p, cudaStream_t stream) {
+  using S = Shape<kTileRows>;
+  static const cudaError_t attr = cudaFuncSetAttribute(mla_decode_m16_kernel<kTileRows>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes);
   if (attr != cudaSuccess) return attr;
   const dim3 grid(1, static_cast<unsigned>(p.num_splits), static_cast<unsigned>(p.num_seqs));
-  return launch_pdl(mla_decode_m16_kernel, grid, kThreads, kSmemBytes, stream, p);
+  return launch_pdl(mla_decode_m16_kernel<kTileRows>, grid, S::kThreads, S::kSmemBytes, stream, p);
+}
+
+cudaError_t launch_mla_decode_m16(const MlaDecodeParams& p, cudaStream_t stream) {
+  if (!m16_shape_fits(p)) return cudaErrorInvalidValue;
+  return launch_m16_variant<64>(p, stream);
 }
 
 }  // namespace ds::kernels
