@@ -338,7 +338,7 @@ class BatchEngine final : public Engine {
             DS_CHECK(false, "injected check_error fault (DSERVE_FAULT_INJECT) for request ", sq.req->rid);
         if (prev && runner_->launch_waits(plan, info)) {
           // This launch waits for the device itself: the older step's tokens go out first, not after it.
-          std::vector<SeqOutput> o = prev->outputs ? std::move(*prev->outputs) : runner_->finish(std::move(prev->step));
+          std::vector<SeqOutput> o = finish(*prev);
           std::vector<Outgoing> early;
           {
             std::lock_guard<std::mutex> lock(mu_);
@@ -349,7 +349,7 @@ class BatchEngine final : public Engine {
         }
         launched = runner_->launch(plan, info);
         // Overlap: the older step's ids, waited for while this step is queued behind it on the device.
-        if (prev) prev_outputs = prev->outputs ? std::move(*prev->outputs) : runner_->finish(std::move(prev->step));
+        if (prev) prev_outputs = finish(*prev);
         if (serial_step) outputs = runner_->finish(std::move(launched));
       } catch (const std::exception& e) {
         fail_all(plan, e.what());
@@ -374,9 +374,13 @@ class BatchEngine final : public Engine {
     out.insert(out.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
   }
 
+  // A launched step's outputs: kept from a serial finish, else waited for now.
+  std::vector<SeqOutput> finish(Done& d) {
+    return d.outputs ? std::move(*d.outputs) : runner_->finish(std::move(d.step));
+  }
   // complete_step of a launched step (waiting for the device) and its events (called with mu_ held).
   std::vector<Outgoing> complete_locked(Done d) {
-    std::vector<SeqOutput> outputs = d.outputs ? std::move(*d.outputs) : runner_->finish(std::move(d.step));
+    std::vector<SeqOutput> outputs = finish(d);
     return complete_locked(std::move(d.plan), std::move(outputs));
   }
   std::vector<Outgoing> complete_locked(StepPlan plan, std::vector<SeqOutput> outputs) {

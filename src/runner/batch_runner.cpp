@@ -67,15 +67,24 @@ TokenLogprob BatchRunner::logprob_at(const float* lp, int64_t vocab, int32_t id,
   return t;
 }
 
+namespace {
+
+// The request's info when this step computes prompt positions whose logprobs it asked for, else null.
+const RunnerRequestInfo* input_logprob_info(const StepPlan::SeqStep& sq,
+                                            const std::unordered_map<std::string, RunnerRequestInfo>& info) {
+  auto it = info.find(sq.req->rid);
+  const bool want = it != info.end() && it->second.return_logprob && it->second.logprob_start_len >= 0 &&
+                    sq.start_pos < sq.req->num_prompt;
+  return want ? &it->second : nullptr;
+}
+
+}  // namespace
+
 bool BatchRunner::launch_waits(const StepPlan& plan,
                                const std::unordered_map<std::string, RunnerRequestInfo>& info) const {
   if (plan.num_tokens() > ops_.max_async_tokens()) return true;
-  for (const auto& sq : plan.seqs) {  // prompt-row logprobs read the log-softmax on the host
-    auto it = info.find(sq.req->rid);
-    if (it != info.end() && it->second.return_logprob && it->second.logprob_start_len >= 0 &&
-        sq.start_pos < sq.req->num_prompt)
-      return true;
-  }
+  for (const auto& sq : plan.seqs)  // prompt-row logprobs read the log-softmax on the host
+    if (input_logprob_info(sq, info)) return true;
   return false;
 }
 
@@ -89,19 +98,17 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
   std::vector<std::pair<size_t, int32_t>> row_owner;  // (seq index, position of the token whose row it is)
   for (size_t s = 0; s < plan.seqs.size(); ++s) {
     const auto& sq = plan.seqs[s];
-    auto it = info.find(sq.req->rid);
-    const bool want_input = it != info.end() && it->second.return_logprob && it->second.logprob_start_len >= 0 &&
-                            sq.start_pos < sq.req->num_prompt;
+    const RunnerRequestInfo* want_input = input_logprob_info(sq, info);
     for (int32_t j = 0; j < sq.num_tokens; ++j) {
       const int32_t pos = sq.start_pos + j;
       const bool last = j + 1 == sq.num_tokens;
-      const bool input_row = want_input && pos + 1 < sq.req->num_prompt && pos + 1 >= it->second.logprob_start_len;
+      const bool input_row = want_input && pos + 1 < sq.req->num_prompt && pos + 1 >= want_input->logprob_start_len;
       if ((last && sq.needs_sample) || input_row) {
         rows.push_back(sq.token_begin + j);
         row_owner.emplace_back(s, pos);
       }
     }
-    if (want_input && sq.start_pos == 0 && it->second.logprob_start_len == 0)  // token 0 has no prediction
+    if (want_input && sq.start_pos == 0 && want_input->logprob_start_len == 0)  // token 0 has no prediction
       out[s].input_logprobs.emplace_back(0, TokenLogprob{sq.req->tokens[0], std::numeric_limits<float>::quiet_NaN(), {}});
   }
   // Overlap scheduling: a decode planned while the previous step was in flight feeds kPlaceholderToken for the
@@ -214,6 +221,8 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
   if (batch.rows.empty()) return step;
   for (size_t b = 0; b < batch_row.size(); ++b) {
     const auto [s, pos] = row_owner[batch_row[b]];
+    step.sampled.emplace_back(s, pos);
+    step.want_logprob.push_back(batch.rows[b].want_logprob ? 1 : 0);
     const int32_t row = plan.seqs[s].row;
     if (row < 0) continue;  // a plan from a test without rows: nothing can refer to its token
     DS_CHECK(row < static_cast<int32_t>(row_sampled_.size()), "request row ", row, " outside the runner's ",
@@ -222,10 +231,6 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
     row_sampled_[row] = 1;
   }
   step.sample = ops_.sample_async(dev_logits, batch, token_store_);
-  for (size_t b = 0; b < batch_row.size(); ++b) {
-    step.sampled.push_back(row_owner[batch_row[b]]);
-    step.want_logprob.push_back(batch.rows[b].want_logprob ? 1 : 0);
-  }
   return step;
 }
 

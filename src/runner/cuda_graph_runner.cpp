@@ -53,10 +53,9 @@ struct CudaGraphRunner::Impl {
   int64_t q_off = 0, table_off = 0;
   // Pinned, two alternating buffers (with overlap scheduling the next step's inputs are written while the
   // previous copy may not have run yet): ids | positions | slots | seq_lens, then a compact table.
-  int32_t* host[2] = {nullptr, nullptr};
-  cudaEvent_t copied[2] = {nullptr, nullptr};  // the last input copy out of host[i] finished
+  PinnedSlot in[2];                      // `done`: the last input copy out of in[i] finished
   bool copy_pending[2] = {false, false};
-  int cur = 0;                                 // the buffer the next write_inputs uses
+  int cur = 0;                           // the buffer the next write_inputs uses
   Tensor logits;                  // [max_bs, vocab] F32: the graphs' output
   std::vector<cudaGraph_t> graphs;
   std::vector<cudaGraphExec_t> execs;  // by index in sizes_
@@ -67,8 +66,8 @@ struct CudaGraphRunner::Impl {
     for (cudaGraph_t g : graphs)
       if (g) cudaGraphDestroy(g);
     for (int i = 0; i < 2; ++i) {
-      if (copied[i]) cudaEventDestroy(copied[i]);
-      if (host[i]) cudaFreeHost(host[i]);
+      if (copy_pending[i]) (void)cudaEventSynchronize(in[i].done);
+      release_pinned(in[i]);
     }
   }
   int32_t* dev(int64_t off) const { return io.data_as<int32_t>() + off; }
@@ -109,11 +108,7 @@ Result<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::create(DeepseekModel& 
   const int64_t io_len = impl->table_off + o.max_bs * impl->max_pages;
   impl->io = ops.empty({io_len}, DType::kI32);
   const size_t host_len = 4 * static_cast<size_t>(o.max_bs) + static_cast<size_t>(o.max_bs * impl->max_pages);
-  for (int i = 0; i < 2; ++i) {
-    DS_CUDA_CHECK(cudaHostAlloc(reinterpret_cast<void**>(&impl->host[i]), host_len * sizeof(int32_t),
-                                cudaHostAllocDefault));
-    DS_CUDA_CHECK(cudaEventCreateWithFlags(&impl->copied[i], cudaEventDisableTiming));
-  }
+  for (PinnedSlot& slot : impl->in) slot = acquire_pinned(host_len * sizeof(int32_t));
   {  // q_starts = 0..max_bs once (one token per sequence), block table zeroed
     std::vector<int32_t> q(o.max_bs + 1);
     for (int i = 0; i <= o.max_bs; ++i) q[i] = i;
@@ -137,7 +132,7 @@ void CudaGraphRunner::write_inputs(const std::vector<DecodeSeq>& seqs, int bs) {
   DS_CHECK(n <= bs && bs <= im.max_bs, "decode batch ", n, " padded to ", bs, " (max ", im.max_bs, ")");
   const int hb = im.cur;
   im.cur ^= 1;
-  if (im.copy_pending[hb]) DS_CUDA_CHECK(cudaEventSynchronize(im.copied[hb]));  // host[hb] is free again
+  if (im.copy_pending[hb]) DS_CUDA_CHECK(cudaEventSynchronize(im.in[hb].done));  // in[hb] is free again
   int64_t width = 1;
   for (const DecodeSeq& s : seqs) {
     DS_CHECK(s.num_pages >= 1 && s.num_pages <= im.max_pages && s.pages, "decode sequence with ", s.num_pages,
@@ -147,7 +142,7 @@ void CudaGraphRunner::write_inputs(const std::vector<DecodeSeq>& seqs, int bs) {
     width = std::max<int64_t>(width, s.num_pages);
   }
   const int M = im.max_bs;
-  int32_t* ids = im.host[hb];
+  int32_t* ids = static_cast<int32_t*>(im.in[hb].host);
   int32_t* pos = ids + M;
   int32_t* slot = pos + M;
   int32_t* len = slot + M;
@@ -171,10 +166,10 @@ void CudaGraphRunner::write_inputs(const std::vector<DecodeSeq>& seqs, int bs) {
     }
   }
   cudaStream_t s = cuda_stream();
-  DS_CUDA_CHECK(cudaMemcpyAsync(im.dev(0), im.host[hb], sizeof(int32_t) * 4 * M, cudaMemcpyHostToDevice, s));
+  DS_CUDA_CHECK(cudaMemcpyAsync(im.dev(0), ids, sizeof(int32_t) * 4 * M, cudaMemcpyHostToDevice, s));
   DS_CUDA_CHECK(cudaMemcpy2DAsync(im.dev(im.table_off), sizeof(int32_t) * im.max_pages, table, sizeof(int32_t) * width,
                                   sizeof(int32_t) * width, bs, cudaMemcpyHostToDevice, s));
-  DS_CUDA_CHECK(cudaEventRecord(im.copied[hb], s));
+  DS_CUDA_CHECK(cudaEventRecord(im.in[hb].done, s));
   im.copy_pending[hb] = true;
 }
 

@@ -9,13 +9,6 @@
 namespace ds {
 namespace {
 
-SampleRow draw(float t, double u) {
-  SampleRow r;
-  r.temperature = t;
-  r.uniform = u;
-  return r;
-}
-
 // Overlap scheduling on the CPU backend: sample_async writes each stored row's token into the token store,
 // and resolve_tokens_ replaces placeholder ids (-(row + 1)) by those entries, leaving real ids alone.
 TEST(CpuOps, TokenStoreFeedsPlaceholders) {
@@ -27,7 +20,7 @@ TEST(CpuOps, TokenStoreFeedsPlaceholders) {
   store.data_as<int32_t>()[0] = 42;
   SampleBatch b;
   b.vocab = 4;
-  SampleRow r0 = draw(0.0f, 0.0), r1 = draw(0.0f, 0.0);
+  SampleRow r0, r1;  // greedy (temperature 0)
   r0.logits_row = 0;
   r0.store_index = 3;
   r1.logits_row = 1;  // not stored
