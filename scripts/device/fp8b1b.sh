@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # V2-Lite with --quantization fp8 (issue 7): bench-one-batch batch 1 / 64, input 512 / output 32, bf16 weights vs
-# block-FP8 weights computed natively (DSERVE_FP8_NATIVE=1: attention linears W8A8; the MoE experts are still
-# dequantized to bf16) vs block-FP8 dequantized at load. Binary: .devbin/dserve.
+# block-FP8 weights computed natively (DSERVE_FP8_NATIVE=1: attention linears, routed and shared experts W8A8;
+# the dense layer's MLP (inter 10944, not a multiple of 128) and kv_b_proj dequantized) vs block-FP8
+# dequantized at load. Binary: .devbin/dserve.
 set -u
 cd "$(dirname "$0")/../.."
 B=${DEVBIN:-.devbin}

@@ -1,5 +1,6 @@
 // Block-FP8 kernels (see fp8_gemm.h): activation quantization and the small-M tensor-core GEMM.
 #include "kernels/fp8_gemm.h"
+#include "kernels/fp8_quant.cuh"
 #include "kernels/ptx.cuh"
 
 #include <cuda_bf16.h>
@@ -10,16 +11,8 @@ namespace {
 
 using ptx::mma_e4m3;
 
-// The reference's scale: max(amax, 1e-4) / 448, or exp2(ceil(log2(s))) for ue8m0 (same formula as the CPU so
-// the two agree bit for bit on ordinary values).
-__device__ __forceinline__ float block_scale(float amax, bool ue8m0) {
-  const float s = fmaxf(amax, 1e-4f) / 448.0f;
-  return ue8m0 ? exp2f(ceilf(log2f(s))) : s;
-}
-
-__device__ __forceinline__ uint8_t to_e4m3(float v) {
-  return static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
-}
+using fp8::block_scale;
+using fp8::to_e4m3;
 
 // One warp per (token, 128-group); each lane owns 4 consecutive channels.
 __global__ void quant_act_kernel(Fp8QuantParams p) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 namespace ds {
 
@@ -60,15 +61,21 @@ Tensor linear_w8a8_reference(const Tensor& x, const LinearWeight& w, bool ue8m0)
   quantize_activations_fp8(x, 128, ue8m0, &qx, &sx);
   const int64_t G = sx.dim(1), gw = w.scale_inv.dim(1);
   Tensor y = Tensor::empty({T, N}, DType::kF32);
-  const uint8_t* a = qx.data_as<uint8_t>();
+  // e4m3 decoded through a table (the tests run this at model sizes); the products are the same floats.
+  static const std::vector<float> lut = [] {
+    std::vector<float> v(256);
+    for (int i = 0; i < 256; ++i) v[i] = fp8e4m3_to_f32(static_cast<uint8_t>(i));
+    return v;
+  }();
+  std::vector<float> a(static_cast<size_t>(T * K));
+  for (int64_t i = 0; i < T * K; ++i) a[i] = lut[qx.data_as<uint8_t>()[i]];
   const uint8_t* b = w.weight.data_as<uint8_t>();
   for (int64_t t = 0; t < T; ++t)
     for (int64_t n = 0; n < N; ++n) {
       float acc = 0;
       for (int64_t g = 0; g < G; ++g) {
         float part = 0;
-        for (int64_t k = g * 128; k < std::min<int64_t>(K, (g + 1) * 128); ++k)
-          part += fp8e4m3_to_f32(a[t * K + k]) * fp8e4m3_to_f32(b[n * K + k]);
+        for (int64_t k = g * 128; k < std::min<int64_t>(K, (g + 1) * 128); ++k) part += a[t * K + k] * lut[b[n * K + k]];
         acc += part * sx.f32()[t * G + g] * w.scale_inv.f32()[(n / w.block_n) * gw + g];
       }
       y.f32()[t * N + n] = acc;
@@ -83,6 +90,36 @@ bool fp8_scales_are_pow2(const Tensor& scales) {
     if ((b & 0x7fffffu) != 0 || (b >> 23) == 0 || (b >> 31) != 0) return false;
   }
   return scales.numel() > 0;
+}
+
+bool fp8_mlp_is_native(const LinearWeight& gate, const LinearWeight& up, const LinearWeight& down) {
+  for (const LinearWeight* w : {&gate, &up, &down})
+    if (!w->is_block_fp8() || w->block_n != 128 || w->block_k != 128 || w->weight.dtype() != DType::kF8E4M3 ||
+        w->scale_inv.dtype() != DType::kF32 || w->weight.ndim() != 2)
+      return false;
+  const int64_t inter = gate.out_features(), d = gate.in_features();
+  return inter % 128 == 0 && d % 128 == 0 && up.out_features() == inter && up.in_features() == d &&
+         down.out_features() == d && down.in_features() == inter;
+}
+
+LinearWeight stack_rows_fp8(const LinearWeight& a, const LinearWeight& b) {
+  DS_CHECK(a.is_block_fp8() && b.is_block_fp8() && a.block_n == b.block_n && a.block_k == b.block_k &&
+               a.in_features() == b.in_features() && a.out_features() % a.block_n == 0 &&
+               a.weight.dtype() == b.weight.dtype() && a.scale_inv.dim(1) == b.scale_inv.dim(1),
+           "stack_rows_fp8 of ", a.weight.describe(), " and ", b.weight.describe());
+  for (const Tensor* t : {&a.weight, &b.weight, &a.scale_inv, &b.scale_inv})
+    DS_CHECK(t->device() == Device::kCpu, "stack_rows_fp8 takes host tensors, got ", t->describe());
+  LinearWeight out;
+  out.block_n = a.block_n;
+  out.block_k = a.block_k;
+  out.weight = Tensor::empty({a.out_features() + b.out_features(), a.in_features()}, a.weight.dtype());
+  std::memcpy(out.weight.data(), a.weight.data(), a.weight.nbytes());
+  std::memcpy(static_cast<char*>(out.weight.data()) + a.weight.nbytes(), b.weight.data(), b.weight.nbytes());
+  out.scale_inv = Tensor::empty({a.scale_inv.dim(0) + b.scale_inv.dim(0), a.scale_inv.dim(1)}, DType::kF32);
+  std::memcpy(out.scale_inv.data(), a.scale_inv.data(), a.scale_inv.nbytes());
+  std::memcpy(static_cast<char*>(out.scale_inv.data()) + a.scale_inv.nbytes(), b.scale_inv.data(),
+              b.scale_inv.nbytes());
+  return out;
 }
 
 void fp8_kv_round_trip(Tensor& rows, int64_t nope, bool ue8m0) {

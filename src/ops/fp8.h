@@ -30,6 +30,14 @@ Tensor linear_w8a8_reference(const Tensor& x, const LinearWeight& w, bool ue8m0)
 // Host F32 tensor; false when empty.
 bool fp8_scales_are_pow2(const Tensor& scales);
 
+// Whether a gated MLP runs natively in block-FP8 (W8A8) when a backend's native FP8 mode is on: gate, up and
+// down are e4m3 with 128x128 blocks and both dims are multiples of 128, so [gate; up] stacked into one linear
+// keeps whole scale blocks (each backend decides with this one predicate; others are dequantized).
+bool fp8_mlp_is_native(const LinearWeight& gate, const LinearWeight& up, const LinearWeight& down);
+
+// [a; b] stacked by rows with their scale grids (host block-FP8, a's rows a multiple of its block_n).
+LinearWeight stack_rows_fp8(const LinearWeight& a, const LinearWeight& b);
+
 // Rounds a latent cache row the way the FP8 KV cache stores it (FlashMLA layout): the first `nope` values
 // as e4m3 with one scale per 128 (or ue8m0), the rest (the rope part) as bf16. In place on F32 rows [T, D].
 void fp8_kv_round_trip(Tensor& rows, int64_t nope, bool ue8m0);

@@ -105,5 +105,33 @@ TEST(Fp8, KvRoundTrip) {
   }
 }
 
+// [gate; up] stacked is the same linear as the two halves: its W8A8 output is their outputs side by side, exactly.
+TEST(Fp8, StackedRowsAreTheTwoLinears) {
+  LinearWeight g = quantize_weight_fp8(random_f32({256, 384}, 11, 0.05f));
+  LinearWeight u = quantize_weight_fp8(random_f32({256, 384}, 12, 0.05f));
+  LinearWeight gu = stack_rows_fp8(g, u);
+  ASSERT_EQ(gu.out_features(), 512);
+  ASSERT_EQ(gu.scale_inv.dim(0), 4);
+  Tensor x = random_f32({3, 384}, 13);
+  Tensor yg = linear_w8a8_reference(x, g, false), yu = linear_w8a8_reference(x, u, false);
+  Tensor y = linear_w8a8_reference(x, gu, false);
+  for (int64_t t = 0; t < 3; ++t)
+    for (int64_t n = 0; n < 256; ++n) {
+      EXPECT_EQ(y.f32()[t * 512 + n], yg.f32()[t * 256 + n]);
+      EXPECT_EQ(y.f32()[t * 512 + 256 + n], yu.f32()[t * 256 + n]);
+    }
+}
+
+TEST(Fp8, MlpIsNativeOnlyOnWholeBlocks) {
+  auto q = [](int64_t n, int64_t k) { return quantize_weight_fp8(random_f32({n, k}, 5, 0.05f)); };
+  EXPECT_TRUE(fp8_mlp_is_native(q(256, 128), q(256, 128), q(128, 256)));
+  EXPECT_FALSE(fp8_mlp_is_native(q(192, 128), q(192, 128), q(128, 192)));  // gate rows end inside a block
+  EXPECT_FALSE(fp8_mlp_is_native(q(256, 200), q(256, 200), q(200, 256)));  // hidden size not a multiple
+  LinearWeight bf;
+  bf.weight = random_f32({256, 128}, 6);
+  EXPECT_FALSE(fp8_mlp_is_native(bf, q(256, 128), q(128, 256)));  // not FP8
+  EXPECT_FALSE(fp8_mlp_is_native(q(256, 128), q(128, 128), q(128, 256)));  // gate and up disagree
+}
+
 }  // namespace
 }  // namespace ds

@@ -85,7 +85,7 @@ void allowed_positions(const Tensor* topk, int64_t t, int64_t ctx_len, std::vect
 class CpuOps final : public Ops {
  public:
   // DSERVE_FP8_NATIVE=1 (the CUDA backend's native block-FP8 switch): the same linears (prepare_linear with
-  // 128x128 block scales; not MLPs or experts) run with W8A8 semantics (ops/fp8.h linear_w8a8_reference), so
+  // 128x128 block scales; MLPs and experts where fp8_mlp_is_native) run with W8A8 semantics (ops/fp8.h linear_w8a8_reference), so
   // the CPU stays the oracle of the native CUDA path.
   CpuOps() {
     const char* fp8 = std::getenv("DSERVE_FP8_NATIVE");
@@ -103,6 +103,7 @@ class CpuOps final : public Ops {
   }
   PreparedMlp prepare_mlp(const LinearWeight& gate, const LinearWeight& up, const LinearWeight& down) override {
     DS_CHECK(gate.out_features() == up.out_features() && gate.in_features() == up.in_features());
+    if (w8a8_ && fp8_mlp_is_native(gate, up, down)) return {stack_rows_fp8(gate, up), down};
     Tensor g = dequantize(gate), u = dequantize(up);
     Tensor gu = Tensor::empty({2 * gate.out_features(), gate.in_features()}, DType::kF32);
     std::memcpy(gu.f32(), g.f32(), g.nbytes());

@@ -14,10 +14,12 @@
 #include <unordered_map>
 
 #include "kernels/basic.h"
+#include "kernels/fp8_gemm.h"
 #include "kernels/indexer.h"
 #include "kernels/mla_fused.h"
 #include "kernels/moe.h"
 #include "kernels/gemm_small_m.h"
+#include "kernels/moe_fp8.h"
 #include "kernels/moe_gemm.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope_cache.h"
@@ -162,6 +164,8 @@ class CudaOps final : public Ops {
   PreparedMlp prepare_mlp(const LinearWeight& gate, const LinearWeight& up, const LinearWeight& down) override {
     DS_CHECK(gate.out_features() == up.out_features() && gate.in_features() == up.in_features(), "gate ",
              gate.weight.describe(), " vs up ", up.weight.describe());
+    // Native FP8: [gate; up] and down stay e4m3 (the CPU decides with the same predicate).
+    if (fp8_ && fp8_mlp_is_native(gate, up, down)) return {fp8_->prepare(stack_rows_fp8(gate, up)), fp8_->prepare(down)};
     Tensor g = prepare_linear_bf16(gate).weight, u = prepare_linear_bf16(up).weight;
     Tensor gu = empty({2 * gate.out_features(), gate.in_features()}, DType::kBF16);
     DS_CUDA_CHECK(cudaMemcpyAsync(gu.data(), g.data(), g.nbytes(), cudaMemcpyDeviceToDevice, cuda_stream()));
@@ -650,6 +654,11 @@ class CudaOps final : public Ops {
   // decode step is graph-capturable. Shapes the grouped kernel cannot take, and prefill-sized batches, use
   // per-expert cuBLASLt GEMMs with the counts read back.
   static constexpr int64_t kGroupedMaxTokens = 1024;
+
+ private:
+  struct ExpertTable;
+
+ public:
   int64_t max_async_tokens() const override { return grouped_moe_ ? kGroupedMaxTokens : 0; }
 
   Tensor moe_experts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
@@ -670,22 +679,18 @@ class CudaOps final : public Ops {
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     DS_CUDA_CHECK(cudaStreamIsCapturing(stream(), &capturing));
     const ExpertTable* table = nullptr;
-    if (E > 0 && grouped_moe_ && (T <= kGroupedMaxTokens || capturing != cudaStreamCaptureStatusNone) &&
-        (reinterpret_cast<uintptr_t>(x.data()) & 15) == 0 &&
-        kernels::moe_grouped_gemm_supported(inter, d) && kernels::moe_grouped_gemm_supported(d, inter))
-      table = expert_table(experts, d, inter);
+    // FP8 experts (native mode) always take the grouped kernels: their weights exist only as e4m3.
+    if (E > 0 && (reinterpret_cast<uintptr_t>(x.data()) & 15) == 0) {
+      const ExpertTable* t = expert_table(experts, d, inter);
+      if (t && t->fp8) return moe_experts_fp8(x, topk_ids, topk_weights, *t, out);
+      if (t && grouped_moe_ && (T <= kGroupedMaxTokens || capturing != cudaStreamCaptureStatusNone) &&
+          kernels::moe_grouped_gemm_supported(inter, d) && kernels::moe_grouped_gemm_supported(d, inter))
+        table = t;
+    }
     if (!table) return moe_experts_synced(x, topk_ids, topk_weights, experts, out);
-    Tensor meta = empty({4 * static_cast<int64_t>(E) + 1 + 2 * N}, DType::kI32);
-    int32_t* counts = meta.data_as<int32_t>();
-    int32_t* offsets = counts + E;
-    int32_t* cursor = offsets + E;
-    int32_t* active = cursor + E;
-    int32_t* num_active = active + E;
-    int32_t* row_of = num_active + 1;
-    int32_t* src_token = row_of + N;
-    DS_CUDA_CHECK(kernels::launch_moe_permute({i32(topk_ids, "topk_ids"), counts, offsets, cursor, row_of, src_token, N,
-                                               static_cast<int>(K), E, active, num_active},
-                                              stream()));
+    const Routed r = permute(topk_ids, E);
+    int32_t *counts = r.counts, *offsets = r.offsets, *active = r.active, *num_active = r.num_active,
+            *row_of = r.row_of, *src_token = r.src_token;
     // Worst-case row counts (every entry valid); rows of out-of-range ids stay unwritten and unread.
     Tensor act = empty({N, inter}, DType::kBF16);
     kernels::MoeGroupedGemmParams g;
@@ -716,6 +721,87 @@ class CudaOps final : public Ops {
     DS_CUDA_CHECK(kernels::launch_moe_grouped_gemm(g, stream()));
     DS_CUDA_CHECK(kernels::launch_moe_combine(
         {y.data(), row_of, topk_weights.data_as<float>(), out.data(), T, d, static_cast<int>(K)}, stream()));
+    return out;
+  }
+
+  // Routed entries grouped by expert on the device (moe_permute): pointers into `meta`, which the struct keeps.
+  struct Routed {
+    Tensor meta;
+    int32_t *counts, *offsets, *active, *num_active, *row_of, *src_token;
+  };
+  Routed permute(const Tensor& topk_ids, int E) {
+    const int64_t K = topk_ids.dim(1), N = topk_ids.numel();
+    Routed r;
+    r.meta = empty({4 * static_cast<int64_t>(E) + 1 + 2 * N}, DType::kI32);
+    r.counts = r.meta.data_as<int32_t>();
+    r.offsets = r.counts + E;
+    int32_t* cursor = r.offsets + E;
+    r.active = cursor + E;
+    r.num_active = r.active + E;
+    r.row_of = r.num_active + 1;
+    r.src_token = r.row_of + N;
+    DS_CUDA_CHECK(kernels::launch_moe_permute({i32(topk_ids, "topk_ids"), r.counts, r.offsets, cursor, r.row_of,
+                                               r.src_token, N, static_cast<int>(K), E, r.active, r.num_active},
+                                              stream()));
+    return r;
+  }
+
+  // Block-FP8 experts (kernels/moe_fp8.h): the activations are quantized once (x per token, the SiLU output per
+  // routed row), then the small-M kernels (up to 16 tokens) or the pipelined tile run. No host sync at any size.
+  Tensor moe_experts_fp8(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights, const ExpertTable& t,
+                         Tensor out) {
+    const int64_t T = x.dim(0), d = x.dim(1), K = topk_ids.dim(1), N = T * K;
+    const int E = static_cast<int>(t.host.size() / 2);
+    const int64_t inter = t.inter;
+    const Routed r = permute(topk_ids, E);
+    kernels::MoeFp8GemmParams g;
+    g.counts = r.counts;
+    g.offsets = r.offsets;
+    g.active = r.active;
+    g.num_active = r.num_active;
+    g.max_active = static_cast<int>(std::min<int64_t>(N, E));
+    g.experts = E;
+    g.max_rows_per_expert = T;
+    g.rows_hint = 2 * ((N + E - 1) / E);
+    auto gemm = [&](const Tensor& in /*[rows, k] bf16*/, bool ue8m0) {
+      const int64_t rows = in.dim(0), k = in.dim(1);
+      Tensor q = empty({rows, k}, DType::kF8E4M3), sx = empty({rows, k / 128}, DType::kF32);
+      kernels::Fp8QuantParams qp;
+      qp.x = in.data();
+      qp.ldx = k;
+      qp.M = rows;
+      qp.K = k;
+      qp.Kp = k;
+      qp.q = q.data_as<uint8_t>();
+      qp.s = sx.data_as<float>();
+      qp.s_ld = k / 128;
+      qp.ue8m0 = ue8m0;
+      DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, stream()));
+      g.q = q.data_as<uint8_t>();
+      g.sx = sx.data_as<float>();
+      DS_CUDA_CHECK(T <= kernels::kMoeFp8SmallMMax ? kernels::launch_moe_fp8_small_m(g, stream())
+                                                   : kernels::launch_moe_fp8_grouped(g, stream()));
+    };
+    Tensor act = empty({N, inter}, DType::kBF16);  // [routed rows, inter]: silu(gate) * up
+    g.weights = t.gate_up;
+    g.scales = t.gate_up_scales;
+    g.src_rows = r.src_token;
+    g.out = act.data();
+    g.N = inter;
+    g.K = d;
+    g.silu = true;
+    gemm(x, t.ue8m0_gate_up);
+    Tensor y = empty({N, d}, DType::kBF16);  // [routed rows, d]
+    g.weights = t.down;
+    g.scales = t.down_scales;
+    g.src_rows = nullptr;
+    g.out = y.data();
+    g.N = d;
+    g.K = inter;
+    g.silu = false;
+    gemm(act, t.ue8m0_down);  // rows of out-of-range ids hold garbage and are never read
+    DS_CUDA_CHECK(kernels::launch_moe_combine(
+        {y.data(), r.row_of, topk_weights.data_as<float>(), out.data(), T, d, static_cast<int>(K)}, stream()));
     return out;
   }
 
@@ -1073,12 +1159,18 @@ class CudaOps final : public Ops {
   // Device arrays of the experts' weight pointers for the grouped GEMMs, one per expert list (MoE layer),
   // built on first use (before any graph capture: the warm-up step) and rebuilt if the list's tensors change.
   struct ExpertTable {
-    std::vector<const void*> host;  // gate_up pointers, then down pointers
-    Tensor dev;                     // the same on the device
+    std::vector<const void*> host;  // gate_up pointers, then down pointers (the key: rebuilt when they change)
+    Tensor dev;                     // those, then (FP8) the gate_up and down scale-grid pointers, on the device
     const void* const* gate_up = nullptr;
     const void* const* down = nullptr;
+    bool fp8 = false;  // e4m3 weights prepared by fp8_ with 128x128 block scales
+    const float* const* gate_up_scales = nullptr;
+    const float* const* down_scales = nullptr;
+    bool ue8m0_gate_up = false, ue8m0_down = false;  // every expert's scales are powers of two
+    int64_t inter = 0;
   };
-  // Null when the experts are not bf16 [2I, d] / [d, I] with 16-byte aligned data (the grouped kernel's input).
+  // Null when the experts are neither bf16 nor (native mode) block-FP8 [2I, d] / [d, I] with 16-byte aligned
+  // data (the grouped kernels' input).
   const ExpertTable* expert_table(const std::vector<PreparedMlp>& experts, int64_t d, int64_t inter) {
     const size_t E = experts.size();
     ExpertTable& t = expert_tables_[&experts];
@@ -1086,29 +1178,49 @@ class CudaOps final : public Ops {
     for (size_t e = 0; same && e < E; ++e)
       same = t.host[e] == experts[e].gate_up.weight.data() && t.host[E + e] == experts[e].down.weight.data();
     if (same) return t.dev.defined() ? &t : nullptr;
+    t = ExpertTable{};
+    const DType want = experts[0].gate_up.weight.dtype();
+    const bool fp8 = want == DType::kF8E4M3;
     for (const PreparedMlp& m : experts) {
       const Tensor& gu = m.gate_up.weight;
       const Tensor& dn = m.down.weight;
-      if (gu.dtype() != DType::kBF16 || dn.dtype() != DType::kBF16 || gu.device() != Device::kCuda ||
-          dn.device() != Device::kCuda || gu.ndim() != 2 || dn.ndim() != 2 || gu.dim(0) != 2 * inter ||
-          gu.dim(1) != d || dn.dim(0) != d || dn.dim(1) != inter ||
+      if ((want != DType::kBF16 && !fp8) || gu.dtype() != want || dn.dtype() != want ||
+          gu.device() != Device::kCuda || dn.device() != Device::kCuda || gu.ndim() != 2 || dn.ndim() != 2 ||
+          gu.dim(0) != 2 * inter || gu.dim(1) != d || dn.dim(0) != d || dn.dim(1) != inter ||
           ((reinterpret_cast<uintptr_t>(gu.data()) | reinterpret_cast<uintptr_t>(dn.data())) & 15) != 0)
+        return nullptr;
+      if (fp8 && !(fp8_ && fp8_->owns(m.gate_up) && fp8_->owns(m.down) &&
+                   kernels::moe_fp8_gemm_supported(inter, d, true) && kernels::moe_fp8_gemm_supported(d, inter, false)))
         return nullptr;
     }
     cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
     DS_CUDA_CHECK(cudaStreamIsCapturing(stream(), &capturing));
     DS_CHECK(capturing == cudaStreamCaptureStatusNone,
              "MoE expert table built during graph capture: run one eager step before capturing");
-    t.host.assign(2 * E, nullptr);
+    const size_t slots = fp8 ? 4 * E : 2 * E;
+    std::vector<const void*> all(slots, nullptr);
+    t.ue8m0_gate_up = t.ue8m0_down = fp8;
     for (size_t e = 0; e < E; ++e) {
-      t.host[e] = experts[e].gate_up.weight.data();
-      t.host[E + e] = experts[e].down.weight.data();
+      all[e] = experts[e].gate_up.weight.data();
+      all[E + e] = experts[e].down.weight.data();
+      if (!fp8) continue;
+      all[2 * E + e] = experts[e].gate_up.scale_inv.data();
+      all[3 * E + e] = experts[e].down.scale_inv.data();
+      t.ue8m0_gate_up = t.ue8m0_gate_up && fp8_->ue8m0_of(experts[e].gate_up);
+      t.ue8m0_down = t.ue8m0_down && fp8_->ue8m0_of(experts[e].down);
     }
-    t.dev = empty({static_cast<int64_t>(2 * E * sizeof(void*))}, DType::kU8);
-    DS_CUDA_CHECK(cudaMemcpyAsync(t.dev.data(), t.host.data(), 2 * E * sizeof(void*), cudaMemcpyHostToDevice, stream()));
-    DS_CUDA_CHECK(cudaStreamSynchronize(stream()));  // t.host may change before a pageable copy completes
+    t.dev = empty({static_cast<int64_t>(slots * sizeof(void*))}, DType::kU8);
+    DS_CUDA_CHECK(cudaMemcpyAsync(t.dev.data(), all.data(), slots * sizeof(void*), cudaMemcpyHostToDevice, stream()));
+    DS_CUDA_CHECK(cudaStreamSynchronize(stream()));  // `all` dies before a pageable copy would complete
+    t.host.assign(all.begin(), all.begin() + 2 * E);
     t.gate_up = static_cast<const void* const*>(t.dev.data());
     t.down = t.gate_up + E;
+    t.fp8 = fp8;
+    t.inter = inter;
+    if (fp8) {
+      t.gate_up_scales = reinterpret_cast<const float* const*>(t.gate_up + 2 * E);
+      t.down_scales = t.gate_up_scales + E;
+    }
     return &t;
   }
 

@@ -83,6 +83,13 @@ bool Fp8Gemm::owns(const LinearWeight& w) const {
   return w.weight.defined() && registry_.count(w.weight.data()) > 0;
 }
 
+bool Fp8Gemm::ue8m0_of(const LinearWeight& prepared) const {
+  std::lock_guard<std::mutex> lock(reg_mu_);
+  auto it = registry_.find(prepared.weight.data());
+  DS_CHECK(it != registry_.end(), "fp8 weight ", prepared.weight.describe(), " was not prepared by Fp8Gemm");
+  return it->second.ue8m0;
+}
+
 Tensor Fp8Gemm::linear(const Tensor& x, const LinearWeight& prepared) {
   const Registered* r = nullptr;
   {

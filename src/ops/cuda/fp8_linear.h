@@ -55,6 +55,8 @@ class Fp8Gemm {
   // and --quantization fp8 under ue8m0; the op interface carries no config).
   LinearWeight prepare(const LinearWeight& host);
   bool owns(const LinearWeight& w) const;
+  // Whether a prepared weight's activations take ue8m0 scales (see prepare).
+  bool ue8m0_of(const LinearWeight& prepared) const;
   Tensor linear(const Tensor& x, const LinearWeight& prepared);
 
   // Largest M the small-M kernel takes under kAuto for shapes without a tuning entry (env

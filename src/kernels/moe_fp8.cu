@@ -1,0 +1,381 @@
+// Block-FP8 grouped expert GEMMs (moe_fp8.h) on mma.sync m16n8k32 e4m3 -> fp32. Two kernels with the layouts of
+// moe_gemm.cu's bf16 ones, byte for byte: a 128-byte row of a stage holds 128 e4m3 values (one scale block) where
+// the bf16 kernels hold 64 bf16, so the swizzle and ldmatrix addressing are unchanged and every stage is exactly
+// one 128-deep K block, whose fp32 partial products are scaled (activation scale x weight scale) and added.
+#include <cuda_bf16.h>
+
+#include "kernels/moe_fp8.h"
+#include "kernels/pdl.cuh"
+#include "kernels/ptx.cuh"
+#include "kernels/small_m_tile.cuh"
+
+namespace ds::kernels {
+namespace {
+
+using namespace ptx;
+using bf16 = __nv_bfloat16;
+
+// ---- decode: the small-M weight stream ----------------------------------------------------------------------
+// CTA = 8 output columns of one active expert (with the fused SiLU: their gate and up rows, two n8 tiles) x the
+// expert's rows (the mma's M side, up to 16). Its 8 warps split the 128-deep K blocks; per block a lane stages
+// 32 contiguous bytes of weight row g and of activation rows g and g + 8 (cp.async, a round of kUnroll blocks in
+// flight per warp). Inside a block the k order is permuted identically for both operands (mma j takes the lane's
+// bytes 8j..8j+3 as logical k 4tig.. and 8j+4.. as 16+4tig..), so each mma still pairs matching k. The
+// activations come quantized: quantizing them in every CTA (hundreds per expert) made the kernel
+// instruction-bound (V2-Lite layer at 1 token: 165 us against 49 us for bf16; measured).
+constexpr int kSmallWarps = 8;
+
+template <bool kSilu, bool kM16, int kUnroll>
+struct SmallShape {
+  static constexpr int NT = kSilu ? 2 : 1;
+  static constexpr int kRows = NT + (kM16 ? 2 : 1);  // weight tiles + activation rows staged per block
+  static constexpr int kSlots = kUnroll * kRows * 2;  // 512-byte slots (32 lanes x 16 bytes) per warp per round
+  static constexpr size_t kSmem = static_cast<size_t>(kSmallWarps) * kSlots * 512;
+};
+
+template <bool kSilu, bool kM16, int kUnroll>
+__global__ void __launch_bounds__(kSmallWarps * 32, kSilu ? 2 : 3) moe_fp8_small_m_kernel(MoeFp8GemmParams p) {
+  pdl_enter();
+  using Shape = SmallShape<kSilu, kM16, kUnroll>;
+  constexpr int NT = Shape::NT, kRows = Shape::kRows;
+  extern __shared__ uint4 stage[];
+  __shared__ float red[kSmallWarps][NT * 4][32];
+  int e = blockIdx.y;
+  if (p.active) {
+    if (e >= *p.num_active) return;
+    e = p.active[e];
+  }
+  const int cnt = p.counts[e];
+  if (cnt == 0) return;
+  const int64_t row0 = p.offsets[e];
+  const int64_t N = p.N, K = p.K, kblocks = K / 128;
+  const uint8_t* W = static_cast<const uint8_t*>(p.weights[e]);
+  const float* S = p.scales[e];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, tig = lane & 3;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * 8;
+  const bool wok = n0 + g < N;
+  // Staged rows per block: weight tiles [0, NT), then activation rows g (and g + 8).
+  const uint8_t* src[kRows];
+  bool ok[kRows];
+  const float* srow[NT];
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    const int64_t base = (t == 1 ? N : 0) + n0;  // N % 128 == 0: the 8 rows share one scale-block row
+    src[t] = W + (wok ? base + g : 0) * K + tig * 32;
+    ok[t] = wok;
+    srow[t] = S + (base / 128) * kblocks;
+  }
+  auto x_row = [&](int i) -> int64_t { return p.src_rows ? p.src_rows[row0 + i] : row0 + i; };
+  const float* sxr[2] = {nullptr, nullptr};
+#pragma unroll
+  for (int r = 0; r < kRows - NT; ++r) {
+    const int i = g + 8 * r;
+    ok[NT + r] = i < cnt;
+    const int64_t xr = i < cnt ? x_row(i) : 0;
+    src[NT + r] = p.q + xr * K + tig * 32;
+    sxr[r] = i < cnt ? p.sx + xr * kblocks : nullptr;
+  }
+
+  float acc[NT][4];
+#pragma unroll
+  for (int t = 0; t < NT; ++t)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[t][c] = 0.0f;
+  uint4* my = stage + warp * Shape::kSlots * 32 + lane;
+  for (int64_t c0 = warp; c0 < kblocks; c0 += kSmallWarps * kUnroll) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = c0 + u * kSmallWarps;
+      const bool in = c < kblocks;
+      const int64_t off = (in ? c : 0) * 128;
+#pragma unroll
+      for (int r = 0; r < kRows; ++r) {
+        uint4* d = &my[((u * kRows + r) * 2) * 32];
+        if (r < NT) {
+          small_m::cp_async_cg(d, src[r] + off, in && ok[r]);
+          small_m::cp_async_cg(d + 32, src[r] + off + 16, in && ok[r]);
+        } else {
+          small_m::cp_async_ca(d, src[r] + off, in && ok[r]);
+          small_m::cp_async_ca(d + 32, src[r] + off + 16, in && ok[r]);
+        }
+      }
+    }
+    small_m::cp_async_wait_all();
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = c0 + u * kSmallWarps;
+      if (c >= kblocks) break;  // warp-uniform
+      const uint4 a0 = my[((u * kRows + NT) * 2) * 32], a1 = my[((u * kRows + NT) * 2 + 1) * 32];
+      const uint32_t qa[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+      uint32_t qb[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      if (kM16) {
+        const uint4 b0 = my[((u * kRows + NT + 1) * 2) * 32], b1 = my[((u * kRows + NT + 1) * 2 + 1) * 32];
+        const uint32_t v[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+        for (int i = 0; i < 8; ++i) qb[i] = v[i];
+      }
+      const float sa = sxr[0] ? __ldg(sxr[0] + c) : 0.0f;
+      const float sb = kM16 && sxr[1] ? __ldg(sxr[1] + c) : 0.0f;
+#pragma unroll
+      for (int t = 0; t < NT; ++t) {
+        const uint4 w0 = my[((u * kRows + t) * 2) * 32], w1 = my[((u * kRows + t) * 2 + 1) * 32];
+        const uint32_t wr[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+        float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+#pragma unroll
+        for (int j = 0; j < 4; ++j) mma_e4m3(part, qa[2 * j], qb[2 * j], qa[2 * j + 1], qb[2 * j + 1], wr[2 * j], wr[2 * j + 1]);
+        // C fragment: part[0..1] = row g, columns 2 tig + {0, 1}; part[2..3] = row g + 8.
+        const float sw = __ldg(srow[t] + c);
+        acc[t][0] += part[0] * sa * sw;
+        acc[t][1] += part[1] * sa * sw;
+        acc[t][2] += part[2] * sb * sw;
+        acc[t][3] += part[3] * sb * sw;
+      }
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < NT; ++t)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) red[warp][t * 4 + c][lane] = acc[t][c];
+  __syncthreads();
+  if (threadIdx.x < 4 * 32) {
+    const int c = threadIdx.x / 32, l = threadIdx.x % 32;
+    float v[NT];
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      v[t] = 0.0f;
+#pragma unroll
+      for (int wi = 0; wi < kSmallWarps; ++wi) v[t] += red[wi][t * 4 + c][l];
+    }
+    const int m = (l >> 2) + (c >= 2 ? 8 : 0);
+    const int64_t n = n0 + (l & 3) * 2 + (c & 1);
+    if (m < cnt && n < N) {
+      float out = v[0];
+      if (kSilu) out = out / (1.0f + expf(-out)) * v[NT - 1];
+      static_cast<bf16*>(p.out)[(row0 + m) * N + n] = __float2bfloat16(out);
+    }
+  }
+}
+
+template <bool kSilu, bool kM16, int kUnroll>
+cudaError_t launch_small_variant(const MoeFp8GemmParams& p, cudaStream_t stream) {
+  constexpr size_t kSmem = SmallShape<kSilu, kM16, kUnroll>::kSmem;
+  auto kernel = moe_fp8_small_m_kernel<kSilu, kM16, kUnroll>;
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
+  if (attr != cudaSuccess) return attr;
+  const int ey = p.active && p.max_active > 0 && p.max_active < p.experts ? p.max_active : p.experts;
+  const dim3 grid(static_cast<unsigned>((p.N + 7) / 8), static_cast<unsigned>(ey));
+  return launch_pdl(kernel, grid, kSmallWarps * 32, kSmem, stream, p);
+}
+
+// ---- larger batches: the pipelined tile ----------------------------------------------------------------------
+// Weight rows are the mma's M side (64 per block, 128 with the fused gate|up), tokens its N side (8 * NT per
+// tile), 128-byte stages through a cp.async pipeline; the activations come quantized (q, sx).
+constexpr int kBK = 128;  // bytes (= e4m3 values = one scale block) per row per stage
+constexpr int kMaxGridZ = 16;
+
+// Byte offset of 16-byte chunk `ch` of row `r` in a [rows, 128-byte] tile, XOR-swizzled against bank conflicts.
+__device__ __forceinline__ int swz(int r, int ch) { return r * kBK + ((ch ^ (r & 7)) << 4); }
+
+template <int NT, bool kSilu, int kStages, int kW>
+struct Tile {
+  static constexpr int kBlockN = 16 * kW;
+  static constexpr int kTokens = 8 * NT;
+  static constexpr int kARows = kSilu ? 2 * kBlockN : kBlockN;
+  static constexpr int kAStage = kARows * kBK;
+  static constexpr int kBStage = kTokens * kBK;
+  static constexpr size_t kSmem = static_cast<size_t>(kStages) * (kAStage + kBStage);
+};
+
+template <int NT, bool kSilu, int kStages, int kW>
+__global__ void __launch_bounds__(32 * kW) moe_fp8_grouped_kernel(MoeFp8GemmParams p) {
+  pdl_enter();
+  using T = Tile<NT, kSilu, kStages, kW>;
+  constexpr int kBlockN = T::kBlockN;
+  constexpr int kHalves = kSilu ? 2 : 1;
+  extern __shared__ __align__(128) unsigned char smem_raw[];
+  uint8_t* sA = smem_raw;
+  uint8_t* sB = sA + kStages * T::kAStage;
+
+  int e = blockIdx.y;
+  if (p.active) {
+    if (e >= *p.num_active) return;
+    e = p.active[e];
+  }
+  const int cnt = p.counts[e];
+  if (static_cast<int>(blockIdx.z) * T::kTokens >= cnt) return;
+  const int64_t row0 = p.offsets[e];
+  const uint8_t* W = static_cast<const uint8_t*>(p.weights[e]);
+  const float* S = p.scales[e];
+  const uint8_t* Q = p.q;
+  const int64_t N = p.N, K = p.K, kblocks = K / 128;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kBlockN;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int k_tiles = static_cast<int>(kblocks);
+  const float* sw_row[kHalves];
+#pragma unroll
+  for (int h = 0; h < kHalves; ++h) sw_row[h] = S + (((h ? N : 0) + n0) / 128) * kblocks;  // 64-row block: one scale row
+
+  for (int mt = blockIdx.z; mt * T::kTokens < cnt; mt += gridDim.z) {
+    const int t0 = mt * T::kTokens;
+    auto load_stage = [&](int stage, int kt) {
+      const int64_t k0 = static_cast<int64_t>(kt) * kBK;
+      uint8_t* a = sA + stage * T::kAStage;
+      for (int c = threadIdx.x; c < T::kARows * 8; c += 32 * kW) {
+        const int r = c >> 3, ch = c & 7;
+        const int rr = kSilu ? r % kBlockN : r;
+        const int64_t n = (kSilu && r >= kBlockN ? N : 0) + n0 + rr;
+        const bool ok = n0 + rr < N;
+        cp_async16(a + swz(r, ch), ok ? W + n * K + k0 + ch * 16 : W, ok);
+      }
+      uint8_t* b = sB + stage * T::kBStage;
+      for (int c = threadIdx.x; c < T::kTokens * 8; c += 32 * kW) {
+        const int r = c >> 3, ch = c & 7;
+        const bool ok = t0 + r < cnt;
+        const int64_t prow = row0 + t0 + r;
+        const int64_t xrow = ok && p.src_rows ? p.src_rows[prow] : prow;
+        cp_async16(b + swz(r, ch), ok ? Q + xrow * K + k0 + ch * 16 : Q, ok);
+      }
+    };
+    // This lane's accumulator tokens (columns 2 tq, 2 tq + 1 of each n8 tile) and their activation-scale rows.
+    const int gid = lane >> 2, tq = lane & 3;
+    const float* sx_row[NT][2];
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int i = 0; i < 2; ++i) {
+        const int t = t0 + j * 8 + tq * 2 + i;
+        const int64_t prow = row0 + t;
+        sx_row[j][i] = t < cnt ? p.sx + (p.src_rows ? p.src_rows[prow] : prow) * kblocks : nullptr;
+      }
+
+    float acc[kHalves][NT][4];
+#pragma unroll
+    for (int h = 0; h < kHalves; ++h)
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll
+        for (int i = 0; i < 4; ++i) acc[h][j][i] = 0.0f;
+
+#pragma unroll 1
+    for (int s = 0; s < kStages - 1; ++s) {
+      if (s < k_tiles) load_stage(s, s);
+      cp_async_commit();
+    }
+    for (int kt = 0; kt < k_tiles; ++kt) {
+      cp_async_wait<kStages - 2>();
+      __syncthreads();
+      const int stage = kt % kStages;
+      const uint8_t* a = sA + stage * T::kAStage;
+      const uint8_t* b = sB + stage * T::kBStage;
+      float part[kHalves][NT][4];
+#pragma unroll
+      for (int h = 0; h < kHalves; ++h)
+#pragma unroll
+        for (int j = 0; j < NT; ++j)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) part[h][j][i] = 0.0f;
+#pragma unroll
+      for (int ks = 0; ks < kBK / 32; ++ks) {
+        uint32_t af[kHalves][4];
+#pragma unroll
+        for (int h = 0; h < kHalves; ++h) {
+          const int r = h * kBlockN + warp * 16 + (lane & 15);
+          ldmatrix_x4(af[h], a + swz(r, ks * 2 + (lane >> 4)));
+        }
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          uint32_t bfr[2];
+          const int r = j * 8 + (lane & 7);
+          ldmatrix_x2(bfr, b + swz(r, ks * 2 + ((lane >> 3) & 1)));
+#pragma unroll
+          for (int h = 0; h < kHalves; ++h) mma_e4m3(part[h][j], af[h][0], af[h][1], af[h][2], af[h][3], bfr[0], bfr[1]);
+        }
+      }
+#pragma unroll
+      for (int h = 0; h < kHalves; ++h) {
+        const float swv = __ldg(sw_row[h] + kt);
+#pragma unroll
+        for (int j = 0; j < NT; ++j) {
+          const float s0 = sx_row[j][0] ? __ldg(sx_row[j][0] + kt) * swv : 0.0f;
+          const float s1 = sx_row[j][1] ? __ldg(sx_row[j][1] + kt) * swv : 0.0f;
+          acc[h][j][0] += part[h][j][0] * s0;
+          acc[h][j][1] += part[h][j][1] * s1;
+          acc[h][j][2] += part[h][j][2] * s0;
+          acc[h][j][3] += part[h][j][3] * s1;
+        }
+      }
+      const int next = kt + kStages - 1;
+      if (next < k_tiles) load_stage(next % kStages, next);
+      cp_async_commit();
+    }
+    cp_async_wait<0>();
+    __syncthreads();
+
+    // Accumulator (m16n8): acc[.][j][0..1] = weight row gid, tokens 2 tq, 2 tq + 1; [2..3] = row gid + 8.
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int64_t n = n0 + warp * 16 + gid + (i >= 2 ? 8 : 0);
+        const int t = t0 + j * 8 + tq * 2 + (i & 1);
+        if (n >= N || t >= cnt) continue;
+        float v = acc[0][j][i];
+        if (kSilu) v = v / (1.0f + expf(-v)) * acc[kHalves - 1][j][i];
+        static_cast<bf16*>(p.out)[(row0 + t) * N + n] = __float2bfloat16(v);
+      }
+  }
+}
+
+template <int NT, bool kSilu, int kStages, int kW>
+cudaError_t launch_tile(const MoeFp8GemmParams& p, cudaStream_t stream) {
+  using T = Tile<NT, kSilu, kStages, kW>;
+  auto kernel = moe_fp8_grouped_kernel<NT, kSilu, kStages, kW>;
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(T::kSmem));
+  if (attr != cudaSuccess) return attr;
+  const int64_t rows = p.rows_hint > 0 && p.rows_hint < p.max_rows_per_expert ? p.rows_hint : p.max_rows_per_expert;
+  const int64_t tiles = (rows + T::kTokens - 1) / T::kTokens;
+  const int ey = p.active && p.max_active > 0 && p.max_active < p.experts ? p.max_active : p.experts;
+  const dim3 grid(static_cast<unsigned>((p.N + T::kBlockN - 1) / T::kBlockN), static_cast<unsigned>(ey),
+                  static_cast<unsigned>(tiles < kMaxGridZ ? tiles : kMaxGridZ));
+  return launch_pdl(kernel, grid, 32 * kW, T::kSmem, stream, p);
+}
+
+bool common_ok(const MoeFp8GemmParams& p) {
+  return moe_fp8_gemm_supported(p.N, p.K, p.silu) && p.weights && p.scales && p.out && p.counts && p.offsets &&
+         p.experts <= 65535 && (!p.active || p.num_active) && (reinterpret_cast<uintptr_t>(p.out) & 15) == 0;
+}
+
+}  // namespace
+
+bool moe_fp8_gemm_supported(int64_t N, int64_t K, bool silu) {
+  return N > 0 && K > 0 && K % 128 == 0 && N % (silu ? 128 : 64) == 0;
+}
+
+cudaError_t launch_moe_fp8_small_m(const MoeFp8GemmParams& p, cudaStream_t stream) {
+  if (p.experts == 0 || p.max_rows_per_expert <= 0) return cudaSuccess;
+  if (!common_ok(p) || !p.q || !p.sx || p.max_rows_per_expert > kMoeFp8SmallMMax ||
+      (reinterpret_cast<uintptr_t>(p.q) & 15) != 0)
+    return cudaErrorInvalidValue;
+  const bool m16 = p.max_rows_per_expert > 8;
+  // Blocks per warp: one round when they fit in two (V2-Lite's gate|up and down, V3's down), else rounds of
+  // four at 8 rows (V3's gate|up, K = 7168: 56 blocks); 16 rows keep two (a round stages a third more rows).
+  const bool deep = !m16 && (p.K / 128 + kSmallWarps - 1) / kSmallWarps > 2;
+  if (p.silu) {
+    if (m16) return launch_small_variant<true, true, 2>(p, stream);
+    return deep ? launch_small_variant<true, false, 4>(p, stream) : launch_small_variant<true, false, 2>(p, stream);
+  }
+  if (m16) return launch_small_variant<false, true, 2>(p, stream);
+  return deep ? launch_small_variant<false, false, 4>(p, stream) : launch_small_variant<false, false, 2>(p, stream);
+}
+
+cudaError_t launch_moe_fp8_grouped(const MoeFp8GemmParams& p, cudaStream_t stream) {
+  if (p.experts == 0 || p.max_rows_per_expert <= 0) return cudaSuccess;
+  if (!common_ok(p) || !p.q || !p.sx || (reinterpret_cast<uintptr_t>(p.q) & 15) != 0) return cudaErrorInvalidValue;
+  if (p.max_rows_per_expert <= 8) return p.silu ? launch_tile<1, true, 6, 4>(p, stream) : launch_tile<1, false, 8, 4>(p, stream);
+  return p.silu ? launch_tile<4, true, 4, 4>(p, stream) : launch_tile<4, false, 6, 4>(p, stream);
+}
+
+}  // namespace ds::kernels

@@ -1,0 +1,44 @@
+// Block-FP8 (W8A8) grouped expert GEMMs for DeepSeekMoE: expert weights stay e4m3 with one fp32 scale per
+// 128x128 block, activations are e4m3 with one scale per token per 128 channels, products accumulate in fp32 per
+// 128-deep K block and are scaled as ops/fp8.h linear_w8a8_reference does. Per-expert row counts and offsets
+// are read on the device (moe_permute's), so both launches are graph-capturable.
+#pragma once
+#include <cstdint>
+
+#include <cuda_runtime.h>
+
+namespace ds::kernels {
+
+// out[offsets[e] + i, n] (bf16) = sum over kb of (sum_k q[r, k] W_e[n, k]) * sx[r, kb] * S_e[n / 128, kb] for
+// i < counts[e], r = the row's activation row (src_rows[offsets[e] + i] when given, else offsets[e] + i).
+// With silu, W_e is [2N, K] (gate rows [0, N), up rows [N, 2N)) and out[., n] = silu(gate) * up in fp32.
+// Requirements (moe_fp8_gemm_supported): K % 128 == 0, N % 64 == 0 (N % 128 == 0 with silu, so the up half
+// starts on a scale block), 16-byte aligned weights, activations and out.
+struct MoeFp8GemmParams {
+  const void* const* weights = nullptr;  // [experts] device array of e4m3 [N (or 2N), K] row-major pointers
+  const float* const* scales = nullptr;  // [experts] device array of fp32 [N (or 2N) / 128, K / 128] pointers
+  // Activations quantized per row per 128 (launch_fp8_quant_act, token-major scales): e4m3 [rows, K] and fp32
+  // [rows, K / 128].
+  const uint8_t* q = nullptr;
+  const float* sx = nullptr;
+  const int32_t* src_rows = nullptr;  // optional [rows]: permuted row r reads activation row src_rows[r]
+  void* out = nullptr;                // [rows, N] bf16
+  const int32_t* counts = nullptr;    // [experts]
+  const int32_t* offsets = nullptr;   // [experts]
+  const int32_t* active = nullptr;    // optional: the experts with rows, ascending (moe_permute's), and their number
+  const int32_t* num_active = nullptr;
+  int max_active = 0;  // host-known bound on *num_active; 0: experts
+  int experts = 0;
+  int64_t N = 0, K = 0;
+  int64_t max_rows_per_expert = 0;  // host-known bound on counts[e]
+  int64_t rows_hint = 0;            // rows a busy expert is expected to get (sizes the token-tile split); 0: max
+  bool silu = false;
+};
+
+bool moe_fp8_gemm_supported(int64_t N, int64_t K, bool silu);
+// The small-M path takes max_rows_per_expert <= kMoeFp8SmallMMax (decode); the tiled one any.
+constexpr int64_t kMoeFp8SmallMMax = 16;
+cudaError_t launch_moe_fp8_small_m(const MoeFp8GemmParams& p, cudaStream_t stream);
+cudaError_t launch_moe_fp8_grouped(const MoeFp8GemmParams& p, cudaStream_t stream);
+
+}  // namespace ds::kernels
