@@ -10,6 +10,10 @@ mkdir -p "$OUT"
 export DSERVE_SOURCE_DIR=$PWD
 timeout 200 stdbuf -oL "$B/ds_ops_cuda_gpu_test" --gtest_filter='MoeFp8Test.*' > "$OUT/tests.log" 2>&1
 echo "== moe fp8 tests rc=$?"; grep -E "^\[ *(OK|FAILED|RUN) |MOEFP8BW|Failure|ERR moe" "$OUT/tests.log" | head -60
+# A/B: the down product's CTAs with one n8 column tile instead of two (DSERVE_MOE_FP8_DOWN_TILES).
+DSERVE_MOE_FP8_DOWN_TILES=1 timeout 100 stdbuf -oL "$B/ds_ops_cuda_gpu_test" --gtest_filter='MoeFp8Test.V2LiteDecodeBandwidth' \
+  > "$OUT/down1.log" 2>&1
+echo "== down tiles 1 rc=$?"; grep -E "MOEFP8BW|FAILED" "$OUT/down1.log"
 timeout 120 stdbuf -oL "$B/ds_ops_cuda_gpu_test" \
   --gtest_filter='Fp8GemmGpu.ActivationQuantizationIsBitExact:Fp8GemmGpu.SmallMKernelMatchesReference:*MoeGrouped*:Fp8FixtureGpu.*' \
   > "$OUT/regress.log" 2>&1

@@ -2,6 +2,8 @@
 // moe_gemm.cu's bf16 ones, byte for byte: a 128-byte row of a stage holds 128 e4m3 values (one scale block) where
 // the bf16 kernels hold 64 bf16, so the swizzle and ldmatrix addressing are unchanged and every stage is exactly
 // one 128-deep K block, whose fp32 partial products are scaled (activation scale x weight scale) and added.
+#include <cstdlib>
+
 #include <cuda_bf16.h>
 
 #include "kernels/moe_fp8.h"
@@ -25,18 +27,19 @@ using bf16 = __nv_bfloat16;
 // instruction-bound (V2-Lite layer at 1 token: 165 us against 49 us for bf16; measured).
 constexpr int kSmallWarps = 8;
 
-template <bool kSilu, bool kM16, int kUnroll>
+// kDown: without the SiLU, the n8 column tiles a CTA covers (1 or 2: 8 or 16 output columns).
+template <bool kSilu, bool kM16, int kUnroll, int kDown = 1>
 struct SmallShape {
-  static constexpr int NT = kSilu ? 2 : 1;
+  static constexpr int NT = kSilu ? 2 : kDown;
   static constexpr int kRows = NT + (kM16 ? 2 : 1);  // weight tiles + activation rows staged per block
   static constexpr int kSlots = kUnroll * kRows * 2;  // 512-byte slots (32 lanes x 16 bytes) per warp per round
   static constexpr size_t kSmem = static_cast<size_t>(kSmallWarps) * kSlots * 512;
 };
 
-template <bool kSilu, bool kM16, int kUnroll>
-__global__ void __launch_bounds__(kSmallWarps * 32, kSilu ? 2 : 3) moe_fp8_small_m_kernel(MoeFp8GemmParams p) {
+template <bool kSilu, bool kM16, int kUnroll, int kDown>
+__global__ void __launch_bounds__(kSmallWarps * 32, kSilu || kDown > 1 ? 2 : 3) moe_fp8_small_m_kernel(MoeFp8GemmParams p) {
   pdl_enter();
-  using Shape = SmallShape<kSilu, kM16, kUnroll>;
+  using Shape = SmallShape<kSilu, kM16, kUnroll, kDown>;
   constexpr int NT = Shape::NT, kRows = Shape::kRows;
   extern __shared__ uint4 stage[];
   __shared__ float red[kSmallWarps][NT * 4][32];
@@ -53,15 +56,18 @@ __global__ void __launch_bounds__(kSmallWarps * 32, kSilu ? 2 : 3) moe_fp8_small
   const float* S = p.scales[e];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, tig = lane & 3;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * 8;
-  const bool wok = n0 + g < N;
+  constexpr int kCols = kSilu ? 8 : 8 * NT;  // output columns of this CTA
+  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kCols;
   // Staged rows per block: weight tiles [0, NT), then activation rows g (and g + 8).
   const uint8_t* src[kRows];
   bool ok[kRows];
   const float* srow[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
-    const int64_t base = (t == 1 ? N : 0) + n0;  // N % 128 == 0: the 8 rows share one scale-block row
+    // Silu: gate rows, then the up rows N later; else consecutive column tiles. N % 64 == 0 (128 with silu):
+    // each tile's 8 rows share one scale-block row.
+    const int64_t base = kSilu ? (t == 1 ? N : 0) + n0 : n0 + 8 * t;
+    const bool wok = (kSilu ? n0 : base) + g < N;
     src[t] = W + (wok ? base + g : 0) * K + tig * 32;
     ok[t] = wok;
     srow[t] = S + (base / 128) * kblocks;
@@ -149,24 +155,39 @@ __global__ void __launch_bounds__(kSmallWarps * 32, kSilu ? 2 : 3) moe_fp8_small
     }
     const int m = (l >> 2) + (c >= 2 ? 8 : 0);
     const int64_t n = n0 + (l & 3) * 2 + (c & 1);
-    if (m < cnt && n < N) {
-      float out = v[0];
-      if (kSilu) out = out / (1.0f + expf(-out)) * v[NT - 1];
-      static_cast<bf16*>(p.out)[(row0 + m) * N + n] = __float2bfloat16(out);
+    bf16* out = static_cast<bf16*>(p.out) + (row0 + m) * N;
+    if (m < cnt) {
+      if (kSilu) {
+        if (n < N) out[n] = __float2bfloat16(v[0] / (1.0f + expf(-v[0])) * v[1]);
+      } else {
+#pragma unroll
+        for (int t = 0; t < NT; ++t)
+          if (n + 8 * t < N) out[n + 8 * t] = __float2bfloat16(v[t]);
+      }
     }
   }
 }
 
-template <bool kSilu, bool kM16, int kUnroll>
+template <bool kSilu, bool kM16, int kUnroll, int kDown = 1>
 cudaError_t launch_small_variant(const MoeFp8GemmParams& p, cudaStream_t stream) {
-  constexpr size_t kSmem = SmallShape<kSilu, kM16, kUnroll>::kSmem;
-  auto kernel = moe_fp8_small_m_kernel<kSilu, kM16, kUnroll>;
+  constexpr size_t kSmem = SmallShape<kSilu, kM16, kUnroll, kDown>::kSmem;
+  auto kernel = moe_fp8_small_m_kernel<kSilu, kM16, kUnroll, kDown>;
   static const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
   if (attr != cudaSuccess) return attr;
   const int ey = p.active && p.max_active > 0 && p.max_active < p.experts ? p.max_active : p.experts;
-  const dim3 grid(static_cast<unsigned>((p.N + 7) / 8), static_cast<unsigned>(ey));
+  const int64_t cols = kSilu ? 8 : 8 * kDown;
+  const dim3 grid(static_cast<unsigned>((p.N + cols - 1) / cols), static_cast<unsigned>(ey));
   return launch_pdl(kernel, grid, kSmallWarps * 32, kSmem, stream, p);
+}
+
+// Column tiles per CTA of the plain (down) product: DSERVE_MOE_FP8_DOWN_TILES=1|2 (A/B runs); default 2.
+int down_tiles() {
+  static const int v = [] {
+    const char* e = std::getenv("DSERVE_MOE_FP8_DOWN_TILES");
+    return e && std::atoi(e) == 1 ? 1 : 2;
+  }();
+  return v;
 }
 
 // ---- larger batches: the pipelined tile ----------------------------------------------------------------------
@@ -367,8 +388,12 @@ cudaError_t launch_moe_fp8_small_m(const MoeFp8GemmParams& p, cudaStream_t strea
     if (m16) return launch_small_variant<true, true, 2>(p, stream);
     return deep ? launch_small_variant<true, false, 4>(p, stream) : launch_small_variant<true, false, 2>(p, stream);
   }
-  if (m16) return launch_small_variant<false, true, 2>(p, stream);
-  return deep ? launch_small_variant<false, false, 4>(p, stream) : launch_small_variant<false, false, 2>(p, stream);
+  if (down_tiles() == 1) {
+    if (m16) return launch_small_variant<false, true, 2>(p, stream);
+    return deep ? launch_small_variant<false, false, 4>(p, stream) : launch_small_variant<false, false, 2>(p, stream);
+  }
+  if (m16) return launch_small_variant<false, true, 2, 2>(p, stream);
+  return deep ? launch_small_variant<false, false, 4, 2>(p, stream) : launch_small_variant<false, false, 2, 2>(p, stream);
 }
 
 cudaError_t launch_moe_fp8_grouped(const MoeFp8GemmParams& p, cudaStream_t stream) {

@@ -98,8 +98,37 @@ bool fp8_mlp_is_native(const LinearWeight& gate, const LinearWeight& up, const L
         w->scale_inv.dtype() != DType::kF32 || w->weight.ndim() != 2)
       return false;
   const int64_t inter = gate.out_features(), d = gate.in_features();
-  return inter % 128 == 0 && d % 128 == 0 && up.out_features() == inter && up.in_features() == d &&
-         down.out_features() == d && down.in_features() == inter;
+  return d % 128 == 0 && up.out_features() == inter && up.in_features() == d && down.out_features() == d &&
+         down.in_features() == inter;
+}
+
+Fp8Mlp stack_mlp_fp8(const LinearWeight& gate, const LinearWeight& up, const LinearWeight& down) {
+  DS_CHECK(fp8_mlp_is_native(gate, up, down), "stack_mlp_fp8 of ", gate.weight.describe(), " / ",
+           down.weight.describe());
+  const int64_t d = gate.in_features(), ip = (gate.out_features() + 127) / 128 * 128;
+  return {stack_rows_fp8(pad_fp8(gate, ip, d), pad_fp8(up, ip, d)), pad_fp8(down, d, ip)};
+}
+
+LinearWeight pad_fp8(const LinearWeight& w, int64_t rows, int64_t cols) {
+  const int64_t r0 = w.out_features(), c0 = w.in_features();
+  DS_CHECK(w.is_block_fp8() && rows >= r0 && cols >= c0 && w.weight.device() == Device::kCpu &&
+               w.scale_inv.device() == Device::kCpu && w.weight.dtype() == DType::kF8E4M3,
+           "pad_fp8 of ", w.weight.describe(), " to ", rows, " x ", cols);
+  if (rows == r0 && cols == c0) return w;
+  LinearWeight out;
+  out.block_n = w.block_n;
+  out.block_k = w.block_k;
+  out.weight = Tensor::empty({rows, cols}, DType::kF8E4M3);
+  std::memset(out.weight.data(), 0, out.weight.nbytes());
+  for (int64_t r = 0; r < r0; ++r)
+    std::memcpy(out.weight.data_as<uint8_t>() + r * cols, w.weight.data_as<uint8_t>() + r * c0, static_cast<size_t>(c0));
+  const int64_t gr0 = w.scale_inv.dim(0), gc0 = w.scale_inv.dim(1);
+  const int64_t gr = (rows + w.block_n - 1) / w.block_n, gc = (cols + w.block_k - 1) / w.block_k;
+  out.scale_inv = Tensor::empty({gr, gc}, DType::kF32);
+  for (int64_t i = 0; i < gr; ++i)
+    for (int64_t j = 0; j < gc; ++j)
+      out.scale_inv.f32()[i * gc + j] = i < gr0 && j < gc0 ? w.scale_inv.f32()[i * gc0 + j] : 1.0f;
+  return out;
 }
 
 LinearWeight stack_rows_fp8(const LinearWeight& a, const LinearWeight& b) {

@@ -31,12 +31,24 @@ Tensor linear_w8a8_reference(const Tensor& x, const LinearWeight& w, bool ue8m0)
 bool fp8_scales_are_pow2(const Tensor& scales);
 
 // Whether a gated MLP runs natively in block-FP8 (W8A8) when a backend's native FP8 mode is on: gate, up and
-// down are e4m3 with 128x128 blocks and both dims are multiples of 128, so [gate; up] stacked into one linear
-// keeps whole scale blocks (each backend decides with this one predicate; others are dequantized).
+// down are e4m3 with 128x128 blocks, consistent shapes, and the hidden size is a multiple of 128 (each backend
+// decides with this one predicate; others are dequantized).
 bool fp8_mlp_is_native(const LinearWeight& gate, const LinearWeight& up, const LinearWeight& down);
+
+// A native FP8 MLP as both backends prepare it: [gate; up] stacked into one [2 * Ip, d] linear and down
+// [d, Ip], with the intermediate size padded to Ip = round_up(inter, 128) by zero rows / columns (new scale
+// blocks 1.0), so the up half starts on a scale block. The result is exactly the unpadded MLP's: padded
+// activations are silu(0) * 0 = 0 and leave every 128-group's amax unchanged. Host tensors.
+struct Fp8Mlp {
+  LinearWeight gate_up, down;
+};
+Fp8Mlp stack_mlp_fp8(const LinearWeight& gate, const LinearWeight& up, const LinearWeight& down);
 
 // [a; b] stacked by rows with their scale grids (host block-FP8, a's rows a multiple of its block_n).
 LinearWeight stack_rows_fp8(const LinearWeight& a, const LinearWeight& b);
+
+// A host block-FP8 weight zero-padded to [rows, cols] (>= its shape); whole new scale blocks get 1.0.
+LinearWeight pad_fp8(const LinearWeight& w, int64_t rows, int64_t cols);
 
 // Rounds a latent cache row the way the FP8 KV cache stores it (FlashMLA layout): the first `nope` values
 // as e4m3 with one scale per 128 (or ue8m0), the rest (the rope part) as bf16. In place on F32 rows [T, D].

@@ -122,15 +122,49 @@ TEST(Fp8, StackedRowsAreTheTwoLinears) {
     }
 }
 
-TEST(Fp8, MlpIsNativeOnlyOnWholeBlocks) {
+TEST(Fp8, MlpIsNativeOnWholeHiddenBlocks) {
   auto q = [](int64_t n, int64_t k) { return quantize_weight_fp8(random_f32({n, k}, 5, 0.05f)); };
   EXPECT_TRUE(fp8_mlp_is_native(q(256, 128), q(256, 128), q(128, 256)));
-  EXPECT_FALSE(fp8_mlp_is_native(q(192, 128), q(192, 128), q(128, 192)));  // gate rows end inside a block
+  EXPECT_TRUE(fp8_mlp_is_native(q(192, 128), q(192, 128), q(128, 192)));   // ragged inter: padded
   EXPECT_FALSE(fp8_mlp_is_native(q(256, 200), q(256, 200), q(200, 256)));  // hidden size not a multiple
   LinearWeight bf;
   bf.weight = random_f32({256, 128}, 6);
   EXPECT_FALSE(fp8_mlp_is_native(bf, q(256, 128), q(128, 256)));  // not FP8
   EXPECT_FALSE(fp8_mlp_is_native(q(256, 128), q(128, 128), q(128, 256)));  // gate and up disagree
+}
+
+// The padded MLP (inter 72 -> 128) is exactly the unpadded one: W8A8 gate and up, SiLU, W8A8 down.
+TEST(Fp8, PaddedMlpIsExact) {
+  const int64_t d = 256, inter = 72;
+  LinearWeight g = quantize_weight_fp8(random_f32({inter, d}, 21, 0.05f));
+  LinearWeight u = quantize_weight_fp8(random_f32({inter, d}, 22, 0.05f));
+  LinearWeight dn = quantize_weight_fp8(random_f32({d, inter}, 23, 0.05f));
+  Fp8Mlp m = stack_mlp_fp8(g, u, dn);
+  ASSERT_EQ(m.gate_up.out_features(), 256);
+  ASSERT_EQ(m.down.in_features(), 128);
+  Tensor x = random_f32({4, d}, 24);
+  auto mlp = [&](const Tensor& gu, int64_t n) {
+    Tensor act = Tensor::empty({gu.dim(0), n}, DType::kF32);
+    for (int64_t t = 0; t < gu.dim(0); ++t)
+      for (int64_t i = 0; i < n; ++i) {
+        const float a = gu.f32()[t * 2 * n + i], b = gu.f32()[t * 2 * n + n + i];
+        act.f32()[t * n + i] = a / (1.0f + std::exp(-a)) * b;
+      }
+    return act;
+  };
+  // Unpadded: gate and up separately.
+  Tensor yg = linear_w8a8_reference(x, g, false), yu = linear_w8a8_reference(x, u, false);
+  Tensor gu = Tensor::empty({4, 2 * inter}, DType::kF32);
+  for (int64_t t = 0; t < 4; ++t)
+    for (int64_t i = 0; i < inter; ++i) {
+      gu.f32()[t * 2 * inter + i] = yg.f32()[t * inter + i];
+      gu.f32()[t * 2 * inter + inter + i] = yu.f32()[t * inter + i];
+    }
+  Tensor want = linear_w8a8_reference(mlp(gu, inter), dn, false);
+  Tensor got = linear_w8a8_reference(mlp(linear_w8a8_reference(x, m.gate_up, false), 128), m.down, false);
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    EXPECT_EQ(got.f32()[i], want.f32()[i]) << i;
+  }
 }
 
 }  // namespace

@@ -103,7 +103,10 @@ class CpuOps final : public Ops {
   }
   PreparedMlp prepare_mlp(const LinearWeight& gate, const LinearWeight& up, const LinearWeight& down) override {
     DS_CHECK(gate.out_features() == up.out_features() && gate.in_features() == up.in_features());
-    if (w8a8_ && fp8_mlp_is_native(gate, up, down)) return {stack_rows_fp8(gate, up), down};
+    if (w8a8_ && fp8_mlp_is_native(gate, up, down)) {
+      Fp8Mlp m = stack_mlp_fp8(gate, up, down);
+      return {m.gate_up, m.down};
+    }
     Tensor g = dequantize(gate), u = dequantize(up);
     Tensor gu = Tensor::empty({2 * gate.out_features(), gate.in_features()}, DType::kF32);
     std::memcpy(gu.f32(), g.f32(), g.nbytes());

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Issue 7: bench-one-batch on a DeepSeek-V3-shaped model (the real config with 3 layers: 1 dense + 2 MoE of 256
+# experts, no MTP layer: what fits one H100 in bf16 too), dummy block-FP8 weights, run natively
+# (DSERVE_FP8_NATIVE=1) vs dequantized to bf16 at load. Binary: .devbin/dserve.
+set -u
+cd "$(dirname "$0")/../.."
+B=${DEVBIN:-.devbin}
+OUT=${OUT:-/tmp/v3fp8_out}
+mkdir -p "$OUT"
+python3 - "$OUT/v3l3.json" <<'PY'
+import json, sys
+c = json.load(open("tests/data/configs/deepseek-v3.json"))
+c.update(num_hidden_layers=3, first_k_dense_replace=1, num_nextn_predict_layers=0)
+json.dump(c, open(sys.argv[1], "w"), indent=1)
+PY
+for native in 1 0; do
+  DSERVE_FP8_NATIVE=$native timeout 240 "$B/dserve" bench-one-batch --device cuda --model-path "$OUT/v3l3.json" \
+    --load-format dummy --batch-size 1,64 --input-len 256 --output-len 16 > "$OUT/native$native.log" 2>&1
+  echo "== v3 3-layer fp8 native=$native rc=$?"; grep -E "^Prefill|median|Memory plan|rror" "$OUT/native$native.log"
+done
