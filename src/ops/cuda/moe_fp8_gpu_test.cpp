@@ -4,7 +4,9 @@
 // same W8A8 steps with the GPU's bf16 roundings between them (activations after SiLU, expert outputs), which
 // holds the kernels to a much tighter bound. Also times V2-Lite's MoE layer at decode sizes in FP8.
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <numeric>
 #include <random>
 
@@ -243,6 +245,70 @@ TEST_F(MoeFp8Test, V2LiteDecodeBandwidth) {
     const double bytes = static_cast<double>(n_active) * 3 * inter * d * (1.0 + 4.0 / (128 * 128));
     std::printf("MOEFP8BW v2-lite moe_experts T %lld: %d experts, %.1f us per layer, %.0f GB/s of FP8 expert weights\n",
                 static_cast<long long>(T), n_active, us, bytes / (us * 1e3));
+  }
+  cudaEventDestroy(t0);
+  cudaEventDestroy(t1);
+}
+
+// DeepSeek-V3's MoE layer (256 experts, d 7168, inter 2048, top-8) in FP8, timed at batch 1..256 against its
+// weight-bytes roofline (the routed experts' e4m3 weights and scales once per call; pass the device's copy
+// bandwidth as DSERVE_COPY_GBPS, default 2990 from ../shared/DEVICE.md). The weights are random e4m3 bytes (no
+// NaN encodings) with scale 1/64: the output must be finite. Needs 24 GB of device memory.
+TEST_F(MoeFp8Test, V3LayerDecodeTiming) {
+  const int64_t d = 7168, inter = 2048;
+  const int E = 256, K = 8;
+  size_t free_b = 0, total_b = 0;
+  ASSERT_EQ(cudaMemGetInfo(&free_b, &total_b), cudaSuccess);
+  ASSERT_GE(free_b, 24ull << 30) << "the V3 layer needs 24 GB of device memory, " << (free_b >> 30) << " GB free";
+  std::vector<uint8_t> bytes(static_cast<size_t>(inter * d));
+  uint32_t st = 12345u;
+  for (uint8_t& b : bytes) {
+    st = st * 1664525u + 1013904223u;
+    b = static_cast<uint8_t>(st >> 24) & 0xF7;  // even exponent field, never 15: no e4m3 NaN (0x7F / 0xFF)
+  }
+  auto weight = [&](int64_t n, int64_t k) {
+    LinearWeight w;
+    w.weight = Tensor::empty({n, k}, DType::kF8E4M3);
+    std::memcpy(w.weight.data(), bytes.data(), static_cast<size_t>(n * k));
+    w.scale_inv = Tensor::empty({(n + 127) / 128, (k + 127) / 128}, DType::kF32);
+    for (int64_t i = 0; i < w.scale_inv.numel(); ++i) w.scale_inv.f32()[i] = 1.0f / 64;
+    return w;
+  };
+  const LinearWeight g = weight(inter, d), u = weight(inter, d), dn = weight(d, inter);
+  std::vector<PreparedMlp> experts;
+  for (int e = 0; e < E; ++e) experts.push_back(gpu().prepare_mlp(g, u, dn));
+  const char* bw_env = std::getenv("DSERVE_COPY_GBPS");
+  const double copy_gbps = bw_env ? std::atof(bw_env) : 2990.0;
+  cudaStream_t s = cuda_stream();
+  cudaEvent_t t0, t1;
+  ASSERT_EQ(cudaEventCreate(&t0), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&t1), cudaSuccess);
+  for (int64_t T : {1, 8, 32, 64, 128, 256}) {
+    Tensor x = randn({T, d}, rng_);
+    Tensor idt = i32_tensor(route(T, K, E, -1), {T, K});
+    Tensor w = randn({T, K}, rng_, 0.2f, 0.5f);
+    Tensor xd = to_device(x), idd = cuda_upload(idt), wd = cuda_upload(w);
+    Tensor y = to_host_f32(gpu().moe_experts(xd, idd, wd, experts));
+    int64_t bad = 0;
+    for (int64_t i = 0; i < y.numel(); ++i) bad += !std::isfinite(y.f32()[i]);
+    EXPECT_EQ(bad, 0) << "T " << T;
+    std::vector<char> active(E, 0);
+    for (int64_t i = 0; i < idt.numel(); ++i) active[idt.data_as<int32_t>()[i]] = 1;
+    const int n_active = static_cast<int>(std::count(active.begin(), active.end(), 1));
+    const int iters = 20;
+    set_cuda_alloc_poison(false);
+    ASSERT_EQ(cudaEventRecord(t0, s), cudaSuccess);
+    for (int i = 0; i < iters; ++i) Tensor r = gpu().moe_experts(xd, idd, wd, experts);
+    ASSERT_EQ(cudaEventRecord(t1, s), cudaSuccess);
+    ASSERT_EQ(cudaEventSynchronize(t1), cudaSuccess);
+    set_cuda_alloc_poison(true);
+    float ms = 0;
+    ASSERT_EQ(cudaEventElapsedTime(&ms, t0, t1), cudaSuccess);
+    const double us = 1000.0 * ms / iters;
+    const double bytes_moved = static_cast<double>(n_active) * 3 * inter * d * (1.0 + 4.0 / (128 * 128));
+    const double floor_us = bytes_moved / (copy_gbps * 1e3);
+    std::printf("MOEFP8V3 T %lld: %d experts, %.1f us per layer, roofline %.1f us (%.2f), %.0f GB/s\n",
+                static_cast<long long>(T), n_active, us, floor_us, floor_us / us, bytes_moved / (us * 1e3));
   }
   cudaEventDestroy(t0);
   cudaEventDestroy(t1);
