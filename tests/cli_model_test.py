@@ -181,6 +181,17 @@ try:
     expect_error(["tune-gemm", "--model-path", os.path.join(tmp, "nowhere")], "neither a config.json",
                  "tune-gemm missing model")
     big = os.path.join(os.path.dirname(FIXTURES), "data", "configs", "deepseek-v3.json")
+    expect_error(["tune-moe"], "--model-path is required", "tune-moe without a model")
+    expect_error(["tune-moe", "--model-path", os.path.join(tmp, "nowhere")], "neither a config.json",
+                 "tune-moe missing model")
+    expect_error(["tune-moe", "--model-path", big, "--tokens", "8,64"], "[17, 65536]", "tune-moe bad --tokens")
+    expect_error(["tune-moe", "--model-path", big, "--iters", "0"], "--iters", "tune-moe bad --iters")
+    expect_error(["tune-moe", "--model-path", base], "not a multiple of 128", "tune-moe hidden size 192")
+    bad_table = os.path.join(tmp, "bad_moe_table.json")
+    with open(bad_table, "w") as f:
+        f.write('{"shapes": [{"experts": 8}]}')
+    expect_error(["tune-moe", "--model-path", big, "--output", bad_table], "is not an FP8 MoE table",
+                 "tune-moe bad existing --output")
     if os.path.isfile(big) and os.path.getsize("/proc/meminfo") == 0:  # procfs: size 0 means present
         expect_error(["bench-one-batch", "--model-path", big, "--load-format", "dummy"], "GiB", "model too big for CPU")
 finally:

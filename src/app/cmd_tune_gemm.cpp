@@ -14,6 +14,7 @@
 
 #include "app/commands.h"
 #include "app/flags.h"
+#include "app/model_setup.h"
 #include "model/config.h"
 #ifdef DSERVE_WITH_CUDA
 #include <cuda_runtime.h>
@@ -51,13 +52,15 @@ std::vector<LinearShape> fp8_shapes(const ModelConfig& c) {
     all.push_back({"indexer.wk", c.index_head_dim, d});
   }
   if (c.num_nextn_predict_layers > 0) all.push_back({"eh_proj", d, 2 * d});
+  // MLPs run as one [gate; up] linear with the intermediate size padded to 128 (ops/fp8.h stack_mlp_fp8).
   if (c.intermediate_size > 0) {
-    all.push_back({"dense.gate_up", c.intermediate_size, d});
-    all.push_back({"dense.down", d, c.intermediate_size});
+    all.push_back({"dense.gate_up", 2 * pad128(c.intermediate_size), d});
+    all.push_back({"dense.down", d, pad128(c.intermediate_size)});
   }
   if (c.n_shared_experts > 0) {
-    all.push_back({"shared.gate_up", c.n_shared_experts * c.moe_intermediate_size, d});
-    all.push_back({"shared.down", d, c.n_shared_experts * c.moe_intermediate_size});
+    const int64_t shared = pad128(c.n_shared_experts * c.moe_intermediate_size);
+    all.push_back({"shared.gate_up", 2 * shared, d});
+    all.push_back({"shared.down", d, shared});
   }
   std::vector<LinearShape> out;
   std::set<std::pair<int64_t, int64_t>> seen;
@@ -97,17 +100,8 @@ int run_tune_gemm(int argc, char** argv) {
   }
   const std::string path = flags.get_string("model-path");
   if (path.empty()) return fail(error("--model-path is required"));
-  Result<ModelConfig> cfg = error("unreachable");
-  if (std::ifstream f(path + "/config.json"); f) {
-    cfg = load_model_config(path);
-  } else if (std::ifstream g(path); g) {
-    std::stringstream text;
-    text << g.rdbuf();
-    cfg = parse_model_config(text.str());
-  } else {
-    return fail(error("--model-path '", path, "' is neither a config.json file nor a directory with one"));
-  }
-  if (!cfg) return fail(error(path, ": ", cfg.status().message()));
+  Result<ModelConfig> cfg = load_config_path(path);
+  if (!cfg) return fail(cfg.status());
   auto ms_or = parse_int_list(flags.get_string("m-list"), "--m-list");
   if (!ms_or) return fail(ms_or.status());
   std::vector<int64_t> ms = *ms_or;

@@ -15,6 +15,7 @@ const Command* commands(int* count) {
       {"bench-accuracy", "GSM8K-style few-shot accuracy against a server (bench_sglang.py)", run_bench_accuracy},
       {"bench-serving", "online serving benchmark against an HTTP server (sglang.bench_serving)", run_bench_serving},
       {"tune-gemm", "measure the FP8 small-M / cuBLASLt crossover per linear shape on this GPU (JSON table)", run_tune_gemm},
+      {"tune-moe", "measure where the FP8 MoE layer should leave the grouped kernels for cuBLASLt (JSON table)", run_tune_moe},
   };
   *count = sizeof(kCommands) / sizeof(kCommands[0]);
   return kCommands;

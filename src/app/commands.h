@@ -23,5 +23,6 @@ int run_bench_accuracy(int argc, char** argv);   // cmd_bench_accuracy.cpp
 int run_bench_serving(int argc, char** argv);  // cmd_bench_serving.cpp
 int run_serve(int argc, char** argv);  // cmd_serve.cpp
 int run_tune_gemm(int argc, char** argv);  // cmd_tune_gemm.cpp
+int run_tune_moe(int argc, char** argv);   // cmd_tune_moe.cpp
 
 }  // namespace ds

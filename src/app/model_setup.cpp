@@ -58,6 +58,21 @@ std::string resolve_device(const std::string& device) {
   return "cpu";
 }
 
+Result<ModelConfig> load_config_path(const std::string& path) {
+  Result<ModelConfig> cfg = error("unreachable");
+  if (std::filesystem::is_regular_file(path + "/config.json")) {
+    cfg = load_model_config(path);
+  } else if (std::ifstream g(path); g && std::filesystem::is_regular_file(path)) {
+    std::stringstream text;
+    text << g.rdbuf();
+    cfg = parse_model_config(text.str());
+  } else {
+    return error("--model-path '", path, "' is neither a config.json file nor a directory with one");
+  }
+  if (!cfg) return error(path, ": ", cfg.status().message());
+  return cfg;
+}
+
 Result<ModelSetup> setup_model(const Flags& flags) {
   const std::string dir = flags.get_string("model-path");
   const std::string device = resolve_device(flags.get_string("device"));

@@ -32,6 +32,10 @@ double estimate_parameters(const ModelConfig& c);
 // MemAvailable from /proc/meminfo in bytes, or -1.
 double available_host_memory();
 
+// The config of --model-path given as a config.json file or a checkpoint directory with one (the tuning
+// commands); the error names the path.
+Result<ModelConfig> load_config_path(const std::string& path);
+
 // AttnMode from --attention-mode auto|mha|absorbed.
 Result<AttnMode> parse_attn_mode(const std::string& text);
 

@@ -48,4 +48,63 @@ Result<Fp8GemmTuning> parse_fp8_gemm_tuning(const std::string& json_text) {
   return t;
 }
 
+Result<MoeFp8Tuning> parse_moe_fp8_tuning(const std::string& json_text) {
+  constexpr int64_t kMaxTokens = int64_t{1} << 20;
+  nlohmann::json j = nlohmann::json::parse(json_text, nullptr, /*allow_exceptions=*/false);
+  if (j.is_discarded()) return error("FP8 MoE tuning file is not valid JSON");
+  if (!j.is_object()) return error("FP8 MoE tuning file must hold a JSON object");
+  MoeFp8Tuning t;
+  auto tokens_ok = [&](int64_t v) { return v >= MoeFp8Tuning::kMinGroupedMax && v <= kMaxTokens; };
+  if (j.contains("device")) {
+    if (!j["device"].is_string()) return error("FP8 MoE tuning: \"device\" must be a string");
+    t.device = j["device"].get<std::string>();
+  }
+  if (j.contains("default_grouped_max_tokens")) {
+    DS_ASSIGN_OR_RETURN(t.default_grouped_max, int_field(j, "default_grouped_max_tokens", "FP8 MoE tuning"));
+    if (!tokens_ok(t.default_grouped_max))
+      return error("FP8 MoE tuning: default_grouped_max_tokens must be in [16, ", kMaxTokens, "], got ",
+                   t.default_grouped_max);
+  }
+  if (!j.contains("shapes")) return t;
+  if (!j["shapes"].is_array()) return error("FP8 MoE tuning: \"shapes\" must be an array");
+  for (size_t i = 0; i < j["shapes"].size(); ++i) {
+    const nlohmann::json& s = j["shapes"][i];
+    const std::string where = "FP8 MoE tuning: shapes[" + std::to_string(i) + "]";
+    if (!s.is_object()) return error(where, " must be an object");
+    DS_ASSIGN_OR_RETURN(int64_t e, int_field(s, "experts", where));
+    DS_ASSIGN_OR_RETURN(int64_t d, int_field(s, "hidden", where));
+    DS_ASSIGN_OR_RETURN(int64_t inter, int_field(s, "inter", where));
+    DS_ASSIGN_OR_RETURN(int64_t m, int_field(s, "grouped_max_tokens", where));
+    if (e <= 0 || d <= 0 || d % 128 != 0 || inter <= 0 || inter % 128 != 0)
+      return error(where, ": experts must be positive, hidden and inter positive multiples of 128, got ", e, ", ",
+                   d, ", ", inter);
+    if (!tokens_ok(m)) return error(where, ": grouped_max_tokens must be in [16, ", kMaxTokens, "], got ", m);
+    if (!t.grouped_max.emplace(std::make_tuple(e, d, inter), m).second)
+      return error(where, ": shape ", e, " x ", d, " x ", inter, " repeated");
+  }
+  return t;
+}
+
+Result<std::string> merge_moe_fp8_tuning(const std::string& existing, const std::string& device,
+                                         const std::string& entry_json) {
+  nlohmann::json out = {{"device", device},
+                        {"default_grouped_max_tokens", MoeFp8Tuning{}.default_grouped_max},
+                        {"shapes", nlohmann::json::array()}};
+  const nlohmann::json entry = nlohmann::json::parse(entry_json, nullptr, /*allow_exceptions=*/false);
+  if (!entry.is_object()) return error("FP8 MoE tuning entry is not a JSON object");
+  if (!existing.empty()) {
+    if (Result<MoeFp8Tuning> t = parse_moe_fp8_tuning(existing); !t) return t.status();
+    const nlohmann::json old = nlohmann::json::parse(existing);  // valid: parsed above
+    if (old.contains("default_grouped_max_tokens")) out["default_grouped_max_tokens"] = old["default_grouped_max_tokens"];
+    for (const auto& s : old.value("shapes", nlohmann::json::array()))
+      if (s["experts"] != entry.value("experts", -1) || s["hidden"] != entry.value("hidden", -1) ||
+          s["inter"] != entry.value("inter", -1))
+        out["shapes"].push_back(s);
+  }
+  out["shapes"].push_back(entry);
+  std::string text = out.dump(1) + "\n";
+  if (Result<MoeFp8Tuning> t = parse_moe_fp8_tuning(text); !t) return t.status();
+  return text;
+}
+
 }  // namespace ds

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <tuple>
 #include <utility>
 
 #include "core/status.h"
@@ -26,5 +27,31 @@ struct Fp8GemmTuning {
 // (extra keys, e.g. the measured times, are ignored). Errors name the offending field; M values must be in
 // [0, 64] (the small-M kernel's limit), N and K positive multiples of 128.
 Result<Fp8GemmTuning> parse_fp8_gemm_tuning(const std::string& json_text);
+
+// The FP8 MoE dispatch table (`dserve tune-moe`): per routed-expert shape (experts, hidden size, padded
+// intermediate size), the largest token count that runs the device-driven grouped kernels; larger eager batches
+// run cuBLASLt block-FP8 per expert over counts read back to the host. Up to 16 tokens (the small-M kernel) and
+// inside CUDA graphs the grouped kernels run regardless.
+struct MoeFp8Tuning {
+  static constexpr int64_t kMinGroupedMax = 16;
+  std::string device;
+  int64_t default_grouped_max = 1024;  // shapes not in the table
+  std::map<std::tuple<int64_t, int64_t, int64_t>, int64_t> grouped_max;  // (experts, hidden, inter) -> tokens
+
+  int64_t lookup(int64_t experts, int64_t hidden, int64_t inter) const {
+    auto it = grouped_max.find({experts, hidden, inter});
+    return it == grouped_max.end() ? default_grouped_max : it->second;
+  }
+};
+
+// {"device": "...", "default_grouped_max_tokens": 1024, "shapes": [{"experts": 64, "hidden": 2048, "inter": 1408,
+// "grouped_max_tokens": 512, ...}]} (extra keys ignored). Token counts in [16, 2^20], inter a multiple of 128.
+Result<MoeFp8Tuning> parse_moe_fp8_tuning(const std::string& json_text);
+
+// The table text with `entry_json` (one shapes[] object) added to `existing` (a table's text, or "" for none):
+// an entry of the same (experts, hidden, inter) is replaced, other shapes kept; "device" becomes `device`.
+// Errors when `existing` or the result is not a valid table.
+Result<std::string> merge_moe_fp8_tuning(const std::string& existing, const std::string& device,
+                                         const std::string& entry_json);
 
 }  // namespace ds

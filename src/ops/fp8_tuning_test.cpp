@@ -1,5 +1,10 @@
-// The FP8 GEMM dispatch table's JSON: lookups, defaults, and errors that name the field.
+// The FP8 GEMM and FP8 MoE dispatch tables' JSON: lookups, defaults, merging, errors that name the field, and
+// the committed per-GPU tables.
 #include "ops/fp8_tuning.h"
+
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -36,6 +41,77 @@ TEST(Fp8GemmTuning, ErrorsNameTheProblem) {
   EXPECT_NE(msg(R"({"shapes": [{"N": 256, "K": 256, "small_m_max": 1}, {"N": 256, "K": 256, "small_m_max": 2}]})")
                 .find("repeated"),
             std::string::npos);
+}
+
+TEST(MoeFp8Tuning, ParsesShapesAndFallsBackToTheDefault) {
+  auto t = parse_moe_fp8_tuning(R"({"device": "GPU X", "default_grouped_max_tokens": 512, "shapes": [
+      {"experts": 64, "hidden": 2048, "inter": 1408, "grouped_max_tokens": 256, "us": {"16": [1, 2]}}]})");
+  ASSERT_TRUE(t.is_ok()) << t.status().message();
+  EXPECT_EQ(t->device, "GPU X");
+  EXPECT_EQ(t->lookup(64, 2048, 1408), 256);
+  EXPECT_EQ(t->lookup(256, 7168, 2048), 512);
+  auto empty = parse_moe_fp8_tuning("{}");
+  ASSERT_TRUE(empty.is_ok());
+  EXPECT_EQ(empty->lookup(64, 2048, 1408), 1024);
+}
+
+TEST(MoeFp8Tuning, ErrorsNameTheProblem) {
+  auto msg = [](const char* text) {
+    auto t = parse_moe_fp8_tuning(text);
+    return t.is_ok() ? std::string("ok") : t.status().message();
+  };
+  EXPECT_NE(msg("{").find("not valid JSON"), std::string::npos);
+  EXPECT_NE(msg(R"({"shapes": {}})").find("\"shapes\" must be an array"), std::string::npos);
+  EXPECT_NE(msg(R"({"shapes": [{"experts": 64, "hidden": 2048, "inter": 1408}]})").find("missing \"grouped_max_tokens\""),
+            std::string::npos);
+  EXPECT_NE(msg(R"({"shapes": [{"experts": 64, "hidden": 2048, "inter": 1400, "grouped_max_tokens": 64}]})")
+                .find("multiples of 128"),
+            std::string::npos);
+  EXPECT_NE(msg(R"({"shapes": [{"experts": 64, "hidden": 2048, "inter": 1408, "grouped_max_tokens": 8}]})").find("[16, "),
+            std::string::npos);
+  EXPECT_NE(msg(R"({"default_grouped_max_tokens": "x"})").find("must be an integer"), std::string::npos);
+  EXPECT_NE(msg(R"({"shapes": [{"experts": 8, "hidden": 256, "inter": 128, "grouped_max_tokens": 16},
+                               {"experts": 8, "hidden": 256, "inter": 128, "grouped_max_tokens": 32}]})")
+                .find("repeated"),
+            std::string::npos);
+}
+
+TEST(MoeFp8Tuning, MergeReplacesTheSameShapeAndKeepsOthers) {
+  const char* v2 = R"({"experts": 64, "hidden": 2048, "inter": 1408, "grouped_max_tokens": 256})";
+  const char* v3 = R"({"experts": 256, "hidden": 7168, "inter": 2048, "grouped_max_tokens": 2048})";
+  auto first = merge_moe_fp8_tuning("", "GPU X", v2);
+  ASSERT_TRUE(first.is_ok()) << first.status().message();
+  auto both = merge_moe_fp8_tuning(*first, "GPU X", v3);
+  ASSERT_TRUE(both.is_ok()) << both.status().message();
+  auto again = merge_moe_fp8_tuning(*both, "GPU X",
+                                    R"({"experts": 64, "hidden": 2048, "inter": 1408, "grouped_max_tokens": 512})");
+  ASSERT_TRUE(again.is_ok());
+  auto t = parse_moe_fp8_tuning(*again);
+  ASSERT_TRUE(t.is_ok());
+  EXPECT_EQ(t->device, "GPU X");
+  EXPECT_EQ(t->grouped_max.size(), 2u);
+  EXPECT_EQ(t->lookup(64, 2048, 1408), 512);
+  EXPECT_EQ(t->lookup(256, 7168, 2048), 2048);
+  EXPECT_FALSE(merge_moe_fp8_tuning("not json", "GPU X", v2).is_ok());
+  EXPECT_FALSE(merge_moe_fp8_tuning("", "GPU X", R"({"experts": 64})").is_ok());  // the result must be valid
+}
+
+// The committed per-GPU tables load (an invalid one would stop every native FP8 run on that GPU).
+TEST(Fp8Tuning, CommittedTablesParse) {
+  int checked = 0;
+  for (const char* dir : {"fp8_gemm", "moe_fp8"}) {
+    const std::filesystem::path root = std::filesystem::path(DSERVE_SOURCE_DIR) / "configs" / dir;
+    for (const auto& f : std::filesystem::directory_iterator(root)) {
+      std::ifstream in(f.path());
+      std::stringstream text;
+      text << in.rdbuf();
+      const bool ok = std::string(dir) == "fp8_gemm" ? parse_fp8_gemm_tuning(text.str()).is_ok()
+                                                     : parse_moe_fp8_tuning(text.str()).is_ok();
+      EXPECT_TRUE(ok) << f.path();
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 2);
 }
 
 }  // namespace

@@ -93,45 +93,49 @@ struct CudaPendingSample final : PendingSample {
   }
 };
 
+// A per-GPU table: the file named by `env`, else the committed configs/<subdir>/<GPU name>.json next to the
+// binary's parent directory, when there is one; "" when neither.
+std::string tuning_path(const char* env, const char* subdir, int device_index) {
+  if (const char* e = std::getenv(env); e && *e) return e;
+  cudaDeviceProp prop{};
+  std::error_code ec;
+  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+  if (ec || cudaGetDeviceProperties(&prop, device_index) != cudaSuccess) return "";
+  std::string name = prop.name;
+  std::replace(name.begin(), name.end(), ' ', '_');
+  const std::filesystem::path p = exe.parent_path().parent_path() / "configs" / subdir / (name + ".json");
+  return std::filesystem::is_regular_file(p, ec) ? p.string() : "";
+}
+
+// An unreadable or invalid table is an operator error: say so and stop rather than run a different dispatch.
+template <class T>
+T load_tuning(const std::string& path, Result<T> (*parse)(const std::string&), const char* what) {
+  std::ifstream f(path);
+  std::stringstream text;
+  text << f.rdbuf();
+  Result<T> t = f ? parse(text.str()) : Result<T>(error("cannot read the file"));
+  if (!t.is_ok()) {
+    std::fprintf(stderr, "dserve: %s table %s: %s\n", what, path.c_str(), t.status().message().c_str());
+    std::exit(1);
+  }
+  return std::move(t).value();
+}
+
 class CudaOps final : public Ops {
  public:
   explicit CudaOps(int device_index) {
     init_cuda_device(device_index);
     gemm_ = std::make_unique<CublasLtGemm>();
-    // DSERVE_FP8_NATIVE=1: block-FP8 linears (not the MLPs/experts, not kv_b) stay e4m3 on the device and run
-    // W8A8 (ops/cuda/fp8_linear.h); otherwise they are dequantized to bf16 at prepare time (the A/B baseline).
+    // DSERVE_FP8_NATIVE=1: block-FP8 linears, MLPs and experts (not kv_b) stay e4m3 on the device and run W8A8
+    // (ops/cuda/fp8_linear.h, kernels/moe_fp8.h); otherwise they are dequantized to bf16 at prepare time.
     const char* fp8 = std::getenv("DSERVE_FP8_NATIVE");
     if (fp8 && std::string(fp8) == "1") {
       fp8_ = std::make_unique<Fp8Gemm>();
-      // The per-GPU dispatch table written by `dserve tune-gemm`: DSERVE_FP8_GEMM_CONFIG, else the committed
-      // configs/fp8_gemm/<GPU name>.json next to the binary's parent directory, when there is one. An
-      // unreadable or invalid file is an operator error: say so and stop rather than run a different dispatch.
-      std::string table;
-      if (const char* env = std::getenv("DSERVE_FP8_GEMM_CONFIG"); env && *env) {
-        table = env;
-      } else {
-        cudaDeviceProp prop{};
-        std::error_code ec;
-        const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-        if (!ec && cudaGetDeviceProperties(&prop, device_index) == cudaSuccess) {
-          std::string name = prop.name;
-          std::replace(name.begin(), name.end(), ' ', '_');
-          const std::filesystem::path p = exe.parent_path().parent_path() / "configs" / "fp8_gemm" / (name + ".json");
-          if (std::filesystem::is_regular_file(p, ec)) table = p.string();
-        }
-      }
-      if (!table.empty()) {
-        const char* path = table.c_str();
-        std::ifstream f(path);
-        std::stringstream text;
-        text << f.rdbuf();
-        auto t = f ? parse_fp8_gemm_tuning(text.str()) : Result<Fp8GemmTuning>(error("cannot read the file"));
-        if (!t.is_ok()) {
-          std::fprintf(stderr, "dserve: FP8 GEMM table %s: %s\n", path, t.status().message().c_str());
-          std::exit(1);
-        }
-        fp8_->set_tuning(std::move(t).value());
-      }
+      // The per-GPU dispatch tables written by `dserve tune-gemm` / `dserve tune-moe`.
+      if (const std::string path = tuning_path("DSERVE_FP8_GEMM_CONFIG", "fp8_gemm", device_index); !path.empty())
+        fp8_->set_tuning(load_tuning(path, parse_fp8_gemm_tuning, "FP8 GEMM"));
+      if (const std::string path = tuning_path("DSERVE_MOE_FP8_CONFIG", "moe_fp8", device_index); !path.empty())
+        moe_fp8_tuning_ = load_tuning(path, parse_moe_fp8_tuning, "FP8 MoE");
     }
     // Debugging switch: DSERVE_CUDA_ATTENTION=fallback runs attention on the simple fallback kernel.
     const char* attn = std::getenv("DSERVE_CUDA_ATTENTION");
@@ -685,9 +689,14 @@ class CudaOps final : public Ops {
     if (E > 0 && (reinterpret_cast<uintptr_t>(x.data()) & 15) == 0) {
       const ExpertTable* t = expert_table(experts, d, inter);
       // FP8 experts (native mode): prefill-sized batches through cuBLASLt's block-scaled GEMM per expert
-      // (V2-Lite, 64 x 512 tokens: the grouped tile reached 39K tokens/s there, bf16 on cuBLASLt 98K).
+      // (V2-Lite, 64 x 512 tokens: the grouped tile reached 39K tokens/s there, bf16 on cuBLASLt 98K); where
+      // the per-GPU table (tune-moe) puts the switch, else above 1024 tokens.
       if (t && t->fp8) {
-        const bool synced = (!grouped_moe_ || T > kGroupedMaxTokens) && capturing == cudaStreamCaptureStatusNone;
+        int64_t grouped_max = moe_fp8_tuning_.lookup(E, d, t->inter);
+        // `dserve tune-moe` times both paths through this switch (read per call).
+        if (const char* e = std::getenv("DSERVE_MOE_FP8_GROUPED_MAX"); e && *e) grouped_max = std::atoll(e);
+        grouped_max = std::max<int64_t>(grouped_max, kernels::kMoeFp8SmallMMax);
+        const bool synced = (!grouped_moe_ || T > grouped_max) && capturing == cudaStreamCaptureStatusNone;
         return synced ? moe_experts_synced(x, topk_ids, topk_weights, experts, out)
                       : moe_experts_fp8(x, topk_ids, topk_weights, *t, out);
       }
@@ -1245,6 +1254,7 @@ class CudaOps final : public Ops {
   std::unique_ptr<CublasLtGemm> gemm_;
   int64_t small_m_max_ = kernels::kGemmSmallMMax;
   std::unique_ptr<Fp8Gemm> fp8_;  // null unless DSERVE_FP8_NATIVE=1
+  MoeFp8Tuning moe_fp8_tuning_;   // tokens up to which FP8 experts take the grouped kernels (eager steps)
   bool fallback_attention_ = false;
   bool grouped_moe_ = true;
 };
