@@ -66,6 +66,31 @@ class MoeFp8Test : public ::testing::Test {
     }
     return x;
   }
+  static int distinct_experts(const Tensor& ids) {
+    std::vector<int32_t> v(ids.data_as<int32_t>(), ids.data_as<int32_t>() + ids.numel());
+    std::sort(v.begin(), v.end());
+    return static_cast<int>(std::unique(v.begin(), v.end()) - v.begin());
+  }
+  // Mean microseconds per moe_experts call (allocation poisoning off: no fill kernels in the timed loop).
+  static double time_layer(const Tensor& x, const Tensor& ids, const Tensor& w, const std::vector<PreparedMlp>& experts,
+                           int iters) {
+    cudaStream_t s = cuda_stream();
+    cudaEvent_t t0, t1;
+    cudaEventCreate(&t0);
+    cudaEventCreate(&t1);
+    set_cuda_alloc_poison(false);
+    cudaEventRecord(t0, s);
+    for (int i = 0; i < iters; ++i) Tensor y = gpu().moe_experts(x, ids, w, experts);
+    cudaEventRecord(t1, s);
+    EXPECT_EQ(cudaEventSynchronize(t1), cudaSuccess);
+    set_cuda_alloc_poison(true);
+    float ms = 0;
+    cudaEventElapsedTime(&ms, t0, t1);
+    cudaEventDestroy(t0);
+    cudaEventDestroy(t1);
+    return 1000.0 * ms / iters;
+  }
+
   void check_cases(const std::vector<MoeCase>& cases);
   std::vector<int32_t> route(int64_t T, int K, int used, int hot) {
     std::vector<int32_t> ids;
@@ -217,10 +242,6 @@ TEST_F(MoeFp8Test, V2LiteDecodeBandwidth) {
   const int64_t d = 2048, inter = 1408;
   const int E = 64, K = 6;
   Experts ex = make_experts(E, d, inter, false);
-  cudaStream_t s = cuda_stream();
-  cudaEvent_t t0, t1;
-  ASSERT_EQ(cudaEventCreate(&t0), cudaSuccess);
-  ASSERT_EQ(cudaEventCreate(&t1), cudaSuccess);
   for (int64_t T : {1, 4, 8, 16, 64}) {  // 64: timed only (the reference is slow at these sizes)
     Tensor x = randn({T, d}, rng_);
     Tensor idt = i32_tensor(route(T, K, E, -1), {T, K});
@@ -229,25 +250,12 @@ TEST_F(MoeFp8Test, V2LiteDecodeBandwidth) {
     if (T <= 16)
       DS_EXPECT_CLOSE(to_host_f32(gpu().moe_experts(xd, idd, wd, ex.gpu)),
                       bf16_steps_reference(x, idt, w, ex, false), 2e-2, 4e-3, "moe fp8 v2-lite T " + std::to_string(T));
-    std::vector<char> active(E, 0);
-    for (int64_t i = 0; i < idt.numel(); ++i) active[idt.data_as<int32_t>()[i]] = 1;
-    const int n_active = static_cast<int>(std::count(active.begin(), active.end(), 1));
-    const int iters = 50;
-    set_cuda_alloc_poison(false);
-    ASSERT_EQ(cudaEventRecord(t0, s), cudaSuccess);
-    for (int i = 0; i < iters; ++i) Tensor y = gpu().moe_experts(xd, idd, wd, ex.gpu);
-    ASSERT_EQ(cudaEventRecord(t1, s), cudaSuccess);
-    ASSERT_EQ(cudaEventSynchronize(t1), cudaSuccess);
-    set_cuda_alloc_poison(true);
-    float ms = 0;
-    ASSERT_EQ(cudaEventElapsedTime(&ms, t0, t1), cudaSuccess);
-    const double us = 1000.0 * ms / iters;
+    const int n_active = distinct_experts(idt);
+    const double us = time_layer(xd, idd, wd, ex.gpu, 50);
     const double bytes = static_cast<double>(n_active) * 3 * inter * d * (1.0 + 4.0 / (128 * 128));
     std::printf("MOEFP8BW v2-lite moe_experts T %lld: %d experts, %.1f us per layer, %.0f GB/s of FP8 expert weights\n",
                 static_cast<long long>(T), n_active, us, bytes / (us * 1e3));
   }
-  cudaEventDestroy(t0);
-  cudaEventDestroy(t1);
 }
 
 // DeepSeek-V3's MoE layer (256 experts, d 7168, inter 2048, top-8) in FP8, timed at batch 1..256 against its
@@ -279,10 +287,6 @@ TEST_F(MoeFp8Test, V3LayerDecodeTiming) {
   for (int e = 0; e < E; ++e) experts.push_back(gpu().prepare_mlp(g, u, dn));
   const char* bw_env = std::getenv("DSERVE_COPY_GBPS");
   const double copy_gbps = bw_env ? std::atof(bw_env) : 2990.0;
-  cudaStream_t s = cuda_stream();
-  cudaEvent_t t0, t1;
-  ASSERT_EQ(cudaEventCreate(&t0), cudaSuccess);
-  ASSERT_EQ(cudaEventCreate(&t1), cudaSuccess);
   for (int64_t T : {1, 8, 32, 64, 128, 256}) {
     Tensor x = randn({T, d}, rng_);
     Tensor idt = i32_tensor(route(T, K, E, -1), {T, K});
@@ -292,26 +296,13 @@ TEST_F(MoeFp8Test, V3LayerDecodeTiming) {
     int64_t bad = 0;
     for (int64_t i = 0; i < y.numel(); ++i) bad += !std::isfinite(y.f32()[i]);
     EXPECT_EQ(bad, 0) << "T " << T;
-    std::vector<char> active(E, 0);
-    for (int64_t i = 0; i < idt.numel(); ++i) active[idt.data_as<int32_t>()[i]] = 1;
-    const int n_active = static_cast<int>(std::count(active.begin(), active.end(), 1));
-    const int iters = 20;
-    set_cuda_alloc_poison(false);
-    ASSERT_EQ(cudaEventRecord(t0, s), cudaSuccess);
-    for (int i = 0; i < iters; ++i) Tensor r = gpu().moe_experts(xd, idd, wd, experts);
-    ASSERT_EQ(cudaEventRecord(t1, s), cudaSuccess);
-    ASSERT_EQ(cudaEventSynchronize(t1), cudaSuccess);
-    set_cuda_alloc_poison(true);
-    float ms = 0;
-    ASSERT_EQ(cudaEventElapsedTime(&ms, t0, t1), cudaSuccess);
-    const double us = 1000.0 * ms / iters;
+    const int n_active = distinct_experts(idt);
+    const double us = time_layer(xd, idd, wd, experts, 20);
     const double bytes_moved = static_cast<double>(n_active) * 3 * inter * d * (1.0 + 4.0 / (128 * 128));
     const double floor_us = bytes_moved / (copy_gbps * 1e3);
     std::printf("MOEFP8V3 T %lld: %d experts, %.1f us per layer, roofline %.1f us (%.2f), %.0f GB/s\n",
                 static_cast<long long>(T), n_active, us, floor_us, floor_us / us, bytes_moved / (us * 1e3));
   }
-  cudaEventDestroy(t0);
-  cudaEventDestroy(t1);
 }
 
 }  // namespace
