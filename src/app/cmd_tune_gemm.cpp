@@ -16,6 +16,7 @@
 #include "app/flags.h"
 #include "app/model_setup.h"
 #include "model/config.h"
+#include "ops/fp8.h"
 #ifdef DSERVE_WITH_CUDA
 #include <cuda_runtime.h>
 
@@ -124,17 +125,8 @@ int run_tune_gemm(int argc, char** argv) {
   cudaEventCreate(&e0);
   cudaEventCreate(&e1);
   for (const LinearShape& s : fp8_shapes(*cfg)) {
-    // Random e4m3 weights (finite bytes) with unit-ish scales; enough copies to stream past the 50 MB L2.
-    LinearWeight host;
-    host.block_n = host.block_k = 128;
-    host.weight = Tensor::empty({s.n, s.k}, DType::kF8E4M3);
-    uint64_t x = 0x9E3779B97F4A7C15ull ^ static_cast<uint64_t>(s.n * 131 + s.k);
-    for (int64_t i = 0; i < host.weight.numel(); ++i) {
-      x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-      host.weight.data_as<uint8_t>()[i] = static_cast<uint8_t>(x >> 24) & 0xBF;
-    }
-    host.scale_inv = Tensor::empty({pad128(s.n) / 128, pad128(s.k) / 128}, DType::kF32);
-    for (int64_t i = 0; i < host.scale_inv.numel(); ++i) host.scale_inv.f32()[i] = 1e-3f;
+    // Random e4m3 weights (never NaN) with small scales; enough copies to stream past the 50 MB L2.
+    const LinearWeight host = random_e4m3_weight(s.n, s.k, static_cast<uint64_t>(s.n * 131 + s.k), 1e-3f);
     const int64_t bytes = pad128(s.n) * pad128(s.k);
     const int copies = static_cast<int>(std::clamp<int64_t>((256LL << 20) / std::max<int64_t>(bytes, 1) + 1, 1, 64));
     std::vector<Fp8Weight> ws;

@@ -87,23 +87,9 @@ int run_tune_moe(int argc, char** argv) {
   std::unique_ptr<Ops> ops = make_cuda_ops(0);
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
-  // Random e4m3 weights (bit 3 cleared: the exponent field is even, never the NaN encoding) with scale 1/64;
-  // every expert its own device copy, so repeated calls stream past the L2.
-  std::vector<uint8_t> bytes(static_cast<size_t>(ip * d));
-  uint64_t x = 0x9E3779B97F4A7C15ull;
-  for (uint8_t& b : bytes) {
-    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-    b = static_cast<uint8_t>(x >> 24) & 0xF7;
-  }
-  auto weight = [&](int64_t n, int64_t k) {
-    LinearWeight w;
-    w.weight = Tensor::empty({n, k}, DType::kF8E4M3);
-    std::copy(bytes.begin(), bytes.begin() + n * k, w.weight.data_as<uint8_t>());
-    w.scale_inv = Tensor::empty({(n + 127) / 128, (k + 127) / 128}, DType::kF32);
-    for (int64_t i = 0; i < w.scale_inv.numel(); ++i) w.scale_inv.f32()[i] = 1.0f / 64;
-    return w;
-  };
-  const LinearWeight g = weight(inter, d), u = weight(inter, d), dn = weight(d, inter);
+  // Random e4m3 weights with scale 1/64; every expert its own device copy, so repeated calls stream past the L2.
+  const LinearWeight g = random_e4m3_weight(inter, d, 1, 1.0f / 64), u = random_e4m3_weight(inter, d, 2, 1.0f / 64),
+                     dn = random_e4m3_weight(d, inter, 3, 1.0f / 64);
   std::vector<PreparedMlp> experts;
   for (int64_t e = 0; e < E; ++e) experts.push_back(ops->prepare_mlp(g, u, dn));
   std::printf("tune-moe on %s: %lld experts, hidden %lld, inter %lld, top-%lld: grouped kernels vs cuBLASLt per "

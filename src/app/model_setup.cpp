@@ -81,12 +81,7 @@ Result<ModelSetup> setup_model(const Flags& flags) {
   ModelSetup s;
   // With dummy weights a bare config.json file is enough (e.g. the real models' configs for benchmarks).
   if (format == "dummy" && std::filesystem::is_regular_file(dir)) {
-    std::ifstream f(dir);
-    std::stringstream text;
-    text << f.rdbuf();
-    auto cfg = parse_model_config(text.str());
-    if (!cfg) return error(dir, ": ", cfg.status().message());
-    s.config = cfg.value();
+    DS_ASSIGN_OR_RETURN(s.config, load_config_path(dir));
   } else {
     if (!std::filesystem::is_directory(dir)) return error("--model-path '", dir, "' is not a directory");
     DS_ASSIGN_OR_RETURN(s.config, load_model_config(dir));

@@ -151,6 +151,20 @@ LinearWeight stack_rows_fp8(const LinearWeight& a, const LinearWeight& b) {
   return out;
 }
 
+LinearWeight random_e4m3_weight(int64_t n, int64_t k, uint64_t seed, float scale) {
+  LinearWeight w;
+  w.weight = Tensor::empty({n, k}, DType::kF8E4M3);
+  uint64_t x = seed * 0x9E3779B97F4A7C15ull | 1;  // xorshift needs a nonzero state
+  uint8_t* b = w.weight.data_as<uint8_t>();
+  for (int64_t i = 0; i < n * k; ++i) {
+    x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+    b[i] = static_cast<uint8_t>(x >> 24) & 0xF7;
+  }
+  w.scale_inv = Tensor::empty({(n + 127) / 128, (k + 127) / 128}, DType::kF32);
+  for (int64_t i = 0; i < w.scale_inv.numel(); ++i) w.scale_inv.f32()[i] = scale;
+  return w;
+}
+
 void fp8_kv_round_trip(Tensor& rows, int64_t nope, bool ue8m0) {
   const int64_t T = rows.dim(0), D = rows.dim(1);
   for (int64_t t = 0; t < T; ++t) {

@@ -50,6 +50,11 @@ LinearWeight stack_rows_fp8(const LinearWeight& a, const LinearWeight& b);
 // A host block-FP8 weight zero-padded to [rows, cols] (>= its shape); whole new scale blocks get 1.0.
 LinearWeight pad_fp8(const LinearWeight& w, int64_t rows, int64_t cols);
 
+// A host block-FP8 weight [n, k] of pseudo-random e4m3 bytes (xorshift from `seed`) that are never NaN (bit 3, the
+// lowest exponent bit, cleared: the exponent field is never 15), every 128x128 block scale `scale`. Timing inputs
+// for the tuners and benchmarks, where values do not matter but a NaN would.
+LinearWeight random_e4m3_weight(int64_t n, int64_t k, uint64_t seed, float scale);
+
 // Rounds a latent cache row the way the FP8 KV cache stores it (FlashMLA layout): the first `nope` values
 // as e4m3 with one scale per 128 (or ue8m0), the rest (the rope part) as bf16. In place on F32 rows [T, D].
 void fp8_kv_round_trip(Tensor& rows, int64_t nope, bool ue8m0);

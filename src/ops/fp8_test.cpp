@@ -3,6 +3,7 @@
 #include "ops/fp8.h"
 
 #include <cmath>
+#include <cstring>
 #include <random>
 
 #include <gtest/gtest.h>
@@ -165,6 +166,25 @@ TEST(Fp8, PaddedMlpIsExact) {
   for (int64_t i = 0; i < want.numel(); ++i) {
     EXPECT_EQ(got.f32()[i], want.f32()[i]) << i;
   }
+}
+
+TEST(Fp8, RandomE4m3WeightHasNoNan) {
+  LinearWeight w = random_e4m3_weight(200, 300, 7, 0.5f);
+  ASSERT_EQ(w.weight.dim(0), 200);
+  ASSERT_EQ(w.scale_inv.dim(0), 2);
+  ASSERT_EQ(w.scale_inv.dim(1), 3);
+  int distinct[256] = {};
+  for (int64_t i = 0; i < w.weight.numel(); ++i) {
+    const uint8_t b = w.weight.data_as<uint8_t>()[i];
+    EXPECT_TRUE(std::isfinite(fp8e4m3_to_f32(b))) << int(b);
+    distinct[b] = 1;
+  }
+  int n = 0;
+  for (int v : distinct) n += v;
+  EXPECT_EQ(n, 128);  // every byte with bit 3 clear occurs
+  for (int64_t i = 0; i < w.scale_inv.numel(); ++i) EXPECT_EQ(w.scale_inv.f32()[i], 0.5f);
+  EXPECT_EQ(std::memcmp(w.weight.data(), random_e4m3_weight(200, 300, 7, 0.5f).weight.data(), 60000), 0);
+  EXPECT_NE(std::memcmp(w.weight.data(), random_e4m3_weight(200, 300, 8, 0.5f).weight.data(), 60000), 0);
 }
 
 }  // namespace

@@ -692,13 +692,13 @@ class CudaOps final : public Ops {
       // (V2-Lite, 64 x 512 tokens: the grouped tile reached 39K tokens/s there, bf16 on cuBLASLt 98K); where
       // the per-GPU table (tune-moe) puts the switch, else above 1024 tokens.
       if (t && t->fp8) {
-        int64_t grouped_max = moe_fp8_tuning_.lookup(E, d, t->inter);
+        int64_t grouped_max = moe_fp8_tuning_.lookup(E, d, inter);
         // `dserve tune-moe` times both paths through this switch (read per call).
         if (const char* e = std::getenv("DSERVE_MOE_FP8_GROUPED_MAX"); e && *e) grouped_max = std::atoll(e);
         grouped_max = std::max<int64_t>(grouped_max, kernels::kMoeFp8SmallMMax);
         const bool synced = (!grouped_moe_ || T > grouped_max) && capturing == cudaStreamCaptureStatusNone;
         return synced ? moe_experts_synced(x, topk_ids, topk_weights, experts, out)
-                      : moe_experts_fp8(x, topk_ids, topk_weights, *t, out);
+                      : moe_experts_fp8(x, topk_ids, topk_weights, *t, inter, out);
       }
       if (t && grouped_moe_ && (T <= kGroupedMaxTokens || capturing != cudaStreamCaptureStatusNone) &&
           kernels::moe_grouped_gemm_supported(inter, d) && kernels::moe_grouped_gemm_supported(d, inter))
@@ -766,10 +766,9 @@ class CudaOps final : public Ops {
   // Block-FP8 experts (kernels/moe_fp8.h): the activations are quantized once (x per token, the SiLU output per
   // routed row), then the small-M kernels (up to 16 tokens) or the pipelined tile run. No host sync at any size.
   Tensor moe_experts_fp8(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights, const ExpertTable& t,
-                         Tensor out) {
+                         int64_t inter, Tensor out) {
     const int64_t T = x.dim(0), d = x.dim(1), K = topk_ids.dim(1), N = T * K;
     const int E = static_cast<int>(t.host.size() / 2);
-    const int64_t inter = t.inter;
     const Routed r = permute(topk_ids, E);
     kernels::MoeFp8GemmParams g;
     g.counts = r.counts;
@@ -1192,7 +1191,6 @@ class CudaOps final : public Ops {
     const float* const* gate_up_scales = nullptr;
     const float* const* down_scales = nullptr;
     bool ue8m0_gate_up = false, ue8m0_down = false;  // every expert's scales are powers of two
-    int64_t inter = 0;
   };
   // Null when the experts are neither bf16 nor (native mode) block-FP8 [2I, d] / [d, I] with 16-byte aligned
   // data (the grouped kernels' input).
@@ -1241,7 +1239,6 @@ class CudaOps final : public Ops {
     t.gate_up = static_cast<const void* const*>(t.dev.data());
     t.down = t.gate_up + E;
     t.fp8 = fp8;
-    t.inter = inter;
     if (fp8) {
       t.gate_up_scales = reinterpret_cast<const float* const*>(t.gate_up + 2 * E);
       t.down_scales = t.gate_up_scales + E;

@@ -260,29 +260,16 @@ TEST_F(MoeFp8Test, V2LiteDecodeBandwidth) {
 
 // DeepSeek-V3's MoE layer (256 experts, d 7168, inter 2048, top-8) in FP8, timed at batch 1..256 against its
 // weight-bytes roofline (the routed experts' e4m3 weights and scales once per call; pass the device's copy
-// bandwidth as DSERVE_COPY_GBPS, default 2990 from ../shared/DEVICE.md). The weights are random e4m3 bytes (no
-// NaN encodings) with scale 1/64: the output must be finite. Needs 24 GB of device memory.
+// bandwidth as DSERVE_COPY_GBPS, default 2990 from ../shared/DEVICE.md). The weights are random e4m3 bytes
+// (random_e4m3_weight: no NaN encodings) with scale 1/64: the output must be finite. Needs 24 GB of device memory.
 TEST_F(MoeFp8Test, V3LayerDecodeTiming) {
   const int64_t d = 7168, inter = 2048;
   const int E = 256, K = 8;
   size_t free_b = 0, total_b = 0;
   ASSERT_EQ(cudaMemGetInfo(&free_b, &total_b), cudaSuccess);
   ASSERT_GE(free_b, 24ull << 30) << "the V3 layer needs 24 GB of device memory, " << (free_b >> 30) << " GB free";
-  std::vector<uint8_t> bytes(static_cast<size_t>(inter * d));
-  uint32_t st = 12345u;
-  for (uint8_t& b : bytes) {
-    st = st * 1664525u + 1013904223u;
-    b = static_cast<uint8_t>(st >> 24) & 0xF7;  // even exponent field, never 15: no e4m3 NaN (0x7F / 0xFF)
-  }
-  auto weight = [&](int64_t n, int64_t k) {
-    LinearWeight w;
-    w.weight = Tensor::empty({n, k}, DType::kF8E4M3);
-    std::memcpy(w.weight.data(), bytes.data(), static_cast<size_t>(n * k));
-    w.scale_inv = Tensor::empty({(n + 127) / 128, (k + 127) / 128}, DType::kF32);
-    for (int64_t i = 0; i < w.scale_inv.numel(); ++i) w.scale_inv.f32()[i] = 1.0f / 64;
-    return w;
-  };
-  const LinearWeight g = weight(inter, d), u = weight(inter, d), dn = weight(d, inter);
+  const LinearWeight g = random_e4m3_weight(inter, d, 1, 1.0f / 64), u = random_e4m3_weight(inter, d, 2, 1.0f / 64),
+                     dn = random_e4m3_weight(d, inter, 3, 1.0f / 64);
   std::vector<PreparedMlp> experts;
   for (int e = 0; e < E; ++e) experts.push_back(gpu().prepare_mlp(g, u, dn));
   const char* bw_env = std::getenv("DSERVE_COPY_GBPS");
