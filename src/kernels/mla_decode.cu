@@ -10,7 +10,9 @@
 // done, before waiting for the next tile (two tiles in flight). Dense contexts whose pages hold whole tiles
 // load with the tensor-memory accelerator (one thread per warpgroup issues 9 boxes per tile, completion on an
 // mbarrier): 16-byte cp.async requests cannot keep enough bytes in flight per SM. Top-k lists (gathered
-// rows) use cp.async. Splits write fp32 partials + log-sum-exp; a combine kernel merges them.
+// rows) use cp.async. Splits write fp32 partials + log-sum-exp; a combine kernel merges them. Packed FP8 caches
+// (kernels/kv_fp8.h): raw rows by cp.async into the second tile buffer, dequantised into the first (one tile in
+// flight while one is computed).
 #include <cuda.h>  // CUtensorMap (types only; the encoder comes through the runtime's driver entry point)
 #include <cuda_bf16.h>
 
@@ -18,6 +20,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "kernels/kv_fp8.cuh"
 #include "kernels/mla_decode.h"
 #include "kernels/pdl.cuh"
 #include "kernels/ptx.cuh"
@@ -170,13 +173,43 @@ __device__ __forceinline__ void wgmma_m64n256k16_ss_tnsp_b(float (&d)[128], uint
 }
 
 
+// Packed FP8 rows (kFormat != kKvBf16, kernels/kv_fp8.h): the tile is loaded by cp.async into the second tile
+// buffer as raw rows (42 KB fit its 72 KB) and dequantised into the first one, which Q K^T and P V then read as
+// bf16: one tile in flight while one is computed.
+template <int kFormat>
+__device__ __forceinline__ void dequant_tile(const uint8_t* stage, uint8_t* tile, int tid) {
+  constexpr KvRowLayout L = kv_row_layout(kFormat, kMlaValueDim, kMlaHeadDim - kMlaValueDim);
+  constexpr __nv_fp8_interpretation_t kKind = kFormat == kKvE4M3 ? __NV_E4M3 : __NV_E5M2;
+  const int r = tid >> 2, part = tid & 3;  // four threads per row, 16-byte chunks (8 values) part, part + 4, ...
+  const uint8_t* src = stage + r * L.row_bytes;
+#pragma unroll
+  for (int j = 0; j < kChunksPerRow / 4; ++j) {
+    const int c = part + 4 * j;
+    uint4 out;
+    if (kFormat == kKvE4M3 && c >= kMlaValueDim / 8) {  // the bf16 rope part as it is
+      out = *reinterpret_cast<const uint4*>(src + L.rope_off + 16 * (c - kMlaValueDim / 8));
+    } else {
+      const uint2 raw = *reinterpret_cast<const uint2*>(src + 8 * c);
+      const float scale = kFormat == kKvE4M3 ? reinterpret_cast<const float*>(src + L.scale_off)[c / 16] : 1.0f;
+      const uint2 lo = fp8x4_to_bf16x4<kKind>(raw.x, scale), hi = fp8x4_to_bf16x4<kKind>(raw.y, scale);
+      out = make_uint4(lo.x, lo.y, hi.x, hi.y);
+    }
+    *reinterpret_cast<uint4*>(tile + tile_offset(r, c)) = out;
+  }
+}
+
 // kTma: dense context with page_size % 64 == 0 (each tile is 64 consecutive slots of one page), loaded by
-// the tensor map `tmap` over the cache; otherwise per-row cp.async (tmap unused).
-template <bool kTopk, bool kTma>
+// the tensor map `tmap` over the cache; otherwise per-row cp.async (tmap unused). kFormat: the cache rows
+// (packed formats: no top-k, no tensor map; see dequant_tile).
+template <bool kTopk, bool kTma, int kFormat = kKvBf16>
 __global__ void __launch_bounds__(kThreads, 1)
     mla_decode_kernel(const MlaDecodeParams p, const __grid_constant__ CUtensorMap tmap) {
   pdl_enter();
   static_assert(!(kTopk && kTma), "top-k rows are gathered: no tensor-map path");
+  constexpr bool kPacked = kFormat != kKvBf16;
+  static_assert(!(kPacked && (kTopk || kTma)), "packed rows: dense contexts by cp.async only");
+  constexpr int kPackedRow = kv_row_layout(kFormat, kMlaValueDim, kMlaHeadDim - kMlaValueDim).row_bytes;
+  static_assert(kPackedRow % 16 == 0 && kTile * kPackedRow <= kTileBytes, "a packed tile fits a tile buffer");
   extern __shared__ uint8_t smem_raw[];
   const uint32_t raw = smem_u32(smem_raw);
   const uint32_t pad = ((raw + 1023u) & ~1023u) - raw;
@@ -287,6 +320,20 @@ __global__ void __launch_bounds__(kThreads, 1)
       cp_async16(dst + tile_offset(rb, c), src_b + c * 8, pb >= 0);
     }
     if (kTopk && wg == 0 && (lt & 1) == 0) tile_pos[buf * kTile + ra] = pa;
+  };
+  // Packed path: raw rows of tile u into the second buffer (four threads per row, 16-byte chunks).
+  auto load_packed = [&](int u) {
+    const int r = tid >> 2, part = tid & 3;
+    const int pos = row_pos(u, r);
+    const uint8_t* src = static_cast<const uint8_t*>(p.cache);
+    if (pos >= 0)
+      src += (static_cast<int64_t>(btab[pos / p.page_size]) * p.page_size + pos % p.page_size) * kPackedRow;
+    uint8_t* dst = smem + kSmemKv + kTileBytes + r * kPackedRow;
+#pragma unroll
+    for (int j = 0; j < (kPackedRow / 16 + 3) / 4; ++j) {
+      const int c = part + 4 * j;
+      if (c < kPackedRow / 16) cp_async16(dst + 16 * c, src + 16 * c, pos >= 0);
+    }
   };
   // TMA path: the elected thread of each warpgroup loads the same share as load_tile (value panels
   // [4 wg, 4 wg + 4), rope panel rows [32 wg, 32 wg + 32)), 9 boxes of 4 KB, all completing on the
@@ -424,7 +471,42 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();
   };
 
-  if (n > 0) {
+  if (kPacked && n > 0) {
+    const __nv_bfloat16* qp = static_cast<const __nv_bfloat16*>(p.q);
+    for (int idx = tid; idx < kRows * kChunksPerRow; idx += kThreads) {
+      const int r = idx / kChunksPerRow, c = idx % kChunksPerRow;
+      int t, h;
+      const bool ok = row_of(r, &t, &h);
+      const __nv_bfloat16* src = ok ? qp + (static_cast<int64_t>(t) * H + h) * kMlaHeadDim + c * 8 : qp;
+      cp_async16(sbase + kSmemQ + tile_offset(r, c), src, ok);
+    }
+    load_packed(u_begin);
+    cp_async_commit();
+    for (int i = 0; i < n; ++i) {
+      if (i > 0) {  // P V of tile i - 1
+        fence_regs(o);
+        issue_pv(0);
+        wgmma_wait<0>();
+        fence_regs(o);
+      }
+      cp_async_wait<0>();  // tile i's raw rows (and Q) landed for this thread
+      __syncthreads();     // ... for every thread; both warpgroups done reading the bf16 tile
+      dequant_tile<kFormat>(smem + kSmemKv + kTileBytes, smem + kSmemKv, tid);
+      fence_proxy_async();
+      __syncthreads();  // the bf16 tile complete; the staging rows free
+      if (i + 1 < n) load_packed(u_begin + i + 1);
+      cp_async_commit();
+      issue_qk(0);
+      wgmma_wait<0>();
+      fence_regs(s);
+      softmax(0, u_begin + i);
+    }
+    fence_regs(o);
+    issue_pv(0);
+    wgmma_wait<0>();
+    fence_regs(o);
+  }
+  if (!kPacked && n > 0) {
     if (kTma && tid == 0) {
       for (int b = 0; b < 4; ++b) mbar_init(bar_base + b * 8, 1);
       mbar_init_fence();
@@ -616,7 +698,9 @@ __global__ void __launch_bounds__(kRefThreads) mla_decode_reference_kernel(const
   const int D = p.head_dim, V = p.v_dim, H = p.num_heads;
   float* qf = ref_smem;
   float* sc = ref_smem + D;
-  const __nv_bfloat16* cache = static_cast<const __nv_bfloat16*>(p.cache);
+  const uint8_t* cache = static_cast<const uint8_t*>(p.cache);
+  const int64_t row_bytes = kv_row_layout(p.cache_format, V, D - V).row_bytes;
+  auto value = [&](int64_t slot, int k) { return kv_row_value(cache + slot * row_bytes, p.cache_format, V, D - V, k); };
   if (tid == 0) {
     int s = 0;
     while (s + 1 < p.num_seqs && p.q_starts[s + 1] <= t) ++s;
@@ -647,8 +731,7 @@ __global__ void __launch_bounds__(kRefThreads) mla_decode_reference_kernel(const
       const int64_t slot = slots[i];
       float d = 0.0f;
       if (slot >= 0) {
-        const __nv_bfloat16* row = cache + slot * D;
-        for (int k = lane; k < D; k += 32) d += qf[k] * __bfloat162float(row[k]);
+        for (int k = lane; k < D; k += 32) d += qf[k] * value(slot, k);
         for (int o = 16; o > 0; o >>= 1) d += __shfl_xor_sync(0xffffffffu, d, o);
       }
       if (lane == 0) sc[i] = slot >= 0 ? d * sl2 : -INFINITY;
@@ -667,11 +750,10 @@ __global__ void __launch_bounds__(kRefThreads) mla_decode_reference_kernel(const
         if (sc[i] == -INFINITY) continue;
         const float w = exp2f(sc[i] - m);
         l += w;
-        const __nv_bfloat16* row = cache + slots[i] * D;
 #pragma unroll
         for (int k = 0; k < kRefMaxV / kRefThreads; ++k) {
           const int d = tid + k * kRefThreads;
-          if (d < V) acc[k] += w * __bfloat162float(row[d]);
+          if (d < V) acc[k] += w * value(slots[i], d);
         }
       }
     }
@@ -693,11 +775,12 @@ bool mla_decode_fast_supported(int head_dim, int v_dim) {
 }
 
 int mla_decode_num_splits(int num_seqs, int num_tokens, int max_q_len, int num_heads, int max_context, bool topk,
-                          int num_sms) {
-  if (num_seqs <= 0 || max_q_len <= 0 || max_context <= 0 || num_heads <= 0 || num_sms <= 0) return 1;
-  const int64_t head_chunks = (num_heads + kRows - 1) / kRows;
-  const int64_t row_tiles =
-      topk ? max_q_len * head_chunks : (static_cast<int64_t>(max_q_len) * num_heads + kRows - 1) / kRows;
+                          int num_sms, int rows_per_block) {
+  if (num_seqs <= 0 || max_q_len <= 0 || max_context <= 0 || num_heads <= 0 || num_sms <= 0 || rows_per_block <= 0)
+    return 1;
+  const int64_t head_chunks = (num_heads + rows_per_block - 1) / rows_per_block;
+  const int64_t row_tiles = topk ? max_q_len * head_chunks
+                                 : (static_cast<int64_t>(max_q_len) * num_heads + rows_per_block - 1) / rows_per_block;
   const int64_t blocks = num_seqs * row_tiles;
   const int units = (max_context + kTile - 1) / kTile;
   // Scratch stays under 256 MB (prefill-sized calls fill the machine without splitting anyway).
@@ -761,16 +844,16 @@ bool make_cache_map(const MlaDecodeParams& p, CUtensorMap* map) {
             CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <bool kTopk, bool kTma>
+template <bool kTopk, bool kTma, int kFormat = kKvBf16>
 cudaError_t launch_variant(const MlaDecodeParams& p, const CUtensorMap& map, dim3 grid, cudaStream_t stream) {
   static bool attr_done = false;  // raising the shared-memory limit once per kernel suffices
   if (!attr_done) {
-    const cudaError_t e = cudaFuncSetAttribute(mla_decode_kernel<kTopk, kTma>,
+    const cudaError_t e = cudaFuncSetAttribute(mla_decode_kernel<kTopk, kTma, kFormat>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
     if (e != cudaSuccess) return e;
     attr_done = true;
   }
-  return launch_pdl(mla_decode_kernel<kTopk, kTma>, grid, kThreads, kSmemBytes, stream, p, map);
+  return launch_pdl(mla_decode_kernel<kTopk, kTma, kFormat>, grid, kThreads, kSmemBytes, stream, p, map);
 }
 
 }  // namespace
@@ -778,7 +861,8 @@ cudaError_t launch_variant(const MlaDecodeParams& p, const CUtensorMap& map, dim
 cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream) {
   if (p.num_tokens == 0 || p.num_seqs == 0 || p.max_q_len == 0) return cudaSuccess;
   if (!mla_decode_fast_supported(p.head_dim, p.v_dim) || p.page_size <= 0 || p.num_splits < 1 ||
-      p.num_splits > kMlaMaxSplits || (p.num_splits > 1 && (!p.part_o || !p.part_lse)))
+      p.num_splits > kMlaMaxSplits || (p.num_splits > 1 && (!p.part_o || !p.part_lse)) || p.cache_format < kKvBf16 ||
+      p.cache_format > kKvE5M2)
     return cudaErrorInvalidValue;
   const bool topk = p.topk != nullptr;
   const int head_chunks = (p.num_heads + kRows - 1) / kRows;
@@ -790,8 +874,12 @@ cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream) {
   static const bool tma_disabled = std::getenv("DSERVE_MLA_NO_TMA") != nullptr;
   CUtensorMap map{};
   const bool m16 = mla_decode_m16_supported(p);
-  const bool tma = !m16 && !topk && p.use_tma && !tma_disabled && p.page_size % kTile == 0 && make_cache_map(p, &map);
-  cudaError_t e = m16  ? launch_mla_decode_m16(p, stream)
+  if (p.cache_format != kKvBf16 && topk) return cudaErrorInvalidValue;  // packed rows + top-k: the reference kernel
+  const bool tma = !m16 && !topk && p.cache_format == kKvBf16 && p.use_tma && !tma_disabled &&
+                   p.page_size % kTile == 0 && make_cache_map(p, &map);
+  cudaError_t e = m16                          ? launch_mla_decode_m16(p, stream)
+                  : p.cache_format == kKvE4M3  ? launch_variant<false, false, kKvE4M3>(p, map, grid, stream)
+                  : p.cache_format == kKvE5M2  ? launch_variant<false, false, kKvE5M2>(p, map, grid, stream)
                   : topk                       ? launch_variant<true, false>(p, map, grid, stream)
                   : tma                        ? launch_variant<false, true>(p, map, grid, stream)
                                                : launch_variant<false, false>(p, map, grid, stream);
@@ -811,7 +899,7 @@ cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream) {
 cudaError_t launch_mla_decode_reference(const MlaDecodeParams& p, cudaStream_t stream) {
   if (p.num_tokens == 0 || p.num_heads == 0) return cudaSuccess;
   if (p.head_dim <= 0 || p.head_dim > 1024 || p.v_dim <= 0 || p.v_dim > kRefMaxV || p.v_dim > p.head_dim ||
-      p.page_size <= 0)
+      p.page_size <= 0 || p.cache_format < kKvBf16 || p.cache_format > kKvE5M2)
     return cudaErrorInvalidValue;
   const size_t smem = (static_cast<size_t>(p.head_dim) + kRefChunk) * sizeof(float);
   mla_decode_reference_kernel<<<dim3(static_cast<unsigned>(p.num_heads), static_cast<unsigned>(p.num_tokens)),

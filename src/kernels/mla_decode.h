@@ -20,7 +20,7 @@ constexpr int kMlaMaxSplits = 128;
 // stored at slot block_table[s][j / page_size] * page_size + j % page_size of the cache.
 struct MlaDecodeParams {
   const void* q = nullptr;               // [num_tokens, num_heads, head_dim] bf16, contiguous
-  const void* cache = nullptr;           // [slots, head_dim] bf16, contiguous
+  const void* cache = nullptr;           // [slots, head_dim] bf16, contiguous; or packed rows (cache_format)
   void* out = nullptr;                   // [num_tokens, num_heads, v_dim] bf16, contiguous
   float* part_o = nullptr;    // [num_splits, num_tokens * num_heads, v_dim] f32 scratch (num_splits > 1)
   float* part_lse = nullptr;  // [num_splits, num_tokens * num_heads] f32 scratch (num_splits > 1)
@@ -42,6 +42,10 @@ struct MlaDecodeParams {
   int num_splits = 1;  // from mla_decode_num_splits; at most kMlaMaxSplits
   int plan_context = 0;  // the context the split plan was made for (0: unknown); picks the kernel
   float scale = 1.0f;
+  // KvFormat of the cache rows (kernels/kv_fp8.h; nope = v_dim, rope = head_dim - v_dim). Packed formats are
+  // read by the tensor-core kernels without top-k (tiles dequantised to bf16 in shared memory) or the reference
+  // kernel.
+  int cache_format = 0;
   bool use_tma = true;  // tensor-map tile loads when possible (dense context, page_size % 64 == 0)
 };
 
@@ -49,8 +53,9 @@ struct MlaDecodeParams {
 // grid fills `num_sms` multiprocessors. Depends only on host-known sizes (no device reads), so a decode step
 // stays graph-capturable; the kernel cuts each sequence's own context into that many pieces on the device,
 // so any seq_lens at replay time are handled. max_context: m.max_seq_len (or topk_k when topk is set).
+// rows_per_block: query rows of one block (64 for the wgmma kernel, 16 for the mma.sync one on packed caches).
 int mla_decode_num_splits(int num_seqs, int num_tokens, int max_q_len, int num_heads, int max_context, bool topk,
-                          int num_sms);
+                          int num_sms, int rows_per_block = 64);
 
 // Scratch for a plan: part_o at offset 0, part_lse at mla_decode_lse_offset (256-aligned); 0 bytes when
 // num_splits == 1.
@@ -63,10 +68,11 @@ bool mla_decode_fast_supported(int head_dim, int v_dim);
 // Tensor-core decode kernel (+ the combine kernel when num_splits > 1). head_dim 576, v_dim 512.
 cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream);
 
-// The mma.sync decode kernel for one new token per sequence and at most 16 heads (mla_decode_m16.cu), which
-// launch_mla_decode takes when it applies: plans whose splits hold at most kMlaM16MaxUnits units of 64 context
-// positions (plan_context >= 1), where a block is latency-bound and the 64-row wgmma tiles are three-quarters
-// padding. Measured on the H100 (2026-11-25, dserve_mla_bench, 16 heads): 1 unit per split (batch 1 x 4K,
+// The mma.sync decode kernel with 16 query rows per block (mla_decode_m16.cu), which launch_mla_decode takes when
+// it applies: packed FP8 caches whose sequences have at most 16 query rows (else the wgmma kernel dequantises 64-row
+// tiles); for bf16 caches one new token per sequence, at most 16 heads,
+// and plans whose splits hold at most kMlaM16MaxUnits units of 64 context positions (plan_context >= 1), where a
+// block is latency-bound and the 64-row wgmma tiles are three-quarters padding. Measured on the H100 (2026-11-25, dserve_mla_bench, 16 heads): 1 unit per split (batch 1 x 4K,
 // 64 splits) 10.8 vs 12.7 us, V2-Lite batch 1 / 8 decode at context 288 -2%; 4 units per split (batch 8 x 4K,
 // batch 64 x 512, batch 1 x 32K) 1-6% and 32 (batch 64 x 4K) 10% slower than the wgmma kernel, so those stay
 // there. DSERVE_MLA_M16=0: never, =1: whenever the shape fits. Same split plan, scratch and combine.

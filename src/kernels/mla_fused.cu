@@ -1,5 +1,7 @@
 // Fused absorbed-MLA input kernels (see mla_fused.h).
 #include "kernels/mla_fused.h"
+#include "kernels/fp8_quant.cuh"
+#include "kernels/kv_fp8.h"
 #include "kernels/pdl.cuh"
 
 #include <cuda_bf16.h>
@@ -22,6 +24,33 @@ __device__ __forceinline__ void rope_angles(float pos, const float* inv_freq, in
     cs[i] = static_cast<float>(c) * attn_factor;
     sn[i] = static_cast<float>(s) * attn_factor;
   }
+}
+
+__device__ __forceinline__ float bf16_round(float v) { return __bfloat162float(__float2bfloat16(v)); }
+
+// Writes one latent row (fp32 values in shared memory, [nope | rope]) to `dst` in a packed format
+// (kernels/kv_fp8.h). The whole block calls it; warp w quantises the 128-value groups w, w + warps, ... (amax
+// by shuffles). Bytes past the parts (row padding) are left as they are.
+__device__ void write_packed_row(const float* row, uint8_t* dst, int64_t nope, int64_t rope, int format) {
+  const int warps = blockDim.x / 32, warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  if (format == kKvE5M2) {
+    for (int64_t i = threadIdx.x; i < nope + rope; i += blockDim.x)
+      dst[i] = static_cast<uint8_t>(__nv_cvt_float_to_fp8(row[i], __NV_NOSAT, __NV_E5M2));
+    return;
+  }
+  const KvRowLayout L = kv_row_layout(kKvE4M3, nope, rope);
+  const int64_t groups = (nope + 127) / 128;
+  for (int64_t g = warp; g < groups; g += warps) {
+    float amax = 0.0f;
+    for (int64_t k = g * 128 + lane; k < min(nope, g * 128 + 128); k += 32) amax = fmaxf(amax, fabsf(row[k]));
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+    const float s = fp8::block_scale(amax, false);
+    for (int64_t k = g * 128 + lane; k < min(nope, g * 128 + 128); k += 32) dst[k] = fp8::to_e4m3(__fdiv_rn(row[k], s));
+    if (lane == 0) reinterpret_cast<float*>(dst + L.scale_off)[g] = s;
+  }
+  __nv_bfloat16* rp = reinterpret_cast<__nv_bfloat16*>(dst + L.rope_off);
+  for (int64_t i = threadIdx.x; i < rope; i += blockDim.x) rp[i] = __float2bfloat16(row[nope + i]);
 }
 
 // One block per token: sum of squares of the latent (block reduction), then the normalised latent and the
@@ -50,6 +79,22 @@ __global__ void __launch_bounds__(kStoreThreads) mla_store_latent_kernel(MlaStor
 #pragma unroll
   for (int w = 0; w < kStoreThreads / 32; ++w) total += warp_ss[w];
   const float inv = rsqrtf(total / static_cast<float>(p.lora) + p.eps);
+  if (p.format != kKvBf16) {  // the bf16-rounded row in shared memory, then packed
+    extern __shared__ float row_s[];
+    for (int64_t i = threadIdx.x; i < p.lora; i += blockDim.x) {
+      const float w = p.w_f32 ? static_cast<const float*>(p.w)[i] : __bfloat162float(static_cast<const __nv_bfloat16*>(p.w)[i]);
+      row_s[i] = bf16_round(__bfloat162float(x[i]) * inv * w);
+    }
+    for (int i = threadIdx.x; i < half; i += blockDim.x) {
+      const float x0 = __bfloat162float(x[p.lora + 2 * i]), x1 = __bfloat162float(x[p.lora + 2 * i + 1]);
+      row_s[p.lora + 2 * i] = bf16_round(x0 * cs[i] - x1 * sn[i]);
+      row_s[p.lora + 2 * i + 1] = bf16_round(x1 * cs[i] + x0 * sn[i]);
+    }
+    __syncthreads();
+    const int64_t row_bytes = kv_row_layout(p.format, p.lora, p.rope).row_bytes;
+    write_packed_row(row_s, static_cast<uint8_t*>(p.cache) + slot * row_bytes, p.lora, p.rope, p.format);
+    return;
+  }
   for (int64_t i = threadIdx.x; i < p.lora; i += blockDim.x) {
     const float w = p.w_f32 ? static_cast<const float*>(p.w)[i] : __bfloat162float(static_cast<const __nv_bfloat16*>(p.w)[i]);
     out[i] = __float2bfloat16(__bfloat162float(x[i]) * inv * w);
@@ -82,61 +127,43 @@ __global__ void __launch_bounds__(kStoreThreads) rope_copy_kernel(RopeCopyParams
   }
 }
 
-// One block per token; warp w takes the 128-value groups w, w + 4, ... of the latent (amax by shuffles).
-__global__ void __launch_bounds__(kStoreThreads) kv_round_store_kernel(KvRoundStoreParams p) {
+// One block per token: the row into shared memory as fp32, then packed.
+__global__ void __launch_bounds__(kStoreThreads) kv_pack_store_kernel(KvPackStoreParams p) {
   pdl_enter();
+  extern __shared__ float row_s[];
   const int64_t t = blockIdx.x;
   const int32_t slot = p.slot_mapping[t];
-  if (slot < 0 || slot >= p.num_slots) return;
-  const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.rows) + t * p.dim;
-  __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.cache) + static_cast<int64_t>(slot) * p.dim;
-  if (p.e5m2) {
-    for (int64_t i = threadIdx.x; i < p.dim; i += blockDim.x) {
-      const __nv_fp8_storage_t q = __nv_cvt_float_to_fp8(__bfloat162float(x[i]), __NV_NOSAT, __NV_E5M2);
-      out[i] = __float2bfloat16(__half2float(__half(__nv_cvt_fp8_to_halfraw(q, __NV_E5M2))));
-    }
-    return;
-  }
-  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  const int64_t groups = (p.nope + 127) / 128;
-  for (int64_t g = warp; g < groups; g += kStoreThreads / 32) {
-    float v[4];
-    float amax = 0.0f;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int64_t k = g * 128 + lane + 32 * j;
-      v[j] = k < p.nope ? __bfloat162float(x[k]) : 0.0f;
-      amax = fmaxf(amax, fabsf(v[j]));
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-    const float s = fmaxf(amax, 1e-4f) / 448.0f;
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const int64_t k = g * 128 + lane + 32 * j;
-      if (k >= p.nope) continue;
-      const __nv_fp8_storage_t q = __nv_cvt_float_to_fp8(__fdiv_rn(v[j], s), __NV_SATFINITE, __NV_E4M3);
-      out[k] = __float2bfloat16(__half2float(__half(__nv_cvt_fp8_to_halfraw(q, __NV_E4M3))) * s);
-    }
-  }
-  for (int64_t i = p.nope + threadIdx.x; i < p.dim; i += blockDim.x) out[i] = x[i];
+  if (slot < 0 || slot >= p.num_slots) return;  // block-uniform
+  const int64_t D = p.nope + p.rope;
+  const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.rows) + t * D;
+  for (int64_t i = threadIdx.x; i < D; i += blockDim.x) row_s[i] = __bfloat162float(x[i]);
+  __syncthreads();
+  const int64_t row_bytes = kv_row_layout(p.format, p.nope, p.rope).row_bytes;
+  write_packed_row(row_s, static_cast<uint8_t*>(p.cache) + slot * row_bytes, p.nope, p.rope, p.format);
 }
 
 }  // namespace
 
-cudaError_t launch_kv_round_store(const KvRoundStoreParams& p, cudaStream_t stream) {
-  if (p.tokens < 0 || p.dim <= 0 || p.nope < 0 || p.nope > p.dim) return cudaErrorInvalidValue;
-  if (p.tokens == 0) return cudaSuccess;
-  if (p.tokens > 0x7fffffff) return cudaErrorInvalidValue;
-  return launch_pdl(kv_round_store_kernel, static_cast<unsigned>(p.tokens), kStoreThreads, 0, stream, p);
-}
+constexpr int64_t kMaxPackedDim = 8192;  // fp32 row in shared memory: 32 KB
 
-cudaError_t launch_mla_store_latent(const MlaStoreLatentParams& p, cudaStream_t stream) {
-  if (p.tokens < 0 || p.lora <= 0 || p.rope < 0 || p.rope % 2 != 0 || p.rope / 2 > kMaxHalf || p.ld_kv < p.lora + p.rope)
+cudaError_t launch_kv_pack_store(const KvPackStoreParams& p, cudaStream_t stream) {
+  if (p.tokens < 0 || p.nope < 0 || p.rope < 0 || p.nope + p.rope <= 0 || p.nope + p.rope > kMaxPackedDim ||
+      (p.format != kKvE4M3 && p.format != kKvE5M2))
     return cudaErrorInvalidValue;
   if (p.tokens == 0) return cudaSuccess;
   if (p.tokens > 0x7fffffff) return cudaErrorInvalidValue;
-  return launch_pdl(mla_store_latent_kernel, static_cast<unsigned>(p.tokens), kStoreThreads, 0, stream, p);
+  return launch_pdl(kv_pack_store_kernel, static_cast<unsigned>(p.tokens), kStoreThreads,
+                    static_cast<size_t>(p.nope + p.rope) * 4, stream, p);
+}
+
+cudaError_t launch_mla_store_latent(const MlaStoreLatentParams& p, cudaStream_t stream) {
+  if (p.tokens < 0 || p.lora <= 0 || p.rope < 0 || p.rope % 2 != 0 || p.rope / 2 > kMaxHalf || p.ld_kv < p.lora + p.rope ||
+      p.format < kKvBf16 || p.format > kKvE5M2 || (p.format != kKvBf16 && p.lora + p.rope > kMaxPackedDim))
+    return cudaErrorInvalidValue;
+  if (p.tokens == 0) return cudaSuccess;
+  if (p.tokens > 0x7fffffff) return cudaErrorInvalidValue;
+  const size_t smem = p.format == kKvBf16 ? 0 : static_cast<size_t>(p.lora + p.rope) * 4;
+  return launch_pdl(mla_store_latent_kernel, static_cast<unsigned>(p.tokens), kStoreThreads, smem, stream, p);
 }
 
 cudaError_t launch_rope_copy(const RopeCopyParams& p, cudaStream_t stream) {

@@ -21,9 +21,10 @@ struct MlaStoreLatentParams {
   const int32_t* positions;
   const float* inv_freq;  // [rope / 2]
   float attn_factor, eps;
-  void* cache;            // [num_slots, lora + rope]
+  void* cache;            // [num_slots, lora + rope] bf16, or packed rows of `format` (kernels/kv_fp8.h)
   const int32_t* slot_mapping;
   int64_t tokens, num_slots, lora, rope;
+  int format = 0;  // KvFormat; packed formats quantise the bf16-rounded row as launch_kv_pack_store does
 };
 cudaError_t launch_mla_store_latent(const MlaStoreLatentParams& p, cudaStream_t stream);
 
@@ -38,17 +39,16 @@ struct RopeCopyParams {
 };
 cudaError_t launch_rope_copy(const RopeCopyParams& p, cudaStream_t stream);
 
-// The FP8 KV cache's values in a bf16 cache (ops.h KvCacheDtype): cache[slot_mapping[t]] = rows[t] with the
-// first `nope` values rounded through e4m3 with one scale per 128 (s = max(amax, 1e-4) / 448, as
-// ops/fp8.cpp fp8_kv_round_trip) and the rest kept (e4m3 mode), or every value rounded through e5m2. The
-// values are what FlashMLA's packed layout holds; the storage stays bf16 (no memory saving yet).
-struct KvRoundStoreParams {
-  const void* rows;  // [tokens, dim] bf16
-  void* cache;       // [num_slots, dim] bf16
+// Latent rows into a packed FP8 cache (kernels/kv_fp8.h): cache row slot_mapping[t] = rows[t] ([nope | rope]
+// bf16) in `format` (kKvE4M3: the nope values quantised per 128 with s = max(amax, 1e-4) / 448 as ops/fp8.cpp
+// fp8_kv_round_trip, the rope part kept; kKvE5M2: every value cast). Slots outside [0, num_slots) are skipped.
+struct KvPackStoreParams {
+  const void* rows;  // [tokens, nope + rope] bf16
+  void* cache;       // [num_slots, row_bytes] packed
   const int32_t* slot_mapping;
-  int64_t tokens, num_slots, dim, nope;
-  bool e5m2 = false;
+  int64_t tokens, num_slots, nope, rope;
+  int format = 1;  // KvFormat: kKvE4M3 or kKvE5M2
 };
-cudaError_t launch_kv_round_store(const KvRoundStoreParams& p, cudaStream_t stream);
+cudaError_t launch_kv_pack_store(const KvPackStoreParams& p, cudaStream_t stream);
 
 }  // namespace ds::kernels

@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/rope_cache.h"
+#include "kernels/kv_fp8.cuh"
 #include "kernels/pdl.cuh"
 
 namespace ds::kernels {
@@ -84,6 +85,26 @@ __global__ void gather_context_kernel(GatherContextParams p) {
   }
 }
 
+__global__ void gather_latent_kernel(GatherLatentParams p) {
+  pdl_enter();
+  const int s = blockIdx.x;
+  const int len = p.seq_lens[s];
+  const int first = blockIdx.y * kGatherRows;
+  if (first >= len) return;
+  int64_t start = 0;
+  for (int i = 0; i < s; ++i) start += p.seq_lens[i];
+  const int last = min(len, first + kGatherRows);
+  const int64_t D = p.nope + p.rope, row_bytes = kv_row_layout(p.format, p.nope, p.rope).row_bytes;
+  for (int pos = first; pos < last; ++pos) {
+    const int64_t slot = static_cast<int64_t>(p.block_table[s * p.max_pages + pos / p.page_size]) * p.page_size +
+                         pos % p.page_size;
+    const uint8_t* row = static_cast<const uint8_t*>(p.cache) + slot * row_bytes;
+    __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out) + (start + pos) * D;
+    for (int64_t k = threadIdx.x; k < D; k += blockDim.x)
+      out[k] = __float2bfloat16(kv_row_value(row, p.format, p.nope, p.rope, k));
+  }
+}
+
 }  // namespace
 
 cudaError_t launch_rope(const RopeParams& p, cudaStream_t stream) {
@@ -106,6 +127,13 @@ cudaError_t launch_gather_context(const GatherContextParams& p, cudaStream_t str
   if (p.num_seqs == 0 || p.max_seq_len == 0) return cudaSuccess;
   dim3 grid(static_cast<unsigned>(p.num_seqs), static_cast<unsigned>((p.max_seq_len + kGatherRows - 1) / kGatherRows));
   return launch_pdl(gather_context_kernel, grid, 128, 0, stream, p);
+}
+
+cudaError_t launch_gather_latent(const GatherLatentParams& p, cudaStream_t stream) {
+  if (p.format != kKvE4M3 && p.format != kKvE5M2) return cudaErrorInvalidValue;
+  if (p.num_seqs == 0 || p.max_seq_len == 0) return cudaSuccess;
+  dim3 grid(static_cast<unsigned>(p.num_seqs), static_cast<unsigned>((p.max_seq_len + kGatherRows - 1) / kGatherRows));
+  return launch_pdl(gather_latent_kernel, grid, 128, 0, stream, p);
 }
 
 }  // namespace ds::kernels

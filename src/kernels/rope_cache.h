@@ -43,4 +43,19 @@ struct GatherContextParams {
 };
 cudaError_t launch_gather_context(const GatherContextParams& p, cudaStream_t stream);
 
+// gather_context of a packed FP8 latent cache (kernels/kv_fp8.h), dequantised: out [sum(seq_lens), nope + rope]
+// bf16 = the stored values (e4m3 x block scale, bf16 rope, or e5m2).
+struct GatherLatentParams {
+  const void* cache;  // [slots, row_bytes] in `format`
+  void* out;
+  const int32_t* seq_lens;
+  const int32_t* block_table;
+  int num_seqs;
+  int max_seq_len;
+  int page_size;
+  int64_t max_pages, nope, rope;
+  int format;
+};
+cudaError_t launch_gather_latent(const GatherLatentParams& p, cudaStream_t stream);
+
 }  // namespace ds::kernels

@@ -24,8 +24,7 @@ KvCache make_kv_cache(Ops& ops, const ModelConfig& cfg, int page_size, int num_p
   const int layers = cfg.num_hidden_layers + num_mtp_layers;
   for (int l = 0; l < layers; ++l) {
     // NaN-poisoned: a read of a slot that was never written shows up in the output.
-    c.latent.push_back(ops.empty({c.num_slots(), cfg.kv_cache_dim()}, ops.activation_dtype()));
-    ops.fill(c.latent.back(), std::numeric_limits<float>::quiet_NaN());
+    c.latent.push_back(ops.empty_latent_cache(c.num_slots(), cfg.kv_lora_rank, cfg.qk_rope_head_dim, dtype));
     if (cfg.has_indexer()) {
       c.index_k.push_back(ops.empty({c.num_slots(), cfg.index_head_dim}, ops.activation_dtype()));
       ops.fill(c.index_k.back(), std::numeric_limits<float>::quiet_NaN());
@@ -192,7 +191,7 @@ Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tenso
   if (mode == AttnMode::kMha) {
     ops_.rope_(q3, nope, rope, meta.positions, inv_freq_, rope_factor_, RopeStyle::kInterleaved);
     ops_.side_join();
-    Tensor ctx = ops_.gather_context(cache.latent[cache_layer], meta);                    // [S, lora + rope]
+    Tensor ctx = ops_.gather_latent_context(cache.latent[cache_layer], meta, lora, cache.dtype);  // [S, lora + rope]
     const int64_t S = ctx.dim(0);
     Tensor kv = ops_.linear(ops_.slice_cols(ctx, 0, lora), a.kv_b_proj).reshape({S, H, nope + v});  // [S, H, nope + v]
     o = ops_.mla_attention_mha(q3, kv, ctx, lora, meta, softmax_scale_, topk_ptr);          // [T, H, v]

@@ -3,6 +3,7 @@
 // Ops allocate their outputs on the backend's device; shapes are checked at the boundary.
 #pragma once
 #include <cstdint>
+#include <limits>
 #include <memory>
 #include <vector>
 
@@ -142,6 +143,15 @@ class Ops {
                      const Tensor& inv_freq /*[rot_dim / 2] F32*/, float attn_factor, RopeStyle style) = 0;
 
   // ---- KV cache ----
+  // One layer's latent cache [c (nope) | k_pe (rope)] for `slots` tokens, NaN-poisoned. The default holds
+  // [slots, nope + rope] in the activation dtype, the FP8 dtypes' values rounded as their packed format would
+  // hold them (store_latent_rows); CUDA stores the packed rows themselves (kernels/kv_fp8.h).
+  virtual Tensor empty_latent_cache(int64_t slots, int64_t nope, int64_t rope, KvCacheDtype dtype) {
+    (void)dtype;
+    Tensor t = empty({slots, nope + rope}, activation_dtype());
+    fill(t, std::numeric_limits<float>::quiet_NaN());
+    return t;
+  }
   virtual void store_rows(Tensor& cache /*[slots, D]*/, const Tensor& rows /*[T, D]*/,
                           const Tensor& slot_mapping /*[T]*/) = 0;
   // Latent cache rows [T, D] whose first `nope` columns are the latent and the rest the rope key, stored in
@@ -178,6 +188,13 @@ class Ops {
 
   // Every sequence's whole context [0, seq_lens[s]) in order: [sum(seq_lens), D].
   virtual Tensor gather_context(const Tensor& cache /*[slots, D]*/, const AttnMetadata& m) = 0;
+  // gather_context of a latent cache made by empty_latent_cache(.., nope, .., dtype): [sum(seq_lens), nope + rope]
+  // in the activation dtype, packed rows dequantised.
+  virtual Tensor gather_latent_context(const Tensor& cache, const AttnMetadata& m, int64_t nope, KvCacheDtype dtype) {
+    (void)nope;
+    (void)dtype;
+    return gather_context(cache, m);
+  }
 
   // ---- attention ----
   // MLA in MHA form (prefill): q [T, H, nope + rope]; kv [S, H, nope + v] (kv_b_proj of the gathered
@@ -187,7 +204,8 @@ class Ops {
   virtual Tensor mla_attention_mha(const Tensor& q, const Tensor& kv, const Tensor& ctx, int64_t rope_offset,
                                    const AttnMetadata& m, float scale, const Tensor* topk) = 0;
   // MLA in absorbed (MQA) form over the paged cache: q [T, H, D] (absorbed nope part | rope part),
-  // cache [slots, D]; value = first v_dim columns of each cache row. -> [T, H, v_dim]
+  // cache [slots, D] (or empty_latent_cache's packed rows with nope = v_dim); value = first v_dim columns of
+  // each cache row. -> [T, H, v_dim]
   virtual Tensor mla_attention_absorbed(const Tensor& q, const Tensor& cache, int64_t v_dim,
                                         const AttnMetadata& m, float scale, const Tensor* topk) = 0;
 

@@ -4,8 +4,10 @@
 #include "ops/cuda/attention.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 
+#include "kernels/kv_fp8.h"
 #include "kernels/mla_decode.h"
 #include "kernels/mla_prefill.h"
 #include "ops/cuda/cuda_runtime.h"
@@ -57,10 +59,17 @@ Tensor output_with_scratch(Shape shape, size_t scratch_bytes, void** scratch) {
 
 Tensor cuda_mla_attention_absorbed(const Tensor& q, const Tensor& cache, int64_t v_dim, const AttnMetadata& m,
                                    float scale, const Tensor* topk, cudaStream_t stream) {
-  DS_CHECK(q.ndim() == 3 && cache.ndim() == 2 && cache.dim(1) == q.dim(2) && v_dim > 0 && v_dim <= q.dim(2),
+  // Packed FP8 caches (kernels/kv_fp8.h) are told apart by their dtype: latent = v_dim, rope = the rest of q.
+  const int format = cache.dtype() == DType::kF8E4M3   ? kernels::kKvE4M3
+                     : cache.dtype() == DType::kF8E5M2 ? kernels::kKvE5M2
+                                                       : kernels::kKvBf16;
+  DS_CHECK(q.ndim() == 3 && cache.ndim() == 2 && v_dim > 0 && v_dim <= q.dim(2) &&
+               cache.dim(1) * static_cast<int64_t>(dtype_size(cache.dtype())) ==
+                   kernels::kv_row_layout(format, v_dim, q.dim(2) - v_dim).row_bytes,
            "absorbed attention q ", q.describe(), " cache ", cache.describe(), " v_dim ", v_dim);
   check_bf16(q, "q");
-  check_bf16(cache, "cache");
+  if (format == kernels::kKvBf16) check_bf16(cache, "cache");
+  DS_CHECK(cache.device() == Device::kCuda, "attention cache must be on cuda, got ", cache.describe());
   const int64_t T = q.dim(0), H = q.dim(1), D = q.dim(2);
   DS_CHECK(T == m.num_tokens && m.page_size > 0, "absorbed attention q ", q.describe(), " vs metadata num_tokens ",
            m.num_tokens, " page_size ", m.page_size);
@@ -88,13 +97,22 @@ Tensor cuda_mla_attention_absorbed(const Tensor& q, const Tensor& cache, int64_t
   p.topk_k = p.topk ? static_cast<int>(topk->dim(1)) : 0;
   p.max_q_len = m.max_q_len;
   p.scale = scale;
+  p.cache_format = format;
 
+  // Packed caches: the tensor-core kernels dequantise tiles in shared memory (16 query rows per block when a
+  // sequence's rows fit, else 64); with top-k lists, the reference kernel.
+  const bool packed = format != kernels::kKvBf16;
+  static const bool m16_off = [] {
+    const char* e = std::getenv("DSERVE_MLA_M16");
+    return e && e[0] == '0';
+  }();
+  const bool rows16 = packed && !m16_off && static_cast<int64_t>(m.max_q_len) * H <= 16;
   const bool fast = kernels::mla_decode_fast_supported(p.head_dim, p.v_dim) && aligned16(q.data()) &&
-                    aligned16(cache.data());
+                    aligned16(cache.data()) && !(packed && p.topk);
   if (fast) {
     const int context = p.topk ? p.topk_k : m.max_seq_len;
     p.num_splits = kernels::mla_decode_num_splits(p.num_seqs, p.num_tokens, p.max_q_len, p.num_heads, context,
-                                                  p.topk != nullptr, num_sms());
+                                                  p.topk != nullptr, num_sms(), rows16 ? 16 : 64);
     p.plan_context = context;
   }
   void* scratch = nullptr;

@@ -16,6 +16,7 @@
 #include "kernels/basic.h"
 #include "kernels/fp8_gemm.h"
 #include "kernels/indexer.h"
+#include "kernels/kv_fp8.h"
 #include "kernels/mla_fused.h"
 #include "kernels/moe.h"
 #include "kernels/gemm_small_m.h"
@@ -60,6 +61,27 @@ void check_dtype(const Tensor& t, DType d, const char* what) {
 const int32_t* i32(const Tensor& t, const char* what) {
   check_dtype(t, DType::kI32, what);
   return t.data_as<int32_t>();
+}
+
+// The stored format of a latent cache tensor (empty_latent_cache), checked against the KV dtype in use.
+int latent_format(const Tensor& cache, KvCacheDtype dtype) {
+  check_cuda(cache, "latent cache");
+  const bool fp8 = dtype == KvCacheDtype::kFp8E4M3 || dtype == KvCacheDtype::kFp8E5M2;
+  const int format = cache.dtype() == DType::kF8E4M3   ? kernels::kKvE4M3
+                     : cache.dtype() == DType::kF8E5M2 ? kernels::kKvE5M2
+                                                       : kernels::kKvBf16;
+  DS_CHECK(cache.dtype() == (dtype == KvCacheDtype::kFp8E4M3   ? DType::kF8E4M3
+                             : dtype == KvCacheDtype::kFp8E5M2 ? DType::kF8E5M2
+                                                               : DType::kBF16) &&
+               (format != kernels::kKvBf16) == fp8,
+           "latent cache ", cache.describe(), " does not hold the KV cache dtype in use (empty_latent_cache makes it)");
+  return format;
+}
+// Rope dims of a packed latent cache whose latent is `nope` wide.
+int64_t latent_rope(const Tensor& cache, int format, int64_t nope) {
+  const int64_t rope = kernels::kv_rope_of(format, nope, cache.dim(1) * static_cast<int64_t>(dtype_size(cache.dtype())));
+  DS_CHECK(rope >= 0, "latent cache ", cache.describe(), " rows do not fit a latent of ", nope);
+  return rope;
 }
 
 // Ops::sample_async's result on its way: the ids and logprobs land in a pinned slot behind an event.
@@ -441,15 +463,16 @@ class CudaOps final : public Ops {
   void mla_store_latent(const Tensor& kv_a, const Tensor& norm_w, float eps, const Tensor& positions,
                         const Tensor& inv_freq, float attn_factor, Tensor& cache, const Tensor& slot_mapping,
                         KvCacheDtype dtype) override {
-    if (dtype != KvCacheDtype::kAuto && dtype != KvCacheDtype::kBf16)  // packed caches: the store op's format
-      return Ops::mla_store_latent(kv_a, norm_w, eps, positions, inv_freq, attn_factor, cache, slot_mapping, dtype);
     const int64_t lora = norm_w.dim(0);
-    DS_CHECK(kv_a.ndim() == 2 && kv_a.dim(1) > lora && cache.ndim() == 2 && cache.dim(1) == kv_a.dim(1) &&
+    const int format = latent_format(cache, dtype);
+    DS_CHECK(kv_a.ndim() == 2 && kv_a.dim(1) > lora && cache.ndim() == 2 &&
+                 cache.dim(1) * static_cast<int64_t>(dtype_size(cache.dtype())) ==
+                     kernels::kv_row_layout(format, lora, kv_a.dim(1) - lora).row_bytes &&
                  positions.numel() == kv_a.dim(0) && slot_mapping.numel() == kv_a.dim(0) &&
                  inv_freq.numel() == (kv_a.dim(1) - lora) / 2,
              "mla_store_latent ", kv_a.describe(), " norm ", norm_w.describe(), " into ", cache.describe());
     check_dtype(kv_a, DType::kBF16, "mla_store_latent kv_a");
-    check_dtype(cache, DType::kBF16, "mla_store_latent cache");
+    check_cuda(cache, "mla_store_latent cache");
     check_dtype(inv_freq, DType::kF32, "mla_store_latent inv_freq");
     DS_CHECK(norm_w.dtype() == DType::kBF16 || norm_w.dtype() == DType::kF32, "mla_store_latent norm ", norm_w.describe());
     kernels::MlaStoreLatentParams p;
@@ -467,6 +490,7 @@ class CudaOps final : public Ops {
     p.num_slots = cache.dim(0);
     p.lora = lora;
     p.rope = kv_a.dim(1) - lora;
+    p.format = format;
     DS_CUDA_CHECK(kernels::launch_mla_store_latent(p, stream()));
   }
   Tensor mla_absorb_q(const Tensor& q, const Tensor& w_kc, const Tensor& positions, const Tensor& inv_freq,
@@ -527,37 +551,70 @@ class CudaOps final : public Ops {
                                               cache.dim(0), static_cast<int64_t>(rows.nbytes() / std::max<int64_t>(rows.dim(0), 1))},
                                              stream()));
   }
-  // FP8 KV dtypes: the values the packed format would hold, kept in the bf16 cache (kernels/mla_fused.h).
+  // Rows of gather_context's output, sum(seq_lens): host-known from the metadata builder, else read back (a sync).
+  int64_t context_rows(const AttnMetadata& m) {
+    if (m.total_context >= 0) return m.total_context;
+    Tensor lens = cuda_download(m.seq_lens);
+    int64_t total = 0;
+    for (int s = 0; s < m.num_seqs; ++s) total += lens.data_as<int32_t>()[s];
+    return total;
+  }
+  // FP8 KV dtypes: packed rows (kernels/kv_fp8.h) in the cache made by empty_latent_cache.
+  Tensor empty_latent_cache(int64_t slots, int64_t nope, int64_t rope, KvCacheDtype dtype) override {
+    if (dtype == KvCacheDtype::kAuto || dtype == KvCacheDtype::kBf16) return Ops::empty_latent_cache(slots, nope, rope, dtype);
+    const int format = dtype == KvCacheDtype::kFp8E4M3 ? kernels::kKvE4M3 : kernels::kKvE5M2;
+    Tensor t = empty({slots, kernels::kv_row_layout(format, nope, rope).row_bytes},
+                     format == kernels::kKvE4M3 ? DType::kF8E4M3 : DType::kF8E5M2);
+    // 0xff bytes: NaN as e4m3, e5m2, fp32 scale and bf16 alike (an unwritten slot that is read shows up).
+    DS_CUDA_CHECK(cudaMemsetAsync(t.data(), 0xff, t.nbytes(), stream()));
+    return t;
+  }
   void store_latent_rows(Tensor& cache, const Tensor& rows, const Tensor& slot_mapping, int64_t nope,
                          KvCacheDtype dtype) override {
-    if (dtype == KvCacheDtype::kAuto || dtype == KvCacheDtype::kBf16) return store_rows(cache, rows, slot_mapping);
-    DS_CHECK(cache.ndim() == 2 && rows.ndim() == 2 && cache.dim(1) == rows.dim(1) && slot_mapping.numel() == rows.dim(0) &&
-                 nope >= 0 && nope <= rows.dim(1),
+    const int format = latent_format(cache, dtype);
+    if (format == kernels::kKvBf16) return store_rows(cache, rows, slot_mapping);
+    DS_CHECK(cache.ndim() == 2 && rows.ndim() == 2 && slot_mapping.numel() == rows.dim(0) && nope >= 0 &&
+                 nope <= rows.dim(1) &&
+                 cache.dim(1) == kernels::kv_row_layout(format, nope, rows.dim(1) - nope).row_bytes,
              "store_latent_rows ", rows.describe(), " into ", cache.describe());
-    check_dtype(cache, DType::kBF16, "store_latent_rows cache");
+    check_cuda(cache, "store_latent_rows cache");
     check_dtype(rows, DType::kBF16, "store_latent_rows rows");
-    kernels::KvRoundStoreParams p;
+    kernels::KvPackStoreParams p;
     p.rows = rows.data();
     p.cache = cache.data();
     p.slot_mapping = i32(slot_mapping, "slot_mapping");
     p.tokens = rows.dim(0);
     p.num_slots = cache.dim(0);
-    p.dim = rows.dim(1);
     p.nope = nope;
-    p.e5m2 = dtype == KvCacheDtype::kFp8E5M2;
-    DS_CUDA_CHECK(kernels::launch_kv_round_store(p, stream()));
+    p.rope = rows.dim(1) - nope;
+    p.format = format;
+    DS_CUDA_CHECK(kernels::launch_kv_pack_store(p, stream()));
+  }
+  Tensor gather_latent_context(const Tensor& cache, const AttnMetadata& m, int64_t nope, KvCacheDtype dtype) override {
+    const int format = latent_format(cache, dtype);
+    if (format == kernels::kKvBf16) return gather_context(cache, m);
+    DS_CHECK(cache.ndim() == 2, "gather_latent_context of ", cache.describe());
+    const int64_t rope = latent_rope(cache, format, nope);
+    Tensor out = empty({context_rows(m), nope + rope}, DType::kBF16);
+    kernels::GatherLatentParams p;
+    p.cache = cache.data();
+    p.out = out.data();
+    p.seq_lens = i32(m.seq_lens, "seq_lens");
+    p.block_table = i32(m.block_table, "block_table");
+    p.num_seqs = m.num_seqs;
+    p.max_seq_len = m.max_seq_len;
+    p.page_size = m.page_size;
+    p.max_pages = m.block_table.dim(1);
+    p.nope = nope;
+    p.rope = rope;
+    p.format = format;
+    DS_CUDA_CHECK(kernels::launch_gather_latent(p, stream()));
+    return out;
   }
   Tensor gather_context(const Tensor& cache, const AttnMetadata& m) override {
     check_cuda(cache, "gather_context cache");
     DS_CHECK(cache.ndim() == 2, "gather_context of ", cache.describe());
-    // The output's row count is sum(seq_lens): host-known from the metadata builder, else read back (a sync).
-    int64_t total = m.total_context;
-    if (total < 0) {
-      Tensor lens = cuda_download(m.seq_lens);
-      total = 0;
-      for (int s = 0; s < m.num_seqs; ++s) total += lens.data_as<int32_t>()[s];
-    }
-    Tensor out = empty({total, cache.dim(1)}, cache.dtype());
+    Tensor out = empty({context_rows(m), cache.dim(1)}, cache.dtype());
     DS_CUDA_CHECK(kernels::launch_gather_context(
         {cache.data(), out.data(), i32(m.seq_lens, "seq_lens"), i32(m.block_table, "block_table"), m.num_seqs,
          m.max_seq_len, m.page_size, m.block_table.dim(1), static_cast<int64_t>(cache.dim(1) * dtype_size(cache.dtype()))},

@@ -13,6 +13,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/kv_fp8.h"
 #include "kernels/mla_decode.h"
 #include "kernels/mla_prefill.h"
 #include "ops/cuda/attention.h"
@@ -159,6 +160,53 @@ AbsorbedInputs make_absorbed(const AbsorbedCase& c, std::mt19937& rng) {
   return in;
 }
 
+// Kernel API with exactly c.forced_splits splits into a NaN-filled output with one extra row: every element of
+// the [T, H, v] output is written, nothing past it, and it matches `want`.
+void check_forced_splits(const AbsorbedCase& c, const AbsorbedInputs& in, const Tensor& cache_dev, int format,
+                         const Tensor* topk_d, const Tensor& want) {
+  const int64_t T = in.batch.host.num_tokens, rows = T * c.heads;
+  Tensor poison = Tensor::empty({rows + 1, c.v_dim}, DType::kF32);
+  std::fill(poison.f32(), poison.f32() + poison.numel(), NAN);
+  Tensor out = to_device_bf16(poison);
+  const int splits = c.forced_splits;
+  const size_t scratch_bytes = kernels::mla_decode_scratch_bytes(splits, static_cast<int>(T), c.heads);
+  Tensor scratch = Tensor::empty({static_cast<int64_t>(std::max<size_t>(scratch_bytes, 1))}, DType::kU8, Device::kCuda);
+  kernels::MlaDecodeParams p;
+  p.q = in.q_dev.data();
+  p.cache = cache_dev.data();
+  p.cache_format = format;
+  p.out = out.data();
+  p.part_o = splits > 1 ? scratch.data_as<float>() : nullptr;
+  p.part_lse = splits > 1 ? reinterpret_cast<float*>(scratch.data_as<uint8_t>() +
+                                                     kernels::mla_decode_lse_offset(splits, static_cast<int>(T), c.heads))
+                          : nullptr;
+  const AttnMetadata& m = in.batch.dev;
+  p.q_starts = m.q_starts.data_as<int32_t>();
+  p.seq_lens = m.seq_lens.data_as<int32_t>();
+  p.positions = m.positions.data_as<int32_t>();
+  p.block_table = m.block_table.data_as<int32_t>();
+  p.topk = topk_d ? topk_d->data_as<int32_t>() : nullptr;
+  p.num_seqs = m.num_seqs;
+  p.num_tokens = static_cast<int>(T);
+  p.num_heads = c.heads;
+  p.head_dim = c.head_dim;
+  p.v_dim = c.v_dim;
+  p.num_slots = in.batch.slots;
+  p.max_pages = static_cast<int>(m.block_table.dim(1));
+  p.page_size = m.page_size;
+  p.topk_k = c.topk_k;
+  p.use_tma = false;
+  p.max_q_len = m.max_q_len;
+  p.num_splits = splits;
+  p.plan_context = 1;  // a short plan: one token per sequence and <= 16 heads take the mma.sync kernel here
+  p.scale = in.scale;
+  DS_CUDA_CHECK(kernels::launch_mla_decode(p, cuda_stream()));
+  Tensor all = to_f32(cuda_download(out));
+  for (int64_t i = rows * c.v_dim; i < all.numel(); ++i) ASSERT_TRUE(std::isnan(all.f32()[i])) << "wrote past the output";
+  expect_close(out.reshape({rows + 1, c.v_dim}).rows(0, rows).reshape({T, c.heads, c.v_dim}), want,
+               "absorbed " + c.name + (format ? " packed" : "") + " cp.async splits=" + std::to_string(splits));
+}
+
 class MlaAbsorbedGpu : public ::testing::TestWithParam<AbsorbedCase> {};
 
 TEST_P(MlaAbsorbedGpu, MatchesCpu) {
@@ -178,49 +226,8 @@ TEST_P(MlaAbsorbedGpu, MatchesCpu) {
 
   if (c.forced_splits > 0) {
     // Kernel API with a fixed split count and per-row cp.async loads (the op above used the tensor-map path
-    // where it applies) into a NaN-filled output with one extra row: every element of the [T, H, v] output
-    // is written, nothing past it.
-    const int64_t T = in.batch.host.num_tokens, rows = T * c.heads;
-    Tensor poison = Tensor::empty({rows + 1, c.v_dim}, DType::kF32);
-    std::fill(poison.f32(), poison.f32() + poison.numel(), NAN);
-    Tensor out = to_device_bf16(poison);
-    const int splits = c.forced_splits;
-    const size_t scratch_bytes = kernels::mla_decode_scratch_bytes(splits, static_cast<int>(T), c.heads);
-    Tensor scratch = Tensor::empty({static_cast<int64_t>(std::max<size_t>(scratch_bytes, 1))}, DType::kU8,
-                                   Device::kCuda);
-    kernels::MlaDecodeParams p;
-    p.q = in.q_dev.data();
-    p.cache = in.cache_dev.data();
-    p.out = out.data();
-    p.part_o = splits > 1 ? scratch.data_as<float>() : nullptr;
-    p.part_lse = splits > 1 ? reinterpret_cast<float*>(scratch.data_as<uint8_t>() +
-                                                       kernels::mla_decode_lse_offset(splits, static_cast<int>(T), c.heads))
-                            : nullptr;
-    const AttnMetadata& m = in.batch.dev;
-    p.q_starts = m.q_starts.data_as<int32_t>();
-    p.seq_lens = m.seq_lens.data_as<int32_t>();
-    p.positions = m.positions.data_as<int32_t>();
-    p.block_table = m.block_table.data_as<int32_t>();
-    p.topk = topk_d ? topk_d->data_as<int32_t>() : nullptr;
-    p.num_seqs = m.num_seqs;
-    p.num_tokens = static_cast<int>(T);
-    p.num_heads = c.heads;
-    p.head_dim = c.head_dim;
-    p.v_dim = c.v_dim;
-    p.num_slots = in.batch.slots;
-    p.max_pages = static_cast<int>(m.block_table.dim(1));
-    p.page_size = m.page_size;
-    p.topk_k = c.topk_k;
-    p.use_tma = false;
-    p.max_q_len = m.max_q_len;
-    p.num_splits = splits;
-    p.plan_context = 1;  // a short plan: one token per sequence and <= 16 heads take the mma.sync kernel here
-    p.scale = in.scale;
-    DS_CUDA_CHECK(kernels::launch_mla_decode(p, cuda_stream()));
-    Tensor all = to_f32(cuda_download(out));
-    for (int64_t i = rows * c.v_dim; i < all.numel(); ++i) ASSERT_TRUE(std::isnan(all.f32()[i])) << "wrote past the output";
-    expect_close(out.reshape({rows + 1, c.v_dim}).rows(0, rows).reshape({T, c.heads, c.v_dim}), want,
-                 "absorbed " + c.name + " cp.async splits=" + std::to_string(splits));
+    // where it applies).
+    check_forced_splits(c, in, in.cache_dev, kernels::kKvBf16, topk_d, want);
   }
 }
 
@@ -254,6 +261,97 @@ std::vector<AbsorbedCase> absorbed_cases() {
 
 INSTANTIATE_TEST_SUITE_P(Cases, MlaAbsorbedGpu, ::testing::ValuesIn(absorbed_cases()),
                          [](const ::testing::TestParamInfo<AbsorbedCase>& i) { return i.param.name; });
+
+// ---------------- absorbed form over packed FP8 caches ----------------
+// The context rows of each case packed by the CUDA store op into empty_latent_cache's rows (e4m3 with block
+// scales + bf16 rope, or e5m2; unwritten rows stay 0xff = NaN) against the CPU oracle, whose fp32 cache holds
+// the same rows rounded by store_latent_rows: the kernels' dequantised values are those rounded once more to
+// bf16, so the bf16 error budget holds. Also the dequantising context gather (prefill's input) and, where the
+// case forces splits, the kernel API with that many splits.
+struct Fp8Case {
+  AbsorbedCase c;
+  KvCacheDtype dtype;
+};
+
+class MlaAbsorbedFp8Gpu : public ::testing::TestWithParam<Fp8Case> {};
+
+TEST_P(MlaAbsorbedFp8Gpu, MatchesCpu) {
+  const AbsorbedCase& c = GetParam().c;
+  const KvCacheDtype dt = GetParam().dtype;
+  init_cuda_device(0);
+  std::mt19937 rng(std::hash<std::string>()(c.name) & 0xffffffu);
+  AbsorbedInputs in = make_absorbed(c, rng);
+  auto cpu = make_cpu_ops();
+  auto gpu = make_cuda_ops(0);
+  const int64_t D = c.head_dim, nope = c.v_dim, rope = D - nope;
+  // The written rows of the random cache (the others are NaN) and their slots.
+  std::vector<int32_t> slots;
+  for (int64_t r = 0; r < in.batch.slots; ++r)
+    if (!std::isnan(in.cache.f32()[r * D])) slots.push_back(static_cast<int32_t>(r));
+  const int64_t n = static_cast<int64_t>(slots.size());
+  Tensor rows = Tensor::empty({n, D}, DType::kF32);
+  for (int64_t i = 0; i < n; ++i) std::copy_n(in.cache.f32() + slots[i] * D, D, rows.f32() + i * D);
+  for (int64_t i = 0; i < n; i += 7)  // outlier blocks: scales far from 1 (bf16-exact scaling)
+    for (int64_t k = 0; k < std::min<int64_t>(nope, 128); ++k) rows.f32()[i * D + k] *= 64.0f;
+  Tensor slot_h = i32_tensor(slots, {n});
+
+  Tensor cpu_cache = Tensor::empty({in.batch.slots, D}, DType::kF32);
+  std::fill(cpu_cache.f32(), cpu_cache.f32() + cpu_cache.numel(), NAN);
+  cpu->store_latent_rows(cpu_cache, rows, slot_h, nope, dt);
+  Tensor cache = gpu->empty_latent_cache(in.batch.slots, nope, rope, dt);
+  ASSERT_EQ(cache.dtype(), dt == KvCacheDtype::kFp8E4M3 ? DType::kF8E4M3 : DType::kF8E5M2);
+  ASSERT_EQ(cache.nbytes(), static_cast<size_t>(in.batch.slots * kernels::kv_row_layout(
+                                                    dt == KvCacheDtype::kFp8E4M3 ? kernels::kKvE4M3 : kernels::kKvE5M2,
+                                                    nope, rope).row_bytes));
+  gpu->store_latent_rows(cache, to_device_bf16(rows), cuda_upload(slot_h), nope, dt);
+  const std::string name = c.name + (dt == KvCacheDtype::kFp8E4M3 ? " e4m3" : " e5m2");
+
+  // The gather dequantises to exactly bf16(stored value).
+  Tensor ctx_want = cpu->gather_context(cpu_cache, in.batch.host);
+  Tensor ctx_got = to_f32(cuda_download(gpu->gather_latent_context(cache, in.batch.dev, nope, dt)));
+  ASSERT_EQ(ctx_got.shape(), ctx_want.shape());
+  int64_t mismatched = 0;
+  for (int64_t i = 0; i < ctx_want.numel(); ++i) mismatched += ctx_got.f32()[i] != round_bf16(ctx_want.f32()[i]);
+  EXPECT_EQ(mismatched, 0) << "gather " << name;
+
+  const Tensor* topk_h = c.topk_k > 0 ? &in.topk : nullptr;
+  const Tensor* topk_d = c.topk_k > 0 ? &in.topk_dev : nullptr;
+  // The kernels compute with bf16(stored value), as the gather hands prefill: the oracle gets the same values.
+  // (Against the fp32 values themselves the outlier rows' huge logits turn the bf16 rounding of their keys into
+  // errors of several percent: printed, not bounded.)
+  Tensor cache_bf16 = Tensor::empty(cpu_cache.shape(), DType::kF32);
+  for (int64_t i = 0; i < cpu_cache.numel(); ++i) cache_bf16.f32()[i] = round_bf16(cpu_cache.f32()[i]);
+  Tensor want = cpu->mla_attention_absorbed(in.q, cache_bf16, nope, in.batch.host, in.scale, topk_h);
+  Tensor got = gpu->mla_attention_absorbed(in.q_dev, cache, nope, in.batch.dev, in.scale, topk_d);
+  ASSERT_EQ(got.shape(), want.shape());
+  expect_close(got, want, "absorbed " + name);
+  const Err e32 = compare(got, cpu->mla_attention_absorbed(in.q, cpu_cache, nope, in.batch.host, in.scale, topk_h));
+  std::printf("INFO %-43s vs fp32 values: max_rel %.3e l2_rel %.3e\n", name.c_str(), e32.max_rel, e32.l2_rel);
+  if (c.forced_splits > 0 && D == kernels::kMlaHeadDim && !topk_d)
+    check_forced_splits(c, in, cache, dt == KvCacheDtype::kFp8E4M3 ? kernels::kKvE4M3 : kernels::kKvE5M2, topk_d,
+                        want);
+}
+
+std::vector<Fp8Case> fp8_cases() {
+  std::vector<Fp8Case> v;
+  for (const AbsorbedCase& c : absorbed_cases()) {
+    static const char* kNames[] = {"lite_decode_b8", "v3_decode_b4", "v3_long_b1", "lite_decode_b64",
+                                   "lite_multi_token", "v3_multi_token", "v3_chunk_absorbed", "lite_topk_short",
+                                   "lite_page16", "v3_page128", "m16_long_b1", "m16_h13_page128", "m16_sharp",
+                                   "fixture_dims", "fixture_dims_topk"};
+    if (std::find(std::begin(kNames), std::end(kNames), c.name) == std::end(kNames)) continue;
+    v.push_back({c, KvCacheDtype::kFp8E4M3});
+    if (c.name == "lite_decode_b8" || c.name == "v3_multi_token" || c.name == "fixture_dims" ||
+        c.name == "m16_long_b1")
+      v.push_back({c, KvCacheDtype::kFp8E5M2});
+  }
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Cases, MlaAbsorbedFp8Gpu, ::testing::ValuesIn(fp8_cases()),
+                         [](const ::testing::TestParamInfo<Fp8Case>& i) {
+                           return i.param.c.name + (i.param.dtype == KvCacheDtype::kFp8E4M3 ? "_e4m3" : "_e5m2");
+                         });
 
 // ---------------- MHA (prefill) form ----------------
 

@@ -1,6 +1,6 @@
 // dserve_mla_bench: the absorbed-MLA decode kernel alone (kernels/mla_decode.h) on the GPU, as achieved
 // bandwidth of latent-cache reads against a device-to-device copy measured in the same run, plus the
-// reference (naive) kernel's time. One line per case on stdout and a CSV at $OUT/mla_bench.csv (or argv[1]).
+// reference (naive) kernel's time. MLA_BENCH_KV=fp8_e4m3 reads a packed FP8 cache instead of bf16. One line per case on stdout and a CSV at $OUT/mla_bench.csv (or argv[1]).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -13,6 +13,7 @@
 
 #include <cuda_runtime.h>
 
+#include "kernels/kv_fp8.h"
 #include "kernels/mla_decode.h"
 
 namespace {
@@ -48,6 +49,28 @@ void fill_random(void* dev, size_t n, uint32_t seed) {
     x = bf16_bits(v == 0.0f ? 0.5f : v);
   }
   CHECK(cudaMemcpy(dev, h.data(), n * 2, cudaMemcpyHostToDevice));
+}
+
+// Packed e4m3 rows (kernels/kv_fp8.h): e4m3 bytes in (-2, 2) (no NaN), block scales 1/64, bf16 rope in (-1, 1).
+void fill_packed(void* dev, size_t rows, uint32_t seed) {
+  constexpr ds::kernels::KvRowLayout L = ds::kernels::kv_row_layout(ds::kernels::kKvE4M3, 512, 64);
+  std::vector<uint8_t> h(rows * L.row_bytes);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> byte(0, 0x3f);  // exponent <= 7: |value| < 2
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (size_t r = 0; r < rows; ++r) {
+    uint8_t* row = h.data() + r * L.row_bytes;
+    for (int k = 0; k < 512; ++k) row[k] = static_cast<uint8_t>(byte(rng) | ((rng() & 1) << 7));
+    for (int b = 0; b < 4; ++b) {
+      const float s = 1.0f / 64;
+      std::memcpy(row + L.scale_off + 4 * b, &s, 4);
+    }
+    for (int k = 0; k < 64; ++k) {
+      const uint16_t v = bf16_bits(u(rng));
+      std::memcpy(row + L.rope_off + 2 * k, &v, 2);
+    }
+  }
+  CHECK(cudaMemcpy(dev, h.data(), h.size(), cudaMemcpyHostToDevice));
 }
 
 float median(std::vector<float> v) {
@@ -100,7 +123,7 @@ int main(int argc, char** argv) {
               copy_bw / 1e9);
   FILE* csv = std::fopen(csv_path.c_str(), "w");
   if (csv)
-    std::fprintf(csv, "batch,context,heads,splits,ours_us,ours_GBps,copy_GBps,ratio,naive_us,naive_GBps,max_rel_vs_naive\n");
+    std::fprintf(csv, "kv,batch,context,heads,splits,ours_us,ours_GBps,copy_GBps,ratio,naive_us,naive_GBps,max_rel_vs_naive\n");
 
   const std::vector<Case> all_cases = {{64, 4096, 128}, {1, 32768, 128}, {64, 4096, 16}, {8, 8192, 128}, {1, 32768, 16}, {1, 4096, 16}, {8, 4096, 16}, {64, 512, 16}};
   std::vector<Case> cases = all_cases;
@@ -109,16 +132,24 @@ int main(int argc, char** argv) {
     for (const char* c = sel; *c; ++c)
       if (*c >= '0' && *c <= '9' && static_cast<size_t>(*c - '0') < all_cases.size()) cases.push_back(all_cases[*c - '0']);
   }
+  // MLA_BENCH_KV=fp8_e4m3: the packed FP8 cache (656-byte rows) instead of bf16 (1152).
+  const char* kv_env = std::getenv("MLA_BENCH_KV");
+  const int fmt = kv_env && std::strcmp(kv_env, "fp8_e4m3") == 0 ? ds::kernels::kKvE4M3 : ds::kernels::kKvBf16;
+  const char* kv_name = fmt ? "fp8_e4m3" : "bf16";
   for (const Case& c : cases) {
     const int B = c.batch, L = c.context, H = c.heads, D = ds::kernels::kMlaHeadDim, V = ds::kernels::kMlaValueDim;
     const int pages_per_seq = (L + 63) / 64, pages = B * pages_per_seq;
-    const size_t cache_bytes = static_cast<size_t>(pages) * 64 * D * 2;
+    const int64_t row_bytes = ds::kernels::kv_row_layout(fmt, V, D - V).row_bytes;
+    const size_t cache_bytes = static_cast<size_t>(pages) * 64 * row_bytes;
     // Enough distinct caches that one pass over all of them overflows the 50 MB L2.
     const int copies = static_cast<int>(std::max<size_t>(2, (size_t{200} << 20) / cache_bytes + 1));
     std::vector<void*> caches(copies);
     for (int i = 0; i < copies; ++i) {
       CHECK(cudaMalloc(&caches[i], cache_bytes));
-      fill_random(caches[i], cache_bytes / 2, 17 + i);
+      if (fmt)
+        fill_packed(caches[i], static_cast<size_t>(pages) * 64, 17 + i);
+      else
+        fill_random(caches[i], cache_bytes / 2, 17 + i);
     }
     void *q, *out, *out_ref;
     CHECK(cudaMalloc(&q, static_cast<size_t>(B) * H * D * 2));
@@ -155,7 +186,8 @@ int main(int argc, char** argv) {
     p.page_size = 64;
     p.max_q_len = 1;
     p.scale = 0.1352338f;
-    p.num_splits = ds::kernels::mla_decode_num_splits(B, B, 1, H, L, false, prop.multiProcessorCount);
+    p.cache_format = fmt;
+    p.num_splits = ds::kernels::mla_decode_num_splits(B, B, 1, H, L, false, prop.multiProcessorCount, fmt && H <= 16 ? 16 : 64);
     p.plan_context = L;
     void* scratch = nullptr;
     const size_t scratch_bytes = ds::kernels::mla_decode_scratch_bytes(p.num_splits, B, H);
@@ -220,7 +252,7 @@ int main(int argc, char** argv) {
       return median(ms) * 1e-3;
     };
     const double ours_s = time_decode(p.num_splits, scratch);
-    const double bytes = static_cast<double>(B) * L * D * 2;  // each cached row read once
+    const double bytes = static_cast<double>(B) * L * row_bytes;  // each cached row read once
 
     // Naive: the reference kernel (one block per (token, head)), median of 3.
     std::vector<float> ms_ref;
@@ -238,16 +270,16 @@ int main(int argc, char** argv) {
     CHECK(cudaGetLastError());
 
     std::printf(
-        "mla_decode batch=%d context=%d heads=%d splits=%d: ours %.1f us = %.0f GB/s = %.1f%% of copy %.0f GB/s; "
+        "mla_decode kv=%s batch=%d context=%d heads=%d splits=%d: ours %.1f us = %.0f GB/s = %.1f%% of copy %.0f GB/s; "
         "naive %.1f us = %.0f GB/s (%.1fx slower); max_rel vs naive %.2e\n",
-        B, L, H, p.num_splits, ours_s * 1e6, bytes / ours_s / 1e9, 100.0 * bytes / ours_s / copy_bw, copy_bw / 1e9,
+        kv_name, B, L, H, p.num_splits, ours_s * 1e6, bytes / ours_s / 1e9, 100.0 * bytes / ours_s / copy_bw, copy_bw / 1e9,
         naive_s * 1e6, bytes / naive_s / 1e9, naive_s / ours_s, max_rel);
     if (csv)
-      std::fprintf(csv, "%d,%d,%d,%d,%.2f,%.1f,%.1f,%.4f,%.2f,%.1f,%.3e\n", B, L, H, p.num_splits, ours_s * 1e6,
+      std::fprintf(csv, "%s,%d,%d,%d,%d,%.2f,%.1f,%.1f,%.4f,%.2f,%.1f,%.3e\n", kv_name, B, L, H, p.num_splits, ours_s * 1e6,
                    bytes / ours_s / 1e9, copy_bw / 1e9, bytes / ours_s / copy_bw, naive_s * 1e6,
                    bytes / naive_s / 1e9, max_rel);
-    const double cp_async_s = time_decode(p.num_splits, scratch, false);
-    std::printf("  cp.async loads instead of TMA: %.1f us = %.1f%% of copy\n", cp_async_s * 1e6,
+    const double cp_async_s = fmt ? ours_s : time_decode(p.num_splits, scratch, false);
+    if (!fmt) std::printf("  cp.async loads instead of TMA: %.1f us = %.1f%% of copy\n", cp_async_s * 1e6,
                 100.0 * bytes / cp_async_s / copy_bw);
     // Other split counts around the plan's, for tuning the planner (not in the CSV).
     for (int alt : {p.num_splits / 2, p.num_splits * 2}) {
