@@ -2,7 +2,7 @@
 # Writes the tiny random DeepSeek test checkpoints (tests/fixtures/<name>/) in the official Hugging Face
 # layout, plus reference.json computed by transformers in float32 from the files just written.
 # Needs torch, transformers (5.x) and safetensors; see tests/fixtures/README.md for the format.
-"""Generate tests/fixtures/{v2_lite,v2,v3,v3_fp8,v32}.
+"""Generate tests/fixtures/{v2_lite,v2,v3,v3_fp8,v32,v3_fp8_h256}.
 
 Usage:  python3 scripts/make_fixtures.py --out tests/fixtures [--tar-dir DIR] [--only v3,v32] [--fp8-gpu]
 
@@ -118,6 +118,15 @@ def make_config(name):
         if name == "v3_fp8":
             c["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
                                         "weight_block_size": [BLOCK, BLOCK]}
+    elif name == "v3_fp8_h256":
+        # FP8 with every MLP dimension a multiple of 128 (hidden 256, experts 128 wide, dense FFN 384): the
+        # experts, shared expert and dense MLP run natively in e4m3 on CUDA (ops/fp8.h fp8_mlp_is_native).
+        c = _common("deepseek_v3", "DeepseekV3ForCausalLM")
+        c.update(ep_size=1, n_group=4, topk_group=2, topk_method="noaux_tc", scoring_func="sigmoid",
+                 norm_topk_prob=True, routed_scaling_factor=2.5, n_shared_experts=1, num_nextn_predict_layers=0,
+                 rope_scaling=_yarn(1.0), hidden_size=256, intermediate_size=384, moe_intermediate_size=128)
+        c["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                                    "weight_block_size": [BLOCK, BLOCK]}
     elif name == "v32":
         c = _common("deepseek_v32", "DeepseekV32ForCausalLM")
         c.update(ep_size=1, n_group=4, topk_group=2, topk_method="noaux_tc", scoring_func="sigmoid",
@@ -128,8 +137,9 @@ def make_config(name):
     return c
 
 
-FIXTURES = ["v2_lite", "v2", "v3", "v3_fp8", "v32"]
-SEEDS = {"v2_lite": 1001, "v2": 1002, "v3": 1003, "v3_fp8": 1003, "v32": 1005}  # v3_fp8 = v3's weights
+FIXTURES = ["v2_lite", "v2", "v3", "v3_fp8", "v32", "v3_fp8_h256"]
+SEEDS = {"v2_lite": 1001, "v2": 1002, "v3": 1003, "v3_fp8": 1003, "v32": 1005,
+         "v3_fp8_h256": 1006}  # v3_fp8 = v3's weights
 SHARDED = {"v2"}
 
 

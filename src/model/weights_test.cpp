@@ -432,7 +432,7 @@ TensorList flatten(const ModelWeights& w) {
 
 // The dummy weights have exactly the structure, shapes and FP8-ness that transformers wrote for each fixture.
 TEST(DummyWeights, SameStructureAsFixtures) {
-  for (const char* name : {"v2_lite", "v2", "v3", "v3_fp8", "v32"}) {
+  for (const char* name : {"v2_lite", "v2", "v3", "v3_fp8", "v32", "v3_fp8_h256"}) {
     SCOPED_TRACE(name);
     ModelConfig cfg = config_of(fixture(name));
     TensorList real = flatten(load_ok(fixture(name)));

@@ -189,7 +189,7 @@ TEST_P(FixtureTest, DecodeWithCacheEqualsFullRecompute) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureTest, ::testing::Values("v2_lite", "v2", "v3", "v3_fp8", "v32"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureTest, ::testing::Values("v2_lite", "v2", "v3", "v3_fp8", "v32", "v3_fp8_h256"));
 
 }  // namespace
 }  // namespace ds

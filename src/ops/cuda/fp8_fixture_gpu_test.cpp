@@ -1,6 +1,7 @@
-// The FP8 fixture (tests/fixtures/v3_fp8) scored on CUDA with native block-FP8 linears (DSERVE_FP8_NATIVE=1:
-// W8A8, ops/cuda/fp8_linear.h) against the CPU backend with the same W8A8 semantics, next to the dequantized
-// bf16 path against the dequantized CPU path; both also reported against the transformers reference.
+// The FP8 fixtures scored on CUDA with native block-FP8 linears (DSERVE_FP8_NATIVE=1: W8A8, ops/cuda/fp8_linear.h)
+// against the CPU backend with the same W8A8 semantics, next to the dequantized bf16 path against the dequantized
+// CPU path; both also reported against the transformers reference. v3_fp8 (hidden 192) keeps its MLPs
+// dequantized; v3_fp8_h256 (hidden 256, experts 128 wide) runs experts, shared expert and dense MLP in e4m3 too.
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
@@ -20,9 +21,9 @@
 namespace ds {
 namespace {
 
-std::string fixture_dir() {
+std::string fixture_dir(const std::string& name) {
   const char* env = std::getenv("DSERVE_SOURCE_DIR");
-  return std::string(env && *env ? env : DSERVE_SOURCE_DIR) + "/tests/fixtures/v3_fp8";
+  return std::string(env && *env ? env : DSERVE_SOURCE_DIR) + "/tests/fixtures/" + name;
 }
 
 struct Stats {
@@ -38,29 +39,29 @@ struct Scores {
   std::vector<std::vector<std::pair<int, double>>> top;
 };
 
-nlohmann::json reference() {
-  std::ifstream f(fixture_dir() + "/reference.json");
+nlohmann::json reference(const std::string& name) {
+  std::ifstream f(fixture_dir(name) + "/reference.json");
   EXPECT_TRUE(f.good());
   return nlohmann::json::parse(f);
 }
 
 // Scores every reference prompt on `device` with the native W8A8 switch on or off (read when the ops are made).
-Scores score_fixture(bool cuda, bool native) {
+Scores score_fixture(const std::string& name, bool cuda, bool native) {
   if (native)
     setenv("DSERVE_FP8_NATIVE", "1", 1);
   else
     unsetenv("DSERVE_FP8_NATIVE");
   Scores out;
-  auto cfg = load_model_config(fixture_dir());
+  auto cfg = load_model_config(fixture_dir(name));
   EXPECT_TRUE(cfg.is_ok()) << cfg.status().message();
-  auto w = cfg.is_ok() ? load_weights(fixture_dir(), cfg.value()) : Result<ModelWeights>(error("no config"));
+  auto w = cfg.is_ok() ? load_weights(fixture_dir(name), cfg.value()) : Result<ModelWeights>(error("no config"));
   EXPECT_TRUE(w.is_ok()) << w.status().message();
   if (!cfg.is_ok() || !w.is_ok()) return out;
   std::unique_ptr<Ops> ops = cuda ? make_cuda_ops(0) : make_cpu_ops();
   unsetenv("DSERVE_FP8_NATIVE");
   DeepseekModel model(cfg.value(), w.value(), *ops);
   SequenceRunner runner(model, *ops);
-  const nlohmann::json ref = reference();  // named: a temporary's ["score"] would dangle in the loop
+  const nlohmann::json ref = reference(name);  // named: a temporary's ["score"] would dangle in the loop
   for (const auto& e : ref["score"]) {
     ScoreResult r = runner.score(e["input_ids"].get<std::vector<int32_t>>(), 2);
     out.lp.emplace_back(r.token_logprobs.begin(), r.token_logprobs.end());
@@ -89,9 +90,9 @@ Stats compare(const Scores& got, const Scores& oracle) {
   return s;
 }
 
-Scores transformers_scores() {
+Scores transformers_scores(const std::string& name) {
   Scores out;
-  const nlohmann::json ref = reference();
+  const nlohmann::json ref = reference(name);
   for (const auto& e : ref["score"]) {
     const auto& lp = e["token_logprobs"];
     const auto& tops = e["top_logprobs"];
@@ -120,12 +121,18 @@ void print(const char* what, const Stats& s) {
 // apart on this chaotic fixture as far as either drifts from the unquantized reference. The oracle is
 // therefore the CPU emulation's own distance to transformers: the native GPU path must be no further from
 // transformers than 1.5x that (+0.01) in mean |logprob diff|, and keep top-1 agreement (margin > 0.1) within
-// 3 points of it and >= 90%. The dequantized GPU path is bounded against the dequantized CPU path as before.
-TEST(Fp8FixtureGpu, V3Fp8NativeMatchesCpuW8a8) {
+// 3 points of it, and >= 80% as an absolute guard (the exact emulation itself reaches 93% on v3_fp8, whose MLPs
+// stay dequantized, and 83% on v3_fp8_h256, where every MLP is W8A8 too: measured 2026-11-25, H100). The
+// dequantized GPU path is bounded against the dequantized CPU path as before.
+class Fp8FixtureGpu : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(Fp8FixtureGpu, NativeMatchesCpuW8a8) {
   init_cuda_device(0);
-  const Scores gpu_deq = score_fixture(true, false), gpu_nat = score_fixture(true, true);
-  const Scores cpu_deq = score_fixture(false, false), cpu_nat = score_fixture(false, true);
-  const Scores tf = transformers_scores();
+  const std::string& f = GetParam();
+  std::printf("FP8FIXTURE %s\n", f.c_str());
+  const Scores gpu_deq = score_fixture(f, true, false), gpu_nat = score_fixture(f, true, true);
+  const Scores cpu_deq = score_fixture(f, false, false), cpu_nat = score_fixture(f, false, true);
+  const Scores tf = transformers_scores(f);
   const Stats deq = compare(gpu_deq, cpu_deq), nat = compare(gpu_nat, cpu_nat);
   const Stats gpu_nat_tf = compare(gpu_nat, tf), cpu_nat_tf = compare(cpu_nat, tf);
   print("gpu dequantized vs cpu dequantized:", deq);
@@ -140,8 +147,10 @@ TEST(Fp8FixtureGpu, V3Fp8NativeMatchesCpuW8a8) {
   EXPECT_GE(deq.agree(), 0.95);
   EXPECT_LE(gpu_nat_tf.mean(), 1.5 * cpu_nat_tf.mean() + 0.01);
   EXPECT_GE(gpu_nat_tf.agree(), cpu_nat_tf.agree() - 0.03);
-  EXPECT_GE(gpu_nat_tf.agree(), 0.90);
+  EXPECT_GE(gpu_nat_tf.agree(), 0.80);
 }
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, Fp8FixtureGpu, ::testing::Values("v3_fp8", "v3_fp8_h256"));
 
 }  // namespace
 }  // namespace ds
