@@ -84,9 +84,10 @@ void allowed_positions(const Tensor* topk, int64_t t, int64_t ctx_len, std::vect
 
 class CpuOps final : public Ops {
  public:
-  // DSERVE_FP8_NATIVE=1 (the CUDA backend's native block-FP8 switch): the same linears (prepare_linear with
-  // 128x128 block scales; MLPs and experts where fp8_mlp_is_native) run with W8A8 semantics (ops/fp8.h linear_w8a8_reference), so
-  // the CPU stays the oracle of the native CUDA path.
+  // DSERVE_FP8_NATIVE=1: the linears CUDA runs natively (prepare_linear with 128x128 block scales; MLPs and
+  // experts where fp8_mlp_is_native) run with W8A8 semantics (ops/fp8.h linear_w8a8_reference), so the CPU is the
+  // oracle of the native CUDA path (CUDA's default). Unset, the CPU dequantizes: the transformers reference's
+  // semantics, and the fp32 reference backend's default.
   CpuOps() {
     const char* fp8 = std::getenv("DSERVE_FP8_NATIVE");
     w8a8_ = fp8 && std::string(fp8) == "1";

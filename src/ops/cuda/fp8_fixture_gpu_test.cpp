@@ -47,10 +47,7 @@ nlohmann::json reference(const std::string& name) {
 
 // Scores every reference prompt on `device` with the native W8A8 switch on or off (read when the ops are made).
 Scores score_fixture(const std::string& name, bool cuda, bool native) {
-  if (native)
-    setenv("DSERVE_FP8_NATIVE", "1", 1);
-  else
-    unsetenv("DSERVE_FP8_NATIVE");
+  setenv("DSERVE_FP8_NATIVE", native ? "1" : "0", 1);
   Scores out;
   auto cfg = load_model_config(fixture_dir(name));
   EXPECT_TRUE(cfg.is_ok()) << cfg.status().message();

@@ -1,6 +1,7 @@
 // Helpers for the CUDA-vs-CPU consistency tests: random bf16-representable inputs (never zeros), device
 // copies in bf16/f32, read-back to fp32, and error metrics suited to bf16 outputs.
 #pragma once
+#include <cstdlib>
 #include <cmath>
 #include <initializer_list>
 #include <random>
@@ -28,7 +29,11 @@ class CudaVsCpuTest : public ::testing::Test {
     if (cuda_) return;
     init_cuda_device(0);
     set_cuda_alloc_poison(true);
+    // Op by op against the CPU's default (dequantized) FP8 semantics; the native W8A8 path has its own suites
+    // (fp8_gemm_gpu_test, moe_fp8_gpu_test, fp8_fixture_gpu_test) with the CPU under DSERVE_FP8_NATIVE=1.
+    setenv("DSERVE_FP8_NATIVE", "0", 1);
     cuda_ = make_cuda_ops(0).release();
+    unsetenv("DSERVE_FP8_NATIVE");
     cpu_ = make_cpu_ops().release();
   }
   static Ops& gpu() { return *cuda_; }
