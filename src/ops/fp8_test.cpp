@@ -2,6 +2,8 @@
 // GEMM against the dequantized product, and the FP8 KV round trip.
 #include "ops/fp8.h"
 
+#include "kernels/kv_fp8.h"
+
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -104,6 +106,31 @@ TEST(Fp8, KvRoundTrip) {
       EXPECT_LE(std::fabs(a - b), std::fabs(a) * 0.0625f + 1e-3f);
     }
   }
+}
+
+// The packed FP8 KV row layouts (kernels/kv_fp8.h, host side): FlashMLA's 656-byte row at V3's dims, a partial
+// scale block and 16-byte part alignment at small dims, and kv_rope_of inverting the row size.
+TEST(Fp8, KvRowLayouts) {
+  using namespace kernels;
+  const KvRowLayout v3 = kv_row_layout(kKvE4M3, 512, 64);
+  EXPECT_EQ(v3.scale_off, 512);
+  EXPECT_EQ(v3.rope_off, 528);
+  EXPECT_EQ(v3.row_bytes, 656);
+  const KvRowLayout small = kv_row_layout(kKvE4M3, 200, 16);  // two scale blocks, the second partial
+  EXPECT_EQ(small.scale_off, 208);
+  EXPECT_EQ(small.rope_off, 224);
+  EXPECT_EQ(small.row_bytes, 256);
+  EXPECT_EQ(kv_row_layout(kKvE5M2, 512, 64).row_bytes, 576);
+  EXPECT_EQ(kv_row_layout(kKvBf16, 512, 64).row_bytes, 1152);
+  for (int format : {kKvE4M3, kKvE5M2})
+    for (int64_t nope : {64, 200, 512})
+      for (int64_t rope : {0, 16, 64}) {
+        EXPECT_EQ(kv_rope_of(format, nope, kv_row_layout(format, nope, rope).row_bytes), rope) << format << " " << nope;
+        if (format == kKvE4M3)
+          EXPECT_EQ(kv_row_layout(format, nope, rope).row_bytes % 4, 0) << "the next row's fp32 scales stay aligned";
+      }
+  EXPECT_EQ(kv_rope_of(kKvE4M3, 512, 500), -1);  // smaller than the latent part
+  EXPECT_EQ(kv_rope_of(kKvE4M3, 512, 657), -1);  // half a bf16
 }
 
 // [gate; up] stacked is the same linear as the two halves: its W8A8 output is their outputs side by side, exactly.
