@@ -471,7 +471,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();
   };
 
-  if (kPacked && n > 0) {
+  // The block's query rows into shared memory (cp.async, not committed); padding rows zero-filled.
+  auto load_q = [&] {
     const __nv_bfloat16* qp = static_cast<const __nv_bfloat16*>(p.q);
     for (int idx = tid; idx < kRows * kChunksPerRow; idx += kThreads) {
       const int r = idx / kChunksPerRow, c = idx % kChunksPerRow;
@@ -480,6 +481,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       const __nv_bfloat16* src = ok ? qp + (static_cast<int64_t>(t) * H + h) * kMlaHeadDim + c * 8 : qp;
       cp_async16(sbase + kSmemQ + tile_offset(r, c), src, ok);
     }
+  };
+
+  if (kPacked && n > 0) {
+    load_q();
     load_packed(u_begin);
     cp_async_commit();
     for (int i = 0; i < n; ++i) {
@@ -513,14 +518,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     __syncthreads();
     // Prologue: Q (cp.async), tiles 0 and 1.
-    const __nv_bfloat16* qp = static_cast<const __nv_bfloat16*>(p.q);
-    for (int idx = tid; idx < kRows * kChunksPerRow; idx += kThreads) {
-      const int r = idx / kChunksPerRow, c = idx % kChunksPerRow;
-      int t, h;
-      const bool ok = row_of(r, &t, &h);
-      const __nv_bfloat16* src = ok ? qp + (static_cast<int64_t>(t) * H + h) * kMlaHeadDim + c * 8 : qp;
-      cp_async16(sbase + kSmemQ + tile_offset(r, c), src, ok);
-    }
+    load_q();
     int next_page = 0;  // TMA path: page-table entry of the next tile to load, fetched one step early
     if (kTma) {
       if (lt == 0) {

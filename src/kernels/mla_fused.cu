@@ -79,31 +79,28 @@ __global__ void __launch_bounds__(kStoreThreads) mla_store_latent_kernel(MlaStor
 #pragma unroll
   for (int w = 0; w < kStoreThreads / 32; ++w) total += warp_ss[w];
   const float inv = rsqrtf(total / static_cast<float>(p.lora) + p.eps);
-  if (p.format != kKvBf16) {  // the bf16-rounded row in shared memory, then packed
-    extern __shared__ float row_s[];
+  // The row's values, each handed to put(index, value): the normalised latent, then the rotated key.
+  auto emit = [&](auto put) {
     for (int64_t i = threadIdx.x; i < p.lora; i += blockDim.x) {
       const float w = p.w_f32 ? static_cast<const float*>(p.w)[i] : __bfloat162float(static_cast<const __nv_bfloat16*>(p.w)[i]);
-      row_s[i] = bf16_round(__bfloat162float(x[i]) * inv * w);
+      put(i, __bfloat162float(x[i]) * inv * w);
     }
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
       const float x0 = __bfloat162float(x[p.lora + 2 * i]), x1 = __bfloat162float(x[p.lora + 2 * i + 1]);
-      row_s[p.lora + 2 * i] = bf16_round(x0 * cs[i] - x1 * sn[i]);
-      row_s[p.lora + 2 * i + 1] = bf16_round(x1 * cs[i] + x0 * sn[i]);
+      put(p.lora + 2 * i, x0 * cs[i] - x1 * sn[i]);
+      put(p.lora + 2 * i + 1, x1 * cs[i] + x0 * sn[i]);
     }
-    __syncthreads();
-    const int64_t row_bytes = kv_row_layout(p.format, p.lora, p.rope).row_bytes;
-    write_packed_row(row_s, static_cast<uint8_t*>(p.cache) + slot * row_bytes, p.lora, p.rope, p.format);
+  };
+  if (p.format == kKvBf16) {
+    emit([&](int64_t i, float v) { out[i] = __float2bfloat16(v); });
     return;
   }
-  for (int64_t i = threadIdx.x; i < p.lora; i += blockDim.x) {
-    const float w = p.w_f32 ? static_cast<const float*>(p.w)[i] : __bfloat162float(static_cast<const __nv_bfloat16*>(p.w)[i]);
-    out[i] = __float2bfloat16(__bfloat162float(x[i]) * inv * w);
-  }
-  for (int i = threadIdx.x; i < half; i += blockDim.x) {
-    const float x0 = __bfloat162float(x[p.lora + 2 * i]), x1 = __bfloat162float(x[p.lora + 2 * i + 1]);
-    out[p.lora + 2 * i] = __float2bfloat16(x0 * cs[i] - x1 * sn[i]);
-    out[p.lora + 2 * i + 1] = __float2bfloat16(x1 * cs[i] + x0 * sn[i]);
-  }
+  // Packed: the bf16-rounded row in shared memory, then quantised.
+  extern __shared__ float row_s[];
+  emit([&](int64_t i, float v) { row_s[i] = bf16_round(v); });
+  __syncthreads();
+  const int64_t row_bytes = kv_row_layout(p.format, p.lora, p.rope).row_bytes;
+  write_packed_row(row_s, static_cast<uint8_t*>(p.cache) + slot * row_bytes, p.lora, p.rope, p.format);
 }
 
 // One block per token: the angles once, then every head's rope part rotated into dst.

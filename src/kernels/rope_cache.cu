@@ -68,8 +68,10 @@ __global__ void store_rows_kernel(StoreRowsParams p) {
 
 constexpr int kGatherRows = 16;  // context rows per block
 
-__global__ void gather_context_kernel(GatherContextParams p) {
-  pdl_enter();
+// Block (sequence s, 16 context positions): fn(slot, output row) for each of its positions, the output row being
+// the position's place in the concatenated contexts.
+template <class P, class F>
+__device__ __forceinline__ void for_context_rows(const P& p, F&& fn) {
   const int s = blockIdx.x;
   const int len = p.seq_lens[s];
   const int first = blockIdx.y * kGatherRows;
@@ -80,29 +82,27 @@ __global__ void gather_context_kernel(GatherContextParams p) {
   for (int pos = first; pos < last; ++pos) {
     const int64_t slot = static_cast<int64_t>(p.block_table[s * p.max_pages + pos / p.page_size]) * p.page_size +
                          pos % p.page_size;
-    copy_row(static_cast<char*>(p.out) + (start + pos) * p.row_bytes,
-             static_cast<const char*>(p.cache) + slot * p.row_bytes, p.row_bytes);
+    fn(slot, start + pos);
   }
+}
+
+__global__ void gather_context_kernel(GatherContextParams p) {
+  pdl_enter();
+  for_context_rows(p, [&](int64_t slot, int64_t row) {
+    copy_row(static_cast<char*>(p.out) + row * p.row_bytes, static_cast<const char*>(p.cache) + slot * p.row_bytes,
+             p.row_bytes);
+  });
 }
 
 __global__ void gather_latent_kernel(GatherLatentParams p) {
   pdl_enter();
-  const int s = blockIdx.x;
-  const int len = p.seq_lens[s];
-  const int first = blockIdx.y * kGatherRows;
-  if (first >= len) return;
-  int64_t start = 0;
-  for (int i = 0; i < s; ++i) start += p.seq_lens[i];
-  const int last = min(len, first + kGatherRows);
   const int64_t D = p.nope + p.rope, row_bytes = kv_row_layout(p.format, p.nope, p.rope).row_bytes;
-  for (int pos = first; pos < last; ++pos) {
-    const int64_t slot = static_cast<int64_t>(p.block_table[s * p.max_pages + pos / p.page_size]) * p.page_size +
-                         pos % p.page_size;
-    const uint8_t* row = static_cast<const uint8_t*>(p.cache) + slot * row_bytes;
-    __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out) + (start + pos) * D;
+  for_context_rows(p, [&](int64_t slot, int64_t row) {
+    const uint8_t* src = static_cast<const uint8_t*>(p.cache) + slot * row_bytes;
+    __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out) + row * D;
     for (int64_t k = threadIdx.x; k < D; k += blockDim.x)
-      out[k] = __float2bfloat16(kv_row_value(row, p.format, p.nope, p.rope, k));
-  }
+      out[k] = __float2bfloat16(kv_row_value(src, p.format, p.nope, p.rope, k));
+  });
 }
 
 }  // namespace
