@@ -3,10 +3,7 @@
 # AB_BATCHES (default 1,8) once per environment setting in AB_CONFIGS (space-separated; "base" = no extra
 # variable, "VAR=val,VAR2=val" = those set). Binary: .devbin/dserve. Prints the decode/prefill lines per run.
 set -u
-cd "$(dirname "$0")/../.."
-B=${DEVBIN:-.devbin}
-OUT=${OUT:-/tmp/ab_out}
-mkdir -p "$OUT"
+source "$(dirname "$0")/lib.sh"
 for cfg in ${AB_CONFIGS:-base DSERVE_SMALL_M_GEMM=0 DSERVE_MOE_SMALL_M=0}; do
   envs=()
   [ "$cfg" = base ] || IFS=',' read -r -a envs <<< "$cfg"

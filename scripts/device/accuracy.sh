@@ -3,10 +3,7 @@
 # arithmetic questions, 5 shots, against `dserve serve --device cuda` (then --quantization fp8 and an fp8 KV
 # cache). Binary: .devbin/dserve. Logs under $OUT.
 set -u
-cd "$(dirname "$0")/../.."
-B=${DEVBIN:-.devbin}
-OUT=${OUT:-/tmp/accuracy_out}
-mkdir -p "$OUT"
+source "$(dirname "$0")/lib.sh"
 python3 scripts/make_arithmetic_questions.py --num 205 --seed 20261122 > "$OUT/a.jsonl"
 port=31234
 for extra in "" "--quantization fp8" "--kv-cache-dtype fp8_e4m3"; do

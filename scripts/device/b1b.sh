@@ -2,10 +2,7 @@
 # bench-one-batch on the DeepSeek-V2-Lite config (dummy bf16, input 256 / output 32) at batch 1, 8, 64, 256 with
 # CUDA graphs (issue 6's table; B1B_EXTRA adds flags, e.g. --disable-cuda-graph). Binary: .devbin/dserve.
 set -u
-cd "$(dirname "$0")/../.."
-B=${DEVBIN:-.devbin}
-OUT=${OUT:-/tmp/b1b_out}
-mkdir -p "$OUT"
+source "$(dirname "$0")/lib.sh"
 start=$(date +%s)
 timeout 280 "$B/dserve" bench-one-batch --device cuda --model-path tests/data/configs/deepseek-v2-lite.json \
   --load-format dummy --batch-size ${B1B_BATCHES:-1,8,64,256} --input-len 256 --output-len 32 ${B1B_EXTRA:-} > "$OUT/b1b.log" 2>&1

@@ -3,11 +3,7 @@
 # scores it (and v3_fp8) natively in FP8 on CUDA against the CPU W8A8 emulation and the transformers reference
 # (Fp8FixtureGpu). The fixture comes back as $OUT/v3_fp8_h256.tar.gz. Binaries: .devbin/.
 set -u
-cd "$(dirname "$0")/../.."
-B=${DEVBIN:-.devbin}
-OUT=${OUT:-/tmp/fixture_h256_out}
-mkdir -p "$OUT"
-export DSERVE_SOURCE_DIR=$PWD
+source "$(dirname "$0")/lib.sh"
 timeout 400 python3 scripts/make_fixtures.py --out tests/fixtures --only v3_fp8_h256 --summary "$OUT/summary.json" \
   > "$OUT/gen.log" 2>&1
 echo "== make_fixtures rc=$?"; grep -vE "^\s*$" "$OUT/gen.log" | tail -22

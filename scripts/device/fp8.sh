@@ -4,12 +4,9 @@
 # shapes. Binaries: .devbin/fp8/ (else .devbin/). Logs: $OUT/fp8_test.log, fp8_memcheck.log, fp8_gemm.log,
 # fp8_gemm.csv. Keeps going after a failure; under 3 minutes.
 set -u
-cd "$(dirname "$0")/../.."
+source "$(dirname "$0")/lib.sh"
 B=.devbin/fp8
 [ -x "$B/ds_ops_cuda_gpu_test" ] || [ -x "$B/dserve_fp8_gemm_bench" ] || B=.devbin
-OUT=${OUT:-/tmp/fp8_out}
-mkdir -p "$OUT"
-export DSERVE_SOURCE_DIR=$PWD
 SUM=$OUT/fp8_summary.log
 : > "$SUM"
 

@@ -3,10 +3,7 @@
 # linear W8A8, the MoE experts on kernels/moe_fp8.h with their intermediate size padded 64 -> 128) against the
 # dequantized FP8 weights (=0), 200 fresh arithmetic questions, 5 shots. Binary: .devbin/dserve.
 set -u
-cd "$(dirname "$0")/../.."
-B=${DEVBIN:-.devbin}
-OUT=${OUT:-/tmp/fp8acc_out}
-mkdir -p "$OUT"
+source "$(dirname "$0")/lib.sh"
 python3 scripts/make_arithmetic_questions.py --num 205 --seed 20261125 > "$OUT/a.jsonl"
 port=31236
 for native in 1 0; do

@@ -4,10 +4,7 @@
 # the dense layer's MLP (inter 10944, not a multiple of 128) and kv_b_proj dequantized) vs block-FP8
 # dequantized at load. Binary: .devbin/dserve.
 set -u
-cd "$(dirname "$0")/../.."
-B=${DEVBIN:-.devbin}
-OUT=${OUT:-/tmp/fp8b1b_out}
-mkdir -p "$OUT"
+source "$(dirname "$0")/lib.sh"
 ARGS=(bench-one-batch --device cuda --model-path tests/data/configs/deepseek-v2-lite.json --load-format dummy
       --batch-size 1,64 --input-len 512 --output-len 32)
 for mode in bf16 fp8_native fp8_dequant; do

@@ -3,10 +3,7 @@
 # the fp8_e4m3 cache now run natively), and V2-Lite `--quantization fp8` bench-one-batch with the default (native)
 # vs DSERVE_FP8_NATIVE=0 (dequantized to bf16) vs the bf16 model, same run. Binaries: .devbin/.
 set -u
-cd "$(dirname "$0")/../.."
-B=${DEVBIN:-.devbin}
-OUT=${OUT:-/tmp/fp8default_out}
-mkdir -p "$OUT"
+source "$(dirname "$0")/lib.sh"
 OUT="$OUT/acc" timeout 200 bash scripts/device/accuracy.sh 2>&1 | grep -E "==|Accuracy"
 for v in "bf16 x" "fp8 default" "fp8 0"; do
   set -- $v

@@ -3,11 +3,7 @@
 # MEMCHECK=1, the same binaries under compute-sanitizer memcheck (issue 9: sanitizers on the GPU suite).
 # GTEST_FILTER narrows both. Logs: $OUT/<binary>.log, <binary>_memcheck.log. Keeps going after a failure.
 set -u
-cd "$(dirname "$0")/../.."
-B=${DEVBIN:-.devbin}
-export DSERVE_SOURCE_DIR=$PWD
-OUT=${OUT:-/tmp/gpusuite_out}
-mkdir -p "$OUT"
+source "$(dirname "$0")/lib.sh"
 CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 run() {  # name timeout command...
   local name=$1 secs=$2

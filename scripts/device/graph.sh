@@ -4,12 +4,9 @@
 # graphs, and compute-sanitizer memcheck on the new consistency cases. Binaries: .devbin/graph/ (else .devbin/).
 # Logs under $OUT; keeps going after a failure. Most important first; give it ~7 minutes (all.sh graph:420).
 set -u
-cd "$(dirname "$0")/../.."
+source "$(dirname "$0")/lib.sh"
 B=.devbin/graph
 [ -x "$B/dserve" ] || B=.devbin
-export DSERVE_SOURCE_DIR=$PWD
-OUT=${OUT:-/tmp/graph_out}
-mkdir -p "$OUT"
 T=$B/ds_ops_cuda_gpu_test
 run() {  # name timeout command...
   local name=$1 secs=$2

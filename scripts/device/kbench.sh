@@ -6,11 +6,9 @@
 # mla_gpu_test.log).
 # Under 3 minutes (all.sh kbench:200).
 set -u
-cd "$(dirname "$0")/../.."
+source "$(dirname "$0")/lib.sh"
 B=.devbin/kbench
 [ -x "$B/dserve_kernel_bench" ] || B=.devbin
-OUT=${OUT:-/tmp/kbench_out}
-mkdir -p "$OUT"
 LOG=$OUT/kbench.log
 : > "$LOG"
 nvidia-smi --query-gpu=name,memory.total,clocks.max.sm --format=csv,noheader | tee -a "$LOG"

@@ -3,11 +3,7 @@
 # packed e4m3 cache (the decode kernel alone; bandwidth against a copy measured in each run); memcheck on a few
 # packed cases. Binaries: .devbin/.
 set -u
-cd "$(dirname "$0")/../.."
-B=${DEVBIN:-.devbin}
-OUT=${OUT:-/tmp/kvbench_out}
-mkdir -p "$OUT"
-export DSERVE_SOURCE_DIR=$PWD
+source "$(dirname "$0")/lib.sh"
 timeout 150 stdbuf -oL "$B/ds_ops_cuda_gpu_test" --gtest_filter="${KV_TESTS:-*MlaAbsorbedFp8*:*MlaFused*}" > "$OUT/tests.log" 2>&1
 echo "== tests rc=$?"; grep -E "^\[  (PASSED|FAILED)|FAILED  \]" "$OUT/tests.log" | tail -20
 grep -E "^(ERR|INFO) .*(e4m3|e5m2)" "$OUT/tests.log" | head -60

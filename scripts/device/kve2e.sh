@@ -4,11 +4,7 @@
 # agreement (kvfp8.sh) and bench-accuracy (accuracy.sh); V2-Lite bench-one-batch at a 4096-token context with
 # the bf16 vs the packed e4m3 cache. Binaries: .devbin/.
 set -u
-cd "$(dirname "$0")/../.."
-B=${DEVBIN:-.devbin}
-OUT=${OUT:-/tmp/kve2e_out}
-mkdir -p "$OUT"
-export DSERVE_SOURCE_DIR=$PWD
+source "$(dirname "$0")/lib.sh"
 for v in "bf16 auto" "fp8_e4m3 auto" "fp8_e4m3 0"; do
   set -- $v
   MLA_BENCH_CASES=24567 MLA_BENCH_KV=$1 DSERVE_MLA_M16=$([ $2 = auto ] || echo $2) timeout 100 \

@@ -3,10 +3,7 @@
 # the bf16 cache on the demo model (a trained model: margins mean something), over 40 arithmetic questions
 # scored as one 1.5K-token sequence each way; positions whose bf16 margin exceeds 0.1. Binary: .devbin/dserve.
 set -u
-cd "$(dirname "$0")/../.."
-B=${DEVBIN:-.devbin}
-OUT=${OUT:-/tmp/kvfp8_out}
-mkdir -p "$OUT"
+source "$(dirname "$0")/lib.sh"
 python3 scripts/make_arithmetic_questions.py --num 40 --seed 7 > "$OUT/q.jsonl"
 python3 -c "
 import json

@@ -3,11 +3,7 @@
 # model's top-1 agreement with fp8_e4m3 / fp8_e5m2 caches (kvfp8.sh), and V2-Lite bench-one-batch at a long
 # context with the bf16 vs packed e4m3 cache (KV bytes per token and step times). Binaries: .devbin/.
 set -u
-cd "$(dirname "$0")/../.."
-B=${DEVBIN:-.devbin}
-OUT=${OUT:-/tmp/kvpack_out}
-mkdir -p "$OUT"
-export DSERVE_SOURCE_DIR=$PWD
+source "$(dirname "$0")/lib.sh"
 CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 timeout 200 stdbuf -oL "$B/ds_ops_cuda_gpu_test" \
   --gtest_filter='*MlaAbsorbed*:*MlaFused*:*MlaMha*:MlaDecodePlan*:MoeFp8Test.*' > "$OUT/tests.log" 2>&1

@@ -3,11 +3,7 @@
 # DSERVE_MLA_M16 unset (by units per split) and =0 (wgmma kernel only): bench-one-batch batch 1 / 8 and the
 # server at concurrency 1 (its graphs plan for 4096 tokens: batch 1 takes the new kernel). Binaries: .devbin/.
 set -u
-cd "$(dirname "$0")/../.."
-B=${DEVBIN:-.devbin}
-OUT=${OUT:-/tmp/mlam16_out}
-mkdir -p "$OUT"
-export DSERVE_SOURCE_DIR=$PWD
+source "$(dirname "$0")/lib.sh"
 timeout 150 "$B/ds_ops_cuda_gpu_test" --gtest_filter='*MlaAbsorbed*:*Fixture*:*CudaGraph*:MlaDecodePlan*' > "$OUT/tests.log" 2>&1
 echo "== tests rc=$?"; grep -E "PASSED|FAILED" "$OUT/tests.log" | tail -5
 for v in auto 0; do

@@ -3,9 +3,7 @@
 # most split blocks are empty. ncu per-kernel time of a graph-replayed batch-1 decode step with the default plan
 # and with DSERVE_GRAPH_PLAN_CONTEXT=256, plus bench-one-batch batch 1 / 8 both ways. Binary: .devbin/dserve.
 set -u
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/mlaplan_out}
-mkdir -p "$OUT"
+source "$(dirname "$0")/lib.sh"
 for plan in default 256; do
   mkdir -p "$OUT/$plan"
   if [ "$plan" = default ]; then unset DSERVE_GRAPH_PLAN_CONTEXT; else export DSERVE_GRAPH_PLAN_CONTEXT=$plan; fi

@@ -3,11 +3,7 @@
 # (DSERVE_MOE_DECODE_WARPS=2): MoeGrouped consistency tests under the variant, the kernel bench's moe_layer rows,
 # and bench-one-batch batch 1 / 8 on V2-Lite, each both ways. Binaries: .devbin/.
 set -u
-cd "$(dirname "$0")/../.."
-B=${DEVBIN:-.devbin}
-OUT=${OUT:-/tmp/moeexp_out}
-mkdir -p "$OUT"
-export DSERVE_SOURCE_DIR=$PWD
+source "$(dirname "$0")/lib.sh"
 DSERVE_MOE_DECODE_WARPS=2 timeout 120 "$B/ds_ops_cuda_gpu_test" --gtest_filter='MoeGrouped*:*CudaGraph*' > "$OUT/tests_w2.log" 2>&1
 echo "== tests (2 warps) rc=$?"; grep -E "PASSED|FAILED" "$OUT/tests_w2.log" | tail -5
 for w in 4 2; do

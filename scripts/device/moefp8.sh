@@ -3,11 +3,7 @@
 # (with the V2-Lite FP8 MoE layer timing, MOEFP8BW lines), the FP8 / MoE suites the change touched as
 # regressions, and compute-sanitizer memcheck over the small-dims and graph cases.
 set -u
-cd "$(dirname "$0")/../.."
-B=${DEVBIN:-.devbin}
-OUT=${OUT:-/tmp/moefp8_out}
-mkdir -p "$OUT"
-export DSERVE_SOURCE_DIR=$PWD
+source "$(dirname "$0")/lib.sh"
 timeout 200 stdbuf -oL "$B/ds_ops_cuda_gpu_test" --gtest_filter='MoeFp8Test.*' > "$OUT/tests.log" 2>&1
 echo "== moe fp8 tests rc=$?"; grep -E "^\[ *(OK|FAILED|RUN) |MOEFP8BW|Failure|ERR moe" "$OUT/tests.log" | head -60
 # A/B: the down product's CTAs with one n8 column tile instead of two (DSERVE_MOE_FP8_DOWN_TILES).

@@ -3,11 +3,7 @@
 # (default: 6 chunks per warp at V2-Lite's K = 1408) vs the former 8 (DSERVE_MOE_SMALL_UNROLL=8): MoE
 # consistency tests, the kernel bench's moe_layer rows and bench-one-batch batch 1 / 8 on V2-Lite, both ways.
 set -u
-cd "$(dirname "$0")/../.."
-B=${DEVBIN:-.devbin}
-OUT=${OUT:-/tmp/moeunroll_out}
-mkdir -p "$OUT"
-export DSERVE_SOURCE_DIR=$PWD
+source "$(dirname "$0")/lib.sh"
 timeout 120 "$B/ds_ops_cuda_gpu_test" --gtest_filter='MoeGrouped*' > "$OUT/tests.log" 2>&1
 echo "== tests rc=$?"; grep -E "PASSED|FAILED" "$OUT/tests.log" | tail -5
 for u in 8 auto; do

@@ -3,10 +3,7 @@
 # 256 out, saturated cells at max concurrency 1, 16 and 64, with the overlap schedule (default) and with
 # --disable-overlap-schedule. Binary: .devbin/dserve; logs under $OUT.
 set -u
-B=${DEVBIN:-.devbin}
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/overlap_out}
-mkdir -p "$OUT"
+source "$(dirname "$0")/lib.sh"
 for mode in overlap serial; do
   flag=""; [ $mode = serial ] && flag="--disable-overlap-schedule"
   $B/dserve serve --device cuda --model-path tests/data/configs/deepseek-v2-lite.json --load-format dummy \

@@ -5,12 +5,9 @@
 # changed kernels' cases. Binaries: .devbin/perf/ (else .devbin/). Logs + perf.csv under $OUT; keeps going
 # after a failure; the whole script stops itself after ~150 s (all.sh perf:170).
 set -u
-cd "$(dirname "$0")/../.."
+source "$(dirname "$0")/lib.sh"
 B=.devbin/perf
 [ -x "$B/ds_ops_cuda_gpu_test" ] || B=.devbin
-export DSERVE_SOURCE_DIR=$PWD
-OUT=${OUT:-/tmp/perf_out}
-mkdir -p "$OUT"
 T=$B/ds_ops_cuda_gpu_test
 DEADLINE=$(( $(date +%s) + 150 ))
 run() {  # name max-seconds command...: runs under min(max, time left before the deadline)

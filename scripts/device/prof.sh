@@ -3,10 +3,7 @@
 # bench-one-batch's NVTX "decode" ranges, eager (no CUDA graph, same kernels), V2-Lite config, dummy bf16
 # weights; then the kernel durations summed per kernel name vs the step's wall time. Binary: .devbin/dserve.
 set -u
-cd "$(dirname "$0")/../.."
-B=${DEVBIN:-.devbin}
-OUT=${OUT:-/tmp/prof_out}
-mkdir -p "$OUT"
+source "$(dirname "$0")/lib.sh"
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
 start=$(date +%s)
 timeout 240 "$NCU" --clock-control none --nvtx --nvtx-include "decode/" --metrics gpu__time_duration.sum --csv \

@@ -5,8 +5,7 @@
 # mid-stream; checks counts add up, the page pool returns to idle, host RSS stays bounded. Binary: .devbin/dserve.
 # Logs under $OUT (rel_faults.log, soak.json, soak_stdout.log); keeps going after a failure.
 set -u
-B=${DEVBIN:-.devbin}
-cd "$(dirname "$0")/../.."
+source "$(dirname "$0")/lib.sh"
 export PYTHONUNBUFFERED=1
 BIN=$PWD/$B/dserve
 start=$(date +%s)

@@ -5,10 +5,7 @@
 # and bench-one-batch on the V2-Lite config (dummy weights) printing the memory plan lines.
 # Logs under $OUT (sample_*.log); keeps going after a failure.
 set -u
-B=${DEVBIN:-.devbin}
-cd "$(dirname "$0")/../.."
-OUT=${OUT:-/tmp/sample_out}
-mkdir -p "$OUT"
+source "$(dirname "$0")/lib.sh"
 T=$PWD/$B/ds_ops_cuda_gpu_test
 D=$PWD/$B/dserve
 start=$(date +%s)

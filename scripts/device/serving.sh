@@ -3,8 +3,7 @@
 # 1K in / 256 out, request rates 1, 4, 16, inf at max concurrency 64 and 256. Binaries in .devbin/,
 # logs under $OUT. Prompt counts are small so the matrix fits a few minutes (SERVING_SCALE multiplies).
 set -u
-B=${DEVBIN:-.devbin}
-cd "$(dirname "$0")/../.."
+source "$(dirname "$0")/lib.sh"
 SCALE=${SERVING_SCALE:-1}
 EXTRA=${SERVE_EXTRA:---max-total-tokens 400000}
 $B/dserve serve --device cuda --model-path tests/data/configs/deepseek-v2-lite.json --load-format dummy \

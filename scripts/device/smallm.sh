@@ -4,10 +4,7 @@
 # bf16 GEMM on cuBLASLt (DSERVE_SMALL_M_GEMM=0) and the pipelined MoE kernel (DSERVE_MOE_SMALL_M=0).
 # Binary: .devbin/dserve_kernel_bench. Logs: $OUT/smallm_{on,off}.log.
 set -u
-cd "$(dirname "$0")/../.."
-B=${DEVBIN:-.devbin}
-OUT=${OUT:-/tmp/smallm_out}
-mkdir -p "$OUT"
+source "$(dirname "$0")/lib.sh"
 F=${SMALLM_FILTER:-"M=1 |M=8 |bmm_heads|moe_layer v2-lite tokens=1 |moe_layer v2-lite tokens=8 |moe_layer v3 tokens=1 |moe_layer v3 tokens=8 "}
 for mode in ${SMALLM_MODES:-on off}; do
   start=$(date +%s)

@@ -3,10 +3,7 @@
 # graphs) under the CUPTI tracer (.devbin/libds_cupti_trace.so, src/profile/cupti_trace.cpp), then per step:
 # wall time, kernel time, gaps, and time per kernel name. TRACE_BS (default 1), TRACE_EXTRA adds flags.
 set -u
-cd "$(dirname "$0")/../.."
-B=${DEVBIN:-.devbin}
-OUT=${OUT:-/tmp/trace_out}
-mkdir -p "$OUT"
+source "$(dirname "$0")/lib.sh"
 for bs in ${TRACE_BS:-1}; do
   start=$(date +%s)
   timeout 200 env DSERVE_TRACE_OUT="$OUT/trace_bs$bs.csv" LD_PRELOAD="$PWD/$B/libds_cupti_trace.so" "$B/dserve" \

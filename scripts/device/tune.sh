@@ -2,10 +2,7 @@
 # `dserve tune-gemm` on the DeepSeek-V3, V3.2 and V2-Lite configs; merges the tables into one per-GPU file
 # ($OUT/fp8_gemm_<gpu>.json, to be committed under configs/fp8_gemm/). Binary: .devbin/dserve.
 set -u
-cd "$(dirname "$0")/../.."
-B=${DEVBIN:-.devbin}
-OUT=${OUT:-/tmp/tune_out}
-mkdir -p "$OUT"
+source "$(dirname "$0")/lib.sh"
 for c in deepseek-v3 deepseek-v3.2-exp deepseek-v2-lite; do
   cfg=tests/data/configs/$c.json
   [ -f "$cfg" ] || cfg=../shared/configs/$c.json

@@ -3,11 +3,8 @@
 # to commit), then V2-Lite --quantization fp8 natively with that table (bench-one-batch 1 / 64 x 512), and the
 # FP8 tests the table loading touches.
 set -u
-cd "$(dirname "$0")/../.."
-B=${DEVBIN:-.devbin}
-OUT=${OUT:-/tmp/tunemoe_out}
+source "$(dirname "$0")/lib.sh"
 mkdir -p "$OUT" configs/moe_fp8
-export DSERVE_SOURCE_DIR=$PWD
 name=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tr ' ' '_')
 table=configs/moe_fp8/$name.json
 for cfg in deepseek-v2-lite deepseek-v3; do

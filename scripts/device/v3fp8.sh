@@ -3,10 +3,7 @@
 # experts, no MTP layer: what fits one H100 in bf16 too), dummy block-FP8 weights, run natively
 # (DSERVE_FP8_NATIVE=1) vs dequantized to bf16 at load. Binary: .devbin/dserve.
 set -u
-cd "$(dirname "$0")/../.."
-B=${DEVBIN:-.devbin}
-OUT=${OUT:-/tmp/v3fp8_out}
-mkdir -p "$OUT"
+source "$(dirname "$0")/lib.sh"
 python3 - "$OUT/v3l3.json" <<'PY'
 import json, sys
 c = json.load(open("tests/data/configs/deepseek-v3.json"))
