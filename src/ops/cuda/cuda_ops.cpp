@@ -1183,12 +1183,13 @@ class CudaOps final : public Ops {
     DS_CUDA_CHECK(kernels::launch_rms_norm(p, stream()));
   }
 
-  // out = x W^T for one expert's rows: bf16 on cuBLASLt, or block-FP8 (native mode) through fp8_.
-  void expert_gemm(const Tensor& x, const LinearWeight& w, Tensor out) {
+  // out = x W^T for one expert's rows: bf16 on cuBLASLt, or block-FP8 (native mode) through fp8_, which may
+  // write up to `out_rows` rows (its cuBLASLt row padding: the next expert's rows, rewritten by that expert
+  // later in stream order, or the buffer's spare rows).
+  void expert_gemm(const Tensor& x, const LinearWeight& w, Tensor out, int64_t out_rows) {
     if (!w.is_block_fp8()) return gemm_nk(x, w.weight, out);
     DS_CHECK(fp8_ && fp8_->owns(w), "expert weight ", w.weight.describe(), " is FP8 but not prepared natively");
-    Tensor r = fp8_->linear(x, w);  // [rows, out] bf16
-    DS_CUDA_CHECK(cudaMemcpyAsync(out.data(), r.data(), r.nbytes(), cudaMemcpyDeviceToDevice, stream()));
+    fp8_->linear_into(x, w, out.data(), out_rows);
   }
 
   // Per-expert cuBLASLt GEMMs over the counts read back to the host (one sync; not capturable): shapes the
@@ -1213,23 +1214,29 @@ class CudaOps final : public Ops {
     const int64_t inter = E ? experts[0].down.weight.dim(1) : 0;
     Tensor xp = empty({rows, d}, DType::kBF16);
     DS_CUDA_CHECK(kernels::launch_gather_rows(x.data(), src_token, xp.data(), rows, d, stream()));
-    Tensor gu = empty({rows, 2 * inter}, DType::kBF16);
+    // Spare rows past `rows`: room for the last expert's FP8 row padding (expert_gemm).
+    constexpr int64_t kSpare = Fp8Gemm::kLtRowMultiple;
+    Tensor gu_all = empty({rows + kSpare, 2 * inter}, DType::kBF16);
+    Tensor gu = gu_all.rows(0, rows);
     int64_t off = 0;
     for (int e = 0; e < E; ++e) {
       if (host_counts[e] == 0) continue;
       const Tensor& w = experts[e].gate_up.weight;
       DS_CHECK(w.dim(0) == 2 * inter && w.dim(1) == d, "expert ", e, " gate_up ", w.describe());
-      expert_gemm(xp.rows(off, off + host_counts[e]), experts[e].gate_up, gu.rows(off, off + host_counts[e]));
+      expert_gemm(xp.rows(off, off + host_counts[e]), experts[e].gate_up, gu.rows(off, off + host_counts[e]),
+                  rows + kSpare - off);
       off += host_counts[e];
     }
     Tensor act = silu_mul(gu);  // [rows, inter]
-    Tensor y = empty({rows, d}, DType::kBF16);
+    Tensor y_all = empty({rows + kSpare, d}, DType::kBF16);
+    Tensor y = y_all.rows(0, rows);
     off = 0;
     for (int e = 0; e < E; ++e) {
       if (host_counts[e] == 0) continue;
       const Tensor& w = experts[e].down.weight;
       DS_CHECK(w.dim(0) == d && w.dim(1) == inter, "expert ", e, " down ", w.describe());
-      expert_gemm(act.rows(off, off + host_counts[e]), experts[e].down, y.rows(off, off + host_counts[e]));
+      expert_gemm(act.rows(off, off + host_counts[e]), experts[e].down, y.rows(off, off + host_counts[e]),
+                  rows + kSpare - off);
       off += host_counts[e];
     }
     DS_CUDA_CHECK(kernels::launch_moe_combine(

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <random>
+#include <vector>
 #include <utility>
 
 #include <gtest/gtest.h>
@@ -210,6 +211,45 @@ TEST_F(Fp8GemmGpu, PreparedHooksInferUe8m0) {
                       std::string("fp8 prepared M=") + std::to_string(M) + (ue8m0 ? " ue8m0" : ""));
     }
   }
+}
+
+// linear_into: segments laid back to back (the per-expert prefill GEMMs) in one NaN-poisoned buffer with spare
+// rows. Each segment's cuBLASLt padding may spill into the next segment's rows before that segment is written,
+// so after all of them every row equals linear()'s; the spare rows hold nothing but finite pad results.
+TEST_F(Fp8GemmGpu, LinearIntoBackToBackSegments) {
+  Fp8Gemm gemm;
+  std::mt19937 rng(9);
+  const int64_t N = 384, K = 1024;
+  LinearWeight pw = gemm.prepare(random_fp8_weight(N, K, false, rng));
+  const std::vector<int64_t> counts = {37, 1, 0, 16, 100, 5, 64};  // small-M and cuBLASLt sizes, ragged
+  int64_t rows = 0;
+  for (int64_t c : counts) rows += c;
+  Tensor x = test::to_device(test::randn({rows, K}, rng, 1.0f));
+  const int64_t spare = Fp8Gemm::kLtRowMultiple;
+  Tensor buf = Tensor::empty({rows + spare, N}, DType::kBF16, Device::kCuda);  // poisoned
+  int64_t off = 0;
+  for (int64_t c : counts) {
+    if (c > 0) gemm.linear_into(x.rows(off, off + c), pw, buf.rows(off, off + c).data(), rows + spare - off);
+    off += c;
+  }
+  Tensor got = test::to_host_f32(buf.rows(0, rows));
+  Tensor want = test::to_host_f32(gemm.linear(x, pw));
+  off = 0;
+  for (int64_t c : counts) {
+    if (c > 0) {  // each segment on its own, as the experts run
+      Tensor seg = test::to_host_f32(gemm.linear(x.rows(off, off + c), pw));
+      int64_t bad = 0;
+      for (int64_t i = 0; i < c * N; ++i) bad += got.f32()[off * N + i] != seg.f32()[i];
+      EXPECT_EQ(bad, 0) << "segment at " << off << " of " << c << " rows";
+    }
+    off += c;
+  }
+  DS_EXPECT_CLOSE(got, want, kMaxRel, kL2Rel, "fp8 linear_into segments vs one linear");
+  // Exactly M rows when the buffer has no spare row (the temporary path).
+  Tensor tight = Tensor::empty({37, N}, DType::kBF16, Device::kCuda);
+  gemm.linear_into(x.rows(0, 37), pw, tight.data(), 37);
+  DS_EXPECT_CLOSE(test::to_host_f32(tight), test::to_host_f32(gemm.linear(x.rows(0, 37), pw)), 0.0, 0.0,
+                  "fp8 linear_into without spare rows");
 }
 
 }  // namespace

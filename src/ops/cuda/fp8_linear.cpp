@@ -90,15 +90,23 @@ bool Fp8Gemm::ue8m0_of(const LinearWeight& prepared) const {
   return it->second.ue8m0;
 }
 
+const Fp8Gemm::Registered& Fp8Gemm::registered(const LinearWeight& prepared) {
+  std::lock_guard<std::mutex> lock(reg_mu_);
+  auto it = registry_.find(prepared.weight.data());
+  DS_CHECK(it != registry_.end(), "fp8 linear: weight ", prepared.weight.describe(), " was not prepared by Fp8Gemm");
+  return it->second;  // std::map nodes are stable
+}
+
 Tensor Fp8Gemm::linear(const Tensor& x, const LinearWeight& prepared) {
-  const Registered* r = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(reg_mu_);
-    auto it = registry_.find(prepared.weight.data());
-    DS_CHECK(it != registry_.end(), "fp8 linear: weight ", prepared.weight.describe(), " was not prepared by Fp8Gemm");
-    r = &it->second;  // std::map nodes are stable
-  }
-  return linear(x, r->w, r->ue8m0, Fp8Path::kAuto);
+  const Registered& r = registered(prepared);
+  return linear(x, r.w, r.ue8m0, Fp8Path::kAuto);
+}
+
+void Fp8Gemm::linear_into(const Tensor& x, const LinearWeight& prepared, void* out, int64_t out_rows) {
+  const Registered& r = registered(prepared);
+  DS_CHECK(x.ndim() == 2 && out_rows >= x.dim(0), "fp8 linear_into ", x.describe(), " into ", out_rows, " rows");
+  Tensor y = Tensor::wrap(out, {x.dim(0), r.w.N}, DType::kBF16, Device::kCuda, nullptr);
+  linear_to(x, r.w, r.ue8m0, Fp8Path::kAuto, y, out_rows);
 }
 
 struct Fp8Gemm::Plan {
@@ -255,12 +263,19 @@ void Fp8Gemm::run_cublaslt(const void* q, const float* sx, const Fp8Weight& w, i
 }
 
 Tensor Fp8Gemm::linear(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path path) {
+  Tensor y = Tensor::empty({x.ndim() == 2 ? x.dim(0) : 0, w.N}, DType::kBF16, Device::kCuda);
+  linear_to(x, w, ue8m0, path, y, y.dim(0));
+  return y;
+}
+
+void Fp8Gemm::linear_to(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path path, Tensor& y, int64_t y_rows) {
   DS_CHECK(x.device() == Device::kCuda && x.ndim() == 2 && x.dim(1) == w.K &&
                (x.dtype() == DType::kBF16 || x.dtype() == DType::kF32),
            "fp8 linear x ", x.describe(), " for weight [", w.N, ", ", w.K, "]");
   const int64_t M = x.dim(0);
-  Tensor y = Tensor::empty({M, w.N}, DType::kBF16, Device::kCuda);
-  if (M == 0) return y;
+  DS_CHECK(y.ndim() == 2 && y.dim(0) == M && y.dim(1) == w.N && y.dtype() == DType::kBF16 && y_rows >= M,
+           "fp8 linear output ", y.describe(), " (", y_rows, " rows) for M ", M);
+  if (M == 0) return;
   if (path == Fp8Path::kAuto) path = M <= small_m_max_for(w.Np, w.Kp) ? Fp8Path::kSmallM : Fp8Path::kCublasLt;
   cudaStream_t stream = cuda_stream();
   const int64_t kb = w.Kp / 128;
@@ -283,7 +298,7 @@ Tensor Fp8Gemm::linear(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path 
     qp.s_m_major = false;
     DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, stream));
     small_m_chunks(q, sx, w, M, y);
-    return y;
+    return;
   }
   Tensor qp_rows = Mp == M ? q : Tensor::empty({Mp, w.Kp}, DType::kF8E4M3, Device::kCuda);
   if (Mp != M) {
@@ -299,7 +314,7 @@ Tensor Fp8Gemm::linear(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path 
   // Scales of the pad rows (and any stride padding) are never those of a real token: keep them finite.
   DS_CUDA_CHECK(cudaMemsetAsync(sx.data(), 0, sx.nbytes(), stream));
   DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, stream));
-  if (w.Np == w.N && Mp == M) {
+  if (w.Np == w.N && Mp <= y_rows) {  // the padded rows land in the caller's spare rows
     run_cublaslt(qp_rows.data(), sx.data_as<float>(), w, Mp, y.data(), stream);
   } else {
     Tensor tmp = Tensor::empty({Mp, w.Np}, DType::kBF16, Device::kCuda);
@@ -307,7 +322,6 @@ Tensor Fp8Gemm::linear(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path 
     DS_CUDA_CHECK(cudaMemcpy2DAsync(y.data(), w.N * 2, tmp.data(), w.Np * 2, w.N * 2, M, cudaMemcpyDeviceToDevice,
                                     stream));
   }
-  return y;
 }
 
 }  // namespace ds

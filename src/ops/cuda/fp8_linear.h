@@ -47,6 +47,8 @@ class Fp8Gemm {
 
   // y[M, N] bf16 = W8A8(x, w); x bf16 (or f32) [M, K] on the device, contiguous rows.
   Tensor linear(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path path = Fp8Path::kAuto);
+  // linear() into y ([M, N] bf16, contiguous rows) whose buffer holds y_rows >= M rows (see linear_into).
+  void linear_to(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path path, Tensor& y, int64_t y_rows);
 
   // CudaOps' hooks. prepare: uploads `host` (block-FP8) and returns a LinearWeight whose weight is a
   // [N, K] F8_E4M3 view of the padded device copy (row stride Kp: only this class may read it) and whose
@@ -58,6 +60,11 @@ class Fp8Gemm {
   // Whether a prepared weight's activations take ue8m0 scales (see prepare).
   bool ue8m0_of(const LinearWeight& prepared) const;
   Tensor linear(const Tensor& x, const LinearWeight& prepared);
+  // linear() into out[0, M) of a bf16 row-major buffer with row stride N that has `out_rows` >= M rows: with
+  // out_rows >= M rounded up to kLtRowMultiple the cuBLASLt path writes its padded rows straight there (rows past
+  // M get pad-row results: the caller's to overwrite or ignore), otherwise through a temporary. The per-expert
+  // prefill GEMMs lay their segments back to back, so each writes in place.
+  void linear_into(const Tensor& x, const LinearWeight& prepared, void* out, int64_t out_rows);
 
   // Largest M the small-M kernel takes under kAuto for shapes without a tuning entry (env
   // DSERVE_FP8_SMALL_M_MAX, which then also overrides the table; default 16, at most 64).
@@ -114,6 +121,7 @@ class Fp8Gemm {
     Fp8Weight w;
     bool ue8m0 = false;
   };
+  const Registered& registered(const LinearWeight& prepared);
   mutable std::mutex reg_mu_;
   std::map<const void*, Registered> registry_;
 };
