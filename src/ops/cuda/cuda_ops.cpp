@@ -563,6 +563,9 @@ class CudaOps final : public Ops {
   // FP8 KV dtypes: packed rows (kernels/kv_fp8.h) in the cache made by empty_latent_cache.
   Tensor empty_latent_cache(int64_t slots, int64_t nope, int64_t rope, KvCacheDtype dtype) override {
     if (dtype == KvCacheDtype::kAuto || dtype == KvCacheDtype::kBf16) return Ops::empty_latent_cache(slots, nope, rope, dtype);
+    // Said at startup (the cache is made then) rather than at the first request.
+    DS_CHECK(!fallback_attention_, "DSERVE_CUDA_ATTENTION=fallback reads bf16 latent caches only: unset it or use "
+                                   "--kv-cache-dtype auto");
     const int format = dtype == KvCacheDtype::kFp8E4M3 ? kernels::kKvE4M3 : kernels::kKvE5M2;
     Tensor t = empty({slots, kernels::kv_row_layout(format, nope, rope).row_bytes},
                      format == kernels::kKvE4M3 ? DType::kF8E4M3 : DType::kF8E5M2);

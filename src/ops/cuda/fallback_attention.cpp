@@ -63,7 +63,7 @@ Tensor cuda_mla_attention_mha_fallback(const Tensor& q, const Tensor& kv, const 
 Tensor cuda_mla_attention_absorbed_fallback(const Tensor& q, const Tensor& cache, int64_t v_dim, const AttnMetadata& m,
                                             float scale, const Tensor* topk, cudaStream_t stream) {
   kernels::FallbackAttnParams p = base_params(q, m, scale, topk);
-  DS_CHECK(cache.dtype() == DType::kBF16, "DSERVE_ATTENTION=fallback reads bf16 latent caches only, got ",
+  DS_CHECK(cache.dtype() == DType::kBF16, "DSERVE_CUDA_ATTENTION=fallback reads bf16 latent caches only, got ",
            cache.describe(), " (use --kv-cache-dtype auto with it)");
   DS_CHECK(cache.dim(1) == p.dq && v_dim <= p.dq, "absorbed attention q ", q.describe(), " cache ", cache.describe());
   p.absorbed = true;
