@@ -69,13 +69,14 @@ bool mla_decode_fast_supported(int head_dim, int v_dim);
 cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream);
 
 // The mma.sync decode kernel with 16 query rows per block (mla_decode_m16.cu), which launch_mla_decode takes when
-// it applies: packed FP8 caches whose sequences have at most 16 query rows (else the wgmma kernel dequantises 64-row
-// tiles); for bf16 caches one new token per sequence, at most 16 heads,
-// and plans whose splits hold at most kMlaM16MaxUnits units of 64 context positions (plan_context >= 1), where a
-// block is latency-bound and the 64-row wgmma tiles are three-quarters padding. Measured on the H100 (2026-11-25, dserve_mla_bench, 16 heads): 1 unit per split (batch 1 x 4K,
-// 64 splits) 10.8 vs 12.7 us, V2-Lite batch 1 / 8 decode at context 288 -2%; 4 units per split (batch 8 x 4K,
-// batch 64 x 512, batch 1 x 32K) 1-6% and 32 (batch 64 x 4K) 10% slower than the wgmma kernel, so those stay
-// there. DSERVE_MLA_M16=0: never, =1: whenever the shape fits. Same split plan, scratch and combine.
+// it applies: packed FP8 caches whose sequences have at most 16 query rows (else the wgmma kernel dequantises
+// 64-row tiles; this choice does not depend on num_splits / plan_context, so the split plan may ask it first);
+// for bf16 caches one new token per sequence, at most 16 heads, and plans whose splits hold at most
+// kMlaM16MaxUnits units of 64 context positions (plan_context >= 1), where a block is latency-bound and the 64-row
+// wgmma tiles are three-quarters padding. Measured on the H100 (2026-11-25, dserve_mla_bench, 16 heads): 1 unit
+// per split (batch 1 x 4K, 64 splits) 10.8 vs 12.7 us, V2-Lite batch 1 / 8 decode at context 288 -2%; 4 units per
+// split (batch 8 x 4K, batch 64 x 512, batch 1 x 32K) 1-6% and 32 (batch 64 x 4K) 10% slower than the wgmma
+// kernel, so those stay there. DSERVE_MLA_M16=0: never, =1: whenever the shape fits. Same split plan, scratch and combine.
 constexpr int kMlaM16MaxUnits = 1;
 bool mla_decode_m16_supported(const MlaDecodeParams& p);
 cudaError_t launch_mla_decode_m16(const MlaDecodeParams& p, cudaStream_t stream);

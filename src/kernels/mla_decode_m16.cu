@@ -1,7 +1,7 @@
 // MLA absorbed decode with 16 query rows per block as the M side of mma.sync m16n8k16 tiles: one new token of
 // at most 16 heads (V2-Lite, V3 heads split 8 ways), where the wgmma kernel of mla_decode.cu computes 64 rows per
-// tile, 48 of them empty; and every shape over a packed FP8 cache (rows = a sequence's flattened (token, head)
-// pairs, 16 per block, each with its own causal end). Block = (row block, split, sequence), 8 warps; per 64-row
+// tile, 48 of them empty; and packed FP8 caches whose sequences have at most 16 query rows (rows = a sequence's
+// flattened (token, head) pairs, each with its own causal end; the grid would take more row blocks). Block = (row block, split, sequence), 8 warps; per 64-row
 // cache tile: S = Q K^T (warp w: tile rows [8 w, 8 w + 8), K = 576, four independent accumulator chains), the
 // online-softmax row max across warps through shared memory, P (bf16) through shared memory, then O += P V
 // (warp w: value columns [64 w, 64 w + 64), B fragments by ldmatrix.trans). bf16 cache: two tile buffers, the
@@ -61,7 +61,8 @@ struct Shape {
   static_assert(kSmemBytes <= 232448, "exceeds the 227 KB opt-in shared memory of sm_90");
 };
 
-// Dequantises packed row `lr` of a staging buffer into bf16 tile row `dst` (16-byte chunks part, part + 4, ...).
+// Dequantises one packed row `src` of a staging buffer into bf16 tile row `dst` (this thread's 16-byte chunks
+// part, part + 4, ...).
 template <int kFormat>
 __device__ __forceinline__ void dequant_row(const uint8_t* src, __nv_bfloat16* dst, int part) {
   constexpr KvRowLayout L = kv_row_layout(kFormat, kMlaValueDim, kMlaHeadDim - kMlaValueDim);

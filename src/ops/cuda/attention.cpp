@@ -4,7 +4,6 @@
 #include "ops/cuda/attention.h"
 
 #include <cstdint>
-#include <cstdlib>
 #include <memory>
 
 #include "kernels/kv_fp8.h"
@@ -57,12 +56,16 @@ Tensor output_with_scratch(Shape shape, size_t scratch_bytes, void** scratch) {
 
 }  // namespace
 
+int latent_cache_format(const Tensor& cache) {
+  return cache.dtype() == DType::kF8E4M3   ? kernels::kKvE4M3
+         : cache.dtype() == DType::kF8E5M2 ? kernels::kKvE5M2
+                                           : kernels::kKvBf16;
+}
+
 Tensor cuda_mla_attention_absorbed(const Tensor& q, const Tensor& cache, int64_t v_dim, const AttnMetadata& m,
                                    float scale, const Tensor* topk, cudaStream_t stream) {
-  // Packed FP8 caches (kernels/kv_fp8.h) are told apart by their dtype: latent = v_dim, rope = the rest of q.
-  const int format = cache.dtype() == DType::kF8E4M3   ? kernels::kKvE4M3
-                     : cache.dtype() == DType::kF8E5M2 ? kernels::kKvE5M2
-                                                       : kernels::kKvBf16;
+  // Packed FP8 caches: latent = v_dim, rope = the rest of q.
+  const int format = latent_cache_format(cache);
   DS_CHECK(q.ndim() == 3 && cache.ndim() == 2 && v_dim > 0 && v_dim <= q.dim(2) &&
                cache.dim(1) * static_cast<int64_t>(dtype_size(cache.dtype())) ==
                    kernels::kv_row_layout(format, v_dim, q.dim(2) - v_dim).row_bytes,
@@ -101,12 +104,9 @@ Tensor cuda_mla_attention_absorbed(const Tensor& q, const Tensor& cache, int64_t
 
   // Packed caches: the tensor-core kernels dequantise tiles in shared memory (16 query rows per block when a
   // sequence's rows fit, else 64); with top-k lists, the reference kernel.
+  // For packed caches the mma.sync kernel's choice does not depend on the split plan, so it can size the plan.
   const bool packed = format != kernels::kKvBf16;
-  static const bool m16_off = [] {
-    const char* e = std::getenv("DSERVE_MLA_M16");
-    return e && e[0] == '0';
-  }();
-  const bool rows16 = packed && !m16_off && static_cast<int64_t>(m.max_q_len) * H <= 16;
+  const bool rows16 = packed && kernels::mla_decode_m16_supported(p);
   const bool fast = kernels::mla_decode_fast_supported(p.head_dim, p.v_dim) && aligned16(q.data()) &&
                     aligned16(cache.data()) && !(packed && p.topk);
   if (fast) {

@@ -13,7 +13,12 @@ namespace ds {
 Tensor cuda_mla_attention_mha(const Tensor& q, const Tensor& kv, const Tensor& ctx, int64_t rope_offset,
                               const AttnMetadata& m, float scale, const Tensor* topk, cudaStream_t stream);
 
-// q [T, H, D] bf16; cache [slots, D] bf16 (paged by m.block_table); value = first v_dim columns.
+// The KvFormat (kernels/kv_fp8.h) of a latent cache tensor, told by its dtype: BF16 rows, or the packed rows of
+// Ops::empty_latent_cache (F8_E4M3: FlashMLA's layout; F8_E5M2: a plain cast).
+int latent_cache_format(const Tensor& cache);
+
+// q [T, H, D] bf16; cache [slots, D] bf16 or packed (latent_cache_format; latent = v_dim), paged by
+// m.block_table; value = first v_dim columns.
 // Returns [T, H, v_dim] bf16. Must be CUDA-graph capturable for decode (no host sync, no host reads of
 // device metadata: use m.max_seq_len / m.max_q_len and device tensors).
 Tensor cuda_mla_attention_absorbed(const Tensor& q, const Tensor& cache, int64_t v_dim, const AttnMetadata& m,

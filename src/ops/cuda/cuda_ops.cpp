@@ -66,16 +66,11 @@ const int32_t* i32(const Tensor& t, const char* what) {
 // The stored format of a latent cache tensor (empty_latent_cache), checked against the KV dtype in use.
 int latent_format(const Tensor& cache, KvCacheDtype dtype) {
   check_cuda(cache, "latent cache");
-  const bool fp8 = dtype == KvCacheDtype::kFp8E4M3 || dtype == KvCacheDtype::kFp8E5M2;
-  const int format = cache.dtype() == DType::kF8E4M3   ? kernels::kKvE4M3
-                     : cache.dtype() == DType::kF8E5M2 ? kernels::kKvE5M2
-                                                       : kernels::kKvBf16;
   DS_CHECK(cache.dtype() == (dtype == KvCacheDtype::kFp8E4M3   ? DType::kF8E4M3
                              : dtype == KvCacheDtype::kFp8E5M2 ? DType::kF8E5M2
-                                                               : DType::kBF16) &&
-               (format != kernels::kKvBf16) == fp8,
+                                                               : DType::kBF16),
            "latent cache ", cache.describe(), " does not hold the KV cache dtype in use (empty_latent_cache makes it)");
-  return format;
+  return latent_cache_format(cache);
 }
 // Rope dims of a packed latent cache whose latent is `nope` wide.
 int64_t latent_rope(const Tensor& cache, int format, int64_t nope) {
