@@ -23,6 +23,24 @@ for n, d in zip(names, dem):
     d = d.replace("ds::kernels::", "").replace("(anonymous namespace)::", "")
     short[n] = d[:90]
 
+if "--all" in sys.argv:
+    # Eager work (prefill): every kernel of the trace, by name, and how much of the span the GPU was busy.
+    per = collections.defaultdict(lambda: [0, 0.0])
+    busy, prev_end = 0.0, 0
+    for r in rows:
+        e = per[short[r["name"]]]
+        e[0] += 1
+        t = (r["end_ns"] - max(r["start_ns"], prev_end)) / 1e3
+        e[1] += max(t, 0.0)
+        busy += max(t, 0.0)
+        prev_end = max(prev_end, r["end_ns"])
+    span = (rows[-1]["end_ns"] - rows[0]["start_ns"]) / 1e3 if rows else 0.0
+    print(f"whole trace: span {span/1e3:.1f} ms, kernel busy {busy/1e3:.1f} ms ({100*busy/max(span,1e-9):.0f}%), {len(rows)} kernels")
+    print("by kernel name: total ms, share, launches, mean us")
+    for name, (cnt, us) in sorted(per.items(), key=lambda kv: -kv[1][1])[:40]:
+        print(f"  {us/1e3:9.2f} ms  {100*us/max(busy,1e-9):5.1f}%  x{cnt:<6d} {us/max(cnt,1):8.2f} us  {name}")
+    sys.exit(0)
+
 launches = collections.OrderedDict()
 for r in rows:
     if r["graph_id"]:
