@@ -21,6 +21,7 @@
 #include "kernels/moe.h"
 #include "kernels/gemm_small_m.h"
 #include "kernels/moe_fp8.h"
+#include "kernels/moe_fp8_prefill.h"
 #include "kernels/moe_gemm.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope_cache.h"
@@ -162,6 +163,10 @@ class CudaOps final : public Ops {
     // CUDA graphs then).
     const char* grouped = std::getenv("DSERVE_MOE_GROUPED");
     grouped_moe_ = !(grouped && std::string(grouped) == "0");
+    // DSERVE_MOE_FP8_SEGMENTED=1: prefill-sized FP8 MoE layers quantize their routed rows once per layer
+    // (moe_fp8_segmented) instead of around every expert's GEMM. Off until measured on the device.
+    const char* seg = std::getenv("DSERVE_MOE_FP8_SEGMENTED");
+    moe_fp8_segmented_ = seg && std::string(seg) == "1";
     // DSERVE_SMALL_M_GEMM=0 sends every bf16 GEMM to cuBLASLt (A/B runs); =N caps the small-M kernels' M.
     if (const char* sm = std::getenv("DSERVE_SMALL_M_GEMM"); sm && *sm) small_m_max_ = std::atoi(sm);
   }
@@ -1210,6 +1215,9 @@ class CudaOps final : public Ops {
     int64_t rows = 0;
     for (int32_t c : host_counts) rows += c;
     const int64_t inter = E ? experts[0].down.weight.dim(1) : 0;
+    if (moe_fp8_segmented_ && moe_fp8_segmented(x, topk_ids, topk_weights, experts, host_counts, counts, offsets,
+                                                row_of, src_token, out))
+      return out;
     Tensor xp = empty({rows, d}, DType::kBF16);
     DS_CUDA_CHECK(kernels::launch_gather_rows(x.data(), src_token, xp.data(), rows, d, stream()));
     // Spare rows past `rows`: room for the last expert's FP8 row padding (expert_gemm).
@@ -1242,6 +1250,85 @@ class CudaOps final : public Ops {
     return out;
   }
 
+
+  // moe_experts_synced for native FP8 experts whose GEMMs cuBLASLt takes at every segment's row count (else
+  // false, before any launch): the routed rows are quantized once into per-expert segments padded to 16 rows,
+  // each expert's GEMM runs on its segment's offsets, and the SiLU-mul is fused with the down projection's
+  // quantization. Every step rounds as the per-expert chain does (same cuBLASLt shapes, bf16 SiLU output).
+  bool moe_fp8_segmented(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
+                         const std::vector<PreparedMlp>& experts, const std::vector<int32_t>& host_counts,
+                         const int32_t* counts, const int32_t* offsets, int32_t* row_of, const int32_t* src_token,
+                         Tensor& out) {
+    constexpr int64_t kRows = kernels::kMoeFp8SegmentRows;
+    static_assert(kRows == Fp8Gemm::kLtRowMultiple, "segments are padded as cuBLASLt's rows");
+    const int64_t T = x.dim(0), d = x.dim(1), K = topk_ids.dim(1);
+    const int E = static_cast<int>(experts.size());
+    if (!fp8_ || E == 0 || d % 128 != 0) return false;
+    const int64_t inter = experts[0].down.weight.dim(1);
+    if (inter % 128 != 0) return false;
+    for (const PreparedMlp& m : experts)
+      if (!m.gate_up.is_block_fp8() || !m.down.is_block_fp8() || !fp8_->owns(m.gate_up) || !fp8_->owns(m.down) ||
+          m.gate_up.weight.dim(0) != 2 * inter || m.gate_up.weight.dim(1) != d || m.down.weight.dim(0) != d ||
+          m.down.weight.dim(1) != inter)
+        return false;
+    // One activation quantization per GEMM kind: every expert's weights must agree on ue8m0.
+    const bool ue_gu = fp8_->ue8m0_of(experts[0].gate_up), ue_dn = fp8_->ue8m0_of(experts[0].down);
+    std::vector<int64_t> pstart(E + 1, 0);
+    for (int e = 0; e < E; ++e) {
+      const int64_t mp = (host_counts[e] + kRows - 1) / kRows * kRows;
+      pstart[e + 1] = pstart[e] + mp;
+      if (fp8_->ue8m0_of(experts[e].gate_up) != ue_gu || fp8_->ue8m0_of(experts[e].down) != ue_dn) return false;
+      if (mp > 0 && !(fp8_->lt_supported_for(experts[e].gate_up, mp) && fp8_->lt_supported_for(experts[e].down, mp)))
+        return false;
+    }
+    const int64_t slots = pstart[E];
+    Tensor seg = empty({E + 1}, DType::kI32);  // pstart on the device
+    int32_t* dev_pstart = seg.data_as<int32_t>();
+    DS_CUDA_CHECK(kernels::launch_moe_fp8_segments(counts, E, dev_pstart, stream()));
+    const bool m_major = fp8_->lt_scales_m_major();
+    auto quantize = [&](const Tensor& in, int64_t ldx, bool silu, int64_t k, bool ue8m0, Tensor& q, Tensor& sc) {
+      q = empty({slots, k}, DType::kF8E4M3);
+      sc = empty({std::max<int64_t>(slots * (k / 128), 1)}, DType::kF32);
+      kernels::MoeFp8SegmentQuantParams p;
+      p.x = in.data();
+      p.ldx = ldx;
+      p.silu = silu;
+      p.src_token = src_token;
+      p.counts = counts;
+      p.offsets = offsets;
+      p.pstart = dev_pstart;
+      p.experts = E;
+      p.slots = slots;
+      p.K = k;
+      p.ue8m0 = ue8m0;
+      p.s_m_major = m_major;
+      p.q = q.data_as<uint8_t>();
+      p.s = sc.data_as<float>();
+      DS_CUDA_CHECK(kernels::launch_moe_fp8_segment_quant(p, stream()));
+    };
+    // Expert e's GEMM on rows [pstart[e], pstart[e + 1]) of q (width k) into those rows of y (width n).
+    auto gemms = [&](const Tensor& q, const Tensor& sc, int64_t k, bool gate_up, Tensor& y, int64_t n) {
+      for (int e = 0; e < E; ++e) {
+        const int64_t mp = pstart[e + 1] - pstart[e];
+        if (mp == 0) continue;
+        fp8_->linear_quantized(q.data_as<uint8_t>() + pstart[e] * k, sc.data_as<float>() + pstart[e] * (k / 128),
+                               gate_up ? experts[e].gate_up : experts[e].down, mp,
+                               static_cast<uint16_t*>(y.data()) + pstart[e] * n);
+      }
+    };
+    Tensor q1, s1, q2, s2;
+    quantize(x, d, false, d, ue_gu, q1, s1);            // [slots, d] gathered tokens
+    Tensor gu = empty({slots, 2 * inter}, DType::kBF16);  // [slots, 2 * inter]
+    gemms(q1, s1, d, true, gu, 2 * inter);
+    quantize(gu, 2 * inter, true, inter, ue_dn, q2, s2);  // [slots, inter] silu(gate) * up
+    Tensor y = empty({slots, d}, DType::kBF16);             // [slots, d]
+    gemms(q2, s2, inter, false, y, d);
+    DS_CUDA_CHECK(kernels::launch_moe_fp8_slot_rows(i32(topk_ids, "topk_ids"), offsets, dev_pstart, row_of,
+                                                    T * K, stream()));
+    DS_CUDA_CHECK(kernels::launch_moe_combine(
+        {y.data(), row_of, topk_weights.data_as<float>(), out.data(), T, d, static_cast<int>(K)}, stream()));
+    return true;
+  }
 
   // Device arrays of the experts' weight pointers for the grouped GEMMs, one per expert list (MoE layer),
   // built on first use (before any graph capture: the warm-up step) and rebuilt if the list's tensors change.
@@ -1317,6 +1404,7 @@ class CudaOps final : public Ops {
   MoeFp8Tuning moe_fp8_tuning_;   // tokens up to which FP8 experts take the grouped kernels (eager steps)
   bool fallback_attention_ = false;
   bool grouped_moe_ = true;
+  bool moe_fp8_segmented_ = false;
 };
 
 }  // namespace

@@ -109,6 +109,18 @@ void Fp8Gemm::linear_into(const Tensor& x, const LinearWeight& prepared, void* o
   linear_to(x, r.w, r.ue8m0, Fp8Path::kAuto, y, out_rows);
 }
 
+bool Fp8Gemm::lt_supported_for(const LinearWeight& prepared, int64_t M) {
+  const Registered& r = registered(prepared);
+  return r.w.N == r.w.Np && r.w.K == r.w.Kp && M % kLtRowMultiple == 0 && lt_supported(M, r.w.Np, r.w.Kp);
+}
+
+void Fp8Gemm::linear_quantized(const void* q, const float* sx, const LinearWeight& prepared, int64_t M, void* out) {
+  const Registered& r = registered(prepared);
+  DS_CHECK(r.w.N == r.w.Np && r.w.K == r.w.Kp && M % kLtRowMultiple == 0, "fp8 linear_quantized M ", M, " weight [",
+           r.w.N, ", ", r.w.K, "]");
+  run_cublaslt(q, sx, r.w, M, out, cuda_stream());
+}
+
 struct Fp8Gemm::Plan {
   cublasLtMatmulDesc_t op = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, d = nullptr;

@@ -66,6 +66,14 @@ class Fp8Gemm {
   // prefill GEMMs lay their segments back to back, so each writes in place.
   void linear_into(const Tensor& x, const LinearWeight& prepared, void* out, int64_t out_rows);
 
+  // The cuBLASLt GEMM of a prepared weight (N a multiple of 128, unpadded K = Kp) on activations already quantized
+  // in cuBLASLt's layout: q [M, K] e4m3, sx as lt_scales_m_major() says with row stride lt_scale_ld(M); M a
+  // multiple of kLtRowMultiple that lt_supported_for takes. out [M, N] bf16, contiguous rows. The per-expert
+  // GEMMs of a prefill-sized MoE layer, whose rows are quantized once for all experts.
+  void linear_quantized(const void* q, const float* sx, const LinearWeight& prepared, int64_t M, void* out);
+  bool lt_supported_for(const LinearWeight& prepared, int64_t M);
+  bool lt_scales_m_major() const { return (lt_layout_ & 1) != 0; }
+
   // Largest M the small-M kernel takes under kAuto for shapes without a tuning entry (env
   // DSERVE_FP8_SMALL_M_MAX, which then also overrides the table; default 16, at most 64).
   int64_t small_m_max() const { return small_m_max_; }

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <numeric>
 #include <random>
 
@@ -51,6 +52,7 @@ class MoeFp8Test : public ::testing::Test {
   struct Experts {
     std::vector<PreparedMlp> gpu, cpu;
     std::vector<LinearWeight> gate_up, down;  // host block-FP8, for the bf16-step reference
+    std::vector<LinearWeight> gate, up, down_host;  // as made (another backend prepares them too)
   };
   Experts make_experts(int E, int64_t d, int64_t inter, bool ue8m0) {
     Experts x;
@@ -63,6 +65,9 @@ class MoeFp8Test : public ::testing::Test {
       Fp8Mlp m = stack_mlp_fp8(g, u, dn);
       x.gate_up.push_back(m.gate_up);
       x.down.push_back(m.down);
+      x.gate.push_back(g);
+      x.up.push_back(u);
+      x.down_host.push_back(dn);
     }
     return x;
   }
@@ -188,6 +193,40 @@ TEST_F(MoeFp8Test, MatchesCpuSmallDims) {
       {"one expert takes every token", 128, 128, 16, 6, {7, 40, 600}, 12, 3, false},
       {"prefill-sized (per-expert cuBLASLt)", 256, 128, 16, 6, {1500}, 16, -1, false},
   });
+}
+
+// DSERVE_MOE_FP8_SEGMENTED=1 (prefill-sized layers quantize the routed rows once into padded per-expert segments):
+// the same cuBLASLt GEMMs at the same row counts and the same roundings as the per-expert chain, so its output
+// must match that chain's to the last bf16 step, on ragged counts, empty experts, an expert that takes every
+// token, ue8m0 scales, a ragged intermediate size (padded to 128) and V2-Lite's dims; also against the references.
+TEST_F(MoeFp8Test, SegmentedPrefillMatchesPerExpert) {
+  setenv("DSERVE_FP8_NATIVE", "1", 1);
+  setenv("DSERVE_MOE_FP8_SEGMENTED", "1", 1);
+  std::unique_ptr<Ops> seg = make_cuda_ops(0);
+  unsetenv("DSERVE_MOE_FP8_SEGMENTED");
+  unsetenv("DSERVE_FP8_NATIVE");
+  const std::vector<MoeCase> cases = {
+      {"ragged counts, empty experts", 256, 128, 16, 6, {1100, 1500}, 12, -1, false},
+      {"one expert takes every token", 256, 256, 16, 6, {1200}, 16, 5, false},
+      {"ue8m0 scales", 512, 256, 16, 6, {1030}, 16, -1, true},
+      {"ragged inter 64 (padded to 128)", 256, 64, 8, 4, {1300}, 8, -1, false},
+      {"v2-lite dims, top-6", 2048, 1408, 8, 6, {1100}, 8, -1, false},
+  };
+  for (const MoeCase& c : cases) {
+    Experts ex = make_experts(c.E, c.d, c.inter, c.ue8m0);
+    std::vector<PreparedMlp> seg_experts;  // the same host weights, prepared by the second backend
+    for (int e = 0; e < c.E; ++e) seg_experts.push_back(seg->prepare_mlp(ex.gate[e], ex.up[e], ex.down_host[e]));
+    for (int64_t T : c.tokens) {
+      Tensor x = randn({T, c.d}, rng_);
+      Tensor idt = i32_tensor(route(T, c.K, c.used, c.hot), {T, c.K});
+      Tensor w = randn({T, c.K}, rng_, 0.2f, 0.5f);
+      const std::string what = std::string("moe fp8 segmented ") + c.name + " T " + std::to_string(T);
+      Tensor want = to_host_f32(gpu().moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), ex.gpu));
+      Tensor got = to_host_f32(seg->moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), seg_experts));
+      DS_EXPECT_CLOSE(got, want, 1e-2, 1e-4, what + " (per-expert chain)");
+      DS_EXPECT_CLOSE(got, bf16_steps_reference(x, idt, w, ex, c.ue8m0), 2e-2, 1e-2, what + " (bf16 steps)");
+    }
+  }
 }
 
 TEST_F(MoeFp8Test, MatchesCpuModelDims) {
