@@ -405,6 +405,10 @@ class CudaOps final : public Ops {
       *y2 = d2;
       return;
     }
+    // FP8 decode: one activation quantization for both (saves a launch per layer).
+    if (fp8_ && w1.is_block_fp8() && w2.is_block_fp8() && fp8_->owns(w1) && fp8_->owns(w2) &&
+        x.dtype() == DType::kBF16 && fp8_->linear_pair(x, w1, w2, y1, y2))
+      return;
     Ops::linear_pair(x, w1, w2, y1, y2);
   }
   Tensor linear_f32(const Tensor& x, const Tensor& w) override {

@@ -213,6 +213,31 @@ TEST_F(Fp8GemmGpu, PreparedHooksInferUe8m0) {
   }
 }
 
+// linear_pair: one quantization for two weights of the same K at small M gives each weight's linear() bit for bit;
+// it declines (false) where either weight would leave the small-M kernel or the pair disagrees on K or ue8m0.
+TEST_F(Fp8GemmGpu, LinearPairSharesTheQuantization) {
+  Fp8Gemm gemm;
+  std::mt19937 rng(10);
+  const int64_t K = 1000;
+  LinearWeight a = gemm.prepare(random_fp8_weight(264, K, false, rng));
+  LinearWeight b = gemm.prepare(random_fp8_weight(576, K, false, rng));
+  for (int64_t M : {1, 5, 16}) {
+    Tensor x = test::to_device(test::randn({M, K}, rng, 1.0f));
+    Tensor y1, y2;
+    ASSERT_TRUE(gemm.linear_pair(x, a, b, &y1, &y2)) << "M " << M;
+    const std::string what = "fp8 linear_pair M=" + std::to_string(M);
+    DS_EXPECT_CLOSE(test::to_host_f32(y1), test::to_host_f32(gemm.linear(x, a)), 0.0, 0.0, what + " first");
+    DS_EXPECT_CLOSE(test::to_host_f32(y2), test::to_host_f32(gemm.linear(x, b)), 0.0, 0.0, what + " second");
+  }
+  Tensor y1, y2;
+  Tensor big = test::to_device(test::randn({gemm.small_m_max_for(384, 1024) + 1, K}, rng, 1.0f));
+  EXPECT_FALSE(gemm.linear_pair(big, a, b, &y1, &y2));
+  LinearWeight other_k = gemm.prepare(random_fp8_weight(128, 512, false, rng));
+  EXPECT_FALSE(gemm.linear_pair(test::to_device(test::randn({2, K}, rng, 1.0f)), a, other_k, &y1, &y2));
+  LinearWeight pow2 = gemm.prepare(random_fp8_weight(128, K, true, rng));
+  EXPECT_FALSE(gemm.linear_pair(test::to_device(test::randn({2, K}, rng, 1.0f)), a, pow2, &y1, &y2));
+}
+
 // linear_into: segments laid back to back (the per-expert prefill GEMMs) in one NaN-poisoned buffer with spare
 // rows. Each segment's cuBLASLt padding may spill into the next segment's rows before that segment is written,
 // so after all of them every row equals linear()'s; the spare rows hold nothing but finite pad results.

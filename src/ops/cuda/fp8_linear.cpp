@@ -280,6 +280,44 @@ Tensor Fp8Gemm::linear(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path 
   return y;
 }
 
+// q [M, Kp] e4m3 and token-major scales [M, Kp / 128] of x for the small-M kernel.
+void Fp8Gemm::quantize_small_m(const Tensor& x, const Fp8Weight& w, bool ue8m0, Tensor* q, Tensor* sx) {
+  const int64_t M = x.dim(0), kb = w.Kp / 128;
+  *q = Tensor::empty({M, w.Kp}, DType::kF8E4M3, Device::kCuda);
+  *sx = Tensor::empty({M, kb}, DType::kF32, Device::kCuda);
+  kernels::Fp8QuantParams qp;
+  qp.x = x.data();
+  qp.x_f32 = x.dtype() == DType::kF32;
+  qp.ldx = w.K;
+  qp.M = M;
+  qp.K = w.K;
+  qp.Kp = w.Kp;
+  qp.q = q->data_as<uint8_t>();
+  qp.ue8m0 = ue8m0;
+  qp.s = sx->data_as<float>();
+  qp.s_ld = kb;
+  qp.s_m_major = false;
+  DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, cuda_stream()));
+}
+
+bool Fp8Gemm::linear_pair(const Tensor& x, const LinearWeight& p1, const LinearWeight& p2, Tensor* y1, Tensor* y2) {
+  const Registered& a = registered(p1);
+  const Registered& b = registered(p2);
+  if (x.device() != Device::kCuda || x.ndim() != 2 || (x.dtype() != DType::kBF16 && x.dtype() != DType::kF32))
+    return false;
+  const int64_t M = x.dim(0);
+  if (M == 0 || x.dim(1) != a.w.K || a.w.K != b.w.K || a.w.Kp != b.w.Kp || a.ue8m0 != b.ue8m0 ||
+      M > small_m_max_for(a.w.Np, a.w.Kp) || M > small_m_max_for(b.w.Np, b.w.Kp))
+    return false;
+  Tensor q, sx;
+  quantize_small_m(x, a.w, a.ue8m0, &q, &sx);
+  *y1 = Tensor::empty({M, a.w.N}, DType::kBF16, Device::kCuda);
+  *y2 = Tensor::empty({M, b.w.N}, DType::kBF16, Device::kCuda);
+  small_m_chunks(q, sx, a.w, M, *y1);
+  small_m_chunks(q, sx, b.w, M, *y2);
+  return true;
+}
+
 void Fp8Gemm::linear_to(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path path, Tensor& y, int64_t y_rows) {
   DS_CHECK(x.device() == Device::kCuda && x.ndim() == 2 && x.dim(1) == w.K &&
                (x.dtype() == DType::kBF16 || x.dtype() == DType::kF32),
@@ -291,7 +329,15 @@ void Fp8Gemm::linear_to(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path
   if (path == Fp8Path::kAuto) path = M <= small_m_max_for(w.Np, w.Kp) ? Fp8Path::kSmallM : Fp8Path::kCublasLt;
   cudaStream_t stream = cuda_stream();
   const int64_t kb = w.Kp / 128;
-  Tensor q = Tensor::empty({M, w.Kp}, DType::kF8E4M3, Device::kCuda);
+  const int64_t Mp = round_up(M, kLtRowMultiple);  // cuBLASLt rows; the pad rows are zero tokens
+  if (path == Fp8Path::kCublasLt && !lt_supported(Mp, w.Np, w.Kp)) path = Fp8Path::kSmallM;  // chunked fallback
+  if (path == Fp8Path::kSmallM) {
+    Tensor q, sx;
+    quantize_small_m(x, w, ue8m0, &q, &sx);
+    small_m_chunks(q, sx, w, M, y);
+    return;
+  }
+  Tensor qp_rows = Tensor::empty({Mp, w.Kp}, DType::kF8E4M3, Device::kCuda);
   kernels::Fp8QuantParams qp;
   qp.x = x.data();
   qp.x_f32 = x.dtype() == DType::kF32;
@@ -299,22 +345,9 @@ void Fp8Gemm::linear_to(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path
   qp.M = M;
   qp.K = w.K;
   qp.Kp = w.Kp;
-  qp.q = q.data_as<uint8_t>();
+  qp.q = qp_rows.data_as<uint8_t>();
   qp.ue8m0 = ue8m0;
-  const int64_t Mp = round_up(M, kLtRowMultiple);  // cuBLASLt rows; the pad rows are zero tokens
-  if (path == Fp8Path::kCublasLt && !lt_supported(Mp, w.Np, w.Kp)) path = Fp8Path::kSmallM;  // chunked fallback
-  if (path == Fp8Path::kSmallM) {
-    Tensor sx = Tensor::empty({M, kb}, DType::kF32, Device::kCuda);
-    qp.s = sx.data_as<float>();
-    qp.s_ld = kb;
-    qp.s_m_major = false;
-    DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, stream));
-    small_m_chunks(q, sx, w, M, y);
-    return;
-  }
-  Tensor qp_rows = Mp == M ? q : Tensor::empty({Mp, w.Kp}, DType::kF8E4M3, Device::kCuda);
   if (Mp != M) {
-    qp.q = qp_rows.data_as<uint8_t>();
     DS_CUDA_CHECK(cudaMemsetAsync(static_cast<uint8_t*>(qp_rows.data()) + M * w.Kp, 0, (Mp - M) * w.Kp, stream));
   }
   const bool m_major = (lt_layout_ & 1) != 0;

@@ -66,6 +66,11 @@ class Fp8Gemm {
   // prefill GEMMs lay their segments back to back, so each writes in place.
   void linear_into(const Tensor& x, const LinearWeight& prepared, void* out, int64_t out_rows);
 
+  // Two prepared weights on the same activations (q and kv_a of a layer): when both take the small-M kernel at
+  // this M, with the same K and activation scale kind, x is quantized once for both and *y1, *y2 are set; else
+  // false, nothing launched.
+  bool linear_pair(const Tensor& x, const LinearWeight& p1, const LinearWeight& p2, Tensor* y1, Tensor* y2);
+
   // The cuBLASLt GEMM of a prepared weight (N a multiple of 128, unpadded K = Kp) on activations already quantized
   // in cuBLASLt's layout: q [M, K] e4m3, sx as lt_scales_m_major() says with row stride lt_scale_ld(M); M a
   // multiple of kLtRowMultiple that lt_supported_for takes. out [M, N] bf16, contiguous rows. The per-expert
@@ -110,6 +115,7 @@ class Fp8Gemm {
   struct Plan;
   Plan* try_plan(int64_t M, int64_t Np, int64_t Kp);  // null when cuBLASLt has no algorithm
   Plan& plan_for(int64_t M, int64_t Np, int64_t Kp);
+  void quantize_small_m(const Tensor& x, const Fp8Weight& w, bool ue8m0, Tensor* q, Tensor* sx);
   void small_m_chunks(const Tensor& q, const Tensor& sx, const Fp8Weight& w, int64_t M, Tensor& y);
 
   cublasLtHandle_t handle_ = nullptr;
