@@ -1,6 +1,7 @@
 // Block-FP8 kernels (see fp8_gemm.h): activation quantization and the small-M tensor-core GEMM.
 #include "kernels/fp8_gemm.h"
 #include "kernels/fp8_quant.cuh"
+#include "kernels/pdl.cuh"
 #include "kernels/ptx.cuh"
 
 #include <cuda_bf16.h>
@@ -16,6 +17,7 @@ using fp8::to_e4m3;
 
 // One warp per (token, 128-group); each lane owns 4 consecutive channels.
 __global__ void quant_act_kernel(Fp8QuantParams p) {
+  pdl_enter();
   const int64_t groups = p.Kp / 128;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
@@ -73,6 +75,12 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(Fp8GemmSmallM
   const float* sw_row = p.sw + (n0 / 128) * kblocks;
   const uint8_t* w0 = p.w + (n0 + g) * p.Kp + tig * 32;
   const uint8_t* w1 = w0 + 8 * p.Kp;
+  // Weights are never written during a forward: pull this CTA's 16 rows (inside the zero-padded Np) into L2
+  // while the previous kernel of the stream finishes (pdl.cuh), then wait for it before reading q or sx.
+  for (int r = warp; r < 16; r += kWarps)
+    for (int64_t off = lane * 128; off < p.Kp; off += 32 * 128)
+      asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p.w + (n0 + r) * p.Kp + off));
+  pdl_enter();
 
   float acc[NT][4];
 #pragma unroll
@@ -191,8 +199,7 @@ cudaError_t launch_fp8_quant_act(const Fp8QuantParams& p, cudaStream_t stream) {
   const int64_t threads = 256;
   const int64_t blocks = (warps * 32 + threads - 1) / threads;
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  quant_act_kernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_pdl(quant_act_kernel, dim3(static_cast<unsigned>(blocks)), dim3(threads), 0, stream, p);
 }
 
 cudaError_t launch_fp8_gemm_small_m(const Fp8GemmSmallMParams& p, cudaStream_t stream) {
@@ -201,15 +208,10 @@ cudaError_t launch_fp8_gemm_small_m(const Fp8GemmSmallMParams& p, cudaStream_t s
   if ((reinterpret_cast<uintptr_t>(p.q) | reinterpret_cast<uintptr_t>(p.w)) % 16 != 0) return cudaErrorMisalignedAddress;
   if (p.M == 0 || p.N == 0) return cudaSuccess;
   const dim3 grid(static_cast<unsigned>((p.N + 15) / 16)), block(kWarps * 32);
-  if (p.M <= 8)
-    gemm_small_m_kernel<1><<<grid, block, 0, stream>>>(p);
-  else if (p.M <= 16)
-    gemm_small_m_kernel<2><<<grid, block, 0, stream>>>(p);
-  else if (p.M <= 32)
-    gemm_small_m_kernel<4><<<grid, block, 0, stream>>>(p);
-  else
-    gemm_small_m_kernel<8><<<grid, block, 0, stream>>>(p);
-  return cudaGetLastError();
+  if (p.M <= 8) return launch_pdl(gemm_small_m_kernel<1>, grid, block, 0, stream, p);
+  if (p.M <= 16) return launch_pdl(gemm_small_m_kernel<2>, grid, block, 0, stream, p);
+  if (p.M <= 32) return launch_pdl(gemm_small_m_kernel<4>, grid, block, 0, stream, p);
+  return launch_pdl(gemm_small_m_kernel<8>, grid, block, 0, stream, p);
 }
 
 }  // namespace ds::kernels
