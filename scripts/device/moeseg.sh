@@ -21,3 +21,10 @@ for v in "bf16 x" "fp8 0" "fp8 1"; do
 done
 mkdir -p "$OUT/trace"
 DSERVE_MOE_FP8_SEGMENTED=1 OUT="$OUT/trace" timeout 200 bash scripts/device/fp8prefill.sh
+# FP8 decode with the dense FP8 kernels under PDL (quant_act, small-M GEMM) vs DSERVE_PDL=0, and linear_pair's
+# shared quantization: batch 1 / 64 decode, same run.
+for pdl in 1 0; do
+  env DSERVE_PDL=$pdl timeout 150 "$B/dserve" bench-one-batch --device cuda --model-path tests/data/configs/deepseek-v2-lite.json \
+    --load-format dummy --quantization fp8 --batch-size 1,64 --input-len 256 --output-len 32 > "$OUT/b1b_fp8_pdl$pdl.log" 2>&1
+  echo "== b1b fp8 decode PDL=$pdl rc=$?"; grep -E "median" "$OUT/b1b_fp8_pdl$pdl.log" | head -4
+done
