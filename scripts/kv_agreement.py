@@ -10,7 +10,6 @@ Prints one line per seed and dtype, then the totals.
 import argparse
 import json
 import os
-import random
 import subprocess
 import sys
 import tempfile
@@ -29,16 +28,9 @@ args = ap.parse_args()
 
 def text_for(seed):
     # scripts/make_arithmetic_questions.py's questions for this seed, as "Question: ... Answer: ..." lines.
-    rng = random.Random(seed)
-    out = []
-    for _ in range(args.questions):
-        a, b = rng.randint(0, 999), rng.randint(0, 999)
-        if rng.random() < 0.5:
-            q, c = f"What is {a} plus {b}?", a + b
-        else:
-            q, c = f"What is {a} minus {b}?", a - b
-        out.append(f"Question: {q} Answer: {c}")
-    return out
+    gen = os.path.join(os.path.dirname(os.path.abspath(__file__)), "make_arithmetic_questions.py")
+    out = run([sys.executable, gen, "--num", str(args.questions), "--seed", str(seed)])
+    return [f"Question: {q['question']} Answer: {q['answer']}" for q in map(json.loads, out.splitlines())]
 
 
 def run(cmd, stdin=None):

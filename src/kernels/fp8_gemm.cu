@@ -12,9 +12,6 @@ namespace {
 
 using ptx::mma_e4m3;
 
-using fp8::block_scale;
-using fp8::to_e4m3;
-
 // One warp per (token, 128-group); each lane owns 4 consecutive channels.
 __global__ void quant_act_kernel(Fp8QuantParams p) {
   pdl_enter();
@@ -24,7 +21,6 @@ __global__ void quant_act_kernel(Fp8QuantParams p) {
   if (warp >= p.M * groups) return;
   const int64_t m = warp / groups, g = warp % groups;
   float v[4];
-  float amax = 0.0f;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const int64_t k = g * 128 + lane * 4 + j;
@@ -33,19 +29,10 @@ __global__ void quant_act_kernel(Fp8QuantParams p) {
       x = p.x_f32 ? static_cast<const float*>(p.x)[m * p.ldx + k]
                   : __bfloat162float(static_cast<const __nv_bfloat16*>(p.x)[m * p.ldx + k]);
     }
-    v[j] = x;
-    amax = fmaxf(amax, fabsf(x));
+    v[j] = x;  // columns K..Kp stay zero: e4m3(0) = 0
   }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  const float s = block_scale(amax, p.ue8m0);
-  uint32_t packed = 0;
-#pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int64_t k = g * 128 + lane * 4 + j;
-    const uint8_t b = k < p.K ? to_e4m3(__fdiv_rn(v[j], s)) : 0;
-    packed |= static_cast<uint32_t>(b) << (8 * j);
-  }
+  uint32_t packed;
+  const float s = fp8::quantize_group_warp(v, p.ue8m0, &packed);
   reinterpret_cast<uint32_t*>(p.q + m * p.Kp + g * 128)[lane] = packed;
   if (lane == 0) p.s[p.s_m_major ? g * p.s_ld + m : m * p.s_ld + g] = s;
 }

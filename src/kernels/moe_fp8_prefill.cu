@@ -10,9 +10,6 @@
 namespace ds::kernels {
 namespace {
 
-using fp8::block_scale;
-using fp8::to_e4m3;
-
 __global__ void segments_kernel(const int32_t* counts, int experts, int32_t* pstart) {
   int32_t acc = 0;
   for (int e = 0; e < experts; ++e) {
@@ -41,7 +38,6 @@ __global__ void segment_quant_kernel(MoeFp8SegmentQuantParams p) {
   const bool valid = i < __ldg(p.counts + e);
   const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.x);
   float v[4];
-  float amax = 0.0f;
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const int64_t c = g * 128 + lane * 4 + j;
@@ -56,14 +52,9 @@ __global__ void segment_quant_kernel(MoeFp8SegmentQuantParams p) {
       val = __bfloat162float(x[token * p.ldx + c]);
     }
     v[j] = val;
-    amax = fmaxf(amax, fabsf(val));
   }
-#pragma unroll
-  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-  const float s = block_scale(amax, p.ue8m0);
-  uint32_t packed = 0;
-#pragma unroll
-  for (int j = 0; j < 4; ++j) packed |= static_cast<uint32_t>(to_e4m3(__fdiv_rn(v[j], s))) << (8 * j);
+  uint32_t packed;
+  const float s = fp8::quantize_group_warp(v, p.ue8m0, &packed);
   reinterpret_cast<uint32_t*>(p.q + slot * p.K + g * 128)[lane] = packed;
   if (lane == 0) p.s[p.s_m_major ? start * groups + g * rows + i : slot * groups + g] = s;
 }

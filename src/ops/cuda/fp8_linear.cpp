@@ -280,20 +280,26 @@ Tensor Fp8Gemm::linear(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path 
   return y;
 }
 
+// quant_act of x ([M, K] contiguous, bf16 or f32) for weight w into q [>= M, Kp]; the caller sets the scales.
+static kernels::Fp8QuantParams quant_params(const Tensor& x, const Fp8Weight& w, bool ue8m0, Tensor& q) {
+  kernels::Fp8QuantParams qp;
+  qp.x = x.data();
+  qp.x_f32 = x.dtype() == DType::kF32;
+  qp.ldx = w.K;
+  qp.M = x.dim(0);
+  qp.K = w.K;
+  qp.Kp = w.Kp;
+  qp.q = q.data_as<uint8_t>();
+  qp.ue8m0 = ue8m0;
+  return qp;
+}
+
 // q [M, Kp] e4m3 and token-major scales [M, Kp / 128] of x for the small-M kernel.
 void Fp8Gemm::quantize_small_m(const Tensor& x, const Fp8Weight& w, bool ue8m0, Tensor* q, Tensor* sx) {
   const int64_t M = x.dim(0), kb = w.Kp / 128;
   *q = Tensor::empty({M, w.Kp}, DType::kF8E4M3, Device::kCuda);
   *sx = Tensor::empty({M, kb}, DType::kF32, Device::kCuda);
-  kernels::Fp8QuantParams qp;
-  qp.x = x.data();
-  qp.x_f32 = x.dtype() == DType::kF32;
-  qp.ldx = w.K;
-  qp.M = M;
-  qp.K = w.K;
-  qp.Kp = w.Kp;
-  qp.q = q->data_as<uint8_t>();
-  qp.ue8m0 = ue8m0;
+  kernels::Fp8QuantParams qp = quant_params(x, w, ue8m0, *q);
   qp.s = sx->data_as<float>();
   qp.s_ld = kb;
   qp.s_m_major = false;
@@ -338,15 +344,7 @@ void Fp8Gemm::linear_to(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path
     return;
   }
   Tensor qp_rows = Tensor::empty({Mp, w.Kp}, DType::kF8E4M3, Device::kCuda);
-  kernels::Fp8QuantParams qp;
-  qp.x = x.data();
-  qp.x_f32 = x.dtype() == DType::kF32;
-  qp.ldx = w.K;
-  qp.M = M;
-  qp.K = w.K;
-  qp.Kp = w.Kp;
-  qp.q = qp_rows.data_as<uint8_t>();
-  qp.ue8m0 = ue8m0;
+  kernels::Fp8QuantParams qp = quant_params(x, w, ue8m0, qp_rows);
   if (Mp != M) {
     DS_CUDA_CHECK(cudaMemsetAsync(static_cast<uint8_t*>(qp_rows.data()) + M * w.Kp, 0, (Mp - M) * w.Kp, stream));
   }
