@@ -148,15 +148,24 @@ Tensor DeepseekModel::decoder_layer_open(const Layer& layer, int cache_layer, Te
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   // `hidden` is the residual stream [T, d], updated in place; `pending` (the previous layer's MLP output, or
   // undefined) is added to it by this layer's input norm.
-  Tensor x = pending.defined() ? ops_.add_rms_norm(hidden, pending, layer.input_norm, eps)   // hidden += pending
-                               : ops_.rms_norm(hidden, layer.input_norm, eps);               // [T, d]
-  Tensor a = attention(layer.attn, cache_layer, x, meta, cache, mode);      // [T, d]
-  x = ops_.add_rms_norm(hidden, a, layer.post_attn_norm, eps);             // hidden += a; [T, d]
-  return mlp(layer, x);                                                    // [T, d], not yet added
+  // Each norm's output may come with its FP8 quantization for the block-FP8 projections that read it (xq;
+  // undefined unless the backend fused it: see Ops::rms_norm_q).
+  Fp8Act xq;
+  const LinearWeight& q_first = cfg_.q_lora_rank > 0 ? layer.attn.q_a_proj : layer.attn.q_proj;
+  Tensor x = pending.defined() ? ops_.rms_norm_q(&hidden, pending, layer.input_norm, eps, q_first, &xq)  // hidden += pending
+                               : ops_.rms_norm_q(nullptr, hidden, layer.input_norm, eps, q_first, &xq);   // [T, d]
+  Tensor a = attention(layer.attn, cache_layer, x, xq, meta, cache, mode);    // [T, d]
+  static const LinearWeight kNone;
+  const LinearWeight& mlp_first = !layer.is_moe         ? layer.dense.gate_up
+                                  : layer.has_shared     ? layer.shared.gate_up
+                                  : layer.experts.empty() ? kNone
+                                                         : layer.experts[0].gate_up;
+  x = ops_.rms_norm_q(&hidden, a, layer.post_attn_norm, eps, mlp_first, &xq);  // hidden += a; [T, d]
+  return mlp(layer, x, xq);                                                    // [T, d], not yet added
 }
 
-Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tensor& x, const AttnMetadata& meta,
-                                KvCache& cache, AttnMode mode) {
+Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tensor& x, const Fp8Act& xq,
+                                const AttnMetadata& meta, KvCache& cache, AttnMode mode) {
   const int64_t T = x.dim(0), H = cfg_.num_attention_heads;
   const int64_t nope = cfg_.qk_nope_head_dim, rope = cfg_.qk_rope_head_dim, dqk = nope + rope;
   const int64_t v = cfg_.v_head_dim, lora = cfg_.kv_lora_rank;
@@ -167,11 +176,11 @@ Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tenso
   Tensor q, q_resid, kv_a;  // kv_a: [T, lora + rope]
   if (cfg_.q_lora_rank > 0) {
     Tensor q_a;
-    ops_.linear_pair(x, a.q_a_proj, a.kv_a_proj, &q_a, &kv_a);  // [T, q_lora_rank]
+    ops_.linear_pair_q(x, xq, a.q_a_proj, a.kv_a_proj, &q_a, &kv_a);  // [T, q_lora_rank]
     q_resid = ops_.rms_norm(q_a, a.q_a_norm, eps);                // [T, q_lora_rank]
     q = ops_.linear(q_resid, a.q_b_proj);                         // [T, H * dqk]
   } else {
-    ops_.linear_pair(x, a.q_proj, a.kv_a_proj, &q, &kv_a);  // [T, H * dqk]
+    ops_.linear_pair_q(x, xq, a.q_proj, a.kv_a_proj, &q, &kv_a);  // [T, H * dqk]
   }
   Tensor q3 = q.reshape({T, H, dqk});  // rope part not rotated yet: each attention form below does it
 
@@ -221,20 +230,20 @@ Tensor DeepseekModel::indexer(const Attention& a, int cache_layer, const Tensor&
                            static_cast<float>(1.0 / std::sqrt(static_cast<double>(Hi))));  // [T, index_topk]
 }
 
-Tensor DeepseekModel::mlp(const Layer& layer, const Tensor& x) {
-  if (!layer.is_moe) return ops_.linear(ops_.linear_silu(x, layer.dense.gate_up), layer.dense.down);  // [T, d]
+Tensor DeepseekModel::mlp(const Layer& layer, const Tensor& x, const Fp8Act& xq) {
+  if (!layer.is_moe) return ops_.linear(ops_.linear_silu_q(x, xq, layer.dense.gate_up), layer.dense.down);  // [T, d]
   // The shared expert does not depend on the routing: it runs beside the router, the routing and the routed
   // experts (their latency-bound kernels hide under its weight stream), and is added at the join.
   Tensor shared;  // [T, d] (fp32 where the backend keeps the partial sum unrounded)
   if (layer.has_shared) {
     ops_.side_begin();
-    shared = ops_.linear_partial(ops_.linear_silu(x, layer.shared.gate_up), layer.shared.down);
+    shared = ops_.linear_partial(ops_.linear_silu_q(x, xq, layer.shared.gate_up), layer.shared.down);
     ops_.side_end();
   }
   Tensor router_logits = ops_.linear_f32(x, layer.router);  // [T, E] fp32
   Tensor ids, weights;                                      // [T, top_k]
   ops_.moe_route(router_logits, layer.correction_bias, routing_, &ids, &weights);
-  Tensor y = ops_.moe_experts(x, ids, weights, layer.experts);  // [T, d]
+  Tensor y = ops_.moe_experts_q(x, xq, ids, weights, layer.experts);  // [T, d]
   if (layer.has_shared) {
     ops_.side_join();
     ops_.add_(y, shared);

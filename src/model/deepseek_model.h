@@ -74,11 +74,11 @@ class DeepseekModel {
   // norm) to add to `hidden`; `pending` is the previous layer's, or undefined.
   Tensor decoder_layer_open(const Layer& layer, int cache_layer, Tensor& hidden, const Tensor& pending,
                             const AttnMetadata& meta, KvCache& cache, AttnMode mode);
-  Tensor attention(const Attention& a, int cache_layer, const Tensor& x, const AttnMetadata& meta, KvCache& cache,
-                   AttnMode mode);
+  Tensor attention(const Attention& a, int cache_layer, const Tensor& x, const Fp8Act& xq, const AttnMetadata& meta,
+                   KvCache& cache, AttnMode mode);
   Tensor indexer(const Attention& a, int cache_layer, const Tensor& x, const Tensor& q_resid,
                  const AttnMetadata& meta, KvCache& cache);
-  Tensor mlp(const Layer& layer, const Tensor& x);
+  Tensor mlp(const Layer& layer, const Tensor& x, const Fp8Act& xq);
 
   ModelConfig cfg_;
   Ops& ops_;

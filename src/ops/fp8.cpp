@@ -55,10 +55,18 @@ void quantize_activations_fp8(const Tensor& x, int group, bool ue8m0, Tensor* q,
 
 Tensor linear_w8a8_reference(const Tensor& x, const LinearWeight& w, bool ue8m0) {
   DS_CHECK(w.is_block_fp8() && w.block_k == 128, "linear_w8a8_reference needs a 128-block FP8 weight");
-  const int64_t T = x.dim(0), K = x.dim(1), N = w.out_features();
-  DS_CHECK(K == w.in_features(), "linear_w8a8 ", x.describe(), " x ", w.weight.describe());
+  DS_CHECK(x.ndim() == 2 && x.dim(1) == w.in_features(), "linear_w8a8 ", x.describe(), " x ", w.weight.describe());
   Tensor qx, sx;
   quantize_activations_fp8(x, 128, ue8m0, &qx, &sx);
+  return linear_w8a8_quantized(qx, sx, w);
+}
+
+Tensor linear_w8a8_quantized(const Tensor& qx, const Tensor& sx, const LinearWeight& w) {
+  DS_CHECK(w.is_block_fp8() && w.block_k == 128, "linear_w8a8_quantized needs a 128-block FP8 weight");
+  const int64_t T = qx.dim(0), K = qx.dim(1), N = w.out_features();
+  DS_CHECK(qx.ndim() == 2 && qx.dtype() == DType::kF8E4M3 && K == w.in_features() && sx.ndim() == 2 &&
+               sx.dim(0) == T && sx.dim(1) == (K + 127) / 128 && sx.dtype() == DType::kF32,
+           "linear_w8a8_quantized ", qx.describe(), " / ", sx.describe(), " x ", w.weight.describe());
   const int64_t G = sx.dim(1), gw = w.scale_inv.dim(1);
   Tensor y = Tensor::empty({T, N}, DType::kF32);
   // e4m3 decoded through a table (the tests run this at model sizes); the products are the same floats.

@@ -25,6 +25,8 @@ void quantize_activations_fp8(const Tensor& x, int group, bool ue8m0, Tensor* q,
 // The W8A8 block GEMM's exact semantics in fp32: y[t, n] = sum over 128-deep K blocks kb of
 // (sum_k qx[t, k] * qw[n, k]) * sx[t, kb] * sw[n / bn, kb]. x is F32 [T, K]; w must be block-FP8.
 Tensor linear_w8a8_reference(const Tensor& x, const LinearWeight& w, bool ue8m0);
+// The same GEMM on activations already quantized by quantize_activations_fp8 (qx [T, K] e4m3, sx [T, ceil(K/128)]).
+Tensor linear_w8a8_quantized(const Tensor& qx, const Tensor& sx, const LinearWeight& w);
 
 // Whether every scale is a positive power of two (a ue8m0 checkpoint: activations then get ue8m0 scales too).
 // Host F32 tensor; false when empty.

@@ -56,6 +56,16 @@ struct MoeRouting {
   float routed_scaling_factor = 1.0f;
 };
 
+// An activation quantized for block-FP8 linears as ops/fp8.h quantize_activations_fp8 does (per token per 128
+// channels, e4m3, one fp32 scale per group), made by the kernel that produced the activation where a backend
+// fuses the two (rms_norm_q). Undefined when none was made.
+struct Fp8Act {
+  Tensor q;       // [T, K] F8_E4M3
+  Tensor scales;  // [T, ceil(K / 128)] F32
+  bool ue8m0 = false;  // power-of-two scales (for weights whose scales are)
+  bool defined() const { return q.defined(); }
+};
+
 // A gated MLP as a backend prepares it: gate and up fused into one [2 * inter, d] linear.
 struct PreparedMlp {
   LinearWeight gate_up;  // [2 * inter, d]: rows [0, inter) gate, [inter, 2 * inter) up
@@ -133,6 +143,27 @@ class Ops {
     *y1 = linear(x, w1);
     *y2 = linear(x, w2);
   }
+  // ---- FP8 activations (issue 7: the quantization fused into the producing kernel) ----
+  // rms_norm(x, w) (with a residual: residual += x first, as add_rms_norm) whose output feeds block-FP8 weights
+  // like `consumer`: where the backend fuses them, *xq = that output quantized for consumer's activation scales;
+  // otherwise *xq is undefined. The _q ops below take it beside x and use it wherever their weights take the same
+  // scales (it is x's quantization, so results are those of the plain ops); the defaults ignore it.
+  virtual Tensor rms_norm_q(Tensor* residual, const Tensor& x, const Tensor& w, float eps, const LinearWeight& consumer,
+                            Fp8Act* xq) {
+    (void)consumer;
+    *xq = Fp8Act{};
+    return residual ? add_rms_norm(*residual, x, w, eps) : rms_norm(x, w, eps);
+  }
+  virtual void linear_pair_q(const Tensor& x, const Fp8Act& xq, const LinearWeight& w1, const LinearWeight& w2,
+                             Tensor* y1, Tensor* y2) {
+    (void)xq;
+    linear_pair(x, w1, w2, y1, y2);
+  }
+  virtual Tensor linear_silu_q(const Tensor& x, const Fp8Act& xq, const LinearWeight& gate_up) {
+    (void)xq;
+    return linear_silu(x, gate_up);
+  }
+
   // Per-head batched matmul: out[t, h, :] = x[t, h, :] @ w[h]  ([T, H, K] x [H, K, N] -> [T, H, N]).
   virtual Tensor bmm_heads(const Tensor& x, const Tensor& w) = 0;
 
@@ -224,6 +255,12 @@ class Ops {
   // sum_k topk_weights[t, k] * expert[topk_ids[t, k]](x[t]) -> [T, d]
   virtual Tensor moe_experts(const Tensor& x /*[T, d]*/, const Tensor& topk_ids, const Tensor& topk_weights,
                              const std::vector<PreparedMlp>& experts) = 0;
+  // moe_experts given x's quantization too (see rms_norm_q).
+  virtual Tensor moe_experts_q(const Tensor& x, const Fp8Act& xq, const Tensor& topk_ids, const Tensor& topk_weights,
+                               const std::vector<PreparedMlp>& experts) {
+    (void)xq;
+    return moe_experts(x, topk_ids, topk_weights, experts);
+  }
 
   // ---- output ----
   virtual Tensor log_softmax(const Tensor& logits /*[T, V]*/) = 0;  // F32

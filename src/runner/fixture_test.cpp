@@ -2,6 +2,7 @@
 // continuations and MTP draft distributions (tests/fixtures/*/reference.json, made by
 // scripts/make_fixtures.py with transformers 5.17 in fp32).
 #include <cmath>
+#include <cstdlib>
 #include <fstream>
 #include <string>
 
@@ -52,6 +53,30 @@ double score_diff(const ScoreResult& r, const nlohmann::json& entry) {
 }
 
 class FixtureTest : public ::testing::TestWithParam<std::string> {};
+
+// The W8A8 oracle (DSERVE_FP8_NATIVE=1) on the FP8 fixture with 128-multiple dims: the norms' FP8 activations
+// (Ops::rms_norm_q, read by the q / kv_a pair, the shared expert and the routed experts) change nothing, to the
+// bit, against every linear quantizing for itself (DSERVE_FP8_FUSED_NORM=0).
+TEST(FixtureW8A8, NormQuantizationChangesNothing) {
+  std::vector<std::vector<float>> runs;
+  for (const char* fused : {"1", "0"}) {
+    setenv("DSERVE_FP8_NATIVE", "1", 1);
+    setenv("DSERVE_FP8_FUSED_NORM", fused, 1);
+    Loaded l = load("v3_fp8_h256");
+    unsetenv("DSERVE_FP8_NATIVE");
+    unsetenv("DSERVE_FP8_FUSED_NORM");
+    ASSERT_TRUE(l.model);
+    SequenceRunner runner(*l.model, *l.ops);
+    std::vector<float> all;
+    for (size_t i = 0; i < 2 && i < l.ref["score"].size(); ++i) {  // two prompts keep it short under ASan
+      ScoreResult r = runner.score(ids_of(l.ref["score"][i]["input_ids"]), 1);
+      all.insert(all.end(), r.token_logprobs.begin() + 1, r.token_logprobs.end());
+    }
+    runs.push_back(all);
+  }
+  ASSERT_FALSE(runs[0].empty());
+  EXPECT_EQ(runs[0], runs[1]);
+}
 
 TEST_P(FixtureTest, ScoreMatchesTransformers) {
   Loaded l = load(GetParam());

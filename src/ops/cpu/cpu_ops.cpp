@@ -91,6 +91,9 @@ class CpuOps final : public Ops {
   CpuOps() {
     const char* fp8 = std::getenv("DSERVE_FP8_NATIVE");
     w8a8_ = fp8 && std::string(fp8) == "1";
+    // DSERVE_FP8_FUSED_NORM=0: no FP8 activations from the norms (rms_norm_q), each linear quantizes for itself.
+    const char* fused = std::getenv("DSERVE_FP8_FUSED_NORM");
+    fused_norm_ = !(fused && std::string(fused) == "0");
   }
   Device device() const override { return Device::kCpu; }
   DType activation_dtype() const override { return DType::kF32; }
@@ -237,6 +240,40 @@ class CpuOps final : public Ops {
       std::memcpy(out.f32() + i * n, x.f32() + rows[i] * n, sizeof(float) * n);
     }
     return out;
+  }
+
+  // The FP8 activations (W8A8 mode): the normed output quantized as linear_w8a8_reference would quantize it,
+  // and the _q ops read it wherever the weight takes the same scales, so the plumbing is checked here too.
+  Tensor rms_norm_q(Tensor* residual, const Tensor& x, const Tensor& w, float eps, const LinearWeight& consumer,
+                    Fp8Act* xq) override {
+    Tensor out = residual ? add_rms_norm(*residual, x, w, eps) : rms_norm(x, w, eps);
+    *xq = Fp8Act{};
+    if (w8a8_ && fused_norm_ && consumer.is_block_fp8()) {
+      xq->ue8m0 = fp8_scales_are_pow2(consumer.scale_inv);
+      quantize_activations_fp8(out, 128, xq->ue8m0, &xq->q, &xq->scales);
+    }
+    return out;
+  }
+  void linear_pair_q(const Tensor& x, const Fp8Act& xq, const LinearWeight& w1, const LinearWeight& w2, Tensor* y1,
+                     Tensor* y2) override {
+    *y1 = linear_q(x, xq, w1);
+    *y2 = linear_q(x, xq, w2);
+  }
+  Tensor linear_silu_q(const Tensor& x, const Fp8Act& xq, const LinearWeight& gate_up) override {
+    return silu_mul(linear_q(x, xq, gate_up));
+  }
+  Tensor moe_experts_q(const Tensor& x, const Fp8Act& xq, const Tensor& topk_ids, const Tensor& topk_weights,
+                       const std::vector<PreparedMlp>& experts) override {
+    return moe_experts_impl(x, &xq, topk_ids, topk_weights, experts);
+  }
+  // linear(x, w) from x's quantization where it was made for w's activation scales.
+  Tensor linear_q(const Tensor& x, const Fp8Act& xq, const LinearWeight& w) {
+    if (w8a8_ && w.is_block_fp8() && xq.defined() && xq.ue8m0 == fp8_scales_are_pow2(w.scale_inv)) {
+      DS_CHECK(xq.q.dim(0) == x.dim(0) && xq.q.dim(1) == x.dim(1), "fp8 activation ", xq.q.describe(), " for x ",
+               x.describe());
+      return linear_w8a8_quantized(xq.q, xq.scales, w);
+    }
+    return linear(x, w);
   }
 
   Tensor linear(const Tensor& x, const LinearWeight& w) override {
@@ -507,15 +544,21 @@ class CpuOps final : public Ops {
 
   Tensor moe_experts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                      const std::vector<PreparedMlp>& experts) override {
+    return moe_experts_impl(x, nullptr, topk_ids, topk_weights, experts);
+  }
+  Tensor moe_experts_impl(const Tensor& x, const Fp8Act* xq, const Tensor& topk_ids, const Tensor& topk_weights,
+                          const std::vector<PreparedMlp>& experts) {
     const int64_t T = x.dim(0), d = x.dim(1), K = topk_ids.dim(1);
     Tensor out = Tensor::zeros({T, d}, DType::kF32);
     const int32_t* ids = i32(topk_ids);
     for (int64_t t = 0; t < T; ++t) {
       Tensor xt = x.rows(t, t + 1);
+      Fp8Act xqt;
+      if (xq && xq->defined()) xqt = Fp8Act{xq->q.rows(t, t + 1), xq->scales.rows(t, t + 1), xq->ue8m0};
       for (int64_t k = 0; k < K; ++k) {
         const int e = ids[t * K + k];
         DS_CHECK(e >= 0 && e < static_cast<int>(experts.size()), "expert id ", e);
-        Tensor y = linear(silu_mul(linear(xt, experts[e].gate_up)), experts[e].down);
+        Tensor y = linear(silu_mul(linear_q(xt, xqt, experts[e].gate_up)), experts[e].down);
         const float wk = topk_weights.f32()[t * K + k];
         float* o = out.f32() + t * d;
         for (int64_t c = 0; c < d; ++c) o[c] += wk * y.f32()[c];
@@ -575,6 +618,7 @@ class CpuOps final : public Ops {
 
  private:
   bool w8a8_ = false;
+  bool fused_norm_ = true;
 };
 
 }  // namespace

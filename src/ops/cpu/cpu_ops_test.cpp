@@ -1,9 +1,13 @@
 // CpuOps pieces beyond the reference math other suites cover: the overlap scheduling plumbing (sample_async
-// with a token store, resolve_tokens_).
+// with a token store, resolve_tokens_), and the FP8 activations the norms hand to the W8A8 linears (rms_norm_q).
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <random>
 
 #include <gtest/gtest.h>
 
+#include "ops/fp8.h"
 #include "ops/ops.h"
 
 namespace ds {
@@ -39,6 +43,95 @@ TEST(CpuOps, TokenStoreFeedsPlaceholders) {
   EXPECT_EQ(ids.data_as<int32_t>()[1], 1);   // row 3
   EXPECT_EQ(ids.data_as<int32_t>()[2], 42);  // row 0
   EXPECT_EQ(ids.data_as<int32_t>()[3], 0);
+}
+
+Tensor random_f32(Shape shape, std::mt19937& rng, float stddev) {
+  Tensor t = Tensor::empty(std::move(shape), DType::kF32);
+  std::normal_distribution<float> nd(0.0f, stddev);
+  for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = nd(rng);
+  return t;
+}
+
+Tensor copy_of(const Tensor& t) {
+  Tensor c = Tensor::empty(t.shape(), t.dtype());
+  std::memcpy(c.data(), t.data(), t.nbytes());
+  return c;
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.dtype() == b.dtype() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+}
+
+// In W8A8 mode (DSERVE_FP8_NATIVE=1) rms_norm_q quantizes its output for its consumer's scales, and the _q ops
+// reading it give exactly what the plain chain gives (the residual update included); a consumer that is not
+// block-FP8 gets no quantization, and a weight whose scales differ in kind (ue8m0) quantizes for itself.
+TEST(CpuOps, RmsNormQuantizationFeedsTheW8A8Ops) {
+  setenv("DSERVE_FP8_NATIVE", "1", 1);
+  auto ops = make_cpu_ops();
+  unsetenv("DSERVE_FP8_NATIVE");
+  std::mt19937 rng(31);
+  const int64_t T = 3, d = 256, inter = 128;
+  Tensor norm_w = random_f32({d}, rng, 0.5f);
+  for (int64_t i = 0; i < d; ++i) norm_w.f32()[i] += 1.0f;
+  auto fp8 = [&](int64_t n, int64_t k, bool ue8m0) {
+    return ops->prepare_linear(quantize_weight_fp8(random_f32({n, k}, rng, 0.05f), 128, 128, ue8m0));
+  };
+  const LinearWeight w1 = fp8(192, d, false), w2 = fp8(576, d, false), w_pow2 = fp8(64, d, true);
+  const LinearWeight dense = ops->prepare_linear(LinearWeight{random_f32({64, d}, rng, 0.05f)});
+  std::vector<PreparedMlp> experts;
+  for (int e = 0; e < 4; ++e)
+    experts.push_back(ops->prepare_mlp(quantize_weight_fp8(random_f32({inter, d}, rng, 0.05f)),
+                                       quantize_weight_fp8(random_f32({inter, d}, rng, 0.05f)),
+                                       quantize_weight_fp8(random_f32({d, inter}, rng, 0.05f))));
+  ASSERT_TRUE(experts[0].gate_up.is_block_fp8());  // native W8A8 experts
+  const Tensor x = random_f32({T, d}, rng, 1.0f), pending = random_f32({T, d}, rng, 1.0f);
+
+  for (bool with_residual : {false, true}) {
+    Tensor res_a = copy_of(x), res_b = copy_of(x);
+    Fp8Act xq;
+    Tensor y = ops->rms_norm_q(with_residual ? &res_a : nullptr, with_residual ? pending : x, norm_w, 1e-6f, w1, &xq);
+    Tensor want = with_residual ? ops->add_rms_norm(res_b, pending, norm_w, 1e-6f) : ops->rms_norm(x, norm_w, 1e-6f);
+    EXPECT_TRUE(same_bits(y, want));
+    EXPECT_TRUE(same_bits(res_a, res_b));
+    ASSERT_TRUE(xq.defined());
+    EXPECT_FALSE(xq.ue8m0);
+    Tensor q_want, s_want;
+    quantize_activations_fp8(want, 128, false, &q_want, &s_want);
+    EXPECT_TRUE(same_bits(xq.q, q_want));
+    EXPECT_TRUE(same_bits(xq.scales, s_want));
+
+    Tensor a1, a2, b1, b2;
+    ops->linear_pair_q(y, xq, w1, w2, &a1, &a2);
+    ops->linear_pair(y, w1, w2, &b1, &b2);
+    EXPECT_TRUE(same_bits(a1, b1));
+    EXPECT_TRUE(same_bits(a2, b2));
+    EXPECT_TRUE(same_bits(ops->linear_silu_q(y, xq, experts[1].gate_up), ops->linear_silu(y, experts[1].gate_up)));
+    // A ue8m0 weight reads its own (power-of-two) quantization, not xq's.
+    Tensor p1, p2, r1, r2;
+    ops->linear_pair_q(y, xq, w_pow2, w1, &p1, &p2);
+    ops->linear_pair(y, w_pow2, w1, &r1, &r2);
+    EXPECT_TRUE(same_bits(p1, r1));
+    EXPECT_TRUE(same_bits(p2, r2));
+    Tensor ids = Tensor::empty({T, 2}, DType::kI32), weights = Tensor::empty({T, 2}, DType::kF32);
+    for (int64_t i = 0; i < 2 * T; ++i) {
+      ids.data_as<int32_t>()[i] = static_cast<int32_t>((i * 3) % 4);
+      weights.f32()[i] = 0.25f + 0.1f * static_cast<float>(i);
+    }
+    EXPECT_TRUE(same_bits(ops->moe_experts_q(y, xq, ids, weights, experts), ops->moe_experts(y, ids, weights, experts)));
+  }
+  // Consumers that are not block-FP8 get nothing; power-of-two weight scales get ue8m0 activations.
+  Fp8Act none, pow2;
+  ops->rms_norm_q(nullptr, x, norm_w, 1e-6f, dense, &none);
+  EXPECT_FALSE(none.defined());
+  ops->rms_norm_q(nullptr, x, norm_w, 1e-6f, w_pow2, &pow2);
+  ASSERT_TRUE(pow2.defined());
+  EXPECT_TRUE(pow2.ue8m0);
+  // Without W8A8 (the CPU default: FP8 weights dequantized) nothing is quantized.
+  auto plain = make_cpu_ops();
+  Fp8Act off;
+  plain->rms_norm_q(nullptr, x, norm_w, 1e-6f, plain->prepare_linear(quantize_weight_fp8(random_f32({64, d}, rng, 0.05f))),
+                    &off);
+  EXPECT_FALSE(off.defined());
 }
 
 }  // namespace
