@@ -3,6 +3,7 @@
 // 16-byte chunks keep the row in registers (one load wave); others take the scalar fallback.
 #include <cuda_bf16.h>
 
+#include "kernels/fp8_quant.cuh"
 #include "kernels/rms_norm.h"
 #include "kernels/pdl.cuh"
 
@@ -129,26 +130,61 @@ __global__ void __launch_bounds__(1024) rms_norm_vec_kernel(RmsNormParams p) {
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     const int64_t i = threadIdx.x + static_cast<int64_t>(c) * blockDim.x;
-    if (i >= chunks) continue;
-    uint4 o;
+    const bool in = i < chunks;
+    uint4 o = make_uint4(0u, 0u, 0u, 0u);
     __nv_bfloat16* ob = reinterpret_cast<__nv_bfloat16*>(&o);
+    if (in) {
 #pragma unroll
-    for (int j = 0; j < 8; ++j) ob[j] = __float2bfloat16(w[c][j] * (v[c][j] * inv));
-    out[i] = o;
+      for (int j = 0; j < 8; ++j) ob[j] = __float2bfloat16(w[c][j] * (v[c][j] * inv));
+      out[i] = o;
+    }
+    if (p.q) {
+      // The bf16 outputs quantized as quant_act would read them. A 128-group is 16 chunks: 16 adjacent lanes
+      // (blockDim is a multiple of 32 and n of 128, so a half-warp is wholly in or out of the row).
+      float f[8], amax = 0.0f;
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        f[j] = __bfloat162float(ob[j]);
+        amax = fmaxf(amax, fabsf(f[j]));
+      }
+#pragma unroll
+      for (int m = 8; m > 0; m >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, m));
+      const float s = fp8::block_scale(amax, p.q_ue8m0);
+      if (in) {
+        uint2 packed = make_uint2(0u, 0u);
+#pragma unroll
+        for (int j = 0; j < 4; ++j) {
+          packed.x |= static_cast<uint32_t>(fp8::to_e4m3(__fdiv_rn(f[j], s))) << (8 * j);
+          packed.y |= static_cast<uint32_t>(fp8::to_e4m3(__fdiv_rn(f[j + 4], s))) << (8 * j);
+        }
+        reinterpret_cast<uint2*>(p.q + row * p.n)[i] = packed;
+        if ((threadIdx.x & 15) == 0) p.q_scales[row * (p.n / 128) + i / 16] = s;
+      }
+    }
   }
 }
 
 bool aligned16(const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15) == 0; }
 
+
+// The vector path: rows of whole 16-byte chunks (n, strides multiples of 8; aligned pointers), at most 4
+// chunks per thread of a block of <= 1024 threads (n <= 32768).
+bool vector_path(const RmsNormParams& p) {
+  return p.n % 8 == 0 && p.x_stride % 8 == 0 && p.out_stride % 8 == 0 &&
+         (!p.residual || (p.residual_stride % 8 == 0 && aligned16(p.residual))) && aligned16(p.x) &&
+         aligned16(p.out) && aligned16(p.weight) && p.n <= 8 * 4 * 1024 && p.rows < (int64_t{1} << 31);
+}
+
 }  // namespace
 
+bool rms_norm_quant_supported(const RmsNormParams& p) {
+  return vector_path(p) && p.n % 128 == 0 && p.q && p.q_scales && (reinterpret_cast<uintptr_t>(p.q) & 7) == 0;
+}
+
 cudaError_t launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
+  if (p.q && !rms_norm_quant_supported(p)) return cudaErrorInvalidValue;
   if (p.rows == 0) return cudaSuccess;
-  // The vector path: rows of whole 16-byte chunks (n, strides multiples of 8; aligned pointers), at most 4
-  // chunks per thread of a block of <= 1024 threads (n <= 32768).
-  const bool vec = p.n % 8 == 0 && p.x_stride % 8 == 0 && p.out_stride % 8 == 0 &&
-                   (!p.residual || (p.residual_stride % 8 == 0 && aligned16(p.residual))) && aligned16(p.x) &&
-                   aligned16(p.out) && aligned16(p.weight) && p.n <= 8 * 4 * 1024 && p.rows < (int64_t{1} << 31);
+  const bool vec = vector_path(p);
   if (vec) {
     const int64_t chunks = p.n / 8;
     // Fewest chunks per thread with <= 512 threads (1024 for the largest rows): a decode row is one wave of

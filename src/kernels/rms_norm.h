@@ -1,5 +1,5 @@
 // RMSNorm kernels (bf16 in/out, fp32 math): y = w * x / sqrt(mean(x^2) + eps), optionally fused with the
-// residual add of the pre-norm decoder (residual += x; y = norm(residual)).
+// residual add of the pre-norm decoder (residual += x; y = norm(residual)) and with y's block-FP8 quantization.
 #pragma once
 #include <cstdint>
 
@@ -19,7 +19,15 @@ struct RmsNormParams {
   int64_t out_stride;
   float eps;
   bool weight_f32 = false;
+  // Optional (issue 7): out quantized for block-FP8 linears in the same kernel, bit for bit as launch_fp8_quant_act
+  // quantizes the bf16 out: q [rows, n] e4m3 (row stride n), q_scales [rows, n / 128] (token-major).
+  uint8_t* q = nullptr;
+  float* q_scales = nullptr;
+  bool q_ue8m0 = false;
 };
+
+// Whether launch_rms_norm takes p with q set: rows of whole 128-groups on the vector path.
+bool rms_norm_quant_supported(const RmsNormParams& p);
 
 cudaError_t launch_rms_norm(const RmsNormParams& p, cudaStream_t stream);
 

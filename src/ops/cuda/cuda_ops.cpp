@@ -167,6 +167,10 @@ class CudaOps final : public Ops {
     // (moe_fp8_segmented) instead of around every expert's GEMM. Off until measured on the device.
     const char* seg = std::getenv("DSERVE_MOE_FP8_SEGMENTED");
     moe_fp8_segmented_ = seg && std::string(seg) == "1";
+    // DSERVE_FP8_FUSED_NORM=1: decode-sized norms also write their output's FP8 quantization for the FP8 linears
+    // and experts that read it (rms_norm_q), saving their quant_act launches. Off until measured on the device.
+    const char* fused = std::getenv("DSERVE_FP8_FUSED_NORM");
+    fused_norm_ = fused && std::string(fused) == "1";
     // DSERVE_SMALL_M_GEMM=0 sends every bf16 GEMM to cuBLASLt (A/B runs); =N caps the small-M kernels' M.
     if (const char* sm = std::getenv("DSERVE_SMALL_M_GEMM"); sm && *sm) small_m_max_ = std::atoi(sm);
   }
@@ -240,22 +244,52 @@ class CudaOps final : public Ops {
         {table.data(), elem_type(table.dtype()), i32(ids, "embedding ids"), out.data(), n, table.dim(0), d}, stream()));
     return out;
   }
-  Tensor rms_norm(const Tensor& x, const Tensor& w, float eps) override {
-    DS_CHECK_SHAPE(x, {-1, w.dim(0)});
-    check_dtype(x, DType::kBF16, "rms_norm x");
-    const int64_t rows = x.dim(0), n = x.dim(1);
-    Tensor out = empty({rows, n}, DType::kBF16);
-    launch_rms(x, nullptr, w, out, eps);
+  Tensor rms_norm(const Tensor& x, const Tensor& w, float eps) override { return norm(nullptr, x, w, eps, nullptr, false); }
+  Tensor add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, float eps) override {
+    return norm(&residual, x, w, eps, nullptr, false);
+  }
+  // FP8 activations from the norm kernel (DSERVE_FP8_FUSED_NORM=1) for decode-sized batches, where the quant_act
+  // launch each FP8 linear would make costs more than its bytes.
+  static constexpr int64_t kFusedNormMaxRows = 64;
+  Tensor rms_norm_q(Tensor* residual, const Tensor& x, const Tensor& w, float eps, const LinearWeight& consumer,
+                    Fp8Act* xq) override {
+    *xq = Fp8Act{};
+    const bool fuse = fused_norm_ && fp8_ && consumer.is_block_fp8() && fp8_->owns(consumer) &&
+                      x.ndim() == 2 && x.dim(0) <= kFusedNormMaxRows;
+    return norm(residual, x, w, eps, fuse ? xq : nullptr, fuse && fp8_->ue8m0_of(consumer));
+  }
+  Tensor norm(Tensor* residual, const Tensor& x, const Tensor& w, float eps, Fp8Act* xq, bool ue8m0) {
+    if (residual) {
+      DS_CHECK_SHAPE(*residual, {-1, w.dim(0)});
+      DS_CHECK(x.numel() == residual->numel(), residual->describe(), " += ", x.describe());
+      check_dtype(*residual, DType::kBF16, "add_rms_norm residual");
+      check_dtype(x, DType::kBF16, "add_rms_norm x");
+    } else {
+      DS_CHECK_SHAPE(x, {-1, w.dim(0)});
+      check_dtype(x, DType::kBF16, "rms_norm x");
+    }
+    const Tensor& shape_of = residual ? *residual : x;
+    Tensor out = empty({shape_of.dim(0), shape_of.dim(1)}, DType::kBF16);
+    launch_rms(x, residual, w, out, eps, xq, ue8m0);
     return out;
   }
-  Tensor add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, float eps) override {
-    DS_CHECK_SHAPE(residual, {-1, w.dim(0)});
-    DS_CHECK(x.numel() == residual.numel(), residual.describe(), " += ", x.describe());
-    check_dtype(residual, DType::kBF16, "add_rms_norm residual");
-    check_dtype(x, DType::kBF16, "add_rms_norm x");
-    Tensor out = empty({residual.dim(0), residual.dim(1)}, DType::kBF16);
-    launch_rms(x, &residual, w, out, eps);
-    return out;
+  void linear_pair_q(const Tensor& x, const Fp8Act& xq, const LinearWeight& w1, const LinearWeight& w2, Tensor* y1,
+                     Tensor* y2) override {
+    Tensor a, b;
+    const bool q1 = prequantized(xq, w1, &a), q2 = prequantized(xq, w2, &b);
+    if (!q1 && !q2) return linear_pair(x, w1, w2, y1, y2);
+    *y1 = q1 ? a : linear(x, w1);
+    *y2 = q2 ? b : linear(x, w2);
+  }
+  Tensor linear_silu_q(const Tensor& x, const Fp8Act& xq, const LinearWeight& gate_up) override {
+    Tensor gu;
+    if (prequantized(xq, gate_up, &gu)) return silu_mul(gu);
+    return linear_silu(x, gate_up);
+  }
+  // *y = linear(x, w) from x's quantization xq, where made for w's scales and w takes the small-M kernel at x's rows.
+  bool prequantized(const Fp8Act& xq, const LinearWeight& w, Tensor* y) {
+    return xq.defined() && fp8_ && w.is_block_fp8() && fp8_->owns(w) &&
+           fp8_->linear_quantized_small_m(xq.q, xq.scales, xq.ue8m0, w, y);
   }
   Tensor layer_norm(const Tensor& x, const Tensor& w, const Tensor& b, float eps) override {
     DS_CHECK_SHAPE(x, {-1, w.dim(0)});
@@ -735,6 +769,14 @@ class CudaOps final : public Ops {
 
   Tensor moe_experts(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights,
                      const std::vector<PreparedMlp>& experts) override {
+    return moe_experts_impl(x, nullptr, topk_ids, topk_weights, experts);
+  }
+  Tensor moe_experts_q(const Tensor& x, const Fp8Act& xq, const Tensor& topk_ids, const Tensor& topk_weights,
+                       const std::vector<PreparedMlp>& experts) override {
+    return moe_experts_impl(x, &xq, topk_ids, topk_weights, experts);
+  }
+  Tensor moe_experts_impl(const Tensor& x, const Fp8Act* xq, const Tensor& topk_ids, const Tensor& topk_weights,
+                          const std::vector<PreparedMlp>& experts) {
     check_dtype(x, DType::kBF16, "moe x");
     check_dtype(topk_weights, DType::kF32, "topk_weights");
     DS_CHECK(x.ndim() == 2 && topk_ids.ndim() == 2 && topk_ids.dim(0) == x.dim(0) &&
@@ -763,7 +805,7 @@ class CudaOps final : public Ops {
         grouped_max = std::max<int64_t>(grouped_max, kernels::kMoeFp8SmallMMax);
         const bool synced = (!grouped_moe_ || T > grouped_max) && capturing == cudaStreamCaptureStatusNone;
         return synced ? moe_experts_synced(x, topk_ids, topk_weights, experts, out)
-                      : moe_experts_fp8(x, topk_ids, topk_weights, *t, inter, out);
+                      : moe_experts_fp8(x, xq, topk_ids, topk_weights, *t, inter, out);
       }
       if (t && grouped_moe_ && (T <= kGroupedMaxTokens || capturing != cudaStreamCaptureStatusNone) &&
           kernels::moe_grouped_gemm_supported(inter, d) && kernels::moe_grouped_gemm_supported(d, inter))
@@ -830,8 +872,9 @@ class CudaOps final : public Ops {
 
   // Block-FP8 experts (kernels/moe_fp8.h): the activations are quantized once (x per token, the SiLU output per
   // routed row), then the small-M kernels (up to 16 tokens) or the pipelined tile run. No host sync at any size.
-  Tensor moe_experts_fp8(const Tensor& x, const Tensor& topk_ids, const Tensor& topk_weights, const ExpertTable& t,
-                         int64_t inter, Tensor out) {
+  // xq: x's quantization from the norm (rms_norm_q), used when made for the gate_up weights' scales.
+  Tensor moe_experts_fp8(const Tensor& x, const Fp8Act* xq, const Tensor& topk_ids, const Tensor& topk_weights,
+                         const ExpertTable& t, int64_t inter, Tensor out) {
     const int64_t T = x.dim(0), d = x.dim(1), K = topk_ids.dim(1), N = T * K;
     const int E = static_cast<int>(t.host.size() / 2);
     const Routed r = permute(topk_ids, E);
@@ -844,20 +887,28 @@ class CudaOps final : public Ops {
     g.experts = E;
     g.max_rows_per_expert = T;
     g.rows_hint = 2 * ((N + E - 1) / E);
-    auto gemm = [&](const Tensor& in /*[rows, k] bf16*/, bool ue8m0) {
+    auto gemm = [&](const Tensor& in /*[rows, k] bf16*/, bool ue8m0, const Fp8Act* made) {
       const int64_t rows = in.dim(0), k = in.dim(1);
-      Tensor q = empty({rows, k}, DType::kF8E4M3), sx = empty({rows, k / 128}, DType::kF32);
-      kernels::Fp8QuantParams qp;
-      qp.x = in.data();
-      qp.ldx = k;
-      qp.M = rows;
-      qp.K = k;
-      qp.Kp = k;
-      qp.q = q.data_as<uint8_t>();
-      qp.s = sx.data_as<float>();
-      qp.s_ld = k / 128;
-      qp.ue8m0 = ue8m0;
-      DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, stream()));
+      Tensor q, sx;
+      if (made && made->defined() && made->ue8m0 == ue8m0 && made->q.ndim() == 2 && made->q.dim(0) == rows &&
+          made->q.dim(1) == k && made->scales.dim(1) == k / 128) {
+        q = made->q;
+        sx = made->scales;
+      } else {
+        q = empty({rows, k}, DType::kF8E4M3);
+        sx = empty({rows, k / 128}, DType::kF32);
+        kernels::Fp8QuantParams qp;
+        qp.x = in.data();
+        qp.ldx = k;
+        qp.M = rows;
+        qp.K = k;
+        qp.Kp = k;
+        qp.q = q.data_as<uint8_t>();
+        qp.s = sx.data_as<float>();
+        qp.s_ld = k / 128;
+        qp.ue8m0 = ue8m0;
+        DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, stream()));
+      }
       g.q = q.data_as<uint8_t>();
       g.sx = sx.data_as<float>();
       DS_CUDA_CHECK(T <= kernels::kMoeFp8SmallMMax ? kernels::launch_moe_fp8_small_m(g, stream())
@@ -871,7 +922,7 @@ class CudaOps final : public Ops {
     g.N = inter;
     g.K = d;
     g.silu = true;
-    gemm(x, t.ue8m0_gate_up);
+    gemm(x, t.ue8m0_gate_up, xq);
     Tensor y = empty({N, d}, DType::kBF16);  // [routed rows, d]
     g.weights = t.down;
     g.scales = t.down_scales;
@@ -880,7 +931,7 @@ class CudaOps final : public Ops {
     g.N = d;
     g.K = inter;
     g.silu = false;
-    gemm(act, t.ue8m0_down);  // rows of out-of-range ids hold garbage and are never read
+    gemm(act, t.ue8m0_down, nullptr);  // rows of out-of-range ids hold garbage and are never read
     DS_CUDA_CHECK(kernels::launch_moe_combine(
         {y.data(), r.row_of, topk_weights.data_as<float>(), out.data(), T, d, static_cast<int>(K)}, stream()));
     return out;
@@ -1181,12 +1232,26 @@ class CudaOps final : public Ops {
     run_gemm(g);
   }
 
-  void launch_rms(const Tensor& x, Tensor* residual, const Tensor& w, Tensor& out, float eps) {
+  // With xq: out's block-FP8 quantization (ue8m0 scales or not) made in the same kernel where it takes the row.
+  void launch_rms(const Tensor& x, Tensor* residual, const Tensor& w, Tensor& out, float eps, Fp8Act* xq = nullptr,
+                  bool ue8m0 = false) {
     check_cuda(w, "rms_norm weight");
     DS_CHECK(w.dtype() == DType::kBF16 || w.dtype() == DType::kF32, "rms_norm weight ", w.describe());
     const int64_t rows = out.dim(0), n = out.dim(1);
     kernels::RmsNormParams p{x.data(), residual ? residual->data() : nullptr, w.data(), out.data(), rows, n, n, n, n, eps,
                              w.dtype() == DType::kF32};
+    if (xq) {
+      Tensor q = empty({rows, n}, DType::kF8E4M3), s = empty({rows, n / 128}, DType::kF32);
+      p.q = q.data_as<uint8_t>();
+      p.q_scales = s.data_as<float>();
+      p.q_ue8m0 = ue8m0;
+      if (kernels::rms_norm_quant_supported(p)) {
+        *xq = Fp8Act{q, s, ue8m0};
+      } else {
+        p.q = nullptr;
+        p.q_scales = nullptr;
+      }
+    }
     DS_CUDA_CHECK(kernels::launch_rms_norm(p, stream()));
   }
 
@@ -1409,6 +1474,7 @@ class CudaOps final : public Ops {
   bool fallback_attention_ = false;
   bool grouped_moe_ = true;
   bool moe_fp8_segmented_ = false;
+  bool fused_norm_ = false;
 };
 
 }  // namespace

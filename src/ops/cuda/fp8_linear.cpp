@@ -324,6 +324,19 @@ bool Fp8Gemm::linear_pair(const Tensor& x, const LinearWeight& p1, const LinearW
   return true;
 }
 
+bool Fp8Gemm::linear_quantized_small_m(const Tensor& q, const Tensor& sx, bool ue8m0, const LinearWeight& prepared,
+                                       Tensor* y) {
+  const Registered& r = registered(prepared);
+  if (q.device() != Device::kCuda || q.ndim() != 2 || q.dtype() != DType::kF8E4M3 || q.dim(1) != r.w.Kp ||
+      r.w.K != r.w.Kp || sx.ndim() != 2 || sx.dim(0) != q.dim(0) || sx.dim(1) != r.w.Kp / 128 || ue8m0 != r.ue8m0)
+    return false;
+  const int64_t M = q.dim(0);
+  if (M == 0 || M > small_m_max_for(r.w.Np, r.w.Kp)) return false;
+  *y = Tensor::empty({M, r.w.N}, DType::kBF16, Device::kCuda);
+  small_m_chunks(q, sx, r.w, M, *y);
+  return true;
+}
+
 void Fp8Gemm::linear_to(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path path, Tensor& y, int64_t y_rows) {
   DS_CHECK(x.device() == Device::kCuda && x.ndim() == 2 && x.dim(1) == w.K &&
                (x.dtype() == DType::kBF16 || x.dtype() == DType::kF32),

@@ -71,6 +71,11 @@ class Fp8Gemm {
   // false, nothing launched.
   bool linear_pair(const Tensor& x, const LinearWeight& p1, const LinearWeight& p2, Tensor* y1, Tensor* y2);
 
+  // linear() on x's quantization made already (q [M, Kp] e4m3, token-major scales sx [M, Kp / 128], ue8m0 as made):
+  // the small-M kernel alone, so false (nothing launched) where kAuto would leave it, or where the weight's K or
+  // activation scale kind differ.
+  bool linear_quantized_small_m(const Tensor& q, const Tensor& sx, bool ue8m0, const LinearWeight& prepared, Tensor* y);
+
   // The cuBLASLt GEMM of a prepared weight (N a multiple of 128, unpadded K = Kp) on activations already quantized
   // in cuBLASLt's layout: q [M, K] e4m3, sx as lt_scales_m_major() says with row stride lt_scale_ld(M); M a
   // multiple of kLtRowMultiple that lt_supported_for takes. out [M, N] bf16, contiguous rows. The per-expert

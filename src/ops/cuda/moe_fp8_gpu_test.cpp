@@ -229,6 +229,55 @@ TEST_F(MoeFp8Test, SegmentedPrefillMatchesPerExpert) {
   }
 }
 
+// DSERVE_FP8_FUSED_NORM=1: the decode-sized norm writes its output's FP8 quantization (rms_norm_q), and the q / kv_a
+// pair, the shared expert's gate_up and the routed experts read it: every result the same, to the bit, as the
+// plain ops quantizing for themselves; the residual update and the normed output too.
+TEST_F(MoeFp8Test, NormQuantizationFeedsTheFp8Ops) {
+  setenv("DSERVE_FP8_NATIVE", "1", 1);
+  setenv("DSERVE_FP8_FUSED_NORM", "1", 1);
+  std::unique_ptr<Ops> ops = make_cuda_ops(0);
+  unsetenv("DSERVE_FP8_FUSED_NORM");
+  unsetenv("DSERVE_FP8_NATIVE");
+  const int64_t d = 512, inter = 256;
+  const int E = 8, K = 2;
+  auto fp8 = [&](int64_t n, int64_t k) { return quantize_weight_fp8(randn({n, k}, rng_, 0.05f), 128, 128, false); };
+  const LinearWeight w1 = ops->prepare_linear(fp8(384, d)), w2 = ops->prepare_linear(fp8(576, d));
+  const PreparedMlp shared = ops->prepare_mlp(fp8(inter, d), fp8(inter, d), fp8(d, inter));
+  std::vector<PreparedMlp> experts;
+  for (int e = 0; e < E; ++e) experts.push_back(ops->prepare_mlp(fp8(inter, d), fp8(inter, d), fp8(d, inter)));
+  ASSERT_EQ(experts[0].gate_up.weight.dtype(), DType::kF8E4M3);
+  Tensor norm_w = to_device(randn({d}, rng_, 0.2f, 1.0f));
+  auto same = [](const Tensor& a, const Tensor& b) {
+    Tensor ha = to_host_f32(a), hb = to_host_f32(b);
+    return ha.shape() == hb.shape() && std::memcmp(ha.data(), hb.data(), ha.nbytes()) == 0;
+  };
+  for (int64_t T : {1, 5, 16}) {
+    const std::string what = "T " + std::to_string(T);
+    Tensor hidden = randn({T, d}, rng_, 1.0f), pending = to_device(randn({T, d}, rng_, 1.0f));
+    Tensor res1 = to_device(hidden), res2 = to_device(hidden);
+    Fp8Act xq;
+    Tensor x = ops->rms_norm_q(&res1, pending, norm_w, 1e-6f, w1, &xq);
+    Tensor x2 = ops->add_rms_norm(res2, pending, norm_w, 1e-6f);
+    ASSERT_TRUE(xq.defined()) << what;
+    EXPECT_TRUE(same(x, x2)) << what << ": normed output";
+    EXPECT_TRUE(same(res1, res2)) << what << ": residual";
+    Tensor a1, a2, b1, b2;
+    ops->linear_pair_q(x, xq, w1, w2, &a1, &a2);
+    ops->linear_pair(x, w1, w2, &b1, &b2);
+    EXPECT_TRUE(same(a1, b1) && same(a2, b2)) << what << ": q / kv_a pair";
+    EXPECT_TRUE(same(ops->linear_silu_q(x, xq, shared.gate_up), ops->linear_silu(x, shared.gate_up))) << what;
+    Tensor ids = cuda_upload(i32_tensor(route(T, K, E, -1), {T, K}));
+    Tensor wts = cuda_upload(randn({T, K}, rng_, 0.2f, 0.5f));
+    EXPECT_TRUE(same(ops->moe_experts_q(x, xq, ids, wts, experts), ops->moe_experts(x, ids, wts, experts)))
+        << what << ": routed experts";
+  }
+  // Prefill-sized rows: no quantization from the norm.
+  Tensor big = to_device(randn({65, d}, rng_, 1.0f));
+  Fp8Act none;
+  ops->rms_norm_q(nullptr, big, norm_w, 1e-6f, w1, &none);
+  EXPECT_FALSE(none.defined());
+}
+
 TEST_F(MoeFp8Test, MatchesCpuModelDims) {
   check_cases({
       {"v2-lite dims, top-6", 2048, 1408, 8, 6, {1, 9, 40}, 8, -1, false},

@@ -1,10 +1,14 @@
 // CUDA-vs-CPU consistency of the RMSNorm kernels (plain and fused residual add). Inputs are random
-// bf16; padding columns and rows are poisoned with NaN and must neither leak in nor be overwritten.
+// bf16; padding columns and rows are poisoned with NaN and must neither leak in nor be overwritten. The fused FP8
+// quantization of the output must equal quant_act's on that output, byte for byte.
 #include <cmath>
+#include <cstring>
+#include <string>
 #include <random>
 
 #include <gtest/gtest.h>
 
+#include "kernels/fp8_gemm.h"
 #include "kernels/rms_norm.h"
 #include "ops/cuda/cuda_runtime.h"
 #include "ops/ops.h"
@@ -80,6 +84,67 @@ INSTANTIATE_TEST_SUITE_P(Shapes, RmsNormGpu,
                          ::testing::Values(std::make_tuple(1, 7168, false), std::make_tuple(37, 2048, true),
                                            std::make_tuple(5, 512, false), std::make_tuple(3, 1536, true),
                                            std::make_tuple(64, 100, false)));
+
+// The norm with q set: its bf16 output is the plain kernel's, and q / q_scales are launch_fp8_quant_act's bytes of
+// that output (both scale kinds, with and without the residual add, one to 64 rows, the model widths); rows that
+// are not whole 128-groups are refused.
+TEST(RmsNormQuantGpu, QuantizesTheOutputAsQuantAct) {
+  init_cuda_device(0);
+  std::mt19937 rng(99);
+  for (int64_t n : {256, 1536, 2048, 7168})
+    for (int64_t rows : {1, 5, 64})
+      for (bool with_res : {false, true})
+        for (bool ue8m0 : {false, true}) {
+          const std::string what = "n " + std::to_string(n) + " rows " + std::to_string(rows) +
+                                   (with_res ? " residual" : "") + (ue8m0 ? " ue8m0" : "");
+          Tensor x = cuda_upload(random_bf16({rows, n}, rng, 2.0f));
+          Tensor res_host = random_bf16({rows, n}, rng, 2.0f);
+          Tensor res1 = cuda_upload(res_host), res2 = cuda_upload(res_host);
+          Tensor w = cuda_upload(random_bf16({n}, rng, 0.3f, 1.0f));
+          Tensor out1 = Tensor::empty({rows, n}, DType::kBF16, Device::kCuda);
+          Tensor out2 = Tensor::empty({rows, n}, DType::kBF16, Device::kCuda);
+          Tensor q1 = Tensor::empty({rows, n}, DType::kF8E4M3, Device::kCuda);
+          Tensor s1 = Tensor::empty({rows, n / 128}, DType::kF32, Device::kCuda);
+          kernels::RmsNormParams p{x.data(), with_res ? res1.data() : nullptr, w.data(), out1.data(), rows, n, n, n, n,
+                                   1e-6f};
+          p.q = q1.data_as<uint8_t>();
+          p.q_scales = s1.data_as<float>();
+          p.q_ue8m0 = ue8m0;
+          ASSERT_TRUE(kernels::rms_norm_quant_supported(p)) << what;
+          DS_CUDA_CHECK(kernels::launch_rms_norm(p, nullptr));
+          kernels::RmsNormParams plain{x.data(), with_res ? res2.data() : nullptr, w.data(), out2.data(), rows, n, n, n,
+                                       n, 1e-6f};
+          DS_CUDA_CHECK(kernels::launch_rms_norm(plain, nullptr));
+          Tensor q2 = Tensor::empty({rows, n}, DType::kF8E4M3, Device::kCuda);
+          Tensor s2 = Tensor::empty({rows, n / 128}, DType::kF32, Device::kCuda);
+          kernels::Fp8QuantParams qp;
+          qp.x = out2.data();
+          qp.ldx = n;
+          qp.M = rows;
+          qp.K = n;
+          qp.Kp = n;
+          qp.q = q2.data_as<uint8_t>();
+          qp.s = s2.data_as<float>();
+          qp.s_ld = n / 128;
+          qp.ue8m0 = ue8m0;
+          DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, nullptr));
+          DS_CUDA_CHECK(cudaDeviceSynchronize());
+          auto same = [](const Tensor& a, const Tensor& b) {
+            Tensor ha = cuda_download(a), hb = cuda_download(b);
+            return std::memcmp(ha.data(), hb.data(), ha.nbytes()) == 0;
+          };
+          EXPECT_TRUE(same(out1, out2)) << what << ": bf16 output";
+          EXPECT_TRUE(same(res1, res2)) << what << ": residual";
+          EXPECT_TRUE(same(q1, q2)) << what << ": e4m3 bytes";
+          EXPECT_TRUE(same(s1, s2)) << what << ": scales";
+        }
+  Tensor x = Tensor::empty({2, 192}, DType::kBF16, Device::kCuda);
+  kernels::RmsNormParams p{x.data(), nullptr, x.data(), x.data(), 2, 192, 192, 192, 192, 1e-6f};
+  p.q = static_cast<uint8_t*>(x.data());
+  p.q_scales = static_cast<float*>(x.data());
+  EXPECT_FALSE(kernels::rms_norm_quant_supported(p));
+  EXPECT_EQ(kernels::launch_rms_norm(p, nullptr), cudaErrorInvalidValue);
+}
 
 }  // namespace
 }  // namespace ds
