@@ -166,7 +166,6 @@ __global__ void __launch_bounds__(1024) rms_norm_vec_kernel(RmsNormParams p) {
 
 bool aligned16(const void* q) { return (reinterpret_cast<uintptr_t>(q) & 15) == 0; }
 
-
 // The vector path: rows of whole 16-byte chunks (n, strides multiples of 8; aligned pointers), at most 4
 // chunks per thread of a block of <= 1024 threads (n <= 32768).
 bool vector_path(const RmsNormParams& p) {
