@@ -241,6 +241,9 @@ __global__ void moe_combine_kernel(MoeCombineParams p) {
       const int32_t row = p.row_of[t * p.top_k + k];
       if (row >= 0) acc += p.weights[t * p.top_k + k] * __bfloat162float(y[static_cast<int64_t>(row) * p.dim + c]);
     }
+    if (p.addend)
+      acc += p.addend_f32 ? static_cast<const float*>(p.addend)[t * p.dim + c]
+                          : __bfloat162float(static_cast<const __nv_bfloat16*>(p.addend)[t * p.dim + c]);
     out[c] = __float2bfloat16(acc);
   }
 }
@@ -279,6 +282,19 @@ __global__ void __launch_bounds__(kCombineThreads) moe_combine_vec_kernel(MoeCom
       for (int j = 0; j < 8; ++j) acc[j] += wts[k] * __bfloat162float(b[j]);
     }
   }
+  if (p.addend) {
+    if (p.addend_f32) {
+      const float4* a = reinterpret_cast<const float4*>(static_cast<const float*>(p.addend) + t * p.dim) + 2 * c8;
+      const float4 lo = a[0], hi = a[1];
+      acc[0] += lo.x, acc[1] += lo.y, acc[2] += lo.z, acc[3] += lo.w;
+      acc[4] += hi.x, acc[5] += hi.y, acc[6] += hi.z, acc[7] += hi.w;
+    } else {
+      const uint4 a = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.addend) + t * p.dim)[c8];
+      const __nv_bfloat16* ab = reinterpret_cast<const __nv_bfloat16*>(&a);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[j] += __bfloat162float(ab[j]);
+    }
+  }
   uint4 o;
   __nv_bfloat16* ob = reinterpret_cast<__nv_bfloat16*>(&o);
 #pragma unroll
@@ -313,7 +329,8 @@ cudaError_t launch_gather_rows(const void* x, const int32_t* src, void* out, int
 cudaError_t launch_moe_combine(const MoeCombineParams& p, cudaStream_t stream) {
   if (p.tokens == 0) return cudaSuccess;
   const bool vec = p.dim % 8 == 0 && p.top_k <= kCombineMaxTopK &&
-                   ((reinterpret_cast<uintptr_t>(p.y) | reinterpret_cast<uintptr_t>(p.out)) & 15) == 0;
+                   ((reinterpret_cast<uintptr_t>(p.y) | reinterpret_cast<uintptr_t>(p.out) |
+                     reinterpret_cast<uintptr_t>(p.addend)) & 15) == 0;
   if (vec) {
     const int col_blocks = static_cast<int>((p.dim / 8 + kCombineThreads - 1) / kCombineThreads);
     const int64_t blocks = p.tokens * col_blocks;

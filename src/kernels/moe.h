@@ -47,8 +47,9 @@ cudaError_t launch_moe_permute(const MoePermuteParams& p, cudaStream_t stream);
 cudaError_t launch_gather_rows(const void* x, const int32_t* src, void* out, int64_t rows, int64_t dim,
                                cudaStream_t stream);
 
-// out[t, :] = sum_k weights[t, k] * y[row_of[t * top_k + k], :] in fp32 (bf16 y and out; rows -1 skipped).
-// 16-byte vectors and (token, 1024-column) blocks when dim % 8 == 0, y and out are 16-byte aligned and
+// out[t, :] = sum_k weights[t, k] * y[row_of[t * top_k + k], :] (+ addend[t, :]) in fp32, rounded once (bf16 y
+// and out; rows -1 skipped; the optional addend [tokens, dim] bf16 or fp32: the shared expert's output).
+// 16-byte vectors and (token, 1024-column) blocks when dim % 8 == 0, y, out and addend are 16-byte aligned and
 // top_k <= 8; else one block per token.
 struct MoeCombineParams {
   const void* y;
@@ -57,6 +58,8 @@ struct MoeCombineParams {
   void* out;
   int64_t tokens, dim;
   int top_k;
+  const void* addend = nullptr;
+  bool addend_f32 = false;
 };
 cudaError_t launch_moe_combine(const MoeCombineParams& p, cudaStream_t stream);
 

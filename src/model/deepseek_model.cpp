@@ -243,12 +243,8 @@ Tensor DeepseekModel::mlp(const Layer& layer, const Tensor& x, const Fp8Act& xq)
   Tensor router_logits = ops_.linear_f32(x, layer.router);  // [T, E] fp32
   Tensor ids, weights;                                      // [T, top_k]
   ops_.moe_route(router_logits, layer.correction_bias, routing_, &ids, &weights);
-  Tensor y = ops_.moe_experts_q(x, xq, ids, weights, layer.experts);  // [T, d]
-  if (layer.has_shared) {
-    ops_.side_join();
-    ops_.add_(y, shared);
-  }
-  return y;
+  if (!layer.has_shared) return ops_.moe_experts_q(x, xq, ids, weights, layer.experts);  // [T, d]
+  return ops_.moe_experts_shared_q(x, xq, ids, weights, layer.experts, shared);  // [T, d]; joins the side chain
 }
 
 }  // namespace ds

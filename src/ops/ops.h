@@ -261,6 +261,17 @@ class Ops {
     (void)xq;
     return moe_experts(x, topk_ids, topk_weights, experts);
   }
+  // moe_experts_q(...) + shared ([T, d]: the shared expert's output, bf16 or linear_partial's fp32), where shared
+  // was made between side_begin() and side_end(): this op does the side_join() before it reads shared, so the
+  // routed experts still run beside that chain. Backends may add it inside the combine (one launch fewer).
+  virtual Tensor moe_experts_shared_q(const Tensor& x, const Fp8Act& xq, const Tensor& topk_ids,
+                                      const Tensor& topk_weights, const std::vector<PreparedMlp>& experts,
+                                      const Tensor& shared) {
+    Tensor y = moe_experts_q(x, xq, topk_ids, topk_weights, experts);
+    side_join();
+    add_(y, shared);
+    return y;
+  }
 
   // ---- output ----
   virtual Tensor log_softmax(const Tensor& logits /*[T, V]*/) = 0;  // F32

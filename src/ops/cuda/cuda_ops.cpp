@@ -171,6 +171,10 @@ class CudaOps final : public Ops {
     // and experts that read it (rms_norm_q), saving their quant_act launches. Off until measured on the device.
     const char* fused = std::getenv("DSERVE_FP8_FUSED_NORM");
     fused_norm_ = fused && std::string(fused) == "1";
+    // DSERVE_MOE_FUSED_SHARED=1: decode MoE layers add the shared expert inside the routed combine (one launch and
+    // one bf16 rounding fewer: moe_experts_shared_q). Off until measured on the device.
+    const char* fshared = std::getenv("DSERVE_MOE_FUSED_SHARED");
+    fused_shared_ = fshared && std::string(fshared) == "1";
     // DSERVE_SMALL_M_GEMM=0 sends every bf16 GEMM to cuBLASLt (A/B runs); =N caps the small-M kernels' M.
     if (const char* sm = std::getenv("DSERVE_SMALL_M_GEMM"); sm && *sm) small_m_max_ = std::atoi(sm);
   }
@@ -775,8 +779,26 @@ class CudaOps final : public Ops {
                        const std::vector<PreparedMlp>& experts) override {
     return moe_experts_impl(x, &xq, topk_ids, topk_weights, experts);
   }
+  // DSERVE_MOE_FUSED_SHARED=1: the grouped (decode) paths add the shared expert inside their combine.
+  Tensor moe_experts_shared_q(const Tensor& x, const Fp8Act& xq, const Tensor& topk_ids, const Tensor& topk_weights,
+                              const std::vector<PreparedMlp>& experts, const Tensor& shared) override {
+    const bool fuse = fused_shared_ && shared.defined() && shared.device() == Device::kCuda && shared.ndim() == 2 &&
+                      shared.dim(0) == x.dim(0) && shared.dim(1) == x.dim(1) &&
+                      (shared.dtype() == DType::kBF16 || shared.dtype() == DType::kF32);
+    if (!fuse) return Ops::moe_experts_shared_q(x, xq, topk_ids, topk_weights, experts, shared);
+    bool added = false;
+    Tensor y = moe_experts_impl(x, &xq, topk_ids, topk_weights, experts, &shared, &added);
+    if (!added) {
+      side_join();
+      add_(y, shared);
+    }
+    return y;
+  }
+  // addend (optional): the shared expert's output, made on the side chain; the grouped paths join and add it in
+  // their combine and set *added.
   Tensor moe_experts_impl(const Tensor& x, const Fp8Act* xq, const Tensor& topk_ids, const Tensor& topk_weights,
-                          const std::vector<PreparedMlp>& experts) {
+                          const std::vector<PreparedMlp>& experts, const Tensor* addend = nullptr,
+                          bool* added = nullptr) {
     check_dtype(x, DType::kBF16, "moe x");
     check_dtype(topk_weights, DType::kF32, "topk_weights");
     DS_CHECK(x.ndim() == 2 && topk_ids.ndim() == 2 && topk_ids.dim(0) == x.dim(0) &&
@@ -805,7 +827,7 @@ class CudaOps final : public Ops {
         grouped_max = std::max<int64_t>(grouped_max, kernels::kMoeFp8SmallMMax);
         const bool synced = (!grouped_moe_ || T > grouped_max) && capturing == cudaStreamCaptureStatusNone;
         return synced ? moe_experts_synced(x, topk_ids, topk_weights, experts, out)
-                      : moe_experts_fp8(x, xq, topk_ids, topk_weights, *t, inter, out);
+                      : moe_experts_fp8(x, xq, topk_ids, topk_weights, *t, inter, out, addend, added);
       }
       if (t && grouped_moe_ && (T <= kGroupedMaxTokens || capturing != cudaStreamCaptureStatusNone) &&
           kernels::moe_grouped_gemm_supported(inter, d) && kernels::moe_grouped_gemm_supported(d, inter))
@@ -843,9 +865,19 @@ class CudaOps final : public Ops {
     g.K = inter;
     g.silu = false;
     DS_CUDA_CHECK(kernels::launch_moe_grouped_gemm(g, stream()));
-    DS_CUDA_CHECK(kernels::launch_moe_combine(
-        {y.data(), row_of, topk_weights.data_as<float>(), out.data(), T, d, static_cast<int>(K)}, stream()));
+    combine({y.data(), row_of, topk_weights.data_as<float>(), out.data(), T, d, static_cast<int>(K)}, addend, added);
     return out;
+  }
+
+  // moe_combine, with the addend (made on the side chain: joined first) summed inside when given.
+  void combine(kernels::MoeCombineParams p, const Tensor* addend, bool* added) {
+    if (addend) {
+      side_join();
+      p.addend = addend->data();
+      p.addend_f32 = addend->dtype() == DType::kF32;
+      *added = true;
+    }
+    DS_CUDA_CHECK(kernels::launch_moe_combine(p, stream()));
   }
 
   // Routed entries grouped by expert on the device (moe_permute): pointers into `meta`, which the struct keeps.
@@ -874,7 +906,7 @@ class CudaOps final : public Ops {
   // routed row), then the small-M kernels (up to 16 tokens) or the pipelined tile run. No host sync at any size.
   // xq: x's quantization from the norm (rms_norm_q), used when made for the gate_up weights' scales.
   Tensor moe_experts_fp8(const Tensor& x, const Fp8Act* xq, const Tensor& topk_ids, const Tensor& topk_weights,
-                         const ExpertTable& t, int64_t inter, Tensor out) {
+                         const ExpertTable& t, int64_t inter, Tensor out, const Tensor* addend, bool* added) {
     const int64_t T = x.dim(0), d = x.dim(1), K = topk_ids.dim(1), N = T * K;
     const int E = static_cast<int>(t.host.size() / 2);
     const Routed r = permute(topk_ids, E);
@@ -932,8 +964,7 @@ class CudaOps final : public Ops {
     g.K = inter;
     g.silu = false;
     gemm(act, t.ue8m0_down, nullptr);  // rows of out-of-range ids hold garbage and are never read
-    DS_CUDA_CHECK(kernels::launch_moe_combine(
-        {y.data(), r.row_of, topk_weights.data_as<float>(), out.data(), T, d, static_cast<int>(K)}, stream()));
+    combine({y.data(), r.row_of, topk_weights.data_as<float>(), out.data(), T, d, static_cast<int>(K)}, addend, added);
     return out;
   }
 
@@ -1475,6 +1506,7 @@ class CudaOps final : public Ops {
   bool grouped_moe_ = true;
   bool moe_fp8_segmented_ = false;
   bool fused_norm_ = false;
+  bool fused_shared_ = false;
 };
 
 }  // namespace

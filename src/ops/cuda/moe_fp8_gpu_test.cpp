@@ -4,6 +4,7 @@
 // same W8A8 steps with the GPU's bf16 roundings between them (activations after SiLU, expert outputs), which
 // holds the kernels to a much tighter bound. Also times V2-Lite's MoE layer at decode sizes in FP8.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -276,6 +277,48 @@ TEST_F(MoeFp8Test, NormQuantizationFeedsTheFp8Ops) {
   Fp8Act none;
   ops->rms_norm_q(nullptr, big, norm_w, 1e-6f, w1, &none);
   EXPECT_FALSE(none.defined());
+}
+
+// DSERVE_MOE_FUSED_SHARED=1: the grouped decode paths (FP8 and bf16 experts) add the shared expert's output, made
+// on the side stream, inside the routed combine after joining it: the join-and-add chain's result up to its one
+// extra bf16 rounding, at small-M and tile sizes, and a prefill size (per-expert path: joined and added apart).
+TEST_F(MoeFp8Test, FusedSharedAddMatchesTheJoinAndAdd) {
+  setenv("DSERVE_FP8_NATIVE", "1", 1);
+  setenv("DSERVE_MOE_FUSED_SHARED", "1", 1);
+  std::unique_ptr<Ops> fused = make_cuda_ops(0);
+  unsetenv("DSERVE_MOE_FUSED_SHARED");
+  unsetenv("DSERVE_FP8_NATIVE");
+  const int64_t d = 512, inter = 256;
+  const int E = 8, K = 2;
+  for (bool fp8 : {true, false}) {
+    auto host = [&](int64_t n, int64_t k) {
+      Tensor w = randn({n, k}, rng_, 0.05f);
+      return fp8 ? quantize_weight_fp8(w, 128, 128, false) : LinearWeight{w};
+    };
+    std::vector<std::array<LinearWeight, 3>> hw;
+    for (int e = 0; e <= E; ++e) hw.push_back({host(inter, d), host(inter, d), host(d, inter)});  // E routed + shared
+    std::vector<PreparedMlp> ex_a, ex_b;
+    for (int e = 0; e < E; ++e) {
+      ex_a.push_back(gpu().prepare_mlp(hw[e][0], hw[e][1], hw[e][2]));
+      ex_b.push_back(fused->prepare_mlp(hw[e][0], hw[e][1], hw[e][2]));
+    }
+    const PreparedMlp sh_a = gpu().prepare_mlp(hw[E][0], hw[E][1], hw[E][2]);
+    const PreparedMlp sh_b = fused->prepare_mlp(hw[E][0], hw[E][1], hw[E][2]);
+    for (int64_t T : {1, 6, 40, 1100}) {
+      const std::string what = std::string(fp8 ? "fp8" : "bf16") + " experts, T " + std::to_string(T);
+      Tensor x = to_device(randn({T, d}, rng_, 1.0f));
+      Tensor ids = cuda_upload(i32_tensor(route(T, K, E, -1), {T, K}));
+      Tensor wts = cuda_upload(randn({T, K}, rng_, 0.2f, 0.5f));
+      auto run = [&](Ops& ops, const std::vector<PreparedMlp>& ex, const PreparedMlp& sh) {
+        ops.side_begin();
+        Tensor shared = ops.linear_partial(ops.linear_silu(x, sh.gate_up), sh.down);
+        ops.side_end();
+        return to_host_f32(ops.moe_experts_shared_q(x, Fp8Act{}, ids, wts, ex, shared));
+      };
+      Tensor want = run(gpu(), ex_a, sh_a);
+      DS_EXPECT_CLOSE(run(*fused, ex_b, sh_b), want, 1e-2, 4e-3, what);
+    }
+  }
 }
 
 TEST_F(MoeFp8Test, MatchesCpuModelDims) {
