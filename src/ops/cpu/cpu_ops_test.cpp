@@ -77,7 +77,9 @@ TEST(CpuOps, RmsNormQuantizationFeedsTheW8A8Ops) {
     return ops->prepare_linear(quantize_weight_fp8(random_f32({n, k}, rng, 0.05f), 128, 128, ue8m0));
   };
   const LinearWeight w1 = fp8(192, d, false), w2 = fp8(576, d, false), w_pow2 = fp8(64, d, true);
-  const LinearWeight dense = ops->prepare_linear(LinearWeight{random_f32({64, d}, rng, 0.05f)});
+  LinearWeight dense_host;
+  dense_host.weight = random_f32({64, d}, rng, 0.05f);
+  const LinearWeight dense = ops->prepare_linear(dense_host);
   std::vector<PreparedMlp> experts;
   for (int e = 0; e < 4; ++e)
     experts.push_back(ops->prepare_mlp(quantize_weight_fp8(random_f32({inter, d}, rng, 0.05f)),

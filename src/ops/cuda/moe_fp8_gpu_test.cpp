@@ -46,6 +46,15 @@ class MoeFp8Test : public ::testing::Test {
     unsetenv("DSERVE_FP8_NATIVE");
   }
   static Ops& gpu() { return *gpu_; }
+  // Another CUDA backend in native FP8 mode with the switch `env` = 1 (switches are read when a backend is made).
+  static std::unique_ptr<Ops> native_cuda_ops_with(const char* env) {
+    setenv("DSERVE_FP8_NATIVE", "1", 1);
+    setenv(env, "1", 1);
+    std::unique_ptr<Ops> ops = make_cuda_ops(0);
+    unsetenv(env);
+    unsetenv("DSERVE_FP8_NATIVE");
+    return ops;
+  }
   static Ops& cpu() { return *cpu_; }
 
   std::mt19937 rng_{70707};
@@ -201,11 +210,7 @@ TEST_F(MoeFp8Test, MatchesCpuSmallDims) {
 // must match that chain's to the last bf16 step, on ragged counts, empty experts, an expert that takes every
 // token, ue8m0 scales, a ragged intermediate size (padded to 128) and V2-Lite's dims; also against the references.
 TEST_F(MoeFp8Test, SegmentedPrefillMatchesPerExpert) {
-  setenv("DSERVE_FP8_NATIVE", "1", 1);
-  setenv("DSERVE_MOE_FP8_SEGMENTED", "1", 1);
-  std::unique_ptr<Ops> seg = make_cuda_ops(0);
-  unsetenv("DSERVE_MOE_FP8_SEGMENTED");
-  unsetenv("DSERVE_FP8_NATIVE");
+  std::unique_ptr<Ops> seg = native_cuda_ops_with("DSERVE_MOE_FP8_SEGMENTED");
   const std::vector<MoeCase> cases = {
       {"ragged counts, empty experts", 256, 128, 16, 6, {1100, 1500}, 12, -1, false},
       {"one expert takes every token", 256, 256, 16, 6, {1200}, 16, 5, false},
@@ -234,11 +239,7 @@ TEST_F(MoeFp8Test, SegmentedPrefillMatchesPerExpert) {
 // pair, the shared expert's gate_up and the routed experts read it: every result the same, to the bit, as the
 // plain ops quantizing for themselves; the residual update and the normed output too.
 TEST_F(MoeFp8Test, NormQuantizationFeedsTheFp8Ops) {
-  setenv("DSERVE_FP8_NATIVE", "1", 1);
-  setenv("DSERVE_FP8_FUSED_NORM", "1", 1);
-  std::unique_ptr<Ops> ops = make_cuda_ops(0);
-  unsetenv("DSERVE_FP8_FUSED_NORM");
-  unsetenv("DSERVE_FP8_NATIVE");
+  std::unique_ptr<Ops> ops = native_cuda_ops_with("DSERVE_FP8_FUSED_NORM");
   const int64_t d = 512, inter = 256;
   const int E = 8, K = 2;
   auto fp8 = [&](int64_t n, int64_t k) { return quantize_weight_fp8(randn({n, k}, rng_, 0.05f), 128, 128, false); };
@@ -283,17 +284,14 @@ TEST_F(MoeFp8Test, NormQuantizationFeedsTheFp8Ops) {
 // on the side stream, inside the routed combine after joining it: the join-and-add chain's result up to its one
 // extra bf16 rounding, at small-M and tile sizes, and a prefill size (per-expert path: joined and added apart).
 TEST_F(MoeFp8Test, FusedSharedAddMatchesTheJoinAndAdd) {
-  setenv("DSERVE_FP8_NATIVE", "1", 1);
-  setenv("DSERVE_MOE_FUSED_SHARED", "1", 1);
-  std::unique_ptr<Ops> fused = make_cuda_ops(0);
-  unsetenv("DSERVE_MOE_FUSED_SHARED");
-  unsetenv("DSERVE_FP8_NATIVE");
+  std::unique_ptr<Ops> fused = native_cuda_ops_with("DSERVE_MOE_FUSED_SHARED");
   const int64_t d = 512, inter = 256;
   const int E = 8, K = 2;
   for (bool fp8 : {true, false}) {
     auto host = [&](int64_t n, int64_t k) {
-      Tensor w = randn({n, k}, rng_, 0.05f);
-      return fp8 ? quantize_weight_fp8(w, 128, 128, false) : LinearWeight{w};
+      LinearWeight lw;
+      lw.weight = randn({n, k}, rng_, 0.05f);
+      return fp8 ? quantize_weight_fp8(lw.weight, 128, 128, false) : lw;
     };
     std::vector<std::array<LinearWeight, 3>> hw;
     for (int e = 0; e <= E; ++e) hw.push_back({host(inter, d), host(inter, d), host(d, inter)});  // E routed + shared
