@@ -48,10 +48,11 @@ __device__ __forceinline__ uint4 load_stream(const uint8_t* p) {
 constexpr int kWarps = 8;
 
 // CTA = 16 weight rows (the mma's M side) x all tokens (NT tiles of 8 on the mma's N side); its 8 warps split
-// the K blocks and reduce through shared memory. Within a 128-deep K block a lane streams 32 contiguous bytes
-// of weight rows g and g + 8 (g = lane / 4) and of token g; the k order inside the block is permuted the same
-// way for both operands, so each mma still sums matching products. Per block: partial (fp32) * sx * sw, as
-// the reference does.
+// the K blocks and reduce through shared memory. Within a 128-deep K block a lane streams bytes [16 tig, +16)
+// and [64 + 16 tig, +16) of weight rows g and g + 8 (g = lane / 4) and of token g, so each 16-byte load
+// instruction covers 64 contiguous bytes of a row (whole sectors; see moe_fp8.cu); the k order inside the
+// block is permuted the same way for both operands, so each mma still sums matching products. Per block:
+// partial (fp32) * sx * sw, as the reference does.
 template <int NT>
 __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(Fp8GemmSmallMParams p) {
   __shared__ float red[kWarps][NT * 4][32];
@@ -60,13 +61,16 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(Fp8GemmSmallM
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * 16;
   const int64_t kblocks = p.Kp / 128;
   const float* sw_row = p.sw + (n0 / 128) * kblocks;
-  const uint8_t* w0 = p.w + (n0 + g) * p.Kp + tig * 32;
+  const uint8_t* w0 = p.w + (n0 + g) * p.Kp + tig * 16;
   const uint8_t* w1 = w0 + 8 * p.Kp;
   // Weights are never written during a forward: pull this CTA's 16 rows (inside the zero-padded Np) into L2
   // while the previous kernel of the stream finishes (pdl.cuh), then wait for it before reading q or sx.
   for (int r = warp; r < 16; r += kWarps)
     for (int64_t off = lane * 128; off < p.Kp; off += 32 * 128)
       asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p.w + (n0 + r) * p.Kp + off));
+  // And the CTA's scale row (kblocks floats), read once per K block below.
+  if (warp == kWarps - 1)
+    for (int64_t kb = lane * 32; kb < kblocks; kb += 32 * 32) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(sw_row + kb));
   pdl_enter();
 
   float acc[NT][4];
@@ -79,32 +83,48 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(Fp8GemmSmallM
   auto load_block = [&](int64_t kb, uint4 (&w)[4]) {
     const int64_t off = kb * 128;
     w[0] = load_stream(w0 + off);
-    w[1] = load_stream(w0 + off + 16);
+    w[1] = load_stream(w0 + off + 64);
     w[2] = load_stream(w1 + off);
-    w[3] = load_stream(w1 + off + 16);
+    w[3] = load_stream(w1 + off + 64);
   };
-  auto compute_block = [&](int64_t kb, const uint4 (&w)[4]) {
+  // A block's activations and scales: this lane's 32 bytes of token t * 8 + g, the weight scale, and the
+  // activation scales of tokens t * 8 + 2 tig + {0, 1} (loaded together with the weights: loaded after them,
+  // each is another round trip).
+  struct Act {
+    uint4 q[NT][2];
+    float sx[NT][2];
+    float sw;
+  };
+  auto load_act = [&](int64_t kb, Act& a) {
     const int64_t off = kb * 128;
-    const uint32_t r[8] = {w[0].x, w[0].y, w[0].z, w[0].w, w[1].x, w[1].y, w[1].z, w[1].w};
-    const uint32_t s[8] = {w[2].x, w[2].y, w[2].z, w[2].w, w[3].x, w[3].y, w[3].z, w[3].w};
-    const float swv = __ldg(sw_row + kb);
+    a.sw = __ldg(sw_row + kb);
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       const int64_t m = t * 8 + g;  // the token this lane loads (B operand column g)
-      uint4 qa = make_uint4(0, 0, 0, 0), qb = qa;
+      a.q[t][0] = a.q[t][1] = make_uint4(0, 0, 0, 0);
       if (m < p.M) {
-        const uint4* qp = reinterpret_cast<const uint4*>(p.q + m * p.Kp + off + tig * 32);
-        qa = __ldg(qp);
-        qb = __ldg(qp + 1);
+        const uint4* qp = reinterpret_cast<const uint4*>(p.q + m * p.Kp + off + tig * 16);
+        a.q[t][0] = __ldg(qp);
+        a.q[t][1] = __ldg(qp + 4);
       }
+      const int64_t m0 = t * 8 + tig * 2;
+      a.sx[t][0] = m0 < p.M ? __ldg(p.sx + m0 * p.sx_ld + kb) : 0.0f;
+      a.sx[t][1] = m0 + 1 < p.M ? __ldg(p.sx + (m0 + 1) * p.sx_ld + kb) : 0.0f;
+    }
+  };
+  auto compute_block = [&](const uint4 (&w)[4], const Act& a) {
+    const uint32_t r[8] = {w[0].x, w[0].y, w[0].z, w[0].w, w[1].x, w[1].y, w[1].z, w[1].w};
+    const uint32_t s[8] = {w[2].x, w[2].y, w[2].z, w[2].w, w[3].x, w[3].y, w[3].z, w[3].w};
+    const float swv = a.sw;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) {
+      const uint4 qa = a.q[t][0], qb = a.q[t][1];
       const uint32_t q[8] = {qa.x, qa.y, qa.z, qa.w, qb.x, qb.y, qb.z, qb.w};
       float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
 #pragma unroll
       for (int j = 0; j < 4; ++j) mma_e4m3(part, r[2 * j], s[2 * j], r[2 * j + 1], s[2 * j + 1], q[2 * j], q[2 * j + 1]);
       // C fragment: part[0..1] = rows g, tokens 2 tig + {0, 1}; part[2..3] = rows g + 8, same tokens.
-      const int64_t m0 = t * 8 + tig * 2;
-      const float sx0 = m0 < p.M ? __ldg(p.sx + m0 * p.sx_ld + kb) : 0.0f;
-      const float sx1 = m0 + 1 < p.M ? __ldg(p.sx + (m0 + 1) * p.sx_ld + kb) : 0.0f;
+      const float sx0 = a.sx[t][0], sx1 = a.sx[t][1];
       acc[t][0] += part[0] * sx0 * swv;
       acc[t][1] += part[1] * sx1 * swv;
       acc[t][2] += part[2] * sx0 * swv;
@@ -115,21 +135,32 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(Fp8GemmSmallM
     // Few tokens: registers to spare, so keep the next block's weights in flight while computing this one
     // (twice the bytes in flight per warp; decode GEMMs are latency/bandwidth bound).
     uint4 cur[4], nxt[4];
+    Act acur, anxt;
     int64_t kb = warp;
-    if (kb < kblocks) load_block(kb, cur);
+    if (kb < kblocks) {
+      load_block(kb, cur);
+      load_act(kb, acur);
+    }
     for (; kb < kblocks; kb += kWarps) {
       const bool more = kb + kWarps < kblocks;
-      if (more) load_block(kb + kWarps, nxt);
-      compute_block(kb, cur);
-      if (more)
+      if (more) {
+        load_block(kb + kWarps, nxt);
+        load_act(kb + kWarps, anxt);
+      }
+      compute_block(cur, acur);
+      if (more) {
 #pragma unroll
         for (int i = 0; i < 4; ++i) cur[i] = nxt[i];
+        acur = anxt;
+      }
     }
   } else {
     for (int64_t kb = warp; kb < kblocks; kb += kWarps) {
       uint4 w[4];
+      Act a;
       load_block(kb, w);
-      compute_block(kb, w);
+      load_act(kb, a);
+      compute_block(w, a);
     }
   }
 

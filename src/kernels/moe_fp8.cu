@@ -18,19 +18,22 @@ using namespace ptx;
 using bf16 = __nv_bfloat16;
 
 // ---- decode: the small-M weight stream ----------------------------------------------------------------------
-// CTA = 8 output columns of one active expert (with the fused SiLU: their gate and up rows, two n8 tiles) x the
-// expert's rows (the mma's M side, up to 16). Its 8 warps split the 128-deep K blocks; per block a lane stages
-// 32 contiguous bytes of weight row g and of activation rows g and g + 8 (cp.async, a round of kUnroll blocks in
-// flight per warp). Inside a block the k order is permuted identically for both operands (mma j takes the lane's
-// bytes 8j..8j+3 as logical k 4tig.. and 8j+4.. as 16+4tig..), so each mma still pairs matching k. The
+// CTA = 8 x kDown output columns of one active expert (with the fused SiLU: their gate and up rows, 2 x kDown n8
+// tiles) x the expert's rows (the mma's M side, up to 16). Its 8 warps split the 128-deep K blocks; per block a lane
+// stages bytes [16 tig, 16 tig + 16) and [64 + 16 tig, ...) of weight row g and of activation rows g and g + 8
+// (cp.async, a round of kUnroll blocks in flight per warp), so each copy instruction reads 64 contiguous bytes of
+// a row: whole 32-byte sectors. (32 contiguous bytes per lane split every sector between two instructions: twice
+// the L2 requests, ~1.4 TB/s; measured.) Inside a block the k order is permuted identically for both operands
+// (mma j takes the lane's staged bytes 8j..8j+3 as logical k 4tig.. and 8j+4.. as 16+4tig..), so each mma still
+// pairs matching k. The
 // activations come quantized: quantizing them in every CTA (hundreds per expert) made the kernel
 // instruction-bound (V2-Lite layer at 1 token: 165 us against 49 us for bf16; measured).
 constexpr int kSmallWarps = 8;
 
-// kDown: without the SiLU, the n8 column tiles a CTA covers (1 or 2: 8 or 16 output columns).
+// kDown: the n8 output-column tiles a CTA covers (8 x kDown columns; with the SiLU each has its up tile too).
 template <bool kSilu, bool kM16, int kUnroll, int kDown = 1>
 struct SmallShape {
-  static constexpr int NT = kSilu ? 2 : kDown;
+  static constexpr int NT = kSilu ? 2 * kDown : kDown;
   static constexpr int kRows = NT + (kM16 ? 2 : 1);  // weight tiles + activation rows staged per block
   static constexpr int kSlots = kUnroll * kRows * 2;  // 512-byte slots (32 lanes x 16 bytes) per warp per round
   static constexpr size_t kSmem = static_cast<size_t>(kSmallWarps) * kSlots * 512;
@@ -56,7 +59,7 @@ __global__ void __launch_bounds__(kSmallWarps * 32, kSilu || kDown > 1 ? 2 : 3) 
   const float* S = p.scales[e];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, tig = lane & 3;
-  constexpr int kCols = kSilu ? 8 : 8 * NT;  // output columns of this CTA
+  constexpr int kCols = 8 * kDown;  // output columns of this CTA
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kCols;
   // Staged rows per block: weight tiles [0, NT), then activation rows g (and g + 8).
   const uint8_t* src[kRows];
@@ -64,11 +67,12 @@ __global__ void __launch_bounds__(kSmallWarps * 32, kSilu || kDown > 1 ? 2 : 3) 
   const float* srow[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
-    // Silu: gate rows, then the up rows N later; else consecutive column tiles. N % 64 == 0 (128 with silu):
-    // each tile's 8 rows share one scale-block row.
-    const int64_t base = kSilu ? (t == 1 ? N : 0) + n0 : n0 + 8 * t;
-    const bool wok = (kSilu ? n0 : base) + g < N;
-    src[t] = W + (wok ? base + g : 0) * K + tig * 32;
+    // Consecutive column tiles; with the SiLU the gate tiles [0, kDown), then their up tiles N rows later.
+    // N % 64 == 0 (128 with silu): each tile's 8 rows share one scale-block row.
+    const int64_t col = n0 + 8 * (t % kDown);
+    const int64_t base = (kSilu && t >= kDown ? N : 0) + col;
+    const bool wok = col + g < N;
+    src[t] = W + (wok ? base + g : 0) * K + tig * 16;
     ok[t] = wok;
     srow[t] = S + (base / 128) * kblocks;
   }
@@ -79,7 +83,7 @@ __global__ void __launch_bounds__(kSmallWarps * 32, kSilu || kDown > 1 ? 2 : 3) 
     const int i = g + 8 * r;
     ok[NT + r] = i < cnt;
     const int64_t xr = i < cnt ? x_row(i) : 0;
-    src[NT + r] = p.q + xr * K + tig * 32;
+    src[NT + r] = p.q + xr * K + tig * 16;
     sxr[r] = i < cnt ? p.sx + xr * kblocks : nullptr;
   }
 
@@ -100,12 +104,24 @@ __global__ void __launch_bounds__(kSmallWarps * 32, kSilu || kDown > 1 ? 2 : 3) 
         uint4* d = &my[((u * kRows + r) * 2) * 32];
         if (r < NT) {
           small_m::cp_async_cg(d, src[r] + off, in && ok[r]);
-          small_m::cp_async_cg(d + 32, src[r] + off + 16, in && ok[r]);
+          small_m::cp_async_cg(d + 32, src[r] + off + 64, in && ok[r]);
         } else {
           small_m::cp_async_ca(d, src[r] + off, in && ok[r]);
-          small_m::cp_async_ca(d + 32, src[r] + off + 16, in && ok[r]);
+          small_m::cp_async_ca(d + 32, src[r] + off + 64, in && ok[r]);
         }
       }
+    }
+    // The round's scales, loaded while its bytes are in flight: read after the wait, the (cold) weight scales
+    // cost a second DRAM round trip per CTA.
+    float swr[kUnroll][NT], sar[kUnroll], sbr[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = c0 + u * kSmallWarps;
+      const int64_t cc = c < kblocks ? c : 0;
+#pragma unroll
+      for (int t = 0; t < NT; ++t) swr[u][t] = __ldg(srow[t] + cc);
+      sar[u] = sxr[0] ? __ldg(sxr[0] + cc) : 0.0f;
+      sbr[u] = kM16 && sxr[1] ? __ldg(sxr[1] + cc) : 0.0f;
     }
     small_m::cp_async_wait_all();
 #pragma unroll
@@ -121,8 +137,7 @@ __global__ void __launch_bounds__(kSmallWarps * 32, kSilu || kDown > 1 ? 2 : 3) 
 #pragma unroll
         for (int i = 0; i < 8; ++i) qb[i] = v[i];
       }
-      const float sa = sxr[0] ? __ldg(sxr[0] + c) : 0.0f;
-      const float sb = kM16 && sxr[1] ? __ldg(sxr[1] + c) : 0.0f;
+      const float sa = sar[u], sb = sbr[u];
 #pragma unroll
       for (int t = 0; t < NT; ++t) {
         const uint4 w0 = my[((u * kRows + t) * 2) * 32], w1 = my[((u * kRows + t) * 2 + 1) * 32];
@@ -131,7 +146,7 @@ __global__ void __launch_bounds__(kSmallWarps * 32, kSilu || kDown > 1 ? 2 : 3) 
 #pragma unroll
         for (int j = 0; j < 4; ++j) mma_e4m3(part, qa[2 * j], qb[2 * j], qa[2 * j + 1], qb[2 * j + 1], wr[2 * j], wr[2 * j + 1]);
         // C fragment: part[0..1] = row g, columns 2 tig + {0, 1}; part[2..3] = row g + 8.
-        const float sw = __ldg(srow[t] + c);
+        const float sw = swr[u][t];
         acc[t][0] += part[0] * sa * sw;
         acc[t][1] += part[1] * sa * sw;
         acc[t][2] += part[2] * sb * sw;
@@ -158,7 +173,9 @@ __global__ void __launch_bounds__(kSmallWarps * 32, kSilu || kDown > 1 ? 2 : 3) 
     bf16* out = static_cast<bf16*>(p.out) + (row0 + m) * N;
     if (m < cnt) {
       if (kSilu) {
-        if (n < N) out[n] = __float2bfloat16(v[0] / (1.0f + expf(-v[0])) * v[1]);
+#pragma unroll
+        for (int t = 0; t < kDown; ++t)
+          if (n + 8 * t < N) out[n + 8 * t] = __float2bfloat16(v[t] / (1.0f + expf(-v[t])) * v[t + kDown]);
       } else {
 #pragma unroll
         for (int t = 0; t < NT; ++t)
@@ -176,18 +193,35 @@ cudaError_t launch_small_variant(const MoeFp8GemmParams& p, cudaStream_t stream)
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
   if (attr != cudaSuccess) return attr;
   const int ey = p.active && p.max_active > 0 && p.max_active < p.experts ? p.max_active : p.experts;
-  const int64_t cols = kSilu ? 8 : 8 * kDown;
+  const int64_t cols = 8 * kDown;
   const dim3 grid(static_cast<unsigned>((p.N + cols - 1) / cols), static_cast<unsigned>(ey));
   return launch_pdl(kernel, grid, kSmallWarps * 32, kSmem, stream, p);
 }
 
-// Column tiles per CTA of the plain (down) product: DSERVE_MOE_FP8_DOWN_TILES=1|2 (A/B runs); default 2.
-int down_tiles() {
-  static const int v = [] {
-    const char* e = std::getenv("DSERVE_MOE_FP8_DOWN_TILES");
-    return e && std::atoi(e) == 1 ? 1 : 2;
-  }();
+template <bool kSilu, int kDown>
+cudaError_t launch_small_tiles(const MoeFp8GemmParams& p, bool m16, bool deep, cudaStream_t stream) {
+  if (m16) return launch_small_variant<kSilu, true, 2, kDown>(p, stream);
+  // Rounds of four blocks when that staging fits two CTAs per SM, else of two.
+  constexpr bool kDeep4 = SmallShape<kSilu, false, 4, kDown>::kSmem <= 100 * 1024;
+  if (deep) return launch_small_variant<kSilu, false, kDeep4 ? 4 : 2, kDown>(p, stream);
+  return launch_small_variant<kSilu, false, 2, kDown>(p, stream);
+}
+
+// Column tiles per CTA (A/B runs): DSERVE_MOE_FP8_GATE_TILES=1|2 for gate|up + SiLU, DSERVE_MOE_FP8_DOWN_TILES=1|2|4
+// for down. Defaults from MoeFp8Test.SmallMColumnTilesAgree's timings (H100, 2026-11-26): gate|up 1 (2 is 1-5%
+// slower); down 1 up to 8 rows per expert, 2 at 9-16 (each 3-5% ahead of the other there).
+int env_tiles(const char* name, int fallback) {
+  const char* e = std::getenv(name);
+  const int v = e ? std::atoi(e) : 0;
+  return v == 1 || v == 2 || v == 4 ? v : fallback;
+}
+int gate_tiles() {
+  static const int v = env_tiles("DSERVE_MOE_FP8_GATE_TILES", 1);
   return v;
+}
+int down_tiles(bool m16) {
+  static const int v = env_tiles("DSERVE_MOE_FP8_DOWN_TILES", 0);
+  return v > 0 ? v : m16 ? 2 : 1;
 }
 
 // ---- larger batches: the pipelined tile ----------------------------------------------------------------------
@@ -382,18 +416,17 @@ cudaError_t launch_moe_fp8_small_m(const MoeFp8GemmParams& p, cudaStream_t strea
     return cudaErrorInvalidValue;
   const bool m16 = p.max_rows_per_expert > 8;
   // Blocks per warp: one round when they fit in two (V2-Lite's gate|up and down, V3's down), else rounds of
-  // four at 8 rows (V3's gate|up, K = 7168: 56 blocks); 16 rows keep two (a round stages a third more rows).
+  // four at 8 rows (V3's gate|up, K = 7168: 56 blocks) when the staging stays within ~100 KB per CTA (two CTAs
+  // per SM); 16 rows keep two (a round stages a third more rows).
   const bool deep = !m16 && (p.K / 128 + kSmallWarps - 1) / kSmallWarps > 2;
+  const int tiles = p.col_tiles > 0 ? p.col_tiles : (p.silu ? gate_tiles() : down_tiles(m16));
   if (p.silu) {
-    if (m16) return launch_small_variant<true, true, 2>(p, stream);
-    return deep ? launch_small_variant<true, false, 4>(p, stream) : launch_small_variant<true, false, 2>(p, stream);
+    if (tiles >= 2) return launch_small_tiles<true, 2>(p, m16, deep, stream);
+    return launch_small_tiles<true, 1>(p, m16, deep, stream);
   }
-  if (down_tiles() == 1) {
-    if (m16) return launch_small_variant<false, true, 2>(p, stream);
-    return deep ? launch_small_variant<false, false, 4>(p, stream) : launch_small_variant<false, false, 2>(p, stream);
-  }
-  if (m16) return launch_small_variant<false, true, 2, 2>(p, stream);
-  return deep ? launch_small_variant<false, false, 4, 2>(p, stream) : launch_small_variant<false, false, 2, 2>(p, stream);
+  if (tiles >= 4 && p.N % 32 == 0) return launch_small_tiles<false, 4>(p, m16, deep, stream);
+  if (tiles >= 2) return launch_small_tiles<false, 2>(p, m16, deep, stream);
+  return launch_small_tiles<false, 1>(p, m16, deep, stream);
 }
 
 cudaError_t launch_moe_fp8_grouped(const MoeFp8GemmParams& p, cudaStream_t stream) {

