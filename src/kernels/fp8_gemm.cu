@@ -4,6 +4,9 @@
 #include "kernels/pdl.cuh"
 #include "kernels/ptx.cuh"
 
+#include <cstdlib>
+#include <cstring>
+
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
@@ -63,11 +66,18 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(Fp8GemmSmallM
   const float* sw_row = p.sw + (n0 / 128) * kblocks;
   const uint8_t* w0 = p.w + (n0 + g) * p.Kp + tig * 16;
   const uint8_t* w1 = w0 + 8 * p.Kp;
-  // Weights are never written during a forward: pull this CTA's 16 rows (inside the zero-padded Np) into L2
-  // while the previous kernel of the stream finishes (pdl.cuh), then wait for it before reading q or sx.
-  for (int r = warp; r < 16; r += kWarps)
-    for (int64_t off = lane * 128; off < p.Kp; off += 32 * 128)
-      asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p.w + (n0 + r) * p.Kp + off));
+  // Weights are never written during a forward: pull the first blocks of this CTA's 16 rows (inside the
+  // zero-padded Np) into L2 while the previous kernel of the stream finishes (pdl.cuh), then wait for it before
+  // reading q or sx.
+  if (!p.prefetch_first) {
+    for (int r = warp; r < 16; r += kWarps)
+      for (int64_t off = lane * 128; off < p.Kp; off += 32 * 128)
+        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p.w + (n0 + r) * p.Kp + off));
+  } else {
+    // The two blocks this warp loads first (kb = warp, warp + kWarps) of the 16 rows: lane = row + 16 x which.
+    const int64_t kb = warp + (lane >> 4) * kWarps;
+    if (kb < kblocks) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p.w + (n0 + (lane & 15)) * p.Kp + kb * 128));
+  }
   // And the CTA's scale row (kblocks floats), read once per K block below.
   if (warp == kWarps - 1)
     for (int64_t kb = lane * 32; kb < kblocks; kb += 32 * 32) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(sw_row + kb));
@@ -226,10 +236,16 @@ cudaError_t launch_fp8_gemm_small_m(const Fp8GemmSmallMParams& p, cudaStream_t s
   if ((reinterpret_cast<uintptr_t>(p.q) | reinterpret_cast<uintptr_t>(p.w)) % 16 != 0) return cudaErrorMisalignedAddress;
   if (p.M == 0 || p.N == 0) return cudaSuccess;
   const dim3 grid(static_cast<unsigned>((p.N + 15) / 16)), block(kWarps * 32);
-  if (p.M <= 8) return launch_pdl(gemm_small_m_kernel<1>, grid, block, 0, stream, p);
-  if (p.M <= 16) return launch_pdl(gemm_small_m_kernel<2>, grid, block, 0, stream, p);
-  if (p.M <= 32) return launch_pdl(gemm_small_m_kernel<4>, grid, block, 0, stream, p);
-  return launch_pdl(gemm_small_m_kernel<8>, grid, block, 0, stream, p);
+  static const bool first = [] {
+    const char* e = std::getenv("DSERVE_FP8_PREFETCH");
+    return e && std::strcmp(e, "first") == 0;
+  }();
+  Fp8GemmSmallMParams q = p;
+  q.prefetch_first = q.prefetch_first || first;
+  if (q.M <= 8) return launch_pdl(gemm_small_m_kernel<1>, grid, block, 0, stream, q);
+  if (q.M <= 16) return launch_pdl(gemm_small_m_kernel<2>, grid, block, 0, stream, q);
+  if (q.M <= 32) return launch_pdl(gemm_small_m_kernel<4>, grid, block, 0, stream, q);
+  return launch_pdl(gemm_small_m_kernel<8>, grid, block, 0, stream, q);
 }
 
 }  // namespace ds::kernels

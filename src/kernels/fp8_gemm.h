@@ -36,6 +36,12 @@ struct Fp8GemmSmallMParams {
   void* d = nullptr;  // bf16 [M, ldd]
   int64_t ldd = 0;
   int64_t M = 0, N = 0, Np = 0, Kp = 0;
+  // L2 prefetch of the CTA's weights before the PDL wait: every block (default), or only the two blocks each
+  // warp loads first (prefetch_first; DSERVE_FP8_PREFETCH=first in the launcher). Untested on the device: large-K
+  // shapes (V3 o_proj, dense MLP) lost ~10% at M = 1 between 2026-11-23 and 2026-11-26, when the full prefetch
+  // came in; prefetching more than the L2 holds may evict lines before they are read (scripts/device/prefetch.sh
+  // is the A/B).
+  bool prefetch_first = false;
 };
 constexpr int64_t kFp8SmallMMax = 64;
 

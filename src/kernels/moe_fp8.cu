@@ -208,8 +208,9 @@ cudaError_t launch_small_tiles(const MoeFp8GemmParams& p, bool m16, bool deep, c
 }
 
 // Column tiles per CTA (A/B runs): DSERVE_MOE_FP8_GATE_TILES=1|2 for gate|up + SiLU, DSERVE_MOE_FP8_DOWN_TILES=1|2|4
-// for down. Defaults from MoeFp8Test.SmallMColumnTilesAgree's timings (H100, 2026-11-26): gate|up 1 (2 is 1-5%
-// slower); down 1 up to 8 rows per expert, 2 at 9-16 (each 3-5% ahead of the other there).
+// for down. Defaults from MoeFp8Test.SmallMColumnTilesAgree's timings (H100, 2026-11-26, whole-sector loads):
+// gate|up 1 (2 is 5-10% slower up to 8 rows); down 4 up to 8 rows per expert (V3 47.8 vs 54.9 us with 1 at one
+// row), 2 at 9-16.
 int env_tiles(const char* name, int fallback) {
   const char* e = std::getenv(name);
   const int v = e ? std::atoi(e) : 0;
@@ -221,7 +222,7 @@ int gate_tiles() {
 }
 int down_tiles(bool m16) {
   static const int v = env_tiles("DSERVE_MOE_FP8_DOWN_TILES", 0);
-  return v > 0 ? v : m16 ? 2 : 1;
+  return v > 0 ? v : m16 ? 2 : 4;
 }
 
 // ---- larger batches: the pipelined tile ----------------------------------------------------------------------

@@ -47,10 +47,11 @@ class MoeFp8Test : public ::testing::Test {
     unsetenv("DSERVE_FP8_NATIVE");
   }
   static Ops& gpu() { return *gpu_; }
-  // Another CUDA backend in native FP8 mode with the switch `env` = 1 (switches are read when a backend is made).
-  static std::unique_ptr<Ops> native_cuda_ops_with(const char* env) {
+  // Another CUDA backend in native FP8 mode with the switch `env` = value (switches are read when a backend is
+  // made).
+  static std::unique_ptr<Ops> native_cuda_ops_with(const char* env, const char* value = "1") {
     setenv("DSERVE_FP8_NATIVE", "1", 1);
-    setenv(env, "1", 1);
+    setenv(env, value, 1);
     std::unique_ptr<Ops> ops = make_cuda_ops(0);
     unsetenv(env);
     unsetenv("DSERVE_FP8_NATIVE");
@@ -206,13 +207,14 @@ TEST_F(MoeFp8Test, MatchesCpuSmallDims) {
   });
 }
 
-// DSERVE_MOE_FP8_SEGMENTED=1 (prefill-sized layers quantize the routed rows once into padded per-expert segments):
-// the same cuBLASLt GEMMs at the same row counts and the same roundings as the per-expert chain, so its output
+// The default prefill path (prefill-sized layers quantize the routed rows once into padded per-expert segments)
+// against DSERVE_MOE_FP8_SEGMENTED=0 (the per-expert chain): the same cuBLASLt GEMMs at the same row counts and the same roundings as the per-expert chain, so its output
 // must match that chain's to the last bf16 step, on ragged counts, empty experts, an expert that takes every
 // token, ue8m0 scales, a ragged intermediate size (padded to 128) and V2-Lite's dims; also (small dims) against the
 // bf16-step reference.
 TEST_F(MoeFp8Test, SegmentedPrefillMatchesPerExpert) {
-  std::unique_ptr<Ops> seg = native_cuda_ops_with("DSERVE_MOE_FP8_SEGMENTED");
+  std::unique_ptr<Ops> chain = native_cuda_ops_with("DSERVE_MOE_FP8_SEGMENTED", "0");
+  Ops* seg = &gpu();
   const std::vector<MoeCase> cases = {
       {"ragged counts, empty experts", 256, 128, 16, 6, {1100, 1500}, 12, -1, false},
       {"one expert takes every token", 256, 256, 16, 6, {1200}, 16, 5, false},
@@ -222,15 +224,15 @@ TEST_F(MoeFp8Test, SegmentedPrefillMatchesPerExpert) {
   };
   for (const MoeCase& c : cases) {
     Experts ex = make_experts(c.E, c.d, c.inter, c.ue8m0);
-    std::vector<PreparedMlp> seg_experts;  // the same host weights, prepared by the second backend
-    for (int e = 0; e < c.E; ++e) seg_experts.push_back(seg->prepare_mlp(ex.gate[e], ex.up[e], ex.down_host[e]));
+    std::vector<PreparedMlp> chain_experts;  // the same host weights, prepared by the second backend
+    for (int e = 0; e < c.E; ++e) chain_experts.push_back(chain->prepare_mlp(ex.gate[e], ex.up[e], ex.down_host[e]));
     for (int64_t T : c.tokens) {
       Tensor x = randn({T, c.d}, rng_);
       Tensor idt = i32_tensor(route(T, c.K, c.used, c.hot), {T, c.K});
       Tensor w = randn({T, c.K}, rng_, 0.2f, 0.5f);
       const std::string what = std::string("moe fp8 segmented ") + c.name + " T " + std::to_string(T);
-      Tensor want = to_host_f32(gpu().moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), ex.gpu));
-      Tensor got = to_host_f32(seg->moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), seg_experts));
+      Tensor want = to_host_f32(chain->moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), chain_experts));
+      Tensor got = to_host_f32(seg->moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), ex.gpu));
       DS_EXPECT_CLOSE(got, want, 1e-2, 1e-4, what + " (per-expert chain)");
       // The chain's own distance from the bf16-step reference on the cuBLASLt path reaches ~0.021 max_rel
       // (measured); V2-Lite's dims skip it (minutes of host reference, and the chain equality above holds).
