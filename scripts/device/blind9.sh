@@ -4,7 +4,7 @@
 # routed combine (DSERVE_MOE_FUSED_SHARED=1), linear_pair's shared
 # quantization and PDL on the dense FP8 kernels: MoeFp8Test (incl. SegmentedPrefillMatchesPerExpert,
 # NormQuantizationFeedsTheFp8Ops), Fp8GemmGpu (incl. LinearPairSharesTheQuantization), RmsNorm*, then memcheck on
-# the new cases. Timings: blind9perf.sh. Binaries: .devbin/.
+# the new cases. Timings: s10perf.sh, blind9dec.sh. Binaries: .devbin/.
 set -u
 source "$(dirname "$0")/lib.sh"
 CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
