@@ -1,6 +1,7 @@
 // Model loading for CLI commands (see model_setup.h).
 #include "app/model_setup.h"
 
+#include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -107,6 +108,10 @@ Result<ModelSetup> setup_model(const Flags& flags) {
   } else {
     return error("--device must be cpu or cuda, got '", device, "'");
   }
+  // Set-up time is logged by phase: on the device machine it is most of a benchmark process's wall time.
+  using Clock = std::chrono::steady_clock;
+  auto since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
+  Clock::time_point t0 = Clock::now();
   ModelWeights weights;
   if (format == "auto") {
     DS_ASSIGN_OR_RETURN(weights, load_weights(dir, s.config));
@@ -115,9 +120,15 @@ Result<ModelSetup> setup_model(const Flags& flags) {
   } else {
     return error("--load-format must be auto or dummy, got '", format, "'");
   }
+  const double t_load = since(t0);
+  t0 = Clock::now();
   DS_RETURN_IF_ERROR(apply_quantization_flag(flags.get_string("quantization"), &weights, &s.config));
+  const double t_quant = since(t0);
   DS_ASSIGN_OR_RETURN(s.kv_dtype, parse_kv_cache_dtype(flags.get_string("kv-cache-dtype")));
+  t0 = Clock::now();
   s.model = std::make_unique<DeepseekModel>(s.config, weights, *s.ops);
+  DS_INFO("weights: ", format == "dummy" ? "made" : "read", " in ", t_load, " s, quantized in ", t_quant,
+          " s, prepared on the ", device, " backend in ", since(t0), " s");
   return s;
 }
 

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <set>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "core/logging.h"
@@ -171,31 +172,13 @@ class Rng {
 
 constexpr float kSqrt3 = 1.7320508f;
 
-// Runs fill(rng, begin, end) over [0, n) in chunks of kChunk elements, each chunk with its own stream, on up
-// to hardware_concurrency threads: full-size dummy checkpoints (15.7B parameters for V2-Lite) take seconds,
-// not minutes.
-template <class Fill>
-void parallel_fill(int64_t n, uint64_t seed, const std::string& name, Fill fill) {
-  constexpr int64_t kChunk = int64_t{1} << 20;
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-  auto run = [&](int64_t c) {
-    Rng rng(seed, name, static_cast<uint64_t>(c));
-    fill(rng, c * kChunk, std::min(n, (c + 1) * kChunk));
-  };
-  const int64_t threads = std::min<int64_t>(chunks, std::max(1u, std::thread::hardware_concurrency()));
-  if (threads <= 1) {
-    for (int64_t c = 0; c < chunks; ++c) run(c);
-    return;
-  }
-  std::atomic<int64_t> next{0};
-  std::vector<std::thread> pool;
-  for (int64_t t = 0; t < threads; ++t)
-    pool.emplace_back([&] {
-      for (int64_t c = next++; c < chunks; c = next++) run(c);
-    });
-  for (std::thread& th : pool) th.join();
-}
+// Dummy values are made in chunks of kFillChunk elements, each chunk from its own stream Rng(seed, name, chunk),
+// so they depend neither on creation order nor on how many threads generate them.
+constexpr int64_t kFillChunk = int64_t{1} << 20;
 
+// `--load-format dummy`: tensors are allocated as the builder asks for them and filled afterwards, all chunks of
+// all tensors on one pool of hardware_concurrency threads (fill_pending). Filled one tensor at a time, a V2-Lite
+// expert matrix (2.9M values = 3 chunks) kept 3 threads busy: ~16 s of the device benchmarks' set-up.
 class DummySource : public Source {
  public:
   DummySource(const ModelConfig& cfg, uint64_t seed) : cfg_(cfg), seed_(seed) {}
@@ -205,10 +188,7 @@ class DummySource : public Source {
   Tensor tensor(const std::string& name, const Shape& shape, Kind kind) override {
     if (kind == Kind::kScoreBias) {
       Tensor t = Tensor::empty(shape, DType::kF32);
-      float* p = t.f32();
-      parallel_fill(t.numel(), seed_, name, [&](Rng& rng, int64_t b, int64_t e) {
-        for (int64_t i = b; i < e; ++i) p[i] = 0.01f * rng.uniform();
-      });
+      defer(t, name, Fill::kScoreBias, 0.0f, 0.0f);
       return t;
     }
     float center = kind == Kind::kNorm ? 1.0f : 0.0f;
@@ -227,30 +207,78 @@ class DummySource : public Source {
     }
     // W = q * s with q uniform over [-448, 448] and per-block s around 0.02 * sqrt(3) / 448: std ~0.02.
     lw.weight = Tensor::empty({out, in}, DType::kF8E4M3);
-    uint8_t* q = lw.weight.data_as<uint8_t>();
-    parallel_fill(out * in, seed_, name, [&](Rng& rng, int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) q[i] = f32_to_fp8e4m3(kFp8E4M3Max * rng.uniform());
-    });
+    defer(lw.weight, name, Fill::kE4m3, 0.0f, 0.0f);
     lw.scale_inv = Tensor::empty({ceil_div(out, lw.block_n), ceil_div(in, lw.block_k)}, DType::kF32);
-    float* s = lw.scale_inv.f32();
-    parallel_fill(lw.scale_inv.numel(), seed_, name + "_scale_inv", [&](Rng& rng, int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) s[i] = 0.02f * kSqrt3 / kFp8E4M3Max * (1.0f + 0.25f * rng.uniform());
-    });
+    defer(lw.scale_inv, name + "_scale_inv", Fill::kScale, 0.0f, 0.0f);
     return lw;
   }
 
+  // Generates every value asked for so far.
+  void fill_pending() {
+    std::vector<std::pair<size_t, int64_t>> work;  // (pending tensor, chunk)
+    for (size_t i = 0; i < pending_.size(); ++i)
+      for (int64_t c = 0; c * kFillChunk < pending_[i].t.numel(); ++c) work.emplace_back(i, c);
+    std::atomic<size_t> next{0};
+    auto run = [&] {
+      for (size_t w = next++; w < work.size(); w = next++) fill_chunk(pending_[work[w].first], work[w].second);
+    };
+    const size_t threads = std::min<size_t>(work.size(), std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<std::thread> pool;
+    for (size_t t = 1; t < threads; ++t) pool.emplace_back(run);
+    run();
+    for (std::thread& th : pool) th.join();
+    pending_.clear();
+  }
+
  private:
-  Tensor bf16_tensor(const Shape& shape, const std::string& name, float center, float amp) const {
+  enum class Fill { kBf16, kScoreBias, kE4m3, kScale };
+  struct Pending {
+    Tensor t;  // shares the storage the weights hold
+    std::string name;
+    Fill fill;
+    float center, amp;
+  };
+
+  void defer(const Tensor& t, const std::string& name, Fill fill, float center, float amp) {
+    pending_.push_back({t, name, fill, center, amp});
+  }
+
+  void fill_chunk(Pending& p, int64_t chunk) const {
+    Rng rng(seed_, p.name, static_cast<uint64_t>(chunk));
+    const int64_t b = chunk * kFillChunk, e = std::min(p.t.numel(), b + kFillChunk);
+    switch (p.fill) {
+      case Fill::kBf16: {
+        uint16_t* v = p.t.data_as<uint16_t>();
+        for (int64_t i = b; i < e; ++i) v[i] = f32_to_bf16(p.center + p.amp * rng.uniform());
+        break;
+      }
+      case Fill::kScoreBias: {
+        float* v = p.t.f32();
+        for (int64_t i = b; i < e; ++i) v[i] = 0.01f * rng.uniform();
+        break;
+      }
+      case Fill::kE4m3: {
+        uint8_t* v = p.t.data_as<uint8_t>();
+        for (int64_t i = b; i < e; ++i) v[i] = f32_to_fp8e4m3(kFp8E4M3Max * rng.uniform());
+        break;
+      }
+      case Fill::kScale: {
+        float* v = p.t.f32();
+        for (int64_t i = b; i < e; ++i) v[i] = 0.02f * kSqrt3 / kFp8E4M3Max * (1.0f + 0.25f * rng.uniform());
+        break;
+      }
+    }
+  }
+
+  Tensor bf16_tensor(const Shape& shape, const std::string& name, float center, float amp) {
     Tensor t = Tensor::empty(shape, DType::kBF16);
-    uint16_t* p = t.data_as<uint16_t>();
-    parallel_fill(t.numel(), seed_, name, [&](Rng& rng, int64_t b, int64_t e) {
-      for (int64_t i = b; i < e; ++i) p[i] = f32_to_bf16(center + amp * rng.uniform());
-    });
+    defer(t, name, Fill::kBf16, center, amp);
     return t;
   }
 
   const ModelConfig& cfg_;
   uint64_t seed_;
+  std::vector<Pending> pending_;
 };
 
 // ---- the layer structure (spec section 2) -----------------------------------------------------------
@@ -400,6 +428,7 @@ ModelWeights make_dummy_weights(const ModelConfig& cfg, uint64_t seed, bool with
     for (int i = 0; i < cfg.num_nextn_predict_layers; ++i)
       w.mtp.push_back(build_mtp(src, cfg, w, i, cfg.is_moe_layer(cfg.num_hidden_layers + i), cfg.has_indexer()));
   DS_CHECK(src.ok(), src.status.message());
+  src.fill_pending();
   return w;
 }
 
