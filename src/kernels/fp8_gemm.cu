@@ -50,37 +50,57 @@ __device__ __forceinline__ uint4 load_stream(const uint8_t* p) {
 
 constexpr int kWarps = 8;
 
+// Up to two independent problems in one launch (blocks [0, split) run p[0], the rest p[1]).
+struct SmallMLaunch {
+  Fp8GemmSmallMParams p[2];
+  int64_t split = 0;
+};
+
 // CTA = 16 weight rows (the mma's M side) x all tokens (NT tiles of 8 on the mma's N side); its 8 warps split
 // the K blocks and reduce through shared memory. Within a 128-deep K block a lane streams bytes [16 tig, +16)
 // and [64 + 16 tig, +16) of weight rows g and g + 8 (g = lane / 4) and of token g, so each 16-byte load
 // instruction covers 64 contiguous bytes of a row (whole sectors; see moe_fp8.cu); the k order inside the
 // block is permuted the same way for both operands, so each mma still sums matching products. Per block:
 // partial (fp32) * sx * sw, as the reference does.
-template <int NT>
-__global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(Fp8GemmSmallMParams p) {
+// kSilu: the 16 rows are gate rows n0..n0+7 and their up rows up_row + n0.., so a lane holds gate and up of the
+// same output column. kFusedQuant (NT = 1): the warp quantizes each token's 128-group of x itself, exactly as
+// quant_act_kernel does (fp8::quantize_group_warp, lane l holding channels 4l..4l+3), and hands each lane the
+// bytes its mma slot takes by shuffles.
+template <int NT, bool kFusedQuant, bool kSilu>
+__global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(const SmallMLaunch launch) {
+  static_assert(!kFusedQuant || NT == 1, "in-kernel quantization takes at most 8 tokens");
   __shared__ float red[kWarps][NT * 4][32];
+  const bool second = blockIdx.x >= launch.split;
+  const Fp8GemmSmallMParams& p = launch.p[second ? 1 : 0];
+  const int64_t bx = second ? blockIdx.x - launch.split : blockIdx.x;
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const int g = lane >> 2, tig = lane & 3;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * 16;
+  const int64_t n0 = bx * (kSilu ? 8 : 16);
+  const int64_t r1 = kSilu ? p.up_row + n0 : n0 + 8;  // first row of the second 8-row half
   const int64_t kblocks = p.Kp / 128;
-  const float* sw_row = p.sw + (n0 / 128) * kblocks;
+  const float* sw_row0 = p.sw + (n0 / 128) * kblocks;
+  const float* sw_row1 = p.sw + (r1 / 128) * kblocks;
   const uint8_t* w0 = p.w + (n0 + g) * p.Kp + tig * 16;
-  const uint8_t* w1 = w0 + 8 * p.Kp;
+  const uint8_t* w1 = p.w + (r1 + g) * p.Kp + tig * 16;
   // Weights are never written during a forward: pull the first blocks of this CTA's 16 rows (inside the
   // zero-padded Np) into L2 while the previous kernel of the stream finishes (pdl.cuh), then wait for it before
-  // reading q or sx.
+  // reading q, sx or x.
+  auto row_of = [&](int r) { return r < 8 ? n0 + r : r1 + (r - 8); };
   if (!p.prefetch_first) {
     for (int r = warp; r < 16; r += kWarps)
       for (int64_t off = lane * 128; off < p.Kp; off += 32 * 128)
-        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p.w + (n0 + r) * p.Kp + off));
+        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p.w + row_of(r) * p.Kp + off));
   } else {
     // The two blocks this warp loads first (kb = warp, warp + kWarps) of the 16 rows: lane = row + 16 x which.
     const int64_t kb = warp + (lane >> 4) * kWarps;
-    if (kb < kblocks) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p.w + (n0 + (lane & 15)) * p.Kp + kb * 128));
+    if (kb < kblocks) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p.w + row_of(lane & 15) * p.Kp + kb * 128));
   }
-  // And the CTA's scale row (kblocks floats), read once per K block below.
+  // And the CTA's scale rows (kblocks floats each), read once per K block below.
   if (warp == kWarps - 1)
-    for (int64_t kb = lane * 32; kb < kblocks; kb += 32 * 32) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(sw_row + kb));
+    for (int64_t kb = lane * 32; kb < kblocks; kb += 32 * 32) {
+      asm volatile("prefetch.global.L2 [%0];\n" ::"l"(sw_row0 + kb));
+      if (kSilu) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(sw_row1 + kb));
+    }
   pdl_enter();
 
   float acc[NT][4];
@@ -97,17 +117,18 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(Fp8GemmSmallM
     w[2] = load_stream(w1 + off);
     w[3] = load_stream(w1 + off + 64);
   };
-  // A block's activations and scales: this lane's 32 bytes of token t * 8 + g, the weight scale, and the
-  // activation scales of tokens t * 8 + 2 tig + {0, 1} (loaded together with the weights: loaded after them,
-  // each is another round trip).
+  // A block's activations and scales: this lane's 32 bytes of token t * 8 + g, the weight scales of the two row
+  // halves, and the activation scales of tokens t * 8 + 2 tig + {0, 1} (loaded together with the weights:
+  // loaded after them, each is another round trip).
   struct Act {
     uint4 q[NT][2];
     float sx[NT][2];
-    float sw;
+    float sw0, sw1;
   };
   auto load_act = [&](int64_t kb, Act& a) {
     const int64_t off = kb * 128;
-    a.sw = __ldg(sw_row + kb);
+    a.sw0 = __ldg(sw_row0 + kb);
+    a.sw1 = kSilu ? __ldg(sw_row1 + kb) : a.sw0;
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       const int64_t m = t * 8 + g;  // the token this lane loads (B operand column g)
@@ -122,10 +143,55 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(Fp8GemmSmallM
       a.sx[t][1] = m0 + 1 < p.M ? __ldg(p.sx + (m0 + 1) * p.sx_ld + kb) : 0.0f;
     }
   };
+  // kFusedQuant: a block's raw activations, channels 4 lane .. 4 lane + 3 of every token (bf16, zero past K),
+  // loaded with the weights and quantized when the block is multiplied.
+  struct Raw {
+    uint2 x[8];
+    float sw0, sw1;
+  };
+  const __nv_bfloat16* xb = static_cast<const __nv_bfloat16*>(p.x);
+  auto load_raw = [&](int64_t kb, Raw& r) {
+    r.sw0 = __ldg(sw_row0 + kb);
+    r.sw1 = kSilu ? __ldg(sw_row1 + kb) : r.sw0;
+    const int64_t k = kb * 128 + 4 * lane;
+#pragma unroll
+    for (int m = 0; m < 8; ++m) {
+      r.x[m] = make_uint2(0, 0);
+      if (m < p.M && k < p.K) r.x[m] = __ldg(reinterpret_cast<const uint2*>(xb + m * p.ldx + k));
+    }
+  };
+  auto quantize = [&](const Raw& r, Act& a) {
+    a.sw0 = r.sw0;
+    a.sw1 = r.sw1;
+    a.q[0][0] = a.q[0][1] = make_uint4(0, 0, 0, 0);
+    a.sx[0][0] = a.sx[0][1] = 0.0f;
+#pragma unroll
+    for (int m = 0; m < 8; ++m) {
+      if (m >= p.M) break;  // warp-uniform
+      const __nv_bfloat162 lo = *reinterpret_cast<const __nv_bfloat162*>(&r.x[m].x);
+      const __nv_bfloat162 hi = *reinterpret_cast<const __nv_bfloat162*>(&r.x[m].y);
+      const float v[4] = {__low2float(lo), __high2float(lo), __low2float(hi), __high2float(hi)};
+      uint32_t packed;
+      const float sc = fp8::quantize_group_warp(v, p.ue8m0, &packed);
+      // Lane (g, tig) takes bytes [16 tig, +16) = lanes 4 tig .. 4 tig + 3 and [64 + 16 tig, +16) = lanes
+      // 16 + 4 tig ..; only the lanes of token m (g == m) keep them.
+      uint32_t w[8];
+#pragma unroll
+      for (int j = 0; j < 4; ++j) {
+        w[j] = __shfl_sync(0xffffffffu, packed, 4 * tig + j);
+        w[4 + j] = __shfl_sync(0xffffffffu, packed, 16 + 4 * tig + j);
+      }
+      if (g == m) {
+        a.q[0][0] = make_uint4(w[0], w[1], w[2], w[3]);
+        a.q[0][1] = make_uint4(w[4], w[5], w[6], w[7]);
+      }
+      if (2 * tig == m) a.sx[0][0] = sc;
+      if (2 * tig + 1 == m) a.sx[0][1] = sc;
+    }
+  };
   auto compute_block = [&](const uint4 (&w)[4], const Act& a) {
     const uint32_t r[8] = {w[0].x, w[0].y, w[0].z, w[0].w, w[1].x, w[1].y, w[1].z, w[1].w};
     const uint32_t s[8] = {w[2].x, w[2].y, w[2].z, w[2].w, w[3].x, w[3].y, w[3].z, w[3].w};
-    const float swv = a.sw;
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       const uint4 qa = a.q[t][0], qb = a.q[t][1];
@@ -135,13 +201,37 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(Fp8GemmSmallM
       for (int j = 0; j < 4; ++j) mma_e4m3(part, r[2 * j], s[2 * j], r[2 * j + 1], s[2 * j + 1], q[2 * j], q[2 * j + 1]);
       // C fragment: part[0..1] = rows g, tokens 2 tig + {0, 1}; part[2..3] = rows g + 8, same tokens.
       const float sx0 = a.sx[t][0], sx1 = a.sx[t][1];
-      acc[t][0] += part[0] * sx0 * swv;
-      acc[t][1] += part[1] * sx1 * swv;
-      acc[t][2] += part[2] * sx0 * swv;
-      acc[t][3] += part[3] * sx1 * swv;
+      acc[t][0] += part[0] * sx0 * a.sw0;
+      acc[t][1] += part[1] * sx1 * a.sw0;
+      acc[t][2] += part[2] * sx0 * a.sw1;
+      acc[t][3] += part[3] * sx1 * a.sw1;
     }
   };
-  if constexpr (NT <= 2) {
+  if constexpr (kFusedQuant) {
+    // The next block's weights and raw activations in flight while this one is quantized and multiplied.
+    uint4 cur[4], nxt[4];
+    Raw rcur, rnxt;
+    int64_t kb = warp;
+    if (kb < kblocks) {
+      load_block(kb, cur);
+      load_raw(kb, rcur);
+    }
+    for (; kb < kblocks; kb += kWarps) {
+      const bool more = kb + kWarps < kblocks;
+      if (more) {
+        load_block(kb + kWarps, nxt);
+        load_raw(kb + kWarps, rnxt);
+      }
+      Act a;
+      quantize(rcur, a);
+      compute_block(cur, a);
+      if (more) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) cur[i] = nxt[i];
+        rcur = rnxt;
+      }
+    }
+  } else if constexpr (NT <= 2) {
     // Few tokens: registers to spare, so keep the next block's weights in flight while computing this one
     // (twice the bytes in flight per warp; decode GEMMs are latency/bandwidth bound).
     uint4 cur[4], nxt[4];
@@ -180,15 +270,28 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(Fp8GemmSmallM
     for (int c = 0; c < 4; ++c) red[warp][t * 4 + c][lane] = acc[t][c];
   __syncthreads();
   __nv_bfloat16* d = static_cast<__nv_bfloat16*>(p.d);
-  for (int idx = threadIdx.x; idx < NT * 4 * 32; idx += kWarps * 32) {
-    const int tc = idx / 32, l = idx % 32;
-    float sum = 0.0f;
+  if constexpr (kSilu) {
+    // c in {0, 1}: gate (row g) and, in fragment slot c + 2, its up row; output column n0 + g.
+    for (int idx = threadIdx.x; idx < NT * 2 * 32; idx += kWarps * 32) {
+      const int t = idx / 64, c = (idx / 32) % 2, l = idx % 32;
+      float gate = 0.0f, up = 0.0f;
 #pragma unroll
-    for (int w = 0; w < kWarps; ++w) sum += red[w][tc][l];
-    const int t = tc / 4, c = tc % 4;
-    const int64_t n = n0 + (l >> 2) + (c >= 2 ? 8 : 0);
-    const int64_t m = t * 8 + (l & 3) * 2 + (c & 1);
-    if (m < p.M && n < p.N) d[m * p.ldd + n] = __float2bfloat16(sum);
+      for (int w = 0; w < kWarps; ++w) gate += red[w][t * 4 + c][l], up += red[w][t * 4 + c + 2][l];
+      const int64_t n = n0 + (l >> 2);
+      const int64_t m = t * 8 + (l & 3) * 2 + c;
+      if (m < p.M && n < p.N) d[m * p.ldd + n] = __float2bfloat16(gate / (1.0f + expf(-gate)) * up);
+    }
+  } else {
+    for (int idx = threadIdx.x; idx < NT * 4 * 32; idx += kWarps * 32) {
+      const int tc = idx / 32, l = idx % 32;
+      float sum = 0.0f;
+#pragma unroll
+      for (int w = 0; w < kWarps; ++w) sum += red[w][tc][l];
+      const int t = tc / 4, c = tc % 4;
+      const int64_t n = n0 + (l >> 2) + (c >= 2 ? 8 : 0);
+      const int64_t m = t * 8 + (l & 3) * 2 + (c & 1);
+      if (m < p.M && n < p.N) d[m * p.ldd + n] = __float2bfloat16(sum);
+    }
   }
 }
 
@@ -230,22 +333,74 @@ cudaError_t launch_fp8_quant_act(const Fp8QuantParams& p, cudaStream_t stream) {
   return launch_pdl(quant_act_kernel, dim3(static_cast<unsigned>(blocks)), dim3(threads), 0, stream, p);
 }
 
-cudaError_t launch_fp8_gemm_small_m(const Fp8GemmSmallMParams& p, cudaStream_t stream) {
-  if (p.M < 0 || p.M > kFp8SmallMMax || p.Np % 128 != 0 || p.Kp % 128 != 0 || p.N > p.Np || p.Kp == 0)
-    return cudaErrorInvalidValue;
-  if ((reinterpret_cast<uintptr_t>(p.q) | reinterpret_cast<uintptr_t>(p.w)) % 16 != 0) return cudaErrorMisalignedAddress;
-  if (p.M == 0 || p.N == 0) return cudaSuccess;
-  const dim3 grid(static_cast<unsigned>((p.N + 15) / 16)), block(kWarps * 32);
+bool fp8_gemm_small_m_supported(const Fp8GemmSmallMParams& p) {
+  if (p.M < 0 || p.M > kFp8SmallMMax || p.Np % 128 != 0 || p.Kp % 128 != 0 || p.N > p.Np || p.Kp == 0) return false;
+  if (reinterpret_cast<uintptr_t>(p.w) % 16 != 0 || !p.d || !p.sw) return false;
+  if (p.x) {
+    if (p.M > 8 || p.K <= 0 || p.K > p.Kp || p.K % 4 != 0 || p.ldx % 4 != 0 || p.ldx < p.K ||
+        reinterpret_cast<uintptr_t>(p.x) % 8 != 0)
+      return false;
+  } else if (!p.q || !p.sx || reinterpret_cast<uintptr_t>(p.q) % 16 != 0) {
+    return false;
+  }
+  if (p.silu && (p.up_row % 128 != 0 || p.up_row <= 0 || p.N > p.up_row || p.up_row * 2 > p.Np)) return false;
+  return true;
+}
+
+namespace {
+
+// DSERVE_FP8_PREFETCH=first (A/B runs): see Fp8GemmSmallMParams::prefetch_first.
+bool prefetch_first_env() {
   static const bool first = [] {
     const char* e = std::getenv("DSERVE_FP8_PREFETCH");
     return e && std::strcmp(e, "first") == 0;
   }();
-  Fp8GemmSmallMParams q = p;
-  q.prefetch_first = q.prefetch_first || first;
-  if (q.M <= 8) return launch_pdl(gemm_small_m_kernel<1>, grid, block, 0, stream, q);
-  if (q.M <= 16) return launch_pdl(gemm_small_m_kernel<2>, grid, block, 0, stream, q);
-  if (q.M <= 32) return launch_pdl(gemm_small_m_kernel<4>, grid, block, 0, stream, q);
-  return launch_pdl(gemm_small_m_kernel<8>, grid, block, 0, stream, q);
+  return first;
+}
+
+template <bool kFused, bool kSilu>
+cudaError_t launch_kind(SmallMLaunch& l, int64_t blocks, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>(blocks)), block(kWarps * 32);
+  const int64_t M = l.p[0].M;
+  if (kFused || M <= 8) return launch_pdl(gemm_small_m_kernel<1, kFused, kSilu>, grid, block, 0, stream, l);
+  if (M <= 16) return launch_pdl(gemm_small_m_kernel<2, false, kSilu>, grid, block, 0, stream, l);
+  if (M <= 32) return launch_pdl(gemm_small_m_kernel<4, false, kSilu>, grid, block, 0, stream, l);
+  return launch_pdl(gemm_small_m_kernel<8, false, kSilu>, grid, block, 0, stream, l);
+}
+
+cudaError_t launch_small_m(const Fp8GemmSmallMParams& a, const Fp8GemmSmallMParams* b, cudaStream_t stream) {
+  const int64_t rows = a.silu ? 8 : 16;  // output columns per CTA
+  SmallMLaunch l;
+  l.p[0] = a;
+  l.p[1] = b ? *b : a;
+  for (Fp8GemmSmallMParams& q : l.p) q.prefetch_first = q.prefetch_first || prefetch_first_env();
+  l.split = (a.N + rows - 1) / rows;
+  const int64_t blocks = l.split + (b ? (b->N + rows - 1) / rows : 0);
+  if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  const bool fused = a.x != nullptr;
+  if (fused) return a.silu ? launch_kind<true, true>(l, blocks, stream) : launch_kind<true, false>(l, blocks, stream);
+  return a.silu ? launch_kind<false, true>(l, blocks, stream) : launch_kind<false, false>(l, blocks, stream);
+}
+
+}  // namespace
+
+cudaError_t launch_fp8_gemm_small_m(const Fp8GemmSmallMParams& p, cudaStream_t stream) {
+  if (!p.x && (reinterpret_cast<uintptr_t>(p.q) | reinterpret_cast<uintptr_t>(p.w)) % 16 != 0)
+    return cudaErrorMisalignedAddress;
+  if (!fp8_gemm_small_m_supported(p)) return cudaErrorInvalidValue;
+  if (p.M == 0 || p.N == 0) return cudaSuccess;
+  return launch_small_m(p, nullptr, stream);
+}
+
+cudaError_t launch_fp8_gemm_small_m_pair(const Fp8GemmSmallMParams& a, const Fp8GemmSmallMParams& b,
+                                         cudaStream_t stream) {
+  if (!fp8_gemm_small_m_supported(a) || !fp8_gemm_small_m_supported(b) || a.M != b.M || a.silu || b.silu ||
+      (a.x == nullptr) != (b.x == nullptr))
+    return cudaErrorInvalidValue;
+  if (a.M == 0) return cudaSuccess;
+  if (a.N == 0) return launch_fp8_gemm_small_m(b, stream);
+  if (b.N == 0) return launch_fp8_gemm_small_m(a, stream);
+  return launch_small_m(a, &b, stream);
 }
 
 }  // namespace ds::kernels

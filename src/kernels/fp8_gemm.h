@@ -36,6 +36,16 @@ struct Fp8GemmSmallMParams {
   void* d = nullptr;  // bf16 [M, ldd]
   int64_t ldd = 0;
   int64_t M = 0, N = 0, Np = 0, Kp = 0;
+  // In-kernel quantization (launch_fp8_gemm_small_m_supported says when): x bf16 [M, ldx] with K real columns
+  // is quantized by the GEMM itself, bit for bit as launch_fp8_quant_act would (q and sx unused). M <= 8,
+  // K % 4 == 0, ldx % 4 == 0, x 8-byte aligned.
+  const void* x = nullptr;
+  int64_t ldx = 0, K = 0;
+  bool ue8m0 = false;
+  // Gated: w stacks gate rows [0, up_row) and up rows [up_row, ...) (up_row % 128 == 0) and d[m, n] =
+  // silu(gate[m, n]) * up[m, n] in fp32, rounded once, for n < N <= up_row.
+  bool silu = false;
+  int64_t up_row = 0;
   // L2 prefetch of the CTA's weights before the PDL wait: every block (default), or only the two blocks each
   // warp loads first (prefetch_first; DSERVE_FP8_PREFETCH=first in the launcher). Untested on the device: large-K
   // shapes (V3 o_proj, dense MLP) lost ~10% at M = 1 between 2026-11-23 and 2026-11-26, when the full prefetch
@@ -53,5 +63,10 @@ struct TransposeBf16Params {
 };
 cudaError_t launch_transpose_bf16(const TransposeBf16Params& p, cudaStream_t stream);
 cudaError_t launch_fp8_gemm_small_m(const Fp8GemmSmallMParams& p, cudaStream_t stream);
+// Whether p (with x and/or silu set) can run: the layout conditions above.
+bool fp8_gemm_small_m_supported(const Fp8GemmSmallMParams& p);
+// Two problems of the same M and kind (both quantized in the kernel or both not, neither gated) in one launch.
+cudaError_t launch_fp8_gemm_small_m_pair(const Fp8GemmSmallMParams& a, const Fp8GemmSmallMParams& b,
+                                         cudaStream_t stream);
 
 }  // namespace ds::kernels

@@ -388,6 +388,10 @@ class CudaOps final : public Ops {
     return out;
   }
   Tensor linear_silu(const Tensor& x, const LinearWeight& gate_up) override {
+    if (fp8_ && gate_up.is_block_fp8() && fp8_->owns(gate_up)) {
+      Tensor y;  // [T, I]
+      if (fp8_->linear_silu(x, gate_up, &y)) return y;
+    }
     if (!gate_up.is_block_fp8() && x.ndim() == 2 && gate_up.weight.ndim() == 2 && gate_up.weight.dim(0) % 2 == 0) {
       check_cuda(x, "linear_silu x");
       Tensor out = empty({x.dim(0), gate_up.weight.dim(0) / 2}, DType::kBF16);  // [T, I]

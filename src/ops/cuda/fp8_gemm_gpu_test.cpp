@@ -238,6 +238,82 @@ TEST_F(Fp8GemmGpu, LinearPairSharesTheQuantization) {
   EXPECT_FALSE(gemm.linear_pair(test::to_device(test::randn({2, K}, rng, 1.0f)), a, pow2, &y1, &y2));
 }
 
+// DSERVE_FP8_FUSED_SMALL_M (Fp8Gemm::set_fused_small_m): at M <= 8 the small-M kernel quantizes x itself, which
+// must give exactly quant_act's bytes, so the output equals the two-launch path's to the bit; ragged N / K, ue8m0,
+// K % 4 != 0 (not fused: the same path as before) and M past 8 (quantized first) included.
+TEST_F(Fp8GemmGpu, FusedSmallMQuantizesAsQuantAct) {
+  Fp8Gemm plain, fused;
+  fused.set_fused_small_m(true);
+  std::mt19937 rng(21);
+  for (const Shape3& sh : {Shape3{264, 1000}, Shape3{576, 2048}, Shape3{136, 1002}, Shape3{2048, 7168}})
+    for (bool ue8m0 : {false, true}) {
+      const LinearWeight hw = random_fp8_weight(sh.n, sh.k, ue8m0, rng);
+      const LinearWeight wp = plain.prepare(hw), wf = fused.prepare(hw);
+      for (int64_t M : {1, 3, 8, 9, 40}) {
+        Tensor x = test::to_device(test::randn({M, sh.k}, rng, 1.0f));
+        const std::string what = "fp8 fused quant M=" + std::to_string(M) + " N=" + std::to_string(sh.n) +
+                                 " K=" + std::to_string(sh.k) + (ue8m0 ? " ue8m0" : "");
+        DS_EXPECT_CLOSE(test::to_host_f32(fused.linear(x, wf)), test::to_host_f32(plain.linear(x, wp)), 0.0, 0.0, what);
+      }
+    }
+}
+
+// The fused path's linear_pair: both GEMMs in one launch (quantizing in the kernel at M <= 8), each output equal to
+// linear()'s of the plain path.
+TEST_F(Fp8GemmGpu, FusedPairMatchesTwoLinears) {
+  Fp8Gemm plain, fused;
+  fused.set_fused_small_m(true);
+  std::mt19937 rng(22);
+  const int64_t K = 1000;
+  const LinearWeight ha = random_fp8_weight(264, K, false, rng), hb = random_fp8_weight(576, K, false, rng);
+  const LinearWeight pa = plain.prepare(ha), pb = plain.prepare(hb), fa = fused.prepare(ha), fb = fused.prepare(hb);
+  for (int64_t M : {1, 5, 8, 12, 16}) {
+    Tensor x = test::to_device(test::randn({M, K}, rng, 1.0f));
+    Tensor y1, y2;
+    ASSERT_TRUE(fused.linear_pair(x, fa, fb, &y1, &y2)) << "M " << M;
+    const std::string what = "fp8 fused linear_pair M=" + std::to_string(M);
+    DS_EXPECT_CLOSE(test::to_host_f32(y1), test::to_host_f32(plain.linear(x, pa)), 0.0, 0.0, what + " first");
+    DS_EXPECT_CLOSE(test::to_host_f32(y2), test::to_host_f32(plain.linear(x, pb)), 0.0, 0.0, what + " second");
+  }
+}
+
+// The fused path's linear_silu: [gate; up] (intermediate padded to 128 as prepare_mlp does) with the SiLU in the
+// GEMM's epilogue, against the W8A8 reference of the stacked weight with the SiLU in fp32 (one rounding, as the
+// kernel does); off, linear_silu declines.
+TEST_F(Fp8GemmGpu, FusedSiluMatchesTheReference) {
+  Fp8Gemm plain, fused;
+  fused.set_fused_small_m(true);
+  std::mt19937 rng(23);
+  for (int64_t inter : {256, 200})
+    for (bool ue8m0 : {false, true}) {
+      const int64_t K = 1024;
+      const LinearWeight g = random_fp8_weight(inter, K, ue8m0, rng), u = random_fp8_weight(inter, K, ue8m0, rng),
+                         d = random_fp8_weight(K, inter, ue8m0, rng);
+      const Fp8Mlp mlp = stack_mlp_fp8(g, u, d);
+      const int64_t ip = mlp.gate_up.out_features() / 2;
+      const LinearWeight gu = fused.prepare(mlp.gate_up), gu_plain = plain.prepare(mlp.gate_up);
+      for (int64_t M : {1, 4, 8, 13, 16}) {
+        Tensor xf = test::randn({M, K}, rng, 1.0f);
+        Tensor x = test::to_device(xf);
+        Tensor y;
+        ASSERT_TRUE(fused.linear_silu(x, gu, &y)) << "M " << M;
+        EXPECT_FALSE(plain.linear_silu(x, gu_plain, &y)) << "M " << M;
+        ASSERT_TRUE(fused.linear_silu(x, gu, &y)) << "M " << M;
+        ASSERT_EQ(y.dim(1), ip);
+        Tensor both = linear_w8a8_reference(xf, mlp.gate_up, ue8m0);  // [M, 2 ip]
+        Tensor want = Tensor::empty({M, ip}, DType::kF32);
+        for (int64_t m = 0; m < M; ++m)
+          for (int64_t n = 0; n < ip; ++n) {
+            const float gv = both.f32()[m * 2 * ip + n], uv = both.f32()[m * 2 * ip + ip + n];
+            want.f32()[m * ip + n] = gv / (1.0f + std::exp(-gv)) * uv;
+          }
+        DS_EXPECT_CLOSE(test::to_host_f32(y), want, kMaxRel, kL2Rel,
+                        "fp8 fused silu M=" + std::to_string(M) + " inter " + std::to_string(inter) +
+                            (ue8m0 ? " ue8m0" : ""));
+      }
+    }
+}
+
 // linear_into: segments laid back to back (the per-expert prefill GEMMs) in one NaN-poisoned buffer with spare
 // rows. Each segment's cuBLASLt padding may spill into the next segment's rows before that segment is written,
 // so after all of them every row equals linear()'s; the spare rows hold nothing but finite pad results.

@@ -147,6 +147,8 @@ Fp8Gemm::Fp8Gemm() {
     }
   }
   if (const char* e = std::getenv("DSERVE_FP8_LT_LAYOUT")) lt_layout_ = static_cast<int>(std::strtol(e, nullptr, 10)) & 7;
+  const char* fused = std::getenv("DSERVE_FP8_FUSED_SMALL_M");
+  fused_small_m_ = fused && std::strcmp(fused, "1") == 0;
 }
 
 Fp8Gemm::~Fp8Gemm() {
@@ -226,21 +228,42 @@ Fp8Gemm::Plan* Fp8Gemm::try_plan(int64_t M, int64_t Np, int64_t Kp) {
   return plans_.emplace(key, std::move(plan)).first->second.get();
 }
 
+kernels::Fp8GemmSmallMParams Fp8Gemm::small_m_params(const Fp8Weight& w, int64_t M, void* y, int64_t ldd) {
+  kernels::Fp8GemmSmallMParams gp;
+  gp.w = w.w.data_as<uint8_t>();
+  gp.sw = w.sw.data_as<float>();
+  gp.d = y;
+  gp.ldd = ldd;
+  gp.M = M;
+  gp.N = w.N;
+  gp.Np = w.Np;
+  gp.Kp = w.Kp;
+  return gp;
+}
+
+bool Fp8Gemm::use_fused_quant(const Tensor& x, const Fp8Weight& w, bool ue8m0,
+                              kernels::Fp8GemmSmallMParams* p) const {
+  if (!fused_small_m_ || x.dtype() != DType::kBF16 || x.ndim() != 2 || x.dim(1) != w.K || x.dim(0) > 8) return false;
+  kernels::Fp8GemmSmallMParams f = *p;
+  f.x = x.data();
+  f.ldx = w.K;
+  f.K = w.K;
+  f.ue8m0 = ue8m0;
+  f.q = nullptr;
+  f.sx = nullptr;
+  if (!kernels::fp8_gemm_small_m_supported(f)) return false;
+  *p = f;
+  return true;
+}
+
 void Fp8Gemm::small_m_chunks(const Tensor& q, const Tensor& sx, const Fp8Weight& w, int64_t M, Tensor& y) {
   const int64_t kb = w.Kp / 128;
   for (int64_t m0 = 0; m0 < M; m0 += kernels::kFp8SmallMMax) {
-    kernels::Fp8GemmSmallMParams gp;
+    kernels::Fp8GemmSmallMParams gp =
+        small_m_params(w, std::min<int64_t>(kernels::kFp8SmallMMax, M - m0), static_cast<uint16_t*>(y.data()) + m0 * w.N, w.N);
     gp.q = q.data_as<uint8_t>() + m0 * w.Kp;
     gp.sx = sx.data_as<float>() + m0 * kb;
     gp.sx_ld = kb;
-    gp.w = w.w.data_as<uint8_t>();
-    gp.sw = w.sw.data_as<float>();
-    gp.d = static_cast<uint16_t*>(y.data()) + m0 * w.N;
-    gp.ldd = w.N;
-    gp.M = std::min<int64_t>(kernels::kFp8SmallMMax, M - m0);
-    gp.N = w.N;
-    gp.Np = w.Np;
-    gp.Kp = w.Kp;
     DS_CUDA_CHECK(kernels::launch_fp8_gemm_small_m(gp, cuda_stream()));
   }
 }
@@ -315,12 +338,56 @@ bool Fp8Gemm::linear_pair(const Tensor& x, const LinearWeight& p1, const LinearW
   if (M == 0 || x.dim(1) != a.w.K || a.w.K != b.w.K || a.w.Kp != b.w.Kp || a.ue8m0 != b.ue8m0 ||
       M > small_m_max_for(a.w.Np, a.w.Kp) || M > small_m_max_for(b.w.Np, b.w.Kp))
     return false;
-  Tensor q, sx;
-  quantize_small_m(x, a.w, a.ue8m0, &q, &sx);
   *y1 = Tensor::empty({M, a.w.N}, DType::kBF16, Device::kCuda);
   *y2 = Tensor::empty({M, b.w.N}, DType::kBF16, Device::kCuda);
+  if (fused_small_m_ && M <= kernels::kFp8SmallMMax) {
+    // One launch for both; at M <= 8 without the quant_act launch either.
+    kernels::Fp8GemmSmallMParams pa = small_m_params(a.w, M, y1->data(), a.w.N);
+    kernels::Fp8GemmSmallMParams pb = small_m_params(b.w, M, y2->data(), b.w.N);
+    const bool fa = use_fused_quant(x, a.w, a.ue8m0, &pa), fb = use_fused_quant(x, b.w, b.ue8m0, &pb);
+    Tensor q, sx;
+    if (!(fa && fb)) {
+      pa = small_m_params(a.w, M, y1->data(), a.w.N);
+      pb = small_m_params(b.w, M, y2->data(), b.w.N);
+      quantize_small_m(x, a.w, a.ue8m0, &q, &sx);
+      for (kernels::Fp8GemmSmallMParams* p : {&pa, &pb}) {
+        p->q = q.data_as<uint8_t>();
+        p->sx = sx.data_as<float>();
+        p->sx_ld = a.w.Kp / 128;
+      }
+    }
+    DS_CUDA_CHECK(kernels::launch_fp8_gemm_small_m_pair(pa, pb, cuda_stream()));
+    return true;
+  }
+  Tensor q, sx;
+  quantize_small_m(x, a.w, a.ue8m0, &q, &sx);
   small_m_chunks(q, sx, a.w, M, *y1);
   small_m_chunks(q, sx, b.w, M, *y2);
+  return true;
+}
+
+bool Fp8Gemm::linear_silu(const Tensor& x, const LinearWeight& gate_up, Tensor* y) {
+  if (!fused_small_m_) return false;
+  const Registered& r = registered(gate_up);
+  const Fp8Weight& w = r.w;
+  if (x.device() != Device::kCuda || x.ndim() != 2 || x.dtype() != DType::kBF16 || x.dim(1) != w.K) return false;
+  const int64_t M = x.dim(0);
+  if (M == 0 || M > kernels::kFp8SmallMMax || M > small_m_max_for(w.Np, w.Kp) || w.N != w.Np || w.N % 256 != 0)
+    return false;
+  const int64_t inter = w.N / 2;
+  *y = Tensor::empty({M, inter}, DType::kBF16, Device::kCuda);
+  kernels::Fp8GemmSmallMParams p = small_m_params(w, M, y->data(), inter);
+  p.N = inter;
+  p.silu = true;
+  p.up_row = inter;
+  Tensor q, sx;
+  if (!use_fused_quant(x, w, r.ue8m0, &p)) {
+    quantize_small_m(x, w, r.ue8m0, &q, &sx);
+    p.q = q.data_as<uint8_t>();
+    p.sx = sx.data_as<float>();
+    p.sx_ld = w.Kp / 128;
+  }
+  DS_CUDA_CHECK(kernels::launch_fp8_gemm_small_m(p, cuda_stream()));
   return true;
 }
 
@@ -351,6 +418,11 @@ void Fp8Gemm::linear_to(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path
   const int64_t Mp = round_up(M, kLtRowMultiple);  // cuBLASLt rows; the pad rows are zero tokens
   if (path == Fp8Path::kCublasLt && !lt_supported(Mp, w.Np, w.Kp)) path = Fp8Path::kSmallM;  // chunked fallback
   if (path == Fp8Path::kSmallM) {
+    kernels::Fp8GemmSmallMParams p = small_m_params(w, M, y.data(), w.N);
+    if (use_fused_quant(x, w, ue8m0, &p)) {
+      DS_CUDA_CHECK(kernels::launch_fp8_gemm_small_m(p, stream));
+      return;
+    }
     Tensor q, sx;
     quantize_small_m(x, w, ue8m0, &q, &sx);
     small_m_chunks(q, sx, w, M, y);

@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 
 #include "core/tensor.h"
+#include "kernels/fp8_gemm.h"
 #include "ops/fp8.h"
 #include "ops/fp8_tuning.h"
 #include "ops/linear_weight.h"
@@ -71,6 +72,17 @@ class Fp8Gemm {
   // false, nothing launched.
   bool linear_pair(const Tensor& x, const LinearWeight& p1, const LinearWeight& p2, Tensor* y1, Tensor* y2);
 
+  // [gate; up] stacked as one prepared weight [2 I, K] (I % 128 == 0, as prepare_mlp pads): y = silu(x gate^T) *
+  // (x up^T) [M, I] from the small-M kernel's fused epilogue (one rounding), when the fused small-M path is on
+  // (fused_small_m) and this M takes the small-M kernel; else false, nothing launched.
+  bool linear_silu(const Tensor& x, const LinearWeight& gate_up, Tensor* y);
+
+  // DSERVE_FP8_FUSED_SMALL_M=1 (off until measured on the device): at M <= 8 the small-M kernel quantizes x
+  // itself (no quant_act launch; the same bits), linear_pair runs both GEMMs in one launch, and linear_silu
+  // applies the SiLU in the GEMM's epilogue. Tests switch it per object.
+  bool fused_small_m() const { return fused_small_m_; }
+  void set_fused_small_m(bool on) { fused_small_m_ = on; }
+
   // linear() on x's quantization made already (q [M, Kp] e4m3, token-major scales sx [M, Kp / 128], ue8m0 as made):
   // the small-M kernel alone, so false (nothing launched) where kAuto would leave it, or where the weight's K or
   // activation scale kind differ.
@@ -122,6 +134,11 @@ class Fp8Gemm {
   Plan& plan_for(int64_t M, int64_t Np, int64_t Kp);
   void quantize_small_m(const Tensor& x, const Fp8Weight& w, bool ue8m0, Tensor* q, Tensor* sx);
   void small_m_chunks(const Tensor& q, const Tensor& sx, const Fp8Weight& w, int64_t M, Tensor& y);
+  // The small-M kernel's parameters for w writing y ([M, ldd] bf16), activations not set.
+  static kernels::Fp8GemmSmallMParams small_m_params(const Fp8Weight& w, int64_t M, void* y, int64_t ldd);
+  // Sets p to quantize x (bf16 [M, K] contiguous) in the kernel when the fused path is on and the kernel takes
+  // it at this M; false otherwise (p unchanged).
+  bool use_fused_quant(const Tensor& x, const Fp8Weight& w, bool ue8m0, kernels::Fp8GemmSmallMParams* p) const;
 
   cublasLtHandle_t handle_ = nullptr;
   void* workspace_ = nullptr;       // compute stream
@@ -131,6 +148,7 @@ class Fp8Gemm {
   // cuBLASLt block-FP8 from there (2-3x faster at M = 64). DSERVE_FP8_SMALL_M_MAX overrides.
   int64_t small_m_max_ = 16;
   bool small_m_forced_ = false;  // DSERVE_FP8_SMALL_M_MAX set
+  bool fused_small_m_ = false;   // DSERVE_FP8_FUSED_SMALL_M=1
   Fp8GemmTuning tuning_;
   bool has_tuning_ = false;
   int lt_layout_ = 1;
