@@ -259,8 +259,8 @@ bool Fp8Gemm::use_fused_quant(const Tensor& x, const Fp8Weight& w, bool ue8m0,
 void Fp8Gemm::small_m_chunks(const Tensor& q, const Tensor& sx, const Fp8Weight& w, int64_t M, Tensor& y) {
   const int64_t kb = w.Kp / 128;
   for (int64_t m0 = 0; m0 < M; m0 += kernels::kFp8SmallMMax) {
-    kernels::Fp8GemmSmallMParams gp =
-        small_m_params(w, std::min<int64_t>(kernels::kFp8SmallMMax, M - m0), static_cast<uint16_t*>(y.data()) + m0 * w.N, w.N);
+    const int64_t rows = std::min<int64_t>(kernels::kFp8SmallMMax, M - m0);
+    kernels::Fp8GemmSmallMParams gp = small_m_params(w, rows, static_cast<uint16_t*>(y.data()) + m0 * w.N, w.N);
     gp.q = q.data_as<uint8_t>() + m0 * w.Kp;
     gp.sx = sx.data_as<float>() + m0 * kb;
     gp.sx_ld = kb;
