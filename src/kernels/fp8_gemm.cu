@@ -82,9 +82,9 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(const SmallML
   const float* sw_row1 = p.sw + (r1 / 128) * kblocks;
   const uint8_t* w0 = p.w + (n0 + g) * p.Kp + tig * 16;
   const uint8_t* w1 = p.w + (r1 + g) * p.Kp + tig * 16;
-  // Weights are never written during a forward: pull the first blocks of this CTA's 16 rows (inside the
-  // zero-padded Np) into L2 while the previous kernel of the stream finishes (pdl.cuh), then wait for it before
-  // reading q, sx or x.
+  // Weights are never written during a forward: pull this CTA's 16 rows (inside the zero-padded Np; only their
+  // first blocks with prefetch_first) into L2 while the previous kernel of the stream finishes (pdl.cuh), then
+  // wait for it before reading q, sx or x.
   auto row_of = [&](int r) { return r < 8 ? n0 + r : r1 + (r - 8); };
   if (!p.prefetch_first) {
     for (int r = warp; r < 16; r += kWarps)
