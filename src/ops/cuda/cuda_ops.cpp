@@ -290,6 +290,10 @@ class CudaOps final : public Ops {
   }
   Tensor linear_silu_q(const Tensor& x, const Fp8Act& xq, const LinearWeight& gate_up) override {
     Tensor gu;
+    // The fused small-M path (one launch: the GEMM quantizes x and applies the SiLU) before the norm's xq (two).
+    if (fp8_ && fp8_->fused_small_m() && gate_up.is_block_fp8() && fp8_->owns(gate_up) &&
+        fp8_->linear_silu(x, gate_up, &gu))
+      return gu;
     if (prequantized(xq, gate_up, &gu)) return silu_mul(gu);
     return linear_silu(x, gate_up);
   }
