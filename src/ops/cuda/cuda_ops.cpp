@@ -282,6 +282,8 @@ class CudaOps final : public Ops {
   }
   void linear_pair_q(const Tensor& x, const Fp8Act& xq, const LinearWeight& w1, const LinearWeight& w2, Tensor* y1,
                      Tensor* y2) override {
+    // The fused small-M path runs the pair in one launch from x; the norm's xq would take two.
+    if (fp8_ && fp8_->fused_small_m()) return linear_pair(x, w1, w2, y1, y2);
     Tensor a, b;
     const bool q1 = prequantized(xq, w1, &a), q2 = prequantized(xq, w2, &b);
     if (!q1 && !q2) return linear_pair(x, w1, w2, y1, y2);
