@@ -108,7 +108,7 @@ Result<ModelSetup> setup_model(const Flags& flags) {
   } else {
     return error("--device must be cpu or cuda, got '", device, "'");
   }
-  // Set-up time is logged by phase when it is long: on the device machine it is most of a benchmark process's
+  // Set-up time is logged by phase for large models: on the device machine it is most of a benchmark process's
   // wall time.
   using Clock = std::chrono::steady_clock;
   auto since = [](Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); };
@@ -129,8 +129,9 @@ Result<ModelSetup> setup_model(const Flags& flags) {
   t0 = Clock::now();
   s.model = std::make_unique<DeepseekModel>(s.config, weights, *s.ops);
   const double t_prep = since(t0);
-  // A line only when it is worth one (full-size models); small ones keep their output to what they were asked.
-  if (t_load + t_quant + t_prep >= 1.0)
+  // A line for full-size models only (>= 1B parameters, decided by the config, not the clock): small ones keep
+  // their output to what they were asked.
+  if (estimate_parameters(s.config) >= 1e9)
     DS_INFO("weights: ", format == "dummy" ? "made" : "read", " in ", t_load, " s, quantized in ", t_quant,
             " s, prepared on the ", device, " backend in ", t_prep, " s");
   return s;
