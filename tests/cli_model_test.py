@@ -87,6 +87,13 @@ check(len(re.findall(r"^Decode\.  median latency: [0-9.]+ s, median throughput: 
       "Decode median lines")
 check(len(re.findall(r"^Total\. latency: [0-9.]+ s, throughput: [0-9.]+ token/s$", out, re.M)) == 2, "Total lines")
 
+# Dummy weights with --quantization fp8 (made in block-FP8 directly) on a bf16 config: runs, and its decode is
+# a real one (the same lines).
+rc, out, err = run("bench-one-batch", "--model-path", os.path.join(FIXTURES, "v2_lite", "config.json"), "--load-format",
+                   "dummy", "--quantization", "fp8", "--batch-size", "1", "--input-len", "8", "--output-len", "2")
+check(rc == 0, f"bench-one-batch dummy fp8 exited {rc}: {err.strip()}")
+check(len(re.findall(r"^Decode\.  median latency: [0-9.]+ s", out, re.M)) == 1, "dummy fp8: Decode median line")
+
 
 # ---- load-time FP8 quantization and KV cache dtypes run, and change the result only slightly ----
 e = json.load(open(os.path.join(FIXTURES, "v2_lite", "reference.json")))["score"][3]
