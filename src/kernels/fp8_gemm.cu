@@ -125,10 +125,13 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(const SmallML
     float sx[NT][2];
     float sw0, sw1;
   };
+  auto load_scales = [&](int64_t kb, float& sw0, float& sw1) {
+    sw0 = __ldg(sw_row0 + kb);
+    sw1 = kSilu ? __ldg(sw_row1 + kb) : sw0;
+  };
   auto load_act = [&](int64_t kb, Act& a) {
     const int64_t off = kb * 128;
-    a.sw0 = __ldg(sw_row0 + kb);
-    a.sw1 = kSilu ? __ldg(sw_row1 + kb) : a.sw0;
+    load_scales(kb, a.sw0, a.sw1);
 #pragma unroll
     for (int t = 0; t < NT; ++t) {
       const int64_t m = t * 8 + g;  // the token this lane loads (B operand column g)
@@ -151,8 +154,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(const SmallML
   };
   const __nv_bfloat16* xb = static_cast<const __nv_bfloat16*>(p.x);
   auto load_raw = [&](int64_t kb, Raw& r) {
-    r.sw0 = __ldg(sw_row0 + kb);
-    r.sw1 = kSilu ? __ldg(sw_row1 + kb) : r.sw0;
+    load_scales(kb, r.sw0, r.sw1);
     const int64_t k = kb * 128 + 4 * lane;
 #pragma unroll
     for (int m = 0; m < 8; ++m) {
@@ -207,53 +209,42 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(const SmallML
       acc[t][3] += part[3] * sx1 * a.sw1;
     }
   };
+  // Double-buffered K loop: the next block's weights and activation state (S) in flight while this one is
+  // multiplied; load(kb, state) issues a state's loads, act(state) gives the block's Act.
+  auto pipelined = [&](auto load, auto act, auto state_type) {
+    using S = decltype(state_type);
+    uint4 cur[4], nxt[4];
+    S scur, snxt;
+    int64_t kb = warp;
+    if (kb < kblocks) {
+      load_block(kb, cur);
+      load(kb, scur);
+    }
+    for (; kb < kblocks; kb += kWarps) {
+      const bool more = kb + kWarps < kblocks;
+      if (more) {
+        load_block(kb + kWarps, nxt);
+        load(kb + kWarps, snxt);
+      }
+      compute_block(cur, act(scur));
+      if (more) {
+#pragma unroll
+        for (int i = 0; i < 4; ++i) cur[i] = nxt[i];
+        scur = snxt;
+      }
+    }
+  };
   if constexpr (kFusedQuant) {
-    // The next block's weights and raw activations in flight while this one is quantized and multiplied.
-    uint4 cur[4], nxt[4];
-    Raw rcur, rnxt;
-    int64_t kb = warp;
-    if (kb < kblocks) {
-      load_block(kb, cur);
-      load_raw(kb, rcur);
-    }
-    for (; kb < kblocks; kb += kWarps) {
-      const bool more = kb + kWarps < kblocks;
-      if (more) {
-        load_block(kb + kWarps, nxt);
-        load_raw(kb + kWarps, rnxt);
-      }
+    // Raw activations in flight, quantized when their block is multiplied.
+    pipelined(load_raw, [&](const Raw& r) {
       Act a;
-      quantize(rcur, a);
-      compute_block(cur, a);
-      if (more) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) cur[i] = nxt[i];
-        rcur = rnxt;
-      }
-    }
+      quantize(r, a);
+      return a;
+    }, Raw{});
   } else if constexpr (NT <= 2) {
-    // Few tokens: registers to spare, so keep the next block's weights in flight while computing this one
-    // (twice the bytes in flight per warp; decode GEMMs are latency/bandwidth bound).
-    uint4 cur[4], nxt[4];
-    Act acur, anxt;
-    int64_t kb = warp;
-    if (kb < kblocks) {
-      load_block(kb, cur);
-      load_act(kb, acur);
-    }
-    for (; kb < kblocks; kb += kWarps) {
-      const bool more = kb + kWarps < kblocks;
-      if (more) {
-        load_block(kb + kWarps, nxt);
-        load_act(kb + kWarps, anxt);
-      }
-      compute_block(cur, acur);
-      if (more) {
-#pragma unroll
-        for (int i = 0; i < 4; ++i) cur[i] = nxt[i];
-        acur = anxt;
-      }
-    }
+    // Few tokens: registers to spare, so keep the next block in flight while computing this one (twice the
+    // bytes in flight per warp; decode GEMMs are latency/bandwidth bound).
+    pipelined(load_act, [](const Act& a) -> const Act& { return a; }, Act{});
   } else {
     for (int64_t kb = warp; kb < kblocks; kb += kWarps) {
       uint4 w[4];

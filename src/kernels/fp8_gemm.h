@@ -36,7 +36,7 @@ struct Fp8GemmSmallMParams {
   void* d = nullptr;  // bf16 [M, ldd]
   int64_t ldd = 0;
   int64_t M = 0, N = 0, Np = 0, Kp = 0;
-  // In-kernel quantization (launch_fp8_gemm_small_m_supported says when): x bf16 [M, ldx] with K real columns
+  // In-kernel quantization (fp8_gemm_small_m_supported says when): x bf16 [M, ldx] with K real columns
   // is quantized by the GEMM itself, bit for bit as launch_fp8_quant_act would (q and sx unused). M <= 8,
   // K % 4 == 0, ldx % 4 == 0, x 8-byte aligned.
   const void* x = nullptr;

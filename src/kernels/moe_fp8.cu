@@ -25,9 +25,8 @@ using bf16 = __nv_bfloat16;
 // a row: whole 32-byte sectors. (32 contiguous bytes per lane split every sector between two instructions: twice
 // the L2 requests, ~1.4 TB/s; measured.) Inside a block the k order is permuted identically for both operands
 // (mma j takes the lane's staged bytes 8j..8j+3 as logical k 4tig.. and 8j+4.. as 16+4tig..), so each mma still
-// pairs matching k. The
-// activations come quantized: quantizing them in every CTA (hundreds per expert) made the kernel
-// instruction-bound (V2-Lite layer at 1 token: 165 us against 49 us for bf16; measured).
+// pairs matching k. The activations come quantized: quantizing them in every CTA (hundreds per expert) made the
+// kernel instruction-bound (V2-Lite layer at 1 token: 165 us against 49 us for bf16; measured).
 constexpr int kSmallWarps = 8;
 
 // kDown: the n8 output-column tiles a CTA covers (8 x kDown columns; with the SiLU each has its up tile too).

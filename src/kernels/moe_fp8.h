@@ -33,8 +33,8 @@ struct MoeFp8GemmParams {
   int64_t max_rows_per_expert = 0;  // host-known bound on counts[e]
   int64_t rows_hint = 0;            // rows a busy expert is expected to get (sizes the token-tile split); 0: max
   bool silu = false;
-  // Small-M kernel: n8 output-column tiles per CTA (gate|up: 1 or 2, each with its up tile; down: 1, 2 or 4).
-  // Fewer, fatter CTAs amortise the per-CTA latency over more bytes. 0: the default (DSERVE_MOE_FP8_GATE_TILES /
+  // Small-M kernel: n8 output-column tiles per CTA (gate|up: 1 or 2, each with its up tile; down: 1, 2 or 4),
+  // chosen by measurement (moe_fp8.cu). 0: the default (DSERVE_MOE_FP8_GATE_TILES /
   // DSERVE_MOE_FP8_DOWN_TILES, else the built-in choice). Every choice gives the same bits: each output column's
   // K split across warps and its reduction order do not depend on it.
   int col_tiles = 0;

@@ -3,8 +3,10 @@
 // kernel, cuBLASLt block-scaled) against linear_w8a8_reference at ragged N/K, ue8m0 included. Every new
 // device allocation is NaN-poisoned, so unwritten outputs show up.
 #include <cmath>
+#include <initializer_list>
 #include <cstdio>
 #include <random>
+#include <string>
 #include <vector>
 #include <utility>
 
@@ -215,20 +217,29 @@ TEST_F(Fp8GemmGpu, PreparedHooksInferUe8m0) {
 
 // linear_pair: one quantization for two weights of the same K at small M gives each weight's linear() bit for bit;
 // it declines (false) where either weight would leave the small-M kernel or the pair disagrees on K or ue8m0.
+// pair.linear_pair(x, a, b) at each M equals, to the bit, ref.linear(x, ra) and ref.linear(x, rb) (the same host
+// weights as a, b, prepared by `ref`).
+void expect_pair_matches(Fp8Gemm& pair, const LinearWeight& a, const LinearWeight& b, Fp8Gemm& ref,
+                         const LinearWeight& ra, const LinearWeight& rb, std::initializer_list<int64_t> rows,
+                         std::mt19937& rng, const std::string& name) {
+  const int64_t K = a.in_features();
+  for (int64_t M : rows) {
+    Tensor x = test::to_device(test::randn({M, K}, rng, 1.0f));
+    Tensor y1, y2;
+    ASSERT_TRUE(pair.linear_pair(x, a, b, &y1, &y2)) << name << " M " << M;
+    const std::string what = name + " M=" + std::to_string(M);
+    DS_EXPECT_CLOSE(test::to_host_f32(y1), test::to_host_f32(ref.linear(x, ra)), 0.0, 0.0, what + " first");
+    DS_EXPECT_CLOSE(test::to_host_f32(y2), test::to_host_f32(ref.linear(x, rb)), 0.0, 0.0, what + " second");
+  }
+}
+
 TEST_F(Fp8GemmGpu, LinearPairSharesTheQuantization) {
   Fp8Gemm gemm;
   std::mt19937 rng(10);
   const int64_t K = 1000;
   LinearWeight a = gemm.prepare(random_fp8_weight(264, K, false, rng));
   LinearWeight b = gemm.prepare(random_fp8_weight(576, K, false, rng));
-  for (int64_t M : {1, 5, 16}) {
-    Tensor x = test::to_device(test::randn({M, K}, rng, 1.0f));
-    Tensor y1, y2;
-    ASSERT_TRUE(gemm.linear_pair(x, a, b, &y1, &y2)) << "M " << M;
-    const std::string what = "fp8 linear_pair M=" + std::to_string(M);
-    DS_EXPECT_CLOSE(test::to_host_f32(y1), test::to_host_f32(gemm.linear(x, a)), 0.0, 0.0, what + " first");
-    DS_EXPECT_CLOSE(test::to_host_f32(y2), test::to_host_f32(gemm.linear(x, b)), 0.0, 0.0, what + " second");
-  }
+  expect_pair_matches(gemm, a, b, gemm, a, b, {1, 5, 16}, rng, "fp8 linear_pair");
   Tensor y1, y2;
   Tensor big = test::to_device(test::randn({gemm.small_m_max_for(384, 1024) + 1, K}, rng, 1.0f));
   EXPECT_FALSE(gemm.linear_pair(big, a, b, &y1, &y2));
@@ -267,14 +278,7 @@ TEST_F(Fp8GemmGpu, FusedPairMatchesTwoLinears) {
   const int64_t K = 1000;
   const LinearWeight ha = random_fp8_weight(264, K, false, rng), hb = random_fp8_weight(576, K, false, rng);
   const LinearWeight pa = plain.prepare(ha), pb = plain.prepare(hb), fa = fused.prepare(ha), fb = fused.prepare(hb);
-  for (int64_t M : {1, 5, 8, 12, 16}) {
-    Tensor x = test::to_device(test::randn({M, K}, rng, 1.0f));
-    Tensor y1, y2;
-    ASSERT_TRUE(fused.linear_pair(x, fa, fb, &y1, &y2)) << "M " << M;
-    const std::string what = "fp8 fused linear_pair M=" + std::to_string(M);
-    DS_EXPECT_CLOSE(test::to_host_f32(y1), test::to_host_f32(plain.linear(x, pa)), 0.0, 0.0, what + " first");
-    DS_EXPECT_CLOSE(test::to_host_f32(y2), test::to_host_f32(plain.linear(x, pb)), 0.0, 0.0, what + " second");
-  }
+  expect_pair_matches(fused, fa, fb, plain, pa, pb, {1, 5, 8, 12, 16}, rng, "fp8 fused linear_pair");
 }
 
 // The fused path's linear_silu: [gate; up] (intermediate padded to 128 as prepare_mlp does) with the SiLU in the
