@@ -340,13 +340,24 @@ bool fp8_gemm_small_m_supported(const Fp8GemmSmallMParams& p) {
 
 namespace {
 
-// DSERVE_FP8_PREFETCH=first (A/B runs): see Fp8GemmSmallMParams::prefetch_first.
-bool prefetch_first_env() {
-  static const bool first = [] {
+// DSERVE_FP8_PREFETCH=all|first (A/B runs) overrides Fp8GemmSmallMParams::prefetch.
+Fp8GemmSmallMParams::Prefetch prefetch_env() {
+  static const Fp8GemmSmallMParams::Prefetch mode = [] {
     const char* e = std::getenv("DSERVE_FP8_PREFETCH");
-    return e && std::strcmp(e, "first") == 0;
+    if (e && std::strcmp(e, "all") == 0) return Fp8GemmSmallMParams::Prefetch::kAll;
+    if (e && std::strcmp(e, "first") == 0) return Fp8GemmSmallMParams::Prefetch::kFirst;
+    return Fp8GemmSmallMParams::Prefetch::kAuto;
   }();
-  return first;
+  return mode;
+}
+
+// SMs of the current device (queried per launch: cheap, and right after a device switch).
+int64_t sm_count() {
+  int dev = 0, sms = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+    return 132;
+  return sms;
 }
 
 template <bool kFused, bool kSilu>
@@ -364,10 +375,16 @@ cudaError_t launch_small_m(const Fp8GemmSmallMParams& a, const Fp8GemmSmallMPara
   SmallMLaunch l;
   l.p[0] = a;
   l.p[1] = b ? *b : a;
-  for (Fp8GemmSmallMParams& q : l.p) q.prefetch_first = q.prefetch_first || prefetch_first_env();
   l.split = (a.N + rows - 1) / rows;
   const int64_t blocks = l.split + (b ? (b->N + rows - 1) / rows : 0);
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
+  using Prefetch = Fp8GemmSmallMParams::Prefetch;
+  const Prefetch forced = prefetch_env();
+  for (Fp8GemmSmallMParams& q : l.p) {
+    Prefetch mode = forced != Prefetch::kAuto ? forced : q.prefetch;
+    if (mode == Prefetch::kAuto) mode = blocks <= sm_count() ? Prefetch::kAll : Prefetch::kFirst;
+    q.prefetch_first = mode == Prefetch::kFirst;
+  }
   const bool fused = a.x != nullptr;
   if (fused) return a.silu ? launch_kind<true, true>(l, blocks, stream) : launch_kind<true, false>(l, blocks, stream);
   return a.silu ? launch_kind<false, true>(l, blocks, stream) : launch_kind<false, false>(l, blocks, stream);

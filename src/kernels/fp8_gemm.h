@@ -46,12 +46,15 @@ struct Fp8GemmSmallMParams {
   // silu(gate[m, n]) * up[m, n] in fp32, rounded once, for n < N <= up_row.
   bool silu = false;
   int64_t up_row = 0;
-  // L2 prefetch of the CTA's weights before the PDL wait: every block (default), or only the two blocks each
-  // warp loads first (prefetch_first; DSERVE_FP8_PREFETCH=first in the launcher). Untested on the device: large-K
-  // shapes (V3 o_proj, dense MLP) lost ~10% at M = 1 between 2026-11-23 and 2026-11-26, when the full prefetch
-  // came in; prefetching more than the L2 holds may evict lines before they are read (scripts/device/prefetch.sh
-  // is the A/B).
-  bool prefetch_first = false;
+  // L2 prefetch of the CTA's weights before the PDL wait: its whole 16-row slice (kAll) or only the two blocks
+  // each warp loads first (kFirst). kAuto: kAll when the grid has no more CTAs than the GPU has SMs, else kFirst.
+  // Measured on the H100 (dserve_fp8_gemm_bench, 2026-11-26, BENCHMARKS.md): the whole slice wins only on grids
+  // of about one CTA an SM (V3 q_a_kv_a, 132 CTAs: 11.4 vs 14.0 us at M = 1); on larger grids it evicts lines
+  // before they are read (V3 o_proj, 448 CTAs: 53.7 vs 46.3 us; dense gate|up 106 vs 92 us). The launcher's
+  // DSERVE_FP8_PREFETCH=all|first overrides kAuto.
+  enum class Prefetch : uint8_t { kAuto, kAll, kFirst };
+  Prefetch prefetch = Prefetch::kAuto;
+  bool prefetch_first = false;  // resolved by the launcher from `prefetch`; set by callers has no effect
 };
 constexpr int64_t kFp8SmallMMax = 64;
 

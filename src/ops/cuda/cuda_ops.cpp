@@ -283,7 +283,7 @@ class CudaOps final : public Ops {
   void linear_pair_q(const Tensor& x, const Fp8Act& xq, const LinearWeight& w1, const LinearWeight& w2, Tensor* y1,
                      Tensor* y2) override {
     // The fused small-M path runs the pair in one launch from x; the norm's xq would take two.
-    if (fp8_ && fp8_->fused_small_m()) return linear_pair(x, w1, w2, y1, y2);
+    if (fp8_ && fp8_->fused_pair()) return linear_pair(x, w1, w2, y1, y2);
     Tensor a, b;
     const bool q1 = prequantized(xq, w1, &a), q2 = prequantized(xq, w2, &b);
     if (!q1 && !q2) return linear_pair(x, w1, w2, y1, y2);
@@ -293,7 +293,7 @@ class CudaOps final : public Ops {
   Tensor linear_silu_q(const Tensor& x, const Fp8Act& xq, const LinearWeight& gate_up) override {
     Tensor gu;
     // The fused small-M path (one launch: the GEMM quantizes x and applies the SiLU) before the norm's xq (two).
-    if (fp8_ && fp8_->fused_small_m() && gate_up.is_block_fp8() && fp8_->owns(gate_up) &&
+    if (fp8_ && fp8_->fused_silu() && gate_up.is_block_fp8() && fp8_->owns(gate_up) &&
         fp8_->linear_silu(x, gate_up, &gu))
       return gu;
     if (prequantized(xq, gate_up, &gu)) return silu_mul(gu);

@@ -46,11 +46,11 @@ nlohmann::json reference(const std::string& name) {
 }
 
 // Scores every reference prompt on `device` with the native W8A8 switch on or off (read when the ops are made),
-// and DSERVE_FP8_FUSED_SMALL_M=1 when `fused`; chunk > 0 prefills that many tokens a step (1: every step a
-// one-token decode-sized step).
-Scores score_fixture(const std::string& name, bool cuda, bool native, bool fused = false, int chunk = 0) {
+// and DSERVE_FP8_FUSED_SMALL_M=`fused` where given (else the default fused paths); chunk > 0 prefills that many
+// tokens a step (1: every step a one-token decode-sized step).
+Scores score_fixture(const std::string& name, bool cuda, bool native, const char* fused = nullptr, int chunk = 0) {
   setenv("DSERVE_FP8_NATIVE", native ? "1" : "0", 1);
-  if (fused) setenv("DSERVE_FP8_FUSED_SMALL_M", "1", 1);
+  if (fused) setenv("DSERVE_FP8_FUSED_SMALL_M", fused, 1);
   Scores out;
   auto cfg = load_model_config(fixture_dir(name));
   EXPECT_TRUE(cfg.is_ok()) << cfg.status().message();
@@ -152,14 +152,14 @@ TEST_P(Fp8FixtureGpu, NativeMatchesCpuW8a8) {
 }
 
 // DSERVE_FP8_FUSED_SMALL_M=1 (small-M GEMMs quantizing their own activations, one launch for the q / kv_a pair,
-// the SiLU in the gate|up GEMM's epilogue), every token scored in its own one-token step so the fused paths run:
-// held to the same bounds against transformers as the native path. (The quantization and the pair are
-// bit-exact; the SiLU's input is no longer rounded to bf16 first, which changes results where a W8A8 MLP runs:
-// v3_fp8_h256's.)
+// the SiLU in the gate|up GEMM's epilogue) against =0 (none), every token scored in its own one-token step so the
+// fused paths run: held to the same bounds against transformers as the native path. (The quantization and the
+// pair are bit-exact; the SiLU's input is no longer rounded to bf16 first, which changes results where a W8A8
+// MLP runs: v3_fp8_h256's.)
 TEST_P(Fp8FixtureGpu, FusedSmallMKeepsTheBounds) {
   init_cuda_device(0);
   const std::string& f = GetParam();
-  const Scores fused = score_fixture(f, true, true, true, 1), plain = score_fixture(f, true, true, false, 1);
+  const Scores fused = score_fixture(f, true, true, "1", 1), plain = score_fixture(f, true, true, "0", 1);
   const Scores cpu_nat = score_fixture(f, false, true);
   const Scores tf = transformers_scores(f);
   const Stats fused_tf = compare(fused, tf), cpu_nat_tf = compare(cpu_nat, tf);

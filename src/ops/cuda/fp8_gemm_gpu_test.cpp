@@ -235,6 +235,7 @@ void expect_pair_matches(Fp8Gemm& pair, const LinearWeight& a, const LinearWeigh
 
 TEST_F(Fp8GemmGpu, LinearPairSharesTheQuantization) {
   Fp8Gemm gemm;
+  gemm.set_fused_small_m(false);  // the two-launch pair (the one-launch pair: FusedPairMatchesTwoLinears)
   std::mt19937 rng(10);
   const int64_t K = 1000;
   LinearWeight a = gemm.prepare(random_fp8_weight(264, K, false, rng));
@@ -249,11 +250,12 @@ TEST_F(Fp8GemmGpu, LinearPairSharesTheQuantization) {
   EXPECT_FALSE(gemm.linear_pair(test::to_device(test::randn({2, K}, rng, 1.0f)), a, pow2, &y1, &y2));
 }
 
-// DSERVE_FP8_FUSED_SMALL_M (Fp8Gemm::set_fused_small_m): at M <= 8 the small-M kernel quantizes x itself, which
+// The fused small-M paths (Fp8Gemm::set_fused_small_m, DSERVE_FP8_FUSED_SMALL_M): at M <= 8 the small-M kernel quantizes x itself, which
 // must give exactly quant_act's bytes, so the output equals the two-launch path's to the bit; ragged N / K, ue8m0,
 // K % 4 != 0 (not fused: the same path as before) and M past 8 (quantized first) included.
 TEST_F(Fp8GemmGpu, FusedSmallMQuantizesAsQuantAct) {
   Fp8Gemm plain, fused;
+  plain.set_fused_small_m(false);
   fused.set_fused_small_m(true);
   std::mt19937 rng(21);
   for (const Shape3& sh : {Shape3{264, 1000}, Shape3{576, 2048}, Shape3{136, 1002}, Shape3{2048, 7168}})
@@ -273,6 +275,7 @@ TEST_F(Fp8GemmGpu, FusedSmallMQuantizesAsQuantAct) {
 // linear()'s of the plain path.
 TEST_F(Fp8GemmGpu, FusedPairMatchesTwoLinears) {
   Fp8Gemm plain, fused;
+  plain.set_fused_small_m(false);
   fused.set_fused_small_m(true);
   std::mt19937 rng(22);
   const int64_t K = 1000;
@@ -286,6 +289,7 @@ TEST_F(Fp8GemmGpu, FusedPairMatchesTwoLinears) {
 // kernel does); off, linear_silu declines.
 TEST_F(Fp8GemmGpu, FusedSiluMatchesTheReference) {
   Fp8Gemm plain, fused;
+  plain.set_fused_small_m(false);
   fused.set_fused_small_m(true);
   std::mt19937 rng(23);
   for (int64_t inter : {256, 200})

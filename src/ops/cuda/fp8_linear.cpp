@@ -147,8 +147,13 @@ Fp8Gemm::Fp8Gemm() {
     }
   }
   if (const char* e = std::getenv("DSERVE_FP8_LT_LAYOUT")) lt_layout_ = static_cast<int>(std::strtol(e, nullptr, 10)) & 7;
-  const char* fused = std::getenv("DSERVE_FP8_FUSED_SMALL_M");
-  fused_small_m_ = fused && std::strcmp(fused, "1") == 0;
+  // Default p + s: V2-Lite FP8 decode 2.76 / 10.78 ms (batch 1 / 64) vs 2.83-2.88 / 11.20 with none and 2.94 /
+  // 10.99 with q added (H100, 2026-11-26, scripts/device/fusedab.sh).
+  set_fused_small_m(false, true, true);
+  if (const char* f = std::getenv("DSERVE_FP8_FUSED_SMALL_M")) {
+    const bool all = std::strcmp(f, "1") == 0;
+    set_fused_small_m(all || std::strchr(f, 'q'), all || std::strchr(f, 'p'), all || std::strchr(f, 's'));
+  }
 }
 
 Fp8Gemm::~Fp8Gemm() {
@@ -243,7 +248,7 @@ kernels::Fp8GemmSmallMParams Fp8Gemm::small_m_params(const Fp8Weight& w, int64_t
 
 bool Fp8Gemm::use_fused_quant(const Tensor& x, const Fp8Weight& w, bool ue8m0,
                               kernels::Fp8GemmSmallMParams* p) const {
-  if (!fused_small_m_ || x.dtype() != DType::kBF16 || x.ndim() != 2 || x.dim(1) != w.K || x.dim(0) > 8) return false;
+  if (!fused_quant_ || x.dtype() != DType::kBF16 || x.ndim() != 2 || x.dim(1) != w.K || x.dim(0) > 8) return false;
   kernels::Fp8GemmSmallMParams f = *p;
   f.x = x.data();
   f.ldx = w.K;
@@ -340,7 +345,7 @@ bool Fp8Gemm::linear_pair(const Tensor& x, const LinearWeight& p1, const LinearW
     return false;
   *y1 = Tensor::empty({M, a.w.N}, DType::kBF16, Device::kCuda);
   *y2 = Tensor::empty({M, b.w.N}, DType::kBF16, Device::kCuda);
-  if (fused_small_m_ && M <= kernels::kFp8SmallMMax) {
+  if (fused_pair_ && M <= kernels::kFp8SmallMMax) {
     // One launch for both; at M <= 8 without the quant_act launch either.
     kernels::Fp8GemmSmallMParams pa = small_m_params(a.w, M, y1->data(), a.w.N);
     kernels::Fp8GemmSmallMParams pb = small_m_params(b.w, M, y2->data(), b.w.N);
@@ -367,7 +372,7 @@ bool Fp8Gemm::linear_pair(const Tensor& x, const LinearWeight& p1, const LinearW
 }
 
 bool Fp8Gemm::linear_silu(const Tensor& x, const LinearWeight& gate_up, Tensor* y) {
-  if (!fused_small_m_) return false;
+  if (!fused_silu_) return false;
   const Registered& r = registered(gate_up);
   const Fp8Weight& w = r.w;
   if (x.device() != Device::kCuda || x.ndim() != 2 || x.dtype() != DType::kBF16 || x.dim(1) != w.K) return false;

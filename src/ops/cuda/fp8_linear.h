@@ -77,11 +77,19 @@ class Fp8Gemm {
   // (fused_small_m) and this M takes the small-M kernel; else false, nothing launched.
   bool linear_silu(const Tensor& x, const LinearWeight& gate_up, Tensor* y);
 
-  // DSERVE_FP8_FUSED_SMALL_M=1 (off until measured on the device): at M <= 8 the small-M kernel quantizes x
-  // itself (no quant_act launch; the same bits), linear_pair runs both GEMMs in one launch, and linear_silu
-  // applies the SiLU in the GEMM's epilogue. Tests switch it per object.
-  bool fused_small_m() const { return fused_small_m_; }
-  void set_fused_small_m(bool on) { fused_small_m_ = on; }
+  // The fused small-M paths, three parts: q - at M <= 8 the small-M kernel quantizes x itself (no quant_act
+  // launch; the same bits); p - linear_pair runs both GEMMs in one launch; s - linear_silu applies the SiLU in
+  // the GEMM's epilogue. Default p and s (q measured slower at batch 1); DSERVE_FP8_FUSED_SMALL_M: "1" all three,
+  // "0" none, else a string of the letters wanted. Tests switch them per object.
+  bool fused_quant() const { return fused_quant_; }
+  bool fused_pair() const { return fused_pair_; }
+  bool fused_silu() const { return fused_silu_; }
+  void set_fused_small_m(bool on) { fused_quant_ = fused_pair_ = fused_silu_ = on; }
+  void set_fused_small_m(bool quant, bool pair, bool silu) {
+    fused_quant_ = quant;
+    fused_pair_ = pair;
+    fused_silu_ = silu;
+  }
 
   // linear() on x's quantization made already (q [M, Kp] e4m3, token-major scales sx [M, Kp / 128], ue8m0 as made):
   // the small-M kernel alone, so false (nothing launched) where kAuto would leave it, or where the weight's K or
@@ -148,7 +156,7 @@ class Fp8Gemm {
   // cuBLASLt block-FP8 from there (2-3x faster at M = 64). DSERVE_FP8_SMALL_M_MAX overrides.
   int64_t small_m_max_ = 16;
   bool small_m_forced_ = false;  // DSERVE_FP8_SMALL_M_MAX set
-  bool fused_small_m_ = false;   // DSERVE_FP8_FUSED_SMALL_M=1
+  bool fused_quant_ = false, fused_pair_ = false, fused_silu_ = false;  // DSERVE_FP8_FUSED_SMALL_M
   Fp8GemmTuning tuning_;
   bool has_tuning_ = false;
   int lt_layout_ = 1;
