@@ -432,8 +432,21 @@ cudaError_t launch_moe_fp8_small_m(const MoeFp8GemmParams& p, cudaStream_t strea
 cudaError_t launch_moe_fp8_grouped(const MoeFp8GemmParams& p, cudaStream_t stream) {
   if (p.experts == 0 || p.max_rows_per_expert <= 0) return cudaSuccess;
   if (!common_ok(p) || !p.q || !p.sx || (reinterpret_cast<uintptr_t>(p.q) & 15) != 0) return cudaErrorInvalidValue;
-  if (p.max_rows_per_expert <= 8) return p.silu ? launch_tile<1, true, 6, 4>(p, stream) : launch_tile<1, false, 8, 4>(p, stream);
-  return p.silu ? launch_tile<4, true, 4, 4>(p, stream) : launch_tile<4, false, 6, 4>(p, stream);
+  static const int env_tile = [] {
+    const char* e = std::getenv("DSERVE_MOE_FP8_TILE");
+    const int v = e ? std::atoi(e) : 0;
+    return v >= 1 && v <= 4 ? v : 0;
+  }();
+  const int tile = p.tile > 0 ? p.tile : env_tile;
+  // Stages: as many as keep two CTAs per SM (<= ~113 KB of shared memory each).
+  if (p.max_rows_per_expert <= 8 || tile == 4)
+    return p.silu ? launch_tile<1, true, 6, 4>(p, stream) : launch_tile<1, false, 8, 4>(p, stream);
+  switch (tile) {
+    case 1: return p.silu ? launch_tile<2, true, 6, 4>(p, stream) : launch_tile<2, false, 8, 4>(p, stream);
+    case 2: return p.silu ? launch_tile<2, true, 3, 8>(p, stream) : launch_tile<2, false, 6, 8>(p, stream);
+    case 3: return p.silu ? launch_tile<4, true, 3, 8>(p, stream) : launch_tile<4, false, 5, 8>(p, stream);
+    default: return p.silu ? launch_tile<4, true, 4, 4>(p, stream) : launch_tile<4, false, 6, 4>(p, stream);
+  }
 }
 
 }  // namespace ds::kernels

@@ -38,6 +38,10 @@ struct MoeFp8GemmParams {
   // DSERVE_MOE_FP8_DOWN_TILES, else the built-in choice). Every choice gives the same bits: each output column's
   // K split across warps and its reduction order do not depend on it.
   int col_tiles = 0;
+  // Pipelined tile (launch_moe_fp8_grouped) shape beyond 8 rows per expert, for A/B runs: 0 the default (env
+  // DSERVE_MOE_FP8_TILE, else 32 tokens, 64 weight rows per CTA), 1: 16 tokens, 2: 16 tokens with 128 rows, 3:
+  // 32 tokens with 128 rows, 4: 8 tokens (rows past 8 loop). The same bits for every choice.
+  int tile = 0;
 };
 
 bool moe_fp8_gemm_supported(int64_t N, int64_t K, bool silu);

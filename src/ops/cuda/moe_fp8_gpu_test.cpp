@@ -372,6 +372,36 @@ TEST_F(MoeFp8Test, CapturedInGraph) {
   }
 }
 
+// Microseconds per call of `launch` (kernel launches on s): 20 calls captured in a CUDA graph, replayed 5 times
+// after a warm-up replay. 0 when capture fails (reported as a test failure).
+template <typename F>
+double graph_time_us(F launch, cudaStream_t s) {
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  for (int i = 0; i < 20; ++i) launch();
+  EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
+  if (!graph || cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
+    ADD_FAILURE() << "graph capture failed";
+    return 0.0;
+  }
+  EXPECT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);  // warm-up
+  cudaEvent_t t0, t1;
+  cudaEventCreate(&t0);
+  cudaEventCreate(&t1);
+  cudaEventRecord(t0, s);
+  for (int i = 0; i < 5; ++i) cudaGraphLaunch(exec, s);
+  cudaEventRecord(t1, s);
+  EXPECT_EQ(cudaEventSynchronize(t1), cudaSuccess);
+  float ms = 0;
+  cudaEventElapsedTime(&ms, t0, t1);
+  cudaEventDestroy(t0);
+  cudaEventDestroy(t1);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
+  return 1000.0 * ms / 100;
+}
+
 // The small-M kernel's column-tile choices (MoeFp8GemmParams::col_tiles) at V2-Lite's and V3's expert shapes, 1 to
 // 16 rows per expert, called directly: every choice must give the same bits (same K split across warps, same
 // reduction order), match the W8A8 product of the same e4m3 bytes, write every routed row and nothing past them
@@ -480,30 +510,122 @@ TEST_F(MoeFp8Test, SmallMColumnTilesAgree) {
         // Kernel time alone: 20 launches captured in a graph, replayed 5 times (not under compute-sanitizer:
         // DSERVE_TEST_NO_TIMING=1).
         if (std::getenv("DSERVE_TEST_NO_TIMING")) continue;
-        cudaGraph_t graph = nullptr;
-        cudaGraphExec_t exec = nullptr;
-        ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-        for (int i = 0; i < 20; ++i) kernels::launch_moe_fp8_small_m(p, s);
-        ASSERT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
-        ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-        ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);  // warm-up
-        cudaEvent_t t0, t1;
-        cudaEventCreate(&t0);
-        cudaEventCreate(&t1);
-        cudaEventRecord(t0, s);
-        for (int i = 0; i < 5; ++i) cudaGraphLaunch(exec, s);
-        cudaEventRecord(t1, s);
-        ASSERT_EQ(cudaEventSynchronize(t1), cudaSuccess);
-        float ms = 0;
-        cudaEventElapsedTime(&ms, t0, t1);
-        cudaEventDestroy(t0);
-        cudaEventDestroy(t1);
-        cudaGraphExecDestroy(exec);
-        cudaGraphDestroy(graph);
-        const double us = 1000.0 * ms / 100;
+        const double us = graph_time_us([&] { kernels::launch_moe_fp8_small_m(p, s); }, s);
         const double bytes = static_cast<double>(n_active) * wrows * sh.K * (1.0 + 4.0 / (128 * 128));
         std::printf("MOEFP8TILES %s rows %d tiles %d: %.2f us per launch, %.0f GB/s of expert weights\n", sh.name,
                     rows, tiles, us, bytes / (us * 1e3));
+      }
+    }
+  }
+}
+
+// The pipelined tile's shapes (MoeFp8GemmParams::tile) at decode batches past the small-M kernel: V2-Lite (64
+// experts, top-6) and V3 (256 experts, top-8) expert shapes, uniform random routing of 64 and 256 tokens, the
+// kernel called directly with the op's bounds (max rows = tokens, rows_hint = twice the mean load). Every shape
+// must give the same bits, write every routed row and nothing past them; the default also matches the W8A8
+// product of the same bytes on two experts. Each is timed alone (MOEFP8TILE lines: weight bytes of the experts
+// with rows per second; the A/B behind the default). The experts cycle through 4 distinct random weights (each
+// expert its own copy in device memory, so no L2 sharing). DSERVE_TEST_NO_TIMING=1 skips timing.
+TEST_F(MoeFp8Test, GroupedTileShapesAgree) {
+  struct Shape {
+    const char* name;
+    int64_t N, K;
+    bool silu;
+    int experts, top_k;
+  };
+  const std::vector<Shape> shapes = {
+      {"v2-lite gate_up", 1408, 2048, true, 64, 6},
+      {"v2-lite down", 2048, 1408, false, 64, 6},
+      {"v3 gate_up", 2048, 7168, true, 256, 8},
+      {"v3 down", 7168, 2048, false, 256, 8},
+  };
+  cudaStream_t s = cuda_stream();
+  for (const Shape& sh : shapes) {
+    const int64_t wrows = sh.silu ? 2 * sh.N : sh.N;
+    std::vector<LinearWeight> host;
+    for (int i = 0; i < 4; ++i) host.push_back(random_e4m3_weight(wrows, sh.K, 200 + i, 1.0f / 256));
+    std::vector<Tensor> dev_w, dev_s;
+    Tensor wptr = Tensor::empty({sh.experts}, DType::kI64), sptr = Tensor::empty({sh.experts}, DType::kI64);
+    for (int e = 0; e < sh.experts; ++e) {
+      dev_w.push_back(cuda_upload(host[e % 4].weight));
+      dev_s.push_back(cuda_upload(host[e % 4].scale_inv));
+      wptr.data_as<int64_t>()[e] = reinterpret_cast<int64_t>(dev_w[e].data());
+      sptr.data_as<int64_t>()[e] = reinterpret_cast<int64_t>(dev_s[e].data());
+    }
+    Tensor wptr_d = cuda_upload(wptr), sptr_d = cuda_upload(sptr);
+    for (int64_t T : {64, 256}) {
+      const std::vector<int32_t> ids = route(T, sh.top_k, sh.experts, -1);
+      std::vector<int32_t> counts(sh.experts, 0), offsets(sh.experts, 0), active;
+      for (int32_t id : ids) ++counts[id];
+      int64_t total = 0;
+      for (int e = 0; e < sh.experts; ++e) {
+        offsets[e] = static_cast<int32_t>(total);
+        total += counts[e];
+        if (counts[e] > 0) active.push_back(e);
+      }
+      Tensor qx, sx;
+      quantize_activations_fp8(randn({total, sh.K}, rng_), 128, false, &qx, &sx);
+      Tensor qx_d = cuda_upload(qx), sx_d = cuda_upload(sx);
+      Tensor counts_d = cuda_upload(i32_tensor(counts, {sh.experts})),
+             offsets_d = cuda_upload(i32_tensor(offsets, {sh.experts}));
+      const int n_active = static_cast<int>(active.size());
+      Tensor active_d = cuda_upload(i32_tensor(active, {n_active})), num_active_d = cuda_upload(i32_tensor({n_active}, {1}));
+      kernels::MoeFp8GemmParams p;
+      p.weights = static_cast<const void* const*>(wptr_d.data());
+      p.scales = static_cast<const float* const*>(sptr_d.data());
+      p.q = static_cast<const uint8_t*>(qx_d.data());
+      p.sx = sx_d.data_as<float>();
+      p.counts = counts_d.data_as<int32_t>();
+      p.offsets = offsets_d.data_as<int32_t>();
+      p.active = active_d.data_as<int32_t>();
+      p.num_active = num_active_d.data_as<int32_t>();
+      p.max_active = static_cast<int>(std::min<int64_t>(total, sh.experts));
+      p.experts = sh.experts;
+      p.N = sh.N;
+      p.K = sh.K;
+      p.max_rows_per_expert = T;
+      p.rows_hint = 2 * ((total + sh.experts - 1) / sh.experts);
+      p.silu = sh.silu;
+      const int max_rows = *std::max_element(counts.begin(), counts.end());
+      Tensor first;
+      for (int tile : {0, 1, 2, 3, 4}) {
+        const std::string what = std::string(sh.name) + " T " + std::to_string(T) + " tile " + std::to_string(tile);
+        Tensor out = gpu().empty({total + 1, sh.N}, DType::kBF16);  // NaN-poisoned
+        p.out = out.data();
+        p.tile = tile;
+        ASSERT_EQ(kernels::launch_moe_fp8_grouped(p, s), cudaSuccess) << what;
+        Tensor got = to_host_f32(out);
+        int64_t nonfinite = 0, tail_written = 0;
+        for (int64_t i = 0; i < total * sh.N; ++i) nonfinite += !std::isfinite(got.f32()[i]);
+        for (int64_t i = total * sh.N; i < (total + 1) * sh.N; ++i) tail_written += !std::isnan(got.f32()[i]);
+        EXPECT_EQ(nonfinite, 0) << what;
+        EXPECT_EQ(tail_written, 0) << what;
+        if (!first.defined()) {
+          first = got;
+          for (int a = 0; a < 2 && T == 64; ++a) {  // the busiest expert and the first one
+            const int e = a == 0 ? static_cast<int>(std::max_element(counts.begin(), counts.end()) - counts.begin())
+                                 : active[0];
+            const int64_t r0 = offsets[e], n = counts[e];
+            Tensor y = linear_w8a8_quantized(qx.rows(r0, r0 + n), sx.rows(r0, r0 + n), host[e % 4]);  // [n, wrows]
+            Tensor want = Tensor::empty({n, sh.N}, DType::kF32), have = Tensor::empty({n, sh.N}, DType::kF32);
+            for (int64_t i = 0; i < n; ++i)
+              for (int64_t c = 0; c < sh.N; ++c) {
+                float v = y.f32()[i * wrows + c];
+                if (sh.silu) v = v / (1.0f + std::exp(-v)) * y.f32()[i * wrows + sh.N + c];
+                want.f32()[i * sh.N + c] = v;
+                have.f32()[i * sh.N + c] = got.f32()[(r0 + i) * sh.N + c];
+              }
+            DS_EXPECT_CLOSE(have, want, 2e-2, 4e-3, what + " expert " + std::to_string(e));
+          }
+        } else {
+          EXPECT_EQ(std::memcmp(got.data(), first.data(), static_cast<size_t>(total * sh.N) * sizeof(float)), 0)
+              << what << ": differs from the default";
+        }
+        if (std::getenv("DSERVE_TEST_NO_TIMING")) continue;
+        const double us = graph_time_us([&] { kernels::launch_moe_fp8_grouped(p, s); }, s);
+        const double bytes = static_cast<double>(n_active) * wrows * sh.K * (1.0 + 4.0 / (128 * 128));
+        std::printf("MOEFP8TILE %s T %lld (%d experts, max %d rows) tile %d: %.2f us, %.0f GB/s of expert weights\n",
+                    sh.name, static_cast<long long>(T), n_active, max_rows, tile, us, bytes / (us * 1e3));
       }
     }
   }
