@@ -228,7 +228,7 @@ int down_tiles(bool m16) {
 // Weight rows are the mma's M side (64 per block, 128 with the fused gate|up), tokens its N side (8 * NT per
 // tile), 128-byte stages through a cp.async pipeline; the activations come quantized (q, sx).
 constexpr int kBK = 128;  // bytes (= e4m3 values = one scale block) per row per stage
-constexpr int kMaxGridZ = 16;
+constexpr int kMaxTokenTiles = 16;  // token tiles launched per expert; more rows loop
 
 // Byte offset of 16-byte chunk `ch` of row `r` in a [rows, 128-byte] tile, XOR-swizzled against bank conflicts.
 __device__ __forceinline__ int swz(int r, int ch) { return r * kBK + ((ch ^ (r & 7)) << 4); }
@@ -253,26 +253,28 @@ __global__ void __launch_bounds__(32 * kW) moe_fp8_grouped_kernel(MoeFp8GemmPara
   uint8_t* sA = smem_raw;
   uint8_t* sB = sA + kStages * T::kAStage;
 
-  int e = blockIdx.y;
+  // Grid: x = token tile (fastest, so the CTAs sharing an expert's weight rows run together and the later ones
+  // read them from L2), y = column block, z = active expert slot.
+  int e = blockIdx.z;
   if (p.active) {
     if (e >= *p.num_active) return;
     e = p.active[e];
   }
   const int cnt = p.counts[e];
-  if (static_cast<int>(blockIdx.z) * T::kTokens >= cnt) return;
+  if (static_cast<int>(blockIdx.x) * T::kTokens >= cnt) return;
   const int64_t row0 = p.offsets[e];
   const uint8_t* W = static_cast<const uint8_t*>(p.weights[e]);
   const float* S = p.scales[e];
   const uint8_t* Q = p.q;
   const int64_t N = p.N, K = p.K, kblocks = K / 128;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kBlockN;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kBlockN;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int k_tiles = static_cast<int>(kblocks);
   const float* sw_row[kHalves];
 #pragma unroll
   for (int h = 0; h < kHalves; ++h) sw_row[h] = S + (((h ? N : 0) + n0) / 128) * kblocks;  // 64-row block: one scale row
 
-  for (int mt = blockIdx.z; mt * T::kTokens < cnt; mt += gridDim.z) {
+  for (int mt = blockIdx.x; mt * T::kTokens < cnt; mt += gridDim.x) {
     const int t0 = mt * T::kTokens;
     auto load_stage = [&](int stage, int kt) {
       const int64_t k0 = static_cast<int64_t>(kt) * kBK;
@@ -393,8 +395,8 @@ cudaError_t launch_tile(const MoeFp8GemmParams& p, cudaStream_t stream) {
   const int64_t rows = p.rows_hint > 0 && p.rows_hint < p.max_rows_per_expert ? p.rows_hint : p.max_rows_per_expert;
   const int64_t tiles = (rows + T::kTokens - 1) / T::kTokens;
   const int ey = p.active && p.max_active > 0 && p.max_active < p.experts ? p.max_active : p.experts;
-  const dim3 grid(static_cast<unsigned>((p.N + T::kBlockN - 1) / T::kBlockN), static_cast<unsigned>(ey),
-                  static_cast<unsigned>(tiles < kMaxGridZ ? tiles : kMaxGridZ));
+  const dim3 grid(static_cast<unsigned>(tiles < kMaxTokenTiles ? tiles : kMaxTokenTiles),
+                  static_cast<unsigned>((p.N + T::kBlockN - 1) / T::kBlockN), static_cast<unsigned>(ey));
   return launch_pdl(kernel, grid, 32 * kW, T::kSmem, stream, p);
 }
 
@@ -435,9 +437,10 @@ cudaError_t launch_moe_fp8_grouped(const MoeFp8GemmParams& p, cudaStream_t strea
   static const int env_tile = [] {
     const char* e = std::getenv("DSERVE_MOE_FP8_TILE");
     const int v = e ? std::atoi(e) : 0;
-    return v >= 1 && v <= 4 ? v : 0;
+    return v >= 1 && v <= 5 ? v : 0;
   }();
-  const int tile = p.tile > 0 ? p.tile : env_tile;
+  int tile = p.tile > 0 ? p.tile : env_tile;
+  if (tile == 5) tile = p.rows_hint > 0 && p.rows_hint <= 32 ? 2 : p.silu ? 0 : 3;  // candidate rule (A/B)
   // Stages: as many as keep two CTAs per SM (<= ~113 KB of shared memory each).
   if (p.max_rows_per_expert <= 8 || tile == 4)
     return p.silu ? launch_tile<1, true, 6, 4>(p, stream) : launch_tile<1, false, 8, 4>(p, stream);

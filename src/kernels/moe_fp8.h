@@ -40,7 +40,8 @@ struct MoeFp8GemmParams {
   int col_tiles = 0;
   // Pipelined tile (launch_moe_fp8_grouped) shape beyond 8 rows per expert, for A/B runs: 0 the default (env
   // DSERVE_MOE_FP8_TILE, else 32 tokens, 64 weight rows per CTA), 1: 16 tokens, 2: 16 tokens with 128 rows, 3:
-  // 32 tokens with 128 rows, 4: 8 tokens (rows past 8 loop). The same bits for every choice.
+  // 32 tokens with 128 rows, 4: 8 tokens (rows past 8 loop), 5: 2 up to rows_hint 32, else 0 (gate|up) / 3
+  // (down). The same bits for every choice.
   int tile = 0;
 };
 

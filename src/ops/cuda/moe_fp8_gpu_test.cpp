@@ -553,7 +553,7 @@ TEST_F(MoeFp8Test, GroupedTileShapesAgree) {
       sptr.data_as<int64_t>()[e] = reinterpret_cast<int64_t>(dev_s[e].data());
     }
     Tensor wptr_d = cuda_upload(wptr), sptr_d = cuda_upload(sptr);
-    for (int64_t T : {64, 256}) {
+    for (int64_t T : {64, 128, 256}) {
       const std::vector<int32_t> ids = route(T, sh.top_k, sh.experts, -1);
       std::vector<int32_t> counts(sh.experts, 0), offsets(sh.experts, 0), active;
       for (int32_t id : ids) ++counts[id];
@@ -588,7 +588,7 @@ TEST_F(MoeFp8Test, GroupedTileShapesAgree) {
       p.silu = sh.silu;
       const int max_rows = *std::max_element(counts.begin(), counts.end());
       Tensor first;
-      for (int tile : {0, 1, 2, 3, 4}) {
+      for (int tile : {0, 1, 2, 3, 4, 5}) {
         const std::string what = std::string(sh.name) + " T " + std::to_string(T) + " tile " + std::to_string(tile);
         Tensor out = gpu().empty({total + 1, sh.N}, DType::kBF16);  // NaN-poisoned
         p.out = out.data();
