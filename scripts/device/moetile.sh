@@ -7,7 +7,7 @@ source "$(dirname "$0")/lib.sh"
 timeout 200 stdbuf -oL "$B/ds_ops_cuda_gpu_test" --gtest_filter='MoeFp8Test.GroupedTileShapesAgree:MoeFp8Test.CapturedInGraph:MoeFp8Test.MatchesCpuSmallDims' \
   > "$OUT/tests.log" 2>&1
 echo "== tests rc=$?"; grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|MOEFP8TILE " "$OUT/tests.log" | tail -60
-for t in ${TILES:-0 2 3 5}; do
+for t in ${TILES:-0 5}; do
   env DSERVE_MOE_FP8_TILE=$t timeout 100 "$B/dserve" bench-one-batch --device cuda \
     --model-path tests/data/configs/deepseek-v2-lite.json --load-format dummy --quantization fp8 --batch-size 32,64,128,256 \
     --input-len 512 --output-len 32 > "$OUT/b1b_tile$t.log" 2>&1

@@ -225,8 +225,8 @@ int down_tiles(bool m16) {
 }
 
 // ---- larger batches: the pipelined tile ----------------------------------------------------------------------
-// Weight rows are the mma's M side (64 per block, 128 with the fused gate|up), tokens its N side (8 * NT per
-// tile), 128-byte stages through a cp.async pipeline; the activations come quantized (q, sx).
+// Weight rows are the mma's M side (16 per warp: 16 kW per block, twice that with the fused gate|up), tokens its
+// N side (8 * NT per tile), 128-byte stages through a cp.async pipeline; the activations come quantized (q, sx).
 constexpr int kBK = 128;  // bytes (= e4m3 values = one scale block) per row per stage
 constexpr int kMaxTokenTiles = 16;  // token tiles launched per expert; more rows loop
 
@@ -440,7 +440,11 @@ cudaError_t launch_moe_fp8_grouped(const MoeFp8GemmParams& p, cudaStream_t strea
     return v >= 1 && v <= 5 ? v : 0;
   }();
   int tile = p.tile > 0 ? p.tile : env_tile;
-  if (tile == 5) tile = p.rows_hint > 0 && p.rows_hint <= 32 ? 2 : p.silu ? 0 : 3;  // candidate rule (A/B)
+  // Default, from MoeFp8Test.GroupedTileShapesAgree (H100, 2026-11-26): 16 tokens x 128 weight rows while twice
+  // the mean load is <= 32 rows (V2-Lite gate|up at 64 tokens 153 vs 192 us, down 80 vs 105; V3 down 1111 vs
+  // 1506 us, 0.97 of the copy rate); past that 32 tokens, with 128 rows for down (V2-Lite 256 tokens: 108 vs
+  // 114 us) and 64 for gate|up (128 rows take 184 registers there: one CTA per SM).
+  if (tile == 0) tile = p.rows_hint > 0 && p.rows_hint <= 32 ? 2 : p.silu ? 5 : 3;
   // Stages: as many as keep two CTAs per SM (<= ~113 KB of shared memory each).
   if (p.max_rows_per_expert <= 8 || tile == 4)
     return p.silu ? launch_tile<1, true, 6, 4>(p, stream) : launch_tile<1, false, 8, 4>(p, stream);

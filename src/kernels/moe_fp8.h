@@ -38,10 +38,9 @@ struct MoeFp8GemmParams {
   // DSERVE_MOE_FP8_DOWN_TILES, else the built-in choice). Every choice gives the same bits: each output column's
   // K split across warps and its reduction order do not depend on it.
   int col_tiles = 0;
-  // Pipelined tile (launch_moe_fp8_grouped) shape beyond 8 rows per expert, for A/B runs: 0 the default (env
-  // DSERVE_MOE_FP8_TILE, else 32 tokens, 64 weight rows per CTA), 1: 16 tokens, 2: 16 tokens with 128 rows, 3:
-  // 32 tokens with 128 rows, 4: 8 tokens (rows past 8 loop), 5: 2 up to rows_hint 32, else 0 (gate|up) / 3
-  // (down). The same bits for every choice.
+  // Pipelined tile (launch_moe_fp8_grouped) shape past 8 rows per expert: 0 the default (env DSERVE_MOE_FP8_TILE,
+  // else by rows_hint and silu, see moe_fp8.cu), or for A/B runs 1: 16 tokens x 64 weight rows per CTA, 2: 16 x
+  // 128, 3: 32 x 128, 4: 8 x 64 (rows past 8 loop), 5: 32 x 64. The same bits for every choice.
   int tile = 0;
 };
 
