@@ -21,7 +21,7 @@ using bf16 = __nv_bfloat16;
 
 constexpr int kBK = 64;       // k per pipeline stage: one 128-byte row per weight row / token
 constexpr int kMaxWarps = 4;  // output columns per block: 16 per warp (kW warps: 32 or 64 columns)
-constexpr int kMaxGridZ = 16;  // blocks per (expert, column tile) splitting an expert's token tiles
+constexpr int kMaxTokenTiles = 16;  // blocks per (expert, column tile) splitting an expert's token tiles
 
 
 // Element offset of 16-byte chunk `ch` of row `r` in a [rows, 64] bf16 tile, XOR-swizzled so the eight rows
@@ -48,23 +48,25 @@ __global__ void __launch_bounds__(32 * kW) moe_grouped_gemm_kernel(MoeGroupedGem
   bf16* sA = reinterpret_cast<bf16*>(smem_raw);
   bf16* sB = sA + kStages * T::kAStage;
 
-  int e = blockIdx.y;
+  // Grid: x = token tile (fastest, so the blocks sharing an expert's weight rows run together and the later ones
+  // read them from L2), y = column block, z = active expert slot.
+  int e = blockIdx.z;
   if (p.active) {
     if (e >= *p.num_active) return;
     e = p.active[e];
   }
   const int cnt = p.counts[e];
-  if (static_cast<int>(blockIdx.z) * T::kTokens >= cnt) return;  // this expert has no tokens for this block
+  if (static_cast<int>(blockIdx.x) * T::kTokens >= cnt) return;  // this expert has no tokens for this block
   const int64_t row0 = p.offsets[e];
   const bf16* W = static_cast<const bf16*>(p.weights[e]);
   const bf16* X = static_cast<const bf16*>(p.x);
   bf16* O = static_cast<bf16*>(p.out);
   const int64_t N = p.N, K = p.K;
-  const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kBlockN;
+  const int64_t n0 = static_cast<int64_t>(blockIdx.y) * kBlockN;
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int k_tiles = static_cast<int>((K + kBK - 1) / kBK);
 
-  for (int mt = blockIdx.z; mt * T::kTokens < cnt; mt += gridDim.z) {
+  for (int mt = blockIdx.x; mt * T::kTokens < cnt; mt += gridDim.x) {
     const int t0 = mt * T::kTokens;
     auto load_stage = [&](int stage, int kt) {
       const int64_t k0 = static_cast<int64_t>(kt) * kBK;
@@ -266,8 +268,8 @@ cudaError_t launch_tile(const MoeGroupedGemmParams& p, cudaStream_t stream) {
   const int64_t rows = p.rows_hint > 0 && p.rows_hint < p.max_rows_per_expert ? p.rows_hint : p.max_rows_per_expert;
   const int64_t tiles = (rows + T::kTokens - 1) / T::kTokens;
   const int ey = p.active && p.max_active > 0 && p.max_active < p.experts ? p.max_active : p.experts;
-  const dim3 grid(static_cast<unsigned>((p.N + kBlockN - 1) / kBlockN), static_cast<unsigned>(ey),
-                  static_cast<unsigned>(tiles < kMaxGridZ ? tiles : kMaxGridZ));
+  const dim3 grid(static_cast<unsigned>(tiles < kMaxTokenTiles ? tiles : kMaxTokenTiles),
+                  static_cast<unsigned>((p.N + kBlockN - 1) / kBlockN), static_cast<unsigned>(ey));
   return launch_pdl(kernel, grid, 32 * kW, T::kSmem, stream, p);
 }
 
@@ -312,7 +314,22 @@ cudaError_t launch_moe_grouped_gemm(const MoeGroupedGemmParams& p, cudaStream_t 
       return p.silu ? launch_tile<1, true, 6, 2>(p, stream) : launch_tile<1, false, 8, 2>(p, stream);
     return p.silu ? launch_tile<1, true, 6>(p, stream) : launch_tile<1, false, 8>(p, stream);
   }
-  return p.silu ? launch_tile<4, true, 4>(p, stream) : launch_tile<4, false, 6>(p, stream);
+  // Past 8 rows per expert: the FP8 kernel's shapes (moe_fp8.h MoeFp8GemmParams::tile, the same numbering; the
+  // byte layout of a stage is the same), by the same rule until measured for bf16.
+  static const int env_tile = [] {
+    const char* e = std::getenv("DSERVE_MOE_TILE");
+    const int v = e ? std::atoi(e) : 0;
+    return v >= 1 && v <= 5 ? v : 0;
+  }();
+  int tile = p.tile > 0 ? p.tile : env_tile;
+  if (tile == 0) tile = p.rows_hint > 0 && p.rows_hint <= 32 ? 2 : p.silu ? 5 : 3;
+  switch (tile) {
+    case 1: return p.silu ? launch_tile<2, true, 6, 4>(p, stream) : launch_tile<2, false, 8, 4>(p, stream);
+    case 2: return p.silu ? launch_tile<2, true, 3, 8>(p, stream) : launch_tile<2, false, 6, 8>(p, stream);
+    case 3: return p.silu ? launch_tile<4, true, 3, 8>(p, stream) : launch_tile<4, false, 5, 8>(p, stream);
+    case 4: return p.silu ? launch_tile<1, true, 6>(p, stream) : launch_tile<1, false, 8>(p, stream);
+    default: return p.silu ? launch_tile<4, true, 4>(p, stream) : launch_tile<4, false, 6>(p, stream);
+  }
 }
 
 }  // namespace ds::kernels

@@ -372,36 +372,6 @@ TEST_F(MoeFp8Test, CapturedInGraph) {
   }
 }
 
-// Microseconds per call of `launch` (kernel launches on s): 20 calls captured in a CUDA graph, replayed 5 times
-// after a warm-up replay. 0 when capture fails (reported as a test failure).
-template <typename F>
-double graph_time_us(F launch, cudaStream_t s) {
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  for (int i = 0; i < 20; ++i) launch();
-  EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
-  if (!graph || cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
-    ADD_FAILURE() << "graph capture failed";
-    return 0.0;
-  }
-  EXPECT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);  // warm-up
-  cudaEvent_t t0, t1;
-  cudaEventCreate(&t0);
-  cudaEventCreate(&t1);
-  cudaEventRecord(t0, s);
-  for (int i = 0; i < 5; ++i) cudaGraphLaunch(exec, s);
-  cudaEventRecord(t1, s);
-  EXPECT_EQ(cudaEventSynchronize(t1), cudaSuccess);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, t0, t1);
-  cudaEventDestroy(t0);
-  cudaEventDestroy(t1);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  return 1000.0 * ms / 100;
-}
-
 // The small-M kernel's column-tile choices (MoeFp8GemmParams::col_tiles) at V2-Lite's and V3's expert shapes, 1 to
 // 16 rows per expert, called directly: every choice must give the same bits (same K split across warps, same
 // reduction order), match the W8A8 product of the same e4m3 bytes, write every routed row and nothing past them
@@ -510,7 +480,7 @@ TEST_F(MoeFp8Test, SmallMColumnTilesAgree) {
         // Kernel time alone: 20 launches captured in a graph, replayed 5 times (not under compute-sanitizer:
         // DSERVE_TEST_NO_TIMING=1).
         if (std::getenv("DSERVE_TEST_NO_TIMING")) continue;
-        const double us = graph_time_us([&] { kernels::launch_moe_fp8_small_m(p, s); }, s);
+        const double us = test::graph_time_us([&] { kernels::launch_moe_fp8_small_m(p, s); }, s);
         const double bytes = static_cast<double>(n_active) * wrows * sh.K * (1.0 + 4.0 / (128 * 128));
         std::printf("MOEFP8TILES %s rows %d tiles %d: %.2f us per launch, %.0f GB/s of expert weights\n", sh.name,
                     rows, tiles, us, bytes / (us * 1e3));
@@ -622,7 +592,7 @@ TEST_F(MoeFp8Test, GroupedTileShapesAgree) {
               << what << ": differs from the default";
         }
         if (std::getenv("DSERVE_TEST_NO_TIMING")) continue;
-        const double us = graph_time_us([&] { kernels::launch_moe_fp8_grouped(p, s); }, s);
+        const double us = test::graph_time_us([&] { kernels::launch_moe_fp8_grouped(p, s); }, s);
         const double bytes = static_cast<double>(n_active) * wrows * sh.K * (1.0 + 4.0 / (128 * 128));
         std::printf("MOEFP8TILE %s T %lld (%d experts, max %d rows) tile %d: %.2f us, %.0f GB/s of expert weights\n",
                     sh.name, static_cast<long long>(T), n_active, max_rows, tile, us, bytes / (us * 1e3));

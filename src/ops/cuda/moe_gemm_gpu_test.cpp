@@ -1,0 +1,153 @@
+// The bf16 grouped expert GEMM (kernels/moe_gemm.h) called directly at decode batches past the small-M stream:
+// its pipelined tile's shapes (MoeGroupedGemmParams::tile) agree to the bit, match a host product, leave the rows
+// past the routed ones alone, and are timed (the A/B behind the default).
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "kernels/moe_gemm.h"
+#include "ops/cuda/gpu_test_util.h"
+
+namespace ds {
+namespace {
+
+using test::i32_tensor;
+using test::randn;
+using test::to_device;
+using test::to_host_f32;
+
+// V2-Lite (64 experts, top-6) and V3 (256 experts, top-8) expert shapes, uniform random routing of 64, 128 and 256
+// tokens, the op's bounds (max rows = tokens, rows_hint = twice the mean load). Experts cycle through 4 distinct
+// random weights, each expert its own device copy (no L2 sharing between experts). MOETILE lines: weight bytes of
+// the experts with rows per second. DSERVE_TEST_NO_TIMING=1 skips timing.
+TEST(MoeGemmGpu, GroupedTileShapesAgree) {
+  init_cuda_device(0);
+  set_cuda_alloc_poison(true);
+  std::unique_ptr<Ops> ops = make_cuda_ops(0);
+  struct Shape {
+    const char* name;
+    int64_t N, K;
+    bool silu;
+    int experts, top_k;
+  };
+  const std::vector<Shape> shapes = {
+      {"v2-lite gate_up", 1408, 2048, true, 64, 6},
+      {"v2-lite down", 2048, 1408, false, 64, 6},
+      {"v3 gate_up", 2048, 7168, true, 256, 8},
+      {"v3 down", 7168, 2048, false, 256, 8},
+  };
+  std::mt19937 rng(515);
+  cudaStream_t s = cuda_stream();
+  for (const Shape& sh : shapes) {
+    const int64_t wrows = sh.silu ? 2 * sh.N : sh.N;
+    std::vector<Tensor> host, host_bf16;  // f32 holding bf16-representable values; the same as bf16
+    for (int i = 0; i < 4; ++i) {
+      Tensor w = randn({wrows, sh.K}, rng, 0.05f);
+      Tensor b = Tensor::empty(w.shape(), DType::kBF16);
+      for (int64_t j = 0; j < w.numel(); ++j) {
+        b.data_as<uint16_t>()[j] = f32_to_bf16(w.f32()[j]);
+        w.f32()[j] = bf16_to_f32(b.data_as<uint16_t>()[j]);
+      }
+      host.push_back(w);
+      host_bf16.push_back(b);
+    }
+    std::vector<Tensor> dev_w;
+    Tensor wptr = Tensor::empty({sh.experts}, DType::kI64);
+    for (int e = 0; e < sh.experts; ++e) {
+      dev_w.push_back(cuda_upload(host_bf16[e % 4]));
+      wptr.data_as<int64_t>()[e] = reinterpret_cast<int64_t>(dev_w[e].data());
+    }
+    Tensor wptr_d = cuda_upload(wptr);
+    for (int64_t T : {64, 128, 256}) {
+      std::vector<int32_t> counts(sh.experts, 0), offsets(sh.experts, 0), active;
+      for (int64_t t = 0; t < T; ++t) {  // top_k distinct experts per token
+        std::vector<int32_t> all(sh.experts);
+        for (int e = 0; e < sh.experts; ++e) all[e] = e;
+        std::shuffle(all.begin(), all.end(), rng);
+        for (int k = 0; k < sh.top_k; ++k) ++counts[all[k]];
+      }
+      int64_t total = 0;
+      for (int e = 0; e < sh.experts; ++e) {
+        offsets[e] = static_cast<int32_t>(total);
+        total += counts[e];
+        if (counts[e] > 0) active.push_back(e);
+      }
+      Tensor x = randn({total, sh.K}, rng, 1.0f);
+      for (int64_t j = 0; j < x.numel(); ++j) x.f32()[j] = round_bf16(x.f32()[j]);
+      Tensor x_d = to_device(x);
+      Tensor counts_d = cuda_upload(i32_tensor(counts, {sh.experts})),
+             offsets_d = cuda_upload(i32_tensor(offsets, {sh.experts}));
+      const int n_active = static_cast<int>(active.size());
+      Tensor active_d = cuda_upload(i32_tensor(active, {n_active})), num_active_d = cuda_upload(i32_tensor({n_active}, {1}));
+      kernels::MoeGroupedGemmParams p;
+      p.weights = static_cast<const void* const*>(wptr_d.data());
+      p.x = x_d.data();
+      p.counts = counts_d.data_as<int32_t>();
+      p.offsets = offsets_d.data_as<int32_t>();
+      p.active = active_d.data_as<int32_t>();
+      p.num_active = num_active_d.data_as<int32_t>();
+      p.max_active = static_cast<int>(std::min<int64_t>(total, sh.experts));
+      p.experts = sh.experts;
+      p.N = sh.N;
+      p.K = sh.K;
+      p.max_rows_per_expert = T;
+      p.rows_hint = 2 * ((total + sh.experts - 1) / sh.experts);
+      p.silu = sh.silu;
+      const int max_rows = *std::max_element(counts.begin(), counts.end());
+      Tensor first;
+      for (int tile : {0, 1, 2, 3, 4, 5}) {
+        const std::string what = std::string(sh.name) + " T " + std::to_string(T) + " tile " + std::to_string(tile);
+        Tensor out = ops->empty({total + 1, sh.N}, DType::kBF16);  // NaN-poisoned
+        p.out = out.data();
+        p.tile = tile;
+        ASSERT_EQ(kernels::launch_moe_grouped_gemm(p, s), cudaSuccess) << what;
+        Tensor got = to_host_f32(out);
+        int64_t nonfinite = 0, tail_written = 0;
+        for (int64_t i = 0; i < total * sh.N; ++i) nonfinite += !std::isfinite(got.f32()[i]);
+        for (int64_t i = total * sh.N; i < (total + 1) * sh.N; ++i) tail_written += !std::isnan(got.f32()[i]);
+        EXPECT_EQ(nonfinite, 0) << what;
+        EXPECT_EQ(tail_written, 0) << what;
+        if (!first.defined()) {
+          first = got;
+          for (int a = 0; a < 2 && T == 64; ++a) {  // the busiest expert and the first one, against fp32 products
+            const int e = a == 0 ? static_cast<int>(std::max_element(counts.begin(), counts.end()) - counts.begin())
+                                 : active[0];
+            const int64_t r0 = offsets[e], n = counts[e];
+            const float* w = host[e % 4].f32();
+            Tensor want = Tensor::empty({n, sh.N}, DType::kF32), have = Tensor::empty({n, sh.N}, DType::kF32);
+            for (int64_t i = 0; i < n; ++i) {
+              const float* xr = x.f32() + (r0 + i) * sh.K;
+              for (int64_t c = 0; c < sh.N; ++c) {
+                double g = 0, u = 0;
+                for (int64_t k = 0; k < sh.K; ++k) g += static_cast<double>(xr[k]) * w[c * sh.K + k];
+                if (sh.silu)
+                  for (int64_t k = 0; k < sh.K; ++k) u += static_cast<double>(xr[k]) * w[(sh.N + c) * sh.K + k];
+                want.f32()[i * sh.N + c] = static_cast<float>(sh.silu ? g / (1.0 + std::exp(-g)) * u : g);
+                have.f32()[i * sh.N + c] = got.f32()[(r0 + i) * sh.N + c];
+              }
+            }
+            DS_EXPECT_CLOSE(have, want, 2e-2, 4e-3, what + " expert " + std::to_string(e));
+          }
+        } else {
+          EXPECT_EQ(std::memcmp(got.data(), first.data(), static_cast<size_t>(total * sh.N) * sizeof(float)), 0)
+              << what << ": differs from the default";
+        }
+        if (std::getenv("DSERVE_TEST_NO_TIMING")) continue;
+        const double us = test::graph_time_us([&] { kernels::launch_moe_grouped_gemm(p, s); }, s);
+        const double bytes = static_cast<double>(n_active) * wrows * sh.K * 2.0;
+        std::printf("MOETILE bf16 %s T %lld (%d experts, max %d rows) tile %d: %.2f us, %.0f GB/s of expert weights\n",
+                    sh.name, static_cast<long long>(T), n_active, max_rows, tile, us, bytes / (us * 1e3));
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ds
