@@ -315,14 +315,16 @@ cudaError_t launch_moe_grouped_gemm(const MoeGroupedGemmParams& p, cudaStream_t 
     return p.silu ? launch_tile<1, true, 6>(p, stream) : launch_tile<1, false, 8>(p, stream);
   }
   // Past 8 rows per expert: the FP8 kernel's shapes (moe_fp8.h MoeFp8GemmParams::tile, the same numbering; the
-  // byte layout of a stage is the same), by the same rule until measured for bf16.
+  // byte layout of a stage is the same). Default from MoeGemmGpu.GroupedTileShapesAgree (H100, 2026-11-26): 16
+  // tokens x 128 weight rows while twice the mean load is <= 32 rows (V2-Lite gate|up at 64 tokens 268 vs 286 us
+  // with 32 x 64), else 32 x 128 (256 tokens: 275 vs 284 us; bf16 needs 66 registers there, two CTAs per SM).
   static const int env_tile = [] {
     const char* e = std::getenv("DSERVE_MOE_TILE");
     const int v = e ? std::atoi(e) : 0;
     return v >= 1 && v <= 5 ? v : 0;
   }();
   int tile = p.tile > 0 ? p.tile : env_tile;
-  if (tile == 0) tile = p.rows_hint > 0 && p.rows_hint <= 32 ? 2 : p.silu ? 5 : 3;
+  if (tile == 0) tile = p.rows_hint > 0 && p.rows_hint <= 32 ? 2 : 3;
   switch (tile) {
     case 1: return p.silu ? launch_tile<2, true, 6, 4>(p, stream) : launch_tile<2, false, 8, 4>(p, stream);
     case 2: return p.silu ? launch_tile<2, true, 3, 8>(p, stream) : launch_tile<2, false, 6, 8>(p, stream);

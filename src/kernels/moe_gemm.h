@@ -33,7 +33,7 @@ struct MoeGroupedGemmParams {
   int64_t rows_hint = 0;
   bool silu = false;
   // Pipelined tile shape past 8 rows per expert (the small-M stream off or K % 32 != 0 below 16): 0 the default
-  // (env DSERVE_MOE_TILE, else by rows_hint and silu), or for A/B runs the shapes of MoeFp8GemmParams::tile
+  // (env DSERVE_MOE_TILE, else by rows_hint), or for A/B runs the shapes of MoeFp8GemmParams::tile
   // (1: 16 tokens x 64 weight rows, 2: 16 x 128, 3: 32 x 128, 4: 8 x 64, 5: 32 x 64). Same bits for all.
   int tile = 0;
 };
