@@ -2,7 +2,7 @@
 # Writes the tiny random DeepSeek test checkpoints (tests/fixtures/<name>/) in the official Hugging Face
 # layout, plus reference.json computed by transformers in float32 from the files just written.
 # Needs torch, transformers (5.x) and safetensors; see tests/fixtures/README.md for the format.
-"""Generate tests/fixtures/{v2_lite,v2,v3,v3_fp8,v32,v3_fp8_h256}.
+"""Generate tests/fixtures/{v2_lite,v2,v3,v3_fp8,v32,v3_fp8_h256,v3_fp8_mla128}.
 
 Usage:  python3 scripts/make_fixtures.py --out tests/fixtures [--tar-dir DIR] [--only v3,v32] [--fp8-gpu]
 
@@ -127,6 +127,16 @@ def make_config(name):
                  rope_scaling=_yarn(1.0), hidden_size=256, intermediate_size=384, moe_intermediate_size=128)
         c["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
                                     "weight_block_size": [BLOCK, BLOCK]}
+    elif name == "v3_fp8_mla128":
+        # v3_fp8_h256 with MLA dimensions of 128 multiples (nope 128, v 128, kv_lora 256): kv_b_proj's W_UK / W_UV
+        # run as FP8 products in the absorbed (decode) form (ops/fp8.h split_absorbed_fp8).
+        c = _common("deepseek_v3", "DeepseekV3ForCausalLM")
+        c.update(ep_size=1, n_group=4, topk_group=2, topk_method="noaux_tc", scoring_func="sigmoid",
+                 norm_topk_prob=True, routed_scaling_factor=2.5, n_shared_experts=1, num_nextn_predict_layers=0,
+                 rope_scaling=_yarn(1.0), hidden_size=256, intermediate_size=384, moe_intermediate_size=128,
+                 qk_nope_head_dim=128, v_head_dim=128, kv_lora_rank=256)
+        c["quantization_config"] = {"activation_scheme": "dynamic", "fmt": "e4m3", "quant_method": "fp8",
+                                    "weight_block_size": [BLOCK, BLOCK]}
     elif name == "v32":
         c = _common("deepseek_v32", "DeepseekV32ForCausalLM")
         c.update(ep_size=1, n_group=4, topk_group=2, topk_method="noaux_tc", scoring_func="sigmoid",
@@ -137,9 +147,9 @@ def make_config(name):
     return c
 
 
-FIXTURES = ["v2_lite", "v2", "v3", "v3_fp8", "v32", "v3_fp8_h256"]
+FIXTURES = ["v2_lite", "v2", "v3", "v3_fp8", "v32", "v3_fp8_h256", "v3_fp8_mla128"]
 SEEDS = {"v2_lite": 1001, "v2": 1002, "v3": 1003, "v3_fp8": 1003, "v32": 1005,
-         "v3_fp8_h256": 1006}  # v3_fp8 = v3's weights
+         "v3_fp8_h256": 1006, "v3_fp8_mla128": 1007}  # v3_fp8 = v3's weights
 SHARDED = {"v2"}
 
 

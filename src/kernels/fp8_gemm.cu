@@ -78,10 +78,16 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(const SmallML
   const int64_t n0 = bx * (kSilu ? 8 : 16);
   const int64_t r1 = kSilu ? p.up_row + n0 : n0 + 8;  // first row of the second 8-row half
   const int64_t kblocks = p.Kp / 128;
-  const float* sw_row0 = p.sw + (n0 / 128) * kblocks;
-  const float* sw_row1 = p.sw + (r1 / 128) * kblocks;
-  const uint8_t* w0 = p.w + (n0 + g) * p.Kp + tig * 16;
-  const uint8_t* w1 = p.w + (r1 + g) * p.Kp + tig * 16;
+  // Batch b = blockIdx.y (per-head products): its operands sit b * batch_* elements further on.
+  const int64_t b = blockIdx.y;
+  const uint8_t* wb = p.w + b * p.batch_w;
+  const uint8_t* qb = p.q + b * p.batch_q;
+  const float* sxb = p.sx + b * p.batch_sx;
+  const int64_t ldq = p.ldq > 0 ? p.ldq : p.Kp;
+  const float* sw_row0 = p.sw + b * p.batch_sw + (n0 / 128) * kblocks;
+  const float* sw_row1 = p.sw + b * p.batch_sw + (r1 / 128) * kblocks;
+  const uint8_t* w0 = wb + (n0 + g) * p.Kp + tig * 16;
+  const uint8_t* w1 = wb + (r1 + g) * p.Kp + tig * 16;
   // Weights are never written during a forward: pull this CTA's 16 rows (inside the zero-padded Np; only their
   // first blocks with prefetch_first) into L2 while the previous kernel of the stream finishes (pdl.cuh), then
   // wait for it before reading q, sx or x.
@@ -89,11 +95,11 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(const SmallML
   if (!p.prefetch_first) {
     for (int r = warp; r < 16; r += kWarps)
       for (int64_t off = lane * 128; off < p.Kp; off += 32 * 128)
-        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p.w + row_of(r) * p.Kp + off));
+        asm volatile("prefetch.global.L2 [%0];\n" ::"l"(wb + row_of(r) * p.Kp + off));
   } else {
     // The two blocks this warp loads first (kb = warp, warp + kWarps) of the 16 rows: lane = row + 16 x which.
     const int64_t kb = warp + (lane >> 4) * kWarps;
-    if (kb < kblocks) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(p.w + row_of(lane & 15) * p.Kp + kb * 128));
+    if (kb < kblocks) asm volatile("prefetch.global.L2 [%0];\n" ::"l"(wb + row_of(lane & 15) * p.Kp + kb * 128));
   }
   // And the CTA's scale rows (kblocks floats each), read once per K block below.
   if (warp == kWarps - 1)
@@ -137,13 +143,13 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(const SmallML
       const int64_t m = t * 8 + g;  // the token this lane loads (B operand column g)
       a.q[t][0] = a.q[t][1] = make_uint4(0, 0, 0, 0);
       if (m < p.M) {
-        const uint4* qp = reinterpret_cast<const uint4*>(p.q + m * p.Kp + off + tig * 16);
+        const uint4* qp = reinterpret_cast<const uint4*>(qb + m * ldq + off + tig * 16);
         a.q[t][0] = __ldg(qp);
         a.q[t][1] = __ldg(qp + 4);
       }
       const int64_t m0 = t * 8 + tig * 2;
-      a.sx[t][0] = m0 < p.M ? __ldg(p.sx + m0 * p.sx_ld + kb) : 0.0f;
-      a.sx[t][1] = m0 + 1 < p.M ? __ldg(p.sx + (m0 + 1) * p.sx_ld + kb) : 0.0f;
+      a.sx[t][0] = m0 < p.M ? __ldg(sxb + m0 * p.sx_ld + kb) : 0.0f;
+      a.sx[t][1] = m0 + 1 < p.M ? __ldg(sxb + (m0 + 1) * p.sx_ld + kb) : 0.0f;
     }
   };
   // kFusedQuant: a block's raw activations, channels 4 lane .. 4 lane + 3 of every token (bf16, zero past K),
@@ -260,7 +266,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(const SmallML
 #pragma unroll
     for (int c = 0; c < 4; ++c) red[warp][t * 4 + c][lane] = acc[t][c];
   __syncthreads();
-  __nv_bfloat16* d = static_cast<__nv_bfloat16*>(p.d);
+  __nv_bfloat16* d = static_cast<__nv_bfloat16*>(p.d) + b * p.batch_d;
   if constexpr (kSilu) {
     // c in {0, 1}: gate (row g) and, in fragment slot c + 2, its up row; output column n0 + g.
     for (int idx = threadIdx.x; idx < NT * 2 * 32; idx += kWarps * 32) {
@@ -335,6 +341,9 @@ bool fp8_gemm_small_m_supported(const Fp8GemmSmallMParams& p) {
     return false;
   }
   if (p.silu && (p.up_row % 128 != 0 || p.up_row <= 0 || p.N > p.up_row || p.up_row * 2 > p.Np)) return false;
+  if (p.batch < 1 || p.batch > 65535 || (p.batch > 1 && (p.x || p.silu)) || p.ldq < 0 || (p.ldq > 0 && p.ldq % 16 != 0) ||
+      p.batch_q % 16 != 0 || p.batch_w % 16 != 0)
+    return false;
   return true;
 }
 
@@ -362,7 +371,7 @@ int64_t sm_count() {
 
 template <bool kFused, bool kSilu>
 cudaError_t launch_kind(SmallMLaunch& l, int64_t blocks, cudaStream_t stream) {
-  const dim3 grid(static_cast<unsigned>(blocks)), block(kWarps * 32);
+  const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(l.p[0].batch)), block(kWarps * 32);
   const int64_t M = l.p[0].M;
   if (kFused || M <= 8) return launch_pdl(gemm_small_m_kernel<1, kFused, kSilu>, grid, block, 0, stream, l);
   if (M <= 16) return launch_pdl(gemm_small_m_kernel<2, false, kSilu>, grid, block, 0, stream, l);
@@ -382,7 +391,7 @@ cudaError_t launch_small_m(const Fp8GemmSmallMParams& a, const Fp8GemmSmallMPara
   const Prefetch forced = prefetch_env();
   for (Fp8GemmSmallMParams& q : l.p) {
     Prefetch mode = forced != Prefetch::kAuto ? forced : q.prefetch;
-    if (mode == Prefetch::kAuto) mode = blocks <= sm_count() ? Prefetch::kAll : Prefetch::kFirst;
+    if (mode == Prefetch::kAuto) mode = blocks * a.batch <= sm_count() ? Prefetch::kAll : Prefetch::kFirst;
     q.prefetch_first = mode == Prefetch::kFirst;
   }
   const bool fused = a.x != nullptr;
@@ -403,6 +412,7 @@ cudaError_t launch_fp8_gemm_small_m(const Fp8GemmSmallMParams& p, cudaStream_t s
 cudaError_t launch_fp8_gemm_small_m_pair(const Fp8GemmSmallMParams& a, const Fp8GemmSmallMParams& b,
                                          cudaStream_t stream) {
   if (!fp8_gemm_small_m_supported(a) || !fp8_gemm_small_m_supported(b) || a.M != b.M || a.silu || b.silu ||
+      a.batch != 1 || b.batch != 1 ||
       (a.x == nullptr) != (b.x == nullptr))
     return cudaErrorInvalidValue;
   if (a.M == 0) return cudaSuccess;

@@ -55,6 +55,12 @@ struct Fp8GemmSmallMParams {
   enum class Prefetch : uint8_t { kAuto, kAll, kFirst };
   Prefetch prefetch = Prefetch::kAuto;
   bool prefetch_first = false;  // resolved by the launcher from `prefetch`; set by callers has no effect
+  // Row stride of q (0: Kp; else a multiple of 16 >= Kp), and batching (the per-head products of absorbed MLA):
+  // `batch` problems of the same shape in one launch, problem b's q, sx, w, sw and d offset by b * batch_q,
+  // batch_sx, batch_w, batch_sw, batch_d elements (batch_q, batch_w multiples of 16). Not with x or silu.
+  int64_t ldq = 0;
+  int batch = 1;
+  int64_t batch_q = 0, batch_sx = 0, batch_w = 0, batch_sw = 0, batch_d = 0;
 };
 constexpr int64_t kFp8SmallMMax = 64;
 

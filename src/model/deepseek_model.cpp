@@ -84,8 +84,10 @@ DeepseekModel::Layer DeepseekModel::prepare_layer(const LayerWeights& w) {
   a.kv_a_norm = ops_.prepare_param(w.attn.kv_a_norm);
   a.kv_b_proj = ops_.prepare_linear(w.attn.kv_b_proj);
   a.o_proj = ops_.prepare_linear(w.attn.o_proj);
-  ops_.prepare_absorbed(w.attn.kv_b_proj, cfg_.num_attention_heads, cfg_.qk_nope_head_dim, cfg_.v_head_dim, &a.w_kc,
-                        &a.w_vc);
+  if (!ops_.prepare_absorbed_fp8(w.attn.kv_b_proj, cfg_.num_attention_heads, cfg_.qk_nope_head_dim, cfg_.v_head_dim,
+                                 &a.w_kc8, &a.w_vc8))
+    ops_.prepare_absorbed(w.attn.kv_b_proj, cfg_.num_attention_heads, cfg_.qk_nope_head_dim, cfg_.v_head_dim,
+                          &a.w_kc, &a.w_vc);
   if (cfg_.has_indexer()) {
     DS_CHECK(w.indexer.defined(), "V3.2 layer without indexer weights");
     a.has_indexer = true;
@@ -205,11 +207,13 @@ Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tenso
     Tensor kv = ops_.linear(ops_.slice_cols(ctx, 0, lora), a.kv_b_proj).reshape({S, H, nope + v});  // [S, H, nope + v]
     o = ops_.mla_attention_mha(q3, kv, ctx, lora, meta, softmax_scale_, topk_ptr);          // [T, H, v]
   } else {
-    Tensor q_abs = ops_.mla_absorb_q(q3, a.w_kc, meta.positions, inv_freq_, rope_factor_);  // [T, H, lora + rope]
+    Tensor q_abs = a.w_kc8.defined() ? ops_.mla_absorb_q_fp8(q3, a.w_kc8, meta.positions, inv_freq_, rope_factor_)
+                                     : ops_.mla_absorb_q(q3, a.w_kc, meta.positions, inv_freq_, rope_factor_);
+    // q_abs: [T, H, lora + rope]
     ops_.side_join();
     Tensor o_lat = ops_.mla_attention_absorbed(q_abs, cache.latent[cache_layer], lora, meta, softmax_scale_,
                                                topk_ptr);                                 // [T, H, lora]
-    o = ops_.bmm_heads(o_lat, a.w_vc);                                                    // [T, H, v]
+    o = a.w_vc8.defined() ? ops_.bmm_heads_fp8(o_lat, a.w_vc8) : ops_.bmm_heads(o_lat, a.w_vc);  // [T, H, v]
   }
   return ops_.linear(o.reshape({T, H * v}), a.o_proj);  // [T, d]
 }

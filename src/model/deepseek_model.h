@@ -44,6 +44,8 @@ class DeepseekModel {
     Tensor q_a_norm, kv_a_norm;
     Tensor w_kc;  // [H, nope, kv_lora]
     Tensor w_vc;  // [H, kv_lora, v]
+    HeadsFp8 w_kc8;  // [H, kv_lora, nope] e4m3 instead of w_kc / w_vc where the backend takes them
+    HeadsFp8 w_vc8;  // [H, v, kv_lora]
     // V3.2 indexer
     bool has_indexer = false;
     LinearWeight idx_wq_b, idx_wk, idx_weights_proj;

@@ -91,6 +91,65 @@ Tensor linear_w8a8_quantized(const Tensor& qx, const Tensor& sx, const LinearWei
   return y;
 }
 
+LinearWeight HeadsFp8::head(int64_t h) const {
+  const int64_t H = heads(), N = out_features(), K = in_features();
+  LinearWeight l;
+  l.weight = w.reshape({H * N, K}).rows(h * N, (h + 1) * N);
+  l.scale_inv = scale.reshape({H * N / 128, K / 128}).rows(h * N / 128, (h + 1) * N / 128);
+  return l;
+}
+
+bool split_absorbed_fp8(const LinearWeight& kv_b, int64_t heads, int64_t nope, int64_t v, HeadsFp8* w_kc,
+                        HeadsFp8* w_vc) {
+  if (!kv_b.is_block_fp8() || kv_b.block_n != 128 || kv_b.block_k != 128 || kv_b.weight.dtype() != DType::kF8E4M3)
+    return false;
+  const int64_t lora = kv_b.in_features();
+  if (nope % 128 != 0 || v % 128 != 0 || lora % 128 != 0 || heads <= 0) return false;
+  DS_CHECK(kv_b.out_features() == heads * (nope + v), "kv_b_proj rows ", kv_b.out_features(), " for ", heads,
+           " heads of ", nope, " + ", v);
+  const int64_t lb = lora / 128, rb = (nope + v) / 128;  // scale blocks along lora; row blocks per head
+  DS_CHECK(kv_b.scale_inv.dim(0) == heads * rb && kv_b.scale_inv.dim(1) == lb, "kv_b_proj scales ",
+           kv_b.scale_inv.describe());
+  HeadsFp8 kc, vc;
+  kc.w = Tensor::empty({heads, lora, nope}, DType::kF8E4M3);
+  kc.scale = Tensor::empty({heads, lb, nope / 128}, DType::kF32);
+  vc.w = Tensor::empty({heads, v, lora}, DType::kF8E4M3);
+  vc.scale = Tensor::empty({heads, v / 128, lb}, DType::kF32);
+  kc.ue8m0 = vc.ue8m0 = fp8_scales_are_pow2(kv_b.scale_inv);
+  const uint8_t* src = kv_b.weight.data_as<uint8_t>();
+  const float* ss = kv_b.scale_inv.f32();
+  for (int64_t h = 0; h < heads; ++h) {
+    const uint8_t* uk = src + h * (nope + v) * lora;  // [nope, lora]
+    uint8_t* kt = kc.w.data_as<uint8_t>() + h * lora * nope;
+    for (int64_t r = 0; r < nope; ++r)
+      for (int64_t c = 0; c < lora; ++c) kt[c * nope + r] = uk[r * lora + c];
+    std::memcpy(vc.w.data_as<uint8_t>() + h * v * lora, uk + nope * lora, static_cast<size_t>(v * lora));
+    // Block (row block rb_i of W_UK, column block c) is block (c, rb_i) of W_UK^T.
+    for (int64_t c = 0; c < lb; ++c)
+      for (int64_t r = 0; r < nope / 128; ++r)
+        kc.scale.f32()[(h * lb + c) * (nope / 128) + r] = ss[(h * rb + r) * lb + c];
+    for (int64_t r = 0; r < v / 128; ++r)
+      for (int64_t c = 0; c < lb; ++c) vc.scale.f32()[(h * (v / 128) + r) * lb + c] = ss[(h * rb + nope / 128 + r) * lb + c];
+  }
+  *w_kc = std::move(kc);
+  *w_vc = std::move(vc);
+  return true;
+}
+
+Tensor bmm_heads_w8a8_reference(const Tensor& x, const HeadsFp8& w) {
+  DS_CHECK(x.ndim() == 3 && x.dtype() == DType::kF32 && x.dim(1) == w.heads() && x.dim(2) == w.in_features(),
+           "bmm_heads_w8a8_reference ", x.describe(), " x ", w.w.describe());
+  const int64_t T = x.dim(0), H = x.dim(1), K = x.dim(2), N = w.out_features();
+  Tensor out = Tensor::empty({T, H, N}, DType::kF32);
+  Tensor xh = Tensor::empty({T, K}, DType::kF32);
+  for (int64_t h = 0; h < H; ++h) {
+    for (int64_t t = 0; t < T; ++t) std::memcpy(xh.f32() + t * K, x.f32() + (t * H + h) * K, sizeof(float) * K);
+    Tensor y = linear_w8a8_reference(xh, w.head(h), w.ue8m0);  // [T, N]
+    for (int64_t t = 0; t < T; ++t) std::memcpy(out.f32() + (t * H + h) * N, y.f32() + t * N, sizeof(float) * N);
+  }
+  return out;
+}
+
 bool fp8_scales_are_pow2(const Tensor& scales) {
   for (int64_t i = 0; i < scales.numel(); ++i) {
     uint32_t b;

@@ -57,6 +57,32 @@ LinearWeight pad_fp8(const LinearWeight& w, int64_t rows, int64_t cols);
 // for the tuners and benchmarks, where values do not matter but a NaN would.
 LinearWeight random_e4m3_weight(int64_t n, int64_t k, uint64_t seed, float scale);
 
+// Per-head block-FP8 weights for MLA's absorbed products (issue 7's FP8 BMM): w [H, N, K] e4m3 (each output's K
+// values contiguous, as a linear's [out, in]) with scales [H, N / 128, K / 128] F32 (128x128 blocks, N and K
+// multiples of 128), activations quantized per token per head per 128 channels (ue8m0: power-of-two scales).
+struct HeadsFp8 {
+  Tensor w;
+  Tensor scale;
+  bool ue8m0 = false;
+  bool defined() const { return w.defined(); }
+  int64_t heads() const { return w.dim(0); }
+  int64_t out_features() const { return w.dim(1); }
+  int64_t in_features() const { return w.dim(2); }
+  // Head h as a linear [N, K] (views of w and scale).
+  LinearWeight head(int64_t h) const;
+};
+
+// kv_b_proj [H * (nope + v), lora] (block-FP8, 128x128) split for absorbed MLA: w_kc [H, lora, nope] (W_UK of
+// each head transposed: q_nope [nope] -> latent [lora]) and w_vc [H, v, lora] (W_UV: latent -> v), the e4m3
+// bytes and block scales exactly the checkpoint's (a 128x128 block of W_UK is a block of W_UK^T). False (nothing
+// set) unless nope, v and lora are multiples of 128. Host tensors.
+bool split_absorbed_fp8(const LinearWeight& kv_b, int64_t heads, int64_t nope, int64_t v, HeadsFp8* w_kc,
+                        HeadsFp8* w_vc);
+
+// The W8A8 semantics of the absorbed products: out[t, h, :] = linear_w8a8_reference(x[t, h, :], w.head(h),
+// w.ue8m0). x F32 [T, H, K] -> F32 [T, H, N].
+Tensor bmm_heads_w8a8_reference(const Tensor& x, const HeadsFp8& w);
+
 // Rounds a latent cache row the way the FP8 KV cache stores it (FlashMLA layout): the first `nope` values
 // as e4m3 with one scale per 128 (or ue8m0), the rest (the rope part) as bf16. In place on F32 rows [T, D].
 void fp8_kv_round_trip(Tensor& rows, int64_t nope, bool ue8m0);

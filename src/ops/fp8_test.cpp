@@ -214,5 +214,59 @@ TEST(Fp8, RandomE4m3WeightHasNoNan) {
   EXPECT_NE(std::memcmp(w.weight.data(), random_e4m3_weight(200, 300, 8, 0.5f).weight.data(), 60000), 0);
 }
 
+// kv_b_proj split for the absorbed FP8 products: each head's w_kc is its W_UK rows transposed and w_vc its W_UV
+// rows, value for value after dequantization (bytes and block scales moved, never re-quantized); the W8A8
+// reference of the per-head product equals the per-head linear and stays near the float product; dims that are
+// not 128 multiples decline.
+TEST(Fp8, AbsorbedSplitMovesTheCheckpointBlocks) {
+  const int64_t H = 3, nope = 128, v = 128, lora = 256;
+  for (bool ue8m0 : {false, true}) {
+    Tensor w = random_f32({H * (nope + v), lora}, 41, 0.05f);
+    for (int64_t i = 0; i < w.numel(); ++i) w.f32()[i] *= 1.0f + static_cast<float>((i / 97) % 7);  // varied blocks
+    const LinearWeight kv_b = quantize_weight_fp8(w, 128, 128, ue8m0);
+    const Tensor deq = dequant(kv_b);
+    HeadsFp8 kc, vc;
+    ASSERT_TRUE(split_absorbed_fp8(kv_b, H, nope, v, &kc, &vc));
+    EXPECT_EQ(kc.ue8m0, ue8m0);
+    ASSERT_EQ(kc.w.shape(), (Shape{H, lora, nope}));
+    ASSERT_EQ(vc.w.shape(), (Shape{H, v, lora}));
+    for (int64_t h = 0; h < H; ++h) {
+      const Tensor k = dequant(kc.head(h)), u = dequant(vc.head(h));  // [lora, nope], [v, lora]
+      for (int64_t r = 0; r < nope; ++r)
+        for (int64_t c = 0; c < lora; ++c)
+          ASSERT_EQ(k.f32()[c * nope + r], deq.f32()[(h * (nope + v) + r) * lora + c]) << h << " " << r << " " << c;
+      for (int64_t r = 0; r < v; ++r)
+        for (int64_t c = 0; c < lora; ++c)
+          ASSERT_EQ(u.f32()[r * lora + c], deq.f32()[(h * (nope + v) + nope + r) * lora + c]) << h << " " << r;
+    }
+    // The per-head product: x [T, H, lora] through w_vc.
+    const int64_t T = 5;
+    Tensor x = random_f32({T, H, lora}, 42);
+    Tensor y = bmm_heads_w8a8_reference(x, vc);  // [T, H, v]
+    for (int64_t h = 0; h < H; ++h) {
+      Tensor xh = Tensor::empty({T, lora}, DType::kF32);
+      for (int64_t t = 0; t < T; ++t) std::memcpy(xh.f32() + t * lora, x.f32() + (t * H + h) * lora, 4 * lora);
+      const Tensor yh = linear_w8a8_reference(xh, vc.head(h), ue8m0), uh = dequant(vc.head(h));
+      double err = 0, ref = 0;
+      for (int64_t t = 0; t < T; ++t)
+        for (int64_t n = 0; n < v; ++n) {
+          ASSERT_EQ(y.f32()[(t * H + h) * v + n], yh.f32()[t * v + n]);
+          double exact = 0;
+          for (int64_t c = 0; c < lora; ++c) exact += static_cast<double>(xh.f32()[t * lora + c]) * uh.f32()[n * lora + c];
+          err = std::max(err, std::fabs(yh.f32()[t * v + n] - exact));
+          ref = std::max(ref, std::fabs(exact));
+        }
+      EXPECT_LT(err, (ue8m0 ? 0.12 : 0.06) * ref) << "head " << h;  // e4m3 activations: ~2^-4 relative each
+    }
+  }
+  HeadsFp8 kc, vc;
+  EXPECT_FALSE(split_absorbed_fp8(quantize_weight_fp8(random_f32({H * 96, 256}, 43), 128, 128, false), H, 64, 32,
+                                  &kc, &vc));
+  EXPECT_FALSE(kc.defined());
+  LinearWeight plain;
+  plain.weight = random_f32({H * (nope + v), lora}, 44);
+  EXPECT_FALSE(split_absorbed_fp8(plain, H, nope, v, &kc, &vc));
+}
+
 }  // namespace
 }  // namespace ds

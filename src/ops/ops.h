@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "ops/fp8.h"
 #include "ops/linear_weight.h"
 #include "ops/sampling.h"
 
@@ -88,6 +89,15 @@ class Ops {
   // w_vc [H, kv_lora, v] (latent -> v), both from kv_b_proj [H * (nope + v), kv_lora].
   virtual void prepare_absorbed(const LinearWeight& kv_b_proj, int num_heads, int64_t nope_dim, int64_t v_dim,
                                 Tensor* w_kc, Tensor* w_vc) = 0;
+  // The same in block-FP8 for the W8A8 absorbed products (mla_absorb_q_fp8, bmm_heads_fp8): where the backend
+  // runs FP8 natively and kv_b_proj is block-FP8 with nope, v and kv_lora multiples of 128 (split_absorbed_fp8),
+  // sets w_kc [H, kv_lora, nope] and w_vc [H, v, kv_lora] and returns true (DSERVE_FP8_BMM=0: never); else false,
+  // and prepare_absorbed is the way.
+  virtual bool prepare_absorbed_fp8(const LinearWeight& kv_b_proj, int num_heads, int64_t nope_dim, int64_t v_dim,
+                                    HeadsFp8* w_kc, HeadsFp8* w_vc) {
+    (void)kv_b_proj, (void)num_heads, (void)nope_dim, (void)v_dim, (void)w_kc, (void)w_vc;
+    return false;
+  }
 
   // ---- memory ----
   virtual Tensor empty(Shape shape, DType dtype) = 0;
@@ -166,6 +176,13 @@ class Ops {
 
   // Per-head batched matmul: out[t, h, :] = x[t, h, :] @ w[h]  ([T, H, K] x [H, K, N] -> [T, H, N]).
   virtual Tensor bmm_heads(const Tensor& x, const Tensor& w) = 0;
+  // Its W8A8 form on weights from prepare_absorbed_fp8: out[t, h, :] = x[t, h, :] W[h]^T with x quantized per
+  // token per head per 128 ([T, H, K] x [H, N, K] -> [T, H, N]; bmm_heads_w8a8_reference's semantics).
+  virtual Tensor bmm_heads_fp8(const Tensor& x, const HeadsFp8& w) {
+    (void)x, (void)w;
+    DS_CHECK(false, "this backend has no FP8 absorbed products");
+    return {};
+  }
 
   // ---- rotary ----
   // Rotates dims [rot_offset, rot_offset + rot_dim) of every head of x [T, H, head_dim] in place, by angle
@@ -209,10 +226,27 @@ class Ops {
   // un-rotated q [T, H, nope + rope] and w_kc [H, nope, lora]; q is not modified.
   virtual Tensor mla_absorb_q(const Tensor& q, const Tensor& w_kc, const Tensor& positions, const Tensor& inv_freq,
                               float attn_factor) {
-    const int64_t T = q.dim(0), H = q.dim(1), nope = w_kc.dim(1), lora = w_kc.dim(2), rope = q.dim(2) - nope;
+    return absorb_q_chain(q, w_kc.dim(1), positions, inv_freq, attn_factor,
+                          [&](const Tensor& q_nope) { return bmm_heads(q_nope, w_kc); });
+  }
+
+  // mla_absorb_q with w_kc from prepare_absorbed_fp8 ([H, lora, nope]): the q_nope product through bmm_heads_fp8.
+  virtual Tensor mla_absorb_q_fp8(const Tensor& q, const HeadsFp8& w_kc, const Tensor& positions,
+                                  const Tensor& inv_freq, float attn_factor) {
+    return absorb_q_chain(q, w_kc.in_features(), positions, inv_freq, attn_factor,
+                          [&](const Tensor& q_nope) { return bmm_heads_fp8(q_nope, w_kc); });
+  }
+
+  // The default absorbed-query chain: [product(q[:, :, :nope]) | rope(q[:, :, nope:])], product mapping
+  // [T, H, nope] to [T, H, lora].
+  template <typename Product>
+  Tensor absorb_q_chain(const Tensor& q, int64_t nope, const Tensor& positions, const Tensor& inv_freq,
+                        float attn_factor, Product product) {
+    const int64_t T = q.dim(0), H = q.dim(1), rope = q.dim(2) - nope;
     Tensor qf = q.reshape({T * H, nope + rope});
-    Tensor q_lat = bmm_heads(slice_cols(qf, 0, nope).reshape({T, H, nope}), w_kc);  // [T, H, lora]
-    Tensor q_pe = slice_cols(qf, nope, nope + rope).reshape({T, H, rope});         // [T, H, rope]
+    Tensor q_lat = product(slice_cols(qf, 0, nope).reshape({T, H, nope}));  // [T, H, lora]
+    const int64_t lora = q_lat.dim(2);
+    Tensor q_pe = slice_cols(qf, nope, nope + rope).reshape({T, H, rope});  // [T, H, rope]
     rope_(q_pe, 0, rope, positions, inv_freq, attn_factor, RopeStyle::kInterleaved);
     return concat_cols(q_lat.reshape({T * H, lora}), q_pe.reshape({T * H, rope})).reshape({T, H, lora + rope});
   }

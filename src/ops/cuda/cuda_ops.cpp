@@ -226,6 +226,20 @@ class CudaOps final : public Ops {
     *w_vc = empty({heads, lora, v}, DType::kBF16);
     DS_CUDA_CHECK(kernels::launch_absorb_split({w.data(), w_kc->data(), w_vc->data(), heads, nope, v, lora}, stream()));
   }
+  bool prepare_absorbed_fp8(const LinearWeight& kv_b, int heads, int64_t nope, int64_t v, HeadsFp8* w_kc,
+                            HeadsFp8* w_vc) override {
+    const char* e = std::getenv("DSERVE_FP8_BMM");
+    if (!fp8_ || (e && std::string(e) == "0")) return false;
+    HeadsFp8 kc, vc;
+    if (!split_absorbed_fp8(kv_b, heads, nope, v, &kc, &vc)) return false;
+    for (HeadsFp8* h : {&kc, &vc}) {
+      h->w = cuda_upload(h->w);
+      h->scale = cuda_upload(h->scale);
+    }
+    *w_kc = std::move(kc);
+    *w_vc = std::move(vc);
+    return true;
+  }
 
   // ---- memory ----
   Tensor empty(Shape shape, DType dtype) override { return Tensor::empty(std::move(shape), dtype, Device::kCuda); }
@@ -503,6 +517,16 @@ class CudaOps final : public Ops {
     return out;
   }
 
+  Tensor bmm_heads_fp8(const Tensor& x, const HeadsFp8& w) override {
+    DS_CHECK(x.ndim() == 3 && x.dim(1) == w.heads() && x.dim(2) == w.in_features(), "bmm_heads_fp8 ", x.describe(),
+             " x ", w.w.describe());
+    check_dtype(x, DType::kBF16, "bmm_heads_fp8 x");
+    const int64_t T = x.dim(0), H = x.dim(1), K = x.dim(2), N = w.out_features();
+    Tensor out = empty({T, H, N}, DType::kBF16);
+    heads_fp8_product(x.data(), T, K, w, out.data(), H * N, N);
+    return out;
+  }
+
   // ---- rotary ----
   void rope_(Tensor& x, int64_t off, int64_t dim, const Tensor& positions, const Tensor& inv_freq, float attn_factor,
              RopeStyle style) override {
@@ -579,21 +603,86 @@ class CudaOps final : public Ops {
     g.stride_w = nope * lora;
     g.stride_d = dout;
     run_gemm(g);
+    absorbed_rope_copy(q, nope, out, lora, positions, inv_freq, attn_factor);
+    return out;
+  }
+  Tensor mla_absorb_q_fp8(const Tensor& q, const HeadsFp8& w_kc, const Tensor& positions, const Tensor& inv_freq,
+                          float attn_factor) override {
+    const int64_t nope = w_kc.in_features(), lora = w_kc.out_features();
+    DS_CHECK(q.ndim() == 3 && w_kc.heads() == q.dim(1) && nope < q.dim(2) && positions.numel() == q.dim(0) &&
+                 inv_freq.numel() == (q.dim(2) - nope) / 2,
+             "mla_absorb_q_fp8 ", q.describe(), " x ", w_kc.w.describe());
+    check_dtype(q, DType::kBF16, "mla_absorb_q_fp8 q");
+    check_dtype(inv_freq, DType::kF32, "mla_absorb_q_fp8 inv_freq");
+    const int64_t T = q.dim(0), H = q.dim(1), dqk = q.dim(2), dout = lora + dqk - nope;
+    Tensor out = empty({T, H, dout}, DType::kBF16);  // [T, H, lora + rope]
+    if (T == 0) return out;
+    // q_nope read in place (head stride dqk); q_lat written into the first lora columns of each head.
+    heads_fp8_product(q.data(), T, dqk, w_kc, out.data(), H * dout, dout);
+    absorbed_rope_copy(q, nope, out, lora, positions, inv_freq, attn_factor);
+    return out;
+  }
+  // out[:, h, lora:] = rope(q[:, h, nope:]) (the absorbed query's rope part, copied rotated).
+  void absorbed_rope_copy(const Tensor& q, int64_t nope, Tensor& out, int64_t lora, const Tensor& positions,
+                          const Tensor& inv_freq, float attn_factor) {
     kernels::RopeCopyParams r;
     r.src = q.data();
     r.dst = out.data();
     r.positions = i32(positions, "mla_absorb_q positions");
     r.inv_freq = inv_freq.data_as<float>();
     r.attn_factor = attn_factor;
-    r.tokens = T;
-    r.heads = H;
-    r.src_head_dim = dqk;
+    r.tokens = q.dim(0);
+    r.heads = q.dim(1);
+    r.src_head_dim = q.dim(2);
     r.src_off = nope;
-    r.dst_head_dim = dout;
+    r.dst_head_dim = out.dim(2);
     r.dst_off = lora;
-    r.rope = rope;
+    r.rope = q.dim(2) - nope;
     DS_CUDA_CHECK(kernels::launch_rope_copy(r, stream()));
-    return out;
+  }
+  // The per-head W8A8 products: for token t and head h, x row (t H + h) at x + (t H + h) x_head_stride elements
+  // (bf16, K = w's in_features) times w[h]^T into out + t ld_out + h out_head_stride (bf16, N values). One
+  // quantization of every (token, head) row, then the batched small-M kernel over 64-token chunks.
+  void heads_fp8_product(const void* x, int64_t T, int64_t x_head_stride, const HeadsFp8& w, void* out, int64_t ld_out,
+                         int64_t out_head_stride) {
+    const int64_t H = w.heads(), N = w.out_features(), K = w.in_features(), kb = K / 128;
+    DS_CHECK(w.w.device() == Device::kCuda && w.w.dtype() == DType::kF8E4M3 && N % 128 == 0 && K % 128 == 0,
+             "heads_fp8_product weight ", w.w.describe());
+    if (T == 0) return;
+    Tensor q8 = empty({T * H, K}, DType::kF8E4M3);
+    Tensor sx = empty({T * H, kb}, DType::kF32);
+    kernels::Fp8QuantParams qp;
+    qp.x = x;
+    qp.ldx = x_head_stride;
+    qp.M = T * H;
+    qp.K = K;
+    qp.Kp = K;
+    qp.q = q8.data_as<uint8_t>();
+    qp.s = sx.data_as<float>();
+    qp.s_ld = kb;
+    qp.ue8m0 = w.ue8m0;
+    DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, stream()));
+    for (int64_t m0 = 0; m0 < T; m0 += kernels::kFp8SmallMMax) {
+      kernels::Fp8GemmSmallMParams p;
+      p.M = std::min<int64_t>(kernels::kFp8SmallMMax, T - m0);
+      p.N = p.Np = N;
+      p.Kp = K;
+      p.q = q8.data_as<uint8_t>() + m0 * H * K;
+      p.ldq = H * K;
+      p.batch_q = K;
+      p.sx = sx.data_as<float>() + m0 * H * kb;
+      p.sx_ld = H * kb;
+      p.batch_sx = kb;
+      p.w = w.w.data_as<uint8_t>();
+      p.batch_w = N * K;
+      p.sw = w.scale.data_as<float>();
+      p.batch_sw = (N / 128) * kb;
+      p.d = static_cast<uint16_t*>(out) + m0 * ld_out;
+      p.ldd = ld_out;
+      p.batch_d = out_head_stride;
+      p.batch = static_cast<int>(H);
+      DS_CUDA_CHECK(kernels::launch_fp8_gemm_small_m(p, stream()));
+    }
   }
 
   // ---- KV cache ----

@@ -5,6 +5,7 @@
 #include <cmath>
 #include <initializer_list>
 #include <cstdio>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -16,6 +17,7 @@
 #include "ops/cuda/fp8_linear.h"
 #include "ops/cuda/gpu_test_util.h"
 #include "ops/fp8.h"
+#include "ops/ops.h"
 
 namespace ds {
 namespace {
@@ -320,6 +322,50 @@ TEST_F(Fp8GemmGpu, FusedSiluMatchesTheReference) {
                             (ue8m0 ? " ue8m0" : ""));
       }
     }
+}
+
+// Absorbed MLA's W8A8 per-head products on CUDA (Ops::bmm_heads_fp8 and mla_absorb_q_fp8: one quantization of
+// every (token, head) row, then the batched small-M kernel over 64-token chunks) against the CPU's exact
+// emulation on the same bf16-representable inputs: V2-Lite's heads (16, nope 128, v 128, kv_lora 512), ue8m0 too,
+// token counts across the chunking; DSERVE_FP8_BMM=0 declines.
+TEST_F(Fp8GemmGpu, AbsorbedHeadProductsMatchTheCpu) {
+  setenv("DSERVE_FP8_NATIVE", "1", 1);
+  std::unique_ptr<Ops> gpu = make_cuda_ops(0), cpu = make_cpu_ops();
+  unsetenv("DSERVE_FP8_NATIVE");
+  std::mt19937 rng(31);
+  const int64_t H = 16, nope = 128, v = 128, lora = 512, rope = 64;
+  auto bf16_randn = [&](Shape shape) {
+    Tensor t = test::randn(shape, rng, 1.0f);
+    for (int64_t i = 0; i < t.numel(); ++i) t.f32()[i] = round_bf16(t.f32()[i]);
+    return t;
+  };
+  Tensor inv_freq = Tensor::empty({rope / 2}, DType::kF32);
+  for (int64_t i = 0; i < rope / 2; ++i) inv_freq.f32()[i] = std::pow(10000.0f, -2.0f * i / rope);
+  for (bool ue8m0 : {false, true}) {
+    const LinearWeight kv_b = random_fp8_weight(H * (nope + v), lora, ue8m0, rng);
+    HeadsFp8 gkc, gvc, ckc, cvc;
+    ASSERT_TRUE(gpu->prepare_absorbed_fp8(kv_b, H, nope, v, &gkc, &gvc));
+    ASSERT_TRUE(cpu->prepare_absorbed_fp8(kv_b, H, nope, v, &ckc, &cvc));
+    EXPECT_EQ(gkc.ue8m0, ue8m0);
+    for (int64_t T : {1, 7, 70}) {
+      const std::string what = std::string(ue8m0 ? "ue8m0 " : "") + "T " + std::to_string(T);
+      Tensor o_lat = bf16_randn({T, H, lora});
+      DS_EXPECT_CLOSE(test::to_host_f32(gpu->bmm_heads_fp8(test::to_device(o_lat), gvc)), cpu->bmm_heads_fp8(o_lat, cvc),
+                      kMaxRel, kL2Rel, "bmm_heads_fp8 w_vc " + what);
+      Tensor q = bf16_randn({T, H, nope + rope});
+      Tensor pos = Tensor::empty({T}, DType::kI32);
+      for (int64_t t = 0; t < T; ++t) pos.data_as<int32_t>()[t] = static_cast<int32_t>(3 * t + 1);
+      Tensor want = cpu->mla_absorb_q_fp8(q, ckc, pos, inv_freq, 1.0f);  // [T, H, lora + rope]
+      Tensor got = test::to_host_f32(gpu->mla_absorb_q_fp8(test::to_device(q), gkc, cuda_upload(pos),
+                                                           cuda_upload(inv_freq), 1.0f));
+      DS_EXPECT_CLOSE(got, want, kMaxRel, kL2Rel, "mla_absorb_q_fp8 " + what);
+    }
+  }
+  setenv("DSERVE_FP8_BMM", "0", 1);
+  HeadsFp8 a, b;
+  EXPECT_FALSE(gpu->prepare_absorbed_fp8(random_fp8_weight(H * (nope + v), lora, false, rng), H, nope, v, &a, &b));
+  unsetenv("DSERVE_FP8_BMM");
+  EXPECT_FALSE(a.defined());
 }
 
 // linear_into: segments laid back to back (the per-expert prefill GEMMs) in one NaN-poisoned buffer with spare
