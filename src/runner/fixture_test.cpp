@@ -2,6 +2,7 @@
 // continuations and MTP draft distributions (tests/fixtures/*/reference.json, made by
 // scripts/make_fixtures.py with transformers 5.17 in fp32).
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <string>
@@ -76,6 +77,41 @@ TEST(FixtureW8A8, NormQuantizationChangesNothing) {
   }
   ASSERT_FALSE(runs[0].empty());
   EXPECT_EQ(runs[0], runs[1]);
+}
+
+// The absorbed form's FP8 products (Ops::prepare_absorbed_fp8) on the CPU's W8A8 emulation, v3_fp8_mla128 (the
+// fixture with 128-multiple MLA dims), every token in a one-token step: they run (DSERVE_FP8_BMM=0, the fp32
+// products of the dequantized kv_b_proj, gives other results) and stay about as close to transformers (mean
+// |logprob diff| within 1.5x + 0.05 of the DSERVE_FP8_BMM=0 run's).
+TEST(FixtureW8A8, AbsorbedFp8ProductsStayClose) {
+  double mean[2] = {0, 0};
+  std::vector<float> lps[2];
+  for (int bmm : {1, 0}) {
+    setenv("DSERVE_FP8_NATIVE", "1", 1);
+    setenv("DSERVE_FP8_BMM", bmm ? "1" : "0", 1);
+    Loaded l = load("v3_fp8_mla128");
+    unsetenv("DSERVE_FP8_NATIVE");
+    unsetenv("DSERVE_FP8_BMM");
+    ASSERT_TRUE(l.model);
+    SequenceRunner runner(*l.model, *l.ops);
+    double sum = 0;
+    int64_t n = 0;
+    for (size_t i = 0; i < 2 && i < l.ref["score"].size(); ++i) {  // two prompts keep it short under ASan
+      const auto& e = l.ref["score"][i];
+      ScoreResult r = runner.score(ids_of(e["input_ids"]), 1, AttnMode::kAuto, 1);
+      for (size_t p = 1; p < e["token_logprobs"].size(); ++p) {
+        sum += std::fabs(r.token_logprobs[p] - e["token_logprobs"][p].get<double>());
+        ++n;
+      }
+      lps[bmm].insert(lps[bmm].end(), r.token_logprobs.begin() + 1, r.token_logprobs.end());
+    }
+    ASSERT_GT(n, 0);
+    mean[bmm] = sum / static_cast<double>(n);
+  }
+  std::printf("FIXTUREW8A8 v3_fp8_mla128 one-token steps, mean |logprob diff| vs transformers: fp8 products %.4f, "
+              "fp32 products %.4f\n", mean[1], mean[0]);
+  EXPECT_NE(lps[0], lps[1]) << "DSERVE_FP8_BMM=0 changed nothing: the FP8 products did not run";
+  EXPECT_LE(mean[1], 1.5 * mean[0] + 0.05);
 }
 
 TEST_P(FixtureTest, ScoreMatchesTransformers) {
@@ -214,7 +250,8 @@ TEST_P(FixtureTest, DecodeWithCacheEqualsFullRecompute) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureTest, ::testing::Values("v2_lite", "v2", "v3", "v3_fp8", "v32", "v3_fp8_h256"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, FixtureTest,
+                         ::testing::Values("v2_lite", "v2", "v3", "v3_fp8", "v32", "v3_fp8_h256", "v3_fp8_mla128"));
 
 }  // namespace
 }  // namespace ds

@@ -122,10 +122,15 @@ void print(const char* what, const Stats& s) {
 // apart on this chaotic fixture as far as either drifts from the unquantized reference. The oracle is
 // therefore the CPU emulation's own distance to transformers: the native GPU path must be no further from
 // transformers than 1.5x that (+0.01) in mean |logprob diff|, and keep top-1 agreement (margin > 0.1) within
-// 3 points of it, and >= 80% as an absolute guard (the exact emulation itself reaches 93% on v3_fp8, whose MLPs
-// stay dequantized, and 83% on v3_fp8_h256, where every MLP is W8A8 too: measured 2026-11-25, H100). The
-// dequantized GPU path is bounded against the dequantized CPU path as before.
+// 3 points of it, and an absolute guard (agreement_floor; the exact emulation itself reaches 93% on v3_fp8, whose
+// MLPs stay dequantized, and 83% on v3_fp8_h256, where every MLP is W8A8 too). The dequantized GPU path is
+// bounded against the dequantized CPU path as before.
 class Fp8FixtureGpu : public ::testing::TestWithParam<std::string> {};
+
+// The absolute top-1 guard per fixture, under the CPU emulation's own agreement with transformers (measured on
+// the H100, 2026-11-26): v3_fp8 93%, v3_fp8_h256 83%, v3_fp8_mla128 73% (its 128-wide MLA heads make it the most
+// sensitive to W8A8 rounding: context sensitivity 0.92 against h256's 0.20).
+double agreement_floor(const std::string& fixture) { return fixture == "v3_fp8_mla128" ? 0.65 : 0.80; }
 
 TEST_P(Fp8FixtureGpu, NativeMatchesCpuW8a8) {
   init_cuda_device(0);
@@ -148,7 +153,7 @@ TEST_P(Fp8FixtureGpu, NativeMatchesCpuW8a8) {
   EXPECT_GE(deq.agree(), 0.95);
   EXPECT_LE(gpu_nat_tf.mean(), 1.5 * cpu_nat_tf.mean() + 0.01);
   EXPECT_GE(gpu_nat_tf.agree(), cpu_nat_tf.agree() - 0.03);
-  EXPECT_GE(gpu_nat_tf.agree(), 0.80);
+  EXPECT_GE(gpu_nat_tf.agree(), agreement_floor(f));
 }
 
 // DSERVE_FP8_FUSED_SMALL_M=1 (small-M GEMMs quantizing their own activations, one launch for the q / kv_a pair,
@@ -168,7 +173,7 @@ TEST_P(Fp8FixtureGpu, FusedSmallMKeepsTheBounds) {
   ASSERT_GT(fused_tf.n, 0);
   EXPECT_LE(fused_tf.mean(), 1.5 * cpu_nat_tf.mean() + 0.01);
   EXPECT_GE(fused_tf.agree(), cpu_nat_tf.agree() - 0.03);
-  EXPECT_GE(fused_tf.agree(), 0.80);
+  EXPECT_GE(fused_tf.agree(), agreement_floor(f));
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, Fp8FixtureGpu, ::testing::Values("v3_fp8", "v3_fp8_h256", "v3_fp8_mla128"));
@@ -196,7 +201,7 @@ TEST(Fp8FixtureAbsorbed, Fp8ProductsKeepTheBounds) {
   EXPECT_GT(compare(gpu, gpu_bf16).sum, 0) << "DSERVE_FP8_BMM=0 did not change the CUDA path";
   EXPECT_LE(gpu_tf.mean(), 1.5 * cpu_tf.mean() + 0.01);
   EXPECT_GE(gpu_tf.agree(), cpu_tf.agree() - 0.03);
-  EXPECT_GE(gpu_tf.agree(), 0.80);
+  EXPECT_GE(gpu_tf.agree(), agreement_floor(f));
 }
 
 }  // namespace

@@ -402,6 +402,25 @@ class Runner {
           }
           return std::function<void(int)>([this, st](int i) { Tensor y = ops().bmm_heads((*st)[2 * i], (*st)[2 * i + 1]); });
         });
+        // The W8A8 form (ops.bmm_heads_fp8: activation quantization + the batched small-M kernel) on e4m3
+        // weights [H, N, K] with 128x128 block scales: the same product, half the weight bytes.
+        const Cost cost8{2.0 * T * H * K * N, 1.0 * H * K * N + 2.0 * (T * H * K + T * H * N)};
+        membound_case("bmm_heads_fp8", m.name, shape, cost8, [&, K = K, N = N](int inst) {
+          struct St {
+            std::vector<Tensor> x;
+            std::vector<HeadsFp8> w;
+          };
+          auto st = std::make_shared<St>();
+          for (int i = 0; i < inst; ++i) {
+            st->x.push_back(rnd().make({T, H, K}, DType::kBF16, 10 + i));
+            const LinearWeight lw = random_e4m3_weight(H * N, K, 100 + i, 1.0f / 64);
+            HeadsFp8 h;
+            h.w = cuda_upload(lw.weight).reshape({H, N, K});
+            h.scale = cuda_upload(lw.scale_inv).reshape({H, N / 128, K / 128});
+            st->w.push_back(h);
+          }
+          return std::function<void(int)>([this, st](int i) { Tensor y = ops().bmm_heads_fp8(st->x[i], st->w[i]); });
+        });
       }
   }
 
