@@ -91,7 +91,7 @@ class Ops {
                                 Tensor* w_kc, Tensor* w_vc) = 0;
   // The same in block-FP8 for the W8A8 absorbed products (mla_absorb_q_fp8, bmm_heads_fp8): where the backend
   // runs FP8 natively and kv_b_proj is block-FP8 with nope, v and kv_lora multiples of 128 (split_absorbed_fp8),
-  // sets w_kc [H, kv_lora, nope] and w_vc [H, v, kv_lora] and returns true (DSERVE_FP8_BMM=0: never); else false,
+  // sets w_kc [H, kv_lora, nope] and w_vc [H, v, kv_lora] and returns true (only with DSERVE_FP8_BMM=1); else false,
   // and prepare_absorbed is the way.
   virtual bool prepare_absorbed_fp8(const LinearWeight& kv_b_proj, int num_heads, int64_t nope_dim, int64_t v_dim,
                                     HeadsFp8* w_kc, HeadsFp8* w_vc) {

@@ -80,9 +80,9 @@ TEST(FixtureW8A8, NormQuantizationChangesNothing) {
 }
 
 // The absorbed form's FP8 products (Ops::prepare_absorbed_fp8) on the CPU's W8A8 emulation, v3_fp8_mla128 (the
-// fixture with 128-multiple MLA dims), every token in a one-token step: they run (DSERVE_FP8_BMM=0, the fp32
-// products of the dequantized kv_b_proj, gives other results) and stay about as close to transformers (mean
-// |logprob diff| within 1.5x + 0.05 of the DSERVE_FP8_BMM=0 run's).
+// fixture with 128-multiple MLA dims; opt-in, DSERVE_FP8_BMM=1), every token in a one-token step: they run
+// (DSERVE_FP8_BMM=0, the fp32 products of the dequantized kv_b_proj, gives other results) and stay about as close
+// to transformers (mean |logprob diff| within 1.5x + 0.05 of the DSERVE_FP8_BMM=0 run's).
 TEST(FixtureW8A8, AbsorbedFp8ProductsStayClose) {
   double mean[2] = {0, 0};
   std::vector<float> lps[2];

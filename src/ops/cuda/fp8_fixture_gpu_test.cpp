@@ -180,15 +180,15 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, Fp8FixtureGpu, ::testing::Values("v3_fp8", "v
 
 // The absorbed (decode) form with kv_b_proj's W_UK / W_UV as W8A8 products (Ops::prepare_absorbed_fp8; needs
 // v3_fp8_mla128's 128-multiple MLA dims), every token scored in a one-token step: on CUDA against the CPU's exact
-// emulation of the same products and against transformers, held to the native path's bounds; DSERVE_FP8_BMM=0
-// (bf16 products of the dequantized kv_b) printed beside it.
+// emulation of the same products and against transformers, held to the native path's bounds; the default (bf16
+// products of the dequantized kv_b) printed beside it.
 TEST(Fp8FixtureAbsorbed, Fp8ProductsKeepTheBounds) {
   init_cuda_device(0);
   const std::string f = "v3_fp8_mla128";
+  setenv("DSERVE_FP8_BMM", "1", 1);
   const Scores gpu = score_fixture(f, true, true, nullptr, 1), cpu = score_fixture(f, false, true, nullptr, 1);
-  setenv("DSERVE_FP8_BMM", "0", 1);
-  const Scores gpu_bf16 = score_fixture(f, true, true, nullptr, 1), cpu_bf16 = score_fixture(f, false, true, nullptr, 1);
   unsetenv("DSERVE_FP8_BMM");
+  const Scores gpu_bf16 = score_fixture(f, true, true, nullptr, 1), cpu_bf16 = score_fixture(f, false, true, nullptr, 1);
   const Scores tf = transformers_scores(f);
   const Stats gpu_tf = compare(gpu, tf), cpu_tf = compare(cpu, tf);
   print("absorbed fp8 bmm gpu vs cpu:", compare(gpu, cpu));
@@ -197,8 +197,8 @@ TEST(Fp8FixtureAbsorbed, Fp8ProductsKeepTheBounds) {
   print("absorbed bf16 bmm gpu vs transformers:", compare(gpu_bf16, tf));
   print("absorbed fp8 vs bf16 bmm, cpu:", compare(cpu, cpu_bf16));
   ASSERT_GT(gpu_tf.n, 0);
-  EXPECT_GT(compare(cpu, cpu_bf16).sum, 0) << "DSERVE_FP8_BMM=0 did not change the CPU path";
-  EXPECT_GT(compare(gpu, gpu_bf16).sum, 0) << "DSERVE_FP8_BMM=0 did not change the CUDA path";
+  EXPECT_GT(compare(cpu, cpu_bf16).sum, 0) << "DSERVE_FP8_BMM=1 did not change the CPU path";
+  EXPECT_GT(compare(gpu, gpu_bf16).sum, 0) << "DSERVE_FP8_BMM=1 did not change the CUDA path";
   EXPECT_LE(gpu_tf.mean(), 1.5 * cpu_tf.mean() + 0.01);
   EXPECT_GE(gpu_tf.agree(), cpu_tf.agree() - 0.03);
   EXPECT_GE(gpu_tf.agree(), agreement_floor(f));

@@ -327,9 +327,10 @@ TEST_F(Fp8GemmGpu, FusedSiluMatchesTheReference) {
 // Absorbed MLA's W8A8 per-head products on CUDA (Ops::bmm_heads_fp8 and mla_absorb_q_fp8: one quantization of
 // every (token, head) row, then the batched small-M kernel over 64-token chunks) against the CPU's exact
 // emulation on the same bf16-representable inputs: V2-Lite's heads (16, nope 128, v 128, kv_lora 512), ue8m0 too,
-// token counts across the chunking; DSERVE_FP8_BMM=0 declines.
+// token counts across the chunking; without DSERVE_FP8_BMM=1 (the default) prepare declines.
 TEST_F(Fp8GemmGpu, AbsorbedHeadProductsMatchTheCpu) {
   setenv("DSERVE_FP8_NATIVE", "1", 1);
+  setenv("DSERVE_FP8_BMM", "1", 1);
   std::unique_ptr<Ops> gpu = make_cuda_ops(0), cpu = make_cpu_ops();
   unsetenv("DSERVE_FP8_NATIVE");
   std::mt19937 rng(31);
@@ -361,10 +362,9 @@ TEST_F(Fp8GemmGpu, AbsorbedHeadProductsMatchTheCpu) {
       DS_EXPECT_CLOSE(got, want, kMaxRel, kL2Rel, "mla_absorb_q_fp8 " + what);
     }
   }
-  setenv("DSERVE_FP8_BMM", "0", 1);
+  unsetenv("DSERVE_FP8_BMM");
   HeadsFp8 a, b;
   EXPECT_FALSE(gpu->prepare_absorbed_fp8(random_fp8_weight(H * (nope + v), lora, false, rng), H, nope, v, &a, &b));
-  unsetenv("DSERVE_FP8_BMM");
   EXPECT_FALSE(a.defined());
 }
 
