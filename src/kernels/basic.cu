@@ -249,6 +249,17 @@ bool pdl_enabled() {
   return on;
 }
 
+int device_sm_count() {
+  static const int n = [] {
+    int dev = 0, count = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&count, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+      return 132;  // the H100's, where the query fails
+    return count;
+  }();
+  return n;
+}
+
 namespace {
 thread_local cudaStream_t t_fenced[4] = {};  // streams whose next launch_pdl is plain (few streams per thread)
 }  // namespace

@@ -341,8 +341,8 @@ bool fp8_gemm_small_m_supported(const Fp8GemmSmallMParams& p) {
     return false;
   }
   if (p.silu && (p.up_row % 128 != 0 || p.up_row <= 0 || p.N > p.up_row || p.up_row * 2 > p.Np)) return false;
-  if (p.batch < 1 || p.batch > 65535 || (p.batch > 1 && (p.x || p.silu)) || p.ldq < 0 || (p.ldq > 0 && p.ldq % 16 != 0) ||
-      p.batch_q % 16 != 0 || p.batch_w % 16 != 0)
+  if (p.batch < 1 || p.batch > 65535 || (p.batch > 1 && (p.x || p.silu)) || p.ldq < 0 ||
+      (p.ldq > 0 && p.ldq % 16 != 0) || p.batch_q % 16 != 0 || p.batch_w % 16 != 0)
     return false;
   return true;
 }
@@ -358,15 +358,6 @@ Fp8GemmSmallMParams::Prefetch prefetch_env() {
     return Fp8GemmSmallMParams::Prefetch::kAuto;
   }();
   return mode;
-}
-
-// SMs of the current device (queried per launch: cheap, and right after a device switch).
-int64_t sm_count() {
-  int dev = 0, sms = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-    return 132;
-  return sms;
 }
 
 template <bool kFused, bool kSilu>
@@ -391,7 +382,7 @@ cudaError_t launch_small_m(const Fp8GemmSmallMParams& a, const Fp8GemmSmallMPara
   const Prefetch forced = prefetch_env();
   for (Fp8GemmSmallMParams& q : l.p) {
     Prefetch mode = forced != Prefetch::kAuto ? forced : q.prefetch;
-    if (mode == Prefetch::kAuto) mode = blocks * a.batch <= sm_count() ? Prefetch::kAll : Prefetch::kFirst;
+    if (mode == Prefetch::kAuto) mode = blocks * a.batch <= device_sm_count() ? Prefetch::kAll : Prefetch::kFirst;
     q.prefetch_first = mode == Prefetch::kFirst;
   }
   const bool fused = a.x != nullptr;

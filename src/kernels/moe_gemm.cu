@@ -302,12 +302,7 @@ cudaError_t launch_moe_grouped_gemm(const MoeGroupedGemmParams& p, cudaStream_t 
       const char* e = std::getenv("DSERVE_MOE_DECODE_WARPS");
       return e ? std::atoi(e) : 0;
     }();
-    static const int sms = [] {
-      int dev = 0, n = 132;
-      if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
-        n = 132;
-      return n;
-    }();
+    const int sms = device_sm_count();
     const int64_t ey = p.active && p.max_active > 0 && p.max_active < p.experts ? p.max_active : p.experts;
     const bool narrow = forced == 2 || (forced != 4 && (p.N + 63) / 64 * ey < 2 * static_cast<int64_t>(sms));
     if (narrow)

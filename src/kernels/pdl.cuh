@@ -38,6 +38,9 @@ __device__ __forceinline__ void pdl_enter() {
 
 // DSERVE_PDL=0 launches without the attribute (A/B runs); read once per process.
 bool pdl_enabled();
+// SMs of the device current at the first call (cached: launch shapes are chosen per launch), for launchers that
+// size their grids by it; 132 when the query fails.
+int device_sm_count();
 // pdl_fence (basic.h) marks a stream whose next launch must be plain; true once per fence.
 bool pdl_take_fence(cudaStream_t stream);
 

@@ -1,11 +1,13 @@
 // Helpers for the CUDA-vs-CPU consistency tests: random bf16-representable inputs (never zeros), device
 // copies in bf16/f32, read-back to fp32, and error metrics suited to bf16 outputs.
 #pragma once
-#include <cstdlib>
+#include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <initializer_list>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <cuda_runtime.h>
@@ -73,6 +75,59 @@ inline double graph_time_us(F launch, cudaStream_t s) {
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
   return 1000.0 * ms / 100;
+}
+
+// Routed rows of top-k expert ids as the grouped MoE kernels see them: rows grouped by expert in expert order
+// (offsets), their counts, the experts with rows (ascending), the total and the busiest expert's rows.
+struct ExpertRouting {
+  std::vector<int32_t> counts, offsets, active;
+  int64_t total = 0;
+  int max_rows = 0;
+};
+inline ExpertRouting expert_routing(const std::vector<int32_t>& ids, int experts) {
+  ExpertRouting r;
+  r.counts.assign(experts, 0);
+  r.offsets.assign(experts, 0);
+  for (int32_t id : ids) ++r.counts[id];
+  for (int e = 0; e < experts; ++e) {
+    r.offsets[e] = static_cast<int32_t>(r.total);
+    r.total += r.counts[e];
+    if (r.counts[e] > 0) r.active.push_back(e);
+    r.max_rows = std::max(r.max_rows, r.counts[e]);
+  }
+  return r;
+}
+// Device copies of counts, offsets, active and [number of active].
+struct DeviceRouting {
+  Tensor counts, offsets, active, num_active;
+};
+inline DeviceRouting upload_routing(const ExpertRouting& r) {
+  const int64_t E = static_cast<int64_t>(r.counts.size()), n = static_cast<int64_t>(r.active.size());
+  return {cuda_upload(i32_tensor(r.counts, {E})), cuda_upload(i32_tensor(r.offsets, {E})),
+          cuda_upload(i32_tensor(r.active, {n})), cuda_upload(i32_tensor({static_cast<int32_t>(n)}, {1}))};
+}
+// got: host F32 [total + 1, N] read back from a NaN-poisoned output: every routed row finite, the extra row
+// untouched (still NaN).
+inline void expect_rows_written(const Tensor& got, int64_t total, int64_t N, const std::string& what) {
+  int64_t nonfinite = 0, tail_written = 0;
+  for (int64_t i = 0; i < total * N; ++i) nonfinite += !std::isfinite(got.f32()[i]);
+  for (int64_t i = total * N; i < (total + 1) * N; ++i) tail_written += !std::isnan(got.f32()[i]);
+  EXPECT_EQ(nonfinite, 0) << what;
+  EXPECT_EQ(tail_written, 0) << what;
+}
+// A grouped GEMM's expected rows from the full product y [n, 2N] (silu: silu(gate) * up in fp32) or [n, N], and
+// the rows [r0, r0 + n) of got [*, N] beside them: {want, have}.
+inline std::pair<Tensor, Tensor> expert_rows(const Tensor& y, const Tensor& got, int64_t r0, int64_t N, bool silu) {
+  const int64_t n = y.dim(0), w = y.dim(1);
+  Tensor want = Tensor::empty({n, N}, DType::kF32), have = Tensor::empty({n, N}, DType::kF32);
+  for (int64_t i = 0; i < n; ++i)
+    for (int64_t c = 0; c < N; ++c) {
+      float v = y.f32()[i * w + c];
+      if (silu) v = v / (1.0f + std::exp(-v)) * y.f32()[i * w + N + c];
+      want.f32()[i * N + c] = v;
+      have.f32()[i * N + c] = got.f32()[(r0 + i) * N + c];
+    }
+  return {want, have};
 }
 
 // "op d0 d1 ...": the case name the ERR lines print.

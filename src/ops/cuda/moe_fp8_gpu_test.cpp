@@ -448,11 +448,7 @@ TEST_F(MoeFp8Test, SmallMColumnTilesAgree) {
         p.col_tiles = tiles;
         ASSERT_EQ(kernels::launch_moe_fp8_small_m(p, s), cudaSuccess) << what;
         Tensor got = to_host_f32(out);
-        int64_t nonfinite = 0, tail_written = 0;
-        for (int64_t i = 0; i < total * sh.N; ++i) nonfinite += !std::isfinite(got.f32()[i]);
-        for (int64_t i = total * sh.N; i < (total + 1) * sh.N; ++i) tail_written += !std::isnan(got.f32()[i]);
-        EXPECT_EQ(nonfinite, 0) << what;
-        EXPECT_EQ(tail_written, 0) << what;
+        test::expect_rows_written(got, total, sh.N, what);
         if (!first.defined()) {
           first = got;
           // The first two active experts against the W8A8 product of the same bytes (SiLU in fp32); at V3's
@@ -463,14 +459,7 @@ TEST_F(MoeFp8Test, SmallMColumnTilesAgree) {
             const int64_t r0 = offsets[e], n = counts[e];
             if (n == 0) continue;
             Tensor y = linear_w8a8_quantized(qx.rows(r0, r0 + n), sx.rows(r0, r0 + n), host[e]);  // [n, wrows]
-            Tensor want = Tensor::empty({n, sh.N}, DType::kF32), have = Tensor::empty({n, sh.N}, DType::kF32);
-            for (int64_t i = 0; i < n; ++i)
-              for (int64_t c = 0; c < sh.N; ++c) {
-                float v = y.f32()[i * wrows + c];
-                if (sh.silu) v = v / (1.0f + std::exp(-v)) * y.f32()[i * wrows + sh.N + c];
-                want.f32()[i * sh.N + c] = v;
-                have.f32()[i * sh.N + c] = got.f32()[(r0 + i) * sh.N + c];
-              }
+            const auto [want, have] = test::expert_rows(y, got, r0, sh.N, sh.silu);
             DS_EXPECT_CLOSE(have, want, 2e-2, 4e-3, what + " expert " + std::to_string(e));
           }
         } else {
@@ -524,31 +513,23 @@ TEST_F(MoeFp8Test, GroupedTileShapesAgree) {
     }
     Tensor wptr_d = cuda_upload(wptr), sptr_d = cuda_upload(sptr);
     for (int64_t T : {64, 128, 256}) {
-      const std::vector<int32_t> ids = route(T, sh.top_k, sh.experts, -1);
-      std::vector<int32_t> counts(sh.experts, 0), offsets(sh.experts, 0), active;
-      for (int32_t id : ids) ++counts[id];
-      int64_t total = 0;
-      for (int e = 0; e < sh.experts; ++e) {
-        offsets[e] = static_cast<int32_t>(total);
-        total += counts[e];
-        if (counts[e] > 0) active.push_back(e);
-      }
+      const test::ExpertRouting rt = test::expert_routing(route(T, sh.top_k, sh.experts, -1), sh.experts);
+      const std::vector<int32_t>&counts = rt.counts, &offsets = rt.offsets, &active = rt.active;
+      const int64_t total = rt.total;
       Tensor qx, sx;
       quantize_activations_fp8(randn({total, sh.K}, rng_), 128, false, &qx, &sx);
       Tensor qx_d = cuda_upload(qx), sx_d = cuda_upload(sx);
-      Tensor counts_d = cuda_upload(i32_tensor(counts, {sh.experts})),
-             offsets_d = cuda_upload(i32_tensor(offsets, {sh.experts}));
+      const test::DeviceRouting rd = test::upload_routing(rt);
       const int n_active = static_cast<int>(active.size());
-      Tensor active_d = cuda_upload(i32_tensor(active, {n_active})), num_active_d = cuda_upload(i32_tensor({n_active}, {1}));
       kernels::MoeFp8GemmParams p;
       p.weights = static_cast<const void* const*>(wptr_d.data());
       p.scales = static_cast<const float* const*>(sptr_d.data());
       p.q = static_cast<const uint8_t*>(qx_d.data());
       p.sx = sx_d.data_as<float>();
-      p.counts = counts_d.data_as<int32_t>();
-      p.offsets = offsets_d.data_as<int32_t>();
-      p.active = active_d.data_as<int32_t>();
-      p.num_active = num_active_d.data_as<int32_t>();
+      p.counts = rd.counts.data_as<int32_t>();
+      p.offsets = rd.offsets.data_as<int32_t>();
+      p.active = rd.active.data_as<int32_t>();
+      p.num_active = rd.num_active.data_as<int32_t>();
       p.max_active = static_cast<int>(std::min<int64_t>(total, sh.experts));
       p.experts = sh.experts;
       p.N = sh.N;
@@ -556,7 +537,7 @@ TEST_F(MoeFp8Test, GroupedTileShapesAgree) {
       p.max_rows_per_expert = T;
       p.rows_hint = 2 * ((total + sh.experts - 1) / sh.experts);
       p.silu = sh.silu;
-      const int max_rows = *std::max_element(counts.begin(), counts.end());
+      const int max_rows = rt.max_rows;
       Tensor first;
       for (int tile : {0, 1, 2, 3, 4, 5}) {
         const std::string what = std::string(sh.name) + " T " + std::to_string(T) + " tile " + std::to_string(tile);
@@ -565,11 +546,7 @@ TEST_F(MoeFp8Test, GroupedTileShapesAgree) {
         p.tile = tile;
         ASSERT_EQ(kernels::launch_moe_fp8_grouped(p, s), cudaSuccess) << what;
         Tensor got = to_host_f32(out);
-        int64_t nonfinite = 0, tail_written = 0;
-        for (int64_t i = 0; i < total * sh.N; ++i) nonfinite += !std::isfinite(got.f32()[i]);
-        for (int64_t i = total * sh.N; i < (total + 1) * sh.N; ++i) tail_written += !std::isnan(got.f32()[i]);
-        EXPECT_EQ(nonfinite, 0) << what;
-        EXPECT_EQ(tail_written, 0) << what;
+        test::expect_rows_written(got, total, sh.N, what);
         if (!first.defined()) {
           first = got;
           for (int a = 0; a < 2 && T == 64; ++a) {  // the busiest expert and the first one
@@ -577,14 +554,7 @@ TEST_F(MoeFp8Test, GroupedTileShapesAgree) {
                                  : active[0];
             const int64_t r0 = offsets[e], n = counts[e];
             Tensor y = linear_w8a8_quantized(qx.rows(r0, r0 + n), sx.rows(r0, r0 + n), host[e % 4]);  // [n, wrows]
-            Tensor want = Tensor::empty({n, sh.N}, DType::kF32), have = Tensor::empty({n, sh.N}, DType::kF32);
-            for (int64_t i = 0; i < n; ++i)
-              for (int64_t c = 0; c < sh.N; ++c) {
-                float v = y.f32()[i * wrows + c];
-                if (sh.silu) v = v / (1.0f + std::exp(-v)) * y.f32()[i * wrows + sh.N + c];
-                want.f32()[i * sh.N + c] = v;
-                have.f32()[i * sh.N + c] = got.f32()[(r0 + i) * sh.N + c];
-              }
+            const auto [want, have] = test::expert_rows(y, got, r0, sh.N, sh.silu);
             DS_EXPECT_CLOSE(have, want, 2e-2, 4e-3, what + " expert " + std::to_string(e));
           }
         } else {

@@ -18,7 +18,6 @@
 namespace ds {
 namespace {
 
-using test::i32_tensor;
 using test::randn;
 using test::to_device;
 using test::to_host_f32;
@@ -66,33 +65,28 @@ TEST(MoeGemmGpu, GroupedTileShapesAgree) {
     }
     Tensor wptr_d = cuda_upload(wptr);
     for (int64_t T : {64, 128, 256}) {
-      std::vector<int32_t> counts(sh.experts, 0), offsets(sh.experts, 0), active;
+      std::vector<int32_t> ids;
       for (int64_t t = 0; t < T; ++t) {  // top_k distinct experts per token
         std::vector<int32_t> all(sh.experts);
         for (int e = 0; e < sh.experts; ++e) all[e] = e;
         std::shuffle(all.begin(), all.end(), rng);
-        for (int k = 0; k < sh.top_k; ++k) ++counts[all[k]];
+        ids.insert(ids.end(), all.begin(), all.begin() + sh.top_k);
       }
-      int64_t total = 0;
-      for (int e = 0; e < sh.experts; ++e) {
-        offsets[e] = static_cast<int32_t>(total);
-        total += counts[e];
-        if (counts[e] > 0) active.push_back(e);
-      }
+      const test::ExpertRouting rt = test::expert_routing(ids, sh.experts);
+      const std::vector<int32_t>&counts = rt.counts, &offsets = rt.offsets, &active = rt.active;
+      const int64_t total = rt.total;
       Tensor x = randn({total, sh.K}, rng, 1.0f);
       for (int64_t j = 0; j < x.numel(); ++j) x.f32()[j] = round_bf16(x.f32()[j]);
       Tensor x_d = to_device(x);
-      Tensor counts_d = cuda_upload(i32_tensor(counts, {sh.experts})),
-             offsets_d = cuda_upload(i32_tensor(offsets, {sh.experts}));
+      const test::DeviceRouting rd = test::upload_routing(rt);
       const int n_active = static_cast<int>(active.size());
-      Tensor active_d = cuda_upload(i32_tensor(active, {n_active})), num_active_d = cuda_upload(i32_tensor({n_active}, {1}));
       kernels::MoeGroupedGemmParams p;
       p.weights = static_cast<const void* const*>(wptr_d.data());
       p.x = x_d.data();
-      p.counts = counts_d.data_as<int32_t>();
-      p.offsets = offsets_d.data_as<int32_t>();
-      p.active = active_d.data_as<int32_t>();
-      p.num_active = num_active_d.data_as<int32_t>();
+      p.counts = rd.counts.data_as<int32_t>();
+      p.offsets = rd.offsets.data_as<int32_t>();
+      p.active = rd.active.data_as<int32_t>();
+      p.num_active = rd.num_active.data_as<int32_t>();
       p.max_active = static_cast<int>(std::min<int64_t>(total, sh.experts));
       p.experts = sh.experts;
       p.N = sh.N;
@@ -100,7 +94,7 @@ TEST(MoeGemmGpu, GroupedTileShapesAgree) {
       p.max_rows_per_expert = T;
       p.rows_hint = 2 * ((total + sh.experts - 1) / sh.experts);
       p.silu = sh.silu;
-      const int max_rows = *std::max_element(counts.begin(), counts.end());
+      const int max_rows = rt.max_rows;
       Tensor first;
       for (int tile : {0, 1, 2, 3, 4, 5}) {
         const std::string what = std::string(sh.name) + " T " + std::to_string(T) + " tile " + std::to_string(tile);
@@ -109,11 +103,7 @@ TEST(MoeGemmGpu, GroupedTileShapesAgree) {
         p.tile = tile;
         ASSERT_EQ(kernels::launch_moe_grouped_gemm(p, s), cudaSuccess) << what;
         Tensor got = to_host_f32(out);
-        int64_t nonfinite = 0, tail_written = 0;
-        for (int64_t i = 0; i < total * sh.N; ++i) nonfinite += !std::isfinite(got.f32()[i]);
-        for (int64_t i = total * sh.N; i < (total + 1) * sh.N; ++i) tail_written += !std::isnan(got.f32()[i]);
-        EXPECT_EQ(nonfinite, 0) << what;
-        EXPECT_EQ(tail_written, 0) << what;
+        test::expect_rows_written(got, total, sh.N, what);
         if (!first.defined()) {
           first = got;
           for (int a = 0; a < 2 && T == 64; ++a) {  // the busiest expert and the first one, against fp32 products
