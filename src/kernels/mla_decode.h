@@ -69,7 +69,7 @@ bool mla_decode_fast_supported(int head_dim, int v_dim);
 cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream);
 
 // The mma.sync decode kernel with 16 query rows per block (mla_decode_m16.cu), which launch_mla_decode takes when
-// it applies: packed FP8 caches whose sequences have at most 16 query rows (else the wgmma kernel dequantises
+// it applies and the transposed kernel below does not (bf16 caches: only without tensor-map loads): packed FP8 caches whose sequences have at most 16 query rows (else the wgmma kernel dequantises
 // 64-row tiles; this choice does not depend on num_splits / plan_context, so the split plan may ask it first);
 // for bf16 caches one new token per sequence, at most 16 heads, and plans whose splits hold at most
 // kMlaM16MaxUnits units of 64 context positions (plan_context >= 1), where a block is latency-bound and the 64-row
@@ -80,6 +80,14 @@ cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream);
 constexpr int kMlaM16MaxUnits = 1;
 bool mla_decode_m16_supported(const MlaDecodeParams& p);
 cudaError_t launch_mla_decode_m16(const MlaDecodeParams& p, cudaStream_t stream);
+
+// The transposed wgmma kernel (mla_decode_t16.cu): S^T = K Q^T and O^T = V^T P^T with the (at most 16) query rows
+// of a sequence as the wgmma N, so none of the tensor work is padding; bf16 caches without top-k, tiles by tensor
+// map (page_size % 64 == 0). launch_mla_decode takes it when it applies (DSERVE_MLA_T16=0: never;
+// DSERVE_MLA_M16=1 still forces the mma.sync kernel). Same split plan, scratch and combine. tensor_map: the
+// CUtensorMap launch_mla_decode made for the cache.
+bool mla_decode_t16_supported(const MlaDecodeParams& p);
+cudaError_t launch_mla_decode_t16(const MlaDecodeParams& p, const void* tensor_map, cudaStream_t stream);
 
 // Reference kernel: one block per (token, head), CUDA cores, any head_dim/v_dim <= 1024. Ignores
 // num_splits and the scratch pointers. Also the "naive" baseline of dserve_mla_bench.

@@ -163,7 +163,7 @@ AbsorbedInputs make_absorbed(const AbsorbedCase& c, std::mt19937& rng) {
 // Kernel API with exactly c.forced_splits splits into a NaN-filled output with one extra row: every element of
 // the [T, H, v] output is written, nothing past it, and it matches `want`.
 void check_forced_splits(const AbsorbedCase& c, const AbsorbedInputs& in, const Tensor& cache_dev, int format,
-                         const Tensor* topk_d, const Tensor& want) {
+                         const Tensor* topk_d, const Tensor& want, bool tma = false) {
   const int64_t T = in.batch.host.num_tokens, rows = T * c.heads;
   Tensor poison = Tensor::empty({rows + 1, c.v_dim}, DType::kF32);
   std::fill(poison.f32(), poison.f32() + poison.numel(), NAN);
@@ -195,7 +195,7 @@ void check_forced_splits(const AbsorbedCase& c, const AbsorbedInputs& in, const 
   p.max_pages = static_cast<int>(m.block_table.dim(1));
   p.page_size = m.page_size;
   p.topk_k = c.topk_k;
-  p.use_tma = false;
+  p.use_tma = tma;
   p.max_q_len = m.max_q_len;
   p.num_splits = splits;
   p.plan_context = 1;  // a short plan: one token per sequence and <= 16 heads take the mma.sync kernel here
@@ -204,7 +204,8 @@ void check_forced_splits(const AbsorbedCase& c, const AbsorbedInputs& in, const 
   Tensor all = to_f32(cuda_download(out));
   for (int64_t i = rows * c.v_dim; i < all.numel(); ++i) ASSERT_TRUE(std::isnan(all.f32()[i])) << "wrote past the output";
   expect_close(out.reshape({rows + 1, c.v_dim}).rows(0, rows).reshape({T, c.heads, c.v_dim}), want,
-               "absorbed " + c.name + (format ? " packed" : "") + " cp.async splits=" + std::to_string(splits));
+               "absorbed " + c.name + (format ? " packed" : "") + (tma ? " tma" : " cp.async") +
+                   " splits=" + std::to_string(splits));
 }
 
 class MlaAbsorbedGpu : public ::testing::TestWithParam<AbsorbedCase> {};
@@ -225,9 +226,10 @@ TEST_P(MlaAbsorbedGpu, MatchesCpu) {
   expect_close(got, want, "absorbed " + c.name);
 
   if (c.forced_splits > 0) {
-    // Kernel API with a fixed split count and per-row cp.async loads (the op above used the tensor-map path
-    // where it applies).
+    // Kernel API with a fixed split count, with per-row cp.async loads (<= 16 rows: the mma.sync kernel) and
+    // with tensor-map loads (<= 16 rows: the transposed kernel).
     check_forced_splits(c, in, in.cache_dev, kernels::kKvBf16, topk_d, want);
+    check_forced_splits(c, in, in.cache_dev, kernels::kKvBf16, topk_d, want, true);
   }
 }
 
@@ -254,6 +256,10 @@ std::vector<AbsorbedCase> absorbed_cases() {
   v.push_back({"m16_h1_page16", 1, 576, 512, 16, {5, 100, 64}, {}, 0, 1.0f, 3});
   v.push_back({"m16_h13_page128", 13, 576, 512, 128, {129, 1000}, {}, 0, 1.0f, 4});
   v.push_back({"m16_sharp", 16, 576, 512, 64, {3000, 17}, {}, 0, 4.0f, 1});
+  // Several tokens whose (token, head) rows still fit 16: the transposed kernel's per-column causal ends.
+  v.push_back({"t16_h4_multi_token", 4, 576, 512, 64, {70, 130, 400, 3, 64}, {1, 2, 3, 3, 4}, 0, 1.0f, 5});
+  v.push_back({"t16_h5_page128", 5, 576, 512, 128, {129, 1000, 2}, {3, 1, 2}, 0, 2.0f, 9});
+  v.push_back({"t16_h16_long_sharp", 16, 576, 512, 64, {33000}, {}, 0, 4.0f, 128});
   v.push_back({"fixture_dims", 4, 80, 64, 64, {1, 17, 90}, {1, 3, 2}, 0, 1.0f, 0});
   v.push_back({"fixture_dims_topk", 4, 80, 64, 64, {1, 17, 90}, {1, 3, 2}, 8, 1.0f, 0});
   return v;

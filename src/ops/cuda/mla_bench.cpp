@@ -132,6 +132,17 @@ int main(int argc, char** argv) {
     for (const char* c = sel; *c; ++c)
       if (*c >= '0' && *c <= '9' && static_cast<size_t>(*c - '0') < all_cases.size()) cases.push_back(all_cases[*c - '0']);
   }
+  // MLA_BENCH_SHAPES="BxLxH,...": these (batch, context, heads) cases instead.
+  if (const char* shapes = std::getenv("MLA_BENCH_SHAPES")) {
+    cases.clear();
+    for (const char* c = shapes; *c;) {
+      Case k{};
+      if (std::sscanf(c, "%dx%dx%d", &k.batch, &k.context, &k.heads) == 3 && k.batch > 0 && k.context > 0 && k.heads > 0)
+        cases.push_back(k);
+      while (*c && *c != ',') ++c;
+      if (*c == ',') ++c;
+    }
+  }
   // MLA_BENCH_KV=fp8_e4m3: the packed FP8 cache (656-byte rows) instead of bf16 (1152).
   const char* kv_env = std::getenv("MLA_BENCH_KV");
   const int fmt = kv_env && std::strcmp(kv_env, "fp8_e4m3") == 0 ? ds::kernels::kKvE4M3 : ds::kernels::kKvBf16;
@@ -281,8 +292,18 @@ int main(int argc, char** argv) {
     const double cp_async_s = fmt ? ours_s : time_decode(p.num_splits, scratch, false);
     if (!fmt) std::printf("  cp.async loads instead of TMA: %.1f us = %.1f%% of copy\n", cp_async_s * 1e6,
                 100.0 * bytes / cp_async_s / copy_bw);
-    // Other split counts around the plan's, for tuning the planner (not in the CSV).
-    for (int alt : {p.num_splits / 2, p.num_splits * 2}) {
+    // Other split counts around the plan's, for tuning the planner (not in the CSV); MLA_BENCH_ALT="a,b,...":
+    // these instead.
+    std::vector<int> alts = {p.num_splits / 2, p.num_splits * 2};
+    if (const char* a = std::getenv("MLA_BENCH_ALT")) {
+      alts.clear();
+      for (const char* c = a; *c;) {
+        alts.push_back(std::atoi(c));
+        while (*c && *c != ',') ++c;
+        if (*c == ',') ++c;
+      }
+    }
+    for (int alt : alts) {
       if (alt < 1 || alt == p.num_splits || alt > ds::kernels::kMlaMaxSplits || alt > pages_per_seq) continue;
       void* alt_scratch = nullptr;
       const size_t alt_bytes = ds::kernels::mla_decode_scratch_bytes(alt, B, H);

@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Shared-memory carveout A/B (DSERVE_SMEM_CARVEOUT=max: every launch_pdl kernel prefers the largest shared carveout,
+# so an SM never reconfigures L1 / shared between consecutive kernels): dserve_mla_bench on a few 16-head cases,
+# then bench-one-batch (V2-Lite dummy, bf16 and --quantization fp8) batch 1 / 8. Binaries: .devbin/.
+set -u
+source "$(dirname "$0")/lib.sh"
+for cfg in base DSERVE_SMEM_CARVEOUT=max; do
+  envs=(); [ "$cfg" = base ] || envs=("$cfg")
+  env "${envs[@]}" MLA_BENCH_SHAPES=1x32768x16,1x4096x16,64x4096x16,8x4096x16 MLA_BENCH_ALT=64 timeout 100 \
+    "$B/dserve_mla_bench" "$OUT/mla_${cfg//[^A-Za-z0-9]/_}.csv" > "$OUT/mla_${cfg//[^A-Za-z0-9]/_}.log" 2>&1
+  echo "== mla_bench $cfg rc=$?"; grep -E "^mla_decode|alt splits" "$OUT/mla_${cfg//[^A-Za-z0-9]/_}.log" | sed 's/naive.*//'
+done
+for extra in "" "--quantization fp8"; do
+  for cfg in base DSERVE_SMEM_CARVEOUT=max base DSERVE_SMEM_CARVEOUT=max; do
+    envs=(); [ "$cfg" = base ] || envs=("$cfg")
+    env "${envs[@]}" timeout 100 "$B/dserve" bench-one-batch --device cuda --model-path tests/data/configs/deepseek-v2-lite.json \
+      --load-format dummy --batch-size 1,8 --input-len 256 --output-len 32 $extra > "$OUT/b1b.log" 2>&1
+    echo "== bench-one-batch $extra $cfg rc=$?"; grep -E "^Decode\.  median" "$OUT/b1b.log"
+  done
+done

@@ -1,0 +1,422 @@
+// MLA absorbed decode for at most 16 query rows per block (one token of <= 16 heads: V2-Lite, V3 under TP 8),
+// in transposed form so no tensor-core work is padding: S^T = K Q^T (wgmma M = the tile's 64 cache rows, N = the
+// 16 query rows) and O^T += V^T P^T (M = 64 value columns per wgmma, V^T read from the same tile as an MN-major
+// operand, N = 16). The wgmma kernel of mla_decode.cu puts the query rows on M (64, so 48 of 64 are padding at
+// 16 heads) and spends ~4x the tensor time per tile, which bounds a block of few heads (batch 1, long context).
+// Block = (16 rows, split, sequence), two warpgroups, each owning a share of every cache tile: warpgroup 0 the
+// value panels 0-3, warpgroup 1 the value panels 4-7 and the rope panel 8. Each loads its share with the
+// tensor-memory accelerator (own mbarrier per buffer, two buffers), computes the part of S^T over its value
+// panels and half of the rope panel (the same wgmma count for both: a warpgroup-dependent count serialises them),
+// and the two parts meet in shared memory; both then hold the same S^T and run the same online softmax (fp32 adds
+// commute, so their maxima agree bit for bit), write half of P^T each, and each accumulates O^T for its own 256
+// value columns. Same split plan, partial layout and combine kernel as mla_decode.cu.
+#include <cuda.h>
+#include <cuda_bf16.h>
+
+#include <cmath>
+#include <cstdlib>
+
+#include "kernels/kv_fp8.h"
+#include "kernels/mla_decode.h"
+#include "kernels/pdl.cuh"
+#include "kernels/ptx.cuh"
+#include "kernels/wgmma.cuh"
+
+namespace ds::kernels {
+namespace {
+
+using namespace ptx;
+
+constexpr int kThreads = 256;
+constexpr int kRows = 16;                          // query rows per block (the wgmma N)
+constexpr int kTile = 64;                          // cache rows per tile (the S^T wgmma M; the split plan's unit)
+constexpr int kPanels = kMlaHeadDim / 64;          // 9 panels of 64 columns per row
+constexpr int kPanelBytes = kTile * 128;           // one panel of a tile: 64 rows x 128 bytes
+constexpr int kTileBytes = kPanels * kPanelBytes;  // 72 KB
+constexpr int kQPanelBytes = kRows * 128;          // one panel of Q: 16 rows x 128 bytes
+constexpr int kBoxRows = 32;                       // the cache tensor map's box: 64 columns x 32 rows
+constexpr int kOStride = kMlaValueDim + 4;         // floats per row of the transposed O in shared memory
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kRescaleThreshold = 8.0f;  // log2 units: keep a stale column max until exceeded by this
+
+// Shared memory (offsets from a 1024-aligned base: the 128-byte swizzle repeats every 1024 bytes).
+constexpr int kSmemKv = 0;                                   // two tiles [9 panels][64 rows][128 B]
+constexpr int kSmemQ = kSmemKv + 2 * kTileBytes;             // [9 panels][16 rows][128 B]
+constexpr int kSmemP = kSmemQ + kPanels * kQPanelBytes;      // P^T [16 rows][64 positions] bf16, swizzled
+constexpr int kSmemS = kSmemP + kRows * 128;                 // float [2 wg][64 cache rows][16]: S^T parts
+constexpr int kSmemRed = kSmemS + 2 * kTile * kRows * 4;     // float [2 wg][4 warps][16]: column max / sum
+constexpr int kSmemCol = kSmemRed + 2 * 4 * kRows * 4;       // float [2][16]: final column max, sum
+constexpr int kSmemBar = kSmemCol + 2 * kRows * 4;           // uint64 [2 buffers][2 wg]
+constexpr int kSmemBytes = kSmemBar + 4 * 8 + 1024;
+static_assert(kRows * kOStride * 4 <= kTileBytes, "the transposed O fits a tile buffer");
+static_assert(kSmemBytes <= 232448, "exceeds the 227 KB opt-in shared memory of sm_90");
+
+// Byte offset of 16-byte chunk c (0..71) of row r in a [9 panels][rows][128 B] swizzled buffer.
+__device__ __forceinline__ uint32_t swz(int panel_bytes, int r, int c) {
+  return (c >> 3) * panel_bytes + r * 128 + (((c & 7) ^ (r & 7)) << 4);
+}
+
+// D[64 x 16] (+)= A[64 x 16] B[16 x 16]; A K-major (kTransA = 0) or MN-major (1) in shared memory, B K-major.
+template <int kTransA>
+__device__ __forceinline__ void wgmma_m64n16k16(float (&d)[8], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, %11, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(kTransA));
+}
+
+__global__ void __launch_bounds__(kThreads, 1)
+    mla_decode_t16_kernel(const MlaDecodeParams p, const __grid_constant__ CUtensorMap tmap) {
+  // Before pdl_wait (the previous kernel may still run) this kernel reads only the step metadata (uploaded by the
+  // host before the forward; no kernel writes it) and cache rows of positions before the sequence's first new
+  // token (written by earlier steps; this step's kernels write only its new tokens' rows): the first two tiles
+  // when they hold no new row, so their loads overlap the previous kernel's tail.
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t pad = ((raw + 1023u) & ~1023u) - raw;
+  uint8_t* smem = smem_raw + pad;
+  const uint32_t sbase = raw + pad;
+  float* s_part = reinterpret_cast<float*>(smem + kSmemS);
+  float* red = reinterpret_cast<float*>(smem + kSmemRed);
+  float* col_fin = reinterpret_cast<float*>(smem + kSmemCol);
+
+  const int tid = threadIdx.x, wg = tid >> 7, lt = tid & 127, wq = lt >> 5, lane = tid & 31;
+  const int seq = blockIdx.z, split = blockIdx.y, H = p.num_heads;
+  // Block columns: the sequence's flattened (token, head) pairs [16 x, 16 x + 16).
+  const int q0 = p.q_starts[seq];
+  const int pairs = (p.q_starts[seq + 1] - q0) * H;
+  const int row0 = static_cast<int>(blockIdx.x) * kRows;
+  if (row0 >= pairs) return;  // block-uniform
+  const int rows = min(kRows, pairs - row0);
+  auto col_pos = [&](int c) { return c < rows ? p.positions[q0 + (row0 + c) / H] : -1; };
+  const int kv_end = max(0, min(col_pos(rows - 1) + 1, p.seq_lens[seq]));  // positions grow within a sequence
+  const int n_units = (kv_end + kTile - 1) / kTile;
+  const int per_split = (n_units + p.num_splits - 1) / p.num_splits;
+  const int u_begin = split * per_split;
+  const int n = max(0, min(n_units, u_begin + per_split) - u_begin);
+  const int64_t TH = static_cast<int64_t>(p.num_tokens) * H;
+  const int64_t pair0 = static_cast<int64_t>(q0) * H + row0;  // (token, head) index of block column 0
+  if (n == 0 && p.num_splits > 1) {  // a split past this context's end: only its log-sum-exp
+    pdl_enter();
+    if (tid < rows) p.part_lse[split * TH + pair0 + tid] = -INFINITY;
+    return;
+  }
+
+  // This thread's accumulator elements (m64n16: 8 floats): index 4 j + 2 h + e is M row 16 wq + lane / 4 + 8 h,
+  // N column 8 j + 2 (lane % 4) + e.
+  const int rbase = 16 * wq + (lane >> 2);
+  int cpos[2][2];  // causal end of each of this thread's columns (-1: padding column)
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) cpos[j][e] = col_pos(8 * j + 2 * (lane & 3) + e);
+
+  const int32_t* btab = p.block_table + static_cast<int64_t>(seq) * p.max_pages;
+  const uint32_t bar_base = sbase + kSmemBar;
+  // Warpgroup wg's share of tile u into buffer buf: panels [4 wg, 4 wg + 4) (+ the rope panel for wg 1), all 64
+  // rows, completing on the warpgroup's mbarrier of the buffer. The tile sits inside one page (page_size % 64).
+  const int my_panels = wg == 0 ? 4 : 5;
+  auto tma_tile = [&](int u, int buf) {
+    const int slot0 = btab[(u * kTile) / p.page_size] * p.page_size + (u * kTile) % p.page_size;
+    const uint32_t dst = sbase + kSmemKv + buf * kTileBytes;
+    const uint32_t bar = bar_base + (buf * 2 + wg) * 8;
+    mbar_expect_tx(bar, my_panels * kPanelBytes);
+    for (int k = 0; k < my_panels; ++k) {
+      const int panel = 4 * wg + k;
+#pragma unroll
+      for (int half = 0; half < 2; ++half)
+        tma_load_box(dst + panel * kPanelBytes + half * kBoxRows * 128, &tmap, panel * 64, slot0 + half * kBoxRows, bar);
+    }
+  };
+
+  float o[4][8];  // O^T: value columns 64 (4 wg + c) + row, query columns as above
+#pragma unroll
+  for (int c = 0; c < 4; ++c)
+#pragma unroll
+    for (int i = 0; i < 8; ++i) o[c][i] = 0.0f;
+  float m[2][2], l[2][2];  // running column max (log2 units, possibly stale by < threshold), this thread's sums
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      m[j][e] = -INFINITY;
+      l[j][e] = 0.0f;
+    }
+  const float sl2 = p.scale * kLog2e;
+
+  const int first_new = p.positions[q0];  // tiles wholly before it were written by earlier steps
+  auto early = [&](int k) { return k < n && (u_begin + k + 1) * kTile <= first_new; };
+  if (n > 0) {
+    if (tid == 0) {
+      for (int b = 0; b < 4; ++b) mbar_init(bar_base + b * 8, 1);
+      mbar_init_fence();
+    }
+    __syncthreads();
+    if (lt == 0) {
+      if (early(0)) tma_tile(u_begin, 0);
+      if (early(1)) tma_tile(u_begin + 1, 1);
+    }
+  }
+  pdl_enter();
+  if (n > 0) {
+    if (lt == 0) {
+      if (!early(0)) tma_tile(u_begin, 0);
+      if (n > 1 && !early(1)) tma_tile(u_begin + 1, 1);
+    }
+    // Q: the block's rows into [9 panels][16 rows][128 B]; padding rows zero-filled.
+    {
+      const __nv_bfloat16* qp = static_cast<const __nv_bfloat16*>(p.q);
+      for (int idx = tid; idx < kRows * (kMlaHeadDim / 8); idx += kThreads) {
+        const int r = idx / (kMlaHeadDim / 8), c = idx % (kMlaHeadDim / 8);
+        const bool ok = r < rows;
+        const __nv_bfloat16* src = ok ? qp + (pair0 + r) * kMlaHeadDim + c * 8 : qp;
+        cp_async16(sbase + kSmemQ + swz(kQPanelBytes, r, c), src, ok);
+      }
+      cp_async_commit();
+      cp_async_wait<0>();
+      fence_proxy_async();
+      __syncthreads();
+    }
+  }
+
+  for (int i = 0; i < n; ++i) {
+    const int buf = i & 1, u = u_begin + i;
+    const uint32_t tile = sbase + kSmemKv + buf * kTileBytes;
+    mbar_wait(bar_base + (buf * 2 + wg) * 8, (i >> 1) & 1);
+    if (wg == 0) mbar_wait(bar_base + (buf * 2 + 1) * 8, (i >> 1) & 1);  // the rope panel comes with wg 1's share
+    const int valid = kv_end - u * kTile;
+    if (valid < kTile) {  // rows past the context end: zero (a masked, zero P times NaN is still NaN)
+      uint8_t* base = smem + kSmemKv + buf * kTileBytes;
+      const int chunks = my_panels * 8;
+      for (int idx = lt; idx < (kTile - valid) * chunks; idx += 128) {
+        const int r = valid + idx / chunks, c = 32 * wg + idx % chunks;
+        *reinterpret_cast<uint4*>(base + swz(kPanelBytes, r, c)) = make_uint4(0, 0, 0, 0);
+      }
+      fence_proxy_async();
+      __syncthreads();  // block-uniform: both warpgroups read the rope panel
+    }
+
+    // S^T over this warpgroup's value panels and half of the rope panel (k-steps 2 wg, 2 wg + 1 of its four):
+    // 18 k-steps each, one accumulator chain per value panel.
+    float sc[4][8];
+    wgmma_fence();
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int panel = 4 * wg + k;
+      const uint64_t da = opaque(make_desc(tile + panel * kPanelBytes, 16, 1024));
+      const uint64_t db = opaque(make_desc(sbase + kSmemQ + panel * kQPanelBytes, 16, 1024));
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) wgmma_m64n16k16<0>(sc[k], da + ((kk * 32) >> 4), db + ((kk * 32) >> 4), kk > 0);
+    }
+    {
+      const uint32_t off = 64 * wg;  // bytes: k-steps 2 wg, 2 wg + 1 of the rope panel
+      const uint64_t da = opaque(make_desc(tile + 8 * kPanelBytes + off, 16, 1024));
+      const uint64_t db = opaque(make_desc(sbase + kSmemQ + 8 * kQPanelBytes + off, 16, 1024));
+      wgmma_m64n16k16<0>(sc[0], da, db, 1);
+      wgmma_m64n16k16<0>(sc[1], da + 2, db + 2, 1);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+#pragma unroll
+    for (int k = 0; k < 4; ++k) fence_regs(sc[k]);
+    float s[8];
+#pragma unroll
+    for (int x = 0; x < 8; ++x) s[x] = (sc[0][x] + sc[1][x]) + (sc[2][x] + sc[3][x]);
+    // Exchange the parts: both warpgroups end with the same sums.
+    float* mine = s_part + wg * kTile * kRows;
+    const float* other = s_part + (wg ^ 1) * kTile * kRows;
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h)
+        *reinterpret_cast<float2*>(mine + (rbase + 8 * h) * kRows + 8 * j + 2 * (lane & 3)) =
+            make_float2(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]);
+    __syncthreads();
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const float2 t = *reinterpret_cast<const float2*>(other + (rbase + 8 * h) * kRows + 8 * j + 2 * (lane & 3));
+        s[4 * j + 2 * h] += t.x;
+        s[4 * j + 2 * h + 1] += t.y;
+      }
+
+    // Masked online softmax per query column (max over the 64 cache rows: the thread's two, the eight lanes of
+    // the same lane % 4, then the four warps).
+    float cmax[2][2];
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        float mx = -INFINITY;
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const int pos = u * kTile + rbase + 8 * h;
+          float& x = s[4 * j + 2 * h + e];
+          x = (pos < kv_end && pos <= cpos[j][e]) ? x * sl2 : -INFINITY;
+          mx = fmaxf(mx, x);
+        }
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
+        cmax[j][e] = mx;
+      }
+    float* red_wg = red + wg * 4 * kRows;
+    if (lane < 4) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) red_wg[wq * kRows + 8 * j + 2 * lane + e] = cmax[j][e];
+    }
+    named_barrier(1 + wg, 128);
+    float alpha[2][2], base[2][2];
+    bool any_up = false;
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int c = 8 * j + 2 * (lane & 3) + e;
+        const float mx = fmaxf(fmaxf(red_wg[c], red_wg[kRows + c]), fmaxf(red_wg[2 * kRows + c], red_wg[3 * kRows + c]));
+        alpha[j][e] = 1.0f;
+        if (mx > m[j][e] + kRescaleThreshold) {
+          alpha[j][e] = fast_exp2(m[j][e] - mx);  // 0 when m = -inf
+          m[j][e] = mx;
+          any_up = true;
+        }
+        l[j][e] *= alpha[j][e];
+        base[j][e] = m[j][e] == -INFINITY ? 0.0f : m[j][e];
+      }
+    if (__any_sync(0xffffffffu, any_up)) {
+#pragma unroll
+      for (int c = 0; c < 4; ++c)
+#pragma unroll
+        for (int x = 0; x < 8; ++x) o[c][x] *= alpha[x >> 2][x & 1];
+    }
+    // P^T [16 query rows][64 positions], K-major for the P V wgmma; warpgroup wg writes query rows [8 wg, +8).
+    uint8_t* pt = smem + kSmemP;
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+#pragma unroll
+        for (int h = 0; h < 2; ++h) {
+          const float pv = fast_exp2(s[4 * j + 2 * h + e] - base[j][e]);
+          l[j][e] += pv;
+          if (j == wg) {
+            const int c = 8 * j + 2 * (lane & 3) + e, r = rbase + 8 * h;
+            *reinterpret_cast<__nv_bfloat16*>(pt + c * 128 + (((r >> 3) ^ (c & 7)) << 4) + (r & 7) * 2) =
+                __float2bfloat16_rn(pv);
+          }
+        }
+    fence_proxy_async();
+    __syncthreads();  // P^T complete (and both warpgroups done reading this tile's S^T parts)
+
+    // O^T += V^T P^T for this warpgroup's four value panels: four independent chains of four k-steps.
+#pragma unroll
+    for (int c = 0; c < 4; ++c) fence_regs(o[c]);
+    wgmma_fence();
+#pragma unroll
+    for (int c = 0; c < 4; ++c) {
+      const uint64_t da = opaque(make_desc(tile + (4 * wg + c) * kPanelBytes, kPanelBytes, 1024));
+      const uint64_t db = opaque(make_desc(sbase + kSmemP, 16, 1024));
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+        wgmma_m64n16k16<1>(o[c], da + ((kk * 16 * 128) >> 4), db + ((kk * 32) >> 4), 1);
+    }
+    wgmma_commit();
+    wgmma_wait<0>();
+#pragma unroll
+    for (int c = 0; c < 4; ++c) fence_regs(o[c]);
+    // This warpgroup is done with its panels of `buf`: refill them with tile i + 2.
+    if (i + 2 < n) {
+      named_barrier(1 + wg, 128);
+      if (lt == 0) tma_tile(u + 2, buf);
+    }
+  }
+
+  // Column sums: the thread's part, the eight lanes, the four warps (both warpgroups hold the same sums).
+#pragma unroll
+  for (int j = 0; j < 2; ++j)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      float x = l[j][e];
+      x += __shfl_xor_sync(0xffffffffu, x, 4);
+      x += __shfl_xor_sync(0xffffffffu, x, 8);
+      x += __shfl_xor_sync(0xffffffffu, x, 16);
+      l[j][e] = x;
+    }
+  __syncthreads();  // every warpgroup done with the tiles, P^T and the exchange arrays
+  if (wg == 0 && lane < 4) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) red[wq * kRows + 8 * j + 2 * lane + e] = l[j][e];
+  }
+  if (wg == 0 && wq == 0 && lane < 4) {
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) col_fin[8 * j + 2 * lane + e] = m[j][e];
+  }
+  // O^T into shared memory as O [16 query rows][512] fp32 (tile buffer 0 is free now).
+  float* o_s = reinterpret_cast<float*>(smem + kSmemKv);
+#pragma unroll
+  for (int c = 0; c < 4; ++c)
+#pragma unroll
+    for (int x = 0; x < 8; ++x) {
+      const int j = x >> 2, h = (x >> 1) & 1, e = x & 1;
+      o_s[(8 * j + 2 * (lane & 3) + e) * kOStride + 64 * (4 * wg + c) + rbase + 8 * h] = o[c][x];
+    }
+  __syncthreads();
+  if (tid < kRows) {
+    const float sum = red[tid] + red[kRows + tid] + red[2 * kRows + tid] + red[3 * kRows + tid];
+    col_fin[kRows + tid] = sum;
+  }
+  __syncthreads();
+  // Coalesced write-out: normalised O (bf16) or this split's normalised partial (fp32) and log2-sum-exp.
+  constexpr int kVec = kMlaValueDim / 4;  // float4 per row
+  for (int idx = tid; idx < rows * kVec; idx += kThreads) {
+    const int c = idx / kVec, d = 4 * (idx % kVec);
+    const float sum = col_fin[kRows + c];
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    const float4 v = *reinterpret_cast<const float4*>(o_s + c * kOStride + d);
+    if (p.num_splits == 1) {
+      __nv_bfloat16* dst = static_cast<__nv_bfloat16*>(p.out) + (pair0 + c) * kMlaValueDim + d;
+      *reinterpret_cast<uint2*>(dst) = make_uint2(pack_bf16(v.x * inv, v.y * inv), pack_bf16(v.z * inv, v.w * inv));
+    } else {
+      float* dst = p.part_o + (split * TH + pair0 + c) * kMlaValueDim + d;
+      *reinterpret_cast<float4*>(dst) = make_float4(v.x * inv, v.y * inv, v.z * inv, v.w * inv);
+    }
+  }
+  if (p.num_splits > 1 && tid < rows) {
+    const float sum = col_fin[kRows + tid];
+    p.part_lse[split * TH + pair0 + tid] = sum > 0.0f ? col_fin[tid] + log2f(sum) : -INFINITY;
+  }
+}
+
+}  // namespace
+
+bool mla_decode_t16_supported(const MlaDecodeParams& p) {
+  static const bool disabled = [] {
+    const char* e = std::getenv("DSERVE_MLA_T16");
+    return e && e[0] == '0';
+  }();
+  return !disabled && p.topk == nullptr && p.cache_format == kKvBf16 && p.head_dim == kMlaHeadDim &&
+         p.v_dim == kMlaValueDim && p.num_heads >= 1 && p.max_q_len >= 1 &&
+         static_cast<int64_t>(p.max_q_len) * p.num_heads <= kRows && p.page_size > 0 && p.page_size % kTile == 0;
+}
+
+cudaError_t launch_mla_decode_t16(const MlaDecodeParams& p, const void* tensor_map, cudaStream_t stream) {
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(mla_decode_t16_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+  if (attr != cudaSuccess) return attr;
+  const int64_t row_blocks = (static_cast<int64_t>(p.max_q_len) * p.num_heads + kRows - 1) / kRows;
+  if (row_blocks > INT32_MAX) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(p.num_splits),
+                  static_cast<unsigned>(p.num_seqs));
+  return launch_pdl(mla_decode_t16_kernel, grid, kThreads, kSmemBytes, stream, p,
+                    *static_cast<const CUtensorMap*>(tensor_map));
+}
+
+}  // namespace ds::kernels
