@@ -4,6 +4,9 @@
 #include "kernels/kv_fp8.h"
 #include "kernels/pdl.cuh"
 
+#include <algorithm>
+#include <cstdint>
+
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
 
@@ -53,13 +56,11 @@ __device__ void write_packed_row(const float* row, uint8_t* dst, int64_t nope, i
   for (int64_t i = threadIdx.x; i < rope; i += blockDim.x) rp[i] = __float2bfloat16(row[nope + i]);
 }
 
-// One block per token: sum of squares of the latent (block reduction), then the normalised latent and the
-// rotated key written to the slot.
-__global__ void __launch_bounds__(kStoreThreads) mla_store_latent_kernel(MlaStoreLatentParams p) {
-  pdl_enter();
+// Token t's latent row: sum of squares of the latent (block reduction), then the normalised latent and the
+// rotated key written to the slot. row_s: (lora + rope) floats of shared memory (packed formats).
+__device__ void store_latent_token(const MlaStoreLatentParams& p, int64_t t, float* row_s) {
   __shared__ float cs[kMaxHalf], sn[kMaxHalf];
   __shared__ float warp_ss[kStoreThreads / 32];
-  const int64_t t = blockIdx.x;
   const int32_t slot = p.slot_mapping[t];
   if (slot < 0 || slot >= p.num_slots) return;  // block-uniform
   const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.kv_a) + t * p.ld_kv;
@@ -96,18 +97,22 @@ __global__ void __launch_bounds__(kStoreThreads) mla_store_latent_kernel(MlaStor
     return;
   }
   // Packed: the bf16-rounded row in shared memory, then quantised.
-  extern __shared__ float row_s[];
   emit([&](int64_t i, float v) { row_s[i] = bf16_round(v); });
   __syncthreads();
   const int64_t row_bytes = kv_row_layout(p.format, p.lora, p.rope).row_bytes;
   write_packed_row(row_s, static_cast<uint8_t*>(p.cache) + slot * row_bytes, p.lora, p.rope, p.format);
 }
 
-// One block per token: the angles once, then every head's rope part rotated into dst.
-__global__ void __launch_bounds__(kStoreThreads) rope_copy_kernel(RopeCopyParams p) {
+// One block per token.
+__global__ void __launch_bounds__(kStoreThreads) mla_store_latent_kernel(MlaStoreLatentParams p) {
   pdl_enter();
+  extern __shared__ float row_s[];
+  store_latent_token(p, blockIdx.x, row_s);
+}
+
+// Token t: the angles once, then every head's rope part rotated into dst.
+__device__ void rope_copy_token(const RopeCopyParams& p, int64_t t) {
   __shared__ float cs[kMaxHalf], sn[kMaxHalf];
-  const int64_t t = blockIdx.x;
   const int half = static_cast<int>(p.rope / 2);
   rope_angles(static_cast<float>(p.positions[t]), p.inv_freq, half, p.attn_factor, cs, sn);
   __syncthreads();
@@ -121,6 +126,96 @@ __global__ void __launch_bounds__(kStoreThreads) rope_copy_kernel(RopeCopyParams
     const float x0 = __bfloat162float(s[2 * i]), x1 = __bfloat162float(s[2 * i + 1]);
     d[2 * i] = __float2bfloat16(x0 * cs[i] - x1 * sn[i]);
     d[2 * i + 1] = __float2bfloat16(x1 * cs[i] + x0 * sn[i]);
+  }
+}
+
+__global__ void __launch_bounds__(kStoreThreads) rope_copy_kernel(RopeCopyParams p) {
+  pdl_enter();
+  rope_copy_token(p, blockIdx.x);
+}
+
+// The absorbed-query product of one (head, 128 output columns) CTA: 16 column groups of 8 x 8 k groups; the
+// weights (never written by a forward) are loaded into registers before the dependency wait, q after it; the k
+// groups' sums meet in shared memory (sm: T * nope + 8 * T * 128 floats).
+constexpr int kPrepCols = 128;
+constexpr int kPrepKGroups = kStoreThreads / (kPrepCols / 8);  // 8
+constexpr int kPrepKIter = kMlaPrepMaxNope / kPrepKGroups;     // 16
+__device__ void absorb_product(const MlaAbsorbPrepParams& p, int64_t b, float* sm) {
+  const RopeCopyParams& r = p.rope;
+  const int64_t T = r.tokens, H = r.heads, nope = p.nope, lora = p.lora;
+  const int64_t cbs = (lora + kPrepCols - 1) / kPrepCols;
+  const int64_t h = b / cbs, c0 = (b % cbs) * kPrepCols;
+  const int cg = threadIdx.x & 15, kg = threadIdx.x >> 4;
+  const int64_t col = c0 + 8 * cg;
+  const bool active = col < lora;
+  const __nv_bfloat16* w = static_cast<const __nv_bfloat16*>(p.w_kc) + h * nope * lora + col;
+  uint4 wv[kPrepKIter];
+#pragma unroll
+  for (int i = 0; i < kPrepKIter; ++i) {
+    const int64_t k = kg + kPrepKGroups * i;
+    wv[i] = active && k < nope ? *reinterpret_cast<const uint4*>(w + k * lora) : make_uint4(0, 0, 0, 0);
+  }
+  pdl_enter();
+  float* q_s = sm;             // [T][nope]
+  float* red = sm + T * nope;  // [k group][T][128]
+  const __nv_bfloat16* q = static_cast<const __nv_bfloat16*>(r.src);
+  for (int64_t idx = threadIdx.x; idx < T * nope; idx += blockDim.x) {
+    const int64_t t = idx / nope, k = idx % nope;
+    q_s[idx] = __bfloat162float(q[(t * H + h) * r.src_head_dim + k]);
+  }
+  __syncthreads();
+  float acc[kMlaPrepMaxTokens][8] = {};
+#pragma unroll
+  for (int i = 0; i < kPrepKIter; ++i) {
+    const int64_t k = kg + kPrepKGroups * i;
+    if (k >= nope) break;
+    const __nv_bfloat162* w2 = reinterpret_cast<const __nv_bfloat162*>(&wv[i]);
+    float wf[8];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 f = __bfloat1622float2(w2[j]);
+      wf[2 * j] = f.x;
+      wf[2 * j + 1] = f.y;
+    }
+#pragma unroll
+    for (int t = 0; t < kMlaPrepMaxTokens; ++t) {
+      if (t >= T) break;
+      const float qv = q_s[t * nope + k];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[t][j] = fmaf(qv, wf[j], acc[t][j]);
+    }
+  }
+#pragma unroll
+  for (int t = 0; t < kMlaPrepMaxTokens; ++t) {
+    if (t >= T) break;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) red[(kg * T + t) * kPrepCols + 8 * cg + j] = acc[t][j];
+  }
+  __syncthreads();
+  __nv_bfloat16* out = static_cast<__nv_bfloat16*>(r.dst);
+  for (int64_t idx = threadIdx.x; idx < T * kPrepCols; idx += blockDim.x) {
+    const int64_t t = idx / kPrepCols, c = idx % kPrepCols;
+    if (c0 + c >= lora) continue;
+    float sum = 0.0f;
+#pragma unroll
+    for (int g = 0; g < kPrepKGroups; ++g) sum += red[(g * T + t) * kPrepCols + c];
+    out[(t * H + h) * r.dst_head_dim + c0 + c] = __float2bfloat16(sum);
+  }
+}
+
+// Blocks [0, T): the latent rows (when stored); [T, 2 T): the query's rope parts; then the products.
+__global__ void __launch_bounds__(kStoreThreads) mla_absorb_prep_kernel(MlaAbsorbPrepParams p) {
+  extern __shared__ float prep_s[];
+  const int64_t T = p.rope.tokens, b = blockIdx.x;
+  const int64_t stores = p.store.tokens;
+  if (b < stores) {
+    pdl_enter();
+    store_latent_token(p.store, b, prep_s);
+  } else if (b < stores + T) {
+    pdl_enter();
+    rope_copy_token(p.rope, b - stores);
+  } else {
+    absorb_product(p, b - stores - T, prep_s);
   }
 }
 
@@ -161,6 +256,30 @@ cudaError_t launch_mla_store_latent(const MlaStoreLatentParams& p, cudaStream_t 
   if (p.tokens > 0x7fffffff) return cudaErrorInvalidValue;
   const size_t smem = p.format == kKvBf16 ? 0 : static_cast<size_t>(p.lora + p.rope) * 4;
   return launch_pdl(mla_store_latent_kernel, static_cast<unsigned>(p.tokens), kStoreThreads, smem, stream, p);
+}
+
+cudaError_t launch_mla_absorb_prep(const MlaAbsorbPrepParams& p, cudaStream_t stream) {
+  const RopeCopyParams& r = p.rope;
+  const MlaStoreLatentParams& st = p.store;
+  if (r.tokens < 0 || r.tokens > kMlaPrepMaxTokens || r.heads <= 0 || p.nope <= 0 || p.nope > kMlaPrepMaxNope ||
+      p.lora <= 0 || p.lora % 8 != 0 || r.src_off != p.nope || r.dst_off != p.lora || r.rope % 2 != 0 ||
+      r.rope / 2 > kMaxHalf || r.src_head_dim != p.nope + r.rope || r.dst_head_dim != p.lora + r.rope ||
+      (reinterpret_cast<uintptr_t>(p.w_kc) & 15) || (st.tokens != 0 && st.tokens != r.tokens))
+    return cudaErrorInvalidValue;
+  if (st.tokens > 0 && (st.lora <= 0 || st.rope < 0 || st.rope % 2 != 0 || st.rope / 2 > kMaxHalf ||
+                        st.ld_kv < st.lora + st.rope || st.format < kKvBf16 || st.format > kKvE5M2 ||
+                        (st.format != kKvBf16 && st.lora + st.rope > kMaxPackedDim)))
+    return cudaErrorInvalidValue;
+  if (r.tokens == 0) return cudaSuccess;
+  const int64_t products = r.heads * ((p.lora + kPrepCols - 1) / kPrepCols);
+  size_t smem = static_cast<size_t>(r.tokens) * (p.nope + kPrepKGroups * kPrepCols) * 4;
+  if (st.tokens > 0 && st.format != kKvBf16) smem = std::max(smem, static_cast<size_t>(st.lora + st.rope) * 4);
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(mla_absorb_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 48 * 1024);
+  if (attr != cudaSuccess) return attr;
+  if (smem > 48 * 1024) return cudaErrorInvalidValue;
+  return launch_pdl(mla_absorb_prep_kernel, static_cast<unsigned>(st.tokens + r.tokens + products), kStoreThreads,
+                    smem, stream, p);
 }
 
 cudaError_t launch_rope_copy(const RopeCopyParams& p, cudaStream_t stream) {

@@ -39,6 +39,21 @@ struct RopeCopyParams {
 };
 cudaError_t launch_rope_copy(const RopeCopyParams& p, cudaStream_t stream);
 
+// The absorbed query and the latent rows of a decode-sized step in one launch (instead of a bmm, a rope copy and a
+// store on a side stream, each a few microseconds of latency): rope.dst[t, h, :lora] = rope.src[t, h, :nope] @
+// w_kc[h] (bf16 inputs, fp32 sums, bf16 out), rope.dst[t, h, lora:] = the rope part as launch_rope_copy, and
+// store's rows as launch_mla_store_latent (store.tokens = 0: none; else = rope.tokens). rope.src_off = nope,
+// rope.dst_off = lora; tokens <= kMlaPrepMaxTokens, nope <= kMlaPrepMaxNope, lora % 8 == 0, w_kc 16-byte aligned.
+constexpr int kMlaPrepMaxTokens = 8;
+constexpr int kMlaPrepMaxNope = 128;
+struct MlaAbsorbPrepParams {
+  const void* w_kc;  // [heads, nope, lora] bf16
+  int64_t nope, lora;
+  RopeCopyParams rope;
+  MlaStoreLatentParams store;
+};
+cudaError_t launch_mla_absorb_prep(const MlaAbsorbPrepParams& p, cudaStream_t stream);
+
 // Latent rows into a packed FP8 cache (kernels/kv_fp8.h): cache row slot_mapping[t] = rows[t] ([nope | rope]
 // bf16) in `format` (kKvE4M3: the nope values quantised per 128 with s = max(amax, 1e-4) / 448 as ops/fp8.cpp
 // fp8_kv_round_trip, the rope part kept; kKvE5M2: every value cast). Slots outside [0, num_slots) are skipped.

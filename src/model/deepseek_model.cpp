@@ -186,18 +186,22 @@ Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tenso
   }
   Tensor q3 = q.reshape({T, H, dqk});  // rope part not rotated yet: each attention form below does it
 
+  if (mode == AttnMode::kAuto) mode = meta.max_q_len > 1 ? AttnMode::kMha : AttnMode::kAbsorbed;
   // Latent KV row [normalised c | rotated k_pe] written to the cache, beside the query's rope and absorption
-  // (independent until attention reads the cache: joined right before that).
-  ops_.side_begin();
-  ops_.mla_store_latent(kv_a, a.kv_a_norm, eps, meta.positions, inv_freq_, rope_factor_, cache.latent[cache_layer],
-                        meta.slot_mapping, cache.dtype);
-  ops_.side_end();
+  // (independent until attention reads the cache: joined right before that). The absorbed form with bf16 w_kc
+  // hands both to one op (one launch at decode sizes on CUDA).
+  const bool store_with_q = mode == AttnMode::kAbsorbed && !a.w_kc8.defined();
+  if (!store_with_q) {
+    ops_.side_begin();
+    ops_.mla_store_latent(kv_a, a.kv_a_norm, eps, meta.positions, inv_freq_, rope_factor_, cache.latent[cache_layer],
+                          meta.slot_mapping, cache.dtype);
+    ops_.side_end();
+  }
 
   Tensor topk;  // [T, index_topk] (V3.2): the context positions each query may attend
   if (a.has_indexer) topk = indexer(a, cache_layer, x, q_resid, meta, cache);
   const Tensor* topk_ptr = a.has_indexer ? &topk : nullptr;
 
-  if (mode == AttnMode::kAuto) mode = meta.max_q_len > 1 ? AttnMode::kMha : AttnMode::kAbsorbed;
   Tensor o;  // [T, H, v]
   if (mode == AttnMode::kMha) {
     ops_.rope_(q3, nope, rope, meta.positions, inv_freq_, rope_factor_, RopeStyle::kInterleaved);
@@ -207,10 +211,14 @@ Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tenso
     Tensor kv = ops_.linear(ops_.slice_cols(ctx, 0, lora), a.kv_b_proj).reshape({S, H, nope + v});  // [S, H, nope + v]
     o = ops_.mla_attention_mha(q3, kv, ctx, lora, meta, softmax_scale_, topk_ptr);          // [T, H, v]
   } else {
-    Tensor q_abs = a.w_kc8.defined() ? ops_.mla_absorb_q_fp8(q3, a.w_kc8, meta.positions, inv_freq_, rope_factor_)
-                                     : ops_.mla_absorb_q(q3, a.w_kc, meta.positions, inv_freq_, rope_factor_);
-    // q_abs: [T, H, lora + rope]
-    ops_.side_join();
+    Tensor q_abs;  // [T, H, lora + rope]
+    if (store_with_q) {
+      q_abs = ops_.mla_store_absorb_q(kv_a, a.kv_a_norm, eps, cache.latent[cache_layer], meta.slot_mapping, cache.dtype,
+                                      q3, a.w_kc, meta.positions, inv_freq_, rope_factor_);
+    } else {
+      q_abs = ops_.mla_absorb_q_fp8(q3, a.w_kc8, meta.positions, inv_freq_, rope_factor_);
+      ops_.side_join();
+    }
     Tensor o_lat = ops_.mla_attention_absorbed(q_abs, cache.latent[cache_layer], lora, meta, softmax_scale_,
                                                topk_ptr);                                 // [T, H, lora]
     o = a.w_vc8.defined() ? ops_.bmm_heads_fp8(o_lat, a.w_vc8) : ops_.bmm_heads(o_lat, a.w_vc);  // [T, H, v]

@@ -230,6 +230,20 @@ class Ops {
                           [&](const Tensor& q_nope) { return bmm_heads(q_nope, w_kc); });
   }
 
+  // mla_store_latent and mla_absorb_q of the same step (positions, inv_freq, attn_factor shared): stores the
+  // latent rows and returns the absorbed query. The default runs the store beside the query's product (side
+  // stream) and joins before returning; a backend may do both in one launch at decode sizes.
+  virtual Tensor mla_store_absorb_q(const Tensor& kv_a, const Tensor& norm_w, float eps, Tensor& cache,
+                                    const Tensor& slot_mapping, KvCacheDtype dtype, const Tensor& q, const Tensor& w_kc,
+                                    const Tensor& positions, const Tensor& inv_freq, float attn_factor) {
+    side_begin();
+    mla_store_latent(kv_a, norm_w, eps, positions, inv_freq, attn_factor, cache, slot_mapping, dtype);
+    side_end();
+    Tensor q_abs = mla_absorb_q(q, w_kc, positions, inv_freq, attn_factor);  // [T, H, lora + rope]
+    side_join();
+    return q_abs;
+  }
+
   // mla_absorb_q with w_kc from prepare_absorbed_fp8 ([H, lora, nope]): the q_nope product through bmm_heads_fp8.
   virtual Tensor mla_absorb_q_fp8(const Tensor& q, const HeadsFp8& w_kc, const Tensor& positions,
                                   const Tensor& inv_freq, float attn_factor) {

@@ -545,6 +545,12 @@ class CudaOps final : public Ops {
   void mla_store_latent(const Tensor& kv_a, const Tensor& norm_w, float eps, const Tensor& positions,
                         const Tensor& inv_freq, float attn_factor, Tensor& cache, const Tensor& slot_mapping,
                         KvCacheDtype dtype) override {
+    DS_CUDA_CHECK(kernels::launch_mla_store_latent(
+        store_latent_params(kv_a, norm_w, eps, positions, inv_freq, attn_factor, cache, slot_mapping, dtype), stream()));
+  }
+  kernels::MlaStoreLatentParams store_latent_params(const Tensor& kv_a, const Tensor& norm_w, float eps,
+                                                    const Tensor& positions, const Tensor& inv_freq, float attn_factor,
+                                                    Tensor& cache, const Tensor& slot_mapping, KvCacheDtype dtype) {
     const int64_t lora = norm_w.dim(0);
     const int format = latent_format(cache, dtype);
     DS_CHECK(kv_a.ndim() == 2 && kv_a.dim(1) > lora && cache.ndim() == 2 &&
@@ -573,7 +579,51 @@ class CudaOps final : public Ops {
     p.lora = lora;
     p.rope = kv_a.dim(1) - lora;
     p.format = format;
-    DS_CUDA_CHECK(kernels::launch_mla_store_latent(p, stream()));
+    return p;
+  }
+  // Decode sizes with bf16 w_kc: the store, the product and the rope in one launch (kernels::launch_mla_absorb_prep);
+  // otherwise the default (store on the side stream beside the product).
+  Tensor mla_store_absorb_q(const Tensor& kv_a, const Tensor& norm_w, float eps, Tensor& cache,
+                            const Tensor& slot_mapping, KvCacheDtype dtype, const Tensor& q, const Tensor& w_kc,
+                            const Tensor& positions, const Tensor& inv_freq, float attn_factor) override {
+    static const bool off = [] {
+      const char* e = std::getenv("DSERVE_MLA_PREP");
+      return e && e[0] == '0';
+    }();
+    const bool fits = !off && q.ndim() == 3 && w_kc.ndim() == 3 && q.dtype() == DType::kBF16 &&
+                      w_kc.dtype() == DType::kBF16 && q.dim(0) <= kernels::kMlaPrepMaxTokens &&
+                      w_kc.dim(0) == q.dim(1) && w_kc.dim(1) <= kernels::kMlaPrepMaxNope && w_kc.dim(1) < q.dim(2) &&
+                      w_kc.dim(2) % 8 == 0 && (reinterpret_cast<uintptr_t>(w_kc.data()) & 15) == 0 && kv_a.ndim() == 2 && kv_a.dim(0) == q.dim(0) &&
+                      positions.numel() == q.dim(0) && inv_freq.numel() == (q.dim(2) - w_kc.dim(1)) / 2;
+    if (!fits)
+      return Ops::mla_store_absorb_q(kv_a, norm_w, eps, cache, slot_mapping, dtype, q, w_kc, positions, inv_freq,
+                                     attn_factor);
+    check_cuda(q, "mla_store_absorb_q q");
+    check_cuda(w_kc, "mla_store_absorb_q w_kc");
+    check_dtype(inv_freq, DType::kF32, "mla_store_absorb_q inv_freq");
+    const int64_t T = q.dim(0), H = q.dim(1), dqk = q.dim(2), nope = w_kc.dim(1), lora = w_kc.dim(2);
+    const int64_t rope = dqk - nope;
+    Tensor out = empty({T, H, lora + rope}, DType::kBF16);
+    kernels::MlaAbsorbPrepParams p;
+    p.store = store_latent_params(kv_a, norm_w, eps, positions, inv_freq, attn_factor, cache, slot_mapping, dtype);
+    p.w_kc = w_kc.data();
+    p.nope = nope;
+    p.lora = lora;
+    kernels::RopeCopyParams& r = p.rope;
+    r.src = q.data();
+    r.dst = out.data();
+    r.positions = i32(positions, "mla_store_absorb_q positions");
+    r.inv_freq = inv_freq.data_as<float>();
+    r.attn_factor = attn_factor;
+    r.tokens = T;
+    r.heads = H;
+    r.src_head_dim = dqk;
+    r.src_off = nope;
+    r.dst_head_dim = lora + rope;
+    r.dst_off = lora;
+    r.rope = rope;
+    if (T > 0) DS_CUDA_CHECK(kernels::launch_mla_absorb_prep(p, stream()));
+    return out;
   }
   Tensor mla_absorb_q(const Tensor& q, const Tensor& w_kc, const Tensor& positions, const Tensor& inv_freq,
                       float attn_factor) override {

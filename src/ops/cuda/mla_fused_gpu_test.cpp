@@ -1,4 +1,5 @@
-// CUDA-vs-CPU consistency of the fused absorbed-MLA input ops (ops.h mla_store_latent, mla_absorb_q; kernels
+// CUDA-vs-CPU consistency of the fused absorbed-MLA input ops (ops.h mla_store_latent, mla_absorb_q,
+// mla_store_absorb_q; kernels
 // in kernels/mla_fused.cu): the CPU runs the ops' default chain (slice / rms_norm / rope / concat / store,
 // bmm_heads) and is the reference. The cache is NaN-poisoned: rows not written must stay NaN, written rows must
 // hold no NaN; V2-Lite (16 heads) and V3 (128 heads) dims, 1 token, ragged and 4096-token batches, positions past
@@ -210,6 +211,53 @@ TEST_F(MlaFusedTest, AbsorbQMatchesTheChain) {
     int64_t changed = 0;
     for (int64_t i = 0; i < q.numel(); ++i) changed += q_after.f32()[i] != q.f32()[i];
     EXPECT_EQ(changed, 0);
+  }
+}
+
+// The store and the absorbed query in one op: one launch up to kMlaPrepMaxTokens tokens (bf16 w_kc), the side-stream
+// pair above that; both against the CPU's default chain. V2-Lite / V3 dims and a fixture's small ones (nope 16,
+// lora 32: one partial column block), bf16 and packed e4m3 caches; unwritten cache rows stay poisoned.
+TEST_F(MlaFusedTest, StoreAbsorbQMatchesTheChain) {
+  struct Case {
+    int64_t T, H, nope, lora, rope;
+    KvCacheDtype dt;
+  };
+  const int64_t slots = 300;
+  for (Case c : {Case{1, 16, 128, 512, 64, KvCacheDtype::kAuto}, Case{3, 128, 128, 512, 64, KvCacheDtype::kAuto},
+                 Case{8, 16, 128, 512, 64, KvCacheDtype::kFp8E4M3}, Case{9, 16, 128, 512, 64, KvCacheDtype::kAuto},
+                 Case{64, 16, 128, 512, 64, KvCacheDtype::kAuto}, Case{5, 4, 16, 32, 16, KvCacheDtype::kAuto},
+                 Case{2, 4, 16, 32, 16, KvCacheDtype::kFp8E4M3}}) {
+    const int64_t D = c.lora + c.rope;
+    Tensor q = randn({c.T, c.H, c.nope + c.rope}, rng_, 1.0f), w_kc = randn({c.H, c.nope, c.lora}, rng_, 0.05f);
+    Tensor kv = randn({c.T, D}, rng_, 1.5f), w = randn({c.lora}, rng_, 0.1f, 1.0f), inv = inv_freq(c.rope);
+    const std::vector<int32_t> pos = positions(c.T);
+    std::vector<int32_t> slot(c.T);
+    for (int64_t t = 0; t < c.T; ++t) slot[t] = static_cast<int32_t>((t * 37 + 11) % slots);
+    Tensor want_cache = Tensor::empty({slots, D}, DType::kF32);
+    cpu().fill(want_cache, std::numeric_limits<float>::quiet_NaN());
+    Tensor want = cpu().mla_store_absorb_q(kv, w, 1e-6f, want_cache, i32_tensor(slot), c.dt, q, w_kc, i32_tensor(pos),
+                                           inv, 0.9f);
+    Tensor cache = gpu().empty_latent_cache(slots, c.lora, c.rope, c.dt);
+    Tensor dq = to_device(q);
+    Tensor got = to_host_f32(gpu().mla_store_absorb_q(to_device(kv), to_device(w), 1e-6f, cache,
+                                                      cuda_upload(i32_tensor(slot)), c.dt, dq, to_device(w_kc),
+                                                      cuda_upload(i32_tensor(pos)), cuda_upload(inv), 0.9f));
+    const std::string name = test::shape_name(c.dt == KvCacheDtype::kAuto ? "store_absorb_q" : "store_absorb_q e4m3",
+                                              {c.T, c.H, c.nope, c.lora});
+    DS_EXPECT_CLOSE(got, want, 1e-2, 5e-3, name);
+    Tensor got_cache = c.dt == KvCacheDtype::kAuto ? to_host_f32(cache) : decode_packed(cache, c.dt, c.lora, c.rope);
+    int64_t nan_mismatch = 0;
+    for (int64_t i = 0; i < want_cache.numel(); ++i)
+      nan_mismatch += std::isnan(want_cache.f32()[i]) != std::isnan(got_cache.f32()[i]);
+    EXPECT_EQ(nan_mismatch, 0) << "written / unwritten cache values differ: " << name;
+    for (int64_t i = 0; i < want_cache.numel(); ++i)  // compare the written rows (NaN elsewhere on both sides)
+      if (std::isnan(want_cache.f32()[i])) want_cache.f32()[i] = got_cache.f32()[i] = 0.0f;
+    DS_EXPECT_CLOSE(got_cache, want_cache, c.dt == KvCacheDtype::kAuto ? 1e-2 : 0.08, c.dt == KvCacheDtype::kAuto ? 5e-3 : 0.02,
+                    name + " cache");
+    Tensor q_after = to_host_f32(dq);
+    int64_t changed = 0;
+    for (int64_t i = 0; i < q.numel(); ++i) changed += q_after.f32()[i] != q.f32()[i];
+    EXPECT_EQ(changed, 0) << name;
   }
 }
 
