@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Shared-memory carveout A/B (DSERVE_SMEM_CARVEOUT=max: every launch_pdl kernel prefers the largest shared carveout,
 # so an SM never reconfigures L1 / shared between consecutive kernels): dserve_mla_bench on a few 16-head cases,
-# then bench-one-batch (V2-Lite dummy, bf16 and --quantization fp8) batch 1 / 8. Binaries: .devbin/.
+# then bench-one-batch (V2-Lite dummy, bf16 and --quantization fp8) batch 1 / 8. Binaries: .devbin/. The switch
+# measured slower (BENCHMARKS.md, session 12) and was removed; the script is the record of that run.
 set -u
 source "$(dirname "$0")/lib.sh"
 for cfg in base DSERVE_SMEM_CARVEOUT=max; do
