@@ -618,6 +618,138 @@ __global__ void __launch_bounds__(kCombineMaxGroups * 32) mla_combine_kernel(con
   }
 }
 
+// Combine + W_UV (launch_mla_combine_vc). Block (head h, 32 output columns), 128 threads: thread = 4 column groups
+// of 8 x 32 k groups (k = kg + 32 i, i < 16), its 16 weight chunks in registers; warp w weighs the splits of tokens
+// w, w + 4 (log-sum-exps), the block merges the head's O rows into shared memory, then each thread's k
+// products, summed over the k groups by shuffles (within a warp) and shared memory (across the 4 warps).
+constexpr int kCvThreads = 128;
+constexpr int kCvCols = 32;
+constexpr int kCvKGroups = kCvThreads / (kCvCols / 8);  // 32
+constexpr int kCvKIter = kMlaValueDim / kCvKGroups;     // 16
+__global__ void __launch_bounds__(kCvThreads) mla_combine_vc_kernel(const MlaCombineVcParams p) {
+  __shared__ float w_sh[kMlaCombineVcMaxTokens][kMlaMaxSplits];
+  __shared__ float inv_sh[kMlaCombineVcMaxTokens];
+  __shared__ __align__(16) float o_sh[kMlaCombineVcMaxTokens][kMlaValueDim];
+  __shared__ float red[kCvThreads / 32][kMlaCombineVcMaxTokens][kCvCols];  // per warp: its 8 k groups summed
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
+  const int cpb = p.v / kCvCols;
+  const int h = blockIdx.x / cpb, c0 = (blockIdx.x % cpb) * kCvCols;
+  const int cg = tid & 3, kg = tid >> 2;
+  const __nv_bfloat16* w =
+      static_cast<const __nv_bfloat16*>(p.w_vc) + static_cast<int64_t>(h) * kMlaValueDim * p.v + c0 + 8 * cg;
+  uint4 wv[kCvKIter];  // weights: never written by a forward, so loaded before the wait
+#pragma unroll
+  for (int i = 0; i < kCvKIter; ++i)
+    wv[i] = *reinterpret_cast<const uint4*>(w + static_cast<int64_t>(kg + kCvKGroups * i) * p.v);
+  pdl_enter();
+  const int T = p.tokens, S = p.splits;
+  const int64_t TH = static_cast<int64_t>(T) * p.heads;
+  __shared__ int last_sh[kMlaCombineVcMaxTokens];  // last split with a non-zero weight, per token (-1: none)
+  for (int t = warp; t < T; t += kCvThreads / 32) {
+    const int64_t row = static_cast<int64_t>(t) * p.heads + h;
+    float mx = -INFINITY;
+    for (int s = lane; s < S; s += 32) mx = fmaxf(mx, p.part_lse[s * TH + row]);
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    float sum = 0.0f;
+    int last = -1;
+    for (int s = lane; s < S; s += 32) {
+      const float lse = p.part_lse[s * TH + row];
+      const float wt = lse == -INFINITY ? 0.0f : exp2f(lse - mx);
+      w_sh[t][s] = wt;
+      sum += wt;
+      if (wt != 0.0f) last = s;
+    }
+    for (int o = 16; o > 0; o >>= 1) {
+      sum += __shfl_xor_sync(0xffffffffu, sum, o);
+      last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
+    }
+    if (lane == 0) {
+      inv_sh[t] = sum > 0.0f ? 1.0f / sum : 0.0f;
+      last_sh[t] = last;
+    }
+  }
+  __syncthreads();
+  // The head's merged O rows: thread takes columns [4 tid, 4 tid + 4) of two tokens at a time, four splits per
+  // round, every load of a round issued before any is used (the rounds are L2 latency, not bandwidth); splits with
+  // a zero weight (nothing attended, O never written) are not read.
+  for (int t0 = 0; t0 < T; t0 += 2) {
+    const int n_t = min(2, T - t0);
+    const int s_end = 1 + max(last_sh[t0], n_t > 1 ? last_sh[t0 + 1] : -1);
+    float4 acc[2] = {make_float4(0.0f, 0.0f, 0.0f, 0.0f), make_float4(0.0f, 0.0f, 0.0f, 0.0f)};
+    for (int s = 0; s < s_end; s += 4) {
+      float wt[2][4];
+      float4 x[2][4];
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          wt[e][u] = (e < n_t && s + u < s_end) ? w_sh[t0 + e][s + u] : 0.0f;
+          x[e][u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          if (wt[e][u] != 0.0f)
+            x[e][u] = *reinterpret_cast<const float4*>(
+                p.part_o + ((s + u) * TH + static_cast<int64_t>(t0 + e) * p.heads + h) * kMlaValueDim + 4 * tid);
+        }
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          acc[e].x += wt[e][u] * x[e][u].x;
+          acc[e].y += wt[e][u] * x[e][u].y;
+          acc[e].z += wt[e][u] * x[e][u].z;
+          acc[e].w += wt[e][u] * x[e][u].w;
+        }
+    }
+    for (int e = 0; e < n_t; ++e) {
+      const float inv = inv_sh[t0 + e];
+      *reinterpret_cast<float4*>(&o_sh[t0 + e][4 * tid]) =
+          make_float4(acc[e].x * inv, acc[e].y * inv, acc[e].z * inv, acc[e].w * inv);
+    }
+  }
+  __syncthreads();
+  float acc[kMlaCombineVcMaxTokens][8] = {};
+#pragma unroll
+  for (int i = 0; i < kCvKIter; ++i) {
+    const int k = kg + kCvKGroups * i;
+    const __nv_bfloat162* w2 = reinterpret_cast<const __nv_bfloat162*>(&wv[i]);
+    float wf[8];
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const float2 f = __bfloat1622float2(w2[j]);
+      wf[2 * j] = f.x;
+      wf[2 * j + 1] = f.y;
+    }
+#pragma unroll
+    for (int t = 0; t < kMlaCombineVcMaxTokens; ++t) {
+      if (t >= T) break;
+      const float x = o_sh[t][k];
+#pragma unroll
+      for (int j = 0; j < 8; ++j) acc[t][j] = fmaf(x, wf[j], acc[t][j]);
+    }
+  }
+  // The warp's 8 k groups (lanes of equal lane % 4) by shuffles, then the 4 warps through shared memory.
+#pragma unroll
+  for (int t = 0; t < kMlaCombineVcMaxTokens; ++t) {
+    if (t >= T) break;
+#pragma unroll
+    for (int j = 0; j < 8; ++j) {
+      float x = acc[t][j];
+      x += __shfl_xor_sync(0xffffffffu, x, 4);
+      x += __shfl_xor_sync(0xffffffffu, x, 8);
+      x += __shfl_xor_sync(0xffffffffu, x, 16);
+      if (lane < 4) red[warp][t][8 * cg + j] = x;
+    }
+  }
+  __syncthreads();
+  __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out);
+  for (int idx = tid; idx < T * kCvCols; idx += kCvThreads) {
+    const int t = idx / kCvCols, c = idx % kCvCols;
+    float sum = 0.0f;
+#pragma unroll
+    for (int g = 0; g < kCvThreads / 32; ++g) sum += red[g][t][c];
+    out[(static_cast<int64_t>(t) * p.heads + h) * p.v + c0 + c] = __float2bfloat16(sum);
+  }
+}
+
 // ---- reference kernel: one block per (head, token) ----
 constexpr int kRefThreads = 128;
 constexpr int kRefChunk = 64;
@@ -824,7 +956,7 @@ cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream) {
                   : tma                        ? launch_variant<false, true>(p, map, grid, stream)
                                                : launch_variant<false, false>(p, map, grid, stream);
   if (e != cudaSuccess) return e;
-  if (p.num_splits > 1) {
+  if (p.num_splits > 1 && !p.skip_combine) {
     const int64_t rows = static_cast<int64_t>(p.num_tokens) * p.num_heads;
     // Warps per block: up to 16, about four splits each (fewer for the few-split, many-row steps of big batches).
     int groups = 1;
@@ -834,6 +966,17 @@ cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream) {
                       stream, p.part_o, p.part_lse, static_cast<__nv_bfloat16*>(p.out), rows, p.num_splits);
   }
   return cudaSuccess;
+}
+
+cudaError_t launch_mla_combine_vc(const MlaCombineVcParams& p, cudaStream_t stream) {
+  if (p.tokens < 0 || p.tokens > kMlaCombineVcMaxTokens || p.heads <= 0 || p.splits < 1 || p.splits > kMlaMaxSplits ||
+      p.v <= 0 || p.v % kCvCols != 0 || !p.part_o || !p.part_lse || !p.w_vc || !p.out ||
+      (reinterpret_cast<uintptr_t>(p.w_vc) & 15))
+    return cudaErrorInvalidValue;
+  if (p.tokens == 0) return cudaSuccess;
+  const int64_t blocks = static_cast<int64_t>(p.heads) * (p.v / kCvCols);
+  if (blocks > INT32_MAX) return cudaErrorInvalidValue;
+  return launch_pdl(mla_combine_vc_kernel, dim3(static_cast<unsigned>(blocks)), kCvThreads, 0, stream, p);
 }
 
 cudaError_t launch_mla_decode_reference(const MlaDecodeParams& p, cudaStream_t stream) {

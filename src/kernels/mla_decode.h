@@ -47,6 +47,7 @@ struct MlaDecodeParams {
   // kernel.
   int cache_format = 0;
   bool use_tma = true;  // tensor-map tile loads when possible (dense context, page_size % 64 == 0)
+  bool skip_combine = false;  // num_splits > 1: leave the partials for launch_mla_combine_vc (no combine launch)
 };
 
 // Host-side plan: how many pieces the context of each (sequence, 64 query rows) block is split into so the
@@ -88,6 +89,23 @@ cudaError_t launch_mla_decode_m16(const MlaDecodeParams& p, cudaStream_t stream)
 // CUtensorMap launch_mla_decode made for the cache.
 bool mla_decode_t16_supported(const MlaDecodeParams& p);
 cudaError_t launch_mla_decode_t16(const MlaDecodeParams& p, const void* tensor_map, cudaStream_t stream);
+
+// The split combine fused with the absorbed W_UV product, for decode-sized steps: out[t, h, :] = merge over the
+// splits of (part_o, part_lse)[t, h] (as the combine kernel, kept in fp32) @ w_vc[h] ([kMlaValueDim, v] bf16,
+// fp32 sums, bf16 out). CTAs: (head, 32 output columns); each merges its head's rows and holds its weight slice
+// in registers, loaded before the dependency wait. tokens <= kMlaCombineVcMaxTokens, v % 32 == 0, w_vc 16-byte
+// aligned. Replaces the combine launch plus a batched GEMM launch after a split decode (skip_combine). Measured
+// (H100, V2-Lite bench-one-batch, 2026-11-26): batch 1 -0.07..-0.11 ms per step, batch 4 about even, batch 8
+// +0.03 ms (two tokens' merges per round no longer hide under one launch): hence 4 tokens at most.
+constexpr int kMlaCombineVcMaxTokens = 4;
+struct MlaCombineVcParams {
+  const float* part_o = nullptr;    // [splits, tokens * heads, kMlaValueDim]
+  const float* part_lse = nullptr;  // [splits, tokens * heads]
+  const void* w_vc = nullptr;       // [heads, kMlaValueDim, v] bf16
+  void* out = nullptr;              // [tokens, heads, v] bf16
+  int tokens = 0, heads = 0, splits = 0, v = 0;
+};
+cudaError_t launch_mla_combine_vc(const MlaCombineVcParams& p, cudaStream_t stream);
 
 // Reference kernel: one block per (token, head), CUDA cores, any head_dim/v_dim <= 1024. Ignores
 // num_splits and the scratch pointers. Also the "naive" baseline of dserve_mla_bench.

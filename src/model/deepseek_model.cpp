@@ -219,9 +219,14 @@ Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tenso
       q_abs = ops_.mla_absorb_q_fp8(q3, a.w_kc8, meta.positions, inv_freq_, rope_factor_);
       ops_.side_join();
     }
-    Tensor o_lat = ops_.mla_attention_absorbed(q_abs, cache.latent[cache_layer], lora, meta, softmax_scale_,
-                                               topk_ptr);                                 // [T, H, lora]
-    o = a.w_vc8.defined() ? ops_.bmm_heads_fp8(o_lat, a.w_vc8) : ops_.bmm_heads(o_lat, a.w_vc);  // [T, H, v]
+    if (a.w_vc8.defined()) {
+      Tensor o_lat = ops_.mla_attention_absorbed(q_abs, cache.latent[cache_layer], lora, meta, softmax_scale_,
+                                                 topk_ptr);  // [T, H, lora]
+      o = ops_.bmm_heads_fp8(o_lat, a.w_vc8);                // [T, H, v]
+    } else {
+      o = ops_.mla_attention_absorbed_v(q_abs, cache.latent[cache_layer], lora, meta, softmax_scale_, topk_ptr,
+                                        a.w_vc);  // [T, H, v]
+    }
   }
   return ops_.linear(o.reshape({T, H * v}), a.o_proj);  // [T, d]
 }

@@ -287,6 +287,12 @@ class Ops {
   // each cache row. -> [T, H, v_dim]
   virtual Tensor mla_attention_absorbed(const Tensor& q, const Tensor& cache, int64_t v_dim,
                                         const AttnMetadata& m, float scale, const Tensor* topk) = 0;
+  // mla_attention_absorbed followed by the absorbed W_UV product: [T, H, v] = bmm_heads(attention, w_vc) with
+  // w_vc [H, v_dim, v]. The default is those two ops; a backend may fuse the product into the attention's tail.
+  virtual Tensor mla_attention_absorbed_v(const Tensor& q, const Tensor& cache, int64_t v_dim, const AttnMetadata& m,
+                                          float scale, const Tensor* topk, const Tensor& w_vc) {
+    return bmm_heads(mla_attention_absorbed(q, cache, v_dim, m, scale, topk), w_vc);  // [T, H, v]
+  }
 
   // ---- V3.2 lightning indexer ----
   // score[t, s] = sum_h (w[t, h] * w_scale) * relu(q_scale * q[t, h, :] . k_cache[slot(s), :]) over context

@@ -4,6 +4,7 @@
 #include "ops/cuda/attention.h"
 
 #include <cstdint>
+#include <cstdlib>
 #include <memory>
 
 #include "kernels/kv_fp8.h"
@@ -62,8 +63,13 @@ int latent_cache_format(const Tensor& cache) {
                                            : kernels::kKvBf16;
 }
 
-Tensor cuda_mla_attention_absorbed(const Tensor& q, const Tensor& cache, int64_t v_dim, const AttnMetadata& m,
-                                   float scale, const Tensor* topk, cudaStream_t stream) {
+namespace {
+
+// The absorbed attention; with w_vc, the split combine fused with the W_UV product when that applies (returns
+// [T, H, w_vc.dim(2)], *fused = true), else the attention alone ([T, H, v_dim], *fused = false).
+Tensor absorbed_impl(const Tensor& q, const Tensor& cache, int64_t v_dim, const AttnMetadata& m, float scale,
+                     const Tensor* topk, const Tensor* w_vc, bool* fused, cudaStream_t stream) {
+  *fused = false;
   // Packed FP8 caches: latent = v_dim, rope = the rest of q.
   const int format = latent_cache_format(cache);
   DS_CHECK(q.ndim() == 3 && cache.ndim() == 2 && v_dim > 0 && v_dim <= q.dim(2) &&
@@ -115,19 +121,57 @@ Tensor cuda_mla_attention_absorbed(const Tensor& q, const Tensor& cache, int64_t
                                                   p.topk != nullptr, num_sms(), rows16 ? 16 : 64);
     p.plan_context = context;
   }
+  // Decode-sized split steps: the combine and the W_UV product in one kernel (the combine's bf16 O never exists).
+  static const bool vc_off = [] {
+    const char* e = std::getenv("DSERVE_MLA_COMBINE_VC");
+    return e && e[0] == '0';
+  }();
+  const bool vc = w_vc && !vc_off && fast && p.num_splits > 1 && T <= kernels::kMlaCombineVcMaxTokens &&
+                  w_vc->ndim() == 3 && w_vc->dtype() == DType::kBF16 && w_vc->device() == Device::kCuda &&
+                  w_vc->dim(0) == H && w_vc->dim(1) == v_dim && v_dim == kernels::kMlaValueDim &&
+                  w_vc->dim(2) % 32 == 0 && aligned16(w_vc->data());
   void* scratch = nullptr;
   const size_t scratch_bytes = fast ? kernels::mla_decode_scratch_bytes(p.num_splits, p.num_tokens, p.num_heads) : 0;
-  Tensor out = output_with_scratch({T, H, v_dim}, scratch_bytes, &scratch);
+  Tensor out = output_with_scratch({T, H, vc ? w_vc->dim(2) : v_dim}, scratch_bytes, &scratch);
+  *fused = vc;
   if (T == 0) return out;
   p.out = out.data();
+  p.skip_combine = vc;
   if (scratch) {
     p.part_o = static_cast<float*>(scratch);
     p.part_lse = reinterpret_cast<float*>(static_cast<uint8_t*>(scratch) +
                                           kernels::mla_decode_lse_offset(p.num_splits, p.num_tokens, p.num_heads));
   }
   DS_CUDA_CHECK(fast ? kernels::launch_mla_decode(p, stream) : kernels::launch_mla_decode_reference(p, stream));
+  if (vc) {
+    kernels::MlaCombineVcParams c;
+    c.part_o = p.part_o;
+    c.part_lse = p.part_lse;
+    c.w_vc = w_vc->data();
+    c.out = out.data();
+    c.tokens = p.num_tokens;
+    c.heads = p.num_heads;
+    c.splits = p.num_splits;
+    c.v = static_cast<int>(w_vc->dim(2));
+    DS_CUDA_CHECK(kernels::launch_mla_combine_vc(c, stream));
+  }
   return out;
 }
+
+}  // namespace
+
+Tensor cuda_mla_attention_absorbed(const Tensor& q, const Tensor& cache, int64_t v_dim, const AttnMetadata& m,
+                                   float scale, const Tensor* topk, cudaStream_t stream) {
+  bool fused;
+  return absorbed_impl(q, cache, v_dim, m, scale, topk, nullptr, &fused, stream);
+}
+
+Tensor cuda_mla_attention_absorbed_vc(const Tensor& q, const Tensor& cache, int64_t v_dim, const AttnMetadata& m,
+                                      float scale, const Tensor* topk, const Tensor& w_vc, bool* fused,
+                                      cudaStream_t stream) {
+  return absorbed_impl(q, cache, v_dim, m, scale, topk, &w_vc, fused, stream);
+}
+
 
 Tensor cuda_mla_attention_mha(const Tensor& q, const Tensor& kv, const Tensor& ctx, int64_t rope_offset,
                               const AttnMetadata& m, float scale, const Tensor* topk, cudaStream_t stream) {

@@ -24,4 +24,11 @@ int latent_cache_format(const Tensor& cache);
 Tensor cuda_mla_attention_absorbed(const Tensor& q, const Tensor& cache, int64_t v_dim, const AttnMetadata& m,
                                    float scale, const Tensor* topk, cudaStream_t stream);
 
+// The same followed by the absorbed W_UV product (w_vc [H, v_dim, v] bf16): at decode sizes with a split plan the
+// combine and the product run as one kernel and this returns [T, H, v] with *fused = true (DSERVE_MLA_COMBINE_VC=0:
+// never); otherwise it returns the attention's [T, H, v_dim] with *fused = false and the caller multiplies.
+Tensor cuda_mla_attention_absorbed_vc(const Tensor& q, const Tensor& cache, int64_t v_dim, const AttnMetadata& m,
+                                      float scale, const Tensor* topk, const Tensor& w_vc, bool* fused,
+                                      cudaStream_t stream);
+
 }  // namespace ds

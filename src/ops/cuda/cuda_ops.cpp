@@ -833,6 +833,13 @@ class CudaOps final : public Ops {
     if (fallback_attention_) return cuda_mla_attention_absorbed_fallback(q, cache, v_dim, m, scale, topk, stream());
     return cuda_mla_attention_absorbed(q, cache, v_dim, m, scale, topk, stream());
   }
+  Tensor mla_attention_absorbed_v(const Tensor& q, const Tensor& cache, int64_t v_dim, const AttnMetadata& m,
+                                  float scale, const Tensor* topk, const Tensor& w_vc) override {
+    if (fallback_attention_) return Ops::mla_attention_absorbed_v(q, cache, v_dim, m, scale, topk, w_vc);
+    bool fused = false;
+    Tensor o = cuda_mla_attention_absorbed_vc(q, cache, v_dim, m, scale, topk, w_vc, &fused, stream());
+    return fused ? o : bmm_heads(o, w_vc);  // [T, H, v]
+  }
 
   // ---- V3.2 indexer ----
   Tensor indexer_topk(const Tensor& q, const Tensor& w, const Tensor& k_cache, const AttnMetadata& m, int topk,

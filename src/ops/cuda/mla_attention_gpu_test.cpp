@@ -268,6 +268,46 @@ std::vector<AbsorbedCase> absorbed_cases() {
 INSTANTIATE_TEST_SUITE_P(Cases, MlaAbsorbedGpu, ::testing::ValuesIn(absorbed_cases()),
                          [](const ::testing::TestParamInfo<AbsorbedCase>& i) { return i.param.name; });
 
+// The split combine fused with the W_UV product (cuda_mla_attention_absorbed_vc): decode-sized split steps come
+// back fused and match the CPU's attention followed by bmm_heads; one token over the fused kernel's limit, and a
+// context short enough for one split, come back unfused (the attention alone).
+TEST(MlaAbsorbedVc, FusedCombineMatchesAttentionThenProduct) {
+  struct VcCase {
+    AbsorbedCase c;
+    bool expect_fused;
+  };
+  init_cuda_device(0);
+  auto cpu = make_cpu_ops();
+  std::vector<int> four(4), five(5);
+  std::mt19937 lr(11);
+  for (int& x : four) x = std::uniform_int_distribution<int>(1, 3000)(lr);
+  for (int& x : five) x = std::uniform_int_distribution<int>(1, 3000)(lr);
+  for (const VcCase& vcase : {VcCase{{"vc_lite_b1", 16, 576, 512, 64, {3000}}, true},
+                              VcCase{{"vc_lite_b4", 16, 576, 512, 64, four}, true},
+                              VcCase{{"vc_v3_b3", 128, 576, 512, 64, {700, 65, 2000}}, true},
+                              VcCase{{"vc_lite_sharp", 16, 576, 512, 64, {5000, 64}, {}, 0, 4.0f}, true},
+                              VcCase{{"vc_lite_b5", 16, 576, 512, 64, five}, false},
+                              VcCase{{"vc_lite_short", 16, 576, 512, 64, {10}}, false}}) {
+    const AbsorbedCase& c = vcase.c;
+    std::mt19937 rng(std::hash<std::string>()(c.name) & 0xffffffu);
+    AbsorbedInputs in = make_absorbed(c, rng);
+    Tensor w_vc = randn({c.heads, c.v_dim, 128}, rng, 0.05f);
+    Tensor want_lat = cpu->mla_attention_absorbed(in.q, in.cache, c.v_dim, in.batch.host, in.scale, nullptr);
+    bool fused = false;
+    Tensor got = cuda_mla_attention_absorbed_vc(in.q_dev, in.cache_dev, c.v_dim, in.batch.dev, in.scale, nullptr,
+                                                to_device_bf16(w_vc), &fused, cuda_stream());
+    EXPECT_EQ(fused, vcase.expect_fused) << c.name;
+    if (fused) {
+      Tensor want = cpu->bmm_heads(want_lat, w_vc);
+      ASSERT_EQ(got.shape(), want.shape());
+      expect_close(got, want, "absorbed+w_vc " + c.name);
+    } else {
+      ASSERT_EQ(got.shape(), want_lat.shape());
+      expect_close(got, want_lat, "absorbed (unfused) " + c.name);
+    }
+  }
+}
+
 // ---------------- absorbed form over packed FP8 caches ----------------
 // The context rows of each case packed by the CUDA store op into empty_latent_cache's rows (e4m3 with block
 // scales + bf16 rope, or e5m2; unwritten rows stay 0xff = NaN) against the CPU oracle, whose fp32 cache holds
