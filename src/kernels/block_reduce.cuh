@@ -14,6 +14,16 @@ __device__ __forceinline__ float warp_max(float v) {
   return v;
 }
 
+// Over the eight lanes of a warp that share lane % 4 (one column of an mma accumulator fragment): xor 4, 8, 16.
+__device__ __forceinline__ float column_sum(float v) {
+  for (int o = 4; o < 32; o <<= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  return v;
+}
+__device__ __forceinline__ float column_max(float v) {
+  for (int o = 4; o < 32; o <<= 1) v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, o));
+  return v;
+}
+
 // `scratch` must hold 33 floats and not be in use by another reduction of the same threads.
 template <bool kMax>
 __device__ __forceinline__ float block_reduce(float v, float* scratch) {

@@ -20,6 +20,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "kernels/block_reduce.cuh"
 #include "kernels/kv_fp8.cuh"
 #include "kernels/mla_decode.h"
 #include "kernels/pdl.cuh"
@@ -146,10 +147,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   constexpr int kPackedRow = kv_row_layout(kFormat, kMlaValueDim, kMlaHeadDim - kMlaValueDim).row_bytes;
   static_assert(kPackedRow % 16 == 0 && kTile * kPackedRow <= kTileBytes, "a packed tile fits a tile buffer");
   extern __shared__ uint8_t smem_raw[];
-  const uint32_t raw = smem_u32(smem_raw);
-  const uint32_t pad = ((raw + 1023u) & ~1023u) - raw;
-  uint8_t* smem = smem_raw + pad;
-  const uint32_t sbase = raw + pad;
+  uint8_t* smem = smem_align1024(smem_raw);
+  const uint32_t sbase = smem_u32(smem);
   int* tile_pos = reinterpret_cast<int*>(smem + kSmemTilePos);
   float* red_max = reinterpret_cast<float*>(smem + kSmemRedMax);
   float* red_sum = reinterpret_cast<float*>(smem + kSmemRedSum);
@@ -579,7 +578,7 @@ __global__ void __launch_bounds__(kCombineMaxGroups * 32) mla_combine_kernel(con
   if (tid < 32) {
     float mx = -INFINITY;
     for (int s = tid; s < splits; s += 32) mx = fmaxf(mx, part_lse[s * rows + row]);
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    mx = warp_max(mx);
     float sum = 0.0f;
     for (int s = tid; s < splits; s += 32) {
       const float lse = part_lse[s * rows + row];
@@ -587,7 +586,7 @@ __global__ void __launch_bounds__(kCombineMaxGroups * 32) mla_combine_kernel(con
       w_sh[s] = w;
       sum += w;
     }
-    for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+    sum = warp_sum(sum);
     if (tid == 0) inv_sh = sum > 0.0f ? 1.0f / sum : 0.0f;
   }
   __syncthreads();
@@ -649,7 +648,7 @@ __global__ void __launch_bounds__(kCvThreads) mla_combine_vc_kernel(const MlaCom
     const int64_t row = static_cast<int64_t>(t) * p.heads + h;
     float mx = -INFINITY;
     for (int s = lane; s < S; s += 32) mx = fmaxf(mx, p.part_lse[s * TH + row]);
-    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    mx = warp_max(mx);
     float sum = 0.0f;
     int last = -1;
     for (int s = lane; s < S; s += 32) {
@@ -659,10 +658,8 @@ __global__ void __launch_bounds__(kCvThreads) mla_combine_vc_kernel(const MlaCom
       sum += wt;
       if (wt != 0.0f) last = s;
     }
-    for (int o = 16; o > 0; o >>= 1) {
-      sum += __shfl_xor_sync(0xffffffffu, sum, o);
-      last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
-    }
+    sum = warp_sum(sum);
+    for (int o = 16; o > 0; o >>= 1) last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
     if (lane == 0) {
       inv_sh[t] = sum > 0.0f ? 1.0f / sum : 0.0f;
       last_sh[t] = last;
@@ -709,22 +706,7 @@ __global__ void __launch_bounds__(kCvThreads) mla_combine_vc_kernel(const MlaCom
   float acc[kMlaCombineVcMaxTokens][8] = {};
 #pragma unroll
   for (int i = 0; i < kCvKIter; ++i) {
-    const int k = kg + kCvKGroups * i;
-    const __nv_bfloat162* w2 = reinterpret_cast<const __nv_bfloat162*>(&wv[i]);
-    float wf[8];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float2 f = __bfloat1622float2(w2[j]);
-      wf[2 * j] = f.x;
-      wf[2 * j + 1] = f.y;
-    }
-#pragma unroll
-    for (int t = 0; t < kMlaCombineVcMaxTokens; ++t) {
-      if (t >= T) break;
-      const float x = o_sh[t][k];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) acc[t][j] = fmaf(x, wf[j], acc[t][j]);
-    }
+    fma_bf16x8(acc, wv[i], &o_sh[0][kg + kCvKGroups * i], kMlaValueDim, T);
   }
   // The warp's 8 k groups (lanes of equal lane % 4) by shuffles, then the 4 warps through shared memory.
 #pragma unroll
@@ -732,10 +714,7 @@ __global__ void __launch_bounds__(kCvThreads) mla_combine_vc_kernel(const MlaCom
     if (t >= T) break;
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
-      float x = acc[t][j];
-      x += __shfl_xor_sync(0xffffffffu, x, 4);
-      x += __shfl_xor_sync(0xffffffffu, x, 8);
-      x += __shfl_xor_sync(0xffffffffu, x, 16);
+      const float x = column_sum(acc[t][j]);
       if (lane < 4) red[warp][t][8 * cg + j] = x;
     }
   }

@@ -16,6 +16,7 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "kernels/block_reduce.cuh"
 #include "kernels/kv_fp8.h"
 #include "kernels/mla_decode.h"
 #include "kernels/pdl.cuh"
@@ -73,10 +74,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // token (written by earlier steps; this step's kernels write only its new tokens' rows): the first two tiles
   // when they hold no new row, so their loads overlap the previous kernel's tail.
   extern __shared__ uint8_t smem_raw[];
-  const uint32_t raw = smem_u32(smem_raw);
-  const uint32_t pad = ((raw + 1023u) & ~1023u) - raw;
-  uint8_t* smem = smem_raw + pad;
-  const uint32_t sbase = raw + pad;
+  uint8_t* smem = smem_align1024(smem_raw);
+  const uint32_t sbase = smem_u32(smem);
   float* s_part = reinterpret_cast<float*>(smem + kSmemS);
   float* red = reinterpret_cast<float*>(smem + kSmemRed);
   float* col_fin = reinterpret_cast<float*>(smem + kSmemCol);
@@ -257,10 +256,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           x = (pos < kv_end && pos <= cpos[j][e]) ? x * sl2 : -INFINITY;
           mx = fmaxf(mx, x);
         }
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 4));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 8));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 16));
-        cmax[j][e] = mx;
+        cmax[j][e] = column_max(mx);
       }
     float* red_wg = red + wg * 4 * kRows;
     if (lane < 4) {
@@ -339,13 +335,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int j = 0; j < 2; ++j)
 #pragma unroll
-    for (int e = 0; e < 2; ++e) {
-      float x = l[j][e];
-      x += __shfl_xor_sync(0xffffffffu, x, 4);
-      x += __shfl_xor_sync(0xffffffffu, x, 8);
-      x += __shfl_xor_sync(0xffffffffu, x, 16);
-      l[j][e] = x;
-    }
+    for (int e = 0; e < 2; ++e) l[j][e] = column_sum(l[j][e]);
   __syncthreads();  // every warpgroup done with the tiles, P^T and the exchange arrays
   if (wg == 0 && lane < 4) {
 #pragma unroll

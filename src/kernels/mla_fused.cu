@@ -3,6 +3,7 @@
 #include "kernels/fp8_quant.cuh"
 #include "kernels/kv_fp8.h"
 #include "kernels/pdl.cuh"
+#include "kernels/ptx.cuh"
 
 #include <algorithm>
 #include <cstdint>
@@ -169,21 +170,7 @@ __device__ void absorb_product(const MlaAbsorbPrepParams& p, int64_t b, float* s
   for (int i = 0; i < kPrepKIter; ++i) {
     const int64_t k = kg + kPrepKGroups * i;
     if (k >= nope) break;
-    const __nv_bfloat162* w2 = reinterpret_cast<const __nv_bfloat162*>(&wv[i]);
-    float wf[8];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      const float2 f = __bfloat1622float2(w2[j]);
-      wf[2 * j] = f.x;
-      wf[2 * j + 1] = f.y;
-    }
-#pragma unroll
-    for (int t = 0; t < kMlaPrepMaxTokens; ++t) {
-      if (t >= T) break;
-      const float qv = q_s[t * nope + k];
-#pragma unroll
-      for (int j = 0; j < 8; ++j) acc[t][j] = fmaf(qv, wf[j], acc[t][j]);
-    }
+    ptx::fma_bf16x8(acc, wv[i], q_s + k, static_cast<int>(nope), static_cast<int>(T));
   }
 #pragma unroll
   for (int t = 0; t < kMlaPrepMaxTokens; ++t) {

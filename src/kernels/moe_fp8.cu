@@ -7,6 +7,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/moe_fp8.h"
+#include "kernels/moe_gemm.h"
 #include "kernels/pdl.cuh"
 #include "kernels/ptx.cuh"
 #include "kernels/small_m_tile.cuh"
@@ -434,11 +435,7 @@ cudaError_t launch_moe_fp8_small_m(const MoeFp8GemmParams& p, cudaStream_t strea
 cudaError_t launch_moe_fp8_grouped(const MoeFp8GemmParams& p, cudaStream_t stream) {
   if (p.experts == 0 || p.max_rows_per_expert <= 0) return cudaSuccess;
   if (!common_ok(p) || !p.q || !p.sx || (reinterpret_cast<uintptr_t>(p.q) & 15) != 0) return cudaErrorInvalidValue;
-  static const int env_tile = [] {
-    const char* e = std::getenv("DSERVE_MOE_FP8_TILE");
-    const int v = e ? std::atoi(e) : 0;
-    return v >= 1 && v <= 5 ? v : 0;
-  }();
+  static const int env_tile = moe_env_tile("DSERVE_MOE_FP8_TILE");
   int tile = p.tile > 0 ? p.tile : env_tile;
   // Default, from MoeFp8Test.GroupedTileShapesAgree (H100, 2026-11-26): 16 tokens x 128 weight rows while twice
   // the mean load is <= 32 rows (V2-Lite gate|up at 64 tokens 153 vs 192 us, down 80 vs 105; V3 down 1111 vs

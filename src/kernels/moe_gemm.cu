@@ -277,6 +277,12 @@ cudaError_t launch_tile(const MoeGroupedGemmParams& p, cudaStream_t stream) {
 
 bool moe_grouped_gemm_supported(int64_t N, int64_t K) { return N > 0 && K > 0 && K % 8 == 0; }
 
+int moe_env_tile(const char* name) {
+  const char* e = std::getenv(name);
+  const int v = e ? std::atoi(e) : 0;
+  return v >= 1 && v <= 5 ? v : 0;
+}
+
 cudaError_t launch_moe_grouped_gemm(const MoeGroupedGemmParams& p, cudaStream_t stream) {
   if (p.experts == 0 || p.max_rows_per_expert <= 0 || p.N == 0) return cudaSuccess;
   if (!moe_grouped_gemm_supported(p.N, p.K) || !p.weights || !p.x || !p.out || !p.counts || !p.offsets ||
@@ -313,11 +319,7 @@ cudaError_t launch_moe_grouped_gemm(const MoeGroupedGemmParams& p, cudaStream_t 
   // byte layout of a stage is the same). Default from MoeGemmGpu.GroupedTileShapesAgree (H100, 2026-11-26): 16
   // tokens x 128 weight rows while twice the mean load is <= 32 rows (V2-Lite gate|up at 64 tokens 268 vs 286 us
   // with 32 x 64), else 32 x 128 (256 tokens: 275 vs 284 us; bf16 needs 66 registers there, two CTAs per SM).
-  static const int env_tile = [] {
-    const char* e = std::getenv("DSERVE_MOE_TILE");
-    const int v = e ? std::atoi(e) : 0;
-    return v >= 1 && v <= 5 ? v : 0;
-  }();
+  static const int env_tile = moe_env_tile("DSERVE_MOE_TILE");
   int tile = p.tile > 0 ? p.tile : env_tile;
   if (tile == 0) tile = p.rows_hint > 0 && p.rows_hint <= 32 ? 2 : 3;
   switch (tile) {

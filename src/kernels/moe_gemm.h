@@ -38,6 +38,22 @@ struct MoeGroupedGemmParams {
   int tile = 0;
 };
 
+// The host-known bounds of a grouped step as the MoE ops set them, for MoeGroupedGemmParams and MoeFp8GemmParams
+// alike: `routed` rows (tokens x top-k) over `experts` experts from `tokens` tokens (an expert appears at most once
+// per token, so at most min(routed, experts) experts have rows), rows_hint twice the mean load (early-exit blocks
+// are not free either).
+template <typename Params>
+void set_moe_bounds(Params& p, int64_t routed, int experts, int64_t tokens) {
+  p.max_active = static_cast<int>(routed < experts ? routed : experts);
+  p.experts = experts;
+  p.max_rows_per_expert = tokens;
+  p.rows_hint = 2 * ((routed + experts - 1) / experts);
+}
+
+// A pipelined tile shape forced from the environment for A/B runs (DSERVE_MOE_TILE for the bf16 kernel,
+// DSERVE_MOE_FP8_TILE for the FP8 one; the same numbering, 1..5): its number, or 0 when unset or out of range.
+int moe_env_tile(const char* name);
+
 bool moe_grouped_gemm_supported(int64_t N, int64_t K);
 cudaError_t launch_moe_grouped_gemm(const MoeGroupedGemmParams& p, cudaStream_t stream);
 

@@ -70,6 +70,27 @@ __device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1
       : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
+// acc[t][j] += x[t * x_stride] * w[j] (fp32 fma) for t < min(T, kMaxT), w the eight bf16 of one 16-byte chunk: the
+// inner step of the decode-sized products that keep a weight slice in registers (mla_fused.cu, mla_decode.cu).
+template <int kMaxT>
+__device__ __forceinline__ void fma_bf16x8(float (&acc)[kMaxT][8], const uint4& w, const float* x, int x_stride, int T) {
+  const __nv_bfloat162* w2 = reinterpret_cast<const __nv_bfloat162*>(&w);
+  float wf[8];
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    const float2 f = __bfloat1622float2(w2[j]);
+    wf[2 * j] = f.x;
+    wf[2 * j + 1] = f.y;
+  }
+#pragma unroll
+  for (int t = 0; t < kMaxT; ++t) {
+    if (t >= T) break;
+    const float xv = x[t * x_stride];
+#pragma unroll
+    for (int j = 0; j < 8; ++j) acc[t][j] = fmaf(xv, wf[j], acc[t][j]);
+  }
+}
+
 __device__ __forceinline__ uint32_t pack_bf16(float lo, float hi) {
   const __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
   return *reinterpret_cast<const uint32_t*>(&v);

@@ -9,6 +9,13 @@
 
 namespace ds::kernels::ptx {
 
+// The dynamic shared memory base rounded up to 1024 bytes: the 128-byte swizzle pattern repeats every 1024 bytes
+// and the wgmma descriptors assume that alignment (kernels reserve 1 KB of slack for it).
+__device__ __forceinline__ uint8_t* smem_align1024(uint8_t* raw) {
+  const uint32_t a = static_cast<uint32_t>(__cvta_generic_to_shared(raw));
+  return raw + (((a + 1023u) & ~1023u) - a);
+}
+
 // Generic-proxy writes to shared memory (cp.async, st.shared) -> visible to wgmma (async proxy).
 __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");

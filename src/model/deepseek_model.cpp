@@ -210,23 +210,18 @@ Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tenso
     const int64_t S = ctx.dim(0);
     Tensor kv = ops_.linear(ops_.slice_cols(ctx, 0, lora), a.kv_b_proj).reshape({S, H, nope + v});  // [S, H, nope + v]
     o = ops_.mla_attention_mha(q3, kv, ctx, lora, meta, softmax_scale_, topk_ptr);          // [T, H, v]
-  } else {
-    Tensor q_abs;  // [T, H, lora + rope]
-    if (store_with_q) {
-      q_abs = ops_.mla_store_absorb_q(kv_a, a.kv_a_norm, eps, cache.latent[cache_layer], meta.slot_mapping, cache.dtype,
-                                      q3, a.w_kc, meta.positions, inv_freq_, rope_factor_);
-    } else {
-      q_abs = ops_.mla_absorb_q_fp8(q3, a.w_kc8, meta.positions, inv_freq_, rope_factor_);
-      ops_.side_join();
-    }
-    if (a.w_vc8.defined()) {
-      Tensor o_lat = ops_.mla_attention_absorbed(q_abs, cache.latent[cache_layer], lora, meta, softmax_scale_,
-                                                 topk_ptr);  // [T, H, lora]
-      o = ops_.bmm_heads_fp8(o_lat, a.w_vc8);                // [T, H, v]
-    } else {
-      o = ops_.mla_attention_absorbed_v(q_abs, cache.latent[cache_layer], lora, meta, softmax_scale_, topk_ptr,
-                                        a.w_vc);  // [T, H, v]
-    }
+  } else if (store_with_q) {
+    Tensor q_abs = ops_.mla_store_absorb_q(kv_a, a.kv_a_norm, eps, cache.latent[cache_layer], meta.slot_mapping,
+                                           cache.dtype, q3, a.w_kc, meta.positions, inv_freq_, rope_factor_);
+    // q_abs: [T, H, lora + rope]
+    o = ops_.mla_attention_absorbed_v(q_abs, cache.latent[cache_layer], lora, meta, softmax_scale_, topk_ptr,
+                                      a.w_vc);  // [T, H, v]
+  } else {  // the W8A8 absorbed products (prepare_absorbed_fp8 set w_kc8 and w_vc8 together)
+    Tensor q_abs = ops_.mla_absorb_q_fp8(q3, a.w_kc8, meta.positions, inv_freq_, rope_factor_);  // [T, H, lora + rope]
+    ops_.side_join();
+    Tensor o_lat = ops_.mla_attention_absorbed(q_abs, cache.latent[cache_layer], lora, meta, softmax_scale_,
+                                               topk_ptr);  // [T, H, lora]
+    o = ops_.bmm_heads_fp8(o_lat, a.w_vc8);                // [T, H, v]
   }
   return ops_.linear(o.reshape({T, H * v}), a.o_proj);  // [T, d]
 }

@@ -3,7 +3,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 namespace ds {
@@ -97,6 +99,11 @@ LinearWeight HeadsFp8::head(int64_t h) const {
   l.weight = w.reshape({H * N, K}).rows(h * N, (h + 1) * N);
   l.scale_inv = scale.reshape({H * N / 128, K / 128}).rows(h * N / 128, (h + 1) * N / 128);
   return l;
+}
+
+bool fp8_bmm_opted_in() {
+  const char* e = std::getenv("DSERVE_FP8_BMM");  // read per call: tests switch it around model loads
+  return e && std::string(e) == "1";
 }
 
 bool split_absorbed_fp8(const LinearWeight& kv_b, int64_t heads, int64_t nope, int64_t v, HeadsFp8* w_kc,

@@ -72,6 +72,10 @@ struct HeadsFp8 {
   LinearWeight head(int64_t h) const;
 };
 
+// DSERVE_FP8_BMM=1: the absorbed W_UK / W_UV products run W8A8 (prepare_absorbed_fp8) where the backend runs FP8
+// natively; opt-in on every backend alike (the CPU oracle follows the CUDA default), read at each prepare.
+bool fp8_bmm_opted_in();
+
 // kv_b_proj [H * (nope + v), lora] (block-FP8, 128x128) split for absorbed MLA: w_kc [H, lora, nope] (W_UK of
 // each head transposed: q_nope [nope] -> latent [lora]) and w_vc [H, v, lora] (W_UV: latent -> v), the e4m3
 // bytes and block scales exactly the checkpoint's (a 128x128 block of W_UK is a block of W_UK^T). False (nothing

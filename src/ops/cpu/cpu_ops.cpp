@@ -139,8 +139,7 @@ class CpuOps final : public Ops {
 
   bool prepare_absorbed_fp8(const LinearWeight& kv_b, int heads, int64_t nope, int64_t v, HeadsFp8* w_kc,
                             HeadsFp8* w_vc) override {
-    const char* e = std::getenv("DSERVE_FP8_BMM");  // opt-in, as on CUDA (the oracle follows its default)
-    if (!w8a8_ || !(e && std::string(e) == "1")) return false;
+    if (!w8a8_ || !fp8_bmm_opted_in()) return false;
     return split_absorbed_fp8(kv_b, heads, nope, v, w_kc, w_vc);
   }
   Tensor bmm_heads_fp8(const Tensor& x, const HeadsFp8& w) override { return bmm_heads_w8a8_reference(to_f32(x), w); }

@@ -230,8 +230,7 @@ class CudaOps final : public Ops {
                             HeadsFp8* w_vc) override {
     // Opt-in (DSERVE_FP8_BMM=1): slower than the bf16 batched GEMM at every measured shape (BENCHMARKS.md, FP8
     // absorbed products): w_kc's K of 128 is one K block, which leaves all but one warp of the small-M kernel idle.
-    const char* e = std::getenv("DSERVE_FP8_BMM");
-    if (!fp8_ || !(e && std::string(e) == "1")) return false;
+    if (!fp8_ || !fp8_bmm_opted_in()) return false;
     HeadsFp8 kc, vc;
     if (!split_absorbed_fp8(kv_b, heads, nope, v, &kc, &vc)) return false;
     for (HeadsFp8* h : {&kc, &vc}) {
@@ -609,19 +608,7 @@ class CudaOps final : public Ops {
     p.w_kc = w_kc.data();
     p.nope = nope;
     p.lora = lora;
-    kernels::RopeCopyParams& r = p.rope;
-    r.src = q.data();
-    r.dst = out.data();
-    r.positions = i32(positions, "mla_store_absorb_q positions");
-    r.inv_freq = inv_freq.data_as<float>();
-    r.attn_factor = attn_factor;
-    r.tokens = T;
-    r.heads = H;
-    r.src_head_dim = dqk;
-    r.src_off = nope;
-    r.dst_head_dim = lora + rope;
-    r.dst_off = lora;
-    r.rope = rope;
+    p.rope = rope_copy_params(q, nope, out, lora, positions, inv_freq, attn_factor);
     if (T > 0) DS_CUDA_CHECK(kernels::launch_mla_absorb_prep(p, stream()));
     return out;
   }
@@ -677,6 +664,11 @@ class CudaOps final : public Ops {
   // out[:, h, lora:] = rope(q[:, h, nope:]) (the absorbed query's rope part, copied rotated).
   void absorbed_rope_copy(const Tensor& q, int64_t nope, Tensor& out, int64_t lora, const Tensor& positions,
                           const Tensor& inv_freq, float attn_factor) {
+    DS_CUDA_CHECK(kernels::launch_rope_copy(rope_copy_params(q, nope, out, lora, positions, inv_freq, attn_factor),
+                                            stream()));
+  }
+  kernels::RopeCopyParams rope_copy_params(const Tensor& q, int64_t nope, Tensor& out, int64_t lora,
+                                           const Tensor& positions, const Tensor& inv_freq, float attn_factor) {
     kernels::RopeCopyParams r;
     r.src = q.data();
     r.dst = out.data();
@@ -690,7 +682,7 @@ class CudaOps final : public Ops {
     r.dst_head_dim = out.dim(2);
     r.dst_off = lora;
     r.rope = q.dim(2) - nope;
-    DS_CUDA_CHECK(kernels::launch_rope_copy(r, stream()));
+    return r;
   }
   // The per-head W8A8 products: for token t and head h, x row (t H + h) at x + (t H + h) x_head_stride elements
   // (bf16, K = w's in_features) times w[h]^T into out + t ld_out + h out_head_stride (bf16, N values). One
@@ -1009,12 +1001,9 @@ class CudaOps final : public Ops {
     g.offsets = offsets;
     g.active = active;
     g.num_active = num_active;
-    g.max_active = static_cast<int>(std::min<int64_t>(N, E));  // at most one expert per routed entry
-    g.experts = E;
+    kernels::set_moe_bounds(g, N, E, T);
     g.N = inter;
     g.K = d;
-    g.max_rows_per_expert = T;  // an expert appears at most once per token
-    g.rows_hint = 2 * ((N + E - 1) / E);  // twice the mean load: early-exit blocks are not free either
     g.silu = true;
     DS_CUDA_CHECK(kernels::launch_moe_grouped_gemm(g, stream()));
     Tensor y = empty({N, d}, DType::kBF16);
@@ -1076,10 +1065,7 @@ class CudaOps final : public Ops {
     g.offsets = r.offsets;
     g.active = r.active;
     g.num_active = r.num_active;
-    g.max_active = static_cast<int>(std::min<int64_t>(N, E));
-    g.experts = E;
-    g.max_rows_per_expert = T;
-    g.rows_hint = 2 * ((N + E - 1) / E);
+    kernels::set_moe_bounds(g, N, E, T);
     auto gemm = [&](const Tensor& in /*[rows, k] bf16*/, bool ue8m0, const Fp8Act* made) {
       const int64_t rows = in.dim(0), k = in.dim(1);
       Tensor q, sx;

@@ -106,6 +106,14 @@ inline DeviceRouting upload_routing(const ExpertRouting& r) {
   return {cuda_upload(i32_tensor(r.counts, {E})), cuda_upload(i32_tensor(r.offsets, {E})),
           cuda_upload(i32_tensor(r.active, {n})), cuda_upload(i32_tensor({static_cast<int32_t>(n)}, {1}))};
 }
+// A grouped MoE kernel's routing arrays (MoeGroupedGemmParams, MoeFp8GemmParams) from their device copies.
+template <typename Params>
+inline void set_routing(Params& p, const DeviceRouting& rd) {
+  p.counts = rd.counts.data_as<int32_t>();
+  p.offsets = rd.offsets.data_as<int32_t>();
+  p.active = rd.active.data_as<int32_t>();
+  p.num_active = rd.num_active.data_as<int32_t>();
+}
 // got: host F32 [total + 1, N] read back from a NaN-poisoned output: every routed row finite, the extra row
 // untouched (still NaN).
 inline void expect_rows_written(const Tensor& got, int64_t total, int64_t N, const std::string& what) {

@@ -15,6 +15,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/moe_fp8.h"
+#include "kernels/moe_gemm.h"
 #include "ops/cuda/gpu_test_util.h"
 #include "ops/fp8.h"
 
@@ -526,16 +527,10 @@ TEST_F(MoeFp8Test, GroupedTileShapesAgree) {
       p.scales = static_cast<const float* const*>(sptr_d.data());
       p.q = static_cast<const uint8_t*>(qx_d.data());
       p.sx = sx_d.data_as<float>();
-      p.counts = rd.counts.data_as<int32_t>();
-      p.offsets = rd.offsets.data_as<int32_t>();
-      p.active = rd.active.data_as<int32_t>();
-      p.num_active = rd.num_active.data_as<int32_t>();
-      p.max_active = static_cast<int>(std::min<int64_t>(total, sh.experts));
-      p.experts = sh.experts;
+      test::set_routing(p, rd);
+      kernels::set_moe_bounds(p, total, sh.experts, T);  // the op's bounds
       p.N = sh.N;
       p.K = sh.K;
-      p.max_rows_per_expert = T;
-      p.rows_hint = 2 * ((total + sh.experts - 1) / sh.experts);
       p.silu = sh.silu;
       const int max_rows = rt.max_rows;
       Tensor first;

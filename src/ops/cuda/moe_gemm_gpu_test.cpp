@@ -83,16 +83,10 @@ TEST(MoeGemmGpu, GroupedTileShapesAgree) {
       kernels::MoeGroupedGemmParams p;
       p.weights = static_cast<const void* const*>(wptr_d.data());
       p.x = x_d.data();
-      p.counts = rd.counts.data_as<int32_t>();
-      p.offsets = rd.offsets.data_as<int32_t>();
-      p.active = rd.active.data_as<int32_t>();
-      p.num_active = rd.num_active.data_as<int32_t>();
-      p.max_active = static_cast<int>(std::min<int64_t>(total, sh.experts));
-      p.experts = sh.experts;
+      test::set_routing(p, rd);
+      kernels::set_moe_bounds(p, total, sh.experts, T);  // the op's bounds
       p.N = sh.N;
       p.K = sh.K;
-      p.max_rows_per_expert = T;
-      p.rows_hint = 2 * ((total + sh.experts - 1) / sh.experts);
       p.silu = sh.silu;
       const int max_rows = rt.max_rows;
       Tensor first;
