@@ -12,10 +12,5 @@ for cfg in base DSERVE_SMEM_CARVEOUT=max; do
   echo "== mla_bench $cfg rc=$?"; grep -E "^mla_decode|alt splits" "$OUT/mla_${cfg//[^A-Za-z0-9]/_}.log" | sed 's/naive.*//'
 done
 for extra in "" "--quantization fp8"; do
-  for cfg in base DSERVE_SMEM_CARVEOUT=max base DSERVE_SMEM_CARVEOUT=max; do
-    envs=(); [ "$cfg" = base ] || envs=("$cfg")
-    env "${envs[@]}" timeout 100 "$B/dserve" bench-one-batch --device cuda --model-path tests/data/configs/deepseek-v2-lite.json \
-      --load-format dummy --batch-size 1,8 --input-len 256 --output-len 32 $extra > "$OUT/b1b.log" 2>&1
-    echo "== bench-one-batch $extra $cfg rc=$?"; grep -E "^Decode\.  median" "$OUT/b1b.log"
-  done
+  AB_EXTRA="$extra" AB_CONFIGS="base DSERVE_SMEM_CARVEOUT=max base DSERVE_SMEM_CARVEOUT=max" bash "$(dirname "$0")/ab.sh"
 done

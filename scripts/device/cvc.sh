@@ -9,10 +9,6 @@ timeout 150 "$CS" --tool memcheck --leak-check no --error-exitcode 3 "$B/ds_ops_
   --gtest_filter='*MlaAbsorbedVc*' > "$OUT/memcheck.log" 2>&1
 echo "== memcheck rc=$?"; grep -E "ERROR SUMMARY|PASSED|FAILED|^ERR" "$OUT/memcheck.log" | tail -10
 for extra in "" "--quantization fp8"; do
-  for cfg in ${CVC_CONFIGS:-base DSERVE_MLA_COMBINE_VC=0 base}; do
-    envs=(); [ "$cfg" = base ] || envs=("$cfg")
-    env "${envs[@]}" timeout 100 "$B/dserve" bench-one-batch --device cuda --model-path tests/data/configs/deepseek-v2-lite.json \
-      --load-format dummy --batch-size ${CVC_BATCHES:-1,4,8} --input-len 256 --output-len 32 $extra > "$OUT/b1b.log" 2>&1
-    echo "== bench-one-batch $extra $cfg rc=$?"; grep -E "^Decode\.  median" "$OUT/b1b.log"
-  done
+  AB_EXTRA="$extra" AB_BATCHES=${CVC_BATCHES:-1,4,8} AB_CONFIGS="${CVC_CONFIGS:-base DSERVE_MLA_COMBINE_VC=0 base}" \
+    bash "$(dirname "$0")/ab.sh"
 done

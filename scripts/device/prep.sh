@@ -9,10 +9,5 @@ timeout 120 "$CS" --tool memcheck --leak-check no --error-exitcode 3 "$B/ds_ops_
   --gtest_filter='*StoreAbsorbQ*' > "$OUT/memcheck.log" 2>&1
 echo "== memcheck rc=$?"; grep -E "ERROR SUMMARY|PASSED|FAILED" "$OUT/memcheck.log" | tail -3
 for extra in "" "--quantization fp8"; do
-  for cfg in base DSERVE_MLA_PREP=0 base DSERVE_MLA_PREP=0; do
-    envs=(); [ "$cfg" = base ] || envs=("$cfg")
-    env "${envs[@]}" timeout 100 "$B/dserve" bench-one-batch --device cuda --model-path tests/data/configs/deepseek-v2-lite.json \
-      --load-format dummy --batch-size 1,8 --input-len 256 --output-len 32 $extra > "$OUT/b1b.log" 2>&1
-    echo "== bench-one-batch $extra $cfg rc=$?"; grep -E "^Decode\.  median" "$OUT/b1b.log"
-  done
+  AB_EXTRA="$extra" AB_CONFIGS="base DSERVE_MLA_PREP=0 base DSERVE_MLA_PREP=0" bash "$(dirname "$0")/ab.sh"
 done
