@@ -43,6 +43,25 @@ struct MoePermuteParams {
 };
 cudaError_t launch_moe_permute(const MoePermuteParams& p, cudaStream_t stream);
 
+// Decode-sized routing in one launch: router logits = x . w^T (bf16 inputs, fp32 sums) for every expert,
+// then, in the CTA that finishes last, moe_route and moe_permute on them (route.logits = logits,
+// permute.topk_ids = route.topk_ids). One warp per expert row, its weights loaded into registers before the
+// PDL wait. ticket: a device counter that is 0 before the launch (the last CTA resets it).
+struct MoeGateRouteParams {
+  const void* x;    // [tokens, dim] bf16
+  const void* w;    // [experts, dim] bf16
+  float* logits;    // [tokens, experts]
+  uint32_t* ticket;
+  int64_t dim;
+  MoeRouteParams route;
+  MoePermuteParams permute;
+};
+constexpr int kMoeGateRouteMaxTokens = 8;
+constexpr int64_t kMoeGateRouteMaxDim = 7168;
+// Whether launch_moe_gate_route takes these sizes (tokens <= 8, dim % 8 == 0 and <= 7168, 16-byte aligned x and w).
+bool moe_gate_route_supported(const MoeGateRouteParams& p);
+cudaError_t launch_moe_gate_route(const MoeGateRouteParams& p, cudaStream_t stream);
+
 // xp[r, :] = x[src_token[r], :] for r < rows (bf16).
 cudaError_t launch_gather_rows(const void* x, const int32_t* src, void* out, int64_t rows, int64_t dim,
                                cudaStream_t stream);

@@ -252,9 +252,8 @@ Tensor DeepseekModel::mlp(const Layer& layer, const Tensor& x, const Fp8Act& xq)
     shared = ops_.linear_partial(ops_.linear_silu_q(x, xq, layer.shared.gate_up), layer.shared.down);
     ops_.side_end();
   }
-  Tensor router_logits = ops_.linear_f32(x, layer.router);  // [T, E] fp32
-  Tensor ids, weights;                                      // [T, top_k]
-  ops_.moe_route(router_logits, layer.correction_bias, routing_, &ids, &weights);
+  Tensor ids, weights;  // [T, top_k]
+  ops_.moe_gate_route(x, layer.router, layer.correction_bias, routing_, &ids, &weights);  // logits [T, E] unused
   if (!layer.has_shared) return ops_.moe_experts_q(x, xq, ids, weights, layer.experts);  // [T, d]
   return ops_.moe_experts_shared_q(x, xq, ids, weights, layer.experts, shared);  // [T, d]; joins the side chain
 }

@@ -306,6 +306,15 @@ class Ops {
   // undefined).
   virtual void moe_route(const Tensor& logits /*[T, E] F32*/, const Tensor& bias, const MoeRouting& r,
                          Tensor* topk_ids, Tensor* topk_weights) = 0;
+  // The router and the routing together: logits = x . router^T in fp32 ([T, E], returned), then moe_route.
+  // Backends may fuse the two at decode sizes (CUDA: one launch that also groups the entries by expert for the
+  // moe_experts op that takes these topk_ids next).
+  virtual Tensor moe_gate_route(const Tensor& x /*[T, d]*/, const Tensor& router /*[E, d]*/, const Tensor& bias,
+                                const MoeRouting& r, Tensor* topk_ids, Tensor* topk_weights) {
+    Tensor logits = linear_f32(x, router);  // [T, E]
+    moe_route(logits, bias, r, topk_ids, topk_weights);
+    return logits;
+  }
   // sum_k topk_weights[t, k] * expert[topk_ids[t, k]](x[t]) -> [T, d]
   virtual Tensor moe_experts(const Tensor& x /*[T, d]*/, const Tensor& topk_ids, const Tensor& topk_weights,
                              const std::vector<PreparedMlp>& experts) = 0;

@@ -144,6 +144,8 @@ class CudaOps final : public Ops {
   explicit CudaOps(int device_index) {
     init_cuda_device(device_index);
     gemm_ = std::make_unique<CublasLtGemm>();
+    ticket_ = empty({1}, DType::kI32);  // moe_gate_route's grid counter: made here, never inside a graph capture
+    DS_CUDA_CHECK(cudaMemsetAsync(ticket_.data(), 0, sizeof(int32_t), stream()));
     // Block-FP8 linears, MLPs and experts (not kv_b) stay e4m3 on the device and run W8A8 (ops/cuda/fp8_linear.h,
     // kernels/moe_fp8.h), as SGLang runs FP8 checkpoints; DSERVE_FP8_NATIVE=0 dequantizes them to bf16 at prepare
     // time instead (the transformers reference's semantics; the fixture tests against it pin that).
@@ -893,13 +895,21 @@ class CudaOps final : public Ops {
     }
     *topk_ids = empty({T, r.top_k}, DType::kI32);
     *topk_weights = empty({T, r.top_k}, DType::kF32);
+    fused_ids_ = nullptr;  // these ids come without a grouping (see permute)
+    DS_CUDA_CHECK(kernels::launch_moe_route(route_params(r, logits, bias32, *topk_ids, *topk_weights), stream()));
+  }
+  static kernels::MoeRouteParams route_params(const MoeRouting& r, const Tensor& logits, const Tensor& bias32,
+                                              const Tensor& ids, const Tensor& weights) {
+    DS_CHECK(logits.dim(1) == r.num_experts && r.n_group >= 1 && r.num_experts % r.n_group == 0 && r.top_k >= 1 &&
+                 r.top_k <= r.num_experts,
+             "router logits ", logits.describe());
     kernels::MoeRouteParams p{};
     p.logits = logits.data_as<float>();
     p.bias = bias32.defined() ? bias32.data_as<float>() : nullptr;
-    p.topk_ids = topk_ids->data_as<int32_t>();
-    p.topk_weights = topk_weights->data_as<float>();
-    p.tokens = T;
-    p.experts = static_cast<int>(E);
+    p.topk_ids = ids.data_as<int32_t>();
+    p.topk_weights = weights.data_as<float>();
+    p.tokens = logits.dim(0);
+    p.experts = r.num_experts;
     p.top_k = r.top_k;
     p.n_group = r.n_group;
     p.topk_group = r.topk_group;
@@ -909,7 +919,51 @@ class CudaOps final : public Ops {
     p.sigmoid = r.sigmoid;
     p.norm_topk_prob = r.norm_topk_prob;
     p.routed_scaling_factor = r.routed_scaling_factor;
-    DS_CUDA_CHECK(kernels::launch_moe_route(p, stream()));
+    return p;
+  }
+
+  // DSERVE_MOE_GATE_ROUTE=1 (read per call): decode sizes with a bf16 router take kernels::launch_moe_gate_route
+  // (router GEMM, routing and the grouping by expert in one launch; the grouping rides behind the ids for the
+  // moe_experts op given them: permute). Off by default: 9.3 vs 10.8 us for the three launches alone (V2-Lite,
+  // batch 1), but in the model the routing chain hides under the shared expert's weight stream and the fused
+  // kernel lost there (batch 1 3.10-3.37 vs 3.07 ms; H100, 2026-11-26, BENCHMARKS.md).
+  Tensor moe_gate_route(const Tensor& x, const Tensor& router, const Tensor& bias, const MoeRouting& r,
+                        Tensor* topk_ids, Tensor* topk_weights) override {
+    const char* env = std::getenv("DSERVE_MOE_GATE_ROUTE");
+    const bool on = env && std::string(env) == "1";
+    const int64_t T = x.dim(0), E = router.dim(0);
+    if (!on || x.ndim() != 2 || router.ndim() != 2 || x.dtype() != DType::kBF16 || router.dtype() != DType::kBF16 ||
+        x.device() != Device::kCuda || router.device() != Device::kCuda || x.dim(1) != router.dim(1) ||
+        E != r.num_experts || T > kernels::kMoeGateRouteMaxTokens || T < 1)
+      return Ops::moe_gate_route(x, router, bias, r, topk_ids, topk_weights);
+    Tensor bias32;
+    if (bias.defined()) {
+      check_cuda(bias, "correction bias");
+      DS_CHECK(bias.numel() == E, "correction bias ", bias.describe());
+      bias32 = as_f32(bias);
+    }
+    Tensor logits = empty({T, E}, DType::kF32);
+    // The ids and, behind them in the same allocation, their grouping: whoever holds the ids keeps it alive.
+    const int64_t N = T * r.top_k;
+    Tensor buf = empty({N + routed_len(N, static_cast<int>(E))}, DType::kI32);
+    Tensor ids = buf.rows(0, N).reshape({T, r.top_k}), weights = empty({T, r.top_k}, DType::kF32);
+    const Routed routed = routed_at(buf, N, static_cast<int>(E), N);
+    kernels::MoeGateRouteParams p{};
+    p.x = x.data();
+    p.w = router.data();
+    p.logits = logits.data_as<float>();
+    p.ticket = gate_route_ticket();
+    p.dim = x.dim(1);
+    p.route = route_params(r, logits, bias32, ids, weights);
+    p.permute = permute_params(ids, routed);
+    if (!kernels::moe_gate_route_supported(p)) return Ops::moe_gate_route(x, router, bias, r, topk_ids, topk_weights);
+    DS_CUDA_CHECK(kernels::launch_moe_gate_route(p, stream()));
+    fused_ids_ = ids.data();
+    fused_experts_ = static_cast<int>(E);
+    fused_entries_ = N;
+    *topk_ids = ids;
+    *topk_weights = weights;
+    return logits;
   }
 
   // Tokens grouped by expert on the device, then two grouped GEMMs (gate|up with SiLU fused, down) that read
@@ -1033,24 +1087,44 @@ class CudaOps final : public Ops {
   // Routed entries grouped by expert on the device (moe_permute): pointers into `meta`, which the struct keeps.
   struct Routed {
     Tensor meta;
-    int32_t *counts, *offsets, *active, *num_active, *row_of, *src_token;
+    int32_t *counts = nullptr, *offsets = nullptr, *cursor = nullptr, *active = nullptr, *num_active = nullptr,
+            *row_of = nullptr, *src_token = nullptr;
   };
-  Routed permute(const Tensor& topk_ids, int E) {
-    const int64_t K = topk_ids.dim(1), N = topk_ids.numel();
+  // Layout of a grouping of N entries over E experts (int32): counts[E], offsets[E], cursor[E], active[E],
+  // num_active, row_of[N], src_token[N].
+  static int64_t routed_len(int64_t N, int E) { return 4 * static_cast<int64_t>(E) + 1 + 2 * N; }
+  // The grouping stored in `owner` from int32 element `at` on.
+  static Routed routed_at(const Tensor& owner, int64_t at, int E, int64_t N) {
     Routed r;
-    r.meta = empty({4 * static_cast<int64_t>(E) + 1 + 2 * N}, DType::kI32);
-    r.counts = r.meta.data_as<int32_t>();
+    r.meta = owner;
+    r.counts = owner.data_as<int32_t>() + at;
     r.offsets = r.counts + E;
-    int32_t* cursor = r.offsets + E;
-    r.active = cursor + E;
+    r.cursor = r.offsets + E;
+    r.active = r.cursor + E;
     r.num_active = r.active + E;
     r.row_of = r.num_active + 1;
     r.src_token = r.row_of + N;
-    DS_CUDA_CHECK(kernels::launch_moe_permute({i32(topk_ids, "topk_ids"), r.counts, r.offsets, cursor, r.row_of,
-                                               r.src_token, N, static_cast<int>(K), E, r.active, r.num_active},
-                                              stream()));
     return r;
   }
+  static kernels::MoePermuteParams permute_params(const Tensor& topk_ids, const Routed& r) {
+    const int E = static_cast<int>(r.offsets - r.counts);
+    return {topk_ids.data_as<int32_t>(), r.counts, r.offsets, r.cursor, r.row_of, r.src_token, topk_ids.numel(),
+            static_cast<int>(topk_ids.dim(1)), E, r.active, r.num_active};
+  }
+  // The grouping of topk_ids by expert: the one moe_gate_route stored behind these very ids (it marks them
+  // with fused_ids_, cleared by every use and by moe_route), else a moe_permute launch.
+  Routed permute(const Tensor& topk_ids, int E) {
+    const bool fused = fused_ids_ && fused_ids_ == topk_ids.data() && fused_experts_ == E &&
+                       fused_entries_ == topk_ids.numel();
+    fused_ids_ = nullptr;
+    if (fused) return routed_at(topk_ids, topk_ids.numel(), E, topk_ids.numel());
+    check_dtype(topk_ids, DType::kI32, "topk_ids");
+    const int64_t N = topk_ids.numel();
+    Routed r = routed_at(empty({routed_len(N, E)}, DType::kI32), 0, E, N);
+    DS_CUDA_CHECK(kernels::launch_moe_permute(permute_params(topk_ids, r), stream()));
+    return r;
+  }
+  uint32_t* gate_route_ticket() { return static_cast<uint32_t*>(ticket_.data()); }
 
   // Block-FP8 experts (kernels/moe_fp8.h): the activations are quantized once (x per token, the SiLU output per
   // routed row), then the small-M kernels (up to 16 tokens) or the pipelined tile run. No host sync at any size.
@@ -1654,6 +1728,11 @@ class CudaOps final : public Ops {
   bool moe_fp8_segmented_ = false;
   bool fused_norm_ = false;
   bool fused_shared_ = false;
+  // The ids of the last moe_gate_route whose grouping follows them in memory (see permute); its grid counter.
+  const void* fused_ids_ = nullptr;
+  int fused_experts_ = 0;
+  int64_t fused_entries_ = 0;
+  Tensor ticket_;
 };
 
 }  // namespace

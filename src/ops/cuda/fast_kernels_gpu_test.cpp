@@ -132,42 +132,7 @@ TEST_F(FastKernelsTest, MoePermute) {
                                 N, c.K, c.E, m + 3 * c.E, m + 4 * c.E};
     ASSERT_EQ(kernels::launch_moe_permute(p, cuda_stream()), cudaSuccess);
     Tensor h = cuda_download(meta);
-    const int32_t* counts = h.data_as<int32_t>();
-    const int32_t* offsets = counts + c.E;
-    const int32_t* active = counts + 3 * c.E;
-    const int32_t num_active = counts[4 * c.E];
-    const int32_t* row_of = counts + 4 * c.E + 1;
-    const int32_t* src = row_of + N;
-    std::vector<int32_t> want_counts(c.E, 0), want_offsets(c.E, 0), want_active;
-    int64_t valid = 0;
-    for (int32_t e : ids)
-      if (e >= 0 && e < c.E) ++want_counts[e], ++valid;
-    int32_t acc = 0;
-    int64_t bad = 0;
-    for (int e = 0; e < c.E; ++e) {
-      bad += counts[e] != want_counts[e];
-      bad += offsets[e] != acc;
-      want_offsets[e] = acc;
-      acc += want_counts[e];
-      if (want_counts[e] > 0) want_active.push_back(e);
-    }
-    EXPECT_EQ(num_active, static_cast<int32_t>(want_active.size()));
-    for (size_t i = 0; i < want_active.size() && static_cast<int32_t>(i) < num_active; ++i) bad += active[i] != want_active[i];
-    std::vector<int> used(valid, 0);
-    for (int64_t i = 0; i < N; ++i) {
-      const int32_t e = ids[i], r = row_of[i];
-      if (e < 0 || e >= c.E) {
-        bad += r != -1;
-        continue;
-      }
-      if (r < want_offsets[e] || r >= want_offsets[e] + want_counts[e]) {
-        ++bad;
-        continue;
-      }
-      ++used[r];
-      bad += src[r] != i / c.K;
-    }
-    for (int u : used) bad += u != 1;
+    const int64_t bad = test::grouping_mismatches(ids, h.data_as<int32_t>(), c.E, c.K);
     std::printf("ERR moe_permute T %lld E %d K %d: mismatches %lld\n", static_cast<long long>(c.T), c.E, c.K,
                 static_cast<long long>(bad));
     EXPECT_EQ(bad, 0) << "moe_permute T " << c.T << " E " << c.E;

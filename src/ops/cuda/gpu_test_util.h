@@ -192,4 +192,49 @@ inline void report(const std::string& what, const Err& e) {
     EXPECT_LE(e_.l2_rel, (l2_tol)) << (what) << " " << e_.str();                   \
   } while (0)
 
+// The grouping of kernels::MoePermuteParams (layout: counts[E], offsets[E], cursor[E], active[E], num_active,
+// row_of[N], src_token[N], as downloaded) checked against the ids it grouped: counts, offsets, the active list,
+// every valid entry in its expert's row range exactly once with its token, -1 for ids outside [0, E).
+// Returns the number of wrong values.
+inline int64_t grouping_mismatches(const std::vector<int32_t>& ids, const int32_t* meta, int E, int K) {
+  const int64_t N = static_cast<int64_t>(ids.size());
+  const int32_t* counts = meta;
+  const int32_t* offsets = counts + E;
+  const int32_t* active = counts + 3 * E;
+  const int32_t num_active = counts[4 * E];
+  const int32_t* row_of = counts + 4 * E + 1;
+  const int32_t* src = row_of + N;
+  std::vector<int32_t> want_counts(E, 0), want_offsets(E, 0), want_active;
+  int64_t valid = 0;
+  for (int32_t e : ids)
+    if (e >= 0 && e < E) ++want_counts[e], ++valid;
+  int32_t acc = 0;
+  int64_t bad = 0;
+  for (int e = 0; e < E; ++e) {
+    bad += counts[e] != want_counts[e];
+    bad += offsets[e] != acc;
+    want_offsets[e] = acc;
+    acc += want_counts[e];
+    if (want_counts[e] > 0) want_active.push_back(e);
+  }
+  bad += num_active != static_cast<int32_t>(want_active.size());
+  for (size_t i = 0; i < want_active.size() && static_cast<int32_t>(i) < num_active; ++i) bad += active[i] != want_active[i];
+  std::vector<int> used(valid, 0);
+  for (int64_t i = 0; i < N; ++i) {
+    const int32_t e = ids[i], r = row_of[i];
+    if (e < 0 || e >= E) {
+      bad += r != -1;
+      continue;
+    }
+    if (r < want_offsets[e] || r >= want_offsets[e] + want_counts[e]) {
+      ++bad;
+      continue;
+    }
+    ++used[r];
+    bad += src[r] != i / K;
+  }
+  for (int u : used) bad += u != 1;
+  return bad;
+}
+
 }  // namespace ds::test

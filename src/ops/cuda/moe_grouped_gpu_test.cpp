@@ -1,7 +1,9 @@
 // CUDA-vs-CPU consistency of the device-driven MoE path (permutation + grouped expert GEMMs + combine):
 // token counts that leave experts empty, overload one expert past the kernel's token tiles, top-k 6 and 8,
 // V2-Lite expert dims and small ones; and the same op captured once in a CUDA graph and replayed on new
-// routing (the per-expert counts must be read on the device). New device allocations are NaN-poisoned.
+// routing (the per-expert counts must be read on the device); the fused router + routing + grouping
+// (moe_gate_route) against the CPU router and routing, and the experts op fed by its grouping against the same
+// op grouping the same ids itself. New device allocations are NaN-poisoned.
 #include <algorithm>
 #include <cstdlib>
 #include <numeric>
@@ -9,6 +11,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/moe.h"
 #include "ops/cuda/gpu_test_util.h"
 
 namespace ds {
@@ -187,6 +190,143 @@ TEST_F(MoeGroupedTest, CapturedInGraph) {
   }
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
+}
+
+// moe_gate_route at decode sizes (the fused kernel: V2-Lite's softmax greedy router, V3's sigmoid noaux_tc with
+// bias over 256 experts and 7168 channels, an odd token count), eager and replayed from a graph: the logits
+// match the CPU router, the ids / weights match the CPU routing of those logits exactly, the kernel's grouping
+// (NaN-poisoned) is the grouping of those ids, and on V2-Lite the experts op fed by the fused grouping matches,
+// bit for bit, the experts op grouping a copy of the ids itself. Prints the fused launch's time next to the
+// three launches it replaces (graph replays, in isolation).
+TEST_F(MoeGroupedTest, FusedGateRouteMatchesCpu) {
+  setenv("DSERVE_MOE_GATE_ROUTE", "1", 1);  // opt-in, read per call
+  struct Unset {
+    ~Unset() { unsetenv("DSERVE_MOE_GATE_ROUTE"); }
+  } unset;
+  cudaStream_t s = cuda_stream();
+  for (const kbench::ModelDims& m : {kbench::deepseek_v2_lite(), kbench::deepseek_v3()}) {
+    const MoeRouting r = kcases::routing_of(m);
+    const int64_t d = m.hidden;
+    const int E = r.num_experts, K = r.top_k;
+    Tensor router_bf = to_device(randn({E, d}, rng_, 0.05f));  // bf16 on the device
+    Tensor router_ref = to_host_f32(router_bf);
+    Tensor bias = m.sigmoid ? randn({E}, rng_, 0.05f) : Tensor();
+    Tensor bias_dev = m.sigmoid ? cuda_upload(bias) : Tensor();
+    // Small experts (inner size 16) of the model's count and hidden size: they take the fused grouping, in the
+    // capture too, as a forward does.
+    Experts ex = make_experts(E, d, 16);
+    for (int64_t T : {int64_t{1}, int64_t{3}, int64_t{8}}) {
+      for (bool graph : {false, true}) {
+        const std::string name = m.name + " T " + std::to_string(T) + (graph ? " graph" : " eager");
+        Tensor x_dev = to_device(randn({T, d}, rng_));
+        Tensor x_ref = to_host_f32(x_dev);
+        Tensor logits, gi, gw, y;
+        cudaGraphExec_t exec = nullptr;
+        cudaGraph_t g = nullptr;
+        if (!graph) {
+          logits = gpu().moe_gate_route(x_dev, router_bf, bias_dev, r, &gi, &gw);
+          y = gpu().moe_experts(x_dev, gi, gw, ex.gpu);  // takes the fused grouping
+        } else {
+          // Outputs copied out of the capture into buffers made outside it (what a capture allocates dies in it).
+          logits = gpu().empty({T, E}, DType::kF32);
+          gi = gpu().empty({T, K}, DType::kI32);
+          gw = gpu().empty({T, K}, DType::kF32);
+          y = gpu().empty({T, d}, DType::kBF16);
+          { Tensor a, b; gpu().moe_gate_route(x_dev, router_bf, bias_dev, r, &a, &b); }  // warm-up outside
+          ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+          ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+          {
+            Tensor a, b;
+            Tensor l = gpu().moe_gate_route(x_dev, router_bf, bias_dev, r, &a, &b);
+            Tensor o = gpu().moe_experts(x_dev, a, b, ex.gpu);
+            for (auto [dst, src] : {std::pair<Tensor*, Tensor*>{&logits, &l}, {&gi, &a}, {&gw, &b}, {&y, &o}})
+              ASSERT_EQ(cudaMemcpyAsync(dst->data(), src->data(), src->nbytes(), cudaMemcpyDeviceToDevice, s),
+                        cudaSuccess);
+          }
+          ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+          ASSERT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
+          for (int rep = 0; rep < 3; ++rep) ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);  // ticket reset
+        }
+        Tensor hl = to_host_f32(logits);
+        DS_EXPECT_CLOSE(hl, cpu().linear_f32(x_ref, router_ref), 1e-4, 1e-5, "gate_route logits " + name);
+        Tensor ci, cw;
+        cpu().moe_route(hl, bias, r, &ci, &cw);
+        Tensor hi = cuda_download(gi), hw = cuda_download(gw);
+        int64_t id_mismatch = 0;
+        for (int64_t i = 0; i < ci.numel(); ++i) id_mismatch += hi.data_as<int32_t>()[i] != ci.data_as<int32_t>()[i];
+        EXPECT_EQ(id_mismatch, 0) << name;
+        DS_EXPECT_CLOSE(hw, cw, 1e-6, 1e-6, "gate_route weights " + name);
+        {
+          // The same ids in a new tensor: the experts op groups them itself (moe_permute).
+          Tensor want = to_host_f32(gpu().moe_experts(x_dev, cuda_upload(hi), gw, ex.gpu));
+          Tensor got = to_host_f32(y);
+          int64_t diff = 0;
+          for (int64_t i = 0; i < got.numel(); ++i) diff += !(got.f32()[i] == want.f32()[i]);
+          EXPECT_EQ(diff, 0) << "experts on the fused grouping " << name;
+        }
+        if (graph) {
+          cudaGraphExecDestroy(exec);
+          cudaGraphDestroy(g);
+        }
+      }
+      // The kernel's own grouping, NaN-poisoned, against the ids it wrote.
+      const int64_t N = T * K;
+      Tensor x_dev = to_device(randn({T, d}, rng_));
+      Tensor lg = gpu().empty({T, E}, DType::kF32), ids = gpu().empty({T, K}, DType::kI32);
+      Tensor wts = gpu().empty({T, K}, DType::kF32), meta = gpu().empty({4 * int64_t{E} + 1 + 2 * N}, DType::kI32);
+      Tensor ticket = gpu().empty({1}, DType::kI32);
+      ASSERT_EQ(cudaMemsetAsync(ticket.data(), 0, 4, s), cudaSuccess);
+      int32_t* mp = meta.data_as<int32_t>();
+      kernels::MoeGateRouteParams p{};
+      p.x = x_dev.data();
+      p.w = router_bf.data();
+      p.logits = lg.data_as<float>();
+      p.ticket = static_cast<uint32_t*>(ticket.data());
+      p.dim = d;
+      p.route = {lg.data_as<float>(), m.sigmoid ? bias_dev.data_as<float>() : nullptr, ids.data_as<int32_t>(),
+                 wts.data_as<float>(), T, E, K, r.n_group, r.topk_group,
+                 m.sigmoid ? kernels::RouteMethod::kNoauxTc : kernels::RouteMethod::kGreedy, r.sigmoid,
+                 r.norm_topk_prob, r.routed_scaling_factor};
+      p.permute = {ids.data_as<int32_t>(), mp, mp + E, mp + 2 * E, mp + 4 * E + 1, mp + 4 * E + 1 + N, N, K, E,
+                   mp + 3 * E, mp + 4 * E};
+      ASSERT_TRUE(kernels::moe_gate_route_supported(p));
+      for (int rep = 0; rep < 2; ++rep) ASSERT_EQ(kernels::launch_moe_gate_route(p, s), cudaSuccess);
+      Tensor hids = cuda_download(ids), hmeta = cuda_download(meta);
+      std::vector<int32_t> idv(hids.data_as<int32_t>(), hids.data_as<int32_t>() + N);
+      EXPECT_EQ(test::grouping_mismatches(idv, hmeta.data_as<int32_t>(), E, K), 0) << m.name << " T " << T;
+      EXPECT_EQ(cuda_download(ticket).data_as<int32_t>()[0], 0) << "the last CTA resets the ticket";
+    }
+    // Isolated time (graph replays, kernels only): the fused launch vs router GEMM + routing + grouping.
+    {
+      const int64_t T = 1, N = K;
+      Tensor x1 = to_device(randn({T, d}, rng_));
+      Tensor lg = gpu().empty({T, E}, DType::kF32), ids = gpu().empty({T, K}, DType::kI32);
+      Tensor wts = gpu().empty({T, K}, DType::kF32), meta = gpu().empty({4 * int64_t{E} + 1 + 2 * N}, DType::kI32);
+      Tensor ticket = gpu().empty({1}, DType::kI32);
+      ASSERT_EQ(cudaMemsetAsync(ticket.data(), 0, 4, s), cudaSuccess);
+      int32_t* mp = meta.data_as<int32_t>();
+      kernels::MoeGateRouteParams p{};
+      p.x = x1.data();
+      p.w = router_bf.data();
+      p.logits = lg.data_as<float>();
+      p.ticket = static_cast<uint32_t*>(ticket.data());
+      p.dim = d;
+      p.route = {lg.data_as<float>(), m.sigmoid ? bias_dev.data_as<float>() : nullptr, ids.data_as<int32_t>(),
+                 wts.data_as<float>(), T, E, K, r.n_group, r.topk_group,
+                 m.sigmoid ? kernels::RouteMethod::kNoauxTc : kernels::RouteMethod::kGreedy, r.sigmoid,
+                 r.norm_topk_prob, r.routed_scaling_factor};
+      p.permute = {ids.data_as<int32_t>(), mp, mp + E, mp + 2 * E, mp + 4 * E + 1, mp + 4 * E + 1 + N, N, K, E,
+                   mp + 3 * E, mp + 4 * E};
+      const double fused_us = test::graph_time_us([&] { ASSERT_EQ(kernels::launch_moe_gate_route(p, s), cudaSuccess); }, s);
+      const double route_us = test::graph_time_us([&] {
+        ASSERT_EQ(kernels::launch_moe_route(p.route, s), cudaSuccess);
+        ASSERT_EQ(kernels::launch_moe_permute(p.permute, s), cudaSuccess);
+      }, s);
+      const double gemm_us = test::graph_time_us([&] { Tensor a = gpu().linear_f32(x1, router_bf); }, s);
+      std::printf("moe_gate_route %s T 1: fused %.2f us; router GEMM %.2f us + route + permute %.2f us\n",
+                  m.name.c_str(), fused_us, gemm_us, route_us);
+    }
+  }
 }
 
 }  // namespace

@@ -1,0 +1,106 @@
+// The fused decode router (see moe.h, MoeGateRouteParams): router GEMM spread over the SMs, then the last CTA to
+// finish routes every token and groups the entries by expert, so the chain router -> route -> permute costs one
+// launch and one round of dependent loads instead of three.
+#include <cuda_bf16.h>
+
+#include "kernels/moe.h"
+#include "kernels/moe_route.cuh"
+#include "kernels/pdl.cuh"
+#include "kernels/ptx.cuh"
+
+namespace ds::kernels {
+namespace {
+
+using moe_detail::permute_block;
+using moe_detail::route_smem_per_warp;
+using moe_detail::route_token;
+
+constexpr int kWarps = 4;  // expert rows per CTA
+
+__device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
+  const __nv_bfloat162* x = reinterpret_cast<const __nv_bfloat162*>(&a);
+  const __nv_bfloat162* y = reinterpret_cast<const __nv_bfloat162*>(&b);
+  float s = 0.0f;
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 u = __bfloat1622float2(x[i]), v = __bfloat1622float2(y[i]);
+    s = fmaf(u.x, v.x, s);
+    s = fmaf(u.y, v.y, s);
+  }
+  return s;
+}
+
+__global__ void __launch_bounds__(kWarps * 32) moe_gate_route_kernel(const MoeGateRouteParams p) {
+  extern __shared__ __align__(16) char smem[];
+  __shared__ uint64_t warp_tot[32];
+  __shared__ bool last;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int E = p.route.experts;
+  const int e = blockIdx.x * kWarps + warp;
+  const int64_t chunks = p.dim / 8;  // 16-byte chunks of a row
+  // The router row staged in shared memory before the wait (weights are never written during a forward:
+  // pdl.cuh). Shared, not registers: this kernel runs beside the shared expert's GEMMs, and a register-heavy CTA
+  // finds no room on their SMs until they finish. Each lane reads back only the chunks it copied.
+  uint4* wsm = reinterpret_cast<uint4*>(smem) + warp * chunks;
+  const uint4* wrow = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.w) + (e < E ? e : 0) * p.dim);
+  for (int64_t c = lane; c < chunks; c += 32) ptx::cp_async16(&wsm[c], &wrow[c], e < E);
+  ptx::cp_async_commit();
+  pdl_wait();
+  pdl_launch_dependents();
+  ptx::cp_async_wait<0>();
+  if (e < E) {
+    for (int64_t t = 0; t < p.route.tokens; ++t) {
+      const uint4* xrow = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.x) + t * p.dim);
+      float s = 0.0f;
+#pragma unroll 4
+      for (int64_t c = lane; c < chunks; c += 32) s += dot8(wsm[c], xrow[c]);
+      for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+      if (lane == 0) p.logits[t * E + e] = s;
+    }
+  }
+  // Last CTA in: every row's logits are written (threadfence before the ticket, as in a grid reduction).
+  __threadfence();
+  __syncthreads();
+  if (threadIdx.x == 0) last = atomicAdd(p.ticket, 1u) == gridDim.x - 1;
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  const size_t per_warp = route_smem_per_warp(E, p.route.n_group, p.route.top_k);
+  for (int64_t t = warp; t < p.route.tokens; t += kWarps) route_token(p.route, t, smem + warp * per_warp);
+  __syncthreads();  // the ids are in global memory, written by this block
+  permute_block(p.permute, reinterpret_cast<int32_t*>(smem), warp_tot);
+  if (threadIdx.x == 0) *p.ticket = 0;  // ready for the next launch (graph replays included)
+}
+
+// The staged rows, then (reused) the routing's and the grouping's scratch.
+size_t gate_route_smem(const MoeGateRouteParams& p) {
+  const size_t rows = kWarps * static_cast<size_t>(p.dim) * 2;
+  const size_t route = kWarps * route_smem_per_warp(p.route.experts, p.route.n_group, p.route.top_k);
+  const size_t perm = 2 * sizeof(int32_t) * static_cast<size_t>(p.route.experts);
+  return rows > route ? (rows > perm ? rows : perm) : (route > perm ? route : perm);
+}
+constexpr size_t kMaxSmem = kWarps * kMoeGateRouteMaxDim * 2 + 1024;
+
+}  // namespace
+
+bool moe_gate_route_supported(const MoeGateRouteParams& p) {
+  const auto a16 = [](const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; };
+  return p.x && p.w && p.logits && p.ticket && a16(p.x) && a16(p.w) && p.dim > 0 && p.dim % 8 == 0 &&
+         p.dim <= kMoeGateRouteMaxDim && p.route.tokens >= 1 && p.route.tokens <= kMoeGateRouteMaxTokens &&
+         p.route.experts >= 1 && p.route.n_group >= 1 && p.route.experts % p.route.n_group == 0 &&
+         p.route.n_group <= 64 && p.route.top_k >= 1 && p.route.top_k <= p.route.experts &&
+         p.route.logits == p.logits && p.permute.topk_ids == p.route.topk_ids && p.permute.experts == p.route.experts &&
+         p.permute.top_k == p.route.top_k && p.permute.entries == p.route.tokens * p.route.top_k &&
+         gate_route_smem(p) <= kMaxSmem;
+}
+
+cudaError_t launch_moe_gate_route(const MoeGateRouteParams& p, cudaStream_t stream) {
+  if (!moe_gate_route_supported(p)) return cudaErrorInvalidValue;
+  static const cudaError_t attr = cudaFuncSetAttribute(moe_gate_route_kernel,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem);
+  if (attr != cudaSuccess) return attr;
+  const unsigned blocks = static_cast<unsigned>((p.route.experts + kWarps - 1) / kWarps);
+  return launch_pdl(moe_gate_route_kernel, blocks, kWarps * 32, gate_route_smem(p), stream, p);
+}
+
+}  // namespace ds::kernels
