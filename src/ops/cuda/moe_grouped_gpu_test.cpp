@@ -192,6 +192,37 @@ TEST_F(MoeGroupedTest, CapturedInGraph) {
   cudaGraphDestroy(graph);
 }
 
+// A direct launch of the fused router kernel over x [T, d] and its own NaN-poisoned buffers (logits, ids, weights,
+// grouping, a zeroed ticket).
+struct GateRouteLaunch {
+  Tensor x, lg, ids, wts, meta, ticket;
+  kernels::MoeGateRouteParams p{};
+  GateRouteLaunch(Ops& ops, Tensor x_dev, const Tensor& router, const Tensor& bias, const MoeRouting& r)
+      : x(std::move(x_dev)) {
+    const int64_t T = x.dim(0), E = r.num_experts, K = r.top_k, N = T * K;
+    lg = ops.empty({T, E}, DType::kF32);
+    ids = ops.empty({T, K}, DType::kI32);
+    wts = ops.empty({T, K}, DType::kF32);
+    meta = ops.empty({4 * E + 1 + 2 * N}, DType::kI32);
+    ticket = ops.empty({1}, DType::kI32);
+    EXPECT_EQ(cudaMemsetAsync(ticket.data(), 0, 4, cuda_stream()), cudaSuccess);
+    int32_t* mp = meta.data_as<int32_t>();
+    p.x = x.data();
+    p.w = router.data();
+    p.logits = lg.data_as<float>();
+    p.ticket = static_cast<uint32_t*>(ticket.data());
+    p.dim = x.dim(1);
+    const kernels::RouteMethod method = r.method == MoeRouting::Method::kNoauxTc ? kernels::RouteMethod::kNoauxTc
+                                        : r.method == MoeRouting::Method::kGreedy ? kernels::RouteMethod::kGreedy
+                                                                                  : kernels::RouteMethod::kGroupLimitedGreedy;
+    p.route = {lg.data_as<float>(), bias.defined() ? bias.data_as<float>() : nullptr, ids.data_as<int32_t>(),
+               wts.data_as<float>(), T, static_cast<int>(E), static_cast<int>(K), r.n_group, r.topk_group, method,
+               r.sigmoid, r.norm_topk_prob, r.routed_scaling_factor};
+    p.permute = {ids.data_as<int32_t>(), mp, mp + E, mp + 2 * E, mp + 4 * E + 1, mp + 4 * E + 1 + N, N,
+                 static_cast<int>(K), static_cast<int>(E), mp + 3 * E, mp + 4 * E};
+  }
+};
+
 // moe_gate_route at decode sizes (the fused kernel: V2-Lite's softmax greedy router, V3's sigmoid noaux_tc with
 // bias over 256 experts and 7168 channels, an odd token count), eager and replayed from a graph: the logits
 // match the CPU router, the ids / weights match the CPU routing of those logits exactly, the kernel's grouping
@@ -271,61 +302,24 @@ TEST_F(MoeGroupedTest, FusedGateRouteMatchesCpu) {
       }
       // The kernel's own grouping, NaN-poisoned, against the ids it wrote.
       const int64_t N = T * K;
-      Tensor x_dev = to_device(randn({T, d}, rng_));
-      Tensor lg = gpu().empty({T, E}, DType::kF32), ids = gpu().empty({T, K}, DType::kI32);
-      Tensor wts = gpu().empty({T, K}, DType::kF32), meta = gpu().empty({4 * int64_t{E} + 1 + 2 * N}, DType::kI32);
-      Tensor ticket = gpu().empty({1}, DType::kI32);
-      ASSERT_EQ(cudaMemsetAsync(ticket.data(), 0, 4, s), cudaSuccess);
-      int32_t* mp = meta.data_as<int32_t>();
-      kernels::MoeGateRouteParams p{};
-      p.x = x_dev.data();
-      p.w = router_bf.data();
-      p.logits = lg.data_as<float>();
-      p.ticket = static_cast<uint32_t*>(ticket.data());
-      p.dim = d;
-      p.route = {lg.data_as<float>(), m.sigmoid ? bias_dev.data_as<float>() : nullptr, ids.data_as<int32_t>(),
-                 wts.data_as<float>(), T, E, K, r.n_group, r.topk_group,
-                 m.sigmoid ? kernels::RouteMethod::kNoauxTc : kernels::RouteMethod::kGreedy, r.sigmoid,
-                 r.norm_topk_prob, r.routed_scaling_factor};
-      p.permute = {ids.data_as<int32_t>(), mp, mp + E, mp + 2 * E, mp + 4 * E + 1, mp + 4 * E + 1 + N, N, K, E,
-                   mp + 3 * E, mp + 4 * E};
-      ASSERT_TRUE(kernels::moe_gate_route_supported(p));
-      for (int rep = 0; rep < 2; ++rep) ASSERT_EQ(kernels::launch_moe_gate_route(p, s), cudaSuccess);
-      Tensor hids = cuda_download(ids), hmeta = cuda_download(meta);
+      GateRouteLaunch l(gpu(), to_device(randn({T, d}, rng_)), router_bf, bias_dev, r);
+      ASSERT_TRUE(kernels::moe_gate_route_supported(l.p));
+      for (int rep = 0; rep < 2; ++rep) ASSERT_EQ(kernels::launch_moe_gate_route(l.p, s), cudaSuccess);
+      Tensor hids = cuda_download(l.ids), hmeta = cuda_download(l.meta);
       std::vector<int32_t> idv(hids.data_as<int32_t>(), hids.data_as<int32_t>() + N);
       EXPECT_EQ(test::grouping_mismatches(idv, hmeta.data_as<int32_t>(), E, K), 0) << m.name << " T " << T;
-      EXPECT_EQ(cuda_download(ticket).data_as<int32_t>()[0], 0) << "the last CTA resets the ticket";
+      EXPECT_EQ(cuda_download(l.ticket).data_as<int32_t>()[0], 0) << "the last CTA resets the ticket";
     }
     // Isolated time (graph replays, kernels only): the fused launch vs router GEMM + routing + grouping.
-    {
-      const int64_t T = 1, N = K;
-      Tensor x1 = to_device(randn({T, d}, rng_));
-      Tensor lg = gpu().empty({T, E}, DType::kF32), ids = gpu().empty({T, K}, DType::kI32);
-      Tensor wts = gpu().empty({T, K}, DType::kF32), meta = gpu().empty({4 * int64_t{E} + 1 + 2 * N}, DType::kI32);
-      Tensor ticket = gpu().empty({1}, DType::kI32);
-      ASSERT_EQ(cudaMemsetAsync(ticket.data(), 0, 4, s), cudaSuccess);
-      int32_t* mp = meta.data_as<int32_t>();
-      kernels::MoeGateRouteParams p{};
-      p.x = x1.data();
-      p.w = router_bf.data();
-      p.logits = lg.data_as<float>();
-      p.ticket = static_cast<uint32_t*>(ticket.data());
-      p.dim = d;
-      p.route = {lg.data_as<float>(), m.sigmoid ? bias_dev.data_as<float>() : nullptr, ids.data_as<int32_t>(),
-                 wts.data_as<float>(), T, E, K, r.n_group, r.topk_group,
-                 m.sigmoid ? kernels::RouteMethod::kNoauxTc : kernels::RouteMethod::kGreedy, r.sigmoid,
-                 r.norm_topk_prob, r.routed_scaling_factor};
-      p.permute = {ids.data_as<int32_t>(), mp, mp + E, mp + 2 * E, mp + 4 * E + 1, mp + 4 * E + 1 + N, N, K, E,
-                   mp + 3 * E, mp + 4 * E};
-      const double fused_us = test::graph_time_us([&] { ASSERT_EQ(kernels::launch_moe_gate_route(p, s), cudaSuccess); }, s);
-      const double route_us = test::graph_time_us([&] {
-        ASSERT_EQ(kernels::launch_moe_route(p.route, s), cudaSuccess);
-        ASSERT_EQ(kernels::launch_moe_permute(p.permute, s), cudaSuccess);
-      }, s);
-      const double gemm_us = test::graph_time_us([&] { Tensor a = gpu().linear_f32(x1, router_bf); }, s);
-      std::printf("moe_gate_route %s T 1: fused %.2f us; router GEMM %.2f us + route + permute %.2f us\n",
-                  m.name.c_str(), fused_us, gemm_us, route_us);
-    }
+    GateRouteLaunch l(gpu(), to_device(randn({1, d}, rng_)), router_bf, bias_dev, r);
+    const double fused_us = test::graph_time_us([&] { ASSERT_EQ(kernels::launch_moe_gate_route(l.p, s), cudaSuccess); }, s);
+    const double route_us = test::graph_time_us([&] {
+      ASSERT_EQ(kernels::launch_moe_route(l.p.route, s), cudaSuccess);
+      ASSERT_EQ(kernels::launch_moe_permute(l.p.permute, s), cudaSuccess);
+    }, s);
+    const double gemm_us = test::graph_time_us([&] { Tensor a = gpu().linear_f32(l.x, router_bf); }, s);
+    std::printf("moe_gate_route %s T 1: fused %.2f us; router GEMM %.2f us + route + permute %.2f us\n",
+                m.name.c_str(), fused_us, gemm_us, route_us);
   }
 }
 
