@@ -1013,6 +1013,8 @@ class CudaOps final : public Ops {
              "moe_experts x ", x.describe(), " ids ", topk_ids.describe());
     const int64_t T = x.dim(0), d = x.dim(1), K = topk_ids.dim(1), N = T * K;
     const int E = static_cast<int>(experts.size());
+    // Whatever path runs, the mark of a fused grouping is used up here (a stale one must never meet new ids).
+    const bool behind = grouping_behind(topk_ids, E);
     Tensor out = empty({T, d}, DType::kBF16);
     if (T == 0) return out;
     const int64_t inter = E ? experts[0].down.weight.dim(1) : 0;
@@ -1034,14 +1036,14 @@ class CudaOps final : public Ops {
         grouped_max = std::max<int64_t>(grouped_max, kernels::kMoeFp8SmallMMax);
         const bool synced = (!grouped_moe_ || T > grouped_max) && capturing == cudaStreamCaptureStatusNone;
         return synced ? moe_experts_synced(x, topk_ids, topk_weights, experts, out)
-                      : moe_experts_fp8(x, xq, topk_ids, topk_weights, *t, inter, out, addend, added);
+                      : moe_experts_fp8(x, xq, topk_ids, topk_weights, *t, inter, out, addend, added, behind);
       }
       if (t && grouped_moe_ && (T <= kGroupedMaxTokens || capturing != cudaStreamCaptureStatusNone) &&
           kernels::moe_grouped_gemm_supported(inter, d) && kernels::moe_grouped_gemm_supported(d, inter))
         table = t;
     }
     if (!table) return moe_experts_synced(x, topk_ids, topk_weights, experts, out);
-    const Routed r = permute(topk_ids, E);
+    const Routed r = permute(topk_ids, E, behind);
     int32_t *counts = r.counts, *offsets = r.offsets, *active = r.active, *num_active = r.num_active,
             *row_of = r.row_of, *src_token = r.src_token;
     // Worst-case row counts (every entry valid); rows of out-of-range ids stay unwritten and unread.
@@ -1111,13 +1113,18 @@ class CudaOps final : public Ops {
     return {topk_ids.data_as<int32_t>(), r.counts, r.offsets, r.cursor, r.row_of, r.src_token, topk_ids.numel(),
             static_cast<int>(topk_ids.dim(1)), E, r.active, r.num_active};
   }
-  // The grouping of topk_ids by expert: the one moe_gate_route stored behind these very ids (it marks them
-  // with fused_ids_, cleared by every use and by moe_route), else a moe_permute launch.
-  Routed permute(const Tensor& topk_ids, int E) {
-    const bool fused = fused_ids_ && fused_ids_ == topk_ids.data() && fused_experts_ == E &&
-                       fused_entries_ == topk_ids.numel();
+  // Whether moe_gate_route stored the grouping of these very ids behind them (it marks them with fused_ids_; the
+  // mark is cleared here, by moe_route and by the next moe_gate_route).
+  bool grouping_behind(const Tensor& topk_ids, int E) {
+    const bool behind = fused_ids_ && fused_ids_ == topk_ids.data() && fused_experts_ == E &&
+                        fused_entries_ == topk_ids.numel();
     fused_ids_ = nullptr;
-    if (fused) return routed_at(topk_ids, topk_ids.numel(), E, topk_ids.numel());
+    return behind;
+  }
+  // The grouping of topk_ids by expert: the one stored behind them (behind: grouping_behind's answer), else a
+  // moe_permute launch.
+  Routed permute(const Tensor& topk_ids, int E, bool behind) {
+    if (behind) return routed_at(topk_ids, topk_ids.numel(), E, topk_ids.numel());
     check_dtype(topk_ids, DType::kI32, "topk_ids");
     const int64_t N = topk_ids.numel();
     Routed r = routed_at(empty({routed_len(N, E)}, DType::kI32), 0, E, N);
@@ -1130,10 +1137,11 @@ class CudaOps final : public Ops {
   // routed row), then the small-M kernels (up to 16 tokens) or the pipelined tile run. No host sync at any size.
   // xq: x's quantization from the norm (rms_norm_q), used when made for the gate_up weights' scales.
   Tensor moe_experts_fp8(const Tensor& x, const Fp8Act* xq, const Tensor& topk_ids, const Tensor& topk_weights,
-                         const ExpertTable& t, int64_t inter, Tensor out, const Tensor* addend, bool* added) {
+                         const ExpertTable& t, int64_t inter, Tensor out, const Tensor* addend, bool* added,
+                         bool behind) {
     const int64_t T = x.dim(0), d = x.dim(1), K = topk_ids.dim(1), N = T * K;
     const int E = static_cast<int>(t.host.size() / 2);
-    const Routed r = permute(topk_ids, E);
+    const Routed r = permute(topk_ids, E, behind);
     kernels::MoeFp8GemmParams g;
     g.counts = r.counts;
     g.offsets = r.offsets;
