@@ -45,8 +45,8 @@ cudaError_t launch_moe_permute(const MoePermuteParams& p, cudaStream_t stream);
 
 // Decode-sized routing in one launch: router logits = x . w^T (bf16 inputs, fp32 sums) for every expert,
 // then, in the CTA that finishes last, moe_route and moe_permute on them (route.logits = logits,
-// permute.topk_ids = route.topk_ids). One warp per expert row, its weights loaded into registers before the
-// PDL wait. ticket: a device counter that is 0 before the launch (the last CTA resets it).
+// permute.topk_ids = route.topk_ids). One warp per expert row, staged in shared memory before the PDL
+// wait. ticket: a device counter that is 0 before the launch (the last CTA resets it).
 struct MoeGateRouteParams {
   const void* x;    // [tokens, dim] bf16
   const void* w;    // [experts, dim] bf16

@@ -884,20 +884,21 @@ class CudaOps final : public Ops {
   void moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& r, Tensor* topk_ids,
                  Tensor* topk_weights) override {
     check_dtype(logits, DType::kF32, "router logits");
-    const int64_t T = logits.dim(0), E = logits.dim(1);
-    DS_CHECK(E == r.num_experts && r.n_group >= 1 && E % r.n_group == 0 && r.top_k >= 1 && r.top_k <= E,
-             "router logits ", logits.describe());
-    Tensor bias32;
-    if (bias.defined()) {
-      check_cuda(bias, "correction bias");
-      DS_CHECK(bias.numel() == E, "correction bias ", bias.describe());
-      bias32 = as_f32(bias);
-    }
+    const int64_t T = logits.dim(0);
+    const Tensor bias32 = router_bias_f32(bias, logits.dim(1));
     *topk_ids = empty({T, r.top_k}, DType::kI32);
     *topk_weights = empty({T, r.top_k}, DType::kF32);
     fused_ids_ = nullptr;  // these ids come without a grouping (see permute)
     DS_CUDA_CHECK(kernels::launch_moe_route(route_params(r, logits, bias32, *topk_ids, *topk_weights), stream()));
   }
+  // The correction bias (selection only) as the routing kernels read it: fp32 [E] on the device, or undefined.
+  Tensor router_bias_f32(const Tensor& bias, int64_t E) {
+    if (!bias.defined()) return Tensor();
+    check_cuda(bias, "correction bias");
+    DS_CHECK(bias.numel() == E, "correction bias ", bias.describe());
+    return as_f32(bias);
+  }
+  // Checks the routing against the logits [T, E] (the one check of moe_route and moe_gate_route).
   static kernels::MoeRouteParams route_params(const MoeRouting& r, const Tensor& logits, const Tensor& bias32,
                                               const Tensor& ids, const Tensor& weights) {
     DS_CHECK(logits.dim(1) == r.num_experts && r.n_group >= 1 && r.num_experts % r.n_group == 0 && r.top_k >= 1 &&
@@ -936,12 +937,7 @@ class CudaOps final : public Ops {
         x.device() != Device::kCuda || router.device() != Device::kCuda || x.dim(1) != router.dim(1) ||
         E != r.num_experts || T > kernels::kMoeGateRouteMaxTokens || T < 1)
       return Ops::moe_gate_route(x, router, bias, r, topk_ids, topk_weights);
-    Tensor bias32;
-    if (bias.defined()) {
-      check_cuda(bias, "correction bias");
-      DS_CHECK(bias.numel() == E, "correction bias ", bias.describe());
-      bias32 = as_f32(bias);
-    }
+    const Tensor bias32 = router_bias_f32(bias, E);
     Tensor logits = empty({T, E}, DType::kF32);
     // The ids and, behind them in the same allocation, their grouping: whoever holds the ids keeps it alive.
     const int64_t N = T * r.top_k;
