@@ -25,6 +25,7 @@
 #include "kernels/mla_decode.h"
 #include "kernels/mla_prefill.h"
 #include "kernels/moe.h"
+#include "kernels/read_probe.h"
 #include "ops/cuda/attention.h"
 #include "ops/cuda/cublaslt_gemm.h"
 #include "ops/cuda/cuda_runtime.h"
@@ -380,6 +381,59 @@ class Runner {
           r.baseline_us = time_calls([&](int i) { lt.run(xs[i], ws[i].weight, d); }, inst, bench_);
           lt.run(xs[0], ws[0].weight, d);
           r.max_rel = max_rel(ops().linear(xs[0], ws[0]), d);
+        });
+      }
+  }
+
+  // The floor of a decode weight stream: a pure read (kernels/read_probe.h, 2 CTAs per SM of 256 threads) of each
+  // linear layer's weight bytes and of a decode step's routed expert weights (gate|up and down of top-k experts),
+  // in the same graph-replay harness, consecutive calls on different buffers. early: loads before the PDL wait
+  // (consecutive calls overlap: the bandwidth floor); after-wait: loads after it (each call waits for the one
+  // before, as a GEMM waits for its activations: the floor of a dependent kernel). Baseline: for linear layers our
+  // linear at M = 1 (the small-M kernel), for the experts a device copy of the same bytes.
+  void weight_read_cases(const ModelDims& m) {
+    struct Item {
+      std::string name;
+      int64_t in, out;  // linear layer dims (0, 0 for the expert rows)
+      double bytes;
+    };
+    std::vector<Item> items;
+    for (const kbench::LinearLayer& l : kbench::linear_layers(m)) items.push_back({l.name, l.in, l.out, 2.0 * l.in * l.out});
+    const double expert_mat = 2.0 * m.moe_intermediate * m.hidden;  // one [inter, hidden] bf16 matrix
+    items.push_back({"routed_gate_up top" + std::to_string(m.top_k), 0, 0, 2 * expert_mat * m.top_k});
+    items.push_back({"routed_down top" + std::to_string(m.top_k), 0, 0, expert_mat * m.top_k});
+    for (const Item& it : items)
+      for (bool wait_first : {false, true}) {
+        char shape[160];
+        std::snprintf(shape, sizeof shape, "%s bytes=%.1fMB %s", it.name.c_str(), it.bytes / 1e6,
+                      wait_first ? "after-wait" : "early");
+        run_case("weight_read", m.name, shape, Cost{0, it.bytes}, [&](Row& r) {
+          const int64_t bytes = static_cast<int64_t>(it.bytes) / 16 * 16;
+          const int inst = std::max(2, instances_for(it.bytes, bench_, 64));  // never the same buffer twice in a row
+          std::vector<Tensor> bufs;
+          for (int i = 0; i < inst; ++i) bufs.push_back(rnd().make({bytes / 2}, DType::kBF16, 300 + i));
+          Tensor sink = Tensor::empty({1}, DType::kI32, Device::kCuda);
+          r.us = time_calls(
+              [&](int i) {
+                CK(kernels::launch_read_probe(bufs[i].data(), bytes, sink.data_as<uint32_t>(), 0x9e3779b9u, 2,
+                                              wait_first, stream()));
+              },
+              inst, bench_);
+          if (it.in > 0) {
+            r.baseline = "our-linear-M=1";
+            std::vector<Tensor> xs;
+            std::vector<LinearWeight> ws;
+            for (int i = 0; i < inst; ++i) {
+              xs.push_back(rnd().make({1, it.in}, DType::kBF16, 10 + i));
+              LinearWeight w;
+              w.weight = bufs[i].reshape({it.out, it.in});
+              ws.push_back(w);
+            }
+            r.baseline_us = time_calls([&](int i) { Tensor y = ops().linear(xs[i], ws[i]); }, inst, bench_);
+          } else {
+            r.baseline = "d2d-copy-same-bytes";
+            r.baseline_us = copy_ptr_->time_us(it.bytes, bench_);
+          }
         });
       }
   }
@@ -847,6 +901,7 @@ int main(int argc, char** argv) {
     if (!opt->list) run.measure_ceilings();
     const std::vector<kbench::ModelDims> models = {kbench::deepseek_v2_lite(), kbench::deepseek_v3()};
     for (const auto& m : models) run.linear_cases(m);
+    for (const auto& m : models) run.weight_read_cases(m);
     for (const auto& m : models) run.bmm_cases(m);
     for (const auto& m : models) run.mla_decode_cases(m);
     for (const auto& m : models) run.mla_prefill_cases(m);
