@@ -1,8 +1,11 @@
 // Small-M bf16 GEMMs (see gemm_small_m.h): a tensor-core weight stream over [N, K] weights.
 #include "kernels/gemm_small_m.h"
 
+#include <cstdlib>
+
 #include <cuda_bf16.h>
 
+#include "kernels/gemv_m1.cuh"
 #include "kernels/pdl.cuh"
 #include "kernels/small_m_tile.cuh"
 
@@ -131,6 +134,73 @@ cudaError_t launch_nk(const GemmSmallMParams& p, cudaStream_t stream, const Gemm
   return launch_pdl(gemm_small_m_nk_kernel<NT, kM16, kSilu>, grid, kWarps * 32, kSmem, stream, l);
 }
 
+// M = 1, batch 1 (gemv_m1.cuh): one launch for one problem or a pair sharing K; items = output columns.
+struct GemvLaunch {
+  GemmSmallMParams p[2];
+  gemv::Rows rows;
+};
+
+template <bool kSilu, bool kShort>
+__global__ void __launch_bounds__(gemv::kWarps * 32) gemv_m1_kernel(const GemvLaunch l) {
+  auto x_row = [&](int64_t item) {
+    return static_cast<const __nv_bfloat16*>(item >= l.rows.split ? l.p[1].x : l.p[0].x);
+  };
+  auto store = [&](int64_t item, float a, float b) {
+    const bool second = item >= l.rows.split;
+    const GemmSmallMParams& q = second ? l.p[1] : l.p[0];
+    const float v = kSilu ? a / (1.0f + expf(-a)) * b : a;
+    store_out(q, second ? item - l.rows.split : item, v);
+  };
+  // Two rows per item with the SiLU: half the segment keeps the registers of both buffers the same. kShort:
+  // half again (fewer registers, fewer bytes in flight per warp).
+  constexpr int kSeg = (kSilu ? 4 : 8) / (kShort ? 2 : 1);
+  gemv::warp_loop<kSilu ? 2 : 1, kSeg>(l.rows, x_row, store);
+}
+
+// Where the GEMV wins (dserve_kernel_bench M = 1 rows, H100, 2026-11-26): from ~1,000 rows and K >= 1024 (V2-Lite
+// o_proj 5.44 vs 6.06 us, shared gate|up 10.6 vs 11.8, V3 shared gate|up 24.1 vs 29.6); below that one warp
+// per row leaves the machine idle (kv_a alone, 576 rows: 4.0 vs 3.3 us) or lanes idle (K = 512: V3 kv_b 26.6 vs
+// 14.0 us), and the shared-memory kernel keeps those.
+constexpr int64_t kGemvMinItems = 1024, kGemvMinK = 1024;
+// Opt-in: DSERVE_GEMV_M1=1 (read per launch). Inside bench-one-batch it lost or tied (V2-Lite batch 1, H100,
+// 2026-11-26: 3.11-3.19 vs 3.06-3.08 ms; with DSERVE_GEMV_SHORT=1 3.05 ms) while winning alone: its registers
+// (98 per thread, 2 CTAs of 256 per SM) keep the next kernel's CTAs and the side stream's off the SMs. Experiment
+// knobs: DSERVE_GEMV_SHORT=1 (half segments: 72 registers), DSERVE_GEMV_CTAS (CTAs per SM, 2),
+// DSERVE_GEMV_PRE=0 (no loads before the PDL wait: 3.15 ms).
+int gemv_knob(const char* name, int dflt) {
+  const char* e = std::getenv(name);
+  return e && *e ? std::atoi(e) : dflt;
+}
+bool gemv_enabled() { return gemv_knob("DSERVE_GEMV_M1", 0) == 1; }
+
+// The M = 1 path when it applies (batch 1; a pair with one K); cudaErrorNotSupported otherwise.
+cudaError_t try_gemv(const GemmSmallMParams& p, const GemmSmallMParams* p2, cudaStream_t stream) {
+  if (!gemv_enabled() || p.M != 1 || p.batch != 1 || p.K < kGemvMinK || (p2 && (p2->M != 1 || p2->K != p.K)) ||
+      p.N + (p2 ? p2->N : 0) < kGemvMinItems)
+    return cudaErrorNotSupported;
+  GemvLaunch l;
+  l.p[0] = p;
+  l.p[1] = p2 ? *p2 : p;
+  for (int i = 0; i < 2; ++i) {
+    l.rows.w[i] = static_cast<const __nv_bfloat16*>(l.p[i].w);
+    l.rows.ldw[i] = l.p[i].ldw;
+    l.rows.N[i] = l.p[i].N;
+  }
+  l.rows.split = p.N;
+  l.rows.items = p.N + (p2 ? p2->N : 0);
+  l.rows.K = p.K;
+  l.rows.pre = gemv_knob("DSERVE_GEMV_PRE", 1) != 0;
+  // Two CTAs of 8 warps per SM by default, at most one warp per item.
+  const int per_sm = gemv_knob("DSERVE_GEMV_CTAS", 2);
+  const int64_t max_ctas = static_cast<int64_t>(device_sm_count()) * (per_sm >= 1 && per_sm <= 8 ? per_sm : 2);
+  const int64_t need = (l.rows.items + gemv::kWarps - 1) / gemv::kWarps;
+  const unsigned ctas = static_cast<unsigned>(need < max_ctas ? need : max_ctas);
+  const bool shortseg = gemv_knob("DSERVE_GEMV_SHORT", 0) == 1;
+  const auto kernel = p.silu ? (shortseg ? gemv_m1_kernel<true, true> : gemv_m1_kernel<true, false>)
+                             : (shortseg ? gemv_m1_kernel<false, true> : gemv_m1_kernel<false, false>);
+  return launch_pdl(kernel, dim3(ctas), gemv::kWarps * 32, 0, stream, l);
+}
+
 bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; }
 
 }  // namespace
@@ -144,6 +214,7 @@ bool gemm_small_m_supported(const GemmSmallMParams& p) {
 
 cudaError_t launch_gemm_small_m(const GemmSmallMParams& p, cudaStream_t stream) {
   if (!gemm_small_m_supported(p)) return cudaErrorInvalidValue;
+  if (const cudaError_t e = try_gemv(p, nullptr, stream); e != cudaErrorNotSupported) return e;
   const bool m16 = p.M > 8;
   if (p.silu) return m16 ? launch_nk<2, true, true>(p, stream) : launch_nk<2, false, true>(p, stream);
   // Two 8-row tiles per CTA once there are enough rows to fill the machine several times over.
@@ -156,6 +227,7 @@ cudaError_t launch_gemm_small_m_pair(const GemmSmallMParams& a, const GemmSmallM
   if (!gemm_small_m_supported(a) || !gemm_small_m_supported(b) || a.silu || b.silu || a.batch != 1 ||
       b.batch != 1 || a.M != b.M)
     return cudaErrorInvalidValue;
+  if (const cudaError_t e = try_gemv(a, &b, stream); e != cudaErrorNotSupported) return e;
   return a.M > 8 ? launch_nk<1, true>(a, stream, &b) : launch_nk<1, false>(a, stream, &b);
 }
 

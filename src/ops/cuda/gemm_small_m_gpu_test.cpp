@@ -2,6 +2,7 @@
 // bf16 inputs, and through the ops that dispatch to them (linear, linear_f32) against the CPU backend. Outputs are written into NaN-filled buffers wider than N: columns past N and rows past M
 // must stay NaN, every written value must be finite.
 #include <cmath>
+#include <cstdlib>
 #include <limits>
 #include <random>
 #include <tuple>
@@ -87,10 +88,18 @@ TEST_F(GemmSmallMTest, WeightRowsMatchTheHostProduct) {
   // a batched case, K = 32 (one chunk: most warps idle).
   for (auto [B, M, N, K] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>>{
            {1, 1, 3072, 2048}, {1, 1, 576, 2048}, {1, 3, 2048, 2048}, {1, 8, 64, 2048}, {1, 1, 5632, 2048},
-           {1, 9, 2048, 2816}, {1, 16, 200, 96}, {1, 2, 24576, 1536}, {3, 5, 40, 64}, {2, 16, 8200, 32}}) {
-    for (bool f32_out : {false, true}) {
-      const double rel = run_case(B, M, N, K, /*w_nk=*/true, f32_out);
-      EXPECT_LE(rel, f32_out ? 1e-5 : 8e-3) << B << " " << M << " " << N << " " << K;
+           {1, 9, 2048, 2816}, {1, 16, 200, 96}, {1, 2, 24576, 1536}, {3, 5, 40, 64}, {2, 16, 8200, 32},
+           {1, 1, 2048, 1408}, {1, 1, 1100, 18432}, {1, 1, 13, 32}}) {
+    // M = 1 at batch 1 can take the register GEMV (gemv_m1.cuh, opt-in DSERVE_GEMV_M1=1, from 1,024 rows and
+    // K >= 1024): both.
+    for (const char* gemv : {"1", "0"}) {
+      if (gemv[0] == '0' && (M != 1 || B != 1)) continue;
+      setenv("DSERVE_GEMV_M1", gemv, 1);
+      for (bool f32_out : {false, true}) {
+        const double rel = run_case(B, M, N, K, /*w_nk=*/true, f32_out);
+        EXPECT_LE(rel, f32_out ? 1e-5 : 8e-3) << B << " " << M << " " << N << " " << K << " DSERVE_GEMV_M1=" << gemv;
+      }
+      unsetenv("DSERVE_GEMV_M1");
     }
   }
 }
@@ -121,7 +130,11 @@ TEST_F(GemmSmallMTest, UnsupportedArgumentsAreRefused) {
 
 // Through the ops: decode-sized calls take the small-M kernels; the CPU backend is the reference.
 TEST_F(GemmSmallMTest, OpsAtDecodeSizesMatchTheCpu) {
-  for (int64_t T : {1, 2, 5, 8, 12, 16, 24}) {  // 24: past the small-M limit
+  // T = 1 twice: first on the register GEMV (opt-in DSERVE_GEMV_M1=1, read per launch), then the default kernel.
+  for (int64_t T : {-1, 1, 2, 5, 8, 12, 16, 24}) {  // 24: past the small-M limit
+    if (T == -1) setenv("DSERVE_GEMV_M1", "1", 1);
+    if (T == 1) unsetenv("DSERVE_GEMV_M1");
+    T = T < 0 ? 1 : T;
     Tensor x = randn({T, 2048}, rng_), w = randn({3072, 2048}, rng_, 0.05f);
     LinearWeight lw, cw;
     lw.weight = to_device(w);
@@ -145,7 +158,11 @@ TEST_F(GemmSmallMTest, OpsAtDecodeSizesMatchTheCpu) {
 // The fused MLP halves (ops.h linear_silu, linear_add_): gate|up with the SiLU epilogue (V2-Lite shared expert,
 // a ragged I) and down accumulated into the residual branch, against the CPU's unfused chain.
 TEST_F(GemmSmallMTest, FusedMlpHalvesMatchTheCpu) {
-  for (int64_t T : {1, 4, 9, 16, 40}) {  // 40: past the small-M limit (the unfused path)
+  // T = 1 twice: on the register GEMV (DSERVE_GEMV_M1=1: SiLU pair and accumulate epilogues), then the default.
+  for (int64_t T : {-1, 1, 4, 9, 16, 40}) {  // 40: past the small-M limit (the unfused path)
+    if (T == -1) setenv("DSERVE_GEMV_M1", "1", 1);
+    if (T == 1) unsetenv("DSERVE_GEMV_M1");
+    T = T < 0 ? 1 : T;
     for (int64_t I : {2816, 200}) {
       Tensor x = randn({T, 2048}, rng_), gu = randn({2 * I, 2048}, rng_, 0.05f);
       LinearWeight lgu, cgu;
