@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The opt-in M = 1 register GEMV (kernels/gemv_m1.cuh, DSERVE_GEMV_M1=1): its GPU tests (GemmSmallM*, both paths)
 # + memcheck, then bench-one-batch A/B (ab.sh) at GEMV_BATCHES (default 1) over the experiment knobs
-# (DSERVE_GEMV_SHORT, DSERVE_GEMV_CTAS, DSERVE_GEMV_PRE). Logs: $OUT/*.log.
+# (DSERVE_GEMV_SHORT, DSERVE_GEMV_CTAS, DSERVE_GEMV_PRE, DSERVE_GEMV_MIN_ITEMS). Logs: $OUT/*.log.
 set -u
 source "$(dirname "$0")/lib.sh"
 CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
@@ -15,5 +15,5 @@ timeout 120 "$CS" --tool memcheck --leak-check no --error-exitcode 3 "$T" --gtes
 echo "== memcheck GemmSmallM* rc=$? ($(( $(date +%s) - start )) s)"
 grep -E "^\[  (PASSED|FAILED) |ERROR SUMMARY" "$OUT/memcheck.log" | tail -4
 G=DSERVE_GEMV_M1=1
-AB_BATCHES=${GEMV_BATCHES:-1} AB_CONFIGS=${GEMV_CONFIGS:-"base $G $G,DSERVE_GEMV_SHORT=1 $G,DSERVE_GEMV_CTAS=1 $G,DSERVE_GEMV_PRE=0 $G,DSERVE_GEMV_SHORT=1,DSERVE_GEMV_CTAS=3 base $G"} \
+AB_BATCHES=${GEMV_BATCHES:-1} AB_CONFIGS=${GEMV_CONFIGS:-"base $G $G,DSERVE_GEMV_MIN_ITEMS=64 $G,DSERVE_GEMV_SHORT=1 $G,DSERVE_GEMV_SHORT=1,DSERVE_GEMV_MIN_ITEMS=64 base $G,DSERVE_GEMV_MIN_ITEMS=64"} \
   bash "$(dirname "$0")/ab.sh"

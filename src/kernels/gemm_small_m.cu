@@ -166,17 +166,19 @@ constexpr int64_t kGemvMinItems = 1024, kGemvMinK = 1024;
 // 2026-11-26: 3.11-3.19 vs 3.06-3.08 ms; with DSERVE_GEMV_SHORT=1 3.05 ms) while winning alone: its registers
 // (98 per thread, 2 CTAs of 256 per SM) keep the next kernel's CTAs and the side stream's off the SMs. Experiment
 // knobs: DSERVE_GEMV_SHORT=1 (half segments: 72 registers), DSERVE_GEMV_CTAS (CTAs per SM, 2),
-// DSERVE_GEMV_PRE=0 (no loads before the PDL wait: 3.15 ms).
-int gemv_knob(const char* name, int dflt) {
+// DSERVE_GEMV_PRE=0 (no loads before the PDL wait: 3.15 ms), DSERVE_GEMV_MIN_ITEMS (rows, 1024; the first run,
+// without the bounds, so with the 64-row router GEMM on the GEMV too, gave 3.03 / 3.07 vs 3.07 ms: not yet
+// separated from noise).
+int64_t gemv_knob(const char* name, int64_t dflt) {
   const char* e = std::getenv(name);
-  return e && *e ? std::atoi(e) : dflt;
+  return e && *e ? std::atoll(e) : dflt;
 }
 bool gemv_enabled() { return gemv_knob("DSERVE_GEMV_M1", 0) == 1; }
 
 // The M = 1 path when it applies (batch 1; a pair with one K); cudaErrorNotSupported otherwise.
 cudaError_t try_gemv(const GemmSmallMParams& p, const GemmSmallMParams* p2, cudaStream_t stream) {
   if (!gemv_enabled() || p.M != 1 || p.batch != 1 || p.K < kGemvMinK || (p2 && (p2->M != 1 || p2->K != p.K)) ||
-      p.N + (p2 ? p2->N : 0) < kGemvMinItems)
+      p.N + (p2 ? p2->N : 0) < gemv_knob("DSERVE_GEMV_MIN_ITEMS", kGemvMinItems))
     return cudaErrorNotSupported;
   GemvLaunch l;
   l.p[0] = p;
@@ -191,7 +193,7 @@ cudaError_t try_gemv(const GemmSmallMParams& p, const GemmSmallMParams* p2, cuda
   l.rows.K = p.K;
   l.rows.pre = gemv_knob("DSERVE_GEMV_PRE", 1) != 0;
   // Two CTAs of 8 warps per SM by default, at most one warp per item.
-  const int per_sm = gemv_knob("DSERVE_GEMV_CTAS", 2);
+  const int64_t per_sm = gemv_knob("DSERVE_GEMV_CTAS", 2);
   const int64_t max_ctas = static_cast<int64_t>(device_sm_count()) * (per_sm >= 1 && per_sm <= 8 ? per_sm : 2);
   const int64_t need = (l.rows.items + gemv::kWarps - 1) / gemv::kWarps;
   const unsigned ctas = static_cast<unsigned>(need < max_ctas ? need : max_ctas);
