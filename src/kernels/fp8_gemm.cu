@@ -13,6 +13,7 @@
 namespace ds::kernels {
 namespace {
 
+using ptx::load_stream;
 using ptx::mma_e4m3;
 
 // One warp per (token, 128-group); each lane owns 4 consecutive channels.
@@ -38,14 +39,6 @@ __global__ void quant_act_kernel(Fp8QuantParams p) {
   const float s = fp8::quantize_group_warp(v, p.ue8m0, &packed);
   reinterpret_cast<uint32_t*>(p.q + m * p.Kp + g * 128)[lane] = packed;
   if (lane == 0) p.s[p.s_m_major ? g * p.s_ld + m : m * p.s_ld + g] = s;
-}
-
-__device__ __forceinline__ uint4 load_stream(const uint8_t* p) {
-  uint4 r;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0,%1,%2,%3}, [%4];\n"
-               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
-               : "l"(p));
-  return r;
 }
 
 constexpr int kWarps = 8;

@@ -7,6 +7,7 @@
 #include <cuda_runtime.h>
 
 #include "kernels/pdl.cuh"
+#include "kernels/ptx.cuh"
 
 namespace ds::kernels::gemv {
 
@@ -14,15 +15,6 @@ namespace ds::kernels::gemv {
 // from registers reaches the after-wait floor (q_proj 5.7 us) where the shared-memory small-M kernel takes 7.9 us,
 // and loads issued before the PDL wait overlap the previous kernel (3.8 us).
 constexpr int kWarps = 8;
-
-// 16 bytes of weights, not kept in L1 (each byte is read once per step).
-__device__ __forceinline__ uint4 load_w(const void* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
 
 __device__ __forceinline__ float dot8(const uint4& w, const uint4& x, float acc) {
   const __nv_bfloat162* wp = reinterpret_cast<const __nv_bfloat162*>(&w);
@@ -74,7 +66,7 @@ __device__ __forceinline__ void warp_loop(const Rows& r, XRow x_row, Store store
 #pragma unroll
       for (int i = 0; i < kSeg; ++i) {
         const int64_t c = (seg * kSeg + i) * 32 + lane;
-        buf[t][i] = c < chunks ? load_w(row + c * 8) : make_uint4(0, 0, 0, 0);
+        buf[t][i] = c < chunks ? ptx::load_stream(row + c * 8) : make_uint4(0, 0, 0, 0);
       }
     }
   };

@@ -1,5 +1,6 @@
-// Inline-PTX helpers shared by the tensor-core kernels: shared-memory addresses, cp.async (16 bytes, zero-fill),
-// ldmatrix, the bf16 m16n8k16 and e4m3 m16n8k32 mma.sync, bf16 packing and the fast exp2. One definition each.
+// Inline-PTX helpers shared by the kernels: shared-memory addresses, cp.async (16 bytes, zero-fill), the streaming
+// 16-byte load, ldmatrix, the bf16 m16n8k16 and e4m3 m16n8k32 mma.sync, bf16 packing and the fast exp2. One
+// definition each.
 #pragma once
 #include <cstdint>
 
@@ -19,6 +20,15 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool v
 }
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
   cp_async16(smem_u32(dst), src, valid);
+}
+
+// 16 bytes of global memory read once (weights streamed per step): the read-only path, not kept in L1.
+__device__ __forceinline__ uint4 load_stream(const void* p) {
+  uint4 r;
+  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
+               : "l"(p));
+  return r;
 }
 __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
 template <int N>

@@ -2,20 +2,13 @@
 #include "kernels/read_probe.h"
 
 #include "kernels/pdl.cuh"
+#include "kernels/ptx.cuh"
 
 namespace ds::kernels {
 namespace {
 
 constexpr int kThreads = 256;
 constexpr int kUnroll = 8;
-
-__device__ __forceinline__ uint4 load_stream(const uint4* p) {
-  uint4 v;
-  asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-               : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-               : "l"(p));
-  return v;
-}
 
 __global__ void __launch_bounds__(kThreads) read_probe_kernel(const uint4* p, int64_t n, uint32_t* sink,
                                                               uint32_t never, bool wait_first) {
@@ -27,12 +20,12 @@ __global__ void __launch_bounds__(kThreads) read_probe_kernel(const uint4* p, in
   for (; i + (kUnroll - 1) * stride < n; i += kUnroll * stride) {
     uint4 v[kUnroll];
 #pragma unroll
-    for (int u = 0; u < kUnroll; ++u) v[u] = load_stream(p + i + u * stride);
+    for (int u = 0; u < kUnroll; ++u) v[u] = ptx::load_stream(p + i + u * stride);
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
   }
   for (; i < n; i += stride) {
-    const uint4 v = load_stream(p + i);
+    const uint4 v = ptx::load_stream(p + i);
     acc ^= v.x ^ v.y ^ v.z ^ v.w;
   }
   pdl_wait();
