@@ -16,18 +16,6 @@ namespace ds::kernels::gemv {
 // and loads issued before the PDL wait overlap the previous kernel (3.8 us).
 constexpr int kWarps = 8;
 
-__device__ __forceinline__ float dot8(const uint4& w, const uint4& x, float acc) {
-  const __nv_bfloat162* wp = reinterpret_cast<const __nv_bfloat162*>(&w);
-  const __nv_bfloat162* xp = reinterpret_cast<const __nv_bfloat162*>(&x);
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 a = __bfloat1622float2(wp[i]), b = __bfloat1622float2(xp[i]);
-    acc = fmaf(a.x, b.x, acc);
-    acc = fmaf(a.y, b.y, acc);
-  }
-  return acc;
-}
-
 // One problem's rows for the warp loop: item i < split takes row i of `a`, the rest row i - split of `b` (a pair
 // sharing K). NR = 2: an item is the gate row n and the up row n + N of one output column.
 struct Rows {
@@ -86,7 +74,7 @@ __device__ __forceinline__ void warp_loop(const Rows& r, XRow x_row, Store store
       const int64_t c = (seg * kSeg + i) * 32 + lane;
       const uint4 xv = c < chunks ? __ldg(reinterpret_cast<const uint4*>(x + c * 8)) : make_uint4(0, 0, 0, 0);
 #pragma unroll
-      for (int t = 0; t < NR; ++t) acc[t] = dot8(cur[t][i], xv, acc[t]);
+      for (int t = 0; t < NR; ++t) acc[t] = ptx::dot8_bf16(cur[t][i], xv, acc[t]);
     }
     if (seg == segs - 1) {
 #pragma unroll

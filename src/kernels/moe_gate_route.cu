@@ -17,19 +17,6 @@ using moe_detail::route_token;
 
 constexpr int kWarps = 4;  // expert rows per CTA
 
-__device__ __forceinline__ float dot8(const uint4& a, const uint4& b) {
-  const __nv_bfloat162* x = reinterpret_cast<const __nv_bfloat162*>(&a);
-  const __nv_bfloat162* y = reinterpret_cast<const __nv_bfloat162*>(&b);
-  float s = 0.0f;
-#pragma unroll
-  for (int i = 0; i < 4; ++i) {
-    const float2 u = __bfloat1622float2(x[i]), v = __bfloat1622float2(y[i]);
-    s = fmaf(u.x, v.x, s);
-    s = fmaf(u.y, v.y, s);
-  }
-  return s;
-}
-
 __global__ void __launch_bounds__(kWarps * 32) moe_gate_route_kernel(const MoeGateRouteParams p) {
   extern __shared__ __align__(16) char smem[];
   __shared__ uint64_t warp_tot[32];
@@ -53,7 +40,7 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gate_route_kernel(const MoeGa
       const uint4* xrow = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.x) + t * p.dim);
       float s = 0.0f;
 #pragma unroll 4
-      for (int64_t c = lane; c < chunks; c += 32) s += dot8(wsm[c], xrow[c]);
+      for (int64_t c = lane; c < chunks; c += 32) s += ptx::dot8_bf16(wsm[c], xrow[c], 0.0f);
       for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
       if (lane == 0) p.logits[t * E + e] = s;
     }

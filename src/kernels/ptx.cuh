@@ -1,5 +1,6 @@
 // Inline-PTX helpers shared by the kernels: shared-memory addresses, cp.async (16 bytes, zero-fill), the streaming
-// 16-byte load, ldmatrix, the bf16 m16n8k16 and e4m3 m16n8k32 mma.sync, bf16 packing and the fast exp2. One
+// 16-byte load, ldmatrix, the bf16 m16n8k16 and e4m3 m16n8k32 mma.sync, a bf16 x8 dot product, bf16 packing and the
+// fast exp2. One
 // definition each.
 #pragma once
 #include <cstdint>
@@ -20,6 +21,19 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool v
 }
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
   cp_async16(smem_u32(dst), src, valid);
+}
+
+// acc + the dot product of 8 bf16 pairs (two 16-byte vectors), in fp32, in element order.
+__device__ __forceinline__ float dot8_bf16(const uint4& a, const uint4& b, float acc) {
+  const __nv_bfloat162* x = reinterpret_cast<const __nv_bfloat162*>(&a);
+  const __nv_bfloat162* y = reinterpret_cast<const __nv_bfloat162*>(&b);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) {
+    const float2 u = __bfloat1622float2(x[i]), v = __bfloat1622float2(y[i]);
+    acc = fmaf(u.x, v.x, acc);
+    acc = fmaf(u.y, v.y, acc);
+  }
+  return acc;
 }
 
 // 16 bytes of global memory read once (weights streamed per step): the read-only path, not kept in L1.
