@@ -4,7 +4,7 @@
 # DS_CHECK aborts its process) does not lose the others; then dserve_fp8_gemm_bench when it is present.
 # Binaries: .devbin/kbench/ (else .devbin/). Writes $OUT/kernels.csv, $OUT/kbench.log (+ fp8_gemm.csv/.log,
 # mla_gpu_test.log).
-# Under 3 minutes (all.sh kbench:200).
+# Under 4 minutes (all.sh kbench:240).
 set -u
 source "$(dirname "$0")/lib.sh"
 B=.devbin/kbench
@@ -31,10 +31,13 @@ group mla_decode 20 "mla_decode"
 group linear 45 "linear "
 group mla_prefill 20 "mla_prefill"
 group membound 25 "add_rms_norm|rope_cache|silu_mul|moe_route|moe_permute|moe_combine|log_softmax"
+# Each decode weight stream's read floor next to our M = 1 linear (BENCHMARKS.md, session 14).
+group weight_read 40 "weight_read v2-lite|weight_read v3 q_a|weight_read v3 kv_a|weight_read v3 shared|weight_read v3 routed"
 
 # One CSV: the first header, then every row (ceiling rows of each process included).
 first=1
-for f in "$PARTS"/moe.csv "$PARTS"/mla_decode.csv "$PARTS"/linear.csv "$PARTS"/mla_prefill.csv "$PARTS"/membound.csv; do
+for f in "$PARTS"/moe.csv "$PARTS"/mla_decode.csv "$PARTS"/linear.csv "$PARTS"/mla_prefill.csv "$PARTS"/membound.csv \
+    "$PARTS"/weight_read.csv; do
   [ -s "$f" ] || continue
   if [ $first = 1 ]; then cat "$f"; first=0; else tail -n +2 "$f"; fi
 done > "$OUT/kernels.csv"
