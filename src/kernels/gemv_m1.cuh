@@ -16,8 +16,8 @@ namespace ds::kernels::gemv {
 // and loads issued before the PDL wait overlap the previous kernel (3.8 us).
 constexpr int kWarps = 8;
 
-// One problem's rows for the warp loop: item i < split takes row i of `a`, the rest row i - split of `b` (a pair
-// sharing K). NR = 2: an item is the gate row n and the up row n + N of one output column.
+// The rows of one problem, or of a pair sharing K, for the warp loop: item i < split is row i of w[0], the rest
+// row i - split of w[1]. NR = 2: an item is the gate row n and the up row n + N of one output column.
 struct Rows {
   const __nv_bfloat16* w[2];
   int64_t ldw[2];

@@ -1,7 +1,6 @@
 // Inline-PTX helpers shared by the kernels: shared-memory addresses, cp.async (16 bytes, zero-fill), the streaming
-// 16-byte load, ldmatrix, the bf16 m16n8k16 and e4m3 m16n8k32 mma.sync, a bf16 x8 dot product, bf16 packing and the
-// fast exp2. One
-// definition each.
+// 16-byte load, ldmatrix, the bf16 m16n8k16 and e4m3 m16n8k32 mma.sync, a bf16 x8 dot product, bf16 packing and
+// the fast exp2. One definition each.
 #pragma once
 #include <cstdint>
 
@@ -21,6 +20,12 @@ __device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, bool v
 }
 __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool valid) {
   cp_async16(smem_u32(dst), src, valid);
+}
+
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 // acc + the dot product of 8 bf16 pairs (two 16-byte vectors), in fp32, in element order.
@@ -43,11 +48,6 @@ __device__ __forceinline__ uint4 load_stream(const void* p) {
                : "=r"(r.x), "=r"(r.y), "=r"(r.z), "=r"(r.w)
                : "l"(p));
   return r;
-}
-__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int N>
-__device__ __forceinline__ void cp_async_wait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
 }
 
 __device__ __forceinline__ void ldmatrix_x4(uint32_t (&r)[4], uint32_t addr) {

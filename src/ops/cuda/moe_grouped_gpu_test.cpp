@@ -227,8 +227,8 @@ struct GateRouteLaunch {
 // bias over 256 experts and 7168 channels, an odd token count), eager and replayed from a graph: the logits
 // match the CPU router, the ids / weights match the CPU routing of those logits exactly, the kernel's grouping
 // (NaN-poisoned) is the grouping of those ids, and the experts op fed by the fused grouping matches, bit for
-// bit, the experts op grouping a copy of the ids itself (also after a fused grouping nobody used). Prints the fused launch's time next to the
-// three launches it replaces (graph replays, in isolation).
+// bit, the experts op grouping a copy of the ids itself (also after a fused grouping nobody used). Prints the
+// fused launch's time next to the three launches it replaces (graph replays, in isolation).
 TEST_F(MoeGroupedTest, FusedGateRouteMatchesCpu) {
   setenv("DSERVE_MOE_GATE_ROUTE", "1", 1);  // opt-in, read per call
   struct Unset {
