@@ -36,13 +36,16 @@ struct NkLaunch {
   int64_t split;
 };
 
-template <int NT, bool kM16, bool kSilu = false>
+// kPre (experiment, DSERVE_SMALL_M_PREWAIT=1): the first round's weights go to shared memory before the PDL wait
+// instead of an L2 prefetch of the CTA's rows, with 4 chunks per warp per round (a smaller CTA, so one of the next
+// kernel fits beside those of this one and can do the same).
+template <int NT, bool kM16, bool kSilu = false, bool kPre = false>
 __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_nk_kernel(const NkLaunch launch) {
   static_assert(!kSilu || NT == 2, "the fused SiLU takes a gate tile and an up tile");
   const bool second = blockIdx.x >= launch.split;
   const GemmSmallMParams& p = launch.p[second ? 1 : 0];
   const int64_t bx = second ? blockIdx.x - launch.split : blockIdx.x;
-  using S = NkShape<NT, kM16>;
+  using S = NkShape<NT, kM16, kPre ? 4 : 0>;
   extern __shared__ uint4 stage[];
   __shared__ float red[kWarps][NT * 4][32];
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
@@ -61,9 +64,10 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_nk_kernel(const NkLa
     wok[t] = n < p.N;
     wrow[t] = w + (wok[t] ? n + (kSilu && t == 1 ? p.N : 0) : 0) * p.ldw + tig * 8;
   }
+  if constexpr (kPre) small_m::issue_first_weights<NT, S::kUnroll>(wrow, wok, p.K, warp, kWarps, my);
   // Weights are never written during a forward: pull this CTA's rows into L2 while the previous kernel of the
   // stream finishes (programmatic dependent launch, pdl.cuh), then wait for it before touching x or d.
-  for (int r = warp; r < NT * 8; r += kWarps) {
+  for (int r = warp; r < (kPre ? 0 : NT * 8); r += kWarps) {
     const int t = r / 8;
     const int64_t n = kSilu ? n0 + r % 8 : n0 + r;
     if (n < p.N) {
@@ -83,7 +87,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_nk_kernel(const NkLa
 #pragma unroll
     for (int c = 0; c < 4; ++c) acc[t][c] = 0.0f;
 
-  accumulate_rows<NT, kM16>(wrow, wok, xrow0, xok0, xrow1, xok1, p.K, warp, kWarps, my, acc);
+  accumulate_rows<NT, kM16, S::kUnroll, kPre>(wrow, wok, xrow0, xok0, xrow1, xok1, p.K, warp, kWarps, my, acc);
 
 #pragma unroll
   for (int t = 0; t < NT; ++t)
@@ -117,11 +121,11 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_nk_kernel(const NkLa
 }
 
 // p2 (optional): a second problem of batch 1 in the same launch.
-template <int NT, bool kM16, bool kSilu = false>
+template <int NT, bool kM16, bool kSilu = false, bool kPre = false>
 cudaError_t launch_nk(const GemmSmallMParams& p, cudaStream_t stream, const GemmSmallMParams* p2 = nullptr) {
-  constexpr size_t kSmem = static_cast<size_t>(kWarps) * NkShape<NT, kM16>::kSlots * 512;
-  static const cudaError_t attr = cudaFuncSetAttribute(
-      gemm_small_m_nk_kernel<NT, kM16, kSilu>, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
+  constexpr size_t kSmem = static_cast<size_t>(kWarps) * NkShape<NT, kM16, kPre ? 4 : 0>::kSlots * 512;
+  static const cudaError_t attr = cudaFuncSetAttribute(gemm_small_m_nk_kernel<NT, kM16, kSilu, kPre>,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
   if (attr != cudaSuccess) return attr;
   const int64_t cols = kSilu ? 8 : NT * 8;
   NkLaunch l;
@@ -131,7 +135,7 @@ cudaError_t launch_nk(const GemmSmallMParams& p, cudaStream_t stream, const Gemm
   const int64_t blocks = l.split + (p2 ? (p2->N + cols - 1) / cols : 0);
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.batch));
-  return launch_pdl(gemm_small_m_nk_kernel<NT, kM16, kSilu>, grid, kWarps * 32, kSmem, stream, l);
+  return launch_pdl(gemm_small_m_nk_kernel<NT, kM16, kSilu, kPre>, grid, kWarps * 32, kSmem, stream, l);
 }
 
 // M = 1, batch 1 (gemv_m1.cuh): one launch for one problem or a pair sharing K; items = output columns.
@@ -203,6 +207,9 @@ cudaError_t try_gemv(const GemmSmallMParams& p, const GemmSmallMParams* p2, cuda
   return launch_pdl(kernel, dim3(ctas), gemv::kWarps * 32, 0, stream, l);
 }
 
+// DSERVE_SMALL_M_PREWAIT=1 (read per launch): the kPre kernels at <= 8 rows (experiment, off by default).
+bool prewait_enabled() { return gemv_knob("DSERVE_SMALL_M_PREWAIT", 0) == 1; }
+
 bool aligned16(const void* q) { return reinterpret_cast<uintptr_t>(q) % 16 == 0; }
 
 }  // namespace
@@ -218,6 +225,10 @@ cudaError_t launch_gemm_small_m(const GemmSmallMParams& p, cudaStream_t stream) 
   if (!gemm_small_m_supported(p)) return cudaErrorInvalidValue;
   if (const cudaError_t e = try_gemv(p, nullptr, stream); e != cudaErrorNotSupported) return e;
   const bool m16 = p.M > 8;
+  if (prewait_enabled() && !m16) {
+    if (p.silu) return launch_nk<2, false, true, true>(p, stream);
+    return p.N * p.batch >= 8192 ? launch_nk<2, false, false, true>(p, stream) : launch_nk<1, false, false, true>(p, stream);
+  }
   if (p.silu) return m16 ? launch_nk<2, true, true>(p, stream) : launch_nk<2, false, true>(p, stream);
   // Two 8-row tiles per CTA once there are enough rows to fill the machine several times over.
   const bool two = p.N * p.batch >= 8192;
@@ -230,6 +241,7 @@ cudaError_t launch_gemm_small_m_pair(const GemmSmallMParams& a, const GemmSmallM
       b.batch != 1 || a.M != b.M)
     return cudaErrorInvalidValue;
   if (const cudaError_t e = try_gemv(a, &b, stream); e != cudaErrorNotSupported) return e;
+  if (prewait_enabled() && a.M <= 8) return launch_nk<1, false, false, true>(a, stream, &b);
   return a.M > 8 ? launch_nk<1, true>(a, stream, &b) : launch_nk<1, false>(a, stream, &b);
 }
 

@@ -45,7 +45,24 @@ struct NkShape {
 // second + 4; both operands use the same permutation, so every product still pairs matching k. Each round
 // stages kUnroll chunks with cp.async (all in flight together), then multiplies; a lane reads back only the
 // slots it copied itself.
-template <int NT, bool kM16, int kUnroll = NkShape<NT, kM16>::kUnroll>
+// The weight copies of this warp's first round (what accumulate_rows<..., true> expects already issued): weights
+// are never written during a forward, so a kernel may issue them before its PDL wait.
+template <int NT, int kUnroll>
+__device__ __forceinline__ void issue_first_weights(const __nv_bfloat16* const (&wrow)[NT], const bool (&wok)[NT],
+                                                    int64_t K, int warp, int warps, uint4* my) {
+  const int64_t chunks = K / 32;
+#pragma unroll
+  for (int u = 0; u < kUnroll; ++u) {
+    const int64_t c = warp + u * warps;
+    const bool in = c < chunks;
+    const int64_t off = (in ? c : 0) * 32;
+#pragma unroll
+    for (int t = 0; t < NT; ++t) cp_async_cg(&my[(u * NT + t) * 32], wrow[t] + off, in && wok[t]);
+  }
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+
+template <int NT, bool kM16, int kUnroll = NkShape<NT, kM16>::kUnroll, bool kFirstWeightsIssued = false>
 __device__ __forceinline__ void accumulate_rows(const __nv_bfloat16* const (&wrow)[NT], const bool (&wok)[NT],
                                                 const __nv_bfloat16* xrow0, bool xok0, const __nv_bfloat16* xrow1,
                                                 bool xok1, int64_t K, int warp, int warps, uint4* my,
@@ -58,8 +75,10 @@ __device__ __forceinline__ void accumulate_rows(const __nv_bfloat16* const (&wro
       const int64_t c = c0 + u * warps;
       const bool in = c < chunks;
       const int64_t off = (in ? c : 0) * 32;
+      if (!kFirstWeightsIssued || c0 != warp) {
 #pragma unroll
-      for (int t = 0; t < NT; ++t) cp_async_cg(&my[(u * NT + t) * 32], wrow[t] + off, in && wok[t]);
+        for (int t = 0; t < NT; ++t) cp_async_cg(&my[(u * NT + t) * 32], wrow[t] + off, in && wok[t]);
+      }
       cp_async_ca(&my[(kUnroll * NT + u) * 32], xrow0 + off, in && xok0);
       if (kM16) cp_async_ca(&my[(kUnroll * (NT + 1) + u) * 32], xrow1 + off, in && xok1);
     }

@@ -102,6 +102,13 @@ TEST_F(GemmSmallMTest, WeightRowsMatchTheHostProduct) {
       }
       unsetenv("DSERVE_GEMV_M1");
     }
+    // The pre-wait weight kernels (DSERVE_SMALL_M_PREWAIT=1, <= 8 rows).
+    setenv("DSERVE_SMALL_M_PREWAIT", "1", 1);
+    for (bool f32_out : {false, true}) {
+      const double rel = run_case(B, M, N, K, /*w_nk=*/true, f32_out);
+      EXPECT_LE(rel, f32_out ? 1e-5 : 8e-3) << B << " " << M << " " << N << " " << K << " DSERVE_SMALL_M_PREWAIT=1";
+    }
+    unsetenv("DSERVE_SMALL_M_PREWAIT");
   }
 }
 
