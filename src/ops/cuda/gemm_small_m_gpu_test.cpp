@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <limits>
 #include <random>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -102,13 +103,17 @@ TEST_F(GemmSmallMTest, WeightRowsMatchTheHostProduct) {
       }
       unsetenv("DSERVE_GEMV_M1");
     }
-    // The pre-wait weight kernels (DSERVE_SMALL_M_PREWAIT=1, <= 8 rows).
-    setenv("DSERVE_SMALL_M_PREWAIT", "1", 1);
+    // The kernels that prefetch their rows into L2 instead of loading them before the PDL wait
+    // (DSERVE_SMALL_M_PREWAIT=0, read per launch); a value set for the whole run is put back afterwards.
+    const char* outer = std::getenv("DSERVE_SMALL_M_PREWAIT");
+    const std::string keep = outer ? outer : "";
+    setenv("DSERVE_SMALL_M_PREWAIT", "0", 1);
     for (bool f32_out : {false, true}) {
       const double rel = run_case(B, M, N, K, /*w_nk=*/true, f32_out);
-      EXPECT_LE(rel, f32_out ? 1e-5 : 8e-3) << B << " " << M << " " << N << " " << K << " DSERVE_SMALL_M_PREWAIT=1";
+      EXPECT_LE(rel, f32_out ? 1e-5 : 8e-3) << B << " " << M << " " << N << " " << K << " DSERVE_SMALL_M_PREWAIT=0";
     }
-    unsetenv("DSERVE_SMALL_M_PREWAIT");
+    if (outer) setenv("DSERVE_SMALL_M_PREWAIT", keep.c_str(), 1);
+    else unsetenv("DSERVE_SMALL_M_PREWAIT");
   }
 }
 
