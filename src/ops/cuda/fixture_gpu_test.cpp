@@ -12,6 +12,7 @@
 
 #include "model/deepseek_model.h"
 #include "ops/cuda/cuda_runtime.h"
+#include "ops/cuda/gpu_test_util.h"
 #include "runner/attn_metadata.h"
 #include "runner/sequence_runner.h"
 
@@ -44,9 +45,10 @@ Loaded load(const std::string& name, bool cuda) {
   EXPECT_TRUE(w.is_ok()) << w.status().message();
   // The references use dequantized FP8 weights (transformers without quantization_config): CUDA's native W8A8
   // default is held to them in fp8_fixture_gpu_test instead.
-  setenv("DSERVE_FP8_NATIVE", "0", 1);
-  l.ops = cuda ? make_cuda_ops(0) : make_cpu_ops();
-  unsetenv("DSERVE_FP8_NATIVE");
+  {
+    const test::ScopedEnv native("DSERVE_FP8_NATIVE", "0");  // read when the backend is made
+    l.ops = cuda ? make_cuda_ops(0) : make_cpu_ops();
+  }
   l.model = std::make_unique<DeepseekModel>(l.cfg, w.value(), *l.ops);
   std::ifstream f(fixture_dir(name) + "/reference.json");
   EXPECT_TRUE(f.good()) << "missing reference.json for " << name;

@@ -15,6 +15,7 @@
 
 #include "model/deepseek_model.h"
 #include "ops/cuda/cuda_runtime.h"
+#include "ops/cuda/gpu_test_util.h"
 #include "ops/ops.h"
 #include "runner/sequence_runner.h"
 
@@ -49,8 +50,8 @@ nlohmann::json reference(const std::string& name) {
 // and DSERVE_FP8_FUSED_SMALL_M=`fused` where given (else the default fused paths); chunk > 0 prefills that many
 // tokens a step (1: every step a one-token decode-sized step).
 Scores score_fixture(const std::string& name, bool cuda, bool native, const char* fused = nullptr, int chunk = 0) {
-  setenv("DSERVE_FP8_NATIVE", native ? "1" : "0", 1);
-  if (fused) setenv("DSERVE_FP8_FUSED_SMALL_M", fused, 1);
+  test::ScopedEnv native_env("DSERVE_FP8_NATIVE", native ? "1" : "0");
+  test::ScopedEnv fused_env("DSERVE_FP8_FUSED_SMALL_M", fused);  // unset when not given
   Scores out;
   auto cfg = load_model_config(fixture_dir(name));
   EXPECT_TRUE(cfg.is_ok()) << cfg.status().message();
@@ -58,8 +59,8 @@ Scores score_fixture(const std::string& name, bool cuda, bool native, const char
   EXPECT_TRUE(w.is_ok()) << w.status().message();
   if (!cfg.is_ok() || !w.is_ok()) return out;
   std::unique_ptr<Ops> ops = cuda ? make_cuda_ops(0) : make_cpu_ops();
-  unsetenv("DSERVE_FP8_NATIVE");
-  unsetenv("DSERVE_FP8_FUSED_SMALL_M");
+  native_env.set(nullptr);  // both read when the backend is made
+  fused_env.set(nullptr);
   DeepseekModel model(cfg.value(), w.value(), *ops);
   SequenceRunner runner(model, *ops);
   const nlohmann::json ref = reference(name);  // named: a temporary's ["score"] would dangle in the loop
@@ -185,9 +186,9 @@ INSTANTIATE_TEST_SUITE_P(Fixtures, Fp8FixtureGpu, ::testing::Values("v3_fp8", "v
 TEST(Fp8FixtureAbsorbed, Fp8ProductsKeepTheBounds) {
   init_cuda_device(0);
   const std::string f = "v3_fp8_mla128";
-  setenv("DSERVE_FP8_BMM", "1", 1);
+  test::ScopedEnv bmm("DSERVE_FP8_BMM", "1");
   const Scores gpu = score_fixture(f, true, true, nullptr, 1), cpu = score_fixture(f, false, true, nullptr, 1);
-  unsetenv("DSERVE_FP8_BMM");
+  bmm.set(nullptr);
   const Scores gpu_bf16 = score_fixture(f, true, true, nullptr, 1), cpu_bf16 = score_fixture(f, false, true, nullptr, 1);
   const Scores tf = transformers_scores(f);
   const Stats gpu_tf = compare(gpu, tf), cpu_tf = compare(cpu, tf);

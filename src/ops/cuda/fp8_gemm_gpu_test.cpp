@@ -329,10 +329,13 @@ TEST_F(Fp8GemmGpu, FusedSiluMatchesTheReference) {
 // emulation on the same bf16-representable inputs: V2-Lite's heads (16, nope 128, v 128, kv_lora 512), ue8m0 too,
 // token counts across the chunking; without DSERVE_FP8_BMM=1 (the default) prepare declines.
 TEST_F(Fp8GemmGpu, AbsorbedHeadProductsMatchTheCpu) {
-  setenv("DSERVE_FP8_NATIVE", "1", 1);
-  setenv("DSERVE_FP8_BMM", "1", 1);
-  std::unique_ptr<Ops> gpu = make_cuda_ops(0), cpu = make_cpu_ops();
-  unsetenv("DSERVE_FP8_NATIVE");
+  test::ScopedEnv bmm("DSERVE_FP8_BMM", "1");  // read per call
+  std::unique_ptr<Ops> gpu, cpu;
+  {
+    const test::ScopedEnv native("DSERVE_FP8_NATIVE", "1");  // read when a backend is made
+    gpu = make_cuda_ops(0);
+    cpu = make_cpu_ops();
+  }
   std::mt19937 rng(31);
   const int64_t H = 16, nope = 128, v = 128, lora = 512, rope = 64;
   auto bf16_randn = [&](Shape shape) {
@@ -362,7 +365,7 @@ TEST_F(Fp8GemmGpu, AbsorbedHeadProductsMatchTheCpu) {
       DS_EXPECT_CLOSE(got, want, kMaxRel, kL2Rel, "mla_absorb_q_fp8 " + what);
     }
   }
-  unsetenv("DSERVE_FP8_BMM");
+  bmm.set(nullptr);
   HeadsFp8 a, b;
   EXPECT_FALSE(gpu->prepare_absorbed_fp8(random_fp8_weight(H * (nope + v), lora, false, rng), H, nope, v, &a, &b));
   EXPECT_FALSE(a.defined());

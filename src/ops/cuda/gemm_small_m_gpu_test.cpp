@@ -5,7 +5,6 @@
 #include <cstdlib>
 #include <limits>
 #include <random>
-#include <string>
 #include <tuple>
 #include <vector>
 
@@ -96,24 +95,19 @@ TEST_F(GemmSmallMTest, WeightRowsMatchTheHostProduct) {
     // K >= 1024): both.
     for (const char* gemv : {"1", "0"}) {
       if (gemv[0] == '0' && (M != 1 || B != 1)) continue;
-      setenv("DSERVE_GEMV_M1", gemv, 1);
+      const test::ScopedEnv env("DSERVE_GEMV_M1", gemv);
       for (bool f32_out : {false, true}) {
         const double rel = run_case(B, M, N, K, /*w_nk=*/true, f32_out);
         EXPECT_LE(rel, f32_out ? 1e-5 : 8e-3) << B << " " << M << " " << N << " " << K << " DSERVE_GEMV_M1=" << gemv;
       }
-      unsetenv("DSERVE_GEMV_M1");
     }
     // The kernels that prefetch their rows into L2 instead of loading them before the PDL wait
-    // (DSERVE_SMALL_M_PREWAIT=0, read per launch); a value set for the whole run is put back afterwards.
-    const char* outer = std::getenv("DSERVE_SMALL_M_PREWAIT");
-    const std::string keep = outer ? outer : "";
-    setenv("DSERVE_SMALL_M_PREWAIT", "0", 1);
+    // (DSERVE_SMALL_M_PREWAIT=0, read per launch).
+    const test::ScopedEnv env("DSERVE_SMALL_M_PREWAIT", "0");
     for (bool f32_out : {false, true}) {
       const double rel = run_case(B, M, N, K, /*w_nk=*/true, f32_out);
       EXPECT_LE(rel, f32_out ? 1e-5 : 8e-3) << B << " " << M << " " << N << " " << K << " DSERVE_SMALL_M_PREWAIT=0";
     }
-    if (outer) setenv("DSERVE_SMALL_M_PREWAIT", keep.c_str(), 1);
-    else unsetenv("DSERVE_SMALL_M_PREWAIT");
   }
 }
 
@@ -144,10 +138,9 @@ TEST_F(GemmSmallMTest, UnsupportedArgumentsAreRefused) {
 // Through the ops: decode-sized calls take the small-M kernels; the CPU backend is the reference.
 TEST_F(GemmSmallMTest, OpsAtDecodeSizesMatchTheCpu) {
   // T = 1 twice: first on the register GEMV (opt-in DSERVE_GEMV_M1=1, read per launch), then the default kernel.
-  for (int64_t T : {-1, 1, 2, 5, 8, 12, 16, 24}) {  // 24: past the small-M limit
-    if (T == -1) setenv("DSERVE_GEMV_M1", "1", 1);
-    if (T == 1) unsetenv("DSERVE_GEMV_M1");
-    T = T < 0 ? 1 : T;
+  for (const auto& [T, gemv] : std::vector<std::pair<int64_t, bool>>{
+           {1, true}, {1, false}, {2, false}, {5, false}, {8, false}, {12, false}, {16, false}, {24, false}}) {
+    const test::ScopedEnv env("DSERVE_GEMV_M1", gemv ? "1" : nullptr);  // 24: past the small-M limit
     Tensor x = randn({T, 2048}, rng_), w = randn({3072, 2048}, rng_, 0.05f);
     LinearWeight lw, cw;
     lw.weight = to_device(w);
@@ -172,10 +165,9 @@ TEST_F(GemmSmallMTest, OpsAtDecodeSizesMatchTheCpu) {
 // a ragged I) and down accumulated into the residual branch, against the CPU's unfused chain.
 TEST_F(GemmSmallMTest, FusedMlpHalvesMatchTheCpu) {
   // T = 1 twice: on the register GEMV (DSERVE_GEMV_M1=1: SiLU pair and accumulate epilogues), then the default.
-  for (int64_t T : {-1, 1, 4, 9, 16, 40}) {  // 40: past the small-M limit (the unfused path)
-    if (T == -1) setenv("DSERVE_GEMV_M1", "1", 1);
-    if (T == 1) unsetenv("DSERVE_GEMV_M1");
-    T = T < 0 ? 1 : T;
+  for (const auto& [T, gemv] : std::vector<std::pair<int64_t, bool>>{
+           {1, true}, {1, false}, {4, false}, {9, false}, {16, false}, {40, false}}) {
+    const test::ScopedEnv env("DSERVE_GEMV_M1", gemv ? "1" : nullptr);  // 40: past the small-M limit (unfused path)
     for (int64_t I : {2816, 200}) {
       Tensor x = randn({T, 2048}, rng_), gu = randn({2 * I, 2048}, rng_, 0.05f);
       LinearWeight lgu, cgu;

@@ -24,6 +24,30 @@ using kcases::i32_tensor;
 using kcases::randn;
 using kcases::to_device;
 
+// Sets (value non-null) or unsets an environment variable for a scope and puts back what was there when the scope
+// ends, also when an ASSERT leaves the test early: the decode-path A/B switches are read per launch, per call or
+// when a backend is made, and one leaked into the next test would run it on another path.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) {
+    const char* old = std::getenv(name);
+    had_ = old != nullptr;
+    if (had_) old_ = old;
+    set(value);
+  }
+  ~ScopedEnv() { set(had_ ? old_.c_str() : nullptr); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+  void set(const char* value) {
+    if (value) setenv(name_.c_str(), value, 1);
+    else unsetenv(name_.c_str());
+  }
+
+ private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
 // Fixture of the CUDA-vs-CPU suites: one CUDA backend (allocations poisoned with NaN) and one CPU backend,
 // made once for the whole test binary and never destroyed (tensors in static objects may outlive them).
 class CudaVsCpuTest : public ::testing::Test {

@@ -42,21 +42,16 @@ class MoeFp8Test : public ::testing::Test {
     if (gpu_) return;
     init_cuda_device(0);
     set_cuda_alloc_poison(true);
-    setenv("DSERVE_FP8_NATIVE", "1", 1);
+    const test::ScopedEnv native("DSERVE_FP8_NATIVE", "1");  // read when a backend is made
     gpu_ = make_cuda_ops(0).release();
     cpu_ = make_cpu_ops().release();
-    unsetenv("DSERVE_FP8_NATIVE");
   }
   static Ops& gpu() { return *gpu_; }
   // Another CUDA backend in native FP8 mode with the switch `env` = value (switches are read when a backend is
   // made).
   static std::unique_ptr<Ops> native_cuda_ops_with(const char* env, const char* value = "1") {
-    setenv("DSERVE_FP8_NATIVE", "1", 1);
-    setenv(env, value, 1);
-    std::unique_ptr<Ops> ops = make_cuda_ops(0);
-    unsetenv(env);
-    unsetenv("DSERVE_FP8_NATIVE");
-    return ops;
+    const test::ScopedEnv native("DSERVE_FP8_NATIVE", "1"), with(env, value);
+    return make_cuda_ops(0);
   }
   static Ops& cpu() { return *cpu_; }
 

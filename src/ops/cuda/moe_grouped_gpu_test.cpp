@@ -64,10 +64,7 @@ class MoeGroupedTest : public test::CudaVsCpuTest {
 // at each launch).
 class MoeGroupedBothKernels : public MoeGroupedTest, public ::testing::WithParamInterface<bool> {
  protected:
-  void SetUp() override {
-    if (!GetParam()) setenv("DSERVE_MOE_SMALL_M", "0", 1);
-  }
-  void TearDown() override { unsetenv("DSERVE_MOE_SMALL_M"); }
+  test::ScopedEnv small_m_{"DSERVE_MOE_SMALL_M", GetParam() ? nullptr : "0"};
 };
 INSTANTIATE_TEST_SUITE_P(DecodeKernel, MoeGroupedBothKernels, ::testing::Values(false, true),
                          [](const auto& info) { return info.param ? "SmallM" : "Pipelined"; });
@@ -230,10 +227,7 @@ struct GateRouteLaunch {
 // bit, the experts op grouping a copy of the ids itself (also after a fused grouping nobody used). Prints the
 // fused launch's time next to the three launches it replaces (graph replays, in isolation).
 TEST_F(MoeGroupedTest, FusedGateRouteMatchesCpu) {
-  setenv("DSERVE_MOE_GATE_ROUTE", "1", 1);  // opt-in, read per call
-  struct Unset {
-    ~Unset() { unsetenv("DSERVE_MOE_GATE_ROUTE"); }
-  } unset;
+  const test::ScopedEnv gate_route("DSERVE_MOE_GATE_ROUTE", "1");  // opt-in, read per call
   cudaStream_t s = cuda_stream();
   for (const kbench::ModelDims& m : {kbench::deepseek_v2_lite(), kbench::deepseek_v3()}) {
     const MoeRouting r = kcases::routing_of(m);
