@@ -3,7 +3,8 @@
 
 For device-code refactors checked without a GPU: build the touched .cu before and after,
   nvcc -std=c++17 -gencode=arch=compute_90a,code=sm_90a -O3 -cubin -I src F.cu -o old.cubin   (git stash for "before")
-and run `scripts/cubin_text_cmp.py old.cubin new.cubin`. A kernel of the old cubin is paired with the new one of the
+and run `scripts/cubin_text_cmp.py old.cubin new.cubin`. Compile both from the same path: kernels in an anonymous
+namespace carry a hash of the file name in their mangled names. A kernel of the old cubin is paired with the new one of the
 same name or, when the change appended template arguments defaulting to false / 0 (a new opt-in variant), of that
 name with them. Prints SAME / DIFF / MISSING per old kernel and the new kernels nobody paired; exit status 1 on any
 DIFF or MISSING.
