@@ -130,7 +130,8 @@ template <int NT, bool kM16, bool kSilu = false, bool kPre = false>
 cudaError_t launch_nk(const GemmSmallMParams& p, cudaStream_t stream, const GemmSmallMParams* p2 = nullptr) {
   constexpr size_t kSmem = static_cast<size_t>(kWarps) * NkShape<NT, kM16, kPre ? 4 : 0>::kSlots * 512;
   static const cudaError_t attr = cudaFuncSetAttribute(gemm_small_m_nk_kernel<NT, kM16, kSilu, kPre>,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       static_cast<int>(kSmem));
   if (attr != cudaSuccess) return attr;
   const int64_t cols = kSilu ? 8 : NT * 8;
   NkLaunch l;
@@ -220,7 +221,8 @@ cudaError_t launch_rows(const GemmSmallMParams& p, cudaStream_t stream) {
   const bool m16 = p.M > 8;
   if (p.silu) return m16 ? launch_nk<2, true, true, kPre>(p, stream) : launch_nk<2, false, true, kPre>(p, stream);
   // Two 8-row tiles per CTA once there are enough rows to fill the machine several times over.
-  if (p.N * p.batch >= 8192) return m16 ? launch_nk<2, true, false, kPre>(p, stream) : launch_nk<2, false, false, kPre>(p, stream);
+  if (p.N * p.batch >= 8192)
+    return m16 ? launch_nk<2, true, false, kPre>(p, stream) : launch_nk<2, false, false, kPre>(p, stream);
   return m16 ? launch_nk<1, true, false, kPre>(p, stream) : launch_nk<1, false, false, kPre>(p, stream);
 }
 
@@ -247,7 +249,8 @@ cudaError_t launch_gemm_small_m_pair(const GemmSmallMParams& a, const GemmSmallM
     return cudaErrorInvalidValue;
   if (const cudaError_t e = try_gemv(a, &b, stream); e != cudaErrorNotSupported) return e;
   const bool m16 = a.M > 8;
-  if (prewait()) return m16 ? launch_nk<1, true, false, true>(a, stream, &b) : launch_nk<1, false, false, true>(a, stream, &b);
+  if (prewait())
+    return m16 ? launch_nk<1, true, false, true>(a, stream, &b) : launch_nk<1, false, false, true>(a, stream, &b);
   return m16 ? launch_nk<1, true>(a, stream, &b) : launch_nk<1, false>(a, stream, &b);
 }
 

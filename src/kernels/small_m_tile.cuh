@@ -36,15 +36,6 @@ struct NkShape {
   static constexpr int kSlots = kUnroll * (NT + (kM16 ? 2 : 1));  // 512-byte slots per warp per round
 };
 
-// One warp's share of a CTA's K loop: chunks warp, warp + warps, ... (32-deep) of NT 8-row weight tiles
-// (wrow[t]: this lane's row g of tile t at k = tig * 8; wok[t] false: zeros) times the rows xrow0 (row g) and
-// xrow1 (row g + 8, kM16 only), accumulated in the m16n8 fragments acc[t]. `my` is this lane's slot 0 of the
-// warp's staging area (kSlots * 32 uint4, slot s at my[s * 32]). In a chunk, lane (g, tig) takes 16
-// contiguous bytes (k = tig * 8 .. + 7) of weight row g and of rows g, g + 8 and feeds them to two k16 mmas:
-// logical k {2 tig, 2 tig + 1, 2 tig + 8, 2 tig + 9} of the first are physical tig * 8 + {0, 1, 2, 3}, of the
-// second + 4; both operands use the same permutation, so every product still pairs matching k. Each round
-// stages kUnroll chunks with cp.async (all in flight together), then multiplies; a lane reads back only the
-// slots it copied itself.
 // The weight copies of this warp's first round (what accumulate_rows<..., true> expects already issued): weights
 // are never written during a forward, so a kernel may issue them before its PDL wait.
 template <int NT, int kUnroll>
@@ -62,6 +53,15 @@ __device__ __forceinline__ void issue_first_weights(const __nv_bfloat16* const (
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
 
+// One warp's share of a CTA's K loop: chunks warp, warp + warps, ... (32-deep) of NT 8-row weight tiles
+// (wrow[t]: this lane's row g of tile t at k = tig * 8; wok[t] false: zeros) times the rows xrow0 (row g) and
+// xrow1 (row g + 8, kM16 only), accumulated in the m16n8 fragments acc[t]. `my` is this lane's slot 0 of the
+// warp's staging area (kSlots * 32 uint4, slot s at my[s * 32]). In a chunk, lane (g, tig) takes 16
+// contiguous bytes (k = tig * 8 .. + 7) of weight row g and of rows g, g + 8 and feeds them to two k16 mmas:
+// logical k {2 tig, 2 tig + 1, 2 tig + 8, 2 tig + 9} of the first are physical tig * 8 + {0, 1, 2, 3}, of the
+// second + 4; both operands use the same permutation, so every product still pairs matching k. Each round
+// stages kUnroll chunks with cp.async (all in flight together), then multiplies; a lane reads back only the
+// slots it copied itself. kFirstWeightsIssued: round 0's weights were issued already (issue_first_weights).
 template <int NT, bool kM16, int kUnroll = NkShape<NT, kM16>::kUnroll, bool kFirstWeightsIssued = false>
 __device__ __forceinline__ void accumulate_rows(const __nv_bfloat16* const (&wrow)[NT], const bool (&wok)[NT],
                                                 const __nv_bfloat16* xrow0, bool xok0, const __nv_bfloat16* xrow1,
