@@ -36,21 +36,24 @@ struct NkShape {
   static constexpr int kSlots = kUnroll * (NT + (kM16 ? 2 : 1));  // 512-byte slots per warp per round
 };
 
+// Step u of a round: the copies of chunk c of the NT weight rows into their slots (zeros past K or past N).
+template <int NT>
+__device__ __forceinline__ void copy_weights(const __nv_bfloat16* const (&wrow)[NT], const bool (&wok)[NT], int64_t c,
+                                             int64_t chunks, int u, uint4* my) {
+  const bool in = c < chunks;
+  const int64_t off = (in ? c : 0) * 32;
+#pragma unroll
+  for (int t = 0; t < NT; ++t) cp_async_cg(&my[(u * NT + t) * 32], wrow[t] + off, in && wok[t]);
+}
+
 // The weight copies of this warp's first round (what accumulate_rows<..., true> expects already issued): weights
 // are never written during a forward, so a kernel may issue them before its PDL wait.
 template <int NT, int kUnroll>
 __device__ __forceinline__ void issue_first_weights(const __nv_bfloat16* const (&wrow)[NT], const bool (&wok)[NT],
                                                     int64_t K, int warp, int warps, uint4* my) {
-  const int64_t chunks = K / 32;
 #pragma unroll
-  for (int u = 0; u < kUnroll; ++u) {
-    const int64_t c = warp + u * warps;
-    const bool in = c < chunks;
-    const int64_t off = (in ? c : 0) * 32;
-#pragma unroll
-    for (int t = 0; t < NT; ++t) cp_async_cg(&my[(u * NT + t) * 32], wrow[t] + off, in && wok[t]);
-  }
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
+  for (int u = 0; u < kUnroll; ++u) copy_weights<NT>(wrow, wok, warp + u * warps, K / 32, u, my);
+  ptx::cp_async_commit();
 }
 
 // One warp's share of a CTA's K loop: chunks warp, warp + warps, ... (32-deep) of NT 8-row weight tiles
@@ -75,10 +78,7 @@ __device__ __forceinline__ void accumulate_rows(const __nv_bfloat16* const (&wro
       const int64_t c = c0 + u * warps;
       const bool in = c < chunks;
       const int64_t off = (in ? c : 0) * 32;
-      if (!kFirstWeightsIssued || c0 != warp) {
-#pragma unroll
-        for (int t = 0; t < NT; ++t) cp_async_cg(&my[(u * NT + t) * 32], wrow[t] + off, in && wok[t]);
-      }
+      if (!kFirstWeightsIssued || c0 != warp) copy_weights<NT>(wrow, wok, c, chunks, u, my);
       cp_async_ca(&my[(kUnroll * NT + u) * 32], xrow0 + off, in && xok0);
       if (kM16) cp_async_ca(&my[(kUnroll * (NT + 1) + u) * 32], xrow1 + off, in && xok1);
     }
