@@ -13,4 +13,4 @@ DSERVE_FP8_STAGED=1 timeout 60 "$CS" --tool memcheck --leak-check no --error-exi
   --gtest_filter='Fp8GemmGpu.SmallM*:Fp8GemmGpu.Fused*:Fp8GemmGpu.LinearPair*' > "$OUT/memcheck.log" 2>&1
 echo "== memcheck rc=$?"; grep -E "ERROR SUMMARY" "$OUT/memcheck.log" | tail -1
 S=DSERVE_FP8_STAGED=1
-AB_EXTRA="--quantization fp8" AB_BATCHES=${STAGED_BATCHES:-1,8} AB_CONFIGS=${STAGED_CONFIGS:-"base $S base $S"} bash "$(dirname "$0")/ab.sh"
+AB_EXTRA="--quantization fp8" AB_BATCHES=${STAGED_BATCHES:-1,8} AB_CONFIGS=${STAGED_CONFIGS:-"base $S base $S base $S"} bash "$(dirname "$0")/ab.sh"

@@ -266,16 +266,21 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(const SmallML
   if constexpr (kStageU > 0) {
     // Rounds: this round's weights (round 0's issued before the wait) and activations in flight together, then
     // multiplied block by block from shared memory.
-    using S = std::conditional_t<kFusedQuant, Raw, Act>;
+    // The fused quantization runs as soon as a block's activations arrive (the weights are still in flight), so
+    // only the quantized form stays in registers.
     for (int64_t c0 = warp; c0 < kblocks; c0 += kWarps * kStageU) {
       if (c0 != warp) issue_round(c0);
-      S st[kStageU];
+      Act st[kStageU];
 #pragma unroll
       for (int u = 0; u < kStageU; ++u) {
         const int64_t kb = c0 + u * kWarps;
-        if (kb < kblocks) {
-          if constexpr (kFusedQuant) load_raw(kb, st[u]);
-          else load_act(kb, st[u]);
+        if (kb >= kblocks) break;  // warp-uniform
+        if constexpr (kFusedQuant) {
+          Raw r;
+          load_raw(kb, r);
+          quantize(r, st[u]);
+        } else {
+          load_act(kb, st[u]);
         }
       }
       ptx::cp_async_wait<0>();
@@ -285,13 +290,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(const SmallML
         uint4 w[4];
 #pragma unroll
         for (int j = 0; j < 4; ++j) w[j] = my[(u * 4 + j) * 32];
-        if constexpr (kFusedQuant) {
-          Act a;
-          quantize(st[u], a);
-          compute_block(w, a);
-        } else {
-          compute_block(w, st[u]);
-        }
+        compute_block(w, st[u]);
       }
     }
   } else if constexpr (kFusedQuant) {
