@@ -6,6 +6,7 @@
 
 #include <cstdlib>
 #include <cstring>
+#include <type_traits>
 
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
@@ -59,10 +60,17 @@ struct SmallMLaunch {
 // same output column. kFusedQuant (NT = 1): the warp quantizes each token's 128-group of x itself, exactly as
 // quant_act_kernel does (fp8::quantize_group_warp, lane l holding channels 4l..4l+3), and hands each lane the
 // bytes its mma slot takes by shuffles.
-template <int NT, bool kFusedQuant, bool kSilu>
+// kStageU > 0 (experiment, DSERVE_FP8_STAGED=1; NT <= 2): the weights go through shared memory instead of
+// registers, kStageU K blocks per warp per round (kStageU x 16 KB a CTA), and the first round is issued before the
+// PDL wait; each lane reads back only the 16-byte slots it copied itself, so no barrier. With the weights out of
+// the registers the CTA is small enough that the next kernel's CTAs fit beside it and can do the same (the bf16
+// small-M kernels' pre-wait staging, kernels/gemm_small_m.cu, gained 0.07 ms a step that way).
+template <int NT, bool kFusedQuant, bool kSilu, int kStageU = 0>
 __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(const SmallMLaunch launch) {
   static_assert(!kFusedQuant || NT == 1, "in-kernel quantization takes at most 8 tokens");
+  static_assert(kStageU == 0 || NT <= 2, "staged rounds hold each block's activations in registers");
   __shared__ float red[kWarps][NT * 4][32];
+  extern __shared__ uint4 fp8_stage[];  // kStageU: [warp][kStageU blocks][4 slots][32 lanes]
   const bool second = blockIdx.x >= launch.split;
   const Fp8GemmSmallMParams& p = launch.p[second ? 1 : 0];
   const int64_t bx = second ? blockIdx.x - launch.split : blockIdx.x;
@@ -85,7 +93,29 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(const SmallML
   // first blocks with prefetch_first) into L2 while the previous kernel of the stream finishes (pdl.cuh), then
   // wait for it before reading q, sx or x.
   auto row_of = [&](int r) { return r < 8 ? n0 + r : r1 + (r - 8); };
-  if (!p.prefetch_first) {
+  uint4* my = fp8_stage + warp * kStageU * 4 * 32 + lane;  // kStageU: this lane's slot 0 (slot s at my[s * 32])
+  // kStageU: one round's weight copies of this warp (blocks c0, c0 + kWarps, ...), as one commit group.
+  auto issue_round = [&](int64_t c0) {
+#pragma unroll
+    for (int u = 0; u < kStageU; ++u) {
+      const int64_t kb = c0 + u * kWarps;
+      const bool in = kb < kblocks;
+      const int64_t off = (in ? kb : 0) * 128;
+      ptx::cp_async16(&my[(u * 4 + 0) * 32], w0 + off, in);
+      ptx::cp_async16(&my[(u * 4 + 1) * 32], w0 + off + 64, in);
+      ptx::cp_async16(&my[(u * 4 + 2) * 32], w1 + off, in);
+      ptx::cp_async16(&my[(u * 4 + 3) * 32], w1 + off + 64, in);
+    }
+    ptx::cp_async_commit();
+  };
+  if constexpr (kStageU > 0) {
+    issue_round(warp);
+    // The blocks past the first round into L2 (whole-slice mode only).
+    if (!p.prefetch_first)
+      for (int r = warp; r < 16; r += kWarps)
+        for (int64_t off = (lane + kStageU * kWarps) * 128; off < p.Kp; off += 32 * 128)
+          asm volatile("prefetch.global.L2 [%0];\n" ::"l"(wb + row_of(r) * p.Kp + off));
+  } else if (!p.prefetch_first) {
     for (int r = warp; r < 16; r += kWarps)
       for (int64_t off = lane * 128; off < p.Kp; off += 32 * 128)
         asm volatile("prefetch.global.L2 [%0];\n" ::"l"(wb + row_of(r) * p.Kp + off));
@@ -233,7 +263,37 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(const SmallML
       }
     }
   };
-  if constexpr (kFusedQuant) {
+  if constexpr (kStageU > 0) {
+    // Rounds: this round's weights (round 0's issued before the wait) and activations in flight together, then
+    // multiplied block by block from shared memory.
+    // The fused quantization runs as soon as a block's activations arrive (the weights are still in flight), so
+    // only the quantized form stays in registers.
+    for (int64_t c0 = warp; c0 < kblocks; c0 += kWarps * kStageU) {
+      if (c0 != warp) issue_round(c0);
+      Act st[kStageU];
+#pragma unroll
+      for (int u = 0; u < kStageU; ++u) {
+        const int64_t kb = c0 + u * kWarps;
+        if (kb >= kblocks) break;  // warp-uniform
+        if constexpr (kFusedQuant) {
+          Raw r;
+          load_raw(kb, r);
+          quantize(r, st[u]);
+        } else {
+          load_act(kb, st[u]);
+        }
+      }
+      ptx::cp_async_wait<0>();
+#pragma unroll
+      for (int u = 0; u < kStageU; ++u) {
+        if (c0 + u * kWarps >= kblocks) break;  // warp-uniform
+        uint4 w[4];
+#pragma unroll
+        for (int j = 0; j < 4; ++j) w[j] = my[(u * 4 + j) * 32];
+        compute_block(w, st[u]);
+      }
+    }
+  } else if constexpr (kFusedQuant) {
     // Raw activations in flight, quantized when their block is multiplied.
     pipelined(load_raw, [&](const Raw& r) {
       Act a;
@@ -353,10 +413,34 @@ Fp8GemmSmallMParams::Prefetch prefetch_env() {
   return mode;
 }
 
+// DSERVE_FP8_STAGED=1 (read per launch; experiment): the kStageU kernels at <= 16 tokens.
+bool fp8_staged() {
+  const char* e = std::getenv("DSERVE_FP8_STAGED");
+  return e && std::strcmp(e, "1") == 0;
+}
+
+template <int NT, bool kFused, bool kSilu, int kU>
+cudaError_t launch_staged(const dim3 grid, const dim3 block, cudaStream_t stream, const SmallMLaunch& l) {
+  constexpr int kSmem = kWarps * kU * 4 * 32 * 16;
+  auto kernel = gemm_small_m_kernel<NT, kFused, kSilu, kU>;
+  static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  if (attr != cudaSuccess) return attr;
+  return launch_pdl(kernel, grid, block, kSmem, stream, l);
+}
+
 template <bool kFused, bool kSilu>
 cudaError_t launch_kind(SmallMLaunch& l, int64_t blocks, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(l.p[0].batch)), block(kWarps * 32);
   const int64_t M = l.p[0].M;
+  if (fp8_staged() && (kFused || M <= 16)) {
+    // One round when 2 blocks a warp cover K (K <= 2048), else 4-block rounds.
+    const bool wide = l.p[0].Kp > 2 * kWarps * 128 || l.p[1].Kp > 2 * kWarps * 128;
+    if (kFused || M <= 8)
+      return wide ? launch_staged<1, kFused, kSilu, 4>(grid, block, stream, l)
+                  : launch_staged<1, kFused, kSilu, 2>(grid, block, stream, l);
+    return wide ? launch_staged<2, false, kSilu, 4>(grid, block, stream, l)
+                : launch_staged<2, false, kSilu, 2>(grid, block, stream, l);
+  }
   if (kFused || M <= 8) return launch_pdl(gemm_small_m_kernel<1, kFused, kSilu>, grid, block, 0, stream, l);
   if (M <= 16) return launch_pdl(gemm_small_m_kernel<2, false, kSilu>, grid, block, 0, stream, l);
   if (M <= 32) return launch_pdl(gemm_small_m_kernel<4, false, kSilu>, grid, block, 0, stream, l);
