@@ -60,11 +60,12 @@ struct SmallMLaunch {
 // same output column. kFusedQuant (NT = 1): the warp quantizes each token's 128-group of x itself, exactly as
 // quant_act_kernel does (fp8::quantize_group_warp, lane l holding channels 4l..4l+3), and hands each lane the
 // bytes its mma slot takes by shuffles.
-// kStageU > 0 (experiment, DSERVE_FP8_STAGED=1; NT <= 2): the weights go through shared memory instead of
-// registers, kStageU K blocks per warp per round (kStageU x 16 KB a CTA), and the first round is issued before the
-// PDL wait; each lane reads back only the 16-byte slots it copied itself, so no barrier. With the weights out of
-// the registers the CTA is small enough that the next kernel's CTAs fit beside it and can do the same (the bf16
-// small-M kernels' pre-wait staging, kernels/gemm_small_m.cu, gained 0.07 ms a step that way).
+// kStageU > 0 (the default at <= 16 tokens; DSERVE_FP8_STAGED=0 restores the register kernels; NT <= 2): the
+// weights go through shared memory instead of registers, kStageU K blocks per warp per round (kStageU x 16 KB a
+// CTA), and the first round is issued before the PDL wait; each lane reads back only the 16-byte slots it copied
+// itself, so no barrier. With the weights out of the registers the CTA is small enough that the next kernel's CTAs
+// fit beside it and can do the same (the bf16 small-M kernels' pre-wait staging, kernels/gemm_small_m.cu, gained
+// 0.07 ms a step that way; here V2-Lite --quantization fp8 batch 1 2.66-2.68 vs 2.72-2.73 ms, H100 2026-11-27).
 template <int NT, bool kFusedQuant, bool kSilu, int kStageU = 0>
 __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(const SmallMLaunch launch) {
   static_assert(!kFusedQuant || NT == 1, "in-kernel quantization takes at most 8 tokens");
@@ -413,10 +414,10 @@ Fp8GemmSmallMParams::Prefetch prefetch_env() {
   return mode;
 }
 
-// DSERVE_FP8_STAGED=1 (read per launch; experiment): the kStageU kernels at <= 16 tokens.
+// The kStageU kernels at <= 16 tokens unless DSERVE_FP8_STAGED=0 (read per launch).
 bool fp8_staged() {
   const char* e = std::getenv("DSERVE_FP8_STAGED");
-  return e && std::strcmp(e, "1") == 0;
+  return !(e && std::strcmp(e, "0") == 0);
 }
 
 template <int NT, bool kFused, bool kSilu, int kU>

@@ -140,12 +140,18 @@ TEST_F(Fp8GemmGpu, TransposeBf16IsExact) {
 // last block), kv_b-like 576 x 1536, and a K = 7168 / 4 block-aligned one.
 const Shape3 kShapes[] = {{264, 1000}, {576, 1536}, {2112, 448}, {384, 1792}};
 
+// Both kernel families at <= 16 tokens: weights staged through shared memory (the default) and held in registers
+// (DSERVE_FP8_STAGED=0, read per launch).
 TEST_F(Fp8GemmGpu, SmallMKernelMatchesReference) {
   Fp8Gemm gemm;
   std::mt19937 rng(3);
-  for (const Shape3& sh : kShapes)
-    for (int64_t M : {1, 3, 8, 13, 33, 64}) check_gemm(gemm, Fp8Path::kSmallM, sh, M, false, rng);
-  for (int64_t M : {1, 8, 64}) check_gemm(gemm, Fp8Path::kSmallM, kShapes[0], M, true, rng);
+  for (const char* staged : {"1", "0"}) {
+    SCOPED_TRACE(std::string("DSERVE_FP8_STAGED=") + staged);
+    const test::ScopedEnv env("DSERVE_FP8_STAGED", staged);
+    for (const Shape3& sh : kShapes)
+      for (int64_t M : {1, 3, 8, 13, 33, 64}) check_gemm(gemm, Fp8Path::kSmallM, sh, M, false, rng);
+    for (int64_t M : {1, 8, 64}) check_gemm(gemm, Fp8Path::kSmallM, kShapes[0], M, true, rng);
+  }
 }
 
 // Which cuBLASLt scale layout matches (informational: the first device run tells the right one); the default
@@ -260,17 +266,22 @@ TEST_F(Fp8GemmGpu, FusedSmallMQuantizesAsQuantAct) {
   plain.set_fused_small_m(false);
   fused.set_fused_small_m(true);
   std::mt19937 rng(21);
-  for (const Shape3& sh : {Shape3{264, 1000}, Shape3{576, 2048}, Shape3{136, 1002}, Shape3{2048, 7168}})
-    for (bool ue8m0 : {false, true}) {
-      const LinearWeight hw = random_fp8_weight(sh.n, sh.k, ue8m0, rng);
-      const LinearWeight wp = plain.prepare(hw), wf = fused.prepare(hw);
-      for (int64_t M : {1, 3, 8, 9, 40}) {
-        Tensor x = test::to_device(test::randn({M, sh.k}, rng, 1.0f));
-        const std::string what = "fp8 fused quant M=" + std::to_string(M) + " N=" + std::to_string(sh.n) +
-                                 " K=" + std::to_string(sh.k) + (ue8m0 ? " ue8m0" : "");
-        DS_EXPECT_CLOSE(test::to_host_f32(fused.linear(x, wf)), test::to_host_f32(plain.linear(x, wp)), 0.0, 0.0, what);
+  for (const char* staged : {"1", "0"}) {  // DSERVE_FP8_STAGED: both kernel families
+    SCOPED_TRACE(std::string("DSERVE_FP8_STAGED=") + staged);
+    const test::ScopedEnv env("DSERVE_FP8_STAGED", staged);
+    for (const Shape3& sh : {Shape3{264, 1000}, Shape3{576, 2048}, Shape3{136, 1002}, Shape3{2048, 7168}})
+      for (bool ue8m0 : {false, true}) {
+        const LinearWeight hw = random_fp8_weight(sh.n, sh.k, ue8m0, rng);
+        const LinearWeight wp = plain.prepare(hw), wf = fused.prepare(hw);
+        for (int64_t M : {1, 3, 8, 9, 40}) {
+          Tensor x = test::to_device(test::randn({M, sh.k}, rng, 1.0f));
+          const std::string what = "fp8 fused quant M=" + std::to_string(M) + " N=" + std::to_string(sh.n) +
+                                   " K=" + std::to_string(sh.k) + (ue8m0 ? " ue8m0" : "");
+          DS_EXPECT_CLOSE(test::to_host_f32(fused.linear(x, wf)), test::to_host_f32(plain.linear(x, wp)), 0.0, 0.0,
+                          what);
+        }
       }
-    }
+  }
 }
 
 // The fused path's linear_pair: both GEMMs in one launch (quantizing in the kernel at M <= 8), each output equal to
