@@ -31,6 +31,28 @@ __global__ void moe_permute_kernel(MoePermuteParams p) {
   permute_block(p, perm_smem, warp_tot);
 }
 
+constexpr int kRoutePermuteWarps = 8;
+
+// One CTA: warp w routes tokens w, w + 8, ...; once every id is written (the block barrier also makes the block's
+// global writes visible to it), the whole block groups them.
+__global__ void __launch_bounds__(kRoutePermuteWarps * 32) moe_route_permute_kernel(const MoeRouteParams r,
+                                                                                   const MoePermuteParams g) {
+  pdl_enter();
+  extern __shared__ __align__(16) char rp_smem[];
+  __shared__ uint64_t warp_tot[32];
+  const int warp = threadIdx.x >> 5;
+  const size_t per_warp = route_smem_per_warp(r.experts, r.n_group, r.top_k);
+  for (int64_t t = warp; t < r.tokens; t += kRoutePermuteWarps) route_token(r, t, rp_smem + warp * per_warp);
+  __syncthreads();
+  permute_block(g, reinterpret_cast<int32_t*>(rp_smem), warp_tot);
+}
+
+size_t route_permute_smem(const MoeRouteParams& r) {
+  const size_t route = kRoutePermuteWarps * route_smem_per_warp(r.experts, r.n_group, r.top_k);
+  const size_t perm = 2 * sizeof(int32_t) * static_cast<size_t>(r.experts);
+  return route > perm ? route : perm;
+}
+
 __global__ void gather_rows_kernel(const __nv_bfloat16* x, const int32_t* src, __nv_bfloat16* out, int64_t dim) {
   pdl_enter();
   const int64_t r = blockIdx.x;
@@ -126,6 +148,19 @@ cudaError_t launch_moe_route(const MoeRouteParams& p, cudaStream_t stream) {
   if (smem > 48 * 1024) return cudaErrorInvalidValue;
   const int64_t blocks = (p.tokens + kRouteWarps - 1) / kRouteWarps;
   return launch_pdl(moe_route_kernel, static_cast<unsigned>(blocks), 32 * kRouteWarps, smem, stream, p);
+}
+
+bool moe_route_permute_supported(const MoeRouteParams& r, const MoePermuteParams& g) {
+  return r.logits && r.topk_ids && r.topk_weights && r.tokens >= 1 && r.tokens <= kMoeRoutePermuteMaxTokens &&
+         r.experts >= 1 && r.n_group >= 1 && r.experts % r.n_group == 0 && r.n_group <= 64 && r.top_k >= 1 &&
+         r.top_k <= r.experts && g.topk_ids == r.topk_ids && g.experts == r.experts && g.top_k == r.top_k &&
+         g.entries == r.tokens * r.top_k && g.counts && g.offsets && g.row_of && g.src_token &&
+         route_permute_smem(r) <= 48 * 1024;
+}
+
+cudaError_t launch_moe_route_permute(const MoeRouteParams& r, const MoePermuteParams& g, cudaStream_t stream) {
+  if (!moe_route_permute_supported(r, g)) return cudaErrorInvalidValue;
+  return launch_pdl(moe_route_permute_kernel, 1, kRoutePermuteWarps * 32, route_permute_smem(r), stream, r, g);
 }
 
 cudaError_t launch_moe_permute(const MoePermuteParams& p, cudaStream_t stream) {

@@ -43,6 +43,13 @@ struct MoePermuteParams {
 };
 cudaError_t launch_moe_permute(const MoePermuteParams& p, cudaStream_t stream);
 
+// Decode-sized routing and grouping in one launch (one CTA, a warp per token): moe_route, then moe_permute on the
+// ids it wrote (permute.topk_ids = route.topk_ids), without the launch boundary between them.
+constexpr int kMoeRoutePermuteMaxTokens = 16;
+// Whether launch_moe_route_permute takes these (1 <= tokens <= 16, the grouping of exactly these ids).
+bool moe_route_permute_supported(const MoeRouteParams& route, const MoePermuteParams& permute);
+cudaError_t launch_moe_route_permute(const MoeRouteParams& route, const MoePermuteParams& permute, cudaStream_t stream);
+
 // Decode-sized routing in one launch: router logits = x . w^T (bf16 inputs, fp32 sums) for every expert,
 // then, in the CTA that finishes last, moe_route and moe_permute on them (route.logits = logits,
 // permute.topk_ids = route.topk_ids). One warp per expert row, staged in shared memory before the PDL

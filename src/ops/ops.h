@@ -303,7 +303,7 @@ class Ops {
 
   // ---- MoE ----
   // Router scores -> top-k expert ids [T, K] I32 and weights [T, K] F32 (bias: selection only, may be
-  // undefined).
+  // undefined), ids in descending order of the selection score; ties go to the lower expert / group index.
   virtual void moe_route(const Tensor& logits /*[T, E] F32*/, const Tensor& bias, const MoeRouting& r,
                          Tensor* topk_ids, Tensor* topk_weights) = 0;
   // The router and the routing together: logits = x . router^T in fp32 ([T, E], returned), then moe_route.

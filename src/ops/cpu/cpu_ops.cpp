@@ -524,8 +524,10 @@ class CpuOps final : public Ops {
           group_score[g] = r.method == MoeRouting::Method::kNoauxTc ? v[0] + (v.size() > 1 ? v[1] : 0.0f) : v[0];
         }
         std::iota(idx.begin(), idx.begin() + r.n_group, 0);
-        std::partial_sort(idx.begin(), idx.begin() + r.topk_group, idx.begin() + r.n_group,
-                          [&](int a, int b) { return group_score[a] > group_score[b]; });
+        // Ties go to the lower index (partial_sort is not stable; the CUDA kernels break ties this way).
+        std::partial_sort(idx.begin(), idx.begin() + r.topk_group, idx.begin() + r.n_group, [&](int a, int b) {
+          return group_score[a] > group_score[b] || (group_score[a] == group_score[b] && a < b);
+        });
         std::vector<char> keep(r.n_group, 0);
         for (int g = 0; g < r.topk_group; ++g) keep[idx[g]] = 1;
         for (int64_t e = 0; e < E; ++e)
@@ -533,7 +535,7 @@ class CpuOps final : public Ops {
       }
       std::iota(idx.begin(), idx.begin() + E, 0);
       std::partial_sort(idx.begin(), idx.begin() + r.top_k, idx.begin() + E,
-                        [&](int a, int b) { return choice[a] > choice[b]; });
+                        [&](int a, int b) { return choice[a] > choice[b] || (choice[a] == choice[b] && a < b); });
       int32_t* ids = topk_ids->data_as<int32_t>() + t * r.top_k;
       float* wts = topk_weights->f32() + t * r.top_k;
       double sum = 0;

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <random>
+#include <vector>
 
 #include <gtest/gtest.h>
 
@@ -12,6 +13,28 @@
 
 namespace ds {
 namespace {
+
+// moe_route's ties go to the lower index (the CUDA kernels' rule; an unstable sort once ordered them arbitrarily):
+// equal logits, greedy and group-limited, ids in order.
+TEST(CpuOps, MoeRouteTiesGoToTheLowerIndex) {
+  auto ops = make_cpu_ops();
+  Tensor logits = Tensor::empty({1, 16}, DType::kF32);
+  for (int e = 0; e < 16; ++e) logits.f32()[e] = e == 13 ? 1.0f : e % 2 == 0 ? 0.0f : -1.0f;
+  MoeRouting r;
+  r.num_experts = 16;
+  r.top_k = 4;
+  Tensor ids, w;
+  auto ids_of = [&] { return std::vector<int32_t>(ids.data_as<int32_t>(), ids.data_as<int32_t>() + 4); };
+  ops->moe_route(logits, Tensor(), r, &ids, &w);
+  EXPECT_EQ(ids_of(), (std::vector<int32_t>{13, 0, 2, 4}));
+  EXPECT_EQ(w.f32()[1], w.f32()[3]);
+  // Eight groups of two: group 6 (experts 12, 13) scores highest, the others tie at 0 and the lower ones win.
+  r.method = MoeRouting::Method::kGroupLimitedGreedy;
+  r.n_group = 8;
+  r.topk_group = 3;
+  ops->moe_route(logits, Tensor(), r, &ids, &w);
+  EXPECT_EQ(ids_of(), (std::vector<int32_t>{13, 0, 2, 12}));
+}
 
 // Overlap scheduling on the CPU backend: sample_async writes each stored row's token into the token store,
 // and resolve_tokens_ replaces placeholder ids (-(row + 1)) by those entries, leaving real ids alone.

@@ -176,10 +176,12 @@ class CudaOps final : public Ops {
     // H100, 2026-11-26).
     const char* fused = std::getenv("DSERVE_FP8_FUSED_NORM");
     fused_norm_ = fused && std::string(fused) == "1";
-    // DSERVE_MOE_FUSED_SHARED=1: decode MoE layers add the shared expert inside the routed combine (one launch and
-    // one bf16 rounding fewer: moe_experts_shared_q). Off: no gain measured (see above).
+    // Decode MoE layers add the shared expert inside the routed combine (one launch and one bf16 rounding fewer:
+    // moe_experts_shared_q). No gain in session 13's layout (see above); with the pre-wait kernels, together with
+    // the fused routing and grouping, V2-Lite batch 1 2.94 / 2.99 vs 3.01 / 3.01 ms, FP8 2.61 / 2.62 vs 2.70 / 2.68
+    // (H100, 2026-11-27, BENCHMARKS.md). DSERVE_MOE_FUSED_SHARED=0: joined and added apart.
     const char* fshared = std::getenv("DSERVE_MOE_FUSED_SHARED");
-    fused_shared_ = fshared && std::string(fshared) == "1";
+    fused_shared_ = !(fshared && std::string(fshared) == "0");
     // DSERVE_SMALL_M_GEMM=0 sends every bf16 GEMM to cuBLASLt (A/B runs); =N caps the small-M kernels' M.
     if (const char* sm = std::getenv("DSERVE_SMALL_M_GEMM"); sm && *sm) small_m_max_ = std::atoi(sm);
   }
@@ -886,9 +888,28 @@ class CudaOps final : public Ops {
     check_dtype(logits, DType::kF32, "router logits");
     const int64_t T = logits.dim(0);
     const Tensor bias32 = router_bias_f32(bias, logits.dim(1));
-    *topk_ids = empty({T, r.top_k}, DType::kI32);
+    fused_ids_ = nullptr;  // these ids come without a grouping (see permute) unless the fused launch makes one
     *topk_weights = empty({T, r.top_k}, DType::kF32);
-    fused_ids_ = nullptr;  // these ids come without a grouping (see permute)
+    // Decode sizes: routing and the grouping by expert in one launch (the grouping rides behind the ids for the
+    // moe_experts op given them, as moe_gate_route's does): one launch boundary fewer on the routed chain.
+    // DSERVE_MOE_ROUTE_PERMUTE=0 (read per call): two launches.
+    const char* env = std::getenv("DSERVE_MOE_ROUTE_PERMUTE");
+    if (!(env && std::string(env) == "0") && T >= 1 && T <= kernels::kMoeRoutePermuteMaxTokens) {
+      const int64_t N = T * r.top_k;
+      const int E = r.num_experts;
+      Tensor buf = empty({N + routed_len(N, E)}, DType::kI32);  // the ids, then their grouping
+      *topk_ids = buf.rows(0, N).reshape({T, r.top_k});
+      const kernels::MoeRouteParams rp = route_params(r, logits, bias32, *topk_ids, *topk_weights);
+      const kernels::MoePermuteParams pp = permute_params(*topk_ids, routed_at(buf, N, E, N));
+      if (kernels::moe_route_permute_supported(rp, pp)) {
+        DS_CUDA_CHECK(kernels::launch_moe_route_permute(rp, pp, stream()));
+        fused_ids_ = topk_ids->data();
+        fused_experts_ = E;
+        fused_entries_ = N;
+        return;
+      }
+    }
+    *topk_ids = empty({T, r.top_k}, DType::kI32);
     DS_CUDA_CHECK(kernels::launch_moe_route(route_params(r, logits, bias32, *topk_ids, *topk_weights), stream()));
   }
   // The correction bias (selection only) as the routing kernels read it: fp32 [E] on the device, or undefined.
@@ -982,7 +1003,7 @@ class CudaOps final : public Ops {
                        const std::vector<PreparedMlp>& experts) override {
     return moe_experts_impl(x, &xq, topk_ids, topk_weights, experts);
   }
-  // DSERVE_MOE_FUSED_SHARED=1: the grouped (decode) paths add the shared expert inside their combine.
+  // The grouped (decode) paths add the shared expert inside their combine (DSERVE_MOE_FUSED_SHARED=0: apart).
   Tensor moe_experts_shared_q(const Tensor& x, const Fp8Act& xq, const Tensor& topk_ids, const Tensor& topk_weights,
                               const std::vector<PreparedMlp>& experts, const Tensor& shared) override {
     const bool fuse = fused_shared_ && shared.defined() && shared.device() == Device::kCuda && shared.ndim() == 2 &&

@@ -283,11 +283,13 @@ TEST_F(MoeFp8Test, NormQuantizationFeedsTheFp8Ops) {
   EXPECT_FALSE(none.defined());
 }
 
-// DSERVE_MOE_FUSED_SHARED=1: the grouped decode paths (FP8 and bf16 experts) add the shared expert's output, made
-// on the side stream, inside the routed combine after joining it: the join-and-add chain's result up to its one
-// extra bf16 rounding, at small-M and tile sizes, and a prefill size (per-expert path: joined and added apart).
+// The grouped decode paths (FP8 and bf16 experts) add the shared expert's output, made on the side stream, inside
+// the routed combine after joining it (the default): the join-and-add chain's result (DSERVE_MOE_FUSED_SHARED=0)
+// up to its one extra bf16 rounding, at small-M and tile sizes, and a prefill size (per-expert path: joined and
+// added apart).
 TEST_F(MoeFp8Test, FusedSharedAddMatchesTheJoinAndAdd) {
-  std::unique_ptr<Ops> fused = native_cuda_ops_with("DSERVE_MOE_FUSED_SHARED");
+  std::unique_ptr<Ops> apart = native_cuda_ops_with("DSERVE_MOE_FUSED_SHARED", "0");
+  Ops* fused = &gpu();
   const int64_t d = 512, inter = 256;
   const int E = 8, K = 2;
   for (bool fp8 : {true, false}) {
@@ -300,10 +302,10 @@ TEST_F(MoeFp8Test, FusedSharedAddMatchesTheJoinAndAdd) {
     for (int e = 0; e <= E; ++e) hw.push_back({host(inter, d), host(inter, d), host(d, inter)});  // E routed + shared
     std::vector<PreparedMlp> ex_a, ex_b;
     for (int e = 0; e < E; ++e) {
-      ex_a.push_back(gpu().prepare_mlp(hw[e][0], hw[e][1], hw[e][2]));
+      ex_a.push_back(apart->prepare_mlp(hw[e][0], hw[e][1], hw[e][2]));
       ex_b.push_back(fused->prepare_mlp(hw[e][0], hw[e][1], hw[e][2]));
     }
-    const PreparedMlp sh_a = gpu().prepare_mlp(hw[E][0], hw[E][1], hw[E][2]);
+    const PreparedMlp sh_a = apart->prepare_mlp(hw[E][0], hw[E][1], hw[E][2]);
     const PreparedMlp sh_b = fused->prepare_mlp(hw[E][0], hw[E][1], hw[E][2]);
     for (int64_t T : {1, 6, 40, 1100}) {
       const std::string what = std::string(fp8 ? "fp8" : "bf16") + " experts, T " + std::to_string(T);
@@ -316,7 +318,7 @@ TEST_F(MoeFp8Test, FusedSharedAddMatchesTheJoinAndAdd) {
         ops.side_end();
         return to_host_f32(ops.moe_experts_shared_q(x, Fp8Act{}, ids, wts, ex, shared));
       };
-      Tensor want = run(gpu(), ex_a, sh_a);
+      Tensor want = run(*apart, ex_a, sh_a);
       DS_EXPECT_CLOSE(run(*fused, ex_b, sh_b), want, 1e-2, 4e-3, what);
     }
   }

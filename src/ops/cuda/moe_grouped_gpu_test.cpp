@@ -189,6 +189,15 @@ TEST_F(MoeGroupedTest, CapturedInGraph) {
   cudaGraphDestroy(graph);
 }
 
+kernels::RouteMethod route_method_of(const MoeRouting& r) {
+  switch (r.method) {
+    case MoeRouting::Method::kGreedy: return kernels::RouteMethod::kGreedy;
+    case MoeRouting::Method::kGroupLimitedGreedy: return kernels::RouteMethod::kGroupLimitedGreedy;
+    case MoeRouting::Method::kNoauxTc: break;
+  }
+  return kernels::RouteMethod::kNoauxTc;
+}
+
 // A direct launch of the fused router kernel over x [T, d] and its own NaN-poisoned buffers (logits, ids, weights,
 // grouping, a zeroed ticket).
 struct GateRouteLaunch {
@@ -209,12 +218,9 @@ struct GateRouteLaunch {
     p.logits = lg.data_as<float>();
     p.ticket = static_cast<uint32_t*>(ticket.data());
     p.dim = x.dim(1);
-    const kernels::RouteMethod method = r.method == MoeRouting::Method::kNoauxTc ? kernels::RouteMethod::kNoauxTc
-                                        : r.method == MoeRouting::Method::kGreedy ? kernels::RouteMethod::kGreedy
-                                                                                  : kernels::RouteMethod::kGroupLimitedGreedy;
     p.route = {lg.data_as<float>(), bias.defined() ? bias.data_as<float>() : nullptr, ids.data_as<int32_t>(),
-               wts.data_as<float>(), T, static_cast<int>(E), static_cast<int>(K), r.n_group, r.topk_group, method,
-               r.sigmoid, r.norm_topk_prob, r.routed_scaling_factor};
+               wts.data_as<float>(), T, static_cast<int>(E), static_cast<int>(K), r.n_group, r.topk_group,
+               route_method_of(r), r.sigmoid, r.norm_topk_prob, r.routed_scaling_factor};
     p.permute = {ids.data_as<int32_t>(), mp, mp + E, mp + 2 * E, mp + 4 * E + 1, mp + 4 * E + 1 + N, N,
                  static_cast<int>(K), static_cast<int>(E), mp + 3 * E, mp + 4 * E};
   }
@@ -326,6 +332,83 @@ TEST_F(MoeGroupedTest, FusedGateRouteMatchesCpu) {
     const double gemm_us = test::graph_time_us([&] { Tensor a = gpu().linear_f32(l.x, router_bf); }, s);
     std::printf("moe_gate_route %s T 1: fused %.2f us; router GEMM %.2f us + route + permute %.2f us\n",
                 m.name.c_str(), fused_us, gemm_us, route_us);
+  }
+}
+
+// moe_route at decode sizes with the routing and the grouping in one launch (the default; DSERVE_MOE_ROUTE_PERMUTE
+// is read per call; V2-Lite's softmax greedy and V3's sigmoid noaux_tc with bias, token counts up to 16): ids and
+// weights equal the CPU routing of the same logits, the experts op fed by the fused grouping equals, bit for bit,
+// the op grouping a copy of the ids itself; the kernel's own grouping (NaN-poisoned) is the grouping of its ids.
+// Prints the fused launch's time next to the two launches it replaces (graph replays, in isolation).
+TEST_F(MoeGroupedTest, RoutePermuteMatchesCpu) {
+  const test::ScopedEnv route_permute("DSERVE_MOE_ROUTE_PERMUTE", nullptr);  // unset: the default
+  cudaStream_t s = cuda_stream();
+  for (const kbench::ModelDims& m : {kbench::deepseek_v2_lite(), kbench::deepseek_v3()}) {
+    const MoeRouting r = kcases::routing_of(m);
+    const int64_t d = 64;
+    const int E = r.num_experts, K = r.top_k;
+    Tensor bias = m.sigmoid ? randn({E}, rng_, 0.05f) : Tensor();
+    Tensor bias_dev = m.sigmoid ? cuda_upload(bias) : Tensor();
+    Experts ex = make_experts(E, d, 16);
+    for (int64_t T : {int64_t{1}, int64_t{5}, int64_t{16}}) {
+      const std::string name = m.name + " T " + std::to_string(T);
+      Tensor logits = randn({T, E}, rng_, 2.0f);
+      Tensor gi, gw;
+      gpu().moe_route(cuda_upload(logits), bias_dev, r, &gi, &gw);
+      Tensor ci, cw;
+      cpu().moe_route(logits, bias, r, &ci, &cw);
+      Tensor hi = cuda_download(gi);
+      int64_t id_mismatch = 0;
+      for (int64_t i = 0; i < ci.numel(); ++i) id_mismatch += hi.data_as<int32_t>()[i] != ci.data_as<int32_t>()[i];
+      EXPECT_EQ(id_mismatch, 0) << name;
+      DS_EXPECT_CLOSE(cuda_download(gw), cw, 1e-6, 1e-6, "route_permute weights " + name);
+      Tensor x_dev = to_device(randn({T, d}, rng_));
+      Tensor got = to_host_f32(gpu().moe_experts(x_dev, gi, gw, ex.gpu));  // takes the fused grouping
+      Tensor want = to_host_f32(gpu().moe_experts(x_dev, cuda_upload(hi), gw, ex.gpu));
+      int64_t diff = 0;
+      for (int64_t i = 0; i < got.numel(); ++i) diff += !(got.f32()[i] == want.f32()[i]);
+      EXPECT_EQ(diff, 0) << "experts on the fused grouping " << name;
+      // The kernel alone over NaN-poisoned ids, weights and grouping.
+      const int64_t N = T * K;
+      Tensor lg = cuda_upload(logits), ids = gpu().empty({T, K}, DType::kI32), wts = gpu().empty({T, K}, DType::kF32);
+      Tensor meta = gpu().empty({4 * E + 1 + 2 * N}, DType::kI32);
+      int32_t* mp = meta.data_as<int32_t>();
+      const kernels::MoeRouteParams rp{lg.data_as<float>(), bias_dev.defined() ? bias_dev.data_as<float>() : nullptr,
+                                       ids.data_as<int32_t>(), wts.data_as<float>(), T, E, K, r.n_group,
+                                       r.topk_group, route_method_of(r), r.sigmoid, r.norm_topk_prob,
+                                       r.routed_scaling_factor};
+      const kernels::MoePermuteParams pp{ids.data_as<int32_t>(), mp, mp + E, mp + 2 * E, mp + 4 * E + 1,
+                                         mp + 4 * E + 1 + N, N, K, E, mp + 3 * E, mp + 4 * E};
+      ASSERT_TRUE(kernels::moe_route_permute_supported(rp, pp)) << name;
+      ASSERT_EQ(kernels::launch_moe_route_permute(rp, pp, s), cudaSuccess);
+      Tensor kid = cuda_download(ids), hmeta = cuda_download(meta);
+      std::vector<int32_t> idv(kid.data_as<int32_t>(), kid.data_as<int32_t>() + N);
+      EXPECT_EQ(std::vector<int32_t>(hi.data_as<int32_t>(), hi.data_as<int32_t>() + N), idv) << name;
+      EXPECT_EQ(test::grouping_mismatches(idv, hmeta.data_as<int32_t>(), E, K), 0) << name;
+      if (T == 1) {
+        const double fused_us =
+            test::graph_time_us([&] { ASSERT_EQ(kernels::launch_moe_route_permute(rp, pp, s), cudaSuccess); }, s);
+        const double two_us = test::graph_time_us([&] {
+          ASSERT_EQ(kernels::launch_moe_route(rp, s), cudaSuccess);
+          ASSERT_EQ(kernels::launch_moe_permute(pp, s), cudaSuccess);
+        }, s);
+        std::printf("moe_route_permute %s T 1: fused %.2f us; route + permute %.2f us\n", m.name.c_str(), fused_us,
+                    two_us);
+      }
+    }
+    // Past 16 tokens, and with DSERVE_MOE_ROUTE_PERMUTE=0, the op takes the two launches (no grouping behind the
+    // ids): still the CPU's routing.
+    for (int64_t T : {int64_t{3}, int64_t{kernels::kMoeRoutePermuteMaxTokens} + 1}) {
+      const test::ScopedEnv apart("DSERVE_MOE_ROUTE_PERMUTE", T == 3 ? "0" : nullptr);
+      Tensor logits = randn({T, E}, rng_, 2.0f);
+      Tensor gi, gw, ci, cw;
+      gpu().moe_route(cuda_upload(logits), bias_dev, r, &gi, &gw);
+      cpu().moe_route(logits, bias, r, &ci, &cw);
+      Tensor hi = cuda_download(gi);
+      EXPECT_EQ(std::vector<int32_t>(hi.data_as<int32_t>(), hi.data_as<int32_t>() + ci.numel()),
+                std::vector<int32_t>(ci.data_as<int32_t>(), ci.data_as<int32_t>() + ci.numel()))
+          << m.name << " T " << T;
+    }
   }
 }
 
