@@ -6,7 +6,7 @@ set -u
 source "$(dirname "$0")/lib.sh"
 CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 start=$(date +%s)
-timeout 300 "$B/ds_ops_cuda_gpu_test" > "$OUT/suite.log" 2>&1
+timeout 330 "$B/ds_ops_cuda_gpu_test" > "$OUT/suite.log" 2>&1
 echo "== whole suite rc=$? ($(( $(date +%s) - start )) s)"; grep -E "^\[  (PASSED|FAILED) |^\[  FAILED  \]|moe_route_permute" "$OUT/suite.log" | tail -10
 timeout 90 "$CS" --tool memcheck --leak-check no --error-exitcode 3 "$B/ds_ops_cuda_gpu_test" \
   --gtest_filter='MoeGroupedTest.RoutePermute*:MoeFp8Test.FusedShared*:MoeGroupedTest.CapturedInGraph' > "$OUT/memcheck.log" 2>&1
