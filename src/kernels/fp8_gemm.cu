@@ -6,7 +6,6 @@
 
 #include <cstdlib>
 #include <cstring>
-#include <type_traits>
 
 #include <cuda_bf16.h>
 #include <cuda_fp8.h>
