@@ -10,6 +10,7 @@ namespace ds::kernels {
 namespace {
 
 using moe_detail::permute_block;
+using moe_detail::permute_smem_bytes;
 using moe_detail::route_smem_per_warp;
 using moe_detail::route_token;
 
@@ -49,7 +50,7 @@ __global__ void __launch_bounds__(kRoutePermuteWarps * 32) moe_route_permute_ker
 
 size_t route_permute_smem(const MoeRouteParams& r) {
   const size_t route = kRoutePermuteWarps * route_smem_per_warp(r.experts, r.n_group, r.top_k);
-  const size_t perm = 2 * sizeof(int32_t) * static_cast<size_t>(r.experts);
+  const size_t perm = permute_smem_bytes(r.experts);
   return route > perm ? route : perm;
 }
 
@@ -164,7 +165,7 @@ cudaError_t launch_moe_route_permute(const MoeRouteParams& r, const MoePermutePa
 }
 
 cudaError_t launch_moe_permute(const MoePermuteParams& p, cudaStream_t stream) {
-  const size_t smem = 2 * sizeof(int32_t) * static_cast<size_t>(p.experts);
+  const size_t smem = permute_smem_bytes(p.experts);
   if (p.experts < 1 || smem > 48 * 1024) return cudaErrorInvalidValue;
   return launch_pdl(moe_permute_kernel, 1, 1024, smem, stream, p);
 }

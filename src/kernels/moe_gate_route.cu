@@ -12,6 +12,7 @@ namespace ds::kernels {
 namespace {
 
 using moe_detail::permute_block;
+using moe_detail::permute_smem_bytes;
 using moe_detail::route_smem_per_warp;
 using moe_detail::route_token;
 
@@ -63,7 +64,7 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gate_route_kernel(const MoeGa
 size_t gate_route_smem(const MoeGateRouteParams& p) {
   const size_t rows = kWarps * static_cast<size_t>(p.dim) * 2;
   const size_t route = kWarps * route_smem_per_warp(p.route.experts, p.route.n_group, p.route.top_k);
-  const size_t perm = 2 * sizeof(int32_t) * static_cast<size_t>(p.route.experts);
+  const size_t perm = permute_smem_bytes(p.route.experts);
   return rows > route ? (rows > perm ? rows : perm) : (route > perm ? route : perm);
 }
 constexpr size_t kMaxSmem = kWarps * kMoeGateRouteMaxDim * 2 + 1024;

@@ -169,6 +169,9 @@ __device__ __forceinline__ uint64_t block_exclusive_scan(uint64_t v, uint64_t* w
   return inc - v + (warp > 0 ? warp_tot[warp - 1] : 0);
 }
 
+// Bytes of permute_block's perm_smem for E experts.
+__host__ __device__ inline size_t permute_smem_bytes(int E) { return 2 * sizeof(int32_t) * static_cast<size_t>(E); }
+
 // The calling block (any multiple of 32 threads): counts with shared-memory atomics, a parallel scan for the
 // offsets and the active list, then rows from shared cursors. perm_smem: counts[E], cursor[E]; warp_tot[32].
 __device__ inline void permute_block(const MoePermuteParams& p, int32_t* perm_smem, uint64_t* warp_tot) {

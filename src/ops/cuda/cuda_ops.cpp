@@ -895,17 +895,13 @@ class CudaOps final : public Ops {
     // DSERVE_MOE_ROUTE_PERMUTE=0 (read per call): two launches.
     const char* env = std::getenv("DSERVE_MOE_ROUTE_PERMUTE");
     if (!(env && std::string(env) == "0") && T >= 1 && T <= kernels::kMoeRoutePermuteMaxTokens) {
-      const int64_t N = T * r.top_k;
-      const int E = r.num_experts;
-      Tensor buf = empty({N + routed_len(N, E)}, DType::kI32);  // the ids, then their grouping
-      *topk_ids = buf.rows(0, N).reshape({T, r.top_k});
+      Routed routed;
+      *topk_ids = ids_with_grouping(T, r.top_k, r.num_experts, &routed);
       const kernels::MoeRouteParams rp = route_params(r, logits, bias32, *topk_ids, *topk_weights);
-      const kernels::MoePermuteParams pp = permute_params(*topk_ids, routed_at(buf, N, E, N));
+      const kernels::MoePermuteParams pp = permute_params(*topk_ids, routed);
       if (kernels::moe_route_permute_supported(rp, pp)) {
         DS_CUDA_CHECK(kernels::launch_moe_route_permute(rp, pp, stream()));
-        fused_ids_ = topk_ids->data();
-        fused_experts_ = E;
-        fused_entries_ = N;
+        mark_grouping_behind(*topk_ids, r.num_experts);
         return;
       }
     }
@@ -960,11 +956,9 @@ class CudaOps final : public Ops {
       return Ops::moe_gate_route(x, router, bias, r, topk_ids, topk_weights);
     const Tensor bias32 = router_bias_f32(bias, E);
     Tensor logits = empty({T, E}, DType::kF32);
-    // The ids and, behind them in the same allocation, their grouping: whoever holds the ids keeps it alive.
-    const int64_t N = T * r.top_k;
-    Tensor buf = empty({N + routed_len(N, static_cast<int>(E))}, DType::kI32);
-    Tensor ids = buf.rows(0, N).reshape({T, r.top_k}), weights = empty({T, r.top_k}, DType::kF32);
-    const Routed routed = routed_at(buf, N, static_cast<int>(E), N);
+    Routed routed;
+    Tensor ids = ids_with_grouping(T, r.top_k, static_cast<int>(E), &routed);
+    Tensor weights = empty({T, r.top_k}, DType::kF32);
     kernels::MoeGateRouteParams p{};
     p.x = x.data();
     p.w = router.data();
@@ -975,9 +969,7 @@ class CudaOps final : public Ops {
     p.permute = permute_params(ids, routed);
     if (!kernels::moe_gate_route_supported(p)) return Ops::moe_gate_route(x, router, bias, r, topk_ids, topk_weights);
     DS_CUDA_CHECK(kernels::launch_moe_gate_route(p, stream()));
-    fused_ids_ = ids.data();
-    fused_experts_ = static_cast<int>(E);
-    fused_entries_ = N;
+    mark_grouping_behind(ids, static_cast<int>(E));
     *topk_ids = ids;
     *topk_weights = weights;
     return logits;
@@ -1130,8 +1122,22 @@ class CudaOps final : public Ops {
     return {topk_ids.data_as<int32_t>(), r.counts, r.offsets, r.cursor, r.row_of, r.src_token, topk_ids.numel(),
             static_cast<int>(topk_ids.dim(1)), E, r.active, r.num_active};
   }
-  // Whether moe_gate_route stored the grouping of these very ids behind them (it marks them with fused_ids_; the
-  // mark is cleared here, by moe_route and by the next moe_gate_route).
+  // Ids [T, top_k] and, behind them in the same allocation, room for their grouping (*routed): whoever holds the
+  // ids keeps it alive. For the launches that route and group in one (moe_route, moe_gate_route).
+  Tensor ids_with_grouping(int64_t T, int top_k, int E, Routed* routed) {
+    const int64_t N = T * top_k;
+    Tensor buf = empty({N + routed_len(N, E)}, DType::kI32);
+    *routed = routed_at(buf, N, E, N);
+    return buf.rows(0, N).reshape({T, top_k});
+  }
+  // After such a launch: the next moe_experts op given these very ids takes their grouping (grouping_behind).
+  void mark_grouping_behind(const Tensor& ids, int E) {
+    fused_ids_ = ids.data();
+    fused_experts_ = E;
+    fused_entries_ = ids.numel();
+  }
+  // Whether a fused routing launch stored the grouping of these very ids behind them (mark_grouping_behind); the
+  // mark is cleared here and by the next moe_route / moe_gate_route.
   bool grouping_behind(const Tensor& topk_ids, int E) {
     const bool behind = fused_ids_ && fused_ids_ == topk_ids.data() && fused_experts_ == E &&
                         fused_entries_ == topk_ids.numel();

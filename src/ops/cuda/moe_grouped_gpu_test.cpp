@@ -189,13 +189,23 @@ TEST_F(MoeGroupedTest, CapturedInGraph) {
   cudaGraphDestroy(graph);
 }
 
-kernels::RouteMethod route_method_of(const MoeRouting& r) {
-  switch (r.method) {
-    case MoeRouting::Method::kGreedy: return kernels::RouteMethod::kGreedy;
-    case MoeRouting::Method::kGroupLimitedGreedy: return kernels::RouteMethod::kGroupLimitedGreedy;
-    case MoeRouting::Method::kNoauxTc: break;
-  }
-  return kernels::RouteMethod::kNoauxTc;
+// Kernel parameters over a test's own device buffers: the routing of logits lg [T, E] into ids / wts [T, K] (bias
+// [E] or undefined), and the grouping of ids into meta (4 E + 1 + 2 T K int32, the op's layout: counts, offsets,
+// cursor, active, num_active, row_of, src_token).
+kernels::MoeRouteParams route_params_of(const MoeRouting& r, const Tensor& lg, const Tensor& bias, const Tensor& ids,
+                                        const Tensor& wts) {
+  kernels::RouteMethod method = kernels::RouteMethod::kNoauxTc;
+  if (r.method == MoeRouting::Method::kGreedy) method = kernels::RouteMethod::kGreedy;
+  if (r.method == MoeRouting::Method::kGroupLimitedGreedy) method = kernels::RouteMethod::kGroupLimitedGreedy;
+  return {lg.data_as<float>(), bias.defined() ? bias.data_as<float>() : nullptr, ids.data_as<int32_t>(),
+          wts.data_as<float>(), ids.dim(0), r.num_experts, r.top_k, r.n_group, r.topk_group, method, r.sigmoid,
+          r.norm_topk_prob, r.routed_scaling_factor};
+}
+kernels::MoePermuteParams permute_params_of(const Tensor& ids, const Tensor& meta, int E) {
+  const int64_t N = ids.numel();
+  int32_t* mp = meta.data_as<int32_t>();
+  return {ids.data_as<int32_t>(), mp, mp + E, mp + 2 * E, mp + 4 * E + 1, mp + 4 * E + 1 + N, N,
+          static_cast<int>(ids.dim(1)), E, mp + 3 * E, mp + 4 * E};
 }
 
 // A direct launch of the fused router kernel over x [T, d] and its own NaN-poisoned buffers (logits, ids, weights,
@@ -212,17 +222,13 @@ struct GateRouteLaunch {
     meta = ops.empty({4 * E + 1 + 2 * N}, DType::kI32);
     ticket = ops.empty({1}, DType::kI32);
     EXPECT_EQ(cudaMemsetAsync(ticket.data(), 0, 4, cuda_stream()), cudaSuccess);
-    int32_t* mp = meta.data_as<int32_t>();
     p.x = x.data();
     p.w = router.data();
     p.logits = lg.data_as<float>();
     p.ticket = static_cast<uint32_t*>(ticket.data());
     p.dim = x.dim(1);
-    p.route = {lg.data_as<float>(), bias.defined() ? bias.data_as<float>() : nullptr, ids.data_as<int32_t>(),
-               wts.data_as<float>(), T, static_cast<int>(E), static_cast<int>(K), r.n_group, r.topk_group,
-               route_method_of(r), r.sigmoid, r.norm_topk_prob, r.routed_scaling_factor};
-    p.permute = {ids.data_as<int32_t>(), mp, mp + E, mp + 2 * E, mp + 4 * E + 1, mp + 4 * E + 1 + N, N,
-                 static_cast<int>(K), static_cast<int>(E), mp + 3 * E, mp + 4 * E};
+    p.route = route_params_of(r, lg, bias, ids, wts);
+    p.permute = permute_params_of(ids, meta, static_cast<int>(E));
   }
 };
 
@@ -372,13 +378,8 @@ TEST_F(MoeGroupedTest, RoutePermuteMatchesCpu) {
       const int64_t N = T * K;
       Tensor lg = cuda_upload(logits), ids = gpu().empty({T, K}, DType::kI32), wts = gpu().empty({T, K}, DType::kF32);
       Tensor meta = gpu().empty({4 * E + 1 + 2 * N}, DType::kI32);
-      int32_t* mp = meta.data_as<int32_t>();
-      const kernels::MoeRouteParams rp{lg.data_as<float>(), bias_dev.defined() ? bias_dev.data_as<float>() : nullptr,
-                                       ids.data_as<int32_t>(), wts.data_as<float>(), T, E, K, r.n_group,
-                                       r.topk_group, route_method_of(r), r.sigmoid, r.norm_topk_prob,
-                                       r.routed_scaling_factor};
-      const kernels::MoePermuteParams pp{ids.data_as<int32_t>(), mp, mp + E, mp + 2 * E, mp + 4 * E + 1,
-                                         mp + 4 * E + 1 + N, N, K, E, mp + 3 * E, mp + 4 * E};
+      const kernels::MoeRouteParams rp = route_params_of(r, lg, bias_dev, ids, wts);
+      const kernels::MoePermuteParams pp = permute_params_of(ids, meta, E);
       ASSERT_TRUE(kernels::moe_route_permute_supported(rp, pp)) << name;
       ASSERT_EQ(kernels::launch_moe_route_permute(rp, pp, s), cudaSuccess);
       Tensor kid = cuda_download(ids), hmeta = cuda_download(meta);
