@@ -1,14 +1,14 @@
 #!/usr/bin/env bash
 # The whole GPU suite (every *_gpu_test binary in .devbin/, i.e. what `ctest -L gpu` runs), then, with
 # MEMCHECK=1, the same binaries under compute-sanitizer memcheck (issue 9: sanitizers on the GPU suite).
-# GTEST_FILTER narrows both. SHARDS=N (default 1) runs each binary as N gtest shards in parallel processes on the
+# GTEST_FILTER narrows both. SHARDS=N (default 4; 1 = one process) runs each binary as N gtest shards in parallel processes on the
 # one GPU: the suite's wall time is mostly single-threaded CPU references (a whole run is ~270-300 s in one
 # process), so shards cut it several-fold; the timings some tests print are perturbed then (none is asserted).
 # Logs: $OUT/<binary>[.shardI].log, <binary>_memcheck[.shardI].log. Keeps going after a failure.
 set -u
 source "$(dirname "$0")/lib.sh"
 CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-SHARDS=${SHARDS:-1}
+SHARDS=${SHARDS:-4}
 run() {  # name timeout command...: SHARDS processes (gtest sharding), their summaries merged
   local name=$1 secs=$2
   shift 2

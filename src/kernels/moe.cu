@@ -1,5 +1,8 @@
 // MoE routing and permutation kernels (see moe.h). Routing follows CpuOps::moe_route step by step,
 // including the double-precision softmax sum and the order of the selected experts.
+#include <cstdlib>
+#include <string>
+
 #include <cuda_bf16.h>
 
 #include "kernels/moe.h"
@@ -46,6 +49,44 @@ __global__ void __launch_bounds__(kRoutePermuteWarps * 32) moe_route_permute_ker
   for (int64_t t = warp; t < r.tokens; t += kRoutePermuteWarps) route_token(r, t, rp_smem + warp * per_warp);
   __syncthreads();
   permute_block(g, reinterpret_cast<int32_t*>(rp_smem), warp_tot);
+}
+
+// The same with register routing (route_token_fast) and the grouping by counting (store_grouping): the decode
+// default where it fits (route_fast_fits); DSERVE_MOE_ROUTE_FAST=0 keeps the kernel above (A/B runs). Alone
+// (graph replays, one token) 2.92 vs 7.49 us V2-Lite, 6.11 vs 15.4 us V3; V2-Lite bench-one-batch batch 1 2.85 /
+// 2.86 vs 2.95 / 2.95 ms (H100, 2026-11-27, BENCHMARKS.md).
+template <int J>
+__global__ void __launch_bounds__(kRoutePermuteWarps * 32) moe_route_permute_fast_kernel(const MoeRouteParams r,
+                                                                                        const MoePermuteParams g) {
+  __shared__ int32_t ids_s[kMoeRoutePermuteMaxTokens * 32];
+  __shared__ uint32_t mask_s[8];
+  __shared__ float gsm[kRoutePermuteWarps][32 * J];
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  float bias[J];
+  moe_detail::load_route_bias<J>(r, bias);  // a weight: before the wait
+  if (threadIdx.x < 8) mask_s[threadIdx.x] = 0;
+  pdl_enter();
+  for (int64_t t = warp; t < r.tokens; t += kRoutePermuteWarps) {
+    int32_t id;
+    float w;
+    moe_detail::route_token_fast<J>(r, t, bias, gsm[warp], &id, &w);
+    if (lane < r.top_k) {
+      ids_s[t * r.top_k + lane] = id;
+      r.topk_ids[t * r.top_k + lane] = id;
+      r.topk_weights[t * r.top_k + lane] = w;
+    }
+  }
+  __syncthreads();
+  const int n = static_cast<int>(r.tokens) * r.top_k;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) atomicOr(&mask_s[ids_s[i] >> 5], 1u << (ids_s[i] & 31));
+  __syncthreads();
+  moe_detail::store_grouping(ids_s, n, mask_s, g);
+}
+
+// Read per launch (tests take both kernels).
+bool route_fast_on() {
+  const char* e = std::getenv("DSERVE_MOE_ROUTE_FAST");
+  return !(e && std::string(e) == "0");
 }
 
 size_t route_permute_smem(const MoeRouteParams& r) {
@@ -161,6 +202,10 @@ bool moe_route_permute_supported(const MoeRouteParams& r, const MoePermuteParams
 
 cudaError_t launch_moe_route_permute(const MoeRouteParams& r, const MoePermuteParams& g, cudaStream_t stream) {
   if (!moe_route_permute_supported(r, g)) return cudaErrorInvalidValue;
+  const int J = moe_detail::route_fast_j(r.experts);
+  if (route_fast_on() && J > 0 && moe_detail::route_fast_fits(r.experts, r.top_k, r.n_group, J))
+    return J == 2 ? launch_pdl(moe_route_permute_fast_kernel<2>, 1, kRoutePermuteWarps * 32, 0, stream, r, g)
+                  : launch_pdl(moe_route_permute_fast_kernel<8>, 1, kRoutePermuteWarps * 32, 0, stream, r, g);
   return launch_pdl(moe_route_permute_kernel, 1, kRoutePermuteWarps * 32, route_permute_smem(r), stream, r, g);
 }
 

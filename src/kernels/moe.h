@@ -44,7 +44,10 @@ struct MoePermuteParams {
 cudaError_t launch_moe_permute(const MoePermuteParams& p, cudaStream_t stream);
 
 // Decode-sized routing and grouping in one launch (one CTA, a warp per token): moe_route, then moe_permute on the
-// ids it wrote (permute.topk_ids = route.topk_ids), without the launch boundary between them.
+// ids it wrote (permute.topk_ids = route.topk_ids), without the launch boundary between them. Up to 256 experts
+// with top_k and n_group <= 32 (every DeepSeek config), each lane keeps its experts' scores in registers, a pick is
+// one pair of warp reductions and the grouping is counted from the ids in shared memory (rows of an expert in
+// entry order); DSERVE_MOE_ROUTE_FAST=0 (read per launch) takes the shared-memory routing and atomic grouping.
 constexpr int kMoeRoutePermuteMaxTokens = 16;
 // Whether launch_moe_route_permute takes these (1 <= tokens <= 16, the grouping of exactly these ids).
 bool moe_route_permute_supported(const MoeRouteParams& route, const MoePermuteParams& permute);

@@ -1,6 +1,10 @@
 // The fused decode router (see moe.h, MoeGateRouteParams): router GEMM spread over the SMs, then the last CTA to
 // finish routes every token and groups the entries by expert, so the chain router -> route -> permute costs one
-// launch and one round of dependent loads instead of three.
+// launch and one round of dependent loads instead of three. The last CTA routes in registers where it can
+// (DSERVE_MOE_ROUTE_FAST, as moe_route_permute).
+#include <cstdlib>
+#include <string>
+
 #include <cuda_bf16.h>
 
 #include "kernels/moe.h"
@@ -18,7 +22,50 @@ using moe_detail::route_token;
 
 constexpr int kWarps = 4;  // expert rows per CTA
 
-__global__ void __launch_bounds__(kWarps * 32) moe_gate_route_kernel(const MoeGateRouteParams p) {
+// The last CTA's scratch for the register routing (after the staged rows are dead): ids, the experts-with-rows
+// mask, the warps' group scratch.
+constexpr int kFastIds = 0, kFastMask = kMoeGateRouteMaxTokens * 32 * 4, kFastGroup = kFastMask + 32;
+constexpr size_t fast_tail_smem(int J) { return kFastGroup + static_cast<size_t>(kWarps) * 32 * J * 4; }
+
+// The last CTA's routing and grouping where route_fast_fits (route_token_fast, store_grouping; as
+// moe_route_permute_fast_kernel).
+template <int J>
+__device__ __forceinline__ void route_tail_fast(const MoeGateRouteParams& p, char* smem) {
+  int32_t* ids_s = reinterpret_cast<int32_t*>(smem + kFastIds);
+  uint32_t* mask_s = reinterpret_cast<uint32_t*>(smem + kFastMask);
+  float* gsm = reinterpret_cast<float*>(smem + kFastGroup);
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const MoeRouteParams& r = p.route;
+  float bias[J];
+  moe_detail::load_route_bias<J>(r, bias);
+  if (threadIdx.x < 8) mask_s[threadIdx.x] = 0;
+  for (int64_t t = warp; t < r.tokens; t += kWarps) {
+    int32_t id;
+    float w;
+    moe_detail::route_token_fast<J>(r, t, bias, gsm + warp * 32 * J, &id, &w);
+    if (lane < r.top_k) {
+      ids_s[t * r.top_k + lane] = id;
+      r.topk_ids[t * r.top_k + lane] = id;
+      r.topk_weights[t * r.top_k + lane] = w;
+    }
+  }
+  __syncthreads();
+  const int n = static_cast<int>(r.tokens) * r.top_k;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) atomicOr(&mask_s[ids_s[i] >> 5], 1u << (ids_s[i] & 31));
+  __syncthreads();
+  moe_detail::store_grouping(ids_s, n, mask_s, p.permute);
+}
+
+// 0: the shared-memory routing (route_token + permute_block); else the J of route_token_fast.
+int tail_j(const MoeRouteParams& r) {
+  const char* e = std::getenv("DSERVE_MOE_ROUTE_FAST");
+  const int J = moe_detail::route_fast_j(r.experts);
+  return !(e && std::string(e) == "0") && J > 0 && moe_detail::route_fast_fits(r.experts, r.top_k, r.n_group, J) ? J : 0;
+}
+
+// At most 64 registers (8 CTAs an SM), so its CTAs fit beside the shared expert's (the last CTA's routing spills a
+// few words).
+__global__ void __launch_bounds__(kWarps * 32, 8) moe_gate_route_kernel(const MoeGateRouteParams p, int tail) {
   extern __shared__ __align__(16) char smem[];
   __shared__ uint64_t warp_tot[32];
   __shared__ bool last;
@@ -53,10 +100,16 @@ __global__ void __launch_bounds__(kWarps * 32) moe_gate_route_kernel(const MoeGa
   __syncthreads();
   if (!last) return;
   __threadfence();
-  const size_t per_warp = route_smem_per_warp(E, p.route.n_group, p.route.top_k);
-  for (int64_t t = warp; t < p.route.tokens; t += kWarps) route_token(p.route, t, smem + warp * per_warp);
-  __syncthreads();  // the ids are in global memory, written by this block
-  permute_block(p.permute, reinterpret_cast<int32_t*>(smem), warp_tot);
+  if (tail == 2) {
+    route_tail_fast<2>(p, smem);
+  } else if (tail == 8) {
+    route_tail_fast<8>(p, smem);
+  } else {
+    const size_t per_warp = route_smem_per_warp(E, p.route.n_group, p.route.top_k);
+    for (int64_t t = warp; t < p.route.tokens; t += kWarps) route_token(p.route, t, smem + warp * per_warp);
+    __syncthreads();  // the ids are in global memory, written by this block
+    permute_block(p.permute, reinterpret_cast<int32_t*>(smem), warp_tot);
+  }
   if (threadIdx.x == 0) *p.ticket = 0;  // ready for the next launch (graph replays included)
 }
 
@@ -65,7 +118,9 @@ size_t gate_route_smem(const MoeGateRouteParams& p) {
   const size_t rows = kWarps * static_cast<size_t>(p.dim) * 2;
   const size_t route = kWarps * route_smem_per_warp(p.route.experts, p.route.n_group, p.route.top_k);
   const size_t perm = permute_smem_bytes(p.route.experts);
-  return rows > route ? (rows > perm ? rows : perm) : (route > perm ? route : perm);
+  const size_t fast = fast_tail_smem(8);
+  const size_t most = rows > route ? (rows > perm ? rows : perm) : (route > perm ? route : perm);
+  return most > fast ? most : fast;
 }
 constexpr size_t kMaxSmem = kWarps * kMoeGateRouteMaxDim * 2 + 1024;
 
@@ -88,7 +143,7 @@ cudaError_t launch_moe_gate_route(const MoeGateRouteParams& p, cudaStream_t stre
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem);
   if (attr != cudaSuccess) return attr;
   const unsigned blocks = static_cast<unsigned>((p.route.experts + kWarps - 1) / kWarps);
-  return launch_pdl(moe_gate_route_kernel, blocks, kWarps * 32, gate_route_smem(p), stream, p);
+  return launch_pdl(moe_gate_route_kernel, blocks, kWarps * 32, gate_route_smem(p), stream, p, tail_j(p.route));
 }
 
 }  // namespace ds::kernels

@@ -145,6 +145,170 @@ __device__ inline void route_token(const MoeRouteParams& p, int64_t t, char* bas
   }
 }
 
+// ---- Register routing for decode sizes (route_token's semantics, fewer dependent steps) ----
+// Limits of route_token_fast: experts <= 32 * J (J <= 8), top_k <= 32, n_group <= 32.
+__host__ __device__ constexpr bool route_fast_fits(int E, int top_k, int n_group, int J) {
+  return E >= 1 && E <= 32 * J && top_k >= 1 && top_k <= 32 && top_k <= E && n_group >= 1 && n_group <= 32;
+}
+// Expert rows J * 32 a lane holds: the smallest supported J for E experts (0: none).
+__host__ __device__ constexpr int route_fast_j(int E) { return E <= 64 ? 2 : E <= 256 ? 8 : 0; }
+
+// A float's order as an unsigned key (larger float, larger key; -0 taken as +0 by the caller).
+__device__ __forceinline__ uint32_t order_key(float v) {
+  const uint32_t u = __float_as_uint(v);
+  return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
+}
+
+// The warp's winner among lanes with has = true: largest key, then lowest index (beats() on the floats behind the
+// keys). Two redux instructions instead of a shuffle tree.
+__device__ __forceinline__ uint32_t warp_pick(bool has, uint32_t key, uint32_t index) {
+  const uint32_t m = __reduce_max_sync(0xffffffffu, has ? key : 0u);
+  return __reduce_min_sync(0xffffffffu, has && key == m ? index : 0xffffffffu);
+}
+
+// The correction bias of the rows this lane holds (expert lane + 32 j): weights, so callers may load them before
+// their PDL wait.
+template <int J>
+__device__ __forceinline__ void load_route_bias(const MoeRouteParams& p, float (&bias)[J]) {
+  const int lane = threadIdx.x & 31;
+#pragma unroll
+  for (int j = 0; j < J; ++j) bias[j] = p.bias && lane + 32 * j < p.experts ? p.bias[lane + 32 * j] : 0.0f;
+}
+
+// Routes token t with the calling warp as route_token does (same arithmetic, same picks, same weights) with the
+// scores in registers: lane k < top_k returns the k-th pick in *id and its final weight in *w (other lanes: -1).
+// Each pick is one pair of warp reductions. gsm: E floats of this warp's shared memory (group methods only).
+template <int J>
+__device__ __forceinline__ void route_token_fast(const MoeRouteParams& p, int64_t t, const float (&bias)[J],
+                                                 float* gsm, int32_t* id, float* w) {
+  const int E = p.experts, lane = threadIdx.x & 31;
+  const float* z = p.logits + t * E;
+  float zs[J], sc[J];
+#pragma unroll
+  for (int j = 0; j < J; ++j) zs[j] = lane + 32 * j < E ? z[lane + 32 * j] : 0.0f;
+  if (p.sigmoid) {
+#pragma unroll
+    for (int j = 0; j < J; ++j) sc[j] = 1.0f / (1.0f + static_cast<float>(exp(static_cast<double>(-zs[j]))));
+  } else {
+    float mx = -INFINITY;
+#pragma unroll
+    for (int j = 0; j < J; ++j)
+      if (lane + 32 * j < E) mx = fmaxf(mx, zs[j]);
+    for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+    double ex[J], sum = 0;
+#pragma unroll
+    for (int j = 0; j < J; ++j) {
+      ex[j] = lane + 32 * j < E ? exp(static_cast<double>(zs[j] - mx)) : 0.0;
+      sum += ex[j];
+    }
+    sum = warp_sum_d(sum);
+#pragma unroll
+    for (int j = 0; j < J; ++j) sc[j] = static_cast<float>(ex[j] / sum);
+  }
+  float ch[J];
+  uint32_t avail = 0;  // bit j: row lane + 32 j exists and is not picked yet
+#pragma unroll
+  for (int j = 0; j < J; ++j) {
+    ch[j] = sc[j] + bias[j];
+    if (lane + 32 * j < E) avail |= 1u << j;
+  }
+  if (p.method != RouteMethod::kGreedy) {
+    const int per_group = E / p.n_group, ng = p.n_group;
+#pragma unroll
+    for (int j = 0; j < J; ++j)
+      if (lane + 32 * j < E) gsm[lane + 32 * j] = ch[j];
+    __syncwarp();
+    float gs = -INFINITY;
+    if (lane < ng) {  // route_token's group score, same scan order
+      float v0 = -INFINITY, v1 = -INFINITY;
+      for (int j = 0; j < per_group; ++j) {
+        const float c = gsm[lane * per_group + (j + lane) % per_group];
+        if (c > v0) {
+          v1 = v0;
+          v0 = c;
+        } else if (c > v1) {
+          v1 = c;
+        }
+      }
+      gs = p.method == RouteMethod::kNoauxTc ? v0 + (per_group > 1 ? v1 : 0.0f) : v0;
+    }
+    __syncwarp();  // gsm is free again
+    uint32_t keep = 0;
+    const uint32_t gkey = order_key(gs + 0.0f);
+    for (int k = 0; k < p.topk_group && k < ng; ++k)
+      keep |= 1u << warp_pick(lane < ng && !((keep >> lane) & 1u), gkey, lane);
+#pragma unroll
+    for (int j = 0; j < J; ++j)
+      if (!((keep >> ((lane + 32 * j) / per_group)) & 1u)) ch[j] = -INFINITY;
+  }
+  uint32_t key[J];
+#pragma unroll
+  for (int j = 0; j < J; ++j) key[j] = order_key(ch[j] + 0.0f);
+  double sum = 0;
+  int32_t my_id = -1;
+  float my_w = 0.0f;
+  for (int k = 0; k < p.top_k; ++k) {
+    // This lane's best row left (its rows ascend with j: the first of equal keys is the lower index).
+    int bj = -1;
+    uint32_t bkey = 0;
+    float bsc = 0.0f;
+#pragma unroll
+    for (int j = 0; j < J; ++j)
+      if (((avail >> j) & 1u) && (bj < 0 || key[j] > bkey)) {
+        bj = j;
+        bkey = key[j];
+        bsc = sc[j];
+      }
+    const uint32_t i = warp_pick(bj >= 0, bkey, static_cast<uint32_t>(lane + 32 * bj));
+    if (static_cast<int>(i & 31u) == lane) avail &= ~(1u << (i >> 5));
+    const float s = __shfl_sync(0xffffffffu, bsc, static_cast<int>(i & 31u));  // weights use the unbiased scores
+    sum += s;
+    if (lane == k) {
+      my_id = static_cast<int32_t>(i);
+      my_w = s;
+    }
+  }
+  if (lane < p.top_k) {
+    if (p.norm_topk_prob) my_w = static_cast<float>(my_w / (sum + 1e-20));
+    my_w *= p.routed_scaling_factor;
+  }
+  *id = my_id;
+  *w = my_w;
+}
+
+// The grouping of n entries (ids[i] in [0, E), shared memory) by expert, stored into g by the whole block:
+// counts, offsets, the active list and its length, row_of (rows of an expert in entry order) and src_token.
+// mask: the experts with rows as bits (word e / 32), complete in shared memory. Counting over the entries, no
+// atomics: for decode sizes (n up to a few hundred).
+__device__ inline void store_grouping(const int32_t* ids, int n, const uint32_t* mask, const MoePermuteParams& g) {
+  for (int e = threadIdx.x; e < g.experts; e += blockDim.x) {
+    int c = 0, below = 0;
+    for (int i = 0; i < n; ++i) {
+      c += ids[i] == e;
+      below += ids[i] < e;
+    }
+    g.counts[e] = c;
+    g.offsets[e] = below;
+    if (g.active && c > 0) {
+      int pos = __popc(mask[e >> 5] & ((1u << (e & 31)) - 1u));
+      for (int wd = 0; wd < (e >> 5); ++wd) pos += __popc(mask[wd]);
+      g.active[pos] = e;
+    }
+  }
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const int e = ids[i];
+    int row = 0;
+    for (int j = 0; j < n; ++j) row += ids[j] < e || (j < i && ids[j] == e);
+    g.row_of[i] = row;
+    g.src_token[row] = i / g.top_k;
+  }
+  if (g.num_active && threadIdx.x == 0) {
+    int total = 0;
+    for (int wd = 0; wd < (g.experts + 31) / 32; ++wd) total += __popc(mask[wd]);
+    *g.num_active = total;
+  }
+}
+
 // Block-wide exclusive scan of a 64-bit value (any blockDim multiple of 32, <= 1024); returns the exclusive
 // prefix and sets *total. `warp_tot` holds 32 values.
 __device__ __forceinline__ uint64_t block_exclusive_scan(uint64_t v, uint64_t* warp_tot, uint64_t* total) {

@@ -344,8 +344,9 @@ TEST_F(MoeGroupedTest, FusedGateRouteMatchesCpu) {
 // moe_route at decode sizes with the routing and the grouping in one launch (the default; DSERVE_MOE_ROUTE_PERMUTE
 // is read per call; V2-Lite's softmax greedy and V3's sigmoid noaux_tc with bias, token counts up to 16): ids and
 // weights equal the CPU routing of the same logits, the experts op fed by the fused grouping equals, bit for bit,
-// the op grouping a copy of the ids itself; the kernel's own grouping (NaN-poisoned) is the grouping of its ids.
-// Prints the fused launch's time next to the two launches it replaces (graph replays, in isolation).
+// the op grouping a copy of the ids itself; the kernel's own ids, weights and grouping (poisoned) are those of the
+// CPU routing, with the register routing (default) and the shared-memory one (DSERVE_MOE_ROUTE_FAST=0). Prints both
+// launches' times next to the two launches they replace (graph replays, in isolation).
 TEST_F(MoeGroupedTest, RoutePermuteMatchesCpu) {
   const test::ScopedEnv route_permute("DSERVE_MOE_ROUTE_PERMUTE", nullptr);  // unset: the default
   cudaStream_t s = cuda_stream();
@@ -374,27 +375,37 @@ TEST_F(MoeGroupedTest, RoutePermuteMatchesCpu) {
       int64_t diff = 0;
       for (int64_t i = 0; i < got.numel(); ++i) diff += !(got.f32()[i] == want.f32()[i]);
       EXPECT_EQ(diff, 0) << "experts on the fused grouping " << name;
-      // The kernel alone over NaN-poisoned ids, weights and grouping.
+      // The kernel alone over NaN-poisoned ids, weights and grouping: the register routing (default) and the
+      // shared-memory one (DSERVE_MOE_ROUTE_FAST=0, read per launch).
       const int64_t N = T * K;
       Tensor lg = cuda_upload(logits), ids = gpu().empty({T, K}, DType::kI32), wts = gpu().empty({T, K}, DType::kF32);
       Tensor meta = gpu().empty({4 * E + 1 + 2 * N}, DType::kI32);
       const kernels::MoeRouteParams rp = route_params_of(r, lg, bias_dev, ids, wts);
       const kernels::MoePermuteParams pp = permute_params_of(ids, meta, E);
       ASSERT_TRUE(kernels::moe_route_permute_supported(rp, pp)) << name;
-      ASSERT_EQ(kernels::launch_moe_route_permute(rp, pp, s), cudaSuccess);
-      Tensor kid = cuda_download(ids), hmeta = cuda_download(meta);
-      std::vector<int32_t> idv(kid.data_as<int32_t>(), kid.data_as<int32_t>() + N);
-      EXPECT_EQ(std::vector<int32_t>(hi.data_as<int32_t>(), hi.data_as<int32_t>() + N), idv) << name;
-      EXPECT_EQ(test::grouping_mismatches(idv, hmeta.data_as<int32_t>(), E, K), 0) << name;
+      double us[2] = {0, 0};
+      for (int fast = 1; fast >= 0; --fast) {
+        const test::ScopedEnv kernel("DSERVE_MOE_ROUTE_FAST", fast ? nullptr : "0");
+        const std::string kname = name + (fast ? " register routing" : " shared-memory routing");
+        for (Tensor* t : {&ids, &wts, &meta})  // all-ones bytes: NaN weights, -1 ids and grouping entries
+          ASSERT_EQ(cudaMemsetAsync(t->data(), 0xff, t->nbytes(), s), cudaSuccess);
+        ASSERT_EQ(kernels::launch_moe_route_permute(rp, pp, s), cudaSuccess);
+        Tensor kid = cuda_download(ids), hmeta = cuda_download(meta);
+        std::vector<int32_t> idv(kid.data_as<int32_t>(), kid.data_as<int32_t>() + N);
+        EXPECT_EQ(std::vector<int32_t>(hi.data_as<int32_t>(), hi.data_as<int32_t>() + N), idv) << kname;
+        DS_EXPECT_CLOSE(cuda_download(wts), cw, 1e-6, 1e-6, "kernel weights " + kname);
+        EXPECT_EQ(test::grouping_mismatches(idv, hmeta.data_as<int32_t>(), E, K), 0) << kname;
+        if (T == 1)
+          us[fast] =
+              test::graph_time_us([&] { ASSERT_EQ(kernels::launch_moe_route_permute(rp, pp, s), cudaSuccess); }, s);
+      }
       if (T == 1) {
-        const double fused_us =
-            test::graph_time_us([&] { ASSERT_EQ(kernels::launch_moe_route_permute(rp, pp, s), cudaSuccess); }, s);
         const double two_us = test::graph_time_us([&] {
           ASSERT_EQ(kernels::launch_moe_route(rp, s), cudaSuccess);
           ASSERT_EQ(kernels::launch_moe_permute(pp, s), cudaSuccess);
         }, s);
-        std::printf("moe_route_permute %s T 1: fused %.2f us; route + permute %.2f us\n", m.name.c_str(), fused_us,
-                    two_us);
+        std::printf("moe_route_permute %s T 1: register routing %.2f us, shared-memory routing %.2f us; route + "
+                    "permute %.2f us\n", m.name.c_str(), us[1], us[0], two_us);
       }
     }
     // Past 16 tokens, and with DSERVE_MOE_ROUTE_PERMUTE=0, the op takes the two launches (no grouping behind the
