@@ -61,26 +61,11 @@ __global__ void __launch_bounds__(kRoutePermuteWarps * 32) moe_route_permute_fas
   __shared__ int32_t ids_s[kMoeRoutePermuteMaxTokens * 32];
   __shared__ uint32_t mask_s[8];
   __shared__ float gsm[kRoutePermuteWarps][32 * J];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   float bias[J];
   moe_detail::load_route_bias<J>(r, bias);  // a weight: before the wait
   if (threadIdx.x < 8) mask_s[threadIdx.x] = 0;
   pdl_enter();
-  for (int64_t t = warp; t < r.tokens; t += kRoutePermuteWarps) {
-    int32_t id;
-    float w;
-    moe_detail::route_token_fast<J>(r, t, bias, gsm[warp], &id, &w);
-    if (lane < r.top_k) {
-      ids_s[t * r.top_k + lane] = id;
-      r.topk_ids[t * r.top_k + lane] = id;
-      r.topk_weights[t * r.top_k + lane] = w;
-    }
-  }
-  __syncthreads();
-  const int n = static_cast<int>(r.tokens) * r.top_k;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) atomicOr(&mask_s[ids_s[i] >> 5], 1u << (ids_s[i] & 31));
-  __syncthreads();
-  moe_detail::store_grouping(ids_s, n, mask_s, g);
+  moe_detail::route_and_group_fast<J>(r, g, bias, kRoutePermuteWarps, ids_s, mask_s, &gsm[0][0]);
 }
 
 // Read per launch (tests take both kernels).

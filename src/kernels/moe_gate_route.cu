@@ -34,26 +34,10 @@ __device__ __forceinline__ void route_tail_fast(const MoeGateRouteParams& p, cha
   int32_t* ids_s = reinterpret_cast<int32_t*>(smem + kFastIds);
   uint32_t* mask_s = reinterpret_cast<uint32_t*>(smem + kFastMask);
   float* gsm = reinterpret_cast<float*>(smem + kFastGroup);
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const MoeRouteParams& r = p.route;
   float bias[J];
-  moe_detail::load_route_bias<J>(r, bias);
+  moe_detail::load_route_bias<J>(p.route, bias);
   if (threadIdx.x < 8) mask_s[threadIdx.x] = 0;
-  for (int64_t t = warp; t < r.tokens; t += kWarps) {
-    int32_t id;
-    float w;
-    moe_detail::route_token_fast<J>(r, t, bias, gsm + warp * 32 * J, &id, &w);
-    if (lane < r.top_k) {
-      ids_s[t * r.top_k + lane] = id;
-      r.topk_ids[t * r.top_k + lane] = id;
-      r.topk_weights[t * r.top_k + lane] = w;
-    }
-  }
-  __syncthreads();
-  const int n = static_cast<int>(r.tokens) * r.top_k;
-  for (int i = threadIdx.x; i < n; i += blockDim.x) atomicOr(&mask_s[ids_s[i] >> 5], 1u << (ids_s[i] & 31));
-  __syncthreads();
-  moe_detail::store_grouping(ids_s, n, mask_s, p.permute);
+  moe_detail::route_and_group_fast<J>(p.route, p.permute, bias, kWarps, ids_s, mask_s, gsm);
 }
 
 // 0: the shared-memory routing (route_token + permute_block); else the J of route_token_fast.

@@ -309,6 +309,31 @@ __device__ inline void store_grouping(const int32_t* ids, int n, const uint32_t*
   }
 }
 
+// The calling block routes every token (warp w: tokens w, w + warps, ...) into r's ids and weights and into ids_s
+// (route_token_fast), then groups those ids (store_grouping). mask_s: ceil(experts / 32) words, zeroed before the
+// call; gsm: warps * 32 * J floats (group methods). bias: load_route_bias's.
+template <int J>
+__device__ __forceinline__ void route_and_group_fast(const MoeRouteParams& r, const MoePermuteParams& g,
+                                                     const float (&bias)[J], int warps, int32_t* ids_s,
+                                                     uint32_t* mask_s, float* gsm) {
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  for (int64_t t = warp; t < r.tokens; t += warps) {
+    int32_t id;
+    float w;
+    route_token_fast<J>(r, t, bias, gsm + warp * 32 * J, &id, &w);
+    if (lane < r.top_k) {
+      ids_s[t * r.top_k + lane] = id;
+      r.topk_ids[t * r.top_k + lane] = id;
+      r.topk_weights[t * r.top_k + lane] = w;
+    }
+  }
+  __syncthreads();
+  const int n = static_cast<int>(r.tokens) * r.top_k;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) atomicOr(&mask_s[ids_s[i] >> 5], 1u << (ids_s[i] & 31));
+  __syncthreads();
+  store_grouping(ids_s, n, mask_s, g);
+}
+
 // Block-wide exclusive scan of a 64-bit value (any blockDim multiple of 32, <= 1024); returns the exclusive
 // prefix and sets *total. `warp_tot` holds 32 values.
 __device__ __forceinline__ uint64_t block_exclusive_scan(uint64_t v, uint64_t* warp_tot, uint64_t* total) {
