@@ -1,8 +1,5 @@
 // MoE routing and permutation kernels (see moe.h). Routing follows CpuOps::moe_route step by step,
 // including the double-precision softmax sum and the order of the selected experts.
-#include <cstdlib>
-#include <string>
-
 #include <cuda_bf16.h>
 
 #include "kernels/moe.h"
@@ -66,12 +63,6 @@ __global__ void __launch_bounds__(kRoutePermuteWarps * 32) moe_route_permute_fas
   if (threadIdx.x < 8) mask_s[threadIdx.x] = 0;
   pdl_enter();
   moe_detail::route_and_group_fast<J>(r, g, bias, kRoutePermuteWarps, ids_s, mask_s, &gsm[0][0]);
-}
-
-// Read per launch (tests take both kernels).
-bool route_fast_on() {
-  const char* e = std::getenv("DSERVE_MOE_ROUTE_FAST");
-  return !(e && std::string(e) == "0");
 }
 
 size_t route_permute_smem(const MoeRouteParams& r) {
@@ -187,8 +178,7 @@ bool moe_route_permute_supported(const MoeRouteParams& r, const MoePermuteParams
 
 cudaError_t launch_moe_route_permute(const MoeRouteParams& r, const MoePermuteParams& g, cudaStream_t stream) {
   if (!moe_route_permute_supported(r, g)) return cudaErrorInvalidValue;
-  const int J = moe_detail::route_fast_j(r.experts);
-  if (route_fast_on() && J > 0 && moe_detail::route_fast_fits(r.experts, r.top_k, r.n_group, J))
+  if (const int J = moe_detail::route_fast_launch_j(r))
     return J == 2 ? launch_pdl(moe_route_permute_fast_kernel<2>, 1, kRoutePermuteWarps * 32, 0, stream, r, g)
                   : launch_pdl(moe_route_permute_fast_kernel<8>, 1, kRoutePermuteWarps * 32, 0, stream, r, g);
   return launch_pdl(moe_route_permute_kernel, 1, kRoutePermuteWarps * 32, route_permute_smem(r), stream, r, g);

@@ -2,9 +2,6 @@
 // finish routes every token and groups the entries by expert, so the chain router -> route -> permute costs one
 // launch and one round of dependent loads instead of three. The last CTA routes in registers where it can
 // (DSERVE_MOE_ROUTE_FAST, as moe_route_permute).
-#include <cstdlib>
-#include <string>
-
 #include <cuda_bf16.h>
 
 #include "kernels/moe.h"
@@ -40,15 +37,8 @@ __device__ __forceinline__ void route_tail_fast(const MoeGateRouteParams& p, cha
   moe_detail::route_and_group_fast<J>(p.route, p.permute, bias, kWarps, ids_s, mask_s, gsm);
 }
 
-// 0: the shared-memory routing (route_token + permute_block); else the J of route_token_fast.
-int tail_j(const MoeRouteParams& r) {
-  const char* e = std::getenv("DSERVE_MOE_ROUTE_FAST");
-  const int J = moe_detail::route_fast_j(r.experts);
-  return !(e && std::string(e) == "0") && J > 0 && moe_detail::route_fast_fits(r.experts, r.top_k, r.n_group, J) ? J : 0;
-}
-
 // At most 64 registers (8 CTAs an SM), so its CTAs fit beside the shared expert's (the last CTA's routing spills a
-// few words).
+// few words). tail: route_fast_launch_j's J for the last CTA's routing (0: the shared-memory routing).
 __global__ void __launch_bounds__(kWarps * 32, 8) moe_gate_route_kernel(const MoeGateRouteParams p, int tail) {
   extern __shared__ __align__(16) char smem[];
   __shared__ uint64_t warp_tot[32];
@@ -127,7 +117,8 @@ cudaError_t launch_moe_gate_route(const MoeGateRouteParams& p, cudaStream_t stre
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem);
   if (attr != cudaSuccess) return attr;
   const unsigned blocks = static_cast<unsigned>((p.route.experts + kWarps - 1) / kWarps);
-  return launch_pdl(moe_gate_route_kernel, blocks, kWarps * 32, gate_route_smem(p), stream, p, tail_j(p.route));
+  return launch_pdl(moe_gate_route_kernel, blocks, kWarps * 32, gate_route_smem(p), stream, p,
+                    moe_detail::route_fast_launch_j(p.route));
 }
 
 }  // namespace ds::kernels

@@ -3,6 +3,8 @@
 #pragma once
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
+#include <cstring>
 
 #include <cuda_runtime.h>
 
@@ -28,6 +30,23 @@ __device__ __forceinline__ void warp_argmax(float& v, int& i) {
 __device__ __forceinline__ double warp_sum_d(double v) {
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   return v;
+}
+
+// Group g's score over choice[g * per_group, (g + 1) * per_group): the max (group_limited_greedy) or the sum of the
+// top two (noaux_tc). The top two of a multiset do not depend on the scan order; each group's scan starts at a
+// different offset (shared-memory banks when lanes scan groups side by side).
+__device__ __forceinline__ float group_score(const float* choice, int g, int per_group, RouteMethod method) {
+  float v0 = -INFINITY, v1 = -INFINITY;
+  for (int j = 0; j < per_group; ++j) {
+    const float c = choice[g * per_group + (j + g) % per_group];
+    if (c > v0) {
+      v1 = v0;
+      v0 = c;
+    } else if (c > v1) {
+      v1 = c;
+    }
+  }
+  return method == RouteMethod::kNoauxTc ? v0 + (per_group > 1 ? v1 : 0.0f) : v0;
 }
 
 // Routing takes one warp per token. Shared per warp: scores[E], choice[E], taken[E],
@@ -83,20 +102,8 @@ __device__ inline void route_token(const MoeRouteParams& p, int64_t t, char* bas
   __syncwarp();
   if (p.method != RouteMethod::kGreedy) {
     const int per_group = E / p.n_group, ng = p.n_group;
-    // Group score, one lane per group: max (group_limited_greedy) or sum of the top two (noaux_tc). The
-    // top two of a multiset do not depend on the scan order; lanes start at different offsets (banks).
-    for (int g = lane; g < ng; g += 32) {
-      float v0 = -INFINITY, v1 = -INFINITY;
-      for (int j = 0; j < per_group; ++j) {
-        const float c = choice[g * per_group + (j + g) % per_group];
-        if (c > v0) {
-          v1 = v0;
-          v0 = c;
-        } else if (c > v1) {
-          v1 = c;
-        }
-      }
-      gscore[g] = p.method == RouteMethod::kNoauxTc ? v0 + (per_group > 1 ? v1 : 0.0f) : v0;
+    for (int g = lane; g < ng; g += 32) {  // one lane per group
+      gscore[g] = group_score(choice, g, per_group, p.method);
       keep[g] = 0;
     }
     __syncwarp();
@@ -152,6 +159,13 @@ __host__ __device__ constexpr bool route_fast_fits(int E, int top_k, int n_group
 }
 // Expert rows J * 32 a lane holds: the smallest supported J for E experts (0: none).
 __host__ __device__ constexpr int route_fast_j(int E) { return E <= 64 ? 2 : E <= 256 ? 8 : 0; }
+// The J a routing launch takes for r (the register routing), or 0 (the shared-memory routing): where it does not
+// fit, or under DSERVE_MOE_ROUTE_FAST=0 (read per launch, so tests take both).
+inline int route_fast_launch_j(const MoeRouteParams& r) {
+  const char* e = std::getenv("DSERVE_MOE_ROUTE_FAST");
+  const int J = route_fast_j(r.experts);
+  return !(e && std::strcmp(e, "0") == 0) && J > 0 && route_fast_fits(r.experts, r.top_k, r.n_group, J) ? J : 0;
+}
 
 // A float's order as an unsigned key (larger float, larger key; -0 taken as +0 by the caller).
 __device__ __forceinline__ uint32_t order_key(float v) {
@@ -218,20 +232,7 @@ __device__ __forceinline__ void route_token_fast(const MoeRouteParams& p, int64_
     for (int j = 0; j < J; ++j)
       if (lane + 32 * j < E) gsm[lane + 32 * j] = ch[j];
     __syncwarp();
-    float gs = -INFINITY;
-    if (lane < ng) {  // route_token's group score, same scan order
-      float v0 = -INFINITY, v1 = -INFINITY;
-      for (int j = 0; j < per_group; ++j) {
-        const float c = gsm[lane * per_group + (j + lane) % per_group];
-        if (c > v0) {
-          v1 = v0;
-          v0 = c;
-        } else if (c > v1) {
-          v1 = c;
-        }
-      }
-      gs = p.method == RouteMethod::kNoauxTc ? v0 + (per_group > 1 ? v1 : 0.0f) : v0;
-    }
+    const float gs = lane < ng ? group_score(gsm, lane, per_group, p.method) : -INFINITY;
     __syncwarp();  // gsm is free again
     uint32_t keep = 0;
     const uint32_t gkey = order_key(gs + 0.0f);
