@@ -65,6 +65,27 @@ __global__ void __launch_bounds__(kRoutePermuteWarps * 32) moe_route_permute_fas
   moe_detail::route_and_group_fast<J>(r, g, bias, kRoutePermuteWarps, ids_s, mask_s, &gsm[0][0]);
 }
 
+// The routing launch with register routing (route_token_fast): one warp a token, kRouteWarps tokens a CTA; the
+// default past moe_route_permute's 16 tokens (batch 64 / 256 decode, prefill) where it fits, DSERVE_MOE_ROUTE_FAST=0
+// keeps moe_route_kernel.
+template <int J>
+__global__ void __launch_bounds__(kRouteWarps * 32) moe_route_fast_kernel(const MoeRouteParams p) {
+  __shared__ float gsm[kRouteWarps][32 * J];
+  float bias[J];
+  moe_detail::load_route_bias<J>(p, bias);  // a weight: before the wait
+  pdl_enter();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + warp;
+  if (t >= p.tokens) return;  // whole warps only
+  int32_t id;
+  float w;
+  moe_detail::route_token_fast<J>(p, t, bias, gsm[warp], &id, &w);
+  if (lane < p.top_k) {
+    p.topk_ids[t * p.top_k + lane] = id;
+    p.topk_weights[t * p.top_k + lane] = w;
+  }
+}
+
 size_t route_permute_smem(const MoeRouteParams& r) {
   const size_t route = kRoutePermuteWarps * route_smem_per_warp(r.experts, r.n_group, r.top_k);
   const size_t perm = permute_smem_bytes(r.experts);
@@ -165,6 +186,10 @@ cudaError_t launch_moe_route(const MoeRouteParams& p, cudaStream_t stream) {
   const size_t smem = kRouteWarps * route_smem_per_warp(p.experts, p.n_group, p.top_k);
   if (smem > 48 * 1024) return cudaErrorInvalidValue;
   const int64_t blocks = (p.tokens + kRouteWarps - 1) / kRouteWarps;
+  if (blocks >= (int64_t{1} << 31)) return cudaErrorInvalidValue;
+  if (const int J = moe_detail::route_fast_launch_j(p))
+    return J == 2 ? launch_pdl(moe_route_fast_kernel<2>, static_cast<unsigned>(blocks), 32 * kRouteWarps, 0, stream, p)
+                  : launch_pdl(moe_route_fast_kernel<8>, static_cast<unsigned>(blocks), 32 * kRouteWarps, 0, stream, p);
   return launch_pdl(moe_route_kernel, static_cast<unsigned>(blocks), 32 * kRouteWarps, smem, stream, p);
 }
 

@@ -409,17 +409,30 @@ TEST_F(MoeGroupedTest, RoutePermuteMatchesCpu) {
       }
     }
     // Past 16 tokens, and with DSERVE_MOE_ROUTE_PERMUTE=0, the op takes the two launches (no grouping behind the
-    // ids): still the CPU's routing.
-    for (int64_t T : {int64_t{3}, int64_t{kernels::kMoeRoutePermuteMaxTokens} + 1}) {
+    // ids): still the CPU's routing. Then the routing launch alone over NaN-poisoned ids and weights, with the
+    // register routing (default) and the shared-memory one (DSERVE_MOE_ROUTE_FAST=0).
+    for (int64_t T : {int64_t{3}, int64_t{kernels::kMoeRoutePermuteMaxTokens} + 1, int64_t{203}}) {
       const test::ScopedEnv apart("DSERVE_MOE_ROUTE_PERMUTE", T == 3 ? "0" : nullptr);
+      const std::string name = m.name + " T " + std::to_string(T);
       Tensor logits = randn({T, E}, rng_, 2.0f);
       Tensor gi, gw, ci, cw;
       gpu().moe_route(cuda_upload(logits), bias_dev, r, &gi, &gw);
       cpu().moe_route(logits, bias, r, &ci, &cw);
+      const std::vector<int32_t> want(ci.data_as<int32_t>(), ci.data_as<int32_t>() + ci.numel());
       Tensor hi = cuda_download(gi);
-      EXPECT_EQ(std::vector<int32_t>(hi.data_as<int32_t>(), hi.data_as<int32_t>() + ci.numel()),
-                std::vector<int32_t>(ci.data_as<int32_t>(), ci.data_as<int32_t>() + ci.numel()))
-          << m.name << " T " << T;
+      EXPECT_EQ(std::vector<int32_t>(hi.data_as<int32_t>(), hi.data_as<int32_t>() + ci.numel()), want) << name;
+      DS_EXPECT_CLOSE(cuda_download(gw), cw, 1e-6, 1e-6, "route weights " + name);
+      Tensor lg = cuda_upload(logits), ids = gpu().empty({T, K}, DType::kI32), wts = gpu().empty({T, K}, DType::kF32);
+      const kernels::MoeRouteParams rp = route_params_of(r, lg, bias_dev, ids, wts);
+      for (int fast = 1; fast >= 0; --fast) {
+        const test::ScopedEnv kernel("DSERVE_MOE_ROUTE_FAST", fast ? nullptr : "0");
+        const std::string kname = name + (fast ? " register routing launch" : " shared-memory routing launch");
+        for (Tensor* t : {&ids, &wts}) ASSERT_EQ(cudaMemsetAsync(t->data(), 0xff, t->nbytes(), s), cudaSuccess);
+        ASSERT_EQ(kernels::launch_moe_route(rp, s), cudaSuccess);
+        Tensor kid = cuda_download(ids);
+        EXPECT_EQ(std::vector<int32_t>(kid.data_as<int32_t>(), kid.data_as<int32_t>() + ci.numel()), want) << kname;
+        DS_EXPECT_CLOSE(cuda_download(wts), cw, 1e-6, 1e-6, "kernel weights " + kname);
+      }
     }
   }
 }
