@@ -625,6 +625,7 @@ constexpr int kCvThreads = 128;
 constexpr int kCvCols = 32;
 constexpr int kCvKGroups = kCvThreads / (kCvCols / 8);  // 32
 constexpr int kCvKIter = kMlaValueDim / kCvKGroups;     // 16
+constexpr int kCvOneRoundSplits = 8;  // the one-token merge with one round of loads, up to this many splits
 __global__ void __launch_bounds__(kCvThreads) mla_combine_vc_kernel(const MlaCombineVcParams p) {
   __shared__ float w_sh[kMlaCombineVcMaxTokens][kMlaMaxSplits];
   __shared__ float inv_sh[kMlaCombineVcMaxTokens];
@@ -643,63 +644,98 @@ __global__ void __launch_bounds__(kCvThreads) mla_combine_vc_kernel(const MlaCom
   pdl_enter();
   const int T = p.tokens, S = p.splits;
   const int64_t TH = static_cast<int64_t>(T) * p.heads;
-  __shared__ int last_sh[kMlaCombineVcMaxTokens];  // last split with a non-zero weight, per token (-1: none)
-  for (int t = warp; t < T; t += kCvThreads / 32) {
-    const int64_t row = static_cast<int64_t>(t) * p.heads + h;
+  if (T == 1 && S <= kCvOneRoundSplits) {
+    // One token, few splits: every thread loads the splits' log-sum-exps (the same words block-wide) together with
+    // its columns of every split's O row, one L2 round trip after the wait instead of two (weights, then rows).
+    // Rows of splits with a zero weight (nothing attended: never written) are loaded but not used.
+    float lse[kCvOneRoundSplits];
+    float4 x[kCvOneRoundSplits];
+#pragma unroll
+    for (int s = 0; s < kCvOneRoundSplits; ++s) {
+      lse[s] = -INFINITY;
+      x[s] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (s < S) {
+        lse[s] = p.part_lse[s * TH + h];
+        x[s] = *reinterpret_cast<const float4*>(p.part_o + (s * TH + h) * kMlaValueDim + 4 * tid);
+      }
+    }
     float mx = -INFINITY;
-    for (int s = lane; s < S; s += 32) mx = fmaxf(mx, p.part_lse[s * TH + row]);
-    mx = warp_max(mx);
+#pragma unroll
+    for (int s = 0; s < kCvOneRoundSplits; ++s) mx = fmaxf(mx, lse[s]);
     float sum = 0.0f;
-    int last = -1;
-    for (int s = lane; s < S; s += 32) {
-      const float lse = p.part_lse[s * TH + row];
-      const float wt = lse == -INFINITY ? 0.0f : exp2f(lse - mx);
-      w_sh[t][s] = wt;
-      sum += wt;
-      if (wt != 0.0f) last = s;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int s = 0; s < kCvOneRoundSplits; ++s) {
+      const float wt = lse[s] != -INFINITY ? exp2f(lse[s] - mx) : 0.0f;
+      if (wt != 0.0f) {
+        sum += wt;
+        acc.x += wt * x[s].x;
+        acc.y += wt * x[s].y;
+        acc.z += wt * x[s].z;
+        acc.w += wt * x[s].w;
+      }
     }
-    sum = warp_sum(sum);
-    for (int o = 16; o > 0; o >>= 1) last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
-    if (lane == 0) {
-      inv_sh[t] = sum > 0.0f ? 1.0f / sum : 0.0f;
-      last_sh[t] = last;
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    *reinterpret_cast<float4*>(&o_sh[0][4 * tid]) = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+  } else {
+    __shared__ int last_sh[kMlaCombineVcMaxTokens];  // last split with a non-zero weight, per token (-1: none)
+    for (int t = warp; t < T; t += kCvThreads / 32) {
+      const int64_t row = static_cast<int64_t>(t) * p.heads + h;
+      float mx = -INFINITY;
+      for (int s = lane; s < S; s += 32) mx = fmaxf(mx, p.part_lse[s * TH + row]);
+      mx = warp_max(mx);
+      float sum = 0.0f;
+      int last = -1;
+      for (int s = lane; s < S; s += 32) {
+        const float lse = p.part_lse[s * TH + row];
+        const float wt = lse == -INFINITY ? 0.0f : exp2f(lse - mx);
+        w_sh[t][s] = wt;
+        sum += wt;
+        if (wt != 0.0f) last = s;
+      }
+      sum = warp_sum(sum);
+      for (int o = 16; o > 0; o >>= 1) last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
+      if (lane == 0) {
+        inv_sh[t] = sum > 0.0f ? 1.0f / sum : 0.0f;
+        last_sh[t] = last;
+      }
     }
-  }
-  __syncthreads();
-  // The head's merged O rows: thread takes columns [4 tid, 4 tid + 4) of two tokens at a time, four splits per
-  // round, every load of a round issued before any is used (the rounds are L2 latency, not bandwidth); splits with
-  // a zero weight (nothing attended, O never written) are not read.
-  for (int t0 = 0; t0 < T; t0 += 2) {
-    const int n_t = min(2, T - t0);
-    const int s_end = 1 + max(last_sh[t0], n_t > 1 ? last_sh[t0 + 1] : -1);
-    float4 acc[2] = {make_float4(0.0f, 0.0f, 0.0f, 0.0f), make_float4(0.0f, 0.0f, 0.0f, 0.0f)};
-    for (int s = 0; s < s_end; s += 4) {
-      float wt[2][4];
-      float4 x[2][4];
-#pragma unroll
-      for (int e = 0; e < 2; ++e)
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          wt[e][u] = (e < n_t && s + u < s_end) ? w_sh[t0 + e][s + u] : 0.0f;
-          x[e][u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-          if (wt[e][u] != 0.0f)
-            x[e][u] = *reinterpret_cast<const float4*>(
-                p.part_o + ((s + u) * TH + static_cast<int64_t>(t0 + e) * p.heads + h) * kMlaValueDim + 4 * tid);
-        }
-#pragma unroll
-      for (int e = 0; e < 2; ++e)
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          acc[e].x += wt[e][u] * x[e][u].x;
-          acc[e].y += wt[e][u] * x[e][u].y;
-          acc[e].z += wt[e][u] * x[e][u].z;
-          acc[e].w += wt[e][u] * x[e][u].w;
-        }
-    }
-    for (int e = 0; e < n_t; ++e) {
-      const float inv = inv_sh[t0 + e];
-      *reinterpret_cast<float4*>(&o_sh[t0 + e][4 * tid]) =
-          make_float4(acc[e].x * inv, acc[e].y * inv, acc[e].z * inv, acc[e].w * inv);
+    __syncthreads();
+    // The head's merged O rows: thread takes columns [4 tid, 4 tid + 4) of two tokens at a time, four splits per
+    // round, every load of a round issued before any is used (the rounds are L2 latency, not bandwidth); splits with
+    // a zero weight (nothing attended, O never written) are not read.
+    for (int t0 = 0; t0 < T; t0 += 2) {
+      const int n_t = min(2, T - t0);
+      const int s_end = 1 + max(last_sh[t0], n_t > 1 ? last_sh[t0 + 1] : -1);
+      float4 acc[2] = {make_float4(0.0f, 0.0f, 0.0f, 0.0f), make_float4(0.0f, 0.0f, 0.0f, 0.0f)};
+      for (int s = 0; s < s_end; s += 4) {
+        float wt[2][4];
+        float4 x[2][4];
+  #pragma unroll
+        for (int e = 0; e < 2; ++e)
+  #pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            wt[e][u] = (e < n_t && s + u < s_end) ? w_sh[t0 + e][s + u] : 0.0f;
+            x[e][u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (wt[e][u] != 0.0f)
+              x[e][u] = *reinterpret_cast<const float4*>(
+                  p.part_o + ((s + u) * TH + static_cast<int64_t>(t0 + e) * p.heads + h) * kMlaValueDim + 4 * tid);
+          }
+  #pragma unroll
+        for (int e = 0; e < 2; ++e)
+  #pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            acc[e].x += wt[e][u] * x[e][u].x;
+            acc[e].y += wt[e][u] * x[e][u].y;
+            acc[e].z += wt[e][u] * x[e][u].z;
+            acc[e].w += wt[e][u] * x[e][u].w;
+          }
+      }
+      for (int e = 0; e < n_t; ++e) {
+        const float inv = inv_sh[t0 + e];
+        *reinterpret_cast<float4*>(&o_sh[t0 + e][4 * tid]) =
+            make_float4(acc[e].x * inv, acc[e].y * inv, acc[e].z * inv, acc[e].w * inv);
+      }
     }
   }
   __syncthreads();
