@@ -57,33 +57,17 @@ __device__ void write_packed_row(const float* row, uint8_t* dst, int64_t nope, i
   for (int64_t i = threadIdx.x; i < rope; i += blockDim.x) rp[i] = __float2bfloat16(row[nope + i]);
 }
 
-constexpr int kPreW = 4;  // norm weights a thread holds in registers (lora <= kPreW * kStoreThreads)
-
 // Token t's latent row: sum of squares of the latent (block reduction), then the normalised latent and the
-// rotated key written to the slot. row_s: (lora + rope) floats of shared memory (packed formats). Calls pdl_enter
-// itself: before it the block reads only the step metadata (slot, position: uploaded by the host before the
-// forward, written by no kernel) and the norm weight, and makes the rope angles, so that work overlaps the
-// previous kernel's tail; after it, the kv_a row (the previous GEMM's output).
+// rotated key written to the slot. row_s: (lora + rope) floats of shared memory (packed formats).
 __device__ void store_latent_token(const MlaStoreLatentParams& p, int64_t t, float* row_s) {
   __shared__ float cs[kMaxHalf], sn[kMaxHalf];
   __shared__ float warp_ss[kStoreThreads / 32];
   const int32_t slot = p.slot_mapping[t];
-  if (slot < 0 || slot >= p.num_slots) return;  // block-uniform; writes nothing
-  const int half = static_cast<int>(p.rope / 2);
-  rope_angles(static_cast<float>(p.positions[t]), p.inv_freq, half, p.attn_factor, cs, sn);
-  auto weight = [&](int64_t i) {
-    return p.w_f32 ? static_cast<const float*>(p.w)[i] : __bfloat162float(static_cast<const __nv_bfloat16*>(p.w)[i]);
-  };
-  const bool w_in_regs = p.lora <= kPreW * kStoreThreads;
-  float wr[kPreW];
-#pragma unroll
-  for (int k = 0; k < kPreW; ++k) {
-    const int64_t i = threadIdx.x + k * kStoreThreads;
-    wr[k] = w_in_regs && i < p.lora ? weight(i) : 0.0f;
-  }
-  pdl_enter();
+  if (slot < 0 || slot >= p.num_slots) return;  // block-uniform
   const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.kv_a) + t * p.ld_kv;
   __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.cache) + static_cast<int64_t>(slot) * (p.lora + p.rope);
+  const int half = static_cast<int>(p.rope / 2);
+  rope_angles(static_cast<float>(p.positions[t]), p.inv_freq, half, p.attn_factor, cs, sn);
   float ss = 0.0f;
   for (int64_t i = threadIdx.x; i < p.lora; i += blockDim.x) {
     const float v = __bfloat162float(x[i]);
@@ -99,14 +83,9 @@ __device__ void store_latent_token(const MlaStoreLatentParams& p, int64_t t, flo
   const float inv = rsqrtf(total / static_cast<float>(p.lora) + p.eps);
   // The row's values, each handed to put(index, value): the normalised latent, then the rotated key.
   auto emit = [&](auto put) {
-    if (w_in_regs) {
-#pragma unroll
-      for (int k = 0; k < kPreW; ++k) {
-        const int64_t i = threadIdx.x + k * kStoreThreads;
-        if (i < p.lora) put(i, __bfloat162float(x[i]) * inv * wr[k]);
-      }
-    } else {
-      for (int64_t i = threadIdx.x; i < p.lora; i += blockDim.x) put(i, __bfloat162float(x[i]) * inv * weight(i));
+    for (int64_t i = threadIdx.x; i < p.lora; i += blockDim.x) {
+      const float w = p.w_f32 ? static_cast<const float*>(p.w)[i] : __bfloat162float(static_cast<const __nv_bfloat16*>(p.w)[i]);
+      put(i, __bfloat162float(x[i]) * inv * w);
     }
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
       const float x0 = __bfloat162float(x[p.lora + 2 * i]), x1 = __bfloat162float(x[p.lora + 2 * i + 1]);
@@ -127,17 +106,16 @@ __device__ void store_latent_token(const MlaStoreLatentParams& p, int64_t t, flo
 
 // One block per token.
 __global__ void __launch_bounds__(kStoreThreads) mla_store_latent_kernel(MlaStoreLatentParams p) {
+  pdl_enter();
   extern __shared__ float row_s[];
   store_latent_token(p, blockIdx.x, row_s);
 }
 
-// Token t: the angles once, then every head's rope part rotated into dst. Calls pdl_enter itself: the position is
-// step metadata (uploaded by the host before the forward), so the angles are made before the wait.
+// Token t: the angles once, then every head's rope part rotated into dst.
 __device__ void rope_copy_token(const RopeCopyParams& p, int64_t t) {
   __shared__ float cs[kMaxHalf], sn[kMaxHalf];
   const int half = static_cast<int>(p.rope / 2);
   rope_angles(static_cast<float>(p.positions[t]), p.inv_freq, half, p.attn_factor, cs, sn);
-  pdl_enter();
   __syncthreads();
   const __nv_bfloat16* src = static_cast<const __nv_bfloat16*>(p.src) + t * p.heads * p.src_head_dim + p.src_off;
   __nv_bfloat16* dst = static_cast<__nv_bfloat16*>(p.dst) + t * p.heads * p.dst_head_dim + p.dst_off;
@@ -152,7 +130,10 @@ __device__ void rope_copy_token(const RopeCopyParams& p, int64_t t) {
   }
 }
 
-__global__ void __launch_bounds__(kStoreThreads) rope_copy_kernel(RopeCopyParams p) { rope_copy_token(p, blockIdx.x); }
+__global__ void __launch_bounds__(kStoreThreads) rope_copy_kernel(RopeCopyParams p) {
+  pdl_enter();
+  rope_copy_token(p, blockIdx.x);
+}
 
 // The absorbed-query product of one (head, 128 output columns) CTA: 16 column groups of 8 x 8 k groups; the
 // weights (never written by a forward) are loaded into registers before the dependency wait, q after it; the k
@@ -215,8 +196,10 @@ __global__ void __launch_bounds__(kStoreThreads) mla_absorb_prep_kernel(MlaAbsor
   const int64_t T = p.rope.tokens, b = blockIdx.x;
   const int64_t stores = p.store.tokens;
   if (b < stores) {
+    pdl_enter();
     store_latent_token(p.store, b, prep_s);
   } else if (b < stores + T) {
+    pdl_enter();
     rope_copy_token(p.rope, b - stores);
   } else {
     absorb_product(p, b - stores - T, prep_s);

@@ -44,7 +44,7 @@ class MlaFusedTest : public test::CudaVsCpuTest {
 
 TEST_F(MlaFusedTest, StoreLatentMatchesTheChain) {
   const int64_t rope = 64, slots = 5000;
-  // lora 640: past the norm weights the kernel holds in registers (512).
+  // lora 640: a latent wider than the real models' 512 (the kernels loop over it).
   for (auto [lora, T] : {std::pair<int64_t, int64_t>{512, 1}, {512, 3}, {512, 64}, {512, 4096}, {640, 1}, {640, 64}}) {
     const int64_t D = lora + rope;
     for (DType wt : {DType::kBF16, DType::kF32}) {
