@@ -30,6 +30,10 @@ __global__ void moe_permute_kernel(MoePermuteParams p) {
   extern __shared__ int32_t perm_smem[];
   __shared__ uint64_t warp_tot[32];
   permute_block(p, perm_smem, warp_tot);
+  if (p.slots) {
+    __syncthreads();
+    moe_detail::store_slots_from_global(p);
+  }
 }
 
 constexpr int kRoutePermuteWarps = 8;
@@ -46,6 +50,10 @@ __global__ void __launch_bounds__(kRoutePermuteWarps * 32) moe_route_permute_ker
   for (int64_t t = warp; t < r.tokens; t += kRoutePermuteWarps) route_token(r, t, rp_smem + warp * per_warp);
   __syncthreads();
   permute_block(g, reinterpret_cast<int32_t*>(rp_smem), warp_tot);
+  if (g.slots) {
+    __syncthreads();
+    moe_detail::store_slots_from_global(g);
+  }
 }
 
 // The same with register routing (route_token_fast) and the grouping by counting (store_grouping): the decode
@@ -198,7 +206,7 @@ bool moe_route_permute_supported(const MoeRouteParams& r, const MoePermuteParams
          r.experts >= 1 && r.n_group >= 1 && r.experts % r.n_group == 0 && r.n_group <= 64 && r.top_k >= 1 &&
          r.top_k <= r.experts && g.topk_ids == r.topk_ids && g.experts == r.experts && g.top_k == r.top_k &&
          g.entries == r.tokens * r.top_k && g.counts && g.offsets && g.row_of && g.src_token &&
-         route_permute_smem(r) <= 48 * 1024;
+         moe_detail::slots_ok(g) && route_permute_smem(r) <= 48 * 1024;
 }
 
 cudaError_t launch_moe_route_permute(const MoeRouteParams& r, const MoePermuteParams& g, cudaStream_t stream) {
@@ -211,7 +219,7 @@ cudaError_t launch_moe_route_permute(const MoeRouteParams& r, const MoePermutePa
 
 cudaError_t launch_moe_permute(const MoePermuteParams& p, cudaStream_t stream) {
   const size_t smem = permute_smem_bytes(p.experts);
-  if (p.experts < 1 || smem > 48 * 1024) return cudaErrorInvalidValue;
+  if (p.experts < 1 || smem > 48 * 1024 || !moe_detail::slots_ok(p)) return cudaErrorInvalidValue;
   return launch_pdl(moe_permute_kernel, 1, 1024, smem, stream, p);
 }
 
