@@ -10,4 +10,4 @@ timeout 200 "$CS" --tool memcheck --leak-check no --error-exitcode 3 "$B/ds_ops_
 echo "== memcheck rc=$?"
 grep -E "ERROR SUMMARY|^\[  PASSED|^\[  FAILED" "$OUT/memcheck.log" | tail -6
 AB_BATCHES=1,8,64 AB_BINS="dserve_base dserve" bash "$(dirname "$0")/abbin.sh"
-AB_BATCHES=1,8 AB_REPS=2 AB_BINS="dserve_base dserve" AB_EXTRA="--quantization fp8" bash "$(dirname "$0")/abbin.sh"
+AB_BATCHES=1 AB_REPS=1 AB_BINS="dserve_base dserve" AB_EXTRA="--quantization fp8" bash "$(dirname "$0")/abbin.sh"
