@@ -562,58 +562,74 @@ __global__ void __launch_bounds__(kThreads, 1)
 // Merges the splits of each (token, head) row: out = sum_s 2^(lse_s - M) o_s / sum_s 2^(lse_s - M). A block
 // takes 128 of the row's 512 value columns (a warp reads 512 contiguous bytes of one split) and `groups` warps
 // take every groups-th split each, so a few rows with many splits (batch 1, long context) still spread their
-// partial reads over many blocks with several loads in flight per thread; then the warps add up.
-constexpr int kCombineCols = 128;       // value columns per block: 32 lanes x 4
-constexpr int kCombineMaxGroups = 16;   // warps per block
+// partial reads over many blocks. One round of loads after the wait: each warp loads its splits' log-sum-exps
+// together with their O columns and weighs them against its own maximum; the warps' sums are then rescaled to the
+// row's maximum (the split-KV merge applied once more). Splits with a -inf log-sum-exp (nothing attended: O never
+// written) are loaded but not used.
+constexpr int kCombineCols = 128;      // value columns per block: 32 lanes x 4
+constexpr int kCombineMaxGroups = 16;  // warps per block
+constexpr int kCombinePerWarp = kMlaMaxSplits / kCombineMaxGroups;  // splits a warp takes at most (launcher's groups)
 __global__ void __launch_bounds__(kCombineMaxGroups * 32) mla_combine_kernel(const float* __restrict__ part_o,
                                                                             const float* __restrict__ part_lse,
                                                                             __nv_bfloat16* __restrict__ out,
                                                                             int64_t rows, int splits) {
   pdl_enter();
-  __shared__ float w_sh[kMlaMaxSplits];
-  __shared__ float4 red[kCombineMaxGroups - 1][32];
-  __shared__ float inv_sh;
+  __shared__ float4 red[kCombineMaxGroups][32];
+  __shared__ float m_sh[kCombineMaxGroups], l_sh[kCombineMaxGroups];
   const int64_t row = blockIdx.x;
-  const int tid = threadIdx.x, groups = blockDim.x >> 5;
-  if (tid < 32) {
-    float mx = -INFINITY;
-    for (int s = tid; s < splits; s += 32) mx = fmaxf(mx, part_lse[s * rows + row]);
-    mx = warp_max(mx);
-    float sum = 0.0f;
-    for (int s = tid; s < splits; s += 32) {
-      const float lse = part_lse[s * rows + row];
-      const float w = lse == -INFINITY ? 0.0f : exp2f(lse - mx);
-      w_sh[s] = w;
-      sum += w;
+  const int tid = threadIdx.x, lane = tid & 31, g = tid >> 5, groups = blockDim.x >> 5;
+  const int c = static_cast<int>(blockIdx.y) * kCombineCols + lane * 4;
+  float lse[kCombinePerWarp];
+  float4 x[kCombinePerWarp];
+#pragma unroll
+  for (int k = 0; k < kCombinePerWarp; ++k) {
+    const int s = g + groups * k;
+    lse[k] = -INFINITY;
+    x[k] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    if (s < splits) {
+      lse[k] = part_lse[s * rows + row];
+      x[k] = *reinterpret_cast<const float4*>(part_o + (s * rows + row) * kMlaValueDim + c);
     }
-    sum = warp_sum(sum);
-    if (tid == 0) inv_sh = sum > 0.0f ? 1.0f / sum : 0.0f;
   }
-  __syncthreads();
-  const int g = tid >> 5, c = static_cast<int>(blockIdx.y) * kCombineCols + (tid & 31) * 4;
+  float m = -INFINITY;
+#pragma unroll
+  for (int k = 0; k < kCombinePerWarp; ++k) m = fmaxf(m, lse[k]);
+  float l = 0.0f;
   float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll 4
-  for (int s = g; s < splits; s += groups) {
-    const float w = w_sh[s];
-    if (w == 0.0f) continue;  // nothing attended (or negligible): its O is not read (empty splits skip writing it)
-    const float4 v = *reinterpret_cast<const float4*>(part_o + (s * rows + row) * kMlaValueDim + c);
-    acc.x += w * v.x;
-    acc.y += w * v.y;
-    acc.z += w * v.z;
-    acc.w += w * v.w;
+#pragma unroll
+  for (int k = 0; k < kCombinePerWarp; ++k) {
+    if (lse[k] == -INFINITY) continue;
+    const float w = exp2f(lse[k] - m);
+    l += w;
+    acc.x += w * x[k].x;
+    acc.y += w * x[k].y;
+    acc.z += w * x[k].z;
+    acc.w += w * x[k].w;
   }
-  if (g > 0) red[g - 1][tid & 31] = acc;
+  red[g][lane] = acc;
+  if (lane == 0) {
+    m_sh[g] = m;
+    l_sh[g] = l;
+  }
   __syncthreads();
   if (g == 0) {
-    for (int k = 0; k < groups - 1; ++k) {
-      acc.x += red[k][tid].x;
-      acc.y += red[k][tid].y;
-      acc.z += red[k][tid].z;
-      acc.w += red[k][tid].w;
+    float M = -INFINITY;
+    for (int q = 0; q < groups; ++q) M = fmaxf(M, m_sh[q]);
+    float L = 0.0f;
+    float4 a = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (int q = 0; q < groups; ++q) {
+      if (m_sh[q] == -INFINITY) continue;  // the warp's splits attended nothing
+      const float f = exp2f(m_sh[q] - M);
+      const float4 r = red[q][lane];
+      L += f * l_sh[q];
+      a.x += f * r.x;
+      a.y += f * r.y;
+      a.z += f * r.z;
+      a.w += f * r.w;
     }
-    const float inv = inv_sh;
+    const float inv = L > 0.0f ? 1.0f / L : 0.0f;
     *reinterpret_cast<uint2*>(out + row * kMlaValueDim + c) =
-        make_uint2(pack_bf16(acc.x * inv, acc.y * inv), pack_bf16(acc.z * inv, acc.w * inv));
+        make_uint2(pack_bf16(a.x * inv, a.y * inv), pack_bf16(a.z * inv, a.w * inv));
   }
 }
 
@@ -625,6 +641,7 @@ constexpr int kCvThreads = 128;
 constexpr int kCvCols = 32;
 constexpr int kCvKGroups = kCvThreads / (kCvCols / 8);  // 32
 constexpr int kCvKIter = kMlaValueDim / kCvKGroups;     // 16
+constexpr int kCvOneRoundSplits = 8;  // the one-token merge with one round of loads, up to this many splits
 __global__ void __launch_bounds__(kCvThreads) mla_combine_vc_kernel(const MlaCombineVcParams p) {
   __shared__ float w_sh[kMlaCombineVcMaxTokens][kMlaMaxSplits];
   __shared__ float inv_sh[kMlaCombineVcMaxTokens];
@@ -643,63 +660,98 @@ __global__ void __launch_bounds__(kCvThreads) mla_combine_vc_kernel(const MlaCom
   pdl_enter();
   const int T = p.tokens, S = p.splits;
   const int64_t TH = static_cast<int64_t>(T) * p.heads;
-  __shared__ int last_sh[kMlaCombineVcMaxTokens];  // last split with a non-zero weight, per token (-1: none)
-  for (int t = warp; t < T; t += kCvThreads / 32) {
-    const int64_t row = static_cast<int64_t>(t) * p.heads + h;
+  if (T == 1 && S <= kCvOneRoundSplits) {
+    // One token, few splits: every thread loads the splits' log-sum-exps (the same words block-wide) together with
+    // its columns of every split's O row, one L2 round trip after the wait instead of two (weights, then rows).
+    // Rows of splits with a zero weight (nothing attended: never written) are loaded but not used.
+    float lse[kCvOneRoundSplits];
+    float4 x[kCvOneRoundSplits];
+#pragma unroll
+    for (int s = 0; s < kCvOneRoundSplits; ++s) {
+      lse[s] = -INFINITY;
+      x[s] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (s < S) {
+        lse[s] = p.part_lse[s * TH + h];
+        x[s] = *reinterpret_cast<const float4*>(p.part_o + (s * TH + h) * kMlaValueDim + 4 * tid);
+      }
+    }
     float mx = -INFINITY;
-    for (int s = lane; s < S; s += 32) mx = fmaxf(mx, p.part_lse[s * TH + row]);
-    mx = warp_max(mx);
+#pragma unroll
+    for (int s = 0; s < kCvOneRoundSplits; ++s) mx = fmaxf(mx, lse[s]);
     float sum = 0.0f;
-    int last = -1;
-    for (int s = lane; s < S; s += 32) {
-      const float lse = p.part_lse[s * TH + row];
-      const float wt = lse == -INFINITY ? 0.0f : exp2f(lse - mx);
-      w_sh[t][s] = wt;
-      sum += wt;
-      if (wt != 0.0f) last = s;
+    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+    for (int s = 0; s < kCvOneRoundSplits; ++s) {
+      const float wt = lse[s] != -INFINITY ? exp2f(lse[s] - mx) : 0.0f;
+      if (wt != 0.0f) {
+        sum += wt;
+        acc.x += wt * x[s].x;
+        acc.y += wt * x[s].y;
+        acc.z += wt * x[s].z;
+        acc.w += wt * x[s].w;
+      }
     }
-    sum = warp_sum(sum);
-    for (int o = 16; o > 0; o >>= 1) last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
-    if (lane == 0) {
-      inv_sh[t] = sum > 0.0f ? 1.0f / sum : 0.0f;
-      last_sh[t] = last;
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    *reinterpret_cast<float4*>(&o_sh[0][4 * tid]) = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+  } else {
+    __shared__ int last_sh[kMlaCombineVcMaxTokens];  // last split with a non-zero weight, per token (-1: none)
+    for (int t = warp; t < T; t += kCvThreads / 32) {
+      const int64_t row = static_cast<int64_t>(t) * p.heads + h;
+      float mx = -INFINITY;
+      for (int s = lane; s < S; s += 32) mx = fmaxf(mx, p.part_lse[s * TH + row]);
+      mx = warp_max(mx);
+      float sum = 0.0f;
+      int last = -1;
+      for (int s = lane; s < S; s += 32) {
+        const float lse = p.part_lse[s * TH + row];
+        const float wt = lse == -INFINITY ? 0.0f : exp2f(lse - mx);
+        w_sh[t][s] = wt;
+        sum += wt;
+        if (wt != 0.0f) last = s;
+      }
+      sum = warp_sum(sum);
+      for (int o = 16; o > 0; o >>= 1) last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
+      if (lane == 0) {
+        inv_sh[t] = sum > 0.0f ? 1.0f / sum : 0.0f;
+        last_sh[t] = last;
+      }
     }
-  }
-  __syncthreads();
-  // The head's merged O rows: thread takes columns [4 tid, 4 tid + 4) of two tokens at a time, four splits per
-  // round, every load of a round issued before any is used (the rounds are L2 latency, not bandwidth); splits with
-  // a zero weight (nothing attended, O never written) are not read.
-  for (int t0 = 0; t0 < T; t0 += 2) {
-    const int n_t = min(2, T - t0);
-    const int s_end = 1 + max(last_sh[t0], n_t > 1 ? last_sh[t0 + 1] : -1);
-    float4 acc[2] = {make_float4(0.0f, 0.0f, 0.0f, 0.0f), make_float4(0.0f, 0.0f, 0.0f, 0.0f)};
-    for (int s = 0; s < s_end; s += 4) {
-      float wt[2][4];
-      float4 x[2][4];
-#pragma unroll
-      for (int e = 0; e < 2; ++e)
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          wt[e][u] = (e < n_t && s + u < s_end) ? w_sh[t0 + e][s + u] : 0.0f;
-          x[e][u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-          if (wt[e][u] != 0.0f)
-            x[e][u] = *reinterpret_cast<const float4*>(
-                p.part_o + ((s + u) * TH + static_cast<int64_t>(t0 + e) * p.heads + h) * kMlaValueDim + 4 * tid);
-        }
-#pragma unroll
-      for (int e = 0; e < 2; ++e)
-#pragma unroll
-        for (int u = 0; u < 4; ++u) {
-          acc[e].x += wt[e][u] * x[e][u].x;
-          acc[e].y += wt[e][u] * x[e][u].y;
-          acc[e].z += wt[e][u] * x[e][u].z;
-          acc[e].w += wt[e][u] * x[e][u].w;
-        }
-    }
-    for (int e = 0; e < n_t; ++e) {
-      const float inv = inv_sh[t0 + e];
-      *reinterpret_cast<float4*>(&o_sh[t0 + e][4 * tid]) =
-          make_float4(acc[e].x * inv, acc[e].y * inv, acc[e].z * inv, acc[e].w * inv);
+    __syncthreads();
+    // The head's merged O rows: thread takes columns [4 tid, 4 tid + 4) of two tokens at a time, four splits per
+    // round, every load of a round issued before any is used (the rounds are L2 latency, not bandwidth); splits with
+    // a zero weight (nothing attended, O never written) are not read.
+    for (int t0 = 0; t0 < T; t0 += 2) {
+      const int n_t = min(2, T - t0);
+      const int s_end = 1 + max(last_sh[t0], n_t > 1 ? last_sh[t0 + 1] : -1);
+      float4 acc[2] = {make_float4(0.0f, 0.0f, 0.0f, 0.0f), make_float4(0.0f, 0.0f, 0.0f, 0.0f)};
+      for (int s = 0; s < s_end; s += 4) {
+        float wt[2][4];
+        float4 x[2][4];
+  #pragma unroll
+        for (int e = 0; e < 2; ++e)
+  #pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            wt[e][u] = (e < n_t && s + u < s_end) ? w_sh[t0 + e][s + u] : 0.0f;
+            x[e][u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+            if (wt[e][u] != 0.0f)
+              x[e][u] = *reinterpret_cast<const float4*>(
+                  p.part_o + ((s + u) * TH + static_cast<int64_t>(t0 + e) * p.heads + h) * kMlaValueDim + 4 * tid);
+          }
+  #pragma unroll
+        for (int e = 0; e < 2; ++e)
+  #pragma unroll
+          for (int u = 0; u < 4; ++u) {
+            acc[e].x += wt[e][u] * x[e][u].x;
+            acc[e].y += wt[e][u] * x[e][u].y;
+            acc[e].z += wt[e][u] * x[e][u].z;
+            acc[e].w += wt[e][u] * x[e][u].w;
+          }
+      }
+      for (int e = 0; e < n_t; ++e) {
+        const float inv = inv_sh[t0 + e];
+        *reinterpret_cast<float4*>(&o_sh[t0 + e][4 * tid]) =
+            make_float4(acc[e].x * inv, acc[e].y * inv, acc[e].z * inv, acc[e].w * inv);
+      }
     }
   }
   __syncthreads();
@@ -937,10 +989,11 @@ cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream) {
   if (e != cudaSuccess) return e;
   if (p.num_splits > 1 && !p.skip_combine) {
     const int64_t rows = static_cast<int64_t>(p.num_tokens) * p.num_heads;
-    // Warps per block: up to 16, about four splits each (fewer for the few-split, many-row steps of big batches).
+    // Warps per block: up to 16, about four splits each (fewer for the few-split, many-row steps of big batches);
+    // a warp takes at most kCombinePerWarp.
     int groups = 1;
     while (groups < kCombineMaxGroups && groups * 4 < p.num_splits) groups *= 2;
-    static_assert(kMlaValueDim % kCombineCols == 0);
+    static_assert(kMlaValueDim % kCombineCols == 0 && kCombineMaxGroups * kCombinePerWarp >= kMlaMaxSplits);
     return launch_pdl(mla_combine_kernel, dim3(static_cast<unsigned>(rows), kMlaValueDim / kCombineCols), groups * 32, 0,
                       stream, p.part_o, p.part_lse, static_cast<__nv_bfloat16*>(p.out), rows, p.num_splits);
   }

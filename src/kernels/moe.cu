@@ -30,6 +30,10 @@ __global__ void moe_permute_kernel(MoePermuteParams p) {
   extern __shared__ int32_t perm_smem[];
   __shared__ uint64_t warp_tot[32];
   permute_block(p, perm_smem, warp_tot);
+  if (p.slots) {
+    __syncthreads();
+    moe_detail::store_slots_from_global(p);
+  }
 }
 
 constexpr int kRoutePermuteWarps = 8;
@@ -46,6 +50,10 @@ __global__ void __launch_bounds__(kRoutePermuteWarps * 32) moe_route_permute_ker
   for (int64_t t = warp; t < r.tokens; t += kRoutePermuteWarps) route_token(r, t, rp_smem + warp * per_warp);
   __syncthreads();
   permute_block(g, reinterpret_cast<int32_t*>(rp_smem), warp_tot);
+  if (g.slots) {
+    __syncthreads();
+    moe_detail::store_slots_from_global(g);
+  }
 }
 
 // The same with register routing (route_token_fast) and the grouping by counting (store_grouping): the decode
@@ -63,6 +71,27 @@ __global__ void __launch_bounds__(kRoutePermuteWarps * 32) moe_route_permute_fas
   if (threadIdx.x < 8) mask_s[threadIdx.x] = 0;
   pdl_enter();
   moe_detail::route_and_group_fast<J>(r, g, bias, kRoutePermuteWarps, ids_s, mask_s, &gsm[0][0]);
+}
+
+// The routing launch with register routing (route_token_fast): one warp a token, kRouteWarps tokens a CTA; the
+// default past moe_route_permute's 16 tokens (batch 64 / 256 decode, prefill) where it fits, DSERVE_MOE_ROUTE_FAST=0
+// keeps moe_route_kernel.
+template <int J>
+__global__ void __launch_bounds__(kRouteWarps * 32) moe_route_fast_kernel(const MoeRouteParams p) {
+  __shared__ float gsm[kRouteWarps][32 * J];
+  float bias[J];
+  moe_detail::load_route_bias<J>(p, bias);  // a weight: before the wait
+  pdl_enter();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int64_t t = static_cast<int64_t>(blockIdx.x) * kRouteWarps + warp;
+  if (t >= p.tokens) return;  // whole warps only
+  int32_t id;
+  float w;
+  moe_detail::route_token_fast<J>(p, t, bias, gsm[warp], &id, &w);
+  if (lane < p.top_k) {
+    p.topk_ids[t * p.top_k + lane] = id;
+    p.topk_weights[t * p.top_k + lane] = w;
+  }
 }
 
 size_t route_permute_smem(const MoeRouteParams& r) {
@@ -165,6 +194,10 @@ cudaError_t launch_moe_route(const MoeRouteParams& p, cudaStream_t stream) {
   const size_t smem = kRouteWarps * route_smem_per_warp(p.experts, p.n_group, p.top_k);
   if (smem > 48 * 1024) return cudaErrorInvalidValue;
   const int64_t blocks = (p.tokens + kRouteWarps - 1) / kRouteWarps;
+  if (blocks >= (int64_t{1} << 31)) return cudaErrorInvalidValue;
+  if (const int J = moe_detail::route_fast_launch_j(p))
+    return J == 2 ? launch_pdl(moe_route_fast_kernel<2>, static_cast<unsigned>(blocks), 32 * kRouteWarps, 0, stream, p)
+                  : launch_pdl(moe_route_fast_kernel<8>, static_cast<unsigned>(blocks), 32 * kRouteWarps, 0, stream, p);
   return launch_pdl(moe_route_kernel, static_cast<unsigned>(blocks), 32 * kRouteWarps, smem, stream, p);
 }
 
@@ -173,7 +206,7 @@ bool moe_route_permute_supported(const MoeRouteParams& r, const MoePermuteParams
          r.experts >= 1 && r.n_group >= 1 && r.experts % r.n_group == 0 && r.n_group <= 64 && r.top_k >= 1 &&
          r.top_k <= r.experts && g.topk_ids == r.topk_ids && g.experts == r.experts && g.top_k == r.top_k &&
          g.entries == r.tokens * r.top_k && g.counts && g.offsets && g.row_of && g.src_token &&
-         route_permute_smem(r) <= 48 * 1024;
+         moe_detail::slots_ok(g) && route_permute_smem(r) <= 48 * 1024;
 }
 
 cudaError_t launch_moe_route_permute(const MoeRouteParams& r, const MoePermuteParams& g, cudaStream_t stream) {
@@ -186,7 +219,7 @@ cudaError_t launch_moe_route_permute(const MoeRouteParams& r, const MoePermutePa
 
 cudaError_t launch_moe_permute(const MoePermuteParams& p, cudaStream_t stream) {
   const size_t smem = permute_smem_bytes(p.experts);
-  if (p.experts < 1 || smem > 48 * 1024) return cudaErrorInvalidValue;
+  if (p.experts < 1 || smem > 48 * 1024 || !moe_detail::slots_ok(p)) return cudaErrorInvalidValue;
   return launch_pdl(moe_permute_kernel, 1, 1024, smem, stream, p);
 }
 

@@ -40,7 +40,15 @@ struct MoePermuteParams {
   int top_k, experts;
   int32_t* active = nullptr;      // optional [experts]: the experts with rows, ascending, in [0, *num_active)
   int32_t* num_active = nullptr;  // optional [1]
+  // Optional (needs active and num_active; 16-byte aligned): one record of kMoeSlotInts per slot s <
+  // min(experts, entries): the active expert active[s], its count and offset, then the source tokens of its first
+  // kMoeSlotSrc rows; count 0 past the active experts. The decode expert kernels read their slot in one load round
+  // (instead of num_active, then active, then counts / offsets, then src_token).
+  int32_t* slots = nullptr;
 };
+constexpr int kMoeSlotInts = 32;    // a slot record: 128 bytes
+constexpr int kMoeSlotHeader = 4;   // {expert, count, offset, 0}
+constexpr int kMoeSlotSrc = 16;     // source tokens of the first 16 rows, from int kMoeSlotHeader on
 cudaError_t launch_moe_permute(const MoePermuteParams& p, cudaStream_t stream);
 
 // Decode-sized routing and grouping in one launch (one CTA, a warp per token): moe_route, then moe_permute on the

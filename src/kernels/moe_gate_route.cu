@@ -83,6 +83,10 @@ __global__ void __launch_bounds__(kWarps * 32, 8) moe_gate_route_kernel(const Mo
     for (int64_t t = warp; t < p.route.tokens; t += kWarps) route_token(p.route, t, smem + warp * per_warp);
     __syncthreads();  // the ids are in global memory, written by this block
     permute_block(p.permute, reinterpret_cast<int32_t*>(smem), warp_tot);
+    if (p.permute.slots) {
+      __syncthreads();
+      moe_detail::store_slots_from_global(p.permute);
+    }
   }
   if (threadIdx.x == 0) *p.ticket = 0;  // ready for the next launch (graph replays included)
 }
@@ -108,7 +112,7 @@ bool moe_gate_route_supported(const MoeGateRouteParams& p) {
          p.route.n_group <= 64 && p.route.top_k >= 1 && p.route.top_k <= p.route.experts &&
          p.route.logits == p.logits && p.permute.topk_ids == p.route.topk_ids && p.permute.experts == p.route.experts &&
          p.permute.top_k == p.route.top_k && p.permute.entries == p.route.tokens * p.route.top_k &&
-         gate_route_smem(p) <= kMaxSmem;
+         moe_detail::slots_ok(p.permute) && gate_route_smem(p) <= kMaxSmem;
 }
 
 cudaError_t launch_moe_gate_route(const MoeGateRouteParams& p, cudaStream_t stream) {

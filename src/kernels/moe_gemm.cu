@@ -7,6 +7,7 @@
 
 #include <cuda_bf16.h>
 
+#include "kernels/moe.h"
 #include "kernels/moe_gemm.h"
 #include "kernels/pdl.cuh"
 #include "kernels/small_m_tile.cuh"
@@ -156,34 +157,67 @@ __global__ void __launch_bounds__(32 * kW) moe_grouped_gemm_kernel(MoeGroupedGem
 // 64-row panel.
 constexpr int kSmallWarps = 8;
 
+constexpr int kSlotTableJ = 8;  // weight pointers a lane holds with slot records: experts lane + 32 j (<= 256)
+
 template <bool kSilu, bool kM16, int kUnroll>
 __global__ void __launch_bounds__(kSmallWarps * 32) moe_small_m_kernel(MoeGroupedGemmParams p) {
-  pdl_enter();
   constexpr int NT = kSilu ? 2 : 1;
   extern __shared__ uint4 stage[];
   __shared__ float red[kSmallWarps][NT * 4][32];
-  int e = blockIdx.y;
-  if (p.active) {
-    if (e >= *p.num_active) return;
-    e = p.active[e];
-  }
-  const int cnt = p.counts[e];
-  if (cnt == 0) return;
-  const int64_t row0 = p.offsets[e];
-  const int64_t N = p.N, K = p.K;
-  const bf16* W = static_cast<const bf16*>(p.weights[e]);
-  const bf16* X = static_cast<const bf16*>(p.x);
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, tig = lane & 3;
+  // With slot records, the expert weight table (never written by a forward) in registers before the wait.
+  unsigned long long table[kSlotTableJ];
+#pragma unroll
+  for (int j = 0; j < kSlotTableJ; ++j)
+    table[j] = p.slots && lane + 32 * j < p.experts ? reinterpret_cast<unsigned long long>(p.weights[lane + 32 * j]) : 0;
+  pdl_enter();
+  int e, cnt;
+  int64_t row0, xr0 = 0, xr1 = 0;  // x rows of mma rows g and g + 8
+  const bf16* W;
+  if (p.slots) {
+    // One load round: the slot's header and the source rows of this lane's mma rows.
+    const int32_t* rec = p.slots + static_cast<int64_t>(blockIdx.y) * kMoeSlotInts;
+    const int4 h = *reinterpret_cast<const int4*>(rec);
+    const int32_t s0 = rec[kMoeSlotHeader + g], s1 = kM16 ? rec[kMoeSlotHeader + 8 + g] : 0;
+    e = h.x;
+    cnt = h.y;
+    row0 = h.z;
+    if (cnt == 0) return;  // block-uniform
+    // The pick by selects written out (as a ternary chain the compiler makes the table an indexed local array).
+    unsigned long long mine = 0;
+#pragma unroll
+    for (int j = 0; j < kSlotTableJ; ++j)
+      asm("{\n .reg .pred q;\n setp.eq.s32 q, %2, %3;\n selp.b64 %0, %1, %0, q;\n}\n"
+          : "+l"(mine)
+          : "l"(table[j]), "r"(e >> 5), "r"(j));
+    W = reinterpret_cast<const bf16*>(__shfl_sync(0xffffffffu, mine, e & 31));
+    xr0 = p.src_rows ? s0 : row0 + g;
+    xr1 = p.src_rows ? s1 : row0 + g + 8;
+  } else {
+    e = blockIdx.y;
+    if (p.active) {
+      if (e >= *p.num_active) return;
+      e = p.active[e];
+    }
+    cnt = p.counts[e];
+    if (cnt == 0) return;
+    row0 = p.offsets[e];
+    W = static_cast<const bf16*>(p.weights[e]);
+    auto x_row = [&](int i) -> int64_t { return p.src_rows ? p.src_rows[row0 + i] : row0 + i; };
+    if (g < cnt) xr0 = x_row(g);
+    if (kM16 && g + 8 < cnt) xr1 = x_row(g + 8);
+  }
+  const int64_t N = p.N, K = p.K;
+  const bf16* X = static_cast<const bf16*>(p.x);
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * 8;
   const bool wok = n0 + g < N;
   const bf16* wrow[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) wrow[t] = W + (wok ? (t == 1 ? N : 0) + n0 + g : 0) * K + tig * 8;
   const bool ok0 = g < cnt, ok1 = kM16 && g + 8 < cnt;
-  auto x_row = [&](int i) -> int64_t { return p.src_rows ? p.src_rows[row0 + i] : row0 + i; };
-  const bf16* x0 = X + (ok0 ? x_row(g) : 0) * K + tig * 8;
-  const bf16* x1 = X + (ok1 ? x_row(g + 8) : 0) * K + tig * 8;
+  const bf16* x0 = X + (ok0 ? xr0 : 0) * K + tig * 8;
+  const bf16* x1 = X + (ok1 ? xr1 : 0) * K + tig * 8;
 
   float acc[NT][4];
 #pragma unroll
@@ -227,9 +261,16 @@ cudaError_t launch_small_m_variant(const MoeGroupedGemmParams& p, cudaStream_t s
   static const cudaError_t attr = cudaFuncSetAttribute(moe_small_m_kernel<kSilu, kM16, kUnroll>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
   if (attr != cudaSuccess) return attr;
-  const int ey = p.active && p.max_active > 0 && p.max_active < p.experts ? p.max_active : p.experts;
-  const dim3 grid(static_cast<unsigned>((p.N + 7) / 8), static_cast<unsigned>(ey));
-  return launch_pdl(moe_small_m_kernel<kSilu, kM16, kUnroll>, grid, kSmallWarps * 32, kSmem, stream, p);
+  MoeGroupedGemmParams q = p;
+  // Slot records cover min(experts, entries) = max_active slots; the register table 256 experts.
+  if (q.slots && !(q.max_active > 0 && q.max_active <= q.experts && q.experts <= 32 * kSlotTableJ &&
+                   (reinterpret_cast<uintptr_t>(q.slots) & 15) == 0))
+    q.slots = nullptr;
+  const int ey = q.slots ? q.max_active
+                 : q.active && q.max_active > 0 && q.max_active < q.experts ? q.max_active
+                                                                           : q.experts;
+  const dim3 grid(static_cast<unsigned>((q.N + 7) / 8), static_cast<unsigned>(ey));
+  return launch_pdl(moe_small_m_kernel<kSilu, kM16, kUnroll>, grid, kSmallWarps * 32, kSmem, stream, q);
 }
 
 // Chunks per warp per round of the plain (down) product at M <= 8: the default 8, or the fewest of 4 / 6 that

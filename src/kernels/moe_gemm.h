@@ -23,6 +23,11 @@ struct MoeGroupedGemmParams {
   // min(experts, max_active) experts, so a decode step with few routed experts launches few blocks.
   const int32_t* active = nullptr;
   const int32_t* num_active = nullptr;
+  // Optional (the grouping's slot records, kernels/moe.h; needs max_active > 0 and experts <= 256): the decode
+  // (small-M) kernel reads its expert, count, offset and source rows from slot blockIdx.y in one load round and
+  // the expert's weight pointer from a table each warp holds in registers (loaded before the PDL wait); the
+  // other kernels ignore it.
+  const int32_t* slots = nullptr;
   int max_active = 0;  // host-known bound on *num_active (tokens * top_k); 0: experts
   int experts = 0;
   int64_t N = 0;  // output columns

@@ -282,6 +282,12 @@ __device__ __forceinline__ void route_token_fast(const MoeRouteParams& p, int64_
 // mask: the experts with rows as bits (word e / 32), complete in shared memory. Counting over the entries, no
 // atomics: for decode sizes (n up to a few hundred).
 __device__ inline void store_grouping(const int32_t* ids, int n, const uint32_t* mask, const MoePermuteParams& g) {
+  // Expert e's index in the active list: the experts with rows below it.
+  auto active_pos = [&](int e) {
+    int pos = __popc(mask[e >> 5] & ((1u << (e & 31)) - 1u));
+    for (int wd = 0; wd < (e >> 5); ++wd) pos += __popc(mask[wd]);
+    return pos;
+  };
   for (int e = threadIdx.x; e < g.experts; e += blockDim.x) {
     int c = 0, below = 0;
     for (int i = 0; i < n; ++i) {
@@ -290,23 +296,53 @@ __device__ inline void store_grouping(const int32_t* ids, int n, const uint32_t*
     }
     g.counts[e] = c;
     g.offsets[e] = below;
-    if (g.active && c > 0) {
-      int pos = __popc(mask[e >> 5] & ((1u << (e & 31)) - 1u));
-      for (int wd = 0; wd < (e >> 5); ++wd) pos += __popc(mask[wd]);
-      g.active[pos] = e;
+    if (c > 0 && (g.active || g.slots)) {
+      const int pos = active_pos(e);
+      if (g.active) g.active[pos] = e;
+      if (g.slots) *reinterpret_cast<int4*>(g.slots + pos * kMoeSlotInts) = make_int4(e, c, below, 0);
     }
   }
   for (int i = threadIdx.x; i < n; i += blockDim.x) {
     const int e = ids[i];
-    int row = 0;
-    for (int j = 0; j < n; ++j) row += ids[j] < e || (j < i && ids[j] == e);
+    int below = 0, rank = 0;
+    for (int j = 0; j < n; ++j) {
+      below += ids[j] < e;
+      rank += j < i && ids[j] == e;
+    }
+    const int row = below + rank;
     g.row_of[i] = row;
     g.src_token[row] = i / g.top_k;
+    if (g.slots && rank < kMoeSlotSrc) g.slots[active_pos(e) * kMoeSlotInts + kMoeSlotHeader + rank] = i / g.top_k;
   }
-  if (g.num_active && threadIdx.x == 0) {
-    int total = 0;
-    for (int wd = 0; wd < (g.experts + 31) / 32; ++wd) total += __popc(mask[wd]);
-    *g.num_active = total;
+  int total = 0;
+  for (int wd = 0; wd < (g.experts + 31) / 32; ++wd) total += __popc(mask[wd]);
+  if (g.num_active && threadIdx.x == 0) *g.num_active = total;
+  if (g.slots) {
+    const int slots = static_cast<int>(min(static_cast<int64_t>(g.experts), g.entries));
+    for (int s = total + threadIdx.x; s < slots; s += blockDim.x) g.slots[s * kMoeSlotInts + 1] = 0;  // no rows
+  }
+}
+
+// Slot records need the active list (and its length) and 16-byte alignment.
+inline bool slots_ok(const MoePermuteParams& g) {
+  return !g.slots || (g.active && g.num_active && (reinterpret_cast<uintptr_t>(g.slots) & 15) == 0);
+}
+
+// The slot records (MoePermuteParams::slots) of a grouping this block has stored in global memory (counts,
+// offsets, active, num_active, src_token; published to the block by a barrier before the call): for the routing
+// launches that group with permute_block.
+__device__ inline void store_slots_from_global(const MoePermuteParams& g) {
+  const int slots = static_cast<int>(min(static_cast<int64_t>(g.experts), g.entries));
+  const int active = *g.num_active;
+  for (int s = threadIdx.x; s < slots; s += blockDim.x) {
+    int32_t* rec = g.slots + s * kMoeSlotInts;
+    if (s >= active) {
+      rec[1] = 0;
+      continue;
+    }
+    const int e = g.active[s], c = g.counts[e], off = g.offsets[e];
+    *reinterpret_cast<int4*>(rec) = make_int4(e, c, off, 0);
+    for (int r = 0; r < c && r < kMoeSlotSrc; ++r) rec[kMoeSlotHeader + r] = g.src_token[off + r];
   }
 }
 

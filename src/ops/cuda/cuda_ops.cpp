@@ -1066,6 +1066,7 @@ class CudaOps final : public Ops {
     g.offsets = offsets;
     g.active = active;
     g.num_active = num_active;
+    g.slots = r.slots;
     kernels::set_moe_bounds(g, N, E, T);
     g.N = inter;
     g.K = d;
@@ -1099,11 +1100,15 @@ class CudaOps final : public Ops {
   struct Routed {
     Tensor meta;
     int32_t *counts = nullptr, *offsets = nullptr, *cursor = nullptr, *active = nullptr, *num_active = nullptr,
-            *row_of = nullptr, *src_token = nullptr;
+            *row_of = nullptr, *src_token = nullptr, *slots = nullptr;
   };
   // Layout of a grouping of N entries over E experts (int32): counts[E], offsets[E], cursor[E], active[E],
-  // num_active, row_of[N], src_token[N].
-  static int64_t routed_len(int64_t N, int E) { return 4 * static_cast<int64_t>(E) + 1 + 2 * N; }
+  // num_active, row_of[N], src_token[N], then (from the next 16-byte boundary) min(E, N) slot records
+  // (kernels::kMoeSlotInts each).
+  static int64_t routed_slots(int64_t N, int E) { return std::min<int64_t>(E, N); }
+  static int64_t routed_len(int64_t N, int E) {
+    return 4 * static_cast<int64_t>(E) + 1 + 2 * N + 3 + kernels::kMoeSlotInts * routed_slots(N, E);
+  }
   // The grouping stored in `owner` from int32 element `at` on.
   static Routed routed_at(const Tensor& owner, int64_t at, int E, int64_t N) {
     Routed r;
@@ -1115,12 +1120,13 @@ class CudaOps final : public Ops {
     r.num_active = r.active + E;
     r.row_of = r.num_active + 1;
     r.src_token = r.row_of + N;
+    r.slots = reinterpret_cast<int32_t*>((reinterpret_cast<uintptr_t>(r.src_token + N) + 15) & ~uintptr_t{15});
     return r;
   }
   static kernels::MoePermuteParams permute_params(const Tensor& topk_ids, const Routed& r) {
     const int E = static_cast<int>(r.offsets - r.counts);
     return {topk_ids.data_as<int32_t>(), r.counts, r.offsets, r.cursor, r.row_of, r.src_token, topk_ids.numel(),
-            static_cast<int>(topk_ids.dim(1)), E, r.active, r.num_active};
+            static_cast<int>(topk_ids.dim(1)), E, r.active, r.num_active, r.slots};
   }
   // Ids [T, top_k] and, behind them in the same allocation, room for their grouping (*routed): whoever holds the
   // ids keeps it alive. For the launches that route and group in one (moe_route, moe_gate_route).

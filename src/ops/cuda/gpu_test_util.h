@@ -13,6 +13,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include "kernels/moe.h"
 #include "ops/cuda/cuda_runtime.h"
 #include "ops/cuda/kernel_cases.h"
 #include "ops/ops.h"
@@ -216,11 +217,20 @@ inline void report(const std::string& what, const Err& e) {
     EXPECT_LE(e_.l2_rel, (l2_tol)) << (what) << " " << e_.str();                   \
   } while (0)
 
-// The grouping of kernels::MoePermuteParams (layout: counts[E], offsets[E], cursor[E], active[E], num_active,
-// row_of[N], src_token[N], as downloaded) checked against the ids it grouped: counts, offsets, the active list,
-// every valid entry in its expert's row range exactly once with its token, -1 for ids outside [0, E).
-// Returns the number of wrong values.
-inline int64_t grouping_mismatches(const std::vector<int32_t>& ids, const int32_t* meta, int E, int K) {
+// A test grouping buffer of N entries over E experts (int32): the op's layout (counts[E], offsets[E], cursor[E],
+// active[E], num_active, row_of[N], src_token[N]), then min(E, N) slot records from grouping_slots_at on (a
+// multiple of 4: 16-byte aligned in an aligned buffer).
+inline int64_t grouping_slots_at(int E, int64_t N) { return (4 * int64_t{E} + 1 + 2 * N + 3) / 4 * 4; }
+inline int64_t grouping_len(int E, int64_t N) {
+  return grouping_slots_at(E, N) + kernels::kMoeSlotInts * std::min<int64_t>(E, N);
+}
+
+// The grouping of kernels::MoePermuteParams (layout above, as downloaded) checked against the ids it grouped:
+// counts, offsets, the active list, every valid entry in its expert's row range exactly once with its token, -1
+// for ids outside [0, E); with slots, also the slot records (header, the source tokens of the first rows as
+// src_token holds them, count 0 past the active experts). Returns the number of wrong values.
+inline int64_t grouping_mismatches(const std::vector<int32_t>& ids, const int32_t* meta, int E, int K,
+                                   bool slots = false) {
   const int64_t N = static_cast<int64_t>(ids.size());
   const int32_t* counts = meta;
   const int32_t* offsets = counts + E;
@@ -258,6 +268,20 @@ inline int64_t grouping_mismatches(const std::vector<int32_t>& ids, const int32_
     bad += src[r] != i / K;
   }
   for (int u : used) bad += u != 1;
+  if (slots) {
+    const int32_t* rec0 = meta + grouping_slots_at(E, N);
+    for (int64_t s = 0; s < std::min<int64_t>(E, N); ++s) {
+      const int32_t* rec = rec0 + s * kernels::kMoeSlotInts;
+      if (s >= num_active) {
+        bad += rec[1] != 0;
+        continue;
+      }
+      const int32_t e = active[s];
+      bad += rec[0] != e || rec[1] != counts[e] || rec[2] != offsets[e] || rec[3] != 0;
+      for (int r = 0; r < counts[e] && r < kernels::kMoeSlotSrc; ++r)
+        bad += rec[kernels::kMoeSlotHeader + r] != src[offsets[e] + r];
+    }
+  }
   return bad;
 }
 

@@ -283,6 +283,8 @@ TEST(MlaAbsorbedVc, FusedCombineMatchesAttentionThenProduct) {
   for (int& x : four) x = std::uniform_int_distribution<int>(1, 3000)(lr);
   for (int& x : five) x = std::uniform_int_distribution<int>(1, 3000)(lr);
   for (const VcCase& vcase : {VcCase{{"vc_lite_b1", 16, 576, 512, 64, {3000}}, true},
+                              VcCase{{"vc_lite_b1_ctx300", 16, 576, 512, 64, {300}}, true},
+                              VcCase{{"vc_v3_b1_ctx300", 128, 576, 512, 64, {300}}, true},
                               VcCase{{"vc_lite_b4", 16, 576, 512, 64, four}, true},
                               VcCase{{"vc_v3_b3", 128, 576, 512, 64, {700, 65, 2000}}, true},
                               VcCase{{"vc_lite_sharp", 16, 576, 512, 64, {5000, 64}, {}, 0, 4.0f}, true},
@@ -306,6 +308,63 @@ TEST(MlaAbsorbedVc, FusedCombineMatchesAttentionThenProduct) {
       expect_close(got, want_lat, "absorbed (unfused) " + c.name);
     }
   }
+}
+
+// The fused combine kernel alone over split results made here: random log-sum-exps with one split of every row
+// empty (log-sum-exp -inf, O rows NaN: never written), against the merge and W_UV product in double; one token with
+// up to kCvOneRoundSplits splits (the one-round merge) and past it, and three tokens (the general merge).
+TEST(MlaAbsorbedVc, CombineKernelSkipsEmptySplits) {
+  init_cuda_device(0);
+  constexpr int H = 16, D = kernels::kMlaValueDim, V = 64;
+  std::mt19937 rng(23);
+  for (int T : {1, 3})
+    for (int S : {2, 5, 8, 9, 40}) {
+      const std::string name = "T " + std::to_string(T) + " splits " + std::to_string(S);
+      const int64_t rows = int64_t{T} * H;
+      Tensor o = randn({S, rows, D}, rng, 1.0f), lse = randn({S, rows}, rng, 3.0f);
+      Tensor w_vc = randn({H, D, V}, rng, 0.05f);
+      for (int64_t r = 0; r < rows; ++r) {
+        const int64_t empty = (r * 7 + 1) % S;
+        lse.f32()[empty * rows + r] = -INFINITY;
+        std::fill(o.f32() + (empty * rows + r) * D, o.f32() + (empty * rows + r + 1) * D, NAN);
+      }
+      Tensor want = Tensor::empty({T, H, V}, DType::kF32);
+      for (int64_t r = 0; r < rows; ++r) {
+        double mx = -INFINITY, sum = 0;
+        for (int s = 0; s < S; ++s) mx = std::max(mx, double{lse.f32()[s * rows + r]});
+        std::vector<double> merged(D, 0.0);
+        for (int s = 0; s < S; ++s) {
+          const float l = lse.f32()[s * rows + r];
+          if (l == -INFINITY) continue;
+          const double wt = std::exp2(l - mx);
+          sum += wt;
+          for (int k = 0; k < D; ++k) merged[k] += wt * o.f32()[(s * rows + r) * D + k];
+        }
+        const int64_t h = r % H;
+        for (int c = 0; c < V; ++c) {
+          double acc = 0;
+          for (int k = 0; k < D; ++k) acc += merged[k] / sum * w_vc.f32()[(h * D + k) * V + c];
+          want.f32()[r * V + c] = static_cast<float>(acc);
+        }
+      }
+      Tensor o_dev = cuda_upload(o), lse_dev = cuda_upload(lse), w_dev = to_device_bf16(w_vc);
+      Tensor poison = Tensor::empty({rows + 1, V}, DType::kF32);
+      std::fill(poison.f32(), poison.f32() + poison.numel(), NAN);
+      Tensor out = to_device_bf16(poison);
+      kernels::MlaCombineVcParams c;
+      c.part_o = o_dev.data_as<float>();
+      c.part_lse = lse_dev.data_as<float>();
+      c.w_vc = w_dev.data();
+      c.out = out.data();
+      c.tokens = T;
+      c.heads = H;
+      c.splits = S;
+      c.v = V;
+      ASSERT_EQ(kernels::launch_mla_combine_vc(c, cuda_stream()), cudaSuccess) << name;
+      Tensor all = to_f32(cuda_download(out));
+      for (int64_t i = rows * V; i < all.numel(); ++i) ASSERT_TRUE(std::isnan(all.f32()[i])) << "wrote past " << name;
+      expect_close(out.reshape({rows + 1, V}).rows(0, rows).reshape({T, H, V}), want, "combine_vc " + name);
+    }
 }
 
 // ---------------- absorbed form over packed FP8 caches ----------------

@@ -190,8 +190,8 @@ TEST_F(MoeGroupedTest, CapturedInGraph) {
 }
 
 // Kernel parameters over a test's own device buffers: the routing of logits lg [T, E] into ids / wts [T, K] (bias
-// [E] or undefined), and the grouping of ids into meta (4 E + 1 + 2 T K int32, the op's layout: counts, offsets,
-// cursor, active, num_active, row_of, src_token).
+// [E] or undefined), and the grouping of ids into meta (test::grouping_len int32, the op's layout: counts, offsets,
+// cursor, active, num_active, row_of, src_token, slot records).
 kernels::MoeRouteParams route_params_of(const MoeRouting& r, const Tensor& lg, const Tensor& bias, const Tensor& ids,
                                         const Tensor& wts) {
   kernels::RouteMethod method = kernels::RouteMethod::kNoauxTc;
@@ -205,7 +205,7 @@ kernels::MoePermuteParams permute_params_of(const Tensor& ids, const Tensor& met
   const int64_t N = ids.numel();
   int32_t* mp = meta.data_as<int32_t>();
   return {ids.data_as<int32_t>(), mp, mp + E, mp + 2 * E, mp + 4 * E + 1, mp + 4 * E + 1 + N, N,
-          static_cast<int>(ids.dim(1)), E, mp + 3 * E, mp + 4 * E};
+          static_cast<int>(ids.dim(1)), E, mp + 3 * E, mp + 4 * E, mp + test::grouping_slots_at(E, N)};
 }
 
 // A direct launch of the fused router kernel over x [T, d] and its own NaN-poisoned buffers (logits, ids, weights,
@@ -219,7 +219,7 @@ struct GateRouteLaunch {
     lg = ops.empty({T, E}, DType::kF32);
     ids = ops.empty({T, K}, DType::kI32);
     wts = ops.empty({T, K}, DType::kF32);
-    meta = ops.empty({4 * E + 1 + 2 * N}, DType::kI32);
+    meta = ops.empty({test::grouping_len(static_cast<int>(E), N)}, DType::kI32);
     ticket = ops.empty({1}, DType::kI32);
     EXPECT_EQ(cudaMemsetAsync(ticket.data(), 0, 4, cuda_stream()), cudaSuccess);
     p.x = x.data();
@@ -325,7 +325,7 @@ TEST_F(MoeGroupedTest, FusedGateRouteMatchesCpu) {
       for (int rep = 0; rep < 2; ++rep) ASSERT_EQ(kernels::launch_moe_gate_route(l.p, s), cudaSuccess);
       Tensor hids = cuda_download(l.ids), hmeta = cuda_download(l.meta);
       std::vector<int32_t> idv(hids.data_as<int32_t>(), hids.data_as<int32_t>() + N);
-      EXPECT_EQ(test::grouping_mismatches(idv, hmeta.data_as<int32_t>(), E, K), 0) << m.name << " T " << T;
+      EXPECT_EQ(test::grouping_mismatches(idv, hmeta.data_as<int32_t>(), E, K, true), 0) << m.name << " T " << T;
       EXPECT_EQ(cuda_download(l.ticket).data_as<int32_t>()[0], 0) << "the last CTA resets the ticket";
     }
     // Isolated time (graph replays, kernels only): the fused launch vs router GEMM + routing + grouping.
@@ -379,7 +379,7 @@ TEST_F(MoeGroupedTest, RoutePermuteMatchesCpu) {
       // shared-memory one (DSERVE_MOE_ROUTE_FAST=0, read per launch).
       const int64_t N = T * K;
       Tensor lg = cuda_upload(logits), ids = gpu().empty({T, K}, DType::kI32), wts = gpu().empty({T, K}, DType::kF32);
-      Tensor meta = gpu().empty({4 * E + 1 + 2 * N}, DType::kI32);
+      Tensor meta = gpu().empty({test::grouping_len(E, N)}, DType::kI32);
       const kernels::MoeRouteParams rp = route_params_of(r, lg, bias_dev, ids, wts);
       const kernels::MoePermuteParams pp = permute_params_of(ids, meta, E);
       ASSERT_TRUE(kernels::moe_route_permute_supported(rp, pp)) << name;
@@ -394,7 +394,7 @@ TEST_F(MoeGroupedTest, RoutePermuteMatchesCpu) {
         std::vector<int32_t> idv(kid.data_as<int32_t>(), kid.data_as<int32_t>() + N);
         EXPECT_EQ(std::vector<int32_t>(hi.data_as<int32_t>(), hi.data_as<int32_t>() + N), idv) << kname;
         DS_EXPECT_CLOSE(cuda_download(wts), cw, 1e-6, 1e-6, "kernel weights " + kname);
-        EXPECT_EQ(test::grouping_mismatches(idv, hmeta.data_as<int32_t>(), E, K), 0) << kname;
+        EXPECT_EQ(test::grouping_mismatches(idv, hmeta.data_as<int32_t>(), E, K, true), 0) << kname;
         if (T == 1)
           us[fast] =
               test::graph_time_us([&] { ASSERT_EQ(kernels::launch_moe_route_permute(rp, pp, s), cudaSuccess); }, s);
@@ -409,17 +409,30 @@ TEST_F(MoeGroupedTest, RoutePermuteMatchesCpu) {
       }
     }
     // Past 16 tokens, and with DSERVE_MOE_ROUTE_PERMUTE=0, the op takes the two launches (no grouping behind the
-    // ids): still the CPU's routing.
-    for (int64_t T : {int64_t{3}, int64_t{kernels::kMoeRoutePermuteMaxTokens} + 1}) {
+    // ids): still the CPU's routing. Then the routing launch alone over NaN-poisoned ids and weights, with the
+    // register routing (default) and the shared-memory one (DSERVE_MOE_ROUTE_FAST=0).
+    for (int64_t T : {int64_t{3}, int64_t{kernels::kMoeRoutePermuteMaxTokens} + 1, int64_t{203}}) {
       const test::ScopedEnv apart("DSERVE_MOE_ROUTE_PERMUTE", T == 3 ? "0" : nullptr);
+      const std::string name = m.name + " T " + std::to_string(T);
       Tensor logits = randn({T, E}, rng_, 2.0f);
       Tensor gi, gw, ci, cw;
       gpu().moe_route(cuda_upload(logits), bias_dev, r, &gi, &gw);
       cpu().moe_route(logits, bias, r, &ci, &cw);
+      const std::vector<int32_t> want(ci.data_as<int32_t>(), ci.data_as<int32_t>() + ci.numel());
       Tensor hi = cuda_download(gi);
-      EXPECT_EQ(std::vector<int32_t>(hi.data_as<int32_t>(), hi.data_as<int32_t>() + ci.numel()),
-                std::vector<int32_t>(ci.data_as<int32_t>(), ci.data_as<int32_t>() + ci.numel()))
-          << m.name << " T " << T;
+      EXPECT_EQ(std::vector<int32_t>(hi.data_as<int32_t>(), hi.data_as<int32_t>() + ci.numel()), want) << name;
+      DS_EXPECT_CLOSE(cuda_download(gw), cw, 1e-6, 1e-6, "route weights " + name);
+      Tensor lg = cuda_upload(logits), ids = gpu().empty({T, K}, DType::kI32), wts = gpu().empty({T, K}, DType::kF32);
+      const kernels::MoeRouteParams rp = route_params_of(r, lg, bias_dev, ids, wts);
+      for (int fast = 1; fast >= 0; --fast) {
+        const test::ScopedEnv kernel("DSERVE_MOE_ROUTE_FAST", fast ? nullptr : "0");
+        const std::string kname = name + (fast ? " register routing launch" : " shared-memory routing launch");
+        for (Tensor* t : {&ids, &wts}) ASSERT_EQ(cudaMemsetAsync(t->data(), 0xff, t->nbytes(), s), cudaSuccess);
+        ASSERT_EQ(kernels::launch_moe_route(rp, s), cudaSuccess);
+        Tensor kid = cuda_download(ids);
+        EXPECT_EQ(std::vector<int32_t>(kid.data_as<int32_t>(), kid.data_as<int32_t>() + ci.numel()), want) << kname;
+        DS_EXPECT_CLOSE(cuda_download(wts), cw, 1e-6, 1e-6, "kernel weights " + kname);
+      }
     }
   }
 }
