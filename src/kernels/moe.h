@@ -97,6 +97,10 @@ struct MoeCombineParams {
   int top_k;
   const void* addend = nullptr;
   bool addend_f32 = false;
+  // row_of and weights were written at least two launches before this one in the stream (the grouped MoE paths:
+  // the expert GEMMs run in between), so the kernel reads them before its PDL wait: the launch between them
+  // passed its own wait, i.e. their writer had completed, before it let this kernel start.
+  bool ids_settled = false;
 };
 cudaError_t launch_moe_combine(const MoeCombineParams& p, cudaStream_t stream);
 

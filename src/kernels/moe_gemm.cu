@@ -171,19 +171,17 @@ __global__ void __launch_bounds__(kSmallWarps * 32) moe_small_m_kernel(MoeGroupe
 #pragma unroll
   for (int j = 0; j < kSlotTableJ; ++j)
     table[j] = p.slots && lane + 32 * j < p.experts ? reinterpret_cast<unsigned long long>(p.weights[lane + 32 * j]) : 0;
-  pdl_enter();
-  int e, cnt;
-  int64_t row0, xr0 = 0, xr1 = 0;  // x rows of mma rows g and g + 8
-  const bf16* W;
-  if (p.slots) {
-    // One load round: the slot's header and the source rows of this lane's mma rows.
+  int e = 0, cnt = 0;
+  int64_t row0 = 0, xr0 = 0, xr1 = 0;  // x rows of mma rows g and g + 8
+  const bf16* W = nullptr;
+  // One load round: the slot's header and the source rows of this lane's mma rows.
+  auto read_slot = [&] {
     const int32_t* rec = p.slots + static_cast<int64_t>(blockIdx.y) * kMoeSlotInts;
     const int4 h = *reinterpret_cast<const int4*>(rec);
     const int32_t s0 = rec[kMoeSlotHeader + g], s1 = kM16 ? rec[kMoeSlotHeader + 8 + g] : 0;
     e = h.x;
     cnt = h.y;
     row0 = h.z;
-    if (cnt == 0) return;  // block-uniform
     // The pick by selects written out (as a ternary chain the compiler makes the table an indexed local array).
     unsigned long long mine = 0;
 #pragma unroll
@@ -194,27 +192,50 @@ __global__ void __launch_bounds__(kSmallWarps * 32) moe_small_m_kernel(MoeGroupe
     W = reinterpret_cast<const bf16*>(__shfl_sync(0xffffffffu, mine, e & 31));
     xr0 = p.src_rows ? s0 : row0 + g;
     xr1 = p.src_rows ? s1 : row0 + g + 8;
-  } else {
-    e = blockIdx.y;
-    if (p.active) {
-      if (e >= *p.num_active) return;
-      e = p.active[e];
-    }
-    cnt = p.counts[e];
-    if (cnt == 0) return;
-    row0 = p.offsets[e];
-    W = static_cast<const bf16*>(p.weights[e]);
-    auto x_row = [&](int i) -> int64_t { return p.src_rows ? p.src_rows[row0 + i] : row0 + i; };
-    if (g < cnt) xr0 = x_row(g);
-    if (kM16 && g + 8 < cnt) xr1 = x_row(g + 8);
-  }
+  };
   const int64_t N = p.N, K = p.K;
-  const bf16* X = static_cast<const bf16*>(p.x);
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * 8;
   const bool wok = n0 + g < N;
   const bf16* wrow[NT];
+  bool wk[NT];  // both tiles (gate, up) feed the same output column
+  auto set_weight_rows = [&] {
 #pragma unroll
-  for (int t = 0; t < NT; ++t) wrow[t] = W + (wok ? (t == 1 ? N : 0) + n0 + g : 0) * K + tig * 8;
+    for (int t = 0; t < NT; ++t) {
+      wrow[t] = W + (wok ? (t == 1 ? N : 0) + n0 + g : 0) * K + tig * 8;
+      wk[t] = wok;
+    }
+  };
+  uint4* my = stage + warp * small_m::NkShape<NT, kM16, kUnroll>::kSlots * 32 + lane;
+  // Slots written two launches back or more (slots_settled: the down GEMM): read before the wait, and the first
+  // round of weights issued then too (pdl.cuh).
+  const bool early = p.slots && p.slots_settled;
+  if (early) {
+    read_slot();
+    if (cnt == 0) return;  // block-uniform
+    set_weight_rows();
+    small_m::issue_first_weights<NT, kUnroll>(wrow, wk, K, warp, kSmallWarps, my);
+  }
+  pdl_enter();
+  if (!early) {
+    if (p.slots) {
+      read_slot();
+    } else {
+      e = blockIdx.y;
+      if (p.active) {
+        if (e >= *p.num_active) return;
+        e = p.active[e];
+      }
+      cnt = p.counts[e];
+      row0 = p.offsets[e];
+      W = static_cast<const bf16*>(p.weights[e]);
+      auto x_row = [&](int i) -> int64_t { return p.src_rows ? p.src_rows[row0 + i] : row0 + i; };
+      if (g < cnt) xr0 = x_row(g);
+      if (kM16 && g + 8 < cnt) xr1 = x_row(g + 8);
+    }
+    if (cnt == 0) return;  // block-uniform
+    set_weight_rows();
+  }
+  const bf16* X = static_cast<const bf16*>(p.x);
   const bool ok0 = g < cnt, ok1 = kM16 && g + 8 < cnt;
   const bf16* x0 = X + (ok0 ? xr0 : 0) * K + tig * 8;
   const bf16* x1 = X + (ok1 ? xr1 : 0) * K + tig * 8;
@@ -224,11 +245,10 @@ __global__ void __launch_bounds__(kSmallWarps * 32) moe_small_m_kernel(MoeGroupe
   for (int t = 0; t < NT; ++t)
 #pragma unroll
     for (int c = 0; c < 4; ++c) acc[t][c] = 0.0f;
-  bool wk[NT];  // both tiles (gate, up) feed the same output column
-#pragma unroll
-  for (int t = 0; t < NT; ++t) wk[t] = wok;
-  uint4* my = stage + warp * small_m::NkShape<NT, kM16, kUnroll>::kSlots * 32 + lane;
-  small_m::accumulate_rows<NT, kM16, kUnroll>(wrow, wk, x0, ok0, x1, ok1, K, warp, kSmallWarps, my, acc);
+  if (early)
+    small_m::accumulate_rows<NT, kM16, kUnroll, true>(wrow, wk, x0, ok0, x1, ok1, K, warp, kSmallWarps, my, acc);
+  else
+    small_m::accumulate_rows<NT, kM16, kUnroll, false>(wrow, wk, x0, ok0, x1, ok1, K, warp, kSmallWarps, my, acc);
 #pragma unroll
   for (int t = 0; t < NT; ++t)
 #pragma unroll

@@ -28,6 +28,9 @@ struct MoeGroupedGemmParams {
   // the expert's weight pointer from a table each warp holds in registers (loaded before the PDL wait); the
   // other kernels ignore it.
   const int32_t* slots = nullptr;
+  // The slots were written at least two launches before this one (kernels/pdl.cuh): the small-M kernel reads its
+  // slot, and issues its first round of weights, before the PDL wait (the op's down GEMM after the gate|up one).
+  bool slots_settled = false;
   int max_active = 0;  // host-known bound on *num_active (tokens * top_k); 0: experts
   int experts = 0;
   int64_t N = 0;  // output columns

@@ -1074,6 +1074,7 @@ class CudaOps final : public Ops {
     DS_CUDA_CHECK(kernels::launch_moe_grouped_gemm(g, stream()));
     Tensor y = empty({N, d}, DType::kBF16);
     g.weights = table->down;
+    g.slots_settled = true;  // written by the routing or grouping launch before the gate|up one
     g.x = act.data();
     g.src_rows = nullptr;
     g.out = y.data();
@@ -1086,7 +1087,9 @@ class CudaOps final : public Ops {
   }
 
   // moe_combine, with the addend (made on the side chain: joined first) summed inside when given.
+  // row_of and the weights come from the routing or the grouping, two launches or more before (the expert GEMMs).
   void combine(kernels::MoeCombineParams p, const Tensor* addend, bool* added) {
+    p.ids_settled = true;
     if (addend) {
       side_join();
       p.addend = addend->data();
