@@ -30,10 +30,6 @@ __global__ void moe_permute_kernel(MoePermuteParams p) {
   extern __shared__ int32_t perm_smem[];
   __shared__ uint64_t warp_tot[32];
   permute_block(p, perm_smem, warp_tot);
-  if (p.slots) {
-    __syncthreads();
-    moe_detail::store_slots_from_global(p);
-  }
 }
 
 constexpr int kRoutePermuteWarps = 8;
@@ -50,10 +46,6 @@ __global__ void __launch_bounds__(kRoutePermuteWarps * 32) moe_route_permute_ker
   for (int64_t t = warp; t < r.tokens; t += kRoutePermuteWarps) route_token(r, t, rp_smem + warp * per_warp);
   __syncthreads();
   permute_block(g, reinterpret_cast<int32_t*>(rp_smem), warp_tot);
-  if (g.slots) {
-    __syncthreads();
-    moe_detail::store_slots_from_global(g);
-  }
 }
 
 // The same with register routing (route_token_fast) and the grouping by counting (store_grouping): the decode

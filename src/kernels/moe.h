@@ -49,6 +49,10 @@ struct MoePermuteParams {
 constexpr int kMoeSlotInts = 32;    // a slot record: 128 bytes
 constexpr int kMoeSlotHeader = 4;   // {expert, count, offset, 0}
 constexpr int kMoeSlotSrc = 16;     // source tokens of the first 16 rows, from int kMoeSlotHeader on
+// Slot records of a grouping of `entries` entries over `experts` experts: min(experts, entries).
+__host__ __device__ constexpr int64_t moe_slot_count(int experts, int64_t entries) {
+  return experts < entries ? experts : entries;
+}
 cudaError_t launch_moe_permute(const MoePermuteParams& p, cudaStream_t stream);
 
 // Decode-sized routing and grouping in one launch (one CTA, a warp per token): moe_route, then moe_permute on the

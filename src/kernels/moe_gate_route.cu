@@ -83,10 +83,6 @@ __global__ void __launch_bounds__(kWarps * 32, 8) moe_gate_route_kernel(const Mo
     for (int64_t t = warp; t < p.route.tokens; t += kWarps) route_token(p.route, t, smem + warp * per_warp);
     __syncthreads();  // the ids are in global memory, written by this block
     permute_block(p.permute, reinterpret_cast<int32_t*>(smem), warp_tot);
-    if (p.permute.slots) {
-      __syncthreads();
-      moe_detail::store_slots_from_global(p.permute);
-    }
   }
   if (threadIdx.x == 0) *p.ticket = 0;  // ready for the next launch (graph replays included)
 }

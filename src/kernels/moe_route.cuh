@@ -318,7 +318,7 @@ __device__ inline void store_grouping(const int32_t* ids, int n, const uint32_t*
   for (int wd = 0; wd < (g.experts + 31) / 32; ++wd) total += __popc(mask[wd]);
   if (g.num_active && threadIdx.x == 0) *g.num_active = total;
   if (g.slots) {
-    const int slots = static_cast<int>(min(static_cast<int64_t>(g.experts), g.entries));
+    const int slots = static_cast<int>(moe_slot_count(g.experts, g.entries));
     for (int s = total + threadIdx.x; s < slots; s += blockDim.x) g.slots[s * kMoeSlotInts + 1] = 0;  // no rows
   }
 }
@@ -329,10 +329,10 @@ inline bool slots_ok(const MoePermuteParams& g) {
 }
 
 // The slot records (MoePermuteParams::slots) of a grouping this block has stored in global memory (counts,
-// offsets, active, num_active, src_token; published to the block by a barrier before the call): for the routing
-// launches that group with permute_block.
+// offsets, active, num_active, src_token; published to the block by a barrier before the call): permute_block's
+// last step.
 __device__ inline void store_slots_from_global(const MoePermuteParams& g) {
-  const int slots = static_cast<int>(min(static_cast<int64_t>(g.experts), g.entries));
+  const int slots = static_cast<int>(moe_slot_count(g.experts, g.entries));
   const int active = *g.num_active;
   for (int s = threadIdx.x; s < slots; s += blockDim.x) {
     int32_t* rec = g.slots + s * kMoeSlotInts;
@@ -399,7 +399,8 @@ __device__ __forceinline__ uint64_t block_exclusive_scan(uint64_t v, uint64_t* w
 __host__ __device__ inline size_t permute_smem_bytes(int E) { return 2 * sizeof(int32_t) * static_cast<size_t>(E); }
 
 // The calling block (any multiple of 32 threads): counts with shared-memory atomics, a parallel scan for the
-// offsets and the active list, then rows from shared cursors. perm_smem: counts[E], cursor[E]; warp_tot[32].
+// offsets and the active list, then rows from shared cursors, then the slot records where p asks for them.
+// perm_smem: counts[E], cursor[E]; warp_tot[32].
 __device__ inline void permute_block(const MoePermuteParams& p, int32_t* perm_smem, uint64_t* warp_tot) {
   int32_t* counts = perm_smem;
   int32_t* cursor = perm_smem + p.experts;
@@ -437,6 +438,10 @@ __device__ inline void permute_block(const MoePermuteParams& p, int32_t* perm_sm
     } else {
       p.row_of[i] = -1;
     }
+  }
+  if (p.slots) {
+    __syncthreads();  // the grouping is in global memory, written by this block
+    store_slots_from_global(p);
   }
 }
 

@@ -1108,9 +1108,8 @@ class CudaOps final : public Ops {
   // Layout of a grouping of N entries over E experts (int32): counts[E], offsets[E], cursor[E], active[E],
   // num_active, row_of[N], src_token[N], then (from the next 16-byte boundary) min(E, N) slot records
   // (kernels::kMoeSlotInts each).
-  static int64_t routed_slots(int64_t N, int E) { return std::min<int64_t>(E, N); }
   static int64_t routed_len(int64_t N, int E) {
-    return 4 * static_cast<int64_t>(E) + 1 + 2 * N + 3 + kernels::kMoeSlotInts * routed_slots(N, E);
+    return 4 * static_cast<int64_t>(E) + 1 + 2 * N + 3 + kernels::kMoeSlotInts * kernels::moe_slot_count(E, N);
   }
   // The grouping stored in `owner` from int32 element `at` on.
   static Routed routed_at(const Tensor& owner, int64_t at, int E, int64_t N) {

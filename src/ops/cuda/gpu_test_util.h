@@ -222,7 +222,7 @@ inline void report(const std::string& what, const Err& e) {
 // multiple of 4: 16-byte aligned in an aligned buffer).
 inline int64_t grouping_slots_at(int E, int64_t N) { return (4 * int64_t{E} + 1 + 2 * N + 3) / 4 * 4; }
 inline int64_t grouping_len(int E, int64_t N) {
-  return grouping_slots_at(E, N) + kernels::kMoeSlotInts * std::min<int64_t>(E, N);
+  return grouping_slots_at(E, N) + kernels::kMoeSlotInts * kernels::moe_slot_count(E, N);
 }
 
 // The grouping of kernels::MoePermuteParams (layout above, as downloaded) checked against the ids it grouped:
@@ -270,7 +270,7 @@ inline int64_t grouping_mismatches(const std::vector<int32_t>& ids, const int32_
   for (int u : used) bad += u != 1;
   if (slots) {
     const int32_t* rec0 = meta + grouping_slots_at(E, N);
-    for (int64_t s = 0; s < std::min<int64_t>(E, N); ++s) {
+    for (int64_t s = 0; s < kernels::moe_slot_count(E, N); ++s) {
       const int32_t* rec = rec0 + s * kernels::kMoeSlotInts;
       if (s >= num_active) {
         bad += rec[1] != 0;
