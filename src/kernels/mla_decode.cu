@@ -566,6 +566,32 @@ __global__ void __launch_bounds__(kThreads, 1)
 // together with their O columns and weighs them against its own maximum; the warps' sums are then rescaled to the
 // row's maximum (the split-KV merge applied once more). Splits with a -inf log-sum-exp (nothing attended: O never
 // written) are loaded but not used.
+// The weighted sum of n split partials (one lane's 4 columns) against their own maximum *m, skipping splits of zero
+// weight (a -inf log-sum-exp: nothing attended, O never written, its x whatever was loaded): sum_s 2^(lse_s - m) x_s,
+// and *l = sum_s 2^(lse_s - m). The one-round merges of both combine kernels.
+template <int kN>
+__device__ __forceinline__ float4 weigh_splits(const float (&lse)[kN], const float4 (&x)[kN], float* m, float* l) {
+  float mx = -INFINITY;
+#pragma unroll
+  for (int s = 0; s < kN; ++s) mx = fmaxf(mx, lse[s]);
+  float sum = 0.0f;
+  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+#pragma unroll
+  for (int s = 0; s < kN; ++s) {
+    const float wt = lse[s] != -INFINITY ? exp2f(lse[s] - mx) : 0.0f;
+    if (wt != 0.0f) {
+      sum += wt;
+      acc.x += wt * x[s].x;
+      acc.y += wt * x[s].y;
+      acc.z += wt * x[s].z;
+      acc.w += wt * x[s].w;
+    }
+  }
+  *m = mx;
+  *l = sum;
+  return acc;
+}
+
 constexpr int kCombineCols = 128;      // value columns per block: 32 lanes x 4
 constexpr int kCombineMaxGroups = 16;  // warps per block
 constexpr int kCombinePerWarp = kMlaMaxSplits / kCombineMaxGroups;  // splits a warp takes at most (launcher's groups)
@@ -591,22 +617,8 @@ __global__ void __launch_bounds__(kCombineMaxGroups * 32) mla_combine_kernel(con
       x[k] = *reinterpret_cast<const float4*>(part_o + (s * rows + row) * kMlaValueDim + c);
     }
   }
-  float m = -INFINITY;
-#pragma unroll
-  for (int k = 0; k < kCombinePerWarp; ++k) m = fmaxf(m, lse[k]);
-  float l = 0.0f;
-  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-  for (int k = 0; k < kCombinePerWarp; ++k) {
-    if (lse[k] == -INFINITY) continue;
-    const float w = exp2f(lse[k] - m);
-    l += w;
-    acc.x += w * x[k].x;
-    acc.y += w * x[k].y;
-    acc.z += w * x[k].z;
-    acc.w += w * x[k].w;
-  }
-  red[g][lane] = acc;
+  float m, l;
+  red[g][lane] = weigh_splits(lse, x, &m, &l);
   if (lane == 0) {
     m_sh[g] = m;
     l_sh[g] = l;
@@ -675,22 +687,8 @@ __global__ void __launch_bounds__(kCvThreads) mla_combine_vc_kernel(const MlaCom
         x[s] = *reinterpret_cast<const float4*>(p.part_o + (s * TH + h) * kMlaValueDim + 4 * tid);
       }
     }
-    float mx = -INFINITY;
-#pragma unroll
-    for (int s = 0; s < kCvOneRoundSplits; ++s) mx = fmaxf(mx, lse[s]);
-    float sum = 0.0f;
-    float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-    for (int s = 0; s < kCvOneRoundSplits; ++s) {
-      const float wt = lse[s] != -INFINITY ? exp2f(lse[s] - mx) : 0.0f;
-      if (wt != 0.0f) {
-        sum += wt;
-        acc.x += wt * x[s].x;
-        acc.y += wt * x[s].y;
-        acc.z += wt * x[s].z;
-        acc.w += wt * x[s].w;
-      }
-    }
+    float mx, sum;
+    const float4 acc = weigh_splits(lse, x, &mx, &sum);
     const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
     *reinterpret_cast<float4*>(&o_sh[0][4 * tid]) = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
   } else {
