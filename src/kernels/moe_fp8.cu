@@ -6,6 +6,7 @@
 
 #include <cuda_bf16.h>
 
+#include "kernels/moe.h"
 #include "kernels/moe_fp8.h"
 #include "kernels/moe_gemm.h"
 #include "kernels/pdl.cuh"
@@ -41,24 +42,58 @@ struct SmallShape {
 
 template <bool kSilu, bool kM16, int kUnroll, int kDown>
 __global__ void __launch_bounds__(kSmallWarps * 32, kSilu || kDown > 1 ? 2 : 3) moe_fp8_small_m_kernel(MoeFp8GemmParams p) {
-  pdl_enter();
   using Shape = SmallShape<kSilu, kM16, kUnroll, kDown>;
   constexpr int NT = Shape::NT, kRows = Shape::kRows;
   extern __shared__ uint4 stage[];
   __shared__ float red[kSmallWarps][NT * 4][32];
-  int e = blockIdx.y;
-  if (p.active) {
-    if (e >= *p.num_active) return;
-    e = p.active[e];
-  }
-  const int cnt = p.counts[e];
-  if (cnt == 0) return;
-  const int64_t row0 = p.offsets[e];
-  const int64_t N = p.N, K = p.K, kblocks = K / 128;
-  const uint8_t* W = static_cast<const uint8_t*>(p.weights[e]);
-  const float* S = p.scales[e];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, tig = lane & 3;
+  int e = 0, cnt = 0;
+  int64_t row0 = 0, xr0 = 0, xr1 = 0;  // activation rows of mma rows g and g + 8
+  const uint8_t* W = nullptr;
+  const float* S = nullptr;
+  // With slot records (kernels/moe.h): the slot in one load round, then the expert's weight and scale pointers.
+  auto read_slot = [&] {
+    const int32_t* rec = p.slots + static_cast<int64_t>(blockIdx.y) * kMoeSlotInts;
+    const int4 h = *reinterpret_cast<const int4*>(rec);
+    const int32_t s0 = rec[kMoeSlotHeader + g], s1 = kM16 ? rec[kMoeSlotHeader + 8 + g] : 0;
+    e = h.x;
+    cnt = h.y;
+    row0 = h.z;
+    if (cnt == 0) return;
+    W = static_cast<const uint8_t*>(p.weights[e]);
+    S = p.scales[e];
+    xr0 = p.src_rows ? s0 : row0 + g;
+    xr1 = p.src_rows ? s1 : row0 + g + 8;
+  };
+  // Slots written two launches back or more (slots_settled: the down GEMM) are read before the wait (pdl.cuh).
+  const bool early = p.slots && p.slots_settled;
+  if (early) {
+    read_slot();
+    if (cnt == 0) return;  // block-uniform
+  }
+  pdl_enter();
+  if (!early) {
+    if (p.slots) {
+      read_slot();
+    } else {
+      e = blockIdx.y;
+      if (p.active) {
+        if (e >= *p.num_active) return;
+        e = p.active[e];
+      }
+      cnt = p.counts[e];
+      if (cnt == 0) return;
+      row0 = p.offsets[e];
+      W = static_cast<const uint8_t*>(p.weights[e]);
+      S = p.scales[e];
+      auto x_row = [&](int i) -> int64_t { return p.src_rows ? p.src_rows[row0 + i] : row0 + i; };
+      if (g < cnt) xr0 = x_row(g);
+      if (kM16 && g + 8 < cnt) xr1 = x_row(g + 8);
+    }
+    if (cnt == 0) return;  // block-uniform
+  }
+  const int64_t N = p.N, K = p.K, kblocks = K / 128;
   constexpr int kCols = 8 * kDown;  // output columns of this CTA
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kCols;
   // Staged rows per block: weight tiles [0, NT), then activation rows g (and g + 8).
@@ -76,13 +111,12 @@ __global__ void __launch_bounds__(kSmallWarps * 32, kSilu || kDown > 1 ? 2 : 3) 
     ok[t] = wok;
     srow[t] = S + (base / 128) * kblocks;
   }
-  auto x_row = [&](int i) -> int64_t { return p.src_rows ? p.src_rows[row0 + i] : row0 + i; };
   const float* sxr[2] = {nullptr, nullptr};
 #pragma unroll
   for (int r = 0; r < kRows - NT; ++r) {
     const int i = g + 8 * r;
     ok[NT + r] = i < cnt;
-    const int64_t xr = i < cnt ? x_row(i) : 0;
+    const int64_t xr = i < cnt ? (r == 0 ? xr0 : xr1) : 0;
     src[NT + r] = p.q + xr * K + tig * 16;
     sxr[r] = i < cnt ? p.sx + xr * kblocks : nullptr;
   }
@@ -192,10 +226,16 @@ cudaError_t launch_small_variant(const MoeFp8GemmParams& p, cudaStream_t stream)
   static const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
   if (attr != cudaSuccess) return attr;
-  const int ey = p.active && p.max_active > 0 && p.max_active < p.experts ? p.max_active : p.experts;
+  MoeFp8GemmParams q = p;
+  // Slot records cover min(experts, entries) = max_active slots.
+  if (q.slots && !(q.max_active > 0 && q.max_active <= q.experts && (reinterpret_cast<uintptr_t>(q.slots) & 15) == 0))
+    q.slots = nullptr;
+  const int ey = q.slots ? q.max_active
+                 : q.active && q.max_active > 0 && q.max_active < q.experts ? q.max_active
+                                                                           : q.experts;
   const int64_t cols = 8 * kDown;
-  const dim3 grid(static_cast<unsigned>((p.N + cols - 1) / cols), static_cast<unsigned>(ey));
-  return launch_pdl(kernel, grid, kSmallWarps * 32, kSmem, stream, p);
+  const dim3 grid(static_cast<unsigned>((q.N + cols - 1) / cols), static_cast<unsigned>(ey));
+  return launch_pdl(kernel, grid, kSmallWarps * 32, kSmem, stream, q);
 }
 
 template <bool kSilu, int kDown>

@@ -27,6 +27,11 @@ struct MoeFp8GemmParams {
   const int32_t* offsets = nullptr;   // [experts]
   const int32_t* active = nullptr;    // optional: the experts with rows, ascending (moe_permute's), and their number
   const int32_t* num_active = nullptr;
+  // Optional, as MoeGroupedGemmParams's (the grouping's slot records; needs max_active > 0): the small-M kernel
+  // reads its slot in one load round, before the PDL wait with slots_settled (the down GEMM); other kernels ignore
+  // them.
+  const int32_t* slots = nullptr;
+  bool slots_settled = false;
   int max_active = 0;  // host-known bound on *num_active; 0: experts
   int experts = 0;
   int64_t N = 0, K = 0;
