@@ -4,6 +4,7 @@
 
 #include "kernels/moe.h"
 #include "kernels/moe_route.cuh"
+#include "kernels/moe_sum.cuh"
 #include "kernels/pdl.cuh"
 
 namespace ds::kernels {
@@ -125,11 +126,11 @@ __global__ void moe_combine_kernel(MoeCombineParams p) {
 }
 
 constexpr int kCombineThreads = 128;
-constexpr int kCombineMaxTopK = 8;  // loads in flight per thread (registers); larger top_k takes the fallback
+constexpr int kCombineMaxTopK = moe_detail::kSumMaxTopK;  // larger top_k takes the fallback
 
 // 8 columns (16 bytes) per thread, blocks of kCombineThreads * 8 columns, flattened (token, column block)
 // grid: a decode step gets dim / 1024 blocks per token and every thread has its top_k loads in flight at
-// once. Same fp32 sum in the same k order as the fallback.
+// once. Same fp32 sum in the same k order as the fallback (moe_sum.cuh).
 // With ids_settled, the rows and weights are read before the PDL wait, so after it the expert rows and the addend
 // go out in one round.
 __global__ void __launch_bounds__(kCombineThreads) moe_combine_vec_kernel(MoeCombineParams p, int col_blocks) {
@@ -137,56 +138,15 @@ __global__ void __launch_bounds__(kCombineThreads) moe_combine_vec_kernel(MoeCom
   __shared__ float wts[kCombineMaxTopK];
   const int64_t t = blockIdx.x / col_blocks;
   const int64_t c8 = static_cast<int64_t>(blockIdx.x % col_blocks) * kCombineThreads + threadIdx.x;
-  auto load_ids = [&] {
-    if (threadIdx.x < p.top_k) {
-      rows[threadIdx.x] = p.row_of[t * p.top_k + threadIdx.x];
-      wts[threadIdx.x] = p.weights[t * p.top_k + threadIdx.x];
-    }
-  };
-  if (p.ids_settled) load_ids();
+  if (p.ids_settled) moe_detail::sum_load_ids(p, t, rows, wts);
   pdl_enter();
-  if (!p.ids_settled) load_ids();
+  if (!p.ids_settled) moe_detail::sum_load_ids(p, t, rows, wts);
   __syncthreads();
   if (c8 * 8 >= p.dim) return;
-  float acc[8];
-#pragma unroll
-  for (int j = 0; j < 8; ++j) acc[j] = 0.0f;
-  uint4 v[kCombineMaxTopK];
-#pragma unroll
-  for (int k = 0; k < kCombineMaxTopK; ++k)
-    if (k < p.top_k && rows[k] >= 0)
-      v[k] = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.y) + static_cast<int64_t>(rows[k]) * p.dim)[c8];
-  float add[8] = {};  // the addend, loaded with the rows
-  if (p.addend) {
-    if (p.addend_f32) {
-      const float4* a = reinterpret_cast<const float4*>(static_cast<const float*>(p.addend) + t * p.dim) + 2 * c8;
-      const float4 lo = a[0], hi = a[1];
-      add[0] = lo.x, add[1] = lo.y, add[2] = lo.z, add[3] = lo.w;
-      add[4] = hi.x, add[5] = hi.y, add[6] = hi.z, add[7] = hi.w;
-    } else {
-      const uint4 a = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.addend) + t * p.dim)[c8];
-      const __nv_bfloat16* ab = reinterpret_cast<const __nv_bfloat16*>(&a);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) add[j] = __bfloat162float(ab[j]);
-    }
-  }
-#pragma unroll
-  for (int k = 0; k < kCombineMaxTopK; ++k) {
-    if (k < p.top_k && rows[k] >= 0) {
-      const __nv_bfloat16* b = reinterpret_cast<const __nv_bfloat16*>(&v[k]);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) acc[j] += wts[k] * __bfloat162float(b[j]);
-    }
-  }
-  if (p.addend) {
-#pragma unroll
-    for (int j = 0; j < 8; ++j) acc[j] += add[j];
-  }
-  uint4 o;
-  __nv_bfloat16* ob = reinterpret_cast<__nv_bfloat16*>(&o);
-#pragma unroll
-  for (int j = 0; j < 8; ++j) ob[j] = __float2bfloat16(acc[j]);
-  reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.out) + t * p.dim)[c8] = o;
+  moe_detail::SumChunk s;
+  moe_detail::sum_chunk_load(p, t, c8, rows, s);
+  reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.out) + t * p.dim)[c8] =
+      moe_detail::sum_chunk_reduce(p, rows, wts, s);
 }
 
 }  // namespace

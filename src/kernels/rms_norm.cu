@@ -4,8 +4,9 @@
 #include <cuda_bf16.h>
 
 #include "kernels/fp8_quant.cuh"
-#include "kernels/rms_norm.h"
+#include "kernels/moe_sum.cuh"
 #include "kernels/pdl.cuh"
+#include "kernels/rms_norm.h"
 
 namespace ds::kernels {
 namespace {
@@ -54,12 +55,23 @@ __global__ void rms_norm_kernel(RmsNormParams p) {
 
 // Vector path: each thread owns kChunks chunks of 8 elements (16-byte loads) kept in registers, so every
 // load of the row is in flight at once and the residual is written once and never re-read.
-template <int kChunks>
-__global__ void __launch_bounds__(1024) rms_norm_vec_kernel(RmsNormParams p) {
-  pdl_enter();
+// kMoe: x is the MoE sum of p.moe (moe_sum.cuh): its routed rows, the addend and the residual go out in one round
+// after the wait (the ids before it when settled), and each chunk's sum is rounded to bf16 as the combine's.
+template <int kChunks, bool kMoe = false>
+__global__ void __launch_bounds__(kMoe ? 512 : 1024) rms_norm_vec_kernel(RmsNormParams p) {
   __shared__ float warp_sums[32];
   __shared__ float total;
+  __shared__ int32_t moe_rows[kMoe ? moe_detail::kSumMaxTopK : 1];
+  __shared__ float moe_wts[kMoe ? moe_detail::kSumMaxTopK : 1];
   const int64_t row = blockIdx.x;
+  if constexpr (kMoe) {
+    if (p.moe.ids_settled) moe_detail::sum_load_ids(p.moe, row, moe_rows, moe_wts);
+    pdl_enter();
+    if (!p.moe.ids_settled) moe_detail::sum_load_ids(p.moe, row, moe_rows, moe_wts);
+    __syncthreads();
+  } else {
+    pdl_enter();
+  }
   const int64_t chunks = p.n / 8;
   const uint4* x = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.x) + row * p.x_stride);
   uint4* res = p.residual ? reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(p.residual) + row * p.residual_stride)
@@ -68,13 +80,23 @@ __global__ void __launch_bounds__(1024) rms_norm_vec_kernel(RmsNormParams p) {
   float v[kChunks][8];
   float ss = 0.0f;
   uint4 xa[kChunks], ra[kChunks];
+  moe_detail::SumChunk sum[kMoe ? kChunks : 1];
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     const int64_t i = threadIdx.x + static_cast<int64_t>(c) * blockDim.x;
     if (i < chunks) {
-      xa[c] = x[i];
+      if constexpr (kMoe)
+        moe_detail::sum_chunk_load(p.moe, row, i, moe_rows, sum[c]);
+      else
+        xa[c] = x[i];
       if (res) ra[c] = res[i];
     }
+  }
+  if constexpr (kMoe) {
+#pragma unroll
+    for (int c = 0; c < kChunks; ++c)
+      if (threadIdx.x + static_cast<int64_t>(c) * blockDim.x < chunks)
+        xa[c] = moe_detail::sum_chunk_reduce(p.moe, moe_rows, moe_wts, sum[c]);
   }
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
@@ -176,13 +198,30 @@ bool vector_path(const RmsNormParams& p) {
 
 }  // namespace
 
+bool rms_norm_moe_supported(const RmsNormParams& p) {
+  const MoeCombineParams& m = p.moe;
+  return vector_path(p) && p.residual && m.y && m.row_of && m.weights && m.top_k >= 1 &&
+         m.top_k <= moe_detail::kSumMaxTopK && m.tokens == p.rows && m.dim == p.n && p.n <= 8 * 1024 &&
+         aligned16(m.y) && aligned16(m.addend);
+}
+
 bool rms_norm_quant_supported(const RmsNormParams& p) {
   return vector_path(p) && p.n % 128 == 0 && p.q && p.q_scales && (reinterpret_cast<uintptr_t>(p.q) & 7) == 0;
 }
 
 cudaError_t launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
   if (p.q && !rms_norm_quant_supported(p)) return cudaErrorInvalidValue;
+  if (p.moe.y && !rms_norm_moe_supported(p)) return cudaErrorInvalidValue;
   if (p.rows == 0) return cudaSuccess;
+  if (p.moe.y) {
+    // <= 512 threads of <= 2 chunks (the sum's loads take registers: 8 + 8 per chunk).
+    const int64_t chunks = p.n / 8;
+    const int per = chunks <= 512 ? 1 : 2;
+    const int threads = static_cast<int>((chunks + per - 1) / per + 31) / 32 * 32;
+    const unsigned grid = static_cast<unsigned>(p.rows);
+    if (per == 1) return launch_pdl(rms_norm_vec_kernel<1, true>, grid, threads, 0, stream, p);
+    return launch_pdl(rms_norm_vec_kernel<2, true>, grid, threads, 0, stream, p);
+  }
   const bool vec = vector_path(p);
   if (vec) {
     const int64_t chunks = p.n / 8;

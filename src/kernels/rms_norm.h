@@ -5,6 +5,8 @@
 
 #include <cuda_runtime.h>
 
+#include "kernels/moe.h"
+
 namespace ds::kernels {
 
 struct RmsNormParams {
@@ -24,7 +26,15 @@ struct RmsNormParams {
   uint8_t* q = nullptr;
   float* q_scales = nullptr;
   bool q_ue8m0 = false;
+  // Optional: x is an MoE output not yet reduced (moe.y set; p.x unused): the rows launch_moe_combine would write
+  // from moe (moe.out unused), summed in this kernel bit for bit as that launch sums them, then added to the
+  // residual (required) and normalised as usual: one launch for the combine and the next layer's input norm.
+  MoeCombineParams moe{};
 };
+
+// Whether launch_rms_norm takes p with moe.y set: the vector path with a residual, rows of <= 8192 elements,
+// moe.top_k <= 8, moe's rows / dim those of the norm and its y / addend 16-byte aligned.
+bool rms_norm_moe_supported(const RmsNormParams& p);
 
 // Whether launch_rms_norm takes p with q set: rows of whole 128-groups on the vector path.
 bool rms_norm_quant_supported(const RmsNormParams& p);

@@ -113,10 +113,13 @@ DeepseekModel::Layer DeepseekModel::prepare_layer(const LayerWeights& w) {
 Tensor DeepseekModel::forward(const Tensor& token_ids, const AttnMetadata& meta, KvCache& cache, AttnMode mode) {
   DS_CHECK(token_ids.numel() == meta.num_tokens, "token count ", token_ids.numel(), " vs metadata ", meta.num_tokens);
   Tensor h = ops_.embedding(embed_, token_ids);  // [T, d] residual stream
-  Tensor pending;  // [T, d] the previous layer's MLP output, added by the next norm (one kernel fewer per layer)
+  MlpOut pending;  // [T, d] the previous layer's MLP output, added by the next norm (one kernel fewer per layer)
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) pending = decoder_layer_open(layers_[l], l, h, pending, meta, cache, mode);
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
-  return pending.defined() ? ops_.add_rms_norm(h, pending, final_norm_, eps) : ops_.rms_norm(h, final_norm_, eps);  // [T, d]
+  static const LinearWeight kNone;
+  Fp8Act unused;
+  return pending.defined() ? ops_.rms_norm_q_open(h, pending, final_norm_, eps, kNone, &unused)
+                           : ops_.rms_norm(h, final_norm_, eps);  // [T, d]
 }
 
 // fp32 logits whatever the activation dtype (a bf16 logit of magnitude 10 is off by up to 0.03).
@@ -141,11 +144,11 @@ Tensor DeepseekModel::mtp_logits(int i, const Tensor& z) {
 
 Tensor DeepseekModel::decoder_layer(const Layer& layer, int cache_layer, Tensor hidden, const AttnMetadata& meta,
                                     KvCache& cache, AttnMode mode) {
-  ops_.add_(hidden, decoder_layer_open(layer, cache_layer, hidden, Tensor(), meta, cache, mode));
+  ops_.add_(hidden, ops_.reduce(decoder_layer_open(layer, cache_layer, hidden, MlpOut(), meta, cache, mode)));
   return hidden;
 }
 
-Tensor DeepseekModel::decoder_layer_open(const Layer& layer, int cache_layer, Tensor& hidden, const Tensor& pending,
+MlpOut DeepseekModel::decoder_layer_open(const Layer& layer, int cache_layer, Tensor& hidden, const MlpOut& pending,
                                          const AttnMetadata& meta, KvCache& cache, AttnMode mode) {
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   // `hidden` is the residual stream [T, d], updated in place; `pending` (the previous layer's MLP output, or
@@ -154,7 +157,7 @@ Tensor DeepseekModel::decoder_layer_open(const Layer& layer, int cache_layer, Te
   // undefined unless the backend fused it: see Ops::rms_norm_q).
   Fp8Act xq;
   const LinearWeight& q_first = cfg_.q_lora_rank > 0 ? layer.attn.q_a_proj : layer.attn.q_proj;
-  Tensor x = pending.defined() ? ops_.rms_norm_q(&hidden, pending, layer.input_norm, eps, q_first, &xq)  // hidden += pending
+  Tensor x = pending.defined() ? ops_.rms_norm_q_open(hidden, pending, layer.input_norm, eps, q_first, &xq)  // hidden += pending
                                : ops_.rms_norm_q(nullptr, hidden, layer.input_norm, eps, q_first, &xq);   // [T, d]
   Tensor a = attention(layer.attn, cache_layer, x, xq, meta, cache, mode);    // [T, d]
   static const LinearWeight kNone;
@@ -242,8 +245,8 @@ Tensor DeepseekModel::indexer(const Attention& a, int cache_layer, const Tensor&
                            static_cast<float>(1.0 / std::sqrt(static_cast<double>(Hi))));  // [T, index_topk]
 }
 
-Tensor DeepseekModel::mlp(const Layer& layer, const Tensor& x, const Fp8Act& xq) {
-  if (!layer.is_moe) return ops_.linear(ops_.linear_silu_q(x, xq, layer.dense.gate_up), layer.dense.down);  // [T, d]
+MlpOut DeepseekModel::mlp(const Layer& layer, const Tensor& x, const Fp8Act& xq) {
+  if (!layer.is_moe) return {ops_.linear(ops_.linear_silu_q(x, xq, layer.dense.gate_up), layer.dense.down), nullptr};  // [T, d]
   // The shared expert does not depend on the routing: it runs beside the router, the routing and the routed
   // experts (their latency-bound kernels hide under its weight stream), and is added at the join.
   Tensor shared;  // [T, d] (fp32 where the backend keeps the partial sum unrounded)
@@ -254,8 +257,8 @@ Tensor DeepseekModel::mlp(const Layer& layer, const Tensor& x, const Fp8Act& xq)
   }
   Tensor ids, weights;  // [T, top_k]
   ops_.moe_gate_route(x, layer.router, layer.correction_bias, routing_, &ids, &weights);  // logits [T, E] unused
-  if (!layer.has_shared) return ops_.moe_experts_q(x, xq, ids, weights, layer.experts);  // [T, d]
-  return ops_.moe_experts_shared_q(x, xq, ids, weights, layer.experts, shared);  // [T, d]; joins the side chain
+  // [T, d], maybe left for the next norm to sum; joins the side chain
+  return ops_.moe_experts_open(x, xq, ids, weights, layer.experts, shared);
 }
 
 }  // namespace ds

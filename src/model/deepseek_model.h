@@ -72,15 +72,15 @@ class DeepseekModel {
   // hidden [T, d] -> hidden after one decoder layer; `cache_layer` indexes cache.latent / cache.index_k.
   Tensor decoder_layer(const Layer& layer, int cache_layer, Tensor hidden, const AttnMetadata& meta,
                        KvCache& cache, AttnMode mode);
-  // The layer without its final residual add: returns the MLP output for the caller (the next layer's input
-  // norm) to add to `hidden`; `pending` is the previous layer's, or undefined.
-  Tensor decoder_layer_open(const Layer& layer, int cache_layer, Tensor& hidden, const Tensor& pending,
+  // The layer without its final residual add: returns the MLP output (maybe unreduced: Ops::MlpOut) for the
+  // caller (the next layer's input norm) to add to `hidden`; `pending` is the previous layer's, or undefined.
+  MlpOut decoder_layer_open(const Layer& layer, int cache_layer, Tensor& hidden, const MlpOut& pending,
                             const AttnMetadata& meta, KvCache& cache, AttnMode mode);
   Tensor attention(const Attention& a, int cache_layer, const Tensor& x, const Fp8Act& xq, const AttnMetadata& meta,
                    KvCache& cache, AttnMode mode);
   Tensor indexer(const Attention& a, int cache_layer, const Tensor& x, const Tensor& q_resid,
                  const AttnMetadata& meta, KvCache& cache);
-  Tensor mlp(const Layer& layer, const Tensor& x, const Fp8Act& xq);
+  MlpOut mlp(const Layer& layer, const Tensor& x, const Fp8Act& xq);
 
   ModelConfig cfg_;
   Ops& ops_;

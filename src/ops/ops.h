@@ -73,6 +73,16 @@ struct PreparedMlp {
   LinearWeight down;     // [d, inter]
 };
 
+// A decoder layer's MLP output on its way to the next layer's input norm, which adds it to the residual stream. A
+// backend may hand an MoE output over unreduced (`parts`: what its combine would sum, backend-owned) so that norm
+// sums it in its own kernel (CUDA decode: one launch fewer per layer); Ops::reduce makes the tensor where
+// something else reads it.
+struct MlpOut {
+  Tensor value;                       // [T, d] when reduced
+  std::shared_ptr<const void> parts;  // when not
+  bool defined() const { return value.defined() || parts != nullptr; }
+};
+
 class Ops {
  public:
   virtual ~Ops() = default;
@@ -163,6 +173,15 @@ class Ops {
     (void)consumer;
     *xq = Fp8Act{};
     return residual ? add_rms_norm(*residual, x, w, eps) : rms_norm(x, w, eps);
+  }
+  // rms_norm_q for an MLP output that may be unreduced (moe_experts_open): residual += x; returns the norm.
+  virtual Tensor rms_norm_q_open(Tensor& residual, const MlpOut& x, const Tensor& w, float eps,
+                                 const LinearWeight& consumer, Fp8Act* xq) {
+    return rms_norm_q(&residual, reduce(x), w, eps, consumer, xq);
+  }
+  virtual Tensor reduce(const MlpOut& x) {  // [T, d]
+    DS_CHECK(x.value.defined() && !x.parts, "reduce: an MlpOut this backend did not make");
+    return x.value;
   }
   virtual void linear_pair_q(const Tensor& x, const Fp8Act& xq, const LinearWeight& w1, const LinearWeight& w2,
                              Tensor* y1, Tensor* y2) {
@@ -334,6 +353,16 @@ class Ops {
     side_join();
     add_(y, shared);
     return y;
+  }
+
+  // moe_experts_shared_q (or moe_experts_q where `shared` is undefined) for a result that only the next
+  // rms_norm_q_open (or reduce) reads: a backend may leave it unreduced.
+  virtual MlpOut moe_experts_open(const Tensor& x, const Fp8Act& xq, const Tensor& topk_ids,
+                                  const Tensor& topk_weights, const std::vector<PreparedMlp>& experts,
+                                  const Tensor& shared) {
+    return {shared.defined() ? moe_experts_shared_q(x, xq, topk_ids, topk_weights, experts, shared)
+                             : moe_experts_q(x, xq, topk_ids, topk_weights, experts),
+            nullptr};
   }
 
   // ---- output ----

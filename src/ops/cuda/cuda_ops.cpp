@@ -182,6 +182,11 @@ class CudaOps final : public Ops {
     // (H100, 2026-11-27, BENCHMARKS.md). DSERVE_MOE_FUSED_SHARED=0: joined and added apart.
     const char* fshared = std::getenv("DSERVE_MOE_FUSED_SHARED");
     fused_shared_ = !(fshared && std::string(fshared) == "0");
+    // Decode MoE layers leave their combine to the next layer's input norm, which sums the routed rows and the
+    // shared expert's output in its own kernel (moe_experts_open / rms_norm_q_open: one launch fewer per layer).
+    // DSERVE_MOE_NORM_FUSED=0: combined apart.
+    const char* onorm = std::getenv("DSERVE_MOE_NORM_FUSED");
+    open_moe_ = !(onorm && std::string(onorm) == "0");
     // DSERVE_SMALL_M_GEMM=0 sends every bf16 GEMM to cuBLASLt (A/B runs); =N caps the small-M kernels' M.
     if (const char* sm = std::getenv("DSERVE_SMALL_M_GEMM"); sm && *sm) small_m_max_ = std::atoi(sm);
   }
@@ -279,24 +284,51 @@ class CudaOps final : public Ops {
   static constexpr int64_t kFusedNormMaxRows = 64;
   Tensor rms_norm_q(Tensor* residual, const Tensor& x, const Tensor& w, float eps, const LinearWeight& consumer,
                     Fp8Act* xq) override {
-    *xq = Fp8Act{};
-    const bool fuse = fused_norm_ && fp8_ && consumer.is_block_fp8() && fp8_->owns(consumer) &&
-                      x.ndim() == 2 && x.dim(0) <= kFusedNormMaxRows;
-    return norm(residual, x, w, eps, fuse ? xq : nullptr, fuse && fp8_->ue8m0_of(consumer));
+    return norm_q(residual, x, nullptr, w, eps, consumer, xq);
   }
-  Tensor norm(Tensor* residual, const Tensor& x, const Tensor& w, float eps, Fp8Act* xq, bool ue8m0) {
+  // An unreduced MoE output (moe_experts_open) is summed inside the norm's kernel.
+  Tensor rms_norm_q_open(Tensor& residual, const MlpOut& x, const Tensor& w, float eps, const LinearWeight& consumer,
+                         Fp8Act* xq) override {
+    if (!x.parts) return rms_norm_q(&residual, x.value, w, eps, consumer, xq);
+    return norm_q(&residual, Tensor(), &moe_parts(x).combine, w, eps, consumer, xq);
+  }
+  Tensor reduce(const MlpOut& x) override {
+    if (!x.parts) return Ops::reduce(x);
+    kernels::MoeCombineParams p = moe_parts(x).combine;
+    Tensor out = empty({p.tokens, p.dim}, DType::kBF16);
+    p.out = out.data();
+    DS_CUDA_CHECK(kernels::launch_moe_combine(p, stream()));
+    return out;
+  }
+  // x, or (x undefined) the MoE sum `moe` (then with a residual).
+  Tensor norm_q(Tensor* residual, const Tensor& x, const kernels::MoeCombineParams* moe, const Tensor& w, float eps,
+                const LinearWeight& consumer, Fp8Act* xq) {
+    *xq = Fp8Act{};
+    const int64_t rows = moe ? moe->tokens : x.ndim() == 2 ? x.dim(0) : -1;
+    const bool fuse = fused_norm_ && fp8_ && consumer.is_block_fp8() && fp8_->owns(consumer) && rows >= 0 &&
+                      rows <= kFusedNormMaxRows;
+    return norm(residual, x, w, eps, fuse ? xq : nullptr, fuse && fp8_->ue8m0_of(consumer), moe);
+  }
+  Tensor norm(Tensor* residual, const Tensor& x, const Tensor& w, float eps, Fp8Act* xq, bool ue8m0,
+              const kernels::MoeCombineParams* moe = nullptr) {
     if (residual) {
       DS_CHECK_SHAPE(*residual, {-1, w.dim(0)});
-      DS_CHECK(x.numel() == residual->numel(), residual->describe(), " += ", x.describe());
       check_dtype(*residual, DType::kBF16, "add_rms_norm residual");
-      check_dtype(x, DType::kBF16, "add_rms_norm x");
+      if (moe) {
+        DS_CHECK(moe->tokens == residual->dim(0) && moe->dim == residual->dim(1), residual->describe(),
+                 " += MoE output [", moe->tokens, ", ", moe->dim, "]");
+      } else {
+        DS_CHECK(x.numel() == residual->numel(), residual->describe(), " += ", x.describe());
+        check_dtype(x, DType::kBF16, "add_rms_norm x");
+      }
     } else {
+      DS_CHECK(!moe, "rms_norm of an MoE output without a residual");
       DS_CHECK_SHAPE(x, {-1, w.dim(0)});
       check_dtype(x, DType::kBF16, "rms_norm x");
     }
     const Tensor& shape_of = residual ? *residual : x;
     Tensor out = empty({shape_of.dim(0), shape_of.dim(1)}, DType::kBF16);
-    launch_rms(x, residual, w, out, eps, xq, ue8m0);
+    launch_rms(x, residual, w, out, eps, xq, ue8m0, moe);
     return out;
   }
   void linear_pair_q(const Tensor& x, const Fp8Act& xq, const LinearWeight& w1, const LinearWeight& w2, Tensor* y1,
@@ -998,10 +1030,7 @@ class CudaOps final : public Ops {
   // The grouped (decode) paths add the shared expert inside their combine (DSERVE_MOE_FUSED_SHARED=0: apart).
   Tensor moe_experts_shared_q(const Tensor& x, const Fp8Act& xq, const Tensor& topk_ids, const Tensor& topk_weights,
                               const std::vector<PreparedMlp>& experts, const Tensor& shared) override {
-    const bool fuse = fused_shared_ && shared.defined() && shared.device() == Device::kCuda && shared.ndim() == 2 &&
-                      shared.dim(0) == x.dim(0) && shared.dim(1) == x.dim(1) &&
-                      (shared.dtype() == DType::kBF16 || shared.dtype() == DType::kF32);
-    if (!fuse) return Ops::moe_experts_shared_q(x, xq, topk_ids, topk_weights, experts, shared);
+    if (!shared_in_combine(x, shared)) return Ops::moe_experts_shared_q(x, xq, topk_ids, topk_weights, experts, shared);
     bool added = false;
     Tensor y = moe_experts_impl(x, &xq, topk_ids, topk_weights, experts, &shared, &added);
     if (!added) {
@@ -1009,6 +1038,23 @@ class CudaOps final : public Ops {
       add_(y, shared);
     }
     return y;
+  }
+  bool shared_in_combine(const Tensor& x, const Tensor& shared) const {
+    return fused_shared_ && shared.defined() && shared.device() == Device::kCuda && shared.ndim() == 2 &&
+           shared.dim(0) == x.dim(0) && shared.dim(1) == x.dim(1) &&
+           (shared.dtype() == DType::kBF16 || shared.dtype() == DType::kF32);
+  }
+  // The grouped paths leave their combine to the next norm (rms_norm_q_open; DSERVE_MOE_NORM_FUSED=0: combined
+  // here). Not where the shared expert is added apart: that add reads the combine's output.
+  MlpOut moe_experts_open(const Tensor& x, const Fp8Act& xq, const Tensor& topk_ids, const Tensor& topk_weights,
+                          const std::vector<PreparedMlp>& experts, const Tensor& shared) override {
+    opening_ = open_moe_ && (!shared.defined() || shared_in_combine(x, shared));
+    opened_.reset();
+    MlpOut o = Ops::moe_experts_open(x, xq, topk_ids, topk_weights, experts, shared);
+    opening_ = false;
+    if (opened_) o = MlpOut{Tensor(), std::move(opened_)};
+    opened_.reset();
+    return o;
   }
   // addend (optional): the shared expert's output, made on the side chain; the grouped paths join and add it in
   // their combine and set *added.
@@ -1082,22 +1128,36 @@ class CudaOps final : public Ops {
     g.K = inter;
     g.silu = false;
     DS_CUDA_CHECK(kernels::launch_moe_grouped_gemm(g, stream()));
-    combine({y.data(), row_of, topk_weights.data_as<float>(), out.data(), T, d, static_cast<int>(K)}, addend, added);
+    combine({y.data(), row_of, topk_weights.data_as<float>(), out.data(), T, d, static_cast<int>(K)}, addend, added,
+            {y, r.meta, topk_weights});
     return out;
   }
 
   // moe_combine, with the addend (made on the side chain: joined first) summed inside when given.
   // row_of and the weights come from the routing or the grouping, two launches or more before (the expert GEMMs).
-  void combine(kernels::MoeCombineParams p, const Tensor* addend, bool* added) {
+  // Inside moe_experts_open (opening_), kept for the next norm instead (opened_), with `keep`: the tensors p
+  // points into.
+  void combine(kernels::MoeCombineParams p, const Tensor* addend, bool* added, std::vector<Tensor> keep) {
     p.ids_settled = true;
     if (addend) {
       side_join();
       p.addend = addend->data();
       p.addend_f32 = addend->dtype() == DType::kF32;
       *added = true;
+      keep.push_back(*addend);
+    }
+    if (opening_) {
+      opened_ = std::make_shared<MoeParts>(MoeParts{p, std::move(keep)});
+      return;
     }
     DS_CUDA_CHECK(kernels::launch_moe_combine(p, stream()));
   }
+  // An MoE output left unreduced (MlpOut::parts): its combine and the tensors that combine reads.
+  struct MoeParts {
+    kernels::MoeCombineParams combine;  // out unset
+    std::vector<Tensor> keep;
+  };
+  static const MoeParts& moe_parts(const MlpOut& x) { return *static_cast<const MoeParts*>(x.parts.get()); }
 
   // Routed entries grouped by expert on the device (moe_permute): pointers into `meta`, which the struct keeps.
   struct Routed {
@@ -1178,6 +1238,7 @@ class CudaOps final : public Ops {
     g.offsets = r.offsets;
     g.active = r.active;
     g.num_active = r.num_active;
+    g.slots = r.slots;
     kernels::set_moe_bounds(g, N, E, T);
     auto gemm = [&](const Tensor& in /*[rows, k] bf16*/, bool ue8m0, const Fp8Act* made) {
       const int64_t rows = in.dim(0), k = in.dim(1);
@@ -1218,13 +1279,15 @@ class CudaOps final : public Ops {
     Tensor y = empty({N, d}, DType::kBF16);  // [routed rows, d]
     g.weights = t.down;
     g.scales = t.down_scales;
+    g.slots_settled = true;  // written by the routing or grouping launch before the gate|up one
     g.src_rows = nullptr;
     g.out = y.data();
     g.N = d;
     g.K = inter;
     g.silu = false;
     gemm(act, t.ue8m0_down, nullptr);  // rows of out-of-range ids hold garbage and are never read
-    combine({y.data(), r.row_of, topk_weights.data_as<float>(), out.data(), T, d, static_cast<int>(K)}, addend, added);
+    combine({y.data(), r.row_of, topk_weights.data_as<float>(), out.data(), T, d, static_cast<int>(K)}, addend, added,
+            {y, r.meta, topk_weights});
     return out;
   }
 
@@ -1524,13 +1587,27 @@ class CudaOps final : public Ops {
   }
 
   // With xq: out's block-FP8 quantization (ue8m0 scales or not) made in the same kernel where it takes the row.
+  // With moe (x undefined): x is that MoE sum, added in the norm's kernel where it takes the shape (else combined
+  // by its own launch first).
   void launch_rms(const Tensor& x, Tensor* residual, const Tensor& w, Tensor& out, float eps, Fp8Act* xq = nullptr,
-                  bool ue8m0 = false) {
+                  bool ue8m0 = false, const kernels::MoeCombineParams* moe = nullptr) {
     check_cuda(w, "rms_norm weight");
     DS_CHECK(w.dtype() == DType::kBF16 || w.dtype() == DType::kF32, "rms_norm weight ", w.describe());
     const int64_t rows = out.dim(0), n = out.dim(1);
-    kernels::RmsNormParams p{x.data(), residual ? residual->data() : nullptr, w.data(), out.data(), rows, n, n, n, n, eps,
-                             w.dtype() == DType::kF32};
+    kernels::RmsNormParams p{moe ? nullptr : x.data(), residual ? residual->data() : nullptr, w.data(), out.data(), rows,
+                             n, n, n, n, eps, w.dtype() == DType::kF32};
+    Tensor summed;  // [rows, n]: moe combined apart
+    if (moe) {
+      p.moe = *moe;
+      if (!kernels::rms_norm_moe_supported(p)) {
+        p.moe = {};
+        summed = empty({rows, n}, DType::kBF16);
+        kernels::MoeCombineParams c = *moe;
+        c.out = summed.data();
+        DS_CUDA_CHECK(kernels::launch_moe_combine(c, stream()));
+        p.x = summed.data();
+      }
+    }
     if (xq) {
       Tensor q = empty({rows, n}, DType::kF8E4M3), s = empty({rows, n / 128}, DType::kF32);
       p.q = q.data_as<uint8_t>();
@@ -1767,6 +1844,9 @@ class CudaOps final : public Ops {
   bool moe_fp8_segmented_ = false;
   bool fused_norm_ = false;
   bool fused_shared_ = false;
+  bool open_moe_ = true;  // DSERVE_MOE_NORM_FUSED
+  bool opening_ = false;  // inside moe_experts_open: combine() keeps its parameters in opened_
+  std::shared_ptr<const MoeParts> opened_;
   // The ids of the last moe_gate_route whose grouping follows them in memory (see permute); its grid counter.
   const void* fused_ids_ = nullptr;
   int fused_experts_ = 0;

@@ -324,6 +324,68 @@ TEST_F(MoeFp8Test, FusedSharedAddMatchesTheJoinAndAdd) {
   }
 }
 
+// moe_experts_open + rms_norm_q_open (the decode paths leave the combine to the norm, which sums the routed rows
+// and the shared expert's output in its own kernel) against the same ops with DSERVE_MOE_NORM_FUSED=0 (combined
+// apart, then the norm): the same residual and norm output, with and without a shared expert, FP8 and bf16
+// experts, small-M / tile / prefill sizes (the prefill path reduces inside: no parts), and reduce() of an open
+// output equals the combined one.
+TEST_F(MoeFp8Test, OpenMoeSummedByTheNorm) {
+  std::unique_ptr<Ops> apart = native_cuda_ops_with("DSERVE_MOE_NORM_FUSED", "0");
+  Ops* fused = &gpu();
+  const int64_t d = 512, inter = 256;
+  const int E = 8, K = 2;
+  static const LinearWeight kNone;
+  for (bool fp8 : {true, false}) {
+    auto host = [&](int64_t n, int64_t k) {
+      LinearWeight lw;
+      lw.weight = randn({n, k}, rng_, 0.05f);
+      return fp8 ? quantize_weight_fp8(lw.weight, 128, 128, false) : lw;
+    };
+    std::vector<std::array<LinearWeight, 3>> hw;
+    for (int e = 0; e <= E; ++e) hw.push_back({host(inter, d), host(inter, d), host(d, inter)});  // E routed + shared
+    std::vector<PreparedMlp> ex_a, ex_b;
+    for (int e = 0; e < E; ++e) {
+      ex_a.push_back(apart->prepare_mlp(hw[e][0], hw[e][1], hw[e][2]));
+      ex_b.push_back(fused->prepare_mlp(hw[e][0], hw[e][1], hw[e][2]));
+    }
+    const PreparedMlp sh_a = apart->prepare_mlp(hw[E][0], hw[E][1], hw[E][2]);
+    const PreparedMlp sh_b = fused->prepare_mlp(hw[E][0], hw[E][1], hw[E][2]);
+    const Tensor norm_w = to_device(randn({d}, rng_, 0.1f, 1.0f));
+    for (bool with_shared : {true, false})
+      for (int64_t T : {1, 6, 40, 1100}) {
+        const std::string what = std::string(fp8 ? "fp8" : "bf16") + " experts, T " + std::to_string(T) +
+                                 (with_shared ? ", shared" : "");
+        Tensor x = to_device(randn({T, d}, rng_, 1.0f));
+        Tensor ids = cuda_upload(i32_tensor(route(T, K, E, -1), {T, K}));
+        Tensor wts = cuda_upload(randn({T, K}, rng_, 0.2f, 0.5f));
+        const Tensor res0 = randn({T, d}, rng_, 1.0f);
+        auto open = [&](Ops& ops, const std::vector<PreparedMlp>& ex, const PreparedMlp& sh) {
+          Tensor shared;
+          if (with_shared) {
+            ops.side_begin();
+            shared = ops.linear_partial(ops.linear_silu(x, sh.gate_up), sh.down);
+            ops.side_end();
+          }
+          return ops.moe_experts_open(x, Fp8Act{}, ids, wts, ex, shared);
+        };
+        auto normed = [&](Ops& ops, const MlpOut& o, Tensor* res) {
+          *res = to_device(res0);
+          Fp8Act xq;
+          return to_host_f32(ops.rms_norm_q_open(*res, o, norm_w, 1e-6f, kNone, &xq));
+        };
+        const MlpOut oa = open(*apart, ex_a, sh_a), ob = open(*fused, ex_b, sh_b);
+        EXPECT_FALSE(oa.parts) << what;
+        EXPECT_EQ(ob.parts != nullptr, T <= 40) << what << ": left unreduced at decode sizes only";
+        Tensor ra, rb;
+        const Tensor want = normed(*apart, oa, &ra), got = normed(*fused, ob, &rb);
+        DS_EXPECT_CLOSE(got, want, 2e-2, 1e-2, what + ": norm output");
+        DS_EXPECT_CLOSE(to_host_f32(rb), to_host_f32(ra), 1e-2, 1e-2, what + ": residual");
+        DS_EXPECT_CLOSE(to_host_f32(fused->reduce(ob)), to_host_f32(apart->reduce(oa)), 1e-2, 4e-3,
+                        what + ": reduce");
+      }
+  }
+}
+
 TEST_F(MoeFp8Test, MatchesCpuModelDims) {
   check_cases({
       {"v2-lite dims, top-6", 2048, 1408, 8, 6, {1, 9, 40}, 8, -1, false},
