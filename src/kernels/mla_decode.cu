@@ -648,12 +648,50 @@ __global__ void __launch_bounds__(kCombineMaxGroups * 32) mla_combine_kernel(con
 // Combine + W_UV (launch_mla_combine_vc). Block (head h, 32 output columns), 128 threads: thread = 4 column groups
 // of 8 x 32 k groups (k = kg + 32 i, i < 16), its 16 weight chunks in registers; warp w weighs the splits of tokens
 // w, w + 4 (log-sum-exps), the block merges the head's O rows into shared memory, then each thread's k
-// products, summed over the k groups by shuffles (within a warp) and shared memory (across the 4 warps).
+// products, summed over the k groups by shuffles (within a warp) and shared memory (across the 4 warps). With few
+// splits (1-4 tokens) the merge is one round of loads instead (combine_vc_merge_one_round).
 constexpr int kCvThreads = 128;
 constexpr int kCvCols = 32;
 constexpr int kCvKGroups = kCvThreads / (kCvCols / 8);  // 32
 constexpr int kCvKIter = kMlaValueDim / kCvKGroups;     // 16
-constexpr int kCvOneRoundSplits = 8;  // the one-token merge with one round of loads, up to this many splits
+// The merge of kT tokens' (kT == p.tokens) head-h O rows with one round of loads after the wait, for up to kS splits:
+// every thread loads the splits' log-sum-exps (the same words block-wide) together with its columns of every
+// split's O rows, one L2 round trip instead of two (weights, then rows). Rows of splits with a zero weight (nothing
+// attended: never written) are loaded but not used. kT * kS float4 in registers beside the 16 weight chunks.
+template <int kT, int kS>
+__device__ __forceinline__ void combine_vc_merge_one_round(const MlaCombineVcParams& p, int h, int tid,
+                                                           float (*o_sh)[kMlaValueDim]) {
+  const int S = p.splits;
+  const int64_t TH = static_cast<int64_t>(kT) * p.heads;
+  float lse[kT][kS];
+  float4 x[kT][kS];
+#pragma unroll
+  for (int t = 0; t < kT; ++t)
+#pragma unroll
+    for (int s = 0; s < kS; ++s) {
+      lse[t][s] = -INFINITY;
+      x[t][s] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+      if (s < S) {
+        const int64_t row = s * TH + static_cast<int64_t>(t) * p.heads + h;
+        lse[t][s] = p.part_lse[row];
+        x[t][s] = *reinterpret_cast<const float4*>(p.part_o + row * kMlaValueDim + 4 * tid);
+      }
+    }
+#pragma unroll
+  for (int t = 0; t < kT; ++t) {
+    float mx, sum;
+    const float4 acc = weigh_splits(lse[t], x[t], &mx, &sum);
+    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
+    *reinterpret_cast<float4*>(&o_sh[t][4 * tid]) = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+  }
+}
+// Splits the one-round merge takes at 1-2 and at 3-4 tokens (registers: at most 24 float4 of O rows).
+constexpr int kCvOneRoundSplits12 = 8, kCvOneRoundSplits34 = 6;
+
+// kT > 0: the one-round merge of exactly kT tokens and at most kS splits (the launcher's choice); kT == 0: the
+// general merge. One instantiation each, so the one-token kernel keeps its registers (more O rows in flight cost
+// the multi-token ones occupancy, which the launcher checks).
+template <int kT, int kS>
 __global__ void __launch_bounds__(kCvThreads) mla_combine_vc_kernel(const MlaCombineVcParams p) {
   __shared__ float w_sh[kMlaCombineVcMaxTokens][kMlaMaxSplits];
   __shared__ float inv_sh[kMlaCombineVcMaxTokens];
@@ -672,25 +710,8 @@ __global__ void __launch_bounds__(kCvThreads) mla_combine_vc_kernel(const MlaCom
   pdl_enter();
   const int T = p.tokens, S = p.splits;
   const int64_t TH = static_cast<int64_t>(T) * p.heads;
-  if (T == 1 && S <= kCvOneRoundSplits) {
-    // One token, few splits: every thread loads the splits' log-sum-exps (the same words block-wide) together with
-    // its columns of every split's O row, one L2 round trip after the wait instead of two (weights, then rows).
-    // Rows of splits with a zero weight (nothing attended: never written) are loaded but not used.
-    float lse[kCvOneRoundSplits];
-    float4 x[kCvOneRoundSplits];
-#pragma unroll
-    for (int s = 0; s < kCvOneRoundSplits; ++s) {
-      lse[s] = -INFINITY;
-      x[s] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-      if (s < S) {
-        lse[s] = p.part_lse[s * TH + h];
-        x[s] = *reinterpret_cast<const float4*>(p.part_o + (s * TH + h) * kMlaValueDim + 4 * tid);
-      }
-    }
-    float mx, sum;
-    const float4 acc = weigh_splits(lse, x, &mx, &sum);
-    const float inv = sum > 0.0f ? 1.0f / sum : 0.0f;
-    *reinterpret_cast<float4*>(&o_sh[0][4 * tid]) = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+  if constexpr (kT > 0) {
+    combine_vc_merge_one_round<kT, kS>(p, h, tid, o_sh);
   } else {
     __shared__ int last_sh[kMlaCombineVcMaxTokens];  // last split with a non-zero weight, per token (-1: none)
     for (int t = warp; t < T; t += kCvThreads / 32) {
@@ -998,6 +1019,20 @@ cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream) {
   return cudaSuccess;
 }
 
+namespace {
+// Whether `blocks` blocks of that combine_vc variant run in one wave on the current device (its occupancy, cached).
+template <int kT, int kS>
+bool combine_vc_one_wave(int64_t blocks) {
+  static const int per_sm = [] {
+    int n = 0;
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, mla_combine_vc_kernel<kT, kS>, kCvThreads, 0) == cudaSuccess
+               ? n
+               : 0;
+  }();
+  return static_cast<int64_t>(per_sm) * device_sm_count() >= blocks;
+}
+}  // namespace
+
 cudaError_t launch_mla_combine_vc(const MlaCombineVcParams& p, cudaStream_t stream) {
   if (p.tokens < 0 || p.tokens > kMlaCombineVcMaxTokens || p.heads <= 0 || p.splits < 1 || p.splits > kMlaMaxSplits ||
       p.v <= 0 || p.v % kCvCols != 0 || !p.part_o || !p.part_lse || !p.w_vc || !p.out ||
@@ -1006,7 +1041,20 @@ cudaError_t launch_mla_combine_vc(const MlaCombineVcParams& p, cudaStream_t stre
   if (p.tokens == 0) return cudaSuccess;
   const int64_t blocks = static_cast<int64_t>(p.heads) * (p.v / kCvCols);
   if (blocks > INT32_MAX) return cudaErrorInvalidValue;
-  return launch_pdl(mla_combine_vc_kernel, dim3(static_cast<unsigned>(blocks)), kCvThreads, 0, stream, p);
+  // The one-round merge where its splits fit and its blocks still fit one wave (the multi-token variants hold up to
+  // 24 O-row vectors a thread: fewer blocks an SM).
+  const dim3 grid(static_cast<unsigned>(blocks));
+  const int T = p.tokens, S = p.splits;
+  static_assert(kMlaCombineVcMaxTokens == 4, "one-round merges for 1-4 tokens");
+  if (T == 1 && S <= kCvOneRoundSplits12)
+    return launch_pdl(mla_combine_vc_kernel<1, kCvOneRoundSplits12>, grid, kCvThreads, 0, stream, p);
+  if (T == 2 && S <= kCvOneRoundSplits12 && combine_vc_one_wave<2, kCvOneRoundSplits12>(blocks))
+    return launch_pdl(mla_combine_vc_kernel<2, kCvOneRoundSplits12>, grid, kCvThreads, 0, stream, p);
+  if (T == 3 && S <= kCvOneRoundSplits34 && combine_vc_one_wave<3, kCvOneRoundSplits34>(blocks))
+    return launch_pdl(mla_combine_vc_kernel<3, kCvOneRoundSplits34>, grid, kCvThreads, 0, stream, p);
+  if (T == 4 && S <= kCvOneRoundSplits34 && combine_vc_one_wave<4, kCvOneRoundSplits34>(blocks))
+    return launch_pdl(mla_combine_vc_kernel<4, kCvOneRoundSplits34>, grid, kCvThreads, 0, stream, p);
+  return launch_pdl(mla_combine_vc_kernel<0, 0>, grid, kCvThreads, 0, stream, p);
 }
 
 cudaError_t launch_mla_decode_reference(const MlaDecodeParams& p, cudaStream_t stream) {

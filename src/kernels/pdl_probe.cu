@@ -30,7 +30,23 @@ __global__ void probe_second_kernel(uint64_t* t) {
   }
 }
 
+// Lets the next kernel start at once, spins, then copies (one CTA, 16-byte words).
+__global__ void delayed_copy_kernel(uint4* dst, const uint4* src, int64_t words, int64_t spin_ns) {
+  pdl_enter();
+  const uint64_t start = global_ns();
+  while (global_ns() - start < static_cast<uint64_t>(spin_ns)) {
+  }
+  for (int64_t i = threadIdx.x; i < words; i += blockDim.x) dst[i] = src[i];
+}
+
 }  // namespace
+
+cudaError_t launch_pdl_delayed_copy(void* dst, const void* src, int64_t bytes, int64_t spin_ns, cudaStream_t stream) {
+  if (bytes % 16 != 0 || ((reinterpret_cast<uintptr_t>(dst) | reinterpret_cast<uintptr_t>(src)) & 15))
+    return cudaErrorInvalidValue;
+  return launch_pdl(delayed_copy_kernel, 1, 256, 0, stream, static_cast<uint4*>(dst), static_cast<const uint4*>(src),
+                    bytes / 16, spin_ns);
+}
 
 cudaError_t launch_pdl_probe(uint64_t* t, int64_t spin_ns, cudaStream_t stream) {
   if (const cudaError_t e = launch_pdl(probe_first_kernel, 1, 32, 0, stream, t, spin_ns); e != cudaSuccess) return e;

@@ -6,6 +6,7 @@
 // and 1e-2 (bf16 output and bf16 P give ~2^-9 relative per term; measured values are printed as "ERR").
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <numeric>
 #include <random>
 #include <string>
@@ -16,6 +17,7 @@
 #include "kernels/kv_fp8.h"
 #include "kernels/mla_decode.h"
 #include "kernels/mla_prefill.h"
+#include "kernels/pdl_probe.h"
 #include "ops/cuda/attention.h"
 #include "ops/cuda/cuda_runtime.h"
 #include "ops/cuda/kernel_cases.h"
@@ -162,8 +164,10 @@ AbsorbedInputs make_absorbed(const AbsorbedCase& c, std::mt19937& rng) {
 
 // Kernel API with exactly c.forced_splits splits into a NaN-filled output with one extra row: every element of
 // the [T, H, v] output is written, nothing past it, and it matches `want`.
+// before: enqueued right before the decode launch (a delayed writer of the cache).
 void check_forced_splits(const AbsorbedCase& c, const AbsorbedInputs& in, const Tensor& cache_dev, int format,
-                         const Tensor* topk_d, const Tensor& want, bool tma = false) {
+                         const Tensor* topk_d, const Tensor& want, bool tma = false,
+                         const std::function<void()>& before = nullptr) {
   const int64_t T = in.batch.host.num_tokens, rows = T * c.heads;
   Tensor poison = Tensor::empty({rows + 1, c.v_dim}, DType::kF32);
   std::fill(poison.f32(), poison.f32() + poison.numel(), NAN);
@@ -200,6 +204,7 @@ void check_forced_splits(const AbsorbedCase& c, const AbsorbedInputs& in, const 
   p.num_splits = splits;
   p.plan_context = 1;  // a short plan: one token per sequence and <= 16 heads take the mma.sync kernel here
   p.scale = in.scale;
+  if (before) before();
   DS_CUDA_CHECK(kernels::launch_mla_decode(p, cuda_stream()));
   Tensor all = to_f32(cuda_download(out));
   for (int64_t i = rows * c.v_dim; i < all.numel(); ++i) ASSERT_TRUE(std::isnan(all.f32()[i])) << "wrote past the output";
@@ -268,6 +273,39 @@ std::vector<AbsorbedCase> absorbed_cases() {
 INSTANTIATE_TEST_SUITE_P(Cases, MlaAbsorbedGpu, ::testing::ValuesIn(absorbed_cases()),
                          [](const ::testing::TestParamInfo<AbsorbedCase>& i) { return i.param.name; });
 
+// The transposed kernel loads tiles holding up to three new rows before its PDL wait and patches the rows in after
+// it: here the previous kernel (a PDL writer that lets the decode start, spins 30 us, then writes the cache) holds
+// back the new rows, whose cache bytes are NaN until then, so a tile read early and not patched would turn its
+// split's output into NaN. One token per sequence (the new row in a split's first or second tile, or in a tile
+// loaded after the wait), and sequences of 2-3 new tokens over 4 heads (rows straddling a tile edge).
+TEST(MlaDecodeT16, PatchesNewRowsLoadedBeforeTheWait) {
+  init_cuda_device(0);
+  for (const AbsorbedCase& c : {AbsorbedCase{"t16_new_rows_b3", 16, 576, 512, 64, {288, 70, 129}, {}, 0, 1.0f, 5},
+                                AbsorbedCase{"t16_new_rows_one_split", 16, 576, 512, 64, {200, 64}, {}, 0, 1.0f, 1},
+                                AbsorbedCase{"t16_new_rows_multi", 4, 576, 512, 64, {66, 130, 300}, {3, 2, 3}, 0,
+                                             1.0f, 3}}) {
+    std::mt19937 rng(std::hash<std::string>()(c.name) & 0xffffffu);
+    AbsorbedInputs in = make_absorbed(c, rng);
+    auto cpu = make_cpu_ops();
+    Tensor want = cpu->mla_attention_absorbed(in.q, in.cache, c.v_dim, in.batch.host, in.scale, nullptr);
+    // The cache as the decode finds it: the new tokens' rows NaN.
+    Tensor stale = Tensor::empty(in.cache.shape(), DType::kF32);
+    std::copy(in.cache.f32(), in.cache.f32() + in.cache.numel(), stale.f32());
+    const Batch& b = in.batch;
+    std::vector<int> q_lens = c.q_lens.empty() ? std::vector<int>(c.seq_lens.size(), 1) : c.q_lens;
+    for (size_t s = 0; s < b.seq_lens.size(); ++s)
+      for (int pos = b.seq_lens[s] - q_lens[s]; pos < b.seq_lens[s]; ++pos) {
+        const int64_t slot = static_cast<int64_t>(b.pages[s][pos / c.page_size]) * c.page_size + pos % c.page_size;
+        std::fill(stale.f32() + slot * c.head_dim, stale.f32() + (slot + 1) * c.head_dim, NAN);
+      }
+    Tensor cache_dev = to_device_bf16(stale);
+    check_forced_splits(c, in, cache_dev, kernels::kKvBf16, nullptr, want, true, [&] {
+      DS_CUDA_CHECK(kernels::launch_pdl_delayed_copy(cache_dev.data(), in.cache_dev.data(), cache_dev.nbytes(),
+                                                     30000, cuda_stream()));
+    });
+  }
+}
+
 // The split combine fused with the W_UV product (cuda_mla_attention_absorbed_vc): decode-sized split steps come
 // back fused and match the CPU's attention followed by bmm_heads; one token over the fused kernel's limit, and a
 // context short enough for one split, come back unfused (the attention alone).
@@ -311,14 +349,15 @@ TEST(MlaAbsorbedVc, FusedCombineMatchesAttentionThenProduct) {
 }
 
 // The fused combine kernel alone over split results made here: random log-sum-exps with one split of every row
-// empty (log-sum-exp -inf, O rows NaN: never written), against the merge and W_UV product in double; one token with
-// up to kCvOneRoundSplits splits (the one-round merge) and past it, and three tokens (the general merge).
+// empty (log-sum-exp -inf, O rows NaN: never written), against the merge and W_UV product in double; one to four
+// tokens with few splits (the one-round merges: up to 8 splits for 1-2 tokens, 6 for 3-4) and past them (the
+// general merge).
 TEST(MlaAbsorbedVc, CombineKernelSkipsEmptySplits) {
   init_cuda_device(0);
   constexpr int H = 16, D = kernels::kMlaValueDim, V = 64;
   std::mt19937 rng(23);
-  for (int T : {1, 3})
-    for (int S : {2, 5, 8, 9, 40}) {
+  for (int T : {1, 2, 3, 4})
+    for (int S : {2, 5, 6, 7, 8, 9, 40}) {
       const std::string name = "T " + std::to_string(T) + " splits " + std::to_string(S);
       const int64_t rows = int64_t{T} * H;
       Tensor o = randn({S, rows, D}, rng, 1.0f), lse = randn({S, rows}, rng, 3.0f);
