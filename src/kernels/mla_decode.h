@@ -48,9 +48,6 @@ struct MlaDecodeParams {
   int cache_format = 0;
   bool use_tma = true;  // tensor-map tile loads when possible (dense context, page_size % 64 == 0)
   bool skip_combine = false;  // num_splits > 1: leave the partials for launch_mla_combine_vc (no combine launch)
-  // The transposed kernel loads tiles holding up to three new rows before its PDL wait and patches those rows in
-  // after it (mla_decode_t16.cu); DSERVE_MLA_EARLY_NEW=0 (read by launch_mla_decode) waits for them instead.
-  bool early_new_rows = true;
 };
 
 // Host-side plan: how many pieces the context of each (sequence, 64 query rows) block is split into so the

@@ -72,9 +72,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   // Before pdl_wait (the previous kernel may still run) this kernel reads only the step metadata (uploaded by the
   // host before the forward; no kernel writes it) and cache rows of positions before the sequence's first new
   // token (written by earlier steps; this step's kernels write only its new tokens' rows): the first two tiles
-  // when they hold no new row, so their loads overlap the previous kernel's tail. With at most three new rows
-  // (decode) those tiles are loaded before the wait even when they hold them: the new rows' bytes loaded then may
-  // be stale, and are overwritten in shared memory, before any use, by the rows loaded after the wait.
+  // when they hold no new row, so their loads overlap the previous kernel's tail.
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_align1024(smem_raw);
   const uint32_t sbase = smem_u32(smem);
@@ -147,11 +145,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const float sl2 = p.scale * kLog2e;
 
   const int first_new = p.positions[q0];  // tiles wholly before it were written by earlier steps
-  // New rows [first_new, kv_end) patched into early tiles: each thread takes one 16-byte chunk of its warpgroup's
-  // panels (32 chunks a row for warpgroup 0's panels 0-3, 40 for warpgroup 1's panels 4-8).
-  const int new_rows = kv_end - first_new;
-  const bool patch_new = p.early_new_rows && new_rows >= 1 && new_rows <= 3;
-  auto early = [&](int k) { return k < n && ((u_begin + k + 1) * kTile <= first_new || patch_new); };
+  auto early = [&](int k) { return k < n && (u_begin + k + 1) * kTile <= first_new; };
   if (n > 0) {
     if (tid == 0) {
       for (int b = 0; b < 4; ++b) mbar_init(bar_base + b * 8, 1);
@@ -164,17 +158,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   }
   pdl_enter();
-  uint4 nv = make_uint4(0u, 0u, 0u, 0u);  // this thread's chunk nv_c of new row nv_pos (-1: none), loaded now
-  int nv_pos = -1, nv_c = 0;
-  if (patch_new && n > 0) {
-    const int per = wg == 0 ? 32 : 40, nr = lt / per, pos = first_new + nr;
-    if (nr < new_rows && pos >= u_begin * kTile && pos < (u_begin + min(n, 2)) * kTile) {
-      nv_pos = pos;
-      nv_c = (wg == 0 ? 0 : 32) + lt % per;
-      const int64_t slot = static_cast<int64_t>(btab[pos / p.page_size]) * p.page_size + pos % p.page_size;
-      nv = reinterpret_cast<const uint4*>(static_cast<const uint8_t*>(p.cache) + slot * (kMlaHeadDim * 2))[nv_c];
-    }
-  }
   if (n > 0) {
     if (lt == 0) {
       if (!early(0)) tma_tile(u_begin, 0);
@@ -202,19 +185,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     mbar_wait(bar_base + (buf * 2 + wg) * 8, (i >> 1) & 1);
     if (wg == 0) mbar_wait(bar_base + (buf * 2 + 1) * 8, (i >> 1) & 1);  // the rope panel comes with wg 1's share
     const int valid = kv_end - u * kTile;
-    // An early tile that holds new rows (block-uniform): their chunks from registers over the stale ones (each
-    // thread writes its own warpgroup's panels, whose load it has waited for).
-    const bool patch = patch_new && i < 2 && (u + 1) * kTile > first_new;
-    if (valid < kTile || patch) {
+    if (valid < kTile) {  // rows past the context end: zero (a masked, zero P times NaN is still NaN)
       uint8_t* base = smem + kSmemKv + buf * kTileBytes;
-      // Rows past the context end: zero (a masked, zero P times NaN is still NaN).
       const int chunks = my_panels * 8;
       for (int idx = lt; idx < (kTile - valid) * chunks; idx += 128) {
         const int r = valid + idx / chunks, c = 32 * wg + idx % chunks;
         *reinterpret_cast<uint4*>(base + swz(kPanelBytes, r, c)) = make_uint4(0, 0, 0, 0);
       }
-      if (patch && nv_pos >= u * kTile && nv_pos < (u + 1) * kTile)
-        *reinterpret_cast<uint4*>(base + swz(kPanelBytes, nv_pos - u * kTile, nv_c)) = nv;
       fence_proxy_async();
       __syncthreads();  // block-uniform: both warpgroups read the rope panel
     }
@@ -428,14 +405,7 @@ cudaError_t launch_mla_decode_t16(const MlaDecodeParams& p, const void* tensor_m
   if (row_blocks > INT32_MAX) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(p.num_splits),
                   static_cast<unsigned>(p.num_seqs));
-  // DSERVE_MLA_EARLY_NEW=0 (read once): tiles holding new rows are loaded after the wait (A/B runs).
-  static const bool early_new_off = [] {
-    const char* e = std::getenv("DSERVE_MLA_EARLY_NEW");
-    return e && e[0] == '0';
-  }();
-  MlaDecodeParams q = p;
-  q.early_new_rows = p.early_new_rows && !early_new_off;
-  return launch_pdl(mla_decode_t16_kernel, grid, kThreads, kSmemBytes, stream, q,
+  return launch_pdl(mla_decode_t16_kernel, grid, kThreads, kSmemBytes, stream, p,
                     *static_cast<const CUtensorMap*>(tensor_map));
 }
 

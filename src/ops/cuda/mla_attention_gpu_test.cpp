@@ -273,12 +273,12 @@ std::vector<AbsorbedCase> absorbed_cases() {
 INSTANTIATE_TEST_SUITE_P(Cases, MlaAbsorbedGpu, ::testing::ValuesIn(absorbed_cases()),
                          [](const ::testing::TestParamInfo<AbsorbedCase>& i) { return i.param.name; });
 
-// The transposed kernel loads tiles holding up to three new rows before its PDL wait and patches the rows in after
-// it: here the previous kernel (a PDL writer that lets the decode start, spins 30 us, then writes the cache) holds
-// back the new rows, whose cache bytes are NaN until then, so a tile read early and not patched would turn its
-// split's output into NaN. One token per sequence (the new row in a split's first or second tile, or in a tile
-// loaded after the wait), and sequences of 2-3 new tokens over 4 heads (rows straddling a tile edge).
-TEST(MlaDecodeT16, PatchesNewRowsLoadedBeforeTheWait) {
+// The transposed kernel loads a split's first two tiles before its PDL wait only when they hold no new row (pdl.cuh's
+// contract): here the previous kernel (a PDL writer that lets the decode start, spins 30 us, then writes the cache)
+// holds back the new rows, whose cache bytes are NaN until then, so a tile with new rows read before the wait would
+// turn its split's output into NaN. One token per sequence (the new row in a split's first or second tile, or in a
+// later one), and sequences of 2-3 new tokens over 4 heads (rows straddling a tile edge).
+TEST(MlaDecodeT16, TilesWithNewRowsWaitForTheirWriter) {
   init_cuda_device(0);
   for (const AbsorbedCase& c : {AbsorbedCase{"t16_new_rows_b3", 16, 576, 512, 64, {288, 70, 129}, {}, 0, 1.0f, 5},
                                 AbsorbedCase{"t16_new_rows_one_split", 16, 576, 512, 64, {200, 64}, {}, 0, 1.0f, 1},
