@@ -4,7 +4,6 @@
 // same W8A8 steps with the GPU's bf16 roundings between them (activations after SiLU, expert outputs), which
 // holds the kernels to a much tighter bound. Also times V2-Lite's MoE layer at decode sizes in FP8.
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -102,6 +101,32 @@ class MoeFp8Test : public ::testing::Test {
     cudaEventDestroy(t0);
     cudaEventDestroy(t1);
     return 1000.0 * ms / iters;
+  }
+
+  // E routed experts and a shared one (random, block-FP8 or bf16 host weights) prepared by two backends.
+  struct PairedExperts {
+    std::vector<PreparedMlp> a, b;
+    PreparedMlp shared_a, shared_b;
+  };
+  PairedExperts paired_experts(Ops& a, Ops& b, int E, int64_t d, int64_t inter, bool fp8) {
+    auto host = [&](int64_t n, int64_t k) {
+      LinearWeight lw;
+      lw.weight = randn({n, k}, rng_, 0.05f);
+      return fp8 ? quantize_weight_fp8(lw.weight, 128, 128, false) : lw;
+    };
+    PairedExperts pe;
+    for (int e = 0; e <= E; ++e) {  // E routed, then the shared one
+      const LinearWeight g = host(inter, d), u = host(inter, d), dn = host(d, inter);
+      PreparedMlp ma = a.prepare_mlp(g, u, dn), mb = b.prepare_mlp(g, u, dn);
+      if (e < E) {
+        pe.a.push_back(std::move(ma));
+        pe.b.push_back(std::move(mb));
+      } else {
+        pe.shared_a = std::move(ma);
+        pe.shared_b = std::move(mb);
+      }
+    }
+    return pe;
   }
 
   void check_cases(const std::vector<MoeCase>& cases);
@@ -293,20 +318,9 @@ TEST_F(MoeFp8Test, FusedSharedAddMatchesTheJoinAndAdd) {
   const int64_t d = 512, inter = 256;
   const int E = 8, K = 2;
   for (bool fp8 : {true, false}) {
-    auto host = [&](int64_t n, int64_t k) {
-      LinearWeight lw;
-      lw.weight = randn({n, k}, rng_, 0.05f);
-      return fp8 ? quantize_weight_fp8(lw.weight, 128, 128, false) : lw;
-    };
-    std::vector<std::array<LinearWeight, 3>> hw;
-    for (int e = 0; e <= E; ++e) hw.push_back({host(inter, d), host(inter, d), host(d, inter)});  // E routed + shared
-    std::vector<PreparedMlp> ex_a, ex_b;
-    for (int e = 0; e < E; ++e) {
-      ex_a.push_back(apart->prepare_mlp(hw[e][0], hw[e][1], hw[e][2]));
-      ex_b.push_back(fused->prepare_mlp(hw[e][0], hw[e][1], hw[e][2]));
-    }
-    const PreparedMlp sh_a = apart->prepare_mlp(hw[E][0], hw[E][1], hw[E][2]);
-    const PreparedMlp sh_b = fused->prepare_mlp(hw[E][0], hw[E][1], hw[E][2]);
+    const PairedExperts pe = paired_experts(*apart, *fused, E, d, inter, fp8);
+    const std::vector<PreparedMlp>&ex_a = pe.a, &ex_b = pe.b;
+    const PreparedMlp &sh_a = pe.shared_a, &sh_b = pe.shared_b;
     for (int64_t T : {1, 6, 40, 1100}) {
       const std::string what = std::string(fp8 ? "fp8" : "bf16") + " experts, T " + std::to_string(T);
       Tensor x = to_device(randn({T, d}, rng_, 1.0f));
@@ -336,20 +350,9 @@ TEST_F(MoeFp8Test, OpenMoeSummedByTheNorm) {
   const int E = 8, K = 2;
   static const LinearWeight kNone;
   for (bool fp8 : {true, false}) {
-    auto host = [&](int64_t n, int64_t k) {
-      LinearWeight lw;
-      lw.weight = randn({n, k}, rng_, 0.05f);
-      return fp8 ? quantize_weight_fp8(lw.weight, 128, 128, false) : lw;
-    };
-    std::vector<std::array<LinearWeight, 3>> hw;
-    for (int e = 0; e <= E; ++e) hw.push_back({host(inter, d), host(inter, d), host(d, inter)});  // E routed + shared
-    std::vector<PreparedMlp> ex_a, ex_b;
-    for (int e = 0; e < E; ++e) {
-      ex_a.push_back(apart->prepare_mlp(hw[e][0], hw[e][1], hw[e][2]));
-      ex_b.push_back(fused->prepare_mlp(hw[e][0], hw[e][1], hw[e][2]));
-    }
-    const PreparedMlp sh_a = apart->prepare_mlp(hw[E][0], hw[E][1], hw[E][2]);
-    const PreparedMlp sh_b = fused->prepare_mlp(hw[E][0], hw[E][1], hw[E][2]);
+    const PairedExperts pe = paired_experts(*apart, *fused, E, d, inter, fp8);
+    const std::vector<PreparedMlp>&ex_a = pe.a, &ex_b = pe.b;
+    const PreparedMlp &sh_a = pe.shared_a, &sh_b = pe.shared_b;
     const Tensor norm_w = to_device(randn({d}, rng_, 0.1f, 1.0f));
     for (bool with_shared : {true, false})
       for (int64_t T : {1, 6, 40, 1100}) {
