@@ -1147,6 +1147,7 @@ class CudaOps final : public Ops {
       keep.push_back(*addend);
     }
     if (opening_) {
+      p.out = nullptr;  // the caller's output stays unwritten (and dies); the norm or reduce() writes elsewhere
       opened_ = std::make_shared<MoeParts>(MoeParts{p, std::move(keep)});
       return;
     }
