@@ -72,7 +72,7 @@ class DeepseekModel {
   // hidden [T, d] -> hidden after one decoder layer; `cache_layer` indexes cache.latent / cache.index_k.
   Tensor decoder_layer(const Layer& layer, int cache_layer, Tensor hidden, const AttnMetadata& meta,
                        KvCache& cache, AttnMode mode);
-  // The layer without its final residual add: returns the MLP output (maybe unreduced: Ops::MlpOut) for the
+  // The layer without its final residual add: returns the MLP output (maybe unreduced: MlpOut, ops.h) for the
   // caller (the next layer's input norm) to add to `hidden`; `pending` is the previous layer's, or undefined.
   MlpOut decoder_layer_open(const Layer& layer, int cache_layer, Tensor& hidden, const MlpOut& pending,
                             const AttnMetadata& meta, KvCache& cache, AttnMode mode);
