@@ -138,10 +138,7 @@ __global__ void __launch_bounds__(kCombineThreads) moe_combine_vec_kernel(MoeCom
   __shared__ float wts[kCombineMaxTopK];
   const int64_t t = blockIdx.x / col_blocks;
   const int64_t c8 = static_cast<int64_t>(blockIdx.x % col_blocks) * kCombineThreads + threadIdx.x;
-  if (p.ids_settled) moe_detail::sum_load_ids(p, t, rows, wts);
-  pdl_enter();
-  if (!p.ids_settled) moe_detail::sum_load_ids(p, t, rows, wts);
-  __syncthreads();
+  moe_detail::sum_enter_with_ids(p, t, rows, wts);
   if (c8 * 8 >= p.dim) return;
   moe_detail::SumChunk s;
   moe_detail::sum_chunk_load(p, t, c8, rows, s);

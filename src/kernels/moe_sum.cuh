@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/moe.h"
+#include "kernels/pdl.cuh"
 
 namespace ds::kernels::moe_detail {
 
@@ -65,12 +66,21 @@ __device__ __forceinline__ uint4 sum_chunk_reduce(const MoeCombineParams& p, con
   return o;
 }
 
-// Token t's row_of / weights into shared memory (threads 0 .. top_k - 1; the caller syncs).
+// Token t's row_of / weights into shared memory (threads 0 .. top_k - 1).
 __device__ __forceinline__ void sum_load_ids(const MoeCombineParams& p, int64_t t, int32_t* rows, float* wts) {
   if (threadIdx.x < p.top_k) {
     rows[threadIdx.x] = p.row_of[t * p.top_k + threadIdx.x];
     wts[threadIdx.x] = p.weights[t * p.top_k + threadIdx.x];
   }
+}
+
+// The kernel's pdl_enter with token t's ids loaded around it: before the wait when p.ids_settled (written two
+// launches back or more: pdl.cuh), after it otherwise; then a block barrier, so every thread sees them.
+__device__ __forceinline__ void sum_enter_with_ids(const MoeCombineParams& p, int64_t t, int32_t* rows, float* wts) {
+  if (p.ids_settled) sum_load_ids(p, t, rows, wts);
+  pdl_enter();
+  if (!p.ids_settled) sum_load_ids(p, t, rows, wts);
+  __syncthreads();
 }
 
 }  // namespace ds::kernels::moe_detail

@@ -65,10 +65,7 @@ __global__ void __launch_bounds__(kMoe ? 512 : 1024) rms_norm_vec_kernel(RmsNorm
   __shared__ float moe_wts[kMoe ? moe_detail::kSumMaxTopK : 1];
   const int64_t row = blockIdx.x;
   if constexpr (kMoe) {
-    if (p.moe.ids_settled) moe_detail::sum_load_ids(p.moe, row, moe_rows, moe_wts);
-    pdl_enter();
-    if (!p.moe.ids_settled) moe_detail::sum_load_ids(p.moe, row, moe_rows, moe_wts);
-    __syncthreads();
+    moe_detail::sum_enter_with_ids(p.moe, row, moe_rows, moe_wts);
   } else {
     pdl_enter();
   }
