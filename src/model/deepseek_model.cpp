@@ -6,6 +6,9 @@
 #include <limits>
 
 namespace ds {
+namespace {
+const LinearWeight kNone;  // "no consumer" for norms whose output feeds no block-FP8 linear
+}  // namespace
 
 Result<KvCacheDtype> parse_kv_cache_dtype(const std::string& name) {
   if (name == "auto") return KvCacheDtype::kAuto;
@@ -116,7 +119,6 @@ Tensor DeepseekModel::forward(const Tensor& token_ids, const AttnMetadata& meta,
   MlpOut pending;  // [T, d] the previous layer's MLP output, added by the next norm (one kernel fewer per layer)
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) pending = decoder_layer_open(layers_[l], l, h, pending, meta, cache, mode);
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
-  static const LinearWeight kNone;
   Fp8Act unused;
   return pending.defined() ? ops_.rms_norm_q_open(h, pending, final_norm_, eps, kNone, &unused)
                            : ops_.rms_norm(h, final_norm_, eps);  // [T, d]
@@ -160,7 +162,6 @@ MlpOut DeepseekModel::decoder_layer_open(const Layer& layer, int cache_layer, Te
   Tensor x = pending.defined() ? ops_.rms_norm_q_open(hidden, pending, layer.input_norm, eps, q_first, &xq)  // hidden += pending
                                : ops_.rms_norm_q(nullptr, hidden, layer.input_norm, eps, q_first, &xq);   // [T, d]
   Tensor a = attention(layer.attn, cache_layer, x, xq, meta, cache, mode);    // [T, d]
-  static const LinearWeight kNone;
   const LinearWeight& mlp_first = !layer.is_moe         ? layer.dense.gate_up
                                   : layer.has_shared     ? layer.shared.gate_up
                                   : layer.experts.empty() ? kNone

@@ -39,6 +39,12 @@ double rel_err(const Tensor& got, int64_t got_stride, const Tensor& want, int64_
   return worst;
 }
 
+// Whether two device tensors hold the same bytes.
+bool same_bytes(const Tensor& a, const Tensor& b) {
+  Tensor ha = cuda_download(a), hb = cuda_download(b);
+  return ha.nbytes() == hb.nbytes() && std::memcmp(ha.data(), hb.data(), ha.nbytes()) == 0;
+}
+
 class RmsNormGpu : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, bool>> {};
 
 TEST_P(RmsNormGpu, MatchesCpu) {
@@ -133,14 +139,10 @@ TEST(RmsNormQuantGpu, QuantizesTheOutputAsQuantAct) {
           qp.ue8m0 = ue8m0;
           DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, nullptr));
           DS_CUDA_CHECK(cudaDeviceSynchronize());
-          auto same = [](const Tensor& a, const Tensor& b) {
-            Tensor ha = cuda_download(a), hb = cuda_download(b);
-            return std::memcmp(ha.data(), hb.data(), ha.nbytes()) == 0;
-          };
-          EXPECT_TRUE(same(out1, out2)) << what << ": bf16 output";
-          EXPECT_TRUE(same(res1, res2)) << what << ": residual";
-          EXPECT_TRUE(same(q1, q2)) << what << ": e4m3 bytes";
-          EXPECT_TRUE(same(s1, s2)) << what << ": scales";
+          EXPECT_TRUE(same_bytes(out1, out2)) << what << ": bf16 output";
+          EXPECT_TRUE(same_bytes(res1, res2)) << what << ": residual";
+          EXPECT_TRUE(same_bytes(q1, q2)) << what << ": e4m3 bytes";
+          EXPECT_TRUE(same_bytes(s1, s2)) << what << ": scales";
         }
   Tensor x = Tensor::empty({2, 192}, DType::kBF16, Device::kCuda);
   kernels::RmsNormParams p{x.data(), nullptr, x.data(), x.data(), 2, 192, 192, 192, 192, 1e-6f};
@@ -159,10 +161,6 @@ TEST(RmsNormMoeGpu, SumsTheMoeOutputAsTheCombine) {
   init_cuda_device(0);
   std::mt19937 rng(4242);
   const uint16_t nan_bf16 = f32_to_bf16(NAN);
-  auto same = [](const Tensor& a, const Tensor& b) {
-    Tensor ha = cuda_download(a), hb = cuda_download(b);
-    return std::memcmp(ha.data(), hb.data(), ha.nbytes()) == 0;
-  };
   int cases = 0;
   for (int64_t n : {2048, 7168})
     for (int64_t rows : {1, 3, 40})
@@ -233,11 +231,11 @@ TEST(RmsNormMoeGpu, SumsTheMoeOutputAsTheCombine) {
             DS_CUDA_CHECK(kernels::launch_moe_combine(c, nullptr));
             DS_CUDA_CHECK(kernels::launch_rms_norm(plain, nullptr));
             DS_CUDA_CHECK(cudaDeviceSynchronize());
-            EXPECT_TRUE(same(out1, out2)) << what << ": bf16 output";
-            EXPECT_TRUE(same(res1, res2)) << what << ": residual";
+            EXPECT_TRUE(same_bytes(out1, out2)) << what << ": bf16 output";
+            EXPECT_TRUE(same_bytes(res1, res2)) << what << ": residual";
             if (quant) {
-              EXPECT_TRUE(same(q1, q2)) << what << ": e4m3 bytes";
-              EXPECT_TRUE(same(s1, s2)) << what << ": scales";
+              EXPECT_TRUE(same_bytes(q1, q2)) << what << ": e4m3 bytes";
+              EXPECT_TRUE(same_bytes(s1, s2)) << what << ": scales";
             }
             // Finite: no NaN row leaked in.
             Tensor h = cuda_download(out1);
