@@ -307,6 +307,82 @@ __global__ void sample_logprob_kernel(SampleParams p) {
   if (r.store_index >= 0) p.token_store[r.store_index] = p.tokens[b];
 }
 
+// The greedy-only launch (launch_sample_greedy): the scan's chunk pass without the row copy or the exp sums, then the
+// row's last block merges the partials as sample_prep_kernel and sample_logprob_kernel would for a greedy row.
+__global__ void __launch_bounds__(kScanThreads) sample_greedy_kernel(const SampleGreedyParams p) {
+  __shared__ float s_val[kScanThreads / 32];
+  __shared__ int s_id[kScanThreads / 32];
+  __shared__ int s_bad;
+  __shared__ bool s_last;
+  const int b = blockIdx.x, c = blockIdx.y;
+  const int64_t V = p.vocab;
+  const int64_t per = (V + kSampleScanChunks - 1) / kSampleScanChunks;
+  const int64_t begin = min(V, c * per), end = min(V, begin + per);
+  const int64_t base = static_cast<int64_t>(p.logits_row[b]) * p.ld;
+  if (threadIdx.x == 0) s_bad = INT_MAX;
+  __syncthreads();
+  float bv = -INFINITY;
+  int bad = INT_MAX, bi = INT_MAX;
+  constexpr int kUnroll = 4;
+  for (int64_t i0 = begin + threadIdx.x; i0 < end; i0 += kScanThreads * kUnroll) {
+    float xs[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t i = i0 + u * kScanThreads;
+      xs[u] = i < end ? load_logit(p.logits, p.type, base + i) : -INFINITY;
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t i = i0 + u * kScanThreads;
+      if (i >= end) break;
+      const float x = xs[u];
+      if (!isfinite(x) && bad == INT_MAX) bad = static_cast<int>(i);
+      if (x > bv) bv = x, bi = static_cast<int>(i);  // ascending i per thread: the first maximum
+    }
+  }
+  if (bad != INT_MAX) atomicMin(&s_bad, bad);
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
+  }
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (lane == 0) s_val[warp] = bv, s_id[warp] = bi;
+  __syncthreads();
+  SampleScanPart* parts = p.part + static_cast<int64_t>(b) * kSampleScanChunks;
+  if (threadIdx.x == 0) {
+    for (int i = 1; i < kScanThreads / 32; ++i)
+      if (s_val[i] > bv || (s_val[i] == bv && s_id[i] < bi)) bv = s_val[i], bi = s_id[i];
+    parts[c] = SampleScanPart{0.0f, 0.0f, bv, bi, s_bad};
+    __threadfence();  // the partial is visible before the arrival is counted
+    s_last = atomicAdd(&p.arrivals[b], 1u) == kSampleScanChunks - 1;
+  }
+  __syncthreads();
+  if (!s_last || threadIdx.x != 0) return;
+  __threadfence();  // every block's partial (each fenced before its arrival) is read after the count
+  int best_id = INT_MAX, bad_id = INT_MAX;
+  float best = -INFINITY;
+  for (int k = 0; k < kSampleScanChunks; ++k) {
+    const float kb = __ldcg(&parts[k].best);
+    const int ki = __ldcg(&parts[k].best_id);
+    bad_id = min(bad_id, __ldcg(&parts[k].bad));
+    if (kb > best || (kb == best && ki < best_id)) best = kb, best_id = ki;
+  }
+  p.arrivals[b] = 0;  // ready for the next launch (stream-ordered after this one)
+  int token = 0;
+  if (bad_id != INT_MAX) {
+    p.bad_id[b] = bad_id;
+    p.bad_value[b] = load_logit(p.logits, p.type, base + bad_id);
+  } else {
+    p.bad_id[b] = -1;
+    p.bad_value[b] = 0.0f;
+    token = best_id >= 0 && best_id < V ? best_id : 0;
+  }
+  p.tokens[b] = token;
+  p.logprobs[b] = NAN;
+  if (p.store_index[b] >= 0) p.token_store[p.store_index[b]] = token;
+}
+
 }  // namespace
 
 cudaError_t sample_sort_temp_bytes(int64_t vocab, size_t* bytes) {
@@ -343,6 +419,15 @@ cudaError_t launch_sample(const SampleParams& p, cudaStream_t stream) {
     if ((e = cudaGetLastError()) != cudaSuccess) return e;
   }
   sample_logprob_kernel<<<(p.num_rows + 255) / 256, 256, 0, stream>>>(p);
+  return cudaGetLastError();
+}
+
+cudaError_t launch_sample_greedy(const SampleGreedyParams& p, cudaStream_t stream) {
+  if (p.num_rows == 0) return cudaSuccess;
+  if (p.num_rows < 0 || p.num_rows > kSampleGreedyMaxRows || p.vocab <= 0 || p.vocab > INT_MAX || !p.part ||
+      !p.arrivals)
+    return cudaErrorInvalidValue;
+  sample_greedy_kernel<<<dim3(static_cast<unsigned>(p.num_rows), kSampleScanChunks), kScanThreads, 0, stream>>>(p);
   return cudaGetLastError();
 }
 

@@ -73,6 +73,29 @@ struct SampleParams {
 
 constexpr int kSampleSortChunk = 16;
 
+// Greedy rows without penalties, logprobs or top logprobs (bench-one-batch's steps and most requests): one launch
+// over kSampleScanChunks blocks per row that each find their chunk's first non-finite column and first maximum; the
+// last block of a row to finish (a counter in `arrivals`, back to 0 when it is done) merges them into the outputs
+// the general path would write (token, bad_id / bad_value, logprob NaN, the store entry). Row parameters travel by
+// value, so nothing is copied to the device first.
+constexpr int kSampleGreedyMaxRows = 64;
+struct SampleGreedyParams {
+  const void* logits;
+  ElemType type;  // kF32 or kBF16
+  int64_t ld, vocab;
+  int num_rows;  // <= kSampleGreedyMaxRows
+  int32_t logits_row[kSampleGreedyMaxRows];
+  int32_t store_index[kSampleGreedyMaxRows];  // >= 0: also written to token_store
+  SampleScanPart* part;  // [num_rows, kSampleScanChunks]
+  uint32_t* arrivals;    // [num_rows], zero before the launch (and after it)
+  int32_t* tokens;
+  int32_t* bad_id;
+  float* logprobs;  // NaN (not wanted)
+  float* bad_value;
+  int32_t* token_store;
+};
+cudaError_t launch_sample_greedy(const SampleGreedyParams& p, cudaStream_t stream);
+
 // Bytes of CUB temp storage one chunk sort needs.
 cudaError_t sample_sort_temp_bytes(int64_t vocab, size_t* bytes);
 cudaError_t launch_sample(const SampleParams& p, cudaStream_t stream);

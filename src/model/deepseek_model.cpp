@@ -126,6 +126,7 @@ Tensor DeepseekModel::forward(const Tensor& token_ids, const AttnMetadata& meta,
 
 // fp32 logits whatever the activation dtype (a bf16 logit of magnitude 10 is off by up to 0.03).
 Tensor DeepseekModel::logits(const Tensor& hidden) { return ops_.linear_f32(hidden, lm_head_.weight); }  // [N, vocab]
+void DeepseekModel::logits_into(const Tensor& hidden, Tensor& out) { ops_.linear_f32_into(hidden, lm_head_.weight, out); }
 
 Tensor DeepseekModel::mtp_forward(int i, const Tensor& next_ids, const Tensor& hidden, const AttnMetadata& meta,
                                   KvCache& cache, AttnMode mode) {

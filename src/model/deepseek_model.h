@@ -29,6 +29,8 @@ class DeepseekModel {
                  AttnMode mode = AttnMode::kAuto);
   // lm_head over selected hidden rows: [N, d] -> [N, vocab] fp32 logits.
   Tensor logits(const Tensor& hidden);
+  // The same into `out` ([N, vocab] F32 on the backend): a CUDA graph's fixed output buffer, no copy after.
+  void logits_into(const Tensor& hidden, Tensor& out);
 
   // MTP module `i`: slot t combines the main model's hidden state h_t (after model.norm) with the
   // embedding of the token that follows position t (next_ids[t]); attention uses the MTP layer's own cache

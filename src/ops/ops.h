@@ -147,6 +147,8 @@ class Ops {
   virtual Tensor linear(const Tensor& x /*[T, in]*/, const LinearWeight& w) = 0;  // [T, out]
   // Router and lm_head logits in fp32 regardless of activation dtype; w is F32 or a prepared weight's dtype.
   virtual Tensor linear_f32(const Tensor& x /*[T, in]*/, const Tensor& w /*[out, in]*/) = 0;
+  // The same into caller-owned storage (out [T, out] F32, contiguous): a CUDA graph's fixed logits buffer.
+  virtual void linear_f32_into(const Tensor& x /*[T, in]*/, const Tensor& w /*[out, in]*/, Tensor& out) = 0;
   // The MLP halves with their neighbours fused where a backend can (decode: one kernel each instead of two):
   // silu_mul(linear(x, gate_up)) -> [T, I] for gate_up [2I, in], and acc += linear(x, w).
   virtual Tensor linear_silu(const Tensor& x /*[T, in]*/, const LinearWeight& gate_up) {

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdlib>
 #include <cstring>
+#include <map>
 #include <string>
 
 #include "core/logging.h"
@@ -59,8 +60,38 @@ struct CudaGraphRunner::Impl {
   Tensor logits;                  // [max_bs, vocab] F32: the graphs' output
   std::vector<cudaGraph_t> graphs;
   std::vector<cudaGraphExec_t> execs;  // by index in sizes_
+  // DSERVE_GRAPH_TIMING=1 (a measurement switch): per replay, the device time from the input copy to the graph's end
+  // and the gap since the previous replay's end (sampling, copies back, host turnaround), so a benchmark can tell the
+  // graph from what runs around it; medians per batch size are logged when the runner goes.
+  cudaEvent_t timing[3] = {nullptr, nullptr, nullptr};  // start, end, previous end
+  int timing_bs = 0;  // batch size of the pending replay; 0: none pending
+  bool have_prev_end = false;
+  std::map<int, std::pair<std::vector<float>, std::vector<float>>> timing_ms;  // bs -> (graph, gap before it)
+
+  void take_timing() {
+    if (!timing_bs || cudaEventSynchronize(timing[1]) != cudaSuccess) return;
+    float ms = 0, gap = -1;
+    auto& t = timing_ms[timing_bs];
+    if (cudaEventElapsedTime(&ms, timing[0], timing[1]) == cudaSuccess) t.first.push_back(ms);
+    if (have_prev_end && cudaEventElapsedTime(&gap, timing[2], timing[0]) == cudaSuccess) t.second.push_back(gap);
+    std::swap(timing[1], timing[2]);
+    have_prev_end = true;
+    timing_bs = 0;
+  }
+  static float median(std::vector<float> v) {
+    if (v.empty()) return 0;
+    std::nth_element(v.begin(), v.begin() + v.size() / 2, v.end());
+    return v[v.size() / 2];
+  }
 
   ~Impl() {
+    if (timing[0]) {
+      take_timing();
+      for (const auto& [bs, t] : timing_ms)
+        DS_INFO("CUDA graph timing, batch ", bs, ": ", t.first.size(), " replays, median device time (input copy + graph) ",
+                median(t.first) * 1000.0f, " us, median gap since the previous replay ", median(t.second) * 1000.0f, " us");
+      for (cudaEvent_t e : timing) cudaEventDestroy(e);
+    }
     for (cudaGraphExec_t e : execs)
       if (e) cudaGraphExecDestroy(e);
     for (cudaGraph_t g : graphs)
@@ -118,6 +149,8 @@ Result<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::create(DeepseekModel& 
     DS_CUDA_CHECK(cudaStreamSynchronize(s));
   }
   impl->logits = ops.empty({o.max_bs, model.config().vocab_size}, DType::kF32);
+  if (const char* e = std::getenv("DSERVE_GRAPH_TIMING"); e && e[0] == '1')
+    for (cudaEvent_t& ev : impl->timing) DS_CUDA_CHECK(cudaEventCreate(&ev));
   impl->graphs.assign(r->sizes_.size(), nullptr);
   impl->execs.assign(r->sizes_.size(), nullptr);
   r->impl_ = std::move(impl);
@@ -195,11 +228,8 @@ Status CudaGraphRunner::capture() {
     // Placeholder ids (overlap scheduling) take the token store's entries inside the graph.
     if (opts_.token_store.defined()) ops_.resolve_tokens_(ids, opts_.token_store);
     Tensor hidden = model_.forward(ids, m, cache_, AttnMode::kAbsorbed);
-    Tensor logits = model_.logits(hidden);
-    DS_CHECK(logits.dtype() == DType::kF32 && logits.ndim() == 2 && logits.dim(0) == bs &&
-                 logits.dim(1) == im.logits.dim(1),
-             "graph logits ", logits.describe());
-    DS_CUDA_CHECK(cudaMemcpyAsync(im.logits.data(), logits.data(), logits.nbytes(), cudaMemcpyDeviceToDevice, stream));
+    Tensor logits = im.logits.rows(0, bs);  // [bs, vocab] F32: every graph writes the shared output buffer
+    model_.logits_into(hidden, logits);
   };
   // Largest first (as SGLang): later, smaller graphs reuse the memory pool the large ones grew.
   for (int i = static_cast<int>(sizes_.size()) - 1; i >= 0; --i) {
@@ -232,8 +262,16 @@ Tensor CudaGraphRunner::replay(const std::vector<DecodeSeq>& seqs) {
   DS_CHECK(n >= 1 && bs > 0, "no CUDA graph for a decode batch of ", n);
   const size_t idx = static_cast<size_t>(std::lower_bound(sizes_.begin(), sizes_.end(), bs) - sizes_.begin());
   DS_CHECK(im.execs[idx], "CUDA graph for batch size ", bs, " not captured");
+  if (im.timing[0]) {
+    im.take_timing();  // the previous replay (its end and this start bracket the gap)
+    DS_CUDA_CHECK(cudaEventRecord(im.timing[0], cuda_stream()));
+  }
   write_inputs(seqs, bs);
   DS_CUDA_CHECK(cudaGraphLaunch(im.execs[idx], cuda_stream()));
+  if (im.timing[0]) {
+    DS_CUDA_CHECK(cudaEventRecord(im.timing[1], cuda_stream()));
+    im.timing_bs = bs;
+  }
   return im.logits.rows(0, bs);
 }
 

@@ -289,15 +289,21 @@ class CpuOps final : public Ops {
     return linear_f32(x, w.weight);
   }
   Tensor linear_f32(const Tensor& x, const Tensor& w) override {
+    DS_CHECK(x.ndim() == 2 && w.ndim() == 2, "linear ", x.describe(), " x ", w.describe());
+    Tensor out = Tensor::empty({x.dim(0), w.dim(0)}, DType::kF32);
+    linear_f32_into(x, w, out);
+    return out;
+  }
+  void linear_f32_into(const Tensor& x, const Tensor& w, Tensor& out) override {
     DS_CHECK(x.ndim() == 2 && w.ndim() == 2 && x.dim(1) == w.dim(1), "linear ", x.describe(), " x ", w.describe());
     const int64_t rows = x.dim(0), in = x.dim(1), out_n = w.dim(0);
-    Tensor out = Tensor::empty({rows, out_n}, DType::kF32);
+    DS_CHECK(out.dtype() == DType::kF32 && out.ndim() == 2 && out.dim(0) == rows && out.dim(1) == out_n,
+             "linear_f32 output ", out.describe(), " for ", x.describe(), " x ", w.describe());
     for (int64_t r = 0; r < rows; ++r) {
       const float* xr = x.f32() + r * in;
       float* o = out.f32() + r * out_n;
       for (int64_t j = 0; j < out_n; ++j) o[j] = dot(xr, w.f32() + j * in, in);
     }
-    return out;
   }
   Tensor bmm_heads(const Tensor& x, const Tensor& w) override {
     DS_CHECK(x.ndim() == 3 && w.ndim() == 3 && x.dim(1) == w.dim(0) && x.dim(2) == w.dim(1), "bmm_heads ",

@@ -187,6 +187,13 @@ class CudaOps final : public Ops {
     // DSERVE_MOE_NORM_FUSED=0: combined apart.
     const char* onorm = std::getenv("DSERVE_MOE_NORM_FUSED");
     open_moe_ = !(onorm && std::string(onorm) == "0");
+    // Greedy-only sampling batches (no penalties, logprobs or top logprobs) take one launch with the row parameters
+    // by value (launch_sample_greedy) instead of a parameter upload and three launches. DSERVE_SAMPLE_GREEDY_FAST=0:
+    // the general path for every batch.
+    const char* gfast = std::getenv("DSERVE_SAMPLE_GREEDY_FAST");
+    greedy_fast_ = !(gfast && std::string(gfast) == "0");
+    arrivals_ = empty({kernels::kSampleGreedyMaxRows}, DType::kI32);  // the greedy launch's per-row counters
+    DS_CUDA_CHECK(cudaMemsetAsync(arrivals_.data(), 0, arrivals_.nbytes(), stream()));
     // DSERVE_SMALL_M_GEMM=0 sends every bf16 GEMM to cuBLASLt (A/B runs); =N caps the small-M kernels' M.
     if (const char* sm = std::getenv("DSERVE_SMALL_M_GEMM"); sm && *sm) small_m_max_ = std::atoi(sm);
   }
@@ -514,17 +521,24 @@ class CudaOps final : public Ops {
     Ops::linear_pair(x, w1, w2, y1, y2);
   }
   Tensor linear_f32(const Tensor& x, const Tensor& w) override {
+    DS_CHECK(x.ndim() == 2 && w.ndim() == 2, "linear ", x.describe(), " x ", w.describe());
+    Tensor out = empty({x.dim(0), w.dim(0)}, DType::kF32);
+    linear_f32_into(x, w, out);
+    return out;
+  }
+  void linear_f32_into(const Tensor& x, const Tensor& w, Tensor& out) override {
     DS_CHECK(x.ndim() == 2 && w.ndim() == 2 && x.dim(1) == w.dim(1), "linear ", x.describe(), " x ", w.describe());
     check_cuda(x, "linear_f32 x");
     check_cuda(w, "linear_f32 w");
-    Tensor out = empty({x.dim(0), w.dim(0)}, DType::kF32);
+    check_cuda(out, "linear_f32 out");
+    DS_CHECK(out.dtype() == DType::kF32 && out.ndim() == 2 && out.dim(0) == x.dim(0) && out.dim(1) == w.dim(0),
+             "linear_f32 output ", out.describe(), " for ", x.describe(), " x ", w.describe());
     if (w.dtype() == DType::kBF16 && x.dtype() == DType::kBF16) {
       gemm_nk(x, w, out);  // bf16 products are exact in fp32; fp32 accumulation and output
     } else {
       DS_CHECK(w.dtype() == DType::kF32, "linear_f32 weight ", w.describe());
       gemm_nk(as_f32(x), w, out);
     }
-    return out;
   }
   Tensor bmm_heads(const Tensor& x, const Tensor& w) override {
     DS_CHECK(x.ndim() == 3 && w.ndim() == 3 && x.dim(1) == w.dim(0) && x.dim(2) == w.dim(1) && x.dtype() == w.dtype() &&
@@ -1345,6 +1359,11 @@ class CudaOps final : public Ops {
         job_row.push_back(static_cast<int32_t>(b));
         job_raw.push_back(1);
       }
+    const bool greedy_only =
+        greedy_fast_ && B <= kernels::kSampleGreedyMaxRows && std::all_of(rows.begin(), rows.end(), [](const auto& r) {
+          return r.temperature <= 0.0f && r.top_n == 0 && !r.want_logprob && r.penalty_begin == r.penalty_end;
+        });
+    if (greedy_only) return sample_greedy(logits, rows, V, token_store, std::move(pending));
     const int num_jobs = static_cast<int>(job_row.size());
     int32_t slots = num_jobs;
     for (auto& r : rows)
@@ -1423,6 +1442,46 @@ class CudaOps final : public Ops {
     pending->n = want_top ? n : 0;
     pending->top_n.resize(B);
     for (int64_t b = 0; b < B; ++b) pending->top_n[b] = static_cast<int32_t>(std::min<int64_t>(rows[b].top_n, V));
+    return pending;
+  }
+
+  // sample_async for greedy-only rows: one launch, the outputs laid out as the general path's (tokens, bad_id,
+  // logprobs, bad_value) and copied back the same way.
+  std::unique_ptr<PendingSample> sample_greedy(const Tensor& logits, const std::vector<kernels::SampleRowParams>& rows,
+                                               int64_t V, const Tensor& token_store,
+                                               std::unique_ptr<CudaPendingSample> pending) {
+    const int64_t B = static_cast<int64_t>(rows.size());
+    Tensor back = empty({4 * B}, DType::kI32);
+    int32_t* wb = back.data_as<int32_t>();
+    static_assert(sizeof(kernels::SampleScanPart) % 4 == 0);
+    Tensor part = empty({B * kernels::kSampleScanChunks * static_cast<int64_t>(sizeof(kernels::SampleScanPart) / 4)},
+                        DType::kI32);
+    kernels::SampleGreedyParams g{};
+    g.logits = logits.data();
+    g.type = elem_type(logits.dtype());
+    g.ld = logits.dim(1);
+    g.vocab = V;
+    g.num_rows = static_cast<int>(B);
+    for (int64_t b = 0; b < B; ++b) {
+      g.logits_row[b] = rows[b].logits_row;
+      g.store_index[b] = rows[b].store_index;
+    }
+    g.part = static_cast<kernels::SampleScanPart*>(part.data());
+    g.arrivals = static_cast<uint32_t*>(arrivals_.data());
+    g.tokens = wb;
+    g.bad_id = wb + B;
+    g.logprobs = reinterpret_cast<float*>(wb + 2 * B);
+    g.bad_value = reinterpret_cast<float*>(wb + 3 * B);
+    g.token_store = token_store.defined() ? token_store.data_as<int32_t>() : nullptr;
+    DS_CUDA_CHECK(kernels::launch_sample_greedy(g, stream()));
+    pending->slot = acquire_pinned(static_cast<size_t>(4 * B) * 4);
+    DS_CUDA_CHECK(cudaMemcpyAsync(pending->slot.host, wb, static_cast<size_t>(4 * B) * 4, cudaMemcpyDeviceToHost,
+                                  stream()));
+    DS_CUDA_CHECK(cudaEventRecord(pending->slot.done, stream()));
+    pending->recorded = true;
+    pending->B = B;
+    pending->n = 0;
+    pending->top_n.assign(B, 0);
     return pending;
   }
 
@@ -1853,6 +1912,8 @@ class CudaOps final : public Ops {
   int fused_experts_ = 0;
   int64_t fused_entries_ = 0;
   Tensor ticket_;
+  bool greedy_fast_ = true;  // DSERVE_SAMPLE_GREEDY_FAST
+  Tensor arrivals_;          // [kSampleGreedyMaxRows] I32, zero between greedy launches
 };
 
 }  // namespace

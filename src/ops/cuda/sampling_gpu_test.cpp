@@ -5,9 +5,12 @@
 #include <limits>
 #include <random>
 #include <set>
+#include <string>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
+#include "kernels/sampling.h"
 #include "ops/cuda/cuda_runtime.h"
 #include "ops/ops.h"
 
@@ -249,6 +252,98 @@ TEST_F(SampleGpu, PenaltiesChangeTheChoice) {
   std::copy(c.logits.begin(), c.logits.end(), h.f32());
   const SampleResult got = gpu_->sample(cuda_upload(h), c.batch);
   for (int b = 0; b < 4; ++b) EXPECT_EQ(got.tokens[b], 4243) << b;
+}
+
+// Greedy-only batches (no penalties, logprobs or top logprobs) take the one-launch path: the same tokens and
+// non-finite reports as the CPU, ties to the lowest id across the chunk boundaries, rows up to the launch's limit
+// (64) and past it (the general path), store entries written, and back-to-back launches (the per-row arrival
+// counters must be back at zero for the second). A batch with one logprob row goes the general way: the greedy rows'
+// tokens must agree with the one-launch path's.
+TEST_F(SampleGpu, GreedyOnlyBatches) {
+  for (const auto& [vocab, B, bf16] : std::vector<std::tuple<int64_t, int, bool>>{
+           {129280, 1, false}, {129280, 7, true}, {1, 3, false}, {37, 5, false}, {1025, 64, true}, {5000, 65, false}}) {
+    Case c = make_case(vocab, B, 40 + static_cast<uint32_t>(B), 2.0f, bf16);
+    const int64_t per = (vocab + 31) / 32;  // the kernel's chunk: put ties on both sides of a boundary
+    for (int b = 0; b < B; ++b) {
+      float* row = c.logits.data() + (2 * b + 1) * c.ld;
+      if (b % 3 == 1 && vocab > 2 * per) {
+        row[per + b % 5] = 40.0f;  // the lower id, in chunk 1
+        row[vocab - 1 - b % 7] = 40.0f;
+      }
+      if (b % 4 == 2) row[(b * 977) % vocab] = b % 8 == 2 ? kNaN : std::numeric_limits<float>::infinity();
+      if (b % 5 == 4) row[vocab - 1] = 60.0f;  // the maximum in the last column
+    }
+    const std::string name = "greedy_v" + std::to_string(vocab) + "_b" + std::to_string(B);
+    run_case(name.c_str(), c, bf16, *cpu_, *gpu_);  // first launch
+    run_case(name.c_str(), c, bf16, *cpu_, *gpu_);  // second: the counters were reset
+    // Store entries and logprobs (NaN: not wanted) on the greedy path; the general path's tokens for comparison.
+    Tensor host = Tensor::empty({c.rows, c.ld}, DType::kF32);
+    std::copy(c.logits.begin(), c.logits.end(), host.f32());
+    Tensor dev;
+    if (bf16) {
+      Tensor h = Tensor::empty({c.rows, c.ld}, DType::kBF16);
+      for (int64_t i = 0; i < host.numel(); ++i) h.data_as<uint16_t>()[i] = f32_to_bf16(host.f32()[i]);
+      dev = cuda_upload(h);
+    } else {
+      dev = cuda_upload(host);
+    }
+    SampleBatch stored = c.batch;
+    for (int b = 0; b < B; ++b) stored.rows[b].store_index = B - 1 - b;
+    Tensor store_d = cuda_upload(Tensor::zeros({B}, DType::kI32));
+    const SampleResult fast = gpu_->sample_async(dev, stored, store_d)->wait();
+    SampleBatch general = c.batch;
+    general.rows[0].want_logprob = true;
+    const SampleResult slow = gpu_->sample(dev, general);
+    Tensor store_back = cuda_download(store_d);
+    // The kernel itself, launched directly twice (so the test cannot pass on the general path alone): the CPU's
+    // tokens and non-finite reports, and the arrival counters back at zero.
+    const SampleResult want = cpu_->sample(host, c.batch);
+    if (B <= kernels::kSampleGreedyMaxRows) {
+      kernels::SampleGreedyParams g{};
+      g.logits = dev.data();
+      g.type = bf16 ? kernels::ElemType::kBF16 : kernels::ElemType::kF32;
+      g.ld = c.ld;
+      g.vocab = vocab;
+      g.num_rows = B;
+      for (int b = 0; b < B; ++b) {
+        g.logits_row[b] = c.batch.rows[b].logits_row;
+        g.store_index[b] = -1;
+      }
+      Tensor part = cuda_upload(Tensor::zeros({B * kernels::kSampleScanChunks * 5}, DType::kI32));
+      Tensor arrivals = cuda_upload(Tensor::zeros({kernels::kSampleGreedyMaxRows}, DType::kI32));
+      Tensor outs = cuda_upload(Tensor::zeros({4 * B}, DType::kI32));
+      int32_t* o = outs.data_as<int32_t>();
+      g.part = static_cast<kernels::SampleScanPart*>(part.data());
+      g.arrivals = static_cast<uint32_t*>(arrivals.data());
+      g.tokens = o;
+      g.bad_id = o + B;
+      g.logprobs = reinterpret_cast<float*>(o + 2 * B);
+      g.bad_value = reinterpret_cast<float*>(o + 3 * B);
+      for (int rep = 0; rep < 2; ++rep) {
+        ASSERT_EQ(kernels::launch_sample_greedy(g, cuda_stream()), cudaSuccess);
+        Tensor back = cuda_download(outs), arr = cuda_download(arrivals);
+        for (int b = 0; b < B; ++b) {
+          EXPECT_EQ(back.data_as<int32_t>()[B + b], want.bad_id[b]) << name << " kernel row " << b;
+          if (want.bad_id[b] < 0) EXPECT_EQ(back.data_as<int32_t>()[b], want.tokens[b]) << name << " kernel row " << b;
+        }
+        for (int i = 0; i < kernels::kSampleGreedyMaxRows; ++i) EXPECT_EQ(arr.data_as<int32_t>()[i], 0) << name << " " << i;
+        ASSERT_EQ(cudaMemsetAsync(outs.data(), 0xff, outs.nbytes(), cuda_stream()), cudaSuccess);
+      }
+    }
+    for (int b = 0; b < B; ++b) {
+      EXPECT_EQ(fast.tokens[b], slow.tokens[b]) << name << " row " << b;
+      EXPECT_EQ(fast.bad_id[b], slow.bad_id[b]) << name << " row " << b;
+      if (fast.bad_id[b] >= 0) {
+        EXPECT_TRUE(std::isnan(fast.bad_value[b]) == std::isnan(slow.bad_value[b])) << name << " row " << b;
+        EXPECT_EQ(fast.tokens[b], 0) << name << " row " << b;
+      }
+      EXPECT_TRUE(std::isnan(fast.logprobs[b])) << name << " row " << b;
+      EXPECT_EQ(store_back.data_as<int32_t>()[B - 1 - b], fast.tokens[b]) << name << " row " << b;
+      if (b % 3 == 1 && vocab > 2 * per && fast.bad_id[b] < 0 && b % 5 != 4)
+        EXPECT_EQ(fast.tokens[b], per + b % 5) << name << " row " << b;
+      if (b % 5 == 4 && fast.bad_id[b] < 0) EXPECT_EQ(fast.tokens[b], vocab - 1) << name << " row " << b;
+    }
+  }
 }
 
 // Overlap scheduling on the GPU: two samplings launched back to back before either is waited for (the
