@@ -655,13 +655,12 @@ constexpr int kCvCols = 32;
 constexpr int kCvKGroups = kCvThreads / (kCvCols / 8);  // 32
 constexpr int kCvKIter = kMlaValueDim / kCvKGroups;     // 16
 // The merge of kT tokens' (kT == p.tokens) head-h O rows with one round of loads after the wait, for up to kS splits:
-// every thread loads the splits' log-sum-exps (the same words block-wide) together with its columns of every
-// split's O rows, one L2 round trip instead of two (weights, then rows). Rows of splits with a zero weight (nothing
+// every thread loads the first S splits' log-sum-exps (the same words block-wide) together with its columns of their
+// O rows, one L2 round trip instead of two (weights, then rows). Rows of splits with a zero weight (nothing
 // attended: never written) are loaded but not used. kT * kS float4 in registers beside the 16 weight chunks.
 template <int kT, int kS>
-__device__ __forceinline__ void combine_vc_merge_one_round(const MlaCombineVcParams& p, int h, int tid,
+__device__ __forceinline__ void combine_vc_merge_one_round(const MlaCombineVcParams& p, int h, int tid, int S,
                                                            float (*o_sh)[kMlaValueDim]) {
-  const int S = p.splits;
   const int64_t TH = static_cast<int64_t>(kT) * p.heads;
   float lse[kT][kS];
   float4 x[kT][kS];
@@ -685,12 +684,82 @@ __device__ __forceinline__ void combine_vc_merge_one_round(const MlaCombineVcPar
     *reinterpret_cast<float4*>(&o_sh[t][4 * tid]) = make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
   }
 }
+// The general merge: per token a warp weighs every split (log-sum-exps into w_sh), then the block reads the O rows
+// of the splits with a non-zero weight, four at a time.
+__device__ __forceinline__ void combine_vc_merge_general(const MlaCombineVcParams& p, int h, int tid,
+                                                         float (*o_sh)[kMlaValueDim], float (*w_sh)[kMlaMaxSplits],
+                                                         float* inv_sh) {
+  __shared__ int last_sh[kMlaCombineVcMaxTokens];  // last split with a non-zero weight, per token (-1: none)
+  const int lane = tid & 31, warp = tid >> 5;
+  const int T = p.tokens, S = p.splits;
+  const int64_t TH = static_cast<int64_t>(T) * p.heads;
+  for (int t = warp; t < T; t += kCvThreads / 32) {
+    const int64_t row = static_cast<int64_t>(t) * p.heads + h;
+    float mx = -INFINITY;
+    for (int s = lane; s < S; s += 32) mx = fmaxf(mx, p.part_lse[s * TH + row]);
+    mx = warp_max(mx);
+    float sum = 0.0f;
+    int last = -1;
+    for (int s = lane; s < S; s += 32) {
+      const float lse = p.part_lse[s * TH + row];
+      const float wt = lse == -INFINITY ? 0.0f : exp2f(lse - mx);
+      w_sh[t][s] = wt;
+      sum += wt;
+      if (wt != 0.0f) last = s;
+    }
+    sum = warp_sum(sum);
+    for (int o = 16; o > 0; o >>= 1) last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
+    if (lane == 0) {
+      inv_sh[t] = sum > 0.0f ? 1.0f / sum : 0.0f;
+      last_sh[t] = last;
+    }
+  }
+  __syncthreads();
+  // The head's merged O rows: thread takes columns [4 tid, 4 tid + 4) of two tokens at a time, four splits per
+  // round, every load of a round issued before any is used (the rounds are L2 latency, not bandwidth); splits with
+  // a zero weight (nothing attended, O never written) are not read.
+  for (int t0 = 0; t0 < T; t0 += 2) {
+    const int n_t = min(2, T - t0);
+    const int s_end = 1 + max(last_sh[t0], n_t > 1 ? last_sh[t0 + 1] : -1);
+    float4 acc[2] = {make_float4(0.0f, 0.0f, 0.0f, 0.0f), make_float4(0.0f, 0.0f, 0.0f, 0.0f)};
+    for (int s = 0; s < s_end; s += 4) {
+      float wt[2][4];
+      float4 x[2][4];
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          wt[e][u] = (e < n_t && s + u < s_end) ? w_sh[t0 + e][s + u] : 0.0f;
+          x[e][u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+          if (wt[e][u] != 0.0f)
+            x[e][u] = *reinterpret_cast<const float4*>(
+                p.part_o + ((s + u) * TH + static_cast<int64_t>(t0 + e) * p.heads + h) * kMlaValueDim + 4 * tid);
+        }
+#pragma unroll
+      for (int e = 0; e < 2; ++e)
+#pragma unroll
+        for (int u = 0; u < 4; ++u) {
+          acc[e].x += wt[e][u] * x[e][u].x;
+          acc[e].y += wt[e][u] * x[e][u].y;
+          acc[e].z += wt[e][u] * x[e][u].z;
+          acc[e].w += wt[e][u] * x[e][u].w;
+        }
+    }
+    for (int e = 0; e < n_t; ++e) {
+      const float inv = inv_sh[t0 + e];
+      *reinterpret_cast<float4*>(&o_sh[t0 + e][4 * tid]) =
+          make_float4(acc[e].x * inv, acc[e].y * inv, acc[e].z * inv, acc[e].w * inv);
+    }
+  }
+}
+
 // Splits the one-round merge takes at 1-2 and at 3-4 tokens (registers: at most 24 float4 of O rows).
 constexpr int kCvOneRoundSplits12 = 8, kCvOneRoundSplits34 = 6;
 
-// kT > 0: the one-round merge of exactly kT tokens and at most kS splits (the launcher's choice); kT == 0: the
-// general merge. One instantiation each, so the one-token kernel keeps its registers (more O rows in flight cost
-// the multi-token ones occupancy, which the launcher checks).
+// kT > 0: exactly kT tokens, merged in one round when at most kS splits attend something (all the plan's splits, or
+// those counted from the positions), else by the general merge; kT == 0: the general merge. One instantiation per
+// token count, so the one-token kernel keeps its registers (more O rows in flight cost the multi-token ones
+// occupancy, which the launcher checks).
 template <int kT, int kS>
 __global__ void __launch_bounds__(kCvThreads) mla_combine_vc_kernel(const MlaCombineVcParams p) {
   __shared__ float w_sh[kMlaCombineVcMaxTokens][kMlaMaxSplits];
@@ -707,71 +776,24 @@ __global__ void __launch_bounds__(kCvThreads) mla_combine_vc_kernel(const MlaCom
 #pragma unroll
   for (int i = 0; i < kCvKIter; ++i)
     wv[i] = *reinterpret_cast<const uint4*>(w + static_cast<int64_t>(kg + kCvKGroups * i) * p.v);
+  // The splits to merge in one round: all of the plan's, or with the step's positions only those that attend
+  // something (metadata uploaded before the forward, so read before the wait).
+  int lim = p.splits;
+  if (kT > 0 && p.positions && p.seq_lens) {
+    lim = 0;
+#pragma unroll
+    for (int t = 0; t < kT; ++t)
+      lim = max(lim, mla_decode_active_splits(min(p.positions[t] + 1, p.seq_lens[t]), p.splits));
+  }
   pdl_enter();
-  const int T = p.tokens, S = p.splits;
-  const int64_t TH = static_cast<int64_t>(T) * p.heads;
+  const int T = p.tokens;
   if constexpr (kT > 0) {
-    combine_vc_merge_one_round<kT, kS>(p, h, tid, o_sh);
+    if (lim <= kS)
+      combine_vc_merge_one_round<kT, kS>(p, h, tid, lim, o_sh);
+    else
+      combine_vc_merge_general(p, h, tid, o_sh, w_sh, inv_sh);
   } else {
-    __shared__ int last_sh[kMlaCombineVcMaxTokens];  // last split with a non-zero weight, per token (-1: none)
-    for (int t = warp; t < T; t += kCvThreads / 32) {
-      const int64_t row = static_cast<int64_t>(t) * p.heads + h;
-      float mx = -INFINITY;
-      for (int s = lane; s < S; s += 32) mx = fmaxf(mx, p.part_lse[s * TH + row]);
-      mx = warp_max(mx);
-      float sum = 0.0f;
-      int last = -1;
-      for (int s = lane; s < S; s += 32) {
-        const float lse = p.part_lse[s * TH + row];
-        const float wt = lse == -INFINITY ? 0.0f : exp2f(lse - mx);
-        w_sh[t][s] = wt;
-        sum += wt;
-        if (wt != 0.0f) last = s;
-      }
-      sum = warp_sum(sum);
-      for (int o = 16; o > 0; o >>= 1) last = max(last, __shfl_xor_sync(0xffffffffu, last, o));
-      if (lane == 0) {
-        inv_sh[t] = sum > 0.0f ? 1.0f / sum : 0.0f;
-        last_sh[t] = last;
-      }
-    }
-    __syncthreads();
-    // The head's merged O rows: thread takes columns [4 tid, 4 tid + 4) of two tokens at a time, four splits per
-    // round, every load of a round issued before any is used (the rounds are L2 latency, not bandwidth); splits with
-    // a zero weight (nothing attended, O never written) are not read.
-    for (int t0 = 0; t0 < T; t0 += 2) {
-      const int n_t = min(2, T - t0);
-      const int s_end = 1 + max(last_sh[t0], n_t > 1 ? last_sh[t0 + 1] : -1);
-      float4 acc[2] = {make_float4(0.0f, 0.0f, 0.0f, 0.0f), make_float4(0.0f, 0.0f, 0.0f, 0.0f)};
-      for (int s = 0; s < s_end; s += 4) {
-        float wt[2][4];
-        float4 x[2][4];
-  #pragma unroll
-        for (int e = 0; e < 2; ++e)
-  #pragma unroll
-          for (int u = 0; u < 4; ++u) {
-            wt[e][u] = (e < n_t && s + u < s_end) ? w_sh[t0 + e][s + u] : 0.0f;
-            x[e][u] = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-            if (wt[e][u] != 0.0f)
-              x[e][u] = *reinterpret_cast<const float4*>(
-                  p.part_o + ((s + u) * TH + static_cast<int64_t>(t0 + e) * p.heads + h) * kMlaValueDim + 4 * tid);
-          }
-  #pragma unroll
-        for (int e = 0; e < 2; ++e)
-  #pragma unroll
-          for (int u = 0; u < 4; ++u) {
-            acc[e].x += wt[e][u] * x[e][u].x;
-            acc[e].y += wt[e][u] * x[e][u].y;
-            acc[e].z += wt[e][u] * x[e][u].z;
-            acc[e].w += wt[e][u] * x[e][u].w;
-          }
-      }
-      for (int e = 0; e < n_t; ++e) {
-        const float inv = inv_sh[t0 + e];
-        *reinterpret_cast<float4*>(&o_sh[t0 + e][4 * tid]) =
-            make_float4(acc[e].x * inv, acc[e].y * inv, acc[e].z * inv, acc[e].w * inv);
-      }
-    }
+    combine_vc_merge_general(p, h, tid, o_sh, w_sh, inv_sh);
   }
   __syncthreads();
   float acc[kMlaCombineVcMaxTokens][8] = {};
@@ -1046,15 +1068,21 @@ cudaError_t launch_mla_combine_vc(const MlaCombineVcParams& p, cudaStream_t stre
   const dim3 grid(static_cast<unsigned>(blocks));
   const int T = p.tokens, S = p.splits;
   static_assert(kMlaCombineVcMaxTokens == 4, "one-round merges for 1-4 tokens");
-  if (T == 1 && S <= kCvOneRoundSplits12)
-    return launch_pdl(mla_combine_vc_kernel<1, kCvOneRoundSplits12>, grid, kCvThreads, 0, stream, p);
-  if (T == 2 && S <= kCvOneRoundSplits12 && combine_vc_one_wave<2, kCvOneRoundSplits12>(blocks))
-    return launch_pdl(mla_combine_vc_kernel<2, kCvOneRoundSplits12>, grid, kCvThreads, 0, stream, p);
-  if (T == 3 && S <= kCvOneRoundSplits34 && combine_vc_one_wave<3, kCvOneRoundSplits34>(blocks))
-    return launch_pdl(mla_combine_vc_kernel<3, kCvOneRoundSplits34>, grid, kCvThreads, 0, stream, p);
-  if (T == 4 && S <= kCvOneRoundSplits34 && combine_vc_one_wave<4, kCvOneRoundSplits34>(blocks))
-    return launch_pdl(mla_combine_vc_kernel<4, kCvOneRoundSplits34>, grid, kCvThreads, 0, stream, p);
-  return launch_pdl(mla_combine_vc_kernel<0, 0>, grid, kCvThreads, 0, stream, p);
+  // With the step's positions the kernel counts the splits that attend something and takes the general merge itself
+  // when they are too many, so any plan may try the one-round variant. When every planned split fits one round there
+  // is nothing to count: the positions are dropped (no reads ahead of the wait).
+  MlaCombineVcParams q = p;
+  if (S <= (T <= 2 ? kCvOneRoundSplits12 : kCvOneRoundSplits34)) q.positions = q.seq_lens = nullptr;
+  const bool counted = q.positions && q.seq_lens;
+  if (T == 1 && (counted || S <= kCvOneRoundSplits12))
+    return launch_pdl(mla_combine_vc_kernel<1, kCvOneRoundSplits12>, grid, kCvThreads, 0, stream, q);
+  if (T == 2 && (counted || S <= kCvOneRoundSplits12) && combine_vc_one_wave<2, kCvOneRoundSplits12>(blocks))
+    return launch_pdl(mla_combine_vc_kernel<2, kCvOneRoundSplits12>, grid, kCvThreads, 0, stream, q);
+  if (T == 3 && (counted || S <= kCvOneRoundSplits34) && combine_vc_one_wave<3, kCvOneRoundSplits34>(blocks))
+    return launch_pdl(mla_combine_vc_kernel<3, kCvOneRoundSplits34>, grid, kCvThreads, 0, stream, q);
+  if (T == 4 && (counted || S <= kCvOneRoundSplits34) && combine_vc_one_wave<4, kCvOneRoundSplits34>(blocks))
+    return launch_pdl(mla_combine_vc_kernel<4, kCvOneRoundSplits34>, grid, kCvThreads, 0, stream, q);
+  return launch_pdl(mla_combine_vc_kernel<0, 0>, grid, kCvThreads, 0, stream, q);
 }
 
 cudaError_t launch_mla_decode_reference(const MlaDecodeParams& p, cudaStream_t stream) {

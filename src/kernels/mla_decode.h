@@ -103,8 +103,26 @@ struct MlaCombineVcParams {
   const float* part_lse = nullptr;  // [splits, tokens * heads]
   const void* w_vc = nullptr;       // [heads, kMlaValueDim, v] bf16
   void* out = nullptr;              // [tokens, heads, v] bf16
+  // Optional, when each token is its own sequence's only query row (decode steps without top-k): token t's
+  // position and its sequence's length, step metadata read before the dependency wait to count the splits that
+  // attend something (mla_decode_active_splits). A plan made for a longer context than the step's (a CUDA graph's)
+  // then still merges in one round. Null: all `splits` are read.
+  const int32_t* positions = nullptr;  // [tokens]
+  const int32_t* seq_lens = nullptr;   // [tokens]
   int tokens = 0, heads = 0, splits = 0, v = 0;
 };
+// The splits of a num_splits plan that attend something for a query row whose context ends at kv_end (exclusive):
+// the decode kernels cut ceil(kv_end / 64) units of 64 positions into pieces of ceil(units / num_splits); the later
+// splits write only a -inf log-sum-exp.
+#ifdef __CUDACC__
+__host__ __device__
+#endif
+inline int mla_decode_active_splits(int kv_end, int num_splits) {
+  const int units = kv_end > 0 ? (kv_end + 63) / 64 : 0;
+  if (units == 0 || num_splits < 1) return 0;
+  const int per = (units + num_splits - 1) / num_splits;
+  return (units + per - 1) / per;
+}
 cudaError_t launch_mla_combine_vc(const MlaCombineVcParams& p, cudaStream_t stream);
 
 // Reference kernel: one block per (token, head), CUDA cores, any head_dim/v_dim <= 1024. Ignores

@@ -7,6 +7,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/moe.h"
+#include "kernels/moe_block.cuh"
 #include "kernels/moe_fp8.h"
 #include "kernels/moe_gemm.h"
 #include "kernels/pdl.cuh"
@@ -48,51 +49,32 @@ __global__ void __launch_bounds__(kSmallWarps * 32, kSilu || kDown > 1 ? 2 : 3) 
   __shared__ float red[kSmallWarps][NT * 4][32];
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, tig = lane & 3;
-  int e = 0, cnt = 0;
-  int64_t row0 = 0, xr0 = 0, xr1 = 0;  // activation rows of mma rows g and g + 8
+  moe_detail::BlockRows b;
   const uint8_t* W = nullptr;
   const float* S = nullptr;
-  // With slot records (kernels/moe.h): the slot in one load round, then the expert's weight and scale pointers.
-  auto read_slot = [&] {
-    const int32_t* rec = p.slots + static_cast<int64_t>(blockIdx.y) * kMoeSlotInts;
-    const int4 h = *reinterpret_cast<const int4*>(rec);
-    const int32_t s0 = rec[kMoeSlotHeader + g], s1 = kM16 ? rec[kMoeSlotHeader + 8 + g] : 0;
-    e = h.x;
-    cnt = h.y;
-    row0 = h.z;
-    if (cnt == 0) return;
-    W = static_cast<const uint8_t*>(p.weights[e]);
-    S = p.scales[e];
-    xr0 = p.src_rows ? s0 : row0 + g;
-    xr1 = p.src_rows ? s1 : row0 + g + 8;
+  auto set_expert = [&] {  // the expert's weight and scale pointers
+    W = static_cast<const uint8_t*>(p.weights[b.e]);
+    S = p.scales[b.e];
   };
-  // Slots written two launches back or more (slots_settled: the down GEMM) are read before the wait (pdl.cuh).
+  // Slot records (kernels/moe.h) written two launches back or more (slots_settled: the down GEMM) are read before the
+  // wait (pdl.cuh).
   const bool early = p.slots && p.slots_settled;
   if (early) {
-    read_slot();
-    if (cnt == 0) return;  // block-uniform
+    b = moe_detail::block_rows_from_slot<kM16>(p, g);
+    if (b.cnt == 0) return;  // block-uniform
+    set_expert();
   }
   pdl_enter();
   if (!early) {
-    if (p.slots) {
-      read_slot();
-    } else {
-      e = blockIdx.y;
-      if (p.active) {
-        if (e >= *p.num_active) return;
-        e = p.active[e];
-      }
-      cnt = p.counts[e];
-      if (cnt == 0) return;
-      row0 = p.offsets[e];
-      W = static_cast<const uint8_t*>(p.weights[e]);
-      S = p.scales[e];
-      auto x_row = [&](int i) -> int64_t { return p.src_rows ? p.src_rows[row0 + i] : row0 + i; };
-      if (g < cnt) xr0 = x_row(g);
-      if (kM16 && g + 8 < cnt) xr1 = x_row(g + 8);
-    }
-    if (cnt == 0) return;  // block-uniform
+    if (p.slots)
+      b = moe_detail::block_rows_from_slot<kM16>(p, g);
+    else if (!moe_detail::block_rows_from_lists<kM16>(p, g, &b))
+      return;
+    if (b.cnt == 0) return;  // block-uniform
+    set_expert();
   }
+  const int cnt = b.cnt;
+  const int64_t row0 = b.row0, xr0 = b.xr0, xr1 = b.xr1;
   const int64_t N = p.N, K = p.K, kblocks = K / 128;
   constexpr int kCols = 8 * kDown;  // output columns of this CTA
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * kCols;

@@ -8,6 +8,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/moe.h"
+#include "kernels/moe_block.cuh"
 #include "kernels/moe_gemm.h"
 #include "kernels/pdl.cuh"
 #include "kernels/small_m_tile.cuh"
@@ -171,27 +172,19 @@ __global__ void __launch_bounds__(kSmallWarps * 32) moe_small_m_kernel(MoeGroupe
 #pragma unroll
   for (int j = 0; j < kSlotTableJ; ++j)
     table[j] = p.slots && lane + 32 * j < p.experts ? reinterpret_cast<unsigned long long>(p.weights[lane + 32 * j]) : 0;
-  int e = 0, cnt = 0;
-  int64_t row0 = 0, xr0 = 0, xr1 = 0;  // x rows of mma rows g and g + 8
+  moe_detail::BlockRows b;
   const bf16* W = nullptr;
-  // One load round: the slot's header and the source rows of this lane's mma rows.
+  // One load round: the slot's header and source rows, then the weight pointer from the register table.
   auto read_slot = [&] {
-    const int32_t* rec = p.slots + static_cast<int64_t>(blockIdx.y) * kMoeSlotInts;
-    const int4 h = *reinterpret_cast<const int4*>(rec);
-    const int32_t s0 = rec[kMoeSlotHeader + g], s1 = kM16 ? rec[kMoeSlotHeader + 8 + g] : 0;
-    e = h.x;
-    cnt = h.y;
-    row0 = h.z;
+    b = moe_detail::block_rows_from_slot<kM16>(p, g);
     // The pick by selects written out (as a ternary chain the compiler makes the table an indexed local array).
     unsigned long long mine = 0;
 #pragma unroll
     for (int j = 0; j < kSlotTableJ; ++j)
       asm("{\n .reg .pred q;\n setp.eq.s32 q, %2, %3;\n selp.b64 %0, %1, %0, q;\n}\n"
           : "+l"(mine)
-          : "l"(table[j]), "r"(e >> 5), "r"(j));
-    W = reinterpret_cast<const bf16*>(__shfl_sync(0xffffffffu, mine, e & 31));
-    xr0 = p.src_rows ? s0 : row0 + g;
-    xr1 = p.src_rows ? s1 : row0 + g + 8;
+          : "l"(table[j]), "r"(b.e >> 5), "r"(j));
+    W = reinterpret_cast<const bf16*>(__shfl_sync(0xffffffffu, mine, b.e & 31));
   };
   const int64_t N = p.N, K = p.K;
   const int64_t n0 = static_cast<int64_t>(blockIdx.x) * 8;
@@ -211,7 +204,7 @@ __global__ void __launch_bounds__(kSmallWarps * 32) moe_small_m_kernel(MoeGroupe
   const bool early = p.slots && p.slots_settled;
   if (early) {
     read_slot();
-    if (cnt == 0) return;  // block-uniform
+    if (b.cnt == 0) return;  // block-uniform
     set_weight_rows();
     small_m::issue_first_weights<NT, kUnroll>(wrow, wk, K, warp, kSmallWarps, my);
   }
@@ -220,21 +213,14 @@ __global__ void __launch_bounds__(kSmallWarps * 32) moe_small_m_kernel(MoeGroupe
     if (p.slots) {
       read_slot();
     } else {
-      e = blockIdx.y;
-      if (p.active) {
-        if (e >= *p.num_active) return;
-        e = p.active[e];
-      }
-      cnt = p.counts[e];
-      row0 = p.offsets[e];
-      W = static_cast<const bf16*>(p.weights[e]);
-      auto x_row = [&](int i) -> int64_t { return p.src_rows ? p.src_rows[row0 + i] : row0 + i; };
-      if (g < cnt) xr0 = x_row(g);
-      if (kM16 && g + 8 < cnt) xr1 = x_row(g + 8);
+      if (!moe_detail::block_rows_from_lists<kM16>(p, g, &b)) return;
+      if (b.cnt > 0) W = static_cast<const bf16*>(p.weights[b.e]);
     }
-    if (cnt == 0) return;  // block-uniform
+    if (b.cnt == 0) return;  // block-uniform
     set_weight_rows();
   }
+  const int cnt = b.cnt;
+  const int64_t row0 = b.row0, xr0 = b.xr0, xr1 = b.xr1;
   const bf16* X = static_cast<const bf16*>(p.x);
   const bool ok0 = g < cnt, ok1 = kM16 && g + 8 < cnt;
   const bf16* x0 = X + (ok0 ? xr0 : 0) * K + tig * 8;

@@ -125,9 +125,10 @@ Result<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::create(DeepseekModel& 
     DS_CUDA_CHECK(cudaMemGetInfo(&free_b, &total_b));
     o.max_bs = default_cuda_graph_max_bs(static_cast<double>(total_b));
   }
-  // DSERVE_GRAPH_PLAN_CONTEXT: experiment switch (device benchmarks) for the context the split plan assumes.
+  // DSERVE_GRAPH_PLAN_CONTEXT: experiment switch (device benchmarks) for the context the split plan assumes; it may
+  // exceed max_context (the plan only sizes the splits and their scratch), so bench-one-batch can take the server's.
   if (const char* e = std::getenv("DSERVE_GRAPH_PLAN_CONTEXT"); o.plan_context <= 0 && e && std::atoi(e) > 0)
-    o.plan_context = static_cast<int>(std::min<int64_t>(o.max_context, std::atoi(e)));
+    o.plan_context = std::atoi(e);
   if (o.plan_context <= 0) o.plan_context = static_cast<int>(std::min<int64_t>(o.max_context, 4096));
   std::unique_ptr<CudaGraphRunner> r(new CudaGraphRunner(model, ops, cache, o));
   r->sizes_ = cuda_graph_batch_sizes(o.max_bs);

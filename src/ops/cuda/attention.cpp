@@ -153,6 +153,16 @@ Tensor absorbed_impl(const Tensor& q, const Tensor& cache, int64_t v_dim, const 
     c.heads = p.num_heads;
     c.splits = p.num_splits;
     c.v = static_cast<int>(w_vc->dim(2));
+    // The step's positions let the combine count the splits that attend something (one round under a graph's
+    // longer plan). DSERVE_MLA_COMBINE_COUNT=0: every planned split is merged (A/B switch).
+    static const bool count_off = [] {
+      const char* e = std::getenv("DSERVE_MLA_COMBINE_COUNT");
+      return e && e[0] == '0';
+    }();
+    if (!count_off && !p.topk && m.max_q_len == 1 && m.num_seqs == p.num_tokens) {  // token t: sequence t's only row
+      c.positions = p.positions;
+      c.seq_lens = p.seq_lens;
+    }
     DS_CUDA_CHECK(kernels::launch_mla_combine_vc(c, stream));
   }
   return out;

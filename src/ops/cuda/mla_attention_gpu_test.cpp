@@ -406,6 +406,86 @@ TEST(MlaAbsorbedVc, CombineKernelSkipsEmptySplits) {
     }
 }
 
+// With the step's positions the combine counts each token's non-empty splits itself (a CUDA graph's plan is made for
+// a longer context than most steps have): splits at or past every token's count hold finite garbage, which must not
+// be read; a token's empty splits below another token's count hold what the decode kernels leave (-inf, O never
+// written: NaN). Counts past the one-round limit take the general merge.
+TEST(MlaAbsorbedVc, CombineKernelCountsActiveSplits) {
+  init_cuda_device(0);
+  constexpr int H = 16, D = kernels::kMlaValueDim, V = 64;
+  std::mt19937 rng(29);
+  struct Step {
+    int splits;
+    std::vector<int> context;  // per token: kv_end = min(position + 1, seq_len)
+  };
+  const std::vector<Step> steps = {{64, {300}},          {64, {64}},          {64, {1}},
+                                   {64, {4096}},         {128, {520, 100}},   {64, {2000, 9}},
+                                   {5, {288, 257, 200}}, {64, {512, 65, 1, 300}}, {128, {33000, 64, 640, 3}}};
+  for (const Step& st : steps) {
+    const int T = static_cast<int>(st.context.size()), S = st.splits;
+    std::string name = "splits " + std::to_string(S) + " contexts";
+    for (int c : st.context) name += " " + std::to_string(c);
+    const int64_t rows = int64_t{T} * H;
+    std::vector<int> active(T);
+    int lim = 0;
+    for (int t = 0; t < T; ++t) lim = std::max(lim, active[t] = kernels::mla_decode_active_splits(st.context[t], S));
+    const bool one_round = lim <= (T <= 2 ? 8 : 6);
+    Tensor o = randn({S, rows, D}, rng, 1.0f), lse = randn({S, rows}, rng, 3.0f);
+    Tensor w_vc = randn({H, D, V}, rng, 0.05f);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int s = active[r / H]; s < S; ++s) {
+        if (one_round && s >= lim) continue;  // garbage the kernel must not read
+        lse.f32()[s * rows + r] = -INFINITY;
+        std::fill(o.f32() + (s * rows + r) * D, o.f32() + (s * rows + r + 1) * D, NAN);
+      }
+    Tensor want = Tensor::empty({T, H, V}, DType::kF32);
+    for (int64_t r = 0; r < rows; ++r) {
+      const int n = active[r / H];
+      double mx = -INFINITY, sum = 0;
+      for (int s = 0; s < n; ++s) mx = std::max(mx, double{lse.f32()[s * rows + r]});
+      std::vector<double> merged(D, 0.0);
+      for (int s = 0; s < n; ++s) {
+        const double wt = std::exp2(lse.f32()[s * rows + r] - mx);
+        sum += wt;
+        for (int k = 0; k < D; ++k) merged[k] += wt * o.f32()[(s * rows + r) * D + k];
+      }
+      const int64_t h = r % H;
+      for (int c = 0; c < V; ++c) {
+        double acc = 0;
+        for (int k = 0; k < D; ++k) acc += merged[k] / sum * w_vc.f32()[(h * D + k) * V + c];
+        want.f32()[r * V + c] = static_cast<float>(acc);
+      }
+    }
+    // positions / seq_lens: even tokens end by their position, odd ones by their sequence length.
+    Tensor pos = Tensor::empty({T}, DType::kI32), lens = Tensor::empty({T}, DType::kI32);
+    for (int t = 0; t < T; ++t) {
+      pos.data_as<int32_t>()[t] = t % 2 ? st.context[t] + 40 : st.context[t] - 1;
+      lens.data_as<int32_t>()[t] = t % 2 ? st.context[t] : st.context[t] + 7;
+    }
+    Tensor o_dev = cuda_upload(o), lse_dev = cuda_upload(lse), w_dev = to_device_bf16(w_vc);
+    Tensor pos_dev = cuda_upload(pos), lens_dev = cuda_upload(lens);
+    Tensor poison = Tensor::empty({rows + 1, V}, DType::kF32);
+    std::fill(poison.f32(), poison.f32() + poison.numel(), NAN);
+    Tensor out = to_device_bf16(poison);
+    kernels::MlaCombineVcParams c;
+    c.part_o = o_dev.data_as<float>();
+    c.part_lse = lse_dev.data_as<float>();
+    c.w_vc = w_dev.data();
+    c.out = out.data();
+    c.positions = pos_dev.data_as<int32_t>();
+    c.seq_lens = lens_dev.data_as<int32_t>();
+    c.tokens = T;
+    c.heads = H;
+    c.splits = S;
+    c.v = V;
+    ASSERT_EQ(kernels::launch_mla_combine_vc(c, cuda_stream()), cudaSuccess) << name;
+    Tensor all = to_f32(cuda_download(out));
+    for (int64_t i = rows * V; i < all.numel(); ++i) ASSERT_TRUE(std::isnan(all.f32()[i])) << "wrote past " << name;
+    expect_close(out.reshape({rows + 1, V}).rows(0, rows).reshape({T, H, V}), want,
+                 "combine_vc counted " + name + (one_round ? " (one round)" : " (general)"));
+  }
+}
+
 // ---------------- absorbed form over packed FP8 caches ----------------
 // The context rows of each case packed by the CUDA store op into empty_latent_cache's rows (e4m3 with block
 // scales + bf16 rope, or e5m2; unwritten rows stay 0xff = NaN) against the CPU oracle, whose fp32 cache holds
