@@ -24,6 +24,50 @@ __device__ __forceinline__ float load_logit(const void* p, ElemType t, int64_t i
 
 constexpr int kScanThreads = 256;
 
+// (value, id) order of the greedy choice: the larger value, then the lower id (the first maximum).
+__device__ __forceinline__ bool first_max_better(float v, int i, float bv, int bi) {
+  return v > bv || (v == bv && i < bi);
+}
+
+// Columns [begin, end) of one logits row (starting at element `base`), kScanThreads threads with kUnroll loads in
+// flight each before any is used; f(i, x) in ascending i per thread.
+template <class F>
+__device__ __forceinline__ void scan_chunk(const void* logits, ElemType type, int64_t base, int64_t begin,
+                                           int64_t end, F f) {
+  constexpr int kUnroll = 4;
+  for (int64_t i0 = begin + threadIdx.x; i0 < end; i0 += kScanThreads * kUnroll) {
+    float xs[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t i = i0 + u * kScanThreads;
+      xs[u] = i < end ? load_logit(logits, type, base + i) : -INFINITY;
+    }
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t i = i0 + u * kScanThreads;
+      if (i >= end) break;
+      f(i, xs[u]);
+    }
+  }
+}
+
+// The block's first maximum of the threads' (bv, bi) (kScanThreads threads): warps by shuffles, then thread 0 over
+// the warps' results (s_val / s_id: kScanThreads / 32 entries). The result is thread 0's; every thread passes the
+// barrier inside.
+__device__ __forceinline__ void block_first_max(float& bv, int& bi, float* s_val, int* s_id) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
+    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
+    if (first_max_better(ov, oi, bv, bi)) bv = ov, bi = oi;
+  }
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  if (lane == 0) s_val[warp] = bv, s_id[warp] = bi;
+  __syncthreads();
+  if (threadIdx.x == 0)
+    for (int i = 1; i < kScanThreads / 32; ++i)
+      if (first_max_better(s_val[i], s_id[i], bv, bi)) bv = s_val[i], bi = s_id[i];
+}
+
 // Pass 1, kSampleScanChunks blocks per row (one block per row left most of a decode step's sampling time to
 // memory latency): this chunk's first non-finite column, max, sum of exp(x - max) and first maximum, and the
 // raw row copied into `work` (and the raw slot for top-logprob rows).
@@ -44,44 +88,22 @@ __global__ void __launch_bounds__(kScanThreads) sample_scan_kernel(SampleParams 
   __syncthreads();
   float mx = -INFINITY, bv = -INFINITY;
   int bad = INT_MAX, bi = INT_MAX;
-  constexpr int kUnroll = 4;
-  for (int64_t i0 = begin + threadIdx.x; i0 < end; i0 += kScanThreads * kUnroll) {
-    float xs[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {  // all loads first: independent requests in flight
-      const int64_t i = i0 + u * kScanThreads;
-      xs[u] = i < end ? load_logit(p.logits, p.type, base + i) : -INFINITY;
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t i = i0 + u * kScanThreads;
-      if (i >= end) break;
-      float x = xs[u];
-      if (!isfinite(x) && bad == INT_MAX) bad = static_cast<int>(i);
-      mx = fmaxf(mx, x);
-      x = __fadd_rn(x, 0.0f);  // -0 -> +0: radix order of the keys equals their comparison order
-      w[i] = x;
-      if (raw) raw[i] = x;
-      if (x > bv) bv = x, bi = static_cast<int>(i);  // ascending i per thread: the first maximum
-    }
-  }
+  scan_chunk(p.logits, p.type, base, begin, end, [&](int64_t i, float x) {
+    if (!isfinite(x) && bad == INT_MAX) bad = static_cast<int>(i);
+    mx = fmaxf(mx, x);
+    x = __fadd_rn(x, 0.0f);  // -0 -> +0: radix order of the keys equals their comparison order
+    w[i] = x;
+    if (raw) raw[i] = x;
+    if (x > bv) bv = x, bi = static_cast<int>(i);  // ascending i per thread: the first maximum
+  });
   if (bad != INT_MAX) atomicMin(&s_bad, bad);
   mx = block_max(mx, scratch);  // its barriers also publish s_bad
   float s = 0.0f;
   if (s_bad == INT_MAX && mx > -INFINITY)
     for (int64_t i = begin + threadIdx.x; i < end; i += kScanThreads) s += expf(w[i] - mx);
   s = block_sum(s, scratch);
-  for (int o = 16; o > 0; o >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-    if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
-  }
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if (lane == 0) s_val[warp] = bv, s_id[warp] = bi;
-  __syncthreads();
+  block_first_max(bv, bi, s_val, s_id);
   if (threadIdx.x == 0) {
-    for (int i = 1; i < kScanThreads / 32; ++i)
-      if (s_val[i] > bv || (s_val[i] == bv && s_id[i] < bi)) bv = s_val[i], bi = s_id[i];
     SampleScanPart& out = p.part[static_cast<int64_t>(b) * kSampleScanChunks + c];
     out.mx = mx;
     out.sum = s;
@@ -111,7 +133,7 @@ __global__ void __launch_bounds__(kThreads) sample_prep_kernel(SampleParams p) {
     for (int c = 0; c < kSampleScanChunks; ++c) {
       bad = min(bad, part[c].bad);
       mx = fmaxf(mx, part[c].mx);
-      if (part[c].best > best || (part[c].best == best && part[c].best_id < best_id))
+      if (first_max_better(part[c].best, part[c].best_id, best, best_id))
         best = part[c].best, best_id = part[c].best_id;
     }
     float sum = 0.0f;
@@ -126,9 +148,9 @@ __global__ void __launch_bounds__(kThreads) sample_prep_kernel(SampleParams p) {
   const int bad_id = s_bad;
   if (bad_id != INT_MAX) {
     if (threadIdx.x == 0) {
-      p.bad_id[b] = bad_id;
-      p.bad_value[b] = load_logit(p.logits, p.type, base + bad_id);
-      p.tokens[b] = 0;
+      p.out.bad_id[b] = bad_id;
+      p.out.bad_value[b] = load_logit(p.logits, p.type, base + bad_id);
+      p.out.tokens[b] = 0;
       p.lse[b] = NAN;
     }
     return;
@@ -146,13 +168,13 @@ __global__ void __launch_bounds__(kThreads) sample_prep_kernel(SampleParams p) {
   }
   __syncthreads();
   if (threadIdx.x == 0) {
-    p.bad_id[b] = -1;
-    p.bad_value[b] = 0.0f;
+    p.out.bad_id[b] = -1;
+    p.out.bad_value[b] = 0.0f;
     p.lse[b] = s_lse;
   }
   if (r.temperature > 0.0f) return;
   if (r.penalty_begin == r.penalty_end) {  // the adjusted row is the raw row: the partials' first maximum
-    if (threadIdx.x == 0) p.tokens[b] = s_best >= 0 && s_best < V ? s_best : 0;
+    if (threadIdx.x == 0) p.out.tokens[b] = s_best >= 0 && s_best < V ? s_best : 0;
     return;
   }
   // Greedy: the first (lowest id) maximum of the adjusted row.
@@ -165,7 +187,7 @@ __global__ void __launch_bounds__(kThreads) sample_prep_kernel(SampleParams p) {
   for (int o = 16; o > 0; o >>= 1) {
     const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
     const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-    if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
+    if (first_max_better(ov, oi, bv, bi)) bv = ov, bi = oi;
   }
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, warps = blockDim.x >> 5;
   if (lane == 0) s_val[warp] = bv, s_id[warp] = bi;
@@ -176,9 +198,9 @@ __global__ void __launch_bounds__(kThreads) sample_prep_kernel(SampleParams p) {
     for (int o = 16; o > 0; o >>= 1) {
       const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
       const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-      if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
+      if (first_max_better(ov, oi, bv, bi)) bv = ov, bi = oi;
     }
-    if (lane == 0) p.tokens[b] = bi >= 0 && bi < V ? bi : 0;
+    if (lane == 0) p.out.tokens[b] = bi >= 0 && bi < V ? bi : 0;
   }
 }
 
@@ -256,7 +278,7 @@ __global__ void __launch_bounds__(kThreads) sample_walk_kernel(SampleParams p, i
   __shared__ WalkShared sh;
   const int job = job0 + blockIdx.x;
   const int b = p.job_row[job];
-  if (p.bad_id[b] >= 0) return;
+  if (p.out.bad_id[b] >= 0) return;
   const SampleRowParams r = p.rows[b];
   const int64_t V = p.vocab;
   const float* keys = p.keys_out + static_cast<int64_t>(blockIdx.x) * V;
@@ -292,7 +314,7 @@ __global__ void __launch_bounds__(kThreads) sample_walk_kernel(SampleParams p, i
   const int f = first_prefix_at_least(keep, r.uniform * total, prob, sh);
   if (threadIdx.x == 0) {
     const int32_t tok = vals[f >= 0 ? f : keep - 1];
-    p.tokens[b] = tok >= 0 && tok < V ? tok : 0;
+    p.out.tokens[b] = tok >= 0 && tok < V ? tok : 0;
   }
 }
 
@@ -301,10 +323,10 @@ __global__ void sample_logprob_kernel(SampleParams p) {
   if (b >= p.num_rows) return;
   const SampleRowParams r = p.rows[b];
   float lp = NAN;
-  if (r.want_logprob && p.bad_id[b] < 0)
-    lp = load_logit(p.logits, p.type, static_cast<int64_t>(r.logits_row) * p.ld + p.tokens[b]) - p.lse[b];
-  p.logprobs[b] = lp;
-  if (r.store_index >= 0) p.token_store[r.store_index] = p.tokens[b];
+  if (r.want_logprob && p.out.bad_id[b] < 0)
+    lp = load_logit(p.logits, p.type, static_cast<int64_t>(r.logits_row) * p.ld + p.out.tokens[b]) - p.lse[b];
+  p.out.logprobs[b] = lp;
+  if (r.store_index >= 0) p.token_store[r.store_index] = p.out.tokens[b];
 }
 
 // The greedy-only launch (launch_sample_greedy): the scan's chunk pass without the row copy or the exp sums, then the
@@ -323,36 +345,14 @@ __global__ void __launch_bounds__(kScanThreads) sample_greedy_kernel(const Sampl
   __syncthreads();
   float bv = -INFINITY;
   int bad = INT_MAX, bi = INT_MAX;
-  constexpr int kUnroll = 4;
-  for (int64_t i0 = begin + threadIdx.x; i0 < end; i0 += kScanThreads * kUnroll) {
-    float xs[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t i = i0 + u * kScanThreads;
-      xs[u] = i < end ? load_logit(p.logits, p.type, base + i) : -INFINITY;
-    }
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t i = i0 + u * kScanThreads;
-      if (i >= end) break;
-      const float x = xs[u];
-      if (!isfinite(x) && bad == INT_MAX) bad = static_cast<int>(i);
-      if (x > bv) bv = x, bi = static_cast<int>(i);  // ascending i per thread: the first maximum
-    }
-  }
+  scan_chunk(p.logits, p.type, base, begin, end, [&](int64_t i, float x) {
+    if (!isfinite(x) && bad == INT_MAX) bad = static_cast<int>(i);
+    if (x > bv) bv = x, bi = static_cast<int>(i);  // ascending i per thread: the first maximum
+  });
   if (bad != INT_MAX) atomicMin(&s_bad, bad);
-  for (int o = 16; o > 0; o >>= 1) {
-    const float ov = __shfl_xor_sync(0xffffffffu, bv, o);
-    const int oi = __shfl_xor_sync(0xffffffffu, bi, o);
-    if (ov > bv || (ov == bv && oi < bi)) bv = ov, bi = oi;
-  }
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  if (lane == 0) s_val[warp] = bv, s_id[warp] = bi;
-  __syncthreads();
+  block_first_max(bv, bi, s_val, s_id);  // its barrier also publishes s_bad
   SampleScanPart* parts = p.part + static_cast<int64_t>(b) * kSampleScanChunks;
   if (threadIdx.x == 0) {
-    for (int i = 1; i < kScanThreads / 32; ++i)
-      if (s_val[i] > bv || (s_val[i] == bv && s_id[i] < bi)) bv = s_val[i], bi = s_id[i];
     parts[c] = SampleScanPart{0.0f, 0.0f, bv, bi, s_bad};
     __threadfence();  // the partial is visible before the arrival is counted
     s_last = atomicAdd(&p.arrivals[b], 1u) == kSampleScanChunks - 1;
@@ -366,20 +366,20 @@ __global__ void __launch_bounds__(kScanThreads) sample_greedy_kernel(const Sampl
     const float kb = __ldcg(&parts[k].best);
     const int ki = __ldcg(&parts[k].best_id);
     bad_id = min(bad_id, __ldcg(&parts[k].bad));
-    if (kb > best || (kb == best && ki < best_id)) best = kb, best_id = ki;
+    if (first_max_better(kb, ki, best, best_id)) best = kb, best_id = ki;
   }
   p.arrivals[b] = 0;  // ready for the next launch (stream-ordered after this one)
   int token = 0;
   if (bad_id != INT_MAX) {
-    p.bad_id[b] = bad_id;
-    p.bad_value[b] = load_logit(p.logits, p.type, base + bad_id);
+    p.out.bad_id[b] = bad_id;
+    p.out.bad_value[b] = load_logit(p.logits, p.type, base + bad_id);
   } else {
-    p.bad_id[b] = -1;
-    p.bad_value[b] = 0.0f;
+    p.out.bad_id[b] = -1;
+    p.out.bad_value[b] = 0.0f;
     token = best_id >= 0 && best_id < V ? best_id : 0;
   }
-  p.tokens[b] = token;
-  p.logprobs[b] = NAN;
+  p.out.tokens[b] = token;
+  p.out.logprobs[b] = NAN;
   if (p.store_index[b] >= 0) p.token_store[p.store_index[b]] = token;
 }
 

@@ -11,6 +11,18 @@
 
 namespace ds::kernels {
 
+// The per-row outputs of a sampling launch, one device block of 4-byte words laid out [4, rows] (tokens, bad_id,
+// logprobs, bad_value) so the host copies them back in one piece (sample_outputs).
+struct SampleOutputs {
+  int32_t* tokens;   // [rows]
+  int32_t* bad_id;   // [rows] first non-finite raw logit's column, -1 when the row is finite
+  float* logprobs;   // [rows] (NaN where not wanted)
+  float* bad_value;  // [rows]
+};
+inline SampleOutputs sample_outputs(int32_t* words, int64_t rows) {
+  return {words, words + rows, reinterpret_cast<float*>(words + 2 * rows), reinterpret_cast<float*>(words + 3 * rows)};
+}
+
 struct SampleRowParams {
   int32_t logits_row;
   float temperature;  // <= 0: greedy
@@ -62,10 +74,7 @@ struct SampleParams {
   SampleScanPart* part;     // [num_rows, kSampleScanChunks]
   // outputs
   float* lse;               // [num_rows]
-  int32_t* tokens;          // [num_rows]
-  float* logprobs;          // [num_rows]
-  int32_t* bad_id;          // [num_rows]
-  float* bad_value;         // [num_rows]
+  SampleOutputs out;
   float* top_lp;            // [num_rows, max_top_n]
   int32_t* top_id;          // [num_rows, max_top_n]
   int32_t* token_store;     // rows' store_index targets (may be null when no row has one)
@@ -88,10 +97,7 @@ struct SampleGreedyParams {
   int32_t store_index[kSampleGreedyMaxRows];  // >= 0: also written to token_store
   SampleScanPart* part;  // [num_rows, kSampleScanChunks]
   uint32_t* arrivals;    // [num_rows], zero before the launch (and after it)
-  int32_t* tokens;
-  int32_t* bad_id;
-  float* logprobs;  // NaN (not wanted)
-  float* bad_value;
+  SampleOutputs out;  // logprobs: NaN (not wanted)
   int32_t* token_store;
 };
 cudaError_t launch_sample_greedy(const SampleGreedyParams& p, cudaStream_t stream);

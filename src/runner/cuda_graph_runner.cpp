@@ -89,8 +89,9 @@ struct CudaGraphRunner::Impl {
     if (timing[0]) {
       take_timing();
       for (const auto& [bs, t] : timing_ms)
-        DS_INFO("CUDA graph timing, batch ", bs, ": ", t.first.size(), " replays, median device time (input copy + graph) ",
-                median(t.first) * 1000.0f, " us, median gap since the previous replay ", median(t.second) * 1000.0f,
+        DS_INFO("CUDA graph timing, batch ", bs, ": ", t.first.size(),
+                " replays, median device time (input copy + graph) ", median(t.first) * 1000.0f,
+                " us, median gap since the previous replay ", median(t.second) * 1000.0f,
                 " us, median host time of the input copy and launch calls ", median(launch_us[bs]), " us");
       for (cudaEvent_t e : timing) cudaEventDestroy(e);
     }

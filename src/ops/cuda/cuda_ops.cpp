@@ -1425,10 +1425,7 @@ class CudaOps final : public Ops {
     p.sort_temp_bytes = temp_bytes;
     p.max_top_n = max_top_n;
     p.lse = lse.data_as<float>();
-    p.tokens = wb;
-    p.bad_id = wb + B;
-    p.logprobs = reinterpret_cast<float*>(wb + 2 * B);
-    p.bad_value = reinterpret_cast<float*>(wb + 3 * B);
+    p.out = kernels::sample_outputs(wb, B);
     p.top_id = wb + 4 * B;
     p.top_lp = reinterpret_cast<float*>(wb + 4 * B + B * n);
     p.token_store = token_store.defined() ? token_store.data_as<int32_t>() : nullptr;
@@ -1468,10 +1465,7 @@ class CudaOps final : public Ops {
     }
     g.part = static_cast<kernels::SampleScanPart*>(part.data());
     g.arrivals = static_cast<uint32_t*>(arrivals_.data());
-    g.tokens = wb;
-    g.bad_id = wb + B;
-    g.logprobs = reinterpret_cast<float*>(wb + 2 * B);
-    g.bad_value = reinterpret_cast<float*>(wb + 3 * B);
+    g.out = kernels::sample_outputs(wb, B);
     g.token_store = token_store.defined() ? token_store.data_as<int32_t>() : nullptr;
     DS_CUDA_CHECK(kernels::launch_sample_greedy(g, stream()));
     pending->slot = acquire_pinned(static_cast<size_t>(4 * B) * 4);

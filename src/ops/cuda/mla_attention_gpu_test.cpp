@@ -348,6 +348,57 @@ TEST(MlaAbsorbedVc, FusedCombineMatchesAttentionThenProduct) {
   }
 }
 
+// The combine + W_UV oracle in double: row r = t * H + h merges the splits [0, splits_of(r)) of (o, lse) whose
+// log-sum-exp is finite, then multiplies by w_vc[h]. -> [T, H, V]
+Tensor combine_vc_reference(const Tensor& o, const Tensor& lse, const Tensor& w_vc, int T,
+                            const std::function<int(int64_t)>& splits_of) {
+  const int64_t H = w_vc.dim(0), D = w_vc.dim(1), V = w_vc.dim(2), rows = T * H;
+  Tensor want = Tensor::empty({T, H, V}, DType::kF32);
+  for (int64_t r = 0; r < rows; ++r) {
+    const int n = splits_of(r);
+    double mx = -INFINITY, sum = 0;
+    for (int s = 0; s < n; ++s) mx = std::max(mx, double{lse.f32()[s * rows + r]});
+    std::vector<double> merged(D, 0.0);
+    for (int s = 0; s < n; ++s) {
+      const float l = lse.f32()[s * rows + r];
+      if (l == -INFINITY) continue;
+      const double wt = std::exp2(l - mx);
+      sum += wt;
+      for (int64_t k = 0; k < D; ++k) merged[k] += wt * o.f32()[(s * rows + r) * D + k];
+    }
+    const int64_t h = r % H;
+    for (int64_t c = 0; c < V; ++c) {
+      double acc = 0;
+      for (int64_t k = 0; k < D; ++k) acc += merged[k] / sum * w_vc.f32()[(h * D + k) * V + c];
+      want.f32()[r * V + c] = static_cast<float>(acc);
+    }
+  }
+  return want;
+}
+
+// launch_mla_combine_vc on (o, lse, w_vc) with `c`'s positions / seq_lens (if any) into a NaN-poisoned output one
+// row longer than needed, which must stay NaN; compared with the oracle.
+void check_combine_vc(const Tensor& o, const Tensor& lse, const Tensor& w_vc, int T, kernels::MlaCombineVcParams c,
+                      const Tensor& want, const std::string& name) {
+  const int64_t H = w_vc.dim(0), V = w_vc.dim(2), rows = T * H;
+  Tensor o_dev = cuda_upload(o), lse_dev = cuda_upload(lse), w_dev = to_device_bf16(w_vc);
+  Tensor poison = Tensor::empty({rows + 1, V}, DType::kF32);
+  std::fill(poison.f32(), poison.f32() + poison.numel(), NAN);
+  Tensor out = to_device_bf16(poison);
+  c.part_o = o_dev.data_as<float>();
+  c.part_lse = lse_dev.data_as<float>();
+  c.w_vc = w_dev.data();
+  c.out = out.data();
+  c.tokens = T;
+  c.heads = static_cast<int>(H);
+  c.splits = static_cast<int>(o.dim(0));
+  c.v = static_cast<int>(V);
+  ASSERT_EQ(kernels::launch_mla_combine_vc(c, cuda_stream()), cudaSuccess) << name;
+  Tensor all = to_f32(cuda_download(out));
+  for (int64_t i = rows * V; i < all.numel(); ++i) ASSERT_TRUE(std::isnan(all.f32()[i])) << "wrote past " << name;
+  expect_close(out.reshape({rows + 1, V}).rows(0, rows).reshape({T, H, V}), want, name);
+}
+
 // The fused combine kernel alone over split results made here: random log-sum-exps with one split of every row
 // empty (log-sum-exp -inf, O rows NaN: never written), against the merge and W_UV product in double; one to four
 // tokens with few splits (the one-round merges: up to 8 splits for 1-2 tokens, 6 for 3-4) and past them (the
@@ -358,7 +409,6 @@ TEST(MlaAbsorbedVc, CombineKernelSkipsEmptySplits) {
   std::mt19937 rng(23);
   for (int T : {1, 2, 3, 4})
     for (int S : {2, 5, 6, 7, 8, 9, 40}) {
-      const std::string name = "T " + std::to_string(T) + " splits " + std::to_string(S);
       const int64_t rows = int64_t{T} * H;
       Tensor o = randn({S, rows, D}, rng, 1.0f), lse = randn({S, rows}, rng, 3.0f);
       Tensor w_vc = randn({H, D, V}, rng, 0.05f);
@@ -367,49 +417,16 @@ TEST(MlaAbsorbedVc, CombineKernelSkipsEmptySplits) {
         lse.f32()[empty * rows + r] = -INFINITY;
         std::fill(o.f32() + (empty * rows + r) * D, o.f32() + (empty * rows + r + 1) * D, NAN);
       }
-      Tensor want = Tensor::empty({T, H, V}, DType::kF32);
-      for (int64_t r = 0; r < rows; ++r) {
-        double mx = -INFINITY, sum = 0;
-        for (int s = 0; s < S; ++s) mx = std::max(mx, double{lse.f32()[s * rows + r]});
-        std::vector<double> merged(D, 0.0);
-        for (int s = 0; s < S; ++s) {
-          const float l = lse.f32()[s * rows + r];
-          if (l == -INFINITY) continue;
-          const double wt = std::exp2(l - mx);
-          sum += wt;
-          for (int k = 0; k < D; ++k) merged[k] += wt * o.f32()[(s * rows + r) * D + k];
-        }
-        const int64_t h = r % H;
-        for (int c = 0; c < V; ++c) {
-          double acc = 0;
-          for (int k = 0; k < D; ++k) acc += merged[k] / sum * w_vc.f32()[(h * D + k) * V + c];
-          want.f32()[r * V + c] = static_cast<float>(acc);
-        }
-      }
-      Tensor o_dev = cuda_upload(o), lse_dev = cuda_upload(lse), w_dev = to_device_bf16(w_vc);
-      Tensor poison = Tensor::empty({rows + 1, V}, DType::kF32);
-      std::fill(poison.f32(), poison.f32() + poison.numel(), NAN);
-      Tensor out = to_device_bf16(poison);
-      kernels::MlaCombineVcParams c;
-      c.part_o = o_dev.data_as<float>();
-      c.part_lse = lse_dev.data_as<float>();
-      c.w_vc = w_dev.data();
-      c.out = out.data();
-      c.tokens = T;
-      c.heads = H;
-      c.splits = S;
-      c.v = V;
-      ASSERT_EQ(kernels::launch_mla_combine_vc(c, cuda_stream()), cudaSuccess) << name;
-      Tensor all = to_f32(cuda_download(out));
-      for (int64_t i = rows * V; i < all.numel(); ++i) ASSERT_TRUE(std::isnan(all.f32()[i])) << "wrote past " << name;
-      expect_close(out.reshape({rows + 1, V}).rows(0, rows).reshape({T, H, V}), want, "combine_vc " + name);
+      const Tensor want = combine_vc_reference(o, lse, w_vc, T, [&](int64_t) { return S; });
+      check_combine_vc(o, lse, w_vc, T, {}, want, "combine_vc T " + std::to_string(T) + " splits " + std::to_string(S));
     }
 }
 
 // With the step's positions the combine counts each token's non-empty splits itself (a CUDA graph's plan is made for
 // a longer context than most steps have): splits at or past every token's count hold finite garbage, which must not
 // be read; a token's empty splits below another token's count hold what the decode kernels leave (-inf, O never
-// written: NaN). Counts past the one-round limit take the general merge.
+// written: NaN). Counts past the one-round limit take the general merge. (A plan whose splits all fit one round
+// is merged without counting: the {5, ...} step.)
 TEST(MlaAbsorbedVc, CombineKernelCountsActiveSplits) {
   init_cuda_device(0);
   constexpr int H = 16, D = kernels::kMlaValueDim, V = 64;
@@ -423,7 +440,7 @@ TEST(MlaAbsorbedVc, CombineKernelCountsActiveSplits) {
                                    {5, {288, 257, 200}}, {64, {512, 65, 1, 300}}, {128, {33000, 64, 640, 3}}};
   for (const Step& st : steps) {
     const int T = static_cast<int>(st.context.size()), S = st.splits;
-    std::string name = "splits " + std::to_string(S) + " contexts";
+    std::string name = "combine_vc counted, splits " + std::to_string(S) + " contexts";
     for (int c : st.context) name += " " + std::to_string(c);
     const int64_t rows = int64_t{T} * H;
     std::vector<int> active(T);
@@ -438,51 +455,18 @@ TEST(MlaAbsorbedVc, CombineKernelCountsActiveSplits) {
         lse.f32()[s * rows + r] = -INFINITY;
         std::fill(o.f32() + (s * rows + r) * D, o.f32() + (s * rows + r + 1) * D, NAN);
       }
-    Tensor want = Tensor::empty({T, H, V}, DType::kF32);
-    for (int64_t r = 0; r < rows; ++r) {
-      const int n = active[r / H];
-      double mx = -INFINITY, sum = 0;
-      for (int s = 0; s < n; ++s) mx = std::max(mx, double{lse.f32()[s * rows + r]});
-      std::vector<double> merged(D, 0.0);
-      for (int s = 0; s < n; ++s) {
-        const double wt = std::exp2(lse.f32()[s * rows + r] - mx);
-        sum += wt;
-        for (int k = 0; k < D; ++k) merged[k] += wt * o.f32()[(s * rows + r) * D + k];
-      }
-      const int64_t h = r % H;
-      for (int c = 0; c < V; ++c) {
-        double acc = 0;
-        for (int k = 0; k < D; ++k) acc += merged[k] / sum * w_vc.f32()[(h * D + k) * V + c];
-        want.f32()[r * V + c] = static_cast<float>(acc);
-      }
-    }
+    const Tensor want = combine_vc_reference(o, lse, w_vc, T, [&](int64_t r) { return active[r / H]; });
     // positions / seq_lens: even tokens end by their position, odd ones by their sequence length.
     Tensor pos = Tensor::empty({T}, DType::kI32), lens = Tensor::empty({T}, DType::kI32);
     for (int t = 0; t < T; ++t) {
       pos.data_as<int32_t>()[t] = t % 2 ? st.context[t] + 40 : st.context[t] - 1;
       lens.data_as<int32_t>()[t] = t % 2 ? st.context[t] : st.context[t] + 7;
     }
-    Tensor o_dev = cuda_upload(o), lse_dev = cuda_upload(lse), w_dev = to_device_bf16(w_vc);
     Tensor pos_dev = cuda_upload(pos), lens_dev = cuda_upload(lens);
-    Tensor poison = Tensor::empty({rows + 1, V}, DType::kF32);
-    std::fill(poison.f32(), poison.f32() + poison.numel(), NAN);
-    Tensor out = to_device_bf16(poison);
     kernels::MlaCombineVcParams c;
-    c.part_o = o_dev.data_as<float>();
-    c.part_lse = lse_dev.data_as<float>();
-    c.w_vc = w_dev.data();
-    c.out = out.data();
     c.positions = pos_dev.data_as<int32_t>();
     c.seq_lens = lens_dev.data_as<int32_t>();
-    c.tokens = T;
-    c.heads = H;
-    c.splits = S;
-    c.v = V;
-    ASSERT_EQ(kernels::launch_mla_combine_vc(c, cuda_stream()), cudaSuccess) << name;
-    Tensor all = to_f32(cuda_download(out));
-    for (int64_t i = rows * V; i < all.numel(); ++i) ASSERT_TRUE(std::isnan(all.f32()[i])) << "wrote past " << name;
-    expect_close(out.reshape({rows + 1, V}).rows(0, rows).reshape({T, H, V}), want,
-                 "combine_vc counted " + name + (one_round ? " (one round)" : " (general)"));
+    check_combine_vc(o, lse, w_vc, T, c, want, name + (one_round ? " (one round)" : " (general)"));
   }
 }
 

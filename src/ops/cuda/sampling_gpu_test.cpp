@@ -72,17 +72,22 @@ void add_penalties(Case& c, int b, int n, uint32_t seed) {
   r.penalty_end = static_cast<int32_t>(c.batch.penalties.size());
 }
 
-void run_case(const char* name, const Case& c, bool bf16, Ops& cpu, Ops& gpu) {
+// The case's logits as a host f32 tensor and on the device (bf16 or f32).
+Tensor host_logits(const Case& c) {
   Tensor host = Tensor::empty({c.rows, c.ld}, DType::kF32);
   std::copy(c.logits.begin(), c.logits.end(), host.f32());
-  Tensor dev;
-  if (bf16) {
-    Tensor h = Tensor::empty({c.rows, c.ld}, DType::kBF16);
-    for (int64_t i = 0; i < host.numel(); ++i) h.data_as<uint16_t>()[i] = f32_to_bf16(host.f32()[i]);
-    dev = cuda_upload(h);
-  } else {
-    dev = cuda_upload(host);
-  }
+  return host;
+}
+Tensor device_logits(const Tensor& host, bool bf16) {
+  if (!bf16) return cuda_upload(host);
+  Tensor h = Tensor::empty({host.dim(0), host.dim(1)}, DType::kBF16);
+  for (int64_t i = 0; i < host.numel(); ++i) h.data_as<uint16_t>()[i] = f32_to_bf16(host.f32()[i]);
+  return cuda_upload(h);
+}
+
+void run_case(const char* name, const Case& c, bool bf16, Ops& cpu, Ops& gpu) {
+  Tensor host = host_logits(c);
+  Tensor dev = device_logits(host, bf16);
   const SampleResult want = cpu.sample(host, c.batch);
   const SampleResult got = gpu.sample(dev, c.batch);
   const size_t B = c.batch.rows.size();
@@ -203,8 +208,7 @@ TEST_F(SampleGpu, Ties) {
   }
   run_case("ties", c, true, *cpu_, *gpu_);
   // The reference picks the lowest tied id (independent of the op under test).
-  Tensor host = Tensor::empty({c.rows, c.ld}, DType::kF32);
-  std::copy(c.logits.begin(), c.logits.end(), host.f32());
+  Tensor host = host_logits(c);
   const SampleResult cpu = cpu_->sample(host, c.batch);
   for (int b = 0; b < 8; ++b)
     if (b % 2 == 0 || b % 4 == 1 || b % 4 == 3) EXPECT_EQ(cpu.tokens[b], 17 + b) << b;
@@ -218,11 +222,7 @@ TEST_F(SampleGpu, NonFiniteRows) {
   c.logits[3 * c.ld + 99999] = std::numeric_limits<float>::infinity();
   c.logits[7 * c.ld + 5] = -std::numeric_limits<float>::infinity();     // row 3
   run_case("non_finite", c, false, *cpu_, *gpu_);
-  Tensor dev = cuda_upload([&] {
-    Tensor h = Tensor::empty({c.rows, c.ld}, DType::kF32);
-    std::copy(c.logits.begin(), c.logits.end(), h.f32());
-    return h;
-  }());
+  Tensor dev = cuda_upload(host_logits(c));
   const SampleResult got = gpu_->sample(dev, c.batch);
   EXPECT_EQ(got.bad_id[1], 77777);
   EXPECT_EQ(got.bad_id[3], 5);
@@ -248,8 +248,7 @@ TEST_F(SampleGpu, PenaltiesChangeTheChoice) {
     r.penalty_end = r.penalty_begin + 1;
   }
   run_case("penalty_flip", c, false, *cpu_, *gpu_);
-  Tensor h = Tensor::empty({c.rows, c.ld}, DType::kF32);
-  std::copy(c.logits.begin(), c.logits.end(), h.f32());
+  Tensor h = host_logits(c);
   const SampleResult got = gpu_->sample(cuda_upload(h), c.batch);
   for (int b = 0; b < 4; ++b) EXPECT_EQ(got.tokens[b], 4243) << b;
 }
@@ -277,16 +276,8 @@ TEST_F(SampleGpu, GreedyOnlyBatches) {
     run_case(name.c_str(), c, bf16, *cpu_, *gpu_);  // first launch
     run_case(name.c_str(), c, bf16, *cpu_, *gpu_);  // second: the counters were reset
     // Store entries and logprobs (NaN: not wanted) on the greedy path; the general path's tokens for comparison.
-    Tensor host = Tensor::empty({c.rows, c.ld}, DType::kF32);
-    std::copy(c.logits.begin(), c.logits.end(), host.f32());
-    Tensor dev;
-    if (bf16) {
-      Tensor h = Tensor::empty({c.rows, c.ld}, DType::kBF16);
-      for (int64_t i = 0; i < host.numel(); ++i) h.data_as<uint16_t>()[i] = f32_to_bf16(host.f32()[i]);
-      dev = cuda_upload(h);
-    } else {
-      dev = cuda_upload(host);
-    }
+    Tensor host = host_logits(c);
+    Tensor dev = device_logits(host, bf16);
     SampleBatch stored = c.batch;
     for (int b = 0; b < B; ++b) stored.rows[b].store_index = B - 1 - b;
     Tensor store_d = cuda_upload(Tensor::zeros({B}, DType::kI32));
@@ -312,13 +303,9 @@ TEST_F(SampleGpu, GreedyOnlyBatches) {
       Tensor part = cuda_upload(Tensor::zeros({B * kernels::kSampleScanChunks * 5}, DType::kI32));
       Tensor arrivals = cuda_upload(Tensor::zeros({kernels::kSampleGreedyMaxRows}, DType::kI32));
       Tensor outs = cuda_upload(Tensor::zeros({4 * B}, DType::kI32));
-      int32_t* o = outs.data_as<int32_t>();
       g.part = static_cast<kernels::SampleScanPart*>(part.data());
       g.arrivals = static_cast<uint32_t*>(arrivals.data());
-      g.tokens = o;
-      g.bad_id = o + B;
-      g.logprobs = reinterpret_cast<float*>(o + 2 * B);
-      g.bad_value = reinterpret_cast<float*>(o + 3 * B);
+      g.out = kernels::sample_outputs(outs.data_as<int32_t>(), B);
       for (int rep = 0; rep < 2; ++rep) {
         ASSERT_EQ(kernels::launch_sample_greedy(g, cuda_stream()), cudaSuccess);
         Tensor back = cuda_download(outs), arr = cuda_download(arrivals);
@@ -355,8 +342,7 @@ TEST_F(SampleGpu, AsyncStoreFeedsPlaceholders) {
   mixed_params(c);
   for (auto& r : c.batch.rows) r.top_logprobs = 0;  // also the copy-back without top logprobs
   for (size_t b = 0; b < c.batch.rows.size(); ++b) c.batch.rows[b].store_index = static_cast<int32_t>(2 * b + 1);
-  Tensor host = Tensor::empty({c.rows, c.ld}, DType::kF32);
-  std::copy(c.logits.begin(), c.logits.end(), host.f32());
+  Tensor host = host_logits(c);
   Tensor dev = cuda_upload(host);
   const int64_t S = 2 * static_cast<int64_t>(c.batch.rows.size()) + 3;
   Tensor store_h = Tensor::zeros({S}, DType::kI32);
