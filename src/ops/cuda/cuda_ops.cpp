@@ -6,10 +6,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
 #include <limits>
-#include <sstream>
 #include <string>
 #include <unordered_map>
 
@@ -31,6 +28,7 @@
 #include "ops/cuda/fp8_linear.h"
 #include "ops/cuda/cuda_runtime.h"
 #include "ops/cuda/fallback_attention.h"
+#include "ops/cuda/tuning_file.h"
 #include "ops/ops.h"
 
 namespace ds {
@@ -110,34 +108,6 @@ struct CudaPendingSample final : PendingSample {
     return res;
   }
 };
-
-// A per-GPU table: the file named by `env`, else the committed configs/<subdir>/<GPU name>.json next to the
-// binary's parent directory, when there is one; "" when neither.
-std::string tuning_path(const char* env, const char* subdir, int device_index) {
-  if (const char* e = std::getenv(env); e && *e) return e;
-  cudaDeviceProp prop{};
-  std::error_code ec;
-  const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
-  if (ec || cudaGetDeviceProperties(&prop, device_index) != cudaSuccess) return "";
-  std::string name = prop.name;
-  std::replace(name.begin(), name.end(), ' ', '_');
-  const std::filesystem::path p = exe.parent_path().parent_path() / "configs" / subdir / (name + ".json");
-  return std::filesystem::is_regular_file(p, ec) ? p.string() : "";
-}
-
-// An unreadable or invalid table is an operator error: say so and stop rather than run a different dispatch.
-template <class T>
-T load_tuning(const std::string& path, Result<T> (*parse)(const std::string&), const char* what) {
-  std::ifstream f(path);
-  std::stringstream text;
-  text << f.rdbuf();
-  Result<T> t = f ? parse(text.str()) : Result<T>(error("cannot read the file"));
-  if (!t.is_ok()) {
-    std::fprintf(stderr, "dserve: %s table %s: %s\n", what, path.c_str(), t.status().message().c_str());
-    std::exit(1);
-  }
-  return std::move(t).value();
-}
 
 class CudaOps final : public Ops {
  public:

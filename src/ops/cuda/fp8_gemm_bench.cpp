@@ -1,8 +1,10 @@
-// dserve_fp8_gemm_bench: block-FP8 linears at DeepSeek-V3 shapes (issue 7) for M = 1, 8, 64, 256, 4096:
-// ours (quantize + small-M kernel for M <= 64, else quantize + cuBLASLt, as the dispatch does), cuBLASLt
-// block-scaled FP8 alone (pre-quantized operands) and cuBLASLt bf16, each as us, TFLOP/s, GB/s and fraction
-// of roofline (max(bytes / copy bandwidth, flops / peak), copy bandwidth measured in this run). Weights rotate
-// over enough copies to defeat the 50 MB L2. Usage: dserve_fp8_gemm_bench [--csv PATH] [--filter SUBSTR]
+// dserve_fp8_gemm_bench: block-FP8 linears at DeepSeek-V3 shapes (issue 7) for M = 1, 8, 16, 32, 64, 256, 4096:
+// ours (Fp8Gemm::linear with the per-GPU table dserve loads, configs/fp8_gemm/<GPU>.json or
+// DSERVE_FP8_GEMM_CONFIG: quantize + small-M kernel up to the shape's small_m_max, else quantize + cuBLASLt),
+// cuBLASLt block-scaled FP8 alone (pre-quantized operands) and cuBLASLt bf16, each as us, TFLOP/s, GB/s and
+// fraction of roofline (max(bytes / copy bandwidth, flops / peak), copy bandwidth measured in this run), the calls
+// replayed from a CUDA graph as decode steps run them. Weights rotate over enough copies to defeat the 50 MB L2.
+// Usage: dserve_fp8_gemm_bench [--csv PATH] [--filter SUBSTR]
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -15,6 +17,8 @@
 #include "ops/cuda/cublaslt_gemm.h"
 #include "ops/cuda/cuda_runtime.h"
 #include "ops/cuda/fp8_linear.h"
+#include "ops/cuda/tuning_file.h"
+#include "ops/fp8_tuning.h"
 
 namespace ds {
 namespace {
@@ -54,17 +58,34 @@ void fill_bf16(void* dev, size_t n, uint32_t seed) {
   DS_CUDA_CHECK(cudaMemcpy(dev, h.data(), n * 2, cudaMemcpyHostToDevice));
 }
 
+// Median time per call of f(0..iters-1), replayed from a CUDA graph (graph = true: as a decode step runs them, device
+// time only; eagerly a call of several small launches is bound by the host at small M) or launched eagerly (the
+// copy-bandwidth baseline: a graph's memcpy node takes the copy engines, slower than cudaMemcpyAsync's kernel).
 template <typename F>
-double time_us(F&& f, int iters) {
+double time_us(F&& f, int iters, bool graph_replay = true) {
   cudaStream_t s = cuda_stream();
   for (int i = 0; i < 3; ++i) f(i);
+  DS_CUDA_CHECK(cudaStreamSynchronize(s));
+  cudaGraph_t graph = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  if (graph_replay) {
+    DS_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+    for (int i = 0; i < iters; ++i) f(i);
+    DS_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+    DS_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+    DS_CUDA_CHECK(cudaGraphLaunch(exec, s));
+  }
   cudaEvent_t e0, e1;
   DS_CUDA_CHECK(cudaEventCreate(&e0));
   DS_CUDA_CHECK(cudaEventCreate(&e1));
   std::vector<float> ms;
   for (int r = 0; r < 5; ++r) {
     DS_CUDA_CHECK(cudaEventRecord(e0, s));
-    for (int i = 0; i < iters; ++i) f(i);
+    if (exec) {
+      DS_CUDA_CHECK(cudaGraphLaunch(exec, s));
+    } else {
+      for (int i = 0; i < iters; ++i) f(i);
+    }
     DS_CUDA_CHECK(cudaEventRecord(e1, s));
     DS_CUDA_CHECK(cudaEventSynchronize(e1));
     float t;
@@ -73,6 +94,8 @@ double time_us(F&& f, int iters) {
   }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
+  if (exec) cudaGraphExecDestroy(exec);
+  if (graph) cudaGraphDestroy(graph);
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2] * 1e3;
 }
@@ -83,7 +106,7 @@ double copy_bandwidth() {
   DS_CUDA_CHECK(cudaMalloc(&a, bytes));
   DS_CUDA_CHECK(cudaMalloc(&b, bytes));
   DS_CUDA_CHECK(cudaMemset(a, 1, bytes));
-  const double us = time_us([&](int) { DS_CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, cuda_stream())); }, 3);
+  const double us = time_us([&](int) { DS_CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, cuda_stream())); }, 3, false);
   DS_CUDA_CHECK(cudaFree(a));
   DS_CUDA_CHECK(cudaFree(b));
   return 2.0 * bytes / (us * 1e-6);
@@ -123,6 +146,13 @@ int main(int argc, char** argv) {
                           {"expert_down", 7168, 2048}};
   const int64_t ms[] = {1, 8, 16, 32, 64, 256, 4096};
   Fp8Gemm fp8;
+  if (const std::string path = tuning_path("DSERVE_FP8_GEMM_CONFIG", "fp8_gemm", 0); !path.empty()) {
+    fp8.set_tuning(load_tuning(path, parse_fp8_gemm_tuning, "FP8 GEMM"));
+    std::printf("dispatch table %s\n", path.c_str());
+  } else {
+    std::printf("no dispatch table for this GPU: small-M kernel up to M = %lld\n",
+                static_cast<long long>(fp8.small_m_max()));
+  }
   CublasLtGemm bf16;
   for (const BenchShape& sh : shapes) {
     if (!filter.empty() && std::string(sh.name).find(filter) == std::string::npos) continue;
