@@ -16,20 +16,20 @@ namespace {
 using ptx::load_stream;
 using ptx::mma_e4m3;
 
-// One warp per (token, 128-group); each lane owns 4 consecutive channels.
+// One warp per (token, 128-group); each lane owns 4 consecutive channels. Pad rows (m >= M) quantize zeros.
 __global__ void quant_act_kernel(Fp8QuantParams p) {
   pdl_enter();
   const int64_t groups = p.Kp / 128;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
-  if (warp >= p.M * groups) return;
+  if (warp >= max(p.M, p.M_pad) * groups) return;
   const int64_t m = warp / groups, g = warp % groups;
   float v[4];
 #pragma unroll
   for (int j = 0; j < 4; ++j) {
     const int64_t k = g * 128 + lane * 4 + j;
     float x = 0.0f;
-    if (k < p.K) {
+    if (k < p.K && m < p.M) {
       x = p.x_f32 ? static_cast<const float*>(p.x)[m * p.ldx + k]
                   : __bfloat162float(static_cast<const __nv_bfloat16*>(p.x)[m * p.ldx + k]);
     }
@@ -375,8 +375,9 @@ cudaError_t launch_transpose_bf16(const TransposeBf16Params& p, cudaStream_t str
 
 cudaError_t launch_fp8_quant_act(const Fp8QuantParams& p, cudaStream_t stream) {
   if (p.Kp % 128 != 0 || p.Kp < p.K || p.M < 0) return cudaErrorInvalidValue;
-  if (p.M == 0) return cudaSuccess;
-  const int64_t warps = p.M * (p.Kp / 128);
+  const int64_t rows = p.M_pad > p.M ? p.M_pad : p.M;
+  if (rows == 0) return cudaSuccess;
+  const int64_t warps = rows * (p.Kp / 128);
   const int64_t threads = 256;
   const int64_t blocks = (warps * 32 + threads - 1) / threads;
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;

@@ -21,6 +21,8 @@ struct Fp8QuantParams {
   int64_t s_ld = 0;
   bool s_m_major = false;
   bool ue8m0 = false;
+  // > M: rows [M, M_pad) are written too, as zero tokens (q 0, a finite scale), so cuBLASLt's pad rows need no memsets.
+  int64_t M_pad = 0;
 };
 cudaError_t launch_fp8_quant_act(const Fp8QuantParams& p, cudaStream_t stream);
 

@@ -53,10 +53,15 @@ TEST_F(Fp8GemmGpu, ActivationQuantizationIsBitExact) {
         Tensor xf = test::randn({M, K}, rng, 2.0f);
         for (int64_t j = 0; j < K; ++j) xf.f32()[5 * K + j] = 0.0f;  // an all-zero token hits the 1e-4 floor
         Tensor xd = test::to_device(xf);
-        Tensor q = Tensor::empty({M, Kp}, DType::kF8E4M3, Device::kCuda);
-        const int64_t sld = m_major ? (M + 3) / 4 * 4 : G;
-        Tensor s = Tensor::empty({m_major ? G : M, sld}, DType::kF32, Device::kCuda);
+        // Rows [M, Mp) are cuBLASLt's pad rows (M_pad): zero tokens over poisoned bytes.
+        const int64_t Mp = 48;
+        Tensor q = Tensor::empty({Mp, Kp}, DType::kF8E4M3, Device::kCuda);
+        const int64_t sld = m_major ? Mp : G;
+        Tensor s = Tensor::empty({m_major ? G : Mp, sld}, DType::kF32, Device::kCuda);
+        ASSERT_EQ(cudaMemsetAsync(q.data(), 0xff, q.nbytes(), cuda_stream()), cudaSuccess);
+        ASSERT_EQ(cudaMemsetAsync(s.data(), 0xff, s.nbytes(), cuda_stream()), cudaSuccess);
         kernels::Fp8QuantParams p;
+        p.M_pad = Mp;
         p.x = xd.data();
         p.ldx = K;
         p.M = M;
@@ -85,8 +90,12 @@ TEST_F(Fp8GemmGpu, ActivationQuantizationIsBitExact) {
             bad_s += got != rs.f32()[m * Kg + g];
           }
         }
+        for (int64_t m = M; m < Mp; ++m) {
+          for (int64_t k = 0; k < Kp; ++k) bad_pad += qh.data_as<uint8_t>()[m * Kp + k] != 0;
+          for (int64_t g = 0; g < G; ++g) bad_pad += !std::isfinite(sh.f32()[m_major ? g * sld + m : m * sld + g]);
+        }
         EXPECT_EQ(bad_q, 0) << "K " << K << " ue8m0 " << ue8m0 << " m_major " << m_major;
-        EXPECT_EQ(bad_pad, 0) << "K " << K;
+        EXPECT_EQ(bad_pad, 0) << "K " << K << " m_major " << m_major;
         EXPECT_EQ(bad_s, 0) << "K " << K << " ue8m0 " << ue8m0 << " m_major " << m_major;
       }
 }

@@ -435,17 +435,15 @@ void Fp8Gemm::linear_to(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path
   }
   Tensor qp_rows = Tensor::empty({Mp, w.Kp}, DType::kF8E4M3, Device::kCuda);
   kernels::Fp8QuantParams qp = quant_params(x, w, ue8m0, qp_rows);
-  if (Mp != M) {
-    DS_CUDA_CHECK(cudaMemsetAsync(static_cast<uint8_t*>(qp_rows.data()) + M * w.Kp, 0, (Mp - M) * w.Kp, stream));
-  }
+  qp.M_pad = Mp;  // the pad rows quantized as zero tokens in the same launch
   const bool m_major = (lt_layout_ & 1) != 0;
   const int64_t sld = m_major ? lt_scale_ld(Mp) : kb;
   Tensor sx = Tensor::empty({m_major ? kb : Mp, m_major ? sld : kb}, DType::kF32, Device::kCuda);
   qp.s = sx.data_as<float>();
   qp.s_ld = sld;
   qp.s_m_major = m_major;
-  // Scales of the pad rows (and any stride padding) are never those of a real token: keep them finite.
-  DS_CUDA_CHECK(cudaMemsetAsync(sx.data(), 0, sx.nbytes(), stream));
+  // Scales past the pad rows (stride padding, none when Mp is a multiple of 4) are never a token's: keep them finite.
+  if (m_major && sld > Mp) DS_CUDA_CHECK(cudaMemsetAsync(sx.data(), 0, sx.nbytes(), stream));
   DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, stream));
   if (w.Np == w.N && Mp <= y_rows) {  // the padded rows land in the caller's spare rows
     run_cublaslt(qp_rows.data(), sx.data_as<float>(), w, Mp, y.data(), stream);
