@@ -46,19 +46,15 @@ int run_generate(int argc, char** argv) {
   if (!(opts.sampling.top_p > 0 && opts.sampling.top_p <= 1)) return fail(error("--top-p must be in (0, 1]"));
   if (!(opts.sampling.min_p >= 0 && opts.sampling.min_p <= 1)) return fail(error("--min-p must be in [0, 1]"));
   if (opts.sampling.top_k == 0 || opts.sampling.top_k < -1) return fail(error("--top-k must be -1 or >= 1"));
-  if (flags.get_string("input-ids").empty()) return fail(error("--input-ids is required"));
-  auto mode = parse_attn_mode(flags.get_string("attention-mode"));
-  if (!mode) return fail(mode.status());
-  auto setup = setup_model(flags);
-  if (!setup) return fail(setup.status());
-  auto ids = parse_token_ids(flags.get_string("input-ids"), setup->config.vocab_size, "--input-ids");
-  if (!ids) return fail(ids.status());
+  auto seq = setup_sequence(flags);
+  if (!seq) return fail(seq.status());
+  const std::vector<int32_t>& ids = seq->ids;
 
-  SequenceRunner runner(*setup->model, *setup->ops, 64, setup->kv_dtype);
+  SequenceRunner runner(*seq->model.model, *seq->model.ops, 64, seq->model.kv_dtype);
   if (flags.get_int("cuda-graph-max-bs") < 0) return fail(error("--cuda-graph-max-bs must be >= 0"));
   const bool graph_flag_zero = flags.was_set("cuda-graph-max-bs") && flags.get_int("cuda-graph-max-bs") == 0;
   runner.set_use_cuda_graphs(!flags.get_bool("disable-cuda-graph") && !graph_flag_zero);
-  GenerateResult r = runner.generate(*ids, opts, *mode);
+  GenerateResult r = runner.generate(ids, opts, seq->mode);
   if (flags.get_bool("json")) {
     nlohmann::json out = {{"output_ids", r.output_ids},
                           {"output_token_logprobs", r.output_logprobs},

@@ -32,19 +32,15 @@ int run_score(int argc, char** argv) {
   const int64_t top_k = flags.get_int("top-logprobs");
   if (top_k < 0) return fail(error("--top-logprobs must be >= 0"));
   if (flags.get_int("chunk-size") < 0) return fail(error("--chunk-size must be >= 0"));
-  if (flags.get_string("input-ids").empty()) return fail(error("--input-ids is required"));
-  auto mode = parse_attn_mode(flags.get_string("attention-mode"));
-  if (!mode) return fail(mode.status());
-  auto setup = setup_model(flags);
-  if (!setup) return fail(setup.status());
-  auto ids = parse_token_ids(flags.get_string("input-ids"), setup->config.vocab_size, "--input-ids");
-  if (!ids) return fail(ids.status());
+  auto seq = setup_sequence(flags);
+  if (!seq) return fail(seq.status());
+  const std::vector<int32_t>& ids = seq->ids;
 
-  SequenceRunner runner(*setup->model, *setup->ops, 64, setup->kv_dtype);
-  ScoreResult r = runner.score(*ids, static_cast<int>(top_k), *mode, static_cast<int>(flags.get_int("chunk-size")));
+  SequenceRunner runner(*seq->model.model, *seq->model.ops, 64, seq->model.kv_dtype);
+  ScoreResult r = runner.score(ids, static_cast<int>(top_k), seq->mode, static_cast<int>(flags.get_int("chunk-size")));
 
   nlohmann::json lps = nlohmann::json::array(), tops = nlohmann::json::array();
-  for (size_t i = 0; i < ids->size(); ++i) {
+  for (size_t i = 0; i < ids.size(); ++i) {
     if (i == 0) {
       lps.push_back(nullptr);
       tops.push_back(nullptr);
@@ -60,9 +56,9 @@ int run_score(int argc, char** argv) {
     if (top_k > 0) out["input_top_logprobs"] = tops;
     std::cout << out.dump() << std::endl;
   } else {
-    for (size_t i = 0; i < ids->size(); ++i) {
-      if (i == 0) std::printf("%6zu %8d            -\n", i, (*ids)[i]);
-      else std::printf("%6zu %8d %12.6f\n", i, (*ids)[i], r.token_logprobs[i]);
+    for (size_t i = 0; i < ids.size(); ++i) {
+      if (i == 0) std::printf("%6zu %8d            -\n", i, ids[i]);
+      else std::printf("%6zu %8d %12.6f\n", i, ids[i], r.token_logprobs[i]);
     }
   }
   return 0;

@@ -163,4 +163,15 @@ Result<AttnMode> parse_attn_mode(const std::string& text) {
   return error("--attention-mode must be auto, mha or absorbed, got '", text, "'");
 }
 
+Result<SequenceSetup> setup_sequence(const Flags& flags) {
+  if (flags.get_string("input-ids").empty()) return error("--input-ids is required");
+  auto mode = parse_attn_mode(flags.get_string("attention-mode"));
+  if (!mode) return mode.status();
+  auto setup = setup_model(flags);
+  if (!setup) return setup.status();
+  auto ids = parse_token_ids(flags.get_string("input-ids"), setup->config.vocab_size, "--input-ids");
+  if (!ids) return ids.status();
+  return SequenceSetup{std::move(setup).value(), std::move(ids).value(), *mode};
+}
+
 }  // namespace ds

@@ -3,6 +3,7 @@
 #pragma once
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "app/flags.h"
 #include "model/deepseek_model.h"
@@ -38,5 +39,14 @@ Result<ModelConfig> load_config_path(const std::string& path);
 
 // AttnMode from --attention-mode auto|mha|absorbed.
 Result<AttnMode> parse_attn_mode(const std::string& text);
+
+// What `generate` and `score` run: the model, --input-ids (required, checked against its vocabulary) and
+// --attention-mode.
+struct SequenceSetup {
+  ModelSetup model;
+  std::vector<int32_t> ids;
+  AttnMode mode = AttnMode::kAuto;
+};
+Result<SequenceSetup> setup_sequence(const Flags& flags);
 
 }  // namespace ds
