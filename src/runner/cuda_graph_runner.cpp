@@ -62,7 +62,8 @@ struct CudaGraphRunner::Impl {
   std::vector<cudaGraphExec_t> execs;  // by index in sizes_
   // DSERVE_GRAPH_TIMING=1 (a measurement switch): per replay, the device time from the input copy to the graph's end
   // and the gap since the previous replay's end (sampling, copies back, host turnaround), so a benchmark can tell the
-  // graph from what runs around it; medians per batch size are logged when the runner goes.
+  // graph from what runs around it; medians per batch size are logged when the runner goes. Each replay waits for the
+  // previous one's end event (bench-one-batch waits anyway; under the server's overlap schedule this serialises).
   cudaEvent_t timing[3] = {nullptr, nullptr, nullptr};  // start, end, previous end
   int timing_bs = 0;  // batch size of the pending replay; 0: none pending
   bool have_prev_end = false;
