@@ -88,6 +88,17 @@ struct CudaPendingSample final : PendingSample {
     if (recorded) (void)cudaEventSynchronize(slot.done);  // the copy must land before the slot is reused
     release_pinned(slot);
   }
+  // The launch's output block (kernels::sample_outputs' [4, rows] words, then [2, rows, top_columns] top logprobs
+  // when top_columns > 0) copied into a pinned slot behind the event, on `stream`.
+  void copy_back(const int32_t* words, int64_t rows, int64_t top_columns, cudaStream_t stream) {
+    const size_t bytes = static_cast<size_t>(4 * rows + 2 * rows * top_columns) * 4;
+    slot = acquire_pinned(bytes);
+    DS_CUDA_CHECK(cudaMemcpyAsync(slot.host, words, bytes, cudaMemcpyDeviceToHost, stream));
+    DS_CUDA_CHECK(cudaEventRecord(slot.done, stream));
+    recorded = true;
+    B = rows;
+    n = top_columns;
+  }
   SampleResult wait() override {
     SampleResult res;
     if (B == 0) return res;
@@ -1367,13 +1378,10 @@ class CudaOps final : public Ops {
     // tokens [B], bad_id [B], logprobs [B], bad_value [B], top_id [B, n], top_lp [B, n] (4-byte words).
     const int64_t n = max_top_n;
     const bool want_top = std::any_of(rows.begin(), rows.end(), [](const auto& r) { return r.top_n > 0; });
-    const int64_t words_back = 4 * B + (want_top ? 2 * B * n : 0);
     Tensor back = empty({4 * B + 2 * B * n}, DType::kI32);
     int32_t* wb = back.data_as<int32_t>();
     Tensor lse = empty({B}, DType::kF32);
-    static_assert(sizeof(kernels::SampleScanPart) % 4 == 0);
-    Tensor part = empty({B * kernels::kSampleScanChunks * static_cast<int64_t>(sizeof(kernels::SampleScanPart) / 4)},
-                        DType::kI32);
+    Tensor part = scan_parts(B);
     kernels::SampleParams p{};
     p.part = static_cast<kernels::SampleScanPart*>(part.data());
     p.logits = logits.data();
@@ -1400,13 +1408,7 @@ class CudaOps final : public Ops {
     p.top_lp = reinterpret_cast<float*>(wb + 4 * B + B * n);
     p.token_store = token_store.defined() ? token_store.data_as<int32_t>() : nullptr;
     DS_CUDA_CHECK(kernels::launch_sample(p, stream()));
-    pending->slot = acquire_pinned(static_cast<size_t>(words_back) * 4);
-    DS_CUDA_CHECK(cudaMemcpyAsync(pending->slot.host, wb, static_cast<size_t>(words_back) * 4, cudaMemcpyDeviceToHost,
-                                  stream()));
-    DS_CUDA_CHECK(cudaEventRecord(pending->slot.done, stream()));
-    pending->recorded = true;
-    pending->B = B;
-    pending->n = want_top ? n : 0;
+    pending->copy_back(wb, B, want_top ? n : 0, stream());
     pending->top_n.resize(B);
     for (int64_t b = 0; b < B; ++b) pending->top_n[b] = static_cast<int32_t>(std::min<int64_t>(rows[b].top_n, V));
     return pending;
@@ -1420,9 +1422,7 @@ class CudaOps final : public Ops {
     const int64_t B = static_cast<int64_t>(rows.size());
     Tensor back = empty({4 * B}, DType::kI32);
     int32_t* wb = back.data_as<int32_t>();
-    static_assert(sizeof(kernels::SampleScanPart) % 4 == 0);
-    Tensor part = empty({B * kernels::kSampleScanChunks * static_cast<int64_t>(sizeof(kernels::SampleScanPart) / 4)},
-                        DType::kI32);
+    Tensor part = scan_parts(B);
     kernels::SampleGreedyParams g{};
     g.logits = logits.data();
     g.type = elem_type(logits.dtype());
@@ -1438,15 +1438,15 @@ class CudaOps final : public Ops {
     g.out = kernels::sample_outputs(wb, B);
     g.token_store = token_store.defined() ? token_store.data_as<int32_t>() : nullptr;
     DS_CUDA_CHECK(kernels::launch_sample_greedy(g, stream()));
-    pending->slot = acquire_pinned(static_cast<size_t>(4 * B) * 4);
-    DS_CUDA_CHECK(cudaMemcpyAsync(pending->slot.host, wb, static_cast<size_t>(4 * B) * 4, cudaMemcpyDeviceToHost,
-                                  stream()));
-    DS_CUDA_CHECK(cudaEventRecord(pending->slot.done, stream()));
-    pending->recorded = true;
-    pending->B = B;
-    pending->n = 0;
+    pending->copy_back(wb, B, 0, stream());
     pending->top_n.assign(B, 0);
     return pending;
+  }
+  // Scratch of both sampling launches: kSampleScanChunks partials per row.
+  Tensor scan_parts(int64_t rows) {
+    static_assert(sizeof(kernels::SampleScanPart) % 4 == 0);
+    return empty({rows * kernels::kSampleScanChunks * static_cast<int64_t>(sizeof(kernels::SampleScanPart) / 4)},
+                 DType::kI32);
   }
 
   void resolve_tokens_(Tensor& ids, const Tensor& store) override {
