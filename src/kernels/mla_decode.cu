@@ -592,14 +592,39 @@ __device__ __forceinline__ float4 weigh_splits(const float (&lse)[kN], const flo
   return acc;
 }
 
+#ifdef DS_MLA_TRACE
+// Diagnostic (-DDS_MLA_TRACE only): per combine block globaltimer at start, after the PDL wait, at the end.
+constexpr int kTrcRows = 8192;
+__device__ unsigned long long g_trc[kTrcRows * 4];
+__device__ unsigned int g_trc_ticket;
+__device__ __forceinline__ unsigned long long trc_gtimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+#endif
 constexpr int kCombineCols = 128;      // value columns per block: 32 lanes x 4
 constexpr int kCombineMaxGroups = 16;  // warps per block
 constexpr int kCombinePerWarp = kMlaMaxSplits / kCombineMaxGroups;  // splits a warp takes at most (launcher's groups)
 __global__ void __launch_bounds__(kCombineMaxGroups * 32) mla_combine_kernel(const float* __restrict__ part_o,
                                                                             const float* __restrict__ part_lse,
                                                                             __nv_bfloat16* __restrict__ out,
-                                                                            int64_t rows, int splits) {
+                                                                            int64_t rows, int splits,
+                                                                            bool early_trigger) {
+#ifdef DS_MLA_TRACE
+  unsigned long long* trc = nullptr;
+  if (threadIdx.x == 0) {
+    const unsigned t = atomicAdd(&g_trc_ticket, 1u);
+    if (t < kTrcRows) trc = g_trc + static_cast<size_t>(t) * 4;
+  }
+  if (trc) trc[0] = trc_gtimer();
+#endif
+  // early_trigger: the next kernel may be scheduled before this one's wait (launch_mla_decode says why).
+  if (early_trigger) pdl_launch_dependents();
   pdl_enter();
+#ifdef DS_MLA_TRACE
+  if (trc) trc[1] = trc_gtimer();
+#endif
   __shared__ float4 red[kCombineMaxGroups][32];
   __shared__ float m_sh[kCombineMaxGroups], l_sh[kCombineMaxGroups];
   const int64_t row = blockIdx.x;
@@ -643,6 +668,9 @@ __global__ void __launch_bounds__(kCombineMaxGroups * 32) mla_combine_kernel(con
     *reinterpret_cast<uint2*>(out + row * kMlaValueDim + c) =
         make_uint2(pack_bf16(a.x * inv, a.y * inv), pack_bf16(a.z * inv, a.w * inv));
   }
+#ifdef DS_MLA_TRACE
+  if (trc) trc[2] = trc_gtimer();
+#endif
 }
 
 // Combine + W_UV (launch_mla_combine_vc). Block (head h, 32 output columns), 128 threads: thread = 4 column groups
@@ -995,6 +1023,19 @@ cudaError_t launch_variant(const MlaDecodeParams& p, const CUtensorMap& map, dim
 
 }  // namespace
 
+#ifdef DS_MLA_TRACE
+int mla_combine_trace_read(unsigned long long* host, int rows) {
+  unsigned t = 0;
+  if (cudaMemcpyFromSymbol(&t, g_trc_ticket, sizeof t) != cudaSuccess) return -1;
+  const int n = static_cast<int>(t < static_cast<unsigned>(kTrcRows) ? t : kTrcRows);
+  const int k = n < rows ? n : rows;
+  if (cudaMemcpyFromSymbol(host, g_trc, static_cast<size_t>(k) * 4 * 8) != cudaSuccess) return -1;
+  const unsigned zero = 0;
+  cudaMemcpyToSymbol(g_trc_ticket, &zero, sizeof zero);
+  return k;
+}
+#endif
+
 cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream) {
   if (p.num_tokens == 0 || p.num_seqs == 0 || p.max_q_len == 0) return cudaSuccess;
   if (!mla_decode_fast_supported(p.head_dim, p.v_dim) || p.page_size <= 0 || p.num_splits < 1 ||
@@ -1035,8 +1076,18 @@ cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream) {
     int groups = 1;
     while (groups < kCombineMaxGroups && groups * 4 < p.num_splits) groups *= 2;
     static_assert(kMlaValueDim % kCombineCols == 0 && kCombineMaxGroups * kCombinePerWarp >= kMlaMaxSplits);
+    // DSERVE_MLA_COMBINE_EARLY=1 (opt-in): the combine lets the next kernel be scheduled at its entry instead of
+    // after its wait, so that kernel's blocks take the multiprocessors the decode's blocks leave and its prologue
+    // overlaps the decode's tail and this merge. H100 (session 21): dserve_mla_bench batch 1 x 32K 20.2 vs 20.8 us,
+    // batch 8 x 4K 20.6 vs 21.5; V2-Lite bench-one-batch batch 8 7.52 vs 7.47 ms (one run each), so not the
+    // default. With it, the kernel after a combine cannot count on the decode having completed before its own
+    // pdl_wait (pdl.cuh).
+    static const bool early = [] {
+      const char* e = std::getenv("DSERVE_MLA_COMBINE_EARLY");
+      return e && e[0] == '1';
+    }();
     return launch_pdl(mla_combine_kernel, dim3(static_cast<unsigned>(rows), kMlaValueDim / kCombineCols), groups * 32, 0,
-                      stream, p.part_o, p.part_lse, static_cast<__nv_bfloat16*>(p.out), rows, p.num_splits);
+                      stream, p.part_o, p.part_lse, static_cast<__nv_bfloat16*>(p.out), rows, p.num_splits, early);
   }
   return cudaSuccess;
 }

@@ -9,7 +9,10 @@
 // panels and half of the rope panel (the same wgmma count for both: a warpgroup-dependent count serialises them),
 // and the two parts meet in shared memory; both then hold the same S^T and run the same online softmax (fp32 adds
 // commute, so their maxima agree bit for bit), write half of P^T each, and each accumulates O^T for its own 256
-// value columns. Same split plan, partial layout and combine kernel as mla_decode.cu.
+// value columns. Same split plan, partial layout and combine kernel as mla_decode.cu; split partials are stored
+// straight from the accumulators. Where the time goes at batch 1 x 32K (per-block timeline, BENCHMARKS.md, session
+// 21): four 72 KB tiles per block land every ~3.2 us (the block's share of HBM), ~1.4 us of compute per tile, and
+// the block's start (metadata, the previous combine, Q) and end (last tile, epilogue, combine) are latency chains.
 #include <cuda.h>
 #include <cuda_bf16.h>
 
@@ -52,6 +55,35 @@ constexpr int kSmemBytes = kSmemBar + 4 * 8 + 1024;
 static_assert(kRows * kOStride * 4 <= kTileBytes, "the transposed O fits a tile buffer");
 static_assert(kSmemBytes <= 232448, "exceeds the 227 KB opt-in shared memory of sm_90");
 
+#ifdef DS_MLA_TRACE
+// Diagnostic timeline, compiled only with -DDS_MLA_TRACE (scripts/build_mla_trace.sh): thread 0 of each block writes one
+// row: [0] sm | split << 16, [1] / [2] globaltimer at start / end, [3] clock64 at start, [4] after the PDL wait, [5]
+// Q loaded, [6 + i] tile i landed, [14 + i] tile i's P V done (i < 8), [22] clock64 at the end, [23] tiles, [24]
+// barriers initialised, [25] / [26] early tiles 0 / 1 issued, [27] / [28] / [29] tile 1's S^T done / exchanged / P^T
+// written.
+constexpr int kTrSlots = 32, kTrRows = 8192;
+__device__ unsigned long long g_tr[kTrRows * kTrSlots];
+__device__ unsigned int g_tr_ticket;
+__device__ __forceinline__ unsigned long long tr_gtimer() {
+  unsigned long long t;
+  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+  return t;
+}
+__device__ __forceinline__ unsigned tr_smid() {
+  unsigned r;
+  asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
+  return r;
+}
+#define DS_TR(slot, v)              \
+  do {                              \
+    if (tr_row) tr_row[slot] = (v); \
+  } while (0)
+#else
+#define DS_TR(slot, v) \
+  do {                 \
+  } while (0)
+#endif
+
 // Byte offset of 16-byte chunk c (0..71) of row r in a [9 panels][rows][128 B] swizzled buffer.
 __device__ __forceinline__ uint32_t swz(int panel_bytes, int r, int c) {
   return (c >> 3) * panel_bytes + r * 128 + (((c & 7) ^ (r & 7)) << 4);
@@ -67,12 +99,15 @@ __device__ __forceinline__ void wgmma_m64n16k16(float (&d)[8], uint64_t desc_a, 
       : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(kTransA));
 }
 
+// early_tiles: how many of the first tiles may load before pdl_wait (1: the second one's loads go out after Q's).
+// decode_only: one query token per sequence, sequence s's token is s (no dependent q_starts read at the start).
 __global__ void __launch_bounds__(kThreads, 1)
-    mla_decode_t16_kernel(const MlaDecodeParams p, const __grid_constant__ CUtensorMap tmap) {
+    mla_decode_t16_kernel(const MlaDecodeParams p, const __grid_constant__ CUtensorMap tmap, int early_tiles,
+                          bool decode_only) {
   // Before pdl_wait (the previous kernel may still run) this kernel reads only the step metadata (uploaded by the
   // host before the forward; no kernel writes it) and cache rows of positions before the sequence's first new
-  // token (written by earlier steps; this step's kernels write only its new tokens' rows): the first two tiles
-  // when they hold no new row, so their loads overlap the previous kernel's tail.
+  // token (written by earlier steps; this step's kernels write only its new tokens' rows): the first early_tiles
+  // tiles when they hold no new row, so their loads overlap the previous kernel's tail.
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_align1024(smem_raw);
   const uint32_t sbase = smem_u32(smem);
@@ -81,10 +116,20 @@ __global__ void __launch_bounds__(kThreads, 1)
   float* col_fin = reinterpret_cast<float*>(smem + kSmemCol);
 
   const int tid = threadIdx.x, wg = tid >> 7, lt = tid & 127, wq = lt >> 5, lane = tid & 31;
+#ifdef DS_MLA_TRACE
+  unsigned long long* tr_row = nullptr;
+  if (tid == 0) {
+    const unsigned t = atomicAdd(&g_tr_ticket, 1u);
+    if (t < kTrRows) tr_row = g_tr + static_cast<size_t>(t) * kTrSlots;
+  }
+  DS_TR(0, tr_smid() | (blockIdx.y << 16));
+  DS_TR(1, tr_gtimer());
+  DS_TR(3, clock64());
+#endif
   const int seq = blockIdx.z, split = blockIdx.y, H = p.num_heads;
   // Block columns: the sequence's flattened (token, head) pairs [16 x, 16 x + 16).
-  const int q0 = p.q_starts[seq];
-  const int pairs = (p.q_starts[seq + 1] - q0) * H;
+  const int q0 = decode_only ? seq : p.q_starts[seq];
+  const int pairs = decode_only ? H : (p.q_starts[seq + 1] - q0) * H;
   const int row0 = static_cast<int>(blockIdx.x) * kRows;
   if (row0 >= pairs) return;  // block-uniform
   const int rows = min(kRows, pairs - row0);
@@ -145,25 +190,27 @@ __global__ void __launch_bounds__(kThreads, 1)
   const float sl2 = p.scale * kLog2e;
 
   const int first_new = p.positions[q0];  // tiles wholly before it were written by earlier steps
-  auto early = [&](int k) { return k < n && (u_begin + k + 1) * kTile <= first_new; };
+  auto early = [&](int k) { return k < early_tiles && k < n && (u_begin + k + 1) * kTile <= first_new; };
   if (n > 0) {
     if (tid == 0) {
       for (int b = 0; b < 4; ++b) mbar_init(bar_base + b * 8, 1);
       mbar_init_fence();
     }
     __syncthreads();
+    DS_TR(24, clock64());
     if (lt == 0) {
       if (early(0)) tma_tile(u_begin, 0);
+      DS_TR(25, clock64());
       if (early(1)) tma_tile(u_begin + 1, 1);
+      DS_TR(26, clock64());
     }
   }
   pdl_enter();
+  DS_TR(4, clock64());
   if (n > 0) {
-    if (lt == 0) {
-      if (!early(0)) tma_tile(u_begin, 0);
-      if (n > 1 && !early(1)) tma_tile(u_begin + 1, 1);
-    }
-    // Q: the block's rows into [9 panels][16 rows][128 B]; padding rows zero-filled.
+    if (lt == 0 && !early(0)) tma_tile(u_begin, 0);
+    // Q: the block's rows into [9 panels][16 rows][128 B]; padding rows zero-filled. Its loads go out before the
+    // second tile's when that one was not issued early.
     {
       const __nv_bfloat16* qp = static_cast<const __nv_bfloat16*>(p.q);
       for (int idx = tid; idx < kRows * (kMlaHeadDim / 8); idx += kThreads) {
@@ -173,17 +220,20 @@ __global__ void __launch_bounds__(kThreads, 1)
         cp_async16(sbase + kSmemQ + swz(kQPanelBytes, r, c), src, ok);
       }
       cp_async_commit();
+      if (lt == 0 && n > 1 && !early(1)) tma_tile(u_begin + 1, 1);
       cp_async_wait<0>();
       fence_proxy_async();
       __syncthreads();
     }
   }
+  DS_TR(5, clock64());
 
   for (int i = 0; i < n; ++i) {
     const int buf = i & 1, u = u_begin + i;
     const uint32_t tile = sbase + kSmemKv + buf * kTileBytes;
     mbar_wait(bar_base + (buf * 2 + wg) * 8, (i >> 1) & 1);
     if (wg == 0) mbar_wait(bar_base + (buf * 2 + 1) * 8, (i >> 1) & 1);  // the rope panel comes with wg 1's share
+    if (i < 8) DS_TR(6 + i, clock64());
     const int valid = kv_end - u * kTile;
     if (valid < kTile) {  // rows past the context end: zero (a masked, zero P times NaN is still NaN)
       uint8_t* base = smem + kSmemKv + buf * kTileBytes;
@@ -217,6 +267,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     wgmma_commit();
     wgmma_wait<0>();
+    if (i == 1) DS_TR(27, clock64());
 #pragma unroll
     for (int k = 0; k < 4; ++k) fence_regs(sc[k]);
     float s[8];
@@ -232,6 +283,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         *reinterpret_cast<float2*>(mine + (rbase + 8 * h) * kRows + 8 * j + 2 * (lane & 3)) =
             make_float2(s[4 * j + 2 * h], s[4 * j + 2 * h + 1]);
     __syncthreads();
+    if (i == 1) DS_TR(28, clock64());
 #pragma unroll
     for (int j = 0; j < 2; ++j)
 #pragma unroll
@@ -307,6 +359,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
     fence_proxy_async();
     __syncthreads();  // P^T complete (and both warpgroups done reading this tile's S^T parts)
+    if (i == 1) DS_TR(29, clock64());
 
     // O^T += V^T P^T for this warpgroup's four value panels: four independent chains of four k-steps.
 #pragma unroll
@@ -324,6 +377,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     wgmma_wait<0>();
 #pragma unroll
     for (int c = 0; c < 4; ++c) fence_regs(o[c]);
+    if (i < 8) DS_TR(14 + i, clock64());
     // This warpgroup is done with its panels of `buf`: refill them with tile i + 2.
     if (i + 2 < n) {
       named_barrier(1 + wg, 128);
@@ -336,6 +390,41 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int j = 0; j < 2; ++j)
 #pragma unroll
     for (int e = 0; e < 2; ++e) l[j][e] = column_sum(l[j][e]);
+  if (p.num_splits > 1) {
+    // Split partials straight from the accumulators: each store instruction of a warp writes 8 consecutive value
+    // columns of 4 query rows (four whole 32-byte sectors). Only the column sums cross warps (red is free: its
+    // last readers passed the P^T barrier).
+    if (wg == 0 && lane < 4) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) red[wq * kRows + 8 * j + 2 * lane + e] = l[j][e];
+    }
+    __syncthreads();
+    float inv[2][2];
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int c = 8 * j + 2 * (lane & 3) + e;
+        const float sum = (red[c] + red[kRows + c]) + (red[2 * kRows + c] + red[3 * kRows + c]);
+        inv[j][e] = sum > 0.0f ? 1.0f / sum : 0.0f;
+        if (wg == 0 && wq == 0 && lane < 4 && c < rows)
+          p.part_lse[split * TH + pair0 + c] = sum > 0.0f ? m[j][e] + log2f(sum) : -INFINITY;
+      }
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+#pragma unroll
+      for (int x = 0; x < 8; ++x) {
+        const int j = x >> 2, h = (x >> 1) & 1, e = x & 1, qc = 8 * j + 2 * (lane & 3) + e;
+        if (qc < rows)
+          p.part_o[(split * TH + pair0 + qc) * kMlaValueDim + 64 * (4 * wg + c) + rbase + 8 * h] = o[c][x] * inv[j][e];
+      }
+    DS_TR(22, clock64());
+    DS_TR(23, n);
+    DS_TR(2, tr_gtimer());
+    return;
+  }
   __syncthreads();  // every warpgroup done with the tiles, P^T and the exchange arrays
   if (wg == 0 && lane < 4) {
 #pragma unroll
@@ -383,9 +472,25 @@ __global__ void __launch_bounds__(kThreads, 1)
     const float sum = col_fin[kRows + tid];
     p.part_lse[split * TH + pair0 + tid] = sum > 0.0f ? col_fin[tid] + log2f(sum) : -INFINITY;
   }
+  DS_TR(22, clock64());
+  DS_TR(23, n);
+  DS_TR(2, tr_gtimer());
 }
 
 }  // namespace
+
+#ifdef DS_MLA_TRACE
+int mla_t16_trace_read(unsigned long long* host, int rows) {
+  unsigned t = 0;
+  if (cudaMemcpyFromSymbol(&t, g_tr_ticket, sizeof t) != cudaSuccess) return -1;
+  const int n = static_cast<int>(t < static_cast<unsigned>(kTrRows) ? t : kTrRows);
+  const int k = n < rows ? n : rows;
+  if (cudaMemcpyFromSymbol(host, g_tr, static_cast<size_t>(k) * kTrSlots * 8) != cudaSuccess) return -1;
+  const unsigned zero = 0;
+  cudaMemcpyToSymbol(g_tr_ticket, &zero, sizeof zero);
+  return k;
+}
+#endif
 
 bool mla_decode_t16_supported(const MlaDecodeParams& p) {
   static const bool disabled = [] {
@@ -398,6 +503,13 @@ bool mla_decode_t16_supported(const MlaDecodeParams& p) {
 }
 
 cudaError_t launch_mla_decode_t16(const MlaDecodeParams& p, const void* tensor_map, cudaStream_t stream) {
+  // Tiles loaded before the PDL wait: 1 by default. With two, the first tiles' 144 KB per block queue ahead of the
+  // previous kernel's reads (the split combine's partials, lengthening the wait) and of this block's Q (H100,
+  // dserve_mla_bench batch 1 x 32K: 23.4 us with 2, 21.4 with 1, 22.0 with 0). DSERVE_MLA_T16_EARLY=0|1|2.
+  static const int early = [] {
+    const char* e = std::getenv("DSERVE_MLA_T16_EARLY");
+    return e && e[0] >= '0' && e[0] <= '2' ? e[0] - '0' : 1;
+  }();
   static const cudaError_t attr =
       cudaFuncSetAttribute(mla_decode_t16_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
   if (attr != cudaSuccess) return attr;
@@ -405,8 +517,10 @@ cudaError_t launch_mla_decode_t16(const MlaDecodeParams& p, const void* tensor_m
   if (row_blocks > INT32_MAX) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(p.num_splits),
                   static_cast<unsigned>(p.num_seqs));
+  // num_tokens == num_seqs with at most one token each: every sequence has exactly one.
+  const bool decode_only = p.max_q_len == 1 && p.num_tokens == p.num_seqs;
   return launch_pdl(mla_decode_t16_kernel, grid, kThreads, kSmemBytes, stream, p,
-                    *static_cast<const CUtensorMap*>(tensor_map));
+                    *static_cast<const CUtensorMap*>(tensor_map), early, decode_only);
 }
 
 }  // namespace ds::kernels

@@ -1,0 +1,238 @@
+// dserve_mla_trace: where the transposed MLA decode kernel's time goes (issue 6, batch 1 x 32K). Built only by
+// scripts/build_mla_trace.sh, with the kernels compiled under -DDS_MLA_TRACE so each decode / combine block writes
+// its timeline (kernels/mla_decode_t16.cu, mla_decode.cu). Replays a graph of 20 decode + combine launches like
+// dserve_mla_bench, then prints per launch when blocks start / end and, per block, when each tile landed and when
+// its compute finished. Usage: dserve_mla_trace [batch context heads [splits]].
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include <cuda_runtime.h>
+
+#include "kernels/mla_decode.h"
+
+namespace ds::kernels {
+int mla_t16_trace_read(unsigned long long* host, int rows);
+int mla_combine_trace_read(unsigned long long* host, int rows);
+}  // namespace ds::kernels
+
+namespace {
+
+constexpr int kS = 32;  // slots per decode block row (kernels/mla_decode_t16.cu)
+
+#define CHECK(expr)                                                                                  \
+  do {                                                                                               \
+    cudaError_t e_ = (expr);                                                                         \
+    if (e_ != cudaSuccess) {                                                                         \
+      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
+      std::exit(1);                                                                                  \
+    }                                                                                                \
+  } while (0)
+
+void fill_random(void* dev, size_t n, uint32_t seed) {
+  std::vector<uint16_t> h(n);
+  std::mt19937 rng(seed);
+  for (auto& x : h) x = static_cast<uint16_t>(0x3c00 + (rng() & 0x3ff)) ^ ((rng() & 1) << 15);  // +-[0.0078, 0.0156)
+  CHECK(cudaMemcpy(dev, h.data(), n * 2, cudaMemcpyHostToDevice));
+}
+
+double pct(std::vector<double> v, double q) {
+  if (v.empty()) return 0;
+  std::sort(v.begin(), v.end());
+  return v[std::min(v.size() - 1, static_cast<size_t>(q * (v.size() - 1) + 0.5))];
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int B = argc > 3 ? std::atoi(argv[1]) : 1, L = argc > 3 ? std::atoi(argv[2]) : 32768,
+            H = argc > 3 ? std::atoi(argv[3]) : 16;
+  constexpr int D = ds::kernels::kMlaHeadDim, V = ds::kernels::kMlaValueDim, kPerGraph = 20;
+  cudaDeviceProp prop;
+  CHECK(cudaGetDeviceProperties(&prop, 0));
+  cudaStream_t stream;
+  CHECK(cudaStreamCreate(&stream));
+  const int pages_per_seq = (L + 63) / 64, pages = B * pages_per_seq;
+  const size_t cache_bytes = static_cast<size_t>(pages) * 64 * D * 2;
+  const int copies = static_cast<int>(std::max<size_t>(2, (size_t{200} << 20) / cache_bytes + 1));
+  std::vector<void*> caches(copies);
+  for (int i = 0; i < copies; ++i) {
+    CHECK(cudaMalloc(&caches[i], cache_bytes));
+    fill_random(caches[i], cache_bytes / 2, 17 + i);
+  }
+  void *q, *out;
+  CHECK(cudaMalloc(&q, static_cast<size_t>(B) * H * D * 2));
+  fill_random(q, static_cast<size_t>(B) * H * D, 5);
+  CHECK(cudaMalloc(&out, static_cast<size_t>(B) * H * V * 2));
+  std::vector<int32_t> perm(pages), q_starts(B + 1), lens(B, L), pos(B, L - 1);
+  std::iota(perm.begin(), perm.end(), 0);
+  std::shuffle(perm.begin(), perm.end(), std::mt19937(3));
+  std::iota(q_starts.begin(), q_starts.end(), 0);
+  int32_t *d_table, *d_qs, *d_lens, *d_pos;
+  CHECK(cudaMalloc(&d_table, pages * 4));
+  CHECK(cudaMalloc(&d_qs, (B + 1) * 4));
+  CHECK(cudaMalloc(&d_lens, B * 4));
+  CHECK(cudaMalloc(&d_pos, B * 4));
+  CHECK(cudaMemcpy(d_table, perm.data(), pages * 4, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(d_qs, q_starts.data(), (B + 1) * 4, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(d_lens, lens.data(), B * 4, cudaMemcpyHostToDevice));
+  CHECK(cudaMemcpy(d_pos, pos.data(), B * 4, cudaMemcpyHostToDevice));
+
+  ds::kernels::MlaDecodeParams p;
+  p.q = q;
+  p.out = out;
+  p.q_starts = d_qs;
+  p.seq_lens = d_lens;
+  p.positions = d_pos;
+  p.block_table = d_table;
+  p.num_seqs = B;
+  p.num_tokens = B;
+  p.num_heads = H;
+  p.num_slots = static_cast<int64_t>(pages) * 64;
+  p.max_pages = pages_per_seq;
+  p.page_size = 64;
+  p.max_q_len = 1;
+  p.scale = 0.1352338f;
+  p.num_splits = argc > 4 ? std::atoi(argv[4])
+                          : ds::kernels::mla_decode_num_splits(B, B, 1, H, L, false, prop.multiProcessorCount, 64);
+  p.plan_context = L;
+  void* scratch = nullptr;
+  if (const size_t sb = ds::kernels::mla_decode_scratch_bytes(p.num_splits, B, H)) {
+    CHECK(cudaMalloc(&scratch, sb));
+    p.part_o = static_cast<float*>(scratch);
+    p.part_lse = reinterpret_cast<float*>(static_cast<char*>(scratch) +
+                                          ds::kernels::mla_decode_lse_offset(p.num_splits, B, H));
+  }
+  cudaGraph_t graph;
+  cudaGraphExec_t exec;
+  CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
+  for (int i = 0; i < kPerGraph; ++i) {
+    p.cache = caches[i % copies];
+    CHECK(ds::kernels::launch_mla_decode(p, stream));
+  }
+  CHECK(cudaStreamEndCapture(stream, &graph));
+  CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  cudaEvent_t e0, e1;
+  CHECK(cudaEventCreate(&e0));
+  CHECK(cudaEventCreate(&e1));
+  std::vector<float> ms;
+  for (int i = 0; i < 12; ++i) {
+    CHECK(cudaEventRecord(e0, stream));
+    CHECK(cudaGraphLaunch(exec, stream));
+    CHECK(cudaEventRecord(e1, stream));
+    CHECK(cudaEventSynchronize(e1));
+    float t;
+    CHECK(cudaEventElapsedTime(&t, e0, e1));
+    ms.push_back(t * 1000 / kPerGraph);
+  }
+  std::sort(ms.begin(), ms.end());
+  const double kv_bytes = static_cast<double>(B) * L * D * 2;
+  std::printf("batch %d context %d heads %d splits %d: %.2f us per decode + combine (median of 12 graphs) = %.0f GB/s\n",
+              B, L, H, p.num_splits, ms[6], kv_bytes / (ms[6] * 1e-6) / 1e9);
+
+  std::vector<unsigned long long> dummy(8192 * kS);
+  ds::kernels::mla_t16_trace_read(dummy.data(), 8192);  // resets the tickets
+  ds::kernels::mla_combine_trace_read(dummy.data(), 8192);
+  CHECK(cudaGraphLaunch(exec, stream));
+  CHECK(cudaStreamSynchronize(stream));
+  std::vector<unsigned long long> dr(8192 * kS), cr(8192 * 4);
+  const int nd = ds::kernels::mla_t16_trace_read(dr.data(), 8192);
+  const int nc = ds::kernels::mla_combine_trace_read(cr.data(), 8192);
+  const int row_blocks = (H + 15) / 16;
+  const int per_launch = p.num_splits * row_blocks * B;
+  const int c_per_launch = nc / kPerGraph;
+  std::printf("trace: %d decode rows (%d per launch), %d combine rows (%d per launch)\n", nd, per_launch, nc, c_per_launch);
+  if (nd < per_launch * kPerGraph) return 1;
+  const unsigned long long t0 = dr[1];
+  auto us = [&](unsigned long long t) { return (static_cast<double>(t) - static_cast<double>(t0)) / 1000.0; };
+  std::printf("launch | decode start first / last | decode end first / p50 / last | combine start first, wait passed first / last, end last | period\n");
+  double prev = 0;
+  for (int k = 8; k < 12; ++k) {
+    std::vector<double> st, en;
+    for (int b = 0; b < per_launch; ++b) {
+      const unsigned long long* r = &dr[static_cast<size_t>(k * per_launch + b) * kS];
+      st.push_back(us(r[1]));
+      if (r[2]) en.push_back(us(r[2]));
+    }
+    std::vector<double> cs, cw, ce;
+    for (int b = 0; c_per_launch > 0 && b < c_per_launch; ++b) {
+      const unsigned long long* r = &cr[static_cast<size_t>(k * c_per_launch + b) * 4];
+      cs.push_back(us(r[0]));
+      cw.push_back(us(r[1]));
+      ce.push_back(us(r[2]));
+    }
+    const double first = pct(st, 0);
+    std::printf("%2d | %8.2f %8.2f | %8.2f %8.2f %8.2f | %8.2f %8.2f %8.2f %8.2f | %6.2f\n", k, first, pct(st, 1), pct(en, 0),
+                pct(en, 0.5), pct(en, 1), pct(cs, 0), pct(cw, 0), pct(cw, 1), pct(ce, 1), k ? first - prev : 0.0);
+    prev = first;
+  }
+  {
+    double a = 0, b = 0;
+    for (int k = 8; k < 12; ++k) {
+      a += dr[static_cast<size_t>((k + 1) * per_launch) * kS + 1];
+      b += dr[static_cast<size_t>(k * per_launch) * kS + 1];
+    }
+    std::printf("mean period launches 8-11 (first block starts): %.2f us\n", (a - b) / 4000.0);
+  }
+  // Per-block phases of launches 5..18 (steady state), in us from the block's own start (clock64 scaled by the
+  // block's globaltimer span).
+  std::vector<double> st_s, st_x, st_p, st_pv;
+  std::vector<double> init, issue0, issue1, wait, qload, ready[8], comp[8], gap[8], epi, total;
+  int tiles = 0;
+  for (int k = 5; k < kPerGraph - 1; ++k)
+    for (int b = 0; b < per_launch; ++b) {
+      const unsigned long long* r = &dr[static_cast<size_t>(k * per_launch + b) * kS];
+      const int n = static_cast<int>(r[23]);
+      if (n <= 0 || r[22] <= r[3]) continue;
+      tiles = std::max(tiles, std::min(n, 8));
+      const double s = static_cast<double>(r[2] - r[1]) / 1000.0 / static_cast<double>(r[22] - r[3]);
+      auto at = [&](int slot) { return static_cast<double>(r[slot] - r[3]) * s; };
+      if (n > 1 && r[27]) {
+        st_s.push_back(at(27) - at(7));
+        st_x.push_back(at(28) - at(27));
+        st_p.push_back(at(29) - at(28));
+        st_pv.push_back(at(15) - at(29));
+      }
+      init.push_back(at(24));
+      issue0.push_back(at(25));
+      issue1.push_back(at(26));
+      wait.push_back(at(4));
+      qload.push_back(at(5) - at(4));
+      for (int i = 0; i < std::min(n, 8); ++i) {
+        ready[i].push_back(at(6 + i));
+        comp[i].push_back(at(14 + i) - at(6 + i));
+        gap[i].push_back(at(6 + i) - (i ? at(14 + i - 1) : at(5)));
+      }
+      epi.push_back(at(22) - at(14 + std::min(n, 8) - 1));
+      total.push_back(at(22));
+    }
+  auto show = [](const char* name, const std::vector<double>& v) {
+    std::printf("  %-22s p10 %6.2f  p50 %6.2f  p90 %6.2f  max %6.2f us\n", name, pct(v, 0.1), pct(v, 0.5), pct(v, 0.9), pct(v, 1));
+  };
+  std::printf("per block (launches 5-18, %zu blocks), from the block's start:\n", total.size());
+  show("barriers init", init);
+  show("early tile 0 issued", issue0);
+  show("early tile 1 issued", issue1);
+  show("PDL wait passed", wait);
+  show("Q load", qload);
+  for (int i = 0; i < tiles; ++i) {
+    char name[64];
+    std::snprintf(name, sizeof name, "tile %d landed at", i);
+    show(name, ready[i]);
+    if (i < 2 || i == tiles - 1) {
+      std::snprintf(name, sizeof name, "tile %d compute", i);
+      show(name, comp[i]);
+    }
+  }
+  show("tile 1: S^T wgmma", st_s);
+  show("tile 1: S^T exchange", st_x);
+  show("tile 1: softmax, P^T", st_p);
+  show("tile 1: P V wgmma", st_pv);
+  show("epilogue", epi);
+  show("block total", total);
+  return 0;
+}
