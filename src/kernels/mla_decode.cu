@@ -35,6 +35,7 @@ using namespace ptx;
 constexpr int kThreads = 256;                     // two warpgroups
 constexpr int kRows = 64;                         // query rows per block (the wgmma M)
 constexpr int kTile = 64;                         // cache rows per tile
+static_assert(kTile == kMlaSplitUnit, "tiles are the split plan's units");
 constexpr int kPanels = kMlaHeadDim / 64;         // 9 panels of 64 columns (128 bytes) per row
 constexpr int kPanelBytes = kTile * 128;          // one panel of a 64-row tile: 8 KB
 constexpr int kTileBytes = kPanels * kPanelBytes;  // 72 KB
@@ -193,9 +194,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   // This split's tiles (units of 64 context positions, or of 64 top-k entries).
   const int n_units = kTopk ? (p.topk_k + kTile - 1) / kTile : (max(kv_end, 0) + kTile - 1) / kTile;
-  const int per_split = (n_units + p.num_splits - 1) / p.num_splits;
-  const int u_begin = split * per_split;
-  const int n = max(0, min(n_units, u_begin + per_split) - u_begin);
+  const MlaSplitUnits mine = mla_decode_split_units(n_units, p.num_splits, split);
+  const int u_begin = mine.begin, n = mine.count;
   // A split past this context's end (the plan is made for the longest context the step may see): nothing
   // attended. Only its log-sum-exp is written; the combine reads no O of such splits.
   if (n == 0 && p.num_splits > 1) {

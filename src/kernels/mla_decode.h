@@ -111,18 +111,31 @@ struct MlaCombineVcParams {
   const int32_t* seq_lens = nullptr;   // [tokens]
   int tokens = 0, heads = 0, splits = 0, v = 0;
 };
-// The splits of a num_splits plan that attend something for a query row whose context ends at kv_end (exclusive):
-// the decode kernels cut ceil(kv_end / 64) units of 64 positions into pieces of ceil(units / num_splits); the later
-// splits write only a -inf log-sum-exp.
+// How every decode kernel cuts a context into the plan's splits: units of 64 positions (or of 64 top-k entries),
+// ceil(units / num_splits) per split; split s takes units [begin, begin + count), count 0 past the context's end.
 #ifdef __CUDACC__
-__host__ __device__
+#define DS_MLA_HD __host__ __device__
+#else
+#define DS_MLA_HD
 #endif
-inline int mla_decode_active_splits(int kv_end, int num_splits) {
-  const int units = kv_end > 0 ? (kv_end + 63) / 64 : 0;
+constexpr int kMlaSplitUnit = 64;
+struct MlaSplitUnits {
+  int begin = 0, count = 0;
+};
+DS_MLA_HD inline MlaSplitUnits mla_decode_split_units(int units, int num_splits, int split) {
+  const int per = (units + num_splits - 1) / num_splits;
+  const int begin = split * per, n = (units < begin + per ? units : begin + per) - begin;
+  return {begin, n > 0 ? n : 0};
+}
+// The splits of a num_splits plan that attend something for a query row whose context ends at kv_end (exclusive);
+// the later splits write only a -inf log-sum-exp.
+DS_MLA_HD inline int mla_decode_active_splits(int kv_end, int num_splits) {
+  const int units = kv_end > 0 ? (kv_end + kMlaSplitUnit - 1) / kMlaSplitUnit : 0;
   if (units == 0 || num_splits < 1) return 0;
   const int per = (units + num_splits - 1) / num_splits;
   return (units + per - 1) / per;
 }
+#undef DS_MLA_HD
 cudaError_t launch_mla_combine_vc(const MlaCombineVcParams& p, cudaStream_t stream);
 
 // Reference kernel: one block per (token, head), CUDA cores, any head_dim/v_dim <= 1024. Ignores

@@ -31,6 +31,7 @@ using namespace ptx;
 
 constexpr int kHeads = 16;                 // the mma's M
 constexpr int kUnit = 64;                  // the split plan's unit (mla_decode_num_splits)
+static_assert(kUnit == kMlaSplitUnit, "tiles are the split plan's units");
 constexpr int kStride = kMlaHeadDim + 8;   // bf16 per shared row: 1168 bytes, 292 words = 4 (mod 32) banks apart
 constexpr int kChunks = kMlaHeadDim / 8;   // 16-byte chunks per row: 72
 constexpr float kLog2e = 1.4426950408889634f;
@@ -113,9 +114,8 @@ __global__ void __launch_bounds__(Shape<kTileRows, kFormat>::kThreads, 1) mla_de
   auto row_pos = [&](int r) { return r < rows ? p.positions[q0 + (row0 + r) / H] : -1; };
   const int kv_end = max(0, min(row_pos(rows - 1) + 1, p.seq_lens[seq]));  // positions grow within a sequence
   const int n_units = (kv_end + kUnit - 1) / kUnit;
-  const int per_split = (n_units + p.num_splits - 1) / p.num_splits;
-  const int u_begin = split * per_split;
-  const int n = max(0, min(n_units, u_begin + per_split) - u_begin);
+  const MlaSplitUnits mine = mla_decode_split_units(n_units, p.num_splits, split);
+  const int u_begin = mine.begin, n = mine.count;
   const int64_t TH = static_cast<int64_t>(p.num_tokens) * H;
   const int64_t pair0 = static_cast<int64_t>(q0) * H + row0;  // (token, head) index of block row 0
   if (n == 0 && p.num_splits > 1) {  // a split past this context's end: only its log-sum-exp

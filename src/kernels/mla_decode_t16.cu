@@ -34,6 +34,7 @@ using namespace ptx;
 constexpr int kThreads = 256;
 constexpr int kRows = 16;                          // query rows per block (the wgmma N)
 constexpr int kTile = 64;                          // cache rows per tile (the S^T wgmma M; the split plan's unit)
+static_assert(kTile == kMlaSplitUnit, "tiles are the split plan's units");
 constexpr int kPanels = kMlaHeadDim / 64;          // 9 panels of 64 columns per row
 constexpr int kPanelBytes = kTile * 128;           // one panel of a tile: 64 rows x 128 bytes
 constexpr int kTileBytes = kPanels * kPanelBytes;  // 72 KB
@@ -136,9 +137,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   auto col_pos = [&](int c) { return c < rows ? p.positions[q0 + (row0 + c) / H] : -1; };
   const int kv_end = max(0, min(col_pos(rows - 1) + 1, p.seq_lens[seq]));  // positions grow within a sequence
   const int n_units = (kv_end + kTile - 1) / kTile;
-  const int per_split = (n_units + p.num_splits - 1) / p.num_splits;
-  const int u_begin = split * per_split;
-  const int n = max(0, min(n_units, u_begin + per_split) - u_begin);
+  const MlaSplitUnits mine = mla_decode_split_units(n_units, p.num_splits, split);
+  const int u_begin = mine.begin, n = mine.count;
   const int64_t TH = static_cast<int64_t>(p.num_tokens) * H;
   const int64_t pair0 = static_cast<int64_t>(q0) * H + row0;  // (token, head) index of block column 0
   if (n == 0 && p.num_splits > 1) {  // a split past this context's end: only its log-sum-exp

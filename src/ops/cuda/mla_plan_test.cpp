@@ -10,7 +10,7 @@
 namespace ds {
 namespace {
 
-// The decode kernels' partition (mla_decode.cu, mla_decode_m16.cu, mla_decode_t16.cu): units of 64 positions, split
+// The decode kernels' partition written out independently of mla_decode_split_units: units of 64 positions, split
 // s takes [s * per, min(units, (s + 1) * per)).
 int attending_splits(int kv_end, int splits) {
   const int units = (std::max(kv_end, 0) + 63) / 64;
@@ -26,6 +26,23 @@ TEST(MlaPlan, ActiveSplitsMatchTheDecodePartition) {
       const int active = kernels::mla_decode_active_splits(kv_end, splits);
       ASSERT_EQ(active, attending_splits(kv_end, splits)) << "kv_end " << kv_end << " splits " << splits;
       ASSERT_LE(active, splits);
+    }
+}
+
+TEST(MlaPlan, SplitUnitsPartitionTheContext) {
+  for (int splits = 1; splits <= kernels::kMlaMaxSplits; ++splits)
+    for (int units = 0; units <= 700; units += (units < 300 ? 1 : 23)) {
+      int next = 0, nonempty = 0;
+      for (int s = 0; s < splits; ++s) {
+        const kernels::MlaSplitUnits r = kernels::mla_decode_split_units(units, splits, s);
+        ASSERT_GE(r.count, 0);
+        if (r.count == 0) continue;
+        ASSERT_EQ(r.begin, next) << "units " << units << " splits " << splits << " split " << s;  // in order, no gap
+        next = r.begin + r.count;
+        ++nonempty;
+      }
+      ASSERT_EQ(next, units) << "units " << units << " splits " << splits;  // every unit covered once
+      ASSERT_EQ(nonempty, kernels::mla_decode_active_splits(units * 64, splits));
     }
 }
 
