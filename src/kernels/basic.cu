@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include "core/env.h"
 #include "kernels/basic.h"
 #include "kernels/block_reduce.cuh"
 #include "kernels/pdl.cuh"
@@ -247,16 +248,13 @@ __global__ void absorb_split_kernel(AbsorbSplitParams p) {
 }  // namespace
 
 bool pdl_enabled() {
-  static const bool on = [] {
-    const char* e = std::getenv("DSERVE_PDL");
-    return !(e && std::strcmp(e, "0") == 0);
-  }();
+  static const bool on = env_flag("DSERVE_PDL", true);
   return on;
 }
 
 bool launch_twice(const void* kernel) {
-  static const char* const list = std::getenv("DSERVE_DUP_KERNELS");
-  if (!list || !*list) return false;
+  static const char* const list = env_text("DSERVE_DUP_KERNELS");
+  if (!list) return false;
   // The decision per kernel, cached (a few dozen kernels run in a forward).
   static std::mutex mu;
   static std::vector<std::pair<const void*, bool>> seen;

@@ -1,5 +1,7 @@
 // Block-FP8 kernels (see fp8_gemm.h): activation quantization and the small-M tensor-core GEMM.
 #include "kernels/fp8_gemm.h"
+
+#include "core/env.h"
 #include "kernels/fp8_quant.cuh"
 #include "kernels/pdl.cuh"
 #include "kernels/ptx.cuh"
@@ -406,7 +408,7 @@ namespace {
 // DSERVE_FP8_PREFETCH=all|first (A/B runs) overrides Fp8GemmSmallMParams::prefetch.
 Fp8GemmSmallMParams::Prefetch prefetch_env() {
   static const Fp8GemmSmallMParams::Prefetch mode = [] {
-    const char* e = std::getenv("DSERVE_FP8_PREFETCH");
+    const char* e = env_text("DSERVE_FP8_PREFETCH");
     if (e && std::strcmp(e, "all") == 0) return Fp8GemmSmallMParams::Prefetch::kAll;
     if (e && std::strcmp(e, "first") == 0) return Fp8GemmSmallMParams::Prefetch::kFirst;
     return Fp8GemmSmallMParams::Prefetch::kAuto;
@@ -416,8 +418,7 @@ Fp8GemmSmallMParams::Prefetch prefetch_env() {
 
 // The kStageU kernels at <= 16 tokens unless DSERVE_FP8_STAGED=0 (read per launch).
 bool fp8_staged() {
-  const char* e = std::getenv("DSERVE_FP8_STAGED");
-  return !(e && std::strcmp(e, "0") == 0);
+  return env_flag("DSERVE_FP8_STAGED", true);
 }
 
 template <int NT, bool kFused, bool kSilu, int kU>

@@ -5,6 +5,7 @@
 
 #include <cuda_bf16.h>
 
+#include "core/env.h"
 #include "kernels/gemv_m1.cuh"
 #include "kernels/pdl.cuh"
 #include "kernels/small_m_tile.cuh"
@@ -179,10 +180,7 @@ constexpr int64_t kGemvMinItems = 1024, kGemvMinK = 1024;
 // DSERVE_GEMV_PRE=0 (no loads before the PDL wait: 3.15 ms), DSERVE_GEMV_MIN_ITEMS (rows, 1024; the first run,
 // without the bounds, so with the 64-row router GEMM on the GEMV too, gave 3.03 / 3.07 vs 3.07 ms: not yet
 // separated from noise).
-int64_t gemv_knob(const char* name, int64_t dflt) {
-  const char* e = std::getenv(name);
-  return e && *e ? std::atoll(e) : dflt;
-}
+int64_t gemv_knob(const char* name, int64_t dflt) { return env_int(name, dflt); }
 bool gemv_enabled() { return gemv_knob("DSERVE_GEMV_M1", 0) == 1; }
 
 // The M = 1 path when it applies (batch 1; a pair with one K); cudaErrorNotSupported otherwise.

@@ -20,9 +20,11 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "core/env.h"
 #include "kernels/block_reduce.cuh"
 #include "kernels/kv_fp8.cuh"
 #include "kernels/mla_decode.h"
+#include "kernels/mla_trace.cuh"
 #include "kernels/pdl.cuh"
 #include "kernels/ptx.cuh"
 #include "kernels/wgmma.cuh"
@@ -597,11 +599,6 @@ __device__ __forceinline__ float4 weigh_splits(const float (&lse)[kN], const flo
 constexpr int kTrcRows = 8192;
 __device__ unsigned long long g_trc[kTrcRows * 4];
 __device__ unsigned int g_trc_ticket;
-__device__ __forceinline__ unsigned long long trc_gtimer() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
 #endif
 constexpr int kCombineCols = 128;      // value columns per block: 32 lanes x 4
 constexpr int kCombineMaxGroups = 16;  // warps per block
@@ -617,13 +614,13 @@ __global__ void __launch_bounds__(kCombineMaxGroups * 32) mla_combine_kernel(con
     const unsigned t = atomicAdd(&g_trc_ticket, 1u);
     if (t < kTrcRows) trc = g_trc + static_cast<size_t>(t) * 4;
   }
-  if (trc) trc[0] = trc_gtimer();
+  if (trc) trc[0] = mla_trace::gtimer();
 #endif
   // early_trigger: the next kernel may be scheduled before this one's wait (launch_mla_decode says why).
   if (early_trigger) pdl_launch_dependents();
   pdl_enter();
 #ifdef DS_MLA_TRACE
-  if (trc) trc[1] = trc_gtimer();
+  if (trc) trc[1] = mla_trace::gtimer();
 #endif
   __shared__ float4 red[kCombineMaxGroups][32];
   __shared__ float m_sh[kCombineMaxGroups], l_sh[kCombineMaxGroups];
@@ -669,7 +666,7 @@ __global__ void __launch_bounds__(kCombineMaxGroups * 32) mla_combine_kernel(con
         make_uint2(pack_bf16(a.x * inv, a.y * inv), pack_bf16(a.z * inv, a.w * inv));
   }
 #ifdef DS_MLA_TRACE
-  if (trc) trc[2] = trc_gtimer();
+  if (trc) trc[2] = mla_trace::gtimer();
 #endif
 }
 
@@ -1025,14 +1022,7 @@ cudaError_t launch_variant(const MlaDecodeParams& p, const CUtensorMap& map, dim
 
 #ifdef DS_MLA_TRACE
 int mla_combine_trace_read(unsigned long long* host, int rows) {
-  unsigned t = 0;
-  if (cudaMemcpyFromSymbol(&t, g_trc_ticket, sizeof t) != cudaSuccess) return -1;
-  const int n = static_cast<int>(t < static_cast<unsigned>(kTrcRows) ? t : kTrcRows);
-  const int k = n < rows ? n : rows;
-  if (cudaMemcpyFromSymbol(host, g_trc, static_cast<size_t>(k) * 4 * 8) != cudaSuccess) return -1;
-  const unsigned zero = 0;
-  cudaMemcpyToSymbol(g_trc_ticket, &zero, sizeof zero);
-  return k;
+  return mla_trace::read(&g_trc_ticket, g_trc, kTrcRows, 4, host, rows);
 }
 #endif
 
@@ -1049,11 +1039,8 @@ cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>(row_tiles), static_cast<unsigned>(p.num_splits),
                   static_cast<unsigned>(p.num_seqs));
   // DSERVE_MLA_NO_TMA=1 forces the cp.async loads (a diagnostic switch; results are identical).
-  static const bool tma_disabled = std::getenv("DSERVE_MLA_NO_TMA") != nullptr;
-  static const bool m16_forced = [] {
-    const char* e = std::getenv("DSERVE_MLA_M16");
-    return e && e[0] == '1';
-  }();
+  static const bool tma_disabled = env_flag("DSERVE_MLA_NO_TMA", false);
+  static const bool m16_forced = env_flag("DSERVE_MLA_M16", false);
   CUtensorMap map{};
   if (p.cache_format != kKvBf16 && topk) return cudaErrorInvalidValue;  // packed rows + top-k: the reference kernel
   // At most 16 query rows per sequence on a bf16 cache: the transposed kernel (no padded tensor work).
@@ -1082,10 +1069,7 @@ cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream) {
     // batch 8 x 4K 20.6 vs 21.5; V2-Lite bench-one-batch batch 8 7.52 vs 7.47 ms (one run each), so not the
     // default. With it, the kernel after a combine cannot count on the decode having completed before its own
     // pdl_wait (pdl.cuh).
-    static const bool early = [] {
-      const char* e = std::getenv("DSERVE_MLA_COMBINE_EARLY");
-      return e && e[0] == '1';
-    }();
+    static const bool early = env_flag("DSERVE_MLA_COMBINE_EARLY", false);
     return launch_pdl(mla_combine_kernel, dim3(static_cast<unsigned>(rows), kMlaValueDim / kCombineCols), groups * 32, 0,
                       stream, p.part_o, p.part_lse, static_cast<__nv_bfloat16*>(p.out), rows, p.num_splits, early);
   }

@@ -19,6 +19,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 
+#include "core/env.h"
 #include "kernels/kv_fp8.cuh"
 #include "kernels/mla_decode.h"
 #include "kernels/pdl.cuh"
@@ -333,8 +334,8 @@ bool m16_dims_fit(const MlaDecodeParams& p) {
 
 bool mla_decode_m16_supported(const MlaDecodeParams& p) {
   static const int mode = [] {  // -1: by plan context, 0: never, 1: whenever the shape fits
-    const char* e = std::getenv("DSERVE_MLA_M16");
-    return e && *e ? (e[0] == '0' ? 0 : 1) : -1;
+    const char* e = env_text("DSERVE_MLA_M16");
+    return e ? (e[0] == '0' ? 0 : 1) : -1;
   }();
   if (!m16_dims_fit(p)) return false;
   // Packed rows: whenever a sequence's query rows fit one block (the wgmma kernel's 64-row tiles take the rest).

@@ -19,9 +19,11 @@
 #include <cmath>
 #include <cstdlib>
 
+#include "core/env.h"
 #include "kernels/block_reduce.cuh"
 #include "kernels/kv_fp8.h"
 #include "kernels/mla_decode.h"
+#include "kernels/mla_trace.cuh"
 #include "kernels/pdl.cuh"
 #include "kernels/ptx.cuh"
 #include "kernels/wgmma.cuh"
@@ -65,16 +67,6 @@ static_assert(kSmemBytes <= 232448, "exceeds the 227 KB opt-in shared memory of 
 constexpr int kTrSlots = 32, kTrRows = 8192;
 __device__ unsigned long long g_tr[kTrRows * kTrSlots];
 __device__ unsigned int g_tr_ticket;
-__device__ __forceinline__ unsigned long long tr_gtimer() {
-  unsigned long long t;
-  asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-  return t;
-}
-__device__ __forceinline__ unsigned tr_smid() {
-  unsigned r;
-  asm volatile("mov.u32 %0, %%smid;" : "=r"(r));
-  return r;
-}
 #define DS_TR(slot, v)              \
   do {                              \
     if (tr_row) tr_row[slot] = (v); \
@@ -123,8 +115,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     const unsigned t = atomicAdd(&g_tr_ticket, 1u);
     if (t < kTrRows) tr_row = g_tr + static_cast<size_t>(t) * kTrSlots;
   }
-  DS_TR(0, tr_smid() | (blockIdx.y << 16));
-  DS_TR(1, tr_gtimer());
+  DS_TR(0, mla_trace::smid() | (blockIdx.y << 16));
+  DS_TR(1, mla_trace::gtimer());
   DS_TR(3, clock64());
 #endif
   const int seq = blockIdx.z, split = blockIdx.y, H = p.num_heads;
@@ -422,7 +414,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
     DS_TR(22, clock64());
     DS_TR(23, n);
-    DS_TR(2, tr_gtimer());
+    DS_TR(2, mla_trace::gtimer());
     return;
   }
   __syncthreads();  // every warpgroup done with the tiles, P^T and the exchange arrays
@@ -474,29 +466,19 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   DS_TR(22, clock64());
   DS_TR(23, n);
-  DS_TR(2, tr_gtimer());
+  DS_TR(2, mla_trace::gtimer());
 }
 
 }  // namespace
 
 #ifdef DS_MLA_TRACE
 int mla_t16_trace_read(unsigned long long* host, int rows) {
-  unsigned t = 0;
-  if (cudaMemcpyFromSymbol(&t, g_tr_ticket, sizeof t) != cudaSuccess) return -1;
-  const int n = static_cast<int>(t < static_cast<unsigned>(kTrRows) ? t : kTrRows);
-  const int k = n < rows ? n : rows;
-  if (cudaMemcpyFromSymbol(host, g_tr, static_cast<size_t>(k) * kTrSlots * 8) != cudaSuccess) return -1;
-  const unsigned zero = 0;
-  cudaMemcpyToSymbol(g_tr_ticket, &zero, sizeof zero);
-  return k;
+  return mla_trace::read(&g_tr_ticket, g_tr, kTrRows, kTrSlots, host, rows);
 }
 #endif
 
 bool mla_decode_t16_supported(const MlaDecodeParams& p) {
-  static const bool disabled = [] {
-    const char* e = std::getenv("DSERVE_MLA_T16");
-    return e && e[0] == '0';
-  }();
+  static const bool disabled = !env_flag("DSERVE_MLA_T16", true);
   return !disabled && p.topk == nullptr && p.cache_format == kKvBf16 && p.head_dim == kMlaHeadDim &&
          p.v_dim == kMlaValueDim && p.num_heads >= 1 && p.max_q_len >= 1 &&
          static_cast<int64_t>(p.max_q_len) * p.num_heads <= kRows && p.page_size > 0 && p.page_size % kTile == 0;
@@ -507,8 +489,8 @@ cudaError_t launch_mla_decode_t16(const MlaDecodeParams& p, const void* tensor_m
   // previous kernel's reads (the split combine's partials, lengthening the wait) and of this block's Q (H100,
   // dserve_mla_bench batch 1 x 32K: 23.4 us with 2, 21.4 with 1, 22.0 with 0). DSERVE_MLA_T16_EARLY=0|1|2.
   static const int early = [] {
-    const char* e = std::getenv("DSERVE_MLA_T16_EARLY");
-    return e && e[0] >= '0' && e[0] <= '2' ? e[0] - '0' : 1;
+    const int64_t v = env_int("DSERVE_MLA_T16_EARLY", 1);
+    return v >= 0 && v <= 2 ? static_cast<int>(v) : 1;
   }();
   static const cudaError_t attr =
       cudaFuncSetAttribute(mla_decode_t16_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);

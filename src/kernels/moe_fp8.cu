@@ -6,6 +6,7 @@
 
 #include <cuda_bf16.h>
 
+#include "core/env.h"
 #include "kernels/moe.h"
 #include "kernels/moe_block.cuh"
 #include "kernels/moe_fp8.h"
@@ -234,9 +235,8 @@ cudaError_t launch_small_tiles(const MoeFp8GemmParams& p, bool m16, bool deep, c
 // gate|up 1 (2 is 5-10% slower up to 8 rows); down 4 up to 8 rows per expert (V3 47.8 vs 54.9 us with 1 at one
 // row), 2 at 9-16.
 int env_tiles(const char* name, int fallback) {
-  const char* e = std::getenv(name);
-  const int v = e ? std::atoi(e) : 0;
-  return v == 1 || v == 2 || v == 4 ? v : fallback;
+  const int64_t v = env_int(name, fallback);
+  return v == 1 || v == 2 || v == 4 ? static_cast<int>(v) : fallback;
 }
 int gate_tiles() {
   static const int v = env_tiles("DSERVE_MOE_FP8_GATE_TILES", 1);

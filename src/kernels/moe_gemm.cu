@@ -7,6 +7,7 @@
 
 #include <cuda_bf16.h>
 
+#include "core/env.h"
 #include "kernels/moe.h"
 #include "kernels/moe_block.cuh"
 #include "kernels/moe_gemm.h"
@@ -284,10 +285,7 @@ cudaError_t launch_small_m_variant(const MoeGroupedGemmParams& p, cudaStream_t s
 // area shrinks and more CTAs share an SM (each CTA is one load round: more of them keep more bytes in
 // flight). DSERVE_MOE_SMALL_UNROLL=4|6|8 forces one (A/B runs).
 int down_unroll(int64_t K) {
-  static const int forced = [] {
-    const char* e = std::getenv("DSERVE_MOE_SMALL_UNROLL");
-    return e && *e ? std::atoi(e) : 0;
-  }();
+  static const int forced = static_cast<int>(env_int("DSERVE_MOE_SMALL_UNROLL", 0));
   if (forced == 4 || forced == 6 || forced == 8) return forced;
   const int64_t per_warp = (K / 32 + kSmallWarps - 1) / kSmallWarps;
   return per_warp <= 4 ? 4 : per_warp <= 6 ? 6 : 8;
@@ -325,9 +323,8 @@ cudaError_t launch_tile(const MoeGroupedGemmParams& p, cudaStream_t stream) {
 bool moe_grouped_gemm_supported(int64_t N, int64_t K) { return N > 0 && K > 0 && K % 8 == 0; }
 
 int moe_env_tile(const char* name) {
-  const char* e = std::getenv(name);
-  const int v = e ? std::atoi(e) : 0;
-  return v >= 1 && v <= 5 ? v : 0;
+  const int64_t v = env_int(name, 0);
+  return v >= 1 && v <= 5 ? static_cast<int>(v) : 0;
 }
 
 cudaError_t launch_moe_grouped_gemm(const MoeGroupedGemmParams& p, cudaStream_t stream) {
@@ -343,18 +340,14 @@ cudaError_t launch_moe_grouped_gemm(const MoeGroupedGemmParams& p, cudaStream_t 
   // shape). DSERVE_MOE_SMALL_M=0 keeps the pipelined kernel below (A/B runs; read per launch, tests switch it).
   // V2-Lite bench-one-batch, graphs (scripts/device/ab.sh, 2026-11-24): batch 8 7.94 vs 8.44 ms; batch 1
   // 3.52 vs 3.57 ms in one run and 3.50 vs 3.36 in another (run-to-run noise at batch 1 is ~0.1 ms).
-  const char* small_env = std::getenv("DSERVE_MOE_SMALL_M");
-  const bool small_m = !(small_env && std::string(small_env) == "0");
+  const bool small_m = env_flag("DSERVE_MOE_SMALL_M", true);
   if (small_m && p.max_rows_per_expert <= 16 && p.K % 32 == 0) return launch_small_m(p, stream);
   if (p.max_rows_per_expert <= 8) {
     // Few active experts (1 token: top-k of them) give fewer than two waves of 64-column blocks: 32-column
     // blocks (2 warps) double the streams in flight. Measured on the H100 (scripts/device/moeexp.sh,
     // 2026-11-23): V2-Lite MoE layer at 1 token 58.8 -> 50.2 us, V3 274.5 -> 261.6 us; at 8 tokens no gain.
     // DSERVE_MOE_DECODE_WARPS=2|4 forces one (benchmarks).
-    static const int forced = [] {
-      const char* e = std::getenv("DSERVE_MOE_DECODE_WARPS");
-      return e ? std::atoi(e) : 0;
-    }();
+    static const int forced = static_cast<int>(env_int("DSERVE_MOE_DECODE_WARPS", 0));
     const int sms = device_sm_count();
     const int64_t ey = p.active && p.max_active > 0 && p.max_active < p.experts ? p.max_active : p.experts;
     const bool narrow = forced == 2 || (forced != 4 && (p.N + 63) / 64 * ey < 2 * static_cast<int64_t>(sms));

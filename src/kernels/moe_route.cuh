@@ -8,6 +8,7 @@
 
 #include <cuda_runtime.h>
 
+#include "core/env.h"
 #include "kernels/moe.h"
 
 namespace ds::kernels::moe_detail {
@@ -162,9 +163,8 @@ __host__ __device__ constexpr int route_fast_j(int E) { return E <= 64 ? 2 : E <
 // The J a routing launch takes for r (the register routing), or 0 (the shared-memory routing): where it does not
 // fit, or under DSERVE_MOE_ROUTE_FAST=0 (read per launch, so tests take both).
 inline int route_fast_launch_j(const MoeRouteParams& r) {
-  const char* e = std::getenv("DSERVE_MOE_ROUTE_FAST");
   const int J = route_fast_j(r.experts);
-  return !(e && std::strcmp(e, "0") == 0) && J > 0 && route_fast_fits(r.experts, r.top_k, r.n_group, J) ? J : 0;
+  return env_flag("DSERVE_MOE_ROUTE_FAST", true) && J > 0 && route_fast_fits(r.experts, r.top_k, r.n_group, J) ? J : 0;
 }
 
 // A float's order as an unsigned key (larger float, larger key; -0 taken as +0 by the caller).

@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "core/env.h"
+
 namespace ds {
 
 float fp8_block_scale(float amax, bool ue8m0) {
@@ -102,8 +104,7 @@ LinearWeight HeadsFp8::head(int64_t h) const {
 }
 
 bool fp8_bmm_opted_in() {
-  const char* e = std::getenv("DSERVE_FP8_BMM");  // read per call: tests switch it around model loads
-  return e && std::string(e) == "1";
+  return env_flag("DSERVE_FP8_BMM", false);  // read per call: tests switch it around model loads
 }
 
 bool split_absorbed_fp8(const LinearWeight& kv_b, int64_t heads, int64_t nope, int64_t v, HeadsFp8* w_kc,

@@ -9,6 +9,7 @@
 #include <map>
 #include <string>
 
+#include "core/env.h"
 #include "core/logging.h"
 #ifdef DSERVE_WITH_CUDA
 #include "ops/cuda/cuda_runtime.h"
@@ -118,7 +119,7 @@ Result<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::create(DeepseekModel& 
   if (ops.device() != Device::kCuda) return error("CUDA graphs need --device cuda");
   if (model.config().has_indexer())
     return error("CUDA graphs are not supported for DSA (V3.2) models yet: the indexer plan depends on the context");
-  if (const char* g = std::getenv("DSERVE_MOE_GROUPED"); g && std::string(g) == "0")
+  if (!env_flag("DSERVE_MOE_GROUPED", true))
     return error("CUDA graphs need the grouped MoE kernel (DSERVE_MOE_GROUPED=0 is set)");
   if (cache.page_size < 1 || o.dummy_page < 0 || o.dummy_page >= cache.num_pages)
     return error("CUDA graphs need a dummy cache page (got ", o.dummy_page, " of ", cache.num_pages, ")");
@@ -131,8 +132,8 @@ Result<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::create(DeepseekModel& 
   }
   // DSERVE_GRAPH_PLAN_CONTEXT: experiment switch (device benchmarks) for the context the split plan assumes; it may
   // exceed max_context (the plan only sizes the splits and their scratch), so bench-one-batch can take the server's.
-  if (const char* e = std::getenv("DSERVE_GRAPH_PLAN_CONTEXT"); o.plan_context <= 0 && e && std::atoi(e) > 0)
-    o.plan_context = std::atoi(e);
+  if (const int64_t e = env_int("DSERVE_GRAPH_PLAN_CONTEXT", 0); o.plan_context <= 0 && e > 0 && e <= INT32_MAX)
+    o.plan_context = static_cast<int>(e);
   if (o.plan_context <= 0) o.plan_context = static_cast<int>(std::min<int64_t>(o.max_context, 4096));
   std::unique_ptr<CudaGraphRunner> r(new CudaGraphRunner(model, ops, cache, o));
   r->sizes_ = cuda_graph_batch_sizes(o.max_bs);
@@ -154,7 +155,7 @@ Result<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::create(DeepseekModel& 
     DS_CUDA_CHECK(cudaStreamSynchronize(s));
   }
   impl->logits = ops.empty({o.max_bs, model.config().vocab_size}, DType::kF32);
-  if (const char* e = std::getenv("DSERVE_GRAPH_TIMING"); e && e[0] == '1')
+  if (env_flag("DSERVE_GRAPH_TIMING", false))
     for (cudaEvent_t& ev : impl->timing) DS_CUDA_CHECK(cudaEventCreate(&ev));
   impl->graphs.assign(r->sizes_.size(), nullptr);
   impl->execs.assign(r->sizes_.size(), nullptr);

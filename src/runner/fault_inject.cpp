@@ -3,6 +3,7 @@
 
 #include <cstdlib>
 
+#include "core/env.h"
 #include "core/logging.h"
 
 namespace ds {
@@ -26,7 +27,7 @@ std::vector<std::pair<FaultKind, std::string>> parse_fault_spec(std::string_view
 
 bool fault_injected(FaultKind kind, std::string_view rid) {
   static const std::vector<std::pair<FaultKind, std::string>> faults = [] {
-    const char* env = std::getenv("DSERVE_FAULT_INJECT");
+    const char* env = env_text("DSERVE_FAULT_INJECT");
     auto f = env ? parse_fault_spec(env) : std::vector<std::pair<FaultKind, std::string>>{};
     if (!f.empty()) DS_WARN("DSERVE_FAULT_INJECT is set (test-only fault injection): ", env);
     return f;

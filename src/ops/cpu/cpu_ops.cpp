@@ -8,6 +8,7 @@
 #include <numeric>
 #include <string>
 
+#include "core/env.h"
 #include "ops/fp8.h"
 #include "ops/ops.h"
 
@@ -89,11 +90,9 @@ class CpuOps final : public Ops {
   // oracle of the native CUDA path (CUDA's default). Unset, the CPU dequantizes: the transformers reference's
   // semantics, and the fp32 reference backend's default.
   CpuOps() {
-    const char* fp8 = std::getenv("DSERVE_FP8_NATIVE");
-    w8a8_ = fp8 && std::string(fp8) == "1";
+    w8a8_ = env_flag("DSERVE_FP8_NATIVE", false);
     // DSERVE_FP8_FUSED_NORM=0: no FP8 activations from the norms (rms_norm_q), each linear quantizes for itself.
-    const char* fused = std::getenv("DSERVE_FP8_FUSED_NORM");
-    fused_norm_ = !(fused && std::string(fused) == "0");
+    fused_norm_ = env_flag("DSERVE_FP8_FUSED_NORM", true);
   }
   Device device() const override { return Device::kCpu; }
   DType activation_dtype() const override { return DType::kF32; }

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <memory>
 
+#include "core/env.h"
 #include "kernels/kv_fp8.h"
 #include "kernels/mla_decode.h"
 #include "kernels/mla_prefill.h"
@@ -122,10 +123,7 @@ Tensor absorbed_impl(const Tensor& q, const Tensor& cache, int64_t v_dim, const 
     p.plan_context = context;
   }
   // Decode-sized split steps: the combine and the W_UV product in one kernel (the combine's bf16 O never exists).
-  static const bool vc_off = [] {
-    const char* e = std::getenv("DSERVE_MLA_COMBINE_VC");
-    return e && e[0] == '0';
-  }();
+  static const bool vc_off = !env_flag("DSERVE_MLA_COMBINE_VC", true);
   const bool vc = w_vc && !vc_off && fast && p.num_splits > 1 && T <= kernels::kMlaCombineVcMaxTokens &&
                   w_vc->ndim() == 3 && w_vc->dtype() == DType::kBF16 && w_vc->device() == Device::kCuda &&
                   w_vc->dim(0) == H && w_vc->dim(1) == v_dim && v_dim == kernels::kMlaValueDim &&
@@ -155,10 +153,7 @@ Tensor absorbed_impl(const Tensor& q, const Tensor& cache, int64_t v_dim, const 
     c.v = static_cast<int>(w_vc->dim(2));
     // The step's positions let the combine count the splits that attend something (one round under a graph's
     // longer plan). DSERVE_MLA_COMBINE_COUNT=0: every planned split is merged (A/B switch).
-    static const bool count_off = [] {
-      const char* e = std::getenv("DSERVE_MLA_COMBINE_COUNT");
-      return e && e[0] == '0';
-    }();
+    static const bool count_off = !env_flag("DSERVE_MLA_COMBINE_COUNT", true);
     if (!count_off && !p.topk && m.max_q_len == 1 && m.num_seqs == p.num_tokens) {  // token t: sequence t's only row
       c.positions = p.positions;
       c.seq_lens = p.seq_lens;

@@ -10,6 +10,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "core/env.h"
 #include "kernels/basic.h"
 #include "kernels/fp8_gemm.h"
 #include "kernels/indexer.h"
@@ -130,8 +131,7 @@ class CudaOps final : public Ops {
     // Block-FP8 linears, MLPs and experts (not kv_b) stay e4m3 on the device and run W8A8 (ops/cuda/fp8_linear.h,
     // kernels/moe_fp8.h), as SGLang runs FP8 checkpoints; DSERVE_FP8_NATIVE=0 dequantizes them to bf16 at prepare
     // time instead (the transformers reference's semantics; the fixture tests against it pin that).
-    const char* fp8 = std::getenv("DSERVE_FP8_NATIVE");
-    if (!(fp8 && std::string(fp8) == "0")) {
+    if (env_flag("DSERVE_FP8_NATIVE", true)) {
       fp8_ = std::make_unique<Fp8Gemm>();
       // The per-GPU dispatch tables written by `dserve tune-gemm` / `dserve tune-moe`.
       if (const std::string path = tuning_path("DSERVE_FP8_GEMM_CONFIG", "fp8_gemm", device_index); !path.empty())
@@ -140,43 +140,37 @@ class CudaOps final : public Ops {
         moe_fp8_tuning_ = load_tuning(path, parse_moe_fp8_tuning, "FP8 MoE");
     }
     // Debugging switch: DSERVE_CUDA_ATTENTION=fallback runs attention on the simple fallback kernel.
-    const char* attn = std::getenv("DSERVE_CUDA_ATTENTION");
+    const char* attn = env_text("DSERVE_CUDA_ATTENTION");
     fallback_attention_ = attn && std::string(attn) == "fallback";
     // Debugging switch: DSERVE_MOE_GROUPED=0 runs the experts as per-expert cuBLASLt GEMMs (host sync; no
     // CUDA graphs then).
-    const char* grouped = std::getenv("DSERVE_MOE_GROUPED");
-    grouped_moe_ = !(grouped && std::string(grouped) == "0");
+    grouped_moe_ = env_flag("DSERVE_MOE_GROUPED", true);
     // Prefill-sized FP8 MoE layers quantize their routed rows once per layer (moe_fp8_segmented) instead of
     // around every expert's GEMM: the same bits, V2-Lite 64 x 512 prefill 1.04x (H100, 2026-11-26).
     // DSERVE_MOE_FP8_SEGMENTED=0: the per-expert chain.
-    const char* seg = std::getenv("DSERVE_MOE_FP8_SEGMENTED");
-    moe_fp8_segmented_ = !(seg && std::string(seg) == "0");
+    moe_fp8_segmented_ = env_flag("DSERVE_MOE_FP8_SEGMENTED", true);
     // DSERVE_FP8_FUSED_NORM=1: decode-sized norms also write their output's FP8 quantization for the FP8 linears
     // and experts that read it (rms_norm_q), saving their quant_act launches. Off: no gain measured (V2-Lite FP8
     // decode with this and DSERVE_MOE_FUSED_SHARED on vs off: 3.14 vs 3.11 ms at batch 1, 10.91 vs 10.84 at 64;
     // H100, 2026-11-26).
-    const char* fused = std::getenv("DSERVE_FP8_FUSED_NORM");
-    fused_norm_ = fused && std::string(fused) == "1";
+    fused_norm_ = env_flag("DSERVE_FP8_FUSED_NORM", false);
     // Decode MoE layers add the shared expert inside the routed combine (one launch and one bf16 rounding fewer:
     // moe_experts_shared_q). No gain in session 13's layout (see above); with the pre-wait kernels, together with
     // the fused routing and grouping, V2-Lite batch 1 2.94 / 2.99 vs 3.01 / 3.01 ms, FP8 2.61 / 2.62 vs 2.70 / 2.68
     // (H100, 2026-11-27, BENCHMARKS.md). DSERVE_MOE_FUSED_SHARED=0: joined and added apart.
-    const char* fshared = std::getenv("DSERVE_MOE_FUSED_SHARED");
-    fused_shared_ = !(fshared && std::string(fshared) == "0");
+    fused_shared_ = env_flag("DSERVE_MOE_FUSED_SHARED", true);
     // Decode MoE layers leave their combine to the next layer's input norm, which sums the routed rows and the
     // shared expert's output in its own kernel (moe_experts_open / rms_norm_q_open: one launch fewer per layer).
     // DSERVE_MOE_NORM_FUSED=0: combined apart.
-    const char* onorm = std::getenv("DSERVE_MOE_NORM_FUSED");
-    open_moe_ = !(onorm && std::string(onorm) == "0");
+    open_moe_ = env_flag("DSERVE_MOE_NORM_FUSED", true);
     // Greedy-only sampling batches (no penalties, logprobs or top logprobs) take one launch with the row parameters
     // by value (launch_sample_greedy) instead of a parameter upload and three launches. DSERVE_SAMPLE_GREEDY_FAST=0:
     // the general path for every batch.
-    const char* gfast = std::getenv("DSERVE_SAMPLE_GREEDY_FAST");
-    greedy_fast_ = !(gfast && std::string(gfast) == "0");
+    greedy_fast_ = env_flag("DSERVE_SAMPLE_GREEDY_FAST", true);
     arrivals_ = empty({kernels::kSampleGreedyMaxRows}, DType::kI32);  // the greedy launch's per-row counters
     DS_CUDA_CHECK(cudaMemsetAsync(arrivals_.data(), 0, arrivals_.nbytes(), stream()));
     // DSERVE_SMALL_M_GEMM=0 sends every bf16 GEMM to cuBLASLt (A/B runs); =N caps the small-M kernels' M.
-    if (const char* sm = std::getenv("DSERVE_SMALL_M_GEMM"); sm && *sm) small_m_max_ = std::atoi(sm);
+    small_m_max_ = env_int("DSERVE_SMALL_M_GEMM", small_m_max_);
   }
 
   Device device() const override { return Device::kCuda; }
@@ -616,10 +610,7 @@ class CudaOps final : public Ops {
   Tensor mla_store_absorb_q(const Tensor& kv_a, const Tensor& norm_w, float eps, Tensor& cache,
                             const Tensor& slot_mapping, KvCacheDtype dtype, const Tensor& q, const Tensor& w_kc,
                             const Tensor& positions, const Tensor& inv_freq, float attn_factor) override {
-    static const bool off = [] {
-      const char* e = std::getenv("DSERVE_MLA_PREP");
-      return e && e[0] == '0';
-    }();
+    static const bool off = !env_flag("DSERVE_MLA_PREP", true);
     const bool fits = !off && q.ndim() == 3 && w_kc.ndim() == 3 && q.dtype() == DType::kBF16 &&
                       w_kc.dtype() == DType::kBF16 && q.dim(0) <= kernels::kMlaPrepMaxTokens &&
                       w_kc.dim(0) == q.dim(1) && w_kc.dim(1) <= kernels::kMlaPrepMaxNope && w_kc.dim(1) < q.dim(2) &&
@@ -920,8 +911,7 @@ class CudaOps final : public Ops {
     // Decode sizes: routing and the grouping by expert in one launch (the grouping rides behind the ids for the
     // moe_experts op given them, as moe_gate_route's does): one launch boundary fewer on the routed chain.
     // DSERVE_MOE_ROUTE_PERMUTE=0 (read per call): two launches.
-    const char* env = std::getenv("DSERVE_MOE_ROUTE_PERMUTE");
-    if (!(env && std::string(env) == "0") && T >= 1 && T <= kernels::kMoeRoutePermuteMaxTokens) {
+    if (env_flag("DSERVE_MOE_ROUTE_PERMUTE", true) && T >= 1 && T <= kernels::kMoeRoutePermuteMaxTokens) {
       Routed routed;
       *topk_ids = ids_with_grouping(T, r.top_k, r.num_experts, &routed);
       const kernels::MoeRouteParams rp = route_params(r, logits, bias32, *topk_ids, *topk_weights);
@@ -974,8 +964,7 @@ class CudaOps final : public Ops {
   // kernel lost there (batch 1 3.10-3.37 vs 3.07 ms; H100, 2026-11-26, BENCHMARKS.md).
   Tensor moe_gate_route(const Tensor& x, const Tensor& router, const Tensor& bias, const MoeRouting& r,
                         Tensor* topk_ids, Tensor* topk_weights) override {
-    const char* env = std::getenv("DSERVE_MOE_GATE_ROUTE");
-    const bool on = env && std::string(env) == "1";
+    const bool on = env_flag("DSERVE_MOE_GATE_ROUTE", false);
     const int64_t T = x.dim(0), E = router.dim(0);
     if (!on || x.ndim() != 2 || router.ndim() != 2 || x.dtype() != DType::kBF16 || router.dtype() != DType::kBF16 ||
         x.device() != Device::kCuda || router.device() != Device::kCuda || x.dim(1) != router.dim(1) ||
@@ -1082,7 +1071,7 @@ class CudaOps final : public Ops {
       if (t && t->fp8) {
         int64_t grouped_max = moe_fp8_tuning_.lookup(E, d, inter);
         // `dserve tune-moe` times both paths through this switch (read per call).
-        if (const char* e = std::getenv("DSERVE_MOE_FP8_GROUPED_MAX"); e && *e) grouped_max = std::atoll(e);
+        grouped_max = env_int("DSERVE_MOE_FP8_GROUPED_MAX", grouped_max);
         grouped_max = std::max<int64_t>(grouped_max, kernels::kMoeFp8SmallMMax);
         const bool synced = (!grouped_moe_ || T > grouped_max) && capturing == cudaStreamCaptureStatusNone;
         return synced ? moe_experts_synced(x, topk_ids, topk_weights, experts, out)
@@ -1468,10 +1457,7 @@ class CudaOps final : public Ops {
   }
   // DSERVE_SIDE_STREAM=0: side sections run in program order on the compute stream (A/B runs).
   static bool side_stream_enabled() {
-    static const bool on = [] {
-      const char* e = std::getenv("DSERVE_SIDE_STREAM");
-      return !(e && std::string(e) == "0");
-    }();
+    static const bool on = env_flag("DSERVE_SIDE_STREAM", true);
     return on;
   }
   cudaEvent_t side_fork_ = nullptr, side_done_ = nullptr;  // never destroyed: the ops object lives until exit

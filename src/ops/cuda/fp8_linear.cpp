@@ -7,6 +7,7 @@
 #include <cstring>
 #include <vector>
 
+#include "core/env.h"
 #include "kernels/fp8_gemm.h"
 #include "ops/cuda/cuda_runtime.h"
 
@@ -139,18 +140,17 @@ Fp8Gemm::Fp8Gemm() {
   workspace_bytes_ = kWorkspaceBytes;
   DS_CUDA_CHECK(cudaMallocAsync(&workspace_, workspace_bytes_, cuda_stream()));
   DS_CUDA_CHECK(cudaMallocAsync(&side_workspace_, workspace_bytes_, cuda_stream()));
-  if (const char* e = std::getenv("DSERVE_FP8_SMALL_M_MAX")) {
-    const long v = std::strtol(e, nullptr, 10);
-    if (v >= 0 && v <= kernels::kFp8SmallMMax) {
+  if (const int64_t v = env_int("DSERVE_FP8_SMALL_M_MAX", -1); v >= 0) {
+    if (v <= kernels::kFp8SmallMMax) {
       small_m_max_ = v;
       small_m_forced_ = true;
     }
   }
-  if (const char* e = std::getenv("DSERVE_FP8_LT_LAYOUT")) lt_layout_ = static_cast<int>(std::strtol(e, nullptr, 10)) & 7;
+  lt_layout_ = static_cast<int>(env_int("DSERVE_FP8_LT_LAYOUT", lt_layout_)) & 7;
   // Default p + s: V2-Lite FP8 decode 2.76 / 10.78 ms (batch 1 / 64) vs 2.83-2.88 / 11.20 with none and 2.94 /
   // 10.99 with q added (H100, 2026-11-26, scripts/device/fusedab.sh).
   set_fused_small_m(false, true, true);
-  if (const char* f = std::getenv("DSERVE_FP8_FUSED_SMALL_M")) {
+  if (const char* f = env_text("DSERVE_FP8_FUSED_SMALL_M")) {
     const bool all = std::strcmp(f, "1") == 0;
     set_fused_small_m(all || std::strchr(f, 'q'), all || std::strchr(f, 'p'), all || std::strchr(f, 's'));
   }

@@ -7,10 +7,12 @@
 
 #include <cuda_runtime.h>
 
+#include "core/env.h"
+
 namespace ds {
 
 std::string tuning_path(const char* env, const char* subdir, int device_index) {
-  if (const char* e = std::getenv(env); e && *e) return e;
+  if (const char* e = env_text(env)) return e;
   cudaDeviceProp prop{};
   std::error_code ec;
   const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);

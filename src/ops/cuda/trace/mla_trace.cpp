@@ -6,14 +6,12 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
-#include <cstring>
-#include <numeric>
-#include <random>
 #include <vector>
 
 #include <cuda_runtime.h>
 
 #include "kernels/mla_decode.h"
+#include "ops/cuda/mla_bench_case.h"
 
 namespace ds::kernels {
 int mla_t16_trace_read(unsigned long long* host, int rows);
@@ -24,21 +22,7 @@ namespace {
 
 constexpr int kS = 32;  // slots per decode block row (kernels/mla_decode_t16.cu)
 
-#define CHECK(expr)                                                                                  \
-  do {                                                                                               \
-    cudaError_t e_ = (expr);                                                                         \
-    if (e_ != cudaSuccess) {                                                                         \
-      std::fprintf(stderr, "%s:%d: %s: %s\n", __FILE__, __LINE__, #expr, cudaGetErrorString(e_)); \
-      std::exit(1);                                                                                  \
-    }                                                                                                \
-  } while (0)
-
-void fill_random(void* dev, size_t n, uint32_t seed) {
-  std::vector<uint16_t> h(n);
-  std::mt19937 rng(seed);
-  for (auto& x : h) x = static_cast<uint16_t>(0x3c00 + (rng() & 0x3ff)) ^ ((rng() & 1) << 15);  // +-[0.0078, 0.0156)
-  CHECK(cudaMemcpy(dev, h.data(), n * 2, cudaMemcpyHostToDevice));
-}
+#define CHECK(expr) MLA_BENCH_CHECK(expr)
 
 double pct(std::vector<double> v, double q) {
   if (v.empty()) return 0;
@@ -51,93 +35,23 @@ double pct(std::vector<double> v, double q) {
 int main(int argc, char** argv) {
   const int B = argc > 3 ? std::atoi(argv[1]) : 1, L = argc > 3 ? std::atoi(argv[2]) : 32768,
             H = argc > 3 ? std::atoi(argv[3]) : 16;
-  constexpr int D = ds::kernels::kMlaHeadDim, V = ds::kernels::kMlaValueDim, kPerGraph = 20;
+  constexpr int D = ds::kernels::kMlaHeadDim, kPerGraph = 20;
   cudaDeviceProp prop;
   CHECK(cudaGetDeviceProperties(&prop, 0));
   cudaStream_t stream;
   CHECK(cudaStreamCreate(&stream));
-  const int pages_per_seq = (L + 63) / 64, pages = B * pages_per_seq;
-  const size_t cache_bytes = static_cast<size_t>(pages) * 64 * D * 2;
-  const int copies = static_cast<int>(std::max<size_t>(2, (size_t{200} << 20) / cache_bytes + 1));
-  std::vector<void*> caches(copies);
-  for (int i = 0; i < copies; ++i) {
-    CHECK(cudaMalloc(&caches[i], cache_bytes));
-    fill_random(caches[i], cache_bytes / 2, 17 + i);
-  }
-  void *q, *out;
-  CHECK(cudaMalloc(&q, static_cast<size_t>(B) * H * D * 2));
-  fill_random(q, static_cast<size_t>(B) * H * D, 5);
-  CHECK(cudaMalloc(&out, static_cast<size_t>(B) * H * V * 2));
-  std::vector<int32_t> perm(pages), q_starts(B + 1), lens(B, L), pos(B, L - 1);
-  std::iota(perm.begin(), perm.end(), 0);
-  std::shuffle(perm.begin(), perm.end(), std::mt19937(3));
-  std::iota(q_starts.begin(), q_starts.end(), 0);
-  int32_t *d_table, *d_qs, *d_lens, *d_pos;
-  CHECK(cudaMalloc(&d_table, pages * 4));
-  CHECK(cudaMalloc(&d_qs, (B + 1) * 4));
-  CHECK(cudaMalloc(&d_lens, B * 4));
-  CHECK(cudaMalloc(&d_pos, B * 4));
-  CHECK(cudaMemcpy(d_table, perm.data(), pages * 4, cudaMemcpyHostToDevice));
-  CHECK(cudaMemcpy(d_qs, q_starts.data(), (B + 1) * 4, cudaMemcpyHostToDevice));
-  CHECK(cudaMemcpy(d_lens, lens.data(), B * 4, cudaMemcpyHostToDevice));
-  CHECK(cudaMemcpy(d_pos, pos.data(), B * 4, cudaMemcpyHostToDevice));
-
-  ds::kernels::MlaDecodeParams p;
-  p.q = q;
-  p.out = out;
-  p.q_starts = d_qs;
-  p.seq_lens = d_lens;
-  p.positions = d_pos;
-  p.block_table = d_table;
-  p.num_seqs = B;
-  p.num_tokens = B;
-  p.num_heads = H;
-  p.num_slots = static_cast<int64_t>(pages) * 64;
-  p.max_pages = pages_per_seq;
-  p.page_size = 64;
-  p.max_q_len = 1;
-  p.scale = 0.1352338f;
-  p.num_splits = argc > 4 ? std::atoi(argv[4])
-                          : ds::kernels::mla_decode_num_splits(B, B, 1, H, L, false, prop.multiProcessorCount, 64);
-  p.plan_context = L;
-  void* scratch = nullptr;
-  if (const size_t sb = ds::kernels::mla_decode_scratch_bytes(p.num_splits, B, H)) {
-    CHECK(cudaMalloc(&scratch, sb));
-    p.part_o = static_cast<float*>(scratch);
-    p.part_lse = reinterpret_cast<float*>(static_cast<char*>(scratch) +
-                                          ds::kernels::mla_decode_lse_offset(p.num_splits, B, H));
-  }
-  cudaGraph_t graph;
-  cudaGraphExec_t exec;
-  CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal));
-  for (int i = 0; i < kPerGraph; ++i) {
-    p.cache = caches[i % copies];
-    CHECK(ds::kernels::launch_mla_decode(p, stream));
-  }
-  CHECK(cudaStreamEndCapture(stream, &graph));
-  CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  std::vector<float> ms;
-  for (int i = 0; i < 12; ++i) {
-    CHECK(cudaEventRecord(e0, stream));
-    CHECK(cudaGraphLaunch(exec, stream));
-    CHECK(cudaEventRecord(e1, stream));
-    CHECK(cudaEventSynchronize(e1));
-    float t;
-    CHECK(cudaEventElapsedTime(&t, e0, e1));
-    ms.push_back(t * 1000 / kPerGraph);
-  }
-  std::sort(ms.begin(), ms.end());
+  ds::mla_bench::DecodeCase dc(B, L, H, ds::kernels::kKvBf16, prop.multiProcessorCount, argc > 4 ? std::atoi(argv[4]) : 0);
+  const ds::kernels::MlaDecodeParams& p = dc.p;
+  ds::mla_bench::DecodeGraph graph(p, dc.caches(), kPerGraph, stream);
+  const double per_launch_us = graph.median_us(12, 0);
   const double kv_bytes = static_cast<double>(B) * L * D * 2;
   std::printf("batch %d context %d heads %d splits %d: %.2f us per decode + combine (median of 12 graphs) = %.0f GB/s\n",
-              B, L, H, p.num_splits, ms[6], kv_bytes / (ms[6] * 1e-6) / 1e9);
+              B, L, H, p.num_splits, per_launch_us, kv_bytes / (per_launch_us * 1e-6) / 1e9);
 
   std::vector<unsigned long long> dummy(8192 * kS);
   ds::kernels::mla_t16_trace_read(dummy.data(), 8192);  // resets the tickets
   ds::kernels::mla_combine_trace_read(dummy.data(), 8192);
-  CHECK(cudaGraphLaunch(exec, stream));
+  graph.replay();
   CHECK(cudaStreamSynchronize(stream));
   std::vector<unsigned long long> dr(8192 * kS), cr(8192 * 4);
   const int nd = ds::kernels::mla_t16_trace_read(dr.data(), 8192);
