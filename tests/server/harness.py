@@ -28,6 +28,10 @@ LOGPROB_TOL = 5e-2 if BF16_BACKEND else 5e-3
 # max 0.026 / mean 0.008 with cuBLASLt (same positions; each kernel is within bf16 rounding of the fp32 product
 # in the GPU suite, so neither is wrong: the order of roundings differs).
 GEN_LOGPROB_TOL = 0.1 if BF16_BACKEND else 5e-3
+# Greedy outputs compared across two decode paths (the server's batched, possibly retracted and re-prefilled
+# sequence vs `dserve generate` alone): each side's logprobs carry up to ~0.06 of that rounding, so a top-2 margin
+# under about twice it may flip (seen on CUDA: a margin of 0.1087, session 21, with two kernel versions).
+GEN_MIN_MARGIN = 0.15 if BF16_BACKEND else MIN_MARGIN
 
 
 class Server:

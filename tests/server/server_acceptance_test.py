@@ -16,7 +16,7 @@ import sys
 import threading
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from harness import BF16_BACKEND, MIN_MARGIN, SOURCE_DIR, Server, engine_state, post, stream  # noqa: E402
+from harness import BF16_BACKEND, GEN_MIN_MARGIN, SOURCE_DIR, Server, engine_state, post, stream  # noqa: E402
 
 DSERVE = sys.argv[1]
 # The v3 fixture's random routing is chaotic (one bf16 rounding can flip an expert and move a logprob by more
@@ -91,10 +91,10 @@ try:
         got = results[i][1]["output_ids"] if results[i] and results[i][1] else None
         n = len(want)
         if BF16_BACKEND:  # batched bf16 rounding may flip a near-tie: compare the outputs before the first
-            # margin < 0.1 (tops[k] is the distribution output k was drawn from: a near-tie there may flip it)
+            # margin < GEN_MIN_MARGIN (tops[k] is the distribution output k was drawn from: a near-tie there may flip)
             tops = cli("score", "--input-ids", ",".join(map(str, prompts[i] + want)), "--top-logprobs", "2")
             tops = tops["input_top_logprobs"][len(prompts[i]):]
-            n = next((k for k, t in enumerate(tops) if t[0][0] - t[1][0] < MIN_MARGIN), n)
+            n = next((k for k, t in enumerate(tops) if t[0][0] - t[1][0] < GEN_MIN_MARGIN), n)
         bad = got is None or len(got) != len(want) or got[:n] != want[:n]
         if bad:
             print(f"prompt {i}: streamed {got} vs generate {want} (compared {n})")
