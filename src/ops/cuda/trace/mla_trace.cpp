@@ -2,7 +2,7 @@
 // scripts/build_mla_trace.sh, with the kernels compiled under -DDS_MLA_TRACE so each decode / combine block writes
 // its timeline (kernels/mla_decode_t16.cu, mla_decode.cu). Replays a graph of 20 decode + combine launches like
 // dserve_mla_bench, then prints per launch when blocks start / end and, per block, when each tile landed and when
-// its compute finished. Usage: dserve_mla_trace [batch context heads [splits]].
+// its compute finished. Usage: dserve_mla_trace [batch context heads [splits]] (MLA_TRACE_SKIP_COMBINE=1: no combine).
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -41,7 +41,10 @@ int main(int argc, char** argv) {
   cudaStream_t stream;
   CHECK(cudaStreamCreate(&stream));
   ds::mla_bench::DecodeCase dc(B, L, H, ds::kernels::kKvBf16, prop.multiProcessorCount, argc > 4 ? std::atoi(argv[4]) : 0);
-  const ds::kernels::MlaDecodeParams& p = dc.p;
+  ds::kernels::MlaDecodeParams p = dc.p;
+  // MLA_TRACE_SKIP_COMBINE=1: the decode kernel alone (its partials left unmerged), to see what the combine costs
+  // between back-to-back decodes.
+  if (const char* e = std::getenv("MLA_TRACE_SKIP_COMBINE"); e && e[0] == '1') p.skip_combine = true;
   ds::mla_bench::DecodeGraph graph(p, dc.caches(), kPerGraph, stream);
   const double per_launch_us = graph.median_us(12, 0);
   const double kv_bytes = static_cast<double>(B) * L * D * 2;
