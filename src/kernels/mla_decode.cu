@@ -1040,7 +1040,7 @@ cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream) {
                   static_cast<unsigned>(p.num_seqs));
   // DSERVE_MLA_NO_TMA=1 forces the cp.async loads (a diagnostic switch; results are identical).
   static const bool tma_disabled = env_flag("DSERVE_MLA_NO_TMA", false);
-  static const bool m16_forced = env_flag("DSERVE_MLA_M16", false);
+  const bool m16_forced = mla_decode_m16_mode() == 1;
   CUtensorMap map{};
   if (p.cache_format != kKvBf16 && topk) return cudaErrorInvalidValue;  // packed rows + top-k: the reference kernel
   // At most 16 query rows per sequence on a bf16 cache: the transposed kernel (no padded tensor work).

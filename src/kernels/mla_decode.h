@@ -80,6 +80,8 @@ cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream);
 // kernel, so those stay there. DSERVE_MLA_M16=0: never, =1: whenever the shape fits. Same split plan, scratch and combine.
 constexpr int kMlaM16MaxUnits = 1;
 bool mla_decode_m16_supported(const MlaDecodeParams& p);
+// DSERVE_MLA_M16, read once for both launchers: 1 whenever it fits, 0 never, -1 (unset or other text) by the plan.
+int mla_decode_m16_mode();
 cudaError_t launch_mla_decode_m16(const MlaDecodeParams& p, cudaStream_t stream);
 
 // The transposed wgmma kernel (mla_decode_t16.cu): S^T = K Q^T and O^T = V^T P^T with the (at most 16) query rows

@@ -332,11 +332,13 @@ bool m16_dims_fit(const MlaDecodeParams& p) {
 
 }  // namespace
 
+int mla_decode_m16_mode() {
+  static const int mode = env_flag("DSERVE_MLA_M16", false) ? 1 : !env_flag("DSERVE_MLA_M16", true) ? 0 : -1;
+  return mode;
+}
+
 bool mla_decode_m16_supported(const MlaDecodeParams& p) {
-  static const int mode = [] {  // -1: by plan context, 0: never, 1: whenever the shape fits
-    const char* e = env_text("DSERVE_MLA_M16");
-    return e ? (e[0] == '0' ? 0 : 1) : -1;
-  }();
+  const int mode = mla_decode_m16_mode();
   if (!m16_dims_fit(p)) return false;
   // Packed rows: whenever a sequence's query rows fit one block (the wgmma kernel's 64-row tiles take the rest).
   if (p.cache_format != kKvBf16) return mode != 0 && static_cast<int64_t>(p.max_q_len) * p.num_heads <= kHeads;
