@@ -24,6 +24,7 @@
 #include "kernels/block_reduce.cuh"
 #include "kernels/kv_fp8.cuh"
 #include "kernels/mla_decode.h"
+#include "kernels/mla_merge.cuh"
 #include "kernels/mla_trace.cuh"
 #include "kernels/pdl.cuh"
 #include "kernels/ptx.cuh"
@@ -568,32 +569,6 @@ __global__ void __launch_bounds__(kThreads, 1)
 // together with their O columns and weighs them against its own maximum; the warps' sums are then rescaled to the
 // row's maximum (the split-KV merge applied once more). Splits with a -inf log-sum-exp (nothing attended: O never
 // written) are loaded but not used.
-// The weighted sum of n split partials (one lane's 4 columns) against their own maximum *m, skipping splits of zero
-// weight (a -inf log-sum-exp: nothing attended, O never written, its x whatever was loaded): sum_s 2^(lse_s - m) x_s,
-// and *l = sum_s 2^(lse_s - m). The one-round merges of both combine kernels.
-template <int kN>
-__device__ __forceinline__ float4 weigh_splits(const float (&lse)[kN], const float4 (&x)[kN], float* m, float* l) {
-  float mx = -INFINITY;
-#pragma unroll
-  for (int s = 0; s < kN; ++s) mx = fmaxf(mx, lse[s]);
-  float sum = 0.0f;
-  float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-#pragma unroll
-  for (int s = 0; s < kN; ++s) {
-    const float wt = lse[s] != -INFINITY ? exp2f(lse[s] - mx) : 0.0f;
-    if (wt != 0.0f) {
-      sum += wt;
-      acc.x += wt * x[s].x;
-      acc.y += wt * x[s].y;
-      acc.z += wt * x[s].z;
-      acc.w += wt * x[s].w;
-    }
-  }
-  *m = mx;
-  *l = sum;
-  return acc;
-}
-
 #ifdef DS_MLA_TRACE
 // Diagnostic (-DDS_MLA_TRACE only): per combine block globaltimer at start, after the PDL wait, at the end.
 constexpr int kTrcRows = 8192;
@@ -1048,7 +1023,8 @@ cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream) {
   const bool m16 = !t16 && mla_decode_m16_supported(p);
   const bool tma = !t16 && !m16 && !topk && p.cache_format == kKvBf16 && p.use_tma && !tma_disabled &&
                    p.page_size % kTile == 0 && make_cache_map(p, &map);
-  cudaError_t e = t16                          ? launch_mla_decode_t16(p, &map, stream)
+  int merged = 1;  // splits the decode kernel merged itself (the transposed kernel's clusters)
+  cudaError_t e = t16                          ? launch_mla_decode_t16(p, &map, stream, &merged)
                   : m16                        ? launch_mla_decode_m16(p, stream)
                   : p.cache_format == kKvE4M3  ? launch_variant<false, false, kKvE4M3>(p, map, grid, stream)
                   : p.cache_format == kKvE5M2  ? launch_variant<false, false, kKvE5M2>(p, map, grid, stream)
@@ -1056,12 +1032,13 @@ cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream) {
                   : tma                        ? launch_variant<false, true>(p, map, grid, stream)
                                                : launch_variant<false, false>(p, map, grid, stream);
   if (e != cudaSuccess) return e;
-  if (p.num_splits > 1 && !p.skip_combine) {
+  const int splits = p.num_splits / merged;
+  if (splits > 1 && !p.skip_combine) {
     const int64_t rows = static_cast<int64_t>(p.num_tokens) * p.num_heads;
     // Warps per block: up to 16, about four splits each (fewer for the few-split, many-row steps of big batches);
     // a warp takes at most kCombinePerWarp.
     int groups = 1;
-    while (groups < kCombineMaxGroups && groups * 4 < p.num_splits) groups *= 2;
+    while (groups < kCombineMaxGroups && groups * 4 < splits) groups *= 2;
     static_assert(kMlaValueDim % kCombineCols == 0 && kCombineMaxGroups * kCombinePerWarp >= kMlaMaxSplits);
     // DSERVE_MLA_COMBINE_EARLY=1 (opt-in): the combine lets the next kernel be scheduled at its entry instead of
     // after its wait, so that kernel's blocks take the multiprocessors the decode's blocks leave and its prologue
@@ -1071,7 +1048,7 @@ cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream) {
     // pdl_wait (pdl.cuh).
     static const bool early = env_flag("DSERVE_MLA_COMBINE_EARLY", false);
     return launch_pdl(mla_combine_kernel, dim3(static_cast<unsigned>(rows), kMlaValueDim / kCombineCols), groups * 32, 0,
-                      stream, p.part_o, p.part_lse, static_cast<__nv_bfloat16*>(p.out), rows, p.num_splits, early);
+                      stream, p.part_o, p.part_lse, static_cast<__nv_bfloat16*>(p.out), rows, splits, early);
   }
   return cudaSuccess;
 }

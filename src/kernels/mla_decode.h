@@ -48,6 +48,10 @@ struct MlaDecodeParams {
   int cache_format = 0;
   bool use_tma = true;  // tensor-map tile loads when possible (dense context, page_size % 64 == 0)
   bool skip_combine = false;  // num_splits > 1: leave the partials for launch_mla_combine_vc (no combine launch)
+  // Transposed kernel with splits and no skip_combine: splits merged per thread-block cluster. -1: the launcher's
+  // choice (all of them, when num_splits is 2, 4, 8 or 16 and those clusters all fit at once: no combine launch;
+  // DSERVE_MLA_CLUSTER=0: none); 0 or 1: none; 2 / 4 / 8 / 16: that size when it divides num_splits (tests).
+  int t16_cluster = -1;
 };
 
 // Host-side plan: how many pieces the context of each (sequence, 64 query rows) block is split into so the
@@ -87,10 +91,18 @@ cudaError_t launch_mla_decode_m16(const MlaDecodeParams& p, cudaStream_t stream)
 // The transposed wgmma kernel (mla_decode_t16.cu): S^T = K Q^T and O^T = V^T P^T with the (at most 16) query rows
 // of a sequence as the wgmma N, so none of the tensor work is padding; bf16 caches without top-k, tiles by tensor
 // map (page_size % 64 == 0). launch_mla_decode takes it when it applies (DSERVE_MLA_T16=0: never;
-// DSERVE_MLA_M16=1 still forces the mma.sync kernel). Same split plan, scratch and combine. tensor_map: the
-// CUtensorMap launch_mla_decode made for the cache.
+// DSERVE_MLA_M16=1 still forces the mma.sync kernel). Same split plan and scratch. tensor_map: the CUtensorMap
+// launch_mla_decode made for the cache. Unless the partials are left for launch_mla_combine_vc, consecutive splits
+// may run as thread-block clusters that merge their partials in distributed shared memory (MlaDecodeParams::
+// t16_cluster): *merged = the splits merged per cluster (1: none), so num_splits / *merged partials are left for
+// the combine (none when that is 1: the kernel wrote the output).
 bool mla_decode_t16_supported(const MlaDecodeParams& p);
-cudaError_t launch_mla_decode_t16(const MlaDecodeParams& p, const void* tensor_map, cudaStream_t stream);
+// The splits the transposed kernel merges per cluster for p (1: none), and how many clusters of `size` (2, 4, 8,
+// 16) CTAs of it fit the current device at once (its GPCs bound them: 0 for other sizes).
+int mla_decode_t16_cluster(const MlaDecodeParams& p);
+int mla_decode_t16_max_clusters(int size);
+cudaError_t launch_mla_decode_t16(const MlaDecodeParams& p, const void* tensor_map, cudaStream_t stream,
+                                  int* merged);
 
 // The split combine fused with the absorbed W_UV product, for decode-sized steps: out[t, h, :] = merge over the
 // splits of (part_o, part_lse)[t, h] (as the combine kernel, kept in fp32) @ w_vc[h] ([kMlaValueDim, v] bf16,

@@ -10,7 +10,8 @@
 // and the two parts meet in shared memory; both then hold the same S^T and run the same online softmax (fp32 adds
 // commute, so their maxima agree bit for bit), write half of P^T each, and each accumulates O^T for its own 256
 // value columns. Same split plan, partial layout and combine kernel as mla_decode.cu; split partials are stored
-// straight from the accumulators. Where the time goes at batch 1 x 32K (per-block timeline, BENCHMARKS.md, session
+// straight from the accumulators, or, where a sequence's 2 / 4 / 8 / 16 splits fit as one thread-block cluster,
+// merged by the cluster in distributed shared memory (no combine launch: batch 64 x 4K, 2 splits, 115 -> 107 us). Where the time goes at batch 1 x 32K (per-block timeline, BENCHMARKS.md, session
 // 21): four 72 KB tiles per block land every ~3.2 us (the block's share of HBM), ~1.4 us of compute per tile, and
 // the block's start (metadata, the previous combine, Q) and end (last tile, epilogue, combine) are latency chains.
 #include <cuda.h>
@@ -23,6 +24,7 @@
 #include "kernels/block_reduce.cuh"
 #include "kernels/kv_fp8.h"
 #include "kernels/mla_decode.h"
+#include "kernels/mla_merge.cuh"
 #include "kernels/mla_trace.cuh"
 #include "kernels/pdl.cuh"
 #include "kernels/ptx.cuh"
@@ -63,7 +65,7 @@ static_assert(kSmemBytes <= 232448, "exceeds the 227 KB opt-in shared memory of 
 // row: [0] sm | split << 16, [1] / [2] globaltimer at start / end, [3] clock64 at start, [4] after the PDL wait, [5]
 // Q loaded, [6 + i] tile i landed, [14 + i] tile i's P V done (i < 8), [22] clock64 at the end, [23] tiles, [24]
 // barriers initialised, [25] / [26] early tiles 0 / 1 issued, [27] / [28] / [29] tile 1's S^T done / exchanged / P^T
-// written.
+// written, [30] / [31] the cluster merge's first barrier passed / its columns stored.
 constexpr int kTrSlots = 32, kTrRows = 8192;
 __device__ unsigned long long g_tr[kTrRows * kTrSlots];
 __device__ unsigned int g_tr_ticket;
@@ -94,6 +96,10 @@ __device__ __forceinline__ void wgmma_m64n16k16(float (&d)[8], uint64_t desc_a, 
 
 // early_tiles: how many of the first tiles may load before pdl_wait (1: the second one's loads go out after Q's).
 // decode_only: one query token per sequence, sequence s's token is s (no dependent q_starts read at the start).
+// kCluster > 1: launched in clusters of kCluster consecutive splits of a block column, which merge their partials
+// through distributed shared memory (the epilogue below) into num_splits / kCluster partials, or into the output
+// when one cluster holds every split.
+template <int kCluster>
 __global__ void __launch_bounds__(kThreads, 1)
     mla_decode_t16_kernel(const MlaDecodeParams p, const __grid_constant__ CUtensorMap tmap, int early_tiles,
                           bool decode_only) {
@@ -133,7 +139,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int u_begin = mine.begin, n = mine.count;
   const int64_t TH = static_cast<int64_t>(p.num_tokens) * H;
   const int64_t pair0 = static_cast<int64_t>(q0) * H + row0;  // (token, head) index of block column 0
-  if (n == 0 && p.num_splits > 1) {  // a split past this context's end: only its log-sum-exp
+  if (kCluster <= 1 && n == 0 && p.num_splits > 1) {  // a split past this context's end: only its log-sum-exp
     pdl_enter();
     if (tid < rows) p.part_lse[split * TH + pair0 + tid] = -INFINITY;
     return;
@@ -382,6 +388,90 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int j = 0; j < 2; ++j)
 #pragma unroll
     for (int e = 0; e < 2; ++e) l[j][e] = column_sum(l[j][e]);
+  if constexpr (kCluster > 1) {
+    // In-cluster merge. Each CTA puts its normalised O [16 query rows][512] (fp32) into its free tile buffer and
+    // its log2-sum-exps into col_fin; after a cluster barrier CTA `rank` merges value columns [rank, rank + 1) x
+    // kSlice of every row over the cluster's CTAs (distributed shared-memory loads) and stores them: the output
+    // when the cluster holds every split, else the cluster's partial (index split / kCluster). Splits past the
+    // context's end take part with an empty partial (sum 0: log2-sum-exp -inf, weight 0).
+    __syncthreads();  // both warpgroups done with the tiles; red's last readers passed the P^T barrier
+    if (wg == 0 && lane < 4) {
+#pragma unroll
+      for (int j = 0; j < 2; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) red[wq * kRows + 8 * j + 2 * lane + e] = l[j][e];
+    }
+    __syncthreads();
+    float* o_s = reinterpret_cast<float*>(smem + kSmemKv);
+    float inv[2][2];
+#pragma unroll
+    for (int j = 0; j < 2; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int c = 8 * j + 2 * (lane & 3) + e;
+        const float sum = (red[c] + red[kRows + c]) + (red[2 * kRows + c] + red[3 * kRows + c]);
+        inv[j][e] = sum > 0.0f ? 1.0f / sum : 0.0f;
+        if (wg == 0 && wq == 0 && lane < 4) col_fin[c] = sum > 0.0f ? m[j][e] + log2f(sum) : -INFINITY;
+      }
+#pragma unroll
+    for (int c = 0; c < 4; ++c)
+#pragma unroll
+      for (int x = 0; x < 8; ++x) {
+        const int j = x >> 2, h = (x >> 1) & 1, e = x & 1;
+        o_s[(8 * j + 2 * (lane & 3) + e) * kOStride + 64 * (4 * wg + c) + rbase + 8 * h] = o[c][x] * inv[j][e];
+      }
+    cluster_sync();
+    DS_TR(30, clock64());
+    constexpr int kSlice = kMlaValueDim / kCluster;  // value columns merged by one CTA
+    constexpr int kItems = kRows * kSlice / 4;       // float4 of them
+    constexpr int kPer = (kItems + kThreads - 1) / kThreads;  // float4 items per thread
+    const uint32_t rank = cluster_ctarank();
+    const int clusters = p.num_splits / kCluster, cl = split / kCluster;
+    // Every item's loads first, then the weighted sums and the stores. H100 (session 22, dserve_mla_trace): the
+    // merge takes ~1.3 us at 2 CTAs and ~2.5 us at 16, the same with all of it in one round of loads and with
+    // this CTA's own part read locally; the barrier before it ~1.6 us (the slower CTA's arrival), the one after ~0.7.
+    float lse[kPer][kCluster];
+    float4 x[kPer][kCluster];
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int idx = tid + k * kThreads;
+      if (kItems % kThreads != 0 && idx >= kItems) break;
+      const int r = idx / (kSlice / 4), col = static_cast<int>(rank) * kSlice + 4 * (idx % (kSlice / 4));
+      const uint32_t lse_at = smem_u32(col_fin + r), o_at = smem_u32(o_s + r * kOStride + col);
+#pragma unroll
+      for (int q = 0; q < kCluster; ++q) {  // this CTA's own part from its shared memory (the network is slow)
+        lse[k][q] = q == static_cast<int>(rank) ? col_fin[r] : ld_cluster_f32(cluster_map(lse_at, q));
+        x[k][q] = q == static_cast<int>(rank) ? *reinterpret_cast<const float4*>(o_s + r * kOStride + col)
+                                              : ld_cluster_f32x4(cluster_map(o_at, q));
+      }
+    }
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+      const int idx = tid + k * kThreads;
+      if (kItems % kThreads != 0 && idx >= kItems) break;
+      const int r = idx / (kSlice / 4), col = static_cast<int>(rank) * kSlice + 4 * (idx % (kSlice / 4));
+      float mx, sum;
+      const float4 a = weigh_splits(lse[k], x[k], &mx, &sum);
+      if (r < rows) {
+        const float w = sum > 0.0f ? 1.0f / sum : 0.0f;
+        if (clusters == 1) {
+          __nv_bfloat16* dst = static_cast<__nv_bfloat16*>(p.out) + (pair0 + r) * kMlaValueDim + col;
+          *reinterpret_cast<uint2*>(dst) = make_uint2(pack_bf16(a.x * w, a.y * w), pack_bf16(a.z * w, a.w * w));
+        } else {
+          *reinterpret_cast<float4*>(p.part_o + (cl * TH + pair0 + r) * kMlaValueDim + col) =
+              make_float4(a.x * w, a.y * w, a.z * w, a.w * w);
+          if (rank == 0 && idx % (kSlice / 4) == 0)
+            p.part_lse[cl * TH + pair0 + r] = sum > 0.0f ? mx + log2f(sum) : -INFINITY;
+        }
+      }
+    }
+    DS_TR(31, clock64());
+    cluster_sync();  // this CTA's O and log2-sum-exps stay until every CTA of the cluster has read them
+    DS_TR(22, clock64());
+    DS_TR(23, n);
+    DS_TR(2, mla_trace::gtimer());
+    return;
+  }
   if (p.num_splits > 1) {
     // Split partials straight from the accumulators: each store instruction of a warp writes 8 consecutive value
     // columns of 4 query rows (four whole 32-byte sectors). Only the column sums cross warps (red is free: its
@@ -484,7 +574,93 @@ bool mla_decode_t16_supported(const MlaDecodeParams& p) {
          static_cast<int64_t>(p.max_q_len) * p.num_heads <= kRows && p.page_size > 0 && p.page_size % kTile == 0;
 }
 
-cudaError_t launch_mla_decode_t16(const MlaDecodeParams& p, const void* tensor_map, cudaStream_t stream) {
+namespace {
+
+// Clusters of kC CTAs of the kernel that fit on the device at once (its cluster occupancy, cached per size): a
+// cluster launch of more runs in waves.
+template <int kC>
+int64_t t16_max_clusters() {
+  static const int64_t max_clusters = [] {
+    if (kC > 8 && cudaFuncSetAttribute(mla_decode_t16_kernel<kC>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
+                      cudaSuccess)
+      return int64_t{0};
+    if (cudaFuncSetAttribute(mla_decode_t16_kernel<kC>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) !=
+        cudaSuccess)
+      return int64_t{0};
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(1, kC, 1);
+    cfg.blockDim = dim3(kThreads);
+    cfg.dynamicSmemBytes = kSmemBytes;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = 1;
+    attr[0].val.clusterDim.y = kC;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    int n = 0;
+    if (cudaOccupancyMaxActiveClusters(&n, mla_decode_t16_kernel<kC>, &cfg) != cudaSuccess) {
+      cudaGetLastError();
+      return int64_t{0};
+    }
+    return static_cast<int64_t>(n);
+  }();
+  return max_clusters;
+}
+
+}  // namespace
+
+int mla_decode_t16_max_clusters(int size) {
+  switch (size) {
+    case 2: return static_cast<int>(t16_max_clusters<2>());
+    case 4: return static_cast<int>(t16_max_clusters<4>());
+    case 8: return static_cast<int>(t16_max_clusters<8>());
+    case 16: return static_cast<int>(t16_max_clusters<16>());
+    default: return 0;
+  }
+}
+
+// p.t16_cluster when set (> 1: that size if it divides num_splits), else num_splits itself when it is 2, 4, 8 or
+// 16 and the clusters all fit the device at once: the kernel then writes the output and no combine runs. A merge
+// into fewer partials still followed by the combine measured slower (H100, dserve_mla_bench, session 22: batch
+// 1 x 4K 11.1 vs 8.5 us with clusters of 16, batch 8 x 4K 23.7 vs 21.7 and 1 x 32K 22.6 vs 21.0 with clusters of
+// 2; clusters of 4 or more CTAs of this size do not fit 128 at once), so it is left to tests. None when the
+// partials are left for launch_mla_combine_vc (skip_combine) or DSERVE_MLA_CLUSTER=0.
+int mla_decode_t16_cluster(const MlaDecodeParams& p) {
+  const int64_t blocks = (static_cast<int64_t>(p.max_q_len) * p.num_heads + kRows - 1) / kRows * p.num_splits *
+                         p.num_seqs;
+  static const bool off = !env_flag("DSERVE_MLA_CLUSTER", true);
+  if (p.num_splits <= 1 || p.skip_combine || p.t16_cluster == 0 || p.t16_cluster == 1 || (off && p.t16_cluster < 0))
+    return 1;
+  if (p.t16_cluster > 1) {
+    const int c = p.t16_cluster;
+    return (c == 2 || c == 4 || c == 8 || c == 16) && p.num_splits % c == 0 ? c : 1;
+  }
+  const int c = p.num_splits;
+  return c <= 16 && (c & (c - 1)) == 0 && blocks / c <= mla_decode_t16_max_clusters(c) ? c : 1;
+}
+
+namespace {
+
+template <int kC>
+cudaError_t launch_t16(const MlaDecodeParams& p, const CUtensorMap& map, dim3 grid, int early, bool decode_only,
+                       cudaStream_t stream) {
+  static const cudaError_t attr = [] {
+    cudaError_t e = cudaFuncSetAttribute(mla_decode_t16_kernel<kC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         kSmemBytes);
+    if (e == cudaSuccess && kC > 8)
+      e = cudaFuncSetAttribute(mla_decode_t16_kernel<kC>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    return e;
+  }();
+  if (attr != cudaSuccess) return attr;
+  return launch_pdl_cluster(mla_decode_t16_kernel<kC>, grid, dim3(1, kC, 1), kThreads, kSmemBytes, stream, p, map,
+                            early, decode_only);
+}
+
+}  // namespace
+
+cudaError_t launch_mla_decode_t16(const MlaDecodeParams& p, const void* tensor_map, cudaStream_t stream,
+                                  int* merged) {
   // Tiles loaded before the PDL wait: 1 by default. With two, the first tiles' 144 KB per block queue ahead of the
   // previous kernel's reads (the split combine's partials, lengthening the wait) and of this block's Q (H100,
   // dserve_mla_bench batch 1 x 32K: 23.4 us with 2, 21.4 with 1, 22.0 with 0). DSERVE_MLA_T16_EARLY=0|1|2.
@@ -492,17 +668,22 @@ cudaError_t launch_mla_decode_t16(const MlaDecodeParams& p, const void* tensor_m
     const int64_t v = env_int("DSERVE_MLA_T16_EARLY", 1);
     return v >= 0 && v <= 2 ? static_cast<int>(v) : 1;
   }();
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(mla_decode_t16_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
-  if (attr != cudaSuccess) return attr;
   const int64_t row_blocks = (static_cast<int64_t>(p.max_q_len) * p.num_heads + kRows - 1) / kRows;
   if (row_blocks > INT32_MAX) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(p.num_splits),
                   static_cast<unsigned>(p.num_seqs));
   // num_tokens == num_seqs with at most one token each: every sequence has exactly one.
   const bool decode_only = p.max_q_len == 1 && p.num_tokens == p.num_seqs;
-  return launch_pdl(mla_decode_t16_kernel, grid, kThreads, kSmemBytes, stream, p,
-                    *static_cast<const CUtensorMap*>(tensor_map), early, decode_only);
+  const CUtensorMap& map = *static_cast<const CUtensorMap*>(tensor_map);
+  const int c = mla_decode_t16_cluster(p);
+  *merged = c;
+  switch (c) {
+    case 16: return launch_t16<16>(p, map, grid, early, decode_only, stream);
+    case 8: return launch_t16<8>(p, map, grid, early, decode_only, stream);
+    case 4: return launch_t16<4>(p, map, grid, early, decode_only, stream);
+    case 2: return launch_t16<2>(p, map, grid, early, decode_only, stream);
+    default: return launch_t16<1>(p, map, grid, early, decode_only, stream);
+  }
 }
 
 }  // namespace ds::kernels

@@ -1,6 +1,6 @@
 // Inline-PTX helpers shared by the kernels: shared-memory addresses, cp.async (16 bytes, zero-fill), the streaming
 // 16-byte load, ldmatrix, the bf16 m16n8k16 and e4m3 m16n8k32 mma.sync, a bf16 x8 dot product, bf16 packing and
-// the fast exp2. One definition each.
+// the fast exp2, thread-block cluster ranks, barriers and distributed shared-memory loads. One definition each.
 #pragma once
 #include <cstdint>
 
@@ -123,6 +123,36 @@ __device__ __forceinline__ float fast_exp2(float x) {
   float y;
   asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
   return y;
+}
+
+// Thread-block clusters (sm_90): this CTA's rank in its cluster, a barrier of every thread of every CTA of the
+// cluster (release / acquire: shared-memory writes before it are visible to the other CTAs' reads after it), and
+// loads from another CTA's shared memory (addr: this CTA's shared address of the same variable; volatile, so they
+// stay after the barrier that published what they read).
+__device__ __forceinline__ uint32_t cluster_ctarank() {
+  uint32_t r;
+  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+  return r;
+}
+__device__ __forceinline__ void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+__device__ __forceinline__ uint32_t cluster_map(uint32_t addr, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+__device__ __forceinline__ float ld_cluster_f32(uint32_t addr) {
+  float v;
+  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(addr));
+  return v;
+}
+__device__ __forceinline__ float4 ld_cluster_f32x4(uint32_t addr) {
+  float4 v;
+  asm volatile("ld.shared::cluster.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+               : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+               : "r"(addr));
+  return v;
 }
 
 }  // namespace ds::kernels::ptx

@@ -165,9 +165,10 @@ AbsorbedInputs make_absorbed(const AbsorbedCase& c, std::mt19937& rng) {
 // Kernel API with exactly c.forced_splits splits into a NaN-filled output with one extra row: every element of
 // the [T, H, v] output is written, nothing past it, and it matches `want`.
 // before: enqueued right before the decode launch (a delayed writer of the cache).
+// t16_cluster: MlaDecodeParams::t16_cluster (the transposed kernel's in-cluster split merge).
 void check_forced_splits(const AbsorbedCase& c, const AbsorbedInputs& in, const Tensor& cache_dev, int format,
                          const Tensor* topk_d, const Tensor& want, bool tma = false,
-                         const std::function<void()>& before = nullptr) {
+                         const std::function<void()>& before = nullptr, int t16_cluster = -1) {
   const int64_t T = in.batch.host.num_tokens, rows = T * c.heads;
   Tensor poison = Tensor::empty({rows + 1, c.v_dim}, DType::kF32);
   std::fill(poison.f32(), poison.f32() + poison.numel(), NAN);
@@ -204,13 +205,14 @@ void check_forced_splits(const AbsorbedCase& c, const AbsorbedInputs& in, const 
   p.num_splits = splits;
   p.plan_context = 1;  // a short plan: one token per sequence and <= 16 heads take the mma.sync kernel here
   p.scale = in.scale;
+  p.t16_cluster = t16_cluster;
   if (before) before();
   DS_CUDA_CHECK(kernels::launch_mla_decode(p, cuda_stream()));
   Tensor all = to_f32(cuda_download(out));
   for (int64_t i = rows * c.v_dim; i < all.numel(); ++i) ASSERT_TRUE(std::isnan(all.f32()[i])) << "wrote past the output";
   expect_close(out.reshape({rows + 1, c.v_dim}).rows(0, rows).reshape({T, c.heads, c.v_dim}), want,
                "absorbed " + c.name + (format ? " packed" : "") + (tma ? " tma" : " cp.async") +
-                   " splits=" + std::to_string(splits));
+                   " splits=" + std::to_string(splits) + " cluster=" + std::to_string(t16_cluster));
 }
 
 class MlaAbsorbedGpu : public ::testing::TestWithParam<AbsorbedCase> {};
@@ -235,6 +237,12 @@ TEST_P(MlaAbsorbedGpu, MatchesCpu) {
     // with tensor-map loads (<= 16 rows: the transposed kernel).
     check_forced_splits(c, in, in.cache_dev, kernels::kKvBf16, topk_d, want);
     check_forced_splits(c, in, in.cache_dev, kernels::kKvBf16, topk_d, want, true);
+    // The transposed kernel without and with each in-cluster merge that divides the splits (a cluster of every
+    // split writes the output itself; smaller ones leave fewer partials to the combine).
+    check_forced_splits(c, in, in.cache_dev, kernels::kKvBf16, topk_d, want, true, nullptr, 0);
+    for (int cl : {2, 4, 8, 16})
+      if (c.forced_splits % cl == 0)
+        check_forced_splits(c, in, in.cache_dev, kernels::kKvBf16, topk_d, want, true, nullptr, cl);
   }
 }
 
@@ -265,6 +273,7 @@ std::vector<AbsorbedCase> absorbed_cases() {
   v.push_back({"t16_h4_multi_token", 4, 576, 512, 64, {70, 130, 400, 3, 64}, {1, 2, 3, 3, 4}, 0, 1.0f, 5});
   v.push_back({"t16_h5_page128", 5, 576, 512, 128, {129, 1000, 2}, {3, 1, 2}, 0, 2.0f, 9});
   v.push_back({"t16_h16_long_sharp", 16, 576, 512, 64, {33000}, {}, 0, 4.0f, 128});
+  v.push_back({"t16_h3_multi_cluster", 3, 576, 512, 64, {700, 130, 2000}, {2, 5, 1}, 0, 1.0f, 8});
   v.push_back({"fixture_dims", 4, 80, 64, 64, {1, 17, 90}, {1, 3, 2}, 0, 1.0f, 0});
   v.push_back({"fixture_dims_topk", 4, 80, 64, 64, {1, 17, 90}, {1, 3, 2}, 8, 1.0f, 0});
   return v;
@@ -277,11 +286,13 @@ INSTANTIATE_TEST_SUITE_P(Cases, MlaAbsorbedGpu, ::testing::ValuesIn(absorbed_cas
 // contract): here the previous kernel (a PDL writer that lets the decode start, spins 30 us, then writes the cache)
 // holds back the new rows, whose cache bytes are NaN until then, so a tile with new rows read before the wait would
 // turn its split's output into NaN. One token per sequence (the new row in a split's first or second tile, or in a
-// later one), and sequences of 2-3 new tokens over 4 heads (rows straddling a tile edge).
+// later one; with 4 splits the launcher's in-cluster merge), and sequences of 2-3 new tokens over 4 heads (rows
+// straddling a tile edge).
 TEST(MlaDecodeT16, TilesWithNewRowsWaitForTheirWriter) {
   init_cuda_device(0);
   for (const AbsorbedCase& c : {AbsorbedCase{"t16_new_rows_b3", 16, 576, 512, 64, {288, 70, 129}, {}, 0, 1.0f, 5},
                                 AbsorbedCase{"t16_new_rows_one_split", 16, 576, 512, 64, {200, 64}, {}, 0, 1.0f, 1},
+                                AbsorbedCase{"t16_new_rows_cluster", 16, 576, 512, 64, {300, 129}, {}, 0, 1.0f, 4},
                                 AbsorbedCase{"t16_new_rows_multi", 4, 576, 512, 64, {66, 130, 300}, {3, 2, 3}, 0,
                                              1.0f, 3}}) {
     std::mt19937 rng(std::hash<std::string>()(c.name) & 0xffffffu);

@@ -90,6 +90,9 @@ int main(int argc, char** argv) {
       if (*c == ',') ++c;
     }
   }
+  std::printf("transposed kernel: clusters of 2 / 4 / 8 / 16 CTAs that fit at once: %d / %d / %d / %d\n",
+              ds::kernels::mla_decode_t16_max_clusters(2), ds::kernels::mla_decode_t16_max_clusters(4),
+              ds::kernels::mla_decode_t16_max_clusters(8), ds::kernels::mla_decode_t16_max_clusters(16));
   // MLA_BENCH_KV=fp8_e4m3: the packed FP8 cache (656-byte rows) instead of bf16 (1152).
   const char* kv_env = std::getenv("MLA_BENCH_KV");
   const int fmt = kv_env && std::strcmp(kv_env, "fp8_e4m3") == 0 ? ds::kernels::kKvE4M3 : ds::kernels::kKvBf16;
@@ -151,9 +154,10 @@ int main(int argc, char** argv) {
     CHECK(cudaGetLastError());
 
     std::printf(
-        "mla_decode kv=%s batch=%d context=%d heads=%d splits=%d: ours %.1f us = %.0f GB/s = %.1f%% of copy %.0f GB/s; "
-        "naive %.1f us = %.0f GB/s (%.1fx slower); max_rel vs naive %.2e\n",
-        kv_name, B, L, H, p.num_splits, ours_s * 1e6, bytes / ours_s / 1e9, 100.0 * bytes / ours_s / copy_bw, copy_bw / 1e9,
+        "mla_decode kv=%s batch=%d context=%d heads=%d splits=%d cluster=%d: ours %.1f us = %.0f GB/s = %.1f%% of copy "
+        "%.0f GB/s; naive %.1f us = %.0f GB/s (%.1fx slower); max_rel vs naive %.2e\n",
+        kv_name, B, L, H, p.num_splits,
+        ds::kernels::mla_decode_t16_supported(p) ? ds::kernels::mla_decode_t16_cluster(p) : 1, ours_s * 1e6, bytes / ours_s / 1e9, 100.0 * bytes / ours_s / copy_bw, copy_bw / 1e9,
         naive_s * 1e6, bytes / naive_s / 1e9, naive_s / ours_s, max_rel);
     if (csv)
       std::fprintf(csv, "%s,%d,%d,%d,%d,%.2f,%.1f,%.1f,%.4f,%.2f,%.1f,%.3e\n", kv_name, B, L, H, p.num_splits, ours_s * 1e6,

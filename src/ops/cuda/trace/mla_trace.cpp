@@ -45,11 +45,15 @@ int main(int argc, char** argv) {
   // MLA_TRACE_SKIP_COMBINE=1: the decode kernel alone (its partials left unmerged), to see what the combine costs
   // between back-to-back decodes.
   if (const char* e = std::getenv("MLA_TRACE_SKIP_COMBINE"); e && e[0] == '1') p.skip_combine = true;
+  // MLA_TRACE_CLUSTER=N: MlaDecodeParams::t16_cluster (the in-cluster split merge forced to N, 0: off).
+  if (const char* e = std::getenv("MLA_TRACE_CLUSTER")) p.t16_cluster = std::atoi(e);
   ds::mla_bench::DecodeGraph graph(p, dc.caches(), kPerGraph, stream);
   const double per_launch_us = graph.median_us(12, 0);
   const double kv_bytes = static_cast<double>(B) * L * D * 2;
-  std::printf("batch %d context %d heads %d splits %d: %.2f us per decode + combine (median of 12 graphs) = %.0f GB/s\n",
-              B, L, H, p.num_splits, per_launch_us, kv_bytes / (per_launch_us * 1e-6) / 1e9);
+  std::printf("batch %d context %d heads %d splits %d cluster %d: %.2f us per decode + combine (median of 12 graphs) = "
+              "%.0f GB/s\n",
+              B, L, H, p.num_splits, ds::kernels::mla_decode_t16_cluster(p),
+              per_launch_us, kv_bytes / (per_launch_us * 1e-6) / 1e9);
 
   std::vector<unsigned long long> dummy(8192 * kS);
   ds::kernels::mla_t16_trace_read(dummy.data(), 8192);  // resets the tickets
@@ -98,7 +102,7 @@ int main(int argc, char** argv) {
   // Per-block phases of launches 5..18 (steady state), in us from the block's own start (clock64 scaled by the
   // block's globaltimer span).
   std::vector<double> st_s, st_x, st_p, st_pv;
-  std::vector<double> init, issue0, issue1, wait, qload, ready[8], comp[8], gap[8], epi, total;
+  std::vector<double> init, issue0, issue1, wait, qload, ready[8], comp[8], gap[8], epi, total, csync, cmerge, cend;
   int tiles = 0;
   for (int k = 5; k < kPerGraph - 1; ++k)
     for (int b = 0; b < per_launch; ++b) {
@@ -125,6 +129,11 @@ int main(int argc, char** argv) {
         gap[i].push_back(at(6 + i) - (i ? at(14 + i - 1) : at(5)));
       }
       epi.push_back(at(22) - at(14 + std::min(n, 8) - 1));
+      if (r[30] && r[31] && n <= 8) {  // the cluster merge (mla_decode_t16.cu's slots 30, 31)
+        csync.push_back(at(30) - at(14 + n - 1));
+        cmerge.push_back(at(31) - at(30));
+        cend.push_back(at(22) - at(31));
+      }
       total.push_back(at(22));
     }
   auto show = [](const char* name, const std::vector<double>& v) {
@@ -150,6 +159,11 @@ int main(int argc, char** argv) {
   show("tile 1: softmax, P^T", st_p);
   show("tile 1: P V wgmma", st_pv);
   show("epilogue", epi);
+  if (!csync.empty()) {
+    show("  to the cluster barrier", csync);
+    show("  cluster merge", cmerge);
+    show("  final barrier", cend);
+  }
   show("block total", total);
   return 0;
 }
