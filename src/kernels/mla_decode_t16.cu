@@ -388,13 +388,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   for (int j = 0; j < 2; ++j)
 #pragma unroll
     for (int e = 0; e < 2; ++e) l[j][e] = column_sum(l[j][e]);
-  if constexpr (kCluster > 1) {
-    // In-cluster merge. Each CTA puts its normalised O [16 query rows][512] (fp32) into its free tile buffer and
-    // its log2-sum-exps into col_fin; after a cluster barrier CTA `rank` merges value columns [rank, rank + 1) x
-    // kSlice of every row over the cluster's CTAs (distributed shared-memory loads) and stores them: the output
-    // when the cluster holds every split, else the cluster's partial (index split / kCluster). Splits past the
-    // context's end take part with an empty partial (sum 0: log2-sum-exp -inf, weight 0).
-    __syncthreads();  // both warpgroups done with the tiles; red's last readers passed the P^T barrier
+  // The block's column sums from the warps' parts (red is free: its last readers passed the P^T barrier): inv = 1 /
+  // sum (0 for a column that attended nothing) for this thread's four columns, and store_lse(column, m + log2(sum)
+  // or -inf) from the threads that hold columns 0-15 once each.
+  auto column_totals = [&](float (&inv)[2][2], auto&& store_lse) {
     if (wg == 0 && lane < 4) {
 #pragma unroll
       for (int j = 0; j < 2; ++j)
@@ -402,8 +399,6 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int e = 0; e < 2; ++e) red[wq * kRows + 8 * j + 2 * lane + e] = l[j][e];
     }
     __syncthreads();
-    float* o_s = reinterpret_cast<float*>(smem + kSmemKv);
-    float inv[2][2];
 #pragma unroll
     for (int j = 0; j < 2; ++j)
 #pragma unroll
@@ -411,8 +406,19 @@ __global__ void __launch_bounds__(kThreads, 1)
         const int c = 8 * j + 2 * (lane & 3) + e;
         const float sum = (red[c] + red[kRows + c]) + (red[2 * kRows + c] + red[3 * kRows + c]);
         inv[j][e] = sum > 0.0f ? 1.0f / sum : 0.0f;
-        if (wg == 0 && wq == 0 && lane < 4) col_fin[c] = sum > 0.0f ? m[j][e] + log2f(sum) : -INFINITY;
+        if (wg == 0 && wq == 0 && lane < 4) store_lse(c, sum > 0.0f ? m[j][e] + log2f(sum) : -INFINITY);
       }
+  };
+  if constexpr (kCluster > 1) {
+    // In-cluster merge. Each CTA puts its normalised O [16 query rows][512] (fp32) into its free tile buffer and
+    // its log2-sum-exps into col_fin; after a cluster barrier CTA `rank` merges value columns [rank, rank + 1) x
+    // kSlice of every row over the cluster's CTAs (distributed shared-memory loads) and stores them: the output
+    // when the cluster holds every split, else the cluster's partial (index split / kCluster). Splits past the
+    // context's end take part with an empty partial (sum 0: log2-sum-exp -inf, weight 0).
+    __syncthreads();  // both warpgroups done with the tiles (tile buffer 0 takes O)
+    float* o_s = reinterpret_cast<float*>(smem + kSmemKv);
+    float inv[2][2];
+    column_totals(inv, [&](int c, float lse) { col_fin[c] = lse; });
 #pragma unroll
     for (int c = 0; c < 4; ++c)
 #pragma unroll
@@ -474,26 +480,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   if (p.num_splits > 1) {
     // Split partials straight from the accumulators: each store instruction of a warp writes 8 consecutive value
-    // columns of 4 query rows (four whole 32-byte sectors). Only the column sums cross warps (red is free: its
-    // last readers passed the P^T barrier).
-    if (wg == 0 && lane < 4) {
-#pragma unroll
-      for (int j = 0; j < 2; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) red[wq * kRows + 8 * j + 2 * lane + e] = l[j][e];
-    }
-    __syncthreads();
+    // columns of 4 query rows (four whole 32-byte sectors). Only the column sums cross warps.
     float inv[2][2];
-#pragma unroll
-    for (int j = 0; j < 2; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        const int c = 8 * j + 2 * (lane & 3) + e;
-        const float sum = (red[c] + red[kRows + c]) + (red[2 * kRows + c] + red[3 * kRows + c]);
-        inv[j][e] = sum > 0.0f ? 1.0f / sum : 0.0f;
-        if (wg == 0 && wq == 0 && lane < 4 && c < rows)
-          p.part_lse[split * TH + pair0 + c] = sum > 0.0f ? m[j][e] + log2f(sum) : -INFINITY;
-      }
+    column_totals(inv, [&](int c, float lse) {
+      if (c < rows) p.part_lse[split * TH + pair0 + c] = lse;
+    });
 #pragma unroll
     for (int c = 0; c < 4; ++c)
 #pragma unroll
