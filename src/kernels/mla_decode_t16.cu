@@ -11,9 +11,10 @@
 // commute, so their maxima agree bit for bit), write half of P^T each, and each accumulates O^T for its own 256
 // value columns. Same split plan, partial layout and combine kernel as mla_decode.cu; split partials are stored
 // straight from the accumulators, or, where a sequence's 2 / 4 / 8 / 16 splits fit as one thread-block cluster,
-// merged by the cluster in distributed shared memory (no combine launch: batch 64 x 4K, 2 splits, 115 -> 107 us). Where the time goes at batch 1 x 32K (per-block timeline, BENCHMARKS.md, session
-// 21): four 72 KB tiles per block land every ~3.2 us (the block's share of HBM), ~1.4 us of compute per tile, and
-// the block's start (metadata, the previous combine, Q) and end (last tile, epilogue, combine) are latency chains.
+// merged by the cluster in distributed shared memory (no combine launch: batch 64 x 4K, 2 splits, 115 -> 107 us).
+// Where the time goes at batch 1 x 32K (per-block timeline, BENCHMARKS.md, session 21): four 72 KB tiles per block
+// land every ~3.2 us (the block's share of HBM), ~1.4 us of compute per tile, and the block's start (metadata, the
+// previous combine, Q) and end (last tile, epilogue, combine) are latency chains.
 #include <cuda.h>
 #include <cuda_bf16.h>
 
