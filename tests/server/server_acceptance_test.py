@@ -68,8 +68,12 @@ try:
     before = engine_state(server)["num_retractions"]
     prompts = [[rng.randrange(2, 1024) for _ in range(rng.randint(8, 40))] for _ in range(200)]
     results = [None] * len(prompts)
+    # Every client sends once all are started, so the load is concurrent however long starting 200 threads takes
+    # (a slow start let early requests finish before the pool overflowed: no retraction in 1 of 8 CUDA runs).
+    go = threading.Barrier(len(prompts))
 
     def client(i):
+        go.wait(120)
         status, events, done = stream(server, "/generate", {
             "input_ids": prompts[i], "stream": True,
             "sampling_params": {"max_new_tokens": 30, "temperature": 0, "ignore_eos": True}})
