@@ -573,12 +573,14 @@ namespace {
 template <int kC>
 int64_t t16_max_clusters() {
   static const int64_t max_clusters = [] {
-    if (kC > 8 && cudaFuncSetAttribute(mla_decode_t16_kernel<kC>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1) !=
-                      cudaSuccess)
+    // A failed query means no clusters; its error is cleared so that no later check of the stream picks it up.
+    if ((kC > 8 && cudaFuncSetAttribute(mla_decode_t16_kernel<kC>, cudaFuncAttributeNonPortableClusterSizeAllowed,
+                                        1) != cudaSuccess) ||
+        cudaFuncSetAttribute(mla_decode_t16_kernel<kC>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) !=
+            cudaSuccess) {
+      cudaGetLastError();
       return int64_t{0};
-    if (cudaFuncSetAttribute(mla_decode_t16_kernel<kC>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) !=
-        cudaSuccess)
-      return int64_t{0};
+    }
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(1, kC, 1);
     cfg.blockDim = dim3(kThreads);

@@ -1,6 +1,6 @@
 // Host-side split-KV planning of the MLA decode kernels (kernels/mla_decode.h), checked without a GPU: the split
-// count, the scratch layout, and the count of splits that attend something, which the fused combine computes from a
-// step's positions and must agree with how the decode kernels cut a context.
+// count, the scratch layout, the count of splits that attend something, which the fused combine computes from a
+// step's positions and must agree with how the decode kernels cut a context, and the transposed kernel's cluster size.
 #include <algorithm>
 
 #include <gtest/gtest.h>
@@ -70,6 +70,30 @@ TEST(MlaPlan, ScratchHoldsPartialsThenAlignedLogSumExps) {
       EXPECT_GE(off, static_cast<size_t>(splits) * tokens * 16 * kernels::kMlaValueDim * 4);
       EXPECT_EQ(kernels::mla_decode_scratch_bytes(splits, tokens, 16),
                 off + static_cast<size_t>(splits) * tokens * 16 * 4);
+    }
+}
+
+// The transposed kernel's in-cluster merge (MlaDecodeParams::t16_cluster): a forced size only where it divides the
+// splits; none without splits or when the partials go to the fused combine; the launcher's own choice (no GPU here,
+// or one whose clusters do not fit: 1) either merges every split or none.
+TEST(MlaPlan, ClusterSizeDividesTheSplits) {
+  kernels::MlaDecodeParams p;
+  p.num_heads = 16;
+  p.max_q_len = 1;
+  p.num_seqs = 4;
+  for (int splits : {1, 2, 3, 4, 6, 8, 16, 32, 128})
+    for (int forced : {-1, 0, 1, 2, 3, 4, 8, 16}) {
+      p.num_splits = splits;
+      p.t16_cluster = forced;
+      p.skip_combine = false;
+      const int c = kernels::mla_decode_t16_cluster(p);
+      ASSERT_GE(c, 1);
+      ASSERT_EQ(splits % c, 0) << "splits " << splits << " forced " << forced;
+      if (splits == 1 || forced == 0 || forced == 1) EXPECT_EQ(c, 1);
+      if (forced > 1) EXPECT_EQ(c, splits % forced == 0 && forced != 3 ? forced : 1) << splits << " " << forced;
+      if (forced < 0) EXPECT_TRUE(c == 1 || c == splits) << splits;
+      p.skip_combine = true;
+      EXPECT_EQ(kernels::mla_decode_t16_cluster(p), 1);
     }
 }
 
