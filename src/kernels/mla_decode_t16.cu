@@ -568,16 +568,31 @@ bool mla_decode_t16_supported(const MlaDecodeParams& p) {
 
 namespace {
 
+// Blocks of a launch along x: the (token, head) rows of a sequence in groups of kRows.
+int64_t t16_row_blocks(const MlaDecodeParams& p) {
+  return (static_cast<int64_t>(p.max_q_len) * p.num_heads + kRows - 1) / kRows;
+}
+
+// The kernel instantiation's attributes (its shared memory; clusters of more than 8 CTAs), set once: the result.
+template <int kC>
+cudaError_t t16_attributes() {
+  static const cudaError_t e = [] {
+    cudaError_t r = cudaFuncSetAttribute(mla_decode_t16_kernel<kC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         kSmemBytes);
+    if (r == cudaSuccess && kC > 8)
+      r = cudaFuncSetAttribute(mla_decode_t16_kernel<kC>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    return r;
+  }();
+  return e;
+}
+
 // Clusters of kC CTAs of the kernel that fit on the device at once (its cluster occupancy, cached per size): a
 // cluster launch of more runs in waves.
 template <int kC>
 int64_t t16_max_clusters() {
   static const int64_t max_clusters = [] {
     // A failed query means no clusters; its error is cleared so that no later check of the stream picks it up.
-    if ((kC > 8 && cudaFuncSetAttribute(mla_decode_t16_kernel<kC>, cudaFuncAttributeNonPortableClusterSizeAllowed,
-                                        1) != cudaSuccess) ||
-        cudaFuncSetAttribute(mla_decode_t16_kernel<kC>, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes) !=
-            cudaSuccess) {
+    if (t16_attributes<kC>() != cudaSuccess) {
       cudaGetLastError();
       return int64_t{0};
     }
@@ -621,8 +636,6 @@ int mla_decode_t16_max_clusters(int size) {
 // 2; clusters of 4 or more CTAs of this size do not fit 128 at once), so it is left to tests. None when the
 // partials are left for launch_mla_combine_vc (skip_combine) or DSERVE_MLA_CLUSTER=0.
 int mla_decode_t16_cluster(const MlaDecodeParams& p) {
-  const int64_t blocks = (static_cast<int64_t>(p.max_q_len) * p.num_heads + kRows - 1) / kRows * p.num_splits *
-                         p.num_seqs;
   static const bool off = !env_flag("DSERVE_MLA_CLUSTER", true);
   if (p.num_splits <= 1 || p.skip_combine || p.t16_cluster == 0 || p.t16_cluster == 1 || (off && p.t16_cluster < 0))
     return 1;
@@ -630,8 +643,8 @@ int mla_decode_t16_cluster(const MlaDecodeParams& p) {
     const int c = p.t16_cluster;
     return (c == 2 || c == 4 || c == 8 || c == 16) && p.num_splits % c == 0 ? c : 1;
   }
-  const int c = p.num_splits;
-  return c <= 16 && (c & (c - 1)) == 0 && blocks / c <= mla_decode_t16_max_clusters(c) ? c : 1;
+  const int c = p.num_splits;  // one cluster per (row block, sequence)
+  return c <= 16 && (c & (c - 1)) == 0 && t16_row_blocks(p) * p.num_seqs <= mla_decode_t16_max_clusters(c) ? c : 1;
 }
 
 namespace {
@@ -639,14 +652,7 @@ namespace {
 template <int kC>
 cudaError_t launch_t16(const MlaDecodeParams& p, const CUtensorMap& map, dim3 grid, int early, bool decode_only,
                        cudaStream_t stream) {
-  static const cudaError_t attr = [] {
-    cudaError_t e = cudaFuncSetAttribute(mla_decode_t16_kernel<kC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         kSmemBytes);
-    if (e == cudaSuccess && kC > 8)
-      e = cudaFuncSetAttribute(mla_decode_t16_kernel<kC>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
-    return e;
-  }();
-  if (attr != cudaSuccess) return attr;
+  if (const cudaError_t e = t16_attributes<kC>(); e != cudaSuccess) return e;
   return launch_pdl_cluster(mla_decode_t16_kernel<kC>, grid, dim3(1, kC, 1), kThreads, kSmemBytes, stream, p, map,
                             early, decode_only);
 }
@@ -662,7 +668,7 @@ cudaError_t launch_mla_decode_t16(const MlaDecodeParams& p, const void* tensor_m
     const int64_t v = env_int("DSERVE_MLA_T16_EARLY", 1);
     return v >= 0 && v <= 2 ? static_cast<int>(v) : 1;
   }();
-  const int64_t row_blocks = (static_cast<int64_t>(p.max_q_len) * p.num_heads + kRows - 1) / kRows;
+  const int64_t row_blocks = t16_row_blocks(p);
   if (row_blocks > INT32_MAX) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(p.num_splits),
                   static_cast<unsigned>(p.num_seqs));

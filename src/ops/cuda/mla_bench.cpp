@@ -157,8 +157,8 @@ int main(int argc, char** argv) {
         "mla_decode kv=%s batch=%d context=%d heads=%d splits=%d cluster=%d: ours %.1f us = %.0f GB/s = %.1f%% of copy "
         "%.0f GB/s; naive %.1f us = %.0f GB/s (%.1fx slower); max_rel vs naive %.2e\n",
         kv_name, B, L, H, p.num_splits,
-        ds::kernels::mla_decode_t16_supported(p) ? ds::kernels::mla_decode_t16_cluster(p) : 1, ours_s * 1e6, bytes / ours_s / 1e9, 100.0 * bytes / ours_s / copy_bw, copy_bw / 1e9,
-        naive_s * 1e6, bytes / naive_s / 1e9, naive_s / ours_s, max_rel);
+        ds::kernels::mla_decode_t16_supported(p) ? ds::kernels::mla_decode_t16_cluster(p) : 1, ours_s * 1e6,
+        bytes / ours_s / 1e9, 100.0 * bytes / ours_s / copy_bw, copy_bw / 1e9, naive_s * 1e6, bytes / naive_s / 1e9, naive_s / ours_s, max_rel);
     if (csv)
       std::fprintf(csv, "%s,%d,%d,%d,%d,%.2f,%.1f,%.1f,%.4f,%.2f,%.1f,%.3e\n", kv_name, B, L, H, p.num_splits, ours_s * 1e6,
                    bytes / ours_s / 1e9, copy_bw / 1e9, bytes / ours_s / copy_bw, naive_s * 1e6,
