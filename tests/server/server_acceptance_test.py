@@ -4,7 +4,9 @@
 - a second request with the same prompt reports cached_tokens > 0 and gives the same output;
 - 200 concurrent streaming greedy clients with a KV pool far too small for all of them: retraction happens
   (the server's num_retractions > 0), every request completes, and each output equals `dserve generate`
-  for its ids; afterwards only the radix cache holds pages.
+  for its ids and is the greedy choice of `dserve score` on its own text (on a bf16 backend, where kernel paths
+  move logprobs: only the second, within a tolerance; see the spot check); afterwards only the radix cache holds
+  pages.
 
 Usage: server_acceptance_test.py DSERVE_BINARY
 """
@@ -24,6 +26,15 @@ DSERVE = sys.argv[1]
 MODEL = os.path.join(SOURCE_DIR, "models", "dserve-demo") if BF16_BACKEND else \
     os.path.join(SOURCE_DIR, "tests", "fixtures", "v3")
 failures, passed = [], 0
+# bf16 only (the spot check below): how far under the scored top a streamed token may be, and at what share of
+# the checked positions. The largest flip seen on CUDA: a margin of 3.8 (s22n, every output of this load checked).
+# Seen on CUDA (session 23, 16 runs): at most 5 of 600 positions off the top per run, the farthest 2.34 nats (prompt
+# 190, output 20: the server's path ranked "." first at -2.56 where the scored path and the CPU's fp32 put it 26th at
+# -4.82, the whole distribution moved - an expert flip, not a shifted context: the fp32 distributions of the
+# neighbouring contexts match neither).
+PATH_FLIP_NATS = 4.0
+MAX_FLIP_SHARE = 0.02
+SCORED_TOP = 100  # top logprobs scored per position (a token past them counts as infinitely far)
 
 
 def check(cond, what):
@@ -68,10 +79,14 @@ try:
     before = engine_state(server)["num_retractions"]
     prompts = [[rng.randrange(2, 1024) for _ in range(rng.randint(8, 40))] for _ in range(200)]
     results = [None] * len(prompts)
+    # Every client sends once all are started, so the load is concurrent however long starting 200 threads takes
+    # (a slow start let early requests finish before the pool overflowed: no retraction in 1 of 8 CUDA runs).
+    go = threading.Barrier(len(prompts))
 
     def client(i):
+        go.wait(120)
         status, events, done = stream(server, "/generate", {
-            "input_ids": prompts[i], "stream": True,
+            "input_ids": prompts[i], "stream": True, "return_logprob": True, "top_logprobs_num": 5,
             "sampling_params": {"max_new_tokens": 30, "temperature": 0, "ignore_eos": True}})
         results[i] = (status, events[-1] if events else None, done)
 
@@ -84,31 +99,50 @@ try:
     check(len(ok) == len(prompts), f"{len(ok)}/{len(prompts)} streams completed")
     state = engine_state(server)
     check(state["num_retractions"] > before, f"retraction happened ({state['num_retractions']} vs {before})")
-    mismatches = 0
-    for i in range(0, len(prompts), 10):  # spot-check every 10th against the single-sequence CLI
+    # Spot-check every 10th output. Two oracles: the single-sequence CLI (`dserve generate`), and the streamed
+    # sequence scored by the CLI (`dserve score` on prompt + output, teacher-forced): each streamed token must be
+    # the top token of the model's distribution given the tokens streamed before it.
+    # fp32 (CPU): both exactly (ties aside). bf16: a sequence's path through the kernels depends on the load (a
+    # request re-prefilled from the radix cache after a retraction takes the small-M GEMMs where its first prefill
+    # took cuBLASLt; batched and lone decodes take different GEMM kernels) and the demo model's logprobs move by p50
+    # 0.03 / p99 0.56 / max 3.1 between such paths (MoE routing near-ties; BENCHMARKS session 22): on these random
+    # prompts' flat distributions 4 to 14 of the 20 outputs leave `dserve generate`'s text somewhere (session 23). So on bf16 the first
+    # oracle is only reported, and the second allows a streamed token below the scored top by up to
+    # PATH_FLIP_NATS at a few positions (MAX_FLIP_SHARE of those checked). Corruption (a wrong page, a lost or
+    # repeated token) puts tokens far from the top, or many off it.
+    differ, off_top, checked, worst = 0, [], 0, 0.0
+    for i in range(0, len(prompts), 10):
         want = cli("generate", "--input-ids", ",".join(map(str, prompts[i])), "--max-new-tokens", "30",
                    "--temperature", "0", "--ignore-eos")["output_ids"]
         got = results[i][1]["output_ids"] if results[i] and results[i][1] else None
-        n = len(want)
-        if BF16_BACKEND:  # batched bf16 rounding may flip a near-tie: compare the outputs before the first
-            # margin < GEN_MIN_MARGIN (tops[k] is the distribution output k was drawn from: a near-tie there may flip).
-            # Not only near-ties move on CUDA: a request re-prefilled from the radix cache after a retraction takes
-            # other kernels (the small-M GEMMs) than its first prefill, and the demo model's bf16 first-token
-            # logprobs move by p50 0.03 / p99 0.56 / max 3.1 between such paths (MoE routing near-ties), both paths
-            # equally far from fp32 (prefix_cache_drift_check.py, BENCHMARKS session 22). With heavy retraction
-            # (clients started together) 2 of 4 CUDA runs failed here at a 0.61 margin; as written, ~1 in 10.
-            tops = cli("score", "--input-ids", ",".join(map(str, prompts[i] + want)), "--top-logprobs", "2")
-            tops = tops["input_top_logprobs"][len(prompts[i]):]
-            n = next((k for k, t in enumerate(tops) if t[0][0] - t[1][0] < GEN_MIN_MARGIN), n)
-        bad = got is None or len(got) != len(want) or got[:n] != want[:n]
-        if bad:
-            print(f"prompt {i}: streamed {got} vs generate {want} (compared {n})")
-            k = next((k for k in range(n) if got is None or k >= len(got) or got[k] != want[k]), None)
-            if BF16_BACKEND and k is not None:
-                print(f"  first difference at output {k}: dserve score margin there {tops[k][0][0] - tops[k][1][0]:.4f}"
-                      f", top-2 {tops[k][:2]}", flush=True)
-        mismatches += bad
-    check(mismatches == 0, f"{mismatches} of 20 streamed outputs differ from dserve generate")
+        if got is None or len(got) != len(want):
+            check(False, f"prompt {i}: streamed {got} vs generate {want}")
+            continue
+        k = next((k for k in range(len(want)) if got[k] != want[k]), None)
+        if k is not None:
+            print(f"prompt {i}: streamed output differs from dserve generate from output {k} on", flush=True)
+            differ += 1
+        tops = cli("score", "--input-ids", ",".join(map(str, prompts[i] + got)), "--top-logprobs", str(SCORED_TOP))
+        tops = tops["input_top_logprobs"][len(prompts[i]):]  # tops[k]: the distribution got[k] was drawn from
+        for k, dist in enumerate(tops):
+            lp = next((e[0] for e in dist if e[1] == got[k]), None)
+            d = dist[0][0] - lp if lp is not None else float("inf")  # not even in the scored top SCORED_TOP
+            checked += 1
+            worst = max(worst, d)
+            if d >= GEN_MIN_MARGIN:
+                off_top.append((i, k, round(d, 4)))
+                served = results[i][1]["meta_info"].get("output_top_logprobs") or []
+                print(f"prompt {i} output {k}: streamed {got[k]}, scored top-3 {dist[:3]}, the server's top-3 "
+                      f"{[e[:2] for e in served[k][:3]] if k < len(served) else None}\n  prompt {prompts[i]}\n"
+                      f"  streamed {got}\n  generate {want}", flush=True)
+    if not BF16_BACKEND:
+        check(differ == 0, f"{differ} of 20 streamed outputs differ from dserve generate")
+    print(f"streamed tokens below the scored top: worst {worst:.4f}, {len(off_top)} of {checked} by >= "
+          f"{GEN_MIN_MARGIN}: {off_top}", flush=True)
+    check(worst <= (PATH_FLIP_NATS if BF16_BACKEND else GEN_MIN_MARGIN),
+          f"a streamed token {worst:.4f} below the scored top")
+    check(len(off_top) <= (MAX_FLIP_SHARE * checked if BF16_BACKEND else 0),
+          f"{len(off_top)} of {checked} streamed tokens off the scored top")
     check(state["num_running_reqs"] + state["num_waiting_reqs"] == 0 if "num_running_reqs" in state else True,
           "idle after the load")
     check(state["used_tokens"] == state["cached_tokens"], f"pool idle: used {state['used_tokens']} cached "
