@@ -1040,13 +1040,14 @@ cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream) {
     int groups = 1;
     while (groups < kCombineMaxGroups && groups * 4 < splits) groups *= 2;
     static_assert(kMlaValueDim % kCombineCols == 0 && kCombineMaxGroups * kCombinePerWarp >= kMlaMaxSplits);
-    // DSERVE_MLA_COMBINE_EARLY=1 (opt-in): the combine lets the next kernel be scheduled at its entry instead of
-    // after its wait, so that kernel's blocks take the multiprocessors the decode's blocks leave and its prologue
-    // overlaps the decode's tail and this merge. H100 (session 21): dserve_mla_bench batch 1 x 32K 20.2 vs 20.8 us,
-    // batch 8 x 4K 20.6 vs 21.5; V2-Lite bench-one-batch batch 8 7.52 vs 7.47 ms (one run each), so not the
-    // default. With it, the kernel after a combine cannot count on the decode having completed before its own
-    // pdl_wait (pdl.cuh).
-    static const bool early = env_flag("DSERVE_MLA_COMBINE_EARLY", false);
+    // The combine lets the next kernel be scheduled at its entry instead of after its wait, so that kernel's
+    // blocks take the multiprocessors the decode's blocks leave and its prologue overlaps the decode's tail and
+    // this merge (DSERVE_MLA_COMBINE_EARLY=0: after the wait). H100, session 23 (s23d, two runs each):
+    // dserve_mla_bench batch 1 x 32K 20.1 / 20.2 vs 20.8 / 20.9 us, batch 8 x 4K 20.6 / 20.6 vs 21.9 / 21.9; V2-Lite
+    // bench-one-batch (s23e, alternating) unchanged at the batches that run this combine: 8 / 16 / 32 at input
+    // 256 and 8 / 32 at input 4096 within +-0.07 ms either way. So the kernel after a combine cannot count on the
+    // decode having completed before its own pdl_wait (pdl.cuh); no kernel after it reads the decode's outputs.
+    static const bool early = env_flag("DSERVE_MLA_COMBINE_EARLY", true);
     return launch_pdl(mla_combine_kernel, dim3(static_cast<unsigned>(rows), kMlaValueDim / kCombineCols), groups * 32, 0,
                       stream, p.part_o, p.part_lse, static_cast<__nv_bfloat16*>(p.out), rows, splits, early);
   }
