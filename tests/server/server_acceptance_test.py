@@ -52,6 +52,18 @@ def cli(*args):
     return json.loads(p.stdout)
 
 
+def scored_gaps(prompt, out):
+    """How far below the top of `dserve score`'s distribution each token of `out` is, teacher-forced on prompt +
+    out (inf: not in its top SCORED_TOP), with those distributions."""
+    tops = cli("score", "--input-ids", ",".join(map(str, prompt + out)), "--top-logprobs", str(SCORED_TOP))
+    tops = tops["input_top_logprobs"][len(prompt):]  # tops[k]: the distribution out[k] was drawn from
+    gaps = []
+    for k, dist in enumerate(tops):
+        lp = next((e[0] for e in dist if e[1] == out[k]), None)
+        gaps.append(dist[0][0] - lp if lp is not None else float("inf"))
+    return gaps, tops
+
+
 rng = random.Random(4)
 server = Server(DSERVE, ["--model-path", MODEL, "--skip-tokenizer-init", "--max-total-tokens", "1024",
                          "--page-size", "16", "--max-running-requests", "256"]).start()
@@ -122,11 +134,8 @@ try:
         if k is not None:
             print(f"prompt {i}: streamed output differs from dserve generate from output {k} on", flush=True)
             differ += 1
-        tops = cli("score", "--input-ids", ",".join(map(str, prompts[i] + got)), "--top-logprobs", str(SCORED_TOP))
-        tops = tops["input_top_logprobs"][len(prompts[i]):]  # tops[k]: the distribution got[k] was drawn from
-        for k, dist in enumerate(tops):
-            lp = next((e[0] for e in dist if e[1] == got[k]), None)
-            d = dist[0][0] - lp if lp is not None else float("inf")  # not even in the scored top SCORED_TOP
+        gaps, tops = scored_gaps(prompts[i], got)
+        for k, (d, dist) in enumerate(zip(gaps, tops)):
             checked += 1
             worst = max(worst, d)
             if d >= GEN_MIN_MARGIN:
@@ -143,6 +152,15 @@ try:
           f"a streamed token {worst:.4f} below the scored top")
     check(len(off_top) <= (MAX_FLIP_SHARE * checked if BF16_BACKEND else 0),
           f"{len(off_top)} of {checked} streamed tokens off the scored top")
+    # The oracle's teeth: the same outputs with one token lost (output 15 dropped, the last repeated) must fail it
+    # (on the demo model's CPU path, 10 of 10 such copies put a token > 4 nats below the top, 9 outside its top 100).
+    caught = []
+    for i in (0, 100, 180):
+        got = results[i][1]["output_ids"] if results[i] and results[i][1] else None
+        if got and len(got) == 30:
+            caught.append(max(scored_gaps(prompts[i], got[:15] + got[16:] + got[-1:])[0]))
+    bar = PATH_FLIP_NATS if BF16_BACKEND else GEN_MIN_MARGIN
+    check(sum(g > bar for g in caught) >= 2, f"a lost token went unnoticed by the spot check: largest gaps {caught}")
     check(state["num_running_reqs"] + state["num_waiting_reqs"] == 0 if "num_running_reqs" in state else True,
           "idle after the load")
     check(state["used_tokens"] == state["cached_tokens"], f"pool idle: used {state['used_tokens']} cached "
