@@ -42,8 +42,13 @@ struct SmallShape {
   static constexpr size_t kSmem = static_cast<size_t>(kSmallWarps) * kSlots * 512;
 };
 
-template <bool kSilu, bool kM16, int kUnroll, int kDown>
-__global__ void __launch_bounds__(kSmallWarps * 32, kSilu || kDown > 1 ? 2 : 3) moe_fp8_small_m_kernel(MoeFp8GemmParams p) {
+// kMinCtas: CTAs per SM the registers must allow (__launch_bounds__); 0 = the shape's default.
+template <bool kSilu, int kDown>
+constexpr int small_min_ctas() {
+  return kSilu || kDown > 1 ? 2 : 3;
+}
+template <bool kSilu, bool kM16, int kUnroll, int kDown, int kMinCtas>
+__global__ void __launch_bounds__(kSmallWarps * 32, kMinCtas) moe_fp8_small_m_kernel(MoeFp8GemmParams p) {
   using Shape = SmallShape<kSilu, kM16, kUnroll, kDown>;
   constexpr int NT = Shape::NT, kRows = Shape::kRows;
   extern __shared__ uint4 stage[];
@@ -202,10 +207,11 @@ __global__ void __launch_bounds__(kSmallWarps * 32, kSilu || kDown > 1 ? 2 : 3) 
   }
 }
 
-template <bool kSilu, bool kM16, int kUnroll, int kDown = 1>
+template <bool kSilu, bool kM16, int kUnroll, int kDown = 1, int kMinCtas = 0>
 cudaError_t launch_small_variant(const MoeFp8GemmParams& p, cudaStream_t stream) {
   constexpr size_t kSmem = SmallShape<kSilu, kM16, kUnroll, kDown>::kSmem;
-  auto kernel = moe_fp8_small_m_kernel<kSilu, kM16, kUnroll, kDown>;
+  constexpr int kMin = kMinCtas > 0 ? kMinCtas : small_min_ctas<kSilu, kDown>();
+  auto kernel = moe_fp8_small_m_kernel<kSilu, kM16, kUnroll, kDown, kMin>;
   static const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
   if (attr != cudaSuccess) return attr;
@@ -227,6 +233,15 @@ cudaError_t launch_small_tiles(const MoeFp8GemmParams& p, bool m16, bool deep, c
   // Rounds of four blocks when that staging fits two CTAs per SM, else of two.
   constexpr bool kDeep4 = SmallShape<kSilu, false, 4, kDown>::kSmem <= 100 * 1024;
   if (deep) return launch_small_variant<kSilu, false, kDeep4 ? 4 : 2, kDown>(p, stream);
+  // The gated one-tile shape takes 102 registers, so two CTAs per SM where its shared memory (56 KB) allows four;
+  // capped at 64 (76 bytes spilled) four fit. Past one token (V2-Lite gate|up at 8 tokens: ~8,000 CTAs, 32 waves
+  // of two a SM) that wins, at one token (1,056 CTAs) it loses: H100, session 24, --quantization fp8 decode,
+  // alternating, batch 8 5.17 / 5.20 vs 5.26 / 5.27 ms, batch 1 2.42 / 2.44 vs 2.35 / 2.37 ms.
+  // DSERVE_MOE_FP8_GATE_OCC=0: the 102-register kernel at every size (A/B runs).
+  if constexpr (kSilu && kDown == 1) {
+    static const bool occ = env_flag("DSERVE_MOE_FP8_GATE_OCC", true);
+    if (occ && p.max_rows_per_expert > 1) return launch_small_variant<kSilu, false, 2, kDown, 4>(p, stream);
+  }
   return launch_small_variant<kSilu, false, 2, kDown>(p, stream);
 }
 

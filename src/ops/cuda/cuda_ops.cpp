@@ -150,9 +150,11 @@ class CudaOps final : public Ops {
     // DSERVE_MOE_FP8_SEGMENTED=0: the per-expert chain.
     moe_fp8_segmented_ = env_flag("DSERVE_MOE_FP8_SEGMENTED", true);
     // DSERVE_FP8_FUSED_NORM=1: decode-sized norms also write their output's FP8 quantization for the FP8 linears
-    // and experts that read it (rms_norm_q), saving their quant_act launches. Off: no gain measured (V2-Lite FP8
-    // decode with this and DSERVE_MOE_FUSED_SHARED on vs off: 3.14 vs 3.11 ms at batch 1, 10.91 vs 10.84 at 64;
-    // H100, 2026-11-26).
+    // and experts that read it (rms_norm_q): the q / kv_a pair, the shared gate|up and the routed experts then take
+    // no quant_act launch (three a V2-Lite layer). Off: slower every time measured (V2-Lite FP8 decode, H100:
+    // 3.14 vs 3.11 ms at batch 1 on 2026-11-26; with the pair and the gate|up reading it too, 2.49 / 2.49 vs
+    // 2.44 / 2.37 ms at batch 1 and 5.39 / 5.40 vs 5.28 / 5.27 at batch 8, session 24, alternating): the norm is a
+    // one-CTA kernel on the critical path, and the launches it saves overlap their neighbours under PDL.
     fused_norm_ = env_flag("DSERVE_FP8_FUSED_NORM", false);
     // Decode MoE layers add the shared expert inside the routed combine (one launch and one bf16 rounding fewer:
     // moe_experts_shared_q). No gain in session 13's layout (see above); with the pre-wait kernels, together with
@@ -315,8 +317,13 @@ class CudaOps final : public Ops {
   }
   void linear_pair_q(const Tensor& x, const Fp8Act& xq, const LinearWeight& w1, const LinearWeight& w2, Tensor* y1,
                      Tensor* y2) override {
-    // The fused small-M path runs the pair in one launch from x; the norm's xq would take two.
-    if (fp8_ && fp8_->fused_pair()) return linear_pair(x, w1, w2, y1, y2);
+    // The fused small-M path runs the pair in one launch, from the norm's xq where made (no quant_act launch).
+    if (fp8_ && fp8_->fused_pair()) {
+      if (xq.defined() && w1.is_block_fp8() && w2.is_block_fp8() && fp8_->owns(w1) && fp8_->owns(w2) &&
+          x.dtype() == DType::kBF16 && fp8_->linear_pair(x, w1, w2, y1, y2, &xq.q, &xq.scales, xq.ue8m0))
+        return;
+      return linear_pair(x, w1, w2, y1, y2);
+    }
     Tensor a, b;
     const bool q1 = prequantized(xq, w1, &a), q2 = prequantized(xq, w2, &b);
     if (!q1 && !q2) return linear_pair(x, w1, w2, y1, y2);
@@ -325,9 +332,10 @@ class CudaOps final : public Ops {
   }
   Tensor linear_silu_q(const Tensor& x, const Fp8Act& xq, const LinearWeight& gate_up) override {
     Tensor gu;
-    // The fused small-M path (one launch: the GEMM quantizes x and applies the SiLU) before the norm's xq (two).
+    // The fused small-M path (one launch: the GEMM applies the SiLU, on the norm's xq where made, else after a
+    // quant_act launch or quantizing x itself) before the norm's xq through a plain GEMM and silu_mul (two).
     if (fp8_ && fp8_->fused_silu() && gate_up.is_block_fp8() && fp8_->owns(gate_up) &&
-        fp8_->linear_silu(x, gate_up, &gu))
+        fp8_->linear_silu(x, gate_up, &gu, xq.defined() ? &xq.q : nullptr, &xq.scales, xq.ue8m0))
       return gu;
     if (prequantized(xq, gate_up, &gu)) return silu_mul(gu);
     return linear_silu(x, gate_up);

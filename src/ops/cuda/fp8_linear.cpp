@@ -332,7 +332,16 @@ void Fp8Gemm::quantize_small_m(const Tensor& x, const Fp8Weight& w, bool ue8m0, 
   DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, cuda_stream()));
 }
 
-bool Fp8Gemm::linear_pair(const Tensor& x, const LinearWeight& p1, const LinearWeight& p2, Tensor* y1, Tensor* y2) {
+// Whether (q, sx, ue8m0) is x's quantization for weight w's small-M kernel: q [M, w.Kp] e4m3 (K unpadded), token-major
+// scales [M, Kp / 128] of the same scale kind.
+static bool quantized_for(const Tensor& q, const Tensor& sx, bool ue8m0, const Fp8Weight& w, bool w_ue8m0, int64_t M) {
+  return q.defined() && sx.defined() && q.device() == Device::kCuda && q.ndim() == 2 && q.dtype() == DType::kF8E4M3 &&
+         q.dim(0) == M && q.dim(1) == w.Kp && w.K == w.Kp && sx.ndim() == 2 && sx.dim(0) == M &&
+         sx.dim(1) == w.Kp / 128 && ue8m0 == w_ue8m0;
+}
+
+bool Fp8Gemm::linear_pair(const Tensor& x, const LinearWeight& p1, const LinearWeight& p2, Tensor* y1, Tensor* y2,
+                          const Tensor* xq, const Tensor* xs, bool xq_ue8m0) {
   const Registered& a = registered(p1);
   const Registered& b = registered(p2);
   if (x.device() != Device::kCuda || x.ndim() != 2 || (x.dtype() != DType::kBF16 && x.dtype() != DType::kF32))
@@ -347,9 +356,18 @@ bool Fp8Gemm::linear_pair(const Tensor& x, const LinearWeight& p1, const LinearW
     // One launch for both; at M <= 8 without the quant_act launch either.
     kernels::Fp8GemmSmallMParams pa = small_m_params(a.w, M, y1->data(), a.w.N);
     kernels::Fp8GemmSmallMParams pb = small_m_params(b.w, M, y2->data(), b.w.N);
-    const bool fa = use_fused_quant(x, a.w, a.ue8m0, &pa), fb = use_fused_quant(x, b.w, b.ue8m0, &pb);
+    // x's quantization made by its producer (the norm): no quant_act launch and no quantization in the GEMM.
+    const bool made = xq && quantized_for(*xq, *xs, xq_ue8m0, a.w, a.ue8m0, M) &&
+                      quantized_for(*xq, *xs, xq_ue8m0, b.w, b.ue8m0, M);
+    const bool fa = !made && use_fused_quant(x, a.w, a.ue8m0, &pa), fb = !made && use_fused_quant(x, b.w, b.ue8m0, &pb);
     Tensor q, sx;
-    if (!(fa && fb)) {
+    if (made) {
+      for (kernels::Fp8GemmSmallMParams* p : {&pa, &pb}) {
+        p->q = xq->data_as<uint8_t>();
+        p->sx = xs->data_as<float>();
+        p->sx_ld = a.w.Kp / 128;
+      }
+    } else if (!(fa && fb)) {
       pa = small_m_params(a.w, M, y1->data(), a.w.N);
       pb = small_m_params(b.w, M, y2->data(), b.w.N);
       quantize_small_m(x, a.w, a.ue8m0, &q, &sx);
@@ -369,7 +387,8 @@ bool Fp8Gemm::linear_pair(const Tensor& x, const LinearWeight& p1, const LinearW
   return true;
 }
 
-bool Fp8Gemm::linear_silu(const Tensor& x, const LinearWeight& gate_up, Tensor* y) {
+bool Fp8Gemm::linear_silu(const Tensor& x, const LinearWeight& gate_up, Tensor* y, const Tensor* xq, const Tensor* xs,
+                          bool xq_ue8m0) {
   if (!fused_silu_) return false;
   const Registered& r = registered(gate_up);
   const Fp8Weight& w = r.w;
@@ -384,7 +403,11 @@ bool Fp8Gemm::linear_silu(const Tensor& x, const LinearWeight& gate_up, Tensor* 
   p.silu = true;
   p.up_row = inter;
   Tensor q, sx;
-  if (!use_fused_quant(x, w, r.ue8m0, &p)) {
+  if (xq && quantized_for(*xq, *xs, xq_ue8m0, w, r.ue8m0, M)) {  // made by the producer (the norm)
+    p.q = xq->data_as<uint8_t>();
+    p.sx = xs->data_as<float>();
+    p.sx_ld = w.Kp / 128;
+  } else if (!use_fused_quant(x, w, r.ue8m0, &p)) {
     quantize_small_m(x, w, r.ue8m0, &q, &sx);
     p.q = q.data_as<uint8_t>();
     p.sx = sx.data_as<float>();

@@ -69,13 +69,17 @@ class Fp8Gemm {
 
   // Two prepared weights on the same activations (q and kv_a of a layer): when both take the small-M kernel at
   // this M, with the same K and activation scale kind, x is quantized once for both and *y1, *y2 are set; else
-  // false, nothing launched.
-  bool linear_pair(const Tensor& x, const LinearWeight& p1, const LinearWeight& p2, Tensor* y1, Tensor* y2);
+  // false, nothing launched. xq / xs (optional): x's quantization made already (q [M, Kp] e4m3, token-major scales
+  // [M, Kp / 128], xq_ue8m0 as made), used instead of quantizing x where it fits both weights.
+  bool linear_pair(const Tensor& x, const LinearWeight& p1, const LinearWeight& p2, Tensor* y1, Tensor* y2,
+                   const Tensor* xq = nullptr, const Tensor* xs = nullptr, bool xq_ue8m0 = false);
 
   // [gate; up] stacked as one prepared weight [2 I, K] (I % 128 == 0, as prepare_mlp pads): y = silu(x gate^T) *
   // (x up^T) [M, I] from the small-M kernel's fused epilogue (one rounding), when the fused small-M path is on
   // (fused_small_m) and this M takes the small-M kernel; else false, nothing launched.
-  bool linear_silu(const Tensor& x, const LinearWeight& gate_up, Tensor* y);
+  // xq / xs / xq_ue8m0: as for linear_pair.
+  bool linear_silu(const Tensor& x, const LinearWeight& gate_up, Tensor* y, const Tensor* xq = nullptr,
+                   const Tensor* xs = nullptr, bool xq_ue8m0 = false);
 
   // The fused small-M paths, three parts: q - at M <= 8 the small-M kernel quantizes x itself (no quant_act
   // launch; the same bits); p - linear_pair runs both GEMMs in one launch; s - linear_silu applies the SiLU in
