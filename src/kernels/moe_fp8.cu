@@ -42,7 +42,7 @@ struct SmallShape {
   static constexpr size_t kSmem = static_cast<size_t>(kSmallWarps) * kSlots * 512;
 };
 
-// kMinCtas: CTAs per SM the registers must allow (__launch_bounds__); 0 = the shape's default.
+// kMinCtas: CTAs per SM the registers must allow (__launch_bounds__); by default the shape's.
 template <bool kSilu, int kDown>
 constexpr int small_min_ctas() {
   return kSilu || kDown > 1 ? 2 : 3;
@@ -207,11 +207,10 @@ __global__ void __launch_bounds__(kSmallWarps * 32, kMinCtas) moe_fp8_small_m_ke
   }
 }
 
-template <bool kSilu, bool kM16, int kUnroll, int kDown = 1, int kMinCtas = 0>
+template <bool kSilu, bool kM16, int kUnroll, int kDown = 1, int kMinCtas = small_min_ctas<kSilu, kDown>()>
 cudaError_t launch_small_variant(const MoeFp8GemmParams& p, cudaStream_t stream) {
   constexpr size_t kSmem = SmallShape<kSilu, kM16, kUnroll, kDown>::kSmem;
-  constexpr int kMin = kMinCtas > 0 ? kMinCtas : small_min_ctas<kSilu, kDown>();
-  auto kernel = moe_fp8_small_m_kernel<kSilu, kM16, kUnroll, kDown, kMin>;
+  auto kernel = moe_fp8_small_m_kernel<kSilu, kM16, kUnroll, kDown, kMinCtas>;
   static const cudaError_t attr =
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
   if (attr != cudaSuccess) return attr;

@@ -318,12 +318,7 @@ class CudaOps final : public Ops {
   void linear_pair_q(const Tensor& x, const Fp8Act& xq, const LinearWeight& w1, const LinearWeight& w2, Tensor* y1,
                      Tensor* y2) override {
     // The fused small-M path runs the pair in one launch, from the norm's xq where made (no quant_act launch).
-    if (fp8_ && fp8_->fused_pair()) {
-      if (xq.defined() && w1.is_block_fp8() && w2.is_block_fp8() && fp8_->owns(w1) && fp8_->owns(w2) &&
-          x.dtype() == DType::kBF16 && fp8_->linear_pair(x, w1, w2, y1, y2, &xq.q, &xq.scales, xq.ue8m0))
-        return;
-      return linear_pair(x, w1, w2, y1, y2);
-    }
+    if (fp8_ && fp8_->fused_pair()) return linear_pair_xq(x, w1, w2, y1, y2, &xq);
     Tensor a, b;
     const bool q1 = prequantized(xq, w1, &a), q2 = prequantized(xq, w2, &b);
     if (!q1 && !q2) return linear_pair(x, w1, w2, y1, y2);
@@ -489,6 +484,11 @@ class CudaOps final : public Ops {
     kernels::pdl_fence(cuda_main_stream());
   }
   void linear_pair(const Tensor& x, const LinearWeight& w1, const LinearWeight& w2, Tensor* y1, Tensor* y2) override {
+    linear_pair_xq(x, w1, w2, y1, y2, nullptr);
+  }
+  // linear_pair, the FP8 pair reading x's quantization xq where given and made for both weights.
+  void linear_pair_xq(const Tensor& x, const LinearWeight& w1, const LinearWeight& w2, Tensor* y1, Tensor* y2,
+                      const Fp8Act* xq) {
     kernels::GemmSmallMParams a, b;
     Tensor d1, d2;
     if (x.defined() && x.device() == Device::kCuda && small_m_params(x, w1, d1, &a) && small_m_params(x, w2, d2, &b)) {
@@ -498,8 +498,10 @@ class CudaOps final : public Ops {
       return;
     }
     // FP8 decode: one activation quantization for both (saves a launch per layer).
+    const bool made = xq && xq->defined();
     if (fp8_ && w1.is_block_fp8() && w2.is_block_fp8() && fp8_->owns(w1) && fp8_->owns(w2) &&
-        x.dtype() == DType::kBF16 && fp8_->linear_pair(x, w1, w2, y1, y2))
+        x.dtype() == DType::kBF16 &&
+        fp8_->linear_pair(x, w1, w2, y1, y2, made ? &xq->q : nullptr, made ? &xq->scales : nullptr, made && xq->ue8m0))
       return;
     Ops::linear_pair(x, w1, w2, y1, y2);
   }

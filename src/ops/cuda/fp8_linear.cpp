@@ -362,15 +362,14 @@ bool Fp8Gemm::linear_pair(const Tensor& x, const LinearWeight& p1, const LinearW
     const bool fa = !made && use_fused_quant(x, a.w, a.ue8m0, &pa), fb = !made && use_fused_quant(x, b.w, b.ue8m0, &pb);
     Tensor q, sx;
     if (made) {
-      for (kernels::Fp8GemmSmallMParams* p : {&pa, &pb}) {
-        p->q = xq->data_as<uint8_t>();
-        p->sx = xs->data_as<float>();
-        p->sx_ld = a.w.Kp / 128;
-      }
+      q = *xq;
+      sx = *xs;
     } else if (!(fa && fb)) {
       pa = small_m_params(a.w, M, y1->data(), a.w.N);
       pb = small_m_params(b.w, M, y2->data(), b.w.N);
       quantize_small_m(x, a.w, a.ue8m0, &q, &sx);
+    }
+    if (q.defined()) {
       for (kernels::Fp8GemmSmallMParams* p : {&pa, &pb}) {
         p->q = q.data_as<uint8_t>();
         p->sx = sx.data_as<float>();
@@ -404,11 +403,12 @@ bool Fp8Gemm::linear_silu(const Tensor& x, const LinearWeight& gate_up, Tensor* 
   p.up_row = inter;
   Tensor q, sx;
   if (xq && quantized_for(*xq, *xs, xq_ue8m0, w, r.ue8m0, M)) {  // made by the producer (the norm)
-    p.q = xq->data_as<uint8_t>();
-    p.sx = xs->data_as<float>();
-    p.sx_ld = w.Kp / 128;
+    q = *xq;
+    sx = *xs;
   } else if (!use_fused_quant(x, w, r.ue8m0, &p)) {
     quantize_small_m(x, w, r.ue8m0, &q, &sx);
+  }
+  if (q.defined()) {
     p.q = q.data_as<uint8_t>();
     p.sx = sx.data_as<float>();
     p.sx_ld = w.Kp / 128;
@@ -420,10 +420,8 @@ bool Fp8Gemm::linear_silu(const Tensor& x, const LinearWeight& gate_up, Tensor* 
 bool Fp8Gemm::linear_quantized_small_m(const Tensor& q, const Tensor& sx, bool ue8m0, const LinearWeight& prepared,
                                        Tensor* y) {
   const Registered& r = registered(prepared);
-  if (q.device() != Device::kCuda || q.ndim() != 2 || q.dtype() != DType::kF8E4M3 || q.dim(1) != r.w.Kp ||
-      r.w.K != r.w.Kp || sx.ndim() != 2 || sx.dim(0) != q.dim(0) || sx.dim(1) != r.w.Kp / 128 || ue8m0 != r.ue8m0)
-    return false;
-  const int64_t M = q.dim(0);
+  const int64_t M = q.ndim() == 2 ? q.dim(0) : -1;
+  if (!quantized_for(q, sx, ue8m0, r.w, r.ue8m0, M)) return false;
   if (M == 0 || M > small_m_max_for(r.w.Np, r.w.Kp)) return false;
   *y = Tensor::empty({M, r.w.N}, DType::kBF16, Device::kCuda);
   small_m_chunks(q, sx, r.w, M, *y);
