@@ -56,29 +56,23 @@ __global__ void __launch_bounds__(kSmallWarps * 32, kMinCtas) moe_fp8_small_m_ke
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, tig = lane & 3;
   moe_detail::BlockRows b;
-  const uint8_t* W = nullptr;
-  const float* S = nullptr;
-  auto set_expert = [&] {  // the expert's weight and scale pointers
-    W = static_cast<const uint8_t*>(p.weights[b.e]);
-    S = p.scales[b.e];
-  };
-  // Slot records (kernels/moe.h) written two launches back or more (slots_settled: the down GEMM) are read before the
-  // wait (pdl.cuh).
+  // Slot records (kernels/moe.h) written two launches back or more (slots_settled: a quantization launch between
+  // the grouping and this GEMM) are read before the wait (pdl.cuh), and the first round's weight copies then go
+  // out before it too, overlapping the previous kernel and the wait.
   const bool early = p.slots && p.slots_settled;
   if (early) {
     b = moe_detail::block_rows_from_slot<kM16>(p, g);
     if (b.cnt == 0) return;  // block-uniform
-    set_expert();
-  }
-  pdl_enter();
-  if (!early) {
+  } else {
+    pdl_enter();
     if (p.slots)
       b = moe_detail::block_rows_from_slot<kM16>(p, g);
     else if (!moe_detail::block_rows_from_lists<kM16>(p, g, &b))
       return;
     if (b.cnt == 0) return;  // block-uniform
-    set_expert();
   }
+  const uint8_t* W = static_cast<const uint8_t*>(p.weights[b.e]);
+  const float* S = p.scales[b.e];
   const int cnt = b.cnt;
   const int64_t row0 = b.row0, xr0 = b.xr0, xr1 = b.xr1;
   const int64_t N = p.N, K = p.K, kblocks = K / 128;
@@ -115,7 +109,8 @@ __global__ void __launch_bounds__(kSmallWarps * 32, kMinCtas) moe_fp8_small_m_ke
 #pragma unroll
     for (int c = 0; c < 4; ++c) acc[t][c] = 0.0f;
   uint4* my = stage + warp * Shape::kSlots * 32 + lane;
-  for (int64_t c0 = warp; c0 < kblocks; c0 += kSmallWarps * kUnroll) {
+  // One round's copies of the weight rows (rows [0, NT)) or of the activation rows.
+  auto issue = [&](int64_t c0, bool weights) {
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       const int64_t c = c0 + u * kSmallWarps;
@@ -125,14 +120,22 @@ __global__ void __launch_bounds__(kSmallWarps * 32, kMinCtas) moe_fp8_small_m_ke
       for (int r = 0; r < kRows; ++r) {
         uint4* d = &my[((u * kRows + r) * 2) * 32];
         if (r < NT) {
+          if (!weights) continue;
           small_m::cp_async_cg(d, src[r] + off, in && ok[r]);
           small_m::cp_async_cg(d + 32, src[r] + off + 64, in && ok[r]);
         } else {
+          if (weights) continue;
           small_m::cp_async_ca(d, src[r] + off, in && ok[r]);
           small_m::cp_async_ca(d + 32, src[r] + off + 64, in && ok[r]);
         }
       }
     }
+  };
+  issue(warp, true);
+  if (early) pdl_enter();
+  for (int64_t c0 = warp; c0 < kblocks; c0 += kSmallWarps * kUnroll) {
+    if (c0 != warp) issue(c0, true);
+    issue(c0, false);
     // The round's scales, loaded while its bytes are in flight: read after the wait, the (cold) weight scales
     // cost a second DRAM round trip per CTA.
     float swr[kUnroll][NT], sar[kUnroll], sbr[kUnroll];

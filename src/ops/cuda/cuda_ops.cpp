@@ -1256,6 +1256,11 @@ class CudaOps final : public Ops {
         qp.s_ld = k / 128;
         qp.ue8m0 = ue8m0;
         DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, stream()));
+        // The grouping's launch is now two or more back: its slot records may be read before the PDL wait, and
+        // with them the expert's first weight round loaded (kernels/moe_fp8.cu). DSERVE_MOE_FP8_SETTLED=0: only
+        // the down GEMM's (A/B runs).
+        static const bool settled = env_flag("DSERVE_MOE_FP8_SETTLED", true);
+        if (settled) g.slots_settled = true;
       }
       g.q = q.data_as<uint8_t>();
       g.sx = sx.data_as<float>();
