@@ -2,7 +2,8 @@
 # Session 25: the FP8 MoE small-M kernel's first weight round before the PDL wait (gate|up too, where a quantization
 # launch separates it from the grouping) and the wave-ahead L2 prefetch (DSERVE_MOE_L2_AHEAD_MB). MoE FP8 GPU tests
 # (sharded), the MoE timing tests per setting, then bench-one-batch (V2-Lite dummy, --quantization fp8, batch 1 and
-# 8) alternating: new default / the old behaviour / 48 MB ahead, twice.
+# 8) alternating: new default / the old behaviour / 48 MB ahead, twice. The prefetch lost and was removed after this
+# run (DSERVE_MOE_L2_AHEAD_MB no longer exists).
 set -u
 source "$(dirname "$0")/lib.sh"
 OLD="DSERVE_MOE_L2_AHEAD_MB=0,DSERVE_MOE_FP8_SETTLED=0"

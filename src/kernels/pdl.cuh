@@ -3,17 +3,17 @@
 // kernel's tail instead of following it. In graphs this turns a decode step's ~500 kernel boundaries from
 // "drain, launch, ramp up" into overlapped ones.
 //
-// The contract for a kernel launched this way: pdl_wait() before it reads anything an earlier kernel wrote and
-// before its first global write (a buffer it writes may still be read by the previous kernel). Only data no
-// kernel writes during a forward (weights) may be touched before; a kernel may also read, and say so where it
-// does, the step metadata the host uploads before the forward, cache rows older than the step's new tokens
-// (mla_decode_t16.cu prefetches such tiles) and outputs of kernels at least two launches back in the stream (the
-// launch in between passed its own pdl_wait, so they had completed, before it let this one start; the MoE
-// combine's ids, the down GEMM's slot records; not across mla_decode.cu's split combine, which lets its successor
-// start before its own wait unless DSERVE_MLA_COMBINE_EARLY=0): a forward that computes metadata or rewrites old
-// rows on the device, or reorders those launches, must revisit those kernels. pdl_wait returns once every earlier
-// kernel of the stream has completed and its writes are visible, so chains of such kernels stay ordered. Launched
-// without the attribute (DSERVE_PDL=0), both device calls are no-ops.
+// The contract for a kernel launched this way: pdl_wait() before it reads anything an earlier kernel wrote and before
+// its first global write (a buffer it writes may still be read by the previous kernel). Only data no kernel writes
+// during a forward (weights) may be touched before; a kernel may also read, and say so where it does, the step metadata
+// the host uploads before the forward, cache rows older than the step's new tokens (mla_decode_t16.cu prefetches such
+// tiles) and outputs of kernels at least two launches back in the stream (the launch in between passed its own
+// pdl_wait, so they had completed, before it let this one start; the MoE combine's ids, the down GEMMs' slot records,
+// the FP8 gate|up's behind a quantization launch; not across mla_decode.cu's split combine, which lets its successor
+// start before its own wait unless DSERVE_MLA_COMBINE_EARLY=0): a forward that computes metadata or rewrites old rows
+// on the device, or reorders those launches, must revisit those kernels. pdl_wait returns once every earlier kernel of
+// the stream has completed and its writes are visible, so chains of such kernels stay ordered. Launched without the
+// attribute (DSERVE_PDL=0), both device calls are no-ops.
 #pragma once
 #include <cstdint>
 #include <utility>
