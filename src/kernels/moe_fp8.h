@@ -47,12 +47,17 @@ struct MoeFp8GemmParams {
   // else by rows_hint and silu, see moe_fp8.cu), or for A/B runs 1: 16 tokens x 64 weight rows per CTA, 2: 16 x
   // 128, 3: 32 x 128, 4: 8 x 64 (rows past 8 loop), 5: 32 x 64. The same bits for every choice.
   int tile = 0;
+  // Small-M kernel as a two-stage walk of resident CTAs (moe_fp8.cu; needs slots, one load round, <= 8 rows an
+  // expert): -1 DSERVE_MOE_FP8_PIPE=1 (opt-in), 0 off, 1 on where it applies (tests). The same bits either way.
+  int pipe = -1;
 };
 
 bool moe_fp8_gemm_supported(int64_t N, int64_t K, bool silu);
 // The small-M path takes max_rows_per_expert <= kMoeFp8SmallMMax (decode); the tiled one any.
 constexpr int64_t kMoeFp8SmallMMax = 16;
 cudaError_t launch_moe_fp8_small_m(const MoeFp8GemmParams& p, cudaStream_t stream);
+// Whether launch_moe_fp8_small_m takes the two-stage walk for p.
+bool moe_fp8_small_m_pipes(const MoeFp8GemmParams& p);
 cudaError_t launch_moe_fp8_grouped(const MoeFp8GemmParams& p, cudaStream_t stream);
 
 }  // namespace ds::kernels

@@ -537,6 +537,37 @@ TEST_F(MoeFp8Test, SmallMColumnTilesAgree) {
         std::printf("MOEFP8TILES %s rows %d tiles %d: %.2f us per launch, %.0f GB/s of expert weights\n", sh.name,
                     rows, tiles, us, bytes / (us * 1e3));
       }
+      // The two-stage walk of resident CTAs (MoeFp8GemmParams::pipe) from slot records, with the records read
+      // before and after the PDL wait: bit for bit the one-round kernel's output where it applies.
+      std::vector<int32_t> rec(static_cast<size_t>(n_active) * kernels::kMoeSlotInts, 0);
+      for (int a = 0; a < n_active; ++a) {
+        int32_t* r = &rec[static_cast<size_t>(a) * kernels::kMoeSlotInts];
+        r[0] = sh.active[a];
+        r[1] = counts[sh.active[a]];
+        r[2] = offsets[sh.active[a]];
+      }
+      Tensor slots_d = cuda_upload(i32_tensor(rec, {static_cast<int64_t>(rec.size())}));
+      kernels::MoeFp8GemmParams q = p;
+      q.slots = slots_d.data_as<int32_t>();
+      q.pipe = 1;
+      if (!kernels::moe_fp8_small_m_pipes(q)) {
+        EXPECT_TRUE(rows > 8 || sh.K > 2048) << sh.name << " rows " << rows << ": the walk should apply";
+        continue;
+      }
+      for (int tiles : choices)
+        for (bool settled : {false, true}) {
+          const std::string what = std::string(sh.name) + " rows " + std::to_string(rows) + " tiles " +
+                                   std::to_string(tiles) + " walk" + (settled ? " settled" : "");
+          Tensor out = gpu().empty({total + 1, sh.N}, DType::kBF16);  // NaN-poisoned
+          q.out = out.data();
+          q.col_tiles = tiles;
+          q.slots_settled = settled;
+          ASSERT_EQ(kernels::launch_moe_fp8_small_m(q, s), cudaSuccess) << what;
+          Tensor got = to_host_f32(out);
+          test::expect_rows_written(got, total, sh.N, what);
+          EXPECT_EQ(std::memcmp(got.data(), first.data(), static_cast<size_t>(total * sh.N) * sizeof(float)), 0)
+              << what << ": differs from the one-round kernel";
+        }
     }
   }
 }
