@@ -435,16 +435,21 @@ bool pipe_enabled() {
   return v;
 }
 
-// One load round per tile (K <= kSmallWarps x 2 blocks), at most 8 rows an expert, slot records.
-bool pipe_fits(const MoeFp8GemmParams& p) {
-  return p.max_rows_per_expert <= 8 && p.K / 128 <= kSmallWarps * 2 && p.slots && p.max_active > 0 &&
-         p.max_active <= p.experts && (reinterpret_cast<uintptr_t>(p.slots) & 15) == 0;
+}  // namespace
+
+// One load round per tile (K <= kSmallWarps x 2 blocks: not deep), at most 8 rows an expert (not m16), slot records.
+bool moe_fp8_small_m_pipes(const MoeFp8GemmParams& p) {
+  return (p.pipe > 0 || (p.pipe < 0 && pipe_enabled())) && p.max_rows_per_expert <= 8 &&
+         p.K / 128 <= kSmallWarps * 2 && p.slots && p.max_active > 0 && p.max_active <= p.experts &&
+         (reinterpret_cast<uintptr_t>(p.slots) & 15) == 0;
 }
+
+namespace {
+
 
 template <bool kSilu, int kDown>
 cudaError_t launch_small_tiles(const MoeFp8GemmParams& p, bool m16, bool deep, cudaStream_t stream) {
-  if (!m16 && !deep && (p.pipe > 0 || (p.pipe < 0 && pipe_enabled())) && pipe_fits(p))
-    return launch_pipe<kSilu, kDown < 2 ? kDown : 2>(p, stream);
+  if (moe_fp8_small_m_pipes(p)) return launch_pipe<kSilu, kDown < 2 ? kDown : 2>(p, stream);  // neither m16 nor deep
   if (m16) return launch_small_variant<kSilu, true, 2, kDown>(p, stream);
   // Rounds of four blocks when that staging fits two CTAs per SM, else of two.
   constexpr bool kDeep4 = SmallShape<kSilu, false, 4, kDown>::kSmem <= 100 * 1024;
@@ -665,9 +670,6 @@ bool moe_fp8_gemm_supported(int64_t N, int64_t K, bool silu) {
   return N > 0 && K > 0 && K % 128 == 0 && N % (silu ? 128 : 64) == 0;
 }
 
-bool moe_fp8_small_m_pipes(const MoeFp8GemmParams& p) {
-  return (p.pipe > 0 || (p.pipe < 0 && pipe_enabled())) && pipe_fits(p);
-}
 
 cudaError_t launch_moe_fp8_small_m(const MoeFp8GemmParams& p, cudaStream_t stream) {
   if (p.experts == 0 || p.max_rows_per_expert <= 0) return cudaSuccess;
