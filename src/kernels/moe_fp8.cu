@@ -44,6 +44,65 @@ struct SmallShape {
   static constexpr size_t kSmem = static_cast<size_t>(kSmallWarps) * kSlots * 512;
 };
 
+// Weight rows of a CTA's column tiles [0, NT) from its expert's W (e4m3) and S (scales): consecutive column tiles,
+// with the SiLU the gate tiles [0, kDown), then their up tiles N rows later. N % 64 == 0 (128 with silu): each
+// tile's 8 rows share one scale-block row.
+template <bool kSilu, int kDown, int NT>
+__device__ __forceinline__ void weight_rows(const uint8_t* W, const float* S, int64_t n0, int64_t N, int64_t K,
+                                            int64_t kblocks, int g, int tig, const uint8_t** src, bool* ok,
+                                            const float** srow) {
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    const int64_t col = n0 + 8 * (t % kDown);
+    const int64_t base = (kSilu && t >= kDown ? N : 0) + col;
+    const bool wok = col + g < N;
+    src[t] = W + (wok ? base + g : 0) * K + tig * 16;
+    ok[t] = wok;
+    srow[t] = S + (base / 128) * kblocks;
+  }
+}
+
+// One staged 128-deep block of one weight tile against the activation rows (qa: rows g, qb: g + 8): four mmas.
+// C fragment: part[0..1] = row g, columns 2 tig + {0, 1}; part[2..3] = row g + 8.
+__device__ __forceinline__ void block_mma(float (&part)[4], const uint4* w, const uint32_t (&qa)[8],
+                                          const uint32_t (&qb)[8]) {
+  const uint4 w0 = w[0], w1 = w[32];
+  const uint32_t wr[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
+#pragma unroll
+  for (int j = 0; j < 4; ++j) mma_e4m3(part, qa[2 * j], qb[2 * j], qa[2 * j + 1], qb[2 * j + 1], wr[2 * j], wr[2 * j + 1]);
+}
+
+// The end of a tile: the warps' partial sums (red) added in warp order by the first four warps and stored as bf16
+// rows [row0, row0 + cnt) x columns from n0 (with the SiLU: silu(gate) x up).
+template <bool kSilu, int kDown, int NT>
+__device__ __forceinline__ void store_tile(const float (*red)[NT * 4][32], const MoeFp8GemmParams& p, int64_t n0,
+                                           int64_t row0, int cnt) {
+  if (threadIdx.x >= 4 * 32) return;
+  const int64_t N = p.N;
+  const int c = threadIdx.x / 32, l = threadIdx.x % 32;
+  float v[NT];
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    v[t] = 0.0f;
+#pragma unroll
+    for (int wi = 0; wi < kSmallWarps; ++wi) v[t] += red[wi][t * 4 + c][l];
+  }
+  const int m = (l >> 2) + (c >= 2 ? 8 : 0);
+  const int64_t n = n0 + (l & 3) * 2 + (c & 1);
+  bf16* out = static_cast<bf16*>(p.out) + (row0 + m) * N;
+  if (m < cnt) {
+    if (kSilu) {
+#pragma unroll
+      for (int t = 0; t < kDown; ++t)
+        if (n + 8 * t < N) out[n + 8 * t] = __float2bfloat16(v[t] / (1.0f + expf(-v[t])) * v[t + kDown]);
+    } else {
+#pragma unroll
+      for (int t = 0; t < NT; ++t)
+        if (n + 8 * t < N) out[n + 8 * t] = __float2bfloat16(v[t]);
+    }
+  }
+}
+
 // kMinCtas: CTAs per SM the registers must allow (__launch_bounds__); by default the shape's.
 template <bool kSilu, int kDown>
 constexpr int small_min_ctas() {
@@ -84,17 +143,7 @@ __global__ void __launch_bounds__(kSmallWarps * 32, kMinCtas) moe_fp8_small_m_ke
   const uint8_t* src[kRows];
   bool ok[kRows];
   const float* srow[NT];
-#pragma unroll
-  for (int t = 0; t < NT; ++t) {
-    // Consecutive column tiles; with the SiLU the gate tiles [0, kDown), then their up tiles N rows later.
-    // N % 64 == 0 (128 with silu): each tile's 8 rows share one scale-block row.
-    const int64_t col = n0 + 8 * (t % kDown);
-    const int64_t base = (kSilu && t >= kDown ? N : 0) + col;
-    const bool wok = col + g < N;
-    src[t] = W + (wok ? base + g : 0) * K + tig * 16;
-    ok[t] = wok;
-    srow[t] = S + (base / 128) * kblocks;
-  }
+  weight_rows<kSilu, kDown, NT>(W, S, n0, N, K, kblocks, g, tig, src, ok, srow);
   const float* sxr[2] = {nullptr, nullptr};
 #pragma unroll
   for (int r = 0; r < kRows - NT; ++r) {
@@ -167,12 +216,8 @@ __global__ void __launch_bounds__(kSmallWarps * 32, kMinCtas) moe_fp8_small_m_ke
       const float sa = sar[u], sb = sbr[u];
 #pragma unroll
       for (int t = 0; t < NT; ++t) {
-        const uint4 w0 = my[((u * kRows + t) * 2) * 32], w1 = my[((u * kRows + t) * 2 + 1) * 32];
-        const uint32_t wr[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
         float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-        for (int j = 0; j < 4; ++j) mma_e4m3(part, qa[2 * j], qb[2 * j], qa[2 * j + 1], qb[2 * j + 1], wr[2 * j], wr[2 * j + 1]);
-        // C fragment: part[0..1] = row g, columns 2 tig + {0, 1}; part[2..3] = row g + 8.
+        block_mma(part, &my[((u * kRows + t) * 2) * 32], qa, qb);
         const float sw = swr[u][t];
         acc[t][0] += part[0] * sa * sw;
         acc[t][1] += part[1] * sa * sw;
@@ -186,30 +231,7 @@ __global__ void __launch_bounds__(kSmallWarps * 32, kMinCtas) moe_fp8_small_m_ke
 #pragma unroll
     for (int c = 0; c < 4; ++c) red[warp][t * 4 + c][lane] = acc[t][c];
   __syncthreads();
-  if (threadIdx.x < 4 * 32) {
-    const int c = threadIdx.x / 32, l = threadIdx.x % 32;
-    float v[NT];
-#pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      v[t] = 0.0f;
-#pragma unroll
-      for (int wi = 0; wi < kSmallWarps; ++wi) v[t] += red[wi][t * 4 + c][l];
-    }
-    const int m = (l >> 2) + (c >= 2 ? 8 : 0);
-    const int64_t n = n0 + (l & 3) * 2 + (c & 1);
-    bf16* out = static_cast<bf16*>(p.out) + (row0 + m) * N;
-    if (m < cnt) {
-      if (kSilu) {
-#pragma unroll
-        for (int t = 0; t < kDown; ++t)
-          if (n + 8 * t < N) out[n + 8 * t] = __float2bfloat16(v[t] / (1.0f + expf(-v[t])) * v[t + kDown]);
-      } else {
-#pragma unroll
-        for (int t = 0; t < NT; ++t)
-          if (n + 8 * t < N) out[n + 8 * t] = __float2bfloat16(v[t]);
-      }
-    }
-  }
+  store_tile<kSilu, kDown, NT>(red, p, n0, row0, cnt);
 }
 
 // The same tiles (one load round each: K <= 16 blocks; up to 8 rows an expert) walked by a grid of resident CTAs
@@ -218,7 +240,8 @@ __global__ void __launch_bounds__(kSmallWarps * 32, kMinCtas) moe_fp8_small_m_ke
 // it idle there, and a launch of many such CTAs turns over in waves). Same per-tile arithmetic and order: same bits.
 // Needs the slot records (tile t = column tile t % tiles_x of slot t / tiles_x). H100, session 25 (s25e,
 // alternating, V2-Lite --quantization fp8 decode): batch 1 2.32 / 2.31 vs 2.39 / 2.37 ms, batch 8 5.05 / 5.04 vs
-// 5.19 / 5.18; opt-in (DSERVE_MOE_FP8_PIPE=1) until the whole GPU suite has run with it.
+// 5.19 / 5.18. H200, session 26 (s26a): 2.09 / 2.09 vs 2.18 / 2.16 ms, 4.43 / 4.43 vs 4.65 / 4.62; the whole GPU
+// suite with it on for every launch 172/172. The default; DSERVE_MOE_FP8_PIPE=0 = the one-round kernel.
 template <bool kSilu, int kDown>
 __global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_fp8_small_m_pipe_kernel(MoeFp8GemmParams p, int tiles_x,
                                                                                   int total) {
@@ -250,15 +273,7 @@ __global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_fp8_small_m_pipe_kern
       s.cnt = h.y;
       s.row0 = h.z;
       s.n0 = static_cast<int64_t>(t % tiles_x) * kCols;
-#pragma unroll
-      for (int u = 0; u < NT; ++u) {
-        const int64_t col = s.n0 + 8 * (u % kDown);
-        const int64_t base = (kSilu && u >= kDown ? N : 0) + col;
-        const bool wok = col + g < N;
-        s.src[u] = W + (wok ? base + g : 0) * K + tig * 16;
-        s.ok[u] = wok;
-        s.srow[u] = S + (base / 128) * kblocks;
-      }
+      weight_rows<kSilu, kDown, NT>(W, S, s.n0, N, K, kblocks, g, tig, s.src, s.ok, s.srow);
       s.ok[NT] = g < s.cnt;
       s.src[NT] = p.q + (g < s.cnt ? xr0 : 0) * K + tig * 16;
       s.sxr = g < s.cnt ? p.sx + xr0 * kblocks : nullptr;
@@ -337,19 +352,16 @@ __global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_fp8_small_m_pipe_kern
       if (c >= kblocks) break;  // warp-uniform
       const uint4 a0 = my[((u * kRows + NT) * 2) * 32], a1 = my[((u * kRows + NT) * 2 + 1) * 32];
       const uint32_t qa[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
+      const uint32_t kNoRows[8] = {0, 0, 0, 0, 0, 0, 0, 0};
       const float sa = sar[u];
 #pragma unroll
       for (int q = 0; q < NT; ++q) {
-        const uint4 w0 = my[((u * kRows + q) * 2) * 32], w1 = my[((u * kRows + q) * 2 + 1) * 32];
-        const uint32_t wr[8] = {w0.x, w0.y, w0.z, w0.w, w1.x, w1.y, w1.z, w1.w};
         float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-#pragma unroll
-        for (int j = 0; j < 4; ++j) mma_e4m3(part, qa[2 * j], 0u, qa[2 * j + 1], 0u, wr[2 * j], wr[2 * j + 1]);
+        block_mma(part, &my[((u * kRows + q) * 2) * 32], qa, kNoRows);
+        // mma rows g + 8 hold no token (<= 8 rows): acc[q][2..3] stay 0 and are never stored.
         const float sw = swr[u][q];
         acc[q][0] += part[0] * sa * sw;
         acc[q][1] += part[1] * sa * sw;
-        acc[q][2] += part[2] * 0.0f * sw;  // mma rows g + 8 hold no token (<= 8 rows): never stored
-        acc[q][3] += part[3] * 0.0f * sw;
       }
     }
     __syncthreads();  // the previous tile's reduction has read red
@@ -358,30 +370,7 @@ __global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_fp8_small_m_pipe_kern
 #pragma unroll
       for (int c = 0; c < 4; ++c) red[warp][q * 4 + c][lane] = acc[q][c];
     __syncthreads();
-    if (threadIdx.x < 4 * 32) {
-      const int c = threadIdx.x / 32, l = threadIdx.x % 32;
-      float v[NT];
-#pragma unroll
-      for (int q = 0; q < NT; ++q) {
-        v[q] = 0.0f;
-#pragma unroll
-        for (int wi = 0; wi < kSmallWarps; ++wi) v[q] += red[wi][q * 4 + c][l];
-      }
-      const int m = (l >> 2) + (c >= 2 ? 8 : 0);
-      const int64_t n = cur.n0 + (l & 3) * 2 + (c & 1);
-      bf16* out = static_cast<bf16*>(p.out) + (cur.row0 + m) * N;
-      if (m < cur.cnt) {
-        if (kSilu) {
-#pragma unroll
-          for (int q = 0; q < kDown; ++q)
-            if (n + 8 * q < N) out[n + 8 * q] = __float2bfloat16(v[q] / (1.0f + expf(-v[q])) * v[q + kDown]);
-        } else {
-#pragma unroll
-          for (int q = 0; q < NT; ++q)
-            if (n + 8 * q < N) out[n + 8 * q] = __float2bfloat16(v[q]);
-        }
-      }
-    }
+    store_tile<kSilu, kDown, NT>(red, p, cur.n0, cur.row0, cur.cnt);
     cur = nx;
     t = tn;
     have = hn;
@@ -428,10 +417,10 @@ cudaError_t launch_pipe(const MoeFp8GemmParams& p, cudaStream_t stream) {
                     static_cast<int>(tiles_x), static_cast<int>(total));
 }
 
-// DSERVE_MOE_FP8_PIPE=1: one-round shapes up to 8 rows an expert take the two-stage walk (down with at most two
-// column tiles a CTA: four do not fit two stages at two CTAs per SM).
+// One-round shapes up to 8 rows an expert take the two-stage walk (down with at most two column tiles a CTA: four do
+// not fit two stages at two CTAs per SM) unless DSERVE_MOE_FP8_PIPE=0.
 bool pipe_enabled() {
-  static const bool v = env_flag("DSERVE_MOE_FP8_PIPE", false);
+  static const bool v = env_flag("DSERVE_MOE_FP8_PIPE", true);
   return v;
 }
 
