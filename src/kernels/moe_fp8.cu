@@ -72,37 +72,6 @@ __device__ __forceinline__ void block_mma(float (&part)[4], const uint4* w, cons
   for (int j = 0; j < 4; ++j) mma_e4m3(part, qa[2 * j], qb[2 * j], qa[2 * j + 1], qb[2 * j + 1], wr[2 * j], wr[2 * j + 1]);
 }
 
-// The end of a tile: the warps' partial sums (red) added in warp order by the first four warps and stored as bf16
-// rows [row0, row0 + cnt) x columns from n0 (with the SiLU: silu(gate) x up).
-template <bool kSilu, int kDown, int NT>
-__device__ __forceinline__ void store_tile(const float (*red)[NT * 4][32], const MoeFp8GemmParams& p, int64_t n0,
-                                           int64_t row0, int cnt) {
-  if (threadIdx.x >= 4 * 32) return;
-  const int64_t N = p.N;
-  const int c = threadIdx.x / 32, l = threadIdx.x % 32;
-  float v[NT];
-#pragma unroll
-  for (int t = 0; t < NT; ++t) {
-    v[t] = 0.0f;
-#pragma unroll
-    for (int wi = 0; wi < kSmallWarps; ++wi) v[t] += red[wi][t * 4 + c][l];
-  }
-  const int m = (l >> 2) + (c >= 2 ? 8 : 0);
-  const int64_t n = n0 + (l & 3) * 2 + (c & 1);
-  bf16* out = static_cast<bf16*>(p.out) + (row0 + m) * N;
-  if (m < cnt) {
-    if (kSilu) {
-#pragma unroll
-      for (int t = 0; t < kDown; ++t)
-        if (n + 8 * t < N) out[n + 8 * t] = __float2bfloat16(v[t] / (1.0f + expf(-v[t])) * v[t + kDown]);
-    } else {
-#pragma unroll
-      for (int t = 0; t < NT; ++t)
-        if (n + 8 * t < N) out[n + 8 * t] = __float2bfloat16(v[t]);
-    }
-  }
-}
-
 // kMinCtas: CTAs per SM the registers must allow (__launch_bounds__); by default the shape's.
 template <bool kSilu, int kDown>
 constexpr int small_min_ctas() {
@@ -231,7 +200,7 @@ __global__ void __launch_bounds__(kSmallWarps * 32, kMinCtas) moe_fp8_small_m_ke
 #pragma unroll
     for (int c = 0; c < 4; ++c) red[warp][t * 4 + c][lane] = acc[t][c];
   __syncthreads();
-  store_tile<kSilu, kDown, NT>(red, p, n0, row0, cnt);
+  small_m::store_tile<kSilu, kDown, NT, kSmallWarps>(red, p.out, N, n0, row0, cnt);
 }
 
 // The same tiles (one load round each: K <= 16 blocks; up to 8 rows an expert) walked by a grid of resident CTAs
@@ -370,7 +339,7 @@ __global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_fp8_small_m_pipe_kern
 #pragma unroll
       for (int c = 0; c < 4; ++c) red[warp][q * 4 + c][lane] = acc[q][c];
     __syncthreads();
-    store_tile<kSilu, kDown, NT>(red, p, cur.n0, cur.row0, cur.cnt);
+    small_m::store_tile<kSilu, kDown, NT, kSmallWarps>(red, p.out, N, cur.n0, cur.row0, cur.cnt);
     cur = nx;
     t = tn;
     have = hn;

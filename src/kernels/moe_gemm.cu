@@ -241,24 +241,7 @@ __global__ void __launch_bounds__(kSmallWarps * 32) moe_small_m_kernel(MoeGroupe
 #pragma unroll
     for (int c = 0; c < 4; ++c) red[warp][t * 4 + c][lane] = acc[t][c];
   __syncthreads();
-  if (threadIdx.x < 4 * 32) {
-    const int c = threadIdx.x / 32, l = threadIdx.x % 32;
-    float v[NT];
-#pragma unroll
-    for (int t = 0; t < NT; ++t) {
-      v[t] = 0.0f;
-#pragma unroll
-      for (int wi = 0; wi < kSmallWarps; ++wi) v[t] += red[wi][t * 4 + c][l];
-    }
-    // C fragment: c0, c1 = row g, columns 2 tig + {0, 1}; c2, c3 = row g + 8.
-    const int m = (l >> 2) + (c >= 2 ? 8 : 0);
-    const int64_t n = n0 + (l & 3) * 2 + (c & 1);
-    if (m < cnt && n < N) {
-      float out = v[0];
-      if (kSilu) out = out / (1.0f + expf(-out)) * v[NT - 1];
-      static_cast<bf16*>(p.out)[(row0 + m) * N + n] = __float2bfloat16(out);
-    }
-  }
+  small_m::store_tile<kSilu, 1, NT, kSmallWarps>(red, p.out, N, n0, row0, cnt);
 }
 
 template <bool kSilu, bool kM16, int kUnroll>

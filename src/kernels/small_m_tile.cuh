@@ -98,4 +98,36 @@ __device__ __forceinline__ void accumulate_rows(const __nv_bfloat16* const (&wro
 
 }
 
+// The end of a CTA's tile in the MoE decode kernels (moe_gemm.cu, moe_fp8.cu): the kWarps warps' partial C
+// fragments (red[warp][t * 4 + c][lane]) added in warp order by the first four warps and stored as bf16 rows
+// [row0, row0 + cnt) of out [rows, N] x the kDown n8 column tiles from n0; with the SiLU the NT = 2 kDown tiles are
+// kDown gate tiles then their up tiles, and out = silu(gate) x up. C fragment: c0, c1 = row g, columns 2 tig +
+// {0, 1}; c2, c3 = row g + 8.
+template <bool kSilu, int kDown, int NT, int kWarps>
+__device__ __forceinline__ void store_tile(const float (*red)[NT * 4][32], void* out, int64_t N, int64_t n0,
+                                           int64_t row0, int cnt) {
+  static_assert(NT == (kSilu ? 2 : 1) * kDown, "NT: the kDown tiles (and their up tiles)");
+  const int c = threadIdx.x / 32, l = threadIdx.x % 32;
+  const int m = (l >> 2) + (c >= 2 ? 8 : 0);
+  if (threadIdx.x >= 4 * 32 || m >= cnt) return;
+  float v[NT];
+#pragma unroll
+  for (int t = 0; t < NT; ++t) {
+    v[t] = 0.0f;
+#pragma unroll
+    for (int wi = 0; wi < kWarps; ++wi) v[t] += red[wi][t * 4 + c][l];
+  }
+  const int64_t n = n0 + (l & 3) * 2 + (c & 1);
+  __nv_bfloat16* o = static_cast<__nv_bfloat16*>(out) + (row0 + m) * N;
+  if (kSilu) {
+#pragma unroll
+    for (int t = 0; t < kDown; ++t)
+      if (n + 8 * t < N) o[n + 8 * t] = __float2bfloat16(v[t] / (1.0f + expf(-v[t])) * v[t + kDown]);
+  } else {
+#pragma unroll
+    for (int t = 0; t < NT; ++t)
+      if (n + 8 * t < N) o[n + 8 * t] = __float2bfloat16(v[t]);
+  }
+}
+
 }  // namespace ds::kernels::small_m
