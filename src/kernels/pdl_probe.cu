@@ -30,6 +30,29 @@ __global__ void probe_second_kernel(uint64_t* t) {
   }
 }
 
+// launch_pdl_chain_probe's B and C.
+__global__ void chain_middle_kernel(uint64_t* t, int64_t spin_ns) {
+  const uint64_t start = global_ns();
+  pdl_enter();
+  const uint64_t after = global_ns();
+  while (global_ns() - after < static_cast<uint64_t>(spin_ns)) {
+  }
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    atomicMin(reinterpret_cast<unsigned long long*>(&t[1]), static_cast<unsigned long long>(start));
+    atomicMax(reinterpret_cast<unsigned long long*>(&t[2]), static_cast<unsigned long long>(global_ns()));
+  }
+}
+
+__global__ void chain_last_kernel(uint64_t* t) {
+  const uint64_t start = global_ns();
+  pdl_enter();
+  if (threadIdx.x == 0) {
+    t[3] = start;
+    t[4] = global_ns();
+  }
+}
+
 // Lets the next kernel start at once, spins, then copies (one CTA, 16-byte words).
 __global__ void delayed_copy_kernel(uint4* dst, const uint4* src, int64_t words, int64_t spin_ns) {
   pdl_enter();
@@ -46,6 +69,15 @@ cudaError_t launch_pdl_delayed_copy(void* dst, const void* src, int64_t bytes, i
     return cudaErrorInvalidValue;
   return launch_pdl(delayed_copy_kernel, 1, 256, 0, stream, static_cast<uint4*>(dst), static_cast<const uint4*>(src),
                     bytes / 16, spin_ns);
+}
+
+cudaError_t launch_pdl_chain_probe(uint64_t* t, int b_ctas, int64_t spin_ns, cudaStream_t stream) {
+  if (b_ctas < 1) return cudaErrorInvalidValue;
+  if (const cudaError_t e = launch_pdl(probe_first_kernel, 1, 32, 0, stream, t, spin_ns); e != cudaSuccess) return e;
+  if (const cudaError_t e = launch_pdl(chain_middle_kernel, static_cast<unsigned>(b_ctas), 256, 0, stream, t, spin_ns);
+      e != cudaSuccess)
+    return e;
+  return launch_pdl(chain_last_kernel, 1, 32, 0, stream, t);
 }
 
 cudaError_t launch_pdl_probe(uint64_t* t, int64_t spin_ns, cudaStream_t stream) {
