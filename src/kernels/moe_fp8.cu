@@ -404,7 +404,6 @@ bool moe_fp8_small_m_pipes(const MoeFp8GemmParams& p) {
 
 namespace {
 
-
 template <bool kSilu, int kDown>
 cudaError_t launch_small_tiles(const MoeFp8GemmParams& p, bool m16, bool deep, cudaStream_t stream) {
   if (moe_fp8_small_m_pipes(p)) return launch_pipe<kSilu, kDown < 2 ? kDown : 2>(p, stream);  // neither m16 nor deep

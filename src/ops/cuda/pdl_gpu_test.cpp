@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <string>
 
 #include <cuda_runtime.h>
@@ -15,6 +16,24 @@
 
 namespace ds {
 namespace {
+
+// The probe's launches on stream s (idle on entry), eagerly or captured into a graph that is then launched once.
+void run_launches(bool graph, cudaStream_t s, const std::function<cudaError_t()>& launch) {
+  if (!graph) {
+    EXPECT_EQ(launch(), cudaSuccess);
+    return;
+  }
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  EXPECT_EQ(launch(), cudaSuccess);
+  EXPECT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+  EXPECT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
+  EXPECT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(g);
+}
 
 struct ProbeTimes {
   uint64_t first_end, second_start, second_after_wait;
@@ -30,21 +49,7 @@ ProbeTimes run_probe(bool graph) {
   // Warm-up: with lazy module loading the first launch of a kernel may wait for the work in flight.
   EXPECT_EQ(kernels::launch_pdl_probe(d, 1000, s), cudaSuccess);
   EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-  if (graph) {
-    cudaGraph_t g = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-    EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    EXPECT_EQ(kernels::launch_pdl_probe(d, kSpinNs, s), cudaSuccess);
-    EXPECT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
-    EXPECT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
-    EXPECT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
-    EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(g);
-  } else {
-    EXPECT_EQ(kernels::launch_pdl_probe(d, kSpinNs, s), cudaSuccess);
-  }
+  run_launches(graph, s, [&] { return kernels::launch_pdl_probe(d, kSpinNs, s); });
   uint64_t h[3] = {0, 0, 0};
   EXPECT_EQ(cudaMemcpyAsync(h, d, sizeof(h), cudaMemcpyDeviceToHost, s), cudaSuccess);
   EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
@@ -87,20 +92,7 @@ ChainTimes run_chain(bool graph, int b_ctas, int64_t spin_ns) {
   EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
   reset();
   EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-  if (graph) {
-    cudaGraph_t g = nullptr;
-    cudaGraphExec_t exec = nullptr;
-    EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-    EXPECT_EQ(kernels::launch_pdl_chain_probe(d, b_ctas, spin_ns, s), cudaSuccess);
-    EXPECT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
-    EXPECT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
-    EXPECT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
-    EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(g);
-  } else {
-    EXPECT_EQ(kernels::launch_pdl_chain_probe(d, b_ctas, spin_ns, s), cudaSuccess);
-  }
+  run_launches(graph, s, [&] { return kernels::launch_pdl_chain_probe(d, b_ctas, spin_ns, s); });
   uint64_t h[5] = {0, 0, 0, 0, 0};
   EXPECT_EQ(cudaMemcpyAsync(h, d, sizeof(h), cudaMemcpyDeviceToHost, s), cudaSuccess);
   EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
