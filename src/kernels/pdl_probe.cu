@@ -53,6 +53,15 @@ __global__ void chain_last_kernel(uint64_t* t) {
   }
 }
 
+__global__ void stamp_kernel(uint64_t* t) {
+  const uint64_t start = global_ns();
+  pdl_enter();
+  if (threadIdx.x == 0) {
+    t[0] = start;
+    t[1] = global_ns();
+  }
+}
+
 // Lets the next kernel start at once, spins, then copies (one CTA, 16-byte words).
 __global__ void delayed_copy_kernel(uint4* dst, const uint4* src, int64_t words, int64_t spin_ns) {
   pdl_enter();
@@ -79,6 +88,12 @@ cudaError_t launch_pdl_chain_probe(uint64_t* t, int b_ctas, int64_t spin_ns, cud
     return e;
   return launch_pdl(chain_last_kernel, 1, 32, 0, stream, t);
 }
+
+cudaError_t launch_pdl_spin(uint64_t* end, int64_t spin_ns, cudaStream_t stream) {
+  return launch_pdl(probe_first_kernel, 1, 32, 0, stream, end, spin_ns);
+}
+
+cudaError_t launch_pdl_stamp(uint64_t* t, cudaStream_t stream) { return launch_pdl(stamp_kernel, 1, 32, 0, stream, t); }
 
 cudaError_t launch_pdl_probe(uint64_t* t, int64_t spin_ns, cudaStream_t stream) {
   if (const cudaError_t e = launch_pdl(probe_first_kernel, 1, 32, 0, stream, t, spin_ns); e != cudaSuccess) return e;

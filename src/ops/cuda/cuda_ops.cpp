@@ -169,6 +169,11 @@ class CudaOps final : public Ops {
     // by value (launch_sample_greedy) instead of a parameter upload and three launches. DSERVE_SAMPLE_GREEDY_FAST=0:
     // the general path for every batch.
     greedy_fast_ = env_flag("DSERVE_SAMPLE_GREEDY_FAST", true);
+    // The first kernel after a stream waits on the other (side_begin on the side stream, side_join on the main one)
+    // is a plain launch (pdl_fence). DSERVE_PDL_JOIN_FENCE=0 launches it with PDL too, which lets it start during
+    // the tail of its own stream's previous kernel; Pdl.JoinedStreamWaitsForBoth checks that the event wait still
+    // orders it after the other stream's work.
+    join_fence_ = env_flag("DSERVE_PDL_JOIN_FENCE", true);
     arrivals_ = empty({kernels::kSampleGreedyMaxRows}, DType::kI32);  // the greedy launch's per-row counters
     DS_CUDA_CHECK(cudaMemsetAsync(arrivals_.data(), 0, arrivals_.nbytes(), stream()));
     // DSERVE_SMALL_M_GEMM=0 sends every bf16 GEMM to cuBLASLt (A/B runs); =N caps the small-M kernels' M.
@@ -466,7 +471,7 @@ class CudaOps final : public Ops {
     ensure_side_events();
     DS_CUDA_CHECK(cudaEventRecord(side_fork_, cuda_main_stream()));
     DS_CUDA_CHECK(cudaStreamWaitEvent(cuda_side_stream(), side_fork_, 0));
-    kernels::pdl_fence(cuda_side_stream());
+    if (join_fence_) kernels::pdl_fence(cuda_side_stream());
     set_current_cuda_stream(cuda_side_stream());
   }
   void side_end() override {
@@ -481,7 +486,7 @@ class CudaOps final : public Ops {
     side_state_ = 0;
     if (!side_stream_enabled()) return;
     DS_CUDA_CHECK(cudaStreamWaitEvent(cuda_main_stream(), side_done_, 0));
-    kernels::pdl_fence(cuda_main_stream());
+    if (join_fence_) kernels::pdl_fence(cuda_main_stream());
   }
   void linear_pair(const Tensor& x, const LinearWeight& w1, const LinearWeight& w2, Tensor* y1, Tensor* y2) override {
     linear_pair_xq(x, w1, w2, y1, y2, nullptr);
@@ -1878,6 +1883,7 @@ class CudaOps final : public Ops {
   int64_t fused_entries_ = 0;
   Tensor ticket_;
   bool greedy_fast_ = true;  // DSERVE_SAMPLE_GREEDY_FAST
+  bool join_fence_ = true;   // DSERVE_PDL_JOIN_FENCE
   Tensor arrivals_;          // [kSampleGreedyMaxRows] I32, zero between greedy launches
 };
 

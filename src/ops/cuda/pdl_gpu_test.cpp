@@ -1,7 +1,8 @@
 // Programmatic dependent launch (kernels/pdl.cuh): with DSERVE_PDL on (the default) the second kernel of a
 // stream starts while the first still runs and its pdl_wait still orders it after the first, eagerly and
 // inside a CUDA graph; with DSERVE_PDL=0 the launch is plain stream order. A three-kernel chain checks the same
-// ordering one launch further and reports whether the third starts before the second (itself started early) ends.
+// ordering one launch further and reports whether the third starts before the second (itself started early) ends;
+// a join of two streams checks that the kernel after it waits for both.
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +12,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include "kernels/basic.h"
 #include "kernels/pdl_probe.h"
 #include "ops/cuda/cuda_runtime.h"
 
@@ -125,6 +127,76 @@ TEST(Pdl, ChainedKernelsWaitInOrder) {
                   "ended (negative: after)\n",
                   what.c_str(), (static_cast<double>(t.a_end) - static_cast<double>(t.b_start)) / 1e3,
                   (static_cast<double>(t.b_end) - static_cast<double>(t.c_start)) / 1e3);
+    }
+  }
+}
+
+// Two streams joined as CudaOps::side_begin / side_join do (fork event, side work, join event), the kernel after
+// the join launched with PDL: stamps d[0] = side kernel's end, d[1] = the main stream's previous kernel's end,
+// d[2] / d[3] = the joined kernel's start / time after its wait. fence: pdl_fence before it (a plain launch).
+struct JoinTimes {
+  uint64_t side_end, main_end, joined_start, joined_after_wait;
+};
+
+JoinTimes run_join(bool graph, bool fence, int64_t side_spin_ns, int64_t main_spin_ns) {
+  init_cuda_device(0);
+  cudaStream_t s = cuda_main_stream(), side = cuda_side_stream();
+  cudaEvent_t fork = nullptr, done = nullptr;
+  EXPECT_EQ(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming), cudaSuccess);
+  EXPECT_EQ(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), cudaSuccess);
+  uint64_t* d = nullptr;
+  EXPECT_EQ(cudaMalloc(&d, 4 * sizeof(uint64_t)), cudaSuccess);
+  auto launches = [&](int64_t side_ns, int64_t main_ns) {
+    if (cudaError_t e = cudaEventRecord(fork, s); e != cudaSuccess) return e;
+    if (cudaError_t e = cudaStreamWaitEvent(side, fork, 0); e != cudaSuccess) return e;
+    kernels::pdl_fence(side);  // as side_begin: the side stream's first kernel follows the fork, not its own past
+    if (cudaError_t e = kernels::launch_pdl_spin(d + 0, side_ns, side); e != cudaSuccess) return e;
+    if (cudaError_t e = cudaEventRecord(done, side); e != cudaSuccess) return e;
+    if (cudaError_t e = kernels::launch_pdl_spin(d + 1, main_ns, s); e != cudaSuccess) return e;
+    if (cudaError_t e = cudaStreamWaitEvent(s, done, 0); e != cudaSuccess) return e;
+    if (fence) kernels::pdl_fence(s);
+    return kernels::launch_pdl_stamp(d + 2, s);
+  };
+  EXPECT_EQ(cudaMemsetAsync(d, 0, 4 * sizeof(uint64_t), s), cudaSuccess);
+  EXPECT_EQ(launches(1000, 1000), cudaSuccess);  // warm-up (lazy loading)
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(cudaMemsetAsync(d, 0, 4 * sizeof(uint64_t), s), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  run_launches(graph, s, [&] { return launches(side_spin_ns, main_spin_ns); });
+  EXPECT_EQ(cudaStreamSynchronize(side), cudaSuccess);
+  uint64_t h[4] = {0, 0, 0, 0};
+  EXPECT_EQ(cudaMemcpyAsync(h, d, sizeof(h), cudaMemcpyDeviceToHost, s), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  cudaFree(d);
+  cudaEventDestroy(fork);
+  cudaEventDestroy(done);
+  return {h[0], h[1], h[2], h[3]};
+}
+
+// A PDL launch right after a stream waits on an event: its wait must order it after the waited-for stream's work
+// too, fenced (a plain launch) or not, eagerly and in a graph; DSERVE_PDL_JOIN_FENCE=0 relies on the unfenced case.
+// Printed (PDLJOIN lines): whether the unfenced kernel starts before its own stream's previous kernel ends when the
+// other stream is done first (the early start the fence gives up).
+TEST(Pdl, JoinedStreamWaitsForBoth) {
+  constexpr int64_t kLong = 200 * 1000, kShort = 20 * 1000;
+  for (bool graph : {false, true}) {
+    for (bool fence : {true, false}) {
+      for (bool side_long : {true, false}) {
+        const JoinTimes t = run_join(graph, fence, side_long ? kLong : kShort, side_long ? kShort : kLong);
+        const std::string what = std::string(graph ? "graph" : "eager") + (fence ? ", fenced" : ", unfenced") +
+                                 (side_long ? ", side stream longer" : ", main stream longer");
+        ASSERT_GT(t.side_end, 0u) << what;
+        ASSERT_GT(t.main_end, 0u) << what;
+        ASSERT_GT(t.joined_start, 0u) << what;
+        EXPECT_GE(t.joined_after_wait, t.side_end) << what << ": the joined kernel passed its wait before the side "
+                                                             "stream's kernel ended";
+        EXPECT_GE(t.joined_after_wait, t.main_end) << what << ": the joined kernel passed its wait before its own "
+                                                             "stream's previous kernel ended";
+        std::printf("PDLJOIN %s: joined kernel started %.1f us before the main stream's kernel ended, %.1f us before "
+                    "the side stream's (negative: after)\n",
+                    what.c_str(), (static_cast<double>(t.main_end) - static_cast<double>(t.joined_start)) / 1e3,
+                    (static_cast<double>(t.side_end) - static_cast<double>(t.joined_start)) / 1e3);
+      }
     }
   }
 }
