@@ -33,6 +33,11 @@ GEN_LOGPROB_TOL = 0.1 if BF16_BACKEND else 5e-3
 # under about twice it may flip (seen on CUDA: a margin of 0.1087, session 21, with two kernel versions).
 GEN_MIN_MARGIN = 0.15 if BF16_BACKEND else MIN_MARGIN
 
+# scripts/sanitize.sh runs the CPU suite under ASan + UBSan (DSERVE_TEST_SANITIZED=1), where the server is an order
+# of magnitude slower: load tests scale their load down and their waits up there (the sanitizer run checks memory
+# and undefined behaviour; the full loads run in the normal build).
+SANITIZED = os.environ.get("DSERVE_TEST_SANITIZED") == "1"
+
 
 class Server:
     """A `dserve serve` child process. port 0 -> the port is read from its 'ready on' line."""
