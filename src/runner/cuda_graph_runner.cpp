@@ -212,6 +212,41 @@ void CudaGraphRunner::write_inputs(const std::vector<DecodeSeq>& seqs, int bs) {
   im.copy_pending[hb] = true;
 }
 
+namespace {
+
+// Adds graph g's node and edge counts to st (statistics only: a failing query leaves them short, never fails the
+// capture).
+void count_graph(cudaGraph_t g, CudaGraphStats* st) {
+  size_t n = 0;
+  if (cudaGraphGetNodes(g, nullptr, &n) != cudaSuccess) return;
+  std::vector<cudaGraphNode_t> nodes(n);
+  if (n && cudaGraphGetNodes(g, nodes.data(), &n) != cudaSuccess) return;
+  std::map<cudaGraphNode_t, cudaGraphNodeType> type;
+  for (cudaGraphNode_t node : nodes) {
+    cudaGraphNodeType t;
+    if (cudaGraphNodeGetType(node, &t) != cudaSuccess) return;
+    type[node] = t;
+    if (t == cudaGraphNodeTypeKernel)
+      ++st->kernel_nodes;
+    else if (t == cudaGraphNodeTypeMemAlloc || t == cudaGraphNodeTypeMemFree)
+      ++st->memory_nodes;
+    else
+      ++st->other_nodes;
+  }
+  size_t e = 0;
+  if (cudaGraphGetEdges(g, nullptr, nullptr, nullptr, &e) != cudaSuccess) return;
+  std::vector<cudaGraphNode_t> from(e), to(e);
+  std::vector<cudaGraphEdgeData> data(e);
+  if (e && cudaGraphGetEdges(g, from.data(), to.data(), data.data(), &e) != cudaSuccess) return;
+  for (size_t i = 0; i < e; ++i) {
+    if (type[from[i]] != cudaGraphNodeTypeKernel || type[to[i]] != cudaGraphNodeTypeKernel) continue;
+    ++st->kernel_edges;
+    if (data[i].type == cudaGraphDependencyTypeProgrammatic) ++st->programmatic_edges;
+  }
+}
+
+}  // namespace
+
 Status CudaGraphRunner::capture() {
   Impl& im = *impl_;
   const auto t0 = std::chrono::steady_clock::now();
@@ -237,18 +272,33 @@ Status CudaGraphRunner::capture() {
     Tensor logits = im.logits.rows(0, bs);  // [bs, vocab] F32: every graph writes the shared output buffer
     model_.logits_into(hidden, logits);
   };
-  // Largest first (as SGLang): later, smaller graphs reuse the memory pool the large ones grew.
+  // The captures' allocations come from the graph arena (cuda_runtime.h: no memory nodes between the kernels, so
+  // their PDL edges stay programmatic), sized by the eager warm-up of the same forward, with DSERVE_GRAPH_ARENA=1
+  // (off by default until measured on the device); else the stream-ordered allocator's alloc / free nodes.
+  const bool arena = graph_arena_enabled();
+  stats_ = CudaGraphStats{};
+  // Largest first (as SGLang): later, smaller graphs reuse the memory the large ones took.
   for (int i = static_cast<int>(sizes_.size()) - 1; i >= 0; --i) {
     const int bs = sizes_[i];
     write_inputs({}, bs);
+    if (arena) begin_graph_alloc_measure();
     run(bs);  // warm-up: lazily built tables, kernel attributes, GEMM heuristics happen outside the capture
+    const size_t need = arena ? end_graph_alloc_measure() : 0;
     DS_CUDA_CHECK(cudaStreamSynchronize(stream));
+    // Slack for a capture that places its blocks differently from the warm-up (none seen; a miss only costs nodes).
+    if (arena) begin_graph_alloc(need + need / 8 + (size_t{2} << 20));
     cudaGraph_t graph = nullptr;
     DS_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
     run(bs);
     const cudaError_t end = cudaStreamEndCapture(stream, &graph);
+    if (arena) {
+      const GraphAllocStats a = end_graph_alloc();
+      stats_.arena_fallbacks += a.fallbacks;
+      stats_.arena_bytes = a.region_bytes;
+    }
     if (end != cudaSuccess) return error("CUDA graph capture of batch size ", bs, " failed: ", cudaGetErrorString(end));
     im.graphs[i] = graph;
+    count_graph(graph, &stats_);
     const cudaError_t inst = cudaGraphInstantiate(&im.execs[i], graph, 0);
     if (inst != cudaSuccess)
       return error("CUDA graph instantiation for batch size ", bs, " failed: ", cudaGetErrorString(inst));
@@ -257,7 +307,11 @@ Status CudaGraphRunner::capture() {
   DS_CUDA_CHECK(cudaStreamSynchronize(stream));
   capture_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (opts_.verbose)
-    DS_INFO("captured CUDA graphs for ", sizes_.size(), " batch sizes (1..", max_bs(), ") in ", capture_seconds_, " s");
+    DS_INFO("captured CUDA graphs for ", sizes_.size(), " batch sizes (1..", max_bs(), ") in ", capture_seconds_,
+            " s: ", stats_.kernel_nodes, " kernel nodes, ", stats_.memory_nodes, " memory nodes, ",
+            stats_.programmatic_edges, " of ", stats_.kernel_edges, " kernel-to-kernel edges programmatic",
+            arena ? ", graph arena " : "", arena ? std::to_string(stats_.arena_bytes >> 20) + " MiB" : "",
+            stats_.arena_fallbacks ? ", " + std::to_string(stats_.arena_fallbacks) + " allocations missed it" : "");
   return Status::ok();
 }
 

@@ -41,6 +41,16 @@ struct DecodeSeq {
   int32_t num_pages = 0;
 };
 
+// What the captured graphs hold (summed over batch sizes): kernel nodes, memory (alloc / free) nodes, other nodes,
+// and of the edges between two kernel nodes those that are programmatic (the second may start before the first ends,
+// kernels/pdl.cuh). With the graph arena (cuda_runtime.h) a decode graph should hold no memory node.
+struct CudaGraphStats {
+  int64_t kernel_nodes = 0, memory_nodes = 0, other_nodes = 0;
+  int64_t kernel_edges = 0, programmatic_edges = 0;
+  int64_t arena_fallbacks = 0;  // capture allocations that missed the graph arena (each a memory node pair)
+  size_t arena_bytes = 0;       // the graph region's size after the captures
+};
+
 class CudaGraphRunner {
  public:
   // Error when graphs cannot be used: not a CUDA backend, the DSA indexer (its plan depends on the
@@ -52,6 +62,7 @@ class CudaGraphRunner {
   // Captures one graph per batch size (each after an eager warm-up step on padding rows only).
   Status capture();
   double capture_seconds() const { return capture_seconds_; }
+  const CudaGraphStats& stats() const { return stats_; }
   int max_bs() const { return sizes_.empty() ? 0 : sizes_.back(); }
   const std::vector<int>& batch_sizes() const { return sizes_; }
   bool can_run(int num_seqs) const { return num_seqs >= 1 && num_seqs <= max_bs(); }
@@ -74,6 +85,7 @@ class CudaGraphRunner {
   CudaGraphOptions opts_;
   std::vector<int> sizes_;
   double capture_seconds_ = 0;
+  CudaGraphStats stats_;
   std::unique_ptr<Impl> impl_;
 };
 

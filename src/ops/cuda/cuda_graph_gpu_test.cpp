@@ -1,7 +1,8 @@
 // CUDA-graph decode (runner/cuda_graph_runner.h) against eager decode on the fixtures: batches of 3 and 5
 // sequences (padded to the captured 4 and 8), prompts of different lengths, decode steps crossing a page
 // boundary. Logits must match within bf16 tolerance, greedy tokens exactly wherever the eager margin is
-// clear, the caches must agree, and no padding row may write a real page (unused slots stay NaN).
+// clear, the caches must agree, and no padding row may write a real page (unused slots stay NaN). Captured with
+// the graph arena (cuda_runtime.h, DSERVE_GRAPH_ARENA=1): the graphs hold no allocator node.
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -14,6 +15,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/pdl_probe.h"
 #include "model/deepseek_model.h"
 #include "ops/cuda/gpu_test_util.h"
 #include "runner/attn_metadata.h"
@@ -95,8 +97,23 @@ TEST_P(CudaGraphTest, ReplayMatchesEagerDecode) {
     auto g = CudaGraphRunner::create(*f.model, *f.ops, graphed, go);
     ASSERT_TRUE(g.is_ok()) << g.status().message();
     CudaGraphRunner& graphs = **g;
-    ASSERT_TRUE(graphs.capture().is_ok());
+    setenv("DSERVE_GRAPH_ARENA", "1", 1);  // the opt-in graph arena (cuda_runtime.h) under test
+    const bool captured = graphs.capture().is_ok();
+    unsetenv("DSERVE_GRAPH_ARENA");
+    ASSERT_TRUE(captured);
     EXPECT_EQ(graphs.batch_sizes(), (std::vector<int>{1, 2, 4, 8}));
+    // The captures' allocations come from the graph arena: no memory node sits between two kernels (how many edges
+    // stay programmatic is CudaGraphArena's check: here the poison fills are plain launches between them).
+    const CudaGraphStats& st = graphs.stats();
+    std::printf("GRAPHSTATS %-8s bs %d: %lld kernel nodes, %lld memory nodes, %lld other nodes, %lld of %lld "
+                "kernel-to-kernel edges programmatic, arena %zu MiB, %lld allocations missed it\n",
+                GetParam().c_str(), bs, static_cast<long long>(st.kernel_nodes),
+                static_cast<long long>(st.memory_nodes), static_cast<long long>(st.other_nodes),
+                static_cast<long long>(st.programmatic_edges), static_cast<long long>(st.kernel_edges),
+                st.arena_bytes >> 20, static_cast<long long>(st.arena_fallbacks));
+    EXPECT_EQ(st.memory_nodes, 0) << "capture allocations outside the graph arena";
+    EXPECT_EQ(st.arena_fallbacks, 0);
+    EXPECT_GT(st.kernel_nodes, 0);
 
     std::vector<int32_t> next(bs);
     for (auto& t : next) t = tok(rng);
@@ -175,6 +192,45 @@ TEST(CudaGraphDsa, Refused) {
   EXPECT_NE(g.status().message().find("DSA"), std::string::npos) << g.status().message();
 }
 
+// The statistics see memory nodes where there are some: without the arena (DSERVE_GRAPH_ARENA=0, the default) the same
+// captures hold the stream-ordered allocator's alloc / free nodes and keep fewer programmatic edges (without
+// poisoning, whose fills are plain launches; the share is printed: the rest are edges into plain launches, as
+// after a join, and cross-stream ones).
+TEST(CudaGraphArena, StatsSeeTheAllocatorsNodes) {
+  init_cuda_device(0);
+  set_cuda_alloc_poison(false);
+  Fixture f = load_fixture("v2_lite");
+  KvCache c = make_kv_cache(*f.ops, f.cfg, 64, 4, 0);
+  auto capture = [&](bool arena) {
+    setenv("DSERVE_GRAPH_ARENA", arena ? "1" : "0", 1);
+    CudaGraphOptions go;
+    go.max_bs = 2;
+    go.max_context = 128;
+    go.dummy_page = 3;
+    go.verbose = false;
+    CudaGraphStats st;
+    auto g = CudaGraphRunner::create(*f.model, *f.ops, c, go);
+    EXPECT_TRUE(g.is_ok()) << g.status().message();
+    if (g.is_ok()) {
+      EXPECT_TRUE((*g)->capture().is_ok());
+      st = (*g)->stats();
+    }
+    unsetenv("DSERVE_GRAPH_ARENA");
+    return st;
+  };
+  const CudaGraphStats with = capture(true), without = capture(false);
+  std::printf("GRAPHARENA v2_lite bs 1, 2: memory nodes %lld without the arena, %lld with; programmatic edges %lld "
+              "of %lld without, %lld of %lld with\n",
+              static_cast<long long>(without.memory_nodes), static_cast<long long>(with.memory_nodes),
+              static_cast<long long>(without.programmatic_edges), static_cast<long long>(without.kernel_edges),
+              static_cast<long long>(with.programmatic_edges), static_cast<long long>(with.kernel_edges));
+  EXPECT_GT(without.memory_nodes, 0);
+  EXPECT_EQ(with.memory_nodes, 0);
+  EXPECT_EQ(with.kernel_nodes, without.kernel_nodes) << "the same kernels either way";
+  if (kernels::pdl_enabled()) {
+    EXPECT_GT(with.programmatic_edges, without.programmatic_edges);
+  }
+}
 
 // Through the serving engine (scheduler -> BatchRunner -> graph replay for decode-only steps): greedy
 // outputs with graphs equal those without, step by step, until the eager run reaches a near-tie. Both with

@@ -5,9 +5,13 @@
 #include <cstdint>
 #include <algorithm>
 #include <cstddef>
+#include <memory>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
+#include "core/env.h"
+#include "core/stream_arena.h"
 #include "kernels/basic.h"
 
 namespace ds {
@@ -18,6 +22,62 @@ cudaStream_t g_stream = nullptr;
 cudaStream_t g_side_stream = nullptr;
 thread_local cudaStream_t t_current = nullptr;  // null: g_stream
 std::atomic<bool> g_poison{false};
+
+// The graph regions (begin_graph_alloc): the newest takes new blocks; older ones stay for the graphs captured on
+// them and for frees of their blocks. Never returned to the driver (graphs live as long as the process's engine).
+struct GraphRegion {
+  char* base = nullptr;
+  size_t bytes = 0;
+  std::unique_ptr<StreamArena> arena;
+};
+std::mutex g_region_mu;
+std::vector<GraphRegion> g_regions;
+thread_local bool t_graph_alloc = false;
+thread_local int64_t t_graph_fallbacks = 0;
+// begin_graph_alloc_measure: the same placement on offsets only, keyed by the real allocations' addresses.
+struct AllocShadow {
+  StreamArena arena{SIZE_MAX / 4};
+  std::unordered_map<void*, size_t> offsets;
+};
+thread_local std::unique_ptr<AllocShadow> t_shadow;
+
+uint64_t stream_key(cudaStream_t s) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(s)); }
+
+void* device_alloc(size_t n) {
+  void* p = nullptr;
+  cudaStream_t s = cuda_stream();
+  if (t_graph_alloc) {
+    std::lock_guard<std::mutex> lock(g_region_mu);
+    GraphRegion& r = g_regions.back();
+    if (const auto off = r.arena->alloc(n, stream_key(s))) p = r.base + *off;
+  }
+  if (!p) {
+    if (t_graph_alloc) ++t_graph_fallbacks;
+    DS_CUDA_CHECK(cudaMallocAsync(&p, n, s));
+    if (t_shadow) t_shadow->offsets[p] = *t_shadow->arena.alloc(n, stream_key(s));
+  }
+  if (g_poison.load(std::memory_order_relaxed)) DS_CUDA_CHECK(kernels::launch_fill_u16(p, n / 2, 0xFFFEu, s));
+  return p;
+}
+
+void device_free(void* p) {
+  cudaStream_t s = t_current ? t_current : g_stream;
+  {
+    std::lock_guard<std::mutex> lock(g_region_mu);
+    for (GraphRegion& r : g_regions)
+      if (static_cast<char*>(p) >= r.base && static_cast<char*>(p) < r.base + r.bytes) {
+        DS_CHECK(r.arena->free(static_cast<size_t>(static_cast<char*>(p) - r.base), stream_key(s)),
+                 "free of a graph-region address that is not a live block");
+        return;
+      }
+  }
+  if (t_shadow)
+    if (auto it = t_shadow->offsets.find(p); it != t_shadow->offsets.end()) {
+      t_shadow->arena.free(it->second, stream_key(s));
+      t_shadow->offsets.erase(it);
+    }
+  cudaFreeAsync(p, s);
+}
 
 void make_current() {
   thread_local int current = -1;
@@ -53,16 +113,7 @@ void init_cuda_device(int device_index) {
   DS_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_index));
   uint64_t keep = UINT64_MAX;  // keep freed blocks in the pool instead of returning them at every sync
   DS_CUDA_CHECK(cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep));
-  set_device_allocator(Device::kCuda,
-                       DeviceAllocator{[](size_t n) {
-                                         void* p = nullptr;
-                                         cudaStream_t s = cuda_stream();
-                                         DS_CUDA_CHECK(cudaMallocAsync(&p, n, s));
-                                         if (g_poison.load(std::memory_order_relaxed))
-                                           DS_CUDA_CHECK(kernels::launch_fill_u16(p, n / 2, 0xFFFEu, s));
-                                         return p;
-                                       },
-                                       [](void* p) { cudaFreeAsync(p, t_current ? t_current : g_stream); }});
+  set_device_allocator(Device::kCuda, DeviceAllocator{device_alloc, device_free});
 }
 
 cudaStream_t cuda_stream() {
@@ -88,6 +139,47 @@ cudaStream_t cuda_side_stream() {
 void set_current_cuda_stream(cudaStream_t s) { t_current = s == g_stream ? nullptr : s; }
 
 void set_cuda_alloc_poison(bool on) { g_poison.store(on); }
+
+bool graph_arena_enabled() { return env_flag("DSERVE_GRAPH_ARENA", false); }
+
+void begin_graph_alloc_measure() { t_shadow = std::make_unique<AllocShadow>(); }
+
+size_t end_graph_alloc_measure() {
+  DS_CHECK(t_shadow, "end_graph_alloc_measure without begin_graph_alloc_measure");
+  const size_t need = t_shadow->arena.high_water();
+  t_shadow.reset();
+  return need;
+}
+
+void begin_graph_alloc(size_t bytes) {
+  DS_CHECK(!t_graph_alloc, "nested begin_graph_alloc");
+  cuda_stream();  // the device current on this thread
+  std::lock_guard<std::mutex> lock(g_region_mu);
+  if (g_regions.empty() || g_regions.back().bytes < bytes) {
+    GraphRegion r;
+    r.bytes = std::max<size_t>(StreamArena::round_up(bytes), StreamArena::kAlign);
+    DS_CUDA_CHECK(cudaMalloc(&r.base, r.bytes));
+    r.arena = std::make_unique<StreamArena>(r.bytes);
+    g_regions.push_back(std::move(r));
+  }
+  g_regions.back().arena->release_tags();  // graphs launch one at a time: nothing of an earlier capture is in flight
+  t_graph_alloc = true;
+  t_graph_fallbacks = 0;
+}
+
+GraphAllocStats end_graph_alloc() {
+  DS_CHECK(t_graph_alloc, "end_graph_alloc without begin_graph_alloc");
+  t_graph_alloc = false;
+  std::lock_guard<std::mutex> lock(g_region_mu);
+  GraphRegion& r = g_regions.back();
+  r.arena->release_tags();
+  GraphAllocStats st;
+  st.fallbacks = t_graph_fallbacks;
+  st.live_blocks = r.arena->live_blocks();
+  st.high_water = r.arena->high_water();
+  st.region_bytes = r.bytes;
+  return st;
+}
 
 namespace {
 std::mutex g_pinned_mu;

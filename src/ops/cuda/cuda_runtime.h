@@ -35,6 +35,30 @@ cudaStream_t cuda_side_stream();
 // stream (stream-ordered), so a tensor made in a side section may die in it; one made before it must not.
 void set_current_cuda_stream(cudaStream_t s);
 
+// CUDA-graph capture allocations (runner/cuda_graph_runner.cpp). Captured cudaMallocAsync / cudaFreeAsync calls
+// become memory nodes of the graph, and a kernel whose predecessor in its stream is such a node gets a full edge
+// instead of a programmatic one: it cannot start before that kernel ends (PDL, kernels/pdl.cuh; in a session-26
+// trace 322 of 509 kernel boundaries of a decode step had a node between them, and none started early). Between
+// begin_graph_alloc and end_graph_alloc this thread's device allocations are placed in a region kept for graphs
+// (core/stream_arena.h: blocks reused only on the stream that freed them), which adds no node.
+// Measuring first: between begin_graph_alloc_measure() and end_graph_alloc_measure() (the eager warm-up of the same
+// forward) allocations are also placed in a shadow arena; the result is the bytes that sequence needs.
+void begin_graph_alloc_measure();
+size_t end_graph_alloc_measure();
+// Makes the graph region at least `bytes` (cudaMalloc, outside the capture; a region outgrown stays for the graphs
+// captured on it) and routes this thread's allocations to it.
+void begin_graph_alloc(size_t bytes);
+struct GraphAllocStats {
+  int64_t fallbacks = 0;    // allocations that did not fit (cudaMallocAsync: a memory node each)
+  int64_t live_blocks = 0;  // region blocks still allocated at the end (kept until freed)
+  size_t high_water = 0;    // bytes of the region used so far
+  size_t region_bytes = 0;
+};
+GraphAllocStats end_graph_alloc();
+// DSERVE_GRAPH_ARENA=1 (read per call) routes the graph runner's capture allocations to the arena. Off by default
+// until measured on the device (written in session 27, which had no device time): the GPU tests turn it on.
+bool graph_arena_enabled();
+
 // Tests: fill every new allocation with 0xFFFE halves (NaN as bf16 and fp32, -65538 as int32), so an op
 // that leaves part of its output unwritten is caught.
 void set_cuda_alloc_poison(bool on);
