@@ -24,14 +24,15 @@ thread_local cudaStream_t t_current = nullptr;  // null: g_stream
 std::atomic<bool> g_poison{false};
 
 // The graph regions (begin_graph_alloc): the newest takes new blocks; older ones stay for the graphs captured on
-// them and for frees of their blocks. Never returned to the driver (graphs live as long as the process's engine).
+// them and for frees of their blocks. Never returned to the driver (graphs live as long as the process's engine),
+// and never destroyed: tensors held by static objects may be freed during exit.
 struct GraphRegion {
   char* base = nullptr;
   size_t bytes = 0;
   std::unique_ptr<StreamArena> arena;
 };
-std::mutex g_region_mu;
-std::vector<GraphRegion> g_regions;
+std::mutex& g_region_mu = *new std::mutex;
+std::vector<GraphRegion>& g_regions = *new std::vector<GraphRegion>;
 thread_local bool t_graph_alloc = false;
 thread_local int64_t t_graph_fallbacks = 0;
 // begin_graph_alloc_measure: the same placement on offsets only, keyed by the real allocations' addresses.
@@ -39,7 +40,7 @@ struct AllocShadow {
   StreamArena arena{SIZE_MAX / 4};
   std::unordered_map<void*, size_t> offsets;
 };
-thread_local std::unique_ptr<AllocShadow> t_shadow;
+thread_local AllocShadow* t_shadow = nullptr;  // owned; a plain pointer so thread exit destroys nothing
 
 uint64_t stream_key(cudaStream_t s) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(s)); }
 
@@ -142,12 +143,16 @@ void set_cuda_alloc_poison(bool on) { g_poison.store(on); }
 
 bool graph_arena_enabled() { return env_flag("DSERVE_GRAPH_ARENA", false); }
 
-void begin_graph_alloc_measure() { t_shadow = std::make_unique<AllocShadow>(); }
+void begin_graph_alloc_measure() {
+  delete t_shadow;
+  t_shadow = new AllocShadow;
+}
 
 size_t end_graph_alloc_measure() {
   DS_CHECK(t_shadow, "end_graph_alloc_measure without begin_graph_alloc_measure");
   const size_t need = t_shadow->arena.high_water();
-  t_shadow.reset();
+  delete t_shadow;
+  t_shadow = nullptr;
   return need;
 }
 
