@@ -14,6 +14,7 @@
 
 #include <cuda_runtime.h>
 
+#include "ops/cuda/copy_bandwidth.h"
 #include "ops/cuda/cublaslt_gemm.h"
 #include "ops/cuda/cuda_runtime.h"
 #include "ops/cuda/fp8_linear.h"
@@ -58,34 +59,27 @@ void fill_bf16(void* dev, size_t n, uint32_t seed) {
   DS_CUDA_CHECK(cudaMemcpy(dev, h.data(), n * 2, cudaMemcpyHostToDevice));
 }
 
-// Median time per call of f(0..iters-1), replayed from a CUDA graph (graph = true: as a decode step runs them, device
-// time only; eagerly a call of several small launches is bound by the host at small M) or launched eagerly (the
-// copy-bandwidth baseline: a graph's memcpy node takes the copy engines, slower than cudaMemcpyAsync's kernel).
+// Median time per call of f(0..iters-1), replayed from a CUDA graph (as a decode step runs them: device time only;
+// eagerly a call of several small launches is bound by the host at small M).
 template <typename F>
-double time_us(F&& f, int iters, bool graph_replay = true) {
+double time_us(F&& f, int iters) {
   cudaStream_t s = cuda_stream();
   for (int i = 0; i < 3; ++i) f(i);
   DS_CUDA_CHECK(cudaStreamSynchronize(s));
   cudaGraph_t graph = nullptr;
   cudaGraphExec_t exec = nullptr;
-  if (graph_replay) {
-    DS_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-    for (int i = 0; i < iters; ++i) f(i);
-    DS_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
-    DS_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-    DS_CUDA_CHECK(cudaGraphLaunch(exec, s));
-  }
+  DS_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
+  for (int i = 0; i < iters; ++i) f(i);
+  DS_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
+  DS_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
+  DS_CUDA_CHECK(cudaGraphLaunch(exec, s));
   cudaEvent_t e0, e1;
   DS_CUDA_CHECK(cudaEventCreate(&e0));
   DS_CUDA_CHECK(cudaEventCreate(&e1));
   std::vector<float> ms;
   for (int r = 0; r < 5; ++r) {
     DS_CUDA_CHECK(cudaEventRecord(e0, s));
-    if (exec) {
-      DS_CUDA_CHECK(cudaGraphLaunch(exec, s));
-    } else {
-      for (int i = 0; i < iters; ++i) f(i);
-    }
+    DS_CUDA_CHECK(cudaGraphLaunch(exec, s));
     DS_CUDA_CHECK(cudaEventRecord(e1, s));
     DS_CUDA_CHECK(cudaEventSynchronize(e1));
     float t;
@@ -94,22 +88,10 @@ double time_us(F&& f, int iters, bool graph_replay = true) {
   }
   cudaEventDestroy(e0);
   cudaEventDestroy(e1);
-  if (exec) cudaGraphExecDestroy(exec);
-  if (graph) cudaGraphDestroy(graph);
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(graph);
   std::sort(ms.begin(), ms.end());
   return ms[ms.size() / 2] * 1e3;
-}
-
-double copy_bandwidth() {
-  const size_t bytes = size_t{1} << 30;
-  void *a, *b;
-  DS_CUDA_CHECK(cudaMalloc(&a, bytes));
-  DS_CUDA_CHECK(cudaMalloc(&b, bytes));
-  DS_CUDA_CHECK(cudaMemset(a, 1, bytes));
-  const double us = time_us([&](int) { DS_CUDA_CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, cuda_stream())); }, 3, false);
-  DS_CUDA_CHECK(cudaFree(a));
-  DS_CUDA_CHECK(cudaFree(b));
-  return 2.0 * bytes / (us * 1e-6);
 }
 
 }  // namespace
@@ -131,7 +113,7 @@ int main(int argc, char** argv) {
   init_cuda_device(0);
   cudaDeviceProp prop;
   DS_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
-  const double bw = copy_bandwidth();
+  const double bw = measure_copy_bandwidth(cuda_stream());
   std::printf("device %s, %d SMs; d2d copy %.0f GB/s (read + write); peaks assumed fp8 %.0f / bf16 %.0f TFLOP/s\n",
               prop.name, prop.multiProcessorCount, bw / 1e9, kPeakFp8 / 1e12, kPeakBf16 / 1e12);
   FILE* csv = csv_path.empty() ? nullptr : std::fopen(csv_path.c_str(), "w");

@@ -27,6 +27,7 @@
 #include "kernels/moe.h"
 #include "kernels/read_probe.h"
 #include "ops/cuda/attention.h"
+#include "ops/cuda/copy_bandwidth.h"
 #include "ops/cuda/cublaslt_gemm.h"
 #include "ops/cuda/cuda_runtime.h"
 #include "ops/cuda/kernel_cases.h"
@@ -324,18 +325,8 @@ class Runner {
     Events ev;
     {  // device copy of 1 GiB, read + written
       const size_t bytes = size_t{1} << 30;
-      Tensor a = Tensor::empty({static_cast<int64_t>(bytes)}, DType::kU8, Device::kCuda);
-      Tensor c = Tensor::empty({static_cast<int64_t>(bytes)}, DType::kU8, Device::kCuda);
-      CK(cudaMemsetAsync(a.data(), 1, bytes, stream()));
-      std::vector<double> us;
-      for (int i = 0; i < 13; ++i) {
-        ev.start();
-        CK(cudaMemcpyAsync(c.data(), a.data(), bytes, cudaMemcpyDeviceToDevice, stream()));
-        const double t = ev.stop_us();
-        if (i >= 3) us.push_back(t);
-      }
-      const double t = kbench::median(us);
-      ceil_.copy_bytes_per_s = 2.0 * bytes / (t * 1e-6);
+      ceil_.copy_bytes_per_s = measure_copy_bandwidth(stream(), bytes);
+      const double t = 2.0 * bytes / ceil_.copy_bytes_per_s * 1e6;
       copy_row_ = Row{"ceiling", "-", "d2d copy 1 GiB (read+write)", t, Cost{0, 2.0 * bytes}, "", 0, -1, "ok"};
     }
     {  // cuBLASLt bf16 GEMM 8192^3 through ops.linear (the backend's heuristic pick)

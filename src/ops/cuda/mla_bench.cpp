@@ -13,6 +13,7 @@
 
 #include "kernels/kv_fp8.h"
 #include "kernels/mla_decode.h"
+#include "ops/cuda/copy_bandwidth.h"
 #include "ops/cuda/mla_bench_case.h"
 
 namespace {
@@ -23,32 +24,6 @@ using ds::mla_bench::bf16_value;
 float median(std::vector<float> v) {
   std::sort(v.begin(), v.end());
   return v[v.size() / 2];
-}
-
-// Device-to-device copy bandwidth, bytes read + written, median of 10.
-double copy_bandwidth(cudaStream_t stream) {
-  const size_t bytes = size_t{1} << 30;
-  void *a, *b;
-  CHECK(cudaMalloc(&a, bytes));
-  CHECK(cudaMalloc(&b, bytes));
-  CHECK(cudaMemset(a, 1, bytes));
-  cudaEvent_t e0, e1;
-  CHECK(cudaEventCreate(&e0));
-  CHECK(cudaEventCreate(&e1));
-  for (int i = 0; i < 3; ++i) CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream));
-  std::vector<float> ms;
-  for (int i = 0; i < 10; ++i) {
-    CHECK(cudaEventRecord(e0, stream));
-    CHECK(cudaMemcpyAsync(b, a, bytes, cudaMemcpyDeviceToDevice, stream));
-    CHECK(cudaEventRecord(e1, stream));
-    CHECK(cudaEventSynchronize(e1));
-    float t;
-    CHECK(cudaEventElapsedTime(&t, e0, e1));
-    ms.push_back(t);
-  }
-  CHECK(cudaFree(a));
-  CHECK(cudaFree(b));
-  return 2.0 * bytes / (median(ms) * 1e-3);
 }
 
 struct Case {
@@ -65,7 +40,7 @@ int main(int argc, char** argv) {
   CHECK(cudaGetDeviceProperties(&prop, 0));
   cudaStream_t stream;
   CHECK(cudaStreamCreate(&stream));
-  const double copy_bw = copy_bandwidth(stream);
+  const double copy_bw = ds::measure_copy_bandwidth(stream);
   std::printf("device %s, %d SMs; d2d copy %.0f GB/s (read + write)\n", prop.name, prop.multiProcessorCount,
               copy_bw / 1e9);
   FILE* csv = std::fopen(csv_path.c_str(), "w");

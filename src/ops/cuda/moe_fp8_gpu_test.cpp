@@ -15,6 +15,7 @@
 
 #include "kernels/moe_fp8.h"
 #include "kernels/moe_gemm.h"
+#include "ops/cuda/copy_bandwidth.h"
 #include "ops/cuda/gpu_test_util.h"
 #include "ops/fp8.h"
 
@@ -682,8 +683,8 @@ TEST_F(MoeFp8Test, V2LiteDecodeBandwidth) {
 }
 
 // DeepSeek-V3's MoE layer (256 experts, d 7168, inter 2048, top-8) in FP8, timed at batch 1..256 against its
-// weight-bytes roofline (the routed experts' e4m3 weights and scales once per call; pass the device's copy
-// bandwidth as DSERVE_COPY_GBPS, default 2990 from ../shared/DEVICE.md). The weights are random e4m3 bytes
+// weight-bytes roofline (the routed experts' e4m3 weights and scales once per call, at the copy bandwidth measured
+// here). The weights are random e4m3 bytes
 // (random_e4m3_weight: no NaN encodings) with scale 1/64: the output must be finite. Needs 24 GB of device memory.
 TEST_F(MoeFp8Test, V3LayerDecodeTiming) {
   const int64_t d = 7168, inter = 2048;
@@ -695,8 +696,8 @@ TEST_F(MoeFp8Test, V3LayerDecodeTiming) {
                      dn = random_e4m3_weight(d, inter, 3, 1.0f / 64);
   std::vector<PreparedMlp> experts;
   for (int e = 0; e < E; ++e) experts.push_back(gpu().prepare_mlp(g, u, dn));
-  const char* bw_env = std::getenv("DSERVE_COPY_GBPS");
-  const double copy_gbps = bw_env ? std::atof(bw_env) : 2990.0;
+  const double copy_gbps = measure_copy_bandwidth(cuda_stream()) / 1e9;
+  std::printf("MOEFP8V3 d2d copy %.0f GB/s\n", copy_gbps);
   for (int64_t T : {1, 8, 32, 64, 128, 256}) {
     Tensor x = randn({T, d}, rng_);
     Tensor idt = i32_tensor(route(T, K, E, -1), {T, K});
