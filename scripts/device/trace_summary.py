@@ -86,3 +86,15 @@ for a, b in zip(ks, ks[1:]):
 print("\ngap before each kernel (last step): name, count, sum us, mean us")
 for name, g in sorted(gap_by.items(), key=lambda kv: -sum(kv[1]))[:15]:
     print(f"  {sum(g):8.1f} us  x{len(g):<4d} {sum(g)/len(g):6.2f} us  {name}")
+# Boundaries by what lies between two kernels in the graph (session 27): node ids of consecutive kernels differ by 1
+# when nothing does, by more when non-kernel nodes (the allocator's alloc / free nodes without the graph arena) do;
+# only a kernel-to-kernel edge can be programmatic (an early start).
+if ks and "graph_node" in ks[0]:
+    by_id = sorted(ks, key=lambda r: int(r["graph_node"]))
+    dist = collections.defaultdict(list)
+    for a, b in zip(by_id, by_id[1:]):
+        dist[min(int(b["graph_node"]) - int(a["graph_node"]), 3)].append((b["start_ns"] - a["end_ns"]) / 1e3)
+    print("\nstart - previous end by node-id distance (last step; 3 = three or more): pairs, median us, share > 0.3 us early")
+    for d, g in sorted(dist.items()):
+        g.sort()
+        print(f"  {d}: {len(g):4d}  {g[len(g)//2]:6.2f} us  {sum(x < -0.3 for x in g) / len(g):.2f}")
