@@ -283,20 +283,31 @@ Status CudaGraphRunner::capture() {
     write_inputs({}, bs);
     if (arena) begin_graph_alloc_measure();
     run(bs);  // warm-up: lazily built tables, kernel attributes, GEMM heuristics happen outside the capture
-    const size_t need = arena ? end_graph_alloc_measure() : 0;
+    size_t need = arena ? end_graph_alloc_measure() : 0;
     DS_CUDA_CHECK(cudaStreamSynchronize(stream));
-    // Slack for a capture that places its blocks differently from the warm-up (none seen; a miss only costs nodes).
-    if (arena) begin_graph_alloc(need + need / 8 + (size_t{2} << 20));
+    // The warm-up's placement is the first guess (with slack); a capture whose allocations do not all fit (a path
+    // that differs while capturing, e.g. the MoE layer past its grouped size) is captured again on a fresh region of
+    // exactly what its own sequence needed.
     cudaGraph_t graph = nullptr;
-    DS_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
-    run(bs);
-    const cudaError_t end = cudaStreamEndCapture(stream, &graph);
-    if (arena) {
-      const GraphAllocStats a = end_graph_alloc();
-      stats_.arena_fallbacks += a.fallbacks;
+    for (int attempt = 0;; ++attempt) {
+      if (arena) begin_graph_alloc(attempt == 0 ? need + need / 8 + (size_t{2} << 20) : need, attempt > 0);
+      DS_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
+      run(bs);
+      const cudaError_t end = cudaStreamEndCapture(stream, &graph);
+      const GraphAllocStats a = arena ? end_graph_alloc() : GraphAllocStats{};
+      if (end != cudaSuccess)
+        return error("CUDA graph capture of batch size ", bs, " failed: ", cudaGetErrorString(end));
+      if (!arena) break;
       stats_.arena_bytes = a.region_bytes;
+      if (a.fallbacks == 0 || attempt == 1) {
+        stats_.arena_fallbacks += a.fallbacks;
+        break;
+      }
+      cudaGraphDestroy(graph);
+      graph = nullptr;
+      need = a.needed;
+      ++stats_.arena_recaptures;
     }
-    if (end != cudaSuccess) return error("CUDA graph capture of batch size ", bs, " failed: ", cudaGetErrorString(end));
     im.graphs[i] = graph;
     count_graph(graph, &stats_);
     const cudaError_t inst = cudaGraphInstantiate(&im.execs[i], graph, 0);
@@ -311,7 +322,8 @@ Status CudaGraphRunner::capture() {
             " s: ", stats_.kernel_nodes, " kernel nodes, ", stats_.memory_nodes, " memory nodes, ",
             stats_.programmatic_edges, " of ", stats_.kernel_edges, " kernel-to-kernel edges programmatic",
             arena ? ", graph arena " : "", arena ? std::to_string(stats_.arena_bytes >> 20) + " MiB" : "",
-            stats_.arena_fallbacks ? ", " + std::to_string(stats_.arena_fallbacks) + " allocations missed it" : "");
+            stats_.arena_fallbacks ? ", " + std::to_string(stats_.arena_fallbacks) + " allocations missed it" : "",
+            stats_.arena_recaptures ? ", " + std::to_string(stats_.arena_recaptures) + " recaptured on a larger one" : "");
   return Status::ok();
 }
 

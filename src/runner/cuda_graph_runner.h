@@ -48,6 +48,7 @@ struct CudaGraphStats {
   int64_t kernel_nodes = 0, memory_nodes = 0, other_nodes = 0;
   int64_t kernel_edges = 0, programmatic_edges = 0;
   int64_t arena_fallbacks = 0;  // capture allocations that missed the graph arena (each a memory node pair)
+  int64_t arena_recaptures = 0;  // captures repeated on a larger region (the warm-up's guess was short)
   size_t arena_bytes = 0;       // the graph region's size after the captures
 };
 

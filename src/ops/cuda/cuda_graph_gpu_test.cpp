@@ -106,11 +106,12 @@ TEST_P(CudaGraphTest, ReplayMatchesEagerDecode) {
     // stay programmatic is CudaGraphArena's check: here the poison fills are plain launches between them).
     const CudaGraphStats& st = graphs.stats();
     std::printf("GRAPHSTATS %-8s bs %d: %lld kernel nodes, %lld memory nodes, %lld other nodes, %lld of %lld "
-                "kernel-to-kernel edges programmatic, arena %zu MiB, %lld allocations missed it\n",
+                "kernel-to-kernel edges programmatic, arena %zu MiB, %lld allocations missed it, %lld recaptures\n",
                 GetParam().c_str(), bs, static_cast<long long>(st.kernel_nodes),
                 static_cast<long long>(st.memory_nodes), static_cast<long long>(st.other_nodes),
                 static_cast<long long>(st.programmatic_edges), static_cast<long long>(st.kernel_edges),
-                st.arena_bytes >> 20, static_cast<long long>(st.arena_fallbacks));
+                st.arena_bytes >> 20, static_cast<long long>(st.arena_fallbacks),
+                static_cast<long long>(st.arena_recaptures));
     EXPECT_EQ(st.memory_nodes, 0) << "capture allocations outside the graph arena";
     EXPECT_EQ(st.arena_fallbacks, 0);
     EXPECT_GT(st.kernel_nodes, 0);

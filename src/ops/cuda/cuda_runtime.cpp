@@ -35,7 +35,9 @@ std::mutex& g_region_mu = *new std::mutex;
 std::vector<GraphRegion>& g_regions = *new std::vector<GraphRegion>;
 thread_local bool t_graph_alloc = false;
 thread_local int64_t t_graph_fallbacks = 0;
-// begin_graph_alloc_measure: the same placement on offsets only, keyed by the real allocations' addresses.
+// The placement this thread's allocations would take in an empty, unbounded arena (offsets only, keyed by the
+// real addresses): begin_graph_alloc_measure's warm-up and every graph allocation scope, whose own sequence tells
+// the size a retry needs.
 struct AllocShadow {
   StreamArena arena{SIZE_MAX / 4};
   std::unordered_map<void*, size_t> offsets;
@@ -55,14 +57,19 @@ void* device_alloc(size_t n) {
   if (!p) {
     if (t_graph_alloc) ++t_graph_fallbacks;
     DS_CUDA_CHECK(cudaMallocAsync(&p, n, s));
-    if (t_shadow) t_shadow->offsets[p] = *t_shadow->arena.alloc(n, stream_key(s));
   }
+  if (t_shadow) t_shadow->offsets[p] = *t_shadow->arena.alloc(n, stream_key(s));
   if (g_poison.load(std::memory_order_relaxed)) DS_CUDA_CHECK(kernels::launch_fill_u16(p, n / 2, 0xFFFEu, s));
   return p;
 }
 
 void device_free(void* p) {
   cudaStream_t s = t_current ? t_current : g_stream;
+  if (t_shadow)
+    if (auto it = t_shadow->offsets.find(p); it != t_shadow->offsets.end()) {
+      t_shadow->arena.free(it->second, stream_key(s));
+      t_shadow->offsets.erase(it);
+    }
   {
     std::lock_guard<std::mutex> lock(g_region_mu);
     for (GraphRegion& r : g_regions)
@@ -72,11 +79,6 @@ void device_free(void* p) {
         return;
       }
   }
-  if (t_shadow)
-    if (auto it = t_shadow->offsets.find(p); it != t_shadow->offsets.end()) {
-      t_shadow->arena.free(it->second, stream_key(s));
-      t_shadow->offsets.erase(it);
-    }
   cudaFreeAsync(p, s);
 }
 
@@ -156,11 +158,13 @@ size_t end_graph_alloc_measure() {
   return need;
 }
 
-void begin_graph_alloc(size_t bytes) {
+void begin_graph_alloc(size_t bytes, bool fresh_region) {
   DS_CHECK(!t_graph_alloc, "nested begin_graph_alloc");
   cuda_stream();  // the device current on this thread
+  delete t_shadow;
+  t_shadow = new AllocShadow;
   std::lock_guard<std::mutex> lock(g_region_mu);
-  if (g_regions.empty() || g_regions.back().bytes < bytes) {
+  if (fresh_region || g_regions.empty() || g_regions.back().bytes < bytes) {
     GraphRegion r;
     r.bytes = std::max<size_t>(StreamArena::round_up(bytes), StreamArena::kAlign);
     DS_CUDA_CHECK(cudaMalloc(&r.base, r.bytes));
@@ -180,6 +184,9 @@ GraphAllocStats end_graph_alloc() {
   r.arena->release_tags();
   GraphAllocStats st;
   st.fallbacks = t_graph_fallbacks;
+  st.needed = t_shadow ? t_shadow->arena.high_water() : 0;
+  delete t_shadow;
+  t_shadow = nullptr;
   st.live_blocks = r.arena->live_blocks();
   st.high_water = r.arena->high_water();
   st.region_bytes = r.bytes;

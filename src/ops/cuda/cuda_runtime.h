@@ -46,10 +46,11 @@ void set_current_cuda_stream(cudaStream_t s);
 void begin_graph_alloc_measure();
 size_t end_graph_alloc_measure();
 // Makes the graph region at least `bytes` (cudaMalloc, outside the capture; a region outgrown stays for the graphs
-// captured on it) and routes this thread's allocations to it.
-void begin_graph_alloc(size_t bytes);
+// captured on it), or a new one of `bytes` with fresh_region, and routes this thread's allocations to it.
+void begin_graph_alloc(size_t bytes, bool fresh_region = false);
 struct GraphAllocStats {
   int64_t fallbacks = 0;    // allocations that did not fit (cudaMallocAsync: a memory node each)
+  size_t needed = 0;        // what this scope's allocations need from an empty region (a retry's size)
   int64_t live_blocks = 0;  // region blocks still allocated at the end (kept until freed)
   size_t high_water = 0;    // bytes of the region used so far
   size_t region_bytes = 0;
