@@ -40,7 +40,9 @@ void set_current_cuda_stream(cudaStream_t s);
 // instead of a programmatic one: it cannot start before that kernel ends (PDL, kernels/pdl.cuh; in a session-26
 // trace 322 of 509 kernel boundaries of a decode step had a node between them, and none started early). Between
 // begin_graph_alloc and end_graph_alloc this thread's device allocations are placed in a region kept for graphs
-// (core/stream_arena.h: blocks reused only on the stream that freed them), which adds no node.
+// (core/stream_arena.h: blocks reused only on the stream that freed them), which adds no node. A reused block's new
+// writer is then ordered after its last reader by the PDL contract (kernels/pdl.cuh: no global write before
+// pdl_wait, and pdl_wait returns once every earlier kernel of the stream has completed), not by a full edge.
 // Measuring first: between begin_graph_alloc_measure() and end_graph_alloc_measure() (the eager warm-up of the same
 // forward) allocations are also placed in a shadow arena; the result is the bytes that sequence needs.
 void begin_graph_alloc_measure();
