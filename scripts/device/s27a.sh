@@ -10,6 +10,9 @@ set -u
 source "$(dirname "$0")/lib.sh"
 OUT=$OUT/suite timeout 250 bash "$(dirname "$0")/gpusuite.sh"
 grep -h "PDLCHAIN\|PDLJOIN\|GRAPHSTATS\|GRAPHARENA" "$OUT"/suite/*.log
+# Every graph test with the arena forced on (the serving engine's graphs too): the races it could expose show here.
+DSERVE_GRAPH_ARENA=1 GTEST_FILTER='*Graph*' SUITE_LIMIT=120 OUT=$OUT/arena_graphs timeout 130 \
+  bash "$(dirname "$0")/gpusuite.sh"
 DSERVE_GRAPH_ARENA=1 OUT=$OUT/trace_arena TRACE_BS=1 TRACE_EXTRA="--quantization fp8" \
   bash "$(dirname "$0")/trace.sh" | grep -E "^==|^Decode|^step|distance|^  [123]:"
 for q in "" "--quantization fp8"; do

@@ -97,10 +97,10 @@ TEST_P(CudaGraphTest, ReplayMatchesEagerDecode) {
     auto g = CudaGraphRunner::create(*f.model, *f.ops, graphed, go);
     ASSERT_TRUE(g.is_ok()) << g.status().message();
     CudaGraphRunner& graphs = **g;
-    setenv("DSERVE_GRAPH_ARENA", "1", 1);  // the opt-in graph arena (cuda_runtime.h) under test
-    const bool captured = graphs.capture().is_ok();
-    unsetenv("DSERVE_GRAPH_ARENA");
-    ASSERT_TRUE(captured);
+    {
+      test::ScopedEnv arena("DSERVE_GRAPH_ARENA", "1");  // the opt-in graph arena (cuda_runtime.h) under test
+      ASSERT_TRUE(graphs.capture().is_ok());
+    }
     EXPECT_EQ(graphs.batch_sizes(), (std::vector<int>{1, 2, 4, 8}));
     // The captures' allocations come from the graph arena: no memory node sits between two kernels (how many edges
     // stay programmatic is CudaGraphArena's check: here the poison fills are plain launches between them).
@@ -203,7 +203,7 @@ TEST(CudaGraphArena, StatsSeeTheAllocatorsNodes) {
   Fixture f = load_fixture("v2_lite");
   KvCache c = make_kv_cache(*f.ops, f.cfg, 64, 4, 0);
   auto capture = [&](bool arena) {
-    setenv("DSERVE_GRAPH_ARENA", arena ? "1" : "0", 1);
+    test::ScopedEnv env("DSERVE_GRAPH_ARENA", arena ? "1" : "0");
     CudaGraphOptions go;
     go.max_bs = 2;
     go.max_context = 128;
@@ -216,7 +216,6 @@ TEST(CudaGraphArena, StatsSeeTheAllocatorsNodes) {
       EXPECT_TRUE((*g)->capture().is_ok());
       st = (*g)->stats();
     }
-    unsetenv("DSERVE_GRAPH_ARENA");
     return st;
   };
   const CudaGraphStats with = capture(true), without = capture(false);
