@@ -44,6 +44,18 @@ struct AllocShadow {
 };
 thread_local AllocShadow* t_shadow = nullptr;  // owned; a plain pointer so thread exit destroys nothing
 
+// A new shadow for this thread (replacing any), and what the one running needs, ending it.
+void start_shadow() {
+  delete t_shadow;
+  t_shadow = new AllocShadow;
+}
+size_t end_shadow() {
+  const size_t need = t_shadow ? t_shadow->arena.high_water() : 0;
+  delete t_shadow;
+  t_shadow = nullptr;
+  return need;
+}
+
 uint64_t stream_key(cudaStream_t s) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(s)); }
 
 void* device_alloc(size_t n) {
@@ -145,24 +157,17 @@ void set_cuda_alloc_poison(bool on) { g_poison.store(on); }
 
 bool graph_arena_enabled() { return env_flag("DSERVE_GRAPH_ARENA", false); }
 
-void begin_graph_alloc_measure() {
-  delete t_shadow;
-  t_shadow = new AllocShadow;
-}
+void begin_graph_alloc_measure() { start_shadow(); }
 
 size_t end_graph_alloc_measure() {
   DS_CHECK(t_shadow, "end_graph_alloc_measure without begin_graph_alloc_measure");
-  const size_t need = t_shadow->arena.high_water();
-  delete t_shadow;
-  t_shadow = nullptr;
-  return need;
+  return end_shadow();
 }
 
 void begin_graph_alloc(size_t bytes, bool fresh_region) {
   DS_CHECK(!t_graph_alloc, "nested begin_graph_alloc");
   cuda_stream();  // the device current on this thread
-  delete t_shadow;
-  t_shadow = new AllocShadow;
+  start_shadow();
   std::lock_guard<std::mutex> lock(g_region_mu);
   if (fresh_region || g_regions.empty() || g_regions.back().bytes < bytes) {
     GraphRegion r;
@@ -184,11 +189,7 @@ GraphAllocStats end_graph_alloc() {
   r.arena->release_tags();
   GraphAllocStats st;
   st.fallbacks = t_graph_fallbacks;
-  st.needed = t_shadow ? t_shadow->arena.high_water() : 0;
-  delete t_shadow;
-  t_shadow = nullptr;
-  st.live_blocks = r.arena->live_blocks();
-  st.high_water = r.arena->high_water();
+  st.needed = end_shadow();
   st.region_bytes = r.bytes;
   return st;
 }

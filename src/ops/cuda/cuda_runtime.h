@@ -53,9 +53,7 @@ void begin_graph_alloc(size_t bytes, bool fresh_region = false);
 struct GraphAllocStats {
   int64_t fallbacks = 0;    // allocations that did not fit (cudaMallocAsync: a memory node each)
   size_t needed = 0;        // what this scope's allocations need from an empty region (a retry's size)
-  int64_t live_blocks = 0;  // region blocks still allocated at the end (kept until freed)
-  size_t high_water = 0;    // bytes of the region used so far
-  size_t region_bytes = 0;
+  size_t region_bytes = 0;  // the region this scope used
 };
 GraphAllocStats end_graph_alloc();
 // DSERVE_GRAPH_ARENA=1 (read per call) routes the graph runner's capture allocations to the arena. Off by default
