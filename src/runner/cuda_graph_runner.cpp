@@ -273,8 +273,8 @@ Status CudaGraphRunner::capture() {
     model_.logits_into(hidden, logits);
   };
   // The captures' allocations come from the graph arena (cuda_runtime.h: no memory nodes between the kernels, so
-  // their PDL edges stay programmatic), sized by the eager warm-up of the same forward, with DSERVE_GRAPH_ARENA=1
-  // (off by default until measured on the device); else the stream-ordered allocator's alloc / free nodes.
+  // their PDL edges stay programmatic), sized by the eager warm-up of the same forward (the default;
+  // DSERVE_GRAPH_ARENA=0: the stream-ordered allocator's alloc / free nodes).
   const bool arena = graph_arena_enabled();
   stats_ = CudaGraphStats{};
   // Largest first (as SGLang): later, smaller graphs reuse the memory the large ones took.

@@ -98,7 +98,7 @@ TEST_P(CudaGraphTest, ReplayMatchesEagerDecode) {
     ASSERT_TRUE(g.is_ok()) << g.status().message();
     CudaGraphRunner& graphs = **g;
     {
-      test::ScopedEnv arena("DSERVE_GRAPH_ARENA", "1");  // the opt-in graph arena (cuda_runtime.h) under test
+      test::ScopedEnv arena("DSERVE_GRAPH_ARENA", "1");  // the graph arena (cuda_runtime.h) under test, whatever the suite sets
       ASSERT_TRUE(graphs.capture().is_ok());
     }
     EXPECT_EQ(graphs.batch_sizes(), (std::vector<int>{1, 2, 4, 8}));
@@ -193,7 +193,7 @@ TEST(CudaGraphDsa, Refused) {
   EXPECT_NE(g.status().message().find("DSA"), std::string::npos) << g.status().message();
 }
 
-// The statistics see memory nodes where there are some: without the arena (DSERVE_GRAPH_ARENA=0, the default) the same
+// The statistics see memory nodes where there are some: without the arena (DSERVE_GRAPH_ARENA=0) the same
 // captures hold the stream-ordered allocator's alloc / free nodes and keep fewer programmatic edges (without
 // poisoning, whose fills are plain launches; the share is printed: the rest are edges into plain launches, as
 // after a join, and cross-stream ones).

@@ -155,7 +155,7 @@ void set_current_cuda_stream(cudaStream_t s) { t_current = s == g_stream ? nullp
 
 void set_cuda_alloc_poison(bool on) { g_poison.store(on); }
 
-bool graph_arena_enabled() { return env_flag("DSERVE_GRAPH_ARENA", false); }
+bool graph_arena_enabled() { return env_flag("DSERVE_GRAPH_ARENA", true); }
 
 void begin_graph_alloc_measure() { start_shadow(); }
 
