@@ -51,6 +51,8 @@ void add_serve_flags(Flags& f) {
   f.add_string("load-format", "auto", "auto (safetensors) or dummy (seeded random weights)");
   f.add_string("quantization", "", "fp8: block-quantize a BF16 checkpoint's linears at load time");
   f.add_string("kv-cache-dtype", "auto", "latent cache storage: auto, bf16, fp8_e4m3 or fp8_e5m2");
+  f.add_bool("disable-shared-experts-fusion",
+             "run the shared experts apart, not as extra routed experts (the default; DSERVE_SHARED_EXPERTS_FUSION=1: fused)");
   f.add_bool("disable-cuda-graph", "decode eagerly instead of replaying CUDA graphs (--device cuda)");
   f.add_bool("disable-overlap-schedule", "complete each step before planning the next (no step planned ahead)");
   f.add_int("cuda-graph-max-bs", 0, "largest decode batch captured in a CUDA graph (0: default from GPU memory)");
@@ -163,6 +165,7 @@ int run_serve(int argc, char** argv) {
     a["load_format"] = flags.get_string("load-format");
     a["quantization"] = flags.get_string("quantization");
     a["kv_cache_dtype"] = flags.get_string("kv-cache-dtype");
+    a["disable_shared_experts_fusion"] = flags.get_bool("disable-shared-experts-fusion");
     a["random_seed"] = flags.get_int("seed");
     a["request_timeout"] = flags.get_int("request-timeout");
     a["api_key_set"] = !ao.api_key.empty();
@@ -244,6 +247,7 @@ int run_serve(int argc, char** argv) {
       eo.context_length = flags.get_int("context-length");
       eo.quantization = flags.get_string("quantization");
       eo.kv_cache_dtype = flags.get_string("kv-cache-dtype");
+      eo.disable_shared_experts_fusion = flags.get_bool("disable-shared-experts-fusion");
       eo.disable_cuda_graph = flags.get_bool("disable-cuda-graph");
       eo.disable_overlap_schedule = flags.get_bool("disable-overlap-schedule");
       eo.cuda_graph_max_bs = static_cast<int32_t>(flags.get_int("cuda-graph-max-bs"));

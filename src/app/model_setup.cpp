@@ -48,6 +48,8 @@ void add_model_flags(Flags& flags) {
   flags.add_string("attention-mode", "auto", "MLA form: auto, mha (expand latents) or absorbed (MQA over the cache)");
   flags.add_string("quantization", "", "fp8: block-quantize a BF16 checkpoint's linears at load time");
   flags.add_string("kv-cache-dtype", "auto", "latent cache storage: auto, bf16, fp8_e4m3 or fp8_e5m2");
+  flags.add_bool("disable-shared-experts-fusion",
+                 "run the shared experts apart, not as extra routed experts (the default; DSERVE_SHARED_EXPERTS_FUSION=1: fused)");
   flags.add_bool("json", "print JSON");
 }
 
@@ -135,7 +137,9 @@ Result<ModelSetup> setup_model(const Flags& flags) {
   const double t_quant = since(t0);
   DS_ASSIGN_OR_RETURN(s.kv_dtype, parse_kv_cache_dtype(flags.get_string("kv-cache-dtype")));
   t0 = Clock::now();
-  s.model = std::make_unique<DeepseekModel>(s.config, weights, *s.ops);
+  ModelOptions mo = model_options_from_env();
+  if (flags.get_bool("disable-shared-experts-fusion")) mo.shared_experts_fusion = false;
+  s.model = std::make_unique<DeepseekModel>(s.config, weights, *s.ops, mo);
   const double t_prep = since(t0);
   // A line for full-size models only (>= 1B parameters, decided by the config, not the clock): small ones keep
   // their output to what they were asked.

@@ -57,11 +57,11 @@ template <int J>
 __global__ void __launch_bounds__(kRoutePermuteWarps * 32) moe_route_permute_fast_kernel(const MoeRouteParams r,
                                                                                         const MoePermuteParams g) {
   __shared__ int32_t ids_s[kMoeRoutePermuteMaxTokens * 32];
-  __shared__ uint32_t mask_s[8];
+  __shared__ uint32_t mask_s[moe_detail::kRouteMaskWords];
   __shared__ float gsm[kRoutePermuteWarps][32 * J];
   float bias[J];
   moe_detail::load_route_bias<J>(r, bias);  // a weight: before the wait
-  if (threadIdx.x < 8) mask_s[threadIdx.x] = 0;
+  if (threadIdx.x < moe_detail::kRouteMaskWords) mask_s[threadIdx.x] = 0;
   pdl_enter();
   moe_detail::route_and_group_fast<J>(r, g, bias, kRoutePermuteWarps, ids_s, mask_s, &gsm[0][0]);
 }
@@ -81,15 +81,16 @@ __global__ void __launch_bounds__(kRouteWarps * 32) moe_route_fast_kernel(const 
   int32_t id;
   float w;
   moe_detail::route_token_fast<J>(p, t, bias, gsm[warp], &id, &w);
-  if (lane < p.top_k) {
-    p.topk_ids[t * p.top_k + lane] = id;
-    p.topk_weights[t * p.top_k + lane] = w;
+  const int W = route_width(p);
+  if (lane < W) {
+    p.topk_ids[t * W + lane] = id;
+    p.topk_weights[t * W + lane] = w;
   }
 }
 
 size_t route_permute_smem(const MoeRouteParams& r) {
   const size_t route = kRoutePermuteWarps * route_smem_per_warp(r.experts, r.n_group, r.top_k);
-  const size_t perm = permute_smem_bytes(r.experts);
+  const size_t perm = permute_smem_bytes(r.experts + r.shared);  // the grouping's experts
   return route > perm ? route : perm;
 }
 
@@ -150,7 +151,8 @@ __global__ void __launch_bounds__(kCombineThreads) moe_combine_vec_kernel(MoeCom
 
 cudaError_t launch_moe_route(const MoeRouteParams& p, cudaStream_t stream) {
   if (p.tokens == 0) return cudaSuccess;
-  if (p.n_group < 1 || p.experts % p.n_group != 0 || p.n_group > 64 || p.top_k > p.experts) return cudaErrorInvalidValue;
+  if (p.n_group < 1 || p.experts % p.n_group != 0 || p.n_group > 64 || p.top_k > p.experts || p.shared < 0)
+    return cudaErrorInvalidValue;
   const size_t smem = kRouteWarps * route_smem_per_warp(p.experts, p.n_group, p.top_k);
   if (smem > 48 * 1024) return cudaErrorInvalidValue;
   const int64_t blocks = (p.tokens + kRouteWarps - 1) / kRouteWarps;
@@ -164,8 +166,8 @@ cudaError_t launch_moe_route(const MoeRouteParams& p, cudaStream_t stream) {
 bool moe_route_permute_supported(const MoeRouteParams& r, const MoePermuteParams& g) {
   return r.logits && r.topk_ids && r.topk_weights && r.tokens >= 1 && r.tokens <= kMoeRoutePermuteMaxTokens &&
          r.experts >= 1 && r.n_group >= 1 && r.experts % r.n_group == 0 && r.n_group <= 64 && r.top_k >= 1 &&
-         r.top_k <= r.experts && g.topk_ids == r.topk_ids && g.experts == r.experts && g.top_k == r.top_k &&
-         g.entries == r.tokens * r.top_k && g.counts && g.offsets && g.row_of && g.src_token &&
+         r.top_k <= r.experts && r.shared >= 0 && g.topk_ids == r.topk_ids && g.experts == r.experts + r.shared &&
+         g.top_k == route_width(r) && g.entries == r.tokens * route_width(r) && route_width(r) <= 32 && g.counts && g.offsets && g.row_of && g.src_token &&
          moe_detail::slots_ok(g) && route_permute_smem(r) <= 48 * 1024;
 }
 

@@ -14,17 +14,23 @@ enum class RouteMethod : int { kGreedy, kGroupLimitedGreedy, kNoauxTc };
 struct MoeRouteParams {
   const float* logits;  // [tokens, experts]
   const float* bias;    // [experts] or null (selection only)
-  int32_t* topk_ids;    // [tokens, top_k], in descending order of the selection score
-  float* topk_weights;  // [tokens, top_k]
+  int32_t* topk_ids;    // [tokens, top_k + shared], the picks in descending order of the selection score
+  float* topk_weights;  // [tokens, top_k + shared]
   int64_t tokens;
   int experts, top_k, n_group, topk_group;
   RouteMethod method;
   bool sigmoid, norm_topk_prob;
   float routed_scaling_factor;
+  // Shared experts run as routed ones (SGLang's shared-experts fusion): after its top_k picks every token gets the
+  // entries experts, ..., experts + shared - 1 with weight 1 (the shared MLP cut into expert-sized parts).
+  int shared = 0;
 };
+// Entries a token gets: its picks, then the shared experts.
+__host__ __device__ inline int route_width(const MoeRouteParams& p) { return p.top_k + p.shared; }
 cudaError_t launch_moe_route(const MoeRouteParams& p, cudaStream_t stream);
 
-// Groups the tokens * top_k (token, expert) entries by expert: counts[e], offsets[e] (exclusive prefix
+// Groups the tokens * top_k (token, expert) entries by expert (with fused shared experts: top_k = route_width,
+// experts = routed + shared): counts[e], offsets[e] (exclusive prefix
 // sum), row_of[i] = the entry's row in the permuted order (-1 for an id outside [0, experts)), and
 // src_token[row] = the token of each permuted row. One block (shared-memory counters and a parallel scan,
 // at most 6144 experts); the order of rows within an expert is unspecified (each row is computed
@@ -91,7 +97,7 @@ cudaError_t launch_gather_rows(const void* x, const int32_t* src, void* out, int
 // out[t, :] = sum_k weights[t, k] * y[row_of[t * top_k + k], :] (+ addend[t, :]) in fp32, rounded once (bf16 y
 // and out; rows -1 skipped; the optional addend [tokens, dim] bf16 or fp32: the shared expert's output).
 // 16-byte vectors and (token, 1024-column) blocks when dim % 8 == 0, y, out and addend are 16-byte aligned and
-// top_k <= 8; else one block per token.
+// top_k <= 9 (V3's 8 picks and its fused shared expert); else one block per token.
 struct MoeCombineParams {
   const void* y;
   const int32_t* row_of;

@@ -21,7 +21,8 @@ constexpr int kWarps = 4;  // expert rows per CTA
 
 // The last CTA's scratch for the register routing (after the staged rows are dead): ids, the experts-with-rows
 // mask, the warps' group scratch.
-constexpr int kFastIds = 0, kFastMask = kMoeGateRouteMaxTokens * 32 * 4, kFastGroup = kFastMask + 32;
+constexpr int kFastIds = 0, kFastMask = kMoeGateRouteMaxTokens * 32 * 4,
+              kFastGroup = kFastMask + (moe_detail::kRouteMaskWords * 4 + 15) / 16 * 16;
 constexpr size_t fast_tail_smem(int J) { return kFastGroup + static_cast<size_t>(kWarps) * 32 * J * 4; }
 
 // The last CTA's routing and grouping where route_fast_fits (route_token_fast, store_grouping; as
@@ -33,7 +34,7 @@ __device__ __forceinline__ void route_tail_fast(const MoeGateRouteParams& p, cha
   float* gsm = reinterpret_cast<float*>(smem + kFastGroup);
   float bias[J];
   moe_detail::load_route_bias<J>(p.route, bias);
-  if (threadIdx.x < 8) mask_s[threadIdx.x] = 0;
+  if (threadIdx.x < moe_detail::kRouteMaskWords) mask_s[threadIdx.x] = 0;
   moe_detail::route_and_group_fast<J>(p.route, p.permute, bias, kWarps, ids_s, mask_s, gsm);
 }
 
@@ -91,7 +92,7 @@ __global__ void __launch_bounds__(kWarps * 32, 8) moe_gate_route_kernel(const Mo
 size_t gate_route_smem(const MoeGateRouteParams& p) {
   const size_t rows = kWarps * static_cast<size_t>(p.dim) * 2;
   const size_t route = kWarps * route_smem_per_warp(p.route.experts, p.route.n_group, p.route.top_k);
-  const size_t perm = permute_smem_bytes(p.route.experts);
+  const size_t perm = permute_smem_bytes(p.route.experts + p.route.shared);  // the grouping's experts
   const size_t fast = fast_tail_smem(8);
   const size_t most = rows > route ? (rows > perm ? rows : perm) : (route > perm ? route : perm);
   return most > fast ? most : fast;
@@ -105,9 +106,10 @@ bool moe_gate_route_supported(const MoeGateRouteParams& p) {
   return p.x && p.w && p.logits && p.ticket && a16(p.x) && a16(p.w) && p.dim > 0 && p.dim % 8 == 0 &&
          p.dim <= kMoeGateRouteMaxDim && p.route.tokens >= 1 && p.route.tokens <= kMoeGateRouteMaxTokens &&
          p.route.experts >= 1 && p.route.n_group >= 1 && p.route.experts % p.route.n_group == 0 &&
-         p.route.n_group <= 64 && p.route.top_k >= 1 && p.route.top_k <= p.route.experts &&
-         p.route.logits == p.logits && p.permute.topk_ids == p.route.topk_ids && p.permute.experts == p.route.experts &&
-         p.permute.top_k == p.route.top_k && p.permute.entries == p.route.tokens * p.route.top_k &&
+         p.route.n_group <= 64 && p.route.top_k >= 1 && p.route.top_k <= p.route.experts && p.route.shared >= 0 &&
+         route_width(p.route) <= 32 && p.route.logits == p.logits && p.permute.topk_ids == p.route.topk_ids &&
+         p.permute.experts == p.route.experts + p.route.shared && p.permute.top_k == route_width(p.route) &&
+         p.permute.entries == p.route.tokens * route_width(p.route) &&
          moe_detail::slots_ok(p.permute) && gate_route_smem(p) <= kMaxSmem;
 }
 

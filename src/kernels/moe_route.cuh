@@ -143,28 +143,39 @@ __device__ inline void route_token(const MoeRouteParams& p, int64_t t, char* bas
     sum += scores[i];
     __syncwarp();
   }
-  int32_t* ids = p.topk_ids + t * p.top_k;
-  float* wts = p.topk_weights + t * p.top_k;
+  const int W = route_width(p);
+  int32_t* ids = p.topk_ids + t * W;
+  float* wts = p.topk_weights + t * W;
   for (int k = lane; k < p.top_k; k += 32) {
     float w = sel_w[k];
     if (p.norm_topk_prob) w = static_cast<float>(w / (sum + 1e-20));
     ids[k] = sel_id[k];
     wts[k] = w * p.routed_scaling_factor;
   }
+  for (int k = lane; k < p.shared; k += 32) {  // the shared experts, added unweighted
+    ids[p.top_k + k] = E + k;
+    wts[p.top_k + k] = 1.0f;
+  }
 }
 
 // ---- Register routing for decode sizes (route_token's semantics, fewer dependent steps) ----
-// Limits of route_token_fast: experts <= 32 * J (J <= 8), top_k <= 32, n_group <= 32.
-__host__ __device__ constexpr bool route_fast_fits(int E, int top_k, int n_group, int J) {
-  return E >= 1 && E <= 32 * J && top_k >= 1 && top_k <= 32 && top_k <= E && n_group >= 1 && n_group <= 32;
+// Limits of route_token_fast: experts <= 32 * J (J <= 8), top_k + shared <= 32, n_group <= 32.
+__host__ __device__ constexpr bool route_fast_fits(int E, int top_k, int n_group, int J, int shared = 0) {
+  return E >= 1 && E <= 32 * J && top_k >= 1 && top_k + shared <= 32 && top_k <= E && n_group >= 1 &&
+         n_group <= 32 && shared >= 0;
 }
+// Words of a bit mask over the experts a grouping sees (routed + shared, <= 256 + 32 for the register routing).
+constexpr int kRouteMaskWords = 9;
 // Expert rows J * 32 a lane holds: the smallest supported J for E experts (0: none).
 __host__ __device__ constexpr int route_fast_j(int E) { return E <= 64 ? 2 : E <= 256 ? 8 : 0; }
 // The J a routing launch takes for r (the register routing), or 0 (the shared-memory routing): where it does not
 // fit, or under DSERVE_MOE_ROUTE_FAST=0 (read per launch, so tests take both).
 inline int route_fast_launch_j(const MoeRouteParams& r) {
   const int J = route_fast_j(r.experts);
-  return env_flag("DSERVE_MOE_ROUTE_FAST", true) && J > 0 && route_fast_fits(r.experts, r.top_k, r.n_group, J) ? J : 0;
+  return env_flag("DSERVE_MOE_ROUTE_FAST", true) && J > 0 && route_fast_fits(r.experts, r.top_k, r.n_group, J, r.shared) &&
+                 r.experts + r.shared <= 32 * kRouteMaskWords
+             ? J
+             : 0;
 }
 
 // A float's order as an unsigned key (larger float, larger key; -0 taken as +0 by the caller).
@@ -190,7 +201,8 @@ __device__ __forceinline__ void load_route_bias(const MoeRouteParams& p, float (
 }
 
 // Routes token t with the calling warp as route_token does (same arithmetic, same picks, same weights) with the
-// scores in registers: lane k < top_k returns the k-th pick in *id and its final weight in *w (other lanes: -1).
+// scores in registers: lane k < top_k returns the k-th pick in *id and its final weight in *w, lanes top_k ..
+// route_width - 1 the shared experts (weight 1), other lanes -1.
 // Each pick is one pair of warp reductions. gsm: E floats of this warp's shared memory (group methods only).
 template <int J>
 __device__ __forceinline__ void route_token_fast(const MoeRouteParams& p, int64_t t, const float (&bias)[J],
@@ -272,6 +284,9 @@ __device__ __forceinline__ void route_token_fast(const MoeRouteParams& p, int64_
   if (lane < p.top_k) {
     if (p.norm_topk_prob) my_w = static_cast<float>(my_w / (sum + 1e-20));
     my_w *= p.routed_scaling_factor;
+  } else if (lane < route_width(p)) {
+    my_id = E + lane - p.top_k;
+    my_w = 1.0f;
   }
   *id = my_id;
   *w = my_w;
@@ -347,8 +362,8 @@ __device__ inline void store_slots_from_global(const MoePermuteParams& g) {
 }
 
 // The calling block routes every token (warp w: tokens w, w + warps, ...) into r's ids and weights and into ids_s
-// (route_token_fast), then groups those ids (store_grouping). mask_s: ceil(experts / 32) words, zeroed before the
-// call; gsm: warps * 32 * J floats (group methods). bias: load_route_bias's.
+// (route_token_fast), then groups those ids (store_grouping). mask_s: ceil(g.experts / 32) words, zeroed before
+// the call; gsm: warps * 32 * J floats (group methods). bias: load_route_bias's.
 template <int J>
 __device__ __forceinline__ void route_and_group_fast(const MoeRouteParams& r, const MoePermuteParams& g,
                                                      const float (&bias)[J], int warps, int32_t* ids_s,
@@ -358,14 +373,15 @@ __device__ __forceinline__ void route_and_group_fast(const MoeRouteParams& r, co
     int32_t id;
     float w;
     route_token_fast<J>(r, t, bias, gsm + warp * 32 * J, &id, &w);
-    if (lane < r.top_k) {
-      ids_s[t * r.top_k + lane] = id;
-      r.topk_ids[t * r.top_k + lane] = id;
-      r.topk_weights[t * r.top_k + lane] = w;
+    const int W = route_width(r);
+    if (lane < W) {
+      ids_s[t * W + lane] = id;
+      r.topk_ids[t * W + lane] = id;
+      r.topk_weights[t * W + lane] = w;
     }
   }
   __syncthreads();
-  const int n = static_cast<int>(r.tokens) * r.top_k;
+  const int n = static_cast<int>(r.tokens) * route_width(r);
   for (int i = threadIdx.x; i < n; i += blockDim.x) atomicOr(&mask_s[ids_s[i] >> 5], 1u << (ids_s[i] & 31));
   __syncthreads();
   store_grouping(ids_s, n, mask_s, g);

@@ -9,7 +9,7 @@
 
 namespace ds::kernels::moe_detail {
 
-constexpr int kSumMaxTopK = 8;  // loads in flight per thread (registers)
+constexpr int kSumMaxTopK = 9;  // loads in flight per thread (registers): V3's 8 picks + its fused shared expert
 
 // The rows of chunk c8 (16 bytes: columns 8 * c8 ...) of token t, every load issued before any is used.
 struct SumChunk {

@@ -33,7 +33,7 @@ struct RmsNormParams {
 };
 
 // Whether launch_rms_norm takes p with moe.y set: the vector path with a residual, rows of <= 8192 elements,
-// moe.top_k <= 8, moe's rows / dim those of the norm and its y / addend 16-byte aligned.
+// moe.top_k <= 9, moe's rows / dim those of the norm and its y / addend 16-byte aligned.
 bool rms_norm_moe_supported(const RmsNormParams& p);
 
 // Whether launch_rms_norm takes p with q set: rows of whole 128-groups on the vector path.

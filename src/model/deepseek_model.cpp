@@ -5,6 +5,9 @@
 #include <cmath>
 #include <limits>
 
+#include "core/env.h"
+#include "model/shared_fusion.h"
+
 namespace ds {
 namespace {
 const LinearWeight kNone;  // "no consumer" for norms whose output feeds no block-FP8 linear
@@ -36,7 +39,25 @@ KvCache make_kv_cache(Ops& ops, const ModelConfig& cfg, int page_size, int num_p
   return c;
 }
 
-DeepseekModel::DeepseekModel(const ModelConfig& cfg, const ModelWeights& w, Ops& ops) : cfg_(cfg), ops_(ops) {
+ModelOptions model_options_from_env() {
+  ModelOptions o;
+  o.shared_experts_fusion = env_flag("DSERVE_SHARED_EXPERTS_FUSION", false);
+  return o;
+}
+
+DeepseekModel::DeepseekModel(const ModelConfig& cfg, const ModelWeights& w, Ops& ops, const ModelOptions& options)
+    : cfg_(cfg), ops_(ops) {
+  // Shared-experts fusion for every MoE layer (one routing for all of them) or none.
+  bool fuse = options.shared_experts_fusion && cfg_.n_shared_experts > 0;
+  bool any_moe = false;
+  const auto check = [&](const LayerWeights& lw) {
+    if (!lw.is_moe) return;
+    any_moe = true;
+    fuse = fuse && can_split_shared(lw.moe, cfg_.n_shared_experts);
+  };
+  for (const LayerWeights& lw : w.layers) check(lw);
+  for (const MtpWeights& mw : w.mtp) check(mw.layer);
+  routing_.shared_experts = fuse && any_moe ? cfg_.n_shared_experts : 0;
   embed_ = ops_.prepare_param(w.embed);
   final_norm_ = ops_.prepare_param(w.final_norm);
   lm_head_ = ops_.prepare_linear(w.lm_head);
@@ -107,8 +128,13 @@ DeepseekModel::Layer DeepseekModel::prepare_layer(const LayerWeights& w) {
     l.router = ops_.prepare_param(w.moe.router);
     if (w.moe.correction_bias.defined()) l.correction_bias = ops_.prepare_param(w.moe.correction_bias);
     for (const MlpWeights& e : w.moe.experts) l.experts.push_back(ops_.prepare_mlp(e.gate, e.up, e.down));
-    l.has_shared = w.moe.shared.gate.defined();
-    if (l.has_shared) l.shared = ops_.prepare_mlp(w.moe.shared.gate, w.moe.shared.up, w.moe.shared.down);
+    if (routing_.shared_experts > 0) {
+      for (const MlpWeights& e : split_shared(w.moe, routing_.shared_experts))
+        l.experts.push_back(ops_.prepare_mlp(e.gate, e.up, e.down));
+    } else {
+      l.has_shared = w.moe.shared.gate.defined();
+      if (l.has_shared) l.shared = ops_.prepare_mlp(w.moe.shared.gate, w.moe.shared.up, w.moe.shared.down);
+    }
   }
   return l;
 }
@@ -249,15 +275,16 @@ Tensor DeepseekModel::indexer(const Attention& a, int cache_layer, const Tensor&
 
 MlpOut DeepseekModel::mlp(const Layer& layer, const Tensor& x, const Fp8Act& xq) {
   if (!layer.is_moe) return {ops_.linear(ops_.linear_silu_q(x, xq, layer.dense.gate_up), layer.dense.down), nullptr};  // [T, d]
-  // The shared expert does not depend on the routing: it runs beside the router, the routing and the routed
-  // experts (their latency-bound kernels hide under its weight stream), and is added at the join.
+  // Fused (routing_.shared_experts), the shared MLP's parts are experts that every token routes to. Apart, the
+  // shared expert does not depend on the routing: it runs beside the router, the routing and the routed experts
+  // (their latency-bound kernels hide under its weight stream), and is added at the join.
   Tensor shared;  // [T, d] (fp32 where the backend keeps the partial sum unrounded)
   if (layer.has_shared) {
     ops_.side_begin();
     shared = ops_.linear_partial(ops_.linear_silu_q(x, xq, layer.shared.gate_up), layer.shared.down);
     ops_.side_end();
   }
-  Tensor ids, weights;  // [T, top_k]
+  Tensor ids, weights;  // [T, top_k + shared_experts]
   ops_.moe_gate_route(x, layer.router, layer.correction_bias, routing_, &ids, &weights);  // logits [T, E] unused
   // [T, d], maybe left for the next norm to sum; joins the side chain
   return ops_.moe_experts_open(x, xq, ids, weights, layer.experts, shared);

@@ -15,12 +15,27 @@ namespace ds {
 // token and the absorbed form otherwise, as SGLang does.
 enum class AttnMode { kAuto, kMha, kAbsorbed };
 
+// Load-time choices of how the model runs (flags, environment), not what it computes.
+struct ModelOptions {
+  // The shared experts run as extra routed experts inside the grouped expert kernels (model/shared_fusion.h),
+  // where every MoE layer's shared MLP cuts into n_shared_experts expert-sized parts. SGLang's default, not ours:
+  // slower on the H200 at every batch (V2-Lite bench-one-batch, session 28: FP8 batch 1 / 8 / 64 1.89 / 4.52 /
+  // 11.4 ms fused vs 1.84 / 4.28 / 7.95 apart; bf16 2.16 / 6.05 / 14.2 vs 2.14 / 5.78 / 9.51), and in bf16 the
+  // shared output is rounded to bf16 with the routed rows instead of summed in fp32.
+  bool shared_experts_fusion = false;
+};
+// The options the environment asks for: DSERVE_SHARED_EXPERTS_FUSION=1 turns the fusion on (A/B runs, tests);
+// --disable-shared-experts-fusion (SGLang's flag) then turns it off again.
+ModelOptions model_options_from_env();
+
 class DeepseekModel {
  public:
   // Prepares (converts/uploads) every weight for `ops`' backend. `weights` may be released afterwards.
-  DeepseekModel(const ModelConfig& cfg, const ModelWeights& weights, Ops& ops);
+  DeepseekModel(const ModelConfig& cfg, const ModelWeights& weights, Ops& ops, const ModelOptions& options = {});
 
   const ModelConfig& config() const { return cfg_; }
+  // Shared experts run as routed ones (ModelOptions::shared_experts_fusion, where the weights allow it).
+  bool shared_experts_fused() const { return routing_.shared_experts > 0; }
   int num_mtp_layers() const { return static_cast<int>(mtp_.size()); }
 
   // One forward step over a batch of new tokens: writes their latent (and indexer) rows into `cache` at
@@ -60,8 +75,8 @@ class DeepseekModel {
     PreparedMlp dense;
     Tensor router;  // [E, d] fp32 on the device
     Tensor correction_bias;
-    std::vector<PreparedMlp> experts;
-    bool has_shared = false;
+    std::vector<PreparedMlp> experts;  // routed, then (fused) the shared MLP's parts
+    bool has_shared = false;           // a shared MLP run apart
     PreparedMlp shared;
   };
   struct Mtp {

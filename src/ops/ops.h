@@ -55,6 +55,11 @@ struct MoeRouting {
   int topk_group = 1;
   bool norm_topk_prob = false;
   float routed_scaling_factor = 1.0f;
+  // Shared experts run as routed ones (SGLang's shared-experts fusion; DeepseekModel cuts the shared MLP into
+  // this many expert-sized parts, appended to the expert list): every token also gets the entries num_experts ..
+  // num_experts + shared_experts - 1, after its picks, with weight 1.
+  int shared_experts = 0;
+  int width() const { return top_k + shared_experts; }  // entries per token
 };
 
 // An activation quantized for block-FP8 linears as ops/fp8.h quantize_activations_fp8 does (per token per 128
@@ -324,7 +329,8 @@ class Ops {
 
   // ---- MoE ----
   // Router scores -> top-k expert ids [T, K] I32 and weights [T, K] F32 (bias: selection only, may be
-  // undefined), ids in descending order of the selection score; ties go to the lower expert / group index.
+  // undefined), ids in descending order of the selection score; ties go to the lower expert / group index. With
+  // r.shared_experts, K = r.width(): the shared experts' entries follow the picks.
   virtual void moe_route(const Tensor& logits /*[T, E] F32*/, const Tensor& bias, const MoeRouting& r,
                          Tensor* topk_ids, Tensor* topk_weights) = 0;
   // The router and the routing together: logits = x . router^T in fp32 ([T, E], returned), then moe_route.

@@ -28,7 +28,7 @@ struct Loaded {
   nlohmann::json ref;
 };
 
-Loaded load(const std::string& name) {
+Loaded load(const std::string& name, const ModelOptions& options = {}) {
   Loaded l;
   auto cfg = load_model_config(fixture_dir(name));
   EXPECT_TRUE(cfg.is_ok()) << cfg.status().message();
@@ -36,7 +36,7 @@ Loaded load(const std::string& name) {
   auto w = load_weights(fixture_dir(name), l.cfg);
   EXPECT_TRUE(w.is_ok()) << w.status().message();
   l.ops = make_cpu_ops();
-  l.model = std::make_unique<DeepseekModel>(l.cfg, w.value(), *l.ops);
+  l.model = std::make_unique<DeepseekModel>(l.cfg, w.value(), *l.ops, options);
   std::ifstream f(fixture_dir(name) + "/reference.json");
   EXPECT_TRUE(f.good()) << "missing reference.json for " << name;
   l.ref = nlohmann::json::parse(f);
@@ -148,6 +148,29 @@ TEST_P(FixtureTest, ScoreMatchesTransformers) {
     for (size_t k = 0; k < nt.size() && k < r.next_top.size(); ++k)
       EXPECT_NEAR(r.next_top[k].first, nt[k][0].get<double>(), kTol) << GetParam() << " prompt " << p << " rank " << k;
   }
+}
+
+// Shared-experts fusion (ModelOptions, off by default, as the tests above ran): every fixture has shared experts and
+// with the fusion runs them as routed ones (V2 / V2-Lite's cut in two parts, V3's one); the first prompt matches
+// transformers that way too, and both runs agree to float rounding.
+TEST_P(FixtureTest, SharedExpertsFusionOnAndOff) {
+  ModelOptions on_opts;
+  on_opts.shared_experts_fusion = true;
+  Loaded on = load(GetParam(), on_opts);
+  Loaded off = load(GetParam());
+  ASSERT_TRUE(on.model && off.model);
+  EXPECT_GT(on.cfg.n_shared_experts, 0);
+  EXPECT_TRUE(on.model->shared_experts_fused()) << GetParam();
+  EXPECT_FALSE(off.model->shared_experts_fused()) << GetParam();
+  const auto& e = on.ref["score"][0];
+  const std::vector<int32_t> ids = ids_of(e["input_ids"]);
+  SequenceRunner r_on(*on.model, *on.ops), r_off(*off.model, *off.ops);
+  const ScoreResult a = r_on.score(ids, 0), b = r_off.score(ids, 0);
+  EXPECT_LE(score_diff(a, e), kTol) << "fusion on";
+  double worst = 0;
+  for (size_t i = 1; i < a.token_logprobs.size(); ++i)
+    worst = std::max(worst, static_cast<double>(std::fabs(a.token_logprobs[i] - b.token_logprobs[i])));
+  EXPECT_LE(worst, 1e-4) << GetParam();
 }
 
 TEST_P(FixtureTest, AbsorbedAndChunkedPathsMatchTransformers) {

@@ -505,8 +505,9 @@ class CpuOps final : public Ops {
                  Tensor* topk_weights) override {
     const int64_t T = logits.dim(0), E = logits.dim(1);
     DS_CHECK(E == r.num_experts && E % r.n_group == 0, "router logits ", logits.describe());
-    *topk_ids = Tensor::empty({T, r.top_k}, DType::kI32);
-    *topk_weights = Tensor::empty({T, r.top_k}, DType::kF32);
+    const int W = r.width();
+    *topk_ids = Tensor::empty({T, W}, DType::kI32);
+    *topk_weights = Tensor::empty({T, W}, DType::kF32);
     const int64_t per_group = E / r.n_group;
     std::vector<float> scores(E), choice(E), group_score(r.n_group);
     std::vector<int> idx(std::max<int64_t>(E, r.n_group));
@@ -541,8 +542,8 @@ class CpuOps final : public Ops {
       std::iota(idx.begin(), idx.begin() + E, 0);
       std::partial_sort(idx.begin(), idx.begin() + r.top_k, idx.begin() + E,
                         [&](int a, int b) { return choice[a] > choice[b] || (choice[a] == choice[b] && a < b); });
-      int32_t* ids = topk_ids->data_as<int32_t>() + t * r.top_k;
-      float* wts = topk_weights->f32() + t * r.top_k;
+      int32_t* ids = topk_ids->data_as<int32_t>() + t * W;
+      float* wts = topk_weights->f32() + t * W;
       double sum = 0;
       for (int k = 0; k < r.top_k; ++k) {
         ids[k] = idx[k];
@@ -552,6 +553,10 @@ class CpuOps final : public Ops {
       for (int k = 0; k < r.top_k; ++k) {
         if (r.norm_topk_prob) wts[k] = static_cast<float>(wts[k] / (sum + 1e-20));
         wts[k] *= r.routed_scaling_factor;
+      }
+      for (int k = 0; k < r.shared_experts; ++k) {  // the shared experts, added unweighted
+        ids[r.top_k + k] = static_cast<int32_t>(E + k);
+        wts[r.top_k + k] = 1.0f;
       }
     }
   }

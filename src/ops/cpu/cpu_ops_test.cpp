@@ -36,6 +36,37 @@ TEST(CpuOps, MoeRouteTiesGoToTheLowerIndex) {
   EXPECT_EQ(ids_of(), (std::vector<int32_t>{13, 0, 2, 12}));
 }
 
+// Fused shared experts (MoeRouting::shared_experts): each token's picks and weights as without them, then the
+// shared experts' ids (num_experts on) with weight 1.
+TEST(CpuOps, MoeRouteAppendsFusedSharedExperts) {
+  auto ops = make_cpu_ops();
+  std::mt19937 rng(3);
+  std::normal_distribution<float> n(0.0f, 2.0f);
+  Tensor logits = Tensor::empty({3, 16}, DType::kF32);
+  for (int64_t i = 0; i < logits.numel(); ++i) logits.f32()[i] = n(rng);
+  MoeRouting r;
+  r.num_experts = 16;
+  r.top_k = 4;
+  r.norm_topk_prob = true;
+  r.routed_scaling_factor = 2.5f;
+  Tensor pi, pw, ids, w;
+  ops->moe_route(logits, Tensor(), r, &pi, &pw);
+  r.shared_experts = 2;
+  ops->moe_route(logits, Tensor(), r, &ids, &w);
+  ASSERT_EQ(ids.shape(), (Shape{3, 6}));
+  ASSERT_EQ(w.shape(), (Shape{3, 6}));
+  for (int t = 0; t < 3; ++t) {
+    for (int k = 0; k < 4; ++k) {
+      EXPECT_EQ(ids.data_as<int32_t>()[t * 6 + k], pi.data_as<int32_t>()[t * 4 + k]);
+      EXPECT_EQ(w.f32()[t * 6 + k], pw.f32()[t * 4 + k]);
+    }
+    EXPECT_EQ(ids.data_as<int32_t>()[t * 6 + 4], 16);
+    EXPECT_EQ(ids.data_as<int32_t>()[t * 6 + 5], 17);
+    EXPECT_EQ(w.f32()[t * 6 + 4], 1.0f);
+    EXPECT_EQ(w.f32()[t * 6 + 5], 1.0f);
+  }
+}
+
 // Overlap scheduling on the CPU backend: sample_async writes each stored row's token into the token store,
 // and resolve_tokens_ replaces placeholder ids (-(row + 1)) by those entries, leaving real ids alone.
 TEST(CpuOps, TokenStoreFeedsPlaceholders) {

@@ -922,22 +922,23 @@ class CudaOps final : public Ops {
     const int64_t T = logits.dim(0);
     const Tensor bias32 = router_bias_f32(bias, logits.dim(1));
     fused_ids_ = nullptr;  // these ids come without a grouping (see permute) unless the fused launch makes one
-    *topk_weights = empty({T, r.top_k}, DType::kF32);
+    const int W = r.width(), EG = r.num_experts + r.shared_experts;  // entries a token, experts of the grouping
+    *topk_weights = empty({T, W}, DType::kF32);
     // Decode sizes: routing and the grouping by expert in one launch (the grouping rides behind the ids for the
     // moe_experts op given them, as moe_gate_route's does): one launch boundary fewer on the routed chain.
     // DSERVE_MOE_ROUTE_PERMUTE=0 (read per call): two launches.
     if (env_flag("DSERVE_MOE_ROUTE_PERMUTE", true) && T >= 1 && T <= kernels::kMoeRoutePermuteMaxTokens) {
       Routed routed;
-      *topk_ids = ids_with_grouping(T, r.top_k, r.num_experts, &routed);
+      *topk_ids = ids_with_grouping(T, W, EG, &routed);
       const kernels::MoeRouteParams rp = route_params(r, logits, bias32, *topk_ids, *topk_weights);
       const kernels::MoePermuteParams pp = permute_params(*topk_ids, routed);
       if (kernels::moe_route_permute_supported(rp, pp)) {
         DS_CUDA_CHECK(kernels::launch_moe_route_permute(rp, pp, stream()));
-        mark_grouping_behind(*topk_ids, r.num_experts);
+        mark_grouping_behind(*topk_ids, EG);
         return;
       }
     }
-    *topk_ids = empty({T, r.top_k}, DType::kI32);
+    *topk_ids = empty({T, W}, DType::kI32);
     DS_CUDA_CHECK(kernels::launch_moe_route(route_params(r, logits, bias32, *topk_ids, *topk_weights), stream()));
   }
   // The correction bias (selection only) as the routing kernels read it: fp32 [E] on the device, or undefined.
@@ -951,8 +952,9 @@ class CudaOps final : public Ops {
   static kernels::MoeRouteParams route_params(const MoeRouting& r, const Tensor& logits, const Tensor& bias32,
                                               const Tensor& ids, const Tensor& weights) {
     DS_CHECK(logits.dim(1) == r.num_experts && r.n_group >= 1 && r.num_experts % r.n_group == 0 && r.top_k >= 1 &&
-                 r.top_k <= r.num_experts,
-             "router logits ", logits.describe());
+                 r.top_k <= r.num_experts && r.shared_experts >= 0 && ids.ndim() == 2 && ids.dim(1) == r.width() &&
+                 weights.numel() == ids.numel(),
+             "router logits ", logits.describe(), " ids ", ids.describe());
     kernels::MoeRouteParams p{};
     p.logits = logits.data_as<float>();
     p.bias = bias32.defined() ? bias32.data_as<float>() : nullptr;
@@ -969,6 +971,7 @@ class CudaOps final : public Ops {
     p.sigmoid = r.sigmoid;
     p.norm_topk_prob = r.norm_topk_prob;
     p.routed_scaling_factor = r.routed_scaling_factor;
+    p.shared = r.shared_experts;
     return p;
   }
 
@@ -988,8 +991,9 @@ class CudaOps final : public Ops {
     const Tensor bias32 = router_bias_f32(bias, E);
     Tensor logits = empty({T, E}, DType::kF32);
     Routed routed;
-    Tensor ids = ids_with_grouping(T, r.top_k, static_cast<int>(E), &routed);
-    Tensor weights = empty({T, r.top_k}, DType::kF32);
+    const int EG = static_cast<int>(E) + r.shared_experts;  // the grouping's experts
+    Tensor ids = ids_with_grouping(T, r.width(), EG, &routed);
+    Tensor weights = empty({T, r.width()}, DType::kF32);
     kernels::MoeGateRouteParams p{};
     p.x = x.data();
     p.w = router.data();
@@ -1000,7 +1004,7 @@ class CudaOps final : public Ops {
     p.permute = permute_params(ids, routed);
     if (!kernels::moe_gate_route_supported(p)) return Ops::moe_gate_route(x, router, bias, r, topk_ids, topk_weights);
     DS_CUDA_CHECK(kernels::launch_moe_gate_route(p, stream()));
-    mark_grouping_behind(ids, static_cast<int>(E));
+    mark_grouping_behind(ids, EG);
     *topk_ids = ids;
     *topk_weights = weights;
     return logits;
@@ -1190,13 +1194,13 @@ class CudaOps final : public Ops {
     return {topk_ids.data_as<int32_t>(), r.counts, r.offsets, r.cursor, r.row_of, r.src_token, topk_ids.numel(),
             static_cast<int>(topk_ids.dim(1)), E, r.active, r.num_active, r.slots};
   }
-  // Ids [T, top_k] and, behind them in the same allocation, room for their grouping (*routed): whoever holds the
+  // Ids [T, width] and, behind them in the same allocation, room for their grouping (*routed): whoever holds the
   // ids keeps it alive. For the launches that route and group in one (moe_route, moe_gate_route).
-  Tensor ids_with_grouping(int64_t T, int top_k, int E, Routed* routed) {
-    const int64_t N = T * top_k;
+  Tensor ids_with_grouping(int64_t T, int width, int E, Routed* routed) {
+    const int64_t N = T * width;
     Tensor buf = empty({N + routed_len(N, E)}, DType::kI32);
     *routed = routed_at(buf, N, E, N);
-    return buf.rows(0, N).reshape({T, top_k});
+    return buf.rows(0, N).reshape({T, width});
   }
   // After such a launch: the next moe_experts op given these very ids takes their grouping (grouping_behind).
   void mark_grouping_behind(const Tensor& ids, int E) {

@@ -36,7 +36,7 @@ struct Loaded {
   nlohmann::json ref;
 };
 
-Loaded load(const std::string& name, bool cuda) {
+Loaded load(const std::string& name, bool cuda, const ModelOptions& options = {}) {
   Loaded l;
   auto cfg = load_model_config(fixture_dir(name));
   EXPECT_TRUE(cfg.is_ok()) << cfg.status().message();
@@ -49,7 +49,7 @@ Loaded load(const std::string& name, bool cuda) {
     const test::ScopedEnv native("DSERVE_FP8_NATIVE", "0");  // read when the backend is made
     l.ops = cuda ? make_cuda_ops(0) : make_cpu_ops();
   }
-  l.model = std::make_unique<DeepseekModel>(l.cfg, w.value(), *l.ops);
+  l.model = std::make_unique<DeepseekModel>(l.cfg, w.value(), *l.ops, options);
   std::ifstream f(fixture_dir(name) + "/reference.json");
   EXPECT_TRUE(f.good()) << "missing reference.json for " << name;
   l.ref = nlohmann::json::parse(f);
@@ -160,6 +160,23 @@ TEST_P(FixtureGpuTest, ScoreMatchesTransformers) {
     all.add(c);
   }
   expect_within_floor(all, transformers_bf16_floor(GetParam()), GetParam() + " score, all prompts");
+}
+
+// With the shared-experts fusion (opt-in: the shared MLP's parts run as routed experts in the grouped kernels and
+// the fused routing appends them): every prompt held to the same bf16 floor.
+TEST_P(FixtureGpuTest, SharedExpertsFusedScoreMatchesTransformers) {
+  ModelOptions fused;
+  fused.shared_experts_fusion = true;
+  Loaded l = load(GetParam(), true, fused);
+  ASSERT_TRUE(l.model);
+  ASSERT_TRUE(l.model->shared_experts_fused());
+  SequenceRunner runner(*l.model, *l.ops);
+  ScoreCheck all;
+  for (size_t p = 0; p < l.ref["score"].size(); ++p) {
+    const auto& e = l.ref["score"][p];
+    all.add(check_score(runner.score(ids_of(e["input_ids"]), 2), e));
+  }
+  expect_within_floor(all, transformers_bf16_floor(GetParam()), GetParam() + " fused shared experts");
 }
 
 TEST_P(FixtureGpuTest, AbsorbedAndChunkedPathsMatchTransformers) {

@@ -199,7 +199,7 @@ kernels::MoeRouteParams route_params_of(const MoeRouting& r, const Tensor& lg, c
   if (r.method == MoeRouting::Method::kGroupLimitedGreedy) method = kernels::RouteMethod::kGroupLimitedGreedy;
   return {lg.data_as<float>(), bias.defined() ? bias.data_as<float>() : nullptr, ids.data_as<int32_t>(),
           wts.data_as<float>(), ids.dim(0), r.num_experts, r.top_k, r.n_group, r.topk_group, method, r.sigmoid,
-          r.norm_topk_prob, r.routed_scaling_factor};
+          r.norm_topk_prob, r.routed_scaling_factor, r.shared_experts};
 }
 kernels::MoePermuteParams permute_params_of(const Tensor& ids, const Tensor& meta, int E) {
   const int64_t N = ids.numel();
@@ -215,11 +215,12 @@ struct GateRouteLaunch {
   kernels::MoeGateRouteParams p{};
   GateRouteLaunch(Ops& ops, Tensor x_dev, const Tensor& router, const Tensor& bias, const MoeRouting& r)
       : x(std::move(x_dev)) {
-    const int64_t T = x.dim(0), E = r.num_experts, K = r.top_k, N = T * K;
+    // K: entries a token (picks and fused shared experts); EG: the grouping's experts.
+    const int64_t T = x.dim(0), E = r.num_experts, K = r.width(), N = T * K, EG = E + r.shared_experts;
     lg = ops.empty({T, E}, DType::kF32);
     ids = ops.empty({T, K}, DType::kI32);
     wts = ops.empty({T, K}, DType::kF32);
-    meta = ops.empty({test::grouping_len(static_cast<int>(E), N)}, DType::kI32);
+    meta = ops.empty({test::grouping_len(static_cast<int>(EG), N)}, DType::kI32);
     ticket = ops.empty({1}, DType::kI32);
     EXPECT_EQ(cudaMemsetAsync(ticket.data(), 0, 4, cuda_stream()), cudaSuccess);
     p.x = x.data();
@@ -228,7 +229,7 @@ struct GateRouteLaunch {
     p.ticket = static_cast<uint32_t*>(ticket.data());
     p.dim = x.dim(1);
     p.route = route_params_of(r, lg, bias, ids, wts);
-    p.permute = permute_params_of(ids, meta, static_cast<int>(E));
+    p.permute = permute_params_of(ids, meta, static_cast<int>(EG));
   }
 };
 
@@ -432,6 +433,101 @@ TEST_F(MoeGroupedTest, RoutePermuteMatchesCpu) {
         Tensor kid = cuda_download(ids);
         EXPECT_EQ(std::vector<int32_t>(kid.data_as<int32_t>(), kid.data_as<int32_t>() + ci.numel()), want) << kname;
         DS_EXPECT_CLOSE(cuda_download(wts), cw, 1e-6, 1e-6, "kernel weights " + kname);
+      }
+    }
+  }
+}
+
+// Shared-experts fusion (MoeRouting::shared_experts; V2-Lite's shared MLP cut in two parts, V3's one): the routing
+// op gives each token its picks (those of the routing without the fusion), then experts E .. E + shared - 1 with
+// weight 1, as the CPU routing does: at decode sizes (routing and grouping in one launch) and past them (two
+// launches), with the register routing and the shared-memory one (DSERVE_MOE_ROUTE_FAST=0). The experts op over
+// the E + shared experts fed by the fused grouping equals, bit for bit, the op grouping a copy of the ids, and
+// matches the CPU's; the kernels' own ids and groupings (NaN-poisoned) are the CPU routing's, the fused router's
+// (DSERVE_MOE_GATE_ROUTE's kernel) too.
+TEST_F(MoeGroupedTest, SharedExpertsFusedRouting) {
+  cudaStream_t s = cuda_stream();
+  for (const kbench::ModelDims& m : {kbench::deepseek_v2_lite(), kbench::deepseek_v3()}) {
+    const MoeRouting plain = kcases::routing_of(m);
+    MoeRouting r = plain;
+    r.shared_experts = m.sigmoid ? 1 : 2;
+    const int E = r.num_experts, S = r.shared_experts, K = r.width(), EG = E + S;
+    const int64_t d = 64;
+    Tensor bias = m.sigmoid ? randn({E}, rng_, 0.05f) : Tensor();
+    Tensor bias_dev = m.sigmoid ? cuda_upload(bias) : Tensor();
+    Experts ex = make_experts(EG, d, 16);
+    for (int64_t T : {int64_t{1}, int64_t{5}, int64_t{16}, int64_t{17}, int64_t{203}}) {
+      for (int fast = 1; fast >= 0; --fast) {
+        const test::ScopedEnv kernel("DSERVE_MOE_ROUTE_FAST", fast ? nullptr : "0");
+        const std::string name = m.name + " T " + std::to_string(T) + (fast ? " register" : " shared-memory");
+        Tensor logits = randn({T, E}, rng_, 2.0f);
+        Tensor ci, cw, pi, pw;
+        cpu().moe_route(logits, bias, r, &ci, &cw);
+        cpu().moe_route(logits, bias, plain, &pi, &pw);
+        ASSERT_EQ(ci.dim(1), K) << name;
+        for (int64_t t = 0; t < T; ++t)
+          for (int k = 0; k < K; ++k) {
+            const int32_t id = ci.data_as<int32_t>()[t * K + k];
+            const float w = cw.f32()[t * K + k];
+            if (k < r.top_k) {
+              EXPECT_EQ(id, pi.data_as<int32_t>()[t * r.top_k + k]) << name;
+              EXPECT_EQ(w, pw.f32()[t * r.top_k + k]) << name;
+            } else {
+              EXPECT_EQ(id, E + k - r.top_k) << name;
+              EXPECT_EQ(w, 1.0f) << name;
+            }
+          }
+        Tensor gi, gw;
+        gpu().moe_route(cuda_upload(logits), bias_dev, r, &gi, &gw);
+        ASSERT_EQ(gi.dim(1), K) << name;
+        Tensor hi = cuda_download(gi);
+        EXPECT_EQ(std::vector<int32_t>(hi.data_as<int32_t>(), hi.data_as<int32_t>() + ci.numel()),
+                  std::vector<int32_t>(ci.data_as<int32_t>(), ci.data_as<int32_t>() + ci.numel())) << name;
+        DS_EXPECT_CLOSE(cuda_download(gw), cw, 1e-6, 1e-6, "fused-shared route weights " + name);
+        Tensor x_dev = to_device(randn({T, d}, rng_));
+        Tensor got = to_host_f32(gpu().moe_experts(x_dev, gi, gw, ex.gpu));  // the fused grouping up to 16 tokens
+        Tensor want = to_host_f32(gpu().moe_experts(x_dev, cuda_upload(hi), gw, ex.gpu));
+        int64_t diff = 0;
+        for (int64_t i = 0; i < got.numel(); ++i) diff += !(got.f32()[i] == want.f32()[i]);
+        EXPECT_EQ(diff, 0) << "experts on the fused grouping " << name;
+        DS_EXPECT_CLOSE(got, cpu().moe_experts(to_host_f32(x_dev), ci, cw, ex.cpu), 2e-2, 1e-2,
+                        "fused-shared experts " + name);
+        if (T > kernels::kMoeRoutePermuteMaxTokens) continue;
+        // The one-launch routing and grouping alone, over NaN-poisoned ids, weights and grouping.
+        const int64_t N = T * K;
+        Tensor lg = cuda_upload(logits), ids = gpu().empty({T, K}, DType::kI32), wts = gpu().empty({T, K}, DType::kF32);
+        Tensor meta = gpu().empty({test::grouping_len(EG, N)}, DType::kI32);
+        const kernels::MoeRouteParams rp = route_params_of(r, lg, bias_dev, ids, wts);
+        const kernels::MoePermuteParams pp = permute_params_of(ids, meta, EG);
+        ASSERT_TRUE(kernels::moe_route_permute_supported(rp, pp)) << name;
+        for (Tensor* t : {&ids, &wts, &meta}) ASSERT_EQ(cudaMemsetAsync(t->data(), 0xff, t->nbytes(), s), cudaSuccess);
+        ASSERT_EQ(kernels::launch_moe_route_permute(rp, pp, s), cudaSuccess);
+        Tensor kid = cuda_download(ids), hmeta = cuda_download(meta);
+        std::vector<int32_t> idv(kid.data_as<int32_t>(), kid.data_as<int32_t>() + N);
+        EXPECT_EQ(std::vector<int32_t>(ci.data_as<int32_t>(), ci.data_as<int32_t>() + N), idv) << name;
+        DS_EXPECT_CLOSE(cuda_download(wts), cw, 1e-6, 1e-6, "route_permute kernel weights " + name);
+        EXPECT_EQ(test::grouping_mismatches(idv, hmeta.data_as<int32_t>(), EG, K, true), 0) << name;
+      }
+    }
+    // The fused router kernel at the model's hidden size: its ids are the CPU routing of its logits, its grouping
+    // (poisoned) that of its ids.
+    Tensor router_bf = to_device(randn({E, m.hidden}, rng_, 0.05f));
+    for (int64_t T : {int64_t{1}, int64_t{kernels::kMoeGateRouteMaxTokens}}) {
+      for (int fast = 1; fast >= 0; --fast) {
+        const test::ScopedEnv kernel("DSERVE_MOE_ROUTE_FAST", fast ? nullptr : "0");
+        const std::string name = m.name + " gate_route T " + std::to_string(T) + (fast ? " register" : " shared-memory");
+        GateRouteLaunch l(gpu(), to_device(randn({T, m.hidden}, rng_)), router_bf, bias_dev, r);
+        for (Tensor* t : {&l.ids, &l.wts, &l.meta}) ASSERT_EQ(cudaMemsetAsync(t->data(), 0xff, t->nbytes(), s), cudaSuccess);
+        ASSERT_TRUE(kernels::moe_gate_route_supported(l.p)) << name;
+        ASSERT_EQ(kernels::launch_moe_gate_route(l.p, s), cudaSuccess);
+        Tensor ci, cw;
+        cpu().moe_route(to_host_f32(l.lg), bias, r, &ci, &cw);
+        Tensor kid = cuda_download(l.ids), hmeta = cuda_download(l.meta);
+        const int64_t N = T * K;
+        std::vector<int32_t> idv(kid.data_as<int32_t>(), kid.data_as<int32_t>() + N);
+        EXPECT_EQ(std::vector<int32_t>(ci.data_as<int32_t>(), ci.data_as<int32_t>() + N), idv) << name;
+        DS_EXPECT_CLOSE(cuda_download(l.wts), cw, 1e-6, 1e-6, "gate_route kernel weights " + name);
+        EXPECT_EQ(test::grouping_mismatches(idv, hmeta.data_as<int32_t>(), EG, K, true), 0) << name;
       }
     }
   }

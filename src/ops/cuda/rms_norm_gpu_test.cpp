@@ -164,7 +164,7 @@ TEST(RmsNormMoeGpu, SumsTheMoeOutputAsTheCombine) {
   int cases = 0;
   for (int64_t n : {2048, 7168})
     for (int64_t rows : {1, 3, 40})
-      for (int top_k : {6, 8})
+      for (int top_k : {6, 9})  // 9: V3's picks and its fused shared expert
         for (int addend_kind : {0, 1, 2})  // none, bf16, fp32
           for (bool quant : {false, true}) {
             if (quant && (rows != 3 || addend_kind != 1)) continue;
@@ -242,9 +242,9 @@ TEST(RmsNormMoeGpu, SumsTheMoeOutputAsTheCombine) {
             for (int64_t i = 0; i < h.numel(); ++i)
               ASSERT_TRUE(std::isfinite(bf16_to_f32(h.data_as<uint16_t>()[i]))) << what << " element " << i;
           }
-  // Refused: no residual, top_k 9, a width past two chunks per thread, rows that differ from the combine's.
+  // Refused: no residual, top_k 10, a width past two chunks per thread, rows that differ from the combine's.
   Tensor buf = Tensor::empty({4, 16384}, DType::kBF16, Device::kCuda);
-  Tensor idx = Tensor::zeros({4, 9}, DType::kI32);
+  Tensor idx = Tensor::zeros({4, 10}, DType::kI32);
   Tensor didx = cuda_upload(idx);
   auto params = [&](int64_t n, int top_k, bool residual, int64_t combine_rows) {
     kernels::RmsNormParams p{nullptr, residual ? buf.data() : nullptr, buf.data(), buf.data(), 2, n, n, n, n, 1e-6f};
@@ -254,7 +254,7 @@ TEST(RmsNormMoeGpu, SumsTheMoeOutputAsTheCombine) {
   };
   EXPECT_TRUE(kernels::rms_norm_moe_supported(params(2048, 6, true, 2)));
   for (const kernels::RmsNormParams& p :
-       {params(2048, 6, false, 2), params(2048, 9, true, 2), params(16384, 6, true, 2), params(2048, 6, true, 3)}) {
+       {params(2048, 6, false, 2), params(2048, 10, true, 2), params(16384, 6, true, 2), params(2048, 6, true, 3)}) {
     EXPECT_FALSE(kernels::rms_norm_moe_supported(p));
     EXPECT_EQ(kernels::launch_rms_norm(p, nullptr), cudaErrorInvalidValue);
   }
