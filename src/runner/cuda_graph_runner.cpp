@@ -310,7 +310,7 @@ Status CudaGraphRunner::capture() {
     }
     im.graphs[i] = graph;
     count_graph(graph, &stats_);
-    const cudaError_t inst = cudaGraphInstantiate(&im.execs[i], graph, 0);
+    const cudaError_t inst = cudaGraphInstantiate(&im.execs[i], graph, cuda_graph_instantiate_flags());
     if (inst != cudaSuccess)
       return error("CUDA graph instantiation for batch size ", bs, " failed: ", cudaGetErrorString(inst));
     DS_CUDA_CHECK(cudaGraphUpload(im.execs[i], stream));

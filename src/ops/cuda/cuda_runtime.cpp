@@ -123,7 +123,13 @@ void init_cuda_device(int device_index) {
   DS_CUDA_CHECK(cudaSetDevice(device_index));
   g_device = device_index;
   // Never destroyed: tensors held by static objects may be freed on it during exit.
-  DS_CUDA_CHECK(cudaStreamCreate(&g_stream));
+  if (cuda_stream_priority_mode() == 1) {
+    int least = 0, greatest = 0;
+    DS_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    DS_CUDA_CHECK(cudaStreamCreateWithPriority(&g_stream, cudaStreamDefault, greatest));
+  } else {
+    DS_CUDA_CHECK(cudaStreamCreate(&g_stream));
+  }
   cudaMemPool_t pool;
   DS_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_index));
   uint64_t keep = UINT64_MAX;  // keep freed blocks in the pool instead of returning them at every sync
@@ -147,8 +153,22 @@ cudaStream_t cuda_side_stream() {
   static std::once_flag once;
   cudaStream_t main = cuda_main_stream();
   (void)main;
-  std::call_once(once, [] { DS_CUDA_CHECK(cudaStreamCreateWithFlags(&g_side_stream, cudaStreamNonBlocking)); });
+  std::call_once(once, [] {
+    int least = 0, greatest = 0;
+    DS_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+    DS_CUDA_CHECK(cudaStreamCreateWithPriority(&g_side_stream, cudaStreamNonBlocking,
+                                               cuda_stream_priority_mode() == 2 ? greatest : least));
+  });
   return g_side_stream;
+}
+
+int cuda_stream_priority_mode() {
+  static const int mode = static_cast<int>(env_int("DSERVE_STREAM_PRIORITY", 0));
+  return mode;
+}
+
+unsigned long long cuda_graph_instantiate_flags() {
+  return cuda_stream_priority_mode() != 0 ? cudaGraphInstantiateFlagUseNodePriority : 0;
 }
 
 void set_current_cuda_stream(cudaStream_t s) { t_current = s == g_stream ? nullptr : s; }

@@ -31,6 +31,14 @@ cudaStream_t cuda_stream();
 // The compute stream itself and the side stream (made on first use; non-blocking), whatever is current.
 cudaStream_t cuda_main_stream();
 cudaStream_t cuda_side_stream();
+// DSERVE_STREAM_PRIORITY (read once, when the stream is made; off by default, an A/B switch): 1 makes the main
+// stream the device's highest priority, 2 the side stream, so that when both streams' kernels wait for room on the
+// SMs (the routed experts' chain on the main stream, the shared expert on the side) the block scheduler places the
+// favoured stream's CTAs first. Graph kernel nodes copy the capturing stream's priority, and graphs then run with
+// their nodes' priorities (cudaGraphInstantiateFlagUseNodePriority: cuda_graph_instantiate_flags()). Both lost
+// (H200, V2-Lite FP8 batch 1 / 8, session 28: 1.87 / 4.25 and 1.97 / 4.40 ms vs 1.83 / 4.20 default).
+int cuda_stream_priority_mode();
+unsigned long long cuda_graph_instantiate_flags();
 // Makes `s` (nullptr: the compute stream) current on this thread. Allocations and frees follow the current
 // stream (stream-ordered), so a tensor made in a side section may die in it; one made before it must not.
 void set_current_cuda_stream(cudaStream_t s);
