@@ -41,6 +41,17 @@ class MoeGroupedTest : public test::CudaVsCpuTest {
     }
     return x;
   }
+  // The experts op on ids that carry a fused grouping (gi, from a routing launch) against the same op grouping a
+  // copy of them itself (hi: gi downloaded): the output elements that differ (the two must agree bit for bit).
+  int64_t fused_grouping_mismatches(const Tensor& x_dev, const Tensor& gi, const Tensor& gw, const Tensor& hi,
+                                    const Experts& ex, Tensor* got_out = nullptr) {
+    Tensor got = to_host_f32(gpu().moe_experts(x_dev, gi, gw, ex.gpu));
+    Tensor want = to_host_f32(gpu().moe_experts(x_dev, cuda_upload(hi), gw, ex.gpu));
+    int64_t diff = 0;
+    for (int64_t i = 0; i < got.numel(); ++i) diff += !(got.f32()[i] == want.f32()[i]);
+    if (got_out) *got_out = got;
+    return diff;
+  }
   // K distinct experts per token. hot >= 0: every token takes expert `hot` first (one expert gets all T
   // rows); only the first `used` experts are ever chosen (the rest get 0 rows).
   std::vector<int32_t> route(int64_t T, int E, int K, int used, int hot) {
@@ -208,6 +219,27 @@ kernels::MoePermuteParams permute_params_of(const Tensor& ids, const Tensor& met
           static_cast<int>(ids.dim(1)), E, mp + 3 * E, mp + 4 * E, mp + test::grouping_slots_at(E, N)};
 }
 
+// A direct launch of the one-launch routing and grouping over host logits [T, E]: its own device copy of them, ids
+// and weights [T, r.width()] and grouping (over E + r.shared_experts experts), NaN-poisoned by poison().
+struct RoutePermuteLaunch {
+  Tensor lg, ids, wts, meta;
+  kernels::MoeRouteParams rp{};
+  kernels::MoePermuteParams pp{};
+  RoutePermuteLaunch(Ops& ops, const Tensor& logits, const Tensor& bias_dev, const MoeRouting& r) {
+    const int64_t T = logits.dim(0), K = r.width();
+    const int EG = r.num_experts + r.shared_experts;
+    lg = cuda_upload(logits);
+    ids = ops.empty({T, K}, DType::kI32);
+    wts = ops.empty({T, K}, DType::kF32);
+    meta = ops.empty({test::grouping_len(EG, T * K)}, DType::kI32);
+    rp = route_params_of(r, lg, bias_dev, ids, wts);
+    pp = permute_params_of(ids, meta, EG);
+  }
+  void poison(cudaStream_t s) {  // all-ones bytes: NaN weights, -1 ids and grouping entries
+    for (Tensor* t : {&ids, &wts, &meta}) ASSERT_EQ(cudaMemsetAsync(t->data(), 0xff, t->nbytes(), s), cudaSuccess);
+  }
+};
+
 // A direct launch of the fused router kernel over x [T, d] and its own NaN-poisoned buffers (logits, ids, weights,
 // grouping, a zeroed ticket).
 struct GateRouteLaunch {
@@ -371,30 +403,24 @@ TEST_F(MoeGroupedTest, RoutePermuteMatchesCpu) {
       EXPECT_EQ(id_mismatch, 0) << name;
       DS_EXPECT_CLOSE(cuda_download(gw), cw, 1e-6, 1e-6, "route_permute weights " + name);
       Tensor x_dev = to_device(randn({T, d}, rng_));
-      Tensor got = to_host_f32(gpu().moe_experts(x_dev, gi, gw, ex.gpu));  // takes the fused grouping
-      Tensor want = to_host_f32(gpu().moe_experts(x_dev, cuda_upload(hi), gw, ex.gpu));
-      int64_t diff = 0;
-      for (int64_t i = 0; i < got.numel(); ++i) diff += !(got.f32()[i] == want.f32()[i]);
-      EXPECT_EQ(diff, 0) << "experts on the fused grouping " << name;
+      EXPECT_EQ(fused_grouping_mismatches(x_dev, gi, gw, hi, ex), 0) << "experts on the fused grouping " << name;
       // The kernel alone over NaN-poisoned ids, weights and grouping: the register routing (default) and the
       // shared-memory one (DSERVE_MOE_ROUTE_FAST=0, read per launch).
       const int64_t N = T * K;
-      Tensor lg = cuda_upload(logits), ids = gpu().empty({T, K}, DType::kI32), wts = gpu().empty({T, K}, DType::kF32);
-      Tensor meta = gpu().empty({test::grouping_len(E, N)}, DType::kI32);
-      const kernels::MoeRouteParams rp = route_params_of(r, lg, bias_dev, ids, wts);
-      const kernels::MoePermuteParams pp = permute_params_of(ids, meta, E);
+      RoutePermuteLaunch l(gpu(), logits, bias_dev, r);
+      const kernels::MoeRouteParams& rp = l.rp;
+      const kernels::MoePermuteParams& pp = l.pp;
       ASSERT_TRUE(kernels::moe_route_permute_supported(rp, pp)) << name;
       double us[2] = {0, 0};
       for (int fast = 1; fast >= 0; --fast) {
         const test::ScopedEnv kernel("DSERVE_MOE_ROUTE_FAST", fast ? nullptr : "0");
         const std::string kname = name + (fast ? " register routing" : " shared-memory routing");
-        for (Tensor* t : {&ids, &wts, &meta})  // all-ones bytes: NaN weights, -1 ids and grouping entries
-          ASSERT_EQ(cudaMemsetAsync(t->data(), 0xff, t->nbytes(), s), cudaSuccess);
+        l.poison(s);
         ASSERT_EQ(kernels::launch_moe_route_permute(rp, pp, s), cudaSuccess);
-        Tensor kid = cuda_download(ids), hmeta = cuda_download(meta);
+        Tensor kid = cuda_download(l.ids), hmeta = cuda_download(l.meta);
         std::vector<int32_t> idv(kid.data_as<int32_t>(), kid.data_as<int32_t>() + N);
         EXPECT_EQ(std::vector<int32_t>(hi.data_as<int32_t>(), hi.data_as<int32_t>() + N), idv) << kname;
-        DS_EXPECT_CLOSE(cuda_download(wts), cw, 1e-6, 1e-6, "kernel weights " + kname);
+        DS_EXPECT_CLOSE(cuda_download(l.wts), cw, 1e-6, 1e-6, "kernel weights " + kname);
         EXPECT_EQ(test::grouping_mismatches(idv, hmeta.data_as<int32_t>(), E, K, true), 0) << kname;
         if (T == 1)
           us[fast] =
@@ -485,27 +511,21 @@ TEST_F(MoeGroupedTest, SharedExpertsFusedRouting) {
                   std::vector<int32_t>(ci.data_as<int32_t>(), ci.data_as<int32_t>() + ci.numel())) << name;
         DS_EXPECT_CLOSE(cuda_download(gw), cw, 1e-6, 1e-6, "fused-shared route weights " + name);
         Tensor x_dev = to_device(randn({T, d}, rng_));
-        Tensor got = to_host_f32(gpu().moe_experts(x_dev, gi, gw, ex.gpu));  // the fused grouping up to 16 tokens
-        Tensor want = to_host_f32(gpu().moe_experts(x_dev, cuda_upload(hi), gw, ex.gpu));
-        int64_t diff = 0;
-        for (int64_t i = 0; i < got.numel(); ++i) diff += !(got.f32()[i] == want.f32()[i]);
-        EXPECT_EQ(diff, 0) << "experts on the fused grouping " << name;
+        Tensor got;  // the fused grouping up to 16 tokens
+        EXPECT_EQ(fused_grouping_mismatches(x_dev, gi, gw, hi, ex, &got), 0) << "experts on the fused grouping " << name;
         DS_EXPECT_CLOSE(got, cpu().moe_experts(to_host_f32(x_dev), ci, cw, ex.cpu), 2e-2, 1e-2,
                         "fused-shared experts " + name);
         if (T > kernels::kMoeRoutePermuteMaxTokens) continue;
         // The one-launch routing and grouping alone, over NaN-poisoned ids, weights and grouping.
         const int64_t N = T * K;
-        Tensor lg = cuda_upload(logits), ids = gpu().empty({T, K}, DType::kI32), wts = gpu().empty({T, K}, DType::kF32);
-        Tensor meta = gpu().empty({test::grouping_len(EG, N)}, DType::kI32);
-        const kernels::MoeRouteParams rp = route_params_of(r, lg, bias_dev, ids, wts);
-        const kernels::MoePermuteParams pp = permute_params_of(ids, meta, EG);
-        ASSERT_TRUE(kernels::moe_route_permute_supported(rp, pp)) << name;
-        for (Tensor* t : {&ids, &wts, &meta}) ASSERT_EQ(cudaMemsetAsync(t->data(), 0xff, t->nbytes(), s), cudaSuccess);
-        ASSERT_EQ(kernels::launch_moe_route_permute(rp, pp, s), cudaSuccess);
-        Tensor kid = cuda_download(ids), hmeta = cuda_download(meta);
+        RoutePermuteLaunch l(gpu(), logits, bias_dev, r);
+        ASSERT_TRUE(kernels::moe_route_permute_supported(l.rp, l.pp)) << name;
+        l.poison(s);
+        ASSERT_EQ(kernels::launch_moe_route_permute(l.rp, l.pp, s), cudaSuccess);
+        Tensor kid = cuda_download(l.ids), hmeta = cuda_download(l.meta);
         std::vector<int32_t> idv(kid.data_as<int32_t>(), kid.data_as<int32_t>() + N);
         EXPECT_EQ(std::vector<int32_t>(ci.data_as<int32_t>(), ci.data_as<int32_t>() + N), idv) << name;
-        DS_EXPECT_CLOSE(cuda_download(wts), cw, 1e-6, 1e-6, "route_permute kernel weights " + name);
+        DS_EXPECT_CLOSE(cuda_download(l.wts), cw, 1e-6, 1e-6, "route_permute kernel weights " + name);
         EXPECT_EQ(test::grouping_mismatches(idv, hmeta.data_as<int32_t>(), EG, K, true), 0) << name;
       }
     }
