@@ -137,9 +137,8 @@ Result<ModelSetup> setup_model(const Flags& flags) {
   const double t_quant = since(t0);
   DS_ASSIGN_OR_RETURN(s.kv_dtype, parse_kv_cache_dtype(flags.get_string("kv-cache-dtype")));
   t0 = Clock::now();
-  ModelOptions mo = model_options_from_env();
-  if (flags.get_bool("disable-shared-experts-fusion")) mo.shared_experts_fusion = false;
-  s.model = std::make_unique<DeepseekModel>(s.config, weights, *s.ops, mo);
+  s.model = std::make_unique<DeepseekModel>(s.config, weights, *s.ops,
+                                            model_options(flags.get_bool("disable-shared-experts-fusion")));
   const double t_prep = since(t0);
   // A line for full-size models only (>= 1B parameters, decided by the config, not the clock): small ones keep
   // their output to what they were asked.

@@ -167,8 +167,8 @@ bool moe_route_permute_supported(const MoeRouteParams& r, const MoePermuteParams
   return r.logits && r.topk_ids && r.topk_weights && r.tokens >= 1 && r.tokens <= kMoeRoutePermuteMaxTokens &&
          r.experts >= 1 && r.n_group >= 1 && r.experts % r.n_group == 0 && r.n_group <= 64 && r.top_k >= 1 &&
          r.top_k <= r.experts && r.shared >= 0 && g.topk_ids == r.topk_ids && g.experts == r.experts + r.shared &&
-         g.top_k == route_width(r) && g.entries == r.tokens * route_width(r) && route_width(r) <= 32 && g.counts && g.offsets && g.row_of && g.src_token &&
-         moe_detail::slots_ok(g) && route_permute_smem(r) <= 48 * 1024;
+         g.top_k == route_width(r) && g.entries == r.tokens * route_width(r) && route_width(r) <= 32 && g.counts &&
+         g.offsets && g.row_of && g.src_token && moe_detail::slots_ok(g) && route_permute_smem(r) <= 48 * 1024;
 }
 
 cudaError_t launch_moe_route_permute(const MoeRouteParams& r, const MoePermuteParams& g, cudaStream_t stream) {

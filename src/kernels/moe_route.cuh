@@ -159,21 +159,21 @@ __device__ inline void route_token(const MoeRouteParams& p, int64_t t, char* bas
 }
 
 // ---- Register routing for decode sizes (route_token's semantics, fewer dependent steps) ----
-// Limits of route_token_fast: experts <= 32 * J (J <= 8), top_k + shared <= 32, n_group <= 32.
-__host__ __device__ constexpr bool route_fast_fits(int E, int top_k, int n_group, int J, int shared = 0) {
-  return E >= 1 && E <= 32 * J && top_k >= 1 && top_k + shared <= 32 && top_k <= E && n_group >= 1 &&
-         n_group <= 32 && shared >= 0;
-}
-// Words of a bit mask over the experts a grouping sees (routed + shared, <= 256 + 32 for the register routing).
+// Words of the register routing's bit mask over the experts a grouping sees (routed + shared, <= 256 + 32).
 constexpr int kRouteMaskWords = 9;
+// Limits of route_token_fast: experts <= 32 * J (J <= 8), top_k + shared <= 32, n_group <= 32, experts + shared
+// within the mask.
+__host__ __device__ constexpr bool route_fast_fits(int E, int top_k, int n_group, int J, int shared) {
+  return E >= 1 && E <= 32 * J && top_k >= 1 && top_k + shared <= 32 && top_k <= E && n_group >= 1 &&
+         n_group <= 32 && shared >= 0 && E + shared <= 32 * kRouteMaskWords;
+}
 // Expert rows J * 32 a lane holds: the smallest supported J for E experts (0: none).
 __host__ __device__ constexpr int route_fast_j(int E) { return E <= 64 ? 2 : E <= 256 ? 8 : 0; }
 // The J a routing launch takes for r (the register routing), or 0 (the shared-memory routing): where it does not
 // fit, or under DSERVE_MOE_ROUTE_FAST=0 (read per launch, so tests take both).
 inline int route_fast_launch_j(const MoeRouteParams& r) {
   const int J = route_fast_j(r.experts);
-  return env_flag("DSERVE_MOE_ROUTE_FAST", true) && J > 0 && route_fast_fits(r.experts, r.top_k, r.n_group, J, r.shared) &&
-                 r.experts + r.shared <= 32 * kRouteMaskWords
+  return env_flag("DSERVE_MOE_ROUTE_FAST", true) && J > 0 && route_fast_fits(r.experts, r.top_k, r.n_group, J, r.shared)
              ? J
              : 0;
 }

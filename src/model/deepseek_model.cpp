@@ -39,9 +39,9 @@ KvCache make_kv_cache(Ops& ops, const ModelConfig& cfg, int page_size, int num_p
   return c;
 }
 
-ModelOptions model_options_from_env() {
+ModelOptions model_options(bool disable_shared_experts_fusion) {
   ModelOptions o;
-  o.shared_experts_fusion = env_flag("DSERVE_SHARED_EXPERTS_FUSION", false);
+  o.shared_experts_fusion = !disable_shared_experts_fusion && env_flag("DSERVE_SHARED_EXPERTS_FUSION", false);
   return o;
 }
 

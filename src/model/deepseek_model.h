@@ -24,9 +24,9 @@ struct ModelOptions {
   // shared output is rounded to bf16 with the routed rows instead of summed in fp32.
   bool shared_experts_fusion = false;
 };
-// The options the environment asks for: DSERVE_SHARED_EXPERTS_FUSION=1 turns the fusion on (A/B runs, tests);
-// --disable-shared-experts-fusion (SGLang's flag) then turns it off again.
-ModelOptions model_options_from_env();
+// The options of a run: DSERVE_SHARED_EXPERTS_FUSION=1 turns the fusion on (A/B runs, tests) unless
+// --disable-shared-experts-fusion (SGLang's flag, `disable_shared_experts_fusion`) is given.
+ModelOptions model_options(bool disable_shared_experts_fusion);
 
 class DeepseekModel {
  public:

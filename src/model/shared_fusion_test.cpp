@@ -5,8 +5,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+
+#include "model/deepseek_model.h"
 
 namespace ds {
 namespace {
@@ -129,6 +132,18 @@ TEST(SharedFusion, RefusesWhatDoesNotCut) {
   empty.experts.clear();
   EXPECT_FALSE(can_split_shared(empty, 1));
   EXPECT_FALSE(can_split_shared(moe_of(1, 24, 40, DType::kF32, false, rng), 0));
+}
+
+// Off by default; DSERVE_SHARED_EXPERTS_FUSION=1 turns it on unless --disable-shared-experts-fusion is given.
+TEST(SharedFusion, OptionsFromTheEnvironmentAndTheFlag) {
+  unsetenv("DSERVE_SHARED_EXPERTS_FUSION");
+  EXPECT_FALSE(model_options(false).shared_experts_fusion);
+  setenv("DSERVE_SHARED_EXPERTS_FUSION", "1", 1);
+  EXPECT_TRUE(model_options(false).shared_experts_fusion);
+  EXPECT_FALSE(model_options(true).shared_experts_fusion);
+  setenv("DSERVE_SHARED_EXPERTS_FUSION", "0", 1);
+  EXPECT_FALSE(model_options(false).shared_experts_fusion);
+  unsetenv("DSERVE_SHARED_EXPERTS_FUSION");
 }
 
 }  // namespace

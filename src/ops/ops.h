@@ -59,7 +59,8 @@ struct MoeRouting {
   // this many expert-sized parts, appended to the expert list): every token also gets the entries num_experts ..
   // num_experts + shared_experts - 1, after its picks, with weight 1.
   int shared_experts = 0;
-  int width() const { return top_k + shared_experts; }  // entries per token
+  int width() const { return top_k + shared_experts; }                 // entries per token
+  int grouped_experts() const { return num_experts + shared_experts; }  // experts the entries are grouped over
 };
 
 // An activation quantized for block-FP8 linears as ops/fp8.h quantize_activations_fp8 does (per token per 128

@@ -72,9 +72,7 @@ class BatchEngine final : public Engine {
     }
     DS_RETURN_IF_ERROR(apply_quantization_flag(o.quantization, &weights, &cfg_));
     DS_ASSIGN_OR_RETURN(KvCacheDtype kv_dtype, parse_kv_cache_dtype(o.kv_cache_dtype));
-    ModelOptions mo = model_options_from_env();
-    if (o.disable_shared_experts_fusion) mo.shared_experts_fusion = false;
-    model_ = std::make_unique<DeepseekModel>(cfg_, weights, *ops_, mo);
+    model_ = std::make_unique<DeepseekModel>(cfg_, weights, *ops_, model_options(o.disable_shared_experts_fusion));
     if (o.verbose) DS_INFO("weights ready: ", cfg_.num_hidden_layers, " layers, vocab ", cfg_.vocab_size);
 
     context_length_ = o.context_length > 0 ? o.context_length : cfg_.max_position_embeddings;

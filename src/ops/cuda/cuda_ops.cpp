@@ -922,7 +922,7 @@ class CudaOps final : public Ops {
     const int64_t T = logits.dim(0);
     const Tensor bias32 = router_bias_f32(bias, logits.dim(1));
     fused_ids_ = nullptr;  // these ids come without a grouping (see permute) unless the fused launch makes one
-    const int W = r.width(), EG = r.num_experts + r.shared_experts;  // entries a token, experts of the grouping
+    const int W = r.width(), EG = r.grouped_experts();
     *topk_weights = empty({T, W}, DType::kF32);
     // Decode sizes: routing and the grouping by expert in one launch (the grouping rides behind the ids for the
     // moe_experts op given them, as moe_gate_route's does): one launch boundary fewer on the routed chain.
@@ -991,7 +991,7 @@ class CudaOps final : public Ops {
     const Tensor bias32 = router_bias_f32(bias, E);
     Tensor logits = empty({T, E}, DType::kF32);
     Routed routed;
-    const int EG = static_cast<int>(E) + r.shared_experts;  // the grouping's experts
+    const int EG = r.grouped_experts();
     Tensor ids = ids_with_grouping(T, r.width(), EG, &routed);
     Tensor weights = empty({T, r.width()}, DType::kF32);
     kernels::MoeGateRouteParams p{};

@@ -56,6 +56,13 @@ size_t end_shadow() {
   return need;
 }
 
+// The device's highest stream priority, or its lowest (every stream's default) (DSERVE_STREAM_PRIORITY).
+int stream_priority(bool highest) {
+  int least = 0, greatest = 0;
+  DS_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
+  return highest ? greatest : least;
+}
+
 uint64_t stream_key(cudaStream_t s) { return static_cast<uint64_t>(reinterpret_cast<uintptr_t>(s)); }
 
 void* device_alloc(size_t n) {
@@ -123,13 +130,8 @@ void init_cuda_device(int device_index) {
   DS_CUDA_CHECK(cudaSetDevice(device_index));
   g_device = device_index;
   // Never destroyed: tensors held by static objects may be freed on it during exit.
-  if (cuda_stream_priority_mode() == 1) {
-    int least = 0, greatest = 0;
-    DS_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
-    DS_CUDA_CHECK(cudaStreamCreateWithPriority(&g_stream, cudaStreamDefault, greatest));
-  } else {
-    DS_CUDA_CHECK(cudaStreamCreate(&g_stream));
-  }
+  DS_CUDA_CHECK(
+      cudaStreamCreateWithPriority(&g_stream, cudaStreamDefault, stream_priority(cuda_stream_priority_mode() == 1)));
   cudaMemPool_t pool;
   DS_CUDA_CHECK(cudaDeviceGetDefaultMemPool(&pool, device_index));
   uint64_t keep = UINT64_MAX;  // keep freed blocks in the pool instead of returning them at every sync
@@ -154,10 +156,8 @@ cudaStream_t cuda_side_stream() {
   cudaStream_t main = cuda_main_stream();
   (void)main;
   std::call_once(once, [] {
-    int least = 0, greatest = 0;
-    DS_CUDA_CHECK(cudaDeviceGetStreamPriorityRange(&least, &greatest));
     DS_CUDA_CHECK(cudaStreamCreateWithPriority(&g_side_stream, cudaStreamNonBlocking,
-                                               cuda_stream_priority_mode() == 2 ? greatest : least));
+                                               stream_priority(cuda_stream_priority_mode() == 2)));
   });
   return g_side_stream;
 }

@@ -227,7 +227,7 @@ struct RoutePermuteLaunch {
   kernels::MoePermuteParams pp{};
   RoutePermuteLaunch(Ops& ops, const Tensor& logits, const Tensor& bias_dev, const MoeRouting& r) {
     const int64_t T = logits.dim(0), K = r.width();
-    const int EG = r.num_experts + r.shared_experts;
+    const int EG = r.grouped_experts();
     lg = cuda_upload(logits);
     ids = ops.empty({T, K}, DType::kI32);
     wts = ops.empty({T, K}, DType::kF32);
@@ -248,7 +248,7 @@ struct GateRouteLaunch {
   GateRouteLaunch(Ops& ops, Tensor x_dev, const Tensor& router, const Tensor& bias, const MoeRouting& r)
       : x(std::move(x_dev)) {
     // K: entries a token (picks and fused shared experts); EG: the grouping's experts.
-    const int64_t T = x.dim(0), E = r.num_experts, K = r.width(), N = T * K, EG = E + r.shared_experts;
+    const int64_t T = x.dim(0), E = r.num_experts, K = r.width(), N = T * K, EG = r.grouped_experts();
     lg = ops.empty({T, E}, DType::kF32);
     ids = ops.empty({T, K}, DType::kI32);
     wts = ops.empty({T, K}, DType::kF32);
@@ -477,7 +477,7 @@ TEST_F(MoeGroupedTest, SharedExpertsFusedRouting) {
     const MoeRouting plain = kcases::routing_of(m);
     MoeRouting r = plain;
     r.shared_experts = m.sigmoid ? 1 : 2;
-    const int E = r.num_experts, S = r.shared_experts, K = r.width(), EG = E + S;
+    const int E = r.num_experts, K = r.width(), EG = r.grouped_experts();
     const int64_t d = 64;
     Tensor bias = m.sigmoid ? randn({E}, rng_, 0.05f) : Tensor();
     Tensor bias_dev = m.sigmoid ? cuda_upload(bias) : Tensor();
