@@ -4,6 +4,7 @@
 # wall time, kernel time, gaps, and time per kernel name. TRACE_BS (default 1), TRACE_EXTRA adds flags.
 set -u
 source "$(dirname "$0")/lib.sh"
+mkdir -p "$OUT"
 for bs in ${TRACE_BS:-1}; do
   start=$(date +%s)
   timeout 200 env DSERVE_TRACE_OUT="$OUT/trace_bs$bs.csv" LD_PRELOAD="$PWD/$B/libds_cupti_trace.so" "$B/dserve" \
@@ -11,5 +12,5 @@ for bs in ${TRACE_BS:-1}; do
     --load-format dummy --batch-size "$bs" --input-len 256 --output-len 8 ${TRACE_EXTRA:-} > "$OUT/b1b_bs$bs.log" 2>&1
   echo "== traced bench-one-batch batch $bs rc=$? ($(( $(date +%s) - start )) s)"
   grep -E "^Decode\.  median|cupti_trace" "$OUT/b1b_bs$bs.log"
-  python3 scripts/device/trace_summary.py "$OUT/trace_bs$bs.csv" | tee "$OUT/summary_bs$bs.txt"
+  python3 scripts/device/trace_summary.py "$OUT/trace_bs$bs.csv" ${TRACE_SUMMARY_ARGS:-} | tee "$OUT/summary_bs$bs.txt"
 done

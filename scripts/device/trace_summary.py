@@ -98,3 +98,23 @@ if ks and "graph_node" in ks[0]:
     for d, g in sorted(dist.items()):
         g.sort()
         print(f"  {d}: {len(g):4d}  {g[len(g)//2]:6.2f} us  {sum(x < -0.3 for x in g) / len(g):.2f}")
+# --timeline SUBSTR [OCC]: one layer's kernels in the last step, from the OCC-th (default 10th) kernel whose name
+# contains SUBSTR to the next one: start and end from the first's start, duration, and start - previous end.
+if "--timeline" in sys.argv:
+    i = sys.argv.index("--timeline")
+    sub = sys.argv[i + 1].replace(" ", "")  # spaces ignored on both sides (the argument passes through a shell)
+    occ = int(sys.argv[i + 2]) if len(sys.argv) > i + 2 else 10
+    ks = sorted(launches[use[-1]], key=lambda r: r["start_ns"])
+    marks = [j for j, r in enumerate(ks) if sub in short[r["name"]].replace(" ", "")]
+    if len(marks) <= occ + 1:
+        print(f"\ntimeline: only {len(marks)} kernels match {sub!r}")
+    else:
+        a, b = marks[occ], marks[occ + 1]
+        t0 = ks[a]["start_ns"]
+        print(f"\ntimeline of kernels {a}..{b} (last step): start, end, duration, start - previous end (us), grid, block")
+        prev_end = None
+        for r in ks[a:b + 1]:
+            gap = "" if prev_end is None else f"{(r['start_ns'] - prev_end)/1e3:7.2f}"
+            print(f"  {(r['start_ns']-t0)/1e3:7.2f} {(r['end_ns']-t0)/1e3:7.2f} {(r['end_ns']-r['start_ns'])/1e3:6.2f} "
+                  f"{gap:>7} {r['grid']:6d} {r['block']:5d}  {short[r['name']]}")
+            prev_end = r["end_ns"] if prev_end is None else max(prev_end, r["end_ns"])

@@ -42,11 +42,14 @@ KvCache make_kv_cache(Ops& ops, const ModelConfig& cfg, int page_size, int num_p
 ModelOptions model_options(bool disable_shared_experts_fusion) {
   ModelOptions o;
   o.shared_experts_fusion = !disable_shared_experts_fusion && env_flag("DSERVE_SHARED_EXPERTS_FUSION", false);
+  if (env_text("DSERVE_SHARED_AFTER_ROUTE"))
+    o.shared_fork = env_flag("DSERVE_SHARED_AFTER_ROUTE", false) ? ModelOptions::SharedFork::kAfterRoute
+                                                                  : ModelOptions::SharedFork::kBeforeRoute;
   return o;
 }
 
 DeepseekModel::DeepseekModel(const ModelConfig& cfg, const ModelWeights& w, Ops& ops, const ModelOptions& options)
-    : cfg_(cfg), ops_(ops) {
+    : cfg_(cfg), ops_(ops), shared_fork_(options.shared_fork) {
   // Shared-experts fusion for every MoE layer (one routing for all of them) or none.
   bool fuse = options.shared_experts_fusion && cfg_.n_shared_experts > 0;
   bool any_moe = false;
@@ -279,13 +282,18 @@ MlpOut DeepseekModel::mlp(const Layer& layer, const Tensor& x, const Fp8Act& xq)
   // shared expert does not depend on the routing: it runs beside the router, the routing and the routed experts
   // (their latency-bound kernels hide under its weight stream), and is added at the join.
   Tensor shared;  // [T, d] (fp32 where the backend keeps the partial sum unrounded)
-  if (layer.has_shared) {
+  const auto shared_mlp = [&] {
+    if (!layer.has_shared) return;
     ops_.side_begin();
     shared = ops_.linear_partial(ops_.linear_silu_q(x, xq, layer.shared.gate_up), layer.shared.down);
     ops_.side_end();
-  }
+  };
+  using Fork = ModelOptions::SharedFork;
+  const bool after = shared_fork_ == Fork::kAfterRoute || (shared_fork_ == Fork::kAuto && xq.defined());
+  if (!after) shared_mlp();
   Tensor ids, weights;  // [T, top_k + shared_experts]
   ops_.moe_gate_route(x, layer.router, layer.correction_bias, routing_, &ids, &weights);  // logits [T, E] unused
+  if (after) shared_mlp();
   // [T, d], maybe left for the next norm to sum; joins the side chain
   return ops_.moe_experts_open(x, xq, ids, weights, layer.experts, shared);
 }

@@ -23,9 +23,18 @@ struct ModelOptions {
   // 11.4 ms fused vs 1.84 / 4.28 / 7.95 apart; bf16 2.16 / 6.05 / 14.2 vs 2.14 / 5.78 / 9.51), and in bf16 the
   // shared output is rounded to bf16 with the routed rows instead of summed in fp32.
   bool shared_experts_fusion = false;
+  // Apart, where the shared MLP forks to the side chain: before the router and the routing, or after them, so
+  // that those latency-bound launches do not share their SMs' memory queues with its weight stream (session 29's
+  // batch-1 CUDA trace: the routing ends 4.2 us after the router with the shared gate|up beside it, 11 us when
+  // that GEMM starts sooner). kAuto: after them where the layer's input norm made x's FP8 quantization (the
+  // shared chain then starts with its weight stream; no quant_act launch ahead of it), before them otherwise.
+  // The same results either way: a schedule choice.
+  enum class SharedFork { kAuto, kBeforeRoute, kAfterRoute };
+  SharedFork shared_fork = SharedFork::kAuto;
 };
 // The options of a run: DSERVE_SHARED_EXPERTS_FUSION=1 turns the fusion on (A/B runs, tests) unless
-// --disable-shared-experts-fusion (SGLang's flag, `disable_shared_experts_fusion`) is given.
+// --disable-shared-experts-fusion (SGLang's flag, `disable_shared_experts_fusion`) is given;
+// DSERVE_SHARED_AFTER_ROUTE=1 / =0 forces shared_fork after / before the routing (unset: kAuto).
 ModelOptions model_options(bool disable_shared_experts_fusion);
 
 class DeepseekModel {
@@ -109,6 +118,7 @@ class DeepseekModel {
   float rope_factor_ = 1.0f;
   float softmax_scale_ = 1.0f;
   MoeRouting routing_;
+  ModelOptions::SharedFork shared_fork_ = ModelOptions::SharedFork::kAuto;
 };
 
 }  // namespace ds

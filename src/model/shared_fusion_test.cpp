@@ -144,6 +144,15 @@ TEST(SharedFusion, OptionsFromTheEnvironmentAndTheFlag) {
   setenv("DSERVE_SHARED_EXPERTS_FUSION", "0", 1);
   EXPECT_FALSE(model_options(false).shared_experts_fusion);
   unsetenv("DSERVE_SHARED_EXPERTS_FUSION");
+  using Fork = ModelOptions::SharedFork;
+  unsetenv("DSERVE_SHARED_AFTER_ROUTE");
+  EXPECT_EQ(model_options(false).shared_fork, Fork::kAuto);
+  setenv("DSERVE_SHARED_AFTER_ROUTE", "1", 1);
+  EXPECT_EQ(model_options(false).shared_fork, Fork::kAfterRoute);
+  EXPECT_FALSE(model_options(false).shared_experts_fusion);
+  setenv("DSERVE_SHARED_AFTER_ROUTE", "0", 1);
+  EXPECT_EQ(model_options(false).shared_fork, Fork::kBeforeRoute);
+  unsetenv("DSERVE_SHARED_AFTER_ROUTE");
 }
 
 }  // namespace

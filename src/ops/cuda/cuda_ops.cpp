@@ -149,13 +149,14 @@ class CudaOps final : public Ops {
     // around every expert's GEMM: the same bits, V2-Lite 64 x 512 prefill 1.04x (H100, 2026-11-26).
     // DSERVE_MOE_FP8_SEGMENTED=0: the per-expert chain.
     moe_fp8_segmented_ = env_flag("DSERVE_MOE_FP8_SEGMENTED", true);
-    // DSERVE_FP8_FUSED_NORM=1: decode-sized norms also write their output's FP8 quantization for the FP8 linears
-    // and experts that read it (rms_norm_q): the q / kv_a pair, the shared gate|up and the routed experts then take
-    // no quant_act launch (three a V2-Lite layer). Off: slower every time measured (V2-Lite FP8 decode, H100:
-    // 3.14 vs 3.11 ms at batch 1 on 2026-11-26; with the pair and the gate|up reading it too, 2.49 / 2.49 vs
-    // 2.44 / 2.37 ms at batch 1 and 5.39 / 5.40 vs 5.28 / 5.27 at batch 8, session 24, alternating): the norm is a
-    // one-CTA kernel on the critical path, and the launches it saves overlap their neighbours under PDL.
-    fused_norm_ = env_flag("DSERVE_FP8_FUSED_NORM", false);
+    // Decode-sized norms also write their output's FP8 quantization for the FP8 linears and experts that read it
+    // (rms_norm_q): the q / kv_a pair, the shared gate|up and the routed experts then take no quant_act launch
+    // (three a V2-Lite layer). Slower alone every time measured (H100 sessions 24-25; H200 session 28: 1.95 vs
+    // 1.81 ms at batch 1): the shared gate|up, no longer behind a quant_act, starts its weight stream beside the
+    // router and the routing and slows them. With the model forking the shared MLP after the routing when x's
+    // quantization exists (ModelOptions::SharedFork::kAuto), faster (session 29, BENCHMARKS.md).
+    // DSERVE_FP8_FUSED_NORM=0: quant_act launches instead (and the shared MLP forks before the routing).
+    fused_norm_ = env_flag("DSERVE_FP8_FUSED_NORM", true);
     // Decode MoE layers add the shared expert inside the routed combine (one launch and one bf16 rounding fewer:
     // moe_experts_shared_q). No gain in session 13's layout (see above); with the pre-wait kernels, together with
     // the fused routing and grouping, V2-Lite batch 1 2.94 / 2.99 vs 3.01 / 3.01 ms, FP8 2.61 / 2.62 vs 2.70 / 2.68

@@ -179,6 +179,32 @@ TEST_P(FixtureGpuTest, SharedExpertsFusedScoreMatchesTransformers) {
   expect_within_floor(all, transformers_bf16_floor(GetParam()), GetParam() + " fused shared experts");
 }
 
+// The shared MLP forked to the side stream after the routing (ModelOptions::shared_fork): a schedule change only,
+// so every prompt's scores match the fork before it (same kernels on the same inputs) and transformers' bf16
+// floor; a missing join would read the shared output before it is written.
+TEST_P(FixtureGpuTest, SharedAfterRouteMatchesTheDefaultSchedule) {
+  ModelOptions late, early;
+  late.shared_fork = ModelOptions::SharedFork::kAfterRoute;
+  early.shared_fork = ModelOptions::SharedFork::kBeforeRoute;
+  Loaded l = load(GetParam(), true, late), base = load(GetParam(), true, early);
+  ASSERT_TRUE(l.model && base.model);
+  SequenceRunner runner(*l.model, *l.ops), base_runner(*base.model, *base.ops);
+  ScoreCheck all;
+  double max_diff = 0.0;
+  for (size_t p = 0; p < l.ref["score"].size(); ++p) {
+    const auto& e = l.ref["score"][p];
+    const std::vector<int32_t> ids = ids_of(e["input_ids"]);
+    ScoreResult r = runner.score(ids, 2), b = base_runner.score(ids, 2);
+    ASSERT_EQ(r.token_logprobs.size(), b.token_logprobs.size());
+    for (size_t i = 0; i < r.token_logprobs.size(); ++i)
+      max_diff = std::max(max_diff, std::fabs(static_cast<double>(r.token_logprobs[i]) - b.token_logprobs[i]));
+    all.add(check_score(r, e));
+  }
+  std::printf("FIXTURE %-8s shared after route: max |logprob - default| %.3g\n", GetParam().c_str(), max_diff);
+  EXPECT_LE(max_diff, 1e-3) << GetParam();
+  expect_within_floor(all, transformers_bf16_floor(GetParam()), GetParam() + " shared after route");
+}
+
 TEST_P(FixtureGpuTest, AbsorbedAndChunkedPathsMatchTransformers) {
   Loaded l = load(GetParam(), true);
   SequenceRunner runner(*l.model, *l.ops);
