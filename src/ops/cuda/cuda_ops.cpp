@@ -269,9 +269,11 @@ class CudaOps final : public Ops {
   Tensor add_rms_norm(Tensor& residual, const Tensor& x, const Tensor& w, float eps) override {
     return norm(&residual, x, w, eps, nullptr, false);
   }
-  // FP8 activations from the norm kernel (DSERVE_FP8_FUSED_NORM=1) for decode-sized batches, where the quant_act
-  // launch each FP8 linear would make costs more than its bytes.
-  static constexpr int64_t kFusedNormMaxRows = 64;
+  // FP8 activations from the norm kernel (DSERVE_FP8_FUSED_NORM) for decode-sized batches, where the quant_act
+  // launch each FP8 linear would make costs more than its bytes. Up to 8 rows: with the shared MLP forked after
+  // the routing (which the norm's quantization brings), V2-Lite FP8 decode at batch 1 / 8 / 16 / 32 / 64 is -2.2 /
+  // -3.0 / +1.5 / +0.1 / +0.5% against quant_act launches and the early fork (H200, session 29, BENCHMARKS.md).
+  static constexpr int64_t kFusedNormMaxRows = 8;
   Tensor rms_norm_q(Tensor* residual, const Tensor& x, const Tensor& w, float eps, const LinearWeight& consumer,
                     Fp8Act* xq) override {
     return norm_q(residual, x, nullptr, w, eps, consumer, xq);
