@@ -279,8 +279,8 @@ Tensor DeepseekModel::indexer(const Attention& a, int cache_layer, const Tensor&
 MlpOut DeepseekModel::mlp(const Layer& layer, const Tensor& x, const Fp8Act& xq) {
   if (!layer.is_moe) return {ops_.linear(ops_.linear_silu_q(x, xq, layer.dense.gate_up), layer.dense.down), nullptr};  // [T, d]
   // Fused (routing_.shared_experts), the shared MLP's parts are experts that every token routes to. Apart, the
-  // shared expert does not depend on the routing: it runs beside the router, the routing and the routed experts
-  // (their latency-bound kernels hide under its weight stream), and is added at the join.
+  // shared expert does not depend on the routing: it runs on the side chain beside the routed experts (and the
+  // router and routing too when it forks before them: ModelOptions::SharedFork) and is added at the join.
   Tensor shared;  // [T, d] (fp32 where the backend keeps the partial sum unrounded)
   const auto shared_mlp = [&] {
     if (!layer.has_shared) return;
