@@ -12,6 +12,7 @@
 #include "kernels/moe_block.cuh"
 #include "kernels/moe_gemm.h"
 #include "kernels/pdl.cuh"
+#include "kernels/slot_ready.cuh"
 #include "kernels/small_m_tile.cuh"
 #include "kernels/ptx.cuh"
 
@@ -200,9 +201,10 @@ __global__ void __launch_bounds__(kSmallWarps * 32) moe_small_m_kernel(MoeGroupe
     }
   };
   uint4* my = stage + warp * small_m::NkShape<NT, kM16, kUnroll>::kSlots * 32 + lane;
-  // Slots written two launches back or more (slots_settled: the down GEMM): read before the wait, and the first
-  // round of weights issued then too (pdl.cuh).
-  const bool early = p.slots && p.slots_settled;
+  // Slots written two launches back or more (slots_settled: the down GEMM), or by the routing launch right before
+  // with its ready word set (slots_ready, slot_ready.cuh): read before the wait, and the first round of weights
+  // issued then too (pdl.cuh).
+  const bool early = p.slots && (p.slots_settled || (p.slots_ready && slot_ready::wait(p.slots_ready)));
   if (early) {
     read_slot();
     if (b.cnt == 0) return;  // block-uniform
