@@ -91,7 +91,7 @@ __global__ void __launch_bounds__(kSmallWarps * 32, kMinCtas) moe_fp8_small_m_ke
   // the grouping and this GEMM), or by the launch right before with its ready word set (slots_ready), are read
   // before the wait (pdl.cuh), and the first round's weight copies then go out before it too, overlapping the
   // previous kernel and the wait.
-  const bool early = p.slots && (p.slots_settled || (p.slots_ready && slot_ready::wait(p.slots_ready)));
+  const bool early = p.slots && slot_ready::early(p.slots_settled, p.slots_ready);
   if (early) {
     b = moe_detail::block_rows_from_slot<kM16>(p, g);
     if (b.cnt == 0) return;  // block-uniform
@@ -279,7 +279,7 @@ __global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_fp8_small_m_pipe_kern
   Tile cur;
   bool have;
   // Slot records settled (pdl.cuh) or ready (slot_ready.cuh): the first tile's weights before the wait.
-  if (p.slots_settled || (p.slots_ready && slot_ready::wait(p.slots_ready))) {
+  if (slot_ready::early(p.slots_settled, p.slots_ready)) {
     have = find(t, cur);
     if (have) issue(cur, my0, true);
     pdl_enter();

@@ -204,7 +204,7 @@ __global__ void __launch_bounds__(kSmallWarps * 32) moe_small_m_kernel(MoeGroupe
   // Slots written two launches back or more (slots_settled: the down GEMM), or by the routing launch right before
   // with its ready word set (slots_ready, slot_ready.cuh): read before the wait, and the first round of weights
   // issued then too (pdl.cuh).
-  const bool early = p.slots && (p.slots_settled || (p.slots_ready && slot_ready::wait(p.slots_ready)));
+  const bool early = p.slots && slot_ready::early(p.slots_settled, p.slots_ready);
   if (early) {
     read_slot();
     if (b.cnt == 0) return;  // block-uniform

@@ -51,4 +51,8 @@ __device__ __forceinline__ bool wait(const int32_t* word) {
   return __syncthreads_or(seen) != 0;
 }
 
+// Whether a decode expert kernel may read its slot record before its PDL wait: the records settled (written two
+// launches back, pdl.cuh) or its ready word (optional) set. Every thread of the block when `word` is given.
+__device__ __forceinline__ bool early(bool settled, const int32_t* word) { return settled || (word && wait(word)); }
+
 }  // namespace ds::kernels::slot_ready
