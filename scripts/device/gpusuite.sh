@@ -24,6 +24,12 @@ run() {  # name timeout command...: SHARDS processes (gtest sharding), their sum
     rcs+=($?)
   done
   echo "== $name rc=${rcs[*]} ($(( $(date +%s) - start )) s, $SHARDS shard(s))"
+  for i in "${!rcs[@]}"; do  # a shard that died (abort, timeout) prints no FAILED line: name it and its last words
+    [ "${rcs[$i]}" = 0 ] && continue
+    local bad="$OUT/$name.log"
+    [ "$SHARDS" -gt 1 ] && bad="$OUT/$name.shard$i.log"
+    echo "!! shard $i rc=${rcs[$i]}: $(grep -E '^\[ RUN' "$bad" | tail -1) / $(tail -1 "$bad")"
+  done
   local logs=("$OUT/$name.log")
   [ "$SHARDS" -gt 1 ] && logs=("$OUT/$name".shard*.log)
   grep -hE "^\[  FAILED  \] [^0-9]|ERROR SUMMARY|tests ran" "${logs[@]}" | tail -25

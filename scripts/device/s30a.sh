@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (Run in session 30; the ready word lost and was removed afterwards: DSERVE_MOE_SLOT_READY no longer exists.)
 # Prepared in session 29 for the next session's first call (~380 s; binaries dserve, ds_ops_cuda_gpu_test).
 # (1) The whole GPU suite: session 29's last commits were compiled, not run: the FP8 decode norms quantize x at
 # <= 8 rows only (MoeFp8Test.NormQuantizationFeedsTheFp8Ops checks rows 8 / 16) and the opt-in ready word

@@ -6,7 +6,6 @@
 #include "kernels/moe_route.cuh"
 #include "kernels/moe_sum.cuh"
 #include "kernels/pdl.cuh"
-#include "kernels/slot_ready.cuh"
 
 namespace ds::kernels {
 namespace {
@@ -36,28 +35,11 @@ __global__ void moe_permute_kernel(MoePermuteParams p) {
 
 constexpr int kRoutePermuteWarps = 8;
 
-// pdl_enter for the route + group launches: with a ready word (MoePermuteParams::ready), cleared between the wait
-// and the trigger, so no dependent sees an earlier grouping's set word (kernels/slot_ready.cuh).
-__device__ __forceinline__ void route_permute_enter(const MoePermuteParams& g) {
-  pdl_wait();
-  if (g.ready) {
-    if (threadIdx.x == 0) slot_ready::clear(g.ready);
-    __syncthreads();
-  }
-  pdl_launch_dependents();
-}
-// Every slot record of the block written: the dependents may read them.
-__device__ __forceinline__ void route_permute_done(const MoePermuteParams& g) {
-  if (!g.ready) return;
-  __syncthreads();
-  if (threadIdx.x == 0) slot_ready::set(g.ready);
-}
-
 // One CTA: warp w routes tokens w, w + 8, ...; once every id is written (the block barrier also makes the block's
 // global writes visible to it), the whole block groups them.
 __global__ void __launch_bounds__(kRoutePermuteWarps * 32) moe_route_permute_kernel(const MoeRouteParams r,
                                                                                    const MoePermuteParams g) {
-  route_permute_enter(g);
+  pdl_enter();
   extern __shared__ __align__(16) char rp_smem[];
   __shared__ uint64_t warp_tot[32];
   const int warp = threadIdx.x >> 5;
@@ -65,7 +47,6 @@ __global__ void __launch_bounds__(kRoutePermuteWarps * 32) moe_route_permute_ker
   for (int64_t t = warp; t < r.tokens; t += kRoutePermuteWarps) route_token(r, t, rp_smem + warp * per_warp);
   __syncthreads();
   permute_block(g, reinterpret_cast<int32_t*>(rp_smem), warp_tot);
-  route_permute_done(g);
 }
 
 // The same with register routing (route_token_fast) and the grouping by counting (store_grouping): the decode
@@ -81,9 +62,8 @@ __global__ void __launch_bounds__(kRoutePermuteWarps * 32) moe_route_permute_fas
   float bias[J];
   moe_detail::load_route_bias<J>(r, bias);  // a weight: before the wait
   if (threadIdx.x < moe_detail::kRouteMaskWords) mask_s[threadIdx.x] = 0;
-  route_permute_enter(g);
+  pdl_enter();
   moe_detail::route_and_group_fast<J>(r, g, bias, kRoutePermuteWarps, ids_s, mask_s, &gsm[0][0]);
-  route_permute_done(g);
 }
 
 // The routing launch with register routing (route_token_fast): one warp a token, kRouteWarps tokens a CTA; the

@@ -51,10 +51,6 @@ struct MoePermuteParams {
   // kMoeSlotSrc rows; count 0 past the active experts. The decode expert kernels read their slot in one load round
   // (instead of num_active, then active, then counts / offsets, then src_token).
   int32_t* slots = nullptr;
-  // Optional (the route + group launches only; kernels/slot_ready.cuh): cleared after the launch's PDL wait, set to
-  // 1 with release semantics once every slot record is written, so the expert GEMM right behind it may read them
-  // before its own wait (its slots_ready).
-  int32_t* ready = nullptr;
 };
 constexpr int kMoeSlotInts = 32;    // a slot record: 128 bytes
 constexpr int kMoeSlotHeader = 4;   // {expert, count, offset, 0}

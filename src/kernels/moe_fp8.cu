@@ -15,7 +15,6 @@
 #include "kernels/moe_gemm.h"
 #include "kernels/pdl.cuh"
 #include "kernels/ptx.cuh"
-#include "kernels/slot_ready.cuh"
 #include "kernels/small_m_tile.cuh"
 
 namespace ds::kernels {
@@ -88,10 +87,9 @@ __global__ void __launch_bounds__(kSmallWarps * 32, kMinCtas) moe_fp8_small_m_ke
   const int g = lane >> 2, tig = lane & 3;
   moe_detail::BlockRows b;
   // Slot records (kernels/moe.h) written two launches back or more (slots_settled: a quantization launch between
-  // the grouping and this GEMM), or by the launch right before with its ready word set (slots_ready), are read
-  // before the wait (pdl.cuh), and the first round's weight copies then go out before it too, overlapping the
-  // previous kernel and the wait.
-  const bool early = p.slots && slot_ready::early(p.slots_settled, p.slots_ready);
+  // the grouping and this GEMM) are read before the wait (pdl.cuh), and the first round's weight copies then go
+  // out before it too, overlapping the previous kernel and the wait.
+  const bool early = p.slots && p.slots_settled;
   if (early) {
     b = moe_detail::block_rows_from_slot<kM16>(p, g);
     if (b.cnt == 0) return;  // block-uniform
@@ -278,8 +276,8 @@ __global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_fp8_small_m_pipe_kern
   int t = blockIdx.x;
   Tile cur;
   bool have;
-  // Slot records settled (pdl.cuh) or ready (slot_ready.cuh): the first tile's weights before the wait.
-  if (slot_ready::early(p.slots_settled, p.slots_ready)) {
+  // Slot records settled (pdl.cuh): the first tile's weights before the wait.
+  if (p.slots_settled) {
     have = find(t, cur);
     if (have) issue(cur, my0, true);
     pdl_enter();

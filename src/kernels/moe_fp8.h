@@ -32,9 +32,6 @@ struct MoeFp8GemmParams {
   // them.
   const int32_t* slots = nullptr;
   bool slots_settled = false;
-  // Optional: the ready word of the fused routing launch right before this one (MoePermuteParams::ready): the
-  // small-M kernels read their slot once it is set, before the PDL wait, as with slots_settled.
-  const int32_t* slots_ready = nullptr;
   int max_active = 0;  // host-known bound on *num_active; 0: experts
   int experts = 0;
   int64_t N = 0, K = 0;

@@ -12,7 +12,6 @@
 #include "kernels/moe_block.cuh"
 #include "kernels/moe_gemm.h"
 #include "kernels/pdl.cuh"
-#include "kernels/slot_ready.cuh"
 #include "kernels/small_m_tile.cuh"
 #include "kernels/ptx.cuh"
 
@@ -201,10 +200,9 @@ __global__ void __launch_bounds__(kSmallWarps * 32) moe_small_m_kernel(MoeGroupe
     }
   };
   uint4* my = stage + warp * small_m::NkShape<NT, kM16, kUnroll>::kSlots * 32 + lane;
-  // Slots written two launches back or more (slots_settled: the down GEMM), or by the routing launch right before
-  // with its ready word set (slots_ready, slot_ready.cuh): read before the wait, and the first round of weights
-  // issued then too (pdl.cuh).
-  const bool early = p.slots && slot_ready::early(p.slots_settled, p.slots_ready);
+  // Slots written two launches back or more (slots_settled: the down GEMM): read before the wait, and the first
+  // round of weights issued then too (pdl.cuh).
+  const bool early = p.slots && p.slots_settled;
   if (early) {
     read_slot();
     if (b.cnt == 0) return;  // block-uniform

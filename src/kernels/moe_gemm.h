@@ -31,9 +31,6 @@ struct MoeGroupedGemmParams {
   // The slots were written at least two launches before this one (kernels/pdl.cuh): the small-M kernel reads its
   // slot, and issues its first round of weights, before the PDL wait (the op's down GEMM after the gate|up one).
   bool slots_settled = false;
-  // Optional: the ready word of the fused routing launch right before this one (MoePermuteParams::ready,
-  // kernels/slot_ready.cuh): the small-M kernel reads its slot once it is set, before the PDL wait.
-  const int32_t* slots_ready = nullptr;
   int max_active = 0;  // host-known bound on *num_active (tokens * top_k); 0: experts
   int experts = 0;
   int64_t N = 0;  // output columns

@@ -175,11 +175,6 @@ class CudaOps final : public Ops {
     // the tail of its own stream's previous kernel; Pdl.JoinedStreamWaitsForBoth checks that the event wait still
     // orders it after the other stream's work.
     join_fence_ = env_flag("DSERVE_PDL_JOIN_FENCE", true);
-    // DSERVE_MOE_SLOT_READY=1 (opt-in until measured): the decode routing + grouping launch sets a ready word once
-    // its slot records are written, and the gate|up expert GEMM right behind it reads its slot and issues its first
-    // weights before its PDL wait instead of after (kernels/slot_ready.cuh): with the norms' FP8 quantization (FP8
-    // batch <= 8) and in bf16, no quantization launch settles the records between the two.
-    slot_ready_ = env_flag("DSERVE_MOE_SLOT_READY", false);
     arrivals_ = empty({kernels::kSampleGreedyMaxRows}, DType::kI32);  // the greedy launch's per-row counters
     DS_CUDA_CHECK(cudaMemsetAsync(arrivals_.data(), 0, arrivals_.nbytes(), stream()));
     // DSERVE_SMALL_M_GEMM=0 sends every bf16 GEMM to cuBLASLt (A/B runs); =N caps the small-M kernels' M.
@@ -939,11 +934,10 @@ class CudaOps final : public Ops {
       Routed routed;
       *topk_ids = ids_with_grouping(T, W, EG, &routed);
       const kernels::MoeRouteParams rp = route_params(r, logits, bias32, *topk_ids, *topk_weights);
-      kernels::MoePermuteParams pp = permute_params(*topk_ids, routed);
-      if (slot_ready_) pp.ready = routed.ready;
+      const kernels::MoePermuteParams pp = permute_params(*topk_ids, routed);
       if (kernels::moe_route_permute_supported(rp, pp)) {
         DS_CUDA_CHECK(kernels::launch_moe_route_permute(rp, pp, stream()));
-        mark_grouping_behind(*topk_ids, EG, pp.ready != nullptr);
+        mark_grouping_behind(*topk_ids, EG);
         return;
       }
     }
@@ -1081,8 +1075,7 @@ class CudaOps final : public Ops {
     const int64_t T = x.dim(0), d = x.dim(1), K = topk_ids.dim(1), N = T * K;
     const int E = static_cast<int>(experts.size());
     // Whatever path runs, the mark of a fused grouping is used up here (a stale one must never meet new ids).
-    bool ready = false;  // the grouping's launch sets its ready word: the gate|up GEMM may read the slots early
-    const bool behind = grouping_behind(topk_ids, E, &ready);
+    const bool behind = grouping_behind(topk_ids, E);
     Tensor out = empty({T, d}, DType::kBF16);
     if (T == 0) return out;
     const int64_t inter = E ? experts[0].down.weight.dim(1) : 0;
@@ -1104,8 +1097,7 @@ class CudaOps final : public Ops {
         grouped_max = std::max<int64_t>(grouped_max, kernels::kMoeFp8SmallMMax);
         const bool synced = (!grouped_moe_ || T > grouped_max) && capturing == cudaStreamCaptureStatusNone;
         return synced ? moe_experts_synced(x, topk_ids, topk_weights, experts, out)
-                      : moe_experts_fp8(x, xq, topk_ids, topk_weights, *t, inter, out, addend, added, behind,
-                                        ready);
+                      : moe_experts_fp8(x, xq, topk_ids, topk_weights, *t, inter, out, addend, added, behind);
       }
       if (t && grouped_moe_ && (T <= kGroupedMaxTokens || capturing != cudaStreamCaptureStatusNone) &&
           kernels::moe_grouped_gemm_supported(inter, d) && kernels::moe_grouped_gemm_supported(d, inter))
@@ -1127,7 +1119,6 @@ class CudaOps final : public Ops {
     g.active = active;
     g.num_active = num_active;
     g.slots = r.slots;
-    g.slots_ready = ready ? r.ready : nullptr;
     kernels::set_moe_bounds(g, N, E, T);
     g.N = inter;
     g.K = d;
@@ -1136,7 +1127,6 @@ class CudaOps final : public Ops {
     Tensor y = empty({N, d}, DType::kBF16);
     g.weights = table->down;
     g.slots_settled = true;  // written by the routing or grouping launch before the gate|up one
-    g.slots_ready = nullptr;
     g.x = act.data();
     g.src_rows = nullptr;
     g.out = y.data();
@@ -1180,13 +1170,13 @@ class CudaOps final : public Ops {
   struct Routed {
     Tensor meta;
     int32_t *counts = nullptr, *offsets = nullptr, *cursor = nullptr, *active = nullptr, *num_active = nullptr,
-            *row_of = nullptr, *src_token = nullptr, *slots = nullptr, *ready = nullptr;
+            *row_of = nullptr, *src_token = nullptr, *slots = nullptr;
   };
   // Layout of a grouping of N entries over E experts (int32): counts[E], offsets[E], cursor[E], active[E],
   // num_active, row_of[N], src_token[N], then (from the next 16-byte boundary) min(E, N) slot records
-  // (kernels::kMoeSlotInts each), then the ready word (kernels/slot_ready.cuh).
+  // (kernels::kMoeSlotInts each).
   static int64_t routed_len(int64_t N, int E) {
-    return 4 * static_cast<int64_t>(E) + 1 + 2 * N + 3 + kernels::kMoeSlotInts * kernels::moe_slot_count(E, N) + 1;
+    return 4 * static_cast<int64_t>(E) + 1 + 2 * N + 3 + kernels::kMoeSlotInts * kernels::moe_slot_count(E, N);
   }
   // The grouping stored in `owner` from int32 element `at` on.
   static Routed routed_at(const Tensor& owner, int64_t at, int E, int64_t N) {
@@ -1200,7 +1190,6 @@ class CudaOps final : public Ops {
     r.row_of = r.num_active + 1;
     r.src_token = r.row_of + N;
     r.slots = reinterpret_cast<int32_t*>((reinterpret_cast<uintptr_t>(r.src_token + N) + 15) & ~uintptr_t{15});
-    r.ready = r.slots + kernels::kMoeSlotInts * kernels::moe_slot_count(E, N);
     return r;
   }
   static kernels::MoePermuteParams permute_params(const Tensor& topk_ids, const Routed& r) {
@@ -1216,21 +1205,17 @@ class CudaOps final : public Ops {
     *routed = routed_at(buf, N, E, N);
     return buf.rows(0, N).reshape({T, width});
   }
-  // After such a launch: the next moe_experts op given these very ids takes their grouping (grouping_behind);
-  // ready: the launch sets the grouping's ready word (MoePermuteParams::ready).
-  void mark_grouping_behind(const Tensor& ids, int E, bool ready = false) {
+  // After such a launch: the next moe_experts op given these very ids takes their grouping (grouping_behind).
+  void mark_grouping_behind(const Tensor& ids, int E) {
     fused_ids_ = ids.data();
     fused_experts_ = E;
     fused_entries_ = ids.numel();
-    fused_ready_ = ready;
   }
-  // Whether a fused routing launch stored the grouping of these very ids behind them (mark_grouping_behind), and
-  // (*ready) whether it sets the grouping's ready word; the mark is cleared here and by the next moe_route /
-  // moe_gate_route.
-  bool grouping_behind(const Tensor& topk_ids, int E, bool* ready) {
+  // Whether a fused routing launch stored the grouping of these very ids behind them (mark_grouping_behind); the
+  // mark is cleared here and by the next moe_route / moe_gate_route.
+  bool grouping_behind(const Tensor& topk_ids, int E) {
     const bool behind = fused_ids_ && fused_ids_ == topk_ids.data() && fused_experts_ == E &&
                         fused_entries_ == topk_ids.numel();
-    *ready = behind && fused_ready_;
     fused_ids_ = nullptr;
     return behind;
   }
@@ -1251,7 +1236,7 @@ class CudaOps final : public Ops {
   // xq: x's quantization from the norm (rms_norm_q), used when made for the gate_up weights' scales.
   Tensor moe_experts_fp8(const Tensor& x, const Fp8Act* xq, const Tensor& topk_ids, const Tensor& topk_weights,
                          const ExpertTable& t, int64_t inter, Tensor out, const Tensor* addend, bool* added,
-                         bool behind, bool ready) {
+                         bool behind) {
     const int64_t T = x.dim(0), d = x.dim(1), K = topk_ids.dim(1), N = T * K;
     const int E = static_cast<int>(t.host.size() / 2);
     const Routed r = permute(topk_ids, E, behind);
@@ -1261,7 +1246,6 @@ class CudaOps final : public Ops {
     g.active = r.active;
     g.num_active = r.num_active;
     g.slots = r.slots;
-    g.slots_ready = ready ? r.ready : nullptr;  // the gate|up GEMM's (a quantization launch between settles them anyway)
     kernels::set_moe_bounds(g, N, E, T);
     auto gemm = [&](const Tensor& in /*[rows, k] bf16*/, bool ue8m0, const Fp8Act* made) {
       const int64_t rows = in.dim(0), k = in.dim(1);
@@ -1308,7 +1292,6 @@ class CudaOps final : public Ops {
     g.weights = t.down;
     g.scales = t.down_scales;
     g.slots_settled = true;  // written by the routing or grouping launch before the gate|up one
-    g.slots_ready = nullptr;
     g.src_rows = nullptr;
     g.out = y.data();
     g.N = d;
@@ -1903,8 +1886,6 @@ class CudaOps final : public Ops {
   std::shared_ptr<const MoeParts> opened_;
   // The ids of the last moe_gate_route whose grouping follows them in memory (see permute); its grid counter.
   const void* fused_ids_ = nullptr;
-  bool fused_ready_ = false;  // mark_grouping_behind's ready
-  bool slot_ready_ = false;   // DSERVE_MOE_SLOT_READY
   int fused_experts_ = 0;
   int64_t fused_entries_ = 0;
   Tensor ticket_;
