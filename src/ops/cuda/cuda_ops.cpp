@@ -171,10 +171,11 @@ class CudaOps final : public Ops {
     // the general path for every batch.
     greedy_fast_ = env_flag("DSERVE_SAMPLE_GREEDY_FAST", true);
     // The first kernel after a stream waits on the other (side_begin on the side stream, side_join on the main one)
-    // is a plain launch (pdl_fence). DSERVE_PDL_JOIN_FENCE=0 launches it with PDL too, which lets it start during
-    // the tail of its own stream's previous kernel; Pdl.JoinedStreamWaitsForBoth checks that the event wait still
-    // orders it after the other stream's work.
-    join_fence_ = env_flag("DSERVE_PDL_JOIN_FENCE", true);
+    // is launched with PDL like every other, so it starts during the tail of its own stream's previous kernel;
+    // Pdl.JoinedStreamWaitsForBoth checks that the event wait still orders it after the other stream's work.
+    // DSERVE_PDL_JOIN_FENCE=1 makes it a plain launch (pdl_fence; the default until session 30, which measured FP8
+    // batch 1 1.74-1.75 ms without the fence vs 1.78-1.79 with it, batch 8 and bf16 the same).
+    join_fence_ = env_flag("DSERVE_PDL_JOIN_FENCE", false);
     arrivals_ = empty({kernels::kSampleGreedyMaxRows}, DType::kI32);  // the greedy launch's per-row counters
     DS_CUDA_CHECK(cudaMemsetAsync(arrivals_.data(), 0, arrivals_.nbytes(), stream()));
     // DSERVE_SMALL_M_GEMM=0 sends every bf16 GEMM to cuBLASLt (A/B runs); =N caps the small-M kernels' M.
@@ -1890,7 +1891,7 @@ class CudaOps final : public Ops {
   int64_t fused_entries_ = 0;
   Tensor ticket_;
   bool greedy_fast_ = true;  // DSERVE_SAMPLE_GREEDY_FAST
-  bool join_fence_ = true;   // DSERVE_PDL_JOIN_FENCE
+  bool join_fence_ = false;  // DSERVE_PDL_JOIN_FENCE
   Tensor arrivals_;          // [kSampleGreedyMaxRows] I32, zero between greedy launches
 };
 

@@ -31,13 +31,18 @@ cudaStream_t cuda_stream();
 // The compute stream itself and the side stream (made on first use; non-blocking), whatever is current.
 cudaStream_t cuda_main_stream();
 cudaStream_t cuda_side_stream();
-// DSERVE_STREAM_PRIORITY (read once, when the stream is made; off by default, an A/B switch): 1 makes the main
-// stream the device's highest priority, 2 the side stream, so that when both streams' kernels wait for room on the
-// SMs (the routed experts' chain on the main stream, the shared expert on the side) the block scheduler places the
-// favoured stream's CTAs first. Graph kernel nodes copy the capturing stream's priority, and graphs then run with
-// their nodes' priorities (cudaGraphInstantiateFlagUseNodePriority: cuda_graph_instantiate_flags()). Both lost
-// (H200, V2-Lite FP8 batch 1 / 8, session 28: 1.87 / 4.25 and 1.97 / 4.40 ms vs 1.83 / 4.20 default).
+// DSERVE_STREAM_PRIORITY (read once, when the stream is made): 1 makes the main stream the device's highest
+// priority, 2 the side stream, 0 neither, so that when both streams' kernels wait for room on the SMs (the routed
+// experts' chain on the main stream, the shared expert on the side) the block scheduler places the favoured
+// stream's CTAs first. Graph kernel nodes copy the capturing stream's priority, and graphs then run with their
+// nodes' priorities (cudaGraphInstantiateFlagUseNodePriority: cuda_graph_instantiate_flags()). With the join fenced
+// both lost (session 28); with the join launched with PDL too, main first won at FP8 batch 1 (session 30, H200
+// V2-Lite: 1.71-1.72 ms vs 1.74-1.75 with neither; batch 8 the same). Unset, the mode is the default set below.
 int cuda_stream_priority_mode();
+// The mode used when DSERVE_STREAM_PRIORITY is unset (0 until set): the model set-up passes 1 for models whose
+// linears run in FP8 (measured gain) and 0 otherwise (bf16: session 28 saw main first lose ~1% with the join
+// fenced; not yet measured without the fence). Only a call before the first CUDA ops object is made counts.
+void set_cuda_stream_priority_default(int mode);
 unsigned long long cuda_graph_instantiate_flags();
 // Makes `s` (nullptr: the compute stream) current on this thread. Allocations and frees follow the current
 // stream (stream-ordered), so a tensor made in a side section may die in it; one made before it must not.
