@@ -70,11 +70,6 @@ int64_t TensorInfo::numel() const {
 }
 
 Result<std::shared_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string& path) {
-  auto f = std::make_shared<SafetensorsFile>();
-  f->path_ = path;
-  f->file_name_ = base_name(path);
-  const std::string& fn = f->file_name_;
-
   int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
   if (fd < 0) return error(path, ": cannot open (", std::strerror(errno), ")");
   struct stat st {};
@@ -88,10 +83,9 @@ Result<std::shared_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string
     return error(path, ": not a regular file");
   }
   const uint64_t size = static_cast<uint64_t>(st.st_size);
-  f->file_size_ = size;
-  if (size < 8) {
+  if (size < 8) {  // nothing to map: from_memory names the problem
     ::close(fd);
-    return error(fn, ": truncated: ", size, " bytes, too short for the 8-byte header length");
+    return from_memory(path, nullptr, nullptr, size);
   }
   auto m = std::make_shared<Mapping>();
   m->len = size;
@@ -105,7 +99,19 @@ Result<std::shared_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string
     m->addr = nullptr;
     return error(path, ": mmap failed (", std::strerror(map_errno), ")");
   }
-  const uint8_t* base = static_cast<const uint8_t*>(m->addr);
+  uint8_t* base = static_cast<uint8_t*>(m->addr);
+  return from_memory(path, std::move(m), base, size);
+}
+
+Result<std::shared_ptr<SafetensorsFile>> SafetensorsFile::from_memory(const std::string& path,
+                                                                      std::shared_ptr<void> owner, uint8_t* base,
+                                                                      uint64_t size) {
+  auto f = std::make_shared<SafetensorsFile>();
+  f->path_ = path;
+  f->file_name_ = base_name(path);
+  f->file_size_ = size;
+  const std::string& fn = f->file_name_;
+  if (size < 8) return error(fn, ": truncated: ", size, " bytes, too short for the 8-byte header length");
   uint64_t header_len = 0;
   for (int i = 7; i >= 0; --i) header_len = (header_len << 8) | base[i];
   if (header_len > size - 8)
@@ -180,7 +186,7 @@ Result<std::shared_ptr<SafetensorsFile>> SafetensorsFile::open(const std::string
     if (last == SIZE_MAX || t.end > f->tensors_[last].end) last = i;
   }
   f->data_ = base + data_start;
-  f->mapping_ = std::move(m);
+  f->mapping_ = std::move(owner);
   return f;
 }
 

@@ -34,6 +34,11 @@ class SafetensorsFile {
   // Maps and validates the file: header length, JSON header, and every entry's dtype, shape and
   // data_offsets (inside the data section, consistent with dtype x numel, no overlaps).
   static Result<std::shared_ptr<SafetensorsFile>> open(const std::string& path);
+  // The same validation of a whole file's bytes already in memory (`size` bytes at `base`); `owner` keeps them
+  // alive for as long as the reader or any tensor view it returns. `path` names the source in messages. open()
+  // maps the file and calls this; the fuzzer hands it a buffer (no file system round trip per input).
+  static Result<std::shared_ptr<SafetensorsFile>> from_memory(const std::string& path, std::shared_ptr<void> owner,
+                                                              uint8_t* base, uint64_t size);
 
   const std::string& path() const { return path_; }
   const std::string& file_name() const { return file_name_; }  // base name, used in messages
@@ -54,7 +59,7 @@ class SafetensorsFile {
   std::string path_;
   std::string file_name_;
   uint64_t file_size_ = 0;
-  std::shared_ptr<void> mapping_;  // owns the mmap; every returned view holds it
+  std::shared_ptr<void> mapping_;  // owns the bytes (open: the mmap); every returned view holds it
   const uint8_t* data_ = nullptr;  // start of the data section
   std::vector<TensorInfo> tensors_;
   std::map<std::string, size_t> index_;

@@ -152,6 +152,52 @@ TEST(Safetensors, ViewsOutliveTheCheckpoint) {
   EXPECT_EQ(view.f32()[0], 42.0f);
 }
 
+// from_memory: the bytes of a file in a buffer give the same tensors as open() on the file, the views keep the
+// buffer alive after the reader is gone, and bad bytes get the same messages (named after `path`).
+TEST(Safetensors, FromMemoryMatchesOpen) {
+  std::string dir = test_dir();
+  const std::string path = dir + "/m.safetensors";
+  ASSERT_TRUE(save_safetensors(path, {{"x", filled({3, 5}, DType::kBF16, 7)}, {"y", filled({4}, DType::kF32, 9)}}).is_ok());
+  const std::string raw = read_bytes(path);
+  auto from_file = SafetensorsFile::open(path);
+  ASSERT_TRUE(from_file.is_ok()) << from_file.status().message();
+  std::shared_ptr<uint8_t[]> buf(new uint8_t[raw.size()]);
+  std::memcpy(buf.get(), raw.data(), raw.size());
+  Tensor x;
+  {
+    auto mem = SafetensorsFile::from_memory("mem.safetensors", buf, buf.get(), raw.size());
+    ASSERT_TRUE(mem.is_ok()) << mem.status().message();
+    EXPECT_EQ((*mem)->file_name(), "mem.safetensors");
+    EXPECT_EQ((*mem)->file_size(), raw.size());
+    ASSERT_EQ((*mem)->tensors().size(), (*from_file)->tensors().size());
+    for (const char* name : {"x", "y"}) {
+      auto a = (*mem)->get(name);
+      auto b = (*from_file)->get(name);
+      ASSERT_TRUE(a.is_ok() && b.is_ok()) << name;
+      EXPECT_EQ(a->shape(), b->shape()) << name;
+      EXPECT_EQ(a->dtype(), b->dtype()) << name;
+      EXPECT_EQ(std::memcmp(a->data(), b->data(), a->nbytes()), 0) << name;
+    }
+    x = (*mem)->get("x").value();
+  }
+  const long owners = buf.use_count();
+  EXPECT_GE(owners, 2) << "the view must hold the buffer";
+  buf.reset();
+  Tensor want = filled({3, 5}, DType::kBF16, 7);
+  EXPECT_EQ(std::memcmp(x.data(), want.data(), want.nbytes()), 0);
+
+  std::shared_ptr<uint8_t[]> cut(new uint8_t[3]{1, 2, 3});
+  auto bad = SafetensorsFile::from_memory("cut.safetensors", cut, cut.get(), 3);
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_ERROR_HAS(bad.status().message(), "cut.safetensors: truncated: 3 bytes");
+  std::string lying = raw;
+  lying[7] = 1;  // header length >= 2^56: past the end
+  auto bad2 = SafetensorsFile::from_memory("lie.safetensors", nullptr, reinterpret_cast<uint8_t*>(lying.data()),
+                                           lying.size());
+  ASSERT_FALSE(bad2.is_ok());
+  EXPECT_ERROR_HAS(bad2.status().message(), "lie.safetensors: header length");
+}
+
 TEST(SafetensorsErrors, Truncated) {
   std::string dir = test_dir();
   std::ofstream(dir + "/model.safetensors", std::ios::binary) << "abc";
