@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # ASan + UBSan build of everything but CUDA (clang), the CPU test suite under it (less the tests labelled
 # slow and the transformers-fixture cases of the two FP8 fixtures made for the CUDA backend's native FP8 shapes,
-# which run in the normal build: on the CPU they take v3_fp8's code paths at larger sizes), then every libFuzzer target on its corpus (fuzz/corpus/<target>; new
-# findings are not committed) for a fixed number of runs from a fixed seed, so that a CI result is reproducible:
-# FUZZ_RUNS per target (default 200000), FUZZ_SEED (default 1), at most 120 s a target (fuzz_safetensors stops
-# there after ~70000 runs). Exits non-zero on any test failure or fuzzer crash.
+# which run in the normal build: on the CPU they take v3_fp8's code paths at larger sizes), then every libFuzzer
+# target on its corpus (fuzz/corpus/<target>; new findings are not committed) for a fixed number of runs from a
+# fixed seed, so that a CI result is reproducible: FUZZ_RUNS per target (default 200000), FUZZ_SEED (default 1), at
+# most 120 s a target (a guard: every target finishes its runs before it, the slowest, fuzz_http, in ~65 s on two
+# cores). Exits non-zero on any test failure or fuzzer crash.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${SAN_BUILD_DIR:-build-asan}
