@@ -103,7 +103,6 @@ Result<ModelSetup> setup_model(const Flags& flags) {
   } else if (device == "cuda") {
 #ifdef DSERVE_WITH_CUDA
     DS_RETURN_IF_ERROR(check_cuda_device(0));
-    set_cuda_stream_priority_default(runs_fp8_linears(s.config, flags.get_string("quantization")) ? 1 : 0);
     s.ops = make_cuda_ops(0);
 #else
     return error("--device cuda: this build has no CUDA backend (CUDA toolkit not found at build time)");

@@ -57,17 +57,37 @@ __device__ void write_packed_row(const float* row, uint8_t* dst, int64_t nope, i
   for (int64_t i = threadIdx.x; i < rope; i += blockDim.x) rp[i] = __float2bfloat16(row[nope + i]);
 }
 
+// Norm-weight values of the latent a thread holds in registers from before the dependency wait (lora <= 8 x 128;
+// past that the rest are read where used).
+constexpr int kLatentWRegs = 8;
+
 // Token t's latent row: sum of squares of the latent (block reduction), then the normalised latent and the
-// rotated key written to the slot. row_s: (lora + rope) floats of shared memory (packed formats).
+// rotated key written to the slot. row_s: (lora + rope) floats of shared memory (packed formats). Makes the
+// kernel's pdl_enter: the slot, the position and its angles (step metadata the host uploads before the forward,
+// pdl.cuh) and the norm weight (never written by a forward) are read before it, so after it only the kv_a row
+// is (its cold norm weight and the angles' chain of reads were the block's longest path).
 __device__ void store_latent_token(const MlaStoreLatentParams& p, int64_t t, float* row_s) {
   __shared__ float cs[kMaxHalf], sn[kMaxHalf];
   __shared__ float warp_ss[kStoreThreads / 32];
   const int32_t slot = p.slot_mapping[t];
-  if (slot < 0 || slot >= p.num_slots) return;  // block-uniform
-  const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.kv_a) + t * p.ld_kv;
-  __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.cache) + static_cast<int64_t>(slot) * (p.lora + p.rope);
+  if (slot < 0 || slot >= p.num_slots) {  // block-uniform
+    pdl_enter();
+    return;
+  }
   const int half = static_cast<int>(p.rope / 2);
   rope_angles(static_cast<float>(p.positions[t]), p.inv_freq, half, p.attn_factor, cs, sn);
+  float wr[kLatentWRegs];
+  auto weight_at = [&](int64_t i) {
+    return p.w_f32 ? static_cast<const float*>(p.w)[i] : __bfloat162float(static_cast<const __nv_bfloat16*>(p.w)[i]);
+  };
+#pragma unroll
+  for (int k = 0; k < kLatentWRegs; ++k) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+    wr[k] = i < p.lora ? weight_at(i) : 0.0f;
+  }
+  pdl_enter();
+  const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.kv_a) + t * p.ld_kv;
+  __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.cache) + static_cast<int64_t>(slot) * (p.lora + p.rope);
   float ss = 0.0f;
   for (int64_t i = threadIdx.x; i < p.lora; i += blockDim.x) {
     const float v = __bfloat162float(x[i]);
@@ -83,10 +103,13 @@ __device__ void store_latent_token(const MlaStoreLatentParams& p, int64_t t, flo
   const float inv = rsqrtf(total / static_cast<float>(p.lora) + p.eps);
   // The row's values, each handed to put(index, value): the normalised latent, then the rotated key.
   auto emit = [&](auto put) {
-    for (int64_t i = threadIdx.x; i < p.lora; i += blockDim.x) {
-      const float w = p.w_f32 ? static_cast<const float*>(p.w)[i] : __bfloat162float(static_cast<const __nv_bfloat16*>(p.w)[i]);
-      put(i, __bfloat162float(x[i]) * inv * w);
+#pragma unroll
+    for (int k = 0; k < kLatentWRegs; ++k) {
+      const int64_t i = threadIdx.x + static_cast<int64_t>(k) * blockDim.x;
+      if (i < p.lora) put(i, __bfloat162float(x[i]) * inv * wr[k]);
     }
+    for (int64_t i = threadIdx.x + static_cast<int64_t>(kLatentWRegs) * blockDim.x; i < p.lora; i += blockDim.x)
+      put(i, __bfloat162float(x[i]) * inv * weight_at(i));
     for (int i = threadIdx.x; i < half; i += blockDim.x) {
       const float x0 = __bfloat162float(x[p.lora + 2 * i]), x1 = __bfloat162float(x[p.lora + 2 * i + 1]);
       put(p.lora + 2 * i, x0 * cs[i] - x1 * sn[i]);
@@ -106,16 +129,17 @@ __device__ void store_latent_token(const MlaStoreLatentParams& p, int64_t t, flo
 
 // One block per token.
 __global__ void __launch_bounds__(kStoreThreads) mla_store_latent_kernel(MlaStoreLatentParams p) {
-  pdl_enter();
   extern __shared__ float row_s[];
   store_latent_token(p, blockIdx.x, row_s);
 }
 
-// Token t: the angles once, then every head's rope part rotated into dst.
+// Token t: the angles once (before the kernel's pdl_enter, which this makes: the position is step metadata the host
+// uploads before the forward), then every head's rope part rotated into dst.
 __device__ void rope_copy_token(const RopeCopyParams& p, int64_t t) {
   __shared__ float cs[kMaxHalf], sn[kMaxHalf];
   const int half = static_cast<int>(p.rope / 2);
   rope_angles(static_cast<float>(p.positions[t]), p.inv_freq, half, p.attn_factor, cs, sn);
+  pdl_enter();
   __syncthreads();
   const __nv_bfloat16* src = static_cast<const __nv_bfloat16*>(p.src) + t * p.heads * p.src_head_dim + p.src_off;
   __nv_bfloat16* dst = static_cast<__nv_bfloat16*>(p.dst) + t * p.heads * p.dst_head_dim + p.dst_off;
@@ -131,7 +155,6 @@ __device__ void rope_copy_token(const RopeCopyParams& p, int64_t t) {
 }
 
 __global__ void __launch_bounds__(kStoreThreads) rope_copy_kernel(RopeCopyParams p) {
-  pdl_enter();
   rope_copy_token(p, blockIdx.x);
 }
 
@@ -196,10 +219,8 @@ __global__ void __launch_bounds__(kStoreThreads) mla_absorb_prep_kernel(MlaAbsor
   const int64_t T = p.rope.tokens, b = blockIdx.x;
   const int64_t stores = p.store.tokens;
   if (b < stores) {
-    pdl_enter();
     store_latent_token(p.store, b, prep_s);
   } else if (b < stores + T) {
-    pdl_enter();
     rope_copy_token(p.rope, b - stores);
   } else {
     absorb_product(p, b - stores - T, prep_s);

@@ -63,8 +63,4 @@ Status apply_quantization_flag(const std::string& value, ModelWeights* w, ModelC
   return error("--quantization must be fp8 (or omitted), got '", value, "'");
 }
 
-bool runs_fp8_linears(const ModelConfig& cfg, const std::string& quantization) {
-  return cfg.fp8.enabled || quantization == "fp8";
-}
-
 }  // namespace ds

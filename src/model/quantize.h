@@ -16,8 +16,4 @@ void quantize_weights_fp8(ModelWeights* w, ModelConfig* cfg);
 // Validates --quantization: "" / "none" leaves the model as stored, "fp8" quantizes BF16 linears.
 Status apply_quantization_flag(const std::string& value, ModelWeights* w, ModelConfig* cfg);
 
-// Whether the model's linears will run in FP8: an FP8 checkpoint (cfg.fp8.enabled) or --quantization fp8, before
-// apply_quantization_flag has run (backends decide settings such as the CUDA stream priorities from it).
-bool runs_fp8_linears(const ModelConfig& cfg, const std::string& quantization);
-
 }  // namespace ds

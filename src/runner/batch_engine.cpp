@@ -52,7 +52,6 @@ class BatchEngine final : public Engine {
     } else if (o.device == "cuda") {
 #ifdef DSERVE_WITH_CUDA
       DS_RETURN_IF_ERROR(check_cuda_device(0));
-      set_cuda_stream_priority_default(runs_fp8_linears(cfg_, o.quantization) ? 1 : 0);
       ops_ = make_cuda_ops(0);
 #else
       return error("--device cuda: this build has no CUDA backend (CUDA toolkit not found at build time)");

@@ -162,12 +162,8 @@ cudaStream_t cuda_side_stream() {
   return g_side_stream;
 }
 
-static std::atomic<int> g_priority_default{0};  // set_cuda_stream_priority_default
-
-void set_cuda_stream_priority_default(int mode) { g_priority_default.store(mode); }
-
 int cuda_stream_priority_mode() {
-  static const int mode = static_cast<int>(env_int("DSERVE_STREAM_PRIORITY", g_priority_default.load()));
+  static const int mode = static_cast<int>(env_int("DSERVE_STREAM_PRIORITY", 1));
   return mode;
 }
 

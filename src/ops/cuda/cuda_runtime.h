@@ -37,12 +37,9 @@ cudaStream_t cuda_side_stream();
 // stream's CTAs first. Graph kernel nodes copy the capturing stream's priority, and graphs then run with their
 // nodes' priorities (cudaGraphInstantiateFlagUseNodePriority: cuda_graph_instantiate_flags()). With the join fenced
 // both lost (session 28); with the join launched with PDL too, main first won at FP8 batch 1 (session 30, H200
-// V2-Lite: 1.71-1.72 ms vs 1.74-1.75 with neither; batch 8 the same). Unset, the mode is the default set below.
+// V2-Lite: 1.71-1.72 ms vs 1.74-1.75 with neither; batch 8 the same) and tied at bf16 (session 31: 2.15 / 2.17 vs
+// 2.15 / 2.15 ms at batch 1, 5.76 / 5.80 vs 5.82 / 5.78 at batch 8), so unset the mode is 1 for every model.
 int cuda_stream_priority_mode();
-// The mode used when DSERVE_STREAM_PRIORITY is unset (0 until set): the model set-up passes 1 for models whose
-// linears run in FP8 (measured gain) and 0 otherwise (bf16: session 28 saw main first lose ~1% with the join
-// fenced; not yet measured without the fence). Only a call before the first CUDA ops object is made counts.
-void set_cuda_stream_priority_default(int mode);
 unsigned long long cuda_graph_instantiate_flags();
 // Makes `s` (nullptr: the compute stream) current on this thread. Allocations and frees follow the current
 // stream (stream-ordered), so a tensor made in a side section may die in it; one made before it must not.
