@@ -211,6 +211,10 @@ __global__ void __launch_bounds__(kSmallWarps * 32, kMinCtas) moe_fp8_small_m_ke
 // alternating, V2-Lite --quantization fp8 decode): batch 1 2.32 / 2.31 vs 2.39 / 2.37 ms, batch 8 5.05 / 5.04 vs
 // 5.19 / 5.18. H200, session 26 (s26a): 2.09 / 2.09 vs 2.18 / 2.16 ms, 4.43 / 4.43 vs 4.65 / 4.62; the whole GPU
 // suite with it on for every launch 172/172. The default; DSERVE_MOE_FP8_PIPE=0 = the one-round kernel.
+// Experts whose weight and scale pointers the walk copies to shared memory before its PDL wait (V3: 256 + 1 fused
+// shared); more are read from the global tables where used.
+constexpr int kPipeTableExperts = 320;
+
 template <bool kSilu, int kDown>
 __global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_fp8_small_m_pipe_kernel(MoeFp8GemmParams p, int tiles_x,
                                                                                   int total) {
@@ -219,6 +223,17 @@ __global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_fp8_small_m_pipe_kern
   constexpr int kCols = 8 * kDown;
   extern __shared__ uint4 stage[];  // [2 stages][warps][kSlots][32 lanes]
   __shared__ float red[kSmallWarps][NT * 4][32];
+  // The layer's pointer tables (never written by a forward) before the wait: read where a tile's expert is first
+  // known (after the slot record, behind the wait for the gate|up walk), each was a cold DRAM trip on the chain.
+  __shared__ const uint8_t* w_tab[kPipeTableExperts];
+  __shared__ const float* s_tab[kPipeTableExperts];
+  const bool tabled = p.experts <= kPipeTableExperts;
+  if (tabled)
+    for (int e = threadIdx.x; e < p.experts; e += blockDim.x) {
+      w_tab[e] = static_cast<const uint8_t*>(p.weights[e]);
+      s_tab[e] = p.scales[e];
+    }
+  __syncthreads();
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
   const int g = lane >> 2, tig = lane & 3;
   const int64_t N = p.N, K = p.K, kblocks = K / 128;
@@ -237,8 +252,8 @@ __global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_fp8_small_m_pipe_kern
       const int4 h = *reinterpret_cast<const int4*>(rec);
       if (h.y == 0) continue;
       const int64_t xr0 = p.src_rows ? rec[kMoeSlotHeader + g] : h.z + g;
-      const uint8_t* W = static_cast<const uint8_t*>(p.weights[h.x]);
-      const float* S = p.scales[h.x];
+      const uint8_t* W = tabled ? w_tab[h.x] : static_cast<const uint8_t*>(p.weights[h.x]);
+      const float* S = tabled ? s_tab[h.x] : p.scales[h.x];
       s.cnt = h.y;
       s.row0 = h.z;
       s.n0 = static_cast<int64_t>(t % tiles_x) * kCols;
