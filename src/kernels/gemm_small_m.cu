@@ -41,13 +41,14 @@ struct NkLaunch {
 // before the PDL wait instead of an L2 prefetch of the CTA's rows, with 4 chunks per warp per round, so the
 // one-tile CTA at <= 8 rows takes 32 KB instead of 64 KB and the next kernel's CTAs fit beside this one's to do
 // the same (2026-11-27: batch 1 / 8 decode 0.07 / 0.08 ms faster; either half alone measured no gain).
-template <int NT, bool kM16, bool kSilu = false, bool kPre = false>
+// kPreU: chunks per warp per round with kPre (4; 8 for grids of at most one CTA an SM, launch_rows).
+template <int NT, bool kM16, bool kSilu = false, bool kPre = false, int kPreU = 4>
 __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_nk_kernel(const NkLaunch launch) {
   static_assert(!kSilu || NT == 2, "the fused SiLU takes a gate tile and an up tile");
   const bool second = blockIdx.x >= launch.split;
   const GemmSmallMParams& p = launch.p[second ? 1 : 0];
   const int64_t bx = second ? blockIdx.x - launch.split : blockIdx.x;
-  using S = NkShape<NT, kM16, kPre ? 4 : 0>;
+  using S = NkShape<NT, kM16, kPre ? kPreU : 0>;
   extern __shared__ uint4 stage[];
   __shared__ float red[kWarps][NT * 4][32];
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
@@ -127,10 +128,10 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_nk_kernel(const NkLa
 }
 
 // p2 (optional): a second problem of batch 1 in the same launch.
-template <int NT, bool kM16, bool kSilu = false, bool kPre = false>
+template <int NT, bool kM16, bool kSilu = false, bool kPre = false, int kPreU = 4>
 cudaError_t launch_nk(const GemmSmallMParams& p, cudaStream_t stream, const GemmSmallMParams* p2 = nullptr) {
-  constexpr size_t kSmem = static_cast<size_t>(kWarps) * NkShape<NT, kM16, kPre ? 4 : 0>::kSlots * 512;
-  static const cudaError_t attr = cudaFuncSetAttribute(gemm_small_m_nk_kernel<NT, kM16, kSilu, kPre>,
+  constexpr size_t kSmem = static_cast<size_t>(kWarps) * NkShape<NT, kM16, kPre ? kPreU : 0>::kSlots * 512;
+  static const cudaError_t attr = cudaFuncSetAttribute(gemm_small_m_nk_kernel<NT, kM16, kSilu, kPre, kPreU>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                        static_cast<int>(kSmem));
   if (attr != cudaSuccess) return attr;
@@ -142,7 +143,7 @@ cudaError_t launch_nk(const GemmSmallMParams& p, cudaStream_t stream, const Gemm
   const int64_t blocks = l.split + (p2 ? (p2->N + cols - 1) / cols : 0);
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.batch));
-  return launch_pdl(gemm_small_m_nk_kernel<NT, kM16, kSilu, kPre>, grid, kWarps * 32, kSmem, stream, l);
+  return launch_pdl(gemm_small_m_nk_kernel<NT, kM16, kSilu, kPre, kPreU>, grid, kWarps * 32, kSmem, stream, l);
 }
 
 // M = 1, batch 1 (gemv_m1.cuh): one launch for one problem or a pair sharing K; items = output columns.
@@ -221,6 +222,14 @@ cudaError_t launch_rows(const GemmSmallMParams& p, cudaStream_t stream) {
   // Two 8-row tiles per CTA once there are enough rows to fill the machine several times over.
   if (p.N * p.batch >= 8192)
     return m16 ? launch_nk<2, true, false, kPre>(p, stream) : launch_nk<2, false, false, kPre>(p, stream);
+  // A grid of at most one CTA an SM (the MoE router: V2-Lite 8 CTAs) stages rounds of 8 chunks a warp (64 KB), so
+  // its pre-wait round covers K = 2048 whole: with rounds of 4 the second round's weights were a DRAM trip after
+  // the wait, on the chain norm -> router -> routing. DSERVE_SMALL_M_WIDE_PRE=0 keeps rounds of 4 (A/B runs).
+  if constexpr (kPre) {
+    static const bool wide = gemv_knob("DSERVE_SMALL_M_WIDE_PRE", 1) != 0;
+    if (wide && !m16 && (p.N + 7) / 8 * p.batch <= device_sm_count() && p.K / 32 > kWarps * 4)
+      return launch_nk<1, false, false, true, 8>(p, stream);
+  }
   return m16 ? launch_nk<1, true, false, kPre>(p, stream) : launch_nk<1, false, false, kPre>(p, stream);
 }
 

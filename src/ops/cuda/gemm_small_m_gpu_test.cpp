@@ -86,11 +86,11 @@ class GemmSmallMTest : public test::CudaVsCpuTest {
 TEST_F(GemmSmallMTest, WeightRowsMatchTheHostProduct) {
   // (batch, M, N, K): V2-Lite q_proj / kv_a / o_proj / router / shared expert, V3 q_b, a ragged N, 16 tokens,
   // a batched case, K = 32 (one chunk: most warps idle); M = 1 with a K tail (1408), many K segments (18432) and
-  // few rows (13).
+  // few rows (13); V3's router (32 CTAs: rounds of 8 chunks a warp, the last one partial; V2-Lite's takes one).
   for (auto [B, M, N, K] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>>{
            {1, 1, 3072, 2048}, {1, 1, 576, 2048}, {1, 3, 2048, 2048}, {1, 8, 64, 2048}, {1, 1, 5632, 2048},
            {1, 9, 2048, 2816}, {1, 16, 200, 96}, {1, 2, 24576, 1536}, {3, 5, 40, 64}, {2, 16, 8200, 32},
-           {1, 1, 2048, 1408}, {1, 1, 1100, 18432}, {1, 1, 13, 32}}) {
+           {1, 1, 2048, 1408}, {1, 1, 1100, 18432}, {1, 1, 13, 32}, {1, 1, 256, 7168}}) {
     // M = 1 at batch 1 can take the register GEMV (gemv_m1.cuh, opt-in DSERVE_GEMV_M1=1, from 1,024 rows and
     // K >= 1024): both.
     for (const char* gemv : {"1", "0"}) {
