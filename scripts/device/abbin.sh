@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# A/B of binaries: bench-one-batch (V2-Lite config, dummy bf16, input 256 / output 32, graphs) at AB_BATCHES
-# (default 1,8) with each .devbin binary named in AB_BINS (space-separated, e.g. "dserve_main dserve"), the list
-# repeated AB_REPS times (default 3) so the binaries alternate; AB_EXTRA adds flags. Prints the decode lines per run.
+# A/B of binaries: bench-one-batch (ab.sh: V2-Lite config, dummy weights, input 256 / output 32, graphs) with
+# $B/prev/dserve and $B/dserve, alternating, AB_ROUNDS rounds (default 2); per round and binary each of AB_KINDS
+# (default "fp8 bf16": --quantization fp8, then bf16) at AB_BATCHES (default 1,8). AB_BINS (default "prev new")
+# names the order; a name other than prev / new is the new binary with the settings AB_CFG_<name> (e.g.
+# AB_CFG_cap=DSERVE_X=1). Logs under $OUT/ab_<bin>_<round>/.
 set -u
 source "$(dirname "$0")/lib.sh"
-for ((rep = 0; rep < ${AB_REPS:-3}; rep++)); do
-  for bin in ${AB_BINS:-dserve_main dserve}; do
-    start=$(date +%s)
-    log="$OUT/abbin_${bin}_r${rep}$(echo "${AB_EXTRA:+_$AB_EXTRA}" | tr -c 'A-Za-z0-9_\n' '_').log"
-    timeout 200 "$B/$bin" bench-one-batch --device cuda \
-      --model-path ${AB_MODEL:-tests/data/configs/deepseek-v2-lite.json} --load-format dummy \
-      --batch-size ${AB_BATCHES:-1,8} --input-len 256 --output-len 32 ${AB_EXTRA:-} > "$log" 2>&1
-    echo "== $bin rep $rep ${AB_EXTRA:-} rc=$? ($(( $(date +%s) - start )) s)"
-    grep -E "^Decode\.  median" "$log" | head -12
+for round in $(seq 1 "${AB_ROUNDS:-2}"); do
+  for bin in ${AB_BINS:-prev new}; do
+    dir=$B; [ "$bin" = prev ] && dir=$B/prev
+    cfg_var="AB_CFG_$bin"
+    cfg=${!cfg_var:-base}
+    for kind in ${AB_KINDS:-fp8 bf16}; do
+      extra=""; [ "$kind" = fp8 ] && extra="--quantization fp8"
+      echo "-- round $round: $bin $kind"
+      DEVBIN=$dir AB_EXTRA="$extra" AB_BATCHES=${AB_BATCHES:-1,8} AB_CONFIGS=$cfg OUT=$OUT/ab_${bin}_$round \
+        bash "$(dirname "$0")/ab.sh" | grep -E "^==|Decode\.  median"
+    done
   done
 done

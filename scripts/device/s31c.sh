@@ -5,13 +5,4 @@
 set -u
 source "$(dirname "$0")/lib.sh"
 bash "$(dirname "$0")/gpusuite.sh" | grep -E "^==|FAILED|PASSED|!!"
-for round in 1 2; do
-  for bin in prev new; do
-    dir=$B; [ $bin = prev ] && dir=$B/prev
-    echo "-- round $round: $bin"
-    DEVBIN=$dir AB_EXTRA="--quantization fp8" AB_BATCHES=1,8 AB_CONFIGS=base OUT=$OUT/ab_${bin}_$round \
-      bash "$(dirname "$0")/ab.sh" | grep -E "^==|Decode\.  median"
-    DEVBIN=$dir AB_BATCHES=1,8 AB_CONFIGS=base OUT=$OUT/ab_${bin}_$round \
-      bash "$(dirname "$0")/ab.sh" | grep -E "^==|Decode\.  median"
-  done
-done
+bash "$(dirname "$0")/abbin.sh"

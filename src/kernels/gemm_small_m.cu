@@ -1,6 +1,7 @@
 // Small-M bf16 GEMMs (see gemm_small_m.h): a tensor-core weight stream over [N, K] weights.
 #include "kernels/gemm_small_m.h"
 
+#include <algorithm>
 #include <cstdlib>
 
 #include <cuda_bf16.h>
@@ -224,10 +225,11 @@ cudaError_t launch_rows(const GemmSmallMParams& p, cudaStream_t stream) {
     return m16 ? launch_nk<2, true, false, kPre>(p, stream) : launch_nk<2, false, false, kPre>(p, stream);
   // A grid of at most one CTA an SM (the MoE router: V2-Lite 8 CTAs) stages rounds of 8 chunks a warp (64 KB), so
   // its pre-wait round covers K = 2048 whole: with rounds of 4 the second round's weights were a DRAM trip after
-  // the wait, on the chain norm -> router -> routing. DSERVE_SMALL_M_WIDE_PRE=0 keeps rounds of 4 (A/B runs).
+  // the wait, on the chain norm -> router -> routing. DSERVE_SMALL_M_WIDE_PRE=n (A/B runs): grids of at most n CTAs
+  // an SM take them (0: none; 2 would take V2-Lite's bf16 o_proj, 256 CTAs, two an SM; not measured yet).
   if constexpr (kPre) {
-    static const bool wide = gemv_knob("DSERVE_SMALL_M_WIDE_PRE", 1) != 0;
-    if (wide && !m16 && (p.N + 7) / 8 * p.batch <= device_sm_count() && p.K / 32 > kWarps * 4)
+    static const int64_t wide = std::clamp<int64_t>(gemv_knob("DSERVE_SMALL_M_WIDE_PRE", 1), 0, 3);
+    if (wide > 0 && !m16 && (p.N + 7) / 8 * p.batch <= wide * device_sm_count() && p.K / 32 > kWarps * 4)
       return launch_nk<1, false, false, true, 8>(p, stream);
   }
   return m16 ? launch_nk<1, true, false, kPre>(p, stream) : launch_nk<1, false, false, kPre>(p, stream);
