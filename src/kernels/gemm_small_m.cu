@@ -216,9 +216,20 @@ cudaError_t try_gemv(const GemmSmallMParams& p, const GemmSmallMParams* p2, cuda
 // DSERVE_SMALL_M_PREWAIT=0 (read per launch; A/B runs): the kernels that prefetch their rows into L2 instead.
 bool prewait() { return gemv_knob("DSERVE_SMALL_M_PREWAIT", 1) != 0; }
 
+// DSERVE_SMALL_M_WIDE_NT2=1 (read per launch; opt-in until measured): plain products and pairs at <= 8 rows whose
+// grid of two-tile CTAs (16 weight rows each) is at most two an SM and whose K needs more than one round of 4 take
+// two tiles a CTA in rounds of 8 (96 KB), so every CTA is resident at once with its whole K = 2048 staged before the
+// PDL wait: V2-Lite's bf16 q / kv_a pair (228 CTAs), o_proj (128) and shared down (128, two rounds instead of three).
+bool wide_nt2(int64_t ctas, int64_t K) {
+  return gemv_knob("DSERVE_SMALL_M_WIDE_NT2", 0) == 1 && ctas <= 2 * static_cast<int64_t>(device_sm_count()) &&
+         K / 32 > kWarps * 4;
+}
+
 template <bool kPre>
 cudaError_t launch_rows(const GemmSmallMParams& p, cudaStream_t stream) {
   const bool m16 = p.M > 8;
+  if (kPre && !m16 && !p.silu && wide_nt2((p.N + 15) / 16 * p.batch, p.K))
+    return launch_nk<2, false, false, true, 8>(p, stream);
   if (p.silu) return m16 ? launch_nk<2, true, true, kPre>(p, stream) : launch_nk<2, false, true, kPre>(p, stream);
   // Two 8-row tiles per CTA once there are enough rows to fill the machine several times over.
   if (p.N * p.batch >= 8192)
@@ -258,6 +269,8 @@ cudaError_t launch_gemm_small_m_pair(const GemmSmallMParams& a, const GemmSmallM
     return cudaErrorInvalidValue;
   if (const cudaError_t e = try_gemv(a, &b, stream); e != cudaErrorNotSupported) return e;
   const bool m16 = a.M > 8;
+  if (prewait() && !m16 && wide_nt2((a.N + 15) / 16 + (b.N + 15) / 16, a.K))
+    return launch_nk<2, false, false, true, 8>(a, stream, &b);
   if (prewait())
     return m16 ? launch_nk<1, true, false, true>(a, stream, &b) : launch_nk<1, false, false, true>(a, stream, &b);
   return m16 ? launch_nk<1, true>(a, stream, &b) : launch_nk<1, false>(a, stream, &b);
