@@ -65,22 +65,14 @@ __global__ void __launch_bounds__(kMoe ? 512 : 1024) rms_norm_vec_kernel(RmsNorm
   __shared__ float moe_wts[kMoe ? moe_detail::kSumMaxTopK : 1];
   const int64_t row = blockIdx.x;
   const int64_t chunks = p.n / 8;
-  // The norm weight (never written by a forward) goes out before the wait: loaded after the row's sum, its cold
-  // DRAM read was the last link of the kernel's chain (two such norms a layer). Raw 16-byte chunks: bf16 takes one,
-  // fp32 two.
-  uint4 wraw[kChunks][2];
+  // A bf16 norm weight (never written by a forward) goes out before the wait: loaded after the row's sum, its cold
+  // DRAM read was the last link of the kernel's chain (two such norms a layer). An fp32 one (twice the registers
+  // across the sum: the V3 MoE norm spilled) is still read after it.
+  uint4 wpre[kChunks];
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
     const int64_t i = threadIdx.x + static_cast<int64_t>(c) * blockDim.x;
-    wraw[c][0] = wraw[c][1] = make_uint4(0u, 0u, 0u, 0u);
-    if (i >= chunks) continue;
-    if (p.weight_f32) {
-      const uint4* wp = reinterpret_cast<const uint4*>(p.weight) + 2 * i;
-      wraw[c][0] = wp[0];
-      wraw[c][1] = wp[1];
-    } else {
-      wraw[c][0] = reinterpret_cast<const uint4*>(p.weight)[i];
-    }
+    wpre[c] = !p.weight_f32 && i < chunks ? reinterpret_cast<const uint4*>(p.weight)[i] : make_uint4(0u, 0u, 0u, 0u);
   }
   if constexpr (kMoe) {
     moe_detail::sum_enter_with_ids(p.moe, row, moe_rows, moe_wts);
@@ -137,13 +129,15 @@ __global__ void __launch_bounds__(kMoe ? 512 : 1024) rms_norm_vec_kernel(RmsNorm
   float w[kChunks][8];
 #pragma unroll
   for (int c = 0; c < kChunks; ++c) {
+    const int64_t i = threadIdx.x + static_cast<int64_t>(c) * blockDim.x;
     if (p.weight_f32) {
-      const float* a = reinterpret_cast<const float*>(&wraw[c][0]);
-      const float* b = reinterpret_cast<const float*>(&wraw[c][1]);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) w[c][j] = a[j], w[c][j + 4] = b[j];
+      if (i >= chunks) continue;
+      const float4* wp = reinterpret_cast<const float4*>(p.weight) + 2 * i;
+      const float4 a = wp[0], b = wp[1];
+      w[c][0] = a.x, w[c][1] = a.y, w[c][2] = a.z, w[c][3] = a.w, w[c][4] = b.x, w[c][5] = b.y, w[c][6] = b.z,
+      w[c][7] = b.w;
     } else {
-      const __nv_bfloat16* wb = reinterpret_cast<const __nv_bfloat16*>(&wraw[c][0]);
+      const __nv_bfloat16* wb = reinterpret_cast<const __nv_bfloat16*>(&wpre[c]);
 #pragma unroll
       for (int j = 0; j < 8; ++j) w[c][j] = __bfloat162float(wb[j]);
     }
