@@ -89,9 +89,15 @@ TEST(MlaPlan, ClusterSizeDividesTheSplits) {
       const int c = kernels::mla_decode_t16_cluster(p);
       ASSERT_GE(c, 1);
       ASSERT_EQ(splits % c, 0) << "splits " << splits << " forced " << forced;
-      if (splits == 1 || forced == 0 || forced == 1) EXPECT_EQ(c, 1);
-      if (forced > 1) EXPECT_EQ(c, splits % forced == 0 && forced != 3 ? forced : 1) << splits << " " << forced;
-      if (forced < 0) EXPECT_TRUE(c == 1 || c == splits) << splits;
+      if (splits == 1 || forced == 0 || forced == 1) {
+        EXPECT_EQ(c, 1);
+      }
+      if (forced > 1) {
+        EXPECT_EQ(c, splits % forced == 0 && forced != 3 ? forced : 1) << splits << " " << forced;
+      }
+      if (forced < 0) {
+        EXPECT_TRUE(c == 1 || c == splits) << splits;
+      }
       p.skip_combine = true;
       EXPECT_EQ(kernels::mla_decode_t16_cluster(p), 1);
     }
