@@ -126,8 +126,9 @@ TEST(Fp8, KvRowLayouts) {
     for (int64_t nope : {64, 200, 512})
       for (int64_t rope : {0, 16, 64}) {
         EXPECT_EQ(kv_rope_of(format, nope, kv_row_layout(format, nope, rope).row_bytes), rope) << format << " " << nope;
-        if (format == kKvE4M3)
+        if (format == kKvE4M3) {
           EXPECT_EQ(kv_row_layout(format, nope, rope).row_bytes % 4, 0) << "the next row's fp32 scales stay aligned";
+        }
       }
   EXPECT_EQ(kv_rope_of(kKvE4M3, 512, 500), -1);  // smaller than the latent part
   EXPECT_EQ(kv_rope_of(kKvE4M3, 512, 657), -1);  // half a bf16

@@ -20,6 +20,14 @@ namespace {
 
 std::string fixture(const std::string& name) { return std::string(DSERVE_SOURCE_DIR) + "/tests/fixtures/" + name; }
 
+// Request ids such as "r3" or "p2_1", built by appending (gcc 12's -Wrestrict misfires on "r" + std::to_string(i)).
+std::string id_of(const char* prefix, int i, const std::string& suffix = "") {
+  std::string s = prefix;
+  s += std::to_string(i);
+  s += suffix;
+  return s;
+}
+
 // Collects events per request and waits for completion.
 struct Collector {
   std::mutex mu;
@@ -111,16 +119,18 @@ TEST_P(BatchEngineTest, ConcurrentGreedyEqualsSequential) {
   ASSERT_TRUE(engine.is_ok()) << engine.status().message();
   Collector col;
   for (size_t i = 0; i < prompts.size(); ++i)
-    ASSERT_TRUE((*engine)->submit(greedy("r" + std::to_string(i), prompts[i], kNew), col.callback()).is_ok());
+    ASSERT_TRUE((*engine)->submit(greedy(id_of("r", i), prompts[i], kNew), col.callback()).is_ok());
   ASSERT_TRUE(col.wait(prompts.size()));
   for (size_t i = 0; i < prompts.size(); ++i) {
-    const std::string rid = "r" + std::to_string(i);
+    const std::string rid = id_of("r", i);
     EXPECT_EQ(col.tokens[rid], want[i]) << c.fixture << " " << rid;
     EXPECT_EQ(col.final_event[rid].reason.kind, FinishReason::Kind::kLength);
     EXPECT_EQ(col.final_event[rid].completion_tokens, kNew);
   }
   EngineStats s = (*engine)->stats();
-  if (c.max_total_tokens <= 512) EXPECT_GT(s.num_retractions, 0u) << "the small pool must force retraction";
+  if (c.max_total_tokens <= 512) {
+    EXPECT_GT(s.num_retractions, 0u) << "the small pool must force retraction";
+  }
   EXPECT_EQ(s.num_running + s.num_waiting, 0);
   EXPECT_EQ(s.used_tokens, s.cached_tokens) << "only the radix cache holds pages when idle";
 }
@@ -189,7 +199,7 @@ TEST(BatchEngine, OverlapScheduleGivesTheSameResults) {
   std::mt19937 rng(21);
   std::vector<EngineRequest> reqs;
   for (int i = 0; i < 10; ++i) {
-    EngineRequest r = greedy("o" + std::to_string(i), random_prompt(rng, 8 + 13 * i, 1024), 6 + 3 * i);
+    EngineRequest r = greedy(id_of("o", i), random_prompt(rng, 8 + 13 * i, 1024), 6 + 3 * i);
     if (i % 3 == 1) {  // seeded sampling
       r.sampling.temperature = 0.8f;
       r.sampling.top_p = 0.9f;
@@ -313,7 +323,7 @@ TEST(BatchEngine, RepetitionPenaltyDiscouragesSeenTokens) {
   for (int i = 0; i < 6; ++i) prompts.push_back(random_prompt(rng, 30, 1024));
   for (int i = 0; i < 6; ++i) {
     for (float rp : {1.0f, 2.0f}) {
-      EngineRequest r = greedy("p" + std::to_string(i) + "_" + std::to_string(static_cast<int>(rp)), prompts[i], 24);
+      EngineRequest r = greedy(id_of("p", i, rp == 1.0f ? "_1" : "_2"), prompts[i], 24);
       r.sampling.repetition_penalty = rp;
       ASSERT_TRUE(engine->submit(r, col.callback()).is_ok());
     }
@@ -327,8 +337,8 @@ TEST(BatchEngine, RepetitionPenaltyDiscouragesSeenTokens) {
   };
   int with = 0, without = 0, differ = 0;
   for (int i = 0; i < 6; ++i) {
-    const auto& a = col.tokens["p" + std::to_string(i) + "_1"];
-    const auto& b = col.tokens["p" + std::to_string(i) + "_2"];
+    const auto& a = col.tokens[id_of("p", i, "_1")];
+    const auto& b = col.tokens[id_of("p", i, "_2")];
     without += repeats(prompts[i], a);
     with += repeats(prompts[i], b);
     differ += a != b;

@@ -174,7 +174,9 @@ struct Driver {
     ++steps;
     SchedulerStats st = s.stats();
     // (With overlap a plan may be empty while the only decodes left are the last tokens in flight.)
-    if (!prev) EXPECT_FALSE(plan.empty() && st.num_running + st.num_waiting > 0) << "no progress at step " << steps;
+    if (!prev) {
+      EXPECT_FALSE(plan.empty() && st.num_running + st.num_waiting > 0) << "no progress at step " << steps;
+    }
     EXPECT_LE(st.num_running, cfg.max_running_requests);
     EXPECT_LE(plan.num_seqs(), cfg.max_running_requests);
     max_running_seen = std::max(max_running_seen, st.num_running);

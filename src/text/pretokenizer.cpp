@@ -47,9 +47,14 @@ std::string translate_pattern(const std::string& p) {
     if (c == '\\' && i + 1 < p.size()) {
       char n = p[i + 1];
       if (n == 's') {
-        out += in_class ? std::string(kSpaceMembers) : "[" + std::string(kSpaceMembers) + "]";
+        // Appended piece by piece: gcc 12's -Wrestrict misfires on "[" + std::string(...).
+        if (!in_class) out += '[';
+        out += kSpaceMembers;
+        if (!in_class) out += ']';
       } else if (n == 'S' && !in_class) {
-        out += "[^" + std::string(kSpaceMembers) + "]";
+        out += "[^";
+        out += kSpaceMembers;
+        out += ']';
       } else if ((n == 'p' || n == 'P') && !(n == 'P' && in_class)) {
         // \p{X} / \pX for a one-letter category: add what PCRE2's older tables lack.
         char cat = 0;
