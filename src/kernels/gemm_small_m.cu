@@ -103,7 +103,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_nk_kernel(const NkLa
     for (int c = 0; c < 4; ++c) red[warp][t * 4 + c][lane] = acc[t][c];
   __syncthreads();
   const int64_t d_base = b * p.stride_d;
-  if (kSilu) {
+  if constexpr (kSilu) {
     if (threadIdx.x < 4 * 32) {
       const int c = threadIdx.x / 32, l = threadIdx.x % 32;
       float gate = 0.0f, up = 0.0f;
@@ -113,18 +113,18 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_nk_kernel(const NkLa
       const int64_t n = n0 + (l & 3) * 2 + (c & 1);
       if (m < p.M && n < p.N) store_out(p, d_base + m * p.ldd + n, gate / (1.0f + expf(-gate)) * up);
     }
-    return;
-  }
-  for (int idx = threadIdx.x; idx < NT * 4 * 32; idx += kWarps * 32) {
-    const int tc = idx / 32, l = idx % 32;
-    float sum = 0.0f;
+  } else {
+    for (int idx = threadIdx.x; idx < NT * 4 * 32; idx += kWarps * 32) {
+      const int tc = idx / 32, l = idx % 32;
+      float sum = 0.0f;
 #pragma unroll
-    for (int wi = 0; wi < kWarps; ++wi) sum += red[wi][tc][l];
-    const int t = tc / 4, c = tc % 4;
-    // C fragment: c0, c1 = token g, weight rows 2 tig + {0, 1}; c2, c3 = token g + 8.
-    const int64_t m = (l >> 2) + (c >= 2 ? 8 : 0);
-    const int64_t n = n0 + t * 8 + (l & 3) * 2 + (c & 1);
-    if (m < p.M && n < p.N) store_out(p, d_base + m * p.ldd + n, sum);
+      for (int wi = 0; wi < kWarps; ++wi) sum += red[wi][tc][l];
+      const int t = tc / 4, c = tc % 4;
+      // C fragment: c0, c1 = token g, weight rows 2 tig + {0, 1}; c2, c3 = token g + 8.
+      const int64_t m = (l >> 2) + (c >= 2 ? 8 : 0);
+      const int64_t n = n0 + t * 8 + (l & 3) * 2 + (c & 1);
+      if (m < p.M && n < p.N) store_out(p, d_base + m * p.ldd + n, sum);
+    }
   }
 }
 
