@@ -137,7 +137,9 @@ TEST(GenerateRequest, RejectsInvalidInput) {
     ASSERT_TRUE(err.has_value()) << c.body;
     EXPECT_EQ(err->status, 400) << c.body;
     EXPECT_FALSE(err->message.empty());
-    if (*c.param) EXPECT_EQ(err->param, c.param) << c.body << " -> " << err->message;
+    if (*c.param) {
+      EXPECT_EQ(err->param, c.param) << c.body << " -> " << err->message;
+    }
   }
 }
 
@@ -196,7 +198,9 @@ TEST(CompletionRequest, RejectsInvalidInput) {
     auto err = parse_completion_request(parse(c.body), &r);
     ASSERT_TRUE(err.has_value()) << c.body;
     EXPECT_EQ(err->status, 400);
-    if (*c.param) EXPECT_EQ(err->param, c.param) << c.body << " -> " << err->message;
+    if (*c.param) {
+      EXPECT_EQ(err->param, c.param) << c.body << " -> " << err->message;
+    }
   }
 }
 
@@ -242,7 +246,9 @@ TEST(ChatRequest, RejectsInvalidInput) {
     auto err = parse_chat_request(parse(c.body), &r);
     ASSERT_TRUE(err.has_value()) << c.body;
     EXPECT_EQ(err->status, 400);
-    if (*c.param) EXPECT_EQ(err->param, c.param) << c.body << " -> " << err->message;
+    if (*c.param) {
+      EXPECT_EQ(err->param, c.param) << c.body << " -> " << err->message;
+    }
   }
 }
 

@@ -342,14 +342,14 @@ TEST(MlaAbsorbedVc, FusedCombineMatchesAttentionThenProduct) {
   std::mt19937 lr(11);
   for (int& x : four) x = std::uniform_int_distribution<int>(1, 3000)(lr);
   for (int& x : five) x = std::uniform_int_distribution<int>(1, 3000)(lr);
-  for (const VcCase& vcase : {VcCase{{"vc_lite_b1", 16, 576, 512, 64, {3000}}, true},
-                              VcCase{{"vc_lite_b1_ctx300", 16, 576, 512, 64, {300}}, true},
-                              VcCase{{"vc_v3_b1_ctx300", 128, 576, 512, 64, {300}}, true},
-                              VcCase{{"vc_lite_b4", 16, 576, 512, 64, four}, true},
-                              VcCase{{"vc_v3_b3", 128, 576, 512, 64, {700, 65, 2000}}, true},
+  for (const VcCase& vcase : {VcCase{{"vc_lite_b1", 16, 576, 512, 64, {3000}, {}}, true},
+                              VcCase{{"vc_lite_b1_ctx300", 16, 576, 512, 64, {300}, {}}, true},
+                              VcCase{{"vc_v3_b1_ctx300", 128, 576, 512, 64, {300}, {}}, true},
+                              VcCase{{"vc_lite_b4", 16, 576, 512, 64, four, {}}, true},
+                              VcCase{{"vc_v3_b3", 128, 576, 512, 64, {700, 65, 2000}, {}}, true},
                               VcCase{{"vc_lite_sharp", 16, 576, 512, 64, {5000, 64}, {}, 0, 4.0f}, true},
-                              VcCase{{"vc_lite_b5", 16, 576, 512, 64, five}, false},
-                              VcCase{{"vc_lite_short", 16, 576, 512, 64, {10}}, false}}) {
+                              VcCase{{"vc_lite_b5", 16, 576, 512, 64, five, {}}, false},
+                              VcCase{{"vc_lite_short", 16, 576, 512, 64, {10}, {}}, false}}) {
     const AbsorbedCase& c = vcase.c;
     std::mt19937 rng(std::hash<std::string>()(c.name) & 0xffffffu);
     AbsorbedInputs in = make_absorbed(c, rng);
@@ -463,7 +463,10 @@ TEST(MlaAbsorbedVc, CombineKernelCountsActiveSplits) {
   for (const Step& st : steps) {
     const int T = static_cast<int>(st.context.size()), S = st.splits;
     std::string name = "combine_vc counted, splits " + std::to_string(S) + " contexts";
-    for (int c : st.context) name += " " + std::to_string(c);
+    for (int c : st.context) {
+      name += ' ';
+      name += std::to_string(c);
+    }
     const int64_t rows = int64_t{T} * H;
     std::vector<int> active(T);
     int lim = 0;

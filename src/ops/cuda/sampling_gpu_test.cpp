@@ -173,7 +173,8 @@ TEST_F(SampleGpu, SmallVocab) {
   for (int64_t v : {1, 2, 37, 1000, 1025}) {
     Case c = make_case(v, 30, 13 + static_cast<uint32_t>(v), 1.5f, false);
     mixed_params(c);
-    run_case(("v" + std::to_string(v)).c_str(), c, false, *cpu_, *gpu_);
+    const std::string name = std::string("v").append(std::to_string(v));
+    run_case(name.c_str(), c, false, *cpu_, *gpu_);
   }
 }
 
@@ -211,7 +212,9 @@ TEST_F(SampleGpu, Ties) {
   Tensor host = host_logits(c);
   const SampleResult cpu = cpu_->sample(host, c.batch);
   for (int b = 0; b < 8; ++b)
-    if (b % 2 == 0 || b % 4 == 1 || b % 4 == 3) EXPECT_EQ(cpu.tokens[b], 17 + b) << b;
+    if (b % 2 == 0 || b % 4 == 1 || b % 4 == 3) {
+      EXPECT_EQ(cpu.tokens[b], 17 + b) << b;
+    }
 }
 
 // Non-finite logits: the row reports its first non-finite column; the other rows are unaffected.
@@ -311,7 +314,9 @@ TEST_F(SampleGpu, GreedyOnlyBatches) {
         Tensor back = cuda_download(outs), arr = cuda_download(arrivals);
         for (int b = 0; b < B; ++b) {
           EXPECT_EQ(back.data_as<int32_t>()[B + b], want.bad_id[b]) << name << " kernel row " << b;
-          if (want.bad_id[b] < 0) EXPECT_EQ(back.data_as<int32_t>()[b], want.tokens[b]) << name << " kernel row " << b;
+          if (want.bad_id[b] < 0) {
+            EXPECT_EQ(back.data_as<int32_t>()[b], want.tokens[b]) << name << " kernel row " << b;
+          }
         }
         for (int i = 0; i < kernels::kSampleGreedyMaxRows; ++i) EXPECT_EQ(arr.data_as<int32_t>()[i], 0) << name << " " << i;
         ASSERT_EQ(cudaMemsetAsync(outs.data(), 0xff, outs.nbytes(), cuda_stream()), cudaSuccess);
@@ -326,9 +331,12 @@ TEST_F(SampleGpu, GreedyOnlyBatches) {
       }
       EXPECT_TRUE(std::isnan(fast.logprobs[b])) << name << " row " << b;
       EXPECT_EQ(store_back.data_as<int32_t>()[B - 1 - b], fast.tokens[b]) << name << " row " << b;
-      if (b % 3 == 1 && vocab > 2 * per && fast.bad_id[b] < 0 && b % 5 != 4)
+      if (b % 3 == 1 && vocab > 2 * per && fast.bad_id[b] < 0 && b % 5 != 4) {
         EXPECT_EQ(fast.tokens[b], per + b % 5) << name << " row " << b;
-      if (b % 5 == 4 && fast.bad_id[b] < 0) EXPECT_EQ(fast.tokens[b], vocab - 1) << name << " row " << b;
+      }
+      if (b % 5 == 4 && fast.bad_id[b] < 0) {
+        EXPECT_EQ(fast.tokens[b], vocab - 1) << name << " row " << b;
+      }
     }
   }
 }
@@ -374,7 +382,9 @@ TEST_F(SampleGpu, AsyncStoreFeedsPlaceholders) {
     EXPECT_EQ(ids_back.data_as<int32_t>()[2 * b + 1], 1000 + b) << b;
     EXPECT_EQ(store_back.data_as<int32_t>()[2 * b + 1], want2.tokens[b]) << b;
     EXPECT_EQ(store_back.data_as<int32_t>()[2 * b], 0) << b;  // rows no sampling stored to stay as they were
-    if (c.batch.rows[b].want_logprob) EXPECT_NEAR(got1.logprobs[b], want1.logprobs[b], 2e-4) << b;
+    if (c.batch.rows[b].want_logprob) {
+      EXPECT_NEAR(got1.logprobs[b], want1.logprobs[b], 2e-4) << b;
+    }
   }
 }
 
