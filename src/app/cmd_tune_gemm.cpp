@@ -35,8 +35,8 @@ struct LinearShape {
 int64_t pad128(int64_t v) { return (v + 127) / 128 * 128; }
 
 // Every block-FP8 linear of the model (attention, indexer, MTP projection, dense and shared MLPs), by padded
-// shape; the first name seen labels a shape.
-std::vector<LinearShape> fp8_shapes(const ModelConfig& c) {
+// shape; the first name seen labels a shape. (Used only by the CUDA build's measurement: maybe_unused elsewhere.)
+[[maybe_unused]] std::vector<LinearShape> fp8_shapes(const ModelConfig& c) {
   const int64_t d = c.hidden_size, H = c.num_attention_heads;
   std::vector<LinearShape> all;
   if (c.q_lora_rank > 0) {
@@ -72,7 +72,8 @@ std::vector<LinearShape> fp8_shapes(const ModelConfig& c) {
 
 // The dispatch rule from timings: the small-M kernel up to the largest M (of the measured list) below which it
 // never loses to cuBLASLt; 0 when it loses already at the smallest M.
-int64_t crossover(const std::vector<int64_t>& ms, const std::vector<double>& small_us, const std::vector<double>& lt_us) {
+[[maybe_unused]] int64_t crossover(const std::vector<int64_t>& ms, const std::vector<double>& small_us,
+                                   const std::vector<double>& lt_us) {
   int64_t best = 0;
   for (size_t i = 0; i < ms.size(); ++i) {
     if (small_us[i] > lt_us[i]) break;

@@ -189,7 +189,9 @@ TEST_F(ApiServerTest, GenerateStreamIsCumulativeAndEndsWithDone) {
     EXPECT_GE(text.size(), prev.size());
     prev = text;
     EXPECT_EQ(c["output_ids"].size(), text.size());
-    if (i + 2 < events.size()) EXPECT_TRUE(c["meta_info"]["finish_reason"].is_null());
+    if (i + 2 < events.size()) {
+      EXPECT_TRUE(c["meta_info"]["finish_reason"].is_null());
+    }
   }
   EXPECT_EQ(prev, full);
   EXPECT_EQ(Json::parse(events[events.size() - 2])["meta_info"]["finish_reason"]["type"], "length");
