@@ -42,7 +42,7 @@ struct NkLaunch {
 // before the PDL wait instead of an L2 prefetch of the CTA's rows, with 4 chunks per warp per round, so the
 // one-tile CTA at <= 8 rows takes 32 KB instead of 64 KB and the next kernel's CTAs fit beside this one's to do
 // the same (2026-11-27: batch 1 / 8 decode 0.07 / 0.08 ms faster; either half alone measured no gain).
-// kPreU: chunks per warp per round with kPre (4; 8 for grids of at most one CTA an SM, launch_rows).
+// kPreU: chunks per warp per round with kPre (4; 8 where launch_rows / the pair launcher take the wide rounds).
 template <int NT, bool kM16, bool kSilu = false, bool kPre = false, int kPreU = 4>
 __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_nk_kernel(const NkLaunch launch) {
   static_assert(!kSilu || NT == 2, "the fused SiLU takes a gate tile and an up tile");
@@ -220,17 +220,22 @@ bool prewait() { return gemv_knob("DSERVE_SMALL_M_PREWAIT", 1) != 0; }
 // grid of two-tile CTAs (16 weight rows each) is at most two an SM and whose K needs more than one round of 4 take
 // two tiles a CTA in rounds of 8 (96 KB), so every CTA is resident at once with its whole K = 2048 staged before the
 // PDL wait: V2-Lite's bf16 q / kv_a pair (228 CTAs), o_proj (128) and shared down (128, two rounds instead of three).
+// Rounds of 8 chunks a warp only matter where K takes more than one round of 4 (then the second round's weights are
+// a DRAM trip after the PDL wait).
+bool past_one_round(int64_t K) { return K / 32 > kWarps * 4; }
+
 bool wide_nt2(int64_t ctas, int64_t K) {
   return gemv_knob("DSERVE_SMALL_M_WIDE_NT2", 0) == 1 && ctas <= 2 * static_cast<int64_t>(device_sm_count()) &&
-         K / 32 > kWarps * 4;
+         past_one_round(K);
 }
 
 template <bool kPre>
 cudaError_t launch_rows(const GemmSmallMParams& p, cudaStream_t stream) {
   const bool m16 = p.M > 8;
-  if (kPre && !m16 && !p.silu && wide_nt2((p.N + 15) / 16 * p.batch, p.K))
-    return launch_nk<2, false, false, true, 8>(p, stream);
   if (p.silu) return m16 ? launch_nk<2, true, true, kPre>(p, stream) : launch_nk<2, false, true, kPre>(p, stream);
+  if constexpr (kPre) {
+    if (!m16 && wide_nt2((p.N + 15) / 16 * p.batch, p.K)) return launch_nk<2, false, false, true, 8>(p, stream);
+  }
   // Two 8-row tiles per CTA once there are enough rows to fill the machine several times over.
   if (p.N * p.batch >= 8192)
     return m16 ? launch_nk<2, true, false, kPre>(p, stream) : launch_nk<2, false, false, kPre>(p, stream);
@@ -240,7 +245,7 @@ cudaError_t launch_rows(const GemmSmallMParams& p, cudaStream_t stream) {
   // an SM take them (0: none; 2 would take V2-Lite's bf16 o_proj, 256 CTAs, two an SM; not measured yet).
   if constexpr (kPre) {
     static const int64_t wide = std::clamp<int64_t>(gemv_knob("DSERVE_SMALL_M_WIDE_PRE", 1), 0, 3);
-    if (wide > 0 && !m16 && (p.N + 7) / 8 * p.batch <= wide * device_sm_count() && p.K / 32 > kWarps * 4)
+    if (wide > 0 && !m16 && (p.N + 7) / 8 * p.batch <= wide * device_sm_count() && past_one_round(p.K))
       return launch_nk<1, false, false, true, 8>(p, stream);
   }
   return m16 ? launch_nk<1, true, false, kPre>(p, stream) : launch_nk<1, false, false, kPre>(p, stream);
