@@ -42,7 +42,7 @@ struct NkLaunch {
 // before the PDL wait instead of an L2 prefetch of the CTA's rows, with 4 chunks per warp per round, so the
 // one-tile CTA at <= 8 rows takes 32 KB instead of 64 KB and the next kernel's CTAs fit beside this one's to do
 // the same (2026-11-27: batch 1 / 8 decode 0.07 / 0.08 ms faster; either half alone measured no gain).
-// kPreU: chunks per warp per round with kPre (4; 8 where launch_rows / the pair launcher take the wide rounds).
+// kPreU: chunks per warp per round with kPre (4; 8 where launch_rows takes the wide rounds).
 template <int NT, bool kM16, bool kSilu = false, bool kPre = false, int kPreU = 4>
 __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_nk_kernel(const NkLaunch launch) {
   static_assert(!kSilu || NT == 2, "the fused SiLU takes a gate tile and an up tile");
@@ -216,35 +216,24 @@ cudaError_t try_gemv(const GemmSmallMParams& p, const GemmSmallMParams* p2, cuda
 // DSERVE_SMALL_M_PREWAIT=0 (read per launch; A/B runs): the kernels that prefetch their rows into L2 instead.
 bool prewait() { return gemv_knob("DSERVE_SMALL_M_PREWAIT", 1) != 0; }
 
-// DSERVE_SMALL_M_WIDE_NT2=1 (read per launch; opt-in until measured): plain products and pairs at <= 8 rows whose
-// grid of two-tile CTAs (16 weight rows each) is at most two an SM and whose K needs more than one round of 4 take
-// two tiles a CTA in rounds of 8 (96 KB), so every CTA is resident at once with its whole K = 2048 staged before the
-// PDL wait: V2-Lite's bf16 q / kv_a pair (228 CTAs), o_proj (128) and shared down (128, two rounds instead of three).
 // Rounds of 8 chunks a warp only matter where K takes more than one round of 4 (then the second round's weights are
 // a DRAM trip after the PDL wait).
 bool past_one_round(int64_t K) { return K / 32 > kWarps * 4; }
-
-bool wide_nt2(int64_t ctas, int64_t K) {
-  return gemv_knob("DSERVE_SMALL_M_WIDE_NT2", 0) == 1 && ctas <= 2 * static_cast<int64_t>(device_sm_count()) &&
-         past_one_round(K);
-}
 
 template <bool kPre>
 cudaError_t launch_rows(const GemmSmallMParams& p, cudaStream_t stream) {
   const bool m16 = p.M > 8;
   if (p.silu) return m16 ? launch_nk<2, true, true, kPre>(p, stream) : launch_nk<2, false, true, kPre>(p, stream);
-  if constexpr (kPre) {
-    if (!m16 && wide_nt2((p.N + 15) / 16 * p.batch, p.K)) return launch_nk<2, false, false, true, 8>(p, stream);
-  }
   // Two 8-row tiles per CTA once there are enough rows to fill the machine several times over.
   if (p.N * p.batch >= 8192)
     return m16 ? launch_nk<2, true, false, kPre>(p, stream) : launch_nk<2, false, false, kPre>(p, stream);
   // A grid of at most one CTA an SM (the MoE router: V2-Lite 8 CTAs) stages rounds of 8 chunks a warp (64 KB), so
   // its pre-wait round covers K = 2048 whole: with rounds of 4 the second round's weights were a DRAM trip after
-  // the wait, on the chain norm -> router -> routing. DSERVE_SMALL_M_WIDE_PRE=n (A/B runs): grids of at most n CTAs
-  // an SM take them (0: none; 2 would take V2-Lite's bf16 o_proj, 256 CTAs, two an SM; not measured yet).
+  // the wait, on the chain norm -> router -> routing. DSERVE_SMALL_M_WIDE_PRE=n (read per launch; A/B runs,
+  // tests): grids of at most n CTAs an SM take them (0: none; 2 takes V2-Lite's bf16 o_proj, 256 CTAs, two an SM:
+  // no gain in s32a).
   if constexpr (kPre) {
-    static const int64_t wide = std::clamp<int64_t>(gemv_knob("DSERVE_SMALL_M_WIDE_PRE", 1), 0, 3);
+    const int64_t wide = std::clamp<int64_t>(gemv_knob("DSERVE_SMALL_M_WIDE_PRE", 1), 0, 3);
     if (wide > 0 && !m16 && (p.N + 7) / 8 * p.batch <= wide * device_sm_count() && past_one_round(p.K))
       return launch_nk<1, false, false, true, 8>(p, stream);
   }
@@ -274,8 +263,6 @@ cudaError_t launch_gemm_small_m_pair(const GemmSmallMParams& a, const GemmSmallM
     return cudaErrorInvalidValue;
   if (const cudaError_t e = try_gemv(a, &b, stream); e != cudaErrorNotSupported) return e;
   const bool m16 = a.M > 8;
-  if (prewait() && !m16 && wide_nt2((a.N + 15) / 16 + (b.N + 15) / 16, a.K))
-    return launch_nk<2, false, false, true, 8>(a, stream, &b);
   if (prewait())
     return m16 ? launch_nk<1, true, false, true>(a, stream, &b) : launch_nk<1, false, false, true>(a, stream, &b);
   return m16 ? launch_nk<1, true>(a, stream, &b) : launch_nk<1, false>(a, stream, &b);

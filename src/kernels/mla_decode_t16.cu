@@ -97,22 +97,17 @@ __device__ __forceinline__ void wgmma_m64n16k16(float (&d)[8], uint64_t desc_a, 
 
 // early_tiles: how many of the first tiles may load before pdl_wait (1: the second one's loads go out after Q's).
 // decode_only: one query token per sequence, sequence s's token is s (no dependent q_starts read at the start).
-// patch_new: an early tile may also hold rows of this step's new tokens (then read while their writer may still
-// run, so possibly stale): once the tile has landed, after the wait, those rows are copied over it from the cache
-// (L2). Without it such a tile is loaded only after the wait: at batch 1 up to ~8K of context every split is one
-// tile, and the split with the new row starts its 72 KB DRAM read only then (the kernel's last CTA).
 // kCluster > 1: launched in clusters of kCluster consecutive splits of a block column, which merge their partials
 // through distributed shared memory (the epilogue below) into num_splits / kCluster partials, or into the output
 // when one cluster holds every split.
 template <int kCluster>
 __global__ void __launch_bounds__(kThreads, 1)
     mla_decode_t16_kernel(const MlaDecodeParams p, const __grid_constant__ CUtensorMap tmap, int early_tiles,
-                          bool decode_only, bool patch_new) {
+                          bool decode_only) {
   // Before pdl_wait (the previous kernel may still run) this kernel reads only the step metadata (uploaded by the
   // host before the forward; no kernel writes it) and cache rows of positions before the sequence's first new
   // token (written by earlier steps; this step's kernels write only its new tokens' rows): the first early_tiles
-  // tiles when they hold no new row, so their loads overlap the previous kernel's tail. With patch_new a tile with
-  // new rows goes early too, and those rows' bytes (possibly stale) are replaced after the wait before any use.
+  // tiles when they hold no new row, so their loads overlap the previous kernel's tail.
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_align1024(smem_raw);
   const uint32_t sbase = smem_u32(smem);
@@ -194,9 +189,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const float sl2 = p.scale * kLog2e;
 
   const int first_new = p.positions[q0];  // tiles wholly before it were written by earlier steps
-  auto early = [&](int k) {
-    return k < early_tiles && k < n && (patch_new || (u_begin + k + 1) * kTile <= first_new);
-  };
+  auto early = [&](int k) { return k < early_tiles && k < n && (u_begin + k + 1) * kTile <= first_new; };
   if (n > 0) {
     if (tid == 0) {
       for (int b = 0; b < 4; ++b) mbar_init(bar_base + b * 8, 1);
@@ -241,21 +234,6 @@ __global__ void __launch_bounds__(kThreads, 1)
     if (wg == 0) mbar_wait(bar_base + (buf * 2 + 1) * 8, (i >> 1) & 1);  // the rope panel comes with wg 1's share
     if (i < 8) DS_TR(6 + i, clock64());
     const int valid = kv_end - u * kTile;
-    const int new0 = max(first_new - u * kTile, 0);  // the tile's first row of this step's tokens
-    if (patch_new && new0 < min(valid, kTile) && early(i)) {  // block-uniform
-      // The early tile's new rows, read before their writer finished: this warpgroup's chunks of each, from L2.
-      const __nv_bfloat16* cache = static_cast<const __nv_bfloat16*>(p.cache);
-      uint8_t* base = smem + kSmemKv + buf * kTileBytes;
-      const int chunks = my_panels * 8, rows_new = min(valid, kTile) - new0;
-      for (int idx = lt; idx < rows_new * chunks; idx += 128) {
-        const int r = new0 + idx / chunks, c = 32 * wg + idx % chunks, pos = u * kTile + r;
-        const int64_t slot = static_cast<int64_t>(btab[pos / p.page_size]) * p.page_size + pos % p.page_size;
-        *reinterpret_cast<uint4*>(base + swz(kPanelBytes, r, c)) =
-            __ldcg(reinterpret_cast<const uint4*>(cache + slot * kMlaHeadDim) + c);
-      }
-      fence_proxy_async();
-      __syncthreads();  // both warpgroups read the rope panel
-    }
     if (valid < kTile) {  // rows past the context end: zero (a masked, zero P times NaN is still NaN)
       uint8_t* base = smem + kSmemKv + buf * kTileBytes;
       const int chunks = my_panels * 8;
@@ -675,11 +653,8 @@ template <int kC>
 cudaError_t launch_t16(const MlaDecodeParams& p, const CUtensorMap& map, dim3 grid, int early, bool decode_only,
                        cudaStream_t stream) {
   if (const cudaError_t e = t16_attributes<kC>(); e != cudaSuccess) return e;
-  // DSERVE_MLA_T16_PATCH=1 (read per launch; opt-in until measured): early tiles may hold new rows, patched after
-  // the wait (the kernel's patch_new).
-  const bool patch_new = env_int("DSERVE_MLA_T16_PATCH", 0) == 1;
   return launch_pdl_cluster(mla_decode_t16_kernel<kC>, grid, dim3(1, kC, 1), kThreads, kSmemBytes, stream, p, map,
-                            early, decode_only, patch_new);
+                            early, decode_only);
 }
 
 }  // namespace

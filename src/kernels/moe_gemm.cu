@@ -276,14 +276,10 @@ int down_unroll(int64_t K) {
 
 cudaError_t launch_small_m(const MoeGroupedGemmParams& p, cudaStream_t stream) {
   const bool m16 = p.max_rows_per_expert > 8;
-  // DSERVE_MOE_SMALL_GATE_UNROLL=8 (read per launch; opt-in until measured): gate|up at <= 8 rows an expert in
-  // rounds of 8 chunks a warp (96 KB, two CTAs an SM; V2-Lite's K = 2048 in one round) instead of 4 (48 KB, four an
-  // SM, two rounds: the second round's DRAM trip only starts once the first is multiplied).
-  if (p.silu) {
-    if (m16) return launch_small_m_variant<true, true, 4>(p, stream);
-    if (env_int("DSERVE_MOE_SMALL_GATE_UNROLL", 4) == 8) return launch_small_m_variant<true, false, 8>(p, stream);
-    return launch_small_m_variant<true, false, 4>(p, stream);
-  }
+  // gate|up in rounds of 4 chunks a warp (48 KB, four CTAs an SM). One round of 8 (96 KB, two an SM: V2-Lite's
+  // K = 2048 whole) measured no gain at batch 1 and lost at batch 8 (session 32, s32a).
+  if (p.silu)
+    return m16 ? launch_small_m_variant<true, true, 4>(p, stream) : launch_small_m_variant<true, false, 4>(p, stream);
   if (m16) return launch_small_m_variant<false, true, 4>(p, stream);
   switch (down_unroll(p.K)) {
     case 4: return launch_small_m_variant<false, false, 4>(p, stream);

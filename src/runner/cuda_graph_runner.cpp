@@ -276,6 +276,9 @@ Status CudaGraphRunner::capture() {
   // their PDL edges stay programmatic), sized by the eager warm-up of the same forward (the default;
   // DSERVE_GRAPH_ARENA=0: the stream-ordered allocator's alloc / free nodes).
   const bool arena = graph_arena_enabled();
+  // DSERVE_GRAPH_ARENA_FIRST_KIB=n (tests only): every capture's first attempt on a fresh region of n KiB, too
+  // small for the forward, so the recapture below runs (CudaGraphTest.ReplayMatchesEagerDecode).
+  const int64_t forced_kib = env_int("DSERVE_GRAPH_ARENA_FIRST_KIB", -1);
   stats_ = CudaGraphStats{};
   // Largest first (as SGLang): later, smaller graphs reuse the memory the large ones took.
   for (int i = static_cast<int>(sizes_.size()) - 1; i >= 0; --i) {
@@ -290,7 +293,10 @@ Status CudaGraphRunner::capture() {
     // exactly what its own sequence needed.
     cudaGraph_t graph = nullptr;
     for (int attempt = 0;; ++attempt) {
-      if (arena) begin_graph_alloc(attempt == 0 ? need + need / 8 + (size_t{2} << 20) : need, attempt > 0);
+      if (arena && attempt == 0 && forced_kib >= 0)
+        begin_graph_alloc(static_cast<size_t>(forced_kib) << 10, /*fresh_region=*/true);
+      else if (arena)
+        begin_graph_alloc(attempt == 0 ? need + need / 8 + (size_t{2} << 20) : need, attempt > 0);
       DS_CUDA_CHECK(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal));
       run(bs);
       const cudaError_t end = cudaStreamEndCapture(stream, &graph);

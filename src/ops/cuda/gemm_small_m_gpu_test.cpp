@@ -101,12 +101,12 @@ TEST_F(GemmSmallMTest, WeightRowsMatchTheHostProduct) {
         EXPECT_LE(rel, f32_out ? 1e-5 : 8e-3) << B << " " << M << " " << N << " " << K << " DSERVE_GEMV_M1=" << gemv;
       }
     }
-    // Two tiles a CTA in rounds of 8 where the grid allows (opt-in DSERVE_SMALL_M_WIDE_NT2=1, read per launch).
+    // Rounds of 8 for grids of up to three CTAs an SM (DSERVE_SMALL_M_WIDE_PRE=3, read per launch; default 1).
     {
-      const test::ScopedEnv env("DSERVE_SMALL_M_WIDE_NT2", "1");
+      const test::ScopedEnv env("DSERVE_SMALL_M_WIDE_PRE", "3");
       for (bool f32_out : {false, true}) {
         const double rel = run_case(B, M, N, K, /*w_nk=*/true, f32_out);
-        EXPECT_LE(rel, f32_out ? 1e-5 : 8e-3) << B << " " << M << " " << N << " " << K << " DSERVE_SMALL_M_WIDE_NT2=1";
+        EXPECT_LE(rel, f32_out ? 1e-5 : 8e-3) << B << " " << M << " " << N << " " << K << " DSERVE_SMALL_M_WIDE_PRE=3";
       }
     }
     // The kernels that prefetch their rows into L2 instead of loading them before the PDL wait
@@ -146,8 +146,8 @@ TEST_F(GemmSmallMTest, UnsupportedArgumentsAreRefused) {
 // Through the ops: decode-sized calls take the small-M kernels; the CPU backend is the reference.
 TEST_F(GemmSmallMTest, OpsAtDecodeSizesMatchTheCpu) {
   // T = 1 twice: first on the register GEMV (opt-in DSERVE_GEMV_M1=1, read per launch), then the default kernel;
-  // T = 1 and 8 once more with two tiles a CTA in rounds of 8 (opt-in DSERVE_SMALL_M_WIDE_NT2=1, read per launch:
-  // the pair's 228 CTAs take it).
+  // T = 1 and 8 once more with rounds of 8 for grids of up to three CTAs an SM (DSERVE_SMALL_M_WIDE_PRE=3, read
+  // per launch: the 3072-row linear's 384 CTAs take it).
   for (const auto& [T, gemv, wide] : std::vector<std::tuple<int64_t, bool, bool>>{{1, true, false},
                                                                                   {1, false, false},
                                                                                   {1, false, true},
@@ -159,8 +159,8 @@ TEST_F(GemmSmallMTest, OpsAtDecodeSizesMatchTheCpu) {
                                                                                   {16, false, false},
                                                                                   {24, false, false}}) {
     const test::ScopedEnv env("DSERVE_GEMV_M1", gemv ? "1" : nullptr);  // 24: past the small-M limit
-    const test::ScopedEnv wide_env("DSERVE_SMALL_M_WIDE_NT2", wide ? "1" : nullptr);
-    SCOPED_TRACE(wide ? "DSERVE_SMALL_M_WIDE_NT2=1" : "default");
+    const test::ScopedEnv wide_env("DSERVE_SMALL_M_WIDE_PRE", wide ? "3" : nullptr);
+    SCOPED_TRACE(wide ? "DSERVE_SMALL_M_WIDE_PRE=3" : "default");
     Tensor x = randn({T, 2048}, rng_), w = randn({3072, 2048}, rng_, 0.05f);
     LinearWeight lw, cw;
     lw.weight = to_device(w);

@@ -20,7 +20,6 @@
 #include "kernels/pdl_probe.h"
 #include "ops/cuda/attention.h"
 #include "ops/cuda/cuda_runtime.h"
-#include "ops/cuda/gpu_test_util.h"
 #include "ops/cuda/kernel_cases.h"
 #include "ops/ops.h"
 
@@ -244,10 +243,6 @@ TEST_P(MlaAbsorbedGpu, MatchesCpu) {
     for (int cl : {2, 4, 8, 16})
       if (c.forced_splits % cl == 0)
         check_forced_splits(c, in, in.cache_dev, kernels::kKvBf16, topk_d, want, true, nullptr, cl);
-    // Early tiles that hold new rows, patched after the wait (opt-in DSERVE_MLA_T16_PATCH=1, read per launch).
-    const test::ScopedEnv patch("DSERVE_MLA_T16_PATCH", "1");
-    check_forced_splits(c, in, in.cache_dev, kernels::kKvBf16, topk_d, want, true, nullptr, 0);
-    check_forced_splits(c, in, in.cache_dev, kernels::kKvBf16, topk_d, want, true, nullptr, -1);
   }
 }
 
@@ -292,9 +287,7 @@ INSTANTIATE_TEST_SUITE_P(Cases, MlaAbsorbedGpu, ::testing::ValuesIn(absorbed_cas
 // holds back the new rows, whose cache bytes are NaN until then, so a tile with new rows read before the wait would
 // turn its split's output into NaN. One token per sequence (the new row in a split's first or second tile, or in a
 // later one; with 4 splits the launcher's in-cluster merge), and sequences of 2-3 new tokens over 4 heads (rows
-// straddling a tile edge). Then the same with DSERVE_MLA_T16_PATCH=1 (read per launch): the tiles with new rows go
-// out early too, read while the writer spins (NaN rows), and must come out right once those rows are re-read after
-// the wait.
+// straddling a tile edge).
 TEST(MlaDecodeT16, TilesWithNewRowsWaitForTheirWriter) {
   init_cuda_device(0);
   for (const AbsorbedCase& c : {AbsorbedCase{"t16_new_rows_b3", 16, 576, 512, 64, {288, 70, 129}, {}, 0, 1.0f, 5},
@@ -316,15 +309,11 @@ TEST(MlaDecodeT16, TilesWithNewRowsWaitForTheirWriter) {
         const int64_t slot = static_cast<int64_t>(b.pages[s][pos / c.page_size]) * c.page_size + pos % c.page_size;
         std::fill(stale.f32() + slot * c.head_dim, stale.f32() + (slot + 1) * c.head_dim, NAN);
       }
-    for (const char* patch : {static_cast<const char*>(nullptr), "1"}) {
-      const test::ScopedEnv env("DSERVE_MLA_T16_PATCH", patch);
-      SCOPED_TRACE(patch ? "DSERVE_MLA_T16_PATCH=1" : "default");
-      Tensor cache_dev = to_device_bf16(stale);
-      check_forced_splits(c, in, cache_dev, kernels::kKvBf16, nullptr, want, true, [&] {
-        DS_CUDA_CHECK(kernels::launch_pdl_delayed_copy(cache_dev.data(), in.cache_dev.data(), cache_dev.nbytes(),
-                                                       30000, cuda_stream()));
-      });
-    }
+    Tensor cache_dev = to_device_bf16(stale);
+    check_forced_splits(c, in, cache_dev, kernels::kKvBf16, nullptr, want, true, [&] {
+      DS_CUDA_CHECK(kernels::launch_pdl_delayed_copy(cache_dev.data(), in.cache_dev.data(), cache_dev.nbytes(),
+                                                     30000, cuda_stream()));
+    });
   }
 }
 

@@ -71,16 +71,14 @@ class MoeGroupedTest : public test::CudaVsCpuTest {
   }
 };
 
-// Both decode kernels: the small-M weight stream (default), the same with gate|up in rounds of 8 chunks a warp
-// (DSERVE_MOE_SMALL_GATE_UNROLL=8) and the pipelined one (DSERVE_MOE_SMALL_M=0); both switches read at each launch.
+// Both decode kernels: the small-M weight stream (default) and the pipelined one (DSERVE_MOE_SMALL_M=0, read at
+// each launch).
 class MoeGroupedBothKernels : public MoeGroupedTest, public ::testing::WithParamInterface<int> {
  protected:
   test::ScopedEnv small_m_{"DSERVE_MOE_SMALL_M", GetParam() == 0 ? "0" : nullptr};
-  test::ScopedEnv gate_unroll_{"DSERVE_MOE_SMALL_GATE_UNROLL", GetParam() == 2 ? "8" : nullptr};
 };
-INSTANTIATE_TEST_SUITE_P(DecodeKernel, MoeGroupedBothKernels, ::testing::Values(0, 1, 2), [](const auto& info) {
-  return info.param == 0 ? "Pipelined" : info.param == 1 ? "SmallM" : "SmallMGate8";
-});
+INSTANTIATE_TEST_SUITE_P(DecodeKernel, MoeGroupedBothKernels, ::testing::Values(0, 1),
+                         [](const auto& info) { return info.param == 0 ? "Pipelined" : "SmallM"; });
 
 TEST_P(MoeGroupedBothKernels, MatchesCpu) {
   struct Case {
