@@ -277,8 +277,8 @@ Status CudaGraphRunner::capture() {
   // DSERVE_GRAPH_ARENA=0: the stream-ordered allocator's alloc / free nodes).
   const bool arena = graph_arena_enabled();
   // DSERVE_GRAPH_ARENA_FIRST_KIB=n (tests only): every capture's first attempt on a fresh region of n KiB, too
-  // small for the forward, so the recapture below runs (CudaGraphTest.ReplayMatchesEagerDecode).
-  const int64_t forced_kib = env_int("DSERVE_GRAPH_ARENA_FIRST_KIB", -1);
+  // small for the forward, so the recapture below runs (CudaGraphTest.ReplayMatchesEagerDecode). At most 1 GiB.
+  const int64_t forced_kib = std::min<int64_t>(env_int("DSERVE_GRAPH_ARENA_FIRST_KIB", -1), int64_t{1} << 20);
   stats_ = CudaGraphStats{};
   // Largest first (as SGLang): later, smaller graphs reuse the memory the large ones took.
   for (int i = static_cast<int>(sizes_.size()) - 1; i >= 0; --i) {
