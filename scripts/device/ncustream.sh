@@ -3,13 +3,13 @@
 # flushed between replays) on the small-M GEMM and MoE kernels inside bench-one-batch's NVTX "decode" ranges, eager,
 # V2-Lite config, dummy bf16: duration, DRAM bytes and throughput, achieved vs theoretical occupancy, registers,
 # shared memory, and the long-scoreboard / barrier / LG-throttle stall shares, per kernel name. NS_EXTRA adds
-# bench flags (e.g. --quantization fp8). Binary: .devbin/dserve.
+# bench flags (e.g. --quantization fp8); NS_TIMEOUT caps the ncu run (default 240 s). Binary: .devbin/dserve.
 set -u
 source "$(dirname "$0")/lib.sh"
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
 M=gpu__time_duration.sum,dram__bytes_read.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,sm__warps_active.avg.pct_of_peak_sustained_active,sm__maximum_warps_per_active_cycle_pct,launch__registers_per_thread,launch__shared_mem_per_block_dynamic,launch__grid_size,launch__occupancy_limit_registers,launch__occupancy_limit_shared_mem,launch__occupancy_limit_warps,smsp__warp_issue_stalled_long_scoreboard_per_warp_active.pct,smsp__warp_issue_stalled_barrier_per_warp_active.pct,smsp__warp_issue_stalled_lg_throttle_per_warp_active.pct,lts__t_sector_hit_rate.pct
 start=$(date +%s)
-timeout 240 "$NCU" --clock-control none --nvtx --nvtx-include "decode/" --kernel-name regex:"${NS_KERNELS:-small_m}" \
+timeout ${NS_TIMEOUT:-240} "$NCU" --clock-control none --nvtx --nvtx-include "decode/" --kernel-name regex:"${NS_KERNELS:-small_m}" \
   --metrics "$M" --csv --launch-count ${NS_COUNT:-60} "$B/dserve" bench-one-batch --device cuda \
   --model-path tests/data/configs/deepseek-v2-lite.json --load-format dummy --batch-size ${NS_BS:-1} \
   --input-len 256 --output-len 2 --disable-cuda-graph ${NS_EXTRA:-} > "$OUT/ncu.csv" 2> "$OUT/ncu.err"
