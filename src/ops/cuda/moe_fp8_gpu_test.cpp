@@ -540,7 +540,8 @@ TEST_F(MoeFp8Test, SmallMColumnTilesAgree) {
                     rows, tiles, us, bytes / (us * 1e3));
       }
       // The two-stage walk of resident CTAs (MoeFp8GemmParams::pipe) from slot records, with the records read
-      // before and after the PDL wait: bit for bit the one-round kernel's output where it applies.
+      // before and after the PDL wait: bit for bit the one-round kernel's output where it applies; timed alone
+      // (MOEFP8WALK lines).
       std::vector<int32_t> rec(static_cast<size_t>(n_active) * kernels::kMoeSlotInts, 0);
       for (int a = 0; a < n_active; ++a) {
         int32_t* r = &rec[static_cast<size_t>(a) * kernels::kMoeSlotInts];
@@ -569,6 +570,11 @@ TEST_F(MoeFp8Test, SmallMColumnTilesAgree) {
           test::expect_rows_written(got, total, sh.N, what);
           EXPECT_EQ(std::memcmp(got.data(), first.data(), static_cast<size_t>(total * sh.N) * sizeof(float)), 0)
               << what << ": differs from the one-round kernel";
+          if (std::getenv("DSERVE_TEST_NO_TIMING") || settled) continue;
+          const double us = test::graph_time_us([&] { kernels::launch_moe_fp8_small_m(q, s); }, s);
+          const double bytes = static_cast<double>(n_active) * wrows * sh.K * (1.0 + 4.0 / (128 * 128));
+          std::printf("MOEFP8WALK %s rows %d tiles %d: %.2f us per launch, %.0f GB/s of expert weights\n", sh.name,
+                      rows, tiles, us, bytes / (us * 1e3));
         }
     }
   }
