@@ -245,25 +245,26 @@ __global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_fp8_small_m_pipe_kern
     const float* srow[NT];
     const float* sxr;
   };
-  // The next tile from t on whose slot has rows (t advances past empty slots); false past the end.
-  auto find = [&](int& t, Tile& s) {
-    for (; t < total; t += gridDim.x) {
-      const int32_t* rec = p.slots + static_cast<int64_t>(t / tiles_x) * kMoeSlotInts;
-      const int4 h = *reinterpret_cast<const int4*>(rec);
-      if (h.y == 0) continue;
-      const int64_t xr0 = p.src_rows ? rec[kMoeSlotHeader + g] : h.z + g;
-      const uint8_t* W = tabled ? w_tab[h.x] : static_cast<const uint8_t*>(p.weights[h.x]);
-      const float* S = tabled ? s_tab[h.x] : p.scales[h.x];
-      s.cnt = h.y;
-      s.row0 = h.z;
-      s.n0 = static_cast<int64_t>(t % tiles_x) * kCols;
-      weight_rows<kSilu, kDown, NT>(W, S, s.n0, N, K, kblocks, g, tig, s.src, s.ok, s.srow);
-      s.ok[NT] = g < s.cnt;
-      s.src[NT] = p.q + (g < s.cnt ? xr0 : 0) * K + tig * 16;
-      s.sxr = g < s.cnt ? p.sx + xr0 * kblocks : nullptr;
-      return true;
-    }
-    return false;
+  // Tile t, if its slot has rows; false past the end. The slots with rows are a prefix (kernels/moe.h), so past
+  // an empty one every later tile of this CTA's walk is empty too: stop there. (At batch 8 about a quarter of
+  // V2-Lite's 48 slots are empty; stepping over their tiles one record read at a time cost the FP8 walk ~4%:
+  // s33f, H200, FP8 batch 8 3.88 / 3.89 vs 4.04 / 4.04 ms, batch 1 1.70 vs 1.69-1.70.)
+  auto find = [&](int t, Tile& s) {
+    if (t >= total) return false;
+    const int32_t* rec = p.slots + static_cast<int64_t>(t / tiles_x) * kMoeSlotInts;
+    const int4 h = *reinterpret_cast<const int4*>(rec);
+    if (h.y == 0) return false;
+    const int64_t xr0 = p.src_rows ? rec[kMoeSlotHeader + g] : h.z + g;
+    const uint8_t* W = tabled ? w_tab[h.x] : static_cast<const uint8_t*>(p.weights[h.x]);
+    const float* S = tabled ? s_tab[h.x] : p.scales[h.x];
+    s.cnt = h.y;
+    s.row0 = h.z;
+    s.n0 = static_cast<int64_t>(t % tiles_x) * kCols;
+    weight_rows<kSilu, kDown, NT>(W, S, s.n0, N, K, kblocks, g, tig, s.src, s.ok, s.srow);
+    s.ok[NT] = g < s.cnt;
+    s.src[NT] = p.q + (g < s.cnt ? xr0 : 0) * K + tig * 16;
+    s.sxr = g < s.cnt ? p.sx + xr0 * kblocks : nullptr;
+    return true;
   };
   auto issue = [&](const Tile& s, uint4* my, bool weights) {
 #pragma unroll

@@ -2,6 +2,7 @@
 // MMA's M side and the (few) tokens of an expert its N side, so a decode step with 1..8 rows per expert
 // wastes no weight bandwidth: each block streams one 64-row (128 with the fused SiLU gate|up) weight panel
 // through a cp.async pipeline exactly once per 8*NT tokens of its expert.
+#include <algorithm>
 #include <cstdlib>
 #include <string>
 
@@ -263,6 +264,182 @@ cudaError_t launch_small_m_variant(const MoeGroupedGemmParams& p, cudaStream_t s
   return launch_pdl(moe_small_m_kernel<kSilu, kM16, kUnroll>, grid, kSmallWarps * 32, kSmem, stream, q);
 }
 
+// The same tiles (up to 8 rows an expert, slot records) walked by a grid of resident CTAs, two an SM, in two
+// stages of one load round each, as moe_fp8.cu's walk does for FP8: a CTA issues its next round's copies (its
+// tile's next K round, or its next tile's first) before it multiplies the current one, so its share of the HBM
+// stays busy through the slot read, the reduction and the store that end a tile; a launch of one-round CTAs turns
+// over in waves instead (V2-Lite's routed down: 1,536 CTAs, ~4 an SM). Tile t = column tile t % tiles_x of slot
+// t / tiles_x. Same arithmetic and order as the one-round kernel (every round's products in order, zero-filled
+// chunks included; the same reduction): the same bits. Opt-in (MoeGroupedGemmParams::walk, DSERVE_MOE_SMALL_WALK):
+// H200, session 33 (s33d-f, V2-Lite bf16 decode, graphs): the down walk (=1) batch 1 2.02-2.06 vs 2.04-2.08 ms
+// (within noise), batch 8 a tie once the walk stops at the first empty slot; gate|up too (=2) 2.16-2.20 (a loss).
+// Alone (MoeGemmGpu.SmallMWalkMatchesOneRound, 20 graphed launches): V3's gate|up walk 121-137 vs 134-150 us (10%
+// faster), V3's down 65-69 vs 57 us and V2-Lite's down 11.4 vs 9.6 us (slower).
+constexpr int kWalkTableExperts = 32 * kSlotTableJ;  // the slot path's bound (256)
+
+template <bool kSilu, int kUnroll>
+__global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_small_m_walk_kernel(MoeGroupedGemmParams p, int tiles_x,
+                                                                              int total, int rounds) {
+  constexpr int NT = kSilu ? 2 : 1;
+  constexpr int kSlots = small_m::NkShape<NT, false, kUnroll>::kSlots;  // kUnroll * (NT + 1)
+  extern __shared__ uint4 stage[];  // [2 stages][warps][kSlots][32 lanes]
+  __shared__ float red[kSmallWarps][NT * 4][32];
+  // The expert weight table (never written by a forward) before the wait.
+  __shared__ const bf16* w_tab[kWalkTableExperts];
+  for (int e = threadIdx.x; e < p.experts; e += blockDim.x) w_tab[e] = static_cast<const bf16*>(p.weights[e]);
+  __syncthreads();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, tig = lane & 3;
+  const int64_t N = p.N, K = p.K, chunks = K / 32;
+  const bf16* X = static_cast<const bf16*>(p.x);
+  struct Tile {
+    int cnt;
+    int64_t row0, n0;
+    const bf16* wrow[NT];  // this lane's row g of each weight tile at k = tig * 8
+    bool wok[NT];
+    const bf16* xrow;  // activation row g at k = tig * 8
+    bool xok;
+  };
+  // Tile t, if its slot has rows; false past the end. The slots with rows are a prefix (kernels/moe.h), so past
+  // an empty one every later tile of this CTA's walk is empty too: stop there. (At batch 8 about a quarter of
+  // V2-Lite's 48 slots are empty; stepping over their tiles one record read at a time cost the FP8 walk ~4%:
+  // s33f, H200, FP8 batch 8 3.88 / 3.89 vs 4.04 / 4.04 ms, batch 1 1.70 vs 1.69-1.70.)
+  auto find = [&](int t, Tile& s) {
+    if (t >= total) return false;
+    const int32_t* rec = p.slots + static_cast<int64_t>(t / tiles_x) * kMoeSlotInts;
+    const int4 h = *reinterpret_cast<const int4*>(rec);
+    if (h.y == 0) return false;
+    const int64_t xr0 = p.src_rows ? rec[kMoeSlotHeader + g] : h.z + g;
+    const bf16* W = w_tab[h.x];
+    s.cnt = h.y;
+    s.row0 = h.z;
+    s.n0 = static_cast<int64_t>(t % tiles_x) * 8;
+    const bool wok = s.n0 + g < N;
+#pragma unroll
+    for (int q = 0; q < NT; ++q) {
+      s.wrow[q] = W + (wok ? (q == 1 ? N : 0) + s.n0 + g : 0) * K + tig * 8;
+      s.wok[q] = wok;
+    }
+    s.xok = g < s.cnt;
+    s.xrow = X + (s.xok ? xr0 : 0) * K + tig * 8;
+    return true;
+  };
+  // Round r of tile s: its weight copies or its activation copies (accumulate_rows's slots and chunk order).
+  auto issue = [&](const Tile& s, int r, uint4* my, bool weights) {
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = warp + (static_cast<int64_t>(r) * kUnroll + u) * kSmallWarps;
+      if (weights) {
+        small_m::copy_weights<NT>(s.wrow, s.wok, c, chunks, u, my);
+      } else {
+        const bool in = c < chunks;
+        small_m::cp_async_ca(&my[(kUnroll * NT + u) * 32], s.xrow + (in ? c : 0) * 32, in && s.xok);
+      }
+    }
+  };
+  uint4* my0 = stage + warp * kSlots * 32 + lane;
+  uint4* my1 = my0 + kSmallWarps * kSlots * 32;
+  int t = blockIdx.x;
+  Tile cur;
+  bool have;
+  // Slot records settled (pdl.cuh): the first tile's first weight round before the wait.
+  if (p.slots_settled) {
+    have = find(t, cur);
+    if (have) issue(cur, 0, my0, true);
+    pdl_enter();
+  } else {
+    pdl_enter();
+    have = find(t, cur);
+    if (have) issue(cur, 0, my0, true);
+  }
+  if (have) issue(cur, 0, my0, false);
+  cp_async_commit();
+  float acc[NT][4];
+#pragma unroll
+  for (int q = 0; q < NT; ++q)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[q][c] = 0.0f;
+  int r = 0, buf = 0;
+  while (have) {
+    // The round after (cur, r): cur's next, or the next tile's first.
+    const bool same = r + 1 < rounds;
+    int tn = t + gridDim.x;
+    Tile nx;
+    const bool hn = same || find(tn, nx);
+    uint4* my = buf ? my1 : my0;
+    uint4* mn = buf ? my0 : my1;
+    if (same) {  // two calls, not one on a selected reference (that puts both tiles in local memory)
+      issue(cur, r + 1, mn, true);
+      issue(cur, r + 1, mn, false);
+    } else if (hn) {
+      issue(nx, 0, mn, true);
+      issue(nx, 0, mn, false);
+    }
+    cp_async_commit();
+    cp_async_wait<1>();  // this round's group (the next one's stays in flight)
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const uint4 xa = my[(kUnroll * NT + u) * 32];
+#pragma unroll
+      for (int q = 0; q < NT; ++q) {
+        const uint4 wv = my[(u * NT + q) * 32];
+        mma_bf16(acc[q], xa.x, 0u, xa.y, 0u, wv.x, wv.y);
+        mma_bf16(acc[q], xa.z, 0u, xa.w, 0u, wv.z, wv.w);
+      }
+    }
+    if (same) {
+      ++r;
+    } else {
+      __syncthreads();  // the previous tile's reduction has read red
+#pragma unroll
+      for (int q = 0; q < NT; ++q)
+#pragma unroll
+        for (int c = 0; c < 4; ++c) {
+          red[warp][q * 4 + c][lane] = acc[q][c];
+          acc[q][c] = 0.0f;
+        }
+      __syncthreads();
+      small_m::store_tile<kSilu, 1, NT, kSmallWarps>(red, p.out, N, cur.n0, cur.row0, cur.cnt);
+      cur = nx;
+      t = tn;
+      r = 0;
+      have = hn;
+    }
+    buf ^= 1;
+  }
+}
+
+template <bool kSilu, int kUnroll>
+cudaError_t launch_small_m_walk(const MoeGroupedGemmParams& p, cudaStream_t stream) {
+  constexpr size_t kSmem =
+      2 * static_cast<size_t>(kSmallWarps) * small_m::NkShape<kSilu ? 2 : 1, false, kUnroll>::kSlots * 512;
+  auto kernel = moe_small_m_walk_kernel<kSilu, kUnroll>;
+  static const cudaError_t attr =
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
+  if (attr != cudaSuccess) return attr;
+  static const int per_sm = [&] {
+    int n = 0;
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kSmallWarps * 32, kSmem) == cudaSuccess ? n : 0;
+  }();
+  if (per_sm <= 0) return cudaErrorInvalidConfiguration;
+  const int64_t tiles_x = (p.N + 7) / 8, total = tiles_x * p.max_active;
+  const int64_t per_round = static_cast<int64_t>(kSmallWarps) * kUnroll;
+  const int64_t rounds = (p.K / 32 + per_round - 1) / per_round;
+  if (total > INT32_MAX || rounds > INT32_MAX) return cudaErrorInvalidValue;
+  const int64_t grid = std::min<int64_t>(total, static_cast<int64_t>(per_sm) * device_sm_count());
+  return launch_pdl(kernel, dim3(static_cast<unsigned>(grid)), kSmallWarps * 32, kSmem, stream, p,
+                    static_cast<int>(tiles_x), static_cast<int>(total), static_cast<int>(rounds));
+}
+
+// Whether the walk takes p: asked for (p.walk, else DSERVE_MOE_SMALL_WALK read per launch: 0 off, 1 the down
+// product, 2 down and gate|up), at most 8 rows an expert and valid slot records.
+bool small_m_walks(const MoeGroupedGemmParams& p) {
+  const int want = p.walk >= 0 ? p.walk : static_cast<int>(env_int("DSERVE_MOE_SMALL_WALK", 0));
+  return (want >= 2 || (want == 1 && !p.silu)) && p.max_rows_per_expert <= 8 && p.slots && p.max_active > 0 &&
+         p.max_active <= p.experts && p.experts <= kWalkTableExperts &&
+         (reinterpret_cast<uintptr_t>(p.slots) & 15) == 0;
+}
+
 // Chunks per warp per round of the plain (down) product at M <= 8: the default 8, or the fewest of 4 / 6 that
 // still cover K in one round (V2-Lite's expert down, K = 1408: 44 chunks, 6 per warp), so a CTA's staging
 // area shrinks and more CTAs share an SM (each CTA is one load round: more of them keep more bytes in
@@ -278,6 +455,12 @@ cudaError_t launch_small_m(const MoeGroupedGemmParams& p, cudaStream_t stream) {
   const bool m16 = p.max_rows_per_expert > 8;
   // gate|up in rounds of 4 chunks a warp (48 KB, four CTAs an SM). One round of 8 (96 KB, two an SM: V2-Lite's
   // K = 2048 whole) measured no gain at batch 1 and lost at batch 8 (session 32, s32a).
+  if (small_m_walks(p)) {
+    // Down in one round where six chunks a warp cover K (V2-Lite), else rounds of four (48 KB stages either way:
+    // two stages of eight would not fit two CTAs an SM).
+    if (p.silu) return launch_small_m_walk<true, 4>(p, stream);
+    return down_unroll(p.K) == 6 ? launch_small_m_walk<false, 6>(p, stream) : launch_small_m_walk<false, 4>(p, stream);
+  }
   if (p.silu)
     return m16 ? launch_small_m_variant<true, true, 4>(p, stream) : launch_small_m_variant<true, false, 4>(p, stream);
   if (m16) return launch_small_m_variant<false, true, 4>(p, stream);

@@ -44,6 +44,10 @@ struct MoeGroupedGemmParams {
   // (env DSERVE_MOE_TILE, else by rows_hint), or for A/B runs the shapes of MoeFp8GemmParams::tile
   // (1: 16 tokens x 64 weight rows, 2: 16 x 128, 3: 32 x 128, 4: 8 x 64, 5: 32 x 64). Same bits for all.
   int tile = 0;
+  // The small-M kernel as a two-stage walk of resident CTAs (moe_gemm.cu; needs slot records, <= 8 rows an
+  // expert): -1 (default) by DSERVE_MOE_SMALL_WALK (read per launch: 0 off, 1 the down product, 2 down and
+  // gate|up), 0 off, 1 or more on where it applies (tests). The same bits either way.
+  int walk = -1;
 };
 
 // The host-known bounds of a grouped step as the MoE ops set them, for MoeGroupedGemmParams and MoeFp8GemmParams

@@ -540,9 +540,11 @@ TEST_F(MoeFp8Test, SmallMColumnTilesAgree) {
                     rows, tiles, us, bytes / (us * 1e3));
       }
       // The two-stage walk of resident CTAs (MoeFp8GemmParams::pipe) from slot records, with the records read
-      // before and after the PDL wait: bit for bit the one-round kernel's output where it applies; timed alone
-      // (MOEFP8WALK lines).
-      std::vector<int32_t> rec(static_cast<size_t>(n_active) * kernels::kMoeSlotInts, 0);
+      // before and after the PDL wait and empty records past the active ones: bit for bit the one-round kernel's
+      // output where it applies; timed alone (MOEFP8WALK lines).
+      // Slot records past the active experts hold no rows (count 0), as the grouping leaves them: up to two here.
+      const int n_slots = std::min(n_active + 2, sh.experts);
+      std::vector<int32_t> rec(static_cast<size_t>(n_slots) * kernels::kMoeSlotInts, 0);
       for (int a = 0; a < n_active; ++a) {
         int32_t* r = &rec[static_cast<size_t>(a) * kernels::kMoeSlotInts];
         r[0] = sh.active[a];
@@ -552,6 +554,7 @@ TEST_F(MoeFp8Test, SmallMColumnTilesAgree) {
       Tensor slots_d = cuda_upload(i32_tensor(rec, {static_cast<int64_t>(rec.size())}));
       kernels::MoeFp8GemmParams q = p;
       q.slots = slots_d.data_as<int32_t>();
+      q.max_active = n_slots;
       q.pipe = 1;
       if (!kernels::moe_fp8_small_m_pipes(q)) {
         EXPECT_TRUE(rows > 8 || sh.K > 2048) << sh.name << " rows " << rows << ": the walk should apply";

@@ -1,6 +1,7 @@
 // The bf16 grouped expert GEMM (kernels/moe_gemm.h) called directly at decode batches past the small-M stream:
 // its pipelined tile's shapes (MoeGroupedGemmParams::tile) agree to the bit, match a host product, leave the rows
-// past the routed ones alone, and are timed (the A/B behind the default).
+// past the routed ones alone, and are timed (the A/B behind the default); at decode sizes the small-M kernel's
+// walk (MoeGroupedGemmParams::walk) gives the one-round kernel's bits.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -12,12 +13,14 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/moe.h"
 #include "kernels/moe_gemm.h"
 #include "ops/cuda/gpu_test_util.h"
 
 namespace ds {
 namespace {
 
+using test::i32_tensor;
 using test::randn;
 using test::to_device;
 using test::to_host_f32;
@@ -129,6 +132,115 @@ TEST(MoeGemmGpu, GroupedTileShapesAgree) {
         std::printf("MOETILE bf16 %s T %lld (%d experts, max %d rows) tile %d: %.2f us, %.0f GB/s of expert weights\n",
                     sh.name, static_cast<long long>(T), n_active, max_rows, tile, us, bytes / (us * 1e3));
       }
+    }
+  }
+}
+
+// The small-M kernel's two-stage walk of resident CTAs (MoeGroupedGemmParams::walk) against its one-round CTAs at
+// V2-Lite's and V3's expert shapes, 1 and 5 rows an expert (the first active expert one fewer: ragged), from slot
+// records (gate|up through source rows, down on permuted rows, as the MoE op calls them; empty records past the
+// active ones), read before and after the PDL wait: the same bits, every routed row written and nothing past them.
+// Both timed alone (MOEWALK lines: 20 launches in a CUDA graph; weight bytes of the active experts per second).
+// DSERVE_TEST_NO_TIMING=1 skips timing.
+TEST(MoeGemmGpu, SmallMWalkMatchesOneRound) {
+  init_cuda_device(0);
+  set_cuda_alloc_poison(true);
+  std::unique_ptr<Ops> ops = make_cuda_ops(0);
+  struct Shape {
+    const char* name;
+    int64_t N, K;
+    bool silu;
+    int experts;
+    std::vector<int> active;  // ascending
+  };
+  const std::vector<Shape> shapes = {
+      {"v2-lite gate_up", 1408, 2048, true, 16, {1, 3, 4, 8, 11, 15}},
+      {"v2-lite down", 2048, 1408, false, 16, {1, 3, 4, 8, 11, 15}},
+      {"v3 gate_up", 2048, 7168, true, 9, {0, 2, 3, 4, 5, 6, 7, 8}},
+      {"v3 down", 7168, 2048, false, 9, {0, 2, 3, 4, 5, 6, 7, 8}},
+  };
+  std::mt19937 rng(933);
+  cudaStream_t s = cuda_stream();
+  for (const Shape& sh : shapes) {
+    const int64_t wrows = sh.silu ? 2 * sh.N : sh.N;
+    // Two distinct random weights, each expert its own device copy (no L2 sharing between experts).
+    const Tensor w0 = randn({wrows, sh.K}, rng, 0.05f), w1 = randn({wrows, sh.K}, rng, 0.05f);
+    std::vector<Tensor> dev_w;
+    Tensor wptr = Tensor::empty({sh.experts}, DType::kI64);
+    for (int e = 0; e < sh.experts; ++e) {
+      dev_w.push_back(to_device(e % 2 ? w1 : w0));
+      wptr.data_as<int64_t>()[e] = reinterpret_cast<int64_t>(dev_w[e].data());
+    }
+    Tensor wptr_d = cuda_upload(wptr);
+    for (int rows : {1, 5}) {
+      std::vector<int32_t> counts(sh.experts, 0), offsets(sh.experts, 0);
+      int64_t total = 0;
+      for (size_t a = 0; a < sh.active.size(); ++a) counts[sh.active[a]] = a == 0 && rows > 1 ? rows - 1 : rows;
+      for (int e = 0; e < sh.experts; ++e) {
+        offsets[e] = static_cast<int32_t>(total);
+        total += counts[e];
+      }
+      // gate|up reads token rows through src_rows (a permutation of [0, total)), down its permuted rows.
+      std::vector<int32_t> src(total);
+      for (int64_t r = 0; r < total; ++r) src[r] = static_cast<int32_t>((r * 7 + 3) % total);
+      const int n_active = static_cast<int>(sh.active.size());
+      // Slot records past the active experts hold no rows (count 0), as the grouping leaves them: up to two here.
+      const int n_slots = std::min(n_active + 2, sh.experts);
+      std::vector<int32_t> rec(static_cast<size_t>(n_slots) * kernels::kMoeSlotInts, 0);
+      for (int a = 0; a < n_active; ++a) {
+        const int e = sh.active[a];
+        int32_t* r = &rec[static_cast<size_t>(a) * kernels::kMoeSlotInts];
+        r[0] = e;
+        r[1] = counts[e];
+        r[2] = offsets[e];
+        for (int i = 0; i < counts[e] && i < kernels::kMoeSlotSrc; ++i)
+          r[kernels::kMoeSlotHeader + i] = src[offsets[e] + i];
+      }
+      Tensor x_d = to_device(randn({total, sh.K}, rng, 1.0f));
+      Tensor src_d = cuda_upload(i32_tensor(src, {total})),
+             slots_d = cuda_upload(i32_tensor(rec, {static_cast<int64_t>(rec.size())}));
+      Tensor counts_d = cuda_upload(i32_tensor(counts, {sh.experts})),
+             offsets_d = cuda_upload(i32_tensor(offsets, {sh.experts})),
+             active_d = cuda_upload(i32_tensor(std::vector<int32_t>(sh.active.begin(), sh.active.end()), {n_active})),
+             num_active_d = cuda_upload(i32_tensor({n_active}, {1}));
+      kernels::MoeGroupedGemmParams p;
+      p.weights = static_cast<const void* const*>(wptr_d.data());
+      p.x = x_d.data();
+      p.src_rows = sh.silu ? src_d.data_as<int32_t>() : nullptr;
+      p.counts = counts_d.data_as<int32_t>();
+      p.offsets = offsets_d.data_as<int32_t>();
+      p.active = active_d.data_as<int32_t>();
+      p.num_active = num_active_d.data_as<int32_t>();
+      p.slots = slots_d.data_as<int32_t>();
+      p.max_active = n_slots;
+      p.experts = sh.experts;
+      p.max_rows_per_expert = rows;
+      p.N = sh.N;
+      p.K = sh.K;
+      p.silu = sh.silu;
+      Tensor first;
+      for (int walk : {0, 2})
+        for (bool settled : {false, true}) {
+          const std::string what = std::string(sh.name) + " rows " + std::to_string(rows) +
+                                   (walk ? " walk" : " one-round") + (settled ? " settled" : "");
+          Tensor out = ops->empty({total + 1, sh.N}, DType::kBF16);  // NaN-poisoned
+          p.out = out.data();
+          p.walk = walk;
+          p.slots_settled = settled;
+          ASSERT_EQ(kernels::launch_moe_grouped_gemm(p, s), cudaSuccess) << what;
+          Tensor got = to_host_f32(out);
+          test::expect_rows_written(got, total, sh.N, what);
+          if (!first.defined())
+            first = got;
+          else
+            EXPECT_EQ(std::memcmp(got.data(), first.data(), static_cast<size_t>(total * sh.N) * sizeof(float)), 0)
+                << what << ": differs from the one-round kernel";
+          if (std::getenv("DSERVE_TEST_NO_TIMING") || settled) continue;
+          const double us = test::graph_time_us([&] { kernels::launch_moe_grouped_gemm(p, s); }, s);
+          const double bytes = static_cast<double>(n_active) * wrows * sh.K * 2.0;
+          std::printf("MOEWALK bf16 %s rows %d %s: %.2f us per launch, %.0f GB/s of expert weights\n", sh.name, rows,
+                      walk ? "walk" : "one-round", us, bytes / (us * 1e3));
+        }
     }
   }
 }
