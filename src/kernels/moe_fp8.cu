@@ -245,16 +245,11 @@ __global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_fp8_small_m_pipe_kern
     const float* srow[NT];
     const float* sxr;
   };
-  // Tile t, if its slot has rows; false past the end. The slots with rows are a prefix (kernels/moe.h), so past
-  // an empty one every later tile of this CTA's walk is empty too: stop there. (At batch 8 about a quarter of
-  // V2-Lite's 48 slots are empty; stepping over their tiles one record read at a time cost the FP8 walk ~4%:
-  // s33f, H200, FP8 batch 8 3.88 / 3.89 vs 4.04 / 4.04 ms, batch 1 1.70 vs 1.69-1.70.)
+  // Tile t, if its slot has rows (moe_detail::walk_tile_slot: false past the end or the last slot with rows).
   auto find = [&](int t, Tile& s) {
-    if (t >= total) return false;
-    const int32_t* rec = p.slots + static_cast<int64_t>(t / tiles_x) * kMoeSlotInts;
-    const int4 h = *reinterpret_cast<const int4*>(rec);
-    if (h.y == 0) return false;
-    const int64_t xr0 = p.src_rows ? rec[kMoeSlotHeader + g] : h.z + g;
+    int4 h;
+    int64_t xr0;
+    if (!moe_detail::walk_tile_slot(p, t, tiles_x, total, g, &h, &xr0)) return false;
     const uint8_t* W = tabled ? w_tab[h.x] : static_cast<const uint8_t*>(p.weights[h.x]);
     const float* S = tabled ? s_tab[h.x] : p.scales[h.x];
     s.cnt = h.y;
@@ -387,13 +382,7 @@ template <bool kSilu, int kDown>
 cudaError_t launch_pipe(const MoeFp8GemmParams& p, cudaStream_t stream) {
   constexpr size_t kSmem = 2 * SmallShape<kSilu, false, 2, kDown>::kSmem;
   auto kernel = moe_fp8_small_m_pipe_kernel<kSilu, kDown>;
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
-  if (attr != cudaSuccess) return attr;
-  static const int per_sm = [&] {
-    int n = 0;
-    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kSmallWarps * 32, kSmem) == cudaSuccess ? n : 0;
-  }();
+  static const int per_sm = moe_detail::resident_per_sm(kernel, kSmallWarps * 32, kSmem);
   if (per_sm <= 0) return cudaErrorInvalidConfiguration;
   const int64_t tiles_x = (p.N + 8 * kDown - 1) / (8 * kDown), total = tiles_x * p.max_active;
   if (total > INT32_MAX) return cudaErrorInvalidValue;

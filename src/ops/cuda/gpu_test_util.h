@@ -139,6 +139,54 @@ inline void set_routing(Params& p, const DeviceRouting& rd) {
   p.active = rd.active.data_as<int32_t>();
   p.num_active = rd.num_active.data_as<int32_t>();
 }
+// The small-M MoE kernels' decode shapes called directly (moe_gemm_gpu_test, moe_fp8_gpu_test): V2-Lite's and V3's
+// expert products over a few experts, some active (ascending).
+struct MoeDecodeShape {
+  const char* name;
+  int64_t N, K;
+  bool silu;
+  int experts;
+  std::vector<int> active;
+};
+inline std::vector<MoeDecodeShape> moe_decode_shapes() {
+  return {
+      {"v2-lite gate_up", 1408, 2048, true, 16, {1, 3, 4, 8, 11, 15}},
+      {"v2-lite down", 2048, 1408, false, 16, {1, 3, 4, 8, 11, 15}},
+      {"v3 gate_up", 2048, 7168, true, 9, {0, 2, 3, 4, 5, 6, 7, 8}},
+      {"v3 down", 7168, 2048, false, 9, {0, 2, 3, 4, 5, 6, 7, 8}},
+  };
+}
+// Its routing at `rows` rows an active expert (the first one rows - 1 when that is not 0: ragged), none for the
+// others: expert-ordered counts and offsets, the total.
+inline ExpertRouting decode_routing(const MoeDecodeShape& sh, int rows) {
+  ExpertRouting r;
+  r.counts.assign(sh.experts, 0);
+  r.offsets.assign(sh.experts, 0);
+  for (size_t a = 0; a < sh.active.size(); ++a) r.counts[sh.active[a]] = a == 0 && rows > 1 ? rows - 1 : rows;
+  for (int e = 0; e < sh.experts; ++e) {
+    r.offsets[e] = static_cast<int32_t>(r.total);
+    r.total += r.counts[e];
+    r.max_rows = std::max(r.max_rows, r.counts[e]);
+  }
+  r.active.assign(sh.active.begin(), sh.active.end());
+  return r;
+}
+// The grouping's slot records (kernels/moe.h) of that routing over n_slots slots (>= the active experts): header
+// {expert, count, offset, 0} and, with src (src[row] = its activation row), the source rows of each expert's first
+// kMoeSlotSrc rows; count 0 past the active experts, as the grouping leaves them.
+inline std::vector<int32_t> slot_records(const ExpertRouting& r, int n_slots, const std::vector<int32_t>* src) {
+  std::vector<int32_t> rec(static_cast<size_t>(n_slots) * kernels::kMoeSlotInts, 0);
+  for (size_t a = 0; a < r.active.size(); ++a) {
+    const int e = r.active[a];
+    int32_t* s = &rec[a * kernels::kMoeSlotInts];
+    s[0] = e;
+    s[1] = r.counts[e];
+    s[2] = r.offsets[e];
+    for (int i = 0; src && i < r.counts[e] && i < kernels::kMoeSlotSrc; ++i)
+      s[kernels::kMoeSlotHeader + i] = (*src)[r.offsets[e] + i];
+  }
+  return rec;
+}
 // got: host F32 [total + 1, N] read back from a NaN-poisoned output: every routed row finite, the extra row
 // untouched (still NaN).
 inline void expect_rows_written(const Tensor& got, int64_t total, int64_t N, const std::string& what) {

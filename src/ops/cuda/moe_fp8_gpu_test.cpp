@@ -443,21 +443,8 @@ TEST_F(MoeFp8Test, CapturedInGraph) {
 // (the output's extra row stays NaN). Each choice is also timed alone, 20 launches in a CUDA graph, and printed
 // (MOEFP8TILES) with its rate in weight bytes: the A/B behind the defaults. DSERVE_TEST_NO_TIMING=1 skips timing.
 TEST_F(MoeFp8Test, SmallMColumnTilesAgree) {
-  struct Shape {
-    const char* name;
-    int64_t N, K;
-    bool silu;
-    int experts;
-    std::vector<int> active;  // ascending
-  };
-  const std::vector<Shape> shapes = {
-      {"v2-lite gate_up", 1408, 2048, true, 16, {1, 3, 4, 8, 11, 15}},
-      {"v2-lite down", 2048, 1408, false, 16, {1, 3, 4, 8, 11, 15}},
-      {"v3 gate_up", 2048, 7168, true, 9, {0, 2, 3, 4, 5, 6, 7, 8}},
-      {"v3 down", 7168, 2048, false, 9, {0, 2, 3, 4, 5, 6, 7, 8}},
-  };
   cudaStream_t s = cuda_stream();
-  for (const Shape& sh : shapes) {
+  for (const test::MoeDecodeShape& sh : test::moe_decode_shapes()) {
     const int64_t wrows = sh.silu ? 2 * sh.N : sh.N;
     std::vector<LinearWeight> host;
     std::vector<Tensor> dev_w, dev_s;
@@ -473,14 +460,9 @@ TEST_F(MoeFp8Test, SmallMColumnTilesAgree) {
     }
     Tensor wptr_d = cuda_upload(wptr), sptr_d = cuda_upload(sptr);
     for (int rows : {1, 5, 16}) {
-      // Active experts get `rows` rows (the first one rows - 1 when that is not 0: ragged), the rest none.
-      std::vector<int32_t> counts(sh.experts, 0), offsets(sh.experts, 0);
-      int64_t total = 0;
-      for (size_t a = 0; a < sh.active.size(); ++a) counts[sh.active[a]] = a == 0 && rows > 1 ? rows - 1 : rows;
-      for (int e = 0; e < sh.experts; ++e) {
-        offsets[e] = static_cast<int32_t>(total);
-        total += counts[e];
-      }
+      const test::ExpertRouting rt = test::decode_routing(sh, rows);
+      const std::vector<int32_t>&counts = rt.counts, &offsets = rt.offsets;
+      const int64_t total = rt.total;
       Tensor qx, sx;
       quantize_activations_fp8(randn({total, sh.K}, rng_), 128, false, &qx, &sx);
       Tensor qx_d = cuda_upload(qx), sx_d = cuda_upload(sx);
@@ -542,15 +524,8 @@ TEST_F(MoeFp8Test, SmallMColumnTilesAgree) {
       // The two-stage walk of resident CTAs (MoeFp8GemmParams::pipe) from slot records, with the records read
       // before and after the PDL wait and empty records past the active ones: bit for bit the one-round kernel's
       // output where it applies; timed alone (MOEFP8WALK lines).
-      // Slot records past the active experts hold no rows (count 0), as the grouping leaves them: up to two here.
-      const int n_slots = std::min(n_active + 2, sh.experts);
-      std::vector<int32_t> rec(static_cast<size_t>(n_slots) * kernels::kMoeSlotInts, 0);
-      for (int a = 0; a < n_active; ++a) {
-        int32_t* r = &rec[static_cast<size_t>(a) * kernels::kMoeSlotInts];
-        r[0] = sh.active[a];
-        r[1] = counts[sh.active[a]];
-        r[2] = offsets[sh.active[a]];
-      }
+      const int n_slots = std::min(n_active + 2, sh.experts);  // up to two empty records
+      const std::vector<int32_t> rec = test::slot_records(rt, n_slots, nullptr);
       Tensor slots_d = cuda_upload(i32_tensor(rec, {static_cast<int64_t>(rec.size())}));
       kernels::MoeFp8GemmParams q = p;
       q.slots = slots_d.data_as<int32_t>();

@@ -146,22 +146,9 @@ TEST(MoeGemmGpu, SmallMWalkMatchesOneRound) {
   init_cuda_device(0);
   set_cuda_alloc_poison(true);
   std::unique_ptr<Ops> ops = make_cuda_ops(0);
-  struct Shape {
-    const char* name;
-    int64_t N, K;
-    bool silu;
-    int experts;
-    std::vector<int> active;  // ascending
-  };
-  const std::vector<Shape> shapes = {
-      {"v2-lite gate_up", 1408, 2048, true, 16, {1, 3, 4, 8, 11, 15}},
-      {"v2-lite down", 2048, 1408, false, 16, {1, 3, 4, 8, 11, 15}},
-      {"v3 gate_up", 2048, 7168, true, 9, {0, 2, 3, 4, 5, 6, 7, 8}},
-      {"v3 down", 7168, 2048, false, 9, {0, 2, 3, 4, 5, 6, 7, 8}},
-  };
   std::mt19937 rng(933);
   cudaStream_t s = cuda_stream();
-  for (const Shape& sh : shapes) {
+  for (const test::MoeDecodeShape& sh : test::moe_decode_shapes()) {
     const int64_t wrows = sh.silu ? 2 * sh.N : sh.N;
     // Two distinct random weights, each expert its own device copy (no L2 sharing between experts).
     const Tensor w0 = randn({wrows, sh.K}, rng, 0.05f), w1 = randn({wrows, sh.K}, rng, 0.05f);
@@ -173,44 +160,23 @@ TEST(MoeGemmGpu, SmallMWalkMatchesOneRound) {
     }
     Tensor wptr_d = cuda_upload(wptr);
     for (int rows : {1, 5}) {
-      std::vector<int32_t> counts(sh.experts, 0), offsets(sh.experts, 0);
-      int64_t total = 0;
-      for (size_t a = 0; a < sh.active.size(); ++a) counts[sh.active[a]] = a == 0 && rows > 1 ? rows - 1 : rows;
-      for (int e = 0; e < sh.experts; ++e) {
-        offsets[e] = static_cast<int32_t>(total);
-        total += counts[e];
-      }
+      const test::ExpertRouting rt = test::decode_routing(sh, rows);
+      const int64_t total = rt.total;
       // gate|up reads token rows through src_rows (a permutation of [0, total)), down its permuted rows.
       std::vector<int32_t> src(total);
       for (int64_t r = 0; r < total; ++r) src[r] = static_cast<int32_t>((r * 7 + 3) % total);
       const int n_active = static_cast<int>(sh.active.size());
-      // Slot records past the active experts hold no rows (count 0), as the grouping leaves them: up to two here.
-      const int n_slots = std::min(n_active + 2, sh.experts);
-      std::vector<int32_t> rec(static_cast<size_t>(n_slots) * kernels::kMoeSlotInts, 0);
-      for (int a = 0; a < n_active; ++a) {
-        const int e = sh.active[a];
-        int32_t* r = &rec[static_cast<size_t>(a) * kernels::kMoeSlotInts];
-        r[0] = e;
-        r[1] = counts[e];
-        r[2] = offsets[e];
-        for (int i = 0; i < counts[e] && i < kernels::kMoeSlotSrc; ++i)
-          r[kernels::kMoeSlotHeader + i] = src[offsets[e] + i];
-      }
+      const int n_slots = std::min(n_active + 2, sh.experts);  // up to two empty records
+      const std::vector<int32_t> rec = test::slot_records(rt, n_slots, &src);
       Tensor x_d = to_device(randn({total, sh.K}, rng, 1.0f));
       Tensor src_d = cuda_upload(i32_tensor(src, {total})),
              slots_d = cuda_upload(i32_tensor(rec, {static_cast<int64_t>(rec.size())}));
-      Tensor counts_d = cuda_upload(i32_tensor(counts, {sh.experts})),
-             offsets_d = cuda_upload(i32_tensor(offsets, {sh.experts})),
-             active_d = cuda_upload(i32_tensor(std::vector<int32_t>(sh.active.begin(), sh.active.end()), {n_active})),
-             num_active_d = cuda_upload(i32_tensor({n_active}, {1}));
+      const test::DeviceRouting rd = test::upload_routing(rt);
       kernels::MoeGroupedGemmParams p;
       p.weights = static_cast<const void* const*>(wptr_d.data());
       p.x = x_d.data();
       p.src_rows = sh.silu ? src_d.data_as<int32_t>() : nullptr;
-      p.counts = counts_d.data_as<int32_t>();
-      p.offsets = offsets_d.data_as<int32_t>();
-      p.active = active_d.data_as<int32_t>();
-      p.num_active = num_active_d.data_as<int32_t>();
+      test::set_routing(p, rd);
       p.slots = slots_d.data_as<int32_t>();
       p.max_active = n_slots;
       p.experts = sh.experts;
