@@ -273,8 +273,8 @@ cudaError_t launch_small_m_variant(const MoeGroupedGemmParams& p, cudaStream_t s
 // chunks included; the same reduction): the same bits. Opt-in (MoeGroupedGemmParams::walk, DSERVE_MOE_SMALL_WALK):
 // H200, session 33 (s33d-f, V2-Lite bf16 decode, graphs): the down walk (=1) batch 1 2.02-2.06 vs 2.04-2.08 ms
 // (within noise), batch 8 a tie once the walk stops at the first empty slot; gate|up too (=2) 2.16-2.20 (a loss).
-// Alone (MoeGemmGpu.SmallMWalkMatchesOneRound, 20 graphed launches): V3's gate|up walk 121-137 vs 134-150 us (10%
-// faster), V3's down 65-69 vs 57 us and V2-Lite's down 11.4 vs 9.6 us (slower).
+// Alone (MoeGemmGpu.SmallMWalkMatchesOneRound, 20 graphed launches, 1 and 5 rows): V3's gate|up walk 121-143 vs
+// 134-155 us (~10% faster), V3's down 64-69 vs 57-60 us and V2-Lite's down 11.3-12.1 vs 9.5-10.6 us (slower).
 constexpr int kWalkTableExperts = 32 * kSlotTableJ;  // the slot path's bound (256)
 
 template <bool kSilu, int kUnroll>
@@ -442,14 +442,14 @@ int down_unroll(int64_t K) {
 
 cudaError_t launch_small_m(const MoeGroupedGemmParams& p, cudaStream_t stream) {
   const bool m16 = p.max_rows_per_expert > 8;
-  // gate|up in rounds of 4 chunks a warp (48 KB, four CTAs an SM). One round of 8 (96 KB, two an SM: V2-Lite's
-  // K = 2048 whole) measured no gain at batch 1 and lost at batch 8 (session 32, s32a).
   if (small_m_walks(p)) {
     // Down in one round where six chunks a warp cover K (V2-Lite), else rounds of four (48 KB stages either way:
     // two stages of eight would not fit two CTAs an SM).
     if (p.silu) return launch_small_m_walk<true, 4>(p, stream);
     return down_unroll(p.K) == 6 ? launch_small_m_walk<false, 6>(p, stream) : launch_small_m_walk<false, 4>(p, stream);
   }
+  // gate|up in rounds of 4 chunks a warp (48 KB, four CTAs an SM). One round of 8 (96 KB, two an SM: V2-Lite's
+  // K = 2048 whole) measured no gain at batch 1 and lost at batch 8 (session 32, s32a).
   if (p.silu)
     return m16 ? launch_small_m_variant<true, true, 4>(p, stream) : launch_small_m_variant<true, false, 4>(p, stream);
   if (m16) return launch_small_m_variant<false, true, 4>(p, stream);

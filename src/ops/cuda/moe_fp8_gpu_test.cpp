@@ -466,20 +466,14 @@ TEST_F(MoeFp8Test, SmallMColumnTilesAgree) {
       Tensor qx, sx;
       quantize_activations_fp8(randn({total, sh.K}, rng_), 128, false, &qx, &sx);
       Tensor qx_d = cuda_upload(qx), sx_d = cuda_upload(sx);
-      Tensor counts_d = cuda_upload(i32_tensor(counts, {sh.experts})),
-             offsets_d = cuda_upload(i32_tensor(offsets, {sh.experts}));
+      const test::DeviceRouting rd = test::upload_routing(rt);
       const int n_active = static_cast<int>(sh.active.size());
-      Tensor active_d = cuda_upload(i32_tensor(std::vector<int32_t>(sh.active.begin(), sh.active.end()), {n_active})),
-             num_active_d = cuda_upload(i32_tensor({n_active}, {1}));
       kernels::MoeFp8GemmParams p;
       p.weights = static_cast<const void* const*>(wptr_d.data());
       p.scales = static_cast<const float* const*>(sptr_d.data());
       p.q = static_cast<const uint8_t*>(qx_d.data());
       p.sx = sx_d.data_as<float>();
-      p.counts = counts_d.data_as<int32_t>();
-      p.offsets = offsets_d.data_as<int32_t>();
-      p.active = active_d.data_as<int32_t>();
-      p.num_active = num_active_d.data_as<int32_t>();
+      test::set_routing(p, rd);
       p.max_active = n_active;
       p.experts = sh.experts;
       p.N = sh.N;
