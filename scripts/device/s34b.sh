@@ -8,5 +8,7 @@ for bs in 1 8; do
   OUT=$OUT/trace_fp8_$bs TRACE_BS=$bs TRACE_EXTRA="--quantization fp8" TRACE_SUMMARY_ARGS="--timeline mla_absorb_prep 12" \
     bash "$(dirname "$0")/trace.sh" | sed -n '/^timeline/,$p'
 done
-OUT=$OUT/trace_bf16_8 TRACE_BS=8 TRACE_SUMMARY_ARGS="--timeline mla_absorb_prep 12" \
+for bs in 1 8; do
+  OUT=$OUT/trace_bf16_$bs TRACE_BS=$bs TRACE_SUMMARY_ARGS="--timeline mla_absorb_prep 12" \
   bash "$(dirname "$0")/trace.sh" | sed -n '/^timeline/,$p'
+done

@@ -252,6 +252,8 @@ bool pdl_enabled() {
   return on;
 }
 
+bool pdl_early(bool auto_default) { return env_flag("DSERVE_PDL_EARLY", auto_default); }
+
 bool launch_twice(const void* kernel) {
   static const char* const list = env_text("DSERVE_DUP_KERNELS");
   if (!list) return false;

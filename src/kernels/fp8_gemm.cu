@@ -49,6 +49,7 @@ constexpr int kWarps = 8;
 struct SmallMLaunch {
   Fp8GemmSmallMParams p[2];
   int64_t split = 0;
+  bool early = false;  // an early trigger (pdl.cuh pdl_early: the pair launch)
 };
 
 // CTA = 16 weight rows (the mma's M side) x all tokens (NT tiles of 8 on the mma's N side); its 8 warps split
@@ -73,6 +74,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(const SmallML
   static_assert(kStageU == 0 || NT <= 2, "staged rounds hold each block's activations in registers");
   __shared__ float red[kWarps][NT * 4][32];
   extern __shared__ uint4 fp8_stage[];  // kStageU: [warp][kStageU blocks][4 slots][32 lanes]
+  if (launch.early) pdl_launch_dependents();
   const bool second = blockIdx.x >= launch.split;
   const Fp8GemmSmallMParams& p = launch.p[second ? 1 : 0];
   const int64_t bx = second ? blockIdx.x - launch.split : blockIdx.x;
@@ -449,9 +451,11 @@ cudaError_t launch_kind(SmallMLaunch& l, int64_t blocks, cudaStream_t stream) {
   return launch_pdl(gemm_small_m_kernel<8, false, kSilu>, grid, block, 0, stream, l);
 }
 
-cudaError_t launch_small_m(const Fp8GemmSmallMParams& a, const Fp8GemmSmallMParams* b, cudaStream_t stream) {
+cudaError_t launch_small_m(const Fp8GemmSmallMParams& a, const Fp8GemmSmallMParams* b, cudaStream_t stream,
+                           bool early = false) {
   const int64_t rows = a.silu ? 8 : 16;  // output columns per CTA
   SmallMLaunch l;
+  l.early = early;
   l.p[0] = a;
   l.p[1] = b ? *b : a;
   l.split = (a.N + rows - 1) / rows;
@@ -488,7 +492,7 @@ cudaError_t launch_fp8_gemm_small_m_pair(const Fp8GemmSmallMParams& a, const Fp8
   if (a.M == 0) return cudaSuccess;
   if (a.N == 0) return launch_fp8_gemm_small_m(b, stream);
   if (b.N == 0) return launch_fp8_gemm_small_m(a, stream);
-  return launch_small_m(a, &b, stream);
+  return launch_small_m(a, &b, stream, pdl_early(a.M == 1));
 }
 
 }  // namespace ds::kernels

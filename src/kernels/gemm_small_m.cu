@@ -36,6 +36,7 @@ __device__ __forceinline__ void store_out(const GemmSmallMParams& p, int64_t off
 struct NkLaunch {
   GemmSmallMParams p[2];
   int64_t split;
+  bool early = false;  // an early trigger (pdl.cuh pdl_early: the pair launch)
 };
 
 // kPre (the default; DSERVE_SMALL_M_PREWAIT=0 turns it off): the first round's weights go to shared memory
@@ -46,6 +47,7 @@ struct NkLaunch {
 template <int NT, bool kM16, bool kSilu = false, bool kPre = false, int kPreU = 4>
 __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_nk_kernel(const NkLaunch launch) {
   static_assert(!kSilu || NT == 2, "the fused SiLU takes a gate tile and an up tile");
+  if (launch.early) pdl_launch_dependents();
   const bool second = blockIdx.x >= launch.split;
   const GemmSmallMParams& p = launch.p[second ? 1 : 0];
   const int64_t bx = second ? blockIdx.x - launch.split : blockIdx.x;
@@ -130,7 +132,8 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_nk_kernel(const NkLa
 
 // p2 (optional): a second problem of batch 1 in the same launch.
 template <int NT, bool kM16, bool kSilu = false, bool kPre = false, int kPreU = 4>
-cudaError_t launch_nk(const GemmSmallMParams& p, cudaStream_t stream, const GemmSmallMParams* p2 = nullptr) {
+cudaError_t launch_nk(const GemmSmallMParams& p, cudaStream_t stream, const GemmSmallMParams* p2 = nullptr,
+                      bool early = false) {
   constexpr size_t kSmem = static_cast<size_t>(kWarps) * NkShape<NT, kM16, kPre ? kPreU : 0>::kSlots * 512;
   static const cudaError_t attr = cudaFuncSetAttribute(gemm_small_m_nk_kernel<NT, kM16, kSilu, kPre, kPreU>,
                                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -141,6 +144,7 @@ cudaError_t launch_nk(const GemmSmallMParams& p, cudaStream_t stream, const Gemm
   l.p[0] = p;
   l.p[1] = p2 ? *p2 : p;
   l.split = (p.N + cols - 1) / cols;
+  l.early = early;
   const int64_t blocks = l.split + (p2 ? (p2->N + cols - 1) / cols : 0);
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.batch));
@@ -263,9 +267,11 @@ cudaError_t launch_gemm_small_m_pair(const GemmSmallMParams& a, const GemmSmallM
     return cudaErrorInvalidValue;
   if (const cudaError_t e = try_gemv(a, &b, stream); e != cudaErrorNotSupported) return e;
   const bool m16 = a.M > 8;
+  const bool early = pdl_early(false);  // bf16: no gain measured (session 34)
   if (prewait())
-    return m16 ? launch_nk<1, true, false, true>(a, stream, &b) : launch_nk<1, false, false, true>(a, stream, &b);
-  return m16 ? launch_nk<1, true>(a, stream, &b) : launch_nk<1, false>(a, stream, &b);
+    return m16 ? launch_nk<1, true, false, true>(a, stream, &b, early)
+               : launch_nk<1, false, false, true>(a, stream, &b, early);
+  return m16 ? launch_nk<1, true>(a, stream, &b, early) : launch_nk<1, false>(a, stream, &b, early);
 }
 
 }  // namespace ds::kernels

@@ -270,12 +270,23 @@ cudaError_t launch_small_m_variant(const MoeGroupedGemmParams& p, cudaStream_t s
 // stays busy through the slot read, the reduction and the store that end a tile; a launch of one-round CTAs turns
 // over in waves instead (V2-Lite's routed down: 1,536 CTAs, ~4 an SM). Tile t = column tile t % tiles_x of slot
 // t / tiles_x. Same arithmetic and order as the one-round kernel (every round's products in order, zero-filled
-// chunks included; the same reduction): the same bits. Opt-in (MoeGroupedGemmParams::walk, DSERVE_MOE_SMALL_WALK):
+// chunks included; the same reduction): the same bits. The down product's default at one token where tiles are few
+// (walk_by_default below); otherwise asked for (MoeGroupedGemmParams::walk, DSERVE_MOE_SMALL_WALK):
 // H200, session 33 (s33d-f, V2-Lite bf16 decode, graphs): the down walk (=1) batch 1 2.02-2.06 vs 2.04-2.08 ms
 // (within noise), batch 8 a tie once the walk stops at the first empty slot; gate|up too (=2) 2.16-2.20 (a loss).
 // Alone (MoeGemmGpu.SmallMWalkMatchesOneRound, 20 graphed launches, 1 and 5 rows): V3's gate|up walk 121-143 vs
 // 134-155 us (~10% faster), V3's down 64-69 vs 57-60 us and V2-Lite's down 11.3-12.1 vs 9.5-10.6 us (slower).
 constexpr int kWalkTableExperts = 32 * kSlotTableJ;  // the slot path's bound (256)
+
+// The default: the down product of a one-token step whose tiles number at most 8 per walking CTA (two an SM). There
+// the walk spares the one-round launch its turnover in waves (V2-Lite: 1,536 CTAs, ~3 waves) at the cost of fewer
+// bytes in flight per tile; with many tiles a CTA that cost wins. H200, bf16 decode: V2-Lite (6 tiles a walker)
+// batch 1 2.01-2.06 ms against 2.04-2.08 over five device calls (s33d-f, s34a, s34c; batch 8 a tie or a loss, so
+// not there); V3's shapes (4 MoE layers of 256 experts, 27 tiles a walker) 2.34 vs 2.27 ms (s34d), a loss.
+bool walk_by_default(const MoeGroupedGemmParams& p) {
+  const int64_t tiles = (p.N + 7) / 8 * p.max_active;
+  return !p.silu && p.max_rows_per_expert == 1 && tiles <= 8 * 2 * static_cast<int64_t>(device_sm_count());
+}
 
 template <bool kSilu, int kUnroll>
 __global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_small_m_walk_kernel(MoeGroupedGemmParams p, int tiles_x,
@@ -421,9 +432,10 @@ cudaError_t launch_small_m_walk(const MoeGroupedGemmParams& p, cudaStream_t stre
 }
 
 // Whether the walk takes p: asked for (p.walk, else DSERVE_MOE_SMALL_WALK read per launch: 0 off, 1 the down
-// product, 2 down and gate|up), at most 8 rows an expert and valid slot records.
+// product, 2 down and gate|up; unset: walk_by_default), at most 8 rows an expert and valid slot records.
 bool small_m_walks(const MoeGroupedGemmParams& p) {
-  const int want = p.walk >= 0 ? p.walk : static_cast<int>(env_int("DSERVE_MOE_SMALL_WALK", 0));
+  int want = p.walk >= 0 ? p.walk : static_cast<int>(env_int("DSERVE_MOE_SMALL_WALK", -1));
+  if (want < 0) want = walk_by_default(p) ? 1 : 0;
   return (want >= 2 || (want == 1 && !p.silu)) && p.max_rows_per_expert <= 8 && p.slots && p.max_active > 0 &&
          p.max_active <= p.experts && p.experts <= kWalkTableExperts &&
          (reinterpret_cast<uintptr_t>(p.slots) & 15) == 0;

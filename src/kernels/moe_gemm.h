@@ -46,7 +46,8 @@ struct MoeGroupedGemmParams {
   int tile = 0;
   // The small-M kernel as a two-stage walk of resident CTAs (moe_gemm.cu; needs slot records, <= 8 rows an
   // expert): -1 (default) by DSERVE_MOE_SMALL_WALK (read per launch: 0 off, 1 the down product, 2 down and
-  // gate|up), 0 off, 1 or more on where it applies (tests). The same bits either way.
+  // gate|up; unset: the down product at one token where its tiles are few, moe_gemm.cu walk_by_default), 0 off,
+  // 1 the down product, 2 both (tests). The same bits either way.
   int walk = -1;
 };
 

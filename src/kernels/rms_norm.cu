@@ -57,8 +57,10 @@ __global__ void rms_norm_kernel(RmsNormParams p) {
 // load of the row is in flight at once and the residual is written once and never re-read.
 // kMoe: x is the MoE sum of p.moe (moe_sum.cuh): its routed rows, the addend and the residual go out in one round
 // after the wait (the ids before it when settled), and each chunk's sum is rounded to bf16 as the combine's.
-template <int kChunks, bool kMoe = false>
+// kEarly: an early trigger (pdl.cuh pdl_early; launch_rms_norm says where).
+template <int kChunks, bool kMoe = false, bool kEarly = false>
 __global__ void __launch_bounds__(kMoe ? 512 : 1024) rms_norm_vec_kernel(RmsNormParams p) {
+  if constexpr (kEarly) pdl_launch_dependents();
   __shared__ float warp_sums[32];
   __shared__ float total;
   __shared__ int32_t moe_rows[kMoe ? moe_detail::kSumMaxTopK : 1];
@@ -200,6 +202,10 @@ bool vector_path(const RmsNormParams& p) {
          aligned16(p.out) && aligned16(p.weight) && p.n <= 8 * 4 * 1024 && p.rows < (int64_t{1} << 31);
 }
 
+// The early trigger's default: a one-row norm that quantizes for FP8 linears (FP8 decode at one token; its next
+// launch stages weights only before its wait, pdl.cuh).
+bool early_default(const RmsNormParams& p) { return p.q != nullptr && p.rows == 1; }
+
 }  // namespace
 
 bool rms_norm_moe_supported(const RmsNormParams& p) {
@@ -223,6 +229,9 @@ cudaError_t launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
     const int per = chunks <= 512 ? 1 : 2;
     const int threads = static_cast<int>((chunks + per - 1) / per + 31) / 32 * 32;
     const unsigned grid = static_cast<unsigned>(p.rows);
+    if (pdl_early(early_default(p)))
+      return per == 1 ? launch_pdl(rms_norm_vec_kernel<1, true, true>, grid, threads, 0, stream, p)
+                      : launch_pdl(rms_norm_vec_kernel<2, true, true>, grid, threads, 0, stream, p);
     if (per == 1) return launch_pdl(rms_norm_vec_kernel<1, true>, grid, threads, 0, stream, p);
     return launch_pdl(rms_norm_vec_kernel<2, true>, grid, threads, 0, stream, p);
   }
@@ -235,6 +244,7 @@ cudaError_t launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
     int threads = static_cast<int>((chunks + per - 1) / per);
     threads = (threads + 31) / 32 * 32;
     const unsigned grid = static_cast<unsigned>(p.rows);
+    if (per == 1 && pdl_early(early_default(p))) return launch_pdl(rms_norm_vec_kernel<1, false, true>, grid, threads, 0, stream, p);
     if (per == 1) return launch_pdl(rms_norm_vec_kernel<1>, grid, threads, 0, stream, p);
     if (per == 2) return launch_pdl(rms_norm_vec_kernel<2>, grid, threads, 0, stream, p);
     return launch_pdl(rms_norm_vec_kernel<4>, grid, threads, 0, stream, p);

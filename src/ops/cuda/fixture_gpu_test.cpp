@@ -263,6 +263,35 @@ TEST_P(FixtureGpuTest, GreedyGenerationMatchesCpuBackend) {
   }
 }
 
+// The early PDL triggers (kernels/pdl.cuh pdl_early) move no arithmetic: with every launch that offers one taking
+// it (DSERVE_PDL_EARLY=1, read per launch, so also at graph capture) and with none (=0), a scored prompt (eager
+// prefill) and a greedy generation decoded through CUDA graphs give the same bits. A next launch that read a
+// forward's output before its wait would see it unwritten (or stale) under the triggers and differ here.
+TEST_P(FixtureGpuTest, EarlyTriggersMatchTheDefaultSchedule) {
+  Loaded l = load(GetParam(), true);
+  SequenceRunner runner(*l.model, *l.ops);
+  runner.set_use_cuda_graphs(true);
+  const auto& e = l.ref["generate"][0];
+  const std::vector<int32_t> prompt = ids_of(e["input_ids"]);
+  GenerateOptions opts;
+  opts.max_new_tokens = e["max_new_tokens"].get<int>();
+  opts.sampling.ignore_eos = true;
+  opts.sampling.temperature = 0.0f;
+  auto run = [&](const char* early) {
+    setenv("DSERVE_PDL_EARLY", early, 1);
+    std::pair<ScoreResult, GenerateResult> r{runner.score(prompt, 2), runner.generate(prompt, opts)};
+    unsetenv("DSERVE_PDL_EARLY");
+    return r;
+  };
+  const auto on = run("1"), off = run("0");
+  EXPECT_EQ(on.first.token_logprobs, off.first.token_logprobs) << GetParam();
+  EXPECT_EQ(on.second.output_ids, off.second.output_ids) << GetParam();
+  EXPECT_EQ(on.second.output_logprobs, off.second.output_logprobs) << GetParam();
+  EXPECT_EQ(on.second.output_ids.size(), static_cast<size_t>(opts.max_new_tokens));
+  std::printf("FIXTURE %-8s early triggers: %zu scored, %zu generated (graphs), identical to none\n",
+              GetParam().c_str(), on.first.token_logprobs.size(), on.second.output_ids.size());
+}
+
 TEST_P(FixtureGpuTest, MtpDraftMatchesReference) {
   Loaded l = load(GetParam(), true);
   if (!l.ref.contains("mtp")) {
