@@ -244,7 +244,8 @@ cudaError_t launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
     int threads = static_cast<int>((chunks + per - 1) / per);
     threads = (threads + 31) / 32 * 32;
     const unsigned grid = static_cast<unsigned>(p.rows);
-    if (per == 1 && pdl_early(early_default(p))) return launch_pdl(rms_norm_vec_kernel<1, false, true>, grid, threads, 0, stream, p);
+    if (per == 1 && pdl_early(early_default(p)))
+      return launch_pdl(rms_norm_vec_kernel<1, false, true>, grid, threads, 0, stream, p);
     if (per == 1) return launch_pdl(rms_norm_vec_kernel<1>, grid, threads, 0, stream, p);
     if (per == 2) return launch_pdl(rms_norm_vec_kernel<2>, grid, threads, 0, stream, p);
     return launch_pdl(rms_norm_vec_kernel<4>, grid, threads, 0, stream, p);
