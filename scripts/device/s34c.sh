@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# NB: DSERVE_PAIR_EARLY / DSERVE_MOE_NORM_EARLY / DSERVE_NORM_EARLY were that build's switches (never committed); 5797a75
+# folded them into DSERVE_PDL_EARLY (unset: the measured defaults, 0 none, 1 all), so on main they are no-ops.
 # Session 34, second call (~480 s; binary dserve, ds_ops_cuda_gpu_test): (1) the GPU tests that run the bf16 MoE
 # (the down walk now the default at one token), the q / kv_a pair, the MoE-summing norm, fixtures and graphs;
 # the fixtures and graphs again with both early triggers on (DSERVE_PAIR_EARLY=1: the pair lets the absorbed-MLA

@@ -1,4 +1,6 @@
 #!/usr/bin/env bash
+# NB: DSERVE_PAIR_EARLY / DSERVE_MOE_NORM_EARLY / DSERVE_NORM_EARLY were that build's switches (never committed); 5797a75
+# folded them into DSERVE_PDL_EARLY (unset: the measured defaults, 0 none, 1 all), so on main they are no-ops.
 # Session 34, third call (~500 s; binary dserve): the early PDL triggers, two rounds alternating, V2-Lite FP8 and
 # bf16 batch 1 / 8: base (the down walk at one token), pe (DSERVE_PAIR_EARLY=1), pen (+ DSERVE_NORM_EARLY=1, the
 # post-attention norm), all (+ DSERVE_MOE_NORM_EARLY=1). Then a DeepSeek-V3-shaped bf16 model (the real config,
