@@ -38,7 +38,7 @@ MAX_FLIP_SHARE = 0.02
 SCORED_TOP = 100  # top logprobs scored per position (a token past them counts as infinitely far)
 # Concurrent streams, and how long a stream may go without a byte (a request queued or retracted behind the others
 # sends nothing). Under ASan + UBSan on CI's two cores 200 streams took over 300 s and some waited longer than that
-# for their first token (stop 33): there 80 streams (still ~4x what the 1024-token pool holds: retraction) and 900 s.
+# for their first token (stop 33): there 80 streams and 900 s (what makes them retract: the pool below).
 NUM_STREAMS = 80 if SANITIZED else 200
 STREAM_TIMEOUT = 900 if SANITIZED else 300
 # Whether retraction happens depends on how many streams run at once, and the CPU server takes them in slowly enough
