@@ -277,6 +277,7 @@ cudaError_t launch_small_m_variant(const MoeGroupedGemmParams& p, cudaStream_t s
 // Alone (MoeGemmGpu.SmallMWalkMatchesOneRound, 20 graphed launches, 1 and 5 rows): V3's gate|up walk 121-143 vs
 // 134-155 us (~10% faster), V3's down 64-69 vs 57-60 us and V2-Lite's down 11.3-12.1 vs 9.5-10.6 us (slower).
 constexpr int kWalkTableExperts = 32 * kSlotTableJ;  // the slot path's bound (256)
+constexpr int kWalkCtasPerSm = 2;                    // the walk's launch bound: two stages of 48 KB a CTA
 
 // The default: the down product of a one-token step whose tiles number at most 8 per walking CTA (two an SM). There
 // the walk spares the one-round launch its turnover in waves (V2-Lite: 1,536 CTAs, ~3 waves) at the cost of fewer
@@ -285,12 +286,13 @@ constexpr int kWalkTableExperts = 32 * kSlotTableJ;  // the slot path's bound (2
 // not there); V3's shapes (4 MoE layers of 256 experts, 27 tiles a walker) 2.34 vs 2.27 ms (s34d), a loss.
 bool walk_by_default(const MoeGroupedGemmParams& p) {
   const int64_t tiles = (p.N + 7) / 8 * p.max_active;
-  return !p.silu && p.max_rows_per_expert == 1 && tiles <= 8 * 2 * static_cast<int64_t>(device_sm_count());
+  return !p.silu && p.max_rows_per_expert == 1 &&
+         tiles <= 8 * kWalkCtasPerSm * static_cast<int64_t>(device_sm_count());
 }
 
 template <bool kSilu, int kUnroll>
-__global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_small_m_walk_kernel(MoeGroupedGemmParams p, int tiles_x,
-                                                                              int total, int rounds) {
+__global__ void __launch_bounds__(kSmallWarps * 32, kWalkCtasPerSm)
+    moe_small_m_walk_kernel(MoeGroupedGemmParams p, int tiles_x, int total, int rounds) {
   constexpr int NT = kSilu ? 2 : 1;
   constexpr int kSlots = small_m::NkShape<NT, false, kUnroll>::kSlots;  // kUnroll * (NT + 1)
   extern __shared__ uint4 stage[];  // [2 stages][warps][kSlots][32 lanes]
