@@ -19,10 +19,7 @@ using ptx::load_stream;
 using ptx::mma_e4m3;
 
 // One warp per (token, 128-group); each lane owns 4 consecutive channels. Pad rows (m >= M) quantize zeros.
-// kEarly: an early trigger (Fp8QuantParams::early_ok).
-template <bool kEarly = false>
 __global__ void quant_act_kernel(Fp8QuantParams p) {
-  if constexpr (kEarly) pdl_launch_dependents();
   pdl_enter();
   const int64_t groups = p.Kp / 128;
   const int64_t warp = (static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
@@ -388,9 +385,7 @@ cudaError_t launch_fp8_quant_act(const Fp8QuantParams& p, cudaStream_t stream) {
   const int64_t threads = 256;
   const int64_t blocks = (warps * 32 + threads - 1) / threads;
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  if (p.early_ok && pdl_early(false))
-    return launch_pdl(quant_act_kernel<true>, dim3(static_cast<unsigned>(blocks)), dim3(threads), 0, stream, p);
-  return launch_pdl(quant_act_kernel<>, dim3(static_cast<unsigned>(blocks)), dim3(threads), 0, stream, p);
+  return launch_pdl(quant_act_kernel, dim3(static_cast<unsigned>(blocks)), dim3(threads), 0, stream, p);
 }
 
 bool fp8_gemm_small_m_supported(const Fp8GemmSmallMParams& p) {

@@ -23,12 +23,6 @@ struct Fp8QuantParams {
   bool ue8m0 = false;
   // > M: rows [M, M_pad) are written too, as zero tokens (q 0, a finite scale), so cuBLASLt's pad rows need no memsets.
   int64_t M_pad = 0;
-  // The caller's word that the next launch reads nothing before its PDL wait that the launch before this one wrote,
-  // so this one may let it start at entry (an early trigger, kernels/pdl.cuh pdl_early; default off: not yet
-  // measured). Given by the quantizations before an FP8 small-M GEMM (weights only before its wait) and before the
-  // FP8 MoE down product (it reads the routing's slot records early, three launches back then); not the MoE
-  // gate|up's (there the slot records are two back).
-  bool early_ok = false;
 };
 cudaError_t launch_fp8_quant_act(const Fp8QuantParams& p, cudaStream_t stream);
 

@@ -47,11 +47,11 @@ bool pdl_enabled();
 // Early triggers: a kernel that calls pdl_launch_dependents at its entry, before its own wait, lets the next launch
 // of the stream start its pre-wait prologue (weights staged into shared memory or registers) while this kernel
 // waits and works, two launches ahead. Safe where that next launch reads nothing a forward writes before its wait:
-// the "two launches back" reads above are then not covered for it. Four launchers offer it: the attention's q /
-// kv_a pair (next: the absorbed-MLA prep, or V3's q_a norm), the one-row norms that quantize for FP8 linears,
-// plain and MoE-summing (next: the router or a dense gate|up, the next layer's pair), and the activation
-// quantization where its caller says the next launch allows it (Fp8QuantParams::early_ok: before a small-M GEMM
-// or the FP8 MoE down; by default off, not yet measured). DSERVE_PDL_EARLY (read per
+// the "two launches back" reads above are then not covered for it. Three launchers offer it: the attention's q /
+// kv_a pair (next: the absorbed-MLA prep, or V3's q_a norm), and the one-row norms that quantize for FP8 linears,
+// plain and MoE-summing (next: the router or a dense gate|up, the next layer's pair). The activation quantizations
+// before FP8 small-M GEMMs and the FP8 MoE down offered it too and lost 6% at FP8 batch 1 (H200, session 35:
+// 1.76-1.79 vs 1.66-1.68 ms; removed). DSERVE_PDL_EARLY (read per
 // launch): unset = auto_default, each launcher's measured choice (FP8 decode at one token: H200, session 34,
 // V2-Lite --quantization fp8 batch 1 1.66-1.69 vs 1.70-1.73 ms over three calls; batch 8 and bf16 lost), 0 off, 1
 // on for every launch that offers it (tests: FixtureGpuTest.EarlyTriggersMatchTheDefaultSchedule).

@@ -1268,7 +1268,6 @@ class CudaOps final : public Ops {
         qp.s = sx.data_as<float>();
         qp.s_ld = k / 128;
         qp.ue8m0 = ue8m0;
-        qp.early_ok = !g.silu;  // the down: its slot records are the routing's, three launches back then
         DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, stream()));
         // The grouping's launch is now two or more back: its slot records may be read before the PDL wait, and
         // with them the expert's first weight round loaded (kernels/moe_fp8.cu). DSERVE_MOE_FP8_SETTLED=0: only

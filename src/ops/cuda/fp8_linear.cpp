@@ -329,7 +329,6 @@ void Fp8Gemm::quantize_small_m(const Tensor& x, const Fp8Weight& w, bool ue8m0, 
   qp.s = sx->data_as<float>();
   qp.s_ld = kb;
   qp.s_m_major = false;
-  qp.early_ok = true;  // every caller launches a small-M GEMM next, which reads only weights before its wait
   DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, cuda_stream()));
 }
 
