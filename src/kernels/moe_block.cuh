@@ -66,6 +66,35 @@ __device__ __forceinline__ bool walk_tile_slot(const Params& p, int t, int tiles
   return true;
 }
 
+// A walk's slot record loaded a tile ahead (the FP8 walk): the header and mma row g's source row, two independent
+// loads issued while the current tile's copies are in flight, so no L2 round trip sits between one tile's
+// reduction and the next tile's copies (walk_tile_slot's two dependent loads did). y (the count) is 0 past the end.
+// H200, session 35 (s35b, V2-Lite --quantization fp8, three alternating rounds): batch 8 3.80 / 3.86 / 3.82 vs
+// 3.90 / 3.94 / 3.93 ms, batch 1 a tie (1.66-1.68 vs 1.67-1.69). The bf16 walk (moe_gemm.cu, the down product at
+// one token) with it: 2.05-2.07 vs 2.02-2.05 ms at batch 1, so it keeps walk_tile_slot.
+struct WalkRec {
+  int4 h;
+  int32_t src;
+};
+template <class Params>
+__device__ __forceinline__ WalkRec walk_rec_load(const Params& p, int t, int tiles_x, int total, int g) {
+  WalkRec r{make_int4(0, 0, 0, 0), 0};
+  if (t < total) {
+    const int32_t* rec = p.slots + static_cast<int64_t>(t / tiles_x) * kMoeSlotInts;
+    r.h = *reinterpret_cast<const int4*>(rec);
+    if (p.src_rows) r.src = rec[kMoeSlotHeader + g];
+  }
+  return r;
+}
+// walk_tile_slot's answer from a loaded record.
+template <class Params>
+__device__ __forceinline__ bool walk_rec_slot(const Params& p, const WalkRec& r, int g, int4* h, int64_t* xr0) {
+  if (r.h.y == 0) return false;
+  *h = r.h;
+  *xr0 = p.src_rows ? r.src : r.h.z + g;
+  return true;
+}
+
 // Host: CTAs of `kernel` resident per SM with `smem` bytes of dynamic shared memory (its limit raised to that
 // first), for a walk's grid; 0 when it cannot run. Launchers keep it in a static of their own instantiation.
 template <class Kernel>

@@ -245,11 +245,12 @@ __global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_fp8_small_m_pipe_kern
     const float* srow[NT];
     const float* sxr;
   };
-  // Tile t, if its slot has rows (moe_detail::walk_tile_slot: false past the end or the last slot with rows).
-  auto find = [&](int t, Tile& s) {
+  // Tile t from its slot record rec, loaded a tile ahead (moe_detail::WalkRec), if its slot has rows (false past
+  // the end or the last slot with rows).
+  auto find = [&](int t, const moe_detail::WalkRec& rec, Tile& s) {
     int4 h;
     int64_t xr0;
-    if (!moe_detail::walk_tile_slot(p, t, tiles_x, total, g, &h, &xr0)) return false;
+    if (!moe_detail::walk_rec_slot(p, rec, g, &h, &xr0)) return false;
     const uint8_t* W = tabled ? w_tab[h.x] : static_cast<const uint8_t*>(p.weights[h.x]);
     const float* S = tabled ? s_tab[h.x] : p.scales[h.x];
     s.cnt = h.y;
@@ -287,15 +288,19 @@ __global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_fp8_small_m_pipe_kern
   int t = blockIdx.x;
   Tile cur;
   bool have;
+  moe_detail::WalkRec rn{};  // the next tile's record
+  auto rec = [&](int tt) { return moe_detail::walk_rec_load(p, tt, tiles_x, total, g); };
   // Slot records settled (pdl.cuh): the first tile's weights before the wait.
   if (p.slots_settled) {
-    have = find(t, cur);
+    have = find(t, rec(t), cur);
     if (have) issue(cur, my0, true);
+    if (have) rn = rec(t + gridDim.x);
     pdl_enter();
   } else {
     pdl_enter();
-    have = find(t, cur);
+    have = find(t, rec(t), cur);
     if (have) issue(cur, my0, true);
+    if (have) rn = rec(t + gridDim.x);
   }
   if (have) issue(cur, my0, false);
   cp_async_commit();
@@ -303,7 +308,7 @@ __global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_fp8_small_m_pipe_kern
   while (have) {
     int tn = t + gridDim.x;
     Tile nx;
-    const bool hn = find(tn, nx);
+    const bool hn = find(tn, rn, nx);
     uint4* my = buf ? my1 : my0;
     if (hn) {
       uint4* mn = buf ? my0 : my1;
@@ -311,6 +316,7 @@ __global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_fp8_small_m_pipe_kern
       issue(nx, mn, false);
     }
     cp_async_commit();
+    if (hn) rn = rec(tn + gridDim.x);  // lands while this tile computes
     float swr[kUnroll][NT], sar[kUnroll];
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
