@@ -127,6 +127,12 @@ Tensor to_f32(const Tensor& t) {
   int64_t n = t.numel();
   if (t.dtype() == DType::kF32) {
     std::memcpy(o, t.data(), t.nbytes());
+  } else if (t.dtype() == DType::kBF16) {  // the common case (checkpoints, --quantization fp8): no per-value switch
+    const uint16_t* s = t.data_as<uint16_t>();
+    for (int64_t i = 0; i < n; ++i) o[i] = bf16_to_f32(s[i]);
+  } else if (t.dtype() == DType::kF8E4M3) {
+    const uint8_t* s = t.data_as<uint8_t>();
+    for (int64_t i = 0; i < n; ++i) o[i] = fp8e4m3_to_f32(s[i]);
   } else {
     for (int64_t i = 0; i < n; ++i) o[i] = load_as_f32(t.data(), t.dtype(), static_cast<size_t>(i));
   }

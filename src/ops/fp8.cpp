@@ -28,16 +28,17 @@ LinearWeight quantize_weight_fp8(const Tensor& w, int bn, int bk, bool ue8m0) {
   out.weight = Tensor::empty({rows, cols}, DType::kF8E4M3);
   out.scale_inv = Tensor::empty({gr, gc}, DType::kF32);
   uint8_t* q = out.weight.data_as<uint8_t>();
+  const float* v = f.f32();
   for (int64_t bi = 0; bi < gr; ++bi)
     for (int64_t bj = 0; bj < gc; ++bj) {
       const int64_t r1 = std::min<int64_t>(rows, (bi + 1) * bn), c1 = std::min<int64_t>(cols, (bj + 1) * bk);
       float amax = 0;
       for (int64_t i = bi * bn; i < r1; ++i)
-        for (int64_t j = bj * bk; j < c1; ++j) amax = std::max(amax, std::fabs(f.f32()[i * cols + j]));
+        for (int64_t j = bj * bk; j < c1; ++j) amax = std::max(amax, std::fabs(v[i * cols + j]));
       const float s = fp8_block_scale(amax, ue8m0);
       out.scale_inv.f32()[bi * gc + bj] = s;
       for (int64_t i = bi * bn; i < r1; ++i)
-        for (int64_t j = bj * bk; j < c1; ++j) q[i * cols + j] = f32_to_fp8e4m3(f.f32()[i * cols + j] / s);
+        for (int64_t j = bj * bk; j < c1; ++j) q[i * cols + j] = f32_to_fp8e4m3(v[i * cols + j] / s);
     }
   return out;
 }
