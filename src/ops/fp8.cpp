@@ -17,29 +17,43 @@ float fp8_block_scale(float amax, bool ue8m0) {
   return ue8m0 ? std::exp2(std::ceil(std::log2(s))) : s;
 }
 
+namespace {
+// quantize_weight_fp8 over values read by at(i) (an index into the row-major [rows, cols] weight).
+template <class At>
+void quantize_blocks(At at, int64_t rows, int64_t cols, int bn, int bk, bool ue8m0, LinearWeight* out) {
+  const int64_t gr = (rows + bn - 1) / bn, gc = (cols + bk - 1) / bk;
+  uint8_t* q = out->weight.data_as<uint8_t>();
+  for (int64_t bi = 0; bi < gr; ++bi)
+    for (int64_t bj = 0; bj < gc; ++bj) {
+      const int64_t r1 = std::min<int64_t>(rows, (bi + 1) * bn), c1 = std::min<int64_t>(cols, (bj + 1) * bk);
+      float amax = 0;
+      for (int64_t i = bi * bn; i < r1; ++i)
+        for (int64_t j = bj * bk; j < c1; ++j) amax = std::max(amax, std::fabs(at(i * cols + j)));
+      const float s = fp8_block_scale(amax, ue8m0);
+      out->scale_inv.f32()[bi * gc + bj] = s;
+      for (int64_t i = bi * bn; i < r1; ++i)
+        for (int64_t j = bj * bk; j < c1; ++j) q[i * cols + j] = f32_to_fp8e4m3(at(i * cols + j) / s);
+    }
+}
+}  // namespace
+
 LinearWeight quantize_weight_fp8(const Tensor& w, int bn, int bk, bool ue8m0) {
-  DS_CHECK(w.ndim() == 2 && bn > 0 && bk > 0, "quantize_weight_fp8 of ", w.describe());
-  Tensor f = to_f32(w);
-  const int64_t rows = f.dim(0), cols = f.dim(1);
+  DS_CHECK(w.ndim() == 2 && bn > 0 && bk > 0 && w.device() == Device::kCpu, "quantize_weight_fp8 of ", w.describe());
+  const int64_t rows = w.dim(0), cols = w.dim(1);
   const int64_t gr = (rows + bn - 1) / bn, gc = (cols + bk - 1) / bk;
   LinearWeight out;
   out.block_n = bn;
   out.block_k = bk;
   out.weight = Tensor::empty({rows, cols}, DType::kF8E4M3);
   out.scale_inv = Tensor::empty({gr, gc}, DType::kF32);
-  uint8_t* q = out.weight.data_as<uint8_t>();
-  const float* v = f.f32();
-  for (int64_t bi = 0; bi < gr; ++bi)
-    for (int64_t bj = 0; bj < gc; ++bj) {
-      const int64_t r1 = std::min<int64_t>(rows, (bi + 1) * bn), c1 = std::min<int64_t>(cols, (bj + 1) * bk);
-      float amax = 0;
-      for (int64_t i = bi * bn; i < r1; ++i)
-        for (int64_t j = bj * bk; j < c1; ++j) amax = std::max(amax, std::fabs(v[i * cols + j]));
-      const float s = fp8_block_scale(amax, ue8m0);
-      out.scale_inv.f32()[bi * gc + bj] = s;
-      for (int64_t i = bi * bn; i < r1; ++i)
-        for (int64_t j = bj * bk; j < c1; ++j) q[i * cols + j] = f32_to_fp8e4m3(v[i * cols + j] / s);
-    }
+  if (w.dtype() == DType::kBF16) {  // checkpoints' dtype: read in place, no fp32 copy of the whole weight
+    const uint16_t* v = w.data_as<uint16_t>();
+    quantize_blocks([v](int64_t i) { return bf16_to_f32(v[i]); }, rows, cols, bn, bk, ue8m0, &out);
+  } else {
+    const Tensor f = to_f32(w);
+    const float* v = f.f32();
+    quantize_blocks([v](int64_t i) { return v[i]; }, rows, cols, bn, bk, ue8m0, &out);
+  }
   return out;
 }
 
