@@ -61,14 +61,17 @@ void quantize_activations_fp8(const Tensor& x, int group, bool ue8m0, Tensor* q,
   const int64_t T = x.dim(0), K = x.dim(1), G = (K + group - 1) / group;
   *q = Tensor::empty({T, K}, DType::kF8E4M3);
   *scales = Tensor::empty({T, G}, DType::kF32);
+  const float* xv = x.f32();  // checked once, not per value (the accessor checks dtype and device)
+  float* sv = scales->f32();
+  uint8_t* qv = q->data_as<uint8_t>();
   for (int64_t t = 0; t < T; ++t)
     for (int64_t g = 0; g < G; ++g) {
       const int64_t k0 = g * group, k1 = std::min<int64_t>(K, k0 + group);
       float amax = 0;
-      for (int64_t k = k0; k < k1; ++k) amax = std::max(amax, std::fabs(x.f32()[t * K + k]));
+      for (int64_t k = k0; k < k1; ++k) amax = std::max(amax, std::fabs(xv[t * K + k]));
       const float s = fp8_block_scale(amax, ue8m0);
-      scales->f32()[t * G + g] = s;
-      for (int64_t k = k0; k < k1; ++k) q->data_as<uint8_t>()[t * K + k] = f32_to_fp8e4m3(x.f32()[t * K + k] / s);
+      sv[t * G + g] = s;
+      for (int64_t k = k0; k < k1; ++k) qv[t * K + k] = f32_to_fp8e4m3(xv[t * K + k] / s);
     }
 }
 
@@ -97,15 +100,18 @@ Tensor linear_w8a8_quantized(const Tensor& qx, const Tensor& sx, const LinearWei
   std::vector<float> a(static_cast<size_t>(T * K));
   for (int64_t i = 0; i < T * K; ++i) a[i] = lut[qx.data_as<uint8_t>()[i]];
   const uint8_t* b = w.weight.data_as<uint8_t>();
+  const float* sxv = sx.f32();
+  const float* swv = w.scale_inv.f32();
+  float* yv = y.f32();
   for (int64_t t = 0; t < T; ++t)
     for (int64_t n = 0; n < N; ++n) {
       float acc = 0;
       for (int64_t g = 0; g < G; ++g) {
         float part = 0;
         for (int64_t k = g * 128; k < std::min<int64_t>(K, (g + 1) * 128); ++k) part += a[t * K + k] * lut[b[n * K + k]];
-        acc += part * sx.f32()[t * G + g] * w.scale_inv.f32()[(n / w.block_n) * gw + g];
+        acc += part * sxv[t * G + g] * swv[(n / w.block_n) * gw + g];
       }
-      y.f32()[t * N + n] = acc;
+      yv[t * N + n] = acc;
     }
   return y;
 }
