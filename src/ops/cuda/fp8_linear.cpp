@@ -39,10 +39,15 @@ Fp8Weight prepare_fp8_weight(const LinearWeight& host) {
            "fp8 scale grid ", host.scale_inv.describe(), " for weight ", host.weight.describe());
   Tensor hw = host.weight.device() == Device::kCpu ? host.weight : cuda_download(host.weight);
   Tensor hs = host.scale_inv.device() == Device::kCpu ? host.scale_inv : cuda_download(host.scale_inv);
-  Tensor pw = Tensor::empty({w.Np, w.Kp}, DType::kF8E4M3);
-  std::memset(pw.data(), 0, pw.nbytes());
-  for (int64_t r = 0; r < w.N; ++r)
-    std::memcpy(pw.data_as<uint8_t>() + r * w.Kp, hw.data_as<uint8_t>() + r * w.K, static_cast<size_t>(w.K));
+  // Padded to 128 x 128 blocks with zeros where a dimension is ragged (the fused q_a / kv_a's 2112 rows); the usual
+  // weight is uploaded as it is (a padded host copy of every weight was a second pass over the checkpoint at load).
+  Tensor pw = hw;
+  if (w.Np != w.N || w.Kp != w.K) {
+    pw = Tensor::empty({w.Np, w.Kp}, DType::kF8E4M3);
+    std::memset(pw.data(), 0, pw.nbytes());
+    for (int64_t r = 0; r < w.N; ++r)
+      std::memcpy(pw.data_as<uint8_t>() + r * w.Kp, hw.data_as<uint8_t>() + r * w.K, static_cast<size_t>(w.K));
+  }
   Tensor st = Tensor::empty({kb, nb}, DType::kF32);
   for (int64_t i = 0; i < nb; ++i)
     for (int64_t j = 0; j < kb; ++j) st.f32()[j * nb + i] = hs.f32()[i * kb + j];
