@@ -121,10 +121,14 @@ void check_shape(const Tensor& t, std::initializer_list<int64_t> expected, const
 }
 
 Tensor to_f32(const Tensor& t) {
-  DS_CHECK(t.device() == Device::kCpu, "to_f32 needs a cpu tensor, got ", t.describe());
   Tensor out = Tensor::empty(t.shape(), DType::kF32);
-  float* o = out.f32();
-  int64_t n = t.numel();
+  to_f32_into(t, out.f32());
+  return out;
+}
+
+void to_f32_into(const Tensor& t, float* o) {
+  DS_CHECK(t.device() == Device::kCpu, "to_f32 needs a cpu tensor, got ", t.describe());
+  const int64_t n = t.numel();
   if (t.dtype() == DType::kF32) {
     std::memcpy(o, t.data(), t.nbytes());
   } else if (t.dtype() == DType::kBF16) {  // the common case (checkpoints, --quantization fp8): no per-value switch
@@ -136,7 +140,6 @@ Tensor to_f32(const Tensor& t) {
   } else {
     for (int64_t i = 0; i < n; ++i) o[i] = load_as_f32(t.data(), t.dtype(), static_cast<size_t>(i));
   }
-  return out;
 }
 
 }  // namespace ds

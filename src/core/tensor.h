@@ -73,7 +73,8 @@ class Tensor {
 void check_shape(const Tensor& t, std::initializer_list<int64_t> expected, const char* what);
 #define DS_CHECK_SHAPE(t, ...) ::ds::check_shape((t), __VA_ARGS__, #t)
 
-// Copies any float-typed CPU tensor into a new fp32 CPU tensor.
+// Copies any float-typed CPU tensor into a new fp32 CPU tensor; to_f32_into writes its numel() floats to out.
 Tensor to_f32(const Tensor& t);
+void to_f32_into(const Tensor& t, float* out);
 
 }  // namespace ds

@@ -35,17 +35,20 @@ float dot(const float* a, const float* b, int64_t n) {
   return (s0 + s1) + (s2 + s3);
 }
 
-// Dequantizes a block-FP8 (or any float) weight to fp32.
-Tensor dequantize(const LinearWeight& w) {
-  Tensor out = to_f32(w.weight);
-  if (!w.is_block_fp8()) return out;
-  Tensor scale = to_f32(w.scale_inv);
+// Dequantizes a block-FP8 (or any float) weight to fp32 into o (out_features x in_features floats).
+void dequantize_into(const LinearWeight& w, float* o) {
   const int64_t rows = w.out_features(), cols = w.in_features();
+  to_f32_into(w.weight, o);
+  if (!w.is_block_fp8()) return;
+  Tensor scale = to_f32(w.scale_inv);
   const int64_t scale_cols = scale.dim(1);
-  float* o = out.f32();
   const float* s = scale.f32();
   for (int64_t i = 0; i < rows; ++i)
     for (int64_t j = 0; j < cols; ++j) o[i * cols + j] *= s[(i / w.block_n) * scale_cols + j / w.block_k];
+}
+Tensor dequantize(const LinearWeight& w) {
+  Tensor out = Tensor::empty({w.out_features(), w.in_features()}, DType::kF32);
+  dequantize_into(w, out.f32());
   return out;
 }
 
@@ -110,10 +113,10 @@ class CpuOps final : public Ops {
       Fp8Mlp m = stack_mlp_fp8(gate, up, down);
       return {m.gate_up, m.down};
     }
-    Tensor g = dequantize(gate), u = dequantize(up);
+    // [gate; up], each dequantized in place (no fp32 copy of each to stack).
     Tensor gu = Tensor::empty({2 * gate.out_features(), gate.in_features()}, DType::kF32);
-    std::memcpy(gu.f32(), g.f32(), g.nbytes());
-    std::memcpy(gu.f32() + g.numel(), u.f32(), u.nbytes());
+    dequantize_into(gate, gu.f32());
+    dequantize_into(up, gu.f32() + gate.out_features() * gate.in_features());
     PreparedMlp m;
     m.gate_up.weight = gu;
     m.down = prepare_linear(down);
