@@ -552,6 +552,89 @@ TEST_F(MoeFp8Test, SmallMColumnTilesAgree) {
   }
 }
 
+// The gate|up walk's speculative first tile (MoeFp8GemmParams::spec_logits, session 35's opt-in experiment): one
+// token routed to six of 16 experts at V2-Lite's gate|up shape (slot records as the grouping writes them: the
+// experts ascending, one row each, source token 0), the walk run without a guess, then with router logits whose top
+// six are exactly those experts (every guess holds), six other experts (every guess fails: drained and reloaded),
+// and five of them plus one other (the slots shift: most guesses fail): the same bits every time.
+TEST_F(MoeFp8Test, WalkSpeculativeFirstTileAgrees) {
+  cudaStream_t s = cuda_stream();
+  const int64_t N = 1408, K = 2048;
+  const int E = 16, top_k = 6;
+  const std::vector<int> picked = {1, 3, 4, 8, 11, 15};
+  std::vector<LinearWeight> host;
+  for (int i = 0; i < 4; ++i) host.push_back(random_e4m3_weight(2 * N, K, 300 + i, 1.0f / 256));
+  std::vector<Tensor> dev_w, dev_s;
+  Tensor wptr = Tensor::empty({E}, DType::kI64), sptr = Tensor::empty({E}, DType::kI64);
+  for (int e = 0; e < E; ++e) {
+    dev_w.push_back(cuda_upload(host[e % 4].weight));
+    dev_s.push_back(cuda_upload(host[e % 4].scale_inv));
+    wptr.data_as<int64_t>()[e] = reinterpret_cast<int64_t>(dev_w[e].data());
+    sptr.data_as<int64_t>()[e] = reinterpret_cast<int64_t>(dev_s[e].data());
+  }
+  Tensor wptr_d = cuda_upload(wptr), sptr_d = cuda_upload(sptr);
+  Tensor qx, sx;
+  quantize_activations_fp8(randn({1, K}, rng_), 128, false, &qx, &sx);
+  Tensor qx_d = cuda_upload(qx), sx_d = cuda_upload(sx);
+  std::vector<int32_t> rec((top_k + 1) * kernels::kMoeSlotInts, 0);  // one empty record past the six
+  for (int slot = 0; slot < top_k; ++slot) {
+    int32_t* r = &rec[slot * kernels::kMoeSlotInts];
+    r[0] = picked[slot];
+    r[1] = 1;
+    r[2] = slot;
+    r[kernels::kMoeSlotHeader] = 0;  // source token
+  }
+  Tensor slots_d = cuda_upload(i32_tensor(rec, {static_cast<int64_t>(rec.size())}));
+  Tensor src_d = cuda_upload(i32_tensor(std::vector<int32_t>(top_k, 0), {top_k}));
+  kernels::MoeFp8GemmParams p;
+  p.weights = static_cast<const void* const*>(wptr_d.data());
+  p.scales = static_cast<const float* const*>(sptr_d.data());
+  p.q = static_cast<const uint8_t*>(qx_d.data());
+  p.sx = sx_d.data_as<float>();
+  p.src_rows = src_d.data_as<int32_t>();
+  p.slots = slots_d.data_as<int32_t>();
+  p.max_active = top_k + 1;
+  p.experts = E;
+  p.N = N;
+  p.K = K;
+  p.max_rows_per_expert = 1;
+  p.silu = true;
+  p.pipe = 1;
+  ASSERT_TRUE(kernels::moe_fp8_small_m_pipes(p));
+  auto run = [&](const std::vector<float>* logits, const std::string& what) {
+    Tensor lg;
+    if (logits) {
+      Tensor h = Tensor::empty({E}, DType::kF32);
+      std::copy(logits->begin(), logits->end(), h.f32());
+      lg = cuda_upload(h);
+    }
+    kernels::MoeFp8GemmParams q = p;
+    q.spec_logits = logits ? lg.data_as<float>() : nullptr;
+    q.spec_top_k = logits ? top_k : 0;
+    Tensor out = gpu().empty({top_k + 1, N}, DType::kBF16);  // NaN-poisoned
+    q.out = out.data();
+    EXPECT_EQ(kernels::launch_moe_fp8_small_m(q, s), cudaSuccess) << what;
+    Tensor got = to_host_f32(out);
+    test::expect_rows_written(got, top_k, N, what);
+    return got;
+  };
+  const Tensor want = run(nullptr, "no guess");
+  auto logits_for = [&](const std::vector<int>& top) {
+    std::vector<float> l(E);
+    for (int e = 0; e < E; ++e) l[e] = -1.0f - 0.01f * static_cast<float>(e);
+    for (size_t i = 0; i < top.size(); ++i) l[top[i]] = 2.0f + 0.1f * static_cast<float>(i);
+    return l;
+  };
+  const std::vector<std::pair<std::string, std::vector<int>>> cases = {
+      {"right guess", picked}, {"wrong guess", {0, 2, 5, 6, 7, 9}}, {"shifted guess", {0, 3, 4, 8, 11, 15}}};
+  for (const auto& [what, top] : cases) {
+    const std::vector<float> l = logits_for(top);
+    const Tensor got = run(&l, what);
+    EXPECT_EQ(std::memcmp(got.data(), want.data(), static_cast<size_t>(top_k * N) * sizeof(float)), 0)
+        << what << ": differs from the walk without a guess";
+  }
+}
+
 // The pipelined tile's shapes (MoeFp8GemmParams::tile) at decode batches past the small-M kernel: V2-Lite (64
 // experts, top-6) and V3 (256 experts, top-8) expert shapes, uniform random routing of 64 and 256 tokens, the
 // kernel called directly with the op's bounds (max rows = tokens, rows_hint = twice the mean load). Every shape
