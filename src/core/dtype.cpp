@@ -109,14 +109,15 @@ float decode_e4m3(uint8_t v) {
 
 // A table of the 256 decodings: the CPU backend dequantizes whole FP8 checkpoints through this, and the two ldexp
 // calls a value were most of a --quantization fp8 CPU load.
-float fp8e4m3_to_f32(uint8_t v) {
+const float* fp8e4m3_table() {
   static const auto table = [] {
     std::array<float, 256> t{};
     for (int c = 0; c < 256; ++c) t[c] = decode_e4m3(static_cast<uint8_t>(c));
     return t;
   }();
-  return table[v];
+  return table.data();
 }
+float fp8e4m3_to_f32(uint8_t v) { return fp8e4m3_table()[v]; }
 // On the float's bits, without the generic encoder's frexp / ldexp / division (~25 ns a value: the scalar cost
 // that dominated --quantization fp8 loads and dummy FP8 weights); the same codes for every float (checked against
 // encode_small on all 2^32 bit patterns when written). 0x7f is NaN; 0x7e = 448 is the largest finite value, and

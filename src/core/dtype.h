@@ -39,6 +39,8 @@ inline float round_bf16(float f) { return bf16_to_f32(f32_to_bf16(f)); }
 float f16_to_f32(uint16_t h);
 uint16_t f32_to_f16(float f);
 float fp8e4m3_to_f32(uint8_t v);
+// The 256 e4m3 decodings, indexed by code (fp8e4m3_to_f32 reads it): for loops that decode whole weights.
+const float* fp8e4m3_table();
 uint8_t f32_to_fp8e4m3(float f);
 float fp8e5m2_to_f32(uint8_t v);
 uint8_t f32_to_fp8e5m2(float f);

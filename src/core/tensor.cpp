@@ -136,7 +136,8 @@ void to_f32_into(const Tensor& t, float* o) {
     for (int64_t i = 0; i < n; ++i) o[i] = bf16_to_f32(s[i]);
   } else if (t.dtype() == DType::kF8E4M3) {
     const uint8_t* s = t.data_as<uint8_t>();
-    for (int64_t i = 0; i < n; ++i) o[i] = fp8e4m3_to_f32(s[i]);
+    const float* lut = fp8e4m3_table();
+    for (int64_t i = 0; i < n; ++i) o[i] = lut[s[i]];
   } else {
     for (int64_t i = 0; i < n; ++i) o[i] = load_as_f32(t.data(), t.dtype(), static_cast<size_t>(i));
   }

@@ -91,12 +91,8 @@ Tensor linear_w8a8_quantized(const Tensor& qx, const Tensor& sx, const LinearWei
            "linear_w8a8_quantized ", qx.describe(), " / ", sx.describe(), " x ", w.weight.describe());
   const int64_t G = sx.dim(1), gw = w.scale_inv.dim(1);
   Tensor y = Tensor::empty({T, N}, DType::kF32);
-  // e4m3 decoded through a table (the tests run this at model sizes); the products are the same floats.
-  static const std::vector<float> lut = [] {
-    std::vector<float> v(256);
-    for (int i = 0; i < 256; ++i) v[i] = fp8e4m3_to_f32(static_cast<uint8_t>(i));
-    return v;
-  }();
+  // e4m3 decoded through the table (the tests run this at model sizes); the products are the same floats.
+  const float* lut = fp8e4m3_table();
   std::vector<float> a(static_cast<size_t>(T * K));
   for (int64_t i = 0; i < T * K; ++i) a[i] = lut[qx.data_as<uint8_t>()[i]];
   const uint8_t* b = w.weight.data_as<uint8_t>();
