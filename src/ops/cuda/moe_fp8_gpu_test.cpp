@@ -27,6 +27,28 @@ using test::randn;
 using test::to_device;
 using test::to_host_f32;
 
+// E experts' e4m3 weights and scales on the device as the kernels take them (MoeFp8GemmParams::weights / scales:
+// device arrays of per-expert pointers); expert e is a copy of host[e % host.size()], each in its own allocation
+// (no L2 sharing between experts).
+struct DeviceExperts {
+  std::vector<Tensor> w, s;  // per expert
+  Tensor wptr, sptr;         // [E] I64 device arrays of their pointers
+};
+DeviceExperts upload_experts(const std::vector<LinearWeight>& host, int E) {
+  DeviceExperts d;
+  Tensor wptr = Tensor::empty({E}, DType::kI64), sptr = Tensor::empty({E}, DType::kI64);
+  for (int e = 0; e < E; ++e) {
+    const LinearWeight& h = host[static_cast<size_t>(e) % host.size()];
+    d.w.push_back(cuda_upload(h.weight));
+    d.s.push_back(cuda_upload(h.scale_inv));
+    wptr.data_as<int64_t>()[e] = reinterpret_cast<int64_t>(d.w[e].data());
+    sptr.data_as<int64_t>()[e] = reinterpret_cast<int64_t>(d.s[e].data());
+  }
+  d.wptr = cuda_upload(wptr);
+  d.sptr = cuda_upload(sptr);
+  return d;
+}
+
 struct MoeCase {
   const char* name;
   int64_t d, inter;
@@ -447,18 +469,12 @@ TEST_F(MoeFp8Test, SmallMColumnTilesAgree) {
   for (const test::MoeDecodeShape& sh : test::moe_decode_shapes()) {
     const int64_t wrows = sh.silu ? 2 * sh.N : sh.N;
     std::vector<LinearWeight> host;
-    std::vector<Tensor> dev_w, dev_s;
-    Tensor wptr = Tensor::empty({sh.experts}, DType::kI64), sptr = Tensor::empty({sh.experts}, DType::kI64);
     for (int e = 0; e < sh.experts; ++e) {
       host.push_back(random_e4m3_weight(wrows, sh.K, 100 + e, 1.0f / 256));
       for (int64_t i = 0; i < host[e].scale_inv.numel(); ++i)  // vary the block scales
         host[e].scale_inv.f32()[i] *= 0.5f + static_cast<float>((i * 7 + e) % 5) * 0.25f;
-      dev_w.push_back(cuda_upload(host[e].weight));
-      dev_s.push_back(cuda_upload(host[e].scale_inv));
-      wptr.data_as<int64_t>()[e] = reinterpret_cast<int64_t>(dev_w[e].data());
-      sptr.data_as<int64_t>()[e] = reinterpret_cast<int64_t>(dev_s[e].data());
     }
-    Tensor wptr_d = cuda_upload(wptr), sptr_d = cuda_upload(sptr);
+    const DeviceExperts dev = upload_experts(host, sh.experts);
     for (int rows : {1, 5, 16}) {
       const test::ExpertRouting rt = test::decode_routing(sh, rows);
       const std::vector<int32_t>&counts = rt.counts, &offsets = rt.offsets;
@@ -469,8 +485,8 @@ TEST_F(MoeFp8Test, SmallMColumnTilesAgree) {
       const test::DeviceRouting rd = test::upload_routing(rt);
       const int n_active = static_cast<int>(sh.active.size());
       kernels::MoeFp8GemmParams p;
-      p.weights = static_cast<const void* const*>(wptr_d.data());
-      p.scales = static_cast<const float* const*>(sptr_d.data());
+      p.weights = static_cast<const void* const*>(dev.wptr.data());
+      p.scales = static_cast<const float* const*>(dev.sptr.data());
       p.q = static_cast<const uint8_t*>(qx_d.data());
       p.sx = sx_d.data_as<float>();
       test::set_routing(p, rd);
@@ -564,15 +580,7 @@ TEST_F(MoeFp8Test, WalkSpeculativeFirstTileAgrees) {
   const std::vector<int> picked = {1, 3, 4, 8, 11, 15};
   std::vector<LinearWeight> host;
   for (int i = 0; i < 4; ++i) host.push_back(random_e4m3_weight(2 * N, K, 300 + i, 1.0f / 256));
-  std::vector<Tensor> dev_w, dev_s;
-  Tensor wptr = Tensor::empty({E}, DType::kI64), sptr = Tensor::empty({E}, DType::kI64);
-  for (int e = 0; e < E; ++e) {
-    dev_w.push_back(cuda_upload(host[e % 4].weight));
-    dev_s.push_back(cuda_upload(host[e % 4].scale_inv));
-    wptr.data_as<int64_t>()[e] = reinterpret_cast<int64_t>(dev_w[e].data());
-    sptr.data_as<int64_t>()[e] = reinterpret_cast<int64_t>(dev_s[e].data());
-  }
-  Tensor wptr_d = cuda_upload(wptr), sptr_d = cuda_upload(sptr);
+  const DeviceExperts dev = upload_experts(host, E);
   Tensor qx, sx;
   quantize_activations_fp8(randn({1, K}, rng_), 128, false, &qx, &sx);
   Tensor qx_d = cuda_upload(qx), sx_d = cuda_upload(sx);
@@ -587,8 +595,8 @@ TEST_F(MoeFp8Test, WalkSpeculativeFirstTileAgrees) {
   Tensor slots_d = cuda_upload(i32_tensor(rec, {static_cast<int64_t>(rec.size())}));
   Tensor src_d = cuda_upload(i32_tensor(std::vector<int32_t>(top_k, 0), {top_k}));
   kernels::MoeFp8GemmParams p;
-  p.weights = static_cast<const void* const*>(wptr_d.data());
-  p.scales = static_cast<const float* const*>(sptr_d.data());
+  p.weights = static_cast<const void* const*>(dev.wptr.data());
+  p.scales = static_cast<const float* const*>(dev.sptr.data());
   p.q = static_cast<const uint8_t*>(qx_d.data());
   p.sx = sx_d.data_as<float>();
   p.src_rows = src_d.data_as<int32_t>();
@@ -660,15 +668,7 @@ TEST_F(MoeFp8Test, GroupedTileShapesAgree) {
     const int64_t wrows = sh.silu ? 2 * sh.N : sh.N;
     std::vector<LinearWeight> host;
     for (int i = 0; i < 4; ++i) host.push_back(random_e4m3_weight(wrows, sh.K, 200 + i, 1.0f / 256));
-    std::vector<Tensor> dev_w, dev_s;
-    Tensor wptr = Tensor::empty({sh.experts}, DType::kI64), sptr = Tensor::empty({sh.experts}, DType::kI64);
-    for (int e = 0; e < sh.experts; ++e) {
-      dev_w.push_back(cuda_upload(host[e % 4].weight));
-      dev_s.push_back(cuda_upload(host[e % 4].scale_inv));
-      wptr.data_as<int64_t>()[e] = reinterpret_cast<int64_t>(dev_w[e].data());
-      sptr.data_as<int64_t>()[e] = reinterpret_cast<int64_t>(dev_s[e].data());
-    }
-    Tensor wptr_d = cuda_upload(wptr), sptr_d = cuda_upload(sptr);
+    const DeviceExperts dev = upload_experts(host, sh.experts);
     for (int64_t T : {64, 128, 256}) {
       const test::ExpertRouting rt = test::expert_routing(route(T, sh.top_k, sh.experts, -1), sh.experts);
       const std::vector<int32_t>&counts = rt.counts, &offsets = rt.offsets, &active = rt.active;
@@ -679,8 +679,8 @@ TEST_F(MoeFp8Test, GroupedTileShapesAgree) {
       const test::DeviceRouting rd = test::upload_routing(rt);
       const int n_active = static_cast<int>(active.size());
       kernels::MoeFp8GemmParams p;
-      p.weights = static_cast<const void* const*>(wptr_d.data());
-      p.scales = static_cast<const float* const*>(sptr_d.data());
+      p.weights = static_cast<const void* const*>(dev.wptr.data());
+      p.scales = static_cast<const float* const*>(dev.sptr.data());
       p.q = static_cast<const uint8_t*>(qx_d.data());
       p.sx = sx_d.data_as<float>();
       test::set_routing(p, rd);
