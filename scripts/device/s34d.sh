@@ -14,13 +14,7 @@ E_PEN=DSERVE_PAIR_EARLY=1,DSERVE_NORM_EARLY=1
 E_ALL=DSERVE_PAIR_EARLY=1,DSERVE_NORM_EARLY=1,DSERVE_MOE_NORM_EARLY=1
 AB_KINDS=fp8 AB_BINS="new pe pen all" AB_CFG_pe=$E_PE AB_CFG_pen=$E_PEN AB_CFG_all=$E_ALL bash "$D/abbin.sh"
 AB_KINDS=bf16 AB_BINS="new pe pen all" AB_CFG_pe=$E_PE AB_CFG_pen=$E_PEN AB_CFG_all=$E_ALL bash "$D/abbin.sh"
-python3 - "$OUT/v3l5.json" <<'PY'
-import json, sys
-c = json.load(open("tests/data/configs/deepseek-v3.json"))
-c.update(num_hidden_layers=5, first_k_dense_replace=1, num_nextn_predict_layers=0)
-c.pop("quantization_config", None)
-json.dump(c, open(sys.argv[1], "w"), indent=1)
-PY
+v3_config "$OUT/v3l5.json" 5 bf16
 for cfg in base DSERVE_MOE_SMALL_WALK=0; do
   start=$(date +%s)
   env $( [ "$cfg" = base ] || echo "$cfg" ) timeout 110 "$B/dserve" bench-one-batch --device cuda \

@@ -7,12 +7,7 @@
 # natively; there only the down product walks, K = 2048), batch 1 / 8.
 set -u
 source "$(dirname "$0")/lib.sh"
-python3 - "$OUT/v3l5fp8.json" <<'PY'
-import json, sys
-c = json.load(open("tests/data/configs/deepseek-v3.json"))
-c.update(num_hidden_layers=5, first_k_dense_replace=1, num_nextn_predict_layers=0)
-json.dump(c, open(sys.argv[1], "w"), indent=1)
-PY
+v3_config "$OUT/v3l5fp8.json" 5
 for round in 1; do
   for bin in prev new; do
     dir=$B; [ "$bin" = prev ] && dir=$B/prev

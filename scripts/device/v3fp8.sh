@@ -4,12 +4,7 @@
 # (DSERVE_FP8_NATIVE=1) vs dequantized to bf16 at load. Binary: .devbin/dserve.
 set -u
 source "$(dirname "$0")/lib.sh"
-python3 - "$OUT/v3l3.json" <<'PY'
-import json, sys
-c = json.load(open("tests/data/configs/deepseek-v3.json"))
-c.update(num_hidden_layers=3, first_k_dense_replace=1, num_nextn_predict_layers=0)
-json.dump(c, open(sys.argv[1], "w"), indent=1)
-PY
+v3_config "$OUT/v3l3.json" 3
 for native in 1 0; do
   DSERVE_FP8_NATIVE=$native timeout 240 "$B/dserve" bench-one-batch --device cuda --model-path "$OUT/v3l3.json" \
     --load-format dummy --batch-size 1,64 --input-len 256 --output-len 16 > "$OUT/native$native.log" 2>&1
