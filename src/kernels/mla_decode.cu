@@ -22,6 +22,7 @@
 
 #include "core/env.h"
 #include "kernels/block_reduce.cuh"
+#include "kernels/fp8_quant.cuh"
 #include "kernels/kv_fp8.cuh"
 #include "kernels/mla_decode.h"
 #include "kernels/mla_merge.cuh"
@@ -753,6 +754,39 @@ __device__ __forceinline__ void combine_vc_merge_general(const MlaCombineVcParam
   }
 }
 
+// The output stored with its block-FP8 quantization (MlaCombineVcParams::q; launched in clusters of 4: the blocks of
+// one 128-column group, rank = its 32-column quarter). Warp t holds token t's 32 columns, a lane each (T <= 4 =
+// the warps). Scale and bytes as quant_act makes them from the stored bf16 values: the group's |max| (order-free),
+// fp8::block_scale, e4m3 of v / s rounded to nearest.
+__device__ __forceinline__ void combine_vc_store_quantized(const MlaCombineVcParams& p, int h, int c0,
+                                                           const float (*red)[kMlaCombineVcMaxTokens][kCvCols]) {
+  static_assert(kMlaCombineVcMaxTokens <= kCvThreads / 32, "a warp per token");
+  __shared__ float amax_sh[kMlaCombineVcMaxTokens];
+  const int lane = threadIdx.x & 31, t = threadIdx.x >> 5;
+  const bool live = t < p.tokens;
+  const int64_t K = static_cast<int64_t>(p.heads) * p.v, col = static_cast<int64_t>(h) * p.v + c0 + lane;
+  float v = 0.0f;
+  if (live) {
+    float sum = 0.0f;
+#pragma unroll
+    for (int g = 0; g < kCvThreads / 32; ++g) sum += red[g][t][lane];
+    const __nv_bfloat16 b = __float2bfloat16(sum);
+    static_cast<__nv_bfloat16*>(p.out)[t * K + col] = b;
+    v = __bfloat162float(b);
+  }
+  const float mine = warp_max(fabsf(v));
+  if (lane == 0) amax_sh[t] = mine;
+  cluster_sync();  // every quarter's maxima written (release / acquire across the cluster)
+  const uint32_t at = static_cast<uint32_t>(__cvta_generic_to_shared(&amax_sh[t]));
+  const float amax = warp_max(lane < 4 ? ld_cluster_f32(cluster_map(at, lane)) : 0.0f);
+  if (live) {
+    const float sc = fp8::block_scale(amax, p.q_ue8m0);
+    p.q[t * K + col] = fp8::to_e4m3(__fdiv_rn(v, sc));
+    if (lane == 0 && c0 % 128 == 0) p.q_scales[t * (K / 128) + col / 128] = sc;
+  }
+  cluster_sync();  // this block's maxima stay until the cluster has read them
+}
+
 // Splits the one-round merge takes at 1-2 and at 3-4 tokens (registers: at most 24 float4 of O rows).
 constexpr int kCvOneRoundSplits12 = 8, kCvOneRoundSplits34 = 6;
 
@@ -813,6 +847,10 @@ __global__ void __launch_bounds__(kCvThreads) mla_combine_vc_kernel(const MlaCom
   }
   __syncthreads();
   __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out);
+  if (p.q) {
+    combine_vc_store_quantized(p, h, c0, red);
+    return;
+  }
   for (int idx = tid; idx < T * kCvCols; idx += kCvThreads) {
     const int t = idx / kCvCols, c = idx % kCvCols;
     float sum = 0.0f;
@@ -1071,7 +1109,7 @@ bool combine_vc_one_wave(int64_t blocks) {
 cudaError_t launch_mla_combine_vc(const MlaCombineVcParams& p, cudaStream_t stream) {
   if (p.tokens < 0 || p.tokens > kMlaCombineVcMaxTokens || p.heads <= 0 || p.splits < 1 || p.splits > kMlaMaxSplits ||
       p.v <= 0 || p.v % kCvCols != 0 || !p.part_o || !p.part_lse || !p.w_vc || !p.out ||
-      (reinterpret_cast<uintptr_t>(p.w_vc) & 15))
+      (reinterpret_cast<uintptr_t>(p.w_vc) & 15) || (p.q && (p.v % 128 != 0 || !p.q_scales)))
     return cudaErrorInvalidValue;
   if (p.tokens == 0) return cudaSuccess;
   const int64_t blocks = static_cast<int64_t>(p.heads) * (p.v / kCvCols);
@@ -1087,15 +1125,18 @@ cudaError_t launch_mla_combine_vc(const MlaCombineVcParams& p, cudaStream_t stre
   MlaCombineVcParams q = p;
   if (S <= (T <= 2 ? kCvOneRoundSplits12 : kCvOneRoundSplits34)) q.positions = q.seq_lens = nullptr;
   const bool counted = q.positions && q.seq_lens;
+  void (*kernel)(const MlaCombineVcParams) = mla_combine_vc_kernel<0, 0>;
   if (T == 1 && (counted || S <= kCvOneRoundSplits12))
-    return launch_pdl(mla_combine_vc_kernel<1, kCvOneRoundSplits12>, grid, kCvThreads, 0, stream, q);
-  if (T == 2 && (counted || S <= kCvOneRoundSplits12) && combine_vc_one_wave<2, kCvOneRoundSplits12>(blocks))
-    return launch_pdl(mla_combine_vc_kernel<2, kCvOneRoundSplits12>, grid, kCvThreads, 0, stream, q);
-  if (T == 3 && (counted || S <= kCvOneRoundSplits34) && combine_vc_one_wave<3, kCvOneRoundSplits34>(blocks))
-    return launch_pdl(mla_combine_vc_kernel<3, kCvOneRoundSplits34>, grid, kCvThreads, 0, stream, q);
-  if (T == 4 && (counted || S <= kCvOneRoundSplits34) && combine_vc_one_wave<4, kCvOneRoundSplits34>(blocks))
-    return launch_pdl(mla_combine_vc_kernel<4, kCvOneRoundSplits34>, grid, kCvThreads, 0, stream, q);
-  return launch_pdl(mla_combine_vc_kernel<0, 0>, grid, kCvThreads, 0, stream, q);
+    kernel = mla_combine_vc_kernel<1, kCvOneRoundSplits12>;
+  else if (T == 2 && (counted || S <= kCvOneRoundSplits12) && combine_vc_one_wave<2, kCvOneRoundSplits12>(blocks))
+    kernel = mla_combine_vc_kernel<2, kCvOneRoundSplits12>;
+  else if (T == 3 && (counted || S <= kCvOneRoundSplits34) && combine_vc_one_wave<3, kCvOneRoundSplits34>(blocks))
+    kernel = mla_combine_vc_kernel<3, kCvOneRoundSplits34>;
+  else if (T == 4 && (counted || S <= kCvOneRoundSplits34) && combine_vc_one_wave<4, kCvOneRoundSplits34>(blocks))
+    kernel = mla_combine_vc_kernel<4, kCvOneRoundSplits34>;
+  // With the quantization, a cluster is the 4 blocks of one 128-column group (v % 128 == 0: groups stay in a head).
+  constexpr unsigned kGroupBlocks = 128 / kCvCols;
+  return launch_pdl_cluster(kernel, grid, dim3(q.q ? kGroupBlocks : 1), kCvThreads, 0, stream, q);
 }
 
 cudaError_t launch_mla_decode_reference(const MlaDecodeParams& p, cudaStream_t stream) {

@@ -124,6 +124,13 @@ struct MlaCombineVcParams {
   const int32_t* positions = nullptr;  // [tokens]
   const int32_t* seq_lens = nullptr;   // [tokens]
   int tokens = 0, heads = 0, splits = 0, v = 0;
+  // Optional (v % 128 == 0): out's block-FP8 quantization for an FP8 consumer (o_proj) made in the same launch, bit
+  // for bit what launch_fp8_quant_act makes from out: e4m3 [tokens, heads * v] and token-major fp32 scales [tokens,
+  // heads * v / 128] (ue8m0: power-of-two scales). The launch then runs in clusters of the four blocks that share a
+  // 128-column group, which exchange their column maxima through distributed shared memory.
+  uint8_t* q = nullptr;
+  float* q_scales = nullptr;
+  bool q_ue8m0 = false;
 };
 // How every decode kernel cuts a context into the plan's splits: units of 64 positions (or of 64 top-k entries),
 // ceil(units / num_splits) per split; split s takes units [begin, begin + count), count 0 past the context's end.

@@ -236,7 +236,8 @@ Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tenso
   if (a.has_indexer) topk = indexer(a, cache_layer, x, q_resid, meta, cache);
   const Tensor* topk_ptr = a.has_indexer ? &topk : nullptr;
 
-  Tensor o;  // [T, H, v]
+  Tensor o;    // [T, H, v]
+  Fp8Act oq;  // o's quantization for o_proj, where the attention's tail makes it
   if (mode == AttnMode::kMha) {
     ops_.rope_(q3, nope, rope, meta.positions, inv_freq_, rope_factor_, RopeStyle::kInterleaved);
     ops_.side_join();
@@ -248,8 +249,8 @@ Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tenso
     Tensor q_abs = ops_.mla_store_absorb_q(kv_a, a.kv_a_norm, eps, cache.latent[cache_layer], meta.slot_mapping,
                                            cache.dtype, q3, a.w_kc, meta.positions, inv_freq_, rope_factor_);
     // q_abs: [T, H, lora + rope]
-    o = ops_.mla_attention_absorbed_v(q_abs, cache.latent[cache_layer], lora, meta, softmax_scale_, topk_ptr,
-                                      a.w_vc);  // [T, H, v]
+    o = ops_.mla_attention_absorbed_v_q(q_abs, cache.latent[cache_layer], lora, meta, softmax_scale_, topk_ptr,
+                                        a.w_vc, a.o_proj, &oq);  // [T, H, v]
   } else {  // the W8A8 absorbed products (prepare_absorbed_fp8 set w_kc8 and w_vc8 together)
     Tensor q_abs = ops_.mla_absorb_q_fp8(q3, a.w_kc8, meta.positions, inv_freq_, rope_factor_);  // [T, H, lora + rope]
     ops_.side_join();
@@ -257,7 +258,7 @@ Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tenso
                                                topk_ptr);  // [T, H, lora]
     o = ops_.bmm_heads_fp8(o_lat, a.w_vc8);                // [T, H, v]
   }
-  return ops_.linear(o.reshape({T, H * v}), a.o_proj);  // [T, d]
+  return ops_.linear_q(o.reshape({T, H * v}), oq, a.o_proj);  // [T, d]
 }
 
 Tensor DeepseekModel::indexer(const Attention& a, int cache_layer, const Tensor& x, const Tensor& q_resid,

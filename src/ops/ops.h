@@ -200,6 +200,10 @@ class Ops {
     (void)xq;
     return linear_silu(x, gate_up);
   }
+  virtual Tensor linear_q(const Tensor& x /*[T, in]*/, const Fp8Act& xq, const LinearWeight& w) {  // [T, out]
+    (void)xq;
+    return linear(x, w);
+  }
 
   // Per-head batched matmul: out[t, h, :] = x[t, h, :] @ w[h]  ([T, H, K] x [H, K, N] -> [T, H, N]).
   virtual Tensor bmm_heads(const Tensor& x, const Tensor& w) = 0;
@@ -319,6 +323,15 @@ class Ops {
   virtual Tensor mla_attention_absorbed_v(const Tensor& q, const Tensor& cache, int64_t v_dim, const AttnMetadata& m,
                                           float scale, const Tensor* topk, const Tensor& w_vc) {
     return bmm_heads(mla_attention_absorbed(q, cache, v_dim, m, scale, topk), w_vc);  // [T, H, v]
+  }
+  // The same, its [T, H * v] output feeding block-FP8 weights like `consumer` (o_proj): *xq as rms_norm_q's (that
+  // output's quantization where the backend makes it in the attention's tail, else undefined).
+  virtual Tensor mla_attention_absorbed_v_q(const Tensor& q, const Tensor& cache, int64_t v_dim, const AttnMetadata& m,
+                                            float scale, const Tensor* topk, const Tensor& w_vc,
+                                            const LinearWeight& consumer, Fp8Act* xq) {
+    (void)consumer;
+    *xq = Fp8Act{};
+    return mla_attention_absorbed_v(q, cache, v_dim, m, scale, topk, w_vc);
   }
 
   // ---- V3.2 lightning indexer ----

@@ -69,8 +69,10 @@ namespace {
 // The absorbed attention; with w_vc, the split combine fused with the W_UV product when that applies (returns
 // [T, H, w_vc.dim(2)], *fused = true), else the attention alone ([T, H, v_dim], *fused = false).
 Tensor absorbed_impl(const Tensor& q, const Tensor& cache, int64_t v_dim, const AttnMetadata& m, float scale,
-                     const Tensor* topk, const Tensor* w_vc, bool* fused, cudaStream_t stream) {
+                     const Tensor* topk, const Tensor* w_vc, bool* fused, cudaStream_t stream,
+                     Fp8Act* xq = nullptr, bool xq_ue8m0 = false) {
   *fused = false;
+  if (xq) *xq = Fp8Act{};
   // Packed FP8 caches: latent = v_dim, rope = the rest of q.
   const int format = latent_cache_format(cache);
   DS_CHECK(q.ndim() == 3 && cache.ndim() == 2 && v_dim > 0 && v_dim <= q.dim(2) &&
@@ -158,6 +160,15 @@ Tensor absorbed_impl(const Tensor& q, const Tensor& cache, int64_t v_dim, const 
       c.positions = p.positions;
       c.seq_lens = p.seq_lens;
     }
+    if (xq && c.v % 128 == 0) {  // the output's block-FP8 quantization in the same launch
+      const int64_t K = H * c.v;
+      Tensor xq_q = Tensor::empty({T, K}, DType::kF8E4M3, Device::kCuda);     // [T, H * v]
+      Tensor xq_s = Tensor::empty({T, K / 128}, DType::kF32, Device::kCuda);  // [T, H * v / 128]
+      c.q = xq_q.data_as<uint8_t>();
+      c.q_scales = xq_s.data_as<float>();
+      c.q_ue8m0 = xq_ue8m0;
+      *xq = Fp8Act{xq_q, xq_s, xq_ue8m0};
+    }
     DS_CUDA_CHECK(kernels::launch_mla_combine_vc(c, stream));
   }
   return out;
@@ -173,8 +184,8 @@ Tensor cuda_mla_attention_absorbed(const Tensor& q, const Tensor& cache, int64_t
 
 Tensor cuda_mla_attention_absorbed_vc(const Tensor& q, const Tensor& cache, int64_t v_dim, const AttnMetadata& m,
                                       float scale, const Tensor* topk, const Tensor& w_vc, bool* fused,
-                                      cudaStream_t stream) {
-  return absorbed_impl(q, cache, v_dim, m, scale, topk, &w_vc, fused, stream);
+                                      cudaStream_t stream, Fp8Act* xq, bool xq_ue8m0) {
+  return absorbed_impl(q, cache, v_dim, m, scale, topk, &w_vc, fused, stream, xq, xq_ue8m0);
 }
 
 

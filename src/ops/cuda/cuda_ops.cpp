@@ -157,6 +157,8 @@ class CudaOps final : public Ops {
     // quantization exists (ModelOptions::SharedFork::kAuto), faster (session 29, BENCHMARKS.md).
     // DSERVE_FP8_FUSED_NORM=0: quant_act launches instead (and the shared MLP forks before the routing).
     fused_norm_ = env_flag("DSERVE_FP8_FUSED_NORM", true);
+    // DSERVE_MLA_VC_QUANT=0: o_proj's input quantized by a quant_act launch instead of the fused combine's tail.
+    vc_quant_ = env_flag("DSERVE_MLA_VC_QUANT", true);
     // Decode MoE layers add the shared expert inside the routed combine (one launch and one bf16 rounding fewer:
     // moe_experts_shared_q). No gain in session 13's layout (see above); with the pre-wait kernels, together with
     // the fused routing and grouping, V2-Lite batch 1 2.94 / 2.99 vs 3.01 / 3.01 ms, FP8 2.61 / 2.62 vs 2.70 / 2.68
@@ -343,6 +345,10 @@ class CudaOps final : public Ops {
       return gu;
     if (prequantized(xq, gate_up, &gu)) return silu_mul(gu);
     return linear_silu(x, gate_up);
+  }
+  Tensor linear_q(const Tensor& x, const Fp8Act& xq, const LinearWeight& w) override {
+    Tensor y;
+    return prequantized(xq, w, &y) ? y : linear(x, w);
   }
   // *y = linear(x, w) from x's quantization xq, where made for w's scales and w takes the small-M kernel at x's rows.
   bool prequantized(const Fp8Act& xq, const LinearWeight& w, Tensor* y) {
@@ -871,6 +877,20 @@ class CudaOps final : public Ops {
     if (fallback_attention_) return Ops::mla_attention_absorbed_v(q, cache, v_dim, m, scale, topk, w_vc);
     bool fused = false;
     Tensor o = cuda_mla_attention_absorbed_vc(q, cache, v_dim, m, scale, topk, w_vc, &fused, stream());
+    return fused ? o : bmm_heads(o, w_vc);  // [T, H, v]
+  }
+  // The fused combine + W_UV kernel quantizes its output for an FP8 o_proj (no quant_act launch between them;
+  // DSERVE_MLA_VC_QUANT=0: the launch as before), at the sizes where the norms do (kFusedNormMaxRows).
+  Tensor mla_attention_absorbed_v_q(const Tensor& q, const Tensor& cache, int64_t v_dim, const AttnMetadata& m,
+                                    float scale, const Tensor* topk, const Tensor& w_vc, const LinearWeight& consumer,
+                                    Fp8Act* xq) override {
+    *xq = Fp8Act{};
+    const bool want = vc_quant_ && !fallback_attention_ && fp8_ && consumer.is_block_fp8() && fp8_->owns(consumer) &&
+                      q.ndim() == 3 && q.dim(0) <= kFusedNormMaxRows;
+    if (!want) return mla_attention_absorbed_v(q, cache, v_dim, m, scale, topk, w_vc);
+    bool fused = false;
+    Tensor o = cuda_mla_attention_absorbed_vc(q, cache, v_dim, m, scale, topk, w_vc, &fused, stream(), xq,
+                                              fp8_->ue8m0_of(consumer));
     return fused ? o : bmm_heads(o, w_vc);  // [T, H, v]
   }
 
@@ -1897,6 +1917,7 @@ class CudaOps final : public Ops {
   bool grouped_moe_ = true;
   bool moe_fp8_segmented_ = false;
   bool fused_norm_ = false;
+  bool vc_quant_ = false;
   bool fused_shared_ = false;
   bool open_moe_ = true;  // DSERVE_MOE_NORM_FUSED
   bool opening_ = false;  // inside moe_experts_open: combine() keeps its parameters in opened_

@@ -594,12 +594,20 @@ TEST_F(MoeFp8Test, WalkSpeculativeFirstTileAgrees) {
   }
   Tensor slots_d = cuda_upload(i32_tensor(rec, {static_cast<int64_t>(rec.size())}));
   Tensor src_d = cuda_upload(i32_tensor(std::vector<int32_t>(top_k, 0), {top_k}));
+  test::ExpertRouting rt;  // the grouping's counts / offsets / active list for the same six rows
+  rt.counts.assign(E, 0);
+  rt.offsets.assign(E, 0);
+  for (int e : picked) rt.counts[e] = 1;
+  for (int e = 1; e < E; ++e) rt.offsets[e] = rt.offsets[e - 1] + rt.counts[e - 1];
+  rt.active.assign(picked.begin(), picked.end());
+  const test::DeviceRouting rd = test::upload_routing(rt);
   kernels::MoeFp8GemmParams p;
   p.weights = static_cast<const void* const*>(dev.wptr.data());
   p.scales = static_cast<const float* const*>(dev.sptr.data());
   p.q = static_cast<const uint8_t*>(qx_d.data());
   p.sx = sx_d.data_as<float>();
   p.src_rows = src_d.data_as<int32_t>();
+  test::set_routing(p, rd);
   p.slots = slots_d.data_as<int32_t>();
   p.max_active = top_k + 1;
   p.experts = E;
