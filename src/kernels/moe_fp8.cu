@@ -13,7 +13,6 @@
 #include "kernels/moe_block.cuh"
 #include "kernels/moe_fp8.h"
 #include "kernels/moe_gemm.h"
-#include "kernels/moe_route.cuh"
 #include "kernels/pdl.cuh"
 #include "kernels/ptx.cuh"
 #include "kernels/small_m_tile.cuh"
@@ -216,56 +215,7 @@ __global__ void __launch_bounds__(kSmallWarps * 32, kMinCtas) moe_fp8_small_m_ke
 // shared); more are read from the global tables where used.
 constexpr int kPipeTableExperts = 320;
 
-// The speculative first tile (MoeFp8GemmParams::spec_logits): the slot record tile t would have if the routing
-// picks the top spec_top_k logits (one token: slot s = the s-th smallest picked expert, one row at offset s, source
-// token 0); false where no guess is made. The whole CTA calls it (a barrier inside).
-constexpr int kSpecMaxK = 8, kSpecPerLane = 8;  // top-k and experts (32 lanes x 8) a guess handles
-__device__ __forceinline__ bool spec_first_record(const MoeFp8GemmParams& p, int t, int tiles_x, int* picked,
-                                                  moe_detail::WalkRec* out) {
-  const int E = p.experts, K = p.spec_top_k;
-  if (K < 1 || K > kSpecMaxK || E < K || E > 32 * kSpecPerLane) return false;
-  if (threadIdx.x < 32) {
-    const int lane = threadIdx.x;
-    float v[kSpecPerLane];
-    bool used[kSpecPerLane];
-#pragma unroll
-    for (int j = 0; j < kSpecPerLane; ++j) {
-      const int e = lane + 32 * j;
-      v[j] = e < E ? p.spec_logits[e] : 0.0f;
-      used[j] = e >= E;
-    }
-    for (int k = 0; k < K; ++k) {
-      float bv = 0.0f;
-      int bi = -1;
-#pragma unroll
-      for (int j = 0; j < kSpecPerLane; ++j)
-        if (!used[j] && (bi < 0 || moe_detail::beats(v[j], lane + 32 * j, bv, bi))) {
-          bv = v[j];
-          bi = lane + 32 * j;
-        }
-      moe_detail::warp_argmax(bv, bi);
-#pragma unroll
-      for (int j = 0; j < kSpecPerLane; ++j)
-        if (lane + 32 * j == bi) used[j] = true;
-      if (lane == 0) picked[k] = bi;
-    }
-    if (lane == 0)  // ascending: the slots' order
-      for (int a = 1; a < K; ++a)
-        for (int b = a; b > 0 && picked[b - 1] > picked[b]; --b) {
-          const int x = picked[b];
-          picked[b] = picked[b - 1];
-          picked[b - 1] = x;
-        }
-  }
-  __syncthreads();
-  const int slot = t / tiles_x;
-  if (slot >= K || picked[slot] < 0 || picked[slot] >= E) return false;
-  out->h = make_int4(picked[slot], 1, slot, 0);
-  out->src = 0;
-  return true;
-}
-
-template <bool kSilu, int kDown, bool kSpec = false>
+template <bool kSilu, int kDown>
 __global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_fp8_small_m_pipe_kernel(MoeFp8GemmParams p, int tiles_x,
                                                                                   int total) {
   using Shape = SmallShape<kSilu, false, 2, kDown>;
@@ -346,26 +296,6 @@ __global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_fp8_small_m_pipe_kern
     if (have) issue(cur, my0, true);
     if (have) rn = rec(t + gridDim.x);
     pdl_enter();
-  } else if constexpr (kSpec) {
-    // The first tile's weights on a guess before the wait (spec_first_record), kept where the record agrees.
-    __shared__ int spec_picked[kSpecMaxK];
-    moe_detail::WalkRec guess{};
-    bool guessed = spec_first_record(p, t, tiles_x, spec_picked, &guess);
-    Tile sp;
-    if (guessed) guessed = find(t, guess, sp);
-    if (guessed) issue(sp, my0, true);
-    pdl_enter();
-    const moe_detail::WalkRec real = rec(t);
-    have = find(t, real, cur);
-    const int src0 = __shfl_sync(0xffffffffu, real.src, 0);  // mma row 0's source row (lane 0: g = 0)
-    const bool keep = guessed && real.h.x == guess.h.x && real.h.y == guess.h.y && real.h.z == guess.h.z &&
-                      (!p.src_rows || src0 == 0);
-    if (guessed && !keep) {  // a wrong guess: its copies land before the right ones overwrite the stage
-      cp_async_commit();
-      cp_async_wait<0>();
-    }
-    if (have && !keep) issue(cur, my0, true);
-    if (have) rn = rec(t + gridDim.x);
   } else {
     pdl_enter();
     have = find(t, rec(t), cur);
@@ -454,10 +384,10 @@ cudaError_t launch_small_variant(const MoeFp8GemmParams& p, cudaStream_t stream)
 }
 
 // The two-stage walk (moe_fp8_small_m_pipe_kernel): as many CTAs as are resident at once, at most one a tile.
-template <bool kSilu, int kDown, bool kSpec = false>
+template <bool kSilu, int kDown>
 cudaError_t launch_pipe(const MoeFp8GemmParams& p, cudaStream_t stream) {
   constexpr size_t kSmem = 2 * SmallShape<kSilu, false, 2, kDown>::kSmem;
-  auto kernel = moe_fp8_small_m_pipe_kernel<kSilu, kDown, kSpec>;
+  auto kernel = moe_fp8_small_m_pipe_kernel<kSilu, kDown>;
   static const int per_sm = moe_detail::resident_per_sm(kernel, kSmallWarps * 32, kSmem);
   if (per_sm <= 0) return cudaErrorInvalidConfiguration;
   const int64_t tiles_x = (p.N + 8 * kDown - 1) / (8 * kDown), total = tiles_x * p.max_active;
@@ -487,12 +417,7 @@ namespace {
 
 template <bool kSilu, int kDown>
 cudaError_t launch_small_tiles(const MoeFp8GemmParams& p, bool m16, bool deep, cudaStream_t stream) {
-  if (moe_fp8_small_m_pipes(p)) {  // neither m16 nor deep
-    constexpr int kD = kDown < 2 ? kDown : 2;
-    if constexpr (kSilu)
-      if (p.spec_logits && !p.slots_settled && p.max_rows_per_expert == 1) return launch_pipe<kSilu, kD, true>(p, stream);
-    return launch_pipe<kSilu, kD>(p, stream);
-  }
+  if (moe_fp8_small_m_pipes(p)) return launch_pipe<kSilu, kDown < 2 ? kDown : 2>(p, stream);  // neither m16 nor deep
   if (m16) return launch_small_variant<kSilu, true, 2, kDown>(p, stream);
   // Rounds of four blocks when that staging fits two CTAs per SM, else of two.
   constexpr bool kDeep4 = SmallShape<kSilu, false, 4, kDown>::kSmem <= 100 * 1024;

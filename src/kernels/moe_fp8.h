@@ -51,13 +51,6 @@ struct MoeFp8GemmParams {
   // expert): -1 (default) on unless DSERVE_MOE_FP8_PIPE=0, 0 off, 1 on where it applies (tests). The same bits
   // either way.
   int pipe = -1;
-  // Optional, one token (session 35's experiment, DSERVE_MOE_FP8_SPEC=1; unmeasured): the router's fp32 logits
-  // [experts], written two launches back, and the routing's top-k where it is softmax-greedy (the top-k logits,
-  // ties to the lower index, are the routed experts, and their slots are in ascending expert order). The gate|up
-  // walk then guesses its first tile's expert before its PDL wait and issues that tile's weights while the routing
-  // runs; after the wait the slot record decides (a wrong guess is drained and reloaded: the same bits either way).
-  const float* spec_logits = nullptr;
-  int spec_top_k = 0;
 };
 
 bool moe_fp8_gemm_supported(int64_t N, int64_t K, bool silu);

@@ -1008,20 +1008,10 @@ class CudaOps final : public Ops {
                         Tensor* topk_ids, Tensor* topk_weights) override {
     const bool on = env_flag("DSERVE_MOE_GATE_ROUTE", false);
     const int64_t T = x.dim(0), E = router.dim(0);
-    spec_logits_ = Tensor();
-    spec_top_k_ = 0;
     if (!on || x.ndim() != 2 || router.ndim() != 2 || x.dtype() != DType::kBF16 || router.dtype() != DType::kBF16 ||
         x.device() != Device::kCuda || router.device() != Device::kCuda || x.dim(1) != router.dim(1) ||
-        E != r.num_experts || T > kernels::kMoeGateRouteMaxTokens || T < 1) {
-      Tensor logits = Ops::moe_gate_route(x, router, bias, r, topk_ids, topk_weights);
-      static const bool spec = env_flag("DSERVE_MOE_FP8_SPEC", false);
-      if (spec && T == 1 && r.method == MoeRouting::Method::kGreedy && !r.sigmoid && r.shared_experts == 0 &&
-          logits.device() == Device::kCuda && logits.dtype() == DType::kF32 && logits.numel() == E) {
-        spec_logits_ = logits;
-        spec_top_k_ = r.top_k;
-      }
-      return logits;
-    }
+        E != r.num_experts || T > kernels::kMoeGateRouteMaxTokens || T < 1)
+      return Ops::moe_gate_route(x, router, bias, r, topk_ids, topk_weights);
     const Tensor bias32 = router_bias_f32(bias, E);
     Tensor logits = empty({T, E}, DType::kF32);
     Routed routed;
@@ -1318,13 +1308,7 @@ class CudaOps final : public Ops {
     g.N = inter;
     g.K = d;
     g.silu = true;
-    if (T == 1 && spec_logits_.defined() && spec_logits_.numel() == E && !behind) {
-      g.spec_logits = spec_logits_.data_as<float>();
-      g.spec_top_k = spec_top_k_;
-    }
     gemm(x, t.ue8m0_gate_up, xq);
-    g.spec_logits = nullptr;
-    g.spec_top_k = 0;
     Tensor y = empty({N, d}, DType::kBF16);  // [routed rows, d]
     g.weights = t.down;
     g.scales = t.down_scales;
@@ -1922,11 +1906,6 @@ class CudaOps final : public Ops {
   bool open_moe_ = true;  // DSERVE_MOE_NORM_FUSED
   bool opening_ = false;  // inside moe_experts_open: combine() keeps its parameters in opened_
   std::shared_ptr<const MoeParts> opened_;
-  // DSERVE_MOE_FP8_SPEC=1 (session 35's experiment, unmeasured): the last one-token softmax-greedy routing's logits
-  // [1, E] and top-k, for the FP8 gate|up walk's speculative first tile (MoeFp8GemmParams::spec_logits). Held until
-  // the next routing, so no later allocation (on either stream) reuses the buffer before the walk has read it.
-  Tensor spec_logits_;
-  int spec_top_k_ = 0;
   // The ids of the last moe_gate_route whose grouping follows them in memory (see permute); its grid counter.
   const void* fused_ids_ = nullptr;
   int fused_experts_ = 0;
