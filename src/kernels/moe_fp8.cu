@@ -9,7 +9,6 @@
 #include <cuda_bf16.h>
 
 #include "core/env.h"
-#include "kernels/fp8_quant.cuh"
 #include "kernels/moe.h"
 #include "kernels/moe_block.cuh"
 #include "kernels/moe_fp8.h"
@@ -216,50 +215,6 @@ __global__ void __launch_bounds__(kSmallWarps * 32, kMinCtas) moe_fp8_small_m_ke
 // shared); more are read from the global tables where used.
 constexpr int kPipeTableExperts = 320;
 
-// The gated walk's quantization of its output (MoeFp8GemmParams::out_q): every CTA takes a ticket once its tiles
-// are stored; the last one (all rows written and visible) quantizes out's out_rows x N / 128 groups, a warp a group
-// as quant_act_kernel (fp8::quantize_group_warp: lane l holds channels 4l..4l+3), loads of up to kTailBatch groups a
-// warp issued together (one L2 round at batch 1), and zeroes the ticket for the next launch.
-constexpr int kTailBatch = 12;
-__device__ __noinline__ void walk_quantize_tail(const MoeFp8GemmParams& p) {
-  __shared__ bool last;
-  __threadfence();  // this CTA's stores before its ticket
-  __syncthreads();
-  if (threadIdx.x == 0) last = atomicAdd(p.ticket, 1u) == gridDim.x - 1;
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const int64_t groups = p.N / 128, items = p.out_rows * groups;
-  const __nv_bfloat16* out = static_cast<const __nv_bfloat16*>(p.out);
-  for (int64_t base = warp; base < items; base += int64_t{kSmallWarps} * kTailBatch) {
-    uint2 raw[kTailBatch];
-#pragma unroll
-    for (int b = 0; b < kTailBatch; ++b) {
-      const int64_t w = base + int64_t{b} * kSmallWarps;
-      raw[b] = make_uint2(0u, 0u);
-      if (w < items) {
-        const int64_t m = w / groups, gg = w % groups;
-        raw[b] = __ldcg(reinterpret_cast<const uint2*>(out + m * p.N + gg * 128) + lane);  // other CTAs' stores: L2
-      }
-    }
-#pragma unroll
-    for (int b = 0; b < kTailBatch; ++b) {
-      const int64_t w = base + int64_t{b} * kSmallWarps;
-      if (w >= items) break;  // warp-uniform
-      const int64_t m = w / groups, gg = w % groups;
-      const __nv_bfloat162 lo = *reinterpret_cast<const __nv_bfloat162*>(&raw[b].x);
-      const __nv_bfloat162 hi = *reinterpret_cast<const __nv_bfloat162*>(&raw[b].y);
-      const float v[4] = {__low2float(lo), __high2float(lo), __low2float(hi), __high2float(hi)};
-      uint32_t packed;
-      const float s = fp8::quantize_group_warp(v, p.out_ue8m0, &packed);
-      reinterpret_cast<uint32_t*>(p.out_q + m * p.N + gg * 128)[lane] = packed;
-      if (lane == 0) p.out_s[m * groups + gg] = s;
-    }
-  }
-  if (threadIdx.x == 0) *p.ticket = 0;
-}
-
 template <bool kSilu, int kDown>
 __global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_fp8_small_m_pipe_kernel(MoeFp8GemmParams p, int tiles_x,
                                                                                   int total) {
@@ -335,20 +290,14 @@ __global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_fp8_small_m_pipe_kern
   bool have;
   moe_detail::WalkRec rn{};  // the next tile's record
   auto rec = [&](int tt) { return moe_detail::walk_rec_load(p, tt, tiles_x, total, g); };
-  // With the output's quantization the next launch (the down walk) is let in only after this CTA's tiles: started
-  // at this kernel's entry its CTAs' pre-wait weight loads competed with this walk's stream (s36c: +0.3 ms a step at
-  // FP8 batch 1); after the tiles they overlap the last CTA's quantization instead.
-  const bool late_trigger = kSilu && p.out_q;
   // Slot records settled (pdl.cuh): the first tile's weights before the wait.
   if (p.slots_settled) {
     have = find(t, rec(t), cur);
     if (have) issue(cur, my0, true);
     if (have) rn = rec(t + gridDim.x);
-    pdl_wait();
-    if (!late_trigger) pdl_launch_dependents();
+    pdl_enter();
   } else {
-    pdl_wait();
-    if (!late_trigger) pdl_launch_dependents();
+    pdl_enter();
     have = find(t, rec(t), cur);
     if (have) issue(cur, my0, true);
     if (have) rn = rec(t + gridDim.x);
@@ -413,10 +362,6 @@ __global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_fp8_small_m_pipe_kern
     have = hn;
     buf ^= 1;
   }
-  if (late_trigger) {
-    pdl_launch_dependents();
-    walk_quantize_tail(p);
-  }
 }
 
 template <bool kSilu, bool kM16, int kUnroll, int kDown = 1, int kMinCtas = small_min_ctas<kSilu, kDown>()>
@@ -466,10 +411,6 @@ bool moe_fp8_small_m_pipes(const MoeFp8GemmParams& p) {
   return (p.pipe > 0 || (p.pipe < 0 && pipe_enabled())) && p.max_rows_per_expert <= 8 &&
          p.K / 128 <= kSmallWarps * 2 && p.slots && p.max_active > 0 && p.max_active <= p.experts &&
          (reinterpret_cast<uintptr_t>(p.slots) & 15) == 0;
-}
-
-bool moe_fp8_walk_quantizes(const MoeFp8GemmParams& p, int64_t rows) {
-  return p.silu && moe_fp8_small_m_pipes(p) && p.N % 128 == 0 && rows >= 0 && rows * (p.N / 128) <= kMoeFp8WalkQuantGroups;
 }
 
 namespace {
@@ -703,9 +644,6 @@ cudaError_t launch_moe_fp8_small_m(const MoeFp8GemmParams& p, cudaStream_t strea
   if (!common_ok(p) || !p.q || !p.sx || p.max_rows_per_expert > kMoeFp8SmallMMax ||
       (reinterpret_cast<uintptr_t>(p.q) & 15) != 0)
     return cudaErrorInvalidValue;
-  if (p.out_q && (!moe_fp8_walk_quantizes(p, p.out_rows) || !p.out_s || !p.ticket ||
-                  (reinterpret_cast<uintptr_t>(p.out_q) & 3) != 0))
-    return cudaErrorInvalidValue;  // only the gated walk quantizes its output
   const bool m16 = p.max_rows_per_expert > 8;
   // Blocks per warp: one round when they fit in two (V2-Lite's gate|up and down, V3's down), else rounds of
   // four at 8 rows (V3's gate|up, K = 7168: 56 blocks) when the staging stays within ~100 KB per CTA (two CTAs

@@ -51,15 +51,6 @@ struct MoeFp8GemmParams {
   // expert): -1 (default) on unless DSERVE_MOE_FP8_PIPE=0, 0 off, 1 on where it applies (tests). The same bits
   // either way.
   int pipe = -1;
-  // Optional, the gate|up walk (silu, moe_fp8_small_m_pipes): out's block-FP8 quantization for the down product made
-  // by the walk's last CTA (a grid ticket, reset by that CTA for the next launch), bit for bit launch_fp8_quant_act's
-  // over out's first out_rows rows: e4m3 [out_rows, N] and token-major fp32 scales [out_rows, N / 128]. Saves the
-  // quantization's launch where those rows are few (moe_fp8_walk_quantizes).
-  uint8_t* out_q = nullptr;
-  float* out_s = nullptr;
-  bool out_ue8m0 = false;
-  int64_t out_rows = 0;
-  uint32_t* ticket = nullptr;  // zero before the launch
 };
 
 bool moe_fp8_gemm_supported(int64_t N, int64_t K, bool silu);
@@ -68,10 +59,6 @@ constexpr int64_t kMoeFp8SmallMMax = 16;
 cudaError_t launch_moe_fp8_small_m(const MoeFp8GemmParams& p, cudaStream_t stream);
 // Whether launch_moe_fp8_small_m takes the two-stage walk for p.
 bool moe_fp8_small_m_pipes(const MoeFp8GemmParams& p);
-// Whether that walk can make out's quantization in its last CTA (MoeFp8GemmParams::out_q) for `rows` rows: the gated
-// walk, N % 128 == 0, and few enough 128-groups for one CTA (at most kMoeFp8WalkQuantGroups).
-constexpr int64_t kMoeFp8WalkQuantGroups = 96;
-bool moe_fp8_walk_quantizes(const MoeFp8GemmParams& p, int64_t rows);
 cudaError_t launch_moe_fp8_grouped(const MoeFp8GemmParams& p, cudaStream_t stream);
 
 }  // namespace ds::kernels

@@ -126,10 +126,8 @@ class CudaOps final : public Ops {
   explicit CudaOps(int device_index) {
     init_cuda_device(device_index);
     gemm_ = std::make_unique<CublasLtGemm>();
-    // Grid counters (made here, never inside a graph capture): [0] moe_gate_route's, [1] the FP8 gate|up walk's
-    // (MoeFp8GemmParams::ticket). Both on the main stream, each zeroed by the launch that used it.
-    ticket_ = empty({2}, DType::kI32);
-    DS_CUDA_CHECK(cudaMemsetAsync(ticket_.data(), 0, 2 * sizeof(int32_t), stream()));
+    ticket_ = empty({1}, DType::kI32);  // moe_gate_route's grid counter: made here, never inside a graph capture
+    DS_CUDA_CHECK(cudaMemsetAsync(ticket_.data(), 0, sizeof(int32_t), stream()));
     // Block-FP8 linears, MLPs and experts (not kv_b) stay e4m3 on the device and run W8A8 (ops/cuda/fp8_linear.h,
     // kernels/moe_fp8.h), as SGLang runs FP8 checkpoints; DSERVE_FP8_NATIVE=0 dequantizes them to bf16 at prepare
     // time instead (the transformers reference's semantics; the fixture tests against it pin that).
@@ -161,7 +159,6 @@ class CudaOps final : public Ops {
     fused_norm_ = env_flag("DSERVE_FP8_FUSED_NORM", true);
     // DSERVE_MLA_VC_QUANT=0: o_proj's input quantized by a quant_act launch instead of the fused combine's tail.
     vc_quant_ = env_flag("DSERVE_MLA_VC_QUANT", true);
-    walk_quant_ = env_flag("DSERVE_MOE_FP8_WALK_QUANT", true);
     // Decode MoE layers add the shared expert inside the routed combine (one launch and one bf16 rounding fewer:
     // moe_experts_shared_q). No gain in session 13's layout (see above); with the pre-wait kernels, together with
     // the fused routing and grouping, V2-Lite batch 1 2.94 / 2.99 vs 3.01 / 3.01 ms, FP8 2.61 / 2.62 vs 2.70 / 2.68
@@ -1254,7 +1251,6 @@ class CudaOps final : public Ops {
     return r;
   }
   uint32_t* gate_route_ticket() { return static_cast<uint32_t*>(ticket_.data()); }
-  uint32_t* walk_ticket() { return static_cast<uint32_t*>(ticket_.data()) + 1; }
 
   // Block-FP8 experts (kernels/moe_fp8.h): the activations are quantized once (x per token, the SiLU output per
   // routed row), then the small-M kernels (up to 16 tokens) or the pipelined tile run. No host sync at any size.
@@ -1312,21 +1308,7 @@ class CudaOps final : public Ops {
     g.N = inter;
     g.K = d;
     g.silu = true;
-    // The gate|up walk's last CTA quantizes act for the down product where its rows are few (one token: no
-    // quant_act launch between the two walks; DSERVE_MOE_FP8_WALK_QUANT=0: the launch as before).
-    Fp8Act act_q;
-    if (walk_quant_ && T <= kernels::kMoeFp8SmallMMax && kernels::moe_fp8_walk_quantizes(g, N)) {
-      act_q = Fp8Act{empty({N, inter}, DType::kF8E4M3), empty({N, inter / 128}, DType::kF32), t.ue8m0_down};
-      g.out_q = act_q.q.data_as<uint8_t>();
-      g.out_s = act_q.scales.data_as<float>();
-      g.out_ue8m0 = t.ue8m0_down;
-      g.out_rows = N;
-      g.ticket = walk_ticket();
-    }
     gemm(x, t.ue8m0_gate_up, xq);
-    g.out_q = nullptr;
-    g.out_s = nullptr;
-    g.ticket = nullptr;
     Tensor y = empty({N, d}, DType::kBF16);  // [routed rows, d]
     g.weights = t.down;
     g.scales = t.down_scales;
@@ -1336,7 +1318,7 @@ class CudaOps final : public Ops {
     g.N = d;
     g.K = inter;
     g.silu = false;
-    gemm(act, t.ue8m0_down, &act_q);  // rows of out-of-range ids hold garbage and are never read
+    gemm(act, t.ue8m0_down, nullptr);  // rows of out-of-range ids hold garbage and are never read
     combine({y.data(), r.row_of, topk_weights.data_as<float>(), out.data(), T, d, static_cast<int>(K)}, addend, added,
             {y, r.meta, topk_weights});
     return out;
@@ -1920,7 +1902,6 @@ class CudaOps final : public Ops {
   bool moe_fp8_segmented_ = false;
   bool fused_norm_ = false;
   bool vc_quant_ = false;
-  bool walk_quant_ = false;
   bool fused_shared_ = false;
   bool open_moe_ = true;  // DSERVE_MOE_NORM_FUSED
   bool opening_ = false;  // inside moe_experts_open: combine() keeps its parameters in opened_
