@@ -160,7 +160,11 @@ Tensor absorbed_impl(const Tensor& q, const Tensor& cache, int64_t v_dim, const 
       c.positions = p.positions;
       c.seq_lens = p.seq_lens;
     }
-    if (xq && c.v % 128 == 0) {  // the output's block-FP8 quantization in the same launch
+    // The output's block-FP8 quantization in the same launch where the combine's blocks fit one an SM: V2-Lite's 16
+    // heads (64 blocks: H200, V2-Lite --quantization fp8, batch 1 / 4 1.63-1.64 / 2.70 vs 1.66-1.67 / 2.73-2.75 ms
+    // with the quant_act launch), not V3's 128 (512 blocks in clusters of 4: a 5-layer V3 FP8 model lost 2%, 1.61 /
+    // 2.76 vs 1.58 / 2.71 ms; session 36, BENCHMARKS.md). V3 under TP 8 has 16 heads a GPU.
+    if (xq && c.v % 128 == 0 && int64_t{c.heads} * (c.v / 32) <= num_sms()) {
       const int64_t K = H * c.v;
       Tensor xq_q = Tensor::empty({T, K}, DType::kF8E4M3, Device::kCuda);     // [T, H * v]
       Tensor xq_s = Tensor::empty({T, K / 128}, DType::kF32, Device::kCuda);  // [T, H * v / 128]
