@@ -27,8 +27,9 @@ Tensor cuda_mla_attention_absorbed(const Tensor& q, const Tensor& cache, int64_t
 // The same followed by the absorbed W_UV product (w_vc [H, v_dim, v] bf16): at decode sizes with a split plan the
 // combine and the product run as one kernel and this returns [T, H, v] with *fused = true (DSERVE_MLA_COMBINE_VC=0:
 // never); otherwise it returns the attention's [T, H, v_dim] with *fused = false and the caller multiplies.
-// With xq: where fused and v % 128 == 0, the same launch also makes the [T, H * v] output's block-FP8 quantization
-// for an FP8 consumer (ue8m0 scales or not), bit for bit quant_act's; *xq is left undefined where it does not.
+// With xq: where fused, v % 128 == 0 and the combine's blocks (H x v / 32) fit one an SM, the same launch also makes
+// the [T, H * v] output's block-FP8 quantization for an FP8 consumer (ue8m0 scales or not), bit for bit quant_act's;
+// *xq is left undefined where it does not.
 Tensor cuda_mla_attention_absorbed_vc(const Tensor& q, const Tensor& cache, int64_t v_dim, const AttnMetadata& m,
                                       float scale, const Tensor* topk, const Tensor& w_vc, bool* fused,
                                       cudaStream_t stream, Fp8Act* xq = nullptr, bool xq_ue8m0 = false);
