@@ -276,7 +276,7 @@ class CpuOps final : public Ops {
     return moe_experts_impl(x, &xq, topk_ids, topk_weights, experts);
   }
   // linear(x, w) from x's quantization where it was made for w's activation scales.
-  Tensor linear_q(const Tensor& x, const Fp8Act& xq, const LinearWeight& w) {
+  Tensor linear_q(const Tensor& x, const Fp8Act& xq, const LinearWeight& w) override {
     if (w8a8_ && w.is_block_fp8() && xq.defined() && xq.ue8m0 == fp8_scales_are_pow2(w.scale_inv)) {
       DS_CHECK(xq.q.dim(0) == x.dim(0) && xq.q.dim(1) == x.dim(1), "fp8 activation ", xq.q.describe(), " for x ",
                x.describe());
