@@ -99,7 +99,9 @@ __global__ void __launch_bounds__(kWarps * 32, 8) moe_gate_route_kernel(const Mo
 constexpr int kClusterCtas = 8, kClusterWarps = 8;
 constexpr int64_t kClusterStageBytes = 64 * 1024;  // staged router rows a CTA at most
 constexpr int kClusterMaxPer = 32;                 // expert rows a CTA at most (256 experts)
-__host__ __device__ constexpr int cluster_rows_per_cta(int experts) { return (experts + kClusterCtas - 1) / kClusterCtas; }
+__host__ __device__ constexpr int cluster_rows_per_cta(int experts) {
+  return (experts + kClusterCtas - 1) / kClusterCtas;
+}
 
 template <int J>
 __global__ void __launch_bounds__(kClusterWarps * 32) moe_gate_route_cluster_kernel(const MoeGateRouteParams p) {
@@ -198,10 +200,9 @@ cudaError_t launch_moe_gate_route_cluster(const MoeGateRouteParams& p, cudaStrea
   if (!moe_gate_route_cluster_supported(p)) return cudaErrorInvalidValue;
   const int J = moe_detail::route_fast_launch_j(p.route);
   auto kernel = J == 2 ? moe_gate_route_cluster_kernel<2> : moe_gate_route_cluster_kernel<8>;
-  static const cudaError_t attr2 = cudaFuncSetAttribute(moe_gate_route_cluster_kernel<2>,
-                                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kClusterStageBytes);
-  static const cudaError_t attr8 = cudaFuncSetAttribute(moe_gate_route_cluster_kernel<8>,
-                                                        cudaFuncAttributeMaxDynamicSharedMemorySize, kClusterStageBytes);
+  constexpr auto kAttr = cudaFuncAttributeMaxDynamicSharedMemorySize;
+  static const cudaError_t attr2 = cudaFuncSetAttribute(moe_gate_route_cluster_kernel<2>, kAttr, kClusterStageBytes);
+  static const cudaError_t attr8 = cudaFuncSetAttribute(moe_gate_route_cluster_kernel<8>, kAttr, kClusterStageBytes);
   if (attr2 != cudaSuccess) return attr2;
   if (attr8 != cudaSuccess) return attr8;
   const size_t smem = static_cast<size_t>(cluster_rows_per_cta(p.route.experts)) * p.dim * 2;

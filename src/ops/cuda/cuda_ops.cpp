@@ -1030,8 +1030,9 @@ class CudaOps final : public Ops {
     p.route = route_params(r, logits, bias32, ids, weights);
     p.permute = permute_params(ids, routed);
     if (!kernels::moe_gate_route_supported(p)) return Ops::moe_gate_route(x, router, bias, r, topk_ids, topk_weights);
-    DS_CUDA_CHECK(mode == 2 && kernels::moe_gate_route_cluster_supported(p) ? kernels::launch_moe_gate_route_cluster(p, stream())
-                                                                           : kernels::launch_moe_gate_route(p, stream()));
+    const bool cluster = mode == 2 && kernels::moe_gate_route_cluster_supported(p);
+    DS_CUDA_CHECK(cluster ? kernels::launch_moe_gate_route_cluster(p, stream())
+                          : kernels::launch_moe_gate_route(p, stream()));
     mark_grouping_behind(ids, EG);
     *topk_ids = ids;
     *topk_weights = weights;

@@ -612,18 +612,20 @@ TEST(MlaAbsorbedVc, QuantizedOutputFeedsFp8OProj) {
     ASSERT_EQ(wo.weight.dtype(), DType::kF8E4M3) << c.name;
     const int64_t T = in.batch.host.num_tokens;
     Fp8Act xq;
-    const Tensor o =
-        ops->mla_attention_absorbed_v_q(in.q_dev, in.cache_dev, c.v_dim, in.batch.dev, in.scale, nullptr, w_vc, wo, &xq);
+    const Tensor o = ops->mla_attention_absorbed_v_q(in.q_dev, in.cache_dev, c.v_dim, in.batch.dev, in.scale,
+                                                     nullptr, w_vc, wo, &xq);
     const Tensor o_plain =
         ops->mla_attention_absorbed_v(in.q_dev, in.cache_dev, c.v_dim, in.batch.dev, in.scale, nullptr, w_vc);
     EXPECT_EQ(xq.defined(), oc.made) << c.name;
     EXPECT_TRUE(same(o, o_plain)) << c.name << ": attention output";
-    EXPECT_TRUE(same(ops->linear_q(o.reshape({T, c.heads * V}), xq, wo), ops->linear(o_plain.reshape({T, c.heads * V}), wo)))
+    const int64_t K = c.heads * V;
+    EXPECT_TRUE(same(ops->linear_q(o.reshape({T, K}), xq, wo), ops->linear(o_plain.reshape({T, K}), wo)))
         << c.name << ": o_proj";
     // A bf16 o_proj, and the switch off: no quantization made.
     LinearWeight bf16_host;
     bf16_host.weight = Tensor::empty(wo_host.shape(), DType::kBF16);
-    for (int64_t i = 0; i < wo_host.numel(); ++i) bf16_host.weight.data_as<uint16_t>()[i] = f32_to_bf16(wo_host.f32()[i]);
+    uint16_t* hb = bf16_host.weight.data_as<uint16_t>();
+    for (int64_t i = 0; i < wo_host.numel(); ++i) hb[i] = f32_to_bf16(wo_host.f32()[i]);
     const LinearWeight wo_bf16 = ops->prepare_linear(bf16_host);
     Fp8Act none;
     ops->mla_attention_absorbed_v_q(in.q_dev, in.cache_dev, c.v_dim, in.batch.dev, in.scale, nullptr, w_vc, wo_bf16,

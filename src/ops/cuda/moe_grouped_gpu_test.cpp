@@ -430,7 +430,8 @@ TEST_F(MoeGroupedTest, FusedGateRouteMatchesCpu) {
       }
       // Isolated time (graph replays, kernels only): the fused launch vs router GEMM + routing + grouping.
       GateRouteLaunch l(gpu(), to_device(randn({1, d}, rng_)), router_bf, bias_dev, r);
-      const double fused_us = test::graph_time_us([&] { ASSERT_EQ(kernels::launch_moe_gate_route(l.p, s), cudaSuccess); }, s);
+      const double fused_us =
+          test::graph_time_us([&] { ASSERT_EQ(kernels::launch_moe_gate_route(l.p, s), cudaSuccess); }, s);
       const double route_us = test::graph_time_us([&] {
         ASSERT_EQ(kernels::launch_moe_route(l.p.route, s), cudaSuccess);
         ASSERT_EQ(kernels::launch_moe_permute(l.p.permute, s), cudaSuccess);
