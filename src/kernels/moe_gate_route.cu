@@ -39,6 +39,27 @@ __device__ __forceinline__ void route_tail_fast(const MoeGateRouteParams& p, cha
   moe_detail::route_and_group_fast<J>(p.route, p.permute, bias, kWarps, ids_s, mask_s, gsm);
 }
 
+// Both router kernels, a warp a router row: row e's 16-byte chunks staged into row_sm lane-strided (zeros past the
+// experts; weights are never written during a forward, so before the PDL wait: pdl.cuh), and the row's logit for
+// token t from them, warp-reduced. Each lane reads back only the chunks it copied (no barrier), and both kernels sum
+// in the same order (the cluster variant's test compares them bit for bit).
+// chunks = p.dim / 8.
+__device__ __forceinline__ void stage_router_row(const MoeGateRouteParams& p, int e, int64_t chunks, uint4* row_sm,
+                                                 int lane) {
+  const int E = p.route.experts;
+  const uint4* row = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.w) + (e < E ? e : 0) * p.dim);
+  for (int64_t c = lane; c < chunks; c += 32) ptx::cp_async16(&row_sm[c], &row[c], e < E);
+}
+__device__ __forceinline__ float router_logit(const MoeGateRouteParams& p, const uint4* row_sm, int64_t chunks,
+                                              int64_t t, int lane) {
+  const uint4* xrow = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.x) + t * p.dim);
+  float s = 0.0f;
+#pragma unroll 4
+  for (int64_t c = lane; c < chunks; c += 32) s += ptx::dot8_bf16(row_sm[c], xrow[c], 0.0f);
+  for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+  return s;
+}
+
 // At most 64 registers (8 CTAs an SM), so its CTAs fit beside the shared expert's (the last CTA's routing spills a
 // few words). tail: route_fast_launch_j's J for the last CTA's routing (0: the shared-memory routing).
 __global__ void __launch_bounds__(kWarps * 32, 8) moe_gate_route_kernel(const MoeGateRouteParams p, int tail) {
@@ -49,23 +70,17 @@ __global__ void __launch_bounds__(kWarps * 32, 8) moe_gate_route_kernel(const Mo
   const int E = p.route.experts;
   const int e = blockIdx.x * kWarps + warp;
   const int64_t chunks = p.dim / 8;  // 16-byte chunks of a row
-  // The router row staged in shared memory before the wait (weights are never written during a forward:
-  // pdl.cuh). Shared, not registers: this kernel runs beside the shared expert's GEMMs, and a register-heavy CTA
-  // finds no room on their SMs until they finish. Each lane reads back only the chunks it copied.
+  // The router row staged in shared memory before the wait. Shared, not registers: this kernel runs beside the
+  // shared expert's GEMMs, and a register-heavy CTA finds no room on their SMs until they finish.
   uint4* wsm = reinterpret_cast<uint4*>(smem) + warp * chunks;
-  const uint4* wrow = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.w) + (e < E ? e : 0) * p.dim);
-  for (int64_t c = lane; c < chunks; c += 32) ptx::cp_async16(&wsm[c], &wrow[c], e < E);
+  stage_router_row(p, e, chunks, wsm, lane);
   ptx::cp_async_commit();
   pdl_wait();
   pdl_launch_dependents();
   ptx::cp_async_wait<0>();
   if (e < E) {
     for (int64_t t = 0; t < p.route.tokens; ++t) {
-      const uint4* xrow = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.x) + t * p.dim);
-      float s = 0.0f;
-#pragma unroll 4
-      for (int64_t c = lane; c < chunks; c += 32) s += ptx::dot8_bf16(wsm[c], xrow[c], 0.0f);
-      for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+      const float s = router_logit(p, wsm, chunks, t, lane);
       if (lane == 0) p.logits[t * E + e] = s;
     }
   }
@@ -116,11 +131,8 @@ __global__ void __launch_bounds__(kClusterWarps * 32) moe_gate_route_cluster_ker
   const int E = p.route.experts, per = cluster_rows_per_cta(E);
   const int64_t chunks = p.dim / 8;
   uint4* rows = reinterpret_cast<uint4*>(smem);
-  for (int r = warp; r < per; r += kClusterWarps) {  // weights: never written by a forward, so before the wait
-    const int e = static_cast<int>(rank) * per + r;
-    const uint4* src = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.w) + (e < E ? e : 0) * p.dim);
-    for (int64_t c = lane; c < chunks; c += 32) ptx::cp_async16(&rows[r * chunks + c], &src[c], e < E);
-  }
+  for (int r = warp; r < per; r += kClusterWarps)
+    stage_router_row(p, static_cast<int>(rank) * per + r, chunks, rows + r * chunks, lane);
   ptx::cp_async_commit();
   float bias[J];
   moe_detail::load_route_bias<J>(p.route, bias);
@@ -133,11 +145,7 @@ __global__ void __launch_bounds__(kClusterWarps * 32) moe_gate_route_cluster_ker
     const int e = static_cast<int>(rank) * per + r;
     if (e >= E) break;  // warp-uniform
     for (int t = 0; t < T; ++t) {
-      const uint4* xrow = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.x) + t * p.dim);
-      float s = 0.0f;
-#pragma unroll 4
-      for (int64_t c = lane; c < chunks; c += 32) s += ptx::dot8_bf16(rows[r * chunks + c], xrow[c], 0.0f);
-      for (int o = 16; o > 0; o >>= 1) s += __shfl_xor_sync(0xffffffffu, s, o);
+      const float s = router_logit(p, rows + r * chunks, chunks, t, lane);
       if (lane == 0) {
         logit_sm[t][r] = s;
         p.logits[t * E + e] = s;
