@@ -874,10 +874,7 @@ class CudaOps final : public Ops {
   }
   Tensor mla_attention_absorbed_v(const Tensor& q, const Tensor& cache, int64_t v_dim, const AttnMetadata& m,
                                   float scale, const Tensor* topk, const Tensor& w_vc) override {
-    if (fallback_attention_) return Ops::mla_attention_absorbed_v(q, cache, v_dim, m, scale, topk, w_vc);
-    bool fused = false;
-    Tensor o = cuda_mla_attention_absorbed_vc(q, cache, v_dim, m, scale, topk, w_vc, &fused, stream());
-    return fused ? o : bmm_heads(o, w_vc);  // [T, H, v]
+    return absorbed_then_vc(q, cache, v_dim, m, scale, topk, w_vc, nullptr, false);
   }
   // The fused combine + W_UV kernel quantizes its output for an FP8 o_proj (no quant_act launch between them;
   // DSERVE_MLA_VC_QUANT=0: the launch as before), at the sizes where the norms do (kFusedNormMaxRows).
@@ -885,12 +882,18 @@ class CudaOps final : public Ops {
                                     float scale, const Tensor* topk, const Tensor& w_vc, const LinearWeight& consumer,
                                     Fp8Act* xq) override {
     *xq = Fp8Act{};
-    const bool want = vc_quant_ && !fallback_attention_ && fp8_ && consumer.is_block_fp8() && fp8_->owns(consumer) &&
-                      q.ndim() == 3 && q.dim(0) <= kFusedNormMaxRows;
-    if (!want) return mla_attention_absorbed_v(q, cache, v_dim, m, scale, topk, w_vc);
+    const bool want = vc_quant_ && fp8_ && consumer.is_block_fp8() && fp8_->owns(consumer) && q.ndim() == 3 &&
+                      q.dim(0) <= kFusedNormMaxRows;
+    return absorbed_then_vc(q, cache, v_dim, m, scale, topk, w_vc, want ? xq : nullptr,
+                            want && fp8_->ue8m0_of(consumer));
+  }
+  // Both: the attention with the W_UV product fused into its split combine where that applies (with xq, the
+  // output's quantization too, where the kernel makes it), else followed by bmm_heads.
+  Tensor absorbed_then_vc(const Tensor& q, const Tensor& cache, int64_t v_dim, const AttnMetadata& m, float scale,
+                          const Tensor* topk, const Tensor& w_vc, Fp8Act* xq, bool xq_ue8m0) {
+    if (fallback_attention_) return Ops::mla_attention_absorbed_v(q, cache, v_dim, m, scale, topk, w_vc);
     bool fused = false;
-    Tensor o = cuda_mla_attention_absorbed_vc(q, cache, v_dim, m, scale, topk, w_vc, &fused, stream(), xq,
-                                              fp8_->ue8m0_of(consumer));
+    Tensor o = cuda_mla_attention_absorbed_vc(q, cache, v_dim, m, scale, topk, w_vc, &fused, stream(), xq, xq_ue8m0);
     return fused ? o : bmm_heads(o, w_vc);  // [T, H, v]
   }
 
