@@ -264,6 +264,9 @@ struct GateRouteLaunch {
     p.route = route_params_of(r, lg, bias, ids, wts);
     p.permute = permute_params_of(ids, meta, static_cast<int>(EG));
   }
+  void poison(cudaStream_t s) {  // all-ones bytes: NaN logits and weights, -1 ids and grouping entries
+    for (Tensor* t : {&lg, &ids, &wts, &meta}) ASSERT_EQ(cudaMemsetAsync(t->data(), 0xff, t->nbytes(), s), cudaSuccess);
+  }
 };
 
 // The cluster variant of the fused router (launch_moe_gate_route_cluster) against the ticket kernel on the same
@@ -285,8 +288,7 @@ TEST_F(MoeGroupedTest, ClusterGateRouteMatchesTicketKernel) {
       GateRouteLaunch l(gpu(), to_device(randn({T, d}, rng_)), router_bf, Tensor(), r);
       ASSERT_TRUE(kernels::moe_gate_route_cluster_supported(l.p)) << name;
       auto run = [&](bool cluster) {
-        for (Tensor* t : {&l.lg, &l.ids, &l.wts, &l.meta})
-          EXPECT_EQ(cudaMemsetAsync(t->data(), 0xff, t->nbytes(), s), cudaSuccess);
+        l.poison(s);
         EXPECT_EQ(cluster ? kernels::launch_moe_gate_route_cluster(l.p, s) : kernels::launch_moe_gate_route(l.p, s),
                   cudaSuccess);
         std::vector<Tensor> out;
@@ -301,8 +303,7 @@ TEST_F(MoeGroupedTest, ClusterGateRouteMatchesTicketKernel) {
           EXPECT_EQ(std::memcmp(got[i].data(), want[i].data(), want[i].nbytes()), 0) << name << ": " << what[i];
       }
       // Replayed from a graph (the launch a decode step captures).
-      for (Tensor* t : {&l.lg, &l.ids, &l.wts, &l.meta})
-        ASSERT_EQ(cudaMemsetAsync(t->data(), 0xff, t->nbytes(), s), cudaSuccess);
+      l.poison(s);
       cudaGraph_t g = nullptr;
       cudaGraphExec_t exec = nullptr;
       ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
@@ -605,7 +606,7 @@ TEST_F(MoeGroupedTest, SharedExpertsFusedRouting) {
         const test::ScopedEnv kernel("DSERVE_MOE_ROUTE_FAST", fast ? nullptr : "0");
         const std::string name = m.name + " gate_route T " + std::to_string(T) + (fast ? " register" : " shared-memory");
         GateRouteLaunch l(gpu(), to_device(randn({T, m.hidden}, rng_)), router_bf, bias_dev, r);
-        for (Tensor* t : {&l.ids, &l.wts, &l.meta}) ASSERT_EQ(cudaMemsetAsync(t->data(), 0xff, t->nbytes(), s), cudaSuccess);
+        l.poison(s);
         ASSERT_TRUE(kernels::moe_gate_route_supported(l.p)) << name;
         ASSERT_EQ(kernels::launch_moe_gate_route(l.p, s), cudaSuccess);
         Tensor ci, cw;
