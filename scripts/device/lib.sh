@@ -18,3 +18,9 @@ if len(sys.argv) > 3 and sys.argv[3] == "bf16":
 json.dump(c, open(sys.argv[1], "w"), indent=1)
 PY
 }
+# gtest_run NAME SECONDS FILTER: ds_ops_cuda_gpu_test with that gtest filter under a time limit, its output in
+# $OUT/NAME.log, and one line "== NAME: rc=<exit status> <its PASSED / FAILED summary lines>".
+gtest_run() {
+  timeout "$2" "$B/ds_ops_cuda_gpu_test" --gtest_filter="$3" > "$OUT/$1.log" 2>&1
+  echo "== $1: rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$OUT/$1.log" | tr '\n' ' ')"
+}

@@ -10,9 +10,7 @@
 set -u
 source "$(dirname "$0")/lib.sh"
 D="$(dirname "$0")"
-DSERVE_TEST_NO_TIMING=1 timeout 120 "$B/ds_ops_cuda_gpu_test" \
-  --gtest_filter='MoeFp8Test.WalkSpeculative*:MlaAbsorbedVc.*' > "$OUT/new_kernel_tests.log" 2>&1
-echo "== new kernel tests: rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$OUT/new_kernel_tests.log" | tr '\n' ' ')"
+DSERVE_TEST_NO_TIMING=1 gtest_run new_kernel_tests 120 'MoeFp8Test.WalkSpeculative*:MlaAbsorbedVc.*'
 grep -E "Failure|differ|wrote past" "$OUT/new_kernel_tests.log" | head -8
 DSERVE_MOE_FP8_SPEC=1 GTEST_FILTER='FixtureGpu*:Fp8Fixture*:CudaGraph*:MoeFp8*:MlaAbsorbed*' SUITE_LIMIT=150 \
   bash "$D/gpusuite.sh" | grep -E "^==|FAILED|PASSED|!!"

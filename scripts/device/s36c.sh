@@ -8,9 +8,7 @@
 set -u
 source "$(dirname "$0")/lib.sh"
 D="$(dirname "$0")"
-DSERVE_TEST_NO_TIMING=1 timeout 120 "$B/ds_ops_cuda_gpu_test" --gtest_filter='MoeFp8Test.*:MlaAbsorbedVc.*' \
-  > "$OUT/new_kernel_tests.log" 2>&1
-echo "== kernel tests: rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$OUT/new_kernel_tests.log" | tr '\n' ' ')"
+DSERVE_TEST_NO_TIMING=1 gtest_run new_kernel_tests 120 'MoeFp8Test.*:MlaAbsorbedVc.*'
 grep -E "Failure|differ|wrote past|bf16 output|e4m3 bytes|scales" "$OUT/new_kernel_tests.log" | head -8
 SUITE_LIMIT=160 bash "$D/gpusuite.sh" | grep -E "^==|FAILED|PASSED|!!"
 AB_KINDS=fp8 AB_ROUNDS=3 AB_BATCHES=1,4,8 AB_BINS="new wq0 off" AB_CFG_wq0=DSERVE_MOE_FP8_WALK_QUANT=0 \

@@ -8,9 +8,7 @@
 set -u
 source "$(dirname "$0")/lib.sh"
 D="$(dirname "$0")"
-DSERVE_TEST_NO_TIMING=1 timeout 120 "$B/ds_ops_cuda_gpu_test" --gtest_filter='MoeFp8Test.*:MlaAbsorbedVc.*' \
-  > "$OUT/kernel_tests.log" 2>&1
-echo "== kernel tests: rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$OUT/kernel_tests.log" | tr '\n' ' ')"
+DSERVE_TEST_NO_TIMING=1 gtest_run kernel_tests 120 'MoeFp8Test.*:MlaAbsorbedVc.*'
 AB_KINDS=fp8 AB_ROUNDS=3 AB_BATCHES=1,8 AB_BINS="new wq0" AB_CFG_wq0=DSERVE_MOE_FP8_WALK_QUANT=0 bash "$D/abbin.sh"
 OUT=$OUT/trace_fp8_1 TRACE_BS=1 TRACE_EXTRA="--quantization fp8" TRACE_SUMMARY_ARGS="--timeline mla_absorb_prep 12" \
   bash "$D/trace.sh" | sed -n '/^timeline/,$p'

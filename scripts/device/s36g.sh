@@ -6,9 +6,7 @@
 set -u
 source "$(dirname "$0")/lib.sh"
 D="$(dirname "$0")"
-DSERVE_TEST_NO_TIMING=1 timeout 120 "$B/ds_ops_cuda_gpu_test" --gtest_filter='MlaAbsorbedVc.*' \
-  > "$OUT/mla_vc_tests.log" 2>&1
-echo "== MLA combine tests: rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$OUT/mla_vc_tests.log" | tr '\n' ' ')"
+DSERVE_TEST_NO_TIMING=1 gtest_run mla_vc_tests 120 'MlaAbsorbedVc.*'
 v3_config "$OUT/v3l5fp8.json" 5
 AB_MODEL="$OUT/v3l5fp8.json" AB_KINDS=bf16 AB_ROUNDS=1 AB_BATCHES=1,4 AB_BINS="new vq0" \
   AB_CFG_vq0=DSERVE_MLA_VC_QUANT=0 bash "$D/abbin.sh"

@@ -12,9 +12,7 @@
 set -u
 source "$(dirname "$0")/lib.sh"
 D="$(dirname "$0")"
-timeout 150 "$B/ds_ops_cuda_gpu_test" --gtest_filter='MoeGroupedTest.ClusterGateRoute*:MoeGroupedTest.FusedGateRoute*' \
-  > "$OUT/gate_route_tests.log" 2>&1
-echo "== gate route tests: rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$OUT/gate_route_tests.log" | tr '\n' ' ')"
+gtest_run gate_route_tests 150 'MoeGroupedTest.ClusterGateRoute*:MoeGroupedTest.FusedGateRoute*'
 grep -E "GATEROUTE|moe_gate_route .* fused|Failure" "$OUT/gate_route_tests.log" | head -12
 DSERVE_MOE_GATE_ROUTE=2 GTEST_FILTER='FixtureGpu*:Fp8Fixture*:CudaGraph*' SUITE_LIMIT=150 bash "$D/gpusuite.sh" | \
   grep -E "^==|FAILED|PASSED|!!"
