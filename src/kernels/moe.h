@@ -89,14 +89,6 @@ constexpr int64_t kMoeGateRouteMaxDim = 7168;
 // Whether launch_moe_gate_route takes these sizes (tokens <= 8, dim % 8 == 0 and <= 7168, 16-byte aligned x and w).
 bool moe_gate_route_supported(const MoeGateRouteParams& p);
 cudaError_t launch_moe_gate_route(const MoeGateRouteParams& p, cudaStream_t stream);
-// The same in one thread-block cluster of 8 CTAs (ticket unused): each CTA's router rows (at most 64 KB of them,
-// staged) and logits stay in its shared memory, and CTA 0 routes and groups after a cluster barrier, reading the
-// logits through distributed shared memory. Takes what moe_gate_route_supported takes with the register routing
-// (moe_route.cuh route_fast_fits) and at most 64 KB of rows a CTA (V2-Lite: 8 rows of 2048).
-bool moe_gate_route_cluster_supported(const MoeGateRouteParams& p);
-// The size part of that: the experts' rows of one CTA (ceil(experts / 8)) staged in 64 KB, at most 256 experts.
-bool moe_gate_route_cluster_fits(int experts, int64_t dim);
-cudaError_t launch_moe_gate_route_cluster(const MoeGateRouteParams& p, cudaStream_t stream);
 
 // xp[r, :] = x[src_token[r], :] for r < rows (bf16).
 cudaError_t launch_gather_rows(const void* x, const int32_t* src, void* out, int64_t rows, int64_t dim,

@@ -1,8 +1,7 @@
 // The fused decode router (see moe.h, MoeGateRouteParams): router GEMM spread over the SMs, then the last CTA to
 // finish routes every token and groups the entries by expert, so the chain router -> route -> permute costs one
 // launch and one round of dependent loads instead of three. The last CTA routes in registers where it can
-// (DSERVE_MOE_ROUTE_FAST, as moe_route_permute). A cluster variant hands the logits to one CTA through distributed
-// shared memory instead of a global ticket.
+// (DSERVE_MOE_ROUTE_FAST, as moe_route_permute).
 #include <cuda_bf16.h>
 
 #include "kernels/moe.h"
@@ -39,11 +38,9 @@ __device__ __forceinline__ void route_tail_fast(const MoeGateRouteParams& p, cha
   moe_detail::route_and_group_fast<J>(p.route, p.permute, bias, kWarps, ids_s, mask_s, gsm);
 }
 
-// Both router kernels, a warp a router row: row e's 16-byte chunks staged into row_sm lane-strided (zeros past the
-// experts; weights are never written during a forward, so before the PDL wait: pdl.cuh), and the row's logit for
-// token t from them, warp-reduced. Each lane reads back only the chunks it copied (no barrier), and both kernels sum
-// in the same order (the cluster variant's test compares them bit for bit).
-// chunks = p.dim / 8.
+// A warp a router row: row e's 16-byte chunks staged into row_sm lane-strided (zeros past the experts; weights are
+// never written during a forward, so before the PDL wait: pdl.cuh), and the row's logit for token t from them,
+// warp-reduced. Each lane reads back only the chunks it copied (no barrier). chunks = p.dim / 8.
 __device__ __forceinline__ void stage_router_row(const MoeGateRouteParams& p, int e, int64_t chunks, uint4* row_sm,
                                                  int lane) {
   const int E = p.route.experts;
@@ -104,69 +101,6 @@ __global__ void __launch_bounds__(kWarps * 32, 8) moe_gate_route_kernel(const Mo
   if (threadIdx.x == 0) *p.ticket = 0;  // ready for the next launch (graph replays included)
 }
 
-// ---- the cluster variant (DSERVE_MOE_GATE_ROUTE=2; session 36's experiment, unmeasured) ----
-// The router GEMM in one thread-block cluster of kClusterCtas CTAs (expert rows [rank * per, rank * per + per) a
-// CTA, a warp a row, staged in shared memory before the PDL wait), each CTA's logits kept in its shared memory; after
-// a cluster barrier CTA 0 gathers every token's logits through distributed shared memory and routes and groups them
-// (route_and_group_fast, the same arithmetic as moe_route_permute). No global ticket and no logits read back from L2:
-// the ticket version's last CTA waited behind the memory system's queues (sessions 13-30), which a cluster barrier
-// and shared-memory reads do not enter.
-constexpr int kClusterCtas = 8, kClusterWarps = 8;
-constexpr int64_t kClusterStageBytes = 64 * 1024;  // staged router rows a CTA at most
-constexpr int kClusterMaxPer = 32;                 // expert rows a CTA at most (256 experts)
-__host__ __device__ constexpr int cluster_rows_per_cta(int experts) {
-  return (experts + kClusterCtas - 1) / kClusterCtas;
-}
-
-template <int J>
-__global__ void __launch_bounds__(kClusterWarps * 32) moe_gate_route_cluster_kernel(const MoeGateRouteParams p) {
-  extern __shared__ __align__(16) char smem[];  // staged rows [per][dim] bf16
-  __shared__ float logit_sm[kMoeGateRouteMaxTokens][kClusterMaxPer];
-  __shared__ float gather_sm[kMoeGateRouteMaxTokens * 32 * J];  // CTA 0: [tokens, experts]
-  __shared__ int32_t ids_s[kMoeGateRouteMaxTokens * 32];
-  __shared__ uint32_t mask_s[moe_detail::kRouteMaskWords];
-  __shared__ float gsm[kClusterWarps][32 * J];
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-  const uint32_t rank = ptx::cluster_ctarank();
-  const int E = p.route.experts, per = cluster_rows_per_cta(E);
-  const int64_t chunks = p.dim / 8;
-  uint4* rows = reinterpret_cast<uint4*>(smem);
-  for (int r = warp; r < per; r += kClusterWarps)
-    stage_router_row(p, static_cast<int>(rank) * per + r, chunks, rows + r * chunks, lane);
-  ptx::cp_async_commit();
-  float bias[J];
-  moe_detail::load_route_bias<J>(p.route, bias);
-  if (threadIdx.x < moe_detail::kRouteMaskWords) mask_s[threadIdx.x] = 0;
-  pdl_wait();
-  pdl_launch_dependents();
-  ptx::cp_async_wait<0>();
-  const int T = static_cast<int>(p.route.tokens);
-  for (int r = warp; r < per; r += kClusterWarps) {
-    const int e = static_cast<int>(rank) * per + r;
-    if (e >= E) break;  // warp-uniform
-    for (int t = 0; t < T; ++t) {
-      const float s = router_logit(p, rows + r * chunks, chunks, t, lane);
-      if (lane == 0) {
-        logit_sm[t][r] = s;
-        p.logits[t * E + e] = s;
-      }
-    }
-  }
-  ptx::cluster_sync();  // every CTA's logits in its shared memory
-  if (rank == 0) {
-    for (int i = threadIdx.x; i < T * E; i += blockDim.x) {
-      const int t = i / E, e = i % E;
-      const uint32_t at = static_cast<uint32_t>(__cvta_generic_to_shared(&logit_sm[t][e % per]));
-      gather_sm[i] = ptx::ld_cluster_f32(ptx::cluster_map(at, static_cast<uint32_t>(e / per)));
-    }
-  }
-  ptx::cluster_sync();  // the other CTAs' shared memory is read: they may leave
-  if (rank != 0) return;
-  MoeRouteParams r = p.route;
-  r.logits = gather_sm;  // route_token_fast reads the logits through this pointer (generic: shared memory here)
-  moe_detail::route_and_group_fast<J>(r, p.permute, bias, kClusterWarps, ids_s, mask_s, &gsm[0][0]);
-}
-
 // The staged rows, then (reused) the routing's and the grouping's scratch.
 size_t gate_route_smem(const MoeGateRouteParams& p) {
   const size_t rows = kWarps * static_cast<size_t>(p.dim) * 2;
@@ -190,31 +124,6 @@ bool moe_gate_route_supported(const MoeGateRouteParams& p) {
          p.permute.experts == p.route.experts + p.route.shared && p.permute.top_k == route_width(p.route) &&
          p.permute.entries == p.route.tokens * route_width(p.route) &&
          moe_detail::slots_ok(p.permute) && gate_route_smem(p) <= kMaxSmem;
-}
-
-bool moe_gate_route_cluster_fits(int experts, int64_t dim) {
-  const int per = cluster_rows_per_cta(experts);
-  return experts >= 1 && moe_detail::route_fast_j(experts) > 0 && per <= kClusterMaxPer &&
-         static_cast<int64_t>(per) * dim * 2 <= kClusterStageBytes;
-}
-
-bool moe_gate_route_cluster_supported(const MoeGateRouteParams& p) {
-  const int J = moe_detail::route_fast_launch_j(p.route);
-  return moe_gate_route_supported(p) && J > 0 && J == moe_detail::route_fast_j(p.route.experts) &&
-         moe_gate_route_cluster_fits(p.route.experts, p.dim);
-}
-
-cudaError_t launch_moe_gate_route_cluster(const MoeGateRouteParams& p, cudaStream_t stream) {
-  if (!moe_gate_route_cluster_supported(p)) return cudaErrorInvalidValue;
-  const int J = moe_detail::route_fast_launch_j(p.route);
-  auto kernel = J == 2 ? moe_gate_route_cluster_kernel<2> : moe_gate_route_cluster_kernel<8>;
-  constexpr auto kAttr = cudaFuncAttributeMaxDynamicSharedMemorySize;
-  static const cudaError_t attr2 = cudaFuncSetAttribute(moe_gate_route_cluster_kernel<2>, kAttr, kClusterStageBytes);
-  static const cudaError_t attr8 = cudaFuncSetAttribute(moe_gate_route_cluster_kernel<8>, kAttr, kClusterStageBytes);
-  if (attr2 != cudaSuccess) return attr2;
-  if (attr8 != cudaSuccess) return attr8;
-  const size_t smem = static_cast<size_t>(cluster_rows_per_cta(p.route.experts)) * p.dim * 2;
-  return launch_pdl_cluster(kernel, dim3(kClusterCtas), dim3(kClusterCtas), dim3(kClusterWarps * 32), smem, stream, p);
 }
 
 cudaError_t launch_moe_gate_route(const MoeGateRouteParams& p, cudaStream_t stream) {

@@ -1007,12 +1007,11 @@ class CudaOps final : public Ops {
   // moe_experts op given them: permute). Off by default: 9.3 vs 10.8 us for the three launches alone (V2-Lite,
   // batch 1), but in the model the routing chain hides under the shared expert's weight stream and the fused
   // kernel lost there (batch 1 3.10-3.37 vs 3.07 ms; H100, 2026-11-26, BENCHMARKS.md; FP8 1.94 vs 1.78, s30b).
-  // =2: the cluster variant (launch_moe_gate_route_cluster: no global ticket, the logits handed over in distributed
-  // shared memory; session 36's experiment, not yet measured) where it takes the shape, else as =1.
+  // A variant in one thread-block cluster (CTA 0 routing from the logits in distributed shared memory, no ticket)
+  // did no better: FP8 batch 1 1.65 vs 1.64 ms, batch 8 4.02 vs 3.80, bf16 batch 1 2.10 vs 2.02 (s37a); removed.
   Tensor moe_gate_route(const Tensor& x, const Tensor& router, const Tensor& bias, const MoeRouting& r,
                         Tensor* topk_ids, Tensor* topk_weights) override {
-    const int64_t mode = env_int("DSERVE_MOE_GATE_ROUTE", 0);
-    const bool on = mode == 1 || mode == 2;
+    const bool on = env_flag("DSERVE_MOE_GATE_ROUTE", false);
     const int64_t T = x.dim(0), E = router.dim(0);
     if (!on || x.ndim() != 2 || router.ndim() != 2 || x.dtype() != DType::kBF16 || router.dtype() != DType::kBF16 ||
         x.device() != Device::kCuda || router.device() != Device::kCuda || x.dim(1) != router.dim(1) ||
@@ -1033,9 +1032,7 @@ class CudaOps final : public Ops {
     p.route = route_params(r, logits, bias32, ids, weights);
     p.permute = permute_params(ids, routed);
     if (!kernels::moe_gate_route_supported(p)) return Ops::moe_gate_route(x, router, bias, r, topk_ids, topk_weights);
-    const bool cluster = mode == 2 && kernels::moe_gate_route_cluster_supported(p);
-    DS_CUDA_CHECK(cluster ? kernels::launch_moe_gate_route_cluster(p, stream())
-                          : kernels::launch_moe_gate_route(p, stream()));
+    DS_CUDA_CHECK(kernels::launch_moe_gate_route(p, stream()));
     mark_grouping_behind(ids, EG);
     *topk_ids = ids;
     *topk_weights = weights;

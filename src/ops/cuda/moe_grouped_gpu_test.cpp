@@ -269,64 +269,6 @@ struct GateRouteLaunch {
   }
 };
 
-// The cluster variant of the fused router (launch_moe_gate_route_cluster) against the ticket kernel on the same
-// inputs: logits, ids, weights and the grouping (all NaN-poisoned before each launch) bit for bit, at V2-Lite's
-// shape (64 experts, 8 rows a CTA) and at 40 experts of 512 channels (5 rows a CTA: the last CTA's rows partly
-// empty), 1 / 3 / 8 tokens, twice each (no state carried between launches), and replayed from a graph. Prints
-// both kernels' times alone (graph replays).
-TEST_F(MoeGroupedTest, ClusterGateRouteMatchesTicketKernel) {
-  cudaStream_t s = cuda_stream();
-  const kbench::ModelDims lite = kbench::deepseek_v2_lite();
-  MoeRouting small = kcases::routing_of(lite);
-  small.num_experts = 40;
-  for (const auto& [r, d] : {std::pair<MoeRouting, int64_t>{kcases::routing_of(lite), lite.hidden}, {small, 512}}) {
-    const int E = r.num_experts;
-    ASSERT_TRUE(kernels::moe_gate_route_cluster_fits(E, d));
-    Tensor router_bf = to_device(randn({E, d}, rng_, 0.05f));
-    for (int64_t T : {int64_t{1}, int64_t{3}, int64_t{kernels::kMoeGateRouteMaxTokens}}) {
-      const std::string name = std::to_string(E) + " experts x " + std::to_string(d) + ", T " + std::to_string(T);
-      GateRouteLaunch l(gpu(), to_device(randn({T, d}, rng_)), router_bf, Tensor(), r);
-      ASSERT_TRUE(kernels::moe_gate_route_cluster_supported(l.p)) << name;
-      auto run = [&](bool cluster) {
-        l.poison(s);
-        EXPECT_EQ(cluster ? kernels::launch_moe_gate_route_cluster(l.p, s) : kernels::launch_moe_gate_route(l.p, s),
-                  cudaSuccess);
-        std::vector<Tensor> out;
-        for (Tensor* t : {&l.lg, &l.ids, &l.wts, &l.meta}) out.push_back(cuda_download(*t));
-        return out;
-      };
-      const std::vector<Tensor> want = run(false);
-      for (int rep = 0; rep < 2; ++rep) {
-        const std::vector<Tensor> got = run(true);
-        const char* what[] = {"logits", "ids", "weights", "grouping"};
-        for (size_t i = 0; i < got.size(); ++i)
-          EXPECT_EQ(std::memcmp(got[i].data(), want[i].data(), want[i].nbytes()), 0) << name << ": " << what[i];
-      }
-      // Replayed from a graph (the launch a decode step captures).
-      l.poison(s);
-      cudaGraph_t g = nullptr;
-      cudaGraphExec_t exec = nullptr;
-      ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-      ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-      ASSERT_EQ(kernels::launch_moe_gate_route_cluster(l.p, s), cudaSuccess);
-      ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
-      ASSERT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
-      ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
-      const Tensor ids = cuda_download(l.ids), meta = cuda_download(l.meta);
-      EXPECT_EQ(std::memcmp(ids.data(), want[1].data(), ids.nbytes()), 0) << name << ": ids (graph)";
-      EXPECT_EQ(std::memcmp(meta.data(), want[3].data(), meta.nbytes()), 0) << name << ": grouping (graph)";
-      cudaGraphExecDestroy(exec);
-      cudaGraphDestroy(g);
-      if (T != 1 || std::getenv("DSERVE_TEST_NO_TIMING")) continue;
-      const double ticket_us =
-          test::graph_time_us([&] { ASSERT_EQ(kernels::launch_moe_gate_route(l.p, s), cudaSuccess); }, s);
-      const double cluster_us =
-          test::graph_time_us([&] { ASSERT_EQ(kernels::launch_moe_gate_route_cluster(l.p, s), cudaSuccess); }, s);
-      std::printf("GATEROUTE %s: ticket kernel %.2f us, cluster kernel %.2f us\n", name.c_str(), ticket_us, cluster_us);
-    }
-  }
-}
-
 // moe_gate_route at decode sizes (the fused kernel: V2-Lite's softmax greedy router, V3's sigmoid noaux_tc with
 // bias over 256 experts and 7168 channels, an odd token count), eager and replayed from a graph: the logits
 // match the CPU router, the ids / weights match the CPU routing of those logits exactly, the kernel's grouping
@@ -335,112 +277,106 @@ TEST_F(MoeGroupedTest, ClusterGateRouteMatchesTicketKernel) {
 // fused launch's time next to the three launches it replaces (graph replays, in isolation).
 TEST_F(MoeGroupedTest, FusedGateRouteMatchesCpu) {
   cudaStream_t s = cuda_stream();
-  // =1 the ticket kernel, =2 the cluster variant (V2-Lite's shape; V3's rows do not fit its staging: =1 there).
-  const kbench::ModelDims lite = kbench::deepseek_v2_lite(), v3 = kbench::deepseek_v3();
-  EXPECT_TRUE(kernels::moe_gate_route_cluster_fits(lite.n_routed, lite.hidden));
-  EXPECT_FALSE(kernels::moe_gate_route_cluster_fits(v3.n_routed, v3.hidden));
-  for (const char* mode : {"1", "2"})
-    for (const kbench::ModelDims& m : {lite, v3}) {
-      const test::ScopedEnv gate_route("DSERVE_MOE_GATE_ROUTE", mode);  // opt-in, read per call
-      const MoeRouting r = kcases::routing_of(m);
-      const int64_t d = m.hidden;
-      const int E = r.num_experts, K = r.top_k;
-      Tensor router_bf = to_device(randn({E, d}, rng_, 0.05f));  // bf16 on the device
-      Tensor router_ref = to_host_f32(router_bf);
-      Tensor bias = m.sigmoid ? randn({E}, rng_, 0.05f) : Tensor();
-      Tensor bias_dev = m.sigmoid ? cuda_upload(bias) : Tensor();
-      // Small experts (inner size 16) of the model's count and hidden size: they take the fused grouping, in the
-      // capture too, as a forward does.
-      Experts ex = make_experts(E, d, 16);
-      for (int64_t T : {int64_t{1}, int64_t{3}, int64_t{8}}) {
-        for (bool graph : {false, true}) {
-          const std::string name =
-              m.name + " mode " + mode + " T " + std::to_string(T) + (graph ? " graph" : " eager");
-          Tensor x_dev = to_device(randn({T, d}, rng_));
-          Tensor x_ref = to_host_f32(x_dev);
-          Tensor logits, gi, gw, y;
-          cudaGraphExec_t exec = nullptr;
-          cudaGraph_t g = nullptr;
-          if (!graph) {
-            logits = gpu().moe_gate_route(x_dev, router_bf, bias_dev, r, &gi, &gw);
-            y = gpu().moe_experts(x_dev, gi, gw, ex.gpu);  // takes the fused grouping
-          } else {
-            // Outputs copied out of the capture into buffers made outside it (what a capture allocates dies in it).
-            logits = gpu().empty({T, E}, DType::kF32);
-            gi = gpu().empty({T, K}, DType::kI32);
-            gw = gpu().empty({T, K}, DType::kF32);
-            y = gpu().empty({T, d}, DType::kBF16);
-            { Tensor a, b; gpu().moe_gate_route(x_dev, router_bf, bias_dev, r, &a, &b); }  // warm-up outside
-            ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-            ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-            {
-              Tensor a, b;
-              Tensor l = gpu().moe_gate_route(x_dev, router_bf, bias_dev, r, &a, &b);
-              Tensor o = gpu().moe_experts(x_dev, a, b, ex.gpu);
-              for (auto [dst, src] : {std::pair<Tensor*, Tensor*>{&logits, &l}, {&gi, &a}, {&gw, &b}, {&y, &o}})
-                ASSERT_EQ(cudaMemcpyAsync(dst->data(), src->data(), src->nbytes(), cudaMemcpyDeviceToDevice, s),
-                          cudaSuccess);
-            }
-            ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
-            ASSERT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
-            for (int rep = 0; rep < 3; ++rep) ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);  // ticket reset
-          }
-          Tensor hl = to_host_f32(logits);
-          DS_EXPECT_CLOSE(hl, cpu().linear_f32(x_ref, router_ref), 1e-4, 1e-5, "gate_route logits " + name);
-          Tensor ci, cw;
-          cpu().moe_route(hl, bias, r, &ci, &cw);
-          Tensor hi = cuda_download(gi), hw = cuda_download(gw);
-          int64_t id_mismatch = 0;
-          for (int64_t i = 0; i < ci.numel(); ++i) id_mismatch += hi.data_as<int32_t>()[i] != ci.data_as<int32_t>()[i];
-          EXPECT_EQ(id_mismatch, 0) << name;
-          DS_EXPECT_CLOSE(hw, cw, 1e-6, 1e-6, "gate_route weights " + name);
+  const test::ScopedEnv gate_route("DSERVE_MOE_GATE_ROUTE", "1");  // opt-in, read per call
+  for (const kbench::ModelDims& m : {kbench::deepseek_v2_lite(), kbench::deepseek_v3()}) {
+    const MoeRouting r = kcases::routing_of(m);
+    const int64_t d = m.hidden;
+    const int E = r.num_experts, K = r.top_k;
+    Tensor router_bf = to_device(randn({E, d}, rng_, 0.05f));  // bf16 on the device
+    Tensor router_ref = to_host_f32(router_bf);
+    Tensor bias = m.sigmoid ? randn({E}, rng_, 0.05f) : Tensor();
+    Tensor bias_dev = m.sigmoid ? cuda_upload(bias) : Tensor();
+    // Small experts (inner size 16) of the model's count and hidden size: they take the fused grouping, in the
+    // capture too, as a forward does.
+    Experts ex = make_experts(E, d, 16);
+    for (int64_t T : {int64_t{1}, int64_t{3}, int64_t{8}}) {
+      for (bool graph : {false, true}) {
+        const std::string name = m.name + " T " + std::to_string(T) + (graph ? " graph" : " eager");
+        Tensor x_dev = to_device(randn({T, d}, rng_));
+        Tensor x_ref = to_host_f32(x_dev);
+        Tensor logits, gi, gw, y;
+        cudaGraphExec_t exec = nullptr;
+        cudaGraph_t g = nullptr;
+        if (!graph) {
+          logits = gpu().moe_gate_route(x_dev, router_bf, bias_dev, r, &gi, &gw);
+          y = gpu().moe_experts(x_dev, gi, gw, ex.gpu);  // takes the fused grouping
+        } else {
+          // Outputs copied out of the capture into buffers made outside it (what a capture allocates dies in it).
+          logits = gpu().empty({T, E}, DType::kF32);
+          gi = gpu().empty({T, K}, DType::kI32);
+          gw = gpu().empty({T, K}, DType::kF32);
+          y = gpu().empty({T, d}, DType::kBF16);
+          { Tensor a, b; gpu().moe_gate_route(x_dev, router_bf, bias_dev, r, &a, &b); }  // warm-up outside
+          ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+          ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
           {
-            // The same ids in a new tensor: the experts op groups them itself (moe_permute).
-            Tensor want = to_host_f32(gpu().moe_experts(x_dev, cuda_upload(hi), gw, ex.gpu));
-            Tensor got = to_host_f32(y);
-            int64_t diff = 0;
-            for (int64_t i = 0; i < got.numel(); ++i) diff += !(got.f32()[i] == want.f32()[i]);
-            EXPECT_EQ(diff, 0) << "experts on the fused grouping " << name;
-            if (!graph) {
-              // The mark of a fused grouping never outlives the next experts op: route again, run the experts op on
-              // other ids (a copy), then on the marked ids (the mark is gone: it groups them itself).
-              Tensor a, b;
-              gpu().moe_gate_route(x_dev, router_bf, bias_dev, r, &a, &b);
-              Tensor other = to_host_f32(gpu().moe_experts(x_dev, cuda_upload(cuda_download(a)), b, ex.gpu));
-              Tensor again = to_host_f32(gpu().moe_experts(x_dev, a, b, ex.gpu));
-              int64_t d2 = 0;
-              for (int64_t i = 0; i < got.numel(); ++i)
-                d2 += !(other.f32()[i] == want.f32()[i]) + !(again.f32()[i] == want.f32()[i]);
-              EXPECT_EQ(d2, 0) << "experts after an unused fused grouping " << name;
-            }
+            Tensor a, b;
+            Tensor l = gpu().moe_gate_route(x_dev, router_bf, bias_dev, r, &a, &b);
+            Tensor o = gpu().moe_experts(x_dev, a, b, ex.gpu);
+            for (auto [dst, src] : {std::pair<Tensor*, Tensor*>{&logits, &l}, {&gi, &a}, {&gw, &b}, {&y, &o}})
+              ASSERT_EQ(cudaMemcpyAsync(dst->data(), src->data(), src->nbytes(), cudaMemcpyDeviceToDevice, s),
+                        cudaSuccess);
           }
-          if (graph) {
-            cudaGraphExecDestroy(exec);
-            cudaGraphDestroy(g);
+          ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+          ASSERT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
+          for (int rep = 0; rep < 3; ++rep) ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);  // ticket reset
+        }
+        Tensor hl = to_host_f32(logits);
+        DS_EXPECT_CLOSE(hl, cpu().linear_f32(x_ref, router_ref), 1e-4, 1e-5, "gate_route logits " + name);
+        Tensor ci, cw;
+        cpu().moe_route(hl, bias, r, &ci, &cw);
+        Tensor hi = cuda_download(gi), hw = cuda_download(gw);
+        int64_t id_mismatch = 0;
+        for (int64_t i = 0; i < ci.numel(); ++i) id_mismatch += hi.data_as<int32_t>()[i] != ci.data_as<int32_t>()[i];
+        EXPECT_EQ(id_mismatch, 0) << name;
+        DS_EXPECT_CLOSE(hw, cw, 1e-6, 1e-6, "gate_route weights " + name);
+        {
+          // The same ids in a new tensor: the experts op groups them itself (moe_permute).
+          Tensor want = to_host_f32(gpu().moe_experts(x_dev, cuda_upload(hi), gw, ex.gpu));
+          Tensor got = to_host_f32(y);
+          int64_t diff = 0;
+          for (int64_t i = 0; i < got.numel(); ++i) diff += !(got.f32()[i] == want.f32()[i]);
+          EXPECT_EQ(diff, 0) << "experts on the fused grouping " << name;
+          if (!graph) {
+            // The mark of a fused grouping never outlives the next experts op: route again, run the experts op on
+            // other ids (a copy), then on the marked ids (the mark is gone: it groups them itself).
+            Tensor a, b;
+            gpu().moe_gate_route(x_dev, router_bf, bias_dev, r, &a, &b);
+            Tensor other = to_host_f32(gpu().moe_experts(x_dev, cuda_upload(cuda_download(a)), b, ex.gpu));
+            Tensor again = to_host_f32(gpu().moe_experts(x_dev, a, b, ex.gpu));
+            int64_t d2 = 0;
+            for (int64_t i = 0; i < got.numel(); ++i)
+              d2 += !(other.f32()[i] == want.f32()[i]) + !(again.f32()[i] == want.f32()[i]);
+            EXPECT_EQ(d2, 0) << "experts after an unused fused grouping " << name;
           }
         }
-        // The kernel's own grouping, NaN-poisoned, against the ids it wrote.
-        const int64_t N = T * K;
-        GateRouteLaunch l(gpu(), to_device(randn({T, d}, rng_)), router_bf, bias_dev, r);
-        ASSERT_TRUE(kernels::moe_gate_route_supported(l.p));
-        for (int rep = 0; rep < 2; ++rep) ASSERT_EQ(kernels::launch_moe_gate_route(l.p, s), cudaSuccess);
-        Tensor hids = cuda_download(l.ids), hmeta = cuda_download(l.meta);
-        std::vector<int32_t> idv(hids.data_as<int32_t>(), hids.data_as<int32_t>() + N);
-        EXPECT_EQ(test::grouping_mismatches(idv, hmeta.data_as<int32_t>(), E, K, true), 0) << m.name << " T " << T;
-        EXPECT_EQ(cuda_download(l.ticket).data_as<int32_t>()[0], 0) << "the last CTA resets the ticket";
+        if (graph) {
+          cudaGraphExecDestroy(exec);
+          cudaGraphDestroy(g);
+        }
       }
-      // Isolated time (graph replays, kernels only): the fused launch vs router GEMM + routing + grouping.
-      GateRouteLaunch l(gpu(), to_device(randn({1, d}, rng_)), router_bf, bias_dev, r);
-      const double fused_us =
-          test::graph_time_us([&] { ASSERT_EQ(kernels::launch_moe_gate_route(l.p, s), cudaSuccess); }, s);
-      const double route_us = test::graph_time_us([&] {
-        ASSERT_EQ(kernels::launch_moe_route(l.p.route, s), cudaSuccess);
-        ASSERT_EQ(kernels::launch_moe_permute(l.p.permute, s), cudaSuccess);
-      }, s);
-      const double gemm_us = test::graph_time_us([&] { Tensor a = gpu().linear_f32(l.x, router_bf); }, s);
-      std::printf("moe_gate_route %s T 1: fused %.2f us; router GEMM %.2f us + route + permute %.2f us\n",
-                  m.name.c_str(), fused_us, gemm_us, route_us);
+      // The kernel's own grouping, NaN-poisoned, against the ids it wrote.
+      const int64_t N = T * K;
+      GateRouteLaunch l(gpu(), to_device(randn({T, d}, rng_)), router_bf, bias_dev, r);
+      ASSERT_TRUE(kernels::moe_gate_route_supported(l.p));
+      for (int rep = 0; rep < 2; ++rep) ASSERT_EQ(kernels::launch_moe_gate_route(l.p, s), cudaSuccess);
+      Tensor hids = cuda_download(l.ids), hmeta = cuda_download(l.meta);
+      std::vector<int32_t> idv(hids.data_as<int32_t>(), hids.data_as<int32_t>() + N);
+      EXPECT_EQ(test::grouping_mismatches(idv, hmeta.data_as<int32_t>(), E, K, true), 0) << m.name << " T " << T;
+      EXPECT_EQ(cuda_download(l.ticket).data_as<int32_t>()[0], 0) << "the last CTA resets the ticket";
     }
+    // Isolated time (graph replays, kernels only): the fused launch vs router GEMM + routing + grouping.
+    GateRouteLaunch l(gpu(), to_device(randn({1, d}, rng_)), router_bf, bias_dev, r);
+    const double fused_us =
+        test::graph_time_us([&] { ASSERT_EQ(kernels::launch_moe_gate_route(l.p, s), cudaSuccess); }, s);
+    const double route_us = test::graph_time_us([&] {
+      ASSERT_EQ(kernels::launch_moe_route(l.p.route, s), cudaSuccess);
+      ASSERT_EQ(kernels::launch_moe_permute(l.p.permute, s), cudaSuccess);
+    }, s);
+    const double gemm_us = test::graph_time_us([&] { Tensor a = gpu().linear_f32(l.x, router_bf); }, s);
+    std::printf("moe_gate_route %s T 1: fused %.2f us; router GEMM %.2f us + route + permute %.2f us\n",
+                m.name.c_str(), fused_us, gemm_us, route_us);
+  }
 }
 
 // moe_route at decode sizes with the routing and the grouping in one launch (the default; DSERVE_MOE_ROUTE_PERMUTE
