@@ -8,7 +8,6 @@
 
 #include "core/env.h"
 #include "kernels/gemv_m1.cuh"
-#include "kernels/moe_sum.cuh"
 #include "kernels/pdl.cuh"
 #include "kernels/small_m_tile.cuh"
 
@@ -128,124 +127,6 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_nk_kernel(const NkLa
       const int64_t n = n0 + t * 8 + (l & 3) * 2 + (c & 1);
       if (m < p.M && n < p.N) store_out(p, d_base + m * p.ldd + n, sum);
     }
-  }
-}
-
-// ---- the input norm and the q / kv_a pair in one launch (GemmSmallMNormPair) ----
-// CTA = 8 weight rows of one problem (as gemm_small_m_nk_kernel<1, false>), its whole K slice staged before the wait
-// (8 chunks a warp: K <= 2048), then the norm's rows formed in shared memory by all 256 threads, one 8-column chunk a
-// thread (the layout and reduction order of rms_norm_vec_kernel<1, true> at n <= 2048), then the same mma steps in
-// the same order as accumulate_rows (x read from shared memory instead of staged): the same bits.
-constexpr int kNormPairU = 8;
-struct NormPairLaunch {
-  GemmSmallMNormPair p;
-  int64_t split;
-};
-
-__global__ void __launch_bounds__(kWarps * 32) gemm_small_m_norm_pair_kernel(const NormPairLaunch L) {
-  using moe_detail::kSumMaxTopK;
-  const bool second = blockIdx.x >= L.split;
-  const GemmSmallMParams& p = second ? L.p.b : L.p.a;
-  const RmsNormParams& q = L.p.norm;
-  const MoeCombineParams& moe = q.moe;
-  const int64_t bx = second ? blockIdx.x - L.split : blockIdx.x;
-  extern __shared__ uint4 stage[];  // [warps][kNormPairU][32 lanes] weights, then the rows [M][K] bf16
-  __shared__ float red[kWarps][4][32];
-  __shared__ float warp_sums[kWarps];
-  __shared__ float total;
-  __shared__ int32_t ids_s[kNormPairMaxRows][kSumMaxTopK];
-  __shared__ float wts_s[kNormPairMaxRows][kSumMaxTopK];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  const int g = lane >> 2, tig = lane & 3;
-  const int64_t n0 = bx * 8, chunks = p.K / 32;
-  const bool wok = n0 + g < p.N;
-  const __nv_bfloat16* wrow = static_cast<const __nv_bfloat16*>(p.w) + (wok ? n0 + g : 0) * p.ldw + tig * 8;
-  uint4* my = stage + warp * kNormPairU * 32 + lane;
-#pragma unroll
-  for (int u = 0; u < kNormPairU; ++u) {
-    const int64_t c = warp + u * kWarps;
-    small_m::cp_async_cg(&my[u * 32], wrow + (c < chunks ? c : 0) * 32, c < chunks && wok);
-  }
-  ptx::cp_async_commit();
-  // The norm weight (never written by a forward) before the wait too; the ids when settled (moe_sum.cuh).
-  const int M = static_cast<int>(q.rows);
-  const int64_t i = threadIdx.x, n8 = q.n / 8;
-  const bool mine = i < n8;
-  const uint4 wn = mine ? reinterpret_cast<const uint4*>(q.weight)[i] : make_uint4(0u, 0u, 0u, 0u);
-  if (moe.ids_settled)
-    for (int t = 0; t < M; ++t) moe_detail::sum_load_ids(moe, t, ids_s[t], wts_s[t]);
-  pdl_enter();
-  if (!moe.ids_settled)
-    for (int t = 0; t < M; ++t) moe_detail::sum_load_ids(moe, t, ids_s[t], wts_s[t]);
-  __syncthreads();
-  __nv_bfloat16* xs = reinterpret_cast<__nv_bfloat16*>(stage + kWarps * kNormPairU * 32);
-  const __nv_bfloat16* wb = reinterpret_cast<const __nv_bfloat16*>(&wn);
-  for (int t = 0; t < M; ++t) {
-    moe_detail::SumChunk sum;
-    uint4 ra = make_uint4(0u, 0u, 0u, 0u);
-    if (mine) {
-      moe_detail::sum_chunk_load(moe, t, i, ids_s[t], sum);
-      ra = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(q.residual) + t * q.residual_stride)[i];
-    }
-    float v[8], ss = 0.0f;
-    if (mine) {
-      const uint4 xa = moe_detail::sum_chunk_reduce(moe, ids_s[t], wts_s[t], sum);
-      const __nv_bfloat16* xb = reinterpret_cast<const __nv_bfloat16*>(&xa);
-      const __nv_bfloat16* rb = reinterpret_cast<const __nv_bfloat16*>(&ra);
-      uint4 o;
-      __nv_bfloat16* ob = reinterpret_cast<__nv_bfloat16*>(&o);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        ob[j] = __float2bfloat16(__bfloat162float(xb[j]) + __bfloat162float(rb[j]));  // the residual stays bf16
-        v[j] = __bfloat162float(ob[j]);
-      }
-      if (blockIdx.x == 0) reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(L.p.residual_out) + t * q.n)[i] = o;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) ss += v[j] * v[j];
-    }
-    for (int o = 16; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
-    if (lane == 0) warp_sums[warp] = ss;
-    __syncthreads();
-    if (warp == 0) {
-      float w = lane < kWarps ? warp_sums[lane] : 0.0f;
-      for (int o = 16; o > 0; o >>= 1) w += __shfl_xor_sync(0xffffffffu, w, o);
-      if (lane == 0) total = w;
-    }
-    __syncthreads();
-    const float inv = rsqrtf(total / static_cast<float>(q.n) + q.eps);
-    if (mine) {
-      uint4 o;
-      __nv_bfloat16* ob = reinterpret_cast<__nv_bfloat16*>(&o);
-#pragma unroll
-      for (int j = 0; j < 8; ++j) ob[j] = __float2bfloat16(__bfloat162float(wb[j]) * (v[j] * inv));
-      reinterpret_cast<uint4*>(xs + t * p.K)[i] = o;
-      if (blockIdx.x == 0) reinterpret_cast<uint4*>(static_cast<__nv_bfloat16*>(q.out) + t * q.out_stride)[i] = o;
-    }
-  }
-  __syncthreads();  // the rows in shared memory
-  small_m::cp_async_wait_all();
-  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  const bool xok = g < M;
-#pragma unroll
-  for (int u = 0; u < kNormPairU; ++u) {
-    const int64_t c = warp + u * kWarps;
-    const uint4 xa = xok && c < chunks ? *reinterpret_cast<const uint4*>(xs + g * p.K + c * 32 + tig * 8)
-                                       : make_uint4(0u, 0u, 0u, 0u);
-    const uint4 wv = my[u * 32];
-    ptx::mma_bf16(acc, xa.x, 0u, xa.y, 0u, wv.x, wv.y);
-    ptx::mma_bf16(acc, xa.z, 0u, xa.w, 0u, wv.z, wv.w);
-  }
-#pragma unroll
-  for (int c = 0; c < 4; ++c) red[warp][c][lane] = acc[c];
-  __syncthreads();
-  if (threadIdx.x < 4 * 32) {
-    const int c = threadIdx.x / 32, l = threadIdx.x % 32;
-    float sum = 0.0f;
-#pragma unroll
-    for (int wi = 0; wi < kWarps; ++wi) sum += red[wi][c][l];
-    const int64_t m = (l >> 2) + (c >= 2 ? 8 : 0);
-    const int64_t n = n0 + (l & 3) * 2 + (c & 1);
-    if (m < p.M && n < p.N) store_out(p, m * p.ldd + n, sum);
   }
 }
 
@@ -391,30 +272,6 @@ cudaError_t launch_gemm_small_m_pair(const GemmSmallMParams& a, const GemmSmallM
     return m16 ? launch_nk<1, true, false, true>(a, stream, &b, early)
                : launch_nk<1, false, false, true>(a, stream, &b, early);
   return m16 ? launch_nk<1, true>(a, stream, &b, early) : launch_nk<1, false>(a, stream, &b, early);
-}
-
-bool gemm_small_m_norm_pair_supported(const GemmSmallMNormPair& p) {
-  const GemmSmallMParams &a = p.a, &b = p.b;
-  const RmsNormParams& n = p.norm;
-  auto ok = [&](GemmSmallMParams q) {
-    q.x = q.w;  // unused: the rows come from the norm
-    q.ldx = q.K;
-    return gemm_small_m_supported(q) && !q.silu && !q.accumulate && q.batch == 1 && q.M == n.rows && q.K == n.n;
-  };
-  return ok(a) && ok(b) && n.rows >= 1 && n.rows <= kNormPairMaxRows && n.n <= kNormPairMaxK && n.n <= 8 * kWarps * 32 &&
-         rms_norm_moe_supported(n) && !n.weight_f32 && !n.q && p.residual_out && aligned16(p.residual_out);
-}
-
-cudaError_t launch_gemm_small_m_norm_pair(const GemmSmallMNormPair& p, cudaStream_t stream) {
-  if (!gemm_small_m_norm_pair_supported(p)) return cudaErrorInvalidValue;
-  constexpr int kMaxSmem = kWarps * kNormPairU * 512 + static_cast<int>(kNormPairMaxRows * kNormPairMaxK * 2);
-  static const cudaError_t attr = cudaFuncSetAttribute(gemm_small_m_norm_pair_kernel,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem);
-  if (attr != cudaSuccess) return attr;
-  NormPairLaunch l{p, (p.a.N + 7) / 8};
-  const unsigned blocks = static_cast<unsigned>(l.split + (p.b.N + 7) / 8);
-  const size_t smem = static_cast<size_t>(kWarps) * kNormPairU * 512 + static_cast<size_t>(p.norm.rows * p.norm.n * 2);
-  return launch_pdl(gemm_small_m_norm_pair_kernel, dim3(blocks), kWarps * 32, smem, stream, l);
 }
 
 }  // namespace ds::kernels

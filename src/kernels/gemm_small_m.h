@@ -6,8 +6,6 @@
 
 #include <cuda_runtime.h>
 
-#include "kernels/rms_norm.h"
-
 namespace ds::kernels {
 
 // Weights stored [N, K] (w_nk, nn.Linear) only; M <= kGemmSmallMMax, K % 32 == 0; x and w bf16 with 16-byte
@@ -38,20 +36,5 @@ cudaError_t launch_gemm_small_m(const GemmSmallMParams& p, cudaStream_t stream);
 // Two supported problems of one launch (same M, batch 1, no silu): e.g. q_proj and kv_a_proj of one layer, which
 // read the same x; one launch instead of two, and the small one fills the big one's tail.
 cudaError_t launch_gemm_small_m_pair(const GemmSmallMParams& a, const GemmSmallMParams& b, cudaStream_t stream);
-
-// The next layer's input norm and its q / kv_a pair in one launch (decode, bf16 weights): every CTA stages its
-// whole weight slice before the PDL wait, then forms the norm's rows itself from the open MoE output (norm.moe
-// summed as launch_rms_norm sums it, + the residual, normalised with the same reduction order) in shared memory
-// and multiplies them: the one-CTA norm launch and its handoff leave the chain. CTA 0 writes the norm's rows
-// (norm.out) and the new residual stream to residual_out (norm.residual is only read: the other CTAs read it
-// too). a.x / b.x are unused. Bit for bit launch_rms_norm then launch_gemm_small_m_pair.
-struct GemmSmallMNormPair {
-  GemmSmallMParams a, b;
-  RmsNormParams norm;
-  void* residual_out = nullptr;  // [rows, n] bf16, row stride n
-};
-constexpr int64_t kNormPairMaxRows = 8, kNormPairMaxK = 2048;
-bool gemm_small_m_norm_pair_supported(const GemmSmallMNormPair& p);
-cudaError_t launch_gemm_small_m_norm_pair(const GemmSmallMNormPair& p, cudaStream_t stream);
 
 }  // namespace ds::kernels

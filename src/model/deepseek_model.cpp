@@ -187,19 +187,11 @@ MlpOut DeepseekModel::decoder_layer_open(const Layer& layer, int cache_layer, Te
   // undefined) is added to it by this layer's input norm.
   // Each norm's output may come with its FP8 quantization for the block-FP8 projections that read it (xq;
   // undefined unless the backend fused it: see Ops::rms_norm_q).
-  // The norm and attention's first two projections of its output go together (one launch where the backend
-  // fuses them: Ops::rms_norm_open_pair).
   Fp8Act xq;
   const LinearWeight& q_first = cfg_.q_lora_rank > 0 ? layer.attn.q_a_proj : layer.attn.q_proj;
-  Tensor x, first, kv_a;  // [T, d]; [T, q_lora_rank] or [T, H * dqk]; [T, lora + rope]
-  if (pending.defined()) {
-    x = ops_.rms_norm_open_pair(hidden, pending, layer.input_norm, eps, q_first, layer.attn.kv_a_proj, &first,
-                                &kv_a);  // hidden += pending
-  } else {
-    x = ops_.rms_norm_q(nullptr, hidden, layer.input_norm, eps, q_first, &xq);
-    ops_.linear_pair_q(x, xq, q_first, layer.attn.kv_a_proj, &first, &kv_a);
-  }
-  Tensor a = attention(layer.attn, cache_layer, x, first, kv_a, meta, cache, mode);  // [T, d]
+  Tensor x = pending.defined() ? ops_.rms_norm_q_open(hidden, pending, layer.input_norm, eps, q_first, &xq)  // hidden += pending
+                               : ops_.rms_norm_q(nullptr, hidden, layer.input_norm, eps, q_first, &xq);   // [T, d]
+  Tensor a = attention(layer.attn, cache_layer, x, xq, meta, cache, mode);    // [T, d]
   const LinearWeight& mlp_first = !layer.is_moe         ? layer.dense.gate_up
                                   : layer.has_shared     ? layer.shared.gate_up
                                   : layer.experts.empty() ? kNone
@@ -208,18 +200,23 @@ MlpOut DeepseekModel::decoder_layer_open(const Layer& layer, int cache_layer, Te
   return mlp(layer, x, xq);                                                    // [T, d], not yet added
 }
 
-Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tensor& x, const Tensor& first,
-                                const Tensor& kv_a, const AttnMetadata& meta, KvCache& cache, AttnMode mode) {
+Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tensor& x, const Fp8Act& xq,
+                                const AttnMetadata& meta, KvCache& cache, AttnMode mode) {
   const int64_t T = x.dim(0), H = cfg_.num_attention_heads;
   const int64_t nope = cfg_.qk_nope_head_dim, rope = cfg_.qk_rope_head_dim, dqk = nope + rope;
   const int64_t v = cfg_.v_head_dim, lora = cfg_.kv_lora_rank;
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
 
-  // Query [T, H, nope + rope] and the latent KV row kv_a [c (lora) | k_pe (rope)], from x's first projections.
-  Tensor q = first, q_resid;  // [T, H * dqk]
+  // Query [T, H, nope + rope] and the latent KV row [c (lora) | k_pe (rope)]; the two projections of x run as
+  // one pair (one launch at decode sizes).
+  Tensor q, q_resid, kv_a;  // kv_a: [T, lora + rope]
   if (cfg_.q_lora_rank > 0) {
-    q_resid = ops_.rms_norm(first, a.q_a_norm, eps);  // [T, q_lora_rank]
-    q = ops_.linear(q_resid, a.q_b_proj);              // [T, H * dqk]
+    Tensor q_a;
+    ops_.linear_pair_q(x, xq, a.q_a_proj, a.kv_a_proj, &q_a, &kv_a);  // [T, q_lora_rank]
+    q_resid = ops_.rms_norm(q_a, a.q_a_norm, eps);                // [T, q_lora_rank]
+    q = ops_.linear(q_resid, a.q_b_proj);                         // [T, H * dqk]
+  } else {
+    ops_.linear_pair_q(x, xq, a.q_proj, a.kv_a_proj, &q, &kv_a);  // [T, H * dqk]
   }
   Tensor q3 = q.reshape({T, H, dqk});  // rope part not rotated yet: each attention form below does it
 

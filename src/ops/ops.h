@@ -187,16 +187,6 @@ class Ops {
                                  const LinearWeight& consumer, Fp8Act* xq) {
     return rms_norm_q(&residual, reduce(x), w, eps, consumer, xq);
   }
-  // rms_norm_q_open, then linear_pair_q of its output (the next layer's first projections of attention: q or
-  // q_a, and kv_a): *y1 = linear(n, w1), *y2 = linear(n, w2). Returns the norm n. A backend may do both in one
-  // launch; the results are those of the two ops.
-  virtual Tensor rms_norm_open_pair(Tensor& residual, const MlpOut& x, const Tensor& w, float eps,
-                                    const LinearWeight& w1, const LinearWeight& w2, Tensor* y1, Tensor* y2) {
-    Fp8Act xq;
-    Tensor n = rms_norm_q_open(residual, x, w, eps, w1, &xq);
-    linear_pair_q(n, xq, w1, w2, y1, y2);
-    return n;
-  }
   virtual Tensor reduce(const MlpOut& x) {  // [T, d]
     DS_CHECK(x.value.defined() && !x.parts, "reduce: an MlpOut this backend did not make");
     return x.value;

@@ -287,32 +287,6 @@ class CudaOps final : public Ops {
     if (!x.parts) return rms_norm_q(&residual, x.value, w, eps, consumer, xq);
     return norm_q(&residual, Tensor(), &moe_parts(x).combine, w, eps, consumer, xq);
   }
-  // The next layer's input norm (summing the open MoE output) and its q / kv_a pair in one launch
-  // (kernels::launch_gemm_small_m_norm_pair) where the pair takes the bf16 small-M kernel at up to DSERVE_NORM_PAIR
-  // rows (read per call; default 1, 0: off); the same bits as the two launches. The norm's one-CTA launch and its
-  // handoff leave the chain (a link of ~2.3-3 us at batch 1: BENCHMARKS.md, sessions 32 and 36).
-  Tensor rms_norm_open_pair(Tensor& residual, const MlpOut& x, const Tensor& w, float eps, const LinearWeight& w1,
-                            const LinearWeight& w2, Tensor* y1, Tensor* y2) override {
-    const int64_t rows = x.parts ? moe_parts(x).combine.tokens : 0;
-    const int64_t d = residual.ndim() == 2 ? residual.dim(1) : -1;
-    if (rows < 1 || rows > env_int("DSERVE_NORM_PAIR", 1) || w.dtype() != DType::kBF16 || w.ndim() != 1 ||
-        w.dim(0) != d || residual.dtype() != DType::kBF16 || residual.dim(0) != rows ||
-        moe_parts(x).combine.dim != d)
-      return Ops::rms_norm_open_pair(residual, x, w, eps, w1, w2, y1, y2);
-    Tensor n = empty({rows, d}, DType::kBF16), res = empty({rows, d}, DType::kBF16), d1, d2;
-    kernels::GemmSmallMNormPair p;
-    if (!small_m_params(n, w1, d1, &p.a) || !small_m_params(n, w2, d2, &p.b))
-      return Ops::rms_norm_open_pair(residual, x, w, eps, w1, w2, y1, y2);
-    p.norm = kernels::RmsNormParams{nullptr, residual.data(), w.data(), n.data(), rows, d, d, d, d, eps, false};
-    p.norm.moe = moe_parts(x).combine;
-    p.residual_out = res.data();
-    if (!kernels::gemm_small_m_norm_pair_supported(p)) return Ops::rms_norm_open_pair(residual, x, w, eps, w1, w2, y1, y2);
-    DS_CUDA_CHECK(kernels::launch_gemm_small_m_norm_pair(p, stream()));
-    residual = res;  // the new stream (the kernel's other CTAs read the old one)
-    *y1 = d1;
-    *y2 = d2;
-    return n;
-  }
   Tensor reduce(const MlpOut& x) override {
     if (!x.parts) return Ops::reduce(x);
     kernels::MoeCombineParams p = moe_parts(x).combine;
