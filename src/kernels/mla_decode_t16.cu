@@ -157,18 +157,20 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   const int32_t* btab = p.block_table + static_cast<int64_t>(seq) * p.max_pages;
   const uint32_t bar_base = sbase + kSmemBar;
-  // Warpgroup wg's share of tile u into buffer buf: panels [4 wg, 4 wg + 4) (+ the rope panel for wg 1), all 64
-  // rows, completing on the warpgroup's mbarrier of the buffer. The tile sits inside one page (page_size % 64).
+  // Warpgroup wg's share of tile u into buffer buf: panels [4 wg, 4 wg + 4) (+ the rope panel for wg 1), completing
+  // on the warpgroup's mbarrier of the buffer. The tile sits inside one page (page_size % 64). Its second 32-row
+  // half is not loaded when it lies wholly past the context's end (the loop below zeroes rows past the end): the
+  // tile holding a decode step's new row, loaded after the wait, is often such a tile (36 KB instead of 72).
   const int my_panels = wg == 0 ? 4 : 5;
   auto tma_tile = [&](int u, int buf) {
     const int slot0 = btab[(u * kTile) / p.page_size] * p.page_size + (u * kTile) % p.page_size;
     const uint32_t dst = sbase + kSmemKv + buf * kTileBytes;
     const uint32_t bar = bar_base + (buf * 2 + wg) * 8;
-    mbar_expect_tx(bar, my_panels * kPanelBytes);
+    const int halves = kv_end - u * kTile > kBoxRows ? 2 : 1;
+    mbar_expect_tx(bar, my_panels * halves * kBoxRows * 128);
     for (int k = 0; k < my_panels; ++k) {
       const int panel = 4 * wg + k;
-#pragma unroll
-      for (int half = 0; half < 2; ++half)
+      for (int half = 0; half < halves; ++half)
         tma_load_box(dst + panel * kPanelBytes + half * kBoxRows * 128, &tmap, panel * 64, slot0 + half * kBoxRows, bar);
     }
   };
