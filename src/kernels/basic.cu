@@ -316,14 +316,12 @@ bool pdl_take_fence(cudaStream_t stream) {
 
 cudaError_t launch_fill_u16(void* p, int64_t n, uint16_t value, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  fill_u16_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<uint16_t*>(p), n, value);
-  return cudaGetLastError();
+  return launch_plain(fill_u16_kernel, grid_for(n), kThreads, 0, stream, static_cast<uint16_t*>(p), n, value);
 }
 
 cudaError_t launch_fill_f32(void* p, int64_t n, float value, cudaStream_t stream) {
   if (n <= 0) return cudaSuccess;
-  fill_f32_kernel<<<grid_for(n), kThreads, 0, stream>>>(static_cast<float*>(p), n, value);
-  return cudaGetLastError();
+  return launch_plain(fill_f32_kernel, grid_for(n), kThreads, 0, stream, static_cast<float*>(p), n, value);
 }
 
 cudaError_t launch_fill_bf16(void* p, int64_t n, float value, cudaStream_t stream) {
@@ -335,8 +333,7 @@ cudaError_t launch_fill_bf16(void* p, int64_t n, float value, cudaStream_t strea
 
 cudaError_t launch_convert(const ConvertParams& p, cudaStream_t stream) {
   if (p.rows * p.cols == 0) return cudaSuccess;
-  convert_kernel<<<grid_for(p.rows * p.cols), kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_plain(convert_kernel, grid_for(p.rows * p.cols), kThreads, 0, stream, p);
 }
 
 cudaError_t launch_embedding(const EmbeddingParams& p, cudaStream_t stream) {
@@ -390,15 +387,13 @@ cudaError_t launch_copy_cols(const CopyColsParams& p, cudaStream_t stream) {
 
 cudaError_t launch_layer_norm(const LayerNormParams& p, cudaStream_t stream) {
   if (p.rows == 0) return cudaSuccess;
-  layer_norm_kernel<<<static_cast<unsigned>(p.rows), kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_plain(layer_norm_kernel, static_cast<unsigned>(p.rows), kThreads, 0, stream, p);
 }
 
 cudaError_t launch_log_softmax(const void* logits, ElemType type, float* out, int64_t rows, int64_t n,
                                cudaStream_t stream) {
   if (rows == 0) return cudaSuccess;
-  log_softmax_kernel<<<static_cast<unsigned>(rows), 1024, 0, stream>>>(logits, type, out, n);
-  return cudaGetLastError();
+  return launch_plain(log_softmax_kernel, static_cast<unsigned>(rows), 1024, 0, stream, logits, type, out, n);
 }
 
 int64_t log_softmax_scratch_floats(int64_t rows, int64_t n) { return 2 * rows * ((n + kLsChunk - 1) / kLsChunk); }
@@ -411,16 +406,17 @@ cudaError_t launch_log_softmax_split(const void* logits, ElemType type, float* o
     return cudaErrorInvalidValue;
   const unsigned grid = static_cast<unsigned>(rows * chunks);
   float2* part = reinterpret_cast<float2*>(scratch);
-  log_softmax_stats_kernel<<<grid, kLsThreads, 0, stream>>>(logits, type, part, n, chunks);
-  log_softmax_out_kernel<<<grid, kLsThreads, 0, stream>>>(logits, type, part, out, n, chunks);
-  return cudaGetLastError();
+  if (const cudaError_t e = launch_plain(log_softmax_stats_kernel, grid, kLsThreads, 0, stream, logits, type, part, n,
+                                         chunks);
+      e != cudaSuccess)
+    return e;
+  return launch_plain(log_softmax_out_kernel, grid, kLsThreads, 0, stream, logits, type, part, out, n, chunks);
 }
 
 cudaError_t launch_absorb_split(const AbsorbSplitParams& p, cudaStream_t stream) {
   const int64_t n = p.heads * (p.nope + p.v) * p.lora;
   if (n == 0) return cudaSuccess;
-  absorb_split_kernel<<<grid_for(n), kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_plain(absorb_split_kernel, grid_for(n), kThreads, 0, stream, p);
 }
 
 }  // namespace ds::kernels

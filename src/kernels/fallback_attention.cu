@@ -3,6 +3,7 @@
 
 #include "kernels/block_reduce.cuh"
 #include "kernels/fallback_attention.h"
+#include "kernels/pdl.cuh"
 
 namespace ds::kernels {
 namespace {
@@ -76,8 +77,7 @@ __global__ void fallback_attention_kernel(FallbackAttnParams p) {
 
 cudaError_t launch_fallback_attention(const FallbackAttnParams& p, cudaStream_t stream) {
   if (p.tokens * p.heads == 0) return cudaSuccess;
-  fallback_attention_kernel<<<static_cast<unsigned>(p.tokens * p.heads), kThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_plain(fallback_attention_kernel, static_cast<unsigned>(p.tokens * p.heads), kThreads, 0, stream, p);
 }
 
 }  // namespace ds::kernels

@@ -373,8 +373,8 @@ cudaError_t launch_transpose_bf16(const TransposeBf16Params& p, cudaStream_t str
   if (p.rows == 0 || p.cols == 0) return cudaSuccess;
   const int64_t gy = (p.rows + 31) / 32, gx = (p.cols + 31) / 32;
   if (gy > 65535 || gx > 0x7fffffff) return cudaErrorInvalidValue;
-  transpose_bf16_kernel<<<dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy)), dim3(32, 8), 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_plain(transpose_bf16_kernel, dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy)), dim3(32, 8), 0,
+                      stream, p);
 }
 
 cudaError_t launch_fp8_quant_act(const Fp8QuantParams& p, cudaStream_t stream) {

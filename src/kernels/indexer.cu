@@ -3,6 +3,7 @@
 
 #include "kernels/block_reduce.cuh"
 #include "kernels/indexer.h"
+#include "kernels/pdl.cuh"
 
 namespace ds::kernels {
 namespace {
@@ -157,11 +158,9 @@ cudaError_t launch_indexer_topk(const IndexerParams& p, cudaStream_t stream) {
   }
   dim3 grid(static_cast<unsigned>(p.token_count),
             static_cast<unsigned>((p.max_seq_len + kPositionsPerBlock - 1) / kPositionsPerBlock));
-  indexer_scores_kernel<<<grid, kScoreThreads, smem, stream>>>(p);
-  cudaError_t e = cudaGetLastError();
-  if (e != cudaSuccess) return e;
-  indexer_select_kernel<<<static_cast<unsigned>(p.token_count), kSelectThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  if (const cudaError_t e = launch_plain(indexer_scores_kernel, grid, kScoreThreads, smem, stream, p); e != cudaSuccess)
+    return e;
+  return launch_plain(indexer_select_kernel, static_cast<unsigned>(p.token_count), kSelectThreads, 0, stream, p);
 }
 
 }  // namespace ds::kernels

@@ -1145,9 +1145,9 @@ cudaError_t launch_mla_decode_reference(const MlaDecodeParams& p, cudaStream_t s
       p.page_size <= 0 || p.cache_format < kKvBf16 || p.cache_format > kKvE5M2)
     return cudaErrorInvalidValue;
   const size_t smem = (static_cast<size_t>(p.head_dim) + kRefChunk) * sizeof(float);
-  mla_decode_reference_kernel<<<dim3(static_cast<unsigned>(p.num_heads), static_cast<unsigned>(p.num_tokens)),
-                                kRefThreads, smem, stream>>>(p);
-  return cudaGetLastError();
+  return launch_plain(mla_decode_reference_kernel,
+                      dim3(static_cast<unsigned>(p.num_heads), static_cast<unsigned>(p.num_tokens)), kRefThreads, smem,
+                      stream, p);
 }
 
 }  // namespace ds::kernels

@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/mla_prefill.h"
+#include "kernels/pdl.cuh"
 #include "kernels/ptx.cuh"
 
 namespace ds::kernels {
@@ -325,8 +326,9 @@ cudaError_t launch_mla_topk_bitmask(const int32_t* topk, int num_tokens, int top
   if (num_tokens == 0 || allow_words == 0) return cudaSuccess;
   cudaError_t e = cudaMemsetAsync(allow, 0, static_cast<size_t>(num_tokens) * allow_words * 4, stream);
   if (e != cudaSuccess) return e;
-  if (topk_k > 0) topk_bitmask_kernel<<<static_cast<unsigned>(num_tokens), 128, 0, stream>>>(topk, topk_k, allow, allow_words);
-  return cudaGetLastError();
+  return topk_k > 0 ? launch_plain(topk_bitmask_kernel, static_cast<unsigned>(num_tokens), 128, 0, stream, topk, topk_k,
+                                   allow, allow_words)
+                    : cudaSuccess;
 }
 
 cudaError_t launch_mla_prefill(const MlaPrefillParams& p, cudaStream_t stream) {
@@ -340,17 +342,16 @@ cudaError_t launch_mla_prefill(const MlaPrefillParams& p, cudaStream_t stream) {
   }
   const dim3 grid(static_cast<unsigned>((p.max_q_len + kBq - 1) / kBq), static_cast<unsigned>(p.num_heads),
                   static_cast<unsigned>(p.num_seqs));
-  mla_prefill_kernel<<<grid, kThreads, kSmemBytes, stream>>>(p);
-  return cudaGetLastError();
+  return launch_plain(mla_prefill_kernel, grid, kThreads, kSmemBytes, stream, p);
 }
 
 cudaError_t launch_mla_prefill_reference(const MlaPrefillParams& p, cudaStream_t stream) {
   if (p.num_tokens == 0 || p.num_heads == 0) return cudaSuccess;
   if (p.nope < 0 || p.rope <= 0 || p.v <= 0 || p.v > kRefMaxV || p.nope + p.rope > 4096) return cudaErrorInvalidValue;
   const size_t smem = (static_cast<size_t>(p.nope + p.rope) + kRefChunk) * sizeof(float);
-  mla_prefill_reference_kernel<<<dim3(static_cast<unsigned>(p.num_heads), static_cast<unsigned>(p.num_tokens)),
-                                 kRefThreads, smem, stream>>>(p);
-  return cudaGetLastError();
+  return launch_plain(mla_prefill_reference_kernel,
+                      dim3(static_cast<unsigned>(p.num_heads), static_cast<unsigned>(p.num_tokens)), kRefThreads, smem,
+                      stream, p);
 }
 
 }  // namespace ds::kernels

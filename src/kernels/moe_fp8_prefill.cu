@@ -6,6 +6,7 @@
 
 #include "kernels/fp8_quant.cuh"
 #include "kernels/moe_fp8_prefill.h"
+#include "kernels/pdl.cuh"
 
 namespace ds::kernels {
 namespace {
@@ -74,8 +75,7 @@ __global__ void slot_rows_kernel(const int32_t* topk_ids, const int32_t* offsets
 
 cudaError_t launch_moe_fp8_segments(const int32_t* counts, int experts, int32_t* pstart, cudaStream_t stream) {
   if (experts < 0) return cudaErrorInvalidValue;
-  segments_kernel<<<1, 1, 0, stream>>>(counts, experts, pstart);
-  return cudaGetLastError();
+  return launch_plain(segments_kernel, 1, 1, 0, stream, counts, experts, pstart);
 }
 
 cudaError_t launch_moe_fp8_segment_quant(const MoeFp8SegmentQuantParams& p, cudaStream_t stream) {
@@ -87,8 +87,7 @@ cudaError_t launch_moe_fp8_segment_quant(const MoeFp8SegmentQuantParams& p, cuda
   const int64_t threads = 256, warps = p.slots * (p.K / 128);
   const int64_t blocks = (warps * 32 + threads - 1) / threads;
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  segment_quant_kernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_plain(segment_quant_kernel, static_cast<unsigned>(blocks), threads, 0, stream, p);
 }
 
 cudaError_t launch_moe_fp8_slot_rows(const int32_t* topk_ids, const int32_t* offsets, const int32_t* pstart,
@@ -96,8 +95,8 @@ cudaError_t launch_moe_fp8_slot_rows(const int32_t* topk_ids, const int32_t* off
   if (entries < 0) return cudaErrorInvalidValue;
   if (entries == 0) return cudaSuccess;
   const int64_t threads = 256, blocks = std::min<int64_t>((entries + threads - 1) / threads, 4096);
-  slot_rows_kernel<<<static_cast<unsigned>(blocks), threads, 0, stream>>>(topk_ids, offsets, pstart, row_of, entries);
-  return cudaGetLastError();
+  return launch_plain(slot_rows_kernel, static_cast<unsigned>(blocks), threads, 0, stream, topk_ids, offsets, pstart,
+                      row_of, entries);
 }
 
 }  // namespace ds::kernels

@@ -95,6 +95,20 @@ cudaError_t launch_pdl_cluster(void (*kernel)(Params...), dim3 grid, dim3 cluste
   return e;
 }
 
+// A plain launch (no PDL attribute: for kernels that read their inputs without griddepcontrol.wait) returning its own
+// error. A <<<>>> launch followed by cudaGetLastError() would report an earlier unrelated failure of this thread (one
+// some other call left unread) as the launch's.
+template <typename... Params, typename... Args>
+cudaError_t launch_plain(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                         Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid;
+  cfg.blockDim = block;
+  cfg.dynamicSmemBytes = smem;
+  cfg.stream = stream;
+  return cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...);
+}
+
 template <typename... Params, typename... Args>
 cudaError_t launch_pdl(void (*kernel)(Params...), dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
                        Args&&... args) {

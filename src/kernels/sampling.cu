@@ -11,6 +11,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/block_reduce.cuh"
+#include "kernels/pdl.cuh"
 
 namespace ds::kernels {
 namespace {
@@ -398,15 +399,17 @@ cudaError_t launch_sample(const SampleParams& p, cudaStream_t stream) {
   if (p.num_rows == 0) return cudaSuccess;
   if (p.vocab <= 0 || p.vocab * kSampleSortChunk > INT_MAX) return cudaErrorInvalidValue;
   if (!p.part) return cudaErrorInvalidValue;
-  sample_scan_kernel<<<dim3(static_cast<unsigned>(p.num_rows), kSampleScanChunks), kScanThreads, 0, stream>>>(p);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
-  sample_prep_kernel<<<p.num_rows, kThreads, 0, stream>>>(p);
-  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  const dim3 scan_grid(static_cast<unsigned>(p.num_rows), kSampleScanChunks);
+  if (const cudaError_t e = launch_plain(sample_scan_kernel, scan_grid, kScanThreads, 0, stream, p); e != cudaSuccess)
+    return e;
+  if (const cudaError_t e = launch_plain(sample_prep_kernel, p.num_rows, kThreads, 0, stream, p); e != cudaSuccess)
+    return e;
   if (p.num_jobs > 0) {
     const int64_t n = kSampleSortChunk * p.vocab;
-    fill_sort_inputs_kernel<<<static_cast<unsigned>((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096), 256, 0, stream>>>(
-        p.vals_in, p.offsets, p.vocab, n);
-    if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+    const unsigned blocks = static_cast<unsigned>((n + 255) / 256 < 4096 ? (n + 255) / 256 : 4096);
+    const cudaError_t e =
+        launch_plain(fill_sort_inputs_kernel, blocks, 256, 0, stream, p.vals_in, p.offsets, p.vocab, n);
+    if (e != cudaSuccess) return e;
   }
   for (int j0 = 0; j0 < p.num_jobs; j0 += kSampleSortChunk) {
     const int n = p.num_jobs - j0 < kSampleSortChunk ? p.num_jobs - j0 : kSampleSortChunk;
@@ -415,11 +418,9 @@ cudaError_t launch_sample(const SampleParams& p, cudaStream_t stream) {
         p.sort_temp, bytes, p.work + static_cast<int64_t>(j0) * p.vocab, p.keys_out, p.vals_in, p.vals_out,
         static_cast<int>(n * p.vocab), n, p.offsets, p.offsets + 1, 0, 32, stream);
     if (e != cudaSuccess) return e;
-    sample_walk_kernel<<<n, kThreads, 0, stream>>>(p, j0);
-    if ((e = cudaGetLastError()) != cudaSuccess) return e;
+    if ((e = launch_plain(sample_walk_kernel, n, kThreads, 0, stream, p, j0)) != cudaSuccess) return e;
   }
-  sample_logprob_kernel<<<(p.num_rows + 255) / 256, 256, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_plain(sample_logprob_kernel, (p.num_rows + 255) / 256, 256, 0, stream, p);
 }
 
 cudaError_t launch_sample_greedy(const SampleGreedyParams& p, cudaStream_t stream) {
@@ -427,8 +428,8 @@ cudaError_t launch_sample_greedy(const SampleGreedyParams& p, cudaStream_t strea
   if (p.num_rows < 0 || p.num_rows > kSampleGreedyMaxRows || p.vocab <= 0 || p.vocab > INT_MAX || !p.part ||
       !p.arrivals)
     return cudaErrorInvalidValue;
-  sample_greedy_kernel<<<dim3(static_cast<unsigned>(p.num_rows), kSampleScanChunks), kScanThreads, 0, stream>>>(p);
-  return cudaGetLastError();
+  return launch_plain(sample_greedy_kernel, dim3(static_cast<unsigned>(p.num_rows), kSampleScanChunks), kScanThreads, 0,
+                      stream, p);
 }
 
 }  // namespace ds::kernels

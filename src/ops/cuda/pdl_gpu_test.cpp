@@ -13,6 +13,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/basic.h"
+#include "kernels/mla_decode.h"
 #include "kernels/pdl_probe.h"
 #include "ops/cuda/cuda_runtime.h"
 
@@ -199,6 +200,35 @@ TEST(Pdl, JoinedStreamWaitsForBoth) {
       }
     }
   }
+}
+
+// A plain launcher (launch_plain) reports its own launch's result, not an error an earlier runtime call of this thread
+// left unread (a <<<>>> launch followed by cudaGetLastError() returned that one, which made an unrelated failure look
+// like the launcher's); an invalid launch is still reported, and the fill ran.
+TEST(Pdl, PlainLaunchersReportTheirOwnErrors) {
+  cudaStream_t s = cuda_stream();
+  float* buf = nullptr;
+  ASSERT_EQ(cudaMalloc(&buf, 256 * sizeof(float)), cudaSuccess);
+  ASSERT_NE(cudaFree(reinterpret_cast<void*>(0x10)), cudaSuccess);  // a non-sticky error, left unread
+  EXPECT_EQ(kernels::launch_fill_f32(buf, 256, 2.5f, s), cudaSuccess);
+  (void)cudaGetLastError();
+  float host[256] = {};
+  ASSERT_EQ(cudaMemcpyAsync(host, buf, sizeof(host), cudaMemcpyDeviceToHost, s), cudaSuccess);
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  int wrong = 0;
+  for (float v : host) wrong += v != 2.5f;
+  EXPECT_EQ(wrong, 0);
+  // A launch the device refuses (70,000 tokens: a grid y past 65,535) is reported by its launcher.
+  kernels::MlaDecodeParams p{};
+  p.num_tokens = 70000;
+  p.num_heads = 1;
+  p.head_dim = 576;
+  p.v_dim = 512;
+  p.page_size = 64;
+  p.cache_format = 0;  // bf16 rows
+  EXPECT_NE(kernels::launch_mla_decode_reference(p, s), cudaSuccess);
+  (void)cudaGetLastError();
+  EXPECT_EQ(cudaFree(buf), cudaSuccess);
 }
 
 }  // namespace
