@@ -105,10 +105,10 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_kernel(const SmallML
       const int64_t kb = c0 + u * kWarps;
       const bool in = kb < kblocks;
       const int64_t off = (in ? kb : 0) * 128;
-      ptx::cp_async16(&my[(u * 4 + 0) * 32], w0 + off, in);
-      ptx::cp_async16(&my[(u * 4 + 1) * 32], w0 + off + 64, in);
-      ptx::cp_async16(&my[(u * 4 + 2) * 32], w1 + off, in);
-      ptx::cp_async16(&my[(u * 4 + 3) * 32], w1 + off + 64, in);
+      ptx::cp_async16_weight(&my[(u * 4 + 0) * 32], w0 + off, in);
+      ptx::cp_async16_weight(&my[(u * 4 + 1) * 32], w0 + off + 64, in);
+      ptx::cp_async16_weight(&my[(u * 4 + 2) * 32], w1 + off, in);
+      ptx::cp_async16_weight(&my[(u * 4 + 3) * 32], w1 + off + 64, in);
     }
     ptx::cp_async_commit();
   };

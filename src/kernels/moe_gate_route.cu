@@ -45,7 +45,7 @@ __device__ __forceinline__ void stage_router_row(const MoeGateRouteParams& p, in
                                                  int lane) {
   const int E = p.route.experts;
   const uint4* row = reinterpret_cast<const uint4*>(static_cast<const __nv_bfloat16*>(p.w) + (e < E ? e : 0) * p.dim);
-  for (int64_t c = lane; c < chunks; c += 32) ptx::cp_async16(&row_sm[c], &row[c], e < E);
+  for (int64_t c = lane; c < chunks; c += 32) ptx::cp_async16_weight(&row_sm[c], &row[c], e < E);
 }
 __device__ __forceinline__ float router_logit(const MoeGateRouteParams& p, const uint4* row_sm, int64_t chunks,
                                               int64_t t, int lane) {
