@@ -141,8 +141,8 @@ __global__ void __launch_bounds__(kSmallWarps * 32, kMinCtas) moe_fp8_small_m_ke
         uint4* d = &my[((u * kRows + r) * 2) * 32];
         if (r < NT) {
           if (!weights) continue;
-          small_m::cp_async_cg(d, src[r] + off, in && ok[r]);
-          small_m::cp_async_cg(d + 32, src[r] + off + 64, in && ok[r]);
+          ptx::cp_async16_weight(d, src[r] + off, in && ok[r]);
+          ptx::cp_async16_weight(d + 32, src[r] + off + 64, in && ok[r]);
         } else {
           if (weights) continue;
           small_m::cp_async_ca(d, src[r] + off, in && ok[r]);
@@ -273,8 +273,8 @@ __global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_fp8_small_m_pipe_kern
         uint4* d = &my[((u * kRows + r) * 2) * 32];
         if (r < NT) {
           if (!weights) continue;
-          small_m::cp_async_cg(d, s.src[r] + off, in && s.ok[r]);
-          small_m::cp_async_cg(d + 32, s.src[r] + off + 64, in && s.ok[r]);
+          ptx::cp_async16_weight(d, s.src[r] + off, in && s.ok[r]);
+          ptx::cp_async16_weight(d + 32, s.src[r] + off + 64, in && s.ok[r]);
         } else {
           if (weights) continue;
           small_m::cp_async_ca(d, s.src[r] + off, in && s.ok[r]);

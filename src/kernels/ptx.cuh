@@ -22,10 +22,14 @@ __device__ __forceinline__ void cp_async16(void* dst, const void* src, bool vali
   cp_async16(smem_u32(dst), src, valid);
 }
 
-// Decode weight streams: 16 bytes global -> shared like cp_async16, with an L2 evict-first hint. A step reads each
-// weight once (~146 MB a V2-Lite bf16 layer through a 60 MB L2); marked so, its lines go before the activations, the
-// residual stream and the step's metadata that the chain's latency-bound kernels read back from the L2.
-// DS_WEIGHT_EVICT_FIRST=0 at compile time: plain copies.
+// FP8 decode weight streams: 16 bytes global -> shared like cp_async16, with an L2 evict-first hint. A step reads each
+// weight once (~80 MB a V2-Lite FP8 layer through a 60 MB L2); marked so, its lines go before the activations, the
+// residual stream and the step's metadata that the chain's latency-bound kernels read back from the L2. Taken by the
+// FP8 small-M GEMMs and MoE walks (and the opt-in fused router's rows): H200, session 37 (s37g, three rounds), FP8
+// V2-Lite batch 1 1.59-1.60 vs 1.63-1.64 ms, batch 8 3.70-3.72 vs 3.77-3.79, V3-shaped FP8 1.56 / 3.99 vs 1.57 / 4.05.
+// The bf16 kernels (small_m_tile.cuh cp_async_cg) keep plain copies: with the hint bf16 batch 1 / 8 measured
+// 2.02-2.06 / 5.65-5.72 vs 2.01-2.04 / 5.59-5.69 (a tie or a slight loss). DS_WEIGHT_EVICT_FIRST=0 at compile time:
+// plain copies.
 #ifndef DS_WEIGHT_EVICT_FIRST
 #define DS_WEIGHT_EVICT_FIRST 1
 #endif

@@ -17,7 +17,8 @@ using ptx::mma_bf16;
 // compiler interleave each load with its mma (one load in flight per warp, ~1 TB/s at best; measured).
 // ok = false zero-fills the destination and reads nothing. Weights bypass L1 (.cg), activations use it (.ca).
 __device__ __forceinline__ void cp_async_cg(void* smem, const void* gmem, bool ok) {
-  ptx::cp_async16_weight(smem, gmem, ok);  // weights: evict-first in the L2 (ptx.cuh)
+  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(ok ? 16 : 0) : "memory");
 }
 __device__ __forceinline__ void cp_async_ca(void* smem, const void* gmem, bool ok) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
