@@ -50,6 +50,7 @@ struct CudaGraphStats {
   int64_t arena_fallbacks = 0;  // capture allocations that missed the graph arena (each a memory node pair)
   int64_t arena_recaptures = 0;  // captures repeated on a larger region (the warm-up's guess was short)
   size_t arena_bytes = 0;       // the graph region's size after the captures
+  int64_t l2_window_nodes = 0;  // kernel nodes given the arena's L2 window (DSERVE_L2_PERSIST_ARENA)
 };
 
 class CudaGraphRunner {

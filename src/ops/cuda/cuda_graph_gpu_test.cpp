@@ -101,9 +101,13 @@ TEST_P(CudaGraphTest, ReplayMatchesEagerDecode) {
     // its allocations miss the arena, so the runner captures again on a region of what that capture needed, and
     // the replays below check the recaptured graphs.
     const bool recapture = bs == 5;
+    // At batch 3 every kernel node gets the graph arena's L2 window (DSERVE_L2_PERSIST_ARENA): the replays below check
+    // it changes nothing but cache policy.
+    const bool l2_window = bs == 3;
     {
       test::ScopedEnv arena("DSERVE_GRAPH_ARENA", "1");  // the graph arena (cuda_runtime.h) under test, whatever the suite sets
       test::ScopedEnv first("DSERVE_GRAPH_ARENA_FIRST_KIB", recapture ? "4" : nullptr);
+      test::ScopedEnv l2("DSERVE_L2_PERSIST_ARENA", l2_window ? "1" : "0");
       ASSERT_TRUE(graphs.capture().is_ok());
     }
     EXPECT_EQ(graphs.batch_sizes(), (std::vector<int>{1, 2, 4, 8}));
@@ -123,6 +127,9 @@ TEST_P(CudaGraphTest, ReplayMatchesEagerDecode) {
     if (recapture) {
       EXPECT_EQ(st.arena_recaptures, static_cast<int64_t>(graphs.batch_sizes().size()));
     }
+    int max_persist = 0;
+    ASSERT_EQ(cudaDeviceGetAttribute(&max_persist, cudaDevAttrMaxPersistingL2CacheSize, 0), cudaSuccess);
+    EXPECT_EQ(st.l2_window_nodes, l2_window && max_persist > 0 ? st.kernel_nodes : 0);
 
     std::vector<int32_t> next(bs);
     for (auto& t : next) t = tok(rng);

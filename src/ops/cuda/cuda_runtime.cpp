@@ -211,6 +211,7 @@ GraphAllocStats end_graph_alloc() {
   st.fallbacks = t_graph_fallbacks;
   st.needed = end_shadow();
   st.region_bytes = r.bytes;
+  st.region_base = r.base;
   return st;
 }
 

@@ -64,6 +64,7 @@ struct GraphAllocStats {
   int64_t fallbacks = 0;    // allocations that did not fit (cudaMallocAsync: a memory node each)
   size_t needed = 0;        // what this scope's allocations need from an empty region (a retry's size)
   size_t region_bytes = 0;  // the region this scope used
+  void* region_base = nullptr;  // and where it starts
 };
 GraphAllocStats end_graph_alloc();
 // The graph runner's capture allocations go to the arena unless DSERVE_GRAPH_ARENA=0 (read per call). On since

@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Prepared in session 37 for session 38's first call (~330 s; binaries dserve, ds_ops_cuda_gpu_test from main; a
+# baseline as prev/dserve: b3b5d10's binary, the evict-first hint on every decode weight stream, which s37g measured).
+# (1) the graph tests with the arena's L2 window (CudaGraphTest.ReplayMatchesEagerDecode captures batch 3 with
+# DSERVE_L2_PERSIST_ARENA=1 and asserts every kernel node got it), the whole GPU suite; (2) A/B, three rounds, FP8 and
+# bf16, batch 1 / 8: prev (b3b5d10: hint on bf16 too) vs new (main: hint on FP8 only) vs l2 (main + the persisting
+# L2 window over the graph arena's activations, DSERVE_L2_PERSIST_ARENA=1); (3) the V3-shaped FP8 model, one round.
+# Predictions: new = prev at FP8, new <= prev at bf16; l2 -0.5 to -2% if the chain's reads of the residual stream and
+# the shared expert's output still miss the L2, nothing if the evict-first hint already keeps them.
+set -u
+source "$(dirname "$0")/lib.sh"
+D="$(dirname "$0")"
+SUITE_LIMIT=160 bash "$D/gpusuite.sh" | grep -E "^==|FAILED|PASSED|!!"
+grep -h "GRAPHSTATS" "$OUT"/ds_ops_cuda_gpu_test*.log | head -8
+AB_ROUNDS=3 AB_BINS="prev new l2" AB_CFG_l2=DSERVE_L2_PERSIST_ARENA=1 bash "$D/abbin.sh"
+v3_config "$OUT/v3l5fp8.json" 5
+AB_MODEL="$OUT/v3l5fp8.json" AB_KINDS=bf16 AB_ROUNDS=1 AB_BATCHES=1,8 AB_BINS="new l2" \
+  AB_CFG_l2=DSERVE_L2_PERSIST_ARENA=1 bash "$D/abbin.sh"
