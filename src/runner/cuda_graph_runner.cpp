@@ -231,8 +231,12 @@ int64_t apply_l2_window(cudaGraph_t g, void* base, size_t bytes) {
   const size_t window = std::min(bytes, static_cast<size_t>(max_window));
   const size_t persist = std::min(window, static_cast<size_t>(max_persist));
   size_t current = 0;
-  DS_CUDA_CHECK(cudaDeviceGetLimit(&current, cudaLimitPersistingL2CacheSize));
-  if (current < persist) DS_CUDA_CHECK(cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, persist));
+  if (cudaDeviceGetLimit(&current, cudaLimitPersistingL2CacheSize) != cudaSuccess ||
+      (current < persist && cudaDeviceSetLimit(cudaLimitPersistingL2CacheSize, persist) != cudaSuccess)) {
+    (void)cudaGetLastError();  // no carve-out here (e.g. a shared or partitioned GPU): graphs without the window
+    DS_WARN("DSERVE_L2_PERSIST_ARENA: the persisting L2 carve-out could not be set; graphs captured without it");
+    return 0;
+  }
   cudaKernelNodeAttrValue v{};
   v.accessPolicyWindow.base_ptr = base;
   v.accessPolicyWindow.num_bytes = window;
