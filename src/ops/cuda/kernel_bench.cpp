@@ -429,6 +429,46 @@ class Runner {
       }
   }
 
+  // A grid barrier against a launch handoff (the question a one-launch decode layer has to answer first): phases of
+  // `bytes` each in one persistent launch of two CTAs an SM, separated by grid barriers (launch_barrier_probe; per
+  // phase = the launch's time / phases), with the next phase's first loads issued before the barrier or after it;
+  // baseline: the same bytes per launch in chained launches that load after their PDL wait (read_probe after-wait,
+  // i.e. today's kernel-to-kernel handoff). 0 bytes: the barrier alone against an empty dependent launch.
+  void grid_barrier_cases() {
+    constexpr int kPhases = 100;
+    for (double mb : {0.0, 1.0, 4.0, 15.0, 35.0})
+      for (bool ahead : {false, true}) {
+        char shape[96];
+        std::snprintf(shape, sizeof shape, "phase=%.0fMB %s", mb, ahead ? "loads-ahead" : "loads-after");
+        const int64_t bytes = static_cast<int64_t>(mb * 1e6) / 16 * 16;
+        const double counted = std::max<double>(static_cast<double>(bytes), 16.0);
+        run_case("grid_barrier", "any", shape, Cost{0, counted}, [&](Row& r) {
+          const int slices = std::max(2, instances_for(counted, bench_, 64));
+          const int64_t buf = std::max<int64_t>(bytes, 16) * slices;
+          Tensor data = rnd().make({buf / 2}, DType::kBF16, 400);
+          Tensor sync = Tensor::empty({2}, DType::kI32, Device::kCuda);
+          Tensor sink = Tensor::empty({1}, DType::kI32, Device::kCuda);
+          CK(cudaMemsetAsync(sync.data(), 0, sync.nbytes(), stream()));
+          uint32_t* sy = sync.data_as<uint32_t>();
+          r.us = time_calls(
+                     [&](int) {
+                       CK(kernels::launch_barrier_probe(data.data(), bytes, slices, kPhases, sy,
+                                                        sink.data_as<uint32_t>(), 0x9e3779b9u, 2, ahead, stream()));
+                     },
+                     1, bench_) /
+                 kPhases;
+          r.baseline = "chained-after-wait-launches";
+          const int64_t per = std::max<int64_t>(bytes, 16);
+          r.baseline_us = time_calls(
+              [&](int i) {
+                CK(kernels::launch_read_probe(static_cast<const char*>(data.data()) + (i % slices) * per, per,
+                                              sink.data_as<uint32_t>(), 0x9e3779b9u, 2, true, stream()));
+              },
+              slices, bench_);
+        });
+      }
+  }
+
   // The absorbed-MLA per-head products at decode sizes (ops.bmm_heads): W_UK (nope -> lora) and W_UV (lora -> v),
   // [T, H, K] x [H, K, N]. Baseline: a device copy of the same bytes (weight-bandwidth bound).
   void bmm_cases(const ModelDims& m) {
@@ -893,6 +933,7 @@ int main(int argc, char** argv) {
     const std::vector<kbench::ModelDims> models = {kbench::deepseek_v2_lite(), kbench::deepseek_v3()};
     for (const auto& m : models) run.linear_cases(m);
     for (const auto& m : models) run.weight_read_cases(m);
+    run.grid_barrier_cases();
     for (const auto& m : models) run.bmm_cases(m);
     for (const auto& m : models) run.mla_decode_cases(m);
     for (const auto& m : models) run.mla_prefill_cases(m);
