@@ -16,9 +16,11 @@ source "$(dirname "$0")/lib.sh"
 D="$(dirname "$0")"
 SUITE_LIMIT=160 bash "$D/gpusuite.sh" | grep -E "^==|FAILED|PASSED|!!"
 grep -h "GRAPHSTATS" "$OUT"/ds_ops_cuda_gpu_test*.log | head -8
-AB_ROUNDS=3 AB_BINS="prev new l2" AB_CFG_l2=DSERVE_L2_PERSIST_ARENA=1 bash "$D/abbin.sh"
+BINS="new l2"; [ -x "$B/prev/dserve" ] && BINS="prev new l2"  # prev only when carried
+AB_ROUNDS=3 AB_BINS="$BINS" AB_CFG_l2=DSERVE_L2_PERSIST_ARENA=1 bash "$D/abbin.sh"
 v3_config "$OUT/v3l5fp8.json" 5
 AB_MODEL="$OUT/v3l5fp8.json" AB_KINDS=bf16 AB_ROUNDS=1 AB_BATCHES=1,8 AB_BINS="new l2" \
   AB_CFG_l2=DSERVE_L2_PERSIST_ARENA=1 bash "$D/abbin.sh"
+[ -x "$B/dserve_kernel_bench" ] || echo "== no $B/dserve_kernel_bench"
 timeout 120 "$B/dserve_kernel_bench" --filter 'grid_barrier|weight_read' --csv "$OUT/barrier.csv" > "$OUT/barrier.log" 2>&1
 echo "== kernel bench rc=$?"; grep -E "grid_barrier|weight_read.*(pair|routed)|ceiling|copy" "$OUT/barrier.log" | cut -c1-200 | head -30
