@@ -10,13 +10,9 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int kUnroll = 8;
 
-__global__ void __launch_bounds__(kThreads) read_probe_kernel(const uint4* p, int64_t n, uint32_t* sink,
-                                                              uint32_t never, bool wait_first) {
-  if (wait_first) pdl_wait();
-  pdl_launch_dependents();
-  const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
+// The xor of elements i, i + stride, ... < n of p, with kUnroll 16-byte loads in flight per thread.
+__device__ __forceinline__ uint32_t xor_stream(const uint4* p, int64_t i, int64_t n, int64_t stride) {
   uint32_t acc = 0;
-  int64_t i = static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x;
   for (; i + (kUnroll - 1) * stride < n; i += kUnroll * stride) {
     uint4 v[kUnroll];
 #pragma unroll
@@ -28,6 +24,15 @@ __global__ void __launch_bounds__(kThreads) read_probe_kernel(const uint4* p, in
     const uint4 v = ptx::load_stream(p + i);
     acc ^= v.x ^ v.y ^ v.z ^ v.w;
   }
+  return acc;
+}
+
+__global__ void __launch_bounds__(kThreads) read_probe_kernel(const uint4* p, int64_t n, uint32_t* sink,
+                                                              uint32_t never, bool wait_first) {
+  if (wait_first) pdl_wait();
+  pdl_launch_dependents();
+  const int64_t stride = static_cast<int64_t>(gridDim.x) * kThreads;
+  const uint32_t acc = xor_stream(p, static_cast<int64_t>(blockIdx.x) * kThreads + threadIdx.x, n, stride);
   pdl_wait();
   if (acc == never) *sink = acc;
 }
@@ -38,7 +43,7 @@ __device__ __forceinline__ uint32_t load_acquire(const uint32_t* p) {
   return v;
 }
 
-// n: 16-byte elements a phase. Each thread keeps kUnroll loads in flight, as read_probe_kernel.
+// n: 16-byte elements a phase, read as read_probe_kernel reads its range (xor_stream).
 __global__ void __launch_bounds__(kThreads) barrier_probe_kernel(const uint4* p, int64_t n, int slices, int phases,
                                                                  uint32_t* sync, uint32_t* sink, uint32_t never,
                                                                  bool ahead) {
@@ -61,17 +66,7 @@ __global__ void __launch_bounds__(kThreads) barrier_probe_kernel(const uint4* p,
       for (int u = 0; u < kUnroll; ++u) acc ^= pre[u].x ^ pre[u].y ^ pre[u].z ^ pre[u].w;
       i += kUnroll * stride;
     }
-    for (; i + (kUnroll - 1) * stride < n; i += kUnroll * stride) {
-      uint4 v[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) v[u] = ptx::load_stream(base + i + u * stride);
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) acc ^= v[u].x ^ v[u].y ^ v[u].z ^ v[u].w;
-    }
-    for (; i < n; i += stride) {
-      const uint4 v = ptx::load_stream(base + i);
-      acc ^= v.x ^ v.y ^ v.z ^ v.w;
-    }
+    acc ^= xor_stream(base, i, n, stride);
     if (ahead && ph + 1 < phases) issue_first(p + static_cast<int64_t>((ph + 1) % slices) * n);
     // The grid barrier: the last CTA to arrive resets the counter, then moves the generation on.
     __syncthreads();
