@@ -16,10 +16,7 @@ using ptx::mma_bf16;
 // 16-byte global -> shared copies that are in flight together until the wait: loading into registers let the
 // compiler interleave each load with its mma (one load in flight per warp, ~1 TB/s at best; measured).
 // ok = false zero-fills the destination and reads nothing. Weights bypass L1 (.cg), activations use it (.ca).
-__device__ __forceinline__ void cp_async_cg(void* smem, const void* gmem, bool ok) {
-  const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(ok ? 16 : 0) : "memory");
-}
+__device__ __forceinline__ void cp_async_cg(void* smem, const void* gmem, bool ok) { ptx::cp_async16(smem, gmem, ok); }
 __device__ __forceinline__ void cp_async_ca(void* smem, const void* gmem, bool ok) {
   const unsigned s = static_cast<unsigned>(__cvta_generic_to_shared(smem));
   asm volatile("cp.async.ca.shared.global [%0], [%1], 16, %2;\n" ::"r"(s), "l"(gmem), "r"(ok ? 16 : 0) : "memory");
