@@ -244,7 +244,6 @@ __global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_fp8_small_m_pipe_kern
     bool ok[kRows];
     const float* srow[NT];
     const float* sxr;
-    float sw[kUnroll][NT], sa[kUnroll];  // the tile's scales, loaded with its copies (scales() below)
   };
   // Tile t from its slot record rec, loaded a tile ahead (moe_detail::WalkRec), if its slot has rows (false past
   // the end or the last slot with rows).
@@ -284,22 +283,6 @@ __global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_fp8_small_m_pipe_kern
       }
     }
   };
-  // A tile's weight scales (never written by a forward: may load before the wait) or activation scales, loaded when
-  // its copies are issued, so their round trip overlaps the bytes' (loaded at the tile's compute, the scales were an
-  // extra round trip on every tile's path once its bytes had landed).
-  auto scales = [&](Tile& s, bool weights) {
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int64_t c = warp + u * kSmallWarps;
-      const int64_t cc = c < kblocks ? c : 0;
-      if (weights) {
-#pragma unroll
-        for (int q = 0; q < NT; ++q) s.sw[u][q] = __ldg(s.srow[q] + cc);
-      } else {
-        s.sa[u] = s.sxr ? __ldg(s.sxr + cc) : 0.0f;
-      }
-    }
-  };
   uint4* my0 = stage + warp * Shape::kSlots * 32 + lane;
   uint4* my1 = my0 + kSmallWarps * Shape::kSlots * 32;
   int t = blockIdx.x;
@@ -311,18 +294,15 @@ __global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_fp8_small_m_pipe_kern
   if (p.slots_settled) {
     have = find(t, rec(t), cur);
     if (have) issue(cur, my0, true);
-    if (have) scales(cur, true);
     if (have) rn = rec(t + gridDim.x);
     pdl_enter();
   } else {
     pdl_enter();
     have = find(t, rec(t), cur);
     if (have) issue(cur, my0, true);
-    if (have) scales(cur, true);
     if (have) rn = rec(t + gridDim.x);
   }
   if (have) issue(cur, my0, false);
-  if (have) scales(cur, false);
   cp_async_commit();
   int buf = 0;
   while (have) {
@@ -334,11 +314,18 @@ __global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_fp8_small_m_pipe_kern
       uint4* mn = buf ? my0 : my1;
       issue(nx, mn, true);
       issue(nx, mn, false);
-      scales(nx, true);
-      scales(nx, false);
     }
     cp_async_commit();
     if (hn) rn = rec(tn + gridDim.x);  // lands while this tile computes
+    float swr[kUnroll][NT], sar[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = warp + u * kSmallWarps;
+      const int64_t cc = c < kblocks ? c : 0;
+#pragma unroll
+      for (int q = 0; q < NT; ++q) swr[u][q] = __ldg(cur.srow[q] + cc);
+      sar[u] = cur.sxr ? __ldg(cur.sxr + cc) : 0.0f;
+    }
     cp_async_wait<1>();  // this tile's group (the next one's stays in flight)
     float acc[NT][4];
 #pragma unroll
@@ -352,13 +339,13 @@ __global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_fp8_small_m_pipe_kern
       const uint4 a0 = my[((u * kRows + NT) * 2) * 32], a1 = my[((u * kRows + NT) * 2 + 1) * 32];
       const uint32_t qa[8] = {a0.x, a0.y, a0.z, a0.w, a1.x, a1.y, a1.z, a1.w};
       const uint32_t kNoRows[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-      const float sa = cur.sa[u];
+      const float sa = sar[u];
 #pragma unroll
       for (int q = 0; q < NT; ++q) {
         float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
         block_mma(part, &my[((u * kRows + q) * 2) * 32], qa, kNoRows);
         // mma rows g + 8 hold no token (<= 8 rows): acc[q][2..3] stay 0 and are never stored.
-        const float sw = cur.sw[u][q];
+        const float sw = swr[u][q];
         acc[q][0] += part[0] * sa * sw;
         acc[q][1] += part[1] * sa * sw;
       }
