@@ -397,6 +397,207 @@ cudaError_t launch_pipe(const MoeFp8GemmParams& p, cudaStream_t stream) {
                     static_cast<int>(tiles_x), static_cast<int>(total));
 }
 
+// The walk in three stages at one row an expert (max_rows_per_expert <= 1: batch 1): a CTA keeps two tiles' copies in
+// flight while it computes a third (the two-stage walk keeps one, and its HBM share idles through each tile's compute,
+// reduction and store: s38b's trace, V2-Lite FP8 batch 1, ~3 us a 32 KB gate|up tile where the CTA's share of the
+// HBM moves it in ~2). To fit three stages at two CTAs an SM, a stage holds the tile's weights and only the one
+// activation row (the two-stage layout stages 8 rows: 16 of its 48 KB), which lanes 0-3 copy and read; the other
+// lanes' mma rows are zero, as the two-stage walk's zero-filled rows past the slot's count. Same per-tile arithmetic
+// and order: same bits. Opt-in (DSERVE_MOE_FP8_PIPE3=1, or MoeFp8GemmParams::pipe = 3) until measured.
+constexpr int kPipe3TableExperts = 128;  // pointer tables that still fit beside three stages (V3's 257: read global)
+
+template <bool kSilu, int kDown>
+struct Pipe3Shape {
+  static constexpr int kUnroll = 2;  // K blocks a warp stages per tile (8 warps x 2 = 16 = K 2048)
+  static constexpr int NT = kSilu ? 2 * kDown : kDown;
+  static constexpr int kWSlots = kUnroll * NT * 2;            // 512-byte weight slots a warp stages per tile
+  static constexpr int kWarpU4 = kWSlots * 32 + kUnroll * 8;  // + the row's 128 bytes per block (lanes 0-3, 2 each)
+  static constexpr int kStageU4 = kSmallWarps * kWarpU4;
+  static constexpr size_t kSmem = 3 * static_cast<size_t>(kStageU4) * 16;
+};
+
+template <bool kSilu, int kDown>
+__global__ void __launch_bounds__(kSmallWarps * 32, 2) moe_fp8_small_m_pipe3_kernel(MoeFp8GemmParams p, int tiles_x,
+                                                                                   int total) {
+  using Sh = Pipe3Shape<kSilu, kDown>;
+  constexpr int kUnroll = Sh::kUnroll, NT = Sh::NT;
+  constexpr int kCols = 8 * kDown;
+  extern __shared__ uint4 stage[];  // [3 stages][warps][kWarpU4]
+  __shared__ float red[kSmallWarps][NT * 4][32];
+  __shared__ const uint8_t* w_tab[kPipe3TableExperts];
+  __shared__ const float* s_tab[kPipe3TableExperts];
+  const bool tabled = p.experts <= kPipe3TableExperts;
+  if (tabled)
+    for (int e = threadIdx.x; e < p.experts; e += blockDim.x) {
+      w_tab[e] = static_cast<const uint8_t*>(p.weights[e]);
+      s_tab[e] = p.scales[e];
+    }
+  __syncthreads();
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+  const int g = lane >> 2, tig = lane & 3;
+  const int64_t N = p.N, K = p.K, kblocks = K / 128;
+  struct Tile {
+    int cnt;
+    int64_t row0, n0;
+    const uint8_t* src[NT];
+    bool ok[NT];
+    const float* srow[NT];
+    const uint8_t* xsrc;  // the row's bytes of this lane's chunk
+    const float* sxr;     // its scales (lane row g = 0 only)
+  };
+  // Records read for row 0 (g = 0 for every lane): a slot has at most one row here.
+  auto find = [&](int t, const moe_detail::WalkRec& rec, Tile& s) {
+    int4 h;
+    int64_t xr0;
+    if (!moe_detail::walk_rec_slot(p, rec, 0, &h, &xr0)) return false;
+    const uint8_t* W = tabled ? w_tab[h.x] : static_cast<const uint8_t*>(p.weights[h.x]);
+    const float* S = tabled ? s_tab[h.x] : p.scales[h.x];
+    s.cnt = h.y;
+    s.row0 = h.z;
+    s.n0 = static_cast<int64_t>(t % tiles_x) * kCols;
+    const uint8_t* src[NT + 1];
+    bool ok[NT + 1];
+    weight_rows<kSilu, kDown, NT>(W, S, s.n0, N, K, kblocks, g, tig, src, ok, s.srow);
+#pragma unroll
+    for (int r = 0; r < NT; ++r) {
+      s.src[r] = src[r];
+      s.ok[r] = ok[r];
+    }
+    s.xsrc = p.q + xr0 * K + tig * 16;
+    s.sxr = g == 0 ? p.sx + xr0 * kblocks : nullptr;
+    return true;
+  };
+  auto warp_base = [&](int st) { return stage + st * Sh::kStageU4 + warp * Sh::kWarpU4; };
+  auto issue = [&](const Tile& s, int st, bool weights) {
+    uint4* wa = warp_base(st);
+    uint4* xa = wa + Sh::kWSlots * 32;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = warp + u * kSmallWarps;
+      const bool in = c < kblocks;
+      const int64_t off = (in ? c : 0) * 128;
+      if (weights) {
+#pragma unroll
+        for (int r = 0; r < NT; ++r) {
+          uint4* d = &wa[((u * NT + r) * 2) * 32 + lane];
+          ptx::cp_async16_weight(d, s.src[r] + off, in && s.ok[r]);
+          ptx::cp_async16_weight(d + 32, s.src[r] + off + 64, in && s.ok[r]);
+        }
+      } else if (g == 0) {
+        small_m::cp_async_ca(&xa[u * 8 + tig * 2], s.xsrc + off, in);
+        small_m::cp_async_ca(&xa[u * 8 + tig * 2 + 1], s.xsrc + off + 64, in);
+      }
+    }
+  };
+  int t = blockIdx.x;
+  const int G = gridDim.x;
+  auto rec = [&](int tt) { return moe_detail::walk_rec_load(p, tt, tiles_x, total, 0); };
+  Tile c0, c1;
+  bool h0, h1 = false;
+  moe_detail::WalkRec rn{};  // the record of the tile two ahead of c0... then three
+  if (p.slots_settled) {
+    h0 = find(t, rec(t), c0);
+    if (h0) issue(c0, 0, true);
+    if (h0) rn = rec(t + G);
+    pdl_enter();
+  } else {
+    pdl_enter();
+    h0 = find(t, rec(t), c0);
+    if (h0) issue(c0, 0, true);
+    if (h0) rn = rec(t + G);
+  }
+  if (h0) issue(c0, 0, false);
+  cp_async_commit();
+  if (h0) h1 = find(t + G, rn, c1);
+  if (h1) {
+    issue(c1, 1, true);
+    issue(c1, 1, false);
+    rn = rec(t + 2 * G);
+  }
+  cp_async_commit();
+  int st = 0;
+  while (h0) {
+    Tile c2;
+    const bool h2 = h1 && find(t + 2 * G, rn, c2);
+    const int st2 = st == 0 ? 2 : st - 1;  // (st + 2) % 3: the stage computed last iteration
+    if (h2) {
+      issue(c2, st2, true);
+      issue(c2, st2, false);
+    }
+    cp_async_commit();
+    if (h2) rn = rec(t + 3 * G);  // lands while this tile computes
+    float swr[kUnroll][NT], sar[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = warp + u * kSmallWarps;
+      const int64_t cc = c < kblocks ? c : 0;
+#pragma unroll
+      for (int q = 0; q < NT; ++q) swr[u][q] = __ldg(c0.srow[q] + cc);
+      sar[u] = c0.sxr ? __ldg(c0.sxr + cc) : 0.0f;
+    }
+    cp_async_wait<2>();  // this tile's group (the next two stay in flight)
+    const uint4* wa = warp_base(st);
+    const uint4* xa = wa + Sh::kWSlots * 32;
+    float acc[NT][4];
+#pragma unroll
+    for (int q = 0; q < NT; ++q)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) acc[q][c] = 0.0f;
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int64_t c = warp + u * kSmallWarps;
+      if (c >= kblocks) break;  // warp-uniform
+      uint32_t qa[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      if (g == 0) {
+        const uint4 a0 = xa[u * 8 + tig * 2], a1 = xa[u * 8 + tig * 2 + 1];
+        qa[0] = a0.x, qa[1] = a0.y, qa[2] = a0.z, qa[3] = a0.w;
+        qa[4] = a1.x, qa[5] = a1.y, qa[6] = a1.z, qa[7] = a1.w;
+      }
+      const uint32_t kNoRows[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+      const float sa = sar[u];
+#pragma unroll
+      for (int q = 0; q < NT; ++q) {
+        float part[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+        block_mma(part, &wa[((u * NT + q) * 2) * 32 + lane], qa, kNoRows);
+        const float sw = swr[u][q];
+        acc[q][0] += part[0] * sa * sw;
+        acc[q][1] += part[1] * sa * sw;
+      }
+    }
+    __syncthreads();  // the previous tile's reduction has read red
+#pragma unroll
+    for (int q = 0; q < NT; ++q)
+#pragma unroll
+      for (int c = 0; c < 4; ++c) red[warp][q * 4 + c][lane] = acc[q][c];
+    __syncthreads();
+    small_m::store_tile<kSilu, kDown, NT, kSmallWarps>(red, p.out, N, c0.n0, c0.row0, c0.cnt);
+    c0 = c1;
+    h0 = h1;
+    c1 = c2;
+    h1 = h2;
+    t += G;
+    st = st == 2 ? 0 : st + 1;
+  }
+}
+
+template <bool kSilu, int kDown>
+cudaError_t launch_pipe3(const MoeFp8GemmParams& p, cudaStream_t stream) {
+  constexpr size_t kSmem = Pipe3Shape<kSilu, kDown>::kSmem;
+  auto kernel = moe_fp8_small_m_pipe3_kernel<kSilu, kDown>;
+  static const int per_sm = moe_detail::resident_per_sm(kernel, kSmallWarps * 32, kSmem);
+  if (per_sm <= 0) return cudaErrorInvalidConfiguration;
+  const int64_t tiles_x = (p.N + 8 * kDown - 1) / (8 * kDown), total = tiles_x * p.max_active;
+  if (total > INT32_MAX) return cudaErrorInvalidValue;
+  const int64_t grid = std::min<int64_t>(total, static_cast<int64_t>(per_sm) * device_sm_count());
+  return launch_pdl(kernel, dim3(static_cast<unsigned>(grid)), kSmallWarps * 32, kSmem, stream, p,
+                    static_cast<int>(tiles_x), static_cast<int>(total));
+}
+
+bool pipe3_applies(const MoeFp8GemmParams& p) {
+  static const bool on = env_flag("DSERVE_MOE_FP8_PIPE3", false);
+  return p.max_rows_per_expert <= 1 && (p.pipe == 3 || (p.pipe < 0 && on));
+}
+
 // One-round shapes up to 8 rows an expert take the two-stage walk (down with at most two column tiles a CTA: four do
 // not fit two stages at two CTAs per SM) unless DSERVE_MOE_FP8_PIPE=0.
 bool pipe_enabled() {
@@ -417,7 +618,10 @@ namespace {
 
 template <bool kSilu, int kDown>
 cudaError_t launch_small_tiles(const MoeFp8GemmParams& p, bool m16, bool deep, cudaStream_t stream) {
-  if (moe_fp8_small_m_pipes(p)) return launch_pipe<kSilu, kDown < 2 ? kDown : 2>(p, stream);  // neither m16 nor deep
+  if (moe_fp8_small_m_pipes(p)) {  // neither m16 nor deep
+    if (pipe3_applies(p)) return launch_pipe3<kSilu, kDown < 2 ? kDown : 2>(p, stream);
+    return launch_pipe<kSilu, kDown < 2 ? kDown : 2>(p, stream);
+  }
   if (m16) return launch_small_variant<kSilu, true, 2, kDown>(p, stream);
   // Rounds of four blocks when that staging fits two CTAs per SM, else of two.
   constexpr bool kDeep4 = SmallShape<kSilu, false, 4, kDown>::kSmem <= 100 * 1024;
