@@ -48,9 +48,8 @@ struct MoeFp8GemmParams {
   // 128, 3: 32 x 128, 4: 8 x 64 (rows past 8 loop), 5: 32 x 64. The same bits for every choice.
   int tile = 0;
   // Small-M kernel as a two-stage walk of resident CTAs (moe_fp8.cu; needs slots, one load round, <= 8 rows an
-  // expert): -1 (default) on unless DSERVE_MOE_FP8_PIPE=0, 0 off, 1 on where it applies (tests), 3 on in three
-  // stages where that applies (one row an expert; else as 1; default with DSERVE_MOE_FP8_PIPE3=1). The same bits
-  // every way.
+  // expert): -1 (default) on unless DSERVE_MOE_FP8_PIPE=0, 0 off, 1 on where it applies (tests). The same bits
+  // either way.
   int pipe = -1;
 };
 
