@@ -6,7 +6,7 @@
 set -u
 source "$(dirname "$0")/lib.sh"
 NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
-for k in 'moe_fp8_small_m_pipe_kernel<true' 'moe_fp8_small_m_pipe_kernel<false'; do
+for k in 'pipe_kernel<.bool.1, .int.1>' 'pipe_kernel<.bool.0, .int.2>'; do
   tag=$(echo "$k" | tr -c 'a-z' '_')
   DSERVE_TEST_NO_TIMING=1 timeout 120 "$NCU" --clock-control none --kernel-name-base demangled \
     --kernel-name "regex:${k}" --launch-count 1 --section InstructionStats --section SourceCounters \
