@@ -111,6 +111,9 @@ __device__ __forceinline__ void mma_bf16(float (&d)[4], const uint32_t (&a)[4], 
 }
 
 // d += a b for one m16n8k32 tile of e4m3 inputs (a: 4 registers of 4 bytes, b: 2), fp32 accumulators.
+// An Ada (sm_89) instruction that Hopper runs in software: ptxas converts both operands to f16 (F2FP) and issues f16
+// MMAs (NVIDIA/cutlass#1986; s38f's opcode mix of the FP8 MoE walk: F2FP 14% of its instructions, HMMA 4.5%).
+// Hopper's native FP8 tensor-core path is wgmma (B from shared memory).
 __device__ __forceinline__ void mma_e4m3(float (&d)[4], uint32_t a0, uint32_t a1, uint32_t a2, uint32_t a3,
                                          uint32_t b0, uint32_t b1) {
   asm volatile(
