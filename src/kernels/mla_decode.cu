@@ -29,6 +29,7 @@
 #include "kernels/mla_trace.cuh"
 #include "kernels/pdl.cuh"
 #include "kernels/ptx.cuh"
+#include "kernels/tensor_map.h"
 #include "kernels/wgmma.cuh"
 
 namespace ds::kernels {
@@ -987,12 +988,6 @@ size_t mla_decode_scratch_bytes(int num_splits, int num_tokens, int num_heads) {
          static_cast<size_t>(num_splits) * num_tokens * num_heads * 4;
 }
 
-namespace {
-
-using EncodeTiledFn = CUresult (*)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
-                                   const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
-                                   CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
-
 EncodeTiledFn encode_tiled() {
   static EncodeTiledFn fn = [] {
     void* f = nullptr;
@@ -1004,6 +999,8 @@ EncodeTiledFn encode_tiled() {
   }();
   return fn;
 }
+
+namespace {
 
 // [slots, 576] bf16 cache as a 2D tensor map: boxes of 64 columns x 32 rows, 128-byte swizzle (the layout
 // tile_offset describes), zero fill past the last slot.

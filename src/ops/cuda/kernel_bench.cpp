@@ -21,7 +21,9 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include "core/dtype.h"
 #include "kernels/basic.h"
+#include "kernels/fp8_wgmma_probe.h"
 #include "kernels/mla_decode.h"
 #include "kernels/mla_prefill.h"
 #include "kernels/moe.h"
@@ -427,6 +429,89 @@ class Runner {
           }
         });
       }
+  }
+
+  // An FP8 decode weight stream on Hopper's native FP8 tensor-core path (launch_fp8_wgmma_probe: TMA boxes, wgmma
+  // m64n8k32 e4m3, 8 token columns; the FP8 kernels' mma.sync e4m3 is emulated on Hopper, session 38): a step's routed
+  // gate|up weights (top-k experts x 2 x moe_intermediate rows x hidden), loads after the PDL wait, 2 / 4 / 8 stages
+  // of 8 KB in flight per CTA. max_rel: 64 rows x 8 tokens against a host product of the same bytes (double
+  // accumulation; the kernel is fp32, so ~1e-6 means the layouts are right). Baseline: the read probe of the same
+  // bytes after its wait (the floor a dependent stream of them reaches).
+  void fp8_wgmma_cases(const kbench::ModelDims& m) {
+    const int64_t N = static_cast<int64_t>(m.top_k) * 2 * m.moe_intermediate, K = m.hidden;
+    const double bytes = static_cast<double>(N) * K;
+    for (int stages : {2, 4, 8}) {
+      char shape[128];
+      std::snprintf(shape, sizeof shape, "routed_gate_up top%d rows=%lld K=%lld stages=%d", m.top_k,
+                    static_cast<long long>(N), static_cast<long long>(K), stages);
+      run_case("fp8_wgmma", m.name, shape, Cost{2.0 * 8 * N * K, bytes}, [&](Row& r) {
+        const int64_t nb = K / 128;
+        const LinearWeight hw = random_e4m3_weight(N, K, 77, 1.0f);
+        std::vector<float> sw(static_cast<size_t>((N / 128) * nb)), sx(static_cast<size_t>(8 * nb));
+        for (size_t i = 0; i < sw.size(); ++i) sw[i] = 0.5f + 0.25f * static_cast<float>(i % 5);
+        for (size_t i = 0; i < sx.size(); ++i) sx[i] = 0.01f * static_cast<float>(1 + i % 7);
+        const LinearWeight hx = random_e4m3_weight(8, K, 78, 1.0f);
+        const int inst = std::max(2, instances_for(bytes, bench_, 64));
+        std::vector<Tensor> ws;
+        for (int i = 0; i < inst; ++i) ws.push_back(ops().upload(hw.weight));
+        Tensor x = ops().upload(hx.weight);
+        auto host_f32 = [](const std::vector<float>& v, Shape shape) {
+          Tensor t = Tensor::empty(shape, DType::kF32);
+          std::memcpy(t.data(), v.data(), v.size() * sizeof(float));
+          return t;
+        };
+        Tensor swd = ops().upload(host_f32(sw, {N / 128, nb}));
+        Tensor sxd = ops().upload(host_f32(sx, {8, nb}));
+        Tensor y = Tensor::empty({8, N}, DType::kF32, Device::kCuda);
+        kernels::Fp8WgmmaProbeParams p;
+        p.x = static_cast<const uint8_t*>(x.data());
+        p.sw = swd.data_as<float>();
+        p.sx = sxd.data_as<float>();
+        p.y = y.data_as<float>();
+        p.N = N;
+        p.K = K;
+        p.stages = stages;
+        auto call = [&](int i) {
+          p.w = static_cast<const uint8_t*>(ws[i].data());
+          CK(kernels::launch_fp8_wgmma_probe(p, /*wait_first=*/true, stream()));
+        };
+        call(0);
+        CK(cudaStreamSynchronize(stream()));
+        Tensor got = ops().to_host(y);
+        const uint8_t* wb = static_cast<const uint8_t*>(hw.weight.data());
+        const uint8_t* xb = static_cast<const uint8_t*>(hx.weight.data());
+        double worst = 0, scale = 0;
+        std::vector<double> want;
+        std::vector<float> have;
+        for (int j = 0; j < 64; ++j) {
+          const int64_t n = (j * 7919) % N;
+          for (int t = 0; t < 8; ++t) {
+            double v = 0;
+            for (int64_t b = 0; b < nb; ++b) {
+              double part = 0;
+              for (int64_t k = b * 128; k < b * 128 + 128; ++k)
+                part += static_cast<double>(fp8e4m3_to_f32(wb[n * K + k])) * fp8e4m3_to_f32(xb[t * K + k]);
+              v += part * sw[static_cast<size_t>((n / 128) * nb + b)] * sx[static_cast<size_t>(t * nb + b)];
+            }
+            want.push_back(v);
+            have.push_back(got.f32()[t * N + n]);
+            scale = std::max(scale, std::abs(v));
+          }
+        }
+        for (size_t i = 0; i < want.size(); ++i)
+          worst = std::max(worst, std::abs(static_cast<double>(have[i]) - want[i]) / std::max(scale, 1e-30));
+        r.max_rel = worst;
+        r.us = time_calls(call, inst, bench_);
+        r.baseline = "read-probe-after-wait";
+        Tensor sink = Tensor::empty({1}, DType::kI32, Device::kCuda);
+        r.baseline_us = time_calls(
+            [&](int i) {
+              CK(kernels::launch_read_probe(ws[i].data(), static_cast<int64_t>(bytes) / 16 * 16,
+                                            sink.data_as<uint32_t>(), 0x9e3779b9u, 2, true, stream()));
+            },
+            inst, bench_);
+      });
+    }
   }
 
   // A grid barrier against a launch handoff (the question a one-launch decode layer has to answer first): phases of
@@ -934,6 +1019,7 @@ int main(int argc, char** argv) {
     for (const auto& m : models) run.linear_cases(m);
     for (const auto& m : models) run.weight_read_cases(m);
     run.grid_barrier_cases();
+    for (const auto& m : models) run.fp8_wgmma_cases(m);
     for (const auto& m : models) run.bmm_cases(m);
     for (const auto& m : models) run.mla_decode_cases(m);
     for (const auto& m : models) run.mla_prefill_cases(m);

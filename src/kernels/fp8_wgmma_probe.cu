@@ -1,0 +1,126 @@
+// The FP8 wgmma weight-stream probe (fp8_wgmma_probe.h): TMA boxes of weight rows through a ring of shared-memory
+// stages, native wgmma m64n8k32 e4m3 against the step's 8 token rows, block scales applied per 128-deep block.
+#include <cuda.h>
+
+#include "kernels/fp8_wgmma_probe.h"
+#include "kernels/pdl.cuh"
+#include "kernels/ptx.cuh"
+#include "kernels/tensor_map.h"
+#include "kernels/wgmma.cuh"
+
+namespace ds::kernels {
+namespace {
+
+using namespace ptx;
+
+constexpr int kRows = 64;           // weight rows per CTA: the wgmma's M
+constexpr int kBoxBytes = 128 * kRows;  // one 128-deep block of them (8 KB)
+constexpr int kMaxStages = 8;
+constexpr int kMaxBlocks = 64;      // K <= 8192 (V3: 7168)
+constexpr int kThreads = 128;       // one warpgroup
+
+// D[64 x 8] (+)= A[64 x 32] B[32 x 8], e4m3 inputs, both K-major in shared memory (128-byte swizzle).
+__device__ __forceinline__ void wgmma_m64n8k32_e4m3(float (&d)[4], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+// Shared memory: [stages][64 rows][128 B] weight boxes, then [blocks][8 rows][128 B] activations (both swizzled),
+// then the stages' mbarriers.
+__global__ void __launch_bounds__(kThreads, 1)
+    fp8_wgmma_probe_kernel(const Fp8WgmmaProbeParams p, const __grid_constant__ CUtensorMap wmap, int wait_first) {
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = smem_align1024(smem_raw);
+  const uint32_t sbase = smem_u32(smem);
+  const int S = p.stages, nb = static_cast<int>(p.K / 128);
+  const uint32_t xbase = sbase + S * kBoxBytes;
+  const uint32_t bars = xbase + nb * 1024;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int row0 = blockIdx.x * kRows;
+  auto issue = [&](int b) {  // block b's box into stage b % S
+    const uint32_t bar = bars + (b % S) * 8;
+    mbar_expect_tx(bar, kBoxBytes);
+    tma_load_box(sbase + (b % S) * kBoxBytes, &wmap, b * 128, row0, bar);
+  };
+  if (tid == 0) {
+    for (int s = 0; s < S; ++s) mbar_init(bars + s * 8, 1);
+    mbar_init_fence();
+  }
+  __syncthreads();
+  if (!wait_first && tid == 0)
+    for (int b = 0; b < S && b < nb; ++b) issue(b);
+  pdl_enter();
+  if (wait_first && tid == 0)
+    for (int b = 0; b < S && b < nb; ++b) issue(b);
+  // The activations: chunk c (16 B) of token row t of block b at b * 1024 + t * 128 + ((c ^ t) << 4).
+  for (int i = tid; i < nb * 64; i += kThreads) {
+    const int b = i >> 6, t = (i >> 3) & 7, c = i & 7;
+    cp_async16(xbase + b * 1024 + t * 128 + ((c ^ t) << 4), p.x + t * p.K + b * 128 + c * 16, true);
+  }
+  cp_async_commit();
+  cp_async_wait<0>();
+  fence_proxy_async();
+  __syncthreads();
+
+  // This thread's D elements: rows 16 warp + lane / 4 (+ 8), token columns 2 (lane % 4) (+ 1).
+  const int r = 16 * warp + (lane >> 2), c0 = 2 * (lane & 3);
+  const float* swr = p.sw + (row0 / 128) * nb;  // the 64 rows share one 128-row scale block
+  float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  for (int b = 0; b < nb; ++b) {
+    const int s = b % S;
+    mbar_wait(bars + s * 8, (b / S) & 1);
+    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    wgmma_fence();
+    const uint64_t da = opaque(make_desc(sbase + s * kBoxBytes, 16, 1024));
+    const uint64_t db = opaque(make_desc(xbase + b * 1024, 16, 1024));
+#pragma unroll
+    for (int kk = 0; kk < 4; ++kk) wgmma_m64n8k32_e4m3(d, da + ((kk * 32) >> 4), db + ((kk * 32) >> 4), kk > 0);
+    wgmma_commit();
+    wgmma_wait<0>();
+    fence_regs(d);
+    const float sw = __ldg(swr + b);
+    const float sx0 = __ldg(p.sx + c0 * nb + b), sx1 = __ldg(p.sx + (c0 + 1) * nb + b);
+    acc[0] += d[0] * sw * sx0;
+    acc[1] += d[1] * sw * sx1;
+    acc[2] += d[2] * sw * sx0;
+    acc[3] += d[3] * sw * sx1;
+    __syncthreads();  // every warp is done with stage s
+    if (tid == 0 && b + S < nb) issue(b + S);
+  }
+  const int64_t n = row0 + r;
+  p.y[c0 * p.N + n] = acc[0];
+  p.y[(c0 + 1) * p.N + n] = acc[1];
+  p.y[c0 * p.N + n + 8] = acc[2];
+  p.y[(c0 + 1) * p.N + n + 8] = acc[3];
+}
+
+}  // namespace
+
+cudaError_t launch_fp8_wgmma_probe(const Fp8WgmmaProbeParams& p, bool wait_first, cudaStream_t stream) {
+  if (!p.w || !p.x || !p.sw || !p.sx || !p.y || p.N <= 0 || p.N % kRows != 0 || p.K <= 0 || p.K % 128 != 0 ||
+      p.K / 128 > kMaxBlocks || p.stages < 2 || p.stages > kMaxStages || p.N / kRows > INT32_MAX ||
+      (reinterpret_cast<uintptr_t>(p.w) & 15) || (reinterpret_cast<uintptr_t>(p.x) & 15))
+    return cudaErrorInvalidValue;
+  EncodeTiledFn fn = encode_tiled();
+  if (!fn) return cudaErrorNotSupported;
+  CUtensorMap map;
+  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(p.K), static_cast<cuuint64_t>(p.N)};
+  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(p.K)};
+  const cuuint32_t box[2] = {128, static_cast<cuuint32_t>(kRows)};
+  const cuuint32_t estrides[2] = {1, 1};
+  if (fn(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(p.w), dims, strides, box, estrides,
+         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+    return cudaErrorInvalidValue;
+  const size_t smem = 1024 + static_cast<size_t>(p.stages) * kBoxBytes + (p.K / 128) * 1024 + kMaxStages * 8;
+  const cudaError_t attr =
+      cudaFuncSetAttribute(fp8_wgmma_probe_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
+  if (attr != cudaSuccess) return attr;
+  return launch_pdl(fp8_wgmma_probe_kernel, dim3(static_cast<unsigned>(p.N / kRows)), kThreads, smem, stream, p, map,
+                    wait_first ? 1 : 0);
+}
+
+}  // namespace ds::kernels
