@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 38, spare device time (~60 s; binary dserve_kernel_bench from the working tree): the FP8 weight stream on
+# Session 38, spare device time (~60 s, run twice: the naive probe, then a producer warp + one block in flight; binary
+# dserve_kernel_bench from the working tree): the FP8 weight stream on
 # native wgmma e4m3 (kernels/fp8_wgmma_probe.cu, bench-only): a step's routed gate|up bytes (V2-Lite 34.6 MB, V3
 # 235 MB) as TMA boxes through 2 / 4 / 8 stages per CTA into wgmma m64n8k32 e4m3, checked against a host product
 # (max_rel ~1e-6 = layouts right) and timed against the read probe of the same bytes after its wait. The question

@@ -13,11 +13,11 @@ namespace {
 
 using namespace ptx;
 
-constexpr int kRows = 64;           // weight rows per CTA: the wgmma's M
+constexpr int kRows = 64;               // weight rows per CTA: the wgmma's M
 constexpr int kBoxBytes = 128 * kRows;  // one 128-deep block of them (8 KB)
 constexpr int kMaxStages = 8;
-constexpr int kMaxBlocks = 64;      // K <= 8192 (V3: 7168)
-constexpr int kThreads = 128;       // one warpgroup
+constexpr int kMaxBlocks = 64;  // K <= 8192 (V3: 7168)
+constexpr int kThreads = 160;   // a consumer warpgroup (warps 0-3) and a producer warp (4)
 
 // D[64 x 8] (+)= A[64 x 32] B[32 x 8], e4m3 inputs, both K-major in shared memory (128-byte swizzle).
 __device__ __forceinline__ void wgmma_m64n8k32_e4m3(float (&d)[4], uint64_t desc_a, uint64_t desc_b, int accumulate) {
@@ -27,9 +27,13 @@ __device__ __forceinline__ void wgmma_m64n8k32_e4m3(float (&d)[4], uint64_t desc
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
 
-// Shared memory: [stages][64 rows][128 B] weight boxes, then [blocks][8 rows][128 B] activations (both swizzled),
-// then the stages' mbarriers.
+// Shared memory: [stages][64 rows][128 B] weight boxes, [blocks][8 rows][128 B] activations (both swizzled), then
+// the stages' "full" (TMA landed) and "empty" (four consumer warps done) mbarriers. The producer warp keeps the ring
+// full; the consumers keep one block's wgmmas in flight while they scale and add the previous block's.
 __global__ void __launch_bounds__(kThreads, 1)
     fp8_wgmma_probe_kernel(const Fp8WgmmaProbeParams p, const __grid_constant__ CUtensorMap wmap, int wait_first) {
   extern __shared__ uint8_t smem_raw[];
@@ -37,58 +41,85 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t sbase = smem_u32(smem);
   const int S = p.stages, nb = static_cast<int>(p.K / 128);
   const uint32_t xbase = sbase + S * kBoxBytes;
-  const uint32_t bars = xbase + nb * 1024;
+  const uint32_t full = xbase + nb * 1024, empty = full + kMaxStages * 8;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int row0 = blockIdx.x * kRows;
-  auto issue = [&](int b) {  // block b's box into stage b % S
-    const uint32_t bar = bars + (b % S) * 8;
-    mbar_expect_tx(bar, kBoxBytes);
-    tma_load_box(sbase + (b % S) * kBoxBytes, &wmap, b * 128, row0, bar);
-  };
   if (tid == 0) {
-    for (int s = 0; s < S; ++s) mbar_init(bars + s * 8, 1);
+    for (int s = 0; s < S; ++s) {
+      mbar_init(full + s * 8, 1);
+      mbar_init(empty + s * 8, 4);
+    }
     mbar_init_fence();
   }
   __syncthreads();
-  if (!wait_first && tid == 0)
-    for (int b = 0; b < S && b < nb; ++b) issue(b);
+  if (warp == 4) {  // producer
+    if (lane == 0) {
+      auto issue = [&](int b) {
+        const int s = b % S;
+        if (b >= S) mbar_wait(empty + s * 8, ((b / S) - 1) & 1);
+        mbar_expect_tx(full + s * 8, kBoxBytes);
+        tma_load_box(sbase + s * kBoxBytes, &wmap, b * 128, row0, full + s * 8);
+      };
+      int b = 0;
+      if (!wait_first)
+        for (; b < S && b < nb; ++b) issue(b);  // weights: never written by a forward
+      pdl_enter();
+      for (; b < nb; ++b) issue(b);
+    } else {
+      pdl_enter();
+    }
+    return;
+  }
   pdl_enter();
-  if (wait_first && tid == 0)
-    for (int b = 0; b < S && b < nb; ++b) issue(b);
   // The activations: chunk c (16 B) of token row t of block b at b * 1024 + t * 128 + ((c ^ t) << 4).
-  for (int i = tid; i < nb * 64; i += kThreads) {
+  for (int i = tid; i < nb * 64; i += 128) {
     const int b = i >> 6, t = (i >> 3) & 7, c = i & 7;
     cp_async16(xbase + b * 1024 + t * 128 + ((c ^ t) << 4), p.x + t * p.K + b * 128 + c * 16, true);
   }
   cp_async_commit();
   cp_async_wait<0>();
   fence_proxy_async();
-  __syncthreads();
+  named_barrier(1, 128);
 
   // This thread's D elements: rows 16 warp + lane / 4 (+ 8), token columns 2 (lane % 4) (+ 1).
   const int r = 16 * warp + (lane >> 2), c0 = 2 * (lane & 3);
   const float* swr = p.sw + (row0 / 128) * nb;  // the 64 rows share one 128-row scale block
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  for (int b = 0; b < nb; ++b) {
+  auto mma_block = [&](int b, float (&d)[4]) {
     const int s = b % S;
-    mbar_wait(bars + s * 8, (b / S) & 1);
-    float d[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    mbar_wait(full + s * 8, (b / S) & 1);
     wgmma_fence();
     const uint64_t da = opaque(make_desc(sbase + s * kBoxBytes, 16, 1024));
     const uint64_t db = opaque(make_desc(xbase + b * 1024, 16, 1024));
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) wgmma_m64n8k32_e4m3(d, da + ((kk * 32) >> 4), db + ((kk * 32) >> 4), kk > 0);
     wgmma_commit();
-    wgmma_wait<0>();
-    fence_regs(d);
+  };
+  auto fold = [&](int b, const float (&d)[4]) {  // block b's wgmmas are complete
     const float sw = __ldg(swr + b);
     const float sx0 = __ldg(p.sx + c0 * nb + b), sx1 = __ldg(p.sx + (c0 + 1) * nb + b);
     acc[0] += d[0] * sw * sx0;
     acc[1] += d[1] * sw * sx1;
     acc[2] += d[2] * sw * sx0;
     acc[3] += d[3] * sw * sx1;
-    __syncthreads();  // every warp is done with stage s
-    if (tid == 0 && b + S < nb) issue(b + S);
+    __syncwarp();
+    if (lane == 0) mbar_arrive(empty + (b % S) * 8);
+  };
+  float d0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, d1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  mma_block(0, d0);
+  for (int b = 1; b < nb; b += 2) {  // nb is even (K % 256 == 0)
+    mma_block(b, d1);
+    wgmma_wait<1>();
+    fence_regs(d0);
+    fold(b - 1, d0);
+    if (b + 1 < nb) {
+      mma_block(b + 1, d0);
+      wgmma_wait<1>();
+    } else {
+      wgmma_wait<0>();
+    }
+    fence_regs(d1);
+    fold(b, d1);
   }
   const int64_t n = row0 + r;
   p.y[c0 * p.N + n] = acc[0];
@@ -101,7 +132,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 cudaError_t launch_fp8_wgmma_probe(const Fp8WgmmaProbeParams& p, bool wait_first, cudaStream_t stream) {
   if (!p.w || !p.x || !p.sw || !p.sx || !p.y || p.N <= 0 || p.N % kRows != 0 || p.K <= 0 || p.K % 128 != 0 ||
-      p.K / 128 > kMaxBlocks || p.stages < 2 || p.stages > kMaxStages || p.N / kRows > INT32_MAX ||
+      p.K / 128 > kMaxBlocks || p.K % 256 != 0 || p.stages < 2 || p.stages > kMaxStages || p.N / kRows > INT32_MAX ||
       (reinterpret_cast<uintptr_t>(p.w) & 15) || (reinterpret_cast<uintptr_t>(p.x) & 15))
     return cudaErrorInvalidValue;
   EncodeTiledFn fn = encode_tiled();
@@ -115,7 +146,7 @@ cudaError_t launch_fp8_wgmma_probe(const Fp8WgmmaProbeParams& p, bool wait_first
          CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
     return cudaErrorInvalidValue;
-  const size_t smem = 1024 + static_cast<size_t>(p.stages) * kBoxBytes + (p.K / 128) * 1024 + kMaxStages * 8;
+  const size_t smem = 1024 + static_cast<size_t>(p.stages) * kBoxBytes + (p.K / 128) * 1024 + 2 * kMaxStages * 8;
   const cudaError_t attr =
       cudaFuncSetAttribute(fp8_wgmma_probe_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem));
   if (attr != cudaSuccess) return attr;

@@ -18,10 +18,11 @@ struct Fp8WgmmaProbeParams {
   int stages = 4;              // 8 KB weight boxes in flight per CTA (2..8)
 };
 
-// y[t][n] = sum over 128-deep blocks b of (sum_k W[n][k] x[t][k]) * sw[n / 128][b] * sx[t][b]. One CTA (one
-// warpgroup) per 64 weight rows streams its rows' K blocks as TMA boxes {128 B, 64 rows} (128-byte swizzle) through
-// a ring of `stages` buffers and multiplies each by four wgmma m64n8k32 e4m3. wait_first: the weight loads go out
-// after the PDL wait (as in a chain after its activations), else before it.
+// y[t][n] = sum over 128-deep blocks b of (sum_k W[n][k] x[t][k]) * sw[n / 128][b] * sx[t][b]. One CTA per 64
+// weight rows streams its rows' K blocks as TMA boxes {128 B, 64 rows} (128-byte swizzle) through a ring of `stages`
+// buffers: a producer warp refills a stage once the consumer warpgroup has released it, and the consumers multiply
+// each block by four wgmma m64n8k32 e4m3, one block in flight while they scale and add the previous one. K % 256 ==
+// 0. wait_first: the weight loads go out after the PDL wait (as in a chain after its activations), else before it.
 cudaError_t launch_fp8_wgmma_probe(const Fp8WgmmaProbeParams& p, bool wait_first, cudaStream_t stream);
 
 }  // namespace ds::kernels
