@@ -27,9 +27,6 @@ __device__ __forceinline__ void wgmma_m64n8k32_e4m3(float (&d)[4], uint64_t desc
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
-__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
-  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
-}
 
 // Shared memory: [stages][64 rows][128 B] weight boxes, [blocks][8 rows][128 B] activations (both swizzled), then
 // the stages' "full" (TMA landed) and "empty" (four consumer warps done) mbarriers. The producer warp keeps the ring
@@ -121,6 +118,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     fence_regs(d1);
     fold(b, d1);
   }
+  wgmma_wait<0>();  // none left in flight (nb >= 2); said anyway so no exit path keeps one
   const int64_t n = row0 + r;
   p.y[c0 * p.N + n] = acc[0];
   p.y[(c0 + 1) * p.N + n] = acc[1];

@@ -35,6 +35,10 @@ __device__ __forceinline__ void mbar_init_fence() {
 __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
+// One arrival (no transaction bytes): a consumer releasing a stage back to its producer.
+__device__ __forceinline__ void mbar_arrive(uint32_t bar) {
+  asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory");
+}
 // Spins until the phase of parity `parity` completes. A load that never lands (a broken tensor map) traps
 // after ~2^24 polls (seconds) instead of hanging the stream.
 __device__ __forceinline__ void mbar_wait(uint32_t bar, uint32_t parity) {
