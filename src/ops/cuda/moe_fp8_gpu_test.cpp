@@ -568,6 +568,99 @@ TEST_F(MoeFp8Test, SmallMColumnTilesAgree) {
   }
 }
 
+// The walk on native wgmma e4m3 (launch_moe_fp8_wgmma_walk; session 38 wrote it without a GPU): on the decode shapes
+// it supports (K <= 2048: V2-Lite gate|up and down, V3 down), at 1 and 5 rows an expert (ragged: the first expert one
+// row short) with two empty slot records past the active ones, slot records read before and after the PDL wait: it
+// writes every routed row and nothing else (NaN-poisoned output), matches the mma.sync walk within bf16 rounding
+// (not bit for bit: FP8 wgmma accumulates a 128-deep block at reduced precision) and the W8A8 product of the same
+// bytes on two experts; timed alone (MOEFP8WGMMA lines, next to the walk's).
+TEST_F(MoeFp8Test, WgmmaWalkMatchesTheWalk) {
+  cudaStream_t s = cuda_stream();
+  int checked = 0;
+  for (const test::MoeDecodeShape& sh : test::moe_decode_shapes()) {
+    if (sh.K > 2048) continue;  // V3 gate|up: not this kernel's
+    const int64_t wrows = sh.silu ? 2 * sh.N : sh.N;
+    std::vector<LinearWeight> host;
+    for (int e = 0; e < sh.experts; ++e) {
+      host.push_back(random_e4m3_weight(wrows, sh.K, 200 + e, 1.0f / 256));
+      for (int64_t i = 0; i < host[e].scale_inv.numel(); ++i)
+        host[e].scale_inv.f32()[i] *= 0.5f + static_cast<float>((i * 7 + e) % 5) * 0.25f;
+    }
+    const DeviceExperts dev = upload_experts(host, sh.experts);
+    std::vector<const void*> wptrs;
+    for (int e = 0; e < sh.experts; ++e) wptrs.push_back(dev.w[e].data());
+    std::vector<CUtensorMap> maps(sh.experts);
+    ASSERT_TRUE(kernels::make_moe_fp8_wgmma_maps(wptrs.data(), sh.experts, wrows, sh.K, maps.data())) << sh.name;
+    void* maps_d = nullptr;
+    ASSERT_EQ(cudaMalloc(&maps_d, maps.size() * sizeof(CUtensorMap)), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(maps_d, maps.data(), maps.size() * sizeof(CUtensorMap), cudaMemcpyHostToDevice), cudaSuccess);
+    const CUtensorMap* md = static_cast<const CUtensorMap*>(maps_d);
+    for (int rows : {1, 5}) {
+      const test::ExpertRouting rt = test::decode_routing(sh, rows);
+      const int64_t total = rt.total;
+      Tensor qx, sx;
+      quantize_activations_fp8(randn({total, sh.K}, rng_), 128, false, &qx, &sx);
+      Tensor qx_d = cuda_upload(qx), sx_d = cuda_upload(sx);
+      const test::DeviceRouting rd = test::upload_routing(rt);
+      const int n_active = static_cast<int>(sh.active.size());
+      const int n_slots = std::min(n_active + 2, sh.experts);
+      const std::vector<int32_t> rec = test::slot_records(rt, n_slots, nullptr);
+      Tensor slots_d = cuda_upload(i32_tensor(rec, {static_cast<int64_t>(rec.size())}));
+      kernels::MoeFp8GemmParams p;
+      p.weights = static_cast<const void* const*>(dev.wptr.data());
+      p.scales = static_cast<const float* const*>(dev.sptr.data());
+      p.q = static_cast<const uint8_t*>(qx_d.data());
+      p.sx = sx_d.data_as<float>();
+      test::set_routing(p, rd);
+      p.slots = slots_d.data_as<int32_t>();
+      p.max_active = n_slots;
+      p.experts = sh.experts;
+      p.N = sh.N;
+      p.K = sh.K;
+      p.max_rows_per_expert = rows;
+      p.silu = sh.silu;
+      p.pipe = 1;
+      ASSERT_TRUE(kernels::moe_fp8_wgmma_walk_supported(p)) << sh.name;
+      const std::string base = std::string(sh.name) + " rows " + std::to_string(rows);
+      Tensor ref = gpu().empty({total + 1, sh.N}, DType::kBF16);  // the mma.sync walk
+      p.out = ref.data();
+      ASSERT_EQ(kernels::launch_moe_fp8_small_m(p, s), cudaSuccess) << base;
+      Tensor want = to_host_f32(ref);
+      for (bool settled : {false, true}) {
+        const std::string what = base + (settled ? " settled" : "");
+        Tensor out = gpu().empty({total + 1, sh.N}, DType::kBF16);  // NaN-poisoned
+        p.out = out.data();
+        p.slots_settled = settled;
+        ASSERT_EQ(kernels::launch_moe_fp8_wgmma_walk(p, md, s), cudaSuccess) << what;
+        ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess) << what;
+        Tensor got = to_host_f32(out);
+        test::expect_rows_written(got, total, sh.N, what);
+        DS_EXPECT_CLOSE(got.rows(0, total), want.rows(0, total), 2e-2, 4e-3, what + " vs the mma.sync walk");
+        for (int a = 0; a < 2; ++a) {
+          const int e = sh.active[a];
+          const int64_t r0 = rt.offsets[e], n = rt.counts[e];
+          if (n == 0) continue;
+          Tensor y = linear_w8a8_quantized(qx.rows(r0, r0 + n), sx.rows(r0, r0 + n), host[e]);  // [n, wrows]
+          const auto [w8, have] = test::expert_rows(y, got, r0, sh.N, sh.silu);
+          DS_EXPECT_CLOSE(have, w8, 2e-2, 4e-3, what + " expert " + std::to_string(e));
+        }
+        ++checked;
+      }
+      if (std::getenv("DSERVE_TEST_NO_TIMING")) continue;
+      p.slots_settled = false;
+      Tensor out = gpu().empty({total + 1, sh.N}, DType::kBF16);
+      p.out = out.data();
+      const double us = test::graph_time_us([&] { kernels::launch_moe_fp8_wgmma_walk(p, md, s); }, s);
+      const double us_walk = test::graph_time_us([&] { kernels::launch_moe_fp8_small_m(p, s); }, s);
+      const double bytes = static_cast<double>(n_active) * wrows * sh.K * (1.0 + 4.0 / (128 * 128));
+      std::printf("MOEFP8WGMMA %s: %.2f us per launch (%.0f GB/s), the mma.sync walk %.2f us\n", base.c_str(), us,
+                  bytes / (us * 1e3), us_walk);
+    }
+    EXPECT_EQ(cudaFree(maps_d), cudaSuccess);
+  }
+  EXPECT_EQ(checked, 3 * 2 * 2);
+}
+
 // The pipelined tile's shapes (MoeFp8GemmParams::tile) at decode batches past the small-M kernel: V2-Lite (64
 // experts, top-6) and V3 (256 experts, top-8) expert shapes, uniform random routing of 64 and 256 tokens, the
 // kernel called directly with the op's bounds (max rows = tokens, rows_hint = twice the mean load). Every shape

@@ -1,0 +1,263 @@
+// The FP8 MoE decode walk on Hopper's native FP8 tensor cores (moe_fp8.h launch_moe_fp8_wgmma_walk). mma.sync e4m3,
+// which the other FP8 kernels use, is emulated on Hopper (f16 conversions + f16 MMAs: NVIDIA/cutlass#1986, session
+// 38's ncu opcode mix); this walk streams each tile's weight rows as TMA boxes into a ring of shared-memory stages
+// and multiplies them with wgmma m64n8k32 e4m3 against the slot's token rows (N = 8), as the bench probe
+// kernels/fp8_wgmma_probe.cu that measured 0.87 of the read floor at V2-Lite's gate|up bytes.
+#include <cuda.h>
+#include <cuda_bf16.h>
+
+#include <algorithm>
+
+#include "kernels/moe.h"
+#include "kernels/moe_block.cuh"
+#include "kernels/moe_fp8.h"
+#include "kernels/pdl.cuh"
+#include "kernels/ptx.cuh"
+#include "kernels/tensor_map.h"
+#include "kernels/wgmma.cuh"
+
+namespace ds::kernels {
+namespace {
+
+using namespace ptx;
+
+constexpr int kBoxRows = 32;                // a TMA box: 32 weight rows x one 128-deep block
+constexpr int kStageBytes = 2 * kBoxRows * 128;  // two boxes = the wgmma's 64 rows (8 KB)
+constexpr int kStages = 4;
+constexpr int kMaxBlocks = 16;              // K <= 2048: the token rows of a tile fit one 16 KB buffer
+constexpr int kThreads = 160;               // a consumer warpgroup (warps 0-3) and a producer warp (4)
+constexpr int kTokens = 8;                  // the wgmma's N: rows an expert (max_rows_per_expert <= 8)
+
+__device__ __forceinline__ void wgmma_m64n8k32_e4m3(float (&d)[4], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+// A tile: one slot (expert) x kCols output columns: with the SiLU 32 columns (A = their 32 gate rows, then their 32 up
+// rows), else 64 (A = 64 consecutive rows). Its two boxes' first weight rows.
+template <bool kSilu>
+struct TileRows {
+  static constexpr int kCols = kSilu ? 32 : 64;
+  __device__ static int row_a(int64_t n0) { return static_cast<int>(n0); }
+  __device__ static int row_b(int64_t n0, int64_t N) { return static_cast<int>(kSilu ? N + n0 : n0 + kBoxRows); }
+};
+
+// Shared memory: [kStages][64 rows][128 B] weight stages, [kMaxBlocks][8 rows][128 B] token rows (both with the
+// 128-byte swizzle), the up half's accumulators for the SiLU ([32][8] fp32), the tile's slot (expert, count, first
+// output row, token rows), then the stages' full / empty mbarriers.
+struct Smem {
+  static constexpr int kX = kStages * kStageBytes;
+  static constexpr int kXch = kX + kMaxBlocks * 1024;
+  static constexpr int kSlot = kXch + 32 * 8 * 4;
+  static constexpr int kBars = kSlot + 16 * 4;
+  static constexpr int kBytes = kBars + 2 * kStages * 8;
+};
+
+template <bool kSilu>
+__global__ void __launch_bounds__(kThreads, 1)
+    moe_fp8_wgmma_walk_kernel(const MoeFp8GemmParams p, const CUtensorMap* maps, int tiles_x, int total) {
+  using TR = TileRows<kSilu>;
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = smem_align1024(smem_raw);
+  const uint32_t sbase = smem_u32(smem);
+  const uint32_t xbase = sbase + Smem::kX, full = sbase + Smem::kBars, empty = full + kStages * 8;
+  float* xch = reinterpret_cast<float*>(smem + Smem::kXch);
+  int* slot = reinterpret_cast<int*>(smem + Smem::kSlot);  // [0] expert, [1] count, [2] first output row, [4..11] rows
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+  const int64_t N = p.N, K = p.K;
+  const int nb = static_cast<int>(K / 128);
+  if (tid == 0) {
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(full + s * 8, 1);
+      mbar_init(empty + s * 8, 4);
+    }
+    mbar_init_fence();
+  }
+  __syncthreads();
+  // Slot records written by this step's grouping are read after the wait unless settled (pdl.cuh).
+  if (!p.slots_settled) pdl_enter();
+
+  if (warp == 4) {  // producer: every tile's blocks, in the consumers' order, into the ring
+    if (lane == 0) {
+      int it = 0;  // (tile, block) sequence number: stage it % kStages, its use it / kStages
+      for (int t = blockIdx.x; t < total; t += gridDim.x) {
+        int4 h;
+        int64_t xr0;
+        if (!moe_detail::walk_tile_slot(p, t, tiles_x, total, 0, &h, &xr0)) break;
+        const CUtensorMap* map = maps + h.x;
+        const int64_t n0 = static_cast<int64_t>(t % tiles_x) * TR::kCols;
+        for (int b = 0; b < nb; ++b, ++it) {
+          const int s = it % kStages;
+          if (it >= kStages) mbar_wait(empty + s * 8, ((it / kStages) - 1) & 1);
+          mbar_expect_tx(full + s * 8, kStageBytes);
+          tma_load_box(sbase + s * kStageBytes, map, b * 128, TR::row_a(n0), full + s * 8);
+          tma_load_box(sbase + s * kStageBytes + kBoxRows * 128, map, b * 128, TR::row_b(n0, N), full + s * 8);
+        }
+      }
+    }
+    if (p.slots_settled) pdl_enter();
+    return;
+  }
+  if (p.slots_settled) pdl_enter();  // the token rows are this step's
+
+  // This thread's D elements: rows 16 warp + lane / 4 (+ 8), token columns 2 (lane % 4) (+ 1).
+  const int r = 16 * warp + (lane >> 2), c0 = 2 * (lane & 3);
+  int it = 0;
+  for (int t = blockIdx.x; t < total; t += gridDim.x) {
+    if (tid < kTokens) {  // the slot and its token rows (-1 past the count)
+      int4 h;
+      int64_t xr;
+      const bool ok = moe_detail::walk_tile_slot(p, t, tiles_x, total, tid, &h, &xr);
+      if (tid == 0) {
+        slot[0] = ok ? h.x : -1;
+        slot[1] = ok ? h.y : 0;
+        slot[2] = ok ? h.z : 0;
+      }
+      slot[4 + tid] = ok && tid < h.y ? static_cast<int>(xr) : -1;
+    }
+    named_barrier(1, 128);
+    if (slot[0] < 0) break;  // past the last slot with rows (the producer stopped there too)
+    const int e = slot[0], cnt = min(slot[1], kTokens);
+    const int64_t row0 = slot[2];
+    const int64_t n0 = static_cast<int64_t>(t % tiles_x) * TR::kCols;
+    // Token rows -> [block][row][128 B], chunk c of row j at ((c ^ j) << 4); rows past the count zero.
+    for (int i = tid; i < nb * 64; i += 128) {
+      const int b = i >> 6, j = (i >> 3) & 7, c = i & 7;
+      const int xr = slot[4 + j];
+      cp_async16(xbase + b * 1024 + j * 128 + ((c ^ j) << 4), p.q + (xr >= 0 ? xr : 0) * K + b * 128 + c * 16, xr >= 0);
+    }
+    cp_async_commit();
+    // Scales: this thread's rows' weight scale row (its 16 rows sit in one 32-row half, inside one 128-row block)
+    // and its two token columns' activation scale rows.
+    const float* S = p.scales[e];
+    const int64_t wrow = r < 32 ? TR::row_a(n0) + r : TR::row_b(n0, N) + (r - 32);
+    const float* swr = S + (wrow / 128) * nb;
+    const int xr0 = slot[4 + c0], xr1 = slot[4 + c0 + 1];
+    const float* sx0 = xr0 >= 0 ? p.sx + static_cast<int64_t>(xr0) * nb : nullptr;
+    const float* sx1 = xr1 >= 0 ? p.sx + static_cast<int64_t>(xr1) * nb : nullptr;
+    cp_async_wait<0>();
+    fence_proxy_async();
+    named_barrier(1, 128);
+
+    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    auto issue = [&](int b, float (&d)[4]) {
+      const int s = (it + b) % kStages;
+      mbar_wait(full + s * 8, ((it + b) / kStages) & 1);
+      wgmma_fence();
+      const uint64_t da = opaque(make_desc(sbase + s * kStageBytes, 16, 1024));
+      const uint64_t db = opaque(make_desc(xbase + b * 1024, 16, 1024));
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk) wgmma_m64n8k32_e4m3(d, da + ((kk * 32) >> 4), db + ((kk * 32) >> 4), kk > 0);
+      wgmma_commit();
+    };
+    auto fold = [&](int b, const float (&d)[4]) {  // block b's wgmmas are complete: scale, add, free its stage
+      const float sw = __ldg(swr + b);
+      const float a0 = sx0 ? __ldg(sx0 + b) : 0.0f, a1 = sx1 ? __ldg(sx1 + b) : 0.0f;
+      acc[0] += d[0] * sw * a0;
+      acc[1] += d[1] * sw * a1;
+      acc[2] += d[2] * sw * a0;
+      acc[3] += d[3] * sw * a1;
+      __syncwarp();
+      if (lane == 0) mbar_arrive(empty + ((it + b) % kStages) * 8);
+    };
+    float d0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, d1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+    // One block's wgmmas in flight while the previous one is folded (d0 even blocks, d1 odd).
+    issue(0, d0);
+    for (int b = 1; b < nb; b += 2) {
+      issue(b, d1);
+      wgmma_wait<1>();
+      fence_regs(d0);
+      fold(b - 1, d0);
+      if (b + 1 < nb) {
+        issue(b + 1, d0);
+        wgmma_wait<1>();
+      } else {
+        wgmma_wait<0>();
+      }
+      fence_regs(d1);
+      fold(b, d1);
+    }
+    wgmma_wait<0>();
+    if (nb % 2 == 1) {  // the last block (even) is still to fold
+      fence_regs(d0);
+      fold(nb - 1, d0);
+    }
+    it += nb;
+
+    // Store: out[row0 + c, n0 + column] in bf16 for token columns c < cnt.
+    __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out);
+    if (kSilu) {
+      if (warp >= 2) {  // up rows: hand them to the gate rows' threads
+        xch[(r - 32) * 8 + c0] = acc[0];
+        xch[(r - 32) * 8 + c0 + 1] = acc[1];
+        xch[(r - 32 + 8) * 8 + c0] = acc[2];
+        xch[(r - 32 + 8) * 8 + c0 + 1] = acc[3];
+      }
+      named_barrier(1, 128);
+      if (warp < 2) {
+        const float up[4] = {xch[r * 8 + c0], xch[r * 8 + c0 + 1], xch[(r + 8) * 8 + c0], xch[(r + 8) * 8 + c0 + 1]};
+#pragma unroll
+        for (int i = 0; i < 4; ++i) {
+          const int c = c0 + (i & 1);
+          const int64_t n = n0 + r + (i >> 1) * 8;
+          if (c < cnt && n < N) out[(row0 + c) * N + n] = __float2bfloat16(acc[i] / (1.0f + expf(-acc[i])) * up[i]);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int c = c0 + (i & 1);
+        const int64_t n = n0 + r + (i >> 1) * 8;
+        if (c < cnt && n < N) out[(row0 + c) * N + n] = __float2bfloat16(acc[i]);
+      }
+    }
+    named_barrier(1, 128);  // the token rows, slot and exchange buffers are free for the next tile
+  }
+}
+
+}  // namespace
+
+bool make_moe_fp8_wgmma_maps(const void* const* host_weights, int experts, int64_t rows, int64_t K, CUtensorMap* out) {
+  EncodeTiledFn fn = encode_tiled();
+  if (!fn || experts <= 0 || rows <= 0 || rows > INT32_MAX || K <= 0 || K % 128 != 0) return false;
+  for (int e = 0; e < experts; ++e) {
+    if (!host_weights[e] || (reinterpret_cast<uintptr_t>(host_weights[e]) & 15)) return false;
+    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(K), static_cast<cuuint64_t>(rows)};
+    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(K)};
+    const cuuint32_t box[2] = {128, kBoxRows};
+    const cuuint32_t estrides[2] = {1, 1};
+    if (fn(&out[e], CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(host_weights[e]), dims, strides, box, estrides,
+           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+      return false;
+  }
+  return true;
+}
+
+bool moe_fp8_wgmma_walk_supported(const MoeFp8GemmParams& p) {
+  return p.slots && p.max_active > 0 && p.max_active <= p.experts && (reinterpret_cast<uintptr_t>(p.slots) & 15) == 0 &&
+         p.max_rows_per_expert >= 1 && p.max_rows_per_expert <= kTokens && p.K % 128 == 0 && p.K / 128 <= kMaxBlocks &&
+         p.N % (p.silu ? 128 : 64) == 0 && p.q && p.sx && p.out;
+}
+
+cudaError_t launch_moe_fp8_wgmma_walk(const MoeFp8GemmParams& p, const CUtensorMap* maps, cudaStream_t stream) {
+  if (!maps || (reinterpret_cast<uintptr_t>(maps) & 63) || !moe_fp8_wgmma_walk_supported(p)) return cudaErrorInvalidValue;
+  auto launch = [&](auto kernel, int cols) {
+    static_assert(Smem::kBytes + 1024 <= 227 * 1024, "shared memory");
+    const size_t smem = Smem::kBytes + 1024;
+    const int per_sm = moe_detail::resident_per_sm(kernel, kThreads, smem);
+    if (per_sm <= 0) return cudaErrorInvalidConfiguration;
+    const int64_t tiles_x = p.N / cols, total = tiles_x * p.max_active;
+    if (total > INT32_MAX) return cudaErrorInvalidValue;
+    const int64_t grid = std::min<int64_t>(total, static_cast<int64_t>(per_sm) * device_sm_count());
+    return launch_pdl(kernel, dim3(static_cast<unsigned>(grid)), kThreads, smem, stream, p, maps,
+                      static_cast<int>(tiles_x), static_cast<int>(total));
+  };
+  return p.silu ? launch(moe_fp8_wgmma_walk_kernel<true>, TileRows<true>::kCols)
+                : launch(moe_fp8_wgmma_walk_kernel<false>, TileRows<false>::kCols);
+}
+
+}  // namespace ds::kernels
