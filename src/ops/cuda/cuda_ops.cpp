@@ -11,6 +11,7 @@
 #include <unordered_map>
 
 #include "core/env.h"
+#include "core/logging.h"
 #include "kernels/basic.h"
 #include "kernels/fp8_gemm.h"
 #include "kernels/indexer.h"
@@ -172,6 +173,11 @@ class CudaOps final : public Ops {
     // by value (launch_sample_greedy) instead of a parameter upload and three launches. DSERVE_SAMPLE_GREEDY_FAST=0:
     // the general path for every batch.
     greedy_fast_ = env_flag("DSERVE_SAMPLE_GREEDY_FAST", true);
+    // DSERVE_MOE_FP8_WGMMA=1 (opt-in, session 38: written without a GPU, first checked by
+    // MoeFp8Test.WgmmaWalkMatchesTheWalk): decode-sized FP8 expert products (<= 8 rows an expert, K <= 2048) on the
+    // wgmma walk (kernels/moe_fp8_wgmma.cu: native e4m3 tensor cores; the mma.sync kernels' e4m3 is emulated on
+    // Hopper), with per-expert tensor maps built with the expert table.
+    wgmma_walk_ = env_flag("DSERVE_MOE_FP8_WGMMA", false);
     // The first kernel after a stream waits on the other (side_begin on the side stream, side_join on the main one)
     // is launched with PDL like every other, so it starts during the tail of its own stream's previous kernel;
     // Pdl.JoinedStreamWaitsForBoth checks that the event wait still orders it after the other stream's work.
@@ -1273,7 +1279,7 @@ class CudaOps final : public Ops {
     g.num_active = r.num_active;
     g.slots = r.slots;
     kernels::set_moe_bounds(g, N, E, T);
-    auto gemm = [&](const Tensor& in /*[rows, k] bf16*/, bool ue8m0, const Fp8Act* made) {
+    auto gemm = [&](const Tensor& in /*[rows, k] bf16*/, bool ue8m0, const Fp8Act* made, const CUtensorMap* maps) {
       const int64_t rows = in.dim(0), k = in.dim(1);
       Tensor q, sx;
       if (made && made->defined() && made->ue8m0 == ue8m0 && made->q.ndim() == 2 && made->q.dim(0) == rows &&
@@ -1302,8 +1308,11 @@ class CudaOps final : public Ops {
       }
       g.q = q.data_as<uint8_t>();
       g.sx = sx.data_as<float>();
-      DS_CUDA_CHECK(T <= kernels::kMoeFp8SmallMMax ? kernels::launch_moe_fp8_small_m(g, stream())
-                                                   : kernels::launch_moe_fp8_grouped(g, stream()));
+      if (maps && T <= kernels::kMoeFp8SmallMMax && kernels::moe_fp8_wgmma_walk_supported(g))
+        DS_CUDA_CHECK(kernels::launch_moe_fp8_wgmma_walk(g, maps, stream()));
+      else
+        DS_CUDA_CHECK(T <= kernels::kMoeFp8SmallMMax ? kernels::launch_moe_fp8_small_m(g, stream())
+                                                     : kernels::launch_moe_fp8_grouped(g, stream()));
     };
     Tensor act = empty({N, inter}, DType::kBF16);  // [routed rows, inter]: silu(gate) * up
     g.weights = t.gate_up;
@@ -1313,7 +1322,7 @@ class CudaOps final : public Ops {
     g.N = inter;
     g.K = d;
     g.silu = true;
-    gemm(x, t.ue8m0_gate_up, xq);
+    gemm(x, t.ue8m0_gate_up, xq, t.gate_up_maps);
     Tensor y = empty({N, d}, DType::kBF16);  // [routed rows, d]
     g.weights = t.down;
     g.scales = t.down_scales;
@@ -1323,7 +1332,7 @@ class CudaOps final : public Ops {
     g.N = d;
     g.K = inter;
     g.silu = false;
-    gemm(act, t.ue8m0_down, nullptr);  // rows of out-of-range ids hold garbage and are never read
+    gemm(act, t.ue8m0_down, nullptr, t.down_maps);  // rows of out-of-range ids hold garbage and are never read
     combine({y.data(), r.row_of, topk_weights.data_as<float>(), out.data(), T, d, static_cast<int>(K)}, addend, added,
             {y, r.meta, topk_weights});
     return out;
@@ -1841,6 +1850,10 @@ class CudaOps final : public Ops {
     const float* const* gate_up_scales = nullptr;
     const float* const* down_scales = nullptr;
     bool ue8m0_gate_up = false, ue8m0_down = false;  // every expert's scales are powers of two
+    // FP8 with DSERVE_MOE_FP8_WGMMA: one tensor map per expert weight for the wgmma walk (gate_up's, then down's).
+    Tensor maps;
+    const CUtensorMap* gate_up_maps = nullptr;
+    const CUtensorMap* down_maps = nullptr;
   };
   // Null when the experts are neither bf16 nor (native mode) block-FP8 [2I, d] / [d, I] with 16-byte aligned
   // data (the grouped kernels' input).
@@ -1893,6 +1906,21 @@ class CudaOps final : public Ops {
       t.gate_up_scales = reinterpret_cast<const float* const*>(t.gate_up + 2 * E);
       t.down_scales = t.gate_up_scales + E;
     }
+    if (fp8 && wgmma_walk_) {
+      std::vector<CUtensorMap> maps(2 * E);
+      if (kernels::make_moe_fp8_wgmma_maps(all.data(), static_cast<int>(E), 2 * inter, d, maps.data()) &&
+          kernels::make_moe_fp8_wgmma_maps(all.data() + E, static_cast<int>(E), d, inter, maps.data() + E)) {
+        t.maps = empty({static_cast<int64_t>(maps.size() * sizeof(CUtensorMap))}, DType::kU8);
+        DS_CHECK((reinterpret_cast<uintptr_t>(t.maps.data()) & 63) == 0, "tensor maps need 64-byte alignment");
+        DS_CUDA_CHECK(cudaMemcpyAsync(t.maps.data(), maps.data(), maps.size() * sizeof(CUtensorMap),
+                                      cudaMemcpyHostToDevice, stream()));
+        DS_CUDA_CHECK(cudaStreamSynchronize(stream()));
+        t.gate_up_maps = static_cast<const CUtensorMap*>(t.maps.data());
+        t.down_maps = t.gate_up_maps + E;
+      } else {
+        DS_WARN("DSERVE_MOE_FP8_WGMMA: no tensor maps for these experts; the mma.sync kernels run");
+      }
+    }
     return &t;
   }
 
@@ -1910,6 +1938,7 @@ class CudaOps final : public Ops {
   bool fused_shared_ = false;
   bool open_moe_ = true;  // DSERVE_MOE_NORM_FUSED
   bool opening_ = false;  // inside moe_experts_open: combine() keeps its parameters in opened_
+  bool wgmma_walk_ = false;  // DSERVE_MOE_FP8_WGMMA (see the constructor)
   std::shared_ptr<const MoeParts> opened_;
   // The ids of the last moe_gate_route whose grouping follows them in memory (see permute); its grid counter.
   const void* fused_ids_ = nullptr;

@@ -661,6 +661,29 @@ TEST_F(MoeFp8Test, WgmmaWalkMatchesTheWalk) {
   EXPECT_EQ(checked, 3 * 2 * 2);
 }
 
+// The ops path with the wgmma walk (DSERVE_MOE_FP8_WGMMA=1, read when a backend is made; maps built with the expert
+// table): V2-Lite expert dims through moe_experts at 1, 4 and 8 tokens (the walk takes <= 8 rows an expert), against
+// the bf16-steps reference and the default backend's output; and not bit for bit the default's, which shows the
+// walk ran (FP8 wgmma rounds inside a block where the emulated mma.sync does not).
+TEST_F(MoeFp8Test, WgmmaWalkThroughTheOps) {
+  std::unique_ptr<Ops> wg = native_cuda_ops_with("DSERVE_MOE_FP8_WGMMA");
+  Experts ex = make_experts(8, 2048, 1408, false);
+  std::vector<PreparedMlp> wexp;
+  for (size_t e = 0; e < ex.gate.size(); ++e) wexp.push_back(wg->prepare_mlp(ex.gate[e], ex.up[e], ex.down_host[e]));
+  for (int64_t T : {1, 4, 8}) {
+    Tensor x = randn({T, 2048}, rng_);
+    Tensor idt = i32_tensor(route(T, 6, 8, -1), {T, 6});
+    Tensor w = randn({T, 6}, rng_, 0.2f, 0.5f);
+    Tensor got = to_host_f32(wg->moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), wexp));
+    Tensor def = to_host_f32(gpu().moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), ex.gpu));
+    const std::string what = "wgmma walk through the ops, T " + std::to_string(T);
+    DS_EXPECT_CLOSE(got, bf16_steps_reference(x, idt, w, ex, false), 2e-2, 4e-3, what + " (bf16 steps)");
+    DS_EXPECT_CLOSE(got, def, 2e-2, 4e-3, what + " (mma.sync kernels)");
+    EXPECT_NE(std::memcmp(got.data(), def.data(), static_cast<size_t>(got.numel()) * sizeof(float)), 0)
+        << what << ": identical to the mma.sync kernels' bits (did the wgmma walk run?)";
+  }
+}
+
 // The pipelined tile's shapes (MoeFp8GemmParams::tile) at decode batches past the small-M kernel: V2-Lite (64
 // experts, top-6) and V3 (256 experts, top-8) expert shapes, uniform random routing of 64 and 256 tokens, the
 // kernel called directly with the op's bounds (max rows = tokens, rows_hint = twice the mean load). Every shape
