@@ -19,15 +19,6 @@ constexpr int kMaxStages = 8;
 constexpr int kMaxBlocks = 64;  // K <= 8192 (V3: 7168)
 constexpr int kThreads = 160;   // a consumer warpgroup (warps 0-3) and a producer warp (4)
 
-// D[64 x 8] (+)= A[64 x 32] B[32 x 8], e4m3 inputs, both K-major in shared memory (128-byte swizzle).
-__device__ __forceinline__ void wgmma_m64n8k32_e4m3(float (&d)[4], uint64_t desc_a, uint64_t desc_b, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
-
 // Shared memory: [stages][64 rows][128 B] weight boxes, [blocks][8 rows][128 B] activations (both swizzled), then
 // the stages' "full" (TMA landed) and "empty" (four consumer warps done) mbarriers. The producer warp keeps the ring
 // full; the consumers keep one block's wgmmas in flight while they scale and add the previous block's.

@@ -28,14 +28,6 @@ constexpr int kMaxBlocks = 16;              // K <= 2048: the token rows of a ti
 constexpr int kThreads = 160;               // a consumer warpgroup (warps 0-3) and a producer warp (4)
 constexpr int kTokens = 8;                  // the wgmma's N: rows an expert (max_rows_per_expert <= 8)
 
-__device__ __forceinline__ void wgmma_m64n8k32_e4m3(float (&d)[4], uint64_t desc_a, uint64_t desc_b, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
-}
-
 // A tile: one slot (expert) x kCols output columns: with the SiLU 32 columns (A = their 32 gate rows, then their 32 up
 // rows), else 64 (A = 64 consecutive rows). Its two boxes' first weight rows.
 template <bool kSilu>

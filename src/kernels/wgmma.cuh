@@ -78,6 +78,16 @@ __device__ __forceinline__ uint64_t make_desc(uint32_t saddr, uint32_t lbo, uint
          (static_cast<uint64_t>((sbo & 0x3FFFF) >> 4) << 32) | (1ull << 62);
 }
 
+// D[64 x 8] (+)= A[64 x 32] B[32 x 8], e4m3 inputs, both K-major in shared memory: Hopper's native FP8 tensor-core
+// product (mma.sync e4m3 is emulated there; see mma_e4m3 in ptx.cuh).
+__device__ __forceinline__ void wgmma_m64n8k32_e4m3(float (&d)[4], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
 // The descriptor of each wgmma is base + a constant: hiding the base from the optimiser keeps it from
 // hoisting all 80 descriptors of a tile out of the loop into registers.
 __device__ __forceinline__ uint64_t opaque(uint64_t x) {
