@@ -48,6 +48,35 @@ DeviceExperts upload_experts(const std::vector<LinearWeight>& host, int E) {
   d.sptr = cuda_upload(sptr);
   return d;
 }
+// A decode shape's experts as random e4m3 bytes (xorshift seeds seed + e) with varied block scales.
+std::vector<LinearWeight> varied_experts(const test::MoeDecodeShape& sh, uint64_t seed) {
+  const int64_t wrows = sh.silu ? 2 * sh.N : sh.N;
+  std::vector<LinearWeight> host;
+  for (int e = 0; e < sh.experts; ++e) {
+    host.push_back(random_e4m3_weight(wrows, sh.K, seed + e, 1.0f / 256));
+    for (int64_t i = 0; i < host[e].scale_inv.numel(); ++i)  // vary the block scales
+      host[e].scale_inv.f32()[i] *= 0.5f + static_cast<float>((i * 7 + e) % 5) * 0.25f;
+  }
+  return host;
+}
+// The small-M launch parameters of a decode shape at `rows` rows an expert over those experts, the quantized
+// activations and the routing (max_active: the active experts; no slot records).
+kernels::MoeFp8GemmParams decode_params(const test::MoeDecodeShape& sh, int rows, const DeviceExperts& dev,
+                                        const Tensor& qx_d, const Tensor& sx_d, const test::DeviceRouting& rd) {
+  kernels::MoeFp8GemmParams p;
+  p.weights = static_cast<const void* const*>(dev.wptr.data());
+  p.scales = static_cast<const float* const*>(dev.sptr.data());
+  p.q = static_cast<const uint8_t*>(qx_d.data());
+  p.sx = sx_d.data_as<float>();
+  test::set_routing(p, rd);
+  p.max_active = static_cast<int>(sh.active.size());
+  p.experts = sh.experts;
+  p.N = sh.N;
+  p.K = sh.K;
+  p.max_rows_per_expert = rows;
+  p.silu = sh.silu;
+  return p;
+}
 
 struct MoeCase {
   const char* name;
@@ -468,12 +497,7 @@ TEST_F(MoeFp8Test, SmallMColumnTilesAgree) {
   cudaStream_t s = cuda_stream();
   for (const test::MoeDecodeShape& sh : test::moe_decode_shapes()) {
     const int64_t wrows = sh.silu ? 2 * sh.N : sh.N;
-    std::vector<LinearWeight> host;
-    for (int e = 0; e < sh.experts; ++e) {
-      host.push_back(random_e4m3_weight(wrows, sh.K, 100 + e, 1.0f / 256));
-      for (int64_t i = 0; i < host[e].scale_inv.numel(); ++i)  // vary the block scales
-        host[e].scale_inv.f32()[i] *= 0.5f + static_cast<float>((i * 7 + e) % 5) * 0.25f;
-    }
+    const std::vector<LinearWeight> host = varied_experts(sh, 100);
     const DeviceExperts dev = upload_experts(host, sh.experts);
     for (int rows : {1, 5, 16}) {
       const test::ExpertRouting rt = test::decode_routing(sh, rows);
@@ -484,18 +508,7 @@ TEST_F(MoeFp8Test, SmallMColumnTilesAgree) {
       Tensor qx_d = cuda_upload(qx), sx_d = cuda_upload(sx);
       const test::DeviceRouting rd = test::upload_routing(rt);
       const int n_active = static_cast<int>(sh.active.size());
-      kernels::MoeFp8GemmParams p;
-      p.weights = static_cast<const void* const*>(dev.wptr.data());
-      p.scales = static_cast<const float* const*>(dev.sptr.data());
-      p.q = static_cast<const uint8_t*>(qx_d.data());
-      p.sx = sx_d.data_as<float>();
-      test::set_routing(p, rd);
-      p.max_active = n_active;
-      p.experts = sh.experts;
-      p.N = sh.N;
-      p.K = sh.K;
-      p.max_rows_per_expert = rows;
-      p.silu = sh.silu;
+      kernels::MoeFp8GemmParams p = decode_params(sh, rows, dev, qx_d, sx_d, rd);
       std::vector<int> choices = sh.silu ? std::vector<int>{1, 2} : std::vector<int>{1, 2, 4};
       Tensor first;
       for (int tiles : choices) {
@@ -580,21 +593,17 @@ TEST_F(MoeFp8Test, WgmmaWalkMatchesTheWalk) {
   for (const test::MoeDecodeShape& sh : test::moe_decode_shapes()) {
     if (sh.K > 2048) continue;  // V3 gate|up: not this kernel's
     const int64_t wrows = sh.silu ? 2 * sh.N : sh.N;
-    std::vector<LinearWeight> host;
-    for (int e = 0; e < sh.experts; ++e) {
-      host.push_back(random_e4m3_weight(wrows, sh.K, 200 + e, 1.0f / 256));
-      for (int64_t i = 0; i < host[e].scale_inv.numel(); ++i)
-        host[e].scale_inv.f32()[i] *= 0.5f + static_cast<float>((i * 7 + e) % 5) * 0.25f;
-    }
+    const std::vector<LinearWeight> host = varied_experts(sh, 200);
     const DeviceExperts dev = upload_experts(host, sh.experts);
     std::vector<const void*> wptrs;
     for (int e = 0; e < sh.experts; ++e) wptrs.push_back(dev.w[e].data());
-    std::vector<CUtensorMap> maps(sh.experts);
-    ASSERT_TRUE(kernels::make_moe_fp8_wgmma_maps(wptrs.data(), sh.experts, wrows, sh.K, maps.data())) << sh.name;
-    void* maps_d = nullptr;
-    ASSERT_EQ(cudaMalloc(&maps_d, maps.size() * sizeof(CUtensorMap)), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(maps_d, maps.data(), maps.size() * sizeof(CUtensorMap), cudaMemcpyHostToDevice), cudaSuccess);
-    const CUtensorMap* md = static_cast<const CUtensorMap*>(maps_d);
+    Tensor maps = Tensor::empty({static_cast<int64_t>(sh.experts * sizeof(CUtensorMap))}, DType::kU8);
+    ASSERT_TRUE(kernels::make_moe_fp8_wgmma_maps(wptrs.data(), sh.experts, wrows, sh.K,
+                                                 static_cast<CUtensorMap*>(maps.data())))
+        << sh.name;
+    const Tensor maps_d = cuda_upload(maps);
+    const CUtensorMap* md = static_cast<const CUtensorMap*>(maps_d.data());
+    ASSERT_EQ(reinterpret_cast<uintptr_t>(md) & 63, 0u) << "tensor maps need 64-byte alignment";
     for (int rows : {1, 5}) {
       const test::ExpertRouting rt = test::decode_routing(sh, rows);
       const int64_t total = rt.total;
@@ -606,19 +615,9 @@ TEST_F(MoeFp8Test, WgmmaWalkMatchesTheWalk) {
       const int n_slots = std::min(n_active + 2, sh.experts);
       const std::vector<int32_t> rec = test::slot_records(rt, n_slots, nullptr);
       Tensor slots_d = cuda_upload(i32_tensor(rec, {static_cast<int64_t>(rec.size())}));
-      kernels::MoeFp8GemmParams p;
-      p.weights = static_cast<const void* const*>(dev.wptr.data());
-      p.scales = static_cast<const float* const*>(dev.sptr.data());
-      p.q = static_cast<const uint8_t*>(qx_d.data());
-      p.sx = sx_d.data_as<float>();
-      test::set_routing(p, rd);
+      kernels::MoeFp8GemmParams p = decode_params(sh, rows, dev, qx_d, sx_d, rd);
       p.slots = slots_d.data_as<int32_t>();
       p.max_active = n_slots;
-      p.experts = sh.experts;
-      p.N = sh.N;
-      p.K = sh.K;
-      p.max_rows_per_expert = rows;
-      p.silu = sh.silu;
       p.pipe = 1;
       const std::string base = std::string(sh.name) + " rows " + std::to_string(rows);
       Tensor ref = gpu().empty({total + 1, sh.N}, DType::kBF16);  // the mma.sync walk
@@ -656,7 +655,6 @@ TEST_F(MoeFp8Test, WgmmaWalkMatchesTheWalk) {
       std::printf("MOEFP8WGMMA %s: %.2f us per launch (%.0f GB/s), the mma.sync walk %.2f us\n", base.c_str(), us,
                   bytes / (us * 1e3), us_walk);
     }
-    EXPECT_EQ(cudaFree(maps_d), cudaSuccess);
   }
   EXPECT_EQ(checked, 3 * 2 * 2);
 }
