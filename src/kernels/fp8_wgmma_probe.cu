@@ -73,15 +73,9 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int r = 16 * warp + (lane >> 2), c0 = 2 * (lane & 3);
   const float* swr = p.sw + (row0 / 128) * nb;  // the 64 rows share one 128-row scale block
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  auto mma_block = [&](int b, float (&d)[4]) {
+  auto mma = [&](int b, float (&d)[4]) {
     const int s = b % S;
-    mbar_wait(full + s * 8, (b / S) & 1);
-    wgmma_fence();
-    const uint64_t da = opaque(make_desc(sbase + s * kBoxBytes, 16, 1024));
-    const uint64_t db = opaque(make_desc(xbase + b * 1024, 16, 1024));
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_m64n8k32_e4m3(d, da + ((kk * 32) >> 4), db + ((kk * 32) >> 4), kk > 0);
-    wgmma_commit();
+    wgmma_e4m3_block(d, sbase + s * kBoxBytes, xbase + b * 1024, full + s * 8, (b / S) & 1);
   };
   auto fold = [&](int b, const float (&d)[4]) {  // block b's wgmmas are complete
     const float sw = __ldg(swr + b);
@@ -93,23 +87,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncwarp();
     if (lane == 0) mbar_arrive(empty + (b % S) * 8);
   };
-  float d0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, d1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-  mma_block(0, d0);
-  for (int b = 1; b < nb; b += 2) {  // nb is even (K % 256 == 0)
-    mma_block(b, d1);
-    wgmma_wait<1>();
-    fence_regs(d0);
-    fold(b - 1, d0);
-    if (b + 1 < nb) {
-      mma_block(b + 1, d0);
-      wgmma_wait<1>();
-    } else {
-      wgmma_wait<0>();
-    }
-    fence_regs(d1);
-    fold(b, d1);
-  }
-  wgmma_wait<0>();  // none left in flight (nb >= 2); said anyway so no exit path keeps one
+  wgmma_blocks_one_ahead(nb, mma, fold);
   const int64_t n = row0 + r;
   p.y[c0 * p.N + n] = acc[0];
   p.y[(c0 + 1) * p.N + n] = acc[1];

@@ -135,15 +135,9 @@ __global__ void __launch_bounds__(kThreads, 1)
     named_barrier(1, 128);
 
     float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    auto issue = [&](int b, float (&d)[4]) {
+    auto mma = [&](int b, float (&d)[4]) {
       const int s = (it + b) % kStages;
-      mbar_wait(full + s * 8, ((it + b) / kStages) & 1);
-      wgmma_fence();
-      const uint64_t da = opaque(make_desc(sbase + s * kStageBytes, 16, 1024));
-      const uint64_t db = opaque(make_desc(xbase + b * 1024, 16, 1024));
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk) wgmma_m64n8k32_e4m3(d, da + ((kk * 32) >> 4), db + ((kk * 32) >> 4), kk > 0);
-      wgmma_commit();
+      wgmma_e4m3_block(d, sbase + s * kStageBytes, xbase + b * 1024, full + s * 8, ((it + b) / kStages) & 1);
     };
     auto fold = [&](int b, const float (&d)[4]) {  // block b's wgmmas are complete: scale, add, free its stage
       const float sw = __ldg(swr + b);
@@ -155,28 +149,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       __syncwarp();
       if (lane == 0) mbar_arrive(empty + ((it + b) % kStages) * 8);
     };
-    float d0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, d1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    // One block's wgmmas in flight while the previous one is folded (d0 even blocks, d1 odd).
-    issue(0, d0);
-    for (int b = 1; b < nb; b += 2) {
-      issue(b, d1);
-      wgmma_wait<1>();
-      fence_regs(d0);
-      fold(b - 1, d0);
-      if (b + 1 < nb) {
-        issue(b + 1, d0);
-        wgmma_wait<1>();
-      } else {
-        wgmma_wait<0>();
-      }
-      fence_regs(d1);
-      fold(b, d1);
-    }
-    wgmma_wait<0>();
-    if (nb % 2 == 1) {  // the last block (even) is still to fold
-      fence_regs(d0);
-      fold(nb - 1, d0);
-    }
+    wgmma_blocks_one_ahead(nb, mma, fold);
     it += nb;
 
     // Store: out[row0 + c, n0 + column] in bf16 for token columns c < cnt.

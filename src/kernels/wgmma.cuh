@@ -95,4 +95,45 @@ __device__ __forceinline__ uint64_t opaque(uint64_t x) {
   return x;
 }
 
+// One 128-deep block of an FP8 weight stream: waits for its stage a (64 weight rows x 128 B, landing on the mbarrier
+// `full` in phase `parity`), then d = a b over four k32 steps against b (8 token rows x 128 B), both with the 128-byte
+// swizzle, committed as one group.
+__device__ __forceinline__ void wgmma_e4m3_block(float (&d)[4], uint32_t a, uint32_t b, uint32_t full, uint32_t parity) {
+  mbar_wait(full, parity);
+  wgmma_fence();
+  const uint64_t da = opaque(make_desc(a, 16, 1024));
+  const uint64_t db = opaque(make_desc(b, 16, 1024));
+#pragma unroll
+  for (int kk = 0; kk < 4; ++kk) wgmma_m64n8k32_e4m3(d, da + ((kk * 32) >> 4), db + ((kk * 32) >> 4), kk > 0);
+  wgmma_commit();
+}
+
+// Blocks 0..nb-1 (nb >= 1) with one block's wgmmas in flight while the previous one is taken: mma(b, d) issues block
+// b into d (wgmma_e4m3_block), fold(b, d) reads d once block b's group is complete; two accumulator sets alternate
+// (d0 even blocks, d1 odd). Returns with no group in flight.
+template <class Mma, class Fold>
+__device__ __forceinline__ void wgmma_blocks_one_ahead(int nb, Mma&& mma, Fold&& fold) {
+  float d0[4] = {0.0f, 0.0f, 0.0f, 0.0f}, d1[4] = {0.0f, 0.0f, 0.0f, 0.0f};
+  mma(0, d0);
+  for (int b = 1; b < nb; b += 2) {
+    mma(b, d1);
+    wgmma_wait<1>();
+    fence_regs(d0);
+    fold(b - 1, d0);
+    if (b + 1 < nb) {
+      mma(b + 1, d0);
+      wgmma_wait<1>();
+    } else {
+      wgmma_wait<0>();
+    }
+    fence_regs(d1);
+    fold(b, d1);
+  }
+  wgmma_wait<0>();
+  if (nb % 2 == 1) {  // the last block (even) is still to take
+    fence_regs(d0);
+    fold(nb - 1, d0);
+  }
+}
+
 }  // namespace ds::kernels::ptx
