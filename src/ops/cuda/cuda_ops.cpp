@@ -1308,7 +1308,7 @@ class CudaOps final : public Ops {
       }
       g.q = q.data_as<uint8_t>();
       g.sx = sx.data_as<float>();
-      if (maps && T <= kernels::kMoeFp8SmallMMax && kernels::moe_fp8_wgmma_walk_supported(g))
+      if (maps && kernels::moe_fp8_wgmma_walk_supported(g))  // <= 8 rows an expert: set_moe_bounds's T
         DS_CUDA_CHECK(kernels::launch_moe_fp8_wgmma_walk(g, maps, stream()));
       else
         DS_CUDA_CHECK(T <= kernels::kMoeFp8SmallMMax ? kernels::launch_moe_fp8_small_m(g, stream())

@@ -435,8 +435,9 @@ class Runner {
   // m64n8k32 e4m3, 8 token columns; the FP8 kernels' mma.sync e4m3 is emulated on Hopper, session 38): a step's routed
   // gate|up weights (top-k experts x 2 x moe_intermediate rows x hidden), loads after the PDL wait, 2 / 4 / 8 stages
   // of 8 KB in flight per CTA. max_rel: 64 rows x 8 tokens against a host product of the same bytes (double
-  // accumulation; the kernel is fp32, so ~1e-6 means the layouts are right). Baseline: the read probe of the same
-  // bytes after its wait (the floor a dependent stream of them reaches).
+  // accumulation), relative to the outputs' range: ~2e-4 is FP8 wgmma's reduced in-block accumulation (s38g), a
+  // wrong layout shows as O(1). Baseline: the read probe of the same bytes after its wait (the floor a dependent
+  // stream of them reaches).
   void fp8_wgmma_cases(const kbench::ModelDims& m) {
     const int64_t N = static_cast<int64_t>(m.top_k) * 2 * m.moe_intermediate, K = m.hidden;
     const double bytes = static_cast<double>(N) * K;
@@ -447,21 +448,15 @@ class Runner {
       run_case("fp8_wgmma", m.name, shape, Cost{2.0 * 8 * N * K, bytes}, [&](Row& r) {
         const int64_t nb = K / 128;
         const LinearWeight hw = random_e4m3_weight(N, K, 77, 1.0f);
-        std::vector<float> sw(static_cast<size_t>((N / 128) * nb)), sx(static_cast<size_t>(8 * nb));
-        for (size_t i = 0; i < sw.size(); ++i) sw[i] = 0.5f + 0.25f * static_cast<float>(i % 5);
-        for (size_t i = 0; i < sx.size(); ++i) sx[i] = 0.01f * static_cast<float>(1 + i % 7);
+        Tensor sw = Tensor::empty({N / 128, nb}, DType::kF32), sx = Tensor::empty({8, nb}, DType::kF32);
+        for (int64_t i = 0; i < sw.numel(); ++i) sw.f32()[i] = 0.5f + 0.25f * static_cast<float>(i % 5);
+        for (int64_t i = 0; i < sx.numel(); ++i) sx.f32()[i] = 0.01f * static_cast<float>(1 + i % 7);
         const LinearWeight hx = random_e4m3_weight(8, K, 78, 1.0f);
         const int inst = std::max(2, instances_for(bytes, bench_, 64));
         std::vector<Tensor> ws;
         for (int i = 0; i < inst; ++i) ws.push_back(ops().upload(hw.weight));
         Tensor x = ops().upload(hx.weight);
-        auto host_f32 = [](const std::vector<float>& v, Shape shape) {
-          Tensor t = Tensor::empty(shape, DType::kF32);
-          std::memcpy(t.data(), v.data(), v.size() * sizeof(float));
-          return t;
-        };
-        Tensor swd = ops().upload(host_f32(sw, {N / 128, nb}));
-        Tensor sxd = ops().upload(host_f32(sx, {8, nb}));
+        Tensor swd = ops().upload(sw), sxd = ops().upload(sx);
         Tensor y = Tensor::empty({8, N}, DType::kF32, Device::kCuda);
         kernels::Fp8WgmmaProbeParams p;
         p.x = static_cast<const uint8_t*>(x.data());
@@ -491,7 +486,7 @@ class Runner {
               double part = 0;
               for (int64_t k = b * 128; k < b * 128 + 128; ++k)
                 part += static_cast<double>(fp8e4m3_to_f32(wb[n * K + k])) * fp8e4m3_to_f32(xb[t * K + k]);
-              v += part * sw[static_cast<size_t>((n / 128) * nb + b)] * sx[static_cast<size_t>(t * nb + b)];
+              v += part * sw.f32()[(n / 128) * nb + b] * sx.f32()[t * nb + b];
             }
             want.push_back(v);
             have.push_back(got.f32()[t * N + n]);
