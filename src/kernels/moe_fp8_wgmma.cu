@@ -23,7 +23,10 @@ using namespace ptx;
 
 constexpr int kBoxRows = 32;                // a TMA box: 32 weight rows x one 128-deep block
 constexpr int kStageBytes = 2 * kBoxRows * 128;  // two boxes = the wgmma's 64 rows (8 KB)
-constexpr int kStages = 4;
+// Ring depth: 6 (s39d, FP8 V2-Lite b1 / b8 in the forward, two rounds: 4 stages 1.65 / 3.44 ms, 6 1.59 / 3.43, 8
+// 1.59-1.60 / 3.50-3.52; alone, 4 is the fastest at gate|up, 6.97 vs 10.3 us, where repeated launches find the
+// weights in L2: the forward's MoE phase shares the bandwidth with the side stream's shared expert).
+constexpr int kStages = 6;
 constexpr int kMaxBlocks = 16;              // K <= 2048: the token rows of a tile fit one 16 KB buffer
 constexpr int kThreads = 160;               // a consumer warpgroup (warps 0-3) and a producer warp (4)
 constexpr int kTokens = 8;                  // the wgmma's N: rows an expert (max_rows_per_expert <= 8)
@@ -40,7 +43,8 @@ struct TileRows {
 // Shared memory: [kStages][64 rows][128 B] weight stages, [kMaxBlocks][8 rows][128 B] token rows (both with the
 // 128-byte swizzle), the up half's accumulators for the SiLU ([32][8] fp32), the tile's slot (expert, count, first
 // output row, token rows), then the stages' full / empty mbarriers.
-struct Smem {
+template <int kStages>
+struct SmemLayout {
   static constexpr int kX = kStages * kStageBytes;
   static constexpr int kXch = kX + kMaxBlocks * 1024;
   static constexpr int kSlot = kXch + 32 * 8 * 4;
@@ -48,10 +52,11 @@ struct Smem {
   static constexpr int kBytes = kBars + 2 * kStages * 8;
 };
 
-template <bool kSilu>
+template <bool kSilu, int kStages>
 __global__ void __launch_bounds__(kThreads, 1)
     moe_fp8_wgmma_walk_kernel(const MoeFp8GemmParams p, const CUtensorMap* maps, int tiles_x, int total) {
   using TR = TileRows<kSilu>;
+  using Smem = SmemLayout<kStages>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_align1024(smem_raw);
   const uint32_t sbase = smem_u32(smem);
@@ -211,8 +216,7 @@ bool moe_fp8_wgmma_walk_supported(const MoeFp8GemmParams& p) {
 cudaError_t launch_moe_fp8_wgmma_walk(const MoeFp8GemmParams& p, const CUtensorMap* maps, cudaStream_t stream) {
   if (!maps || (reinterpret_cast<uintptr_t>(maps) & 63) || !moe_fp8_wgmma_walk_supported(p)) return cudaErrorInvalidValue;
   auto launch = [&](auto kernel, int cols) {
-    static_assert(Smem::kBytes + 1024 <= 227 * 1024, "shared memory");
-    const size_t smem = Smem::kBytes + 1024;
+    const size_t smem = SmemLayout<kStages>::kBytes + 1024;
     const int per_sm = moe_detail::resident_per_sm(kernel, kThreads, smem);
     if (per_sm <= 0) return cudaErrorInvalidConfiguration;
     const int64_t tiles_x = p.N / cols, total = tiles_x * p.max_active;
@@ -221,8 +225,9 @@ cudaError_t launch_moe_fp8_wgmma_walk(const MoeFp8GemmParams& p, const CUtensorM
     return launch_pdl(kernel, dim3(static_cast<unsigned>(grid)), kThreads, smem, stream, p, maps,
                       static_cast<int>(tiles_x), static_cast<int>(total));
   };
-  return p.silu ? launch(moe_fp8_wgmma_walk_kernel<true>, TileRows<true>::kCols)
-                : launch(moe_fp8_wgmma_walk_kernel<false>, TileRows<false>::kCols);
+  static_assert(SmemLayout<kStages>::kBytes + 1024 <= 227 * 1024, "shared memory");
+  return p.silu ? launch(moe_fp8_wgmma_walk_kernel<true, kStages>, TileRows<true>::kCols)
+                : launch(moe_fp8_wgmma_walk_kernel<false, kStages>, TileRows<false>::kCols);
 }
 
 }  // namespace ds::kernels

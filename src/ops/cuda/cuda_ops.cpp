@@ -173,11 +173,11 @@ class CudaOps final : public Ops {
     // by value (launch_sample_greedy) instead of a parameter upload and three launches. DSERVE_SAMPLE_GREEDY_FAST=0:
     // the general path for every batch.
     greedy_fast_ = env_flag("DSERVE_SAMPLE_GREEDY_FAST", true);
-    // DSERVE_MOE_FP8_WGMMA=1 (opt-in, session 38: written without a GPU, first checked by
-    // MoeFp8Test.WgmmaWalkMatchesTheWalk): decode-sized FP8 expert products (<= 8 rows an expert, K <= 2048) on the
-    // wgmma walk (kernels/moe_fp8_wgmma.cu: native e4m3 tensor cores; the mma.sync kernels' e4m3 is emulated on
-    // Hopper), with per-expert tensor maps built with the expert table.
-    wgmma_walk_ = env_flag("DSERVE_MOE_FP8_WGMMA", false);
+    // Decode-sized FP8 expert products (<= 8 rows an expert, K <= 2048) on the wgmma walk (kernels/moe_fp8_wgmma.cu:
+    // native e4m3 tensor cores; the mma.sync kernels' e4m3 is emulated on Hopper), with per-expert tensor maps built
+    // with the expert table. Default since session 39 (s39d, H200, V2-Lite --quantization fp8, two rounds: batch 1
+    // 1.59 vs 1.58-1.59 ms, batch 8 3.43 vs 3.70); DSERVE_MOE_FP8_WGMMA=0: the mma.sync walk.
+    wgmma_walk_ = env_flag("DSERVE_MOE_FP8_WGMMA", true);
     // The first kernel after a stream waits on the other (side_begin on the side stream, side_join on the main one)
     // is launched with PDL like every other, so it starts during the tail of its own stream's previous kernel;
     // Pdl.JoinedStreamWaitsForBoth checks that the event wait still orders it after the other stream's work.
@@ -1938,7 +1938,7 @@ class CudaOps final : public Ops {
   bool fused_shared_ = false;
   bool open_moe_ = true;  // DSERVE_MOE_NORM_FUSED
   bool opening_ = false;  // inside moe_experts_open: combine() keeps its parameters in opened_
-  bool wgmma_walk_ = false;  // DSERVE_MOE_FP8_WGMMA (see the constructor)
+  bool wgmma_walk_ = true;  // DSERVE_MOE_FP8_WGMMA (see the constructor)
   std::shared_ptr<const MoeParts> opened_;
   // The ids of the last moe_gate_route whose grouping follows them in memory (see permute); its grid counter.
   const void* fused_ids_ = nullptr;
