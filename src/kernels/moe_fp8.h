@@ -63,13 +63,14 @@ bool moe_fp8_small_m_pipes(const MoeFp8GemmParams& p);
 cudaError_t launch_moe_fp8_grouped(const MoeFp8GemmParams& p, cudaStream_t stream);
 
 // The small-M walk on Hopper's native FP8 tensor cores (moe_fp8_wgmma.cu; the ops' default where supported since
-// session 39, DSERVE_MOE_FP8_WGMMA=0: the mma.sync walk). The other kernels' mma.sync e4m3 is emulated on Hopper. Tiles of one slot x 32 output columns with the SiLU (their gate and up rows: 64 wgmma rows) or
-// 64 without; each tile's 128-deep blocks stream as two TMA boxes {128 B, 32 rows} into a ring of six 8 KB stages (a
-// producer warp) and a consumer warpgroup multiplies them by wgmma m64n8k32 e4m3 against the slot's <= 8 token rows,
-// fresh accumulators per block scaled in fp32 (not bit-equal to the mma.sync kernels: FP8 wgmma accumulates a
-// block at reduced precision). maps: one tensor map per expert over its weight [rows (2N with the SiLU), K], built by
-// make_moe_fp8_wgmma_maps on the host and copied to 64-byte aligned device memory. Needs slot records, K <= 2048,
-// max_rows_per_expert <= 8 (moe_fp8_wgmma_walk_supported).
+// session 39, DSERVE_MOE_FP8_WGMMA=0: the mma.sync walk). The other kernels' mma.sync e4m3 is emulated on Hopper.
+// Tiles of one slot x 32 output columns with the SiLU (their gate and up rows: 64 wgmma rows) or 64 without; each
+// tile's 128-deep blocks stream as two TMA boxes {128 B, 32 rows} into a ring of six 8 KB stages (a producer warp)
+// and a consumer warpgroup multiplies them by wgmma m64n{8,16}k32 e4m3 against the slot's <= 16 token rows (all of
+// a tile's K staged in shared memory), fresh accumulators per block scaled in fp32 (not bit-equal to the mma.sync
+// kernels: FP8 wgmma accumulates a block at reduced precision). maps: one tensor map per expert over its weight
+// [rows (2N with the SiLU), K], built by make_moe_fp8_wgmma_maps on the host and copied to 64-byte aligned device
+// memory. Needs slot records, K <= 7168, max_rows_per_expert <= 16 (moe_fp8_wgmma_walk_supported).
 bool moe_fp8_wgmma_walk_supported(const MoeFp8GemmParams& p);
 bool make_moe_fp8_wgmma_maps(const void* const* host_weights, int experts, int64_t rows, int64_t K, CUtensorMap* out);
 cudaError_t launch_moe_fp8_wgmma_walk(const MoeFp8GemmParams& p, const CUtensorMap* maps, cudaStream_t stream);

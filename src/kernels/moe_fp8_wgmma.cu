@@ -1,12 +1,14 @@
 // The FP8 MoE decode walk on Hopper's native FP8 tensor cores (moe_fp8.h launch_moe_fp8_wgmma_walk). mma.sync e4m3,
 // which the other FP8 kernels use, is emulated on Hopper (f16 conversions + f16 MMAs: NVIDIA/cutlass#1986, session
 // 38's ncu opcode mix); this walk streams each tile's weight rows as TMA boxes into a ring of shared-memory stages
-// and multiplies them with wgmma m64n8k32 e4m3 against the slot's token rows (N = 8), as the bench probe
+// and multiplies them with wgmma m64n{8,16}k32 e4m3 against the slot's token rows (N = 8 or 16), as the bench probe
 // kernels/fp8_wgmma_probe.cu that measured 0.87 of the read floor at V2-Lite's gate|up bytes.
 #include <cuda.h>
 #include <cuda_bf16.h>
 
 #include <algorithm>
+#include <mutex>
+#include <vector>
 
 #include "kernels/moe.h"
 #include "kernels/moe_block.cuh"
@@ -21,15 +23,15 @@ namespace {
 
 using namespace ptx;
 
-constexpr int kBoxRows = 32;                // a TMA box: 32 weight rows x one 128-deep block
+constexpr int kBoxRows = 32;                     // a TMA box: 32 weight rows x one 128-deep block
 constexpr int kStageBytes = 2 * kBoxRows * 128;  // two boxes = the wgmma's 64 rows (8 KB)
 // Ring depth: 6 (s39d, FP8 V2-Lite b1 / b8 in the forward, two rounds: 4 stages 1.65 / 3.44 ms, 6 1.59 / 3.43, 8
 // 1.59-1.60 / 3.50-3.52; alone, 4 is the fastest at gate|up, 6.97 vs 10.3 us, where repeated launches find the
 // weights in L2: the forward's MoE phase shares the bandwidth with the side stream's shared expert).
 constexpr int kStages = 6;
-constexpr int kMaxBlocks = 16;              // K <= 2048: the token rows of a tile fit one 16 KB buffer
-constexpr int kThreads = 160;               // a consumer warpgroup (warps 0-3) and a producer warp (4)
-constexpr int kTokens = 8;                  // the wgmma's N: rows an expert (max_rows_per_expert <= 8)
+constexpr int kMaxBlocks = 56;  // K <= 7168 (V3's hidden size): a tile's token rows stay in shared memory
+constexpr int kThreads = 160;   // a consumer warpgroup (warps 0-3) and a producer warp (4)
+constexpr int kMaxTokens = 16;  // the wgmma's N (8 or 16): rows an expert
 
 // A tile: one slot (expert) x kCols output columns: with the SiLU 32 columns (A = their 32 gate rows, then their 32 up
 // rows), else 64 (A = 64 consecutive rows). Its two boxes' first weight rows.
@@ -40,32 +42,36 @@ struct TileRows {
   __device__ static int row_b(int64_t n0, int64_t N) { return static_cast<int>(kSilu ? N + n0 : n0 + kBoxRows); }
 };
 
-// Shared memory: [kStages][64 rows][128 B] weight stages, [kMaxBlocks][8 rows][128 B] token rows (both with the
-// 128-byte swizzle), the up half's accumulators for the SiLU ([32][8] fp32), the tile's slot (expert, count, first
-// output row, token rows), then the stages' full / empty mbarriers.
-template <int kStages>
+// Shared memory (bytes from the 1024-aligned base): [kStages][64 rows][128 B] weight stages, [nb][tokens][128 B]
+// token rows (both with the 128-byte swizzle), the up half's accumulators for the SiLU ([32][tokens] fp32), the
+// tile's slot (expert, count, first output row, 16 token rows), then the stages' full / empty mbarriers.
 struct SmemLayout {
-  static constexpr int kX = kStages * kStageBytes;
-  static constexpr int kXch = kX + kMaxBlocks * 1024;
-  static constexpr int kSlot = kXch + 32 * 8 * 4;
-  static constexpr int kBars = kSlot + 16 * 4;
-  static constexpr int kBytes = kBars + 2 * kStages * 8;
+  int x, xch, slot, bars, bytes;
+  __host__ __device__ SmemLayout(int nb, int tokens) {
+    x = kStages * kStageBytes;
+    xch = x + nb * tokens * 128;
+    slot = xch + 32 * tokens * 4;
+    bars = slot + 32 * 4;
+    bytes = bars + 2 * kStages * 8;
+  }
 };
 
-template <bool kSilu, int kStages>
+template <bool kSilu, int kTokens>
 __global__ void __launch_bounds__(kThreads, 1)
     moe_fp8_wgmma_walk_kernel(const MoeFp8GemmParams p, const CUtensorMap* maps, int tiles_x, int total) {
   using TR = TileRows<kSilu>;
-  using Smem = SmemLayout<kStages>;
+  constexpr int kR = kTokens / 2;     // accumulators a thread: rows r, r + 8 x its 2 columns of each 8
+  constexpr int kXBlock = kTokens * 128;  // one block's token rows
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_align1024(smem_raw);
-  const uint32_t sbase = smem_u32(smem);
-  const uint32_t xbase = sbase + Smem::kX, full = sbase + Smem::kBars, empty = full + kStages * 8;
-  float* xch = reinterpret_cast<float*>(smem + Smem::kXch);
-  int* slot = reinterpret_cast<int*>(smem + Smem::kSlot);  // [0] expert, [1] count, [2] first output row, [4..11] rows
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int64_t N = p.N, K = p.K;
   const int nb = static_cast<int>(K / 128);
+  const SmemLayout L(nb, kTokens);
+  const uint32_t sbase = smem_u32(smem);
+  const uint32_t xbase = sbase + L.x, full = sbase + L.bars, empty = full + kStages * 8;
+  float* xch = reinterpret_cast<float*>(smem + L.xch);
+  int* slot = reinterpret_cast<int*>(smem + L.slot);  // [0] expert, [1] count, [2] first output row, [4..19] rows
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   if (tid == 0) {
     for (int s = 0; s < kStages; ++s) {
       mbar_init(full + s * 8, 1);
@@ -100,7 +106,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   if (p.slots_settled) pdl_enter();  // the token rows are this step's
 
-  // This thread's D elements: rows 16 warp + lane / 4 (+ 8), token columns 2 (lane % 4) (+ 1).
+  // This thread's D elements: rows 16 warp + lane / 4 (+ 8), token columns 8 g + 2 (lane % 4) (+ 1) for each group
+  // g of 8 columns; accumulator 4 g + 2 h + c is row r + 8 h, column 8 g + c0 + c.
   const int r = 16 * warp + (lane >> 2), c0 = 2 * (lane & 3);
   int it = 0;
   for (int t = blockIdx.x; t < total; t += gridDim.x) {
@@ -120,67 +127,73 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int e = slot[0], cnt = min(slot[1], kTokens);
     const int64_t row0 = slot[2];
     const int64_t n0 = static_cast<int64_t>(t % tiles_x) * TR::kCols;
-    // Token rows -> [block][row][128 B], chunk c of row j at ((c ^ j) << 4); rows past the count zero.
-    for (int i = tid; i < nb * 64; i += 128) {
-      const int b = i >> 6, j = (i >> 3) & 7, c = i & 7;
+    // Token rows -> [block][row][128 B], chunk c of row j at ((c ^ (j % 8)) << 4); rows past the count zero.
+    for (int i = tid; i < nb * kTokens * 8; i += 128) {
+      const int b = i / (kTokens * 8), j = (i >> 3) % kTokens, c = i & 7;
       const int xr = slot[4 + j];
-      cp_async16(xbase + b * 1024 + j * 128 + ((c ^ j) << 4), p.q + (xr >= 0 ? xr : 0) * K + b * 128 + c * 16, xr >= 0);
+      cp_async16(xbase + b * kXBlock + j * 128 + ((c ^ (j & 7)) << 4), p.q + (xr >= 0 ? xr : 0) * K + b * 128 + c * 16,
+                 xr >= 0);
     }
     cp_async_commit();
     // Scales: this thread's rows' weight scale row (its 16 rows sit in one 32-row half, inside one 128-row block)
-    // and its two token columns' activation scale rows.
+    // and its token columns' activation scale rows.
     const float* S = p.scales[e];
     const int64_t wrow = r < 32 ? TR::row_a(n0) + r : TR::row_b(n0, N) + (r - 32);
     const float* swr = S + (wrow / 128) * nb;
-    const int xr0 = slot[4 + c0], xr1 = slot[4 + c0 + 1];
-    const float* sx0 = xr0 >= 0 ? p.sx + static_cast<int64_t>(xr0) * nb : nullptr;
-    const float* sx1 = xr1 >= 0 ? p.sx + static_cast<int64_t>(xr1) * nb : nullptr;
+    const float* sx[kTokens / 4];
+#pragma unroll
+    for (int i = 0; i < kTokens / 4; ++i) {
+      const int xr = slot[4 + 8 * (i >> 1) + c0 + (i & 1)];
+      sx[i] = xr >= 0 ? p.sx + static_cast<int64_t>(xr) * nb : nullptr;
+    }
     cp_async_wait<0>();
     fence_proxy_async();
     named_barrier(1, 128);
 
-    float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
-    auto mma = [&](int b, float (&d)[4]) {
+    float acc[kR];
+#pragma unroll
+    for (int i = 0; i < kR; ++i) acc[i] = 0.0f;
+    auto mma = [&](int b, float (&d)[kR]) {
       const int s = (it + b) % kStages;
-      wgmma_e4m3_block(d, sbase + s * kStageBytes, xbase + b * 1024, full + s * 8, ((it + b) / kStages) & 1);
+      wgmma_e4m3_block(d, sbase + s * kStageBytes, xbase + b * kXBlock, full + s * 8, ((it + b) / kStages) & 1);
     };
-    auto fold = [&](int b, const float (&d)[4]) {  // block b's wgmmas are complete: scale, add, free its stage
+    auto fold = [&](int b, const float (&d)[kR]) {  // block b's wgmmas are complete: scale, add, free its stage
       const float sw = __ldg(swr + b);
-      const float a0 = sx0 ? __ldg(sx0 + b) : 0.0f, a1 = sx1 ? __ldg(sx1 + b) : 0.0f;
-      acc[0] += d[0] * sw * a0;
-      acc[1] += d[1] * sw * a1;
-      acc[2] += d[2] * sw * a0;
-      acc[3] += d[3] * sw * a1;
+      float a[kTokens / 4];
+#pragma unroll
+      for (int i = 0; i < kTokens / 4; ++i) a[i] = sx[i] ? __ldg(sx[i] + b) * sw : 0.0f;
+#pragma unroll
+      for (int i = 0; i < kR; ++i) acc[i] += d[i] * a[2 * (i >> 2) + (i & 1)];
       __syncwarp();
       if (lane == 0) mbar_arrive(empty + ((it + b) % kStages) * 8);
     };
-    wgmma_blocks_one_ahead(nb, mma, fold);
+    wgmma_blocks_one_ahead<kR>(nb, mma, fold);
     it += nb;
 
     // Store: out[row0 + c, n0 + column] in bf16 for token columns c < cnt.
     __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out);
+    auto col = [&](int i) { return 8 * (i >> 2) + c0 + (i & 1); };
+    auto row = [&](int i) { return r + ((i >> 1) & 1) * 8; };
     if (kSilu) {
       if (warp >= 2) {  // up rows: hand them to the gate rows' threads
-        xch[(r - 32) * 8 + c0] = acc[0];
-        xch[(r - 32) * 8 + c0 + 1] = acc[1];
-        xch[(r - 32 + 8) * 8 + c0] = acc[2];
-        xch[(r - 32 + 8) * 8 + c0 + 1] = acc[3];
+#pragma unroll
+        for (int i = 0; i < kR; ++i) xch[(row(i) - 32) * kTokens + col(i)] = acc[i];
       }
       named_barrier(1, 128);
       if (warp < 2) {
-        const float up[4] = {xch[r * 8 + c0], xch[r * 8 + c0 + 1], xch[(r + 8) * 8 + c0], xch[(r + 8) * 8 + c0 + 1]};
 #pragma unroll
-        for (int i = 0; i < 4; ++i) {
-          const int c = c0 + (i & 1);
-          const int64_t n = n0 + r + (i >> 1) * 8;
-          if (c < cnt && n < N) out[(row0 + c) * N + n] = __float2bfloat16(acc[i] / (1.0f + expf(-acc[i])) * up[i]);
+        for (int i = 0; i < kR; ++i) {
+          const int c = col(i);
+          const int64_t n = n0 + row(i);
+          const float up = xch[row(i) * kTokens + c];
+          if (c < cnt && n < N) out[(row0 + c) * N + n] = __float2bfloat16(acc[i] / (1.0f + expf(-acc[i])) * up);
         }
       }
     } else {
 #pragma unroll
-      for (int i = 0; i < 4; ++i) {
-        const int c = c0 + (i & 1);
-        const int64_t n = n0 + r + (i >> 1) * 8;
+      for (int i = 0; i < kR; ++i) {
+        const int c = col(i);
+        const int64_t n = n0 + row(i);
         if (c < cnt && n < N) out[(row0 + c) * N + n] = __float2bfloat16(acc[i]);
       }
     }
@@ -209,15 +222,33 @@ bool make_moe_fp8_wgmma_maps(const void* const* host_weights, int experts, int64
 
 bool moe_fp8_wgmma_walk_supported(const MoeFp8GemmParams& p) {
   return p.slots && p.max_active > 0 && p.max_active <= p.experts && (reinterpret_cast<uintptr_t>(p.slots) & 15) == 0 &&
-         p.max_rows_per_expert >= 1 && p.max_rows_per_expert <= kTokens && p.K % 128 == 0 && p.K / 128 <= kMaxBlocks &&
-         p.N % (p.silu ? 128 : 64) == 0 && p.q && p.sx && p.out;
+         p.max_rows_per_expert >= 1 && p.max_rows_per_expert <= kMaxTokens && p.K % 128 == 0 &&
+         p.K / 128 <= kMaxBlocks && p.N % (p.silu ? 128 : 64) == 0 && p.q && p.sx && p.out;
 }
 
 cudaError_t launch_moe_fp8_wgmma_walk(const MoeFp8GemmParams& p, const CUtensorMap* maps, cudaStream_t stream) {
   if (!maps || (reinterpret_cast<uintptr_t>(maps) & 63) || !moe_fp8_wgmma_walk_supported(p)) return cudaErrorInvalidValue;
+  const int tokens = p.max_rows_per_expert <= 8 ? 8 : 16;
   auto launch = [&](auto kernel, int cols) {
-    const size_t smem = SmemLayout<kStages>::kBytes + 1024;
-    const int per_sm = moe_detail::resident_per_sm(kernel, kThreads, smem);
+    const size_t smem = SmemLayout(static_cast<int>(p.K / 128), tokens).bytes + 1024;
+    // CTAs an SM for (kernel, smem), looked up once each (eager steps launch these per layer).
+    struct Known {
+      const void* kernel;
+      size_t smem;
+      int per_sm;
+    };
+    static std::mutex mu;
+    static std::vector<Known> known;
+    int per_sm = -1;
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      for (const Known& k : known)
+        if (k.kernel == reinterpret_cast<const void*>(kernel) && k.smem == smem) per_sm = k.per_sm;
+      if (per_sm < 0) {
+        per_sm = moe_detail::resident_per_sm(kernel, kThreads, smem);
+        known.push_back({reinterpret_cast<const void*>(kernel), smem, per_sm});
+      }
+    }
     if (per_sm <= 0) return cudaErrorInvalidConfiguration;
     const int64_t tiles_x = p.N / cols, total = tiles_x * p.max_active;
     if (total > INT32_MAX) return cudaErrorInvalidValue;
@@ -225,9 +256,13 @@ cudaError_t launch_moe_fp8_wgmma_walk(const MoeFp8GemmParams& p, const CUtensorM
     return launch_pdl(kernel, dim3(static_cast<unsigned>(grid)), kThreads, smem, stream, p, maps,
                       static_cast<int>(tiles_x), static_cast<int>(total));
   };
-  static_assert(SmemLayout<kStages>::kBytes + 1024 <= 227 * 1024, "shared memory");
-  return p.silu ? launch(moe_fp8_wgmma_walk_kernel<true, kStages>, TileRows<true>::kCols)
-                : launch(moe_fp8_wgmma_walk_kernel<false, kStages>, TileRows<false>::kCols);
+  static_assert(kStages * kStageBytes + kMaxBlocks * kMaxTokens * 128 + 32 * kMaxTokens * 4 + 32 * 4 +
+                        2 * kStages * 8 + 1024 <= 227 * 1024,
+                "shared memory");
+  constexpr int kG = TileRows<true>::kCols, kD = TileRows<false>::kCols;
+  if (tokens == 8)
+    return p.silu ? launch(moe_fp8_wgmma_walk_kernel<true, 8>, kG) : launch(moe_fp8_wgmma_walk_kernel<false, 8>, kD);
+  return p.silu ? launch(moe_fp8_wgmma_walk_kernel<true, 16>, kG) : launch(moe_fp8_wgmma_walk_kernel<false, 16>, kD);
 }
 
 }  // namespace ds::kernels

@@ -173,7 +173,7 @@ class CudaOps final : public Ops {
     // by value (launch_sample_greedy) instead of a parameter upload and three launches. DSERVE_SAMPLE_GREEDY_FAST=0:
     // the general path for every batch.
     greedy_fast_ = env_flag("DSERVE_SAMPLE_GREEDY_FAST", true);
-    // Decode-sized FP8 expert products (<= 8 rows an expert, K <= 2048) on the wgmma walk (kernels/moe_fp8_wgmma.cu:
+    // Decode-sized FP8 expert products (<= 16 rows an expert, K <= 7168) on the wgmma walk (kernels/moe_fp8_wgmma.cu:
     // native e4m3 tensor cores; the mma.sync kernels' e4m3 is emulated on Hopper), with per-expert tensor maps built
     // with the expert table. Default since session 39 (s39d, H200, V2-Lite --quantization fp8, two rounds: batch 1
     // 1.59 vs 1.58-1.59 ms, batch 8 3.43 vs 3.70); DSERVE_MOE_FP8_WGMMA=0: the mma.sync walk.
@@ -1308,7 +1308,7 @@ class CudaOps final : public Ops {
       }
       g.q = q.data_as<uint8_t>();
       g.sx = sx.data_as<float>();
-      if (maps && kernels::moe_fp8_wgmma_walk_supported(g))  // <= 8 rows an expert: set_moe_bounds's T
+      if (maps && kernels::moe_fp8_wgmma_walk_supported(g))  // <= 16 rows an expert: set_moe_bounds's T
         DS_CUDA_CHECK(kernels::launch_moe_fp8_wgmma_walk(g, maps, stream()));
       else
         DS_CUDA_CHECK(T <= kernels::kMoeFp8SmallMMax ? kernels::launch_moe_fp8_small_m(g, stream())
