@@ -26,7 +26,7 @@ using namespace ptx;
 constexpr int kBoxRows = 32;                     // a TMA box: 32 weight rows x one 128-deep block
 constexpr int kStageBytes = 2 * kBoxRows * 128;  // two boxes = the wgmma's 64 rows (8 KB)
 // Ring depth: 6 (s39d, FP8 V2-Lite b1 / b8 in the forward, two rounds: 4 stages 1.65 / 3.44 ms, 6 1.59 / 3.43, 8
-// 1.59-1.60 / 3.50-3.52; alone, 4 is the fastest at gate|up, 6.97 vs 10.3 us, where repeated launches find the
+// 1.59-1.60 / 3.50-3.54; alone, 4 is the fastest at gate|up, 6.97 vs 10.3 us, where repeated launches find the
 // weights in L2: the forward's MoE phase shares the bandwidth with the side stream's shared expert).
 constexpr int kStages = 6;
 constexpr int kMaxBlocks = 56;  // K <= 7168 (V3's hidden size): a tile's token rows stay in shared memory
