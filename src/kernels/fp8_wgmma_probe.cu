@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   float acc[4] = {0.0f, 0.0f, 0.0f, 0.0f};
   auto mma = [&](int b, float (&d)[4]) {
     const int s = b % S;
-    wgmma_e4m3_block(d, sbase + s * kBoxBytes, xbase + b * 1024, full + s * 8, (b / S) & 1);
+    wgmma_k128_block(d, sbase + s * kBoxBytes, xbase + b * 1024, full + s * 8, (b / S) & 1);
   };
   auto fold = [&](int b, const float (&d)[4]) {  // block b's wgmmas are complete
     const float sw = __ldg(swr + b);

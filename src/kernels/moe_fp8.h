@@ -69,10 +69,14 @@ cudaError_t launch_moe_fp8_grouped(const MoeFp8GemmParams& p, cudaStream_t strea
 // and a consumer warpgroup multiplies them by wgmma m64n{8,16}k32 e4m3 against the slot's <= 16 token rows (all of
 // a tile's K staged in shared memory), fresh accumulators per block scaled in fp32 (not bit-equal to the mma.sync
 // kernels: FP8 wgmma accumulates a block at reduced precision). maps: one tensor map per expert over its weight
-// [rows (2N with the SiLU), K], built by make_moe_fp8_wgmma_maps on the host and copied to 64-byte aligned device
+// [rows (2N with the SiLU), K], built by make_moe_wgmma_maps on the host and copied to 64-byte aligned device
 // memory. Needs slot records, K <= 7168, max_rows_per_expert <= 16 (moe_fp8_wgmma_walk_supported).
 bool moe_fp8_wgmma_walk_supported(const MoeFp8GemmParams& p);
-bool make_moe_fp8_wgmma_maps(const void* const* host_weights, int experts, int64_t rows, int64_t K, CUtensorMap* out);
+// One tensor map per expert weight of `rows` rows of row_bytes bytes (a multiple of 128) for the wgmma walks (this
+// FP8 one, moe_gemm.h's bf16 one): boxes of 128 bytes x 32 rows with the 128-byte swizzle. False when the driver's
+// encoder is missing or a pointer is null or not 16-byte aligned.
+bool make_moe_wgmma_maps(const void* const* host_weights, int experts, int64_t rows, int64_t row_bytes,
+                         CUtensorMap* out);
 cudaError_t launch_moe_fp8_wgmma_walk(const MoeFp8GemmParams& p, const CUtensorMap* maps, cudaStream_t stream);
 
 }  // namespace ds::kernels

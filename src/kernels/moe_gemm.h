@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 
+#include <cuda.h>  // CUtensorMap (type only)
 #include <cuda_runtime.h>
 
 namespace ds::kernels {
@@ -66,6 +67,15 @@ void set_moe_bounds(Params& p, int64_t routed, int experts, int64_t tokens) {
 // A pipelined tile shape forced from the environment for A/B runs (DSERVE_MOE_TILE for the bf16 kernel,
 // DSERVE_MOE_FP8_TILE for the FP8 one; the same numbering, 1..5): its number, or 0 when unset or out of range.
 int moe_env_tile(const char* name);
+
+// The decode walk on wgmma bf16 (moe_wgmma.cu, the FP8 walk's kernel over the same bytes without scales; opt-in in
+// the ops, DSERVE_MOE_BF16_WGMMA=1): tiles of one slot x 32 output columns with the SiLU or 64 without, 128-byte
+// blocks of K (64 bf16) streamed by TMA into a ring of six 8 KB stages, wgmma m64n{8,16}k16 against the slot's
+// <= 16 token rows (all of K staged in shared memory: K <= 7168 at 8 rows, 3584 at 16). Not bit-equal to the mma.sync
+// kernels (another summation order). maps: make_moe_wgmma_maps (moe_fp8.h) over the experts' [rows, K] bf16 weights
+// (row_bytes 2K). Needs slot records (moe_bf16_wgmma_walk_supported).
+bool moe_bf16_wgmma_walk_supported(const MoeGroupedGemmParams& p);
+cudaError_t launch_moe_bf16_wgmma_walk(const MoeGroupedGemmParams& p, const CUtensorMap* maps, cudaStream_t stream);
 
 bool moe_grouped_gemm_supported(int64_t N, int64_t K);
 cudaError_t launch_moe_grouped_gemm(const MoeGroupedGemmParams& p, cudaStream_t stream);

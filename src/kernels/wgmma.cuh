@@ -97,6 +97,22 @@ __device__ __forceinline__ void wgmma_m64n16k32_e4m3(float (&d)[8], uint64_t des
 }
 __device__ __forceinline__ void wgmma_e4m3(float (&d)[4], uint64_t a, uint64_t b, int acc) { wgmma_m64n8k32_e4m3(d, a, b, acc); }
 __device__ __forceinline__ void wgmma_e4m3(float (&d)[8], uint64_t a, uint64_t b, int acc) { wgmma_m64n16k32_e4m3(d, a, b, acc); }
+// The bf16 forms over the same bytes: D[64 x 8 or 16] (+)= A[64 x 16] B[16 x 8 or 16], both K-major (32 bytes of K a
+// step, as the e4m3 k32 forms).
+__device__ __forceinline__ void wgmma_bf16(float (&d)[4], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, %4, %5, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+__device__ __forceinline__ void wgmma_bf16(float (&d)[8], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
 
 // The descriptor of each wgmma is base + a constant: hiding the base from the optimiser keeps it from
 // hoisting all 80 descriptors of a tile out of the loop into registers.
@@ -105,22 +121,28 @@ __device__ __forceinline__ uint64_t opaque(uint64_t x) {
   return x;
 }
 
-// One 128-deep block of an FP8 weight stream: waits for its stage a (64 weight rows x 128 B, landing on the mbarrier
-// `full` in phase `parity`), then d = a b over four k32 steps against b (8 or 16 token rows x 128 B: R = 4 or 8
-// accumulators; rows 8-15 1024 bytes on), both with the 128-byte swizzle, committed as one group.
-template <int R>
-__device__ __forceinline__ void wgmma_e4m3_block(float (&d)[R], uint32_t a, uint32_t b, uint32_t full, uint32_t parity) {
+// One 128-byte block of K of a weight stream: waits for its stage a (64 weight rows x 128 B, landing on the
+// mbarrier `full` in phase `parity`), then d = a b over four 32-byte steps of K (e4m3 k32, or bf16 k16 with kBf16)
+// against b (8 or 16 token rows x 128 B: R = 4 or 8 accumulators; rows 8-15 1024 bytes on), both with the 128-byte
+// swizzle, committed as one group.
+template <int R, bool kBf16 = false>
+__device__ __forceinline__ void wgmma_k128_block(float (&d)[R], uint32_t a, uint32_t b, uint32_t full, uint32_t parity) {
   mbar_wait(full, parity);
   wgmma_fence();
   const uint64_t da = opaque(make_desc(a, 16, 1024));
   const uint64_t db = opaque(make_desc(b, 16, 1024));
 #pragma unroll
-  for (int kk = 0; kk < 4; ++kk) wgmma_e4m3(d, da + ((kk * 32) >> 4), db + ((kk * 32) >> 4), kk > 0);
+  for (int kk = 0; kk < 4; ++kk) {
+    if constexpr (kBf16)
+      wgmma_bf16(d, da + ((kk * 32) >> 4), db + ((kk * 32) >> 4), kk > 0);
+    else
+      wgmma_e4m3(d, da + ((kk * 32) >> 4), db + ((kk * 32) >> 4), kk > 0);
+  }
   wgmma_commit();
 }
 
 // Blocks 0..nb-1 (nb >= 1) with one block's wgmmas in flight while the previous one is taken: mma(b, d) issues block
-// b into d (wgmma_e4m3_block), fold(b, d) reads d once block b's group is complete; two accumulator sets alternate
+// b into d (wgmma_k128_block), fold(b, d) reads d once block b's group is complete; two accumulator sets alternate
 // (d0 even blocks, d1 odd). Returns with no group in flight.
 // R: accumulators a thread (4 for 8 token columns, 8 for 16).
 template <int R = 4, class Mma, class Fold>

@@ -178,6 +178,11 @@ class CudaOps final : public Ops {
     // with the expert table. Default since session 39 (s39d, H200, V2-Lite --quantization fp8, two rounds: batch 1
     // 1.59 vs 1.58-1.59 ms, batch 8 3.43 vs 3.70); DSERVE_MOE_FP8_WGMMA=0: the mma.sync walk.
     wgmma_walk_ = env_flag("DSERVE_MOE_FP8_WGMMA", true);
+    // DSERVE_MOE_BF16_WGMMA=1 (opt-in, session 39): the bf16 experts' decode products (<= 16 rows an expert) on the
+    // same walk over bf16 bytes (wgmma k16, no scales) instead of the mma.sync kernels. s39i (H200, V2-Lite bf16,
+    // two rounds): batch 1 2.10 / 2.08 vs 2.03 / 2.03 ms, batch 8 5.41 / 5.42 vs 5.66 / 5.66, batch 16 8.42 / 8.34
+    // vs 8.78 / 8.86: a default from 8 tokens on is the next step (after the GPU suite runs under it).
+    bf16_wgmma_walk_ = env_flag("DSERVE_MOE_BF16_WGMMA", false);
     // The first kernel after a stream waits on the other (side_begin on the side stream, side_join on the main one)
     // is launched with PDL like every other, so it starts during the tail of its own stream's previous kernel;
     // Pdl.JoinedStreamWaitsForBoth checks that the event wait still orders it after the other stream's work.
@@ -1155,7 +1160,14 @@ class CudaOps final : public Ops {
     g.N = inter;
     g.K = d;
     g.silu = true;
-    DS_CUDA_CHECK(kernels::launch_moe_grouped_gemm(g, stream()));
+    // The wgmma walk where it applies (<= 16 rows an expert: set_moe_bounds's T), else the mma.sync kernels.
+    auto gemm = [&](const CUtensorMap* maps) {
+      if (maps && kernels::moe_bf16_wgmma_walk_supported(g))
+        DS_CUDA_CHECK(kernels::launch_moe_bf16_wgmma_walk(g, maps, stream()));
+      else
+        DS_CUDA_CHECK(kernels::launch_moe_grouped_gemm(g, stream()));
+    };
+    gemm(table->gate_up_maps);
     Tensor y = empty({N, d}, DType::kBF16);
     g.weights = table->down;
     g.slots_settled = true;  // written by the routing or grouping launch before the gate|up one
@@ -1165,7 +1177,7 @@ class CudaOps final : public Ops {
     g.N = d;
     g.K = inter;
     g.silu = false;
-    DS_CUDA_CHECK(kernels::launch_moe_grouped_gemm(g, stream()));
+    gemm(table->down_maps);
     combine({y.data(), row_of, topk_weights.data_as<float>(), out.data(), T, d, static_cast<int>(K)}, addend, added,
             {y, r.meta, topk_weights});
     return out;
@@ -1850,7 +1862,8 @@ class CudaOps final : public Ops {
     const float* const* gate_up_scales = nullptr;
     const float* const* down_scales = nullptr;
     bool ue8m0_gate_up = false, ue8m0_down = false;  // every expert's scales are powers of two
-    // FP8 with DSERVE_MOE_FP8_WGMMA: one tensor map per expert weight for the wgmma walk (gate_up's, then down's).
+    // One tensor map per expert weight for the wgmma walks (gate_up's, then down's): FP8 with DSERVE_MOE_FP8_WGMMA,
+    // bf16 with DSERVE_MOE_BF16_WGMMA.
     Tensor maps;
     const CUtensorMap* gate_up_maps = nullptr;
     const CUtensorMap* down_maps = nullptr;
@@ -1906,10 +1919,11 @@ class CudaOps final : public Ops {
       t.gate_up_scales = reinterpret_cast<const float* const*>(t.gate_up + 2 * E);
       t.down_scales = t.gate_up_scales + E;
     }
-    if (fp8 && wgmma_walk_) {
+    if (fp8 ? wgmma_walk_ : bf16_wgmma_walk_) {
       std::vector<CUtensorMap> maps(2 * E);
-      if (kernels::make_moe_fp8_wgmma_maps(all.data(), static_cast<int>(E), 2 * inter, d, maps.data()) &&
-          kernels::make_moe_fp8_wgmma_maps(all.data() + E, static_cast<int>(E), d, inter, maps.data() + E)) {
+      const int64_t elem = fp8 ? 1 : 2;  // bytes an element
+      if (kernels::make_moe_wgmma_maps(all.data(), static_cast<int>(E), 2 * inter, d * elem, maps.data()) &&
+          kernels::make_moe_wgmma_maps(all.data() + E, static_cast<int>(E), d, inter * elem, maps.data() + E)) {
         t.maps = empty({static_cast<int64_t>(maps.size() * sizeof(CUtensorMap))}, DType::kU8);
         DS_CHECK((reinterpret_cast<uintptr_t>(t.maps.data()) & 63) == 0, "tensor maps need 64-byte alignment");
         DS_CUDA_CHECK(cudaMemcpyAsync(t.maps.data(), maps.data(), maps.size() * sizeof(CUtensorMap),
@@ -1918,7 +1932,7 @@ class CudaOps final : public Ops {
         t.gate_up_maps = static_cast<const CUtensorMap*>(t.maps.data());
         t.down_maps = t.gate_up_maps + E;
       } else {
-        DS_WARN("DSERVE_MOE_FP8_WGMMA: no tensor maps for these experts; the mma.sync kernels run");
+        DS_WARN("MoE wgmma walk: no tensor maps for these experts; the mma.sync kernels run");
       }
     }
     return &t;
@@ -1938,7 +1952,8 @@ class CudaOps final : public Ops {
   bool fused_shared_ = false;
   bool open_moe_ = true;  // DSERVE_MOE_NORM_FUSED
   bool opening_ = false;  // inside moe_experts_open: combine() keeps its parameters in opened_
-  bool wgmma_walk_ = true;  // DSERVE_MOE_FP8_WGMMA (see the constructor)
+  bool wgmma_walk_ = true;        // DSERVE_MOE_FP8_WGMMA (see the constructor)
+  bool bf16_wgmma_walk_ = false;  // DSERVE_MOE_BF16_WGMMA (see the constructor)
   std::shared_ptr<const MoeParts> opened_;
   // The ids of the last moe_gate_route whose grouping follows them in memory (see permute); its grid counter.
   const void* fused_ids_ = nullptr;

@@ -601,7 +601,7 @@ TEST_F(MoeFp8Test, WgmmaWalkMatchesTheWalk) {
     std::vector<const void*> wptrs;
     for (int e = 0; e < sh.experts; ++e) wptrs.push_back(dev.w[e].data());
     Tensor maps = Tensor::empty({static_cast<int64_t>(sh.experts * sizeof(CUtensorMap))}, DType::kU8);
-    ASSERT_TRUE(kernels::make_moe_fp8_wgmma_maps(wptrs.data(), sh.experts, wrows, sh.K,
+    ASSERT_TRUE(kernels::make_moe_wgmma_maps(wptrs.data(), sh.experts, wrows, sh.K,
                                                  static_cast<CUtensorMap*>(maps.data())))
         << sh.name;
     const Tensor maps_d = cuda_upload(maps);

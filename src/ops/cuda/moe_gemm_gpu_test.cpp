@@ -1,7 +1,7 @@
 // The bf16 grouped expert GEMM (kernels/moe_gemm.h) called directly at decode batches past the small-M stream:
 // its pipelined tile's shapes (MoeGroupedGemmParams::tile) agree to the bit, match a host product, leave the rows
 // past the routed ones alone, and are timed (the A/B behind the default); at decode sizes the small-M kernel's
-// walk (MoeGroupedGemmParams::walk) gives the one-round kernel's bits.
+// walk (MoeGroupedGemmParams::walk) gives the one-round kernel's bits; the walk on wgmma bf16 matches them.
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/moe.h"
+#include "kernels/moe_fp8.h"  // make_moe_wgmma_maps
 #include "kernels/moe_gemm.h"
 #include "ops/cuda/gpu_test_util.h"
 
@@ -209,6 +210,130 @@ TEST(MoeGemmGpu, SmallMWalkMatchesOneRound) {
         }
     }
   }
+}
+
+// The walk on wgmma bf16 (launch_moe_bf16_wgmma_walk, session 39) against the mma.sync grouped kernel on the decode
+// shapes (V2-Lite and V3 gate|up and down) at 1, 5 (8 token columns), 12 and 16 rows an expert (16 columns; V3's
+// gate|up only up to 8: its token rows would not fit shared memory at 16), the first active expert one row short
+// (ragged), two empty slot records past the active ones, gate|up through source rows, read before and after the PDL
+// wait: every routed row written and nothing past them (NaN-poisoned output), the grouped kernel's values within
+// bf16 rounding (another summation order), and one expert against an fp64 host product of the same bf16 values.
+// Timed alone (MOEBF16WGMMA lines, next to the grouped kernel's). DSERVE_TEST_NO_TIMING=1 skips timing.
+TEST(MoeGemmGpu, Bf16WgmmaWalkMatchesTheKernels) {
+  init_cuda_device(0);
+  set_cuda_alloc_poison(true);
+  std::unique_ptr<Ops> ops = make_cuda_ops(0);
+  std::mt19937 rng(4242);
+  cudaStream_t s = cuda_stream();
+  int checked = 0;
+  for (const test::MoeDecodeShape& sh : test::moe_decode_shapes()) {
+    const int64_t wrows = sh.silu ? 2 * sh.N : sh.N;
+    // Two distinct bf16 weights (host copies hold the same values in f32), each expert its own device copy.
+    std::vector<Tensor> host, host_bf16;
+    for (int i = 0; i < 2; ++i) {
+      Tensor w = randn({wrows, sh.K}, rng, 0.05f);
+      Tensor b = Tensor::empty(w.shape(), DType::kBF16);
+      for (int64_t j = 0; j < w.numel(); ++j) {
+        b.data_as<uint16_t>()[j] = f32_to_bf16(w.f32()[j]);
+        w.f32()[j] = bf16_to_f32(b.data_as<uint16_t>()[j]);
+      }
+      host.push_back(w);
+      host_bf16.push_back(b);
+    }
+    std::vector<Tensor> dev_w;
+    std::vector<const void*> wptrs;
+    Tensor wptr = Tensor::empty({sh.experts}, DType::kI64);
+    for (int e = 0; e < sh.experts; ++e) {
+      dev_w.push_back(cuda_upload(host_bf16[e % 2]));
+      wptrs.push_back(dev_w[e].data());
+      wptr.data_as<int64_t>()[e] = reinterpret_cast<int64_t>(dev_w[e].data());
+    }
+    Tensor wptr_d = cuda_upload(wptr);
+    Tensor maps = Tensor::empty({static_cast<int64_t>(sh.experts * sizeof(CUtensorMap))}, DType::kU8);
+    ASSERT_TRUE(kernels::make_moe_wgmma_maps(wptrs.data(), sh.experts, wrows, 2 * sh.K,
+                                             static_cast<CUtensorMap*>(maps.data())))
+        << sh.name;
+    const Tensor maps_d = cuda_upload(maps);
+    const CUtensorMap* md = static_cast<const CUtensorMap*>(maps_d.data());
+    ASSERT_EQ(reinterpret_cast<uintptr_t>(md) & 63, 0u) << "tensor maps need 64-byte alignment";
+    for (int rows : {1, 5, 12, 16}) {
+      const test::ExpertRouting rt = test::decode_routing(sh, rows);
+      const int64_t total = rt.total;
+      std::vector<int32_t> src(total);
+      for (int64_t r = 0; r < total; ++r) src[r] = static_cast<int32_t>((r * 7 + 3) % total);
+      const int n_active = static_cast<int>(sh.active.size());
+      const int n_slots = std::min(n_active + 2, sh.experts);  // up to two empty records
+      const std::vector<int32_t> rec = test::slot_records(rt, n_slots, &src);
+      Tensor x = randn({total, sh.K}, rng, 1.0f);
+      for (int64_t j = 0; j < x.numel(); ++j) x.f32()[j] = round_bf16(x.f32()[j]);
+      Tensor x_d = to_device(x);
+      Tensor src_d = cuda_upload(i32_tensor(src, {total})),
+             slots_d = cuda_upload(i32_tensor(rec, {static_cast<int64_t>(rec.size())}));
+      const test::DeviceRouting rd = test::upload_routing(rt);
+      kernels::MoeGroupedGemmParams p;
+      p.weights = static_cast<const void* const*>(wptr_d.data());
+      p.x = x_d.data();
+      p.src_rows = sh.silu ? src_d.data_as<int32_t>() : nullptr;
+      test::set_routing(p, rd);
+      p.slots = slots_d.data_as<int32_t>();
+      p.max_active = n_slots;
+      p.experts = sh.experts;
+      p.max_rows_per_expert = rows;
+      p.N = sh.N;
+      p.K = sh.K;
+      p.silu = sh.silu;
+      const std::string base = std::string(sh.name) + " rows " + std::to_string(rows);
+      Tensor ref = ops->empty({total + 1, sh.N}, DType::kBF16);
+      p.out = ref.data();
+      if (sh.K * 2 * 16 > 128 * 1024 && rows > 8) {  // 16 token columns of all of K: past shared memory
+        EXPECT_FALSE(kernels::moe_bf16_wgmma_walk_supported(p)) << base;
+        continue;
+      }
+      ASSERT_TRUE(kernels::moe_bf16_wgmma_walk_supported(p)) << base;
+      ASSERT_EQ(kernels::launch_moe_grouped_gemm(p, s), cudaSuccess) << base;
+      Tensor want = to_host_f32(ref);
+      for (bool settled : {false, true}) {
+        const std::string what = base + (settled ? " settled" : "");
+        Tensor out = ops->empty({total + 1, sh.N}, DType::kBF16);  // NaN-poisoned
+        p.out = out.data();
+        p.slots_settled = settled;
+        ASSERT_EQ(kernels::launch_moe_bf16_wgmma_walk(p, md, s), cudaSuccess) << what;
+        ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess) << what;
+        Tensor got = to_host_f32(out);
+        test::expect_rows_written(got, total, sh.N, what);
+        DS_EXPECT_CLOSE(got.rows(0, total), want.rows(0, total), 2e-2, 4e-3, what + " vs the grouped kernel");
+        if (!settled && rows == 5) {  // the first active expert against an fp64 product of the same values
+          const int e = sh.active[0];
+          const int64_t r0 = rt.offsets[e], n = rt.counts[e];
+          const float* w = host[e % 2].f32();
+          Tensor w64 = Tensor::empty({n, sh.N}, DType::kF32), have = Tensor::empty({n, sh.N}, DType::kF32);
+          for (int64_t i = 0; i < n; ++i) {
+            const float* xr = x.f32() + (sh.silu ? src[r0 + i] : r0 + i) * sh.K;
+            for (int64_t c = 0; c < sh.N; ++c) {
+              double g = 0, u = 0;
+              for (int64_t k = 0; k < sh.K; ++k) g += static_cast<double>(xr[k]) * w[c * sh.K + k];
+              if (sh.silu)
+                for (int64_t k = 0; k < sh.K; ++k) u += static_cast<double>(xr[k]) * w[(sh.N + c) * sh.K + k];
+              w64.f32()[i * sh.N + c] = static_cast<float>(sh.silu ? g / (1.0 + std::exp(-g)) * u : g);
+              have.f32()[i * sh.N + c] = got.f32()[(r0 + i) * sh.N + c];
+            }
+          }
+          DS_EXPECT_CLOSE(have, w64, 2e-2, 4e-3, what + " expert " + std::to_string(e));
+        }
+        ++checked;
+      }
+      if (std::getenv("DSERVE_TEST_NO_TIMING")) continue;
+      p.slots_settled = false;
+      Tensor out = ops->empty({total + 1, sh.N}, DType::kBF16);
+      p.out = out.data();
+      const double us = test::graph_time_us([&] { kernels::launch_moe_bf16_wgmma_walk(p, md, s); }, s);
+      const double us_ref = test::graph_time_us([&] { kernels::launch_moe_grouped_gemm(p, s); }, s);
+      const double bytes = static_cast<double>(n_active) * wrows * sh.K * 2.0;
+      std::printf("MOEBF16WGMMA %s: %.2f us per launch (%.0f GB/s), the grouped kernel %.2f us\n", base.c_str(), us,
+                  bytes / (us * 1e3), us_ref);
+    }
+  }
+  EXPECT_EQ(checked, (4 * 4 - 2) * 2);  // V3 gate|up at 12 and 16 rows: not this kernel's
 }
 
 }  // namespace

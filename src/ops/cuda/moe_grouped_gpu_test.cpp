@@ -3,7 +3,7 @@
 // V2-Lite expert dims and small ones; and the same op captured once in a CUDA graph and replayed on new
 // routing (the per-expert counts must be read on the device); the fused router + routing + grouping
 // (moe_gate_route) against the CPU router and routing, and the experts op fed by its grouping against the same
-// op grouping the same ids itself. New device allocations are NaN-poisoned.
+// op grouping the same ids itself; the wgmma bf16 walk through the op. New device allocations are NaN-poisoned.
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -108,6 +108,48 @@ TEST_P(MoeGroupedBothKernels, MatchesCpu) {
       Tensor want = cpu().moe_experts(x, idt, w, ex.cpu);
       DS_EXPECT_CLOSE(got, want, 2e-2, 1e-2,
                       std::string("moe grouped ") + c.name + " T " + std::to_string(T));
+    }
+  }
+}
+
+// The bf16 experts' decode products on the wgmma walk (DSERVE_MOE_BF16_WGMMA=1, read when a backend is made; session
+// 39) through moe_experts at 1 to 16 tokens (the walk takes <= 16 rows an expert): V2-Lite's dims, small dims with
+// empty experts and an expert that every token takes, against the CPU and the default backend (the mma.sync
+// kernels: another summation order, so within bf16 rounding), and not bit for bit the default's at V2-Lite's dims
+// (which shows the walk ran).
+TEST_F(MoeGroupedTest, Bf16WgmmaWalkThroughTheOps) {
+  std::unique_ptr<Ops> wg;
+  {
+    const test::ScopedEnv on("DSERVE_MOE_BF16_WGMMA", "1");
+    wg = make_cuda_ops(0);
+  }
+  struct Case {
+    const char* name;
+    int64_t d, inter;
+    int E, K;
+    std::vector<int64_t> tokens;
+    int used, hot;
+  };
+  const std::vector<Case> cases = {
+      {"v2-lite dims, top-6", 2048, 1408, 8, 6, {1, 4, 9, 16}, 8, -1},
+      {"small, top-8, empty experts", 192, 64, 64, 8, {1, 5, 8}, 20, -1},
+      {"one expert takes every token", 128, 64, 16, 6, {7, 16}, 12, 3},
+  };
+  for (const Case& c : cases) {
+    Experts ex = make_experts(c.E, c.d, c.inter);
+    for (int64_t T : c.tokens) {
+      Tensor x = randn({T, c.d}, rng_);
+      Tensor idt = i32_tensor(route(T, c.E, c.K, c.used, c.hot), {T, c.K});
+      Tensor w = randn({T, c.K}, rng_, 0.2f, 0.5f);
+      const std::string what = std::string("moe bf16 wgmma walk ") + c.name + " T " + std::to_string(T);
+      Tensor got = to_host_f32(wg->moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), ex.gpu));
+      Tensor def = to_host_f32(gpu().moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), ex.gpu));
+      DS_EXPECT_CLOSE(got, cpu().moe_experts(x, idt, w, ex.cpu), 2e-2, 1e-2, what + " (cpu)");
+      DS_EXPECT_CLOSE(got, def, 2e-2, 4e-3, what + " (mma.sync kernels)");
+      if (c.d == 2048) {
+        EXPECT_NE(std::memcmp(got.data(), def.data(), static_cast<size_t>(got.numel()) * sizeof(float)), 0)
+            << what << ": identical to the mma.sync kernels' bits (did the wgmma walk run?)";
+      }
     }
   }
 }

@@ -1,8 +1,8 @@
-// The FP8 MoE decode walk on Hopper's native FP8 tensor cores (moe_fp8.h launch_moe_fp8_wgmma_walk). mma.sync e4m3,
-// which the other FP8 kernels use, is emulated on Hopper (f16 conversions + f16 MMAs: NVIDIA/cutlass#1986, session
-// 38's ncu opcode mix); this walk streams each tile's weight rows as TMA boxes into a ring of shared-memory stages
-// and multiplies them with wgmma m64n{8,16}k32 e4m3 against the slot's token rows (N = 8 or 16), as the bench probe
-// kernels/fp8_wgmma_probe.cu that measured 0.87 of the read floor at V2-Lite's gate|up bytes.
+// The MoE decode walks on Hopper's wgmma (moe_fp8.h launch_moe_fp8_wgmma_walk, moe_gemm.h launch_moe_bf16_wgmma_walk):
+// each tile's weight rows stream as TMA boxes into a ring of shared-memory stages and a consumer warpgroup multiplies
+// them with wgmma m64n{8,16} against the slot's token rows (N = 8 or 16). FP8: e4m3 k32 (mma.sync e4m3, which the
+// other FP8 kernels use, is emulated on Hopper: f16 conversions + f16 MMAs, NVIDIA/cutlass#1986, session 38's ncu
+// opcode mix), each 128-deep block's sums scaled in fp32; bf16: k16 over the same bytes, no scales.
 #include <cuda.h>
 #include <cuda_bf16.h>
 
@@ -13,6 +13,7 @@
 #include "kernels/moe.h"
 #include "kernels/moe_block.cuh"
 #include "kernels/moe_fp8.h"
+#include "kernels/moe_gemm.h"
 #include "kernels/pdl.cuh"
 #include "kernels/ptx.cuh"
 #include "kernels/tensor_map.h"
@@ -29,7 +30,6 @@ constexpr int kStageBytes = 2 * kBoxRows * 128;  // two boxes = the wgmma's 64 r
 // 1.59-1.60 / 3.50-3.54; alone, 4 is the fastest at gate|up, 6.97 vs 10.3 us, where repeated launches find the
 // weights in L2: the forward's MoE phase shares the bandwidth with the side stream's shared expert).
 constexpr int kStages = 6;
-constexpr int kMaxBlocks = 56;  // K <= 7168 (V3's hidden size): a tile's token rows stay in shared memory
 constexpr int kThreads = 160;   // a consumer warpgroup (warps 0-3) and a producer warp (4)
 constexpr int kMaxTokens = 16;  // the wgmma's N (8 or 16): rows an expert
 
@@ -40,6 +40,20 @@ struct TileRows {
   static constexpr int kCols = kSilu ? 32 : 64;
   __device__ static int row_a(int64_t n0) { return static_cast<int>(n0); }
   __device__ static int row_b(int64_t n0, int64_t N) { return static_cast<int>(kSilu ? N + n0 : n0 + kBoxRows); }
+};
+
+// What both walks need (walk_tile_slot reads slots and src_rows). A token row is nb blocks of 128 bytes (K / 128 for
+// e4m3, K / 64 for bf16); the FP8 walk's scales: sx [rows, nb], scales[e] [rows / 128, nb].
+struct WalkParams {
+  const int32_t* slots = nullptr;
+  const int32_t* src_rows = nullptr;
+  const uint8_t* x = nullptr;  // [rows, nb * 128 bytes]
+  const float* sx = nullptr;
+  const float* const* scales = nullptr;
+  void* out = nullptr;  // bf16 [rows, N]
+  int64_t N = 0;
+  int nb = 0;
+  bool slots_settled = false;
 };
 
 // Shared memory (bytes from the 1024-aligned base): [kStages][64 rows][128 B] weight stages, [nb][tokens][128 B]
@@ -56,16 +70,17 @@ struct SmemLayout {
   }
 };
 
-template <bool kSilu, int kTokens>
+template <bool kSilu, int kTokens, bool kBf16>
 __global__ void __launch_bounds__(kThreads, 1)
-    moe_fp8_wgmma_walk_kernel(const MoeFp8GemmParams p, const CUtensorMap* maps, int tiles_x, int total) {
+    moe_wgmma_walk_kernel(const WalkParams p, const CUtensorMap* maps, int tiles_x, int total) {
   using TR = TileRows<kSilu>;
   constexpr int kR = kTokens / 2;     // accumulators a thread: rows r, r + 8 x its 2 columns of each 8
   constexpr int kXBlock = kTokens * 128;  // one block's token rows
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_align1024(smem_raw);
-  const int64_t N = p.N, K = p.K;
-  const int nb = static_cast<int>(K / 128);
+  const int64_t N = p.N;
+  const int nb = p.nb;
+  const int64_t row_bytes = static_cast<int64_t>(nb) * 128;
   const SmemLayout L(nb, kTokens);
   const uint32_t sbase = smem_u32(smem);
   const uint32_t xbase = sbase + L.x, full = sbase + L.bars, empty = full + kStages * 8;
@@ -131,20 +146,22 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int i = tid; i < nb * kTokens * 8; i += 128) {
       const int b = i / (kTokens * 8), j = (i >> 3) % kTokens, c = i & 7;
       const int xr = slot[4 + j];
-      cp_async16(xbase + b * kXBlock + j * 128 + ((c ^ (j & 7)) << 4), p.q + (xr >= 0 ? xr : 0) * K + b * 128 + c * 16,
-                 xr >= 0);
+      cp_async16(xbase + b * kXBlock + j * 128 + ((c ^ (j & 7)) << 4),
+                 p.x + (xr >= 0 ? xr : 0) * row_bytes + b * 128 + c * 16, xr >= 0);
     }
     cp_async_commit();
-    // Scales: this thread's rows' weight scale row (its 16 rows sit in one 32-row half, inside one 128-row block)
-    // and its token columns' activation scale rows.
-    const float* S = p.scales[e];
-    const int64_t wrow = r < 32 ? TR::row_a(n0) + r : TR::row_b(n0, N) + (r - 32);
-    const float* swr = S + (wrow / 128) * nb;
+    // FP8 scales: this thread's rows' weight scale row (its 16 rows sit in one 32-row half, inside one 128-row
+    // block) and its token columns' activation scale rows.
+    const float* swr = nullptr;
     const float* sx[kTokens / 4];
+    if constexpr (!kBf16) {
+      const int64_t wrow = r < 32 ? TR::row_a(n0) + r : TR::row_b(n0, N) + (r - 32);
+      swr = p.scales[e] + (wrow / 128) * nb;
 #pragma unroll
-    for (int i = 0; i < kTokens / 4; ++i) {
-      const int xr = slot[4 + 8 * (i >> 1) + c0 + (i & 1)];
-      sx[i] = xr >= 0 ? p.sx + static_cast<int64_t>(xr) * nb : nullptr;
+      for (int i = 0; i < kTokens / 4; ++i) {
+        const int xr = slot[4 + 8 * (i >> 1) + c0 + (i & 1)];
+        sx[i] = xr >= 0 ? p.sx + static_cast<int64_t>(xr) * nb : nullptr;
+      }
     }
     cp_async_wait<0>();
     fence_proxy_async();
@@ -153,17 +170,26 @@ __global__ void __launch_bounds__(kThreads, 1)
     float acc[kR];
 #pragma unroll
     for (int i = 0; i < kR; ++i) acc[i] = 0.0f;
+    float one = 1.0f;
+    asm volatile("" : "+f"(one));
     auto mma = [&](int b, float (&d)[kR]) {
       const int s = (it + b) % kStages;
-      wgmma_e4m3_block(d, sbase + s * kStageBytes, xbase + b * kXBlock, full + s * 8, ((it + b) / kStages) & 1);
+      wgmma_k128_block<kR, kBf16>(d, sbase + s * kStageBytes, xbase + b * kXBlock, full + s * 8,
+                                  ((it + b) / kStages) & 1);
     };
-    auto fold = [&](int b, const float (&d)[kR]) {  // block b's wgmmas are complete: scale, add, free its stage
-      const float sw = __ldg(swr + b);
-      float a[kTokens / 4];
+    auto fold = [&](int b, const float (&d)[kR]) {  // block b's wgmmas are complete: (scale,) add, free its stage
+      if constexpr (kBf16) {
+        // Times an opaque 1: with a plain add ptxas serializes the wgmmas (C7518, "WG.DP in divergent path").
 #pragma unroll
-      for (int i = 0; i < kTokens / 4; ++i) a[i] = sx[i] ? __ldg(sx[i] + b) * sw : 0.0f;
+        for (int i = 0; i < kR; ++i) acc[i] += d[i] * one;
+      } else {
+        const float sw = __ldg(swr + b);
+        float a[kTokens / 4];
 #pragma unroll
-      for (int i = 0; i < kR; ++i) acc[i] += d[i] * a[2 * (i >> 2) + (i & 1)];
+        for (int i = 0; i < kTokens / 4; ++i) a[i] = sx[i] ? __ldg(sx[i] + b) * sw : 0.0f;
+#pragma unroll
+        for (int i = 0; i < kR; ++i) acc[i] += d[i] * a[2 * (i >> 2) + (i & 1)];
+      }
       __syncwarp();
       if (lane == 0) mbar_arrive(empty + ((it + b) % kStages) * 8);
     };
@@ -203,13 +229,14 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 }  // namespace
 
-bool make_moe_fp8_wgmma_maps(const void* const* host_weights, int experts, int64_t rows, int64_t K, CUtensorMap* out) {
+bool make_moe_wgmma_maps(const void* const* host_weights, int experts, int64_t rows, int64_t row_bytes,
+                         CUtensorMap* out) {
   EncodeTiledFn fn = encode_tiled();
-  if (!fn || experts <= 0 || rows <= 0 || rows > INT32_MAX || K <= 0 || K % 128 != 0) return false;
+  if (!fn || experts <= 0 || rows <= 0 || rows > INT32_MAX || row_bytes <= 0 || row_bytes % 128 != 0) return false;
   for (int e = 0; e < experts; ++e) {
     if (!host_weights[e] || (reinterpret_cast<uintptr_t>(host_weights[e]) & 15)) return false;
-    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(K), static_cast<cuuint64_t>(rows)};
-    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(K)};
+    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(row_bytes), static_cast<cuuint64_t>(rows)};
+    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_bytes)};
     const cuuint32_t box[2] = {128, kBoxRows};
     const cuuint32_t estrides[2] = {1, 1};
     if (fn(&out[e], CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(host_weights[e]), dims, strides, box, estrides,
@@ -220,17 +247,25 @@ bool make_moe_fp8_wgmma_maps(const void* const* host_weights, int experts, int64
   return true;
 }
 
-bool moe_fp8_wgmma_walk_supported(const MoeFp8GemmParams& p) {
+namespace {
+
+// Shared memory a walk launch takes (the 1024-byte alignment slack included).
+size_t walk_smem(int nb, int64_t max_rows) { return SmemLayout(nb, max_rows <= 8 ? 8 : 16).bytes + 1024; }
+
+// The bounds both walks share: slot records, 1..16 rows an expert, the layout in shared memory.
+template <class Params>
+bool walk_supported(const Params& p, int64_t row_bytes) {
   return p.slots && p.max_active > 0 && p.max_active <= p.experts && (reinterpret_cast<uintptr_t>(p.slots) & 15) == 0 &&
-         p.max_rows_per_expert >= 1 && p.max_rows_per_expert <= kMaxTokens && p.K % 128 == 0 &&
-         p.K / 128 <= kMaxBlocks && p.N % (p.silu ? 128 : 64) == 0 && p.q && p.sx && p.out;
+         p.max_rows_per_expert >= 1 && p.max_rows_per_expert <= kMaxTokens && row_bytes % 128 == 0 &&
+         walk_smem(static_cast<int>(row_bytes / 128), p.max_rows_per_expert) <= 227 * 1024 && p.out;
 }
 
-cudaError_t launch_moe_fp8_wgmma_walk(const MoeFp8GemmParams& p, const CUtensorMap* maps, cudaStream_t stream) {
-  if (!maps || (reinterpret_cast<uintptr_t>(maps) & 63) || !moe_fp8_wgmma_walk_supported(p)) return cudaErrorInvalidValue;
-  const int tokens = p.max_rows_per_expert <= 8 ? 8 : 16;
+template <bool kBf16>
+cudaError_t launch_walk(const WalkParams& w, bool silu, int64_t max_rows, int max_active, const CUtensorMap* maps,
+                        cudaStream_t stream) {
+  const int tokens = max_rows <= 8 ? 8 : 16;
   auto launch = [&](auto kernel, int cols) {
-    const size_t smem = SmemLayout(static_cast<int>(p.K / 128), tokens).bytes + 1024;
+    const size_t smem = walk_smem(w.nb, max_rows);
     // CTAs an SM for (kernel, smem), looked up once each (eager steps launch these per layer).
     struct Known {
       const void* kernel;
@@ -250,19 +285,55 @@ cudaError_t launch_moe_fp8_wgmma_walk(const MoeFp8GemmParams& p, const CUtensorM
       }
     }
     if (per_sm <= 0) return cudaErrorInvalidConfiguration;
-    const int64_t tiles_x = p.N / cols, total = tiles_x * p.max_active;
+    const int64_t tiles_x = w.N / cols, total = tiles_x * max_active;
     if (total > INT32_MAX) return cudaErrorInvalidValue;
     const int64_t grid = std::min<int64_t>(total, static_cast<int64_t>(per_sm) * device_sm_count());
-    return launch_pdl(kernel, dim3(static_cast<unsigned>(grid)), kThreads, smem, stream, p, maps,
+    return launch_pdl(kernel, dim3(static_cast<unsigned>(grid)), kThreads, smem, stream, w, maps,
                       static_cast<int>(tiles_x), static_cast<int>(total));
   };
-  static_assert(kStages * kStageBytes + kMaxBlocks * kMaxTokens * 128 + 32 * kMaxTokens * 4 + 32 * 4 +
-                        2 * kStages * 8 + 1024 <= 227 * 1024,
-                "shared memory");
   constexpr int kG = TileRows<true>::kCols, kD = TileRows<false>::kCols;
   if (tokens == 8)
-    return p.silu ? launch(moe_fp8_wgmma_walk_kernel<true, 8>, kG) : launch(moe_fp8_wgmma_walk_kernel<false, 8>, kD);
-  return p.silu ? launch(moe_fp8_wgmma_walk_kernel<true, 16>, kG) : launch(moe_fp8_wgmma_walk_kernel<false, 16>, kD);
+    return silu ? launch(moe_wgmma_walk_kernel<true, 8, kBf16>, kG) : launch(moe_wgmma_walk_kernel<false, 8, kBf16>, kD);
+  return silu ? launch(moe_wgmma_walk_kernel<true, 16, kBf16>, kG) : launch(moe_wgmma_walk_kernel<false, 16, kBf16>, kD);
+}
+
+}  // namespace
+
+bool moe_fp8_wgmma_walk_supported(const MoeFp8GemmParams& p) {
+  return walk_supported(p, p.K) && p.N % (p.silu ? 128 : 64) == 0 && p.q && p.sx;
+}
+
+cudaError_t launch_moe_fp8_wgmma_walk(const MoeFp8GemmParams& p, const CUtensorMap* maps, cudaStream_t stream) {
+  if (!maps || (reinterpret_cast<uintptr_t>(maps) & 63) || !moe_fp8_wgmma_walk_supported(p)) return cudaErrorInvalidValue;
+  WalkParams w;
+  w.slots = p.slots;
+  w.src_rows = p.src_rows;
+  w.x = p.q;
+  w.sx = p.sx;
+  w.scales = p.scales;
+  w.out = p.out;
+  w.N = p.N;
+  w.nb = static_cast<int>(p.K / 128);
+  w.slots_settled = p.slots_settled;
+  return launch_walk<false>(w, p.silu, p.max_rows_per_expert, p.max_active, maps, stream);
+}
+
+bool moe_bf16_wgmma_walk_supported(const MoeGroupedGemmParams& p) {
+  return walk_supported(p, 2 * p.K) && p.N % (p.silu ? 32 : 64) == 0 && p.x &&
+         (reinterpret_cast<uintptr_t>(p.x) & 15) == 0;
+}
+
+cudaError_t launch_moe_bf16_wgmma_walk(const MoeGroupedGemmParams& p, const CUtensorMap* maps, cudaStream_t stream) {
+  if (!maps || (reinterpret_cast<uintptr_t>(maps) & 63) || !moe_bf16_wgmma_walk_supported(p)) return cudaErrorInvalidValue;
+  WalkParams w;
+  w.slots = p.slots;
+  w.src_rows = p.src_rows;
+  w.x = static_cast<const uint8_t*>(p.x);
+  w.out = p.out;
+  w.N = p.N;
+  w.nb = static_cast<int>(2 * p.K / 128);
+  w.slots_settled = p.slots_settled;
+  return launch_walk<true>(w, p.silu, p.max_rows_per_expert, p.max_active, maps, stream);
 }
 
 }  // namespace ds::kernels
