@@ -1,6 +1,6 @@
-// Hopper asynchronous-proxy helpers shared by the wgmma attention kernels (mla_decode.cu, mla_decode_t16.cu):
-// wgmma fences and shared-memory descriptors (128-byte swizzle), mbarriers, tensor-map (TMA) box loads, named
-// barriers. Device-only inline PTX, one definition each.
+// Hopper asynchronous-proxy helpers shared by the wgmma kernels (the MLA decode attention, the MoE decode walks,
+// the FP8 probe): wgmma fences, instructions and shared-memory descriptors (128-byte swizzle), mbarriers, tensor-map
+// (TMA) box loads, named barriers. Device-only inline PTX, one definition each.
 #pragma once
 #include <cstdint>
 
