@@ -52,6 +52,9 @@ struct MoeFp8GemmParams {
   // expert): -1 (default) on unless DSERVE_MOE_FP8_PIPE=0, 0 off, 1 on where it applies (tests). The same bits
   // either way.
   int pipe = -1;
+  // The wgmma walk's ring depth (moe_wgmma.cu): 0 its default (6 stages of 8 KB), or 4 / 8 (A/B runs: the ops set
+  // it from DSERVE_MOE_WGMMA_STAGES).
+  int wgmma_stages = 0;
 };
 
 bool moe_fp8_gemm_supported(int64_t N, int64_t K, bool silu);

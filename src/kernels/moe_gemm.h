@@ -50,6 +50,9 @@ struct MoeGroupedGemmParams {
   // gate|up; unset: the down product at one token where its tiles are few, moe_gemm.cu walk_by_default), 0 off,
   // 1 the down product, 2 both (tests). The same bits either way.
   int walk = -1;
+  // The wgmma walk's ring depth (moe_wgmma.cu): 0 its default (6 stages of 8 KB), or 4 / 8 (A/B runs: the ops set
+  // it from DSERVE_MOE_WGMMA_STAGES).
+  int wgmma_stages = 0;
 };
 
 // The host-known bounds of a grouped step as the MoE ops set them, for MoeGroupedGemmParams and MoeFp8GemmParams

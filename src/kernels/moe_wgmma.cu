@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <mutex>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/moe.h"
@@ -26,10 +27,10 @@ using namespace ptx;
 
 constexpr int kBoxRows = 32;                     // a TMA box: 32 weight rows x one 128-deep block
 constexpr int kStageBytes = 2 * kBoxRows * 128;  // two boxes = the wgmma's 64 rows (8 KB)
-// Ring depth: 6 (s39d, FP8 V2-Lite b1 / b8 in the forward, two rounds: 4 stages 1.65 / 3.44 ms, 6 1.59 / 3.43, 8
+// Ring depth (MoeFp8GemmParams / MoeGroupedGemmParams::wgmma_stages: 0 = this, or 4 / 8 for A/B runs): 6 (s39d, FP8 V2-Lite b1 / b8 in the forward, two rounds: 4 stages 1.65 / 3.44 ms, 6 1.59 / 3.43, 8
 // 1.59-1.60 / 3.50-3.54; alone, 4 is the fastest at gate|up, 6.97 vs 10.3 us, where repeated launches find the
 // weights in L2: the forward's MoE phase shares the bandwidth with the side stream's shared expert).
-constexpr int kStages = 6;
+constexpr int kDefaultStages = 6;
 constexpr int kThreads = 160;   // a consumer warpgroup (warps 0-3) and a producer warp (4)
 constexpr int kMaxTokens = 16;  // the wgmma's N (8 or 16): rows an expert
 
@@ -61,16 +62,16 @@ struct WalkParams {
 // tile's slot (expert, count, first output row, 16 token rows), then the stages' full / empty mbarriers.
 struct SmemLayout {
   int x, xch, slot, bars, bytes;
-  __host__ __device__ SmemLayout(int nb, int tokens) {
-    x = kStages * kStageBytes;
+  __host__ __device__ SmemLayout(int nb, int tokens, int stages) {
+    x = stages * kStageBytes;
     xch = x + nb * tokens * 128;
     slot = xch + 32 * tokens * 4;
     bars = slot + 32 * 4;
-    bytes = bars + 2 * kStages * 8;
+    bytes = bars + 2 * stages * 8;
   }
 };
 
-template <bool kSilu, int kTokens, bool kBf16>
+template <bool kSilu, int kTokens, bool kBf16, int kStages>
 __global__ void __launch_bounds__(kThreads, 1)
     moe_wgmma_walk_kernel(const WalkParams p, const CUtensorMap* maps, int tiles_x, int total) {
   using TR = TileRows<kSilu>;
@@ -81,7 +82,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t N = p.N;
   const int nb = p.nb;
   const int64_t row_bytes = static_cast<int64_t>(nb) * 128;
-  const SmemLayout L(nb, kTokens);
+  const SmemLayout L(nb, kTokens, kStages);
   const uint32_t sbase = smem_u32(smem);
   const uint32_t xbase = sbase + L.x, full = sbase + L.bars, empty = full + kStages * 8;
   float* xch = reinterpret_cast<float*>(smem + L.xch);
@@ -249,23 +250,27 @@ bool make_moe_wgmma_maps(const void* const* host_weights, int experts, int64_t r
 
 namespace {
 
+int walk_stages(int requested) { return requested == 4 || requested == 8 ? requested : kDefaultStages; }
 // Shared memory a walk launch takes (the 1024-byte alignment slack included).
-size_t walk_smem(int nb, int64_t max_rows) { return SmemLayout(nb, max_rows <= 8 ? 8 : 16).bytes + 1024; }
+size_t walk_smem(int nb, int64_t max_rows, int stages) {
+  return SmemLayout(nb, max_rows <= 8 ? 8 : 16, walk_stages(stages)).bytes + 1024;
+}
 
 // The bounds both walks share: slot records, 1..16 rows an expert, the layout in shared memory.
 template <class Params>
 bool walk_supported(const Params& p, int64_t row_bytes) {
   return p.slots && p.max_active > 0 && p.max_active <= p.experts && (reinterpret_cast<uintptr_t>(p.slots) & 15) == 0 &&
          p.max_rows_per_expert >= 1 && p.max_rows_per_expert <= kMaxTokens && row_bytes % 128 == 0 &&
-         walk_smem(static_cast<int>(row_bytes / 128), p.max_rows_per_expert) <= 227 * 1024 && p.out;
+         walk_smem(static_cast<int>(row_bytes / 128), p.max_rows_per_expert, p.wgmma_stages) <= 227 * 1024 && p.out;
 }
 
 template <bool kBf16>
-cudaError_t launch_walk(const WalkParams& w, bool silu, int64_t max_rows, int max_active, const CUtensorMap* maps,
-                        cudaStream_t stream) {
+cudaError_t launch_walk(const WalkParams& w, bool silu, int64_t max_rows, int max_active, int stages,
+                        const CUtensorMap* maps, cudaStream_t stream) {
   const int tokens = max_rows <= 8 ? 8 : 16;
+  stages = walk_stages(stages);
   auto launch = [&](auto kernel, int cols) {
-    const size_t smem = walk_smem(w.nb, max_rows);
+    const size_t smem = walk_smem(w.nb, max_rows, stages);
     // CTAs an SM for (kernel, smem), looked up once each (eager steps launch these per layer).
     struct Known {
       const void* kernel;
@@ -292,9 +297,17 @@ cudaError_t launch_walk(const WalkParams& w, bool silu, int64_t max_rows, int ma
                       static_cast<int>(tiles_x), static_cast<int>(total));
   };
   constexpr int kG = TileRows<true>::kCols, kD = TileRows<false>::kCols;
-  if (tokens == 8)
-    return silu ? launch(moe_wgmma_walk_kernel<true, 8, kBf16>, kG) : launch(moe_wgmma_walk_kernel<false, 8, kBf16>, kD);
-  return silu ? launch(moe_wgmma_walk_kernel<true, 16, kBf16>, kG) : launch(moe_wgmma_walk_kernel<false, 16, kBf16>, kD);
+  auto by_tokens = [&](auto stages_c) {
+    constexpr int S = decltype(stages_c)::value;
+    if (tokens == 8)
+      return silu ? launch(moe_wgmma_walk_kernel<true, 8, kBf16, S>, kG)
+                  : launch(moe_wgmma_walk_kernel<false, 8, kBf16, S>, kD);
+    return silu ? launch(moe_wgmma_walk_kernel<true, 16, kBf16, S>, kG)
+                : launch(moe_wgmma_walk_kernel<false, 16, kBf16, S>, kD);
+  };
+  if (stages == 4) return by_tokens(std::integral_constant<int, 4>{});
+  if (stages == 8) return by_tokens(std::integral_constant<int, 8>{});
+  return by_tokens(std::integral_constant<int, kDefaultStages>{});
 }
 
 }  // namespace
@@ -315,7 +328,7 @@ cudaError_t launch_moe_fp8_wgmma_walk(const MoeFp8GemmParams& p, const CUtensorM
   w.N = p.N;
   w.nb = static_cast<int>(p.K / 128);
   w.slots_settled = p.slots_settled;
-  return launch_walk<false>(w, p.silu, p.max_rows_per_expert, p.max_active, maps, stream);
+  return launch_walk<false>(w, p.silu, p.max_rows_per_expert, p.max_active, p.wgmma_stages, maps, stream);
 }
 
 bool moe_bf16_wgmma_walk_supported(const MoeGroupedGemmParams& p) {
@@ -333,7 +346,7 @@ cudaError_t launch_moe_bf16_wgmma_walk(const MoeGroupedGemmParams& p, const CUte
   w.N = p.N;
   w.nb = static_cast<int>(2 * p.K / 128);
   w.slots_settled = p.slots_settled;
-  return launch_walk<true>(w, p.silu, p.max_rows_per_expert, p.max_active, maps, stream);
+  return launch_walk<true>(w, p.silu, p.max_rows_per_expert, p.max_active, p.wgmma_stages, maps, stream);
 }
 
 }  // namespace ds::kernels

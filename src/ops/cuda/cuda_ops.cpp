@@ -178,11 +178,14 @@ class CudaOps final : public Ops {
     // with the expert table. Default since session 39 (s39d, H200, V2-Lite --quantization fp8, two rounds: batch 1
     // 1.59 vs 1.58-1.59 ms, batch 8 3.43 vs 3.70); DSERVE_MOE_FP8_WGMMA=0: the mma.sync walk.
     wgmma_walk_ = env_flag("DSERVE_MOE_FP8_WGMMA", true);
-    // DSERVE_MOE_BF16_WGMMA=1 (opt-in, session 39): the bf16 experts' decode products (<= 16 rows an expert) on the
-    // same walk over bf16 bytes (wgmma k16, no scales) instead of the mma.sync kernels. s39i (H200, V2-Lite bf16,
-    // two rounds): batch 1 2.10 / 2.08 vs 2.03 / 2.03 ms, batch 8 5.41 / 5.42 vs 5.66 / 5.66, batch 16 8.42 / 8.34
-    // vs 8.78 / 8.86: a default from 8 tokens on is the next step (after the GPU suite runs under it).
-    bf16_wgmma_walk_ = env_flag("DSERVE_MOE_BF16_WGMMA", false);
+    // DSERVE_MOE_BF16_WGMMA=n (opt-in, session 39): the bf16 experts' decode products on the same walk over bf16
+    // bytes (wgmma k16, no scales) instead of the mma.sync kernels, at batches of n to 16 tokens (1: every decode
+    // size; unset or 0: off). s39i (H200, V2-Lite bf16, two rounds, n = 1): batch 1 2.10 / 2.08 vs 2.03 / 2.03 ms,
+    // batch 8 5.41 / 5.42 vs 5.66 / 5.66, batch 16 8.42 / 8.34 vs 8.78 / 8.86: n = 8 as the default is the next step
+    // (after the GPU suite runs under it).
+    bf16_wgmma_min_tokens_ = env_int("DSERVE_MOE_BF16_WGMMA", 0);
+    // DSERVE_MOE_WGMMA_STAGES=4|8: both walks' ring depth for A/B runs (unset: the kernel's default, 6).
+    wgmma_stages_ = static_cast<int>(env_int("DSERVE_MOE_WGMMA_STAGES", 0));
     // The first kernel after a stream waits on the other (side_begin on the side stream, side_join on the main one)
     // is launched with PDL like every other, so it starts during the tail of its own stream's previous kernel;
     // Pdl.JoinedStreamWaitsForBoth checks that the event wait still orders it after the other stream's work.
@@ -1157,12 +1160,14 @@ class CudaOps final : public Ops {
     g.num_active = num_active;
     g.slots = r.slots;
     kernels::set_moe_bounds(g, N, E, T);
+    g.wgmma_stages = wgmma_stages_;
     g.N = inter;
     g.K = d;
     g.silu = true;
-    // The wgmma walk where it applies (<= 16 rows an expert: set_moe_bounds's T), else the mma.sync kernels.
+    // The wgmma walk where it applies (<= 16 rows an expert: set_moe_bounds's T) from DSERVE_MOE_BF16_WGMMA's batch
+    // on, else the mma.sync kernels.
     auto gemm = [&](const CUtensorMap* maps) {
-      if (maps && kernels::moe_bf16_wgmma_walk_supported(g))
+      if (maps && T >= bf16_wgmma_min_tokens_ && kernels::moe_bf16_wgmma_walk_supported(g))
         DS_CUDA_CHECK(kernels::launch_moe_bf16_wgmma_walk(g, maps, stream()));
       else
         DS_CUDA_CHECK(kernels::launch_moe_grouped_gemm(g, stream()));
@@ -1291,6 +1296,7 @@ class CudaOps final : public Ops {
     g.num_active = r.num_active;
     g.slots = r.slots;
     kernels::set_moe_bounds(g, N, E, T);
+    g.wgmma_stages = wgmma_stages_;
     auto gemm = [&](const Tensor& in /*[rows, k] bf16*/, bool ue8m0, const Fp8Act* made, const CUtensorMap* maps) {
       const int64_t rows = in.dim(0), k = in.dim(1);
       Tensor q, sx;
@@ -1919,7 +1925,7 @@ class CudaOps final : public Ops {
       t.gate_up_scales = reinterpret_cast<const float* const*>(t.gate_up + 2 * E);
       t.down_scales = t.gate_up_scales + E;
     }
-    if (fp8 ? wgmma_walk_ : bf16_wgmma_walk_) {
+    if (fp8 ? wgmma_walk_ : bf16_wgmma_min_tokens_ > 0) {
       std::vector<CUtensorMap> maps(2 * E);
       const int64_t elem = fp8 ? 1 : 2;  // bytes an element
       if (kernels::make_moe_wgmma_maps(all.data(), static_cast<int>(E), 2 * inter, d * elem, maps.data()) &&
@@ -1953,7 +1959,8 @@ class CudaOps final : public Ops {
   bool open_moe_ = true;  // DSERVE_MOE_NORM_FUSED
   bool opening_ = false;  // inside moe_experts_open: combine() keeps its parameters in opened_
   bool wgmma_walk_ = true;        // DSERVE_MOE_FP8_WGMMA (see the constructor)
-  bool bf16_wgmma_walk_ = false;  // DSERVE_MOE_BF16_WGMMA (see the constructor)
+  int64_t bf16_wgmma_min_tokens_ = 0;  // DSERVE_MOE_BF16_WGMMA (see the constructor); 0: off
+  int wgmma_stages_ = 0;          // DSERVE_MOE_WGMMA_STAGES (see the constructor)
   std::shared_ptr<const MoeParts> opened_;
   // The ids of the last moe_gate_route whose grouping follows them in memory (see permute); its grid counter.
   const void* fused_ids_ = nullptr;

@@ -116,7 +116,7 @@ TEST_P(MoeGroupedBothKernels, MatchesCpu) {
 // 39) through moe_experts at 1 to 16 tokens (the walk takes <= 16 rows an expert): V2-Lite's dims, small dims with
 // empty experts and an expert that every token takes, against the CPU and the default backend (the mma.sync
 // kernels: another summation order, so within bf16 rounding), and not bit for bit the default's at V2-Lite's dims
-// (which shows the walk ran).
+// (which shows the walk ran); with the switch at 8 tokens, the default's bits below 8 and not at 9.
 TEST_F(MoeGroupedTest, Bf16WgmmaWalkThroughTheOps) {
   std::unique_ptr<Ops> wg;
   {
@@ -151,6 +151,22 @@ TEST_F(MoeGroupedTest, Bf16WgmmaWalkThroughTheOps) {
             << what << ": identical to the mma.sync kernels' bits (did the wgmma walk run?)";
       }
     }
+  }
+  // DSERVE_MOE_BF16_WGMMA=8: the walk from 8 tokens on, the mma.sync kernels below (their bits exactly).
+  std::unique_ptr<Ops> from8;
+  {
+    const test::ScopedEnv on("DSERVE_MOE_BF16_WGMMA", "8");
+    from8 = make_cuda_ops(0);
+  }
+  Experts ex = make_experts(8, 2048, 1408);
+  for (int64_t T : {4, 9}) {
+    Tensor x = randn({T, 2048}, rng_);
+    Tensor idt = i32_tensor(route(T, 8, 6, 8, -1), {T, 6});
+    Tensor w = randn({T, 6}, rng_, 0.2f, 0.5f);
+    Tensor got = to_host_f32(from8->moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), ex.gpu));
+    Tensor def = to_host_f32(gpu().moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), ex.gpu));
+    const bool same = std::memcmp(got.data(), def.data(), static_cast<size_t>(got.numel()) * sizeof(float)) == 0;
+    EXPECT_EQ(same, T < 8) << "DSERVE_MOE_BF16_WGMMA=8 at " << T << " tokens";
   }
 }
 
