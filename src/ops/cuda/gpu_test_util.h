@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #include "kernels/moe.h"
+#include "kernels/moe_fp8.h"  // make_moe_wgmma_maps
 #include "ops/cuda/cuda_runtime.h"
 #include "ops/cuda/kernel_cases.h"
 #include "ops/ops.h"
@@ -170,6 +171,17 @@ inline ExpertRouting decode_routing(const MoeDecodeShape& sh, int rows) {
   }
   r.active.assign(sh.active.begin(), sh.active.end());
   return r;
+}
+// The wgmma walks' tensor maps (kernels::make_moe_wgmma_maps) over these device weights ([rows, row_bytes] each), in
+// device memory (64-byte aligned, as the walks need; checked).
+inline Tensor wgmma_maps(const std::vector<const void*>& weights, int experts, int64_t rows, int64_t row_bytes) {
+  Tensor maps = Tensor::empty({static_cast<int64_t>(experts * sizeof(CUtensorMap))}, DType::kU8);
+  EXPECT_TRUE(kernels::make_moe_wgmma_maps(weights.data(), experts, rows, row_bytes,
+                                           static_cast<CUtensorMap*>(maps.data())))
+      << "tensor maps of " << experts << " experts, " << rows << " x " << row_bytes << " bytes";
+  Tensor d = cuda_upload(maps);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(d.data()) & 63, 0u) << "tensor maps need 64-byte alignment";
+  return d;
 }
 // The grouping's slot records (kernels/moe.h) of that routing over n_slots slots (>= the active experts): header
 // {expert, count, offset, 0} and, with src (src[row] = its activation row), the source rows of each expert's first

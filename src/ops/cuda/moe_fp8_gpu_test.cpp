@@ -600,13 +600,8 @@ TEST_F(MoeFp8Test, WgmmaWalkMatchesTheWalk) {
     const DeviceExperts dev = upload_experts(host, sh.experts);
     std::vector<const void*> wptrs;
     for (int e = 0; e < sh.experts; ++e) wptrs.push_back(dev.w[e].data());
-    Tensor maps = Tensor::empty({static_cast<int64_t>(sh.experts * sizeof(CUtensorMap))}, DType::kU8);
-    ASSERT_TRUE(kernels::make_moe_wgmma_maps(wptrs.data(), sh.experts, wrows, sh.K,
-                                                 static_cast<CUtensorMap*>(maps.data())))
-        << sh.name;
-    const Tensor maps_d = cuda_upload(maps);
+    const Tensor maps_d = test::wgmma_maps(wptrs, sh.experts, wrows, sh.K);
     const CUtensorMap* md = static_cast<const CUtensorMap*>(maps_d.data());
-    ASSERT_EQ(reinterpret_cast<uintptr_t>(md) & 63, 0u) << "tensor maps need 64-byte alignment";
     for (int rows : {1, 5, 12, 16}) {
       const test::ExpertRouting rt = test::decode_routing(sh, rows);
       const int64_t total = rt.total;

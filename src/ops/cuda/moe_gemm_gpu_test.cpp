@@ -14,7 +14,6 @@
 #include <gtest/gtest.h>
 
 #include "kernels/moe.h"
-#include "kernels/moe_fp8.h"  // make_moe_wgmma_maps
 #include "kernels/moe_gemm.h"
 #include "ops/cuda/gpu_test_util.h"
 
@@ -25,6 +24,101 @@ using test::i32_tensor;
 using test::randn;
 using test::to_device;
 using test::to_host_f32;
+
+// A random bf16 weight [rows, K] (scale 0.05): its device-ready bf16 copy and the same values in f32 (host products).
+struct Bf16Weight {
+  Tensor f32, bf16;
+};
+Bf16Weight bf16_weight(int64_t rows, int64_t K, std::mt19937& rng) {
+  Bf16Weight w{randn({rows, K}, rng, 0.05f), Tensor()};
+  w.bf16 = Tensor::empty(w.f32.shape(), DType::kBF16);
+  for (int64_t j = 0; j < w.f32.numel(); ++j) {
+    w.bf16.data_as<uint16_t>()[j] = f32_to_bf16(w.f32.f32()[j]);
+    w.f32.f32()[j] = bf16_to_f32(w.bf16.data_as<uint16_t>()[j]);
+  }
+  return w;
+}
+
+// `experts` experts cycling through `weights`, each its own device copy (no L2 sharing between experts), and the
+// device array of their pointers (MoeGroupedGemmParams::weights).
+struct DeviceExperts {
+  std::vector<Tensor> w;
+  std::vector<const void*> ptrs;
+  Tensor ptrs_d;
+};
+DeviceExperts upload_experts(const std::vector<Bf16Weight>& weights, int experts) {
+  DeviceExperts d;
+  Tensor ptrs = Tensor::empty({experts}, DType::kI64);
+  for (int e = 0; e < experts; ++e) {
+    d.w.push_back(cuda_upload(weights[e % weights.size()].bf16));
+    d.ptrs.push_back(d.w[e].data());
+    ptrs.data_as<int64_t>()[e] = reinterpret_cast<int64_t>(d.w[e].data());
+  }
+  d.ptrs_d = cuda_upload(ptrs);
+  return d;
+}
+
+// Expert rows [r0, r0 + n) of a grouped product against an fp64 host product of the same bf16 values: x's rows
+// (src[r0 + i] when src is given: gate|up reads through source rows) times w ([N or 2N, K], SiLU'd with silu).
+// Returns {want, have}, both [n, N].
+std::pair<Tensor, Tensor> host_rows(const Tensor& x, const std::vector<int32_t>* src, const Tensor& w,
+                                    const Tensor& got, int64_t r0, int64_t n, int64_t N, bool silu) {
+  const int64_t K = x.dim(1);
+  Tensor want = Tensor::empty({n, N}, DType::kF32), have = Tensor::empty({n, N}, DType::kF32);
+  for (int64_t i = 0; i < n; ++i) {
+    const float* xr = x.f32() + (src ? (*src)[r0 + i] : r0 + i) * K;
+    for (int64_t c = 0; c < N; ++c) {
+      double g = 0, u = 0;
+      for (int64_t k = 0; k < K; ++k) g += static_cast<double>(xr[k]) * w.f32()[c * K + k];
+      if (silu)
+        for (int64_t k = 0; k < K; ++k) u += static_cast<double>(xr[k]) * w.f32()[(N + c) * K + k];
+      want.f32()[i * N + c] = static_cast<float>(silu ? g / (1.0 + std::exp(-g)) * u : g);
+      have.f32()[i * N + c] = got.f32()[(r0 + i) * N + c];
+    }
+  }
+  return {want, have};
+}
+
+// A decode walk's inputs at `rows` rows an active expert (test::decode_routing: the first one a row short): gate|up
+// reads its token rows through source rows (a permutation of [0, total)), down its permuted rows; slot records with
+// up to two empty ones past the active experts; x random bf16 values; the params as the MoE op sets them (out unset).
+struct WalkInputs {
+  test::ExpertRouting rt;
+  std::vector<int32_t> src;
+  int n_active = 0, n_slots = 0;
+  Tensor x, x_d, src_d, slots_d;
+  test::DeviceRouting rd;
+  kernels::MoeGroupedGemmParams p;
+};
+WalkInputs walk_inputs(const test::MoeDecodeShape& sh, int rows, const DeviceExperts& ex, std::mt19937& rng) {
+  WalkInputs in;
+  in.rt = test::decode_routing(sh, rows);
+  const int64_t total = in.rt.total;
+  in.src.resize(total);
+  for (int64_t r = 0; r < total; ++r) in.src[r] = static_cast<int32_t>((r * 7 + 3) % total);
+  in.n_active = static_cast<int>(sh.active.size());
+  in.n_slots = std::min(in.n_active + 2, sh.experts);
+  const std::vector<int32_t> rec = test::slot_records(in.rt, in.n_slots, &in.src);
+  in.x = randn({total, sh.K}, rng, 1.0f);
+  for (int64_t j = 0; j < in.x.numel(); ++j) in.x.f32()[j] = round_bf16(in.x.f32()[j]);
+  in.x_d = to_device(in.x);
+  in.src_d = cuda_upload(i32_tensor(in.src, {total}));
+  in.slots_d = cuda_upload(i32_tensor(rec, {static_cast<int64_t>(rec.size())}));
+  in.rd = test::upload_routing(in.rt);
+  kernels::MoeGroupedGemmParams& p = in.p;
+  p.weights = static_cast<const void* const*>(ex.ptrs_d.data());
+  p.x = in.x_d.data();
+  p.src_rows = sh.silu ? in.src_d.data_as<int32_t>() : nullptr;
+  test::set_routing(p, in.rd);
+  p.slots = in.slots_d.data_as<int32_t>();
+  p.max_active = in.n_slots;
+  p.experts = sh.experts;
+  p.max_rows_per_expert = rows;
+  p.N = sh.N;
+  p.K = sh.K;
+  p.silu = sh.silu;
+  return in;
+}
 
 // V2-Lite (64 experts, top-6) and V3 (256 experts, top-8) expert shapes, uniform random routing of 64, 128 and 256
 // tokens, the op's bounds (max rows = tokens, rows_hint = twice the mean load). Experts cycle through 4 distinct
@@ -50,24 +144,9 @@ TEST(MoeGemmGpu, GroupedTileShapesAgree) {
   cudaStream_t s = cuda_stream();
   for (const Shape& sh : shapes) {
     const int64_t wrows = sh.silu ? 2 * sh.N : sh.N;
-    std::vector<Tensor> host, host_bf16;  // f32 holding bf16-representable values; the same as bf16
-    for (int i = 0; i < 4; ++i) {
-      Tensor w = randn({wrows, sh.K}, rng, 0.05f);
-      Tensor b = Tensor::empty(w.shape(), DType::kBF16);
-      for (int64_t j = 0; j < w.numel(); ++j) {
-        b.data_as<uint16_t>()[j] = f32_to_bf16(w.f32()[j]);
-        w.f32()[j] = bf16_to_f32(b.data_as<uint16_t>()[j]);
-      }
-      host.push_back(w);
-      host_bf16.push_back(b);
-    }
-    std::vector<Tensor> dev_w;
-    Tensor wptr = Tensor::empty({sh.experts}, DType::kI64);
-    for (int e = 0; e < sh.experts; ++e) {
-      dev_w.push_back(cuda_upload(host_bf16[e % 4]));
-      wptr.data_as<int64_t>()[e] = reinterpret_cast<int64_t>(dev_w[e].data());
-    }
-    Tensor wptr_d = cuda_upload(wptr);
+    std::vector<Bf16Weight> host;
+    for (int i = 0; i < 4; ++i) host.push_back(bf16_weight(wrows, sh.K, rng));
+    const DeviceExperts dev = upload_experts(host, sh.experts);
     for (int64_t T : {64, 128, 256}) {
       std::vector<int32_t> ids;
       for (int64_t t = 0; t < T; ++t) {  // top_k distinct experts per token
@@ -85,7 +164,7 @@ TEST(MoeGemmGpu, GroupedTileShapesAgree) {
       const test::DeviceRouting rd = test::upload_routing(rt);
       const int n_active = static_cast<int>(active.size());
       kernels::MoeGroupedGemmParams p;
-      p.weights = static_cast<const void* const*>(wptr_d.data());
+      p.weights = static_cast<const void* const*>(dev.ptrs_d.data());
       p.x = x_d.data();
       test::set_routing(p, rd);
       kernels::set_moe_bounds(p, total, sh.experts, T);  // the op's bounds
@@ -107,20 +186,7 @@ TEST(MoeGemmGpu, GroupedTileShapesAgree) {
           for (int a = 0; a < 2 && T == 64; ++a) {  // the busiest expert and the first one, against fp32 products
             const int e = a == 0 ? static_cast<int>(std::max_element(counts.begin(), counts.end()) - counts.begin())
                                  : active[0];
-            const int64_t r0 = offsets[e], n = counts[e];
-            const float* w = host[e % 4].f32();
-            Tensor want = Tensor::empty({n, sh.N}, DType::kF32), have = Tensor::empty({n, sh.N}, DType::kF32);
-            for (int64_t i = 0; i < n; ++i) {
-              const float* xr = x.f32() + (r0 + i) * sh.K;
-              for (int64_t c = 0; c < sh.N; ++c) {
-                double g = 0, u = 0;
-                for (int64_t k = 0; k < sh.K; ++k) g += static_cast<double>(xr[k]) * w[c * sh.K + k];
-                if (sh.silu)
-                  for (int64_t k = 0; k < sh.K; ++k) u += static_cast<double>(xr[k]) * w[(sh.N + c) * sh.K + k];
-                want.f32()[i * sh.N + c] = static_cast<float>(sh.silu ? g / (1.0 + std::exp(-g)) * u : g);
-                have.f32()[i * sh.N + c] = got.f32()[(r0 + i) * sh.N + c];
-              }
-            }
+            const auto [want, have] = host_rows(x, nullptr, host[e % 4].f32, got, offsets[e], counts[e], sh.N, sh.silu);
             DS_EXPECT_CLOSE(have, want, 2e-2, 4e-3, what + " expert " + std::to_string(e));
           }
         } else {
@@ -152,39 +218,12 @@ TEST(MoeGemmGpu, SmallMWalkMatchesOneRound) {
   for (const test::MoeDecodeShape& sh : test::moe_decode_shapes()) {
     const int64_t wrows = sh.silu ? 2 * sh.N : sh.N;
     // Two distinct random weights, each expert its own device copy (no L2 sharing between experts).
-    const Tensor w0 = randn({wrows, sh.K}, rng, 0.05f), w1 = randn({wrows, sh.K}, rng, 0.05f);
-    std::vector<Tensor> dev_w;
-    Tensor wptr = Tensor::empty({sh.experts}, DType::kI64);
-    for (int e = 0; e < sh.experts; ++e) {
-      dev_w.push_back(to_device(e % 2 ? w1 : w0));
-      wptr.data_as<int64_t>()[e] = reinterpret_cast<int64_t>(dev_w[e].data());
-    }
-    Tensor wptr_d = cuda_upload(wptr);
+    const DeviceExperts dev = upload_experts({bf16_weight(wrows, sh.K, rng), bf16_weight(wrows, sh.K, rng)}, sh.experts);
     for (int rows : {1, 5}) {
-      const test::ExpertRouting rt = test::decode_routing(sh, rows);
-      const int64_t total = rt.total;
-      // gate|up reads token rows through src_rows (a permutation of [0, total)), down its permuted rows.
-      std::vector<int32_t> src(total);
-      for (int64_t r = 0; r < total; ++r) src[r] = static_cast<int32_t>((r * 7 + 3) % total);
-      const int n_active = static_cast<int>(sh.active.size());
-      const int n_slots = std::min(n_active + 2, sh.experts);  // up to two empty records
-      const std::vector<int32_t> rec = test::slot_records(rt, n_slots, &src);
-      Tensor x_d = to_device(randn({total, sh.K}, rng, 1.0f));
-      Tensor src_d = cuda_upload(i32_tensor(src, {total})),
-             slots_d = cuda_upload(i32_tensor(rec, {static_cast<int64_t>(rec.size())}));
-      const test::DeviceRouting rd = test::upload_routing(rt);
-      kernels::MoeGroupedGemmParams p;
-      p.weights = static_cast<const void* const*>(wptr_d.data());
-      p.x = x_d.data();
-      p.src_rows = sh.silu ? src_d.data_as<int32_t>() : nullptr;
-      test::set_routing(p, rd);
-      p.slots = slots_d.data_as<int32_t>();
-      p.max_active = n_slots;
-      p.experts = sh.experts;
-      p.max_rows_per_expert = rows;
-      p.N = sh.N;
-      p.K = sh.K;
-      p.silu = sh.silu;
+      WalkInputs in = walk_inputs(sh, rows, dev, rng);
+      kernels::MoeGroupedGemmParams& p = in.p;
+      const int64_t total = in.rt.total;
+      const int n_active = in.n_active;
       Tensor first;
       for (int walk : {0, 2})
         for (bool settled : {false, true}) {
@@ -228,60 +267,17 @@ TEST(MoeGemmGpu, Bf16WgmmaWalkMatchesTheKernels) {
   int checked = 0;
   for (const test::MoeDecodeShape& sh : test::moe_decode_shapes()) {
     const int64_t wrows = sh.silu ? 2 * sh.N : sh.N;
-    // Two distinct bf16 weights (host copies hold the same values in f32), each expert its own device copy.
-    std::vector<Tensor> host, host_bf16;
-    for (int i = 0; i < 2; ++i) {
-      Tensor w = randn({wrows, sh.K}, rng, 0.05f);
-      Tensor b = Tensor::empty(w.shape(), DType::kBF16);
-      for (int64_t j = 0; j < w.numel(); ++j) {
-        b.data_as<uint16_t>()[j] = f32_to_bf16(w.f32()[j]);
-        w.f32()[j] = bf16_to_f32(b.data_as<uint16_t>()[j]);
-      }
-      host.push_back(w);
-      host_bf16.push_back(b);
-    }
-    std::vector<Tensor> dev_w;
-    std::vector<const void*> wptrs;
-    Tensor wptr = Tensor::empty({sh.experts}, DType::kI64);
-    for (int e = 0; e < sh.experts; ++e) {
-      dev_w.push_back(cuda_upload(host_bf16[e % 2]));
-      wptrs.push_back(dev_w[e].data());
-      wptr.data_as<int64_t>()[e] = reinterpret_cast<int64_t>(dev_w[e].data());
-    }
-    Tensor wptr_d = cuda_upload(wptr);
-    Tensor maps = Tensor::empty({static_cast<int64_t>(sh.experts * sizeof(CUtensorMap))}, DType::kU8);
-    ASSERT_TRUE(kernels::make_moe_wgmma_maps(wptrs.data(), sh.experts, wrows, 2 * sh.K,
-                                             static_cast<CUtensorMap*>(maps.data())))
-        << sh.name;
-    const Tensor maps_d = cuda_upload(maps);
+    // Two distinct bf16 weights, each expert its own device copy.
+    const std::vector<Bf16Weight> host = {bf16_weight(wrows, sh.K, rng), bf16_weight(wrows, sh.K, rng)};
+    const DeviceExperts dev = upload_experts(host, sh.experts);
+    const Tensor maps_d = test::wgmma_maps(dev.ptrs, sh.experts, wrows, 2 * sh.K);
     const CUtensorMap* md = static_cast<const CUtensorMap*>(maps_d.data());
-    ASSERT_EQ(reinterpret_cast<uintptr_t>(md) & 63, 0u) << "tensor maps need 64-byte alignment";
     for (int rows : {1, 5, 12, 16}) {
-      const test::ExpertRouting rt = test::decode_routing(sh, rows);
+      WalkInputs in = walk_inputs(sh, rows, dev, rng);
+      kernels::MoeGroupedGemmParams& p = in.p;
+      const test::ExpertRouting& rt = in.rt;
       const int64_t total = rt.total;
-      std::vector<int32_t> src(total);
-      for (int64_t r = 0; r < total; ++r) src[r] = static_cast<int32_t>((r * 7 + 3) % total);
-      const int n_active = static_cast<int>(sh.active.size());
-      const int n_slots = std::min(n_active + 2, sh.experts);  // up to two empty records
-      const std::vector<int32_t> rec = test::slot_records(rt, n_slots, &src);
-      Tensor x = randn({total, sh.K}, rng, 1.0f);
-      for (int64_t j = 0; j < x.numel(); ++j) x.f32()[j] = round_bf16(x.f32()[j]);
-      Tensor x_d = to_device(x);
-      Tensor src_d = cuda_upload(i32_tensor(src, {total})),
-             slots_d = cuda_upload(i32_tensor(rec, {static_cast<int64_t>(rec.size())}));
-      const test::DeviceRouting rd = test::upload_routing(rt);
-      kernels::MoeGroupedGemmParams p;
-      p.weights = static_cast<const void* const*>(wptr_d.data());
-      p.x = x_d.data();
-      p.src_rows = sh.silu ? src_d.data_as<int32_t>() : nullptr;
-      test::set_routing(p, rd);
-      p.slots = slots_d.data_as<int32_t>();
-      p.max_active = n_slots;
-      p.experts = sh.experts;
-      p.max_rows_per_expert = rows;
-      p.N = sh.N;
-      p.K = sh.K;
-      p.silu = sh.silu;
+      const int n_active = in.n_active;
       const std::string base = std::string(sh.name) + " rows " + std::to_string(rows);
       Tensor ref = ops->empty({total + 1, sh.N}, DType::kBF16);
       p.out = ref.data();
@@ -304,20 +300,8 @@ TEST(MoeGemmGpu, Bf16WgmmaWalkMatchesTheKernels) {
         DS_EXPECT_CLOSE(got.rows(0, total), want.rows(0, total), 2e-2, 4e-3, what + " vs the grouped kernel");
         if (!settled && rows == 5) {  // the first active expert against an fp64 product of the same values
           const int e = sh.active[0];
-          const int64_t r0 = rt.offsets[e], n = rt.counts[e];
-          const float* w = host[e % 2].f32();
-          Tensor w64 = Tensor::empty({n, sh.N}, DType::kF32), have = Tensor::empty({n, sh.N}, DType::kF32);
-          for (int64_t i = 0; i < n; ++i) {
-            const float* xr = x.f32() + (sh.silu ? src[r0 + i] : r0 + i) * sh.K;
-            for (int64_t c = 0; c < sh.N; ++c) {
-              double g = 0, u = 0;
-              for (int64_t k = 0; k < sh.K; ++k) g += static_cast<double>(xr[k]) * w[c * sh.K + k];
-              if (sh.silu)
-                for (int64_t k = 0; k < sh.K; ++k) u += static_cast<double>(xr[k]) * w[(sh.N + c) * sh.K + k];
-              w64.f32()[i * sh.N + c] = static_cast<float>(sh.silu ? g / (1.0 + std::exp(-g)) * u : g);
-              have.f32()[i * sh.N + c] = got.f32()[(r0 + i) * sh.N + c];
-            }
-          }
+          const auto [w64, have] = host_rows(in.x, sh.silu ? &in.src : nullptr, host[e % 2].f32, got, rt.offsets[e],
+                                             rt.counts[e], sh.N, sh.silu);
           DS_EXPECT_CLOSE(have, w64, 2e-2, 4e-3, what + " expert " + std::to_string(e));
         }
         ++checked;

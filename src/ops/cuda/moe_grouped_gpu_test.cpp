@@ -9,6 +9,7 @@
 #include <cstring>
 #include <numeric>
 #include <random>
+#include <tuple>
 
 #include <gtest/gtest.h>
 
@@ -22,6 +23,17 @@ using test::i32_tensor;
 using test::randn;
 using test::to_device;
 using test::to_host_f32;
+
+// A moe_experts case: dims, experts, top-k, token counts, the experts that can be chosen, -1 or the one every
+// token takes first.
+struct MoeCase {
+  const char* name;
+  int64_t d, inter;
+  int E, K;
+  std::vector<int64_t> tokens;
+  int used;  // experts that can be chosen
+  int hot;   // -1: none
+};
 
 class MoeGroupedTest : public test::CudaVsCpuTest {
  protected:
@@ -53,6 +65,13 @@ class MoeGroupedTest : public test::CudaVsCpuTest {
     if (got_out) *got_out = got;
     return diff;
   }
+  // A case's inputs at T tokens: x [T, d], its ids [T, K] (route) and routing weights [T, K].
+  std::tuple<Tensor, Tensor, Tensor> case_inputs(const MoeCase& c, int64_t T) {
+    Tensor x = randn({T, c.d}, rng_);
+    Tensor idt = i32_tensor(route(T, c.E, c.K, c.used, c.hot), {T, c.K});
+    Tensor w = randn({T, c.K}, rng_, 0.2f, 0.5f);
+    return {x, idt, w};
+  }
   // K distinct experts per token. hot >= 0: every token takes expert `hot` first (one expert gets all T
   // rows); only the first `used` experts are ever chosen (the rest get 0 rows).
   std::vector<int32_t> route(int64_t T, int E, int K, int used, int hot) {
@@ -82,15 +101,7 @@ INSTANTIATE_TEST_SUITE_P(DecodeKernel, MoeGroupedBothKernels, ::testing::Values(
                          [](const auto& info) { return info.param == 0 ? "Pipelined" : "SmallM"; });
 
 TEST_P(MoeGroupedBothKernels, MatchesCpu) {
-  struct Case {
-    const char* name;
-    int64_t d, inter;
-    int E, K;
-    std::vector<int64_t> tokens;
-    int used;  // experts that can be chosen
-    int hot;   // -1: none
-  };
-  const std::vector<Case> cases = {
+  const std::vector<MoeCase> cases = {
       {"v2-lite dims, top-6", 2048, 1408, 8, 6, {1, 3, 9}, 8, -1},
       {"small, top-8, empty experts", 192, 64, 64, 8, {1, 2, 5, 8, 33}, 20, -1},
       {"small, top-6, 64 experts", 256, 96, 64, 6, {4, 16, 100}, 64, -1},
@@ -98,12 +109,10 @@ TEST_P(MoeGroupedBothKernels, MatchesCpu) {
       {"ragged dims", 200, 72, 10, 8, {3, 17}, 10, -1},
       {"prefill-sized (cuBLASLt path)", 128, 48, 16, 6, {1500}, 16, -1},
   };
-  for (const Case& c : cases) {
+  for (const MoeCase& c : cases) {
     Experts ex = make_experts(c.E, c.d, c.inter);
     for (int64_t T : c.tokens) {
-      Tensor x = randn({T, c.d}, rng_);
-      Tensor idt = i32_tensor(route(T, c.E, c.K, c.used, c.hot), {T, c.K});
-      Tensor w = randn({T, c.K}, rng_, 0.2f, 0.5f);
+      const auto [x, idt, w] = case_inputs(c, T);
       Tensor got = to_host_f32(gpu().moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), ex.gpu));
       Tensor want = cpu().moe_experts(x, idt, w, ex.cpu);
       DS_EXPECT_CLOSE(got, want, 2e-2, 1e-2,
@@ -123,24 +132,15 @@ TEST_F(MoeGroupedTest, Bf16WgmmaWalkThroughTheOps) {
     const test::ScopedEnv on("DSERVE_MOE_BF16_WGMMA", "1");
     wg = make_cuda_ops(0);
   }
-  struct Case {
-    const char* name;
-    int64_t d, inter;
-    int E, K;
-    std::vector<int64_t> tokens;
-    int used, hot;
-  };
-  const std::vector<Case> cases = {
+  const std::vector<MoeCase> cases = {
       {"v2-lite dims, top-6", 2048, 1408, 8, 6, {1, 4, 9, 16}, 8, -1},
       {"small, top-8, empty experts", 192, 64, 64, 8, {1, 5, 8}, 20, -1},
       {"one expert takes every token", 128, 64, 16, 6, {7, 16}, 12, 3},
   };
-  for (const Case& c : cases) {
+  for (const MoeCase& c : cases) {
     Experts ex = make_experts(c.E, c.d, c.inter);
     for (int64_t T : c.tokens) {
-      Tensor x = randn({T, c.d}, rng_);
-      Tensor idt = i32_tensor(route(T, c.E, c.K, c.used, c.hot), {T, c.K});
-      Tensor w = randn({T, c.K}, rng_, 0.2f, 0.5f);
+      const auto [x, idt, w] = case_inputs(c, T);
       const std::string what = std::string("moe bf16 wgmma walk ") + c.name + " T " + std::to_string(T);
       Tensor got = to_host_f32(wg->moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), ex.gpu));
       Tensor def = to_host_f32(gpu().moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), ex.gpu));
