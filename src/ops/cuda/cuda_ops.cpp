@@ -173,10 +173,11 @@ class CudaOps final : public Ops {
     // by value (launch_sample_greedy) instead of a parameter upload and three launches. DSERVE_SAMPLE_GREEDY_FAST=0:
     // the general path for every batch.
     greedy_fast_ = env_flag("DSERVE_SAMPLE_GREEDY_FAST", true);
-    // Decode-sized FP8 expert products (<= 16 rows an expert, K <= 7168) on the wgmma walk (kernels/moe_fp8_wgmma.cu:
+    // Decode-sized FP8 expert products (<= 16 rows an expert, K <= 7168) on the wgmma walk (kernels/moe_wgmma.cu:
     // native e4m3 tensor cores; the mma.sync kernels' e4m3 is emulated on Hopper), with per-expert tensor maps built
-    // with the expert table. Default since session 39 (s39d, H200, V2-Lite --quantization fp8, two rounds: batch 1
-    // 1.59 vs 1.58-1.59 ms, batch 8 3.43 vs 3.70); DSERVE_MOE_FP8_WGMMA=0: the mma.sync walk.
+    // with the expert table. Default since session 39 (s39f, H200, --quantization fp8, two rounds: V2-Lite batch 1 /
+    // 8 / 16 1.61 / 3.47 / 4.78 ms vs 1.60-1.61 / 3.77-3.80 / 6.21-6.30; V3-shaped 5 layers 1.52 / 3.70 / 6.29 vs 1.57
+    // / 4.04 / 6.88); DSERVE_MOE_FP8_WGMMA=0: the mma.sync kernels.
     wgmma_walk_ = env_flag("DSERVE_MOE_FP8_WGMMA", true);
     // DSERVE_MOE_BF16_WGMMA=n (opt-in, session 39): the bf16 experts' decode products on the same walk over bf16
     // bytes (wgmma k16, no scales) instead of the mma.sync kernels, at batches of n to 16 tokens (1: every decode
