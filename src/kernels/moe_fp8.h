@@ -65,7 +65,7 @@ cudaError_t launch_moe_fp8_small_m(const MoeFp8GemmParams& p, cudaStream_t strea
 bool moe_fp8_small_m_pipes(const MoeFp8GemmParams& p);
 cudaError_t launch_moe_fp8_grouped(const MoeFp8GemmParams& p, cudaStream_t stream);
 
-// The small-M walk on Hopper's native FP8 tensor cores (moe_fp8_wgmma.cu; the ops' default where supported since
+// The small-M walk on Hopper's native FP8 tensor cores (moe_wgmma.cu; the ops' default where supported since
 // session 39, DSERVE_MOE_FP8_WGMMA=0: the mma.sync walk). The other kernels' mma.sync e4m3 is emulated on Hopper.
 // Tiles of one slot x 32 output columns with the SiLU (their gate and up rows: 64 wgmma rows) or 64 without; each
 // tile's 128-deep blocks stream as two TMA boxes {128 B, 32 rows} into a ring of six 8 KB stages (a producer warp)
