@@ -25,11 +25,12 @@ namespace {
 
 using namespace ptx;
 
-constexpr int kBoxRows = 32;                     // a TMA box: 32 weight rows x one 128-deep block
+constexpr int kBoxRows = 32;                     // a TMA box: 32 weight rows x one 128-byte block of K
 constexpr int kStageBytes = 2 * kBoxRows * 128;  // two boxes = the wgmma's 64 rows (8 KB)
-// Ring depth (MoeFp8GemmParams / MoeGroupedGemmParams::wgmma_stages: 0 = this, or 4 / 8 for A/B runs): 6 (s39d, FP8 V2-Lite b1 / b8 in the forward, two rounds: 4 stages 1.65 / 3.44 ms, 6 1.59 / 3.43, 8
-// 1.59-1.60 / 3.50-3.54; alone, 4 is the fastest at gate|up, 6.97 vs 10.3 us, where repeated launches find the
-// weights in L2: the forward's MoE phase shares the bandwidth with the side stream's shared expert).
+// Ring depth (MoeFp8GemmParams / MoeGroupedGemmParams::wgmma_stages: 0 = this, or 4 / 8 for A/B runs): 6 (s39d,
+// FP8 V2-Lite b1 / b8 in the forward, two rounds: 4 stages 1.65 / 3.44 ms, 6 1.59 / 3.43, 8 1.59-1.60 / 3.50-3.54;
+// alone, 4 is the fastest at gate|up, 6.97 vs 10.3 us, where repeated launches find the weights in L2: the forward's
+// MoE phase shares the bandwidth with the side stream's shared expert).
 constexpr int kDefaultStages = 6;
 constexpr int kThreads = 160;   // a consumer warpgroup (warps 0-3) and a producer warp (4)
 constexpr int kMaxTokens = 16;  // the wgmma's N (8 or 16): rows an expert
