@@ -137,16 +137,18 @@ class MoeFp8Test : public ::testing::Test {
     std::sort(v.begin(), v.end());
     return static_cast<int>(std::unique(v.begin(), v.end()) - v.begin());
   }
-  // Mean microseconds per moe_experts call (allocation poisoning off: no fill kernels in the timed loop).
+  // Mean microseconds per moe_experts call of `ops` (default gpu()); allocation poisoning off: no fill kernels in
+  // the timed loop.
   static double time_layer(const Tensor& x, const Tensor& ids, const Tensor& w, const std::vector<PreparedMlp>& experts,
-                           int iters) {
+                           int iters, Ops* ops = nullptr) {
+    if (!ops) ops = &gpu();
     cudaStream_t s = cuda_stream();
     cudaEvent_t t0, t1;
     cudaEventCreate(&t0);
     cudaEventCreate(&t1);
     set_cuda_alloc_poison(false);
     cudaEventRecord(t0, s);
-    for (int i = 0; i < iters; ++i) Tensor y = gpu().moe_experts(x, ids, w, experts);
+    for (int i = 0; i < iters; ++i) Tensor y = ops->moe_experts(x, ids, w, experts);
     cudaEventRecord(t1, s);
     EXPECT_EQ(cudaEventSynchronize(t1), cudaSuccess);
     set_cuda_alloc_poison(true);
@@ -773,42 +775,57 @@ TEST_F(MoeFp8Test, GroupedTileShapesAgree) {
   }
 }
 
-// V2-Lite's MoE layer (64 experts, d 2048, inter 1408, top-6) in FP8 at decode sizes: correct and timed. The
-// figure printed is the FP8 expert-weight bandwidth (bytes of the routed experts' weights + scales per call).
+// V2-Lite's MoE layer (64 experts, d 2048, inter 1408, top-6) in FP8 at decode sizes: correct and timed, on the
+// default backend (the wgmma walk up to 16 tokens) and on the mma.sync kernels. The figure printed is the default's
+// FP8 expert-weight bandwidth (bytes of the routed experts' weights + scales per call).
 TEST_F(MoeFp8Test, V2LiteDecodeBandwidth) {
   const int64_t d = 2048, inter = 1408;
   const int E = 64, K = 6;
   Experts ex = make_experts(E, d, inter, false);
+  std::unique_ptr<Ops> wg = native_cuda_ops_with("DSERVE_MOE_FP8_WGMMA");  // the default backend
+  std::vector<PreparedMlp> wexp;
+  for (int e = 0; e < E; ++e) wexp.push_back(wg->prepare_mlp(ex.gate[e], ex.up[e], ex.down_host[e]));
   for (int64_t T : {1, 4, 8, 16, 64}) {  // 64: timed only (the reference is slow at these sizes)
     Tensor x = randn({T, d}, rng_);
     Tensor idt = i32_tensor(route(T, K, E, -1), {T, K});
     Tensor w = randn({T, K}, rng_, 0.2f, 0.5f);
     Tensor xd = to_device(x), idd = cuda_upload(idt), wd = cuda_upload(w);
-    if (T <= 16)
-      DS_EXPECT_CLOSE(to_host_f32(gpu().moe_experts(xd, idd, wd, ex.gpu)),
-                      bf16_steps_reference(x, idt, w, ex, false), 2e-2, 4e-3, "moe fp8 v2-lite T " + std::to_string(T));
+    if (T <= 16) {
+      const Tensor want = bf16_steps_reference(x, idt, w, ex, false);
+      const std::string what = "moe fp8 v2-lite T " + std::to_string(T);
+      DS_EXPECT_CLOSE(to_host_f32(gpu().moe_experts(xd, idd, wd, ex.gpu)), want, 2e-2, 4e-3, what);
+      // The wgmma walk: as WgmmaWalkThroughTheOps.
+      DS_EXPECT_CLOSE(to_host_f32(wg->moe_experts(xd, idd, wd, wexp)), want, 3e-2, 2e-2, what + " (wgmma walk)");
+    }
     const int n_active = distinct_experts(idt);
-    const double us = time_layer(xd, idd, wd, ex.gpu, 50);
+    const double us = time_layer(xd, idd, wd, wexp, 50, wg.get());
+    const double us_mma = time_layer(xd, idd, wd, ex.gpu, 50);
     const double bytes = static_cast<double>(n_active) * 3 * inter * d * (1.0 + 4.0 / (128 * 128));
-    std::printf("MOEFP8BW v2-lite moe_experts T %lld: %d experts, %.1f us per layer, %.0f GB/s of FP8 expert weights\n",
-                static_cast<long long>(T), n_active, us, bytes / (us * 1e3));
+    std::printf("MOEFP8BW v2-lite moe_experts T %lld: %d experts, %.1f us per layer, %.0f GB/s of FP8 expert weights "
+                "(the mma.sync kernels: %.1f us)\n",
+                static_cast<long long>(T), n_active, us, bytes / (us * 1e3), us_mma);
   }
 }
 
 // DeepSeek-V3's MoE layer (256 experts, d 7168, inter 2048, top-8) in FP8, timed at batch 1..256 against its
 // weight-bytes roofline (the routed experts' e4m3 weights and scales once per call, at the copy bandwidth measured
-// here). The weights are random e4m3 bytes
-// (random_e4m3_weight: no NaN encodings) with scale 1/64: the output must be finite. Needs 24 GB of device memory.
+// here), on the default backend, next to the mma.sync kernels' time. The weights are random e4m3 bytes
+// (random_e4m3_weight: no NaN encodings) with scale 1/64: the output must be finite. Needs 48 GB of device memory.
 TEST_F(MoeFp8Test, V3LayerDecodeTiming) {
   const int64_t d = 7168, inter = 2048;
   const int E = 256, K = 8;
   size_t free_b = 0, total_b = 0;
   ASSERT_EQ(cudaMemGetInfo(&free_b, &total_b), cudaSuccess);
-  ASSERT_GE(free_b, 24ull << 30) << "the V3 layer needs 24 GB of device memory, " << (free_b >> 30) << " GB free";
+  ASSERT_GE(free_b, 48ull << 30) << "the V3 layer on two backends needs 48 GB of device memory, " << (free_b >> 30)
+                                << " GB free";
   const LinearWeight g = random_e4m3_weight(inter, d, 1, 1.0f / 64), u = random_e4m3_weight(inter, d, 2, 1.0f / 64),
                      dn = random_e4m3_weight(d, inter, 3, 1.0f / 64);
-  std::vector<PreparedMlp> experts;
-  for (int e = 0; e < E; ++e) experts.push_back(gpu().prepare_mlp(g, u, dn));
+  std::unique_ptr<Ops> wg = native_cuda_ops_with("DSERVE_MOE_FP8_WGMMA");  // the default backend
+  std::vector<PreparedMlp> experts, mma_experts;
+  for (int e = 0; e < E; ++e) {
+    experts.push_back(wg->prepare_mlp(g, u, dn));
+    mma_experts.push_back(gpu().prepare_mlp(g, u, dn));
+  }
   const double copy_gbps = measure_copy_bandwidth(cuda_stream()) / 1e9;
   std::printf("MOEFP8V3 d2d copy %.0f GB/s\n", copy_gbps);
   for (int64_t T : {1, 8, 32, 64, 128, 256}) {
@@ -816,16 +833,18 @@ TEST_F(MoeFp8Test, V3LayerDecodeTiming) {
     Tensor idt = i32_tensor(route(T, K, E, -1), {T, K});
     Tensor w = randn({T, K}, rng_, 0.2f, 0.5f);
     Tensor xd = to_device(x), idd = cuda_upload(idt), wd = cuda_upload(w);
-    Tensor y = to_host_f32(gpu().moe_experts(xd, idd, wd, experts));
+    Tensor y = to_host_f32(wg->moe_experts(xd, idd, wd, experts));
     int64_t bad = 0;
     for (int64_t i = 0; i < y.numel(); ++i) bad += !std::isfinite(y.f32()[i]);
     EXPECT_EQ(bad, 0) << "T " << T;
     const int n_active = distinct_experts(idt);
-    const double us = time_layer(xd, idd, wd, experts, 20);
+    const double us = time_layer(xd, idd, wd, experts, 20, wg.get());
+    const double us_mma = time_layer(xd, idd, wd, mma_experts, 20);
     const double bytes_moved = static_cast<double>(n_active) * 3 * inter * d * (1.0 + 4.0 / (128 * 128));
     const double floor_us = bytes_moved / (copy_gbps * 1e3);
-    std::printf("MOEFP8V3 T %lld: %d experts, %.1f us per layer, roofline %.1f us (%.2f), %.0f GB/s\n",
-                static_cast<long long>(T), n_active, us, floor_us, floor_us / us, bytes_moved / (us * 1e3));
+    std::printf("MOEFP8V3 T %lld: %d experts, %.1f us per layer, roofline %.1f us (%.2f), %.0f GB/s (the mma.sync "
+                "kernels: %.1f us)\n",
+                static_cast<long long>(T), n_active, us, floor_us, floor_us / us, bytes_moved / (us * 1e3), us_mma);
   }
 }
 
