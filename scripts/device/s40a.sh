@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Prepared in session 39 for session 40's first call (~330 s; binaries dserve, ds_ops_cuda_gpu_test from main): the bf16
+# Prepared in session 39 for session 40's first call (~370 s; binaries dserve, ds_ops_cuda_gpu_test from main): the bf16
 # MoE walk on wgmma (opt-in DSERVE_MOE_BF16_WGMMA=n: from n tokens on) before making it a default. (1) its tests:
 # MoeGemmGpu.Bf16WgmmaWalkMatchesTheKernels (s39i failed it on a test bug, fixed, never rerun: every decode shape at
 # 1 / 5 / 12 / 16 rows against the grouped kernel and an fp64 product), MoeGroupedTest.Bf16WgmmaWalkThroughTheOps
-# (with the n = 8 switch now), the FP8 walk's; memcheck on the kernel test; (2) A/B bf16 V2-Lite b1 / b4 / b8 / b16
+# (with the n = 8 switch now), the FP8 walk's; the MoE layer timings (V2-Lite and V3, now on the default backend
+# with the mma.sync kernels' time beside: issue 7's V3 layer-vs-roofline table); memcheck on the kernel test; (2) A/B bf16 V2-Lite b1 / b4 / b8 / b16
 # two rounds: new (off), bw1 (every size), bw8 (from 8 tokens), bw1 at 4 and 8 stages (DSERVE_MOE_WGMMA_STAGES: the
 # batch-1 loss, s39i 2.08-2.10 vs 2.03); (3) FP8 b1 / b8 / b16 one round at 4 / 8 stages against the default 6.
 # Then: make n = 8 (or what wins) the default, pin the tests' reference backends as moe_fp8_gpu_test does, run the
@@ -13,6 +14,8 @@ source "$(dirname "$0")/lib.sh"
 D="$(dirname "$0")"
 gtest_run bf16wg 150 'MoeGemmGpu.Bf16WgmmaWalk*:MoeGroupedTest.Bf16WgmmaWalk*:MoeFp8Test.WgmmaWalk*'
 grep -E "MOEBF16WGMMA|MOEFP8WGMMA|Failure" "$OUT/bf16wg.log" | head -40
+gtest_run moelayer 150 'MoeFp8Test.V2LiteDecodeBandwidth:MoeFp8Test.V3LayerDecodeTiming'
+grep -E "MOEFP8BW|MOEFP8V3|Failure" "$OUT/moelayer.log" | head -20
 CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
 DSERVE_TEST_NO_TIMING=1 timeout 120 "$CS" --tool memcheck "$B/ds_ops_cuda_gpu_test" \
   --gtest_filter='MoeGemmGpu.Bf16WgmmaWalk*' > "$OUT/memcheck.log" 2>&1
