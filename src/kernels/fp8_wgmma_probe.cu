@@ -32,13 +32,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t full = xbase + nb * 1024, empty = full + kMaxStages * 8;
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   const int row0 = blockIdx.x * kRows;
-  if (tid == 0) {
-    for (int s = 0; s < S; ++s) {
-      mbar_init(full + s * 8, 1);
-      mbar_init(empty + s * 8, 4);
-    }
-    mbar_init_fence();
-  }
+  if (tid == 0) mbar_init_ring(full, empty, S, 4);  // four consumer warps release a stage
   __syncthreads();
   if (warp == 4) {  // producer
     if (lane == 0) {

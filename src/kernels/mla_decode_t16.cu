@@ -85,16 +85,6 @@ __device__ __forceinline__ uint32_t swz(int panel_bytes, int r, int c) {
   return (c >> 3) * panel_bytes + r * 128 + (((c & 7) ^ (r & 7)) << 4);
 }
 
-// D[64 x 16] (+)= A[64 x 16] B[16 x 16]; A K-major (kTransA = 0) or MN-major (1) in shared memory, B K-major.
-template <int kTransA>
-__device__ __forceinline__ void wgmma_m64n16k16(float (&d)[8], uint64_t desc_a, uint64_t desc_b, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, %11, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(kTransA));
-}
-
 // early_tiles: how many of the first tiles may load before pdl_wait (1: the second one's loads go out after Q's).
 // decode_only: one query token per sequence, sequence s's token is s (no dependent q_starts read at the start).
 // kCluster > 1: launched in clusters of kCluster consecutive splits of a block column, which merge their partials

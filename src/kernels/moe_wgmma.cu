@@ -89,13 +89,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   float* xch = reinterpret_cast<float*>(smem + L.xch);
   int* slot = reinterpret_cast<int*>(smem + L.slot);  // [0] expert, [1] count, [2] first output row, [4..19] rows
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  if (tid == 0) {
-    for (int s = 0; s < kStages; ++s) {
-      mbar_init(full + s * 8, 1);
-      mbar_init(empty + s * 8, 4);
-    }
-    mbar_init_fence();
-  }
+  if (tid == 0) mbar_init_ring(full, empty, kStages, 4);  // four consumer warps release a stage
   __syncthreads();
   // Slot records written by this step's grouping are read after the wait unless settled (pdl.cuh).
   if (!p.slots_settled) pdl_enter();
@@ -172,8 +166,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     float acc[kR];
 #pragma unroll
     for (int i = 0; i < kR; ++i) acc[i] = 0.0f;
-    float one = 1.0f;
-    asm volatile("" : "+f"(one));
+    [[maybe_unused]] float one = 1.0f;  // the bf16 fold's (below)
+    if constexpr (kBf16) asm volatile("" : "+f"(one));
     auto mma = [&](int b, float (&d)[kR]) {
       const int s = (it + b) % kStages;
       wgmma_k128_block<kR, kBf16>(d, sbase + s * kStageBytes, xbase + b * kXBlock, full + s * 8,

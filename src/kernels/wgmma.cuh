@@ -32,6 +32,16 @@ __device__ __forceinline__ void mbar_init(uint32_t bar, uint32_t count) {
 __device__ __forceinline__ void mbar_init_fence() {
   asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
 }
+// A producer / consumer ring of `stages` stages: full[s] completes on one arrival plus the stage's transaction bytes,
+// empty[s] on `releases` consumer arrivals (mbarriers 8 bytes apart); then the init fence. One thread calls it,
+// before the CTA's barrier.
+__device__ __forceinline__ void mbar_init_ring(uint32_t full, uint32_t empty, int stages, uint32_t releases) {
+  for (int s = 0; s < stages; ++s) {
+    mbar_init(full + s * 8, 1);
+    mbar_init(empty + s * 8, releases);
+  }
+  mbar_init_fence();
+}
 __device__ __forceinline__ void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
   asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(bar), "r"(bytes) : "memory");
 }
@@ -80,7 +90,7 @@ __device__ __forceinline__ uint64_t make_desc(uint32_t saddr, uint32_t lbo, uint
 
 // D[64 x 8] (+)= A[64 x 32] B[32 x 8], e4m3 inputs, both K-major in shared memory: Hopper's native FP8 tensor-core
 // product (mma.sync e4m3 is emulated there; see mma_e4m3 in ptx.cuh).
-__device__ __forceinline__ void wgmma_m64n8k32_e4m3(float (&d)[4], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+__device__ __forceinline__ void wgmma_e4m3(float (&d)[4], uint64_t desc_a, uint64_t desc_b, int accumulate) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n8k32.f32.e4m3.e4m3 {%0, %1, %2, %3}, %4, %5, p, 1, 1;\n}\n"
@@ -88,17 +98,25 @@ __device__ __forceinline__ void wgmma_m64n8k32_e4m3(float (&d)[4], uint64_t desc
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 // The same with 16 columns: d[0..3] as the n8 form's for columns 0-7, d[4..7] for columns 8-15.
-__device__ __forceinline__ void wgmma_m64n16k32_e4m3(float (&d)[8], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+__device__ __forceinline__ void wgmma_e4m3(float (&d)[8], uint64_t desc_a, uint64_t desc_b, int accumulate) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
       "wgmma.mma_async.sync.aligned.m64n16k32.f32.e4m3.e4m3 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
-__device__ __forceinline__ void wgmma_e4m3(float (&d)[4], uint64_t a, uint64_t b, int acc) { wgmma_m64n8k32_e4m3(d, a, b, acc); }
-__device__ __forceinline__ void wgmma_e4m3(float (&d)[8], uint64_t a, uint64_t b, int acc) { wgmma_m64n16k32_e4m3(d, a, b, acc); }
-// The bf16 forms over the same bytes: D[64 x 8 or 16] (+)= A[64 x 16] B[16 x 8 or 16], both K-major (32 bytes of K a
-// step, as the e4m3 k32 forms).
+// D[64 x 16] (+)= A[64 x 16] B[16 x 16], bf16 inputs; A K-major (kTransA = 0) or MN-major (1) in shared memory, B
+// K-major (the MLA decode kernel's products and the bf16 MoE walk's).
+template <int kTransA>
+__device__ __forceinline__ void wgmma_m64n16k16(float (&d)[8], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, %11, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(kTransA));
+}
+// The bf16 forms over the e4m3 forms' bytes, both K-major: D[64 x 8 or 16] (+)= A[64 x 16] B[16 x 8 or 16] (32 bytes
+// of K a step, as the e4m3 k32 forms).
 __device__ __forceinline__ void wgmma_bf16(float (&d)[4], uint64_t desc_a, uint64_t desc_b, int accumulate) {
   asm volatile(
       "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
@@ -107,11 +125,7 @@ __device__ __forceinline__ void wgmma_bf16(float (&d)[4], uint64_t desc_a, uint6
       : "l"(desc_a), "l"(desc_b), "r"(accumulate));
 }
 __device__ __forceinline__ void wgmma_bf16(float (&d)[8], uint64_t desc_a, uint64_t desc_b, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 0, 0;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
-      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+  wgmma_m64n16k16<0>(d, desc_a, desc_b, accumulate);
 }
 
 // The descriptor of each wgmma is base + a constant: hiding the base from the optimiser keeps it from
