@@ -24,3 +24,12 @@ gtest_run() {
   timeout "$2" "$B/ds_ops_cuda_gpu_test" --gtest_filter="$3" > "$OUT/$1.log" 2>&1
   echo "== $1: rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$OUT/$1.log" | tr '\n' ' ')"
 }
+# memcheck_run NAME SECONDS FILTER: those tests under compute-sanitizer's memcheck (no timing loops), the output in
+# $OUT/NAME.log, and one line "== NAME rc=<exit status> <its ERROR SUMMARY / PASSED / FAILED lines>".
+memcheck_run() {
+  local cs
+  cs=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
+  DSERVE_TEST_NO_TIMING=1 timeout "$2" "$cs" --tool memcheck "$B/ds_ops_cuda_gpu_test" --gtest_filter="$3" \
+    > "$OUT/$1.log" 2>&1
+  echo "== $1 rc=$? $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$OUT/$1.log" | tr '\n' ' ')"
+}

@@ -4,9 +4,10 @@
 # MoeGemmGpu.Bf16WgmmaWalkMatchesTheKernels (s39i failed it on a test bug, fixed, never rerun: every decode shape at
 # 1 / 5 / 12 / 16 rows against the grouped kernel and an fp64 product), MoeGroupedTest.Bf16WgmmaWalkThroughTheOps
 # (with the n = 8 switch now), the FP8 walk's; the MoE layer timings (V2-Lite and V3, now on the default backend
-# with the mma.sync kernels' time beside: issue 7's V3 layer-vs-roofline table); memcheck on the kernel test; (2) A/B bf16 V2-Lite b1 / b4 / b8 / b16
-# two rounds: new (off), bw1 (every size), bw8 (from 8 tokens), bw1 at 4 and 8 stages (DSERVE_MOE_WGMMA_STAGES: the
-# batch-1 loss, s39i 2.08-2.10 vs 2.03); (3) FP8 b1 / b8 / b16 one round at 4 / 8 stages against the default 6.
+# with the mma.sync kernels' time beside: issue 7's V3 layer-vs-roofline table); memcheck on the kernel test;
+# (2) A/B bf16 V2-Lite b1 / b4 / b8 / b16 two rounds: new (off), bw1 (every size), bw8 (from 8 tokens), bw1 at 4 and
+# 8 stages (DSERVE_MOE_WGMMA_STAGES: the batch-1 loss, s39i 2.08-2.10 vs 2.03); (3) FP8 b1 / b8 / b16 one round at
+# 4 / 8 stages against the default 6.
 # Then: make n = 8 (or what wins) the default, pin the tests' reference backends as moe_fp8_gpu_test does, run the
 # GPU suite.
 set -u
@@ -16,10 +17,7 @@ gtest_run bf16wg 150 'MoeGemmGpu.Bf16WgmmaWalk*:MoeGroupedTest.Bf16WgmmaWalk*:Mo
 grep -E "MOEBF16WGMMA|MOEFP8WGMMA|Failure" "$OUT/bf16wg.log" | head -40
 gtest_run moelayer 150 'MoeFp8Test.V2LiteDecodeBandwidth:MoeFp8Test.V3LayerDecodeTiming'
 grep -E "MOEFP8BW|MOEFP8V3|Failure" "$OUT/moelayer.log" | head -20
-CS=$(command -v compute-sanitizer || echo /usr/local/cuda/bin/compute-sanitizer)
-DSERVE_TEST_NO_TIMING=1 timeout 120 "$CS" --tool memcheck "$B/ds_ops_cuda_gpu_test" \
-  --gtest_filter='MoeGemmGpu.Bf16WgmmaWalk*' > "$OUT/memcheck.log" 2>&1
-echo "== memcheck rc=$? $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$OUT/memcheck.log" | tr '\n' ' ')"
+memcheck_run memcheck 120 'MoeGemmGpu.Bf16WgmmaWalk*'
 AB_BATCHES=1,4,8,16 AB_KINDS=bf16 AB_ROUNDS=2 AB_BINS="new bw1 bw8 bw1s4 bw1s8" AB_CFG_bw1=DSERVE_MOE_BF16_WGMMA=1 \
   AB_CFG_bw8=DSERVE_MOE_BF16_WGMMA=8 AB_CFG_bw1s4=DSERVE_MOE_BF16_WGMMA=1,DSERVE_MOE_WGMMA_STAGES=4 \
   AB_CFG_bw1s8=DSERVE_MOE_BF16_WGMMA=1,DSERVE_MOE_WGMMA_STAGES=8 bash "$D/abbin.sh"
