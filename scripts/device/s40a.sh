@@ -23,3 +23,9 @@ AB_BATCHES=1,4,8,16 AB_KINDS=bf16 AB_ROUNDS=2 AB_BINS="new bw1 bw8 bw1s4 bw1s8" 
   AB_CFG_bw1s8=DSERVE_MOE_BF16_WGMMA=1,DSERVE_MOE_WGMMA_STAGES=8 bash "$D/abbin.sh"
 AB_BATCHES=1,8,16 AB_KINDS=fp8 AB_ROUNDS=1 AB_BINS="new s4 s8" AB_CFG_s4=DSERVE_MOE_WGMMA_STAGES=4 \
   AB_CFG_s8=DSERVE_MOE_WGMMA_STAGES=8 bash "$D/abbin.sh"
+# (4) bf16 batch-1 timelines, walk off and on (issue 6's -4%: where does the walk lose at one token?)
+for cfg in off:0 on:1; do
+  OUT=$OUT/trace_bf16_${cfg%%:*} DSERVE_MOE_BF16_WGMMA=${cfg#*:} TRACE_BS="1" \
+    TRACE_SUMMARY_ARGS="--timeline mla_absorb_prep 12" bash "$D/trace.sh" > "$OUT/trace_bf16_${cfg%%:*}.txt" 2>&1
+  echo "== trace bf16 ${cfg%%:*}"; sed -n "/^per decode step/,/total kernel time/p;/^timeline/,\$p" "$OUT/trace_bf16_${cfg%%:*}.txt"
+done

@@ -52,8 +52,8 @@ struct MoeFp8GemmParams {
   // expert): -1 (default) on unless DSERVE_MOE_FP8_PIPE=0, 0 off, 1 on where it applies (tests). The same bits
   // either way.
   int pipe = -1;
-  // The wgmma walk's ring depth (moe_wgmma.cu): 0 its default (6 stages of 8 KB), or 4 / 8 (A/B runs: the ops set
-  // it from DSERVE_MOE_WGMMA_STAGES).
+  // The wgmma walk's ring depth in 8 KB stages (moe_wgmma.cu): 0 its choice (walk_stages: by dtype and token
+  // columns), or 4 / 6 / 8 (A/B runs: the ops set it from DSERVE_MOE_WGMMA_STAGES).
   int wgmma_stages = 0;
 };
 

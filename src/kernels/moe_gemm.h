@@ -50,8 +50,8 @@ struct MoeGroupedGemmParams {
   // gate|up; unset: the down product at one token where its tiles are few, moe_gemm.cu walk_by_default), 0 off,
   // 1 the down product, 2 both (tests). The same bits either way.
   int walk = -1;
-  // The wgmma walk's ring depth (moe_wgmma.cu): 0 its default (6 stages of 8 KB), or 4 / 8 (A/B runs: the ops set
-  // it from DSERVE_MOE_WGMMA_STAGES).
+  // The wgmma walk's ring depth in 8 KB stages (moe_wgmma.cu): 0 its choice (walk_stages: by dtype and token
+  // columns), or 4 / 6 / 8 (A/B runs: the ops set it from DSERVE_MOE_WGMMA_STAGES).
   int wgmma_stages = 0;
 };
 
@@ -71,9 +71,9 @@ void set_moe_bounds(Params& p, int64_t routed, int experts, int64_t tokens) {
 // DSERVE_MOE_FP8_TILE for the FP8 one; the same numbering, 1..5): its number, or 0 when unset or out of range.
 int moe_env_tile(const char* name);
 
-// The decode walk on wgmma bf16 (moe_wgmma.cu, the FP8 walk's kernel over the same bytes without scales; opt-in in
-// the ops, DSERVE_MOE_BF16_WGMMA=n: from n tokens on): tiles of one slot x 32 output columns with the SiLU or 64
-// without, 128-byte blocks of K (64 bf16) streamed by TMA into a ring of six 8 KB stages (wgmma_stages), wgmma
+// The decode walk on wgmma bf16 (moe_wgmma.cu, the FP8 walk's kernel over the same bytes without scales; the ops'
+// default, DSERVE_MOE_BF16_WGMMA=n: from n tokens on): tiles of one slot x 32 output columns with the SiLU or 64
+// without, 128-byte blocks of K (64 bf16) streamed by TMA into a ring of 8 KB stages (wgmma_stages), wgmma
 // m64n{8,16}k16 against the slot's <= 16 token rows (all of K staged in shared memory: K <= 7168 at 8 rows, 3584 at
 // 16). Not bit-equal to the mma.sync kernels (another summation order). maps: make_moe_wgmma_maps (moe_fp8.h) over
 // the experts' [rows, K] bf16 weights (row_bytes 2K). Needs slot records (moe_bf16_wgmma_walk_supported).

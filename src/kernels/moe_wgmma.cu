@@ -27,11 +27,8 @@ using namespace ptx;
 
 constexpr int kBoxRows = 32;                     // a TMA box: 32 weight rows x one 128-byte block of K
 constexpr int kStageBytes = 2 * kBoxRows * 128;  // two boxes = the wgmma's 64 rows (8 KB)
-// Ring depth (MoeFp8GemmParams / MoeGroupedGemmParams::wgmma_stages: 0 = this, or 4 / 8 for A/B runs): 6 (s39d,
-// FP8 V2-Lite b1 / b8 in the forward, two rounds: 4 stages 1.65 / 3.44 ms, 6 1.59 / 3.43, 8 1.59-1.60 / 3.50-3.54;
-// alone, 4 is the fastest at gate|up, 6.97 vs 10.3 us, where repeated launches find the weights in L2: the forward's
-// MoE phase shares the bandwidth with the side stream's shared expert).
-constexpr int kDefaultStages = 6;
+// Ring depth: see walk_stages (MoeFp8GemmParams / MoeGroupedGemmParams::wgmma_stages: 0 = its choice, or 4 / 6 / 8).
+constexpr int kSmemPerSm = 228 * 1024;  // Hopper's shared memory an SM (227 KB a CTA at most, 1 KB reserved a CTA)
 constexpr int kThreads = 160;   // a consumer warpgroup (warps 0-3) and a producer warp (4)
 constexpr int kMaxTokens = 16;  // the wgmma's N (8 or 16): rows an expert
 
@@ -245,28 +242,48 @@ bool make_moe_wgmma_maps(const void* const* host_weights, int experts, int64_t r
 
 namespace {
 
-int walk_stages(int requested) { return requested == 4 || requested == 8 ? requested : kDefaultStages; }
+size_t walk_smem_at(int nb, int tokens, int stages) { return SmemLayout(nb, tokens, stages).bytes + 1024; }
+int ctas_by_smem(size_t smem) { return static_cast<int>(kSmemPerSm / (smem + 1024)); }
+
+// The ring depth of a launch: `requested` when 4, 6 or 8 (A/B runs: DSERVE_MOE_WGMMA_STAGES), else measured in the
+// forward (s40a, H200, V2-Lite, bench-one-batch 256 / 32, graphs, batch 1 / 4 / 8 / 16 ms; bf16 two rounds: 8 stages
+// 2.01-2.03 / 3.76-3.77 / 5.41-5.42 / 8.23-8.35, 6: 2.09-2.10 / 3.79-3.80 / 5.42-5.45 / 8.41-8.47, 4: 2.07-2.10 /
+// 3.78-3.80 / 5.41-5.45 / 7.67-7.73; FP8 one round, batch 1 / 8 / 16: 8 1.61 / 3.60 / 4.90, 6 1.63 / 3.50 / 4.87, 4
+// 1.67 / 3.50 / 4.66; s39d: FP8 6 vs 4 at batch 1 1.59 vs 1.65): 8 stages for bf16 and 6 for FP8 at <= 8 rows an
+// expert; at 16 token columns, whose token rows take twice the shared memory, 4 stages where that leaves more CTAs
+// an SM (V2-Lite's gate|up: bf16 two instead of one, FP8 three instead of two), else the same depth.
+int walk_stages(int requested, bool bf16, int nb, int tokens) {
+  if (requested == 4 || requested == 6 || requested == 8) return requested;
+  const int deep = bf16 ? 8 : 6;
+  if (tokens <= 8) return deep;
+  return ctas_by_smem(walk_smem_at(nb, tokens, 4)) > ctas_by_smem(walk_smem_at(nb, tokens, deep)) ? 4 : deep;
+}
+int walk_tokens(int64_t max_rows) { return max_rows <= 8 ? 8 : 16; }
 // Shared memory a walk launch takes (the 1024-byte alignment slack included).
-size_t walk_smem(int nb, int64_t max_rows, int stages) {
-  return SmemLayout(nb, max_rows <= 8 ? 8 : 16, walk_stages(stages)).bytes + 1024;
+size_t walk_smem(int nb, int64_t max_rows, int requested_stages, bool bf16) {
+  const int tokens = walk_tokens(max_rows);
+  return walk_smem_at(nb, tokens, walk_stages(requested_stages, bf16, nb, tokens));
 }
 
 // The bounds both walks share: slot records, 1..16 rows an expert, the layout in shared memory.
 template <class Params>
-bool walk_supported(const Params& p, int64_t row_bytes) {
+bool walk_supported(const Params& p, int64_t row_bytes, bool bf16) {
   return p.slots && p.max_active > 0 && p.max_active <= p.experts && (reinterpret_cast<uintptr_t>(p.slots) & 15) == 0 &&
          p.max_rows_per_expert >= 1 && p.max_rows_per_expert <= kMaxTokens && row_bytes % 128 == 0 &&
-         walk_smem(static_cast<int>(row_bytes / 128), p.max_rows_per_expert, p.wgmma_stages) <= 227 * 1024 && p.out;
+         walk_smem(static_cast<int>(row_bytes / 128), p.max_rows_per_expert, p.wgmma_stages, bf16) <= 227 * 1024 &&
+         p.out;
 }
 
 template <bool kBf16>
 cudaError_t launch_walk(const WalkParams& w, bool silu, int64_t max_rows, int max_active, int stages,
                         const CUtensorMap* maps, cudaStream_t stream) {
-  const int tokens = max_rows <= 8 ? 8 : 16;
-  stages = walk_stages(stages);
+  const int tokens = walk_tokens(max_rows);
+  stages = walk_stages(stages, kBf16, w.nb, tokens);
   auto launch = [&](auto kernel, int cols) {
-    const size_t smem = walk_smem(w.nb, max_rows, stages);
-    // CTAs an SM for (kernel, smem), looked up once each (eager steps launch these per layer).
+    const size_t smem = walk_smem_at(w.nb, tokens, stages);
+    // CTAs an SM for (kernel, smem), looked up once each (eager steps launch these per layer). The kernel's
+    // shared-memory attribute stays at the largest size asked so far: a launch after a smaller one's lookup (another
+    // K) still fits.
     struct Known {
       const void* kernel;
       size_t smem;
@@ -277,10 +294,18 @@ cudaError_t launch_walk(const WalkParams& w, bool silu, int64_t max_rows, int ma
     int per_sm = -1;
     {
       std::lock_guard<std::mutex> lock(mu);
-      for (const Known& k : known)
-        if (k.kernel == reinterpret_cast<const void*>(kernel) && k.smem == smem) per_sm = k.per_sm;
+      size_t widest = 0;
+      for (const Known& k : known) {
+        if (k.kernel != reinterpret_cast<const void*>(kernel)) continue;
+        widest = std::max(widest, k.smem);
+        if (k.smem == smem) per_sm = k.per_sm;
+      }
       if (per_sm < 0) {
-        per_sm = moe_detail::resident_per_sm(kernel, kThreads, smem);
+        per_sm = moe_detail::resident_per_sm(kernel, kThreads, smem);  // sets the attribute to smem
+        if (per_sm > 0 && widest > smem &&
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(widest)) !=
+                cudaSuccess)
+          per_sm = 0;
         known.push_back({reinterpret_cast<const void*>(kernel), smem, per_sm});
       }
     }
@@ -302,13 +327,13 @@ cudaError_t launch_walk(const WalkParams& w, bool silu, int64_t max_rows, int ma
   };
   if (stages == 4) return by_tokens(std::integral_constant<int, 4>{});
   if (stages == 8) return by_tokens(std::integral_constant<int, 8>{});
-  return by_tokens(std::integral_constant<int, kDefaultStages>{});
+  return by_tokens(std::integral_constant<int, 6>{});
 }
 
 }  // namespace
 
 bool moe_fp8_wgmma_walk_supported(const MoeFp8GemmParams& p) {
-  return walk_supported(p, p.K) && p.N % (p.silu ? 128 : 64) == 0 && p.q && p.sx;
+  return walk_supported(p, p.K, false) && p.N % (p.silu ? 128 : 64) == 0 && p.q && p.sx;
 }
 
 cudaError_t launch_moe_fp8_wgmma_walk(const MoeFp8GemmParams& p, const CUtensorMap* maps, cudaStream_t stream) {
@@ -327,7 +352,7 @@ cudaError_t launch_moe_fp8_wgmma_walk(const MoeFp8GemmParams& p, const CUtensorM
 }
 
 bool moe_bf16_wgmma_walk_supported(const MoeGroupedGemmParams& p) {
-  return walk_supported(p, 2 * p.K) && p.N % (p.silu ? 32 : 64) == 0 && p.x &&
+  return walk_supported(p, 2 * p.K, true) && p.N % (p.silu ? 32 : 64) == 0 && p.x &&
          (reinterpret_cast<uintptr_t>(p.x) & 15) == 0;
 }
 

@@ -179,13 +179,12 @@ class CudaOps final : public Ops {
     // 8 / 16 1.61 / 3.47 / 4.78 ms vs 1.60-1.61 / 3.77-3.80 / 6.21-6.30; V3-shaped 5 layers 1.52 / 3.70 / 6.29 vs 1.57
     // / 4.04 / 6.88); DSERVE_MOE_FP8_WGMMA=0: the mma.sync kernels.
     wgmma_walk_ = env_flag("DSERVE_MOE_FP8_WGMMA", true);
-    // DSERVE_MOE_BF16_WGMMA=n (opt-in, session 39): the bf16 experts' decode products on the same walk over bf16
-    // bytes (wgmma k16, no scales) instead of the mma.sync kernels, at batches of n to 16 tokens (1: every decode
-    // size; unset or 0: off). s39i (H200, V2-Lite bf16, two rounds, n = 1): batch 1 2.10 / 2.08 vs 2.03 / 2.03 ms,
-    // batch 8 5.41 / 5.42 vs 5.66 / 5.66, batch 16 8.42 / 8.34 vs 8.78 / 8.86: n = 8 as the default is the next step
-    // (after the GPU suite runs under it).
-    bf16_wgmma_min_tokens_ = env_int("DSERVE_MOE_BF16_WGMMA", 0);
-    // DSERVE_MOE_WGMMA_STAGES=4|8: both walks' ring depth for A/B runs (unset: the kernel's default, 6).
+    // The bf16 experts' decode products on the same walk over bf16 bytes (wgmma k16, no scales) instead of the
+    // mma.sync kernels, from DSERVE_MOE_BF16_WGMMA=n tokens on (0: off). Default n = 1 since session 40 (s40b, H200,
+    // V2-Lite bf16, the walk at its ring depths (kernels/moe_wgmma.cu walk_stages) vs off: see BENCHMARKS.md).
+    bf16_wgmma_min_tokens_ = env_int("DSERVE_MOE_BF16_WGMMA", 1);
+    // DSERVE_MOE_WGMMA_STAGES=4|6|8: both walks' ring depth for A/B runs (unset: walk_stages's choice by dtype and
+    // token columns).
     wgmma_stages_ = static_cast<int>(env_int("DSERVE_MOE_WGMMA_STAGES", 0));
     // The first kernel after a stream waits on the other (side_begin on the side stream, side_join on the main one)
     // is launched with PDL like every other, so it starts during the tail of its own stream's previous kernel;
@@ -1960,7 +1959,7 @@ class CudaOps final : public Ops {
   bool open_moe_ = true;  // DSERVE_MOE_NORM_FUSED
   bool opening_ = false;  // inside moe_experts_open: combine() keeps its parameters in opened_
   bool wgmma_walk_ = true;        // DSERVE_MOE_FP8_WGMMA (see the constructor)
-  int64_t bf16_wgmma_min_tokens_ = 0;  // DSERVE_MOE_BF16_WGMMA (see the constructor); 0: off
+  int64_t bf16_wgmma_min_tokens_ = 1;  // DSERVE_MOE_BF16_WGMMA (see the constructor); 0: off
   int wgmma_stages_ = 0;          // DSERVE_MOE_WGMMA_STAGES (see the constructor)
   std::shared_ptr<const MoeParts> opened_;
   // The ids of the last moe_gate_route whose grouping follows them in memory (see permute); its grid counter.
