@@ -16,3 +16,10 @@ AB_BATCHES=1,8,12,16 AB_KINDS=fp8 AB_ROUNDS=2 AB_BINS="new old" AB_CFG_old=DSERV
 v3_config "$OUT/v3l5fp8.json" 5
 AB_BATCHES=1,8,16 AB_MODEL="$OUT/v3l5fp8.json" AB_KINDS=bf16 AB_ROUNDS=1 AB_BINS="new old" \
   AB_CFG_old=DSERVE_MOE_WGMMA_STAGES=6 bash "$D/abbin.sh"
+# (3) opt-in variants on the new defaults, one round: the walks' weight boxes evict-first in the L2
+# (DSERVE_MOE_WGMMA_EVICT_FIRST=1: the mma.sync FP8 streams' hint since session 37, which the walk dropped) at bf16
+# and FP8 b1 / b8; session 38's L2 prefetch of the shared expert's weights during the attention chain (reverted
+# 7c89318, re-applied: DSERVE_L2_PREFETCH_MB=24 / 40) now that the bf16 MoE phase runs at ~3.8 TB/s.
+AB_BATCHES=1,8 AB_KINDS=bf16 AB_ROUNDS=1 AB_BINS="new ef pf24 pf40" AB_CFG_ef=DSERVE_MOE_WGMMA_EVICT_FIRST=1 \
+  AB_CFG_pf24=DSERVE_L2_PREFETCH_MB=24 AB_CFG_pf40=DSERVE_L2_PREFETCH_MB=40 bash "$D/abbin.sh"
+AB_BATCHES=1,8 AB_KINDS=fp8 AB_ROUNDS=1 AB_BINS="new ef" AB_CFG_ef=DSERVE_MOE_WGMMA_EVICT_FIRST=1 bash "$D/abbin.sh"

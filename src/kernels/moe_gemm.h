@@ -53,6 +53,8 @@ struct MoeGroupedGemmParams {
   // The wgmma walk's ring depth in 8 KB stages (moe_wgmma.cu): 0 its choice (walk_stages: by dtype and token
   // columns), or 4 / 6 / 8 (A/B runs: the ops set it from DSERVE_MOE_WGMMA_STAGES).
   int wgmma_stages = 0;
+  // The walk's weight boxes with an L2 evict-first policy (A/B: DSERVE_MOE_WGMMA_EVICT_FIRST=1).
+  bool wgmma_evict_first = false;
 };
 
 // The host-known bounds of a grouped step as the MoE ops set them, for MoeGroupedGemmParams and MoeFp8GemmParams

@@ -53,6 +53,7 @@ struct WalkParams {
   int64_t N = 0;
   int nb = 0;
   bool slots_settled = false;
+  bool evict_first = false;  // the weight boxes with an L2 evict-first policy
 };
 
 // Shared memory (bytes from the 1024-aligned base): [kStages][64 rows][128 B] weight stages, [nb][tokens][128 B]
@@ -93,6 +94,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (warp == 4) {  // producer: every tile's blocks, in the consumers' order, into the ring
     if (lane == 0) {
+      uint64_t policy = 0;
+      if (p.evict_first) asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
       int it = 0;  // (tile, block) sequence number: stage it % kStages, its use it / kStages
       for (int t = blockIdx.x; t < total; t += gridDim.x) {
         int4 h;
@@ -104,8 +107,14 @@ __global__ void __launch_bounds__(kThreads, 1)
           const int s = it % kStages;
           if (it >= kStages) mbar_wait(empty + s * 8, ((it / kStages) - 1) & 1);
           mbar_expect_tx(full + s * 8, kStageBytes);
-          tma_load_box(sbase + s * kStageBytes, map, b * 128, TR::row_a(n0), full + s * 8);
-          tma_load_box(sbase + s * kStageBytes + kBoxRows * 128, map, b * 128, TR::row_b(n0, N), full + s * 8);
+          if (p.evict_first) {
+            tma_load_box_hint(sbase + s * kStageBytes, map, b * 128, TR::row_a(n0), full + s * 8, policy);
+            tma_load_box_hint(sbase + s * kStageBytes + kBoxRows * 128, map, b * 128, TR::row_b(n0, N), full + s * 8,
+                              policy);
+          } else {
+            tma_load_box(sbase + s * kStageBytes, map, b * 128, TR::row_a(n0), full + s * 8);
+            tma_load_box(sbase + s * kStageBytes + kBoxRows * 128, map, b * 128, TR::row_b(n0, N), full + s * 8);
+          }
         }
       }
     }
@@ -348,6 +357,7 @@ cudaError_t launch_moe_fp8_wgmma_walk(const MoeFp8GemmParams& p, const CUtensorM
   w.N = p.N;
   w.nb = static_cast<int>(p.K / 128);
   w.slots_settled = p.slots_settled;
+  w.evict_first = p.wgmma_evict_first;
   return launch_walk<false>(w, p.silu, p.max_rows_per_expert, p.max_active, p.wgmma_stages, maps, stream);
 }
 
@@ -366,6 +376,7 @@ cudaError_t launch_moe_bf16_wgmma_walk(const MoeGroupedGemmParams& p, const CUte
   w.N = p.N;
   w.nb = static_cast<int>(2 * p.K / 128);
   w.slots_settled = p.slots_settled;
+  w.evict_first = p.wgmma_evict_first;
   return launch_walk<true>(w, p.silu, p.max_rows_per_expert, p.max_active, p.wgmma_stages, maps, stream);
 }
 
