@@ -53,7 +53,7 @@ struct MoeGroupedGemmParams {
   // The wgmma walk's ring depth in 8 KB stages (moe_wgmma.cu): 0 its choice (walk_stages: by dtype and token
   // columns), or 4 / 6 / 8 (A/B runs: the ops set it from DSERVE_MOE_WGMMA_STAGES).
   int wgmma_stages = 0;
-  // The walk's weight boxes with an L2 evict-first policy (A/B: DSERVE_MOE_WGMMA_EVICT_FIRST=1).
+  // The walk's weight boxes with an L2 evict-first policy (the ops: on for FP8, DSERVE_MOE_WGMMA_EVICT_FIRST).
   bool wgmma_evict_first = false;
 };
 

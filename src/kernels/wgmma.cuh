@@ -75,8 +75,8 @@ __device__ __forceinline__ void tma_load_box(uint32_t dst, const CUtensorMap* ma
 __device__ __forceinline__ void tma_load_box_hint(uint32_t dst, const CUtensorMap* map, int col, int row, uint32_t bar,
                                                   uint64_t policy) {
   asm volatile(
-      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint [%0], [%1, {%2, %3}], "
-      "[%4], %5;\n" ::"r"(dst),
+      "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.L2::cache_hint"
+      " [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
       "l"(reinterpret_cast<uint64_t>(map)), "r"(col), "r"(row), "r"(bar), "l"(policy)
       : "memory");
 }

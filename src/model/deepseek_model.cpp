@@ -191,12 +191,7 @@ MlpOut DeepseekModel::decoder_layer_open(const Layer& layer, int cache_layer, Te
   const LinearWeight& q_first = cfg_.q_lora_rank > 0 ? layer.attn.q_a_proj : layer.attn.q_proj;
   Tensor x = pending.defined() ? ops_.rms_norm_q_open(hidden, pending, layer.input_norm, eps, q_first, &xq)  // hidden += pending
                                : ops_.rms_norm_q(nullptr, hidden, layer.input_norm, eps, q_first, &xq);   // [T, d]
-  // The shared expert's weights (read by its side section in mlp(), which joins the prefetch) may come into the L2
-  // while the attention chain's latency-bound kernels leave the HBM idle.
-  std::vector<Tensor> l2_ahead;
-  if (layer.is_moe && layer.has_shared)
-    l2_ahead = {layer.shared.gate_up.weight, layer.shared.down.weight};
-  Tensor a = attention(layer.attn, cache_layer, x, xq, meta, cache, mode, l2_ahead);  // [T, d]
+  Tensor a = attention(layer.attn, cache_layer, x, xq, meta, cache, mode);    // [T, d]
   const LinearWeight& mlp_first = !layer.is_moe         ? layer.dense.gate_up
                                   : layer.has_shared     ? layer.shared.gate_up
                                   : layer.experts.empty() ? kNone
@@ -206,8 +201,7 @@ MlpOut DeepseekModel::decoder_layer_open(const Layer& layer, int cache_layer, Te
 }
 
 Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tensor& x, const Fp8Act& xq,
-                                const AttnMetadata& meta, KvCache& cache, AttnMode mode,
-                                const std::vector<Tensor>& l2_ahead) {
+                                const AttnMetadata& meta, KvCache& cache, AttnMode mode) {
   const int64_t T = x.dim(0), H = cfg_.num_attention_heads;
   const int64_t nope = cfg_.qk_nope_head_dim, rope = cfg_.qk_rope_head_dim, dqk = nope + rope;
   const int64_t v = cfg_.v_head_dim, lora = cfg_.kv_lora_rank;
@@ -225,7 +219,6 @@ Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tenso
     ops_.linear_pair_q(x, xq, a.q_proj, a.kv_a_proj, &q, &kv_a);  // [T, H * dqk]
   }
   Tensor q3 = q.reshape({T, H, dqk});  // rope part not rotated yet: each attention form below does it
-  if (!l2_ahead.empty()) ops_.prefetch_l2(l2_ahead, T);
 
   if (mode == AttnMode::kAuto) mode = meta.max_q_len > 1 ? AttnMode::kMha : AttnMode::kAbsorbed;
   // Latent KV row [normalised c | rotated k_pe] written to the cache, beside the query's rope and absorption
@@ -293,7 +286,6 @@ MlpOut DeepseekModel::mlp(const Layer& layer, const Tensor& x, const Fp8Act& xq)
   const auto shared_mlp = [&] {
     if (!layer.has_shared) return;
     ops_.side_begin();
-    ops_.prefetch_l2_join();  // attention() may have prefetched these weights
     shared = ops_.linear_partial(ops_.linear_silu_q(x, xq, layer.shared.gate_up), layer.shared.down);
     ops_.side_end();
   };

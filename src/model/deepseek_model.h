@@ -102,9 +102,8 @@ class DeepseekModel {
   // caller (the next layer's input norm) to add to `hidden`; `pending` is the previous layer's, or undefined.
   MlpOut decoder_layer_open(const Layer& layer, int cache_layer, Tensor& hidden, const MlpOut& pending,
                             const AttnMetadata& meta, KvCache& cache, AttnMode mode);
-  // l2_ahead: weights the layer's MLP streams later, handed to Ops::prefetch_l2 once the query projection is out.
   Tensor attention(const Attention& a, int cache_layer, const Tensor& x, const Fp8Act& xq, const AttnMetadata& meta,
-                   KvCache& cache, AttnMode mode, const std::vector<Tensor>& l2_ahead = {});
+                   KvCache& cache, AttnMode mode);
   Tensor indexer(const Attention& a, int cache_layer, const Tensor& x, const Tensor& q_resid,
                  const AttnMetadata& meta, KvCache& cache);
   MlpOut mlp(const Layer& layer, const Tensor& x, const Fp8Act& xq);

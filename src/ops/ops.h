@@ -135,13 +135,6 @@ class Ops {
   virtual void side_begin() {}
   virtual void side_end() {}
   virtual void side_join() {}
-  // An L2 prefetch (a hint: no result, CPU nothing): for a decode step of `rows` tokens, start fetching the
-  // tensors' bytes into the L2 off the compute chain (CUDA: a stream of its own, forked at this point), so that
-  // the kernels that stream them later read them from there. prefetch_l2_join() orders the current stream (the
-  // side section that reads them, say) behind the prefetch: every prefetch_l2 is joined before the step ends (a
-  // graph capture must join every stream it forked).
-  virtual void prefetch_l2(const std::vector<Tensor>& tensors, int64_t rows) { (void)tensors, (void)rows; }
-  virtual void prefetch_l2_join() {}
 
   // ---- elementwise / norms ----
   virtual Tensor embedding(const Tensor& table /*[V, d]*/, const Tensor& ids /*[T] I32*/) = 0;

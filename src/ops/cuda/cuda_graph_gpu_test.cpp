@@ -63,9 +63,6 @@ class CudaGraphTest : public ::testing::TestWithParam<std::string> {
 };
 
 TEST_P(CudaGraphTest, ReplayMatchesEagerDecode) {
-  // With the shared experts' L2 prefetch (Ops::prefetch_l2, read when the ops are made) in eager steps and in the
-  // captures: a stream forked and joined inside every MoE layer, results unchanged.
-  test::ScopedEnv prefetch("DSERVE_L2_PREFETCH_MB", "64");
   Fixture f = load_fixture(GetParam());
   const int page = 64, steps = 6;
   std::mt19937 rng(4242);

@@ -16,7 +16,6 @@
 #include "kernels/fp8_gemm.h"
 #include "kernels/indexer.h"
 #include "kernels/kv_fp8.h"
-#include "kernels/l2_prefetch.h"
 #include "kernels/mla_fused.h"
 #include "kernels/moe.h"
 #include "kernels/gemm_small_m.h"
@@ -187,9 +186,14 @@ class CudaOps final : public Ops {
     // DSERVE_MOE_WGMMA_STAGES=4|6|8: both walks' ring depth for A/B runs (unset: walk_stages's choice by dtype and
     // token columns).
     wgmma_stages_ = static_cast<int>(env_int("DSERVE_MOE_WGMMA_STAGES", 0));
-    // DSERVE_MOE_WGMMA_EVICT_FIRST=1: both walks' weight boxes with an L2 evict-first policy (the mma.sync FP8 streams'
-    // hint since session 37), for A/B runs.
-    wgmma_evict_first_ = env_flag("DSERVE_MOE_WGMMA_EVICT_FIRST", false);
+    // The FP8 walk's weight boxes with an L2 evict-first policy (as the mma.sync FP8 streams since session 37: a step
+    // reads each expert once, ~80 MB a V2-Lite layer through the L2, and the activations a few launches later should
+    // stay). s40b / s40c (H200, three rounds): FP8 V2-Lite batch 1 1.56-1.57 vs 1.61-1.63 ms, batch 8 3.43-3.50 vs
+    // 3.46-3.51, batch 16 4.66-4.67 vs 4.64-4.68; V3-shaped 5 layers b1 / b8 1.52 / 3.71 either way; bf16 a tie
+    // (2.02 / 5.40 vs 2.01 / 5.37), so off there. DSERVE_MOE_WGMMA_EVICT_FIRST=1: both walks, 0: neither.
+    const int64_t evict_first = env_int("DSERVE_MOE_WGMMA_EVICT_FIRST", -1);
+    fp8_walk_evict_first_ = evict_first != 0;
+    bf16_walk_evict_first_ = evict_first == 1;
     // The first kernel after a stream waits on the other (side_begin on the side stream, side_join on the main one)
     // is launched with PDL like every other, so it starts during the tail of its own stream's previous kernel;
     // Pdl.JoinedStreamWaitsForBoth checks that the event wait still orders it after the other stream's work.
@@ -515,40 +519,6 @@ class CudaOps final : public Ops {
     if (!side_stream_enabled()) return;
     DS_CUDA_CHECK(cudaStreamWaitEvent(cuda_main_stream(), side_done_, 0));
     if (join_fence_) kernels::pdl_fence(cuda_main_stream());
-  }
-  // Opt-in (DSERVE_L2_PREFETCH_MB > 0, an experiment): the tensors in order while their bytes fit that budget,
-  // as bulk prefetches from DSERVE_L2_PREFETCH_CTAS one-warp CTAs (16) of DSERVE_L2_PREFETCH_CHUNK_KB (16) each,
-  // DSERVE_L2_PREFETCH_PACE_NS (0) apart per thread, evict-last unless DSERVE_L2_PREFETCH_EVICT_LAST=0; only for
-  // steps of at most DSERVE_L2_PREFETCH_ROWS tokens (8).
-  void prefetch_l2(const std::vector<Tensor>& tensors, int64_t rows) override {
-    if (prefetch_.budget <= 0 || rows > prefetch_.max_rows || !side_stream_enabled() || prefetch_pending_) return;
-    kernels::L2PrefetchParams p{};
-    p.chunk_bytes = prefetch_.chunk_bytes;
-    p.pace_ns = prefetch_.pace_ns;
-    p.evict_last = prefetch_.evict_last;
-    int64_t total = 0;
-    for (const Tensor& t : tensors) {
-      const int64_t bytes = t.defined() ? t.nbytes() / 16 * 16 : 0;
-      if (bytes < 16 || t.device() != Device::kCuda || total + bytes > prefetch_.budget ||
-          p.num_ranges == kernels::L2PrefetchParams::kMaxRanges)
-        break;
-      p.ptr[p.num_ranges] = t.data();
-      p.bytes[p.num_ranges++] = bytes;
-      total += bytes;
-    }
-    if (p.num_ranges == 0) return;
-    ensure_side_events();
-    cudaStream_t ps = cuda_prefetch_stream();
-    DS_CUDA_CHECK(cudaEventRecord(prefetch_fork_, cuda_stream()));
-    DS_CUDA_CHECK(cudaStreamWaitEvent(ps, prefetch_fork_, 0));
-    DS_CUDA_CHECK(kernels::launch_l2_prefetch(p, prefetch_.ctas, ps));
-    DS_CUDA_CHECK(cudaEventRecord(prefetch_done_, ps));
-    prefetch_pending_ = true;
-  }
-  void prefetch_l2_join() override {
-    if (!prefetch_pending_) return;
-    DS_CUDA_CHECK(cudaStreamWaitEvent(cuda_stream(), prefetch_done_, 0));
-    prefetch_pending_ = false;
   }
   void linear_pair(const Tensor& x, const LinearWeight& w1, const LinearWeight& w2, Tensor* y1, Tensor* y2) override {
     linear_pair_xq(x, w1, w2, y1, y2, nullptr);
@@ -1199,7 +1169,7 @@ class CudaOps final : public Ops {
     g.slots = r.slots;
     kernels::set_moe_bounds(g, N, E, T);
     g.wgmma_stages = wgmma_stages_;
-    g.wgmma_evict_first = wgmma_evict_first_;
+    g.wgmma_evict_first = bf16_walk_evict_first_;
     g.N = inter;
     g.K = d;
     g.silu = true;
@@ -1336,7 +1306,7 @@ class CudaOps final : public Ops {
     g.slots = r.slots;
     kernels::set_moe_bounds(g, N, E, T);
     g.wgmma_stages = wgmma_stages_;
-    g.wgmma_evict_first = wgmma_evict_first_;
+    g.wgmma_evict_first = fp8_walk_evict_first_;
     auto gemm = [&](const Tensor& in /*[rows, k] bf16*/, bool ue8m0, const Fp8Act* made, const CUtensorMap* maps) {
       const int64_t rows = in.dim(0), k = in.dim(1);
       Tensor q, sx;
@@ -1574,8 +1544,6 @@ class CudaOps final : public Ops {
     if (side_fork_) return;
     DS_CUDA_CHECK(cudaEventCreateWithFlags(&side_fork_, cudaEventDisableTiming));
     DS_CUDA_CHECK(cudaEventCreateWithFlags(&side_done_, cudaEventDisableTiming));
-    DS_CUDA_CHECK(cudaEventCreateWithFlags(&prefetch_fork_, cudaEventDisableTiming));
-    DS_CUDA_CHECK(cudaEventCreateWithFlags(&prefetch_done_, cudaEventDisableTiming));
   }
   // DSERVE_SIDE_STREAM=0: side sections run in program order on the compute stream (A/B runs).
   static bool side_stream_enabled() {
@@ -1583,16 +1551,6 @@ class CudaOps final : public Ops {
     return on;
   }
   cudaEvent_t side_fork_ = nullptr, side_done_ = nullptr;  // never destroyed: the ops object lives until exit
-  cudaEvent_t prefetch_fork_ = nullptr, prefetch_done_ = nullptr;
-  bool prefetch_pending_ = false;  // a prefetch_l2 not yet joined
-  struct PrefetchSettings {  // prefetch_l2's (read when the ops are made)
-    int64_t budget = env_int("DSERVE_L2_PREFETCH_MB", 0) << 20;
-    int64_t max_rows = env_int("DSERVE_L2_PREFETCH_ROWS", 8);
-    int ctas = static_cast<int>(env_int("DSERVE_L2_PREFETCH_CTAS", 16));
-    int chunk_bytes = static_cast<int>(env_int("DSERVE_L2_PREFETCH_CHUNK_KB", 16) << 10);
-    int pace_ns = static_cast<int>(env_int("DSERVE_L2_PREFETCH_PACE_NS", 0));
-    int evict_last = env_flag("DSERVE_L2_PREFETCH_EVICT_LAST", true) ? 1 : 0;
-  } prefetch_;
   int side_state_ = 0;  // 0 outside, 1 inside a section, 2 ended and not joined
 
   // Any float tensor (host or device; FP8 with optional block scales) -> a bf16 device tensor.
@@ -2013,7 +1971,8 @@ class CudaOps final : public Ops {
   bool wgmma_walk_ = true;        // DSERVE_MOE_FP8_WGMMA (see the constructor)
   int64_t bf16_wgmma_min_tokens_ = 1;  // DSERVE_MOE_BF16_WGMMA (see the constructor); 0: off
   int wgmma_stages_ = 0;          // DSERVE_MOE_WGMMA_STAGES (see the constructor)
-  bool wgmma_evict_first_ = false;  // DSERVE_MOE_WGMMA_EVICT_FIRST (see the constructor)
+  bool fp8_walk_evict_first_ = true;    // DSERVE_MOE_WGMMA_EVICT_FIRST (see the constructor)
+  bool bf16_walk_evict_first_ = false;
   std::shared_ptr<const MoeParts> opened_;
   // The ids of the last moe_gate_route whose grouping follows them in memory (see permute); its grid counter.
   const void* fused_ids_ = nullptr;

@@ -20,7 +20,6 @@ namespace {
 int g_device = -1;
 cudaStream_t g_stream = nullptr;
 cudaStream_t g_side_stream = nullptr;
-cudaStream_t g_prefetch_stream = nullptr;
 thread_local cudaStream_t t_current = nullptr;  // null: g_stream
 std::atomic<bool> g_poison{false};
 
@@ -161,15 +160,6 @@ cudaStream_t cuda_side_stream() {
                                                stream_priority(cuda_stream_priority_mode() == 2)));
   });
   return g_side_stream;
-}
-
-cudaStream_t cuda_prefetch_stream() {
-  static std::once_flag once;
-  (void)cuda_main_stream();
-  std::call_once(once, [] {
-    DS_CUDA_CHECK(cudaStreamCreateWithPriority(&g_prefetch_stream, cudaStreamNonBlocking, stream_priority(false)));
-  });
-  return g_prefetch_stream;
 }
 
 int cuda_stream_priority_mode() {

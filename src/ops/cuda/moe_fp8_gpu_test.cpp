@@ -624,16 +624,24 @@ TEST_F(MoeFp8Test, WgmmaWalkMatchesTheWalk) {
       p.out = ref.data();
       ASSERT_TRUE(kernels::moe_fp8_wgmma_walk_supported(p)) << base;
       ASSERT_EQ(kernels::launch_moe_fp8_small_m(p, s), cudaSuccess) << base;
-      Tensor want = to_host_f32(ref);
+      Tensor want = to_host_f32(ref), first;
       for (bool settled : {false, true}) {
-        const std::string what = base + (settled ? " settled" : "");
+        // The settled run also takes the evict-first hint (the ops' FP8 default): the same bits as the first run.
+        const std::string what = base + (settled ? " settled, evict-first" : "");
         Tensor out = gpu().empty({total + 1, sh.N}, DType::kBF16);  // NaN-poisoned
         p.out = out.data();
         p.slots_settled = settled;
+        p.wgmma_evict_first = settled;
         ASSERT_EQ(kernels::launch_moe_fp8_wgmma_walk(p, md, s), cudaSuccess) << what;
         ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess) << what;
         Tensor got = to_host_f32(out);
         test::expect_rows_written(got, total, sh.N, what);
+        if (settled) {
+          const size_t bytes = static_cast<size_t>(total * sh.N) * sizeof(float);
+          EXPECT_EQ(std::memcmp(got.data(), first.data(), bytes), 0) << what << ": not the first run's bits";
+        } else {
+          first = got;
+        }
         DS_EXPECT_CLOSE(got.rows(0, total), want.rows(0, total), 2e-2, 4e-3, what + " vs the mma.sync walk");
         for (int a = 0; a < (big ? (rows == 1 && !settled ? 1 : 0) : 2); ++a) {
           const int e = sh.active[a];
@@ -647,6 +655,7 @@ TEST_F(MoeFp8Test, WgmmaWalkMatchesTheWalk) {
       }
       if (std::getenv("DSERVE_TEST_NO_TIMING")) continue;
       p.slots_settled = false;
+      p.wgmma_evict_first = true;  // as the ops launch it
       Tensor out = gpu().empty({total + 1, sh.N}, DType::kBF16);
       p.out = out.data();
       const double us = test::graph_time_us([&] { kernels::launch_moe_fp8_wgmma_walk(p, md, s); }, s);
