@@ -70,12 +70,13 @@ cudaError_t launch_moe_fp8_grouped(const MoeFp8GemmParams& p, cudaStream_t strea
 // The small-M walk on Hopper's native FP8 tensor cores (moe_wgmma.cu; the ops' default where supported since
 // session 39, DSERVE_MOE_FP8_WGMMA=0: the mma.sync walk). The other kernels' mma.sync e4m3 is emulated on Hopper.
 // Tiles of one slot x 32 output columns with the SiLU (their gate and up rows: 64 wgmma rows) or 64 without; each
-// tile's 128-deep blocks stream as two TMA boxes {128 B, 32 rows} into a ring of six 8 KB stages (a producer warp)
-// and a consumer warpgroup multiplies them by wgmma m64n{8,16}k32 e4m3 against the slot's <= 16 token rows (all of
-// a tile's K staged in shared memory), fresh accumulators per block scaled in fp32 (not bit-equal to the mma.sync
-// kernels: FP8 wgmma accumulates a block at reduced precision). maps: one tensor map per expert over its weight
-// [rows (2N with the SiLU), K], built by make_moe_wgmma_maps on the host and copied to 64-byte aligned device
-// memory. Needs slot records, K <= 7168, max_rows_per_expert <= 16 (moe_fp8_wgmma_walk_supported).
+// tile's 128-deep blocks stream as two TMA boxes {128 B, 32 rows} into a ring of 8 KB stages (a producer warp)
+// and a consumer warpgroup multiplies them by wgmma m64n{8,16}k32 e4m3 against the slot's token rows, 8 or 16 a pass
+// (all of a tile's K staged in shared memory; an expert with more rows takes a pass over the tile's weights per 16),
+// fresh accumulators per block scaled in fp32 (not bit-equal to the mma.sync kernels: FP8 wgmma accumulates a block
+// at reduced precision). maps: one tensor map per expert over its weight [rows (2N with the SiLU), K], built by
+// make_moe_wgmma_maps on the host and copied to 64-byte aligned device memory. Needs slot records and K <= 7168
+// (moe_fp8_wgmma_walk_supported); the ops take it up to 16 tokens (past that: DSERVE_MOE_WALK_MAX_TOKENS).
 bool moe_fp8_wgmma_walk_supported(const MoeFp8GemmParams& p);
 // One tensor map per expert weight of `rows` rows of row_bytes bytes (a multiple of 128) for the wgmma walks (this
 // FP8 one, moe_gemm.h's bf16 one): boxes of 128 bytes x 32 rows with the 128-byte swizzle. False when the driver's

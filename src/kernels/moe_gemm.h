@@ -76,9 +76,11 @@ int moe_env_tile(const char* name);
 // The decode walk on wgmma bf16 (moe_wgmma.cu, the FP8 walk's kernel over the same bytes without scales; the ops'
 // default, DSERVE_MOE_BF16_WGMMA=n: from n tokens on): tiles of one slot x 32 output columns with the SiLU or 64
 // without, 128-byte blocks of K (64 bf16) streamed by TMA into a ring of 8 KB stages (wgmma_stages), wgmma
-// m64n{8,16}k16 against the slot's <= 16 token rows (all of K staged in shared memory: K <= 7168 at 8 rows, 3584 at
-// 16). Not bit-equal to the mma.sync kernels (another summation order). maps: make_moe_wgmma_maps (moe_fp8.h) over
-// the experts' [rows, K] bf16 weights (row_bytes 2K). Needs slot records (moe_bf16_wgmma_walk_supported).
+// m64n{8,16}k16 against the slot's token rows, 8 or 16 a pass (all of K staged in shared memory: K <= 7168 at 8
+// rows, 3584 at 16; an expert with more rows takes a pass over the tile's weights per 16). Not bit-equal to the
+// mma.sync kernels (another summation order). maps: make_moe_wgmma_maps (moe_fp8.h) over the experts' [rows, K] bf16
+// weights (row_bytes 2K). Needs slot records (moe_bf16_wgmma_walk_supported); the ops take it up to 16 tokens (past
+// that: DSERVE_MOE_WALK_MAX_TOKENS).
 bool moe_bf16_wgmma_walk_supported(const MoeGroupedGemmParams& p);
 cudaError_t launch_moe_bf16_wgmma_walk(const MoeGroupedGemmParams& p, const CUtensorMap* maps, cudaStream_t stream);
 

@@ -30,7 +30,6 @@ constexpr int kStageBytes = 2 * kBoxRows * 128;  // two boxes = the wgmma's 64 r
 // Ring depth: see walk_stages (MoeFp8GemmParams / MoeGroupedGemmParams::wgmma_stages: 0 = its choice, or 4 / 6 / 8).
 constexpr int kSmemPerSm = 228 * 1024;  // Hopper's shared memory an SM (227 KB a CTA at most, 1 KB reserved a CTA)
 constexpr int kThreads = 160;   // a consumer warpgroup (warps 0-3) and a producer warp (4)
-constexpr int kMaxTokens = 16;  // the wgmma's N (8 or 16): rows an expert
 
 // A tile: one slot (expert) x kCols output columns: with the SiLU 32 columns (A = their 32 gate rows, then their 32 up
 // rows), else 64 (A = 64 consecutive rows). Its two boxes' first weight rows.
@@ -70,7 +69,7 @@ struct SmemLayout {
   }
 };
 
-template <bool kSilu, int kTokens, bool kBf16, int kStages>
+template <bool kSilu, int kTokens, bool kBf16, int kStages, bool kPasses>
 __global__ void __launch_bounds__(kThreads, 1)
     moe_wgmma_walk_kernel(const WalkParams p, const CUtensorMap* maps, int tiles_x, int total) {
   using TR = TileRows<kSilu>;
@@ -103,17 +102,21 @@ __global__ void __launch_bounds__(kThreads, 1)
         if (!moe_detail::walk_tile_slot(p, t, tiles_x, total, 0, &h, &xr0)) break;
         const CUtensorMap* map = maps + h.x;
         const int64_t n0 = static_cast<int64_t>(t % tiles_x) * TR::kCols;
-        for (int b = 0; b < nb; ++b, ++it) {
-          const int s = it % kStages;
-          if (it >= kStages) mbar_wait(empty + s * 8, ((it / kStages) - 1) & 1);
-          mbar_expect_tx(full + s * 8, kStageBytes);
-          if (p.evict_first) {
-            tma_load_box_hint(sbase + s * kStageBytes, map, b * 128, TR::row_a(n0), full + s * 8, policy);
-            tma_load_box_hint(sbase + s * kStageBytes + kBoxRows * 128, map, b * 128, TR::row_b(n0, N), full + s * 8,
-                              policy);
-          } else {
-            tma_load_box(sbase + s * kStageBytes, map, b * 128, TR::row_a(n0), full + s * 8);
-            tma_load_box(sbase + s * kStageBytes + kBoxRows * 128, map, b * 128, TR::row_b(n0, N), full + s * 8);
+        // One pass over the tile's blocks for each kTokens rows of the expert (the consumers' chunks).
+        const int passes = kPasses ? (h.y + kTokens - 1) / kTokens : 1;
+        for (int pass = 0; pass < passes; ++pass) {
+          for (int b = 0; b < nb; ++b, ++it) {
+            const int s = it % kStages;
+            if (it >= kStages) mbar_wait(empty + s * 8, ((it / kStages) - 1) & 1);
+            mbar_expect_tx(full + s * 8, kStageBytes);
+            const uint32_t dst = sbase + s * kStageBytes, bar = full + s * 8;
+            if (p.evict_first) {
+              tma_load_box_hint(dst, map, b * 128, TR::row_a(n0), bar, policy);
+              tma_load_box_hint(dst + kBoxRows * 128, map, b * 128, TR::row_b(n0, N), bar, policy);
+            } else {
+              tma_load_box(dst, map, b * 128, TR::row_a(n0), bar);
+              tma_load_box(dst + kBoxRows * 128, map, b * 128, TR::row_b(n0, N), bar);
+            }
           }
         }
       }
@@ -141,91 +144,104 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     named_barrier(1, 128);
     if (slot[0] < 0) break;  // past the last slot with rows (the producer stopped there too)
-    const int e = slot[0], cnt = min(slot[1], kTokens);
+    const int e = slot[0], count = slot[1];
     const int64_t row0 = slot[2];
     const int64_t n0 = static_cast<int64_t>(t % tiles_x) * TR::kCols;
-    // Token rows -> [block][row][128 B], chunk c of row j at ((c ^ (j % 8)) << 4); rows past the count zero.
-    for (int i = tid; i < nb * kTokens * 8; i += 128) {
-      const int b = i / (kTokens * 8), j = (i >> 3) % kTokens, c = i & 7;
-      const int xr = slot[4 + j];
-      cp_async16(xbase + b * kXBlock + j * 128 + ((c ^ (j & 7)) << 4),
-                 p.x + (xr >= 0 ? xr : 0) * row_bytes + b * 128 + c * 16, xr >= 0);
-    }
-    cp_async_commit();
-    // FP8 scales: this thread's rows' weight scale row (its 16 rows sit in one 32-row half, inside one 128-row
-    // block) and its token columns' activation scale rows.
-    const float* swr = nullptr;
-    const float* sx[kTokens / 4];
-    if constexpr (!kBf16) {
-      const int64_t wrow = r < 32 ? TR::row_a(n0) + r : TR::row_b(n0, N) + (r - 32);
-      swr = p.scales[e] + (wrow / 128) * nb;
-#pragma unroll
-      for (int i = 0; i < kTokens / 4; ++i) {
-        const int xr = slot[4 + 8 * (i >> 1) + c0 + (i & 1)];
-        sx[i] = xr >= 0 ? p.sx + static_cast<int64_t>(xr) * nb : nullptr;
+    // The expert's rows in chunks of kTokens (more than one only past kTokens rows: max_rows_per_expert > 16), each
+    // a pass over the tile's weights; a later chunk's token rows from the grouping's source rows.
+    for (int base = 0; base < (kPasses ? count : 1); base += kTokens) {
+      if (base > 0) {
+        if (tid < kTokens) {
+          const int j = base + tid;
+          slot[4 + tid] = j >= count ? -1 : p.src_rows ? p.src_rows[row0 + j] : static_cast<int>(row0 + j);
+        }
+        named_barrier(1, 128);
       }
-    }
-    cp_async_wait<0>();
-    fence_proxy_async();
-    named_barrier(1, 128);
-
-    float acc[kR];
-#pragma unroll
-    for (int i = 0; i < kR; ++i) acc[i] = 0.0f;
-    [[maybe_unused]] float one = 1.0f;  // the bf16 fold's (below)
-    if constexpr (kBf16) asm volatile("" : "+f"(one));
-    auto mma = [&](int b, float (&d)[kR]) {
-      const int s = (it + b) % kStages;
-      wgmma_k128_block<kR, kBf16>(d, sbase + s * kStageBytes, xbase + b * kXBlock, full + s * 8,
-                                  ((it + b) / kStages) & 1);
-    };
-    auto fold = [&](int b, const float (&d)[kR]) {  // block b's wgmmas are complete: (scale,) add, free its stage
-      if constexpr (kBf16) {
-        // Times an opaque 1: with a plain add ptxas serializes the wgmmas (C7518, "WG.DP in divergent path").
-#pragma unroll
-        for (int i = 0; i < kR; ++i) acc[i] += d[i] * one;
-      } else {
-        const float sw = __ldg(swr + b);
-        float a[kTokens / 4];
-#pragma unroll
-        for (int i = 0; i < kTokens / 4; ++i) a[i] = sx[i] ? __ldg(sx[i] + b) * sw : 0.0f;
-#pragma unroll
-        for (int i = 0; i < kR; ++i) acc[i] += d[i] * a[2 * (i >> 2) + (i & 1)];
+      const int cnt = min(count - base, kTokens);
+      // Token rows -> [block][row][128 B], chunk c of row j at ((c ^ (j % 8)) << 4); rows past the count zero.
+      for (int i = tid; i < nb * kTokens * 8; i += 128) {
+        const int b = i / (kTokens * 8), j = (i >> 3) % kTokens, c = i & 7;
+        const int xr = slot[4 + j];
+        cp_async16(xbase + b * kXBlock + j * 128 + ((c ^ (j & 7)) << 4),
+                   p.x + (xr >= 0 ? xr : 0) * row_bytes + b * 128 + c * 16, xr >= 0);
       }
-      __syncwarp();
-      if (lane == 0) mbar_arrive(empty + ((it + b) % kStages) * 8);
-    };
-    wgmma_blocks_one_ahead<kR>(nb, mma, fold);
-    it += nb;
-
-    // Store: out[row0 + c, n0 + column] in bf16 for token columns c < cnt.
-    __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out);
-    auto col = [&](int i) { return 8 * (i >> 2) + c0 + (i & 1); };
-    auto row = [&](int i) { return r + ((i >> 1) & 1) * 8; };
-    if (kSilu) {
-      if (warp >= 2) {  // up rows: hand them to the gate rows' threads
-#pragma unroll
-        for (int i = 0; i < kR; ++i) xch[(row(i) - 32) * kTokens + col(i)] = acc[i];
+      cp_async_commit();
+      // FP8 scales: this thread's rows' weight scale row (its 16 rows sit in one 32-row half, inside one 128-row
+      // block) and its token columns' activation scale rows.
+      const float* swr = nullptr;
+      const float* sx[kTokens / 4];
+      if constexpr (!kBf16) {
+        const int64_t wrow = r < 32 ? TR::row_a(n0) + r : TR::row_b(n0, N) + (r - 32);
+        swr = p.scales[e] + (wrow / 128) * nb;
+  #pragma unroll
+        for (int i = 0; i < kTokens / 4; ++i) {
+          const int xr = slot[4 + 8 * (i >> 1) + c0 + (i & 1)];
+          sx[i] = xr >= 0 ? p.sx + static_cast<int64_t>(xr) * nb : nullptr;
+        }
       }
+      cp_async_wait<0>();
+      fence_proxy_async();
       named_barrier(1, 128);
-      if (warp < 2) {
-#pragma unroll
+
+      float acc[kR];
+  #pragma unroll
+      for (int i = 0; i < kR; ++i) acc[i] = 0.0f;
+      [[maybe_unused]] float one = 1.0f;  // the bf16 fold's (below)
+      if constexpr (kBf16) asm volatile("" : "+f"(one));
+      auto mma = [&](int b, float (&d)[kR]) {
+        const int s = (it + b) % kStages;
+        wgmma_k128_block<kR, kBf16>(d, sbase + s * kStageBytes, xbase + b * kXBlock, full + s * 8,
+                                    ((it + b) / kStages) & 1);
+      };
+      auto fold = [&](int b, const float (&d)[kR]) {  // block b's wgmmas are complete: (scale,) add, free its stage
+        if constexpr (kBf16) {
+          // Times an opaque 1: with a plain add ptxas serializes the wgmmas (C7518, "WG.DP in divergent path").
+  #pragma unroll
+          for (int i = 0; i < kR; ++i) acc[i] += d[i] * one;
+        } else {
+          const float sw = __ldg(swr + b);
+          float a[kTokens / 4];
+  #pragma unroll
+          for (int i = 0; i < kTokens / 4; ++i) a[i] = sx[i] ? __ldg(sx[i] + b) * sw : 0.0f;
+  #pragma unroll
+          for (int i = 0; i < kR; ++i) acc[i] += d[i] * a[2 * (i >> 2) + (i & 1)];
+        }
+        __syncwarp();
+        if (lane == 0) mbar_arrive(empty + ((it + b) % kStages) * 8);
+      };
+      wgmma_blocks_one_ahead<kR>(nb, mma, fold);
+      it += nb;
+
+      // Store: out[row0 + c, n0 + column] in bf16 for token columns c < cnt.
+      __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out);
+      auto col = [&](int i) { return 8 * (i >> 2) + c0 + (i & 1); };
+      auto row = [&](int i) { return r + ((i >> 1) & 1) * 8; };
+      if (kSilu) {
+        if (warp >= 2) {  // up rows: hand them to the gate rows' threads
+  #pragma unroll
+          for (int i = 0; i < kR; ++i) xch[(row(i) - 32) * kTokens + col(i)] = acc[i];
+        }
+        named_barrier(1, 128);
+        if (warp < 2) {
+  #pragma unroll
+          for (int i = 0; i < kR; ++i) {
+            const int c = col(i);
+            const int64_t n = n0 + row(i);
+            const float up = xch[row(i) * kTokens + c];
+            if (c < cnt && n < N)
+              out[(row0 + base + c) * N + n] = __float2bfloat16(acc[i] / (1.0f + expf(-acc[i])) * up);
+          }
+        }
+      } else {
+  #pragma unroll
         for (int i = 0; i < kR; ++i) {
           const int c = col(i);
           const int64_t n = n0 + row(i);
-          const float up = xch[row(i) * kTokens + c];
-          if (c < cnt && n < N) out[(row0 + c) * N + n] = __float2bfloat16(acc[i] / (1.0f + expf(-acc[i])) * up);
+          if (c < cnt && n < N) out[(row0 + base + c) * N + n] = __float2bfloat16(acc[i]);
         }
       }
-    } else {
-#pragma unroll
-      for (int i = 0; i < kR; ++i) {
-        const int c = col(i);
-        const int64_t n = n0 + row(i);
-        if (c < cnt && n < N) out[(row0 + c) * N + n] = __float2bfloat16(acc[i]);
-      }
+      named_barrier(1, 128);  // the token rows, slot and exchange buffers are free for the next chunk or tile
     }
-    named_barrier(1, 128);  // the token rows, slot and exchange buffers are free for the next tile
   }
 }
 
@@ -274,11 +290,11 @@ size_t walk_smem(int nb, int64_t max_rows, int requested_stages, bool bf16) {
   return walk_smem_at(nb, tokens, walk_stages(requested_stages, bf16, nb, tokens));
 }
 
-// The bounds both walks share: slot records, 1..16 rows an expert, the layout in shared memory.
+// The bounds both walks share: slot records, rows an expert (past 16: passes of 16), the layout in shared memory.
 template <class Params>
 bool walk_supported(const Params& p, int64_t row_bytes, bool bf16) {
   return p.slots && p.max_active > 0 && p.max_active <= p.experts && (reinterpret_cast<uintptr_t>(p.slots) & 15) == 0 &&
-         p.max_rows_per_expert >= 1 && p.max_rows_per_expert <= kMaxTokens && row_bytes % 128 == 0 &&
+         p.max_rows_per_expert >= 1 && row_bytes % 128 == 0 &&
          walk_smem(static_cast<int>(row_bytes / 128), p.max_rows_per_expert, p.wgmma_stages, bf16) <= 227 * 1024 &&
          p.out;
 }
@@ -326,13 +342,18 @@ cudaError_t launch_walk(const WalkParams& w, bool silu, int64_t max_rows, int ma
                       static_cast<int>(tiles_x), static_cast<int>(total));
   };
   constexpr int kG = TileRows<true>::kCols, kD = TileRows<false>::kCols;
+  // Past 16 rows an expert, the instantiations with passes (kept apart: the one-pass kernels are the measured ones).
+  const bool passes = max_rows > 16;
   auto by_tokens = [&](auto stages_c) {
     constexpr int S = decltype(stages_c)::value;
     if (tokens == 8)
-      return silu ? launch(moe_wgmma_walk_kernel<true, 8, kBf16, S>, kG)
-                  : launch(moe_wgmma_walk_kernel<false, 8, kBf16, S>, kD);
-    return silu ? launch(moe_wgmma_walk_kernel<true, 16, kBf16, S>, kG)
-                : launch(moe_wgmma_walk_kernel<false, 16, kBf16, S>, kD);
+      return silu ? launch(moe_wgmma_walk_kernel<true, 8, kBf16, S, false>, kG)
+                  : launch(moe_wgmma_walk_kernel<false, 8, kBf16, S, false>, kD);
+    if (passes)
+      return silu ? launch(moe_wgmma_walk_kernel<true, 16, kBf16, S, true>, kG)
+                  : launch(moe_wgmma_walk_kernel<false, 16, kBf16, S, true>, kD);
+    return silu ? launch(moe_wgmma_walk_kernel<true, 16, kBf16, S, false>, kG)
+                : launch(moe_wgmma_walk_kernel<false, 16, kBf16, S, false>, kD);
   };
   if (stages == 4) return by_tokens(std::integral_constant<int, 4>{});
   if (stages == 8) return by_tokens(std::integral_constant<int, 8>{});

@@ -191,6 +191,10 @@ class CudaOps final : public Ops {
     // stay). s40b / s40c (H200, three rounds): FP8 V2-Lite batch 1 1.56-1.57 vs 1.61-1.63 ms, batch 8 3.43-3.50 vs
     // 3.46-3.51, batch 16 4.66-4.67 vs 4.64-4.68; V3-shaped 5 layers b1 / b8 1.52 / 3.71 either way; bf16 a tie
     // (2.02 / 5.40 vs 2.01 / 5.37), so off there. DSERVE_MOE_WGMMA_EVICT_FIRST=1: both walks, 0: neither.
+    // DSERVE_MOE_WALK_MAX_TOKENS=n (opt-in, session 40, unmeasured): both walks past 16 tokens, up to n, where the
+    // routed rows average <= 8 an expert (an expert past 16 rows takes a pass over its weights per 16); else the
+    // pipelined mma.sync tiles there (V3's MoE layer at 32-256 tokens: 0.73-0.76 of its weight roofline, s40a).
+    walk_max_tokens_ = std::max<int64_t>(env_int("DSERVE_MOE_WALK_MAX_TOKENS", 16), 16);
     const int64_t evict_first = env_int("DSERVE_MOE_WGMMA_EVICT_FIRST", -1);
     fp8_walk_evict_first_ = evict_first != 0;
     bf16_walk_evict_first_ = evict_first == 1;
@@ -1176,7 +1180,7 @@ class CudaOps final : public Ops {
     // The wgmma walk where it applies (<= 16 rows an expert: set_moe_bounds's T) from DSERVE_MOE_BF16_WGMMA's batch
     // on, else the mma.sync kernels.
     auto gemm = [&](const CUtensorMap* maps) {
-      if (maps && T >= bf16_wgmma_min_tokens_ && kernels::moe_bf16_wgmma_walk_supported(g))
+      if (maps && T >= bf16_wgmma_min_tokens_ && walk_takes(T, N, E) && kernels::moe_bf16_wgmma_walk_supported(g))
         DS_CUDA_CHECK(kernels::launch_moe_bf16_wgmma_walk(g, maps, stream()));
       else
         DS_CUDA_CHECK(kernels::launch_moe_grouped_gemm(g, stream()));
@@ -1336,7 +1340,7 @@ class CudaOps final : public Ops {
       }
       g.q = q.data_as<uint8_t>();
       g.sx = sx.data_as<float>();
-      if (maps && kernels::moe_fp8_wgmma_walk_supported(g))  // <= 16 rows an expert: set_moe_bounds's T
+      if (maps && walk_takes(T, N, E) && kernels::moe_fp8_wgmma_walk_supported(g))
         DS_CUDA_CHECK(kernels::launch_moe_fp8_wgmma_walk(g, maps, stream()));
       else
         DS_CUDA_CHECK(T <= kernels::kMoeFp8SmallMMax ? kernels::launch_moe_fp8_small_m(g, stream())
@@ -1972,6 +1976,11 @@ class CudaOps final : public Ops {
   int64_t bf16_wgmma_min_tokens_ = 1;  // DSERVE_MOE_BF16_WGMMA (see the constructor); 0: off
   int wgmma_stages_ = 0;          // DSERVE_MOE_WGMMA_STAGES (see the constructor)
   bool fp8_walk_evict_first_ = true;    // DSERVE_MOE_WGMMA_EVICT_FIRST (see the constructor)
+  int64_t walk_max_tokens_ = 16;        // DSERVE_MOE_WALK_MAX_TOKENS (see the constructor)
+  // Whether the wgmma walks take a step of T tokens routed to N rows over E experts (walk_max_tokens_).
+  bool walk_takes(int64_t T, int64_t N, int E) const {
+    return T <= 16 || (T <= walk_max_tokens_ && N <= 8 * static_cast<int64_t>(E));
+  }
   bool bf16_walk_evict_first_ = false;
   std::shared_ptr<const MoeParts> opened_;
   // The ids of the last moe_gate_route whose grouping follows them in memory (see permute); its grid counter.

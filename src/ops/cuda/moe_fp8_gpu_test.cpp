@@ -705,6 +705,44 @@ TEST_F(MoeFp8Test, WgmmaWalkThroughTheOps) {
   }
 }
 
+// The walk past 16 tokens (DSERVE_MOE_WALK_MAX_TOKENS, opt-in, session 40: an expert past 16 rows takes a pass over
+// its weights per 16, later passes reading their token rows from the grouping's source rows): 64 experts (so the
+// routed rows average <= 8 an expert, the ops' condition), an expert every token takes (24 / 40 / 64 rows: 2-4
+// passes), against the bf16-step reference (the tolerance of WgmmaWalkThroughTheOps) and the CPU oracle, and not the
+// pipelined mma.sync tile's bits (which shows the walk ran); at 16 tokens and below the same backend is the default's
+// walk bit for bit.
+TEST_F(MoeFp8Test, WgmmaWalkPassesThroughTheOps) {
+  std::unique_ptr<Ops> wg = native_cuda_ops_with("DSERVE_MOE_FP8_WGMMA"), passes;
+  {
+    const test::ScopedEnv far("DSERVE_MOE_WALK_MAX_TOKENS", "256");
+    passes = native_cuda_ops_with("DSERVE_MOE_FP8_WGMMA");
+  }
+  const std::vector<MoeCase> cases = {
+      {"64 experts, one takes every token", 512, 256, 64, 6, {24, 40, 64, 16}, 64, 3, false},
+      {"64 experts, ue8m0", 256, 128, 64, 8, {33}, 64, 5, true},
+  };
+  for (const MoeCase& c : cases) {
+    Experts ex = make_experts(c.E, c.d, c.inter, c.ue8m0);
+    std::vector<PreparedMlp> pexp, wexp;
+    for (int e = 0; e < c.E; ++e) {
+      pexp.push_back(passes->prepare_mlp(ex.gate[e], ex.up[e], ex.down_host[e]));
+      wexp.push_back(wg->prepare_mlp(ex.gate[e], ex.up[e], ex.down_host[e]));
+    }
+    for (int64_t T : c.tokens) {
+      Tensor x = randn({T, c.d}, rng_);
+      Tensor idt = i32_tensor(route(T, c.K, c.used, c.hot), {T, c.K});
+      Tensor w = randn({T, c.K}, rng_, 0.2f, 0.5f);
+      Tensor got = to_host_f32(passes->moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), pexp));
+      Tensor def = to_host_f32(wg->moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), wexp));
+      const std::string what = std::string("wgmma walk passes, ") + c.name + " T " + std::to_string(T);
+      DS_EXPECT_CLOSE(got, bf16_steps_reference(x, idt, w, ex, c.ue8m0), 3e-2, 2e-2, what + " (bf16 steps)");
+      DS_EXPECT_CLOSE(got, cpu().moe_experts(x, idt, w, ex.cpu), 8e-2, c.ue8m0 ? 5e-2 : 3e-2, what + " (cpu oracle)");
+      const bool same = std::memcmp(got.data(), def.data(), static_cast<size_t>(got.numel()) * sizeof(float)) == 0;
+      EXPECT_EQ(same, T <= 16) << what << (T <= 16 ? ": not the default walk's bits" : ": the pipelined tile's bits");
+    }
+  }
+}
+
 // The pipelined tile's shapes (MoeFp8GemmParams::tile) at decode batches past the small-M kernel: V2-Lite (64
 // experts, top-6) and V3 (256 experts, top-8) expert shapes, uniform random routing of 64 and 256 tokens, the
 // kernel called directly with the op's bounds (max rows = tokens, rows_hint = twice the mean load). Every shape

@@ -188,6 +188,32 @@ TEST_F(MoeGroupedTest, Bf16WgmmaWalkThroughTheOps) {
   }
 }
 
+// The bf16 walk past 16 tokens (DSERVE_MOE_WALK_MAX_TOKENS, opt-in, session 40: an expert past 16 rows takes a pass
+// over its weights per 16): 64 experts, an expert that every token takes (24 / 40 rows: 2-3 passes), against the CPU
+// and the default backend (the mma.sync kernels there: within bf16 rounding, not their bits); at 16 tokens the
+// default's walk bit for bit.
+TEST_F(MoeGroupedTest, Bf16WgmmaWalkPassesThroughTheOps) {
+  std::unique_ptr<Ops> passes;
+  {
+    const test::ScopedEnv far("DSERVE_MOE_WALK_MAX_TOKENS", "256");
+    passes = make_cuda_ops(0);
+  }
+  auto bits_equal = [](const Tensor& a, const Tensor& b) {
+    return std::memcmp(a.data(), b.data(), static_cast<size_t>(a.numel()) * sizeof(float)) == 0;
+  };
+  const MoeCase c{"64 experts, one takes every token", 512, 256, 64, 6, {24, 40, 16}, 64, 3};
+  Experts ex = make_experts(c.E, c.d, c.inter);
+  for (int64_t T : c.tokens) {
+    const auto [x, idt, w] = case_inputs(c, T);
+    const std::string what = std::string("moe bf16 wgmma walk passes, T ") + std::to_string(T);
+    Tensor got = to_host_f32(passes->moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), ex.gpu));
+    Tensor def = to_host_f32(gpu().moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), ex.gpu));
+    DS_EXPECT_CLOSE(got, cpu().moe_experts(x, idt, w, ex.cpu), 2e-2, 1e-2, what + " (cpu)");
+    DS_EXPECT_CLOSE(got, def, 2e-2, 4e-3, what + " (default backend)");
+    EXPECT_EQ(bits_equal(got, def), T <= 16) << what;
+  }
+}
+
 // V2-Lite's MoE layer at decode sizes (64 experts, d 2048, inter 1408, top-6): correct against the CPU and
 // timed. At these sizes each routed expert's weights are read once per step, so the figure printed
 // ("MOEBW") is the weight bandwidth the grouped GEMMs reach (compare with the device copy bandwidth).
