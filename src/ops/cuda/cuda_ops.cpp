@@ -191,10 +191,13 @@ class CudaOps final : public Ops {
     // stay). s40b / s40c (H200, three rounds): FP8 V2-Lite batch 1 1.56-1.57 vs 1.61-1.63 ms, batch 8 3.43-3.50 vs
     // 3.46-3.51, batch 16 4.66-4.67 vs 4.64-4.68; V3-shaped 5 layers b1 / b8 1.52 / 3.71 either way; bf16 a tie
     // (2.02 / 5.40 vs 2.01 / 5.37), so off there. DSERVE_MOE_WGMMA_EVICT_FIRST=1: both walks, 0: neither.
-    // DSERVE_MOE_WALK_MAX_TOKENS=n (opt-in, session 40, unmeasured): both walks past 16 tokens, up to n, where the
-    // routed rows average <= 8 an expert (an expert past 16 rows takes a pass over its weights per 16); else the
-    // pipelined mma.sync tiles there (V3's MoE layer at 32-256 tokens: 0.73-0.76 of its weight roofline, s40a).
-    walk_max_tokens_ = std::max<int64_t>(env_int("DSERVE_MOE_WALK_MAX_TOKENS", 16), 16);
+    // Both walks past 16 tokens, up to DSERVE_MOE_WALK_MAX_TOKENS (default 128; 16: never past 16), where the routed
+    // rows average <= 8 an expert (an expert past 16 rows takes a pass over its weights per 16); the pipelined
+    // mma.sync tiles otherwise (V3's MoE layer at 32-256 tokens: 0.73-0.76 of its weight roofline alone, s40a).
+    // s40e (H200, one round, graphs, 256 / 32, ms): V3-shaped FP8 5 layers b32 / b64 / b128 9.21 / 11.91 / 13.77 vs
+    // 10.72 / 13.88 / 16.04; V2-Lite FP8 b32 / b64 5.62 / 6.63 vs 7.11 / 7.83, bf16 8.92 / 9.40 vs 9.41 / 9.65.
+    // 256 tokens (V3: 8 rows an expert on average) is unmeasured.
+    walk_max_tokens_ = std::max<int64_t>(env_int("DSERVE_MOE_WALK_MAX_TOKENS", 128), 16);
     const int64_t evict_first = env_int("DSERVE_MOE_WGMMA_EVICT_FIRST", -1);
     fp8_walk_evict_first_ = evict_first != 0;
     bf16_walk_evict_first_ = evict_first == 1;
@@ -1976,7 +1979,7 @@ class CudaOps final : public Ops {
   int64_t bf16_wgmma_min_tokens_ = 1;  // DSERVE_MOE_BF16_WGMMA (see the constructor); 0: off
   int wgmma_stages_ = 0;          // DSERVE_MOE_WGMMA_STAGES (see the constructor)
   bool fp8_walk_evict_first_ = true;    // DSERVE_MOE_WGMMA_EVICT_FIRST (see the constructor)
-  int64_t walk_max_tokens_ = 16;        // DSERVE_MOE_WALK_MAX_TOKENS (see the constructor)
+  int64_t walk_max_tokens_ = 128;       // DSERVE_MOE_WALK_MAX_TOKENS (see the constructor)
   // Whether the wgmma walks take a step of T tokens routed to N rows over E experts (walk_max_tokens_).
   bool walk_takes(int64_t T, int64_t N, int E) const {
     return T <= 16 || (T <= walk_max_tokens_ && N <= 8 * static_cast<int64_t>(E));

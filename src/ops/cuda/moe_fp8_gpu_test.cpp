@@ -705,17 +705,17 @@ TEST_F(MoeFp8Test, WgmmaWalkThroughTheOps) {
   }
 }
 
-// The walk past 16 tokens (DSERVE_MOE_WALK_MAX_TOKENS, opt-in, session 40: an expert past 16 rows takes a pass over
-// its weights per 16, later passes reading their token rows from the grouping's source rows): 64 experts (so the
-// routed rows average <= 8 an expert, the ops' condition), an expert every token takes (24 / 40 / 64 rows: 2-4
-// passes), against the bf16-step reference (the tolerance of WgmmaWalkThroughTheOps) and the CPU oracle, and not the
-// pipelined mma.sync tile's bits (which shows the walk ran); at 16 tokens and below the same backend is the default's
-// walk bit for bit.
+// The walk past 16 tokens (the default since session 40 up to DSERVE_MOE_WALK_MAX_TOKENS = 128 where the rows average
+// <= 8 an expert: an expert past 16 rows takes a pass over its weights per 16, later passes reading their token rows
+// from the grouping's source rows): 64 experts, an expert every token takes (24 / 40 / 64 rows: 2-4 passes), against
+// the bf16-step reference (the tolerance of WgmmaWalkThroughTheOps) and the CPU oracle, and not the bits of a backend
+// with the switch at 16 (the pipelined mma.sync tile past 16 tokens: shows the walk ran); at 16 tokens and below the
+// same walk bit for bit.
 TEST_F(MoeFp8Test, WgmmaWalkPassesThroughTheOps) {
-  std::unique_ptr<Ops> wg = native_cuda_ops_with("DSERVE_MOE_FP8_WGMMA"), passes;
+  std::unique_ptr<Ops> passes = native_cuda_ops_with("DSERVE_MOE_FP8_WGMMA"), wg;
   {
-    const test::ScopedEnv far("DSERVE_MOE_WALK_MAX_TOKENS", "256");
-    passes = native_cuda_ops_with("DSERVE_MOE_FP8_WGMMA");
+    const test::ScopedEnv at16("DSERVE_MOE_WALK_MAX_TOKENS", "16");
+    wg = native_cuda_ops_with("DSERVE_MOE_FP8_WGMMA");
   }
   const std::vector<MoeCase> cases = {
       {"64 experts, one takes every token", 512, 256, 64, 6, {24, 40, 64, 16}, 64, 3, false},
