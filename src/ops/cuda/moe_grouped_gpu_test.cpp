@@ -65,6 +65,10 @@ class MoeGroupedTest : public test::CudaVsCpuTest {
     if (got_out) *got_out = got;
     return diff;
   }
+  // Two host fp32 outputs of the same shape, bit for bit.
+  static bool bits_equal(const Tensor& a, const Tensor& b) {
+    return std::memcmp(a.data(), b.data(), static_cast<size_t>(a.numel()) * sizeof(float)) == 0;
+  }
   // A backend whose bf16 experts' decode products run on the mma.sync kernels (the wgmma walk off).
   static std::unique_ptr<Ops> mma_sync_backend() {
     const test::ScopedEnv off("DSERVE_MOE_BF16_WGMMA", "0");
@@ -147,9 +151,6 @@ TEST_F(MoeGroupedTest, Bf16WgmmaWalkThroughTheOps) {
     const test::ScopedEnv on("DSERVE_MOE_BF16_WGMMA", "1");
     wg = make_cuda_ops(0);
   }
-  auto bits_equal = [](const Tensor& a, const Tensor& b) {
-    return std::memcmp(a.data(), b.data(), static_cast<size_t>(a.numel()) * sizeof(float)) == 0;
-  };
   const std::vector<MoeCase> cases = {
       {"v2-lite dims, top-6", 2048, 1408, 8, 6, {1, 4, 9, 16}, 8, -1},
       {"small, top-8, empty experts", 192, 64, 64, 8, {1, 5, 8}, 20, -1},
@@ -198,9 +199,6 @@ TEST_F(MoeGroupedTest, Bf16WgmmaWalkPassesThroughTheOps) {
     const test::ScopedEnv env("DSERVE_MOE_WALK_MAX_TOKENS", "16");
     at16 = make_cuda_ops(0);
   }
-  auto bits_equal = [](const Tensor& a, const Tensor& b) {
-    return std::memcmp(a.data(), b.data(), static_cast<size_t>(a.numel()) * sizeof(float)) == 0;
-  };
   const MoeCase c{"64 experts, one takes every token", 512, 256, 64, 6, {24, 40, 16}, 64, 3};
   Experts ex = make_experts(c.E, c.d, c.inter);
   for (int64_t T : c.tokens) {
