@@ -173,7 +173,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       if constexpr (!kBf16) {
         const int64_t wrow = r < 32 ? TR::row_a(n0) + r : TR::row_b(n0, N) + (r - 32);
         swr = p.scales[e] + (wrow / 128) * nb;
-  #pragma unroll
+#pragma unroll
         for (int i = 0; i < kTokens / 4; ++i) {
           const int xr = slot[4 + 8 * (i >> 1) + c0 + (i & 1)];
           sx[i] = xr >= 0 ? p.sx + static_cast<int64_t>(xr) * nb : nullptr;
@@ -184,7 +184,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       named_barrier(1, 128);
 
       float acc[kR];
-  #pragma unroll
+#pragma unroll
       for (int i = 0; i < kR; ++i) acc[i] = 0.0f;
       [[maybe_unused]] float one = 1.0f;  // the bf16 fold's (below)
       if constexpr (kBf16) asm volatile("" : "+f"(one));
@@ -196,14 +196,14 @@ __global__ void __launch_bounds__(kThreads, 1)
       auto fold = [&](int b, const float (&d)[kR]) {  // block b's wgmmas are complete: (scale,) add, free its stage
         if constexpr (kBf16) {
           // Times an opaque 1: with a plain add ptxas serializes the wgmmas (C7518, "WG.DP in divergent path").
-  #pragma unroll
+#pragma unroll
           for (int i = 0; i < kR; ++i) acc[i] += d[i] * one;
         } else {
           const float sw = __ldg(swr + b);
           float a[kTokens / 4];
-  #pragma unroll
+#pragma unroll
           for (int i = 0; i < kTokens / 4; ++i) a[i] = sx[i] ? __ldg(sx[i] + b) * sw : 0.0f;
-  #pragma unroll
+#pragma unroll
           for (int i = 0; i < kR; ++i) acc[i] += d[i] * a[2 * (i >> 2) + (i & 1)];
         }
         __syncwarp();
@@ -218,12 +218,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       auto row = [&](int i) { return r + ((i >> 1) & 1) * 8; };
       if (kSilu) {
         if (warp >= 2) {  // up rows: hand them to the gate rows' threads
-  #pragma unroll
+#pragma unroll
           for (int i = 0; i < kR; ++i) xch[(row(i) - 32) * kTokens + col(i)] = acc[i];
         }
         named_barrier(1, 128);
         if (warp < 2) {
-  #pragma unroll
+#pragma unroll
           for (int i = 0; i < kR; ++i) {
             const int c = col(i);
             const int64_t n = n0 + row(i);
@@ -233,7 +233,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
         }
       } else {
-  #pragma unroll
+#pragma unroll
         for (int i = 0; i < kR; ++i) {
           const int c = col(i);
           const int64_t n = n0 + row(i);
@@ -342,8 +342,8 @@ cudaError_t launch_walk(const WalkParams& w, bool silu, int64_t max_rows, int ma
                       static_cast<int>(tiles_x), static_cast<int>(total));
   };
   constexpr int kG = TileRows<true>::kCols, kD = TileRows<false>::kCols;
-  // Past 16 rows an expert, the instantiations with passes (kept apart: the one-pass kernels are the measured ones).
-  const bool passes = max_rows > 16;
+  // Past the token columns, the instantiations with passes (kept apart: the one-pass kernels are the measured ones).
+  const bool passes = max_rows > tokens;
   auto by_tokens = [&](auto stages_c) {
     constexpr int S = decltype(stages_c)::value;
     if (tokens == 8)

@@ -191,6 +191,9 @@ class CudaOps final : public Ops {
     // stay). s40b / s40c (H200, three rounds): FP8 V2-Lite batch 1 1.56-1.57 vs 1.61-1.63 ms, batch 8 3.43-3.50 vs
     // 3.46-3.51, batch 16 4.66-4.67 vs 4.64-4.68; V3-shaped 5 layers b1 / b8 1.52 / 3.71 either way; bf16 a tie
     // (2.02 / 5.40 vs 2.01 / 5.37), so off there. DSERVE_MOE_WGMMA_EVICT_FIRST=1: both walks, 0: neither.
+    const int64_t evict_first = env_int("DSERVE_MOE_WGMMA_EVICT_FIRST", -1);
+    fp8_walk_evict_first_ = evict_first != 0;
+    bf16_walk_evict_first_ = evict_first == 1;
     // Both walks past 16 tokens, up to DSERVE_MOE_WALK_MAX_TOKENS (default 128; 16: never past 16), where the routed
     // rows average <= 8 an expert (an expert past 16 rows takes a pass over its weights per 16); the pipelined
     // mma.sync tiles otherwise (V3's MoE layer at 32-256 tokens: 0.73-0.76 of its weight roofline alone, s40a).
@@ -198,9 +201,6 @@ class CudaOps final : public Ops {
     // 10.72 / 13.88 / 16.04; V2-Lite FP8 b32 / b64 5.62 / 6.63 vs 7.11 / 7.83, bf16 8.92 / 9.40 vs 9.41 / 9.65.
     // 256 tokens (V3: 8 rows an expert on average) is unmeasured.
     walk_max_tokens_ = std::max<int64_t>(env_int("DSERVE_MOE_WALK_MAX_TOKENS", 128), 16);
-    const int64_t evict_first = env_int("DSERVE_MOE_WGMMA_EVICT_FIRST", -1);
-    fp8_walk_evict_first_ = evict_first != 0;
-    bf16_walk_evict_first_ = evict_first == 1;
     // The first kernel after a stream waits on the other (side_begin on the side stream, side_join on the main one)
     // is launched with PDL like every other, so it starts during the tail of its own stream's previous kernel;
     // Pdl.JoinedStreamWaitsForBoth checks that the event wait still orders it after the other stream's work.
@@ -1180,7 +1180,7 @@ class CudaOps final : public Ops {
     g.N = inter;
     g.K = d;
     g.silu = true;
-    // The wgmma walk where it applies (<= 16 rows an expert: set_moe_bounds's T) from DSERVE_MOE_BF16_WGMMA's batch
+    // The wgmma walk where it applies (walk_takes, moe_bf16_wgmma_walk_supported) from DSERVE_MOE_BF16_WGMMA's batch
     // on, else the mma.sync kernels.
     auto gemm = [&](const CUtensorMap* maps) {
       if (maps && T >= bf16_wgmma_min_tokens_ && walk_takes(T, N, E) && kernels::moe_bf16_wgmma_walk_supported(g))
@@ -1979,12 +1979,12 @@ class CudaOps final : public Ops {
   int64_t bf16_wgmma_min_tokens_ = 1;  // DSERVE_MOE_BF16_WGMMA (see the constructor); 0: off
   int wgmma_stages_ = 0;          // DSERVE_MOE_WGMMA_STAGES (see the constructor)
   bool fp8_walk_evict_first_ = true;    // DSERVE_MOE_WGMMA_EVICT_FIRST (see the constructor)
+  bool bf16_walk_evict_first_ = false;
   int64_t walk_max_tokens_ = 128;       // DSERVE_MOE_WALK_MAX_TOKENS (see the constructor)
   // Whether the wgmma walks take a step of T tokens routed to N rows over E experts (walk_max_tokens_).
   bool walk_takes(int64_t T, int64_t N, int E) const {
     return T <= 16 || (T <= walk_max_tokens_ && N <= 8 * static_cast<int64_t>(E));
   }
-  bool bf16_walk_evict_first_ = false;
   std::shared_ptr<const MoeParts> opened_;
   // The ids of the last moe_gate_route whose grouping follows them in memory (see permute); its grid counter.
   const void* fused_ids_ = nullptr;
