@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <initializer_list>
 #include <random>
 #include <string>
@@ -232,6 +233,10 @@ inline std::string shape_name(const char* op, std::initializer_list<int64_t> dim
 
 // Device float tensor -> host F32.
 inline Tensor to_host_f32(const Tensor& dev) { return to_f32(cuda_download(dev)); }
+// Two host tensors of the same shape and bytes (outputs that must agree bit for bit).
+inline bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.shape() == b.shape() && a.nbytes() == b.nbytes() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+}
 
 struct Err {
   double max_rel = 0;  // max |a - b| / max(max |b|, floor)

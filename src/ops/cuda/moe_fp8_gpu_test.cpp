@@ -699,7 +699,7 @@ TEST_F(MoeFp8Test, WgmmaWalkThroughTheOps) {
       DS_EXPECT_CLOSE(got, bf16_steps_reference(x, idt, w, ex, c.ue8m0), 3e-2, 2e-2, what + " (bf16 steps)");
       DS_EXPECT_CLOSE(got, def, 3e-2, 2e-2, what + " (mma.sync kernels)");
       DS_EXPECT_CLOSE(got, cpu().moe_experts(x, idt, w, ex.cpu), 8e-2, c.ue8m0 ? 5e-2 : 3e-2, what + " (cpu oracle)");
-      EXPECT_NE(std::memcmp(got.data(), def.data(), static_cast<size_t>(got.numel()) * sizeof(float)), 0)
+      EXPECT_FALSE(test::same_bits(got, def))
           << what << ": identical to the mma.sync kernels' bits (did the wgmma walk run?)";
     }
   }
@@ -737,8 +737,8 @@ TEST_F(MoeFp8Test, WgmmaWalkPassesThroughTheOps) {
       const std::string what = std::string("wgmma walk passes, ") + c.name + " T " + std::to_string(T);
       DS_EXPECT_CLOSE(got, bf16_steps_reference(x, idt, w, ex, c.ue8m0), 3e-2, 2e-2, what + " (bf16 steps)");
       DS_EXPECT_CLOSE(got, cpu().moe_experts(x, idt, w, ex.cpu), 8e-2, c.ue8m0 ? 5e-2 : 3e-2, what + " (cpu oracle)");
-      const bool same = std::memcmp(got.data(), def.data(), static_cast<size_t>(got.numel()) * sizeof(float)) == 0;
-      EXPECT_EQ(same, T <= 16) << what << (T <= 16 ? ": not the default walk's bits" : ": the pipelined tile's bits");
+      EXPECT_EQ(test::same_bits(got, def), T <= 16)
+          << what << (T <= 16 ? ": not the default walk's bits" : ": the pipelined tile's bits");
     }
   }
 }

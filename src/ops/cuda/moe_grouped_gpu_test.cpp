@@ -6,7 +6,6 @@
 // op grouping the same ids itself; the wgmma bf16 walk through the op. New device allocations are NaN-poisoned.
 #include <algorithm>
 #include <cstdlib>
-#include <cstring>
 #include <numeric>
 #include <random>
 #include <tuple>
@@ -64,10 +63,6 @@ class MoeGroupedTest : public test::CudaVsCpuTest {
     for (int64_t i = 0; i < got.numel(); ++i) diff += !(got.f32()[i] == want.f32()[i]);
     if (got_out) *got_out = got;
     return diff;
-  }
-  // Two host fp32 outputs of the same shape, bit for bit.
-  static bool bits_equal(const Tensor& a, const Tensor& b) {
-    return std::memcmp(a.data(), b.data(), static_cast<size_t>(a.numel()) * sizeof(float)) == 0;
   }
   // A backend whose bf16 experts' decode products run on the mma.sync kernels (the wgmma walk off).
   static std::unique_ptr<Ops> mma_sync_backend() {
@@ -166,9 +161,9 @@ TEST_F(MoeGroupedTest, Bf16WgmmaWalkThroughTheOps) {
       Tensor def = to_host_f32(gpu().moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), ex.gpu));
       DS_EXPECT_CLOSE(got, cpu().moe_experts(x, idt, w, ex.cpu), 2e-2, 1e-2, what + " (cpu)");
       DS_EXPECT_CLOSE(got, ref, 2e-2, 4e-3, what + " (mma.sync kernels)");
-      EXPECT_TRUE(bits_equal(got, def)) << what << ": the default backend is not the walk";
+      EXPECT_TRUE(test::same_bits(got, def)) << what << ": the default backend is not the walk";
       if (c.d == 2048) {
-        EXPECT_FALSE(bits_equal(got, ref)) << what << ": identical to the mma.sync kernels' bits (did the walk run?)";
+        EXPECT_FALSE(test::same_bits(got, ref)) << what << ": the mma.sync kernels' bits (did the walk run?)";
       }
     }
   }
@@ -185,7 +180,7 @@ TEST_F(MoeGroupedTest, Bf16WgmmaWalkThroughTheOps) {
     Tensor w = randn({T, 6}, rng_, 0.2f, 0.5f);
     Tensor got = to_host_f32(from8->moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), ex.gpu));
     Tensor ref = to_host_f32(mma->moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), ex.gpu));
-    EXPECT_EQ(bits_equal(got, ref), T < 8) << "DSERVE_MOE_BF16_WGMMA=8 at " << T << " tokens";
+    EXPECT_EQ(test::same_bits(got, ref), T < 8) << "DSERVE_MOE_BF16_WGMMA=8 at " << T << " tokens";
   }
 }
 
@@ -208,7 +203,7 @@ TEST_F(MoeGroupedTest, Bf16WgmmaWalkPassesThroughTheOps) {
     Tensor def = to_host_f32(at16->moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), ex.gpu));
     DS_EXPECT_CLOSE(got, cpu().moe_experts(x, idt, w, ex.cpu), 2e-2, 1e-2, what + " (cpu)");
     DS_EXPECT_CLOSE(got, def, 2e-2, 4e-3, what + " (the switch at 16)");
-    EXPECT_EQ(bits_equal(got, def), T <= 16) << what;
+    EXPECT_EQ(test::same_bits(got, def), T <= 16) << what;
   }
 }
 
