@@ -1,11 +1,12 @@
 #!/usr/bin/env bash
-# Prepared in session 40 for session 41's first call (~400 s; binaries dserve, ds_ops_cuda_gpu_test from main):
+# Prepared in session 40 for session 41's first call (~470 s; binaries dserve, ds_ops_cuda_gpu_test from main):
 # (1) the whole GPU suite under 13d377b's default (the MoE walks past 16 tokens up to DSERVE_MOE_WALK_MAX_TOKENS=128
 # where the rows average <= 8 an expert: never run under the suite; its own tests passed in s40e with the switch at
-# 256), 3c0e041's test helper; (2) the MoE layer timings (MOEFP8BW / MOEFP8V3 at 32-128 tokens now on the walk:
-# BENCHMARKS' V3 layer-vs-roofline table); (3) A/B two rounds, default vs the switch at 16 (the pipelined tiles) and
-# at 256 (unmeasured: V3 averages 8 rows an expert there), V3-shaped FP8 5 layers b32 / b64 / b128 / b256, V2-Lite
-# FP8 and bf16 b32 / b64.
+# 256), with 3c0e041 / 60c101c's test helpers (test::same_bits) and 04b3e31's review (SASS-identical kernels), none
+# run on a GPU yet; (2) the MoE layer timings (MOEFP8BW / MOEFP8V3 at 32-128 tokens now on the walk: BENCHMARKS' V3
+# layer-vs-roofline table); (3) A/B two rounds, default vs the switch at 16 (the pipelined tiles) and at 256
+# (unmeasured: V3 averages 8 rows an expert there), V3-shaped FP8 5 layers b32 / b64 / b128 / b256, V2-Lite FP8 and
+# bf16 b32 / b64.
 set -u
 source "$(dirname "$0")/lib.sh"
 D="$(dirname "$0")"
