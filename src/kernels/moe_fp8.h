@@ -77,7 +77,7 @@ cudaError_t launch_moe_fp8_grouped(const MoeFp8GemmParams& p, cudaStream_t strea
 // at reduced precision). maps: one tensor map per expert over its weight [rows (2N with the SiLU), K], built by
 // make_moe_wgmma_maps on the host and copied to 64-byte aligned device memory. Needs slot records and K <= 7168
 // (moe_fp8_wgmma_walk_supported); the ops take it up to 16 tokens and past that up to
-// DSERVE_MOE_WALK_MAX_TOKENS (128) where the rows average <= 8 an expert.
+// DSERVE_MOE_WALK_MAX_TOKENS (256) where the rows average <= 8 an expert.
 bool moe_fp8_wgmma_walk_supported(const MoeFp8GemmParams& p);
 // One tensor map per expert weight of `rows` rows of row_bytes bytes (a multiple of 128) for the wgmma walks (this
 // FP8 one, moe_gemm.h's bf16 one): boxes of 128 bytes x 32 rows with the 128-byte swizzle. False when the driver's

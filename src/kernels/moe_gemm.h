@@ -80,7 +80,7 @@ int moe_env_tile(const char* name);
 // rows, 3584 at 16; an expert with more rows takes a pass over the tile's weights per 16). Not bit-equal to the
 // mma.sync kernels (another summation order). maps: make_moe_wgmma_maps (moe_fp8.h) over the experts' [rows, K] bf16
 // weights (row_bytes 2K). Needs slot records (moe_bf16_wgmma_walk_supported); the ops take it up to 16 tokens and past
-// that up to DSERVE_MOE_WALK_MAX_TOKENS (128) where the rows average <= 8 an expert.
+// that up to DSERVE_MOE_WALK_MAX_TOKENS (256) where the rows average <= 8 an expert.
 bool moe_bf16_wgmma_walk_supported(const MoeGroupedGemmParams& p);
 cudaError_t launch_moe_bf16_wgmma_walk(const MoeGroupedGemmParams& p, const CUtensorMap* maps, cudaStream_t stream);
 

@@ -169,6 +169,10 @@ class CudaOps final : public Ops {
     // shared expert's output in its own kernel (moe_experts_open / rms_norm_q_open: one launch fewer per layer).
     // DSERVE_MOE_NORM_FUSED=0: combined apart.
     open_moe_ = env_flag("DSERVE_MOE_NORM_FUSED", true);
+    // DSERVE_MOE_JOIN_BEFORE_DOWN=1: the shared expert's side chain joins the main stream before the routed down
+    // product (its first launch, the quantization in FP8) instead of before the combine (or the norm that sums it),
+    // so that norm follows the routed down by PDL alone (A/B runs: at batch 1 it waited for the side chain's end).
+    join_before_down_ = env_flag("DSERVE_MOE_JOIN_BEFORE_DOWN", false);
     // Greedy-only sampling batches (no penalties, logprobs or top logprobs) take one launch with the row parameters
     // by value (launch_sample_greedy) instead of a parameter upload and three launches. DSERVE_SAMPLE_GREEDY_FAST=0:
     // the general path for every batch.
@@ -194,13 +198,14 @@ class CudaOps final : public Ops {
     const int64_t evict_first = env_int("DSERVE_MOE_WGMMA_EVICT_FIRST", -1);
     fp8_walk_evict_first_ = evict_first != 0;
     bf16_walk_evict_first_ = evict_first == 1;
-    // Both walks past 16 tokens, up to DSERVE_MOE_WALK_MAX_TOKENS (default 128; 16: never past 16), where the routed
+    // Both walks past 16 tokens, up to DSERVE_MOE_WALK_MAX_TOKENS (default 256; 16: never past 16), where the routed
     // rows average <= 8 an expert (an expert past 16 rows takes a pass over its weights per 16); the pipelined
     // mma.sync tiles otherwise (V3's MoE layer at 32-256 tokens: 0.73-0.76 of its weight roofline alone, s40a).
     // s40e (H200, one round, graphs, 256 / 32, ms): V3-shaped FP8 5 layers b32 / b64 / b128 9.21 / 11.91 / 13.77 vs
     // 10.72 / 13.88 / 16.04; V2-Lite FP8 b32 / b64 5.62 / 6.63 vs 7.11 / 7.83, bf16 8.92 / 9.40 vs 9.41 / 9.65.
-    // 256 tokens (V3: 8 rows an expert on average) is unmeasured.
-    walk_max_tokens_ = std::max<int64_t>(env_int("DSERVE_MOE_WALK_MAX_TOKENS", 128), 16);
+    // s41a (two rounds): V3-shaped b256 (8 rows an expert on average) 15.18 / 15.22 at 256 vs 17.70 / 17.82 at 128,
+    // b32-b128 the same (9.21-9.24 / 11.91-11.96 / 13.78-13.81).
+    walk_max_tokens_ = std::max<int64_t>(env_int("DSERVE_MOE_WALK_MAX_TOKENS", 256), 16);
     // The first kernel after a stream waits on the other (side_begin on the side stream, side_join on the main one)
     // is launched with PDL like every other, so it starts during the tail of its own stream's previous kernel;
     // Pdl.JoinedStreamWaitsForBoth checks that the event wait still orders it after the other stream's work.
@@ -1198,9 +1203,10 @@ class CudaOps final : public Ops {
     g.N = d;
     g.K = inter;
     g.silu = false;
+    const bool joined = join_down(addend);
     gemm(table->down_maps);
     combine({y.data(), row_of, topk_weights.data_as<float>(), out.data(), T, d, static_cast<int>(K)}, addend, added,
-            {y, r.meta, topk_weights});
+            {y, r.meta, topk_weights}, joined);
     return out;
   }
 
@@ -1208,10 +1214,12 @@ class CudaOps final : public Ops {
   // row_of and the weights come from the routing or the grouping, two launches or more before (the expert GEMMs).
   // Inside moe_experts_open (opening_), kept for the next norm instead (opened_), with `keep`: the tensors p
   // points into.
-  void combine(kernels::MoeCombineParams p, const Tensor* addend, bool* added, std::vector<Tensor> keep) {
+  // joined: the side chain was joined already (join_down).
+  void combine(kernels::MoeCombineParams p, const Tensor* addend, bool* added, std::vector<Tensor> keep,
+               bool joined = false) {
     p.ids_settled = true;
     if (addend) {
-      side_join();
+      if (!joined) side_join();
       p.addend = addend->data();
       p.addend_f32 = addend->dtype() == DType::kF32;
       *added = true;
@@ -1223,6 +1231,12 @@ class CudaOps final : public Ops {
       return;
     }
     DS_CUDA_CHECK(kernels::launch_moe_combine(p, stream()));
+  }
+  // The side chain joined before the routed down product where DSERVE_MOE_JOIN_BEFORE_DOWN asks (combine's joined).
+  bool join_down(const Tensor* addend) {
+    if (!addend || !join_before_down_) return false;
+    side_join();
+    return true;
   }
   // An MoE output left unreduced (MlpOut::parts): its combine and the tensors that combine reads.
   struct MoeParts {
@@ -1367,9 +1381,10 @@ class CudaOps final : public Ops {
     g.N = d;
     g.K = inter;
     g.silu = false;
+    const bool joined = join_down(addend);
     gemm(act, t.ue8m0_down, nullptr, t.down_maps);  // rows of out-of-range ids hold garbage and are never read
     combine({y.data(), r.row_of, topk_weights.data_as<float>(), out.data(), T, d, static_cast<int>(K)}, addend, added,
-            {y, r.meta, topk_weights});
+            {y, r.meta, topk_weights}, joined);
     return out;
   }
 
@@ -1974,6 +1989,7 @@ class CudaOps final : public Ops {
   bool vc_quant_ = false;
   bool fused_shared_ = false;
   bool open_moe_ = true;  // DSERVE_MOE_NORM_FUSED
+  bool join_before_down_ = false;  // DSERVE_MOE_JOIN_BEFORE_DOWN
   bool opening_ = false;  // inside moe_experts_open: combine() keeps its parameters in opened_
   bool wgmma_walk_ = true;        // DSERVE_MOE_FP8_WGMMA (see the constructor)
   int64_t bf16_wgmma_min_tokens_ = 1;  // DSERVE_MOE_BF16_WGMMA (see the constructor); 0: off

@@ -705,8 +705,8 @@ TEST_F(MoeFp8Test, WgmmaWalkThroughTheOps) {
   }
 }
 
-// The walk past 16 tokens (the default since session 40 up to DSERVE_MOE_WALK_MAX_TOKENS = 128 where the rows average
-// <= 8 an expert: an expert past 16 rows takes a pass over its weights per 16, later passes reading their token rows
+// The walk past 16 tokens (the default since session 40, up to DSERVE_MOE_WALK_MAX_TOKENS = 256, where the rows
+// average <= 8 an expert: an expert past 16 rows takes a pass over its weights per 16, later passes reading their token rows
 // from the grouping's source rows): 64 experts, an expert every token takes (24 / 40 / 64 rows: 2-4 passes), against
 // the bf16-step reference (the tolerance of WgmmaWalkThroughTheOps) and the CPU oracle, and not the bits of a backend
 // with the switch at 16 (the pipelined mma.sync tile past 16 tokens: shows the walk ran); at 16 tokens and below the
