@@ -169,10 +169,6 @@ class CudaOps final : public Ops {
     // shared expert's output in its own kernel (moe_experts_open / rms_norm_q_open: one launch fewer per layer).
     // DSERVE_MOE_NORM_FUSED=0: combined apart.
     open_moe_ = env_flag("DSERVE_MOE_NORM_FUSED", true);
-    // DSERVE_MOE_JOIN_BEFORE_DOWN=1: the shared expert's side chain joins the main stream before the routed down
-    // product (its first launch, the quantization in FP8) instead of before the combine (or the norm that sums it),
-    // so that norm follows the routed down by PDL alone (A/B runs: at batch 1 it waited for the side chain's end).
-    join_before_down_ = env_flag("DSERVE_MOE_JOIN_BEFORE_DOWN", false);
     // Greedy-only sampling batches (no penalties, logprobs or top logprobs) take one launch with the row parameters
     // by value (launch_sample_greedy) instead of a parameter upload and three launches. DSERVE_SAMPLE_GREEDY_FAST=0:
     // the general path for every batch.
@@ -1203,10 +1199,9 @@ class CudaOps final : public Ops {
     g.N = d;
     g.K = inter;
     g.silu = false;
-    const bool joined = join_down(addend);
     gemm(table->down_maps);
     combine({y.data(), row_of, topk_weights.data_as<float>(), out.data(), T, d, static_cast<int>(K)}, addend, added,
-            {y, r.meta, topk_weights}, joined);
+            {y, r.meta, topk_weights});
     return out;
   }
 
@@ -1214,12 +1209,10 @@ class CudaOps final : public Ops {
   // row_of and the weights come from the routing or the grouping, two launches or more before (the expert GEMMs).
   // Inside moe_experts_open (opening_), kept for the next norm instead (opened_), with `keep`: the tensors p
   // points into.
-  // joined: the side chain was joined already (join_down).
-  void combine(kernels::MoeCombineParams p, const Tensor* addend, bool* added, std::vector<Tensor> keep,
-               bool joined = false) {
+  void combine(kernels::MoeCombineParams p, const Tensor* addend, bool* added, std::vector<Tensor> keep) {
     p.ids_settled = true;
     if (addend) {
-      if (!joined) side_join();
+      side_join();
       p.addend = addend->data();
       p.addend_f32 = addend->dtype() == DType::kF32;
       *added = true;
@@ -1231,12 +1224,6 @@ class CudaOps final : public Ops {
       return;
     }
     DS_CUDA_CHECK(kernels::launch_moe_combine(p, stream()));
-  }
-  // The side chain joined before the routed down product where DSERVE_MOE_JOIN_BEFORE_DOWN asks (combine's joined).
-  bool join_down(const Tensor* addend) {
-    if (!addend || !join_before_down_) return false;
-    side_join();
-    return true;
   }
   // An MoE output left unreduced (MlpOut::parts): its combine and the tensors that combine reads.
   struct MoeParts {
@@ -1381,10 +1368,9 @@ class CudaOps final : public Ops {
     g.N = d;
     g.K = inter;
     g.silu = false;
-    const bool joined = join_down(addend);
     gemm(act, t.ue8m0_down, nullptr, t.down_maps);  // rows of out-of-range ids hold garbage and are never read
     combine({y.data(), r.row_of, topk_weights.data_as<float>(), out.data(), T, d, static_cast<int>(K)}, addend, added,
-            {y, r.meta, topk_weights}, joined);
+            {y, r.meta, topk_weights});
     return out;
   }
 
@@ -1989,7 +1975,6 @@ class CudaOps final : public Ops {
   bool vc_quant_ = false;
   bool fused_shared_ = false;
   bool open_moe_ = true;  // DSERVE_MOE_NORM_FUSED
-  bool join_before_down_ = false;  // DSERVE_MOE_JOIN_BEFORE_DOWN
   bool opening_ = false;  // inside moe_experts_open: combine() keeps its parameters in opened_
   bool wgmma_walk_ = true;        // DSERVE_MOE_FP8_WGMMA (see the constructor)
   int64_t bf16_wgmma_min_tokens_ = 1;  // DSERVE_MOE_BF16_WGMMA (see the constructor); 0: off
