@@ -11,6 +11,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/fp8_quant.cuh"
 #include "kernels/moe.h"
 #include "kernels/moe_block.cuh"
 #include "kernels/moe_fp8.h"
@@ -45,7 +46,7 @@ struct TileRows {
 struct WalkParams {
   const int32_t* slots = nullptr;
   const int32_t* src_rows = nullptr;
-  const uint8_t* x = nullptr;  // [rows, nb * 128 bytes]
+  const uint8_t* x = nullptr;  // [rows, nb * 128 bytes]; the kQx form: bf16 [rows, nb * 128] (twice the bytes)
   const float* sx = nullptr;
   const float* const* scales = nullptr;
   void* out = nullptr;  // bf16 [rows, N]
@@ -53,25 +54,35 @@ struct WalkParams {
   int nb = 0;
   bool slots_settled = false;
   bool evict_first = false;  // the weight boxes with an L2 evict-first policy
+  // The kQx form's scales ue8m0 or not (sx unused there). In the struct's tail padding: the other forms' parameters
+  // and code stay as they were.
+  bool ue8m0 = false;
 };
 
 // Shared memory (bytes from the 1024-aligned base): [kStages][64 rows][128 B] weight stages, [nb][tokens][128 B]
 // token rows (both with the 128-byte swizzle), the up half's accumulators for the SiLU ([32][tokens] fp32), the
 // tile's slot (expert, count, first output row, 16 token rows), then the stages' full / empty mbarriers.
 struct SmemLayout {
-  int x, xch, slot, bars, bytes;
-  __host__ __device__ SmemLayout(int nb, int tokens, int stages) {
+  int x, xch, slot, bars, sxs, bytes;
+  // qx: the kQx form's activation scales [tokens][nb] after the barriers (the other forms' layout unchanged).
+  __host__ __device__ SmemLayout(int nb, int tokens, int stages, bool qx = false) {
     x = stages * kStageBytes;
     xch = x + nb * tokens * 128;
     slot = xch + 32 * tokens * 4;
     bars = slot + 32 * 4;
-    bytes = bars + 2 * stages * 8;
+    sxs = bars + 2 * stages * 8;
+    bytes = sxs + (qx ? tokens * nb * 4 : 0);
   }
 };
 
-template <bool kSilu, int kTokens, bool kBf16, int kStages, bool kPasses>
+// kQx (the FP8 down product, one pass): the token rows come in bf16 (p.xb) and each consumer quantizes its slot's
+// rows itself, bit for bit as launch_fp8_quant_act (fp8::block_scale, to_e4m3 of the correctly rounded quotient; a
+// 128-group is 8 chunks of 16, 8 adjacent lanes), into the e4m3 row layout and a [tokens][nb] scale table in shared
+// memory: the quantization launch between the gate|up and down walks (one link of the decode chain) goes away.
+template <bool kSilu, int kTokens, bool kBf16, int kStages, bool kPasses, bool kQx = false>
 __global__ void __launch_bounds__(kThreads, 1)
     moe_wgmma_walk_kernel(const WalkParams p, const CUtensorMap* maps, int tiles_x, int total) {
+  static_assert(!kQx || (!kSilu && !kBf16 && !kPasses), "the in-kernel quantization is the FP8 down walk's, one pass");
   using TR = TileRows<kSilu>;
   constexpr int kR = kTokens / 2;     // accumulators a thread: rows r, r + 8 x its 2 columns of each 8
   constexpr int kXBlock = kTokens * 128;  // one block's token rows
@@ -80,11 +91,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t N = p.N;
   const int nb = p.nb;
   const int64_t row_bytes = static_cast<int64_t>(nb) * 128;
-  const SmemLayout L(nb, kTokens, kStages);
+  const SmemLayout L(nb, kTokens, kStages, kQx);
   const uint32_t sbase = smem_u32(smem);
   const uint32_t xbase = sbase + L.x, full = sbase + L.bars, empty = full + kStages * 8;
   float* xch = reinterpret_cast<float*>(smem + L.xch);
   int* slot = reinterpret_cast<int*>(smem + L.slot);  // [0] expert, [1] count, [2] first output row, [4..19] rows
+  float* sxs = reinterpret_cast<float*>(smem + L.sxs);  // kQx: [kTokens][nb] activation scales
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   if (tid == 0) mbar_init_ring(full, empty, kStages, 4);  // four consumer warps release a stage
   __syncthreads();
@@ -159,13 +171,49 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       const int cnt = min(count - base, kTokens);
       // Token rows -> [block][row][128 B], chunk c of row j at ((c ^ (j % 8)) << 4); rows past the count zero.
-      for (int i = tid; i < nb * kTokens * 8; i += 128) {
-        const int b = i / (kTokens * 8), j = (i >> 3) % kTokens, c = i & 7;
-        const int xr = slot[4 + j];
-        cp_async16(xbase + b * kXBlock + j * 128 + ((c ^ (j & 7)) << 4),
-                   p.x + (xr >= 0 ? xr : 0) * row_bytes + b * 128 + c * 16, xr >= 0);
+      if constexpr (kQx) {
+        // Lanes 8k .. 8k + 7 hold the 8 chunks of one 128-group (the loop's bound, nb * kTokens * 8, is a multiple of
+        // 64: every warp is wholly in or out of a round, so the full-mask shuffles are safe).
+        const __nv_bfloat16* xb = reinterpret_cast<const __nv_bfloat16*>(p.x);
+        for (int i = tid; i < nb * kTokens * 8; i += 128) {
+          const int b = i / (kTokens * 8), j = (i >> 3) % kTokens, c = i & 7;
+          const int xr = slot[4 + j];
+          float f[16];
+          uint4 u[2] = {make_uint4(0u, 0u, 0u, 0u), make_uint4(0u, 0u, 0u, 0u)};
+          if (xr >= 0) {
+            const uint4* src = reinterpret_cast<const uint4*>(xb + static_cast<int64_t>(xr) * nb * 128 + b * 128 + c * 16);
+            u[0] = src[0];
+            u[1] = src[1];
+          }
+          float amax = 0.0f;
+#pragma unroll
+          for (int h = 0; h < 2; ++h) {
+            const __nv_bfloat16* hb = reinterpret_cast<const __nv_bfloat16*>(&u[h]);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) {
+              f[8 * h + e] = __bfloat162float(hb[e]);
+              amax = fmaxf(amax, fabsf(f[8 * h + e]));
+            }
+          }
+#pragma unroll
+          for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+          const float sc = fp8::block_scale(amax, p.ue8m0);
+          uint32_t q[4] = {0u, 0u, 0u, 0u};
+#pragma unroll
+          for (int e = 0; e < 16; ++e) q[e >> 2] |= static_cast<uint32_t>(fp8::to_e4m3(__fdiv_rn(f[e], sc))) << (8 * (e & 3));
+          *reinterpret_cast<uint4*>(smem + L.x + b * kXBlock + j * 128 + ((c ^ (j & 7)) << 4)) =
+              make_uint4(q[0], q[1], q[2], q[3]);
+          if (c == 0) sxs[j * nb + b] = sc;
+        }
+      } else {
+        for (int i = tid; i < nb * kTokens * 8; i += 128) {
+          const int b = i / (kTokens * 8), j = (i >> 3) % kTokens, c = i & 7;
+          const int xr = slot[4 + j];
+          cp_async16(xbase + b * kXBlock + j * 128 + ((c ^ (j & 7)) << 4),
+                     p.x + (xr >= 0 ? xr : 0) * row_bytes + b * 128 + c * 16, xr >= 0);
+        }
+        cp_async_commit();
       }
-      cp_async_commit();
       // FP8 scales: this thread's rows' weight scale row (its 16 rows sit in one 32-row half, inside one 128-row
       // block) and its token columns' activation scale rows.
       const float* swr = nullptr;
@@ -176,10 +224,13 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int i = 0; i < kTokens / 4; ++i) {
           const int xr = slot[4 + 8 * (i >> 1) + c0 + (i & 1)];
-          sx[i] = xr >= 0 ? p.sx + static_cast<int64_t>(xr) * nb : nullptr;
+          if constexpr (kQx)
+            sx[i] = xr >= 0 ? sxs + (8 * (i >> 1) + c0 + (i & 1)) * nb : nullptr;
+          else
+            sx[i] = xr >= 0 ? p.sx + static_cast<int64_t>(xr) * nb : nullptr;
         }
       }
-      cp_async_wait<0>();
+      if constexpr (!kQx) cp_async_wait<0>();
       fence_proxy_async();
       named_barrier(1, 128);
 
@@ -202,7 +253,12 @@ __global__ void __launch_bounds__(kThreads, 1)
           const float sw = __ldg(swr + b);
           float a[kTokens / 4];
 #pragma unroll
-          for (int i = 0; i < kTokens / 4; ++i) a[i] = sx[i] ? __ldg(sx[i] + b) * sw : 0.0f;
+          for (int i = 0; i < kTokens / 4; ++i) {
+            if constexpr (kQx)
+              a[i] = sx[i] ? sx[i][b] * sw : 0.0f;  // shared memory (this CTA's table)
+            else
+              a[i] = sx[i] ? __ldg(sx[i] + b) * sw : 0.0f;
+          }
 #pragma unroll
           for (int i = 0; i < kR; ++i) acc[i] += d[i] * a[2 * (i >> 2) + (i & 1)];
         }
@@ -267,7 +323,9 @@ bool make_moe_wgmma_maps(const void* const* host_weights, int experts, int64_t r
 
 namespace {
 
-size_t walk_smem_at(int nb, int tokens, int stages) { return SmemLayout(nb, tokens, stages).bytes + 1024; }
+size_t walk_smem_at(int nb, int tokens, int stages, bool qx = false) {
+  return SmemLayout(nb, tokens, stages, qx).bytes + 1024;
+}
 int ctas_by_smem(size_t smem) { return static_cast<int>(kSmemPerSm / (smem + 1024)); }
 
 // The ring depth of a launch: `requested` when 4, 6 or 8 (A/B runs: DSERVE_MOE_WGMMA_STAGES), else measured in the
@@ -285,27 +343,28 @@ int walk_stages(int requested, bool bf16, int nb, int tokens) {
 }
 int walk_tokens(int64_t max_rows) { return max_rows <= 8 ? 8 : 16; }
 // Shared memory a walk launch takes (the 1024-byte alignment slack included).
-size_t walk_smem(int nb, int64_t max_rows, int requested_stages, bool bf16) {
+size_t walk_smem(int nb, int64_t max_rows, int requested_stages, bool bf16, bool qx = false) {
   const int tokens = walk_tokens(max_rows);
-  return walk_smem_at(nb, tokens, walk_stages(requested_stages, bf16, nb, tokens));
+  return walk_smem_at(nb, tokens, walk_stages(requested_stages, bf16, nb, tokens), qx);
 }
 
 // The bounds both walks share: slot records, rows an expert (past 16: passes of 16), the layout in shared memory.
 template <class Params>
-bool walk_supported(const Params& p, int64_t row_bytes, bool bf16) {
+bool walk_supported(const Params& p, int64_t row_bytes, bool bf16, bool qx = false) {
   return p.slots && p.max_active > 0 && p.max_active <= p.experts && (reinterpret_cast<uintptr_t>(p.slots) & 15) == 0 &&
          p.max_rows_per_expert >= 1 && row_bytes % 128 == 0 &&
-         walk_smem(static_cast<int>(row_bytes / 128), p.max_rows_per_expert, p.wgmma_stages, bf16) <= 227 * 1024 &&
+         walk_smem(static_cast<int>(row_bytes / 128), p.max_rows_per_expert, p.wgmma_stages, bf16, qx) <= 227 * 1024 &&
          p.out;
 }
 
+// qx: the FP8 down product's kQx form (w.x holds bf16 rows).
 template <bool kBf16>
 cudaError_t launch_walk(const WalkParams& w, bool silu, int64_t max_rows, int max_active, int stages,
-                        const CUtensorMap* maps, cudaStream_t stream) {
+                        const CUtensorMap* maps, cudaStream_t stream, bool qx = false) {
   const int tokens = walk_tokens(max_rows);
   stages = walk_stages(stages, kBf16, w.nb, tokens);
   auto launch = [&](auto kernel, int cols) {
-    const size_t smem = walk_smem_at(w.nb, tokens, stages);
+    const size_t smem = walk_smem_at(w.nb, tokens, stages, qx);
     // CTAs an SM for (kernel, smem), looked up once each (eager steps launch these per layer). The kernel's
     // shared-memory attribute stays at the largest size asked so far: a launch after a smaller one's lookup (another
     // K) still fits.
@@ -344,8 +403,14 @@ cudaError_t launch_walk(const WalkParams& w, bool silu, int64_t max_rows, int ma
   constexpr int kG = TileRows<true>::kCols, kD = TileRows<false>::kCols;
   // Past the token columns, the instantiations with passes (kept apart: the one-pass kernels are the measured ones).
   const bool passes = max_rows > tokens;
+  if (qx && (kBf16 || silu || passes)) return cudaErrorInvalidValue;
   auto by_tokens = [&](auto stages_c) {
     constexpr int S = decltype(stages_c)::value;
+    if constexpr (!kBf16) {
+      if (qx)
+        return tokens == 8 ? launch(moe_wgmma_walk_kernel<false, 8, false, S, false, true>, kD)
+                           : launch(moe_wgmma_walk_kernel<false, 16, false, S, false, true>, kD);
+    }
     if (tokens == 8)
       return silu ? launch(moe_wgmma_walk_kernel<true, 8, kBf16, S, false>, kG)
                   : launch(moe_wgmma_walk_kernel<false, 8, kBf16, S, false>, kD);
@@ -363,7 +428,10 @@ cudaError_t launch_walk(const WalkParams& w, bool silu, int64_t max_rows, int ma
 }  // namespace
 
 bool moe_fp8_wgmma_walk_supported(const MoeFp8GemmParams& p) {
-  return walk_supported(p, p.K, false) && p.N % (p.silu ? 128 : 64) == 0 && p.q && p.sx;
+  const bool qx = p.x_bf16 != nullptr;
+  return walk_supported(p, p.K, false, qx) && p.N % (p.silu ? 128 : 64) == 0 &&
+         (qx ? !p.silu && p.max_rows_per_expert <= 16 && (reinterpret_cast<uintptr_t>(p.x_bf16) & 15) == 0
+             : p.q && p.sx);
 }
 
 cudaError_t launch_moe_fp8_wgmma_walk(const MoeFp8GemmParams& p, const CUtensorMap* maps, cudaStream_t stream) {
@@ -371,15 +439,17 @@ cudaError_t launch_moe_fp8_wgmma_walk(const MoeFp8GemmParams& p, const CUtensorM
   WalkParams w;
   w.slots = p.slots;
   w.src_rows = p.src_rows;
-  w.x = p.q;
-  w.sx = p.sx;
+  w.x = p.x_bf16 ? static_cast<const uint8_t*>(p.x_bf16) : p.q;
+  w.sx = p.x_bf16 ? nullptr : p.sx;
+  w.ue8m0 = p.x_ue8m0;
   w.scales = p.scales;
   w.out = p.out;
   w.N = p.N;
   w.nb = static_cast<int>(p.K / 128);
   w.slots_settled = p.slots_settled;
   w.evict_first = p.wgmma_evict_first;
-  return launch_walk<false>(w, p.silu, p.max_rows_per_expert, p.max_active, p.wgmma_stages, maps, stream);
+  return launch_walk<false>(w, p.silu, p.max_rows_per_expert, p.max_active, p.wgmma_stages, maps, stream,
+                            p.x_bf16 != nullptr);
 }
 
 bool moe_bf16_wgmma_walk_supported(const MoeGroupedGemmParams& p) {
