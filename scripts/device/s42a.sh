@@ -2,7 +2,8 @@
 # Prepared in session 41 for session 42's first call (~330 s; binaries dserve, ds_ops_cuda_gpu_test from main):
 # the FP8 down walk quantizing its own bf16 input (MoeFp8GemmParams::x_bf16, the kQx kernels in moe_wgmma.cu; opt-in
 # DSERVE_MOE_FP8_WALK_QUANT=1), written without a GPU: s41b's FP8 batch-1 trace has the quant_act launch between the
-# gate|up and down walks ending 3.7 us after the gate|up walk, on the critical chain of every MoE layer. (1) its tests
+# gate|up and down walks (grid 9) ending 2.0 us after the gate|up walk, on the critical chain of every MoE layer, and the
+# down walk launching only at its trigger (0.4 us before the gate|up walk's end). (1) its tests
 # (bit for bit against the host-quantized walk and through the ops against the quant_act path) and memcheck; (2) A/B
 # two rounds FP8 V2-Lite b1 / b4 / b8 / b16 and V3-shaped 5 layers b1 / b8: default vs wq; (3) an FP8 batch-1 trace
 # with wq. If wq wins: make it the default (ops constructor), run the GPU suite under it.

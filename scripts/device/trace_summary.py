@@ -118,3 +118,21 @@ if "--timeline" in sys.argv:
             print(f"  {(r['start_ns']-t0)/1e3:7.2f} {(r['end_ns']-t0)/1e3:7.2f} {(r['end_ns']-r['start_ns'])/1e3:6.2f} "
                   f"{gap:>7} {r['grid']:6d} {r['block']:5d}  {short[r['name']]}")
             prev_end = r["end_ns"] if prev_end is None else max(prev_end, r["end_ns"])
+
+# --links: per kernel name and grid in the last step, the median over its launches (a decode step's layers) of its end
+# minus the latest end of every kernel that started before it (its cost on the chain) and of its start minus that same
+# end (negative: launched early, waiting). Session 41 separated a kernel's own time from when it could start this way
+# (the MoE-summing norm +3.7 us, starting at the down walk's end; a plain norm +1.3 us, starting 3.3 us early).
+if "--links" in sys.argv:
+    ks = sorted(launches[use[-1]], key=lambda r: r["start_ns"])
+    link = collections.defaultdict(list)
+    prev_end = None
+    for r in ks:
+        if prev_end is not None:
+            link[f"{short[r['name']]} grid {r['grid']}"].append(((r["end_ns"] - prev_end) / 1e3,
+                                                                  (r["start_ns"] - prev_end) / 1e3))
+        prev_end = r["end_ns"] if prev_end is None else max(prev_end, r["end_ns"])
+    print("\nlinks (last step): launches, median end after the latest earlier end, median start after it (us)")
+    for name, v in sorted(link.items(), key=lambda kv: -len(kv[1])):
+        ends, starts = sorted(e for e, _ in v), sorted(s for _, s in v)
+        print(f"  x{len(v):<4d} end {ends[len(ends)//2]:7.2f}  start {starts[len(starts)//2]:7.2f}  {name}")
