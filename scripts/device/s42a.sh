@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Prepared in session 41 for session 42's first call (~330 s; binaries dserve, ds_ops_cuda_gpu_test from main):
+# Prepared in session 41 for session 42's first call (~380 s; binaries dserve, ds_ops_cuda_gpu_test from main):
 # the FP8 down walk quantizing its own bf16 input (MoeFp8GemmParams::x_bf16, the kQx kernels in moe_wgmma.cu; opt-in
 # DSERVE_MOE_FP8_WALK_QUANT=1), written without a GPU: s41b's FP8 batch-1 trace has the quant_act launch between the
 # gate|up and down walks (grid 9) ending 2.0 us after the gate|up walk, on the critical chain of every MoE layer, and the
@@ -17,6 +17,9 @@ AB_BATCHES=1,4,8,16 AB_KINDS=fp8 AB_ROUNDS=2 AB_BINS="new wq" AB_CFG_wq=DSERVE_M
 v3_config "$OUT/v3l5fp8.json" 5
 AB_BATCHES=1,8 AB_MODEL="$OUT/v3l5fp8.json" AB_KINDS=bf16 AB_ROUNDS=2 AB_BINS="new wq" \
   AB_CFG_wq=DSERVE_MOE_FP8_WALK_QUANT=1 bash "$D/abbin.sh"
+# (4) bf16 b1 / b8: the MoE-summing norm's early trigger alone (DSERVE_PDL_EARLY_MOE_NORM=1; s34 measured it a tie
+# beside the mma.sync MoE kernels; the walks leave SM room now), two rounds.
+AB_BATCHES=1,8 AB_KINDS=bf16 AB_ROUNDS=2 AB_BINS="new ne" AB_CFG_ne=DSERVE_PDL_EARLY_MOE_NORM=1 bash "$D/abbin.sh"
 DSERVE_MOE_FP8_WALK_QUANT=1 OUT=$OUT/trace_wq TRACE_BS="1" TRACE_EXTRA="--quantization fp8" \
   TRACE_SUMMARY_ARGS="--timeline mla_absorb_prep 12" bash "$D/trace.sh" > "$OUT/trace_wq.txt" 2>&1
 echo "== trace wq fp8"; sed -n "/^timeline/,\$p" "$OUT/trace_wq.txt"
