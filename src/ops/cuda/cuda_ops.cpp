@@ -1998,7 +1998,7 @@ class CudaOps final : public Ops {
   bool walk_quant_ = false;       // DSERVE_MOE_FP8_WALK_QUANT
   bool fp8_walk_evict_first_ = true;    // DSERVE_MOE_WGMMA_EVICT_FIRST (see the constructor)
   bool bf16_walk_evict_first_ = false;
-  int64_t walk_max_tokens_ = 128;       // DSERVE_MOE_WALK_MAX_TOKENS (see the constructor)
+  int64_t walk_max_tokens_ = 256;       // DSERVE_MOE_WALK_MAX_TOKENS (see the constructor)
   // Whether the wgmma walks take a step of T tokens routed to N rows over E experts (walk_max_tokens_).
   bool walk_takes(int64_t T, int64_t N, int E) const {
     return T <= 16 || (T <= walk_max_tokens_ && N <= 8 * static_cast<int64_t>(E));
