@@ -172,8 +172,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int cnt = min(count - base, kTokens);
       // Token rows -> [block][row][128 B], chunk c of row j at ((c ^ (j % 8)) << 4); rows past the count zero.
       if constexpr (kQx) {
-        // Lanes 8k .. 8k + 7 hold the 8 chunks of one 128-group (the loop's bound, nb * kTokens * 8, is a multiple of
-        // 64: every warp is wholly in or out of a round, so the full-mask shuffles are safe).
+        // Lanes 8k .. 8k + 7 hold the 8 chunks of one 128-group (fp8::quantize_group<16, 8>; the loop's bound,
+        // nb * kTokens * 8, is a multiple of 64: every warp is wholly in or out of a round, so its full-mask shuffles
+        // are safe).
         const __nv_bfloat16* xb = reinterpret_cast<const __nv_bfloat16*>(p.x);
         for (int i = tid; i < nb * kTokens * 8; i += 128) {
           const int b = i / (kTokens * 8), j = (i >> 3) % kTokens, c = i & 7;
@@ -185,22 +186,11 @@ __global__ void __launch_bounds__(kThreads, 1)
             u[0] = src[0];
             u[1] = src[1];
           }
-          float amax = 0.0f;
+          const __nv_bfloat16* hb = reinterpret_cast<const __nv_bfloat16*>(u);
 #pragma unroll
-          for (int h = 0; h < 2; ++h) {
-            const __nv_bfloat16* hb = reinterpret_cast<const __nv_bfloat16*>(&u[h]);
-#pragma unroll
-            for (int e = 0; e < 8; ++e) {
-              f[8 * h + e] = __bfloat162float(hb[e]);
-              amax = fmaxf(amax, fabsf(f[8 * h + e]));
-            }
-          }
-#pragma unroll
-          for (int o = 1; o < 8; o <<= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
-          const float sc = fp8::block_scale(amax, p.ue8m0);
-          uint32_t q[4] = {0u, 0u, 0u, 0u};
-#pragma unroll
-          for (int e = 0; e < 16; ++e) q[e >> 2] |= static_cast<uint32_t>(fp8::to_e4m3(__fdiv_rn(f[e], sc))) << (8 * (e & 3));
+          for (int e = 0; e < 16; ++e) f[e] = __bfloat162float(hb[e]);
+          uint32_t q[4];
+          const float sc = fp8::quantize_group<16, 8>(f, p.ue8m0, q);
           *reinterpret_cast<uint4*>(smem + L.x + b * kXBlock + j * 128 + ((c ^ (j & 7)) << 4)) =
               make_uint4(q[0], q[1], q[2], q[3]);
           if (c == 0) sxs[j * nb + b] = sc;
