@@ -237,6 +237,8 @@ inline Tensor to_host_f32(const Tensor& dev) { return to_f32(cuda_download(dev))
 inline bool same_bits(const Tensor& a, const Tensor& b) {
   return a.shape() == b.shape() && a.nbytes() == b.nbytes() && std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
 }
+// The same for two device tensors (downloaded as they are: any dtype).
+inline bool same_device_bits(const Tensor& a, const Tensor& b) { return same_bits(cuda_download(a), cuda_download(b)); }
 
 struct Err {
   double max_rel = 0;  // max |a - b| / max(max |b|, floor)

@@ -6,7 +6,6 @@
 // and 1e-2 (bf16 output and bf16 P give ~2^-9 relative per term; measured values are printed as "ERR").
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <numeric>
 #include <random>
@@ -546,9 +545,9 @@ TEST(MlaAbsorbedVc, CombineKernelQuantizesForFp8) {
           const Tensor h_plain = cuda_download(plain), h_out = cuda_download(out);
           const Tensor h_q = cuda_download(q), h_s = cuda_download(sc);
           const Tensor h_qref = cuda_download(q_ref), h_sref = cuda_download(s_ref);
-          EXPECT_EQ(std::memcmp(h_out.data(), h_plain.data(), h_plain.nbytes()), 0) << name << ": bf16 output differs";
-          EXPECT_EQ(std::memcmp(h_q.data(), h_qref.data(), h_qref.nbytes()), 0) << name << ": e4m3 bytes differ";
-          EXPECT_EQ(std::memcmp(h_s.data(), h_sref.data(), h_sref.nbytes()), 0) << name << ": scales differ";
+          EXPECT_TRUE(test::same_bits(h_out, h_plain)) << name << ": bf16 output differs";
+          EXPECT_TRUE(test::same_bits(h_q.rows(0, T), h_qref)) << name << ": e4m3 bytes differ";
+          EXPECT_TRUE(test::same_bits(h_s.rows(0, T), h_sref)) << name << ": scales differ";
           const uint8_t* qb = static_cast<const uint8_t*>(h_q.data());
           for (int64_t i = T * K; i < (T + 1) * K; ++i) ASSERT_EQ(qb[i], 0xff) << "wrote past " << name;
           const uint8_t* sb = static_cast<const uint8_t*>(h_s.data());
@@ -586,10 +585,6 @@ TEST(MlaAbsorbedVc, QuantizedOutputFeedsFp8OProj) {
     const test::ScopedEnv no("DSERVE_MLA_VC_QUANT", "0");
     off = make_cuda_ops(0);
   }
-  auto same = [](const Tensor& a, const Tensor& b) {
-    const Tensor ha = test::to_host_f32(a), hb = test::to_host_f32(b);
-    return ha.shape() == hb.shape() && std::memcmp(ha.data(), hb.data(), ha.nbytes()) == 0;
-  };
   std::mt19937 lr(13);
   std::vector<int> four(4), five(5);
   for (int& x : four) x = std::uniform_int_distribution<int>(1, 3000)(lr);
@@ -617,9 +612,10 @@ TEST(MlaAbsorbedVc, QuantizedOutputFeedsFp8OProj) {
     const Tensor o_plain =
         ops->mla_attention_absorbed_v(in.q_dev, in.cache_dev, c.v_dim, in.batch.dev, in.scale, nullptr, w_vc);
     EXPECT_EQ(xq.defined(), oc.made) << c.name;
-    EXPECT_TRUE(same(o, o_plain)) << c.name << ": attention output";
+    EXPECT_TRUE(test::same_device_bits(o, o_plain)) << c.name << ": attention output";
     const int64_t K = c.heads * V;
-    EXPECT_TRUE(same(ops->linear_q(o.reshape({T, K}), xq, wo), ops->linear(o_plain.reshape({T, K}), wo)))
+    EXPECT_TRUE(test::same_device_bits(ops->linear_q(o.reshape({T, K}), xq, wo),
+                                       ops->linear(o_plain.reshape({T, K}), wo)))
         << c.name << ": o_proj";
     // A bf16 o_proj, and the switch off: no quantization made.
     LinearWeight bf16_host;

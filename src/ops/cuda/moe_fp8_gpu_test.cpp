@@ -6,7 +6,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
-#include <cstring>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -354,10 +353,6 @@ TEST_F(MoeFp8Test, NormQuantizationFeedsTheFp8Ops) {
   for (int e = 0; e < E; ++e) experts.push_back(ops->prepare_mlp(fp8(inter, d), fp8(inter, d), fp8(d, inter)));
   ASSERT_EQ(experts[0].gate_up.weight.dtype(), DType::kF8E4M3);
   Tensor norm_w = to_device(randn({d}, rng_, 0.2f, 1.0f));
-  auto same = [](const Tensor& a, const Tensor& b) {
-    Tensor ha = to_host_f32(a), hb = to_host_f32(b);
-    return ha.shape() == hb.shape() && std::memcmp(ha.data(), hb.data(), ha.nbytes()) == 0;
-  };
   for (int64_t T : {1, 5, 8, 16}) {
     const std::string what = "T " + std::to_string(T);
     Tensor hidden = randn({T, d}, rng_, 1.0f), pending = to_device(randn({T, d}, rng_, 1.0f));
@@ -367,16 +362,18 @@ TEST_F(MoeFp8Test, NormQuantizationFeedsTheFp8Ops) {
     Tensor x2 = ops->add_rms_norm(res2, pending, norm_w, 1e-6f);
     // Made at <= 8 rows (cuda_ops.cpp kFusedNormMaxRows); past that every op below quantizes for itself.
     ASSERT_EQ(xq.defined(), T <= 8) << what;
-    EXPECT_TRUE(same(x, x2)) << what << ": normed output";
-    EXPECT_TRUE(same(res1, res2)) << what << ": residual";
+    EXPECT_TRUE(test::same_device_bits(x, x2)) << what << ": normed output";
+    EXPECT_TRUE(test::same_device_bits(res1, res2)) << what << ": residual";
     Tensor a1, a2, b1, b2;
     ops->linear_pair_q(x, xq, w1, w2, &a1, &a2);
     ops->linear_pair(x, w1, w2, &b1, &b2);
-    EXPECT_TRUE(same(a1, b1) && same(a2, b2)) << what << ": q / kv_a pair";
-    EXPECT_TRUE(same(ops->linear_silu_q(x, xq, shared.gate_up), ops->linear_silu(x, shared.gate_up))) << what;
+    EXPECT_TRUE(test::same_device_bits(a1, b1) && test::same_device_bits(a2, b2)) << what << ": q / kv_a pair";
+    EXPECT_TRUE(test::same_device_bits(ops->linear_silu_q(x, xq, shared.gate_up), ops->linear_silu(x, shared.gate_up)))
+        << what;
     Tensor ids = cuda_upload(i32_tensor(route(T, K, E, -1), {T, K}));
     Tensor wts = cuda_upload(randn({T, K}, rng_, 0.2f, 0.5f));
-    EXPECT_TRUE(same(ops->moe_experts_q(x, xq, ids, wts, experts), ops->moe_experts(x, ids, wts, experts)))
+    EXPECT_TRUE(test::same_device_bits(ops->moe_experts_q(x, xq, ids, wts, experts),
+                                       ops->moe_experts(x, ids, wts, experts)))
         << what << ": routed experts";
   }
   // Prefill-sized rows: no quantization from the norm either.
@@ -558,7 +555,7 @@ TEST_F(MoeFp8Test, SmallMColumnTilesAgree) {
             DS_EXPECT_CLOSE(have, want, 2e-2, 4e-3, what + " expert " + std::to_string(e));
           }
         } else {
-          EXPECT_EQ(std::memcmp(got.data(), first.data(), static_cast<size_t>(total * sh.N) * sizeof(float)), 0)
+          EXPECT_TRUE(test::same_bits(got.rows(0, total), first.rows(0, total)))
               << what << ": differs from tiles " << choices[0];
         }
         // Kernel time alone: 20 launches captured in a graph, replayed 5 times (not under compute-sanitizer:
@@ -594,7 +591,7 @@ TEST_F(MoeFp8Test, SmallMColumnTilesAgree) {
           ASSERT_EQ(kernels::launch_moe_fp8_small_m(q, s), cudaSuccess) << what;
           Tensor got = to_host_f32(out);
           test::expect_rows_written(got, total, sh.N, what);
-          EXPECT_EQ(std::memcmp(got.data(), first.data(), static_cast<size_t>(total * sh.N) * sizeof(float)), 0)
+          EXPECT_TRUE(test::same_bits(got.rows(0, total), first.rows(0, total)))
               << what << ": differs from the one-round kernel";
           if (std::getenv("DSERVE_TEST_NO_TIMING") || settled) continue;
           const double us = test::graph_time_us([&] { kernels::launch_moe_fp8_small_m(q, s); }, s);
@@ -658,8 +655,8 @@ TEST_F(MoeFp8Test, WgmmaWalkMatchesTheWalk) {
         Tensor got = to_host_f32(out);
         test::expect_rows_written(got, total, sh.N, what);
         if (settled) {
-          const size_t bytes = static_cast<size_t>(total * sh.N) * sizeof(float);
-          EXPECT_EQ(std::memcmp(got.data(), first.data(), bytes), 0) << what << ": not the first run's bits";
+          EXPECT_TRUE(test::same_bits(got.rows(0, total), first.rows(0, total)))
+              << what << ": not the first run's bits";
         } else {
           first = got;
         }
@@ -924,7 +921,7 @@ TEST_F(MoeFp8Test, GroupedTileShapesAgree) {
             DS_EXPECT_CLOSE(have, want, 2e-2, 4e-3, what + " expert " + std::to_string(e));
           }
         } else {
-          EXPECT_EQ(std::memcmp(got.data(), first.data(), static_cast<size_t>(total * sh.N) * sizeof(float)), 0)
+          EXPECT_TRUE(test::same_bits(got.rows(0, total), first.rows(0, total)))
               << what << ": differs from the default";
         }
         if (std::getenv("DSERVE_TEST_NO_TIMING")) continue;

@@ -15,6 +15,7 @@
 #include "kernels/moe.h"
 #include "kernels/rms_norm.h"
 #include "ops/cuda/cuda_runtime.h"
+#include "ops/cuda/gpu_test_util.h"
 #include "ops/ops.h"
 
 namespace ds {
@@ -37,12 +38,6 @@ double rel_err(const Tensor& got, int64_t got_stride, const Tensor& want, int64_
       worst = std::max(worst, std::fabs(a - b) / std::max(std::fabs(b), 1e-2));
     }
   return worst;
-}
-
-// Whether two device tensors hold the same bytes.
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  Tensor ha = cuda_download(a), hb = cuda_download(b);
-  return ha.nbytes() == hb.nbytes() && std::memcmp(ha.data(), hb.data(), ha.nbytes()) == 0;
 }
 
 class RmsNormGpu : public ::testing::TestWithParam<std::tuple<int64_t, int64_t, bool>> {};
@@ -139,10 +134,10 @@ TEST(RmsNormQuantGpu, QuantizesTheOutputAsQuantAct) {
           qp.ue8m0 = ue8m0;
           DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, nullptr));
           DS_CUDA_CHECK(cudaDeviceSynchronize());
-          EXPECT_TRUE(same_bytes(out1, out2)) << what << ": bf16 output";
-          EXPECT_TRUE(same_bytes(res1, res2)) << what << ": residual";
-          EXPECT_TRUE(same_bytes(q1, q2)) << what << ": e4m3 bytes";
-          EXPECT_TRUE(same_bytes(s1, s2)) << what << ": scales";
+          EXPECT_TRUE(test::same_device_bits(out1, out2)) << what << ": bf16 output";
+          EXPECT_TRUE(test::same_device_bits(res1, res2)) << what << ": residual";
+          EXPECT_TRUE(test::same_device_bits(q1, q2)) << what << ": e4m3 bytes";
+          EXPECT_TRUE(test::same_device_bits(s1, s2)) << what << ": scales";
         }
   Tensor x = Tensor::empty({2, 192}, DType::kBF16, Device::kCuda);
   kernels::RmsNormParams p{x.data(), nullptr, x.data(), x.data(), 2, 192, 192, 192, 192, 1e-6f};
@@ -231,11 +226,11 @@ TEST(RmsNormMoeGpu, SumsTheMoeOutputAsTheCombine) {
             DS_CUDA_CHECK(kernels::launch_moe_combine(c, nullptr));
             DS_CUDA_CHECK(kernels::launch_rms_norm(plain, nullptr));
             DS_CUDA_CHECK(cudaDeviceSynchronize());
-            EXPECT_TRUE(same_bytes(out1, out2)) << what << ": bf16 output";
-            EXPECT_TRUE(same_bytes(res1, res2)) << what << ": residual";
+            EXPECT_TRUE(test::same_device_bits(out1, out2)) << what << ": bf16 output";
+            EXPECT_TRUE(test::same_device_bits(res1, res2)) << what << ": residual";
             if (quant) {
-              EXPECT_TRUE(same_bytes(q1, q2)) << what << ": e4m3 bytes";
-              EXPECT_TRUE(same_bytes(s1, s2)) << what << ": scales";
+              EXPECT_TRUE(test::same_device_bits(q1, q2)) << what << ": e4m3 bytes";
+              EXPECT_TRUE(test::same_device_bits(s1, s2)) << what << ": scales";
             }
             // Finite: no NaN row leaked in.
             Tensor h = cuda_download(out1);
