@@ -31,6 +31,7 @@ constexpr int kStageBytes = 2 * kBoxRows * 128;  // two boxes = the wgmma's 64 r
 // Ring depth: see walk_stages (MoeFp8GemmParams / MoeGroupedGemmParams::wgmma_stages: 0 = its choice, or 4 / 6 / 8).
 constexpr int kSmemPerSm = 228 * 1024;  // Hopper's shared memory an SM (227 KB a CTA at most, 1 KB reserved a CTA)
 constexpr int kThreads = 160;   // a consumer warpgroup (warps 0-3) and a producer warp (4)
+constexpr int kQxRounds = 4;     // the kQx form: quantization rounds whose loads are in flight together
 
 // A tile: one slot (expert) x kCols output columns: with the SiLU 32 columns (A = their 32 gate rows, then their 32 up
 // rows), else 64 (A = 64 consecutive rows). Its two boxes' first weight rows.
@@ -172,28 +173,50 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int cnt = min(count - base, kTokens);
       // Token rows -> [block][row][128 B], chunk c of row j at ((c ^ (j % 8)) << 4); rows past the count zero.
       if constexpr (kQx) {
-        // Lanes 8k .. 8k + 7 hold the 8 chunks of one 128-group (fp8::quantize_group<16, 8>; the loop's bound,
-        // nb * kTokens * 8, is a multiple of 64: every warp is wholly in or out of a round, so its full-mask shuffles
-        // are safe).
+        // Lanes 8k .. 8k + 7 hold the 8 chunks of one 128-group (fp8::quantize_group<16, 8>). Only the cnt rows
+        // (items (b, j < cnt, c): a multiple of 8, so a partial warp's ballot holds whole groups), and kQxRounds
+        // rounds' loads issued before any is used: under the weight stream every round of dependent loads costs an
+        // L2 round trip (s42b: ~2.5 us a round when each round waited for its own loads, all kTokens rows).
         const __nv_bfloat16* xb = reinterpret_cast<const __nv_bfloat16*>(p.x);
-        for (int i = tid; i < nb * kTokens * 8; i += 128) {
-          const int b = i / (kTokens * 8), j = (i >> 3) % kTokens, c = i & 7;
-          const int xr = slot[4 + j];
-          float f[16];
-          uint4 u[2] = {make_uint4(0u, 0u, 0u, 0u), make_uint4(0u, 0u, 0u, 0u)};
-          if (xr >= 0) {
-            const uint4* src = reinterpret_cast<const uint4*>(xb + static_cast<int64_t>(xr) * nb * 128 + b * 128 + c * 16);
-            u[0] = src[0];
-            u[1] = src[1];
-          }
-          const __nv_bfloat16* hb = reinterpret_cast<const __nv_bfloat16*>(u);
+        const int n = nb * cnt * 8, per_b = cnt * 8;
+        for (int i0 = 0; i0 < n; i0 += 128 * kQxRounds) {
+          uint4 u[kQxRounds][2];
 #pragma unroll
-          for (int e = 0; e < 16; ++e) f[e] = __bfloat162float(hb[e]);
-          uint32_t q[4];
-          const float sc = fp8::quantize_group<16, 8>(f, p.ue8m0, q);
+          for (int k = 0; k < kQxRounds; ++k) {
+            const int i = i0 + 128 * k + tid;
+            u[k][0] = u[k][1] = make_uint4(0u, 0u, 0u, 0u);
+            if (i < n) {
+              const int b = i / per_b, j = (i >> 3) % cnt, c = i & 7;
+              const uint4* src =
+                  reinterpret_cast<const uint4*>(xb + static_cast<int64_t>(slot[4 + j]) * nb * 128 + b * 128 + c * 16);
+              u[k][0] = src[0];
+              u[k][1] = src[1];
+            }
+          }
+#pragma unroll
+          for (int k = 0; k < kQxRounds; ++k) {
+            const int i = i0 + 128 * k + tid;
+            const unsigned mask = __ballot_sync(0xffffffffu, i < n);
+            if (i < n) {
+              const int b = i / per_b, j = (i >> 3) % cnt, c = i & 7;
+              const __nv_bfloat16* hb = reinterpret_cast<const __nv_bfloat16*>(u[k]);
+              float f[16];
+#pragma unroll
+              for (int e = 0; e < 16; ++e) f[e] = __bfloat162float(hb[e]);
+              uint32_t q[4];
+              const float sc = fp8::quantize_group<16, 8>(f, p.ue8m0, q, mask);
+              *reinterpret_cast<uint4*>(smem + L.x + b * kXBlock + j * 128 + ((c ^ (j & 7)) << 4)) =
+                  make_uint4(q[0], q[1], q[2], q[3]);
+              if (c == 0) sxs[j * nb + b] = sc;
+            }
+          }
+        }
+        // Rows cnt .. kTokens - 1: zero bytes (their columns are never stored; their scales never read).
+        const int rest = kTokens - cnt;
+        for (int i = tid; i < nb * rest * 8; i += 128) {
+          const int b = i / (rest * 8), j = cnt + (i >> 3) % rest, c = i & 7;
           *reinterpret_cast<uint4*>(smem + L.x + b * kXBlock + j * 128 + ((c ^ (j & 7)) << 4)) =
-              make_uint4(q[0], q[1], q[2], q[3]);
-          if (c == 0) sxs[j * nb + b] = sc;
+              make_uint4(0u, 0u, 0u, 0u);
         }
       } else {
         for (int i = tid; i < nb * kTokens * 8; i += 128) {

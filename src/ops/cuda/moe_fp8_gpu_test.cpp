@@ -12,6 +12,7 @@
 
 #include <gtest/gtest.h>
 
+#include "kernels/fp8_gemm.h"
 #include "kernels/moe_fp8.h"
 #include "kernels/moe_gemm.h"
 #include "ops/cuda/copy_bandwidth.h"
@@ -740,6 +741,25 @@ TEST_F(MoeFp8Test, WgmmaWalkQuantizesItsInput) {
         test::expect_rows_written(got, total, sh.N, what);
         EXPECT_TRUE(test::same_bits(got.rows(0, total), want.rows(0, total))) << what << ": not the host-quantized bits";
         ++checked;
+        if (std::getenv("DSERVE_TEST_NO_TIMING") || ue8m0) continue;
+        // The two chains it replaces, timed (graph replays): quant_act + the walk over e4m3 rows, against the kQx walk.
+        kernels::Fp8QuantParams qp;
+        qp.x = xb_d.data();
+        qp.ldx = qp.K = qp.Kp = sh.K;
+        qp.M = total;
+        qp.q = static_cast<uint8_t*>(qx_d.data());
+        qp.s = sx_d.data_as<float>();
+        qp.s_ld = sh.K / 128;
+        const double us_walk = test::graph_time_us([&] { kernels::launch_moe_fp8_wgmma_walk(p, md, s); }, s);
+        const double us_chain = test::graph_time_us(
+            [&] {
+              kernels::launch_fp8_quant_act(qp, s);
+              kernels::launch_moe_fp8_wgmma_walk(p, md, s);
+            },
+            s);
+        const double us_qx = test::graph_time_us([&] { kernels::launch_moe_fp8_wgmma_walk(pq, md, s); }, s);
+        std::printf("WALKQX %s rows %d: quant_act + walk %.2f us (walk alone %.2f), kQx walk %.2f us\n", sh.name, rows,
+                    us_chain, us_walk, us_qx);
       }
   }
   EXPECT_EQ(checked, 2 * 4 * 2);
