@@ -20,16 +20,15 @@ __device__ __forceinline__ uint8_t to_e4m3(float v) {
 
 // One 128-group held by kLanes adjacent lanes (an aligned run of them), kPer consecutive values a lane (kPer x kLanes
 // = 128): the group's scale (returned, the same in those lanes) and this lane's kPer e4m3 bytes packed
-// little-endian, four a word. Every lane in `mask` calls it (by default the whole warp); a mask holds whole groups.
+// little-endian, four a word. Every lane of the warp calls it (full-mask shuffles).
 template <int kPer, int kLanes>
-__device__ __forceinline__ float quantize_group(const float (&v)[kPer], bool ue8m0, uint32_t (&packed)[kPer / 4],
-                                                unsigned mask = 0xffffffffu) {
+__device__ __forceinline__ float quantize_group(const float (&v)[kPer], bool ue8m0, uint32_t (&packed)[kPer / 4]) {
   static_assert(kPer * kLanes == 128 && kPer % 4 == 0 && kLanes <= 32, "a 128-group over kLanes lanes of one warp");
   float amax = 0.0f;
 #pragma unroll
   for (int j = 0; j < kPer; ++j) amax = fmaxf(amax, fabsf(v[j]));
 #pragma unroll
-  for (int o = kLanes / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(mask, amax, o));
+  for (int o = kLanes / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   const float s = block_scale(amax, ue8m0);
 #pragma unroll
   for (int w = 0; w < kPer / 4; ++w) packed[w] = 0u;

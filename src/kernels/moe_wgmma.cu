@@ -31,7 +31,7 @@ constexpr int kStageBytes = 2 * kBoxRows * 128;  // two boxes = the wgmma's 64 r
 // Ring depth: see walk_stages (MoeFp8GemmParams / MoeGroupedGemmParams::wgmma_stages: 0 = its choice, or 4 / 6 / 8).
 constexpr int kSmemPerSm = 228 * 1024;  // Hopper's shared memory an SM (227 KB a CTA at most, 1 KB reserved a CTA)
 constexpr int kThreads = 160;   // a consumer warpgroup (warps 0-3) and a producer warp (4)
-constexpr int kQxRounds = 4;     // the kQx form: quantization rounds whose loads are in flight together
+constexpr int kQxRows = 4;       // the kQx form: bf16 token rows staged (copies in flight together) a round
 
 // A tile: one slot (expert) x kCols output columns: with the SiLU 32 columns (A = their 32 gate rows, then their 32 up
 // rows), else 64 (A = 64 consecutive rows). Its two boxes' first weight rows.
@@ -64,15 +64,17 @@ struct WalkParams {
 // token rows (both with the 128-byte swizzle), the up half's accumulators for the SiLU ([32][tokens] fp32), the
 // tile's slot (expert, count, first output row, 16 token rows), then the stages' full / empty mbarriers.
 struct SmemLayout {
-  int x, xch, slot, bars, sxs, bytes;
-  // qx: the kQx form's activation scales [tokens][nb] after the barriers (the other forms' layout unchanged).
+  int x, xch, slot, bars, sxs, stage, bytes;
+  // qx: the kQx form's activation scales [tokens][nb] after the barriers, then its bf16 staging rows (kQxRows of
+  // them, [row][nb][128]); the other forms' layout unchanged.
   __host__ __device__ SmemLayout(int nb, int tokens, int stages, bool qx = false) {
     x = stages * kStageBytes;
     xch = x + nb * tokens * 128;
     slot = xch + 32 * tokens * 4;
     bars = slot + 32 * 4;
     sxs = bars + 2 * stages * 8;
-    bytes = sxs + (qx ? tokens * nb * 4 : 0);
+    stage = (sxs + (qx ? tokens * nb * 4 : 0) + 15) / 16 * 16;
+    bytes = stage + (qx ? kQxRows * nb * 256 : 0);
   }
 };
 
@@ -173,43 +175,47 @@ __global__ void __launch_bounds__(kThreads, 1)
       const int cnt = min(count - base, kTokens);
       // Token rows -> [block][row][128 B], chunk c of row j at ((c ^ (j % 8)) << 4); rows past the count zero.
       if constexpr (kQx) {
-        // Lanes 8k .. 8k + 7 hold the 8 chunks of one 128-group (fp8::quantize_group<16, 8>). Only the cnt rows
-        // (items (b, j < cnt, c): a multiple of 8, so a partial warp's ballot holds whole groups), and kQxRounds
-        // rounds' loads issued before any is used: under the weight stream every round of dependent loads costs an
-        // L2 round trip (s42b: ~2.5 us a round when each round waited for its own loads, all kTokens rows).
-        const __nv_bfloat16* xb = reinterpret_cast<const __nv_bfloat16*>(p.x);
-        const int n = nb * cnt * 8, per_b = cnt * 8;
-        for (int i0 = 0; i0 < n; i0 += 128 * kQxRounds) {
-          uint4 u[kQxRounds][2];
-#pragma unroll
-          for (int k = 0; k < kQxRounds; ++k) {
-            const int i = i0 + 128 * k + tid;
-            u[k][0] = u[k][1] = make_uint4(0u, 0u, 0u, 0u);
-            if (i < n) {
-              const int b = i / per_b, j = (i >> 3) % cnt, c = i & 7;
-              const uint4* src =
-                  reinterpret_cast<const uint4*>(xb + static_cast<int64_t>(slot[4 + j]) * nb * 128 + b * 128 + c * 16);
-              u[k][0] = src[0];
-              u[k][1] = src[1];
-            }
+        // Only the expert's cnt rows, kQxRows at a time: their bf16 blocks copied into the staging rows (all copies
+        // in flight together: under the weight stream a round of dependent loads costs an L2 round trip, s42b ~2.5
+        // us), then quantized from there by a loop kept rolled (s42c: four unrolled rounds made 5,064 instructions
+        // and the walk waited on instruction fetch). Lanes 8k .. 8k + 7 hold the 8 chunks of one 128-group
+        // (fp8::quantize_group<16, 8>); every lane of a warp takes part in its shuffles (items past the count are
+        // zeros, not stored): rounds of 128 items.
+        const uint8_t* xb = p.x;
+        const uint32_t st = sbase + L.stage;
+        for (int r0 = 0; r0 < cnt; r0 += kQxRows) {
+          const int rows = min(kQxRows, cnt - r0);
+          for (int i = tid; i < rows * nb * 16; i += 128) {  // 16-byte chunks of the rows' bf16 blocks
+            const int j = i / (nb * 16), k = i - j * nb * 16;
+            cp_async16(st + i * 16, xb + static_cast<int64_t>(slot[4 + r0 + j]) * row_bytes * 2 + k * 16, true);
           }
-#pragma unroll
-          for (int k = 0; k < kQxRounds; ++k) {
-            const int i = i0 + 128 * k + tid;
-            const unsigned mask = __ballot_sync(0xffffffffu, i < n);
+          cp_async_commit();
+          cp_async_wait<0>();
+          named_barrier(1, 128);
+          const int n = rows * nb * 8;  // items (j, b, c)
+#pragma unroll 1
+          for (int i = tid; i - tid < n; i += 128) {
+            const int g = i >> 3, c = i & 7, j = g / nb, b = g - j * nb;
+            uint4 u[2] = {make_uint4(0u, 0u, 0u, 0u), make_uint4(0u, 0u, 0u, 0u)};
             if (i < n) {
-              const int b = i / per_b, j = (i >> 3) % cnt, c = i & 7;
-              const __nv_bfloat16* hb = reinterpret_cast<const __nv_bfloat16*>(u[k]);
-              float f[16];
+              const uint4* src = reinterpret_cast<const uint4*>(smem + L.stage + g * 256 + c * 32);
+              u[0] = src[0];
+              u[1] = src[1];
+            }
+            const __nv_bfloat16* hb = reinterpret_cast<const __nv_bfloat16*>(u);
+            float f[16];
 #pragma unroll
-              for (int e = 0; e < 16; ++e) f[e] = __bfloat162float(hb[e]);
-              uint32_t q[4];
-              const float sc = fp8::quantize_group<16, 8>(f, p.ue8m0, q, mask);
-              *reinterpret_cast<uint4*>(smem + L.x + b * kXBlock + j * 128 + ((c ^ (j & 7)) << 4)) =
+            for (int e = 0; e < 16; ++e) f[e] = __bfloat162float(hb[e]);
+            uint32_t q[4];
+            const float sc = fp8::quantize_group<16, 8>(f, p.ue8m0, q);
+            if (i < n) {
+              const int jr = r0 + j;
+              *reinterpret_cast<uint4*>(smem + L.x + b * kXBlock + jr * 128 + ((c ^ (jr & 7)) << 4)) =
                   make_uint4(q[0], q[1], q[2], q[3]);
-              if (c == 0) sxs[j * nb + b] = sc;
+              if (c == 0) sxs[jr * nb + b] = sc;
             }
           }
+          named_barrier(1, 128);  // the staging rows are free
         }
         // Rows cnt .. kTokens - 1: zero bytes (their columns are never stored; their scales never read).
         const int rest = kTokens - cnt;
