@@ -22,11 +22,6 @@ struct MoeFp8GemmParams {
   // [rows, K / 128].
   const uint8_t* q = nullptr;
   const float* sx = nullptr;
-  // The wgmma walk's down product may take the bf16 activations instead ([rows, K], 16-byte aligned; q and sx unused)
-  // and quantize them itself, bit for bit as launch_fp8_quant_act with x_ue8m0 (moe_fp8_wgmma_walk_supported: not the
-  // SiLU product, <= 16 rows an expert).
-  const void* x_bf16 = nullptr;
-  bool x_ue8m0 = false;
   const int32_t* src_rows = nullptr;  // optional [rows]: permuted row r reads activation row src_rows[r]
   void* out = nullptr;                // [rows, N] bf16
   const int32_t* counts = nullptr;    // [experts]

@@ -11,7 +11,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "kernels/fp8_quant.cuh"
 #include "kernels/moe.h"
 #include "kernels/moe_block.cuh"
 #include "kernels/moe_fp8.h"
@@ -31,7 +30,6 @@ constexpr int kStageBytes = 2 * kBoxRows * 128;  // two boxes = the wgmma's 64 r
 // Ring depth: see walk_stages (MoeFp8GemmParams / MoeGroupedGemmParams::wgmma_stages: 0 = its choice, or 4 / 6 / 8).
 constexpr int kSmemPerSm = 228 * 1024;  // Hopper's shared memory an SM (227 KB a CTA at most, 1 KB reserved a CTA)
 constexpr int kThreads = 160;   // a consumer warpgroup (warps 0-3) and a producer warp (4)
-constexpr int kQxRows = 4;       // the kQx form: bf16 token rows staged (copies in flight together) a round
 
 // A tile: one slot (expert) x kCols output columns: with the SiLU 32 columns (A = their 32 gate rows, then their 32 up
 // rows), else 64 (A = 64 consecutive rows). Its two boxes' first weight rows.
@@ -47,7 +45,7 @@ struct TileRows {
 struct WalkParams {
   const int32_t* slots = nullptr;
   const int32_t* src_rows = nullptr;
-  const uint8_t* x = nullptr;  // [rows, nb * 128 bytes]; the kQx form: bf16 [rows, nb * 128] (twice the bytes)
+  const uint8_t* x = nullptr;  // [rows, nb * 128 bytes]
   const float* sx = nullptr;
   const float* const* scales = nullptr;
   void* out = nullptr;  // bf16 [rows, N]
@@ -55,37 +53,25 @@ struct WalkParams {
   int nb = 0;
   bool slots_settled = false;
   bool evict_first = false;  // the weight boxes with an L2 evict-first policy
-  // The kQx form's scales ue8m0 or not (sx unused there). In the struct's tail padding: the other forms' parameters
-  // and code stay as they were.
-  bool ue8m0 = false;
 };
 
 // Shared memory (bytes from the 1024-aligned base): [kStages][64 rows][128 B] weight stages, [nb][tokens][128 B]
 // token rows (both with the 128-byte swizzle), the up half's accumulators for the SiLU ([32][tokens] fp32), the
 // tile's slot (expert, count, first output row, 16 token rows), then the stages' full / empty mbarriers.
 struct SmemLayout {
-  int x, xch, slot, bars, sxs, stage, bytes;
-  // qx: the kQx form's activation scales [tokens][nb] after the barriers, then its bf16 staging rows (kQxRows of
-  // them, [row][nb][128]); the other forms' layout unchanged.
-  __host__ __device__ SmemLayout(int nb, int tokens, int stages, bool qx = false) {
+  int x, xch, slot, bars, bytes;
+  __host__ __device__ SmemLayout(int nb, int tokens, int stages) {
     x = stages * kStageBytes;
     xch = x + nb * tokens * 128;
     slot = xch + 32 * tokens * 4;
     bars = slot + 32 * 4;
-    sxs = bars + 2 * stages * 8;
-    stage = (sxs + (qx ? tokens * nb * 4 : 0) + 15) / 16 * 16;
-    bytes = stage + (qx ? kQxRows * nb * 256 : 0);
+    bytes = bars + 2 * stages * 8;
   }
 };
 
-// kQx (the FP8 down product, one pass): the token rows come in bf16 (p.xb) and each consumer quantizes its slot's
-// rows itself, bit for bit as launch_fp8_quant_act (fp8::block_scale, to_e4m3 of the correctly rounded quotient; a
-// 128-group is 8 chunks of 16, 8 adjacent lanes), into the e4m3 row layout and a [tokens][nb] scale table in shared
-// memory: the quantization launch between the gate|up and down walks (one link of the decode chain) goes away.
-template <bool kSilu, int kTokens, bool kBf16, int kStages, bool kPasses, bool kQx = false>
+template <bool kSilu, int kTokens, bool kBf16, int kStages, bool kPasses>
 __global__ void __launch_bounds__(kThreads, 1)
     moe_wgmma_walk_kernel(const WalkParams p, const CUtensorMap* maps, int tiles_x, int total) {
-  static_assert(!kQx || (!kSilu && !kBf16 && !kPasses), "the in-kernel quantization is the FP8 down walk's, one pass");
   using TR = TileRows<kSilu>;
   constexpr int kR = kTokens / 2;     // accumulators a thread: rows r, r + 8 x its 2 columns of each 8
   constexpr int kXBlock = kTokens * 128;  // one block's token rows
@@ -94,12 +80,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int64_t N = p.N;
   const int nb = p.nb;
   const int64_t row_bytes = static_cast<int64_t>(nb) * 128;
-  const SmemLayout L(nb, kTokens, kStages, kQx);
+  const SmemLayout L(nb, kTokens, kStages);
   const uint32_t sbase = smem_u32(smem);
   const uint32_t xbase = sbase + L.x, full = sbase + L.bars, empty = full + kStages * 8;
   float* xch = reinterpret_cast<float*>(smem + L.xch);
   int* slot = reinterpret_cast<int*>(smem + L.slot);  // [0] expert, [1] count, [2] first output row, [4..19] rows
-  float* sxs = reinterpret_cast<float*>(smem + L.sxs);  // kQx: [kTokens][nb] activation scales
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
   if (tid == 0) mbar_init_ring(full, empty, kStages, 4);  // four consumer warps release a stage
   __syncthreads();
@@ -174,65 +159,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       }
       const int cnt = min(count - base, kTokens);
       // Token rows -> [block][row][128 B], chunk c of row j at ((c ^ (j % 8)) << 4); rows past the count zero.
-      if constexpr (kQx) {
-        // Only the expert's cnt rows, kQxRows at a time: their bf16 blocks copied into the staging rows (all copies
-        // in flight together: under the weight stream a round of dependent loads costs an L2 round trip, s42b ~2.5
-        // us), then quantized from there by a loop kept rolled (s42c: four unrolled rounds made 5,064 instructions
-        // and the walk waited on instruction fetch). Lanes 8k .. 8k + 7 hold the 8 chunks of one 128-group
-        // (fp8::quantize_group<16, 8>); every lane of a warp takes part in its shuffles (items past the count are
-        // zeros, not stored): rounds of 128 items.
-        const uint8_t* xb = p.x;
-        const uint32_t st = sbase + L.stage;
-        for (int r0 = 0; r0 < cnt; r0 += kQxRows) {
-          const int rows = min(kQxRows, cnt - r0);
-          for (int i = tid; i < rows * nb * 16; i += 128) {  // 16-byte chunks of the rows' bf16 blocks
-            const int j = i / (nb * 16), k = i - j * nb * 16;
-            cp_async16(st + i * 16, xb + static_cast<int64_t>(slot[4 + r0 + j]) * row_bytes * 2 + k * 16, true);
-          }
-          cp_async_commit();
-          cp_async_wait<0>();
-          named_barrier(1, 128);
-          const int n = rows * nb * 8;  // items (j, b, c)
-#pragma unroll 1
-          for (int i = tid; i - tid < n; i += 128) {
-            const int g = i >> 3, c = i & 7, j = g / nb, b = g - j * nb;
-            uint4 u[2] = {make_uint4(0u, 0u, 0u, 0u), make_uint4(0u, 0u, 0u, 0u)};
-            if (i < n) {
-              const uint4* src = reinterpret_cast<const uint4*>(smem + L.stage + g * 256 + c * 32);
-              u[0] = src[0];
-              u[1] = src[1];
-            }
-            const __nv_bfloat16* hb = reinterpret_cast<const __nv_bfloat16*>(u);
-            float f[16];
-#pragma unroll
-            for (int e = 0; e < 16; ++e) f[e] = __bfloat162float(hb[e]);
-            uint32_t q[4];
-            const float sc = fp8::quantize_group<16, 8>(f, p.ue8m0, q);
-            if (i < n) {
-              const int jr = r0 + j;
-              *reinterpret_cast<uint4*>(smem + L.x + b * kXBlock + jr * 128 + ((c ^ (jr & 7)) << 4)) =
-                  make_uint4(q[0], q[1], q[2], q[3]);
-              if (c == 0) sxs[jr * nb + b] = sc;
-            }
-          }
-          named_barrier(1, 128);  // the staging rows are free
-        }
-        // Rows cnt .. kTokens - 1: zero bytes (their columns are never stored; their scales never read).
-        const int rest = kTokens - cnt;
-        for (int i = tid; i < nb * rest * 8; i += 128) {
-          const int b = i / (rest * 8), j = cnt + (i >> 3) % rest, c = i & 7;
-          *reinterpret_cast<uint4*>(smem + L.x + b * kXBlock + j * 128 + ((c ^ (j & 7)) << 4)) =
-              make_uint4(0u, 0u, 0u, 0u);
-        }
-      } else {
-        for (int i = tid; i < nb * kTokens * 8; i += 128) {
-          const int b = i / (kTokens * 8), j = (i >> 3) % kTokens, c = i & 7;
-          const int xr = slot[4 + j];
-          cp_async16(xbase + b * kXBlock + j * 128 + ((c ^ (j & 7)) << 4),
-                     p.x + (xr >= 0 ? xr : 0) * row_bytes + b * 128 + c * 16, xr >= 0);
-        }
-        cp_async_commit();
+      for (int i = tid; i < nb * kTokens * 8; i += 128) {
+        const int b = i / (kTokens * 8), j = (i >> 3) % kTokens, c = i & 7;
+        const int xr = slot[4 + j];
+        cp_async16(xbase + b * kXBlock + j * 128 + ((c ^ (j & 7)) << 4),
+                   p.x + (xr >= 0 ? xr : 0) * row_bytes + b * 128 + c * 16, xr >= 0);
       }
+      cp_async_commit();
       // FP8 scales: this thread's rows' weight scale row (its 16 rows sit in one 32-row half, inside one 128-row
       // block) and its token columns' activation scale rows.
       const float* swr = nullptr;
@@ -243,13 +176,10 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
         for (int i = 0; i < kTokens / 4; ++i) {
           const int xr = slot[4 + 8 * (i >> 1) + c0 + (i & 1)];
-          if constexpr (kQx)
-            sx[i] = xr >= 0 ? sxs + (8 * (i >> 1) + c0 + (i & 1)) * nb : nullptr;
-          else
-            sx[i] = xr >= 0 ? p.sx + static_cast<int64_t>(xr) * nb : nullptr;
+          sx[i] = xr >= 0 ? p.sx + static_cast<int64_t>(xr) * nb : nullptr;
         }
       }
-      if constexpr (!kQx) cp_async_wait<0>();
+      cp_async_wait<0>();
       fence_proxy_async();
       named_barrier(1, 128);
 
@@ -272,12 +202,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           const float sw = __ldg(swr + b);
           float a[kTokens / 4];
 #pragma unroll
-          for (int i = 0; i < kTokens / 4; ++i) {
-            if constexpr (kQx)
-              a[i] = sx[i] ? sx[i][b] * sw : 0.0f;  // shared memory (this CTA's table)
-            else
-              a[i] = sx[i] ? __ldg(sx[i] + b) * sw : 0.0f;
-          }
+          for (int i = 0; i < kTokens / 4; ++i) a[i] = sx[i] ? __ldg(sx[i] + b) * sw : 0.0f;
 #pragma unroll
           for (int i = 0; i < kR; ++i) acc[i] += d[i] * a[2 * (i >> 2) + (i & 1)];
         }
@@ -342,9 +267,7 @@ bool make_moe_wgmma_maps(const void* const* host_weights, int experts, int64_t r
 
 namespace {
 
-size_t walk_smem_at(int nb, int tokens, int stages, bool qx = false) {
-  return SmemLayout(nb, tokens, stages, qx).bytes + 1024;
-}
+size_t walk_smem_at(int nb, int tokens, int stages) { return SmemLayout(nb, tokens, stages).bytes + 1024; }
 int ctas_by_smem(size_t smem) { return static_cast<int>(kSmemPerSm / (smem + 1024)); }
 
 // The ring depth of a launch: `requested` when 4, 6 or 8 (A/B runs: DSERVE_MOE_WGMMA_STAGES), else measured in the
@@ -362,28 +285,27 @@ int walk_stages(int requested, bool bf16, int nb, int tokens) {
 }
 int walk_tokens(int64_t max_rows) { return max_rows <= 8 ? 8 : 16; }
 // Shared memory a walk launch takes (the 1024-byte alignment slack included).
-size_t walk_smem(int nb, int64_t max_rows, int requested_stages, bool bf16, bool qx = false) {
+size_t walk_smem(int nb, int64_t max_rows, int requested_stages, bool bf16) {
   const int tokens = walk_tokens(max_rows);
-  return walk_smem_at(nb, tokens, walk_stages(requested_stages, bf16, nb, tokens), qx);
+  return walk_smem_at(nb, tokens, walk_stages(requested_stages, bf16, nb, tokens));
 }
 
 // The bounds both walks share: slot records, rows an expert (past 16: passes of 16), the layout in shared memory.
 template <class Params>
-bool walk_supported(const Params& p, int64_t row_bytes, bool bf16, bool qx = false) {
+bool walk_supported(const Params& p, int64_t row_bytes, bool bf16) {
   return p.slots && p.max_active > 0 && p.max_active <= p.experts && (reinterpret_cast<uintptr_t>(p.slots) & 15) == 0 &&
          p.max_rows_per_expert >= 1 && row_bytes % 128 == 0 &&
-         walk_smem(static_cast<int>(row_bytes / 128), p.max_rows_per_expert, p.wgmma_stages, bf16, qx) <= 227 * 1024 &&
+         walk_smem(static_cast<int>(row_bytes / 128), p.max_rows_per_expert, p.wgmma_stages, bf16) <= 227 * 1024 &&
          p.out;
 }
 
-// qx: the FP8 down product's kQx form (w.x holds bf16 rows).
 template <bool kBf16>
 cudaError_t launch_walk(const WalkParams& w, bool silu, int64_t max_rows, int max_active, int stages,
-                        const CUtensorMap* maps, cudaStream_t stream, bool qx = false) {
+                        const CUtensorMap* maps, cudaStream_t stream) {
   const int tokens = walk_tokens(max_rows);
   stages = walk_stages(stages, kBf16, w.nb, tokens);
   auto launch = [&](auto kernel, int cols) {
-    const size_t smem = walk_smem_at(w.nb, tokens, stages, qx);
+    const size_t smem = walk_smem_at(w.nb, tokens, stages);
     // CTAs an SM for (kernel, smem), looked up once each (eager steps launch these per layer). The kernel's
     // shared-memory attribute stays at the largest size asked so far: a launch after a smaller one's lookup (another
     // K) still fits.
@@ -422,14 +344,8 @@ cudaError_t launch_walk(const WalkParams& w, bool silu, int64_t max_rows, int ma
   constexpr int kG = TileRows<true>::kCols, kD = TileRows<false>::kCols;
   // Past the token columns, the instantiations with passes (kept apart: the one-pass kernels are the measured ones).
   const bool passes = max_rows > tokens;
-  if (qx && (kBf16 || silu || passes)) return cudaErrorInvalidValue;
   auto by_tokens = [&](auto stages_c) {
     constexpr int S = decltype(stages_c)::value;
-    if constexpr (!kBf16) {
-      if (qx)
-        return tokens == 8 ? launch(moe_wgmma_walk_kernel<false, 8, false, S, false, true>, kD)
-                           : launch(moe_wgmma_walk_kernel<false, 16, false, S, false, true>, kD);
-    }
     if (tokens == 8)
       return silu ? launch(moe_wgmma_walk_kernel<true, 8, kBf16, S, false>, kG)
                   : launch(moe_wgmma_walk_kernel<false, 8, kBf16, S, false>, kD);
@@ -447,10 +363,7 @@ cudaError_t launch_walk(const WalkParams& w, bool silu, int64_t max_rows, int ma
 }  // namespace
 
 bool moe_fp8_wgmma_walk_supported(const MoeFp8GemmParams& p) {
-  const bool qx = p.x_bf16 != nullptr;
-  return walk_supported(p, p.K, false, qx) && p.N % (p.silu ? 128 : 64) == 0 &&
-         (qx ? !p.silu && p.max_rows_per_expert <= 16 && (reinterpret_cast<uintptr_t>(p.x_bf16) & 15) == 0
-             : p.q && p.sx);
+  return walk_supported(p, p.K, false) && p.N % (p.silu ? 128 : 64) == 0 && p.q && p.sx;
 }
 
 cudaError_t launch_moe_fp8_wgmma_walk(const MoeFp8GemmParams& p, const CUtensorMap* maps, cudaStream_t stream) {
@@ -458,17 +371,15 @@ cudaError_t launch_moe_fp8_wgmma_walk(const MoeFp8GemmParams& p, const CUtensorM
   WalkParams w;
   w.slots = p.slots;
   w.src_rows = p.src_rows;
-  w.x = p.x_bf16 ? static_cast<const uint8_t*>(p.x_bf16) : p.q;
-  w.sx = p.x_bf16 ? nullptr : p.sx;
-  w.ue8m0 = p.x_ue8m0;
+  w.x = p.q;
+  w.sx = p.sx;
   w.scales = p.scales;
   w.out = p.out;
   w.N = p.N;
   w.nb = static_cast<int>(p.K / 128);
   w.slots_settled = p.slots_settled;
   w.evict_first = p.wgmma_evict_first;
-  return launch_walk<false>(w, p.silu, p.max_rows_per_expert, p.max_active, p.wgmma_stages, maps, stream,
-                            p.x_bf16 != nullptr);
+  return launch_walk<false>(w, p.silu, p.max_rows_per_expert, p.max_active, p.wgmma_stages, maps, stream);
 }
 
 bool moe_bf16_wgmma_walk_supported(const MoeGroupedGemmParams& p) {

@@ -186,10 +186,6 @@ class CudaOps final : public Ops {
     // DSERVE_MOE_WGMMA_STAGES=4|6|8: both walks' ring depth for A/B runs (unset: walk_stages's choice by dtype and
     // token columns).
     wgmma_stages_ = static_cast<int>(env_int("DSERVE_MOE_WGMMA_STAGES", 0));
-    // DSERVE_MOE_FP8_WALK_QUANT=1: the FP8 down walk (<= 16 rows an expert) quantizes the SiLU output itself instead of
-    // a quant_act launch before it (the same bytes; one link fewer between the gate|up and down walks). Off until
-    // measured (scripts/device/s42a.sh).
-    walk_quant_ = env_flag("DSERVE_MOE_FP8_WALK_QUANT", false);
     // The FP8 walk's weight boxes with an L2 evict-first policy (as the mma.sync FP8 streams since session 37: a step
     // reads each expert once, ~80 MB a V2-Lite layer through the L2, and the activations a few launches later should
     // stay). s40b / s40c (H200, three rounds): FP8 V2-Lite batch 1 1.56-1.57 vs 1.61-1.63 ms, batch 8 3.43-3.50 vs
@@ -1321,18 +1317,6 @@ class CudaOps final : public Ops {
     g.wgmma_evict_first = fp8_walk_evict_first_;
     auto gemm = [&](const Tensor& in /*[rows, k] bf16*/, bool ue8m0, const Fp8Act* made, const CUtensorMap* maps) {
       const int64_t rows = in.dim(0), k = in.dim(1);
-      // The down product on the walk quantizing its bf16 input itself (DSERVE_MOE_FP8_WALK_QUANT): no quant_act launch.
-      if (walk_quant_ && !g.silu && maps && walk_takes(T, N, E)) {
-        kernels::MoeFp8GemmParams gq = g;
-        gq.x_bf16 = in.data();
-        gq.x_ue8m0 = ue8m0;
-        gq.q = nullptr;
-        gq.sx = nullptr;
-        if (kernels::moe_fp8_wgmma_walk_supported(gq)) {
-          DS_CUDA_CHECK(kernels::launch_moe_fp8_wgmma_walk(gq, maps, stream()));
-          return;
-        }
-      }
       Tensor q, sx;
       if (made && made->defined() && made->ue8m0 == ue8m0 && made->q.ndim() == 2 && made->q.dim(0) == rows &&
           made->q.dim(1) == k && made->scales.dim(1) == k / 128) {
@@ -1995,7 +1979,6 @@ class CudaOps final : public Ops {
   bool wgmma_walk_ = true;        // DSERVE_MOE_FP8_WGMMA (see the constructor)
   int64_t bf16_wgmma_min_tokens_ = 1;  // DSERVE_MOE_BF16_WGMMA (see the constructor); 0: off
   int wgmma_stages_ = 0;          // DSERVE_MOE_WGMMA_STAGES (see the constructor)
-  bool walk_quant_ = false;       // DSERVE_MOE_FP8_WALK_QUANT
   bool fp8_walk_evict_first_ = true;    // DSERVE_MOE_WGMMA_EVICT_FIRST (see the constructor)
   bool bf16_walk_evict_first_ = false;
   int64_t walk_max_tokens_ = 256;       // DSERVE_MOE_WALK_MAX_TOKENS (see the constructor)

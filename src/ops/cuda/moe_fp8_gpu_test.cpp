@@ -12,7 +12,6 @@
 
 #include <gtest/gtest.h>
 
-#include "kernels/fp8_gemm.h"
 #include "kernels/moe_fp8.h"
 #include "kernels/moe_gemm.h"
 #include "ops/cuda/copy_bandwidth.h"
@@ -685,128 +684,6 @@ TEST_F(MoeFp8Test, WgmmaWalkMatchesTheWalk) {
     }
   }
   EXPECT_EQ(checked, static_cast<int>(test::moe_decode_shapes().size()) * 4 * 2);
-}
-
-// The down walk quantizing its own bf16 input (MoeFp8GemmParams::x_bf16, the kQx kernels; q and sx null there)
-// against the walk over the same rows quantized on the host (quantize_activations_fp8, which launch_fp8_quant_act
-// matches bit for bit): the same output bits, every routed row written, at both down shapes, 1 / 5 / 12 / 16 rows an
-// expert (8 and 16 token columns), plain and ue8m0 scales; a row past the routed ones is NaN and never read.
-TEST_F(MoeFp8Test, WgmmaWalkQuantizesItsInput) {
-  cudaStream_t s = cuda_stream();
-  int checked = 0;
-  for (const test::MoeDecodeShape& sh : test::moe_decode_shapes()) {
-    if (sh.silu) continue;
-    const std::vector<LinearWeight> host = varied_experts(sh, 300);
-    const DeviceExperts dev = upload_experts(host, sh.experts);
-    std::vector<const void*> wptrs;
-    for (int e = 0; e < sh.experts; ++e) wptrs.push_back(dev.w[e].data());
-    const Tensor maps_d = test::wgmma_maps(wptrs, sh.experts, sh.N, sh.K);
-    const CUtensorMap* md = static_cast<const CUtensorMap*>(maps_d.data());
-    for (int rows : {1, 5, 12, 16})
-      for (bool ue8m0 : {false, true}) {
-        const test::ExpertRouting rt = test::decode_routing(sh, rows);
-        const int64_t total = rt.total;
-        // bf16 activations (one NaN row past the routed ones) and their host quantization.
-        Tensor xf = randn({total + 1, sh.K}, rng_);
-        for (int64_t i = 0; i < xf.numel(); ++i) xf.f32()[i] = bf16_to_f32(f32_to_bf16(xf.f32()[i]));
-        Tensor qx, sx;
-        quantize_activations_fp8(xf.rows(0, total), 128, ue8m0, &qx, &sx);
-        for (int64_t i = total * sh.K; i < xf.numel(); ++i) xf.f32()[i] = NAN;
-        Tensor xb_d = to_device(xf), qx_d = cuda_upload(qx), sx_d = cuda_upload(sx);
-        const test::DeviceRouting rd = test::upload_routing(rt);
-        const int n_slots = std::min(static_cast<int>(sh.active.size()) + 2, sh.experts);
-        const std::vector<int32_t> rec = test::slot_records(rt, n_slots, nullptr);
-        Tensor slots_d = cuda_upload(i32_tensor(rec, {static_cast<int64_t>(rec.size())}));
-        kernels::MoeFp8GemmParams p = decode_params(sh, rows, dev, qx_d, sx_d, rd);
-        p.slots = slots_d.data_as<int32_t>();
-        p.max_active = n_slots;
-        p.slots_settled = true;
-        p.wgmma_evict_first = true;
-        const std::string what = std::string(sh.name) + " rows " + std::to_string(rows) + (ue8m0 ? " ue8m0" : "");
-        Tensor ref = gpu().empty({total + 1, sh.N}, DType::kBF16);  // NaN-poisoned
-        p.out = ref.data();
-        ASSERT_TRUE(kernels::moe_fp8_wgmma_walk_supported(p)) << what;
-        ASSERT_EQ(kernels::launch_moe_fp8_wgmma_walk(p, md, s), cudaSuccess) << what;
-        kernels::MoeFp8GemmParams pq = p;
-        pq.q = nullptr;
-        pq.sx = nullptr;
-        pq.x_bf16 = xb_d.data();
-        pq.x_ue8m0 = ue8m0;
-        Tensor out = gpu().empty({total + 1, sh.N}, DType::kBF16);
-        pq.out = out.data();
-        ASSERT_TRUE(kernels::moe_fp8_wgmma_walk_supported(pq)) << what;
-        ASSERT_EQ(kernels::launch_moe_fp8_wgmma_walk(pq, md, s), cudaSuccess) << what;
-        ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess) << what;
-        Tensor got = to_host_f32(out), want = to_host_f32(ref);
-        test::expect_rows_written(got, total, sh.N, what);
-        EXPECT_TRUE(test::same_bits(got.rows(0, total), want.rows(0, total))) << what << ": not the host-quantized bits";
-        ++checked;
-        if (std::getenv("DSERVE_TEST_NO_TIMING") || ue8m0) continue;
-        // The two chains it replaces, timed (graph replays): quant_act + the walk over e4m3 rows, against the kQx walk.
-        kernels::Fp8QuantParams qp;
-        qp.x = xb_d.data();
-        qp.ldx = qp.K = qp.Kp = sh.K;
-        qp.M = total;
-        qp.q = static_cast<uint8_t*>(qx_d.data());
-        qp.s = sx_d.data_as<float>();
-        qp.s_ld = sh.K / 128;
-        const double us_walk = test::graph_time_us([&] { kernels::launch_moe_fp8_wgmma_walk(p, md, s); }, s);
-        const double us_chain = test::graph_time_us(
-            [&] {
-              kernels::launch_fp8_quant_act(qp, s);
-              kernels::launch_moe_fp8_wgmma_walk(p, md, s);
-            },
-            s);
-        const double us_qx = test::graph_time_us([&] { kernels::launch_moe_fp8_wgmma_walk(pq, md, s); }, s);
-        std::printf("WALKQX %s rows %d: quant_act + walk %.2f us (walk alone %.2f), kQx walk %.2f us\n", sh.name, rows,
-                    us_chain, us_walk, us_qx);
-      }
-  }
-  EXPECT_EQ(checked, 2 * 4 * 2);
-  // Refused: the SiLU product, past 16 rows an expert, a misaligned input.
-  kernels::MoeFp8GemmParams bad;
-  Tensor buf = gpu().empty({64, 256}, DType::kBF16);
-  bad.slots = static_cast<const int32_t*>(buf.data());
-  bad.max_active = 1;
-  bad.experts = 1;
-  bad.max_rows_per_expert = 4;
-  bad.N = 128;
-  bad.K = 256;
-  bad.out = buf.data();
-  bad.x_bf16 = buf.data();
-  EXPECT_TRUE(kernels::moe_fp8_wgmma_walk_supported(bad));
-  bad.silu = true;
-  EXPECT_FALSE(kernels::moe_fp8_wgmma_walk_supported(bad));
-  bad.silu = false;
-  bad.max_rows_per_expert = 17;
-  EXPECT_FALSE(kernels::moe_fp8_wgmma_walk_supported(bad));
-  bad.max_rows_per_expert = 4;
-  bad.x_bf16 = static_cast<const char*>(buf.data()) + 2;
-  EXPECT_FALSE(kernels::moe_fp8_wgmma_walk_supported(bad));
-}
-
-// The same through the ops (DSERVE_MOE_FP8_WALK_QUANT=1: no quant_act launch before the down walk) against the
-// default backend: the same bits at 1-16 tokens (and past 16, where the down product goes back to the quantization
-// launch: the passes kernels take e4m3 rows), V2-Lite's dims and ue8m0 scales.
-TEST_F(MoeFp8Test, WalkQuantThroughTheOps) {
-  std::unique_ptr<Ops> wg = native_cuda_ops_with("DSERVE_MOE_FP8_WGMMA"), wq;
-  {
-    const test::ScopedEnv q("DSERVE_MOE_FP8_WALK_QUANT", "1");
-    wq = native_cuda_ops_with("DSERVE_MOE_FP8_WGMMA");
-  }
-  const std::vector<MoeCase> cases = {
-      {"v2-lite dims, top-6", 2048, 1408, 8, 6, {1, 4, 8, 16, 24}, 8, -1, false},
-      {"ue8m0 scales", 512, 256, 16, 6, {1, 3, 12}, 16, -1, true},
-  };
-  compare_backends(*wq, *wg, cases,
-                   [&](const MoeCase& c, int64_t T, const Tensor& x, const Tensor& idt, const Tensor& w,
-                       const Experts& ex, const Tensor& got, const Tensor& def) {
-                     const std::string what =
-                         std::string("walk quant through the ops, ") + c.name + " T " + std::to_string(T);
-                     EXPECT_TRUE(test::same_bits(got, def)) << what << ": not the quant_act path's bits";
-                     DS_EXPECT_CLOSE(got, bf16_steps_reference(x, idt, w, ex, c.ue8m0), 3e-2, 2e-2,
-                                     what + " (bf16 steps)");
-                   });
 }
 
 // The ops path with the wgmma walk (the default; its switch is read when a backend is made; maps built with the
