@@ -2,7 +2,6 @@
 // residual) -> final norm -> lm_head, plus the V3.2 indexer and the MTP module.
 #include "model/deepseek_model.h"
 
-#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -12,7 +11,6 @@
 namespace ds {
 namespace {
 const LinearWeight kNone;  // "no consumer" for norms whose output feeds no block-FP8 linear
-constexpr int64_t kPrefetchMaxTokens = 64;  // ModelOptions::prefetch_shared: decode-sized steps only
 }  // namespace
 
 Result<KvCacheDtype> parse_kv_cache_dtype(const std::string& name) {
@@ -47,12 +45,11 @@ ModelOptions model_options(bool disable_shared_experts_fusion) {
   if (env_text("DSERVE_SHARED_AFTER_ROUTE"))
     o.shared_fork = env_flag("DSERVE_SHARED_AFTER_ROUTE", false) ? ModelOptions::SharedFork::kAfterRoute
                                                                   : ModelOptions::SharedFork::kBeforeRoute;
-  o.prefetch_shared = static_cast<int>(std::clamp<int64_t>(env_int("DSERVE_PREFETCH_SHARED", 0), 0, 2));
   return o;
 }
 
 DeepseekModel::DeepseekModel(const ModelConfig& cfg, const ModelWeights& w, Ops& ops, const ModelOptions& options)
-    : cfg_(cfg), ops_(ops), shared_fork_(options.shared_fork), prefetch_shared_(options.prefetch_shared) {
+    : cfg_(cfg), ops_(ops), shared_fork_(options.shared_fork) {
   // Shared-experts fusion for every MoE layer (one routing for all of them) or none.
   bool fuse = options.shared_experts_fusion && cfg_.n_shared_experts > 0;
   bool any_moe = false;
@@ -194,14 +191,6 @@ MlpOut DeepseekModel::decoder_layer_open(const Layer& layer, int cache_layer, Te
   const LinearWeight& q_first = cfg_.q_lora_rank > 0 ? layer.attn.q_a_proj : layer.attn.q_proj;
   Tensor x = pending.defined() ? ops_.rms_norm_q_open(hidden, pending, layer.input_norm, eps, q_first, &xq)  // hidden += pending
                                : ops_.rms_norm_q(nullptr, hidden, layer.input_norm, eps, q_first, &xq);   // [T, d]
-  if (prefetch_shared_ > 0 && layer.is_moe && layer.has_shared && hidden.dim(0) <= kPrefetchMaxTokens) {
-    ops_.side_begin();  // the side chain's next section (the shared MLP) follows the prefetch
-    if (prefetch_shared_ > 1)
-      ops_.prefetch({layer.shared.gate_up.weight, layer.shared.down.weight});
-    else
-      ops_.prefetch({layer.shared.gate_up.weight});
-    ops_.side_end();
-  }
   Tensor a = attention(layer.attn, cache_layer, x, xq, meta, cache, mode);    // [T, d]
   const LinearWeight& mlp_first = !layer.is_moe         ? layer.dense.gate_up
                                   : layer.has_shared     ? layer.shared.gate_up

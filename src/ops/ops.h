@@ -131,15 +131,10 @@ class Ops {
   // the query projection): ops issued between side_begin() and side_end() may run concurrently with those
   // issued after side_end(), and side_join() orders what follows behind both (CUDA: a second stream, so the
   // latency-bound kernels of one chain hide under the other's; inside a graph capture, a fork and a join).
-  // Only tensors made inside the section may die inside it. Not nested; sections may follow each other before one
-  // side_join, which orders what follows behind all of them. CPU: plain program order.
+  // Only tensors made inside the section may die inside it. Not nested. CPU: plain program order.
   virtual void side_begin() {}
   virtual void side_end() {}
   virtual void side_join() {}
-  // A hint: the device may start reading these tensors (at most four; weights a later launch of the step reads)
-  // into its cache now, while the launches before that one leave memory bandwidth unused (CUDA: a bulk L2
-  // prefetch launch in the stream's order). No effect on results. CPU: nothing.
-  virtual void prefetch(const std::vector<Tensor>& tensors) { (void)tensors; }
 
   // ---- elementwise / norms ----
   virtual Tensor embedding(const Tensor& table /*[V, d]*/, const Tensor& ids /*[T] I32*/) = 0;

@@ -16,7 +16,6 @@
 #include "kernels/fp8_gemm.h"
 #include "kernels/indexer.h"
 #include "kernels/kv_fp8.h"
-#include "kernels/l2_prefetch.h"
 #include "kernels/mla_fused.h"
 #include "kernels/moe.h"
 #include "kernels/gemm_small_m.h"
@@ -506,7 +505,7 @@ class CudaOps final : public Ops {
     return linear(x, w);
   }
   void side_begin() override {
-    DS_CHECK(side_state_ != 1, "side_begin inside a side section");  // after an unjoined one: it follows that one
+    DS_CHECK(side_state_ == 0, "side_begin inside a side section");
     side_state_ = 1;
     if (!side_stream_enabled()) return;
     ensure_side_events();
@@ -528,19 +527,6 @@ class CudaOps final : public Ops {
     if (!side_stream_enabled()) return;
     DS_CUDA_CHECK(cudaStreamWaitEvent(cuda_main_stream(), side_done_, 0));
     if (join_fence_) kernels::pdl_fence(cuda_main_stream());
-  }
-  void prefetch(const std::vector<Tensor>& tensors) override {
-    DS_CHECK(tensors.size() <= static_cast<size_t>(kernels::L2PrefetchParams::kMaxRanges), "prefetch of ",
-             tensors.size(), " tensors");
-    kernels::L2PrefetchParams p;
-    for (const Tensor& t : tensors) {
-      check_cuda(t, "prefetch");
-      const int64_t bytes = static_cast<int64_t>(t.nbytes()) / 16 * 16;
-      if (bytes == 0) continue;
-      p.ptr[p.ranges] = t.data();
-      p.bytes[p.ranges++] = bytes;
-    }
-    DS_CUDA_CHECK(kernels::launch_l2_prefetch(p, stream()));
   }
   void linear_pair(const Tensor& x, const LinearWeight& w1, const LinearWeight& w2, Tensor* y1, Tensor* y2) override {
     linear_pair_xq(x, w1, w2, y1, y2, nullptr);

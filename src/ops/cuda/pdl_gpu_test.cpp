@@ -13,7 +13,6 @@
 #include <gtest/gtest.h>
 
 #include "kernels/basic.h"
-#include "kernels/l2_prefetch.h"
 #include "kernels/mla_decode.h"
 #include "kernels/pdl_probe.h"
 #include "ops/cuda/cuda_runtime.h"
@@ -201,56 +200,6 @@ TEST(Pdl, JoinedStreamWaitsForBoth) {
       }
     }
   }
-}
-
-// The L2 prefetch launch between two chain kernels (kernels/l2_prefetch.h): it lets the next kernel start at its
-// entry, and that kernel's wait still orders it after the kernel before the prefetch (the prefetch's completion
-// implies its predecessor's), eagerly and in a graph; bad ranges are refused.
-TEST(Pdl, PrefetchKeepsTheChainOrder) {
-  constexpr int64_t kSpinNs = 200 * 1000;
-  cudaStream_t s = cuda_main_stream();
-  void* w = nullptr;
-  uint64_t* d = nullptr;
-  const int64_t bytes = (16 << 20) + 4096;  // 16 MB and a partial 64 KB request
-  ASSERT_EQ(cudaMalloc(&w, bytes), cudaSuccess);
-  ASSERT_EQ(cudaMalloc(&d, 3 * sizeof(uint64_t)), cudaSuccess);
-  kernels::L2PrefetchParams p;
-  p.ptr[0] = w;
-  p.bytes[0] = bytes;
-  p.ptr[1] = static_cast<const char*>(w) + 65536;
-  p.bytes[1] = 65536 + 48;
-  p.ranges = 2;
-  for (bool graph : {false, true}) {
-    const std::string what = graph ? "graph" : "eager";
-    ASSERT_EQ(cudaMemsetAsync(d, 0, 3 * sizeof(uint64_t), s), cudaSuccess);
-    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-    run_launches(graph, s, [&] {
-      if (cudaError_t e = kernels::launch_pdl_spin(d + 0, kSpinNs, s); e != cudaSuccess) return e;
-      if (cudaError_t e = kernels::launch_l2_prefetch(p, s); e != cudaSuccess) return e;
-      return kernels::launch_pdl_stamp(d + 1, s);
-    });
-    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess) << what;
-    uint64_t h[3] = {0, 0, 0};
-    ASSERT_EQ(cudaMemcpy(h, d, sizeof(h), cudaMemcpyDeviceToHost), cudaSuccess);
-    ASSERT_GT(h[0], 0u) << what;
-    ASSERT_GT(h[1], 0u) << what;
-    EXPECT_GE(h[2], h[0]) << what << ": the kernel after the prefetch passed its wait before the spinner ended";
-    if (!tool_attached() && kernels::pdl_enabled()) {
-      EXPECT_LT(h[1], h[0]) << what << ": the kernel after the prefetch did not start early";
-    }
-  }
-  kernels::L2PrefetchParams bad = p;
-  bad.bytes[1] = 40;  // not a multiple of 16
-  EXPECT_EQ(kernels::launch_l2_prefetch(bad, s), cudaErrorInvalidValue);
-  bad = p;
-  bad.ptr[1] = static_cast<const char*>(w) + 8;  // misaligned
-  EXPECT_EQ(kernels::launch_l2_prefetch(bad, s), cudaErrorInvalidValue);
-  bad = p;
-  bad.ranges = kernels::L2PrefetchParams::kMaxRanges + 1;
-  EXPECT_EQ(kernels::launch_l2_prefetch(bad, s), cudaErrorInvalidValue);
-  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
-  cudaFree(w);
-  cudaFree(d);
 }
 
 // A plain launcher (launch_plain) reports its own launch's result, not an error an earlier runtime call of this thread
