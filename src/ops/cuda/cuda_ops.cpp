@@ -129,6 +129,10 @@ class CudaOps final : public Ops {
     init_cuda_device(device_index);
     gemm_ = std::make_unique<CublasLtGemm>();
     ticket_ = empty({1}, DType::kI32);  // moe_gate_route's grid counter: made here, never inside a graph capture
+    // Ops::prefetch's stream and events, likewise made here.
+    (void)cuda_prefetch_stream();
+    DS_CUDA_CHECK(cudaEventCreateWithFlags(&prefetch_fork_, cudaEventDisableTiming));
+    DS_CUDA_CHECK(cudaEventCreateWithFlags(&prefetch_done_, cudaEventDisableTiming));
     DS_CUDA_CHECK(cudaMemsetAsync(ticket_.data(), 0, sizeof(int32_t), stream()));
     // Block-FP8 linears, MLPs and experts (not kv_b) stay e4m3 on the device and run W8A8 (ops/cuda/fp8_linear.h,
     // kernels/moe_fp8.h), as SGLang runs FP8 checkpoints; DSERVE_FP8_NATIVE=0 dequantizes them to bf16 at prepare
@@ -542,10 +546,6 @@ class CudaOps final : public Ops {
     }
     DS_CHECK(side_state_ == 0, "prefetch inside a side section");
     if (p.ranges == 0) return;
-    if (!prefetch_fork_) {
-      DS_CUDA_CHECK(cudaEventCreateWithFlags(&prefetch_fork_, cudaEventDisableTiming));
-      DS_CUDA_CHECK(cudaEventCreateWithFlags(&prefetch_done_, cudaEventDisableTiming));
-    }
     cudaStream_t ps = cuda_prefetch_stream();
     DS_CUDA_CHECK(cudaEventRecord(prefetch_fork_, cuda_main_stream()));
     DS_CUDA_CHECK(cudaStreamWaitEvent(ps, prefetch_fork_, 0));
@@ -1591,7 +1591,7 @@ class CudaOps final : public Ops {
   }
   cudaEvent_t side_fork_ = nullptr, side_done_ = nullptr;  // never destroyed: the ops object lives until exit
   int side_state_ = 0;  // 0 outside, 1 inside a section, 2 ended and not joined
-  cudaEvent_t prefetch_fork_ = nullptr, prefetch_done_ = nullptr;  // Ops::prefetch's stream (made on first use)
+  cudaEvent_t prefetch_fork_ = nullptr, prefetch_done_ = nullptr;  // Ops::prefetch's fork / join (the constructor's)
   bool prefetch_open_ = false;                                     // a prefetch not yet joined
 
   // Any float tensor (host or device; FP8 with optional block scales) -> a bf16 device tensor.
