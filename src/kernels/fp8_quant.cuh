@@ -18,30 +18,19 @@ __device__ __forceinline__ uint8_t to_e4m3(float v) {
   return static_cast<uint8_t>(__nv_cvt_float_to_fp8(v, __NV_SATFINITE, __NV_E4M3));
 }
 
-// One 128-group held by kLanes adjacent lanes (an aligned run of them), kPer consecutive values a lane (kPer x kLanes
-// = 128): the group's scale (returned, the same in those lanes) and this lane's kPer e4m3 bytes packed
-// little-endian, four a word. Every lane of the warp calls it (full-mask shuffles).
-template <int kPer, int kLanes>
-__device__ __forceinline__ float quantize_group(const float (&v)[kPer], bool ue8m0, uint32_t (&packed)[kPer / 4]) {
-  static_assert(kPer * kLanes == 128 && kPer % 4 == 0 && kLanes <= 32, "a 128-group over kLanes lanes of one warp");
+// One 128-group held by a warp, 4 consecutive values a lane (lane l: channels 4l..4l+3): the group's scale
+// (returned, the same in every lane) and this lane's 4 e4m3 bytes packed little-endian into *packed.
+__device__ __forceinline__ float quantize_group_warp(const float (&v)[4], bool ue8m0, uint32_t* packed) {
   float amax = 0.0f;
 #pragma unroll
-  for (int j = 0; j < kPer; ++j) amax = fmaxf(amax, fabsf(v[j]));
+  for (int j = 0; j < 4; ++j) amax = fmaxf(amax, fabsf(v[j]));
 #pragma unroll
-  for (int o = kLanes / 2; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
+  for (int o = 16; o > 0; o >>= 1) amax = fmaxf(amax, __shfl_xor_sync(0xffffffffu, amax, o));
   const float s = block_scale(amax, ue8m0);
+  uint32_t p = 0;
 #pragma unroll
-  for (int w = 0; w < kPer / 4; ++w) packed[w] = 0u;
-#pragma unroll
-  for (int j = 0; j < kPer; ++j) packed[j >> 2] |= static_cast<uint32_t>(to_e4m3(__fdiv_rn(v[j], s))) << (8 * (j & 3));
-  return s;
-}
-
-// A whole warp's group: lane l holds channels 4l..4l+3 (quantize_group<4, 32>), its 4 bytes in *packed.
-__device__ __forceinline__ float quantize_group_warp(const float (&v)[4], bool ue8m0, uint32_t* packed) {
-  uint32_t p[1];
-  const float s = quantize_group<4, 32>(v, ue8m0, p);
-  *packed = p[0];
+  for (int j = 0; j < 4; ++j) p |= static_cast<uint32_t>(to_e4m3(__fdiv_rn(v[j], s))) << (8 * j);
+  *packed = p;
   return s;
 }
 

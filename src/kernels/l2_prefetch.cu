@@ -11,7 +11,7 @@ namespace {
 constexpr int64_t kRequest = 64 * 1024;
 constexpr int kThreads = 32;
 
-__device__ __forceinline__ int64_t requests(int64_t bytes) { return (bytes + kRequest - 1) / kRequest; }
+__host__ __device__ __forceinline__ int64_t requests(int64_t bytes) { return (bytes + kRequest - 1) / kRequest; }
 
 __global__ void __launch_bounds__(kThreads) l2_prefetch_kernel(const L2PrefetchParams p) {
   const int64_t step = static_cast<int64_t>(gridDim.x) * kThreads;
@@ -37,7 +37,7 @@ cudaError_t launch_l2_prefetch(const L2PrefetchParams& p, cudaStream_t stream) {
   for (int r = 0; r < p.ranges; ++r) {
     if (!p.ptr[r] || (reinterpret_cast<uintptr_t>(p.ptr[r]) & 15) || p.bytes[r] <= 0 || p.bytes[r] % 16)
       return cudaErrorInvalidValue;
-    reqs += (p.bytes[r] + kRequest - 1) / kRequest;
+    reqs += requests(p.bytes[r]);
   }
   if (reqs == 0) return cudaSuccess;
   const int64_t grid = std::min<int64_t>(reqs, device_sm_count());

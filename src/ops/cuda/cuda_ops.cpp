@@ -536,6 +536,7 @@ class CudaOps final : public Ops {
   void prefetch(const std::vector<Tensor>& tensors) override {
     DS_CHECK(tensors.size() <= static_cast<size_t>(kernels::L2PrefetchParams::kMaxRanges), "prefetch of ",
              tensors.size(), " tensors");
+    DS_CHECK(side_state_ == 0, "prefetch inside a side section");
     kernels::L2PrefetchParams p;
     for (const Tensor& t : tensors) {
       check_cuda(t, "prefetch");
@@ -544,7 +545,6 @@ class CudaOps final : public Ops {
       p.ptr[p.ranges] = t.data();
       p.bytes[p.ranges++] = bytes;
     }
-    DS_CHECK(side_state_ == 0, "prefetch inside a side section");
     if (p.ranges == 0) return;
     cudaStream_t ps = cuda_prefetch_stream();
     DS_CUDA_CHECK(cudaEventRecord(prefetch_fork_, cuda_main_stream()));

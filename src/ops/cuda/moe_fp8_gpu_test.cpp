@@ -131,27 +131,6 @@ class MoeFp8Test : public ::testing::Test {
     }
     return x;
   }
-  // Each case's experts prepared by backends a and b and, at each of its token counts, moe_experts through both on
-  // the same random inputs: check(case, T, x, ids, weights, experts, a's output, b's output), outputs as host f32.
-  template <class Check>
-  void compare_backends(Ops& a, Ops& b, const std::vector<MoeCase>& cases, Check check) {
-    for (const MoeCase& c : cases) {
-      Experts ex = make_experts(c.E, c.d, c.inter, c.ue8m0);
-      std::vector<PreparedMlp> aexp, bexp;
-      for (int e = 0; e < c.E; ++e) {
-        aexp.push_back(a.prepare_mlp(ex.gate[e], ex.up[e], ex.down_host[e]));
-        bexp.push_back(b.prepare_mlp(ex.gate[e], ex.up[e], ex.down_host[e]));
-      }
-      for (int64_t T : c.tokens) {
-        Tensor x = randn({T, c.d}, rng_);
-        Tensor idt = i32_tensor(route(T, c.K, c.used, c.hot), {T, c.K});
-        Tensor w = randn({T, c.K}, rng_, 0.2f, 0.5f);
-        Tensor got = to_host_f32(a.moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), aexp));
-        Tensor other = to_host_f32(b.moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), bexp));
-        check(c, T, x, idt, w, ex, got, other);
-      }
-    }
-  }
   static int distinct_experts(const Tensor& ids) {
     std::vector<int32_t> v(ids.data_as<int32_t>(), ids.data_as<int32_t>() + ids.numel());
     std::sort(v.begin(), v.end());
@@ -739,17 +718,26 @@ TEST_F(MoeFp8Test, WgmmaWalkPassesThroughTheOps) {
       {"64 experts, one takes every token", 512, 256, 64, 6, {24, 40, 64, 16}, 64, 3, false},
       {"64 experts, ue8m0", 256, 128, 64, 8, {33}, 64, 5, true},
   };
-  compare_backends(*passes, *wg, cases,
-                   [&](const MoeCase& c, int64_t T, const Tensor& x, const Tensor& idt, const Tensor& w,
-                       const Experts& ex, const Tensor& got, const Tensor& def) {
-                     const std::string what = std::string("wgmma walk passes, ") + c.name + " T " + std::to_string(T);
-                     DS_EXPECT_CLOSE(got, bf16_steps_reference(x, idt, w, ex, c.ue8m0), 3e-2, 2e-2,
-                                     what + " (bf16 steps)");
-                     DS_EXPECT_CLOSE(got, cpu().moe_experts(x, idt, w, ex.cpu), 8e-2, c.ue8m0 ? 5e-2 : 3e-2,
-                                     what + " (cpu oracle)");
-                     EXPECT_EQ(test::same_bits(got, def), T <= 16)
-                         << what << (T <= 16 ? ": not the default walk's bits" : ": the pipelined tile's bits");
-                   });
+  for (const MoeCase& c : cases) {
+    Experts ex = make_experts(c.E, c.d, c.inter, c.ue8m0);
+    std::vector<PreparedMlp> pexp, wexp;
+    for (int e = 0; e < c.E; ++e) {
+      pexp.push_back(passes->prepare_mlp(ex.gate[e], ex.up[e], ex.down_host[e]));
+      wexp.push_back(wg->prepare_mlp(ex.gate[e], ex.up[e], ex.down_host[e]));
+    }
+    for (int64_t T : c.tokens) {
+      Tensor x = randn({T, c.d}, rng_);
+      Tensor idt = i32_tensor(route(T, c.K, c.used, c.hot), {T, c.K});
+      Tensor w = randn({T, c.K}, rng_, 0.2f, 0.5f);
+      Tensor got = to_host_f32(passes->moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), pexp));
+      Tensor def = to_host_f32(wg->moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), wexp));
+      const std::string what = std::string("wgmma walk passes, ") + c.name + " T " + std::to_string(T);
+      DS_EXPECT_CLOSE(got, bf16_steps_reference(x, idt, w, ex, c.ue8m0), 3e-2, 2e-2, what + " (bf16 steps)");
+      DS_EXPECT_CLOSE(got, cpu().moe_experts(x, idt, w, ex.cpu), 8e-2, c.ue8m0 ? 5e-2 : 3e-2, what + " (cpu oracle)");
+      EXPECT_EQ(test::same_bits(got, def), T <= 16)
+          << what << (T <= 16 ? ": not the default walk's bits" : ": the pipelined tile's bits");
+    }
+  }
 }
 
 // The pipelined tile's shapes (MoeFp8GemmParams::tile) at decode batches past the small-M kernel: V2-Lite (64

@@ -4,7 +4,6 @@
 // output itself must equal the combine launch + the norm, byte for byte.
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <random>
 #include <string>
 #include <vector>
