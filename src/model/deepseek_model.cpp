@@ -2,7 +2,6 @@
 // residual) -> final norm -> lm_head, plus the V3.2 indexer and the MTP module.
 #include "model/deepseek_model.h"
 
-#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -12,7 +11,6 @@
 namespace ds {
 namespace {
 const LinearWeight kNone;  // "no consumer" for norms whose output feeds no block-FP8 linear
-constexpr int64_t kPrefetchMaxTokens = 64;  // ModelOptions::prefetch_shared: decode-sized steps only
 }  // namespace
 
 Result<KvCacheDtype> parse_kv_cache_dtype(const std::string& name) {
@@ -47,12 +45,11 @@ ModelOptions model_options(bool disable_shared_experts_fusion) {
   if (env_text("DSERVE_SHARED_AFTER_ROUTE"))
     o.shared_fork = env_flag("DSERVE_SHARED_AFTER_ROUTE", false) ? ModelOptions::SharedFork::kAfterRoute
                                                                   : ModelOptions::SharedFork::kBeforeRoute;
-  o.prefetch_shared = static_cast<int>(std::clamp<int64_t>(env_int("DSERVE_PREFETCH_SHARED", 0), 0, 2));
   return o;
 }
 
 DeepseekModel::DeepseekModel(const ModelConfig& cfg, const ModelWeights& w, Ops& ops, const ModelOptions& options)
-    : cfg_(cfg), ops_(ops), shared_fork_(options.shared_fork), prefetch_shared_(options.prefetch_shared) {
+    : cfg_(cfg), ops_(ops), shared_fork_(options.shared_fork) {
   // Shared-experts fusion for every MoE layer (one routing for all of them) or none.
   bool fuse = options.shared_experts_fusion && cfg_.n_shared_experts > 0;
   bool any_moe = false;
@@ -150,7 +147,6 @@ Tensor DeepseekModel::forward(const Tensor& token_ids, const AttnMetadata& meta,
   Tensor h = ops_.embedding(embed_, token_ids);  // [T, d] residual stream
   MlpOut pending;  // [T, d] the previous layer's MLP output, added by the next norm (one kernel fewer per layer)
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) pending = decoder_layer_open(layers_[l], l, h, pending, meta, cache, mode);
-  ops_.prefetch_join();  // the layers' prefetches (ModelOptions::prefetch_shared), if any
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   Fp8Act unused;
   return pending.defined() ? ops_.rms_norm_q_open(h, pending, final_norm_, eps, kNone, &unused)
@@ -181,7 +177,6 @@ Tensor DeepseekModel::mtp_logits(int i, const Tensor& z) {
 Tensor DeepseekModel::decoder_layer(const Layer& layer, int cache_layer, Tensor hidden, const AttnMetadata& meta,
                                     KvCache& cache, AttnMode mode) {
   ops_.add_(hidden, ops_.reduce(decoder_layer_open(layer, cache_layer, hidden, MlpOut(), meta, cache, mode)));
-  ops_.prefetch_join();
   return hidden;
 }
 
@@ -196,14 +191,6 @@ MlpOut DeepseekModel::decoder_layer_open(const Layer& layer, int cache_layer, Te
   const LinearWeight& q_first = cfg_.q_lora_rank > 0 ? layer.attn.q_a_proj : layer.attn.q_proj;
   Tensor x = pending.defined() ? ops_.rms_norm_q_open(hidden, pending, layer.input_norm, eps, q_first, &xq)  // hidden += pending
                                : ops_.rms_norm_q(nullptr, hidden, layer.input_norm, eps, q_first, &xq);   // [T, d]
-  // The shared MLP's weights on their way into the device cache while the attention leaves bandwidth unused
-  // (ModelOptions::prefetch_shared); joined at the end of the forward.
-  if (prefetch_shared_ > 0 && layer.is_moe && layer.has_shared && hidden.dim(0) <= kPrefetchMaxTokens) {
-    if (prefetch_shared_ > 1)
-      ops_.prefetch({layer.shared.gate_up.weight, layer.shared.down.weight});
-    else
-      ops_.prefetch({layer.shared.gate_up.weight});
-  }
   Tensor a = attention(layer.attn, cache_layer, x, xq, meta, cache, mode);    // [T, d]
   const LinearWeight& mlp_first = !layer.is_moe         ? layer.dense.gate_up
                                   : layer.has_shared     ? layer.shared.gate_up

@@ -31,16 +31,10 @@ struct ModelOptions {
   // The same results either way: a schedule choice.
   enum class SharedFork { kAuto, kBeforeRoute, kAfterRoute };
   SharedFork shared_fork = SharedFork::kAuto;
-  // Apart, at decode sizes: the shared MLP's weights prefetched into the device cache right after the layer's input
-  // norm (Ops::prefetch: its own stream, joined at the forward's end), while the attention's latency-bound launches
-  // leave memory bandwidth unused; 0 off, 1 gate|up, 2 gate|up and down. A schedule choice, same results. Opt-in:
-  // s42e's first form (nine CTAs on the side stream, ahead of the shared MLP) lost 16% at FP8 batch 1.
-  int prefetch_shared = 0;
 };
 // The options of a run: DSERVE_SHARED_EXPERTS_FUSION=1 turns the fusion on (A/B runs, tests) unless
 // --disable-shared-experts-fusion (SGLang's flag, `disable_shared_experts_fusion`) is given;
-// DSERVE_SHARED_AFTER_ROUTE=1 / =0 forces shared_fork after / before the routing (unset: kAuto);
-// DSERVE_PREFETCH_SHARED=0|1|2 sets prefetch_shared.
+// DSERVE_SHARED_AFTER_ROUTE=1 / =0 forces shared_fork after / before the routing (unset: kAuto).
 ModelOptions model_options(bool disable_shared_experts_fusion);
 
 class DeepseekModel {
@@ -125,7 +119,6 @@ class DeepseekModel {
   float softmax_scale_ = 1.0f;
   MoeRouting routing_;
   ModelOptions::SharedFork shared_fork_ = ModelOptions::SharedFork::kAuto;
-  int prefetch_shared_ = 0;  // ModelOptions::prefetch_shared
 };
 
 }  // namespace ds

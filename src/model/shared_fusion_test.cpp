@@ -153,13 +153,6 @@ TEST(SharedFusion, OptionsFromTheEnvironmentAndTheFlag) {
   setenv("DSERVE_SHARED_AFTER_ROUTE", "0", 1);
   EXPECT_EQ(model_options(false).shared_fork, Fork::kBeforeRoute);
   unsetenv("DSERVE_SHARED_AFTER_ROUTE");
-  unsetenv("DSERVE_PREFETCH_SHARED");
-  EXPECT_EQ(model_options(false).prefetch_shared, 0);
-  setenv("DSERVE_PREFETCH_SHARED", "1", 1);
-  EXPECT_EQ(model_options(false).prefetch_shared, 1);
-  setenv("DSERVE_PREFETCH_SHARED", "7", 1);  // clamped to the last mode
-  EXPECT_EQ(model_options(false).prefetch_shared, 2);
-  unsetenv("DSERVE_PREFETCH_SHARED");
 }
 
 }  // namespace

@@ -135,13 +135,6 @@ class Ops {
   virtual void side_begin() {}
   virtual void side_end() {}
   virtual void side_join() {}
-  // A hint: the device may start reading these tensors (at most four; weights a later launch of the step reads)
-  // into its cache now, while the launches before that one leave memory bandwidth unused. No effect on results.
-  // CUDA: a bulk L2 prefetch launch on a third stream, forked from the current point of the main stream (not inside
-  // a side section) and waited for by nothing until prefetch_join(), which the step must call before its end (a
-  // graph capture needs every stream joined). CPU: nothing.
-  virtual void prefetch(const std::vector<Tensor>& tensors) { (void)tensors; }
-  virtual void prefetch_join() {}
 
   // ---- elementwise / norms ----
   virtual Tensor embedding(const Tensor& table /*[V, d]*/, const Tensor& ids /*[T] I32*/) = 0;

@@ -34,7 +34,6 @@ struct Fixture {
   ModelConfig cfg;
   std::unique_ptr<Ops> ops;
   std::unique_ptr<DeepseekModel> model;
-  std::unique_ptr<DeepseekModel> prefetching;  // the same weights, the shared MLPs prefetched (prefetch_shared = 2)
 };
 
 Fixture load_fixture(const std::string& name) {
@@ -46,9 +45,6 @@ Fixture load_fixture(const std::string& name) {
   EXPECT_TRUE(w.is_ok()) << w.status().message();
   f.ops = make_cuda_ops(0);
   f.model = std::make_unique<DeepseekModel>(f.cfg, w.value(), *f.ops);
-  ModelOptions prefetch;
-  prefetch.prefetch_shared = 2;
-  f.prefetching = std::make_unique<DeepseekModel>(f.cfg, w.value(), *f.ops, prefetch);
   return f;
 }
 
@@ -82,9 +78,6 @@ TEST_P(CudaGraphTest, ReplayMatchesEagerDecode) {
     std::shuffle(pool.begin(), pool.end(), rng);
     for (int b = 0, k = 0; b < bs; ++b)
       for (int p = 0; p < (lens[b] + steps + page - 1) / page; ++p) tables[b].push_back(pool[k++]);
-    // At batch 5 the graphed side prefetches each MoE layer's shared MLP (Ops::prefetch: a third stream, joined at
-    // the forward's end; a schedule choice: the same results as the eager default).
-    DeepseekModel& gm = bs == 5 ? *f.prefetching : *f.model;
     KvCache eager = make_kv_cache(*f.ops, f.cfg, page, total + 1, 0);
     KvCache graphed = make_kv_cache(*f.ops, f.cfg, page, total + 1, 0);
     // Identical prefills into both caches.
@@ -94,14 +87,14 @@ TEST_P(CudaGraphTest, ReplayMatchesEagerDecode) {
       for (auto& t : ids) t = tok(rng);
       AttnMetadata m = build_attn_metadata({SeqSlice{0, lens[b], &tables[b]}}, page, *f.ops);
       f.model->forward(upload_ids(*f.ops, ids), m, eager);
-      gm.forward(upload_ids(*f.ops, ids), m, graphed);
+      f.model->forward(upload_ids(*f.ops, ids), m, graphed);
     }
     CudaGraphOptions go;
     go.max_bs = 8;
     go.max_context = f.cfg.max_position_embeddings;
     go.dummy_page = total;
     go.verbose = false;
-    auto g = CudaGraphRunner::create(gm, *f.ops, graphed, go);
+    auto g = CudaGraphRunner::create(*f.model, *f.ops, graphed, go);
     ASSERT_TRUE(g.is_ok()) << g.status().message();
     CudaGraphRunner& graphs = **g;
     // At batch 5 every capture's first attempt gets a region far too small (test-only DSERVE_GRAPH_ARENA_FIRST_KIB):

@@ -16,7 +16,6 @@
 #include "kernels/fp8_gemm.h"
 #include "kernels/indexer.h"
 #include "kernels/kv_fp8.h"
-#include "kernels/l2_prefetch.h"
 #include "kernels/mla_fused.h"
 #include "kernels/moe.h"
 #include "kernels/gemm_small_m.h"
@@ -129,10 +128,6 @@ class CudaOps final : public Ops {
     init_cuda_device(device_index);
     gemm_ = std::make_unique<CublasLtGemm>();
     ticket_ = empty({1}, DType::kI32);  // moe_gate_route's grid counter: made here, never inside a graph capture
-    // Ops::prefetch's stream and events, likewise made here.
-    (void)cuda_prefetch_stream();
-    DS_CUDA_CHECK(cudaEventCreateWithFlags(&prefetch_fork_, cudaEventDisableTiming));
-    DS_CUDA_CHECK(cudaEventCreateWithFlags(&prefetch_done_, cudaEventDisableTiming));
     DS_CUDA_CHECK(cudaMemsetAsync(ticket_.data(), 0, sizeof(int32_t), stream()));
     // Block-FP8 linears, MLPs and experts (not kv_b) stay e4m3 on the device and run W8A8 (ops/cuda/fp8_linear.h,
     // kernels/moe_fp8.h), as SGLang runs FP8 checkpoints; DSERVE_FP8_NATIVE=0 dequantizes them to bf16 at prepare
@@ -532,32 +527,6 @@ class CudaOps final : public Ops {
     if (!side_stream_enabled()) return;
     DS_CUDA_CHECK(cudaStreamWaitEvent(cuda_main_stream(), side_done_, 0));
     if (join_fence_) kernels::pdl_fence(cuda_main_stream());
-  }
-  void prefetch(const std::vector<Tensor>& tensors) override {
-    DS_CHECK(tensors.size() <= static_cast<size_t>(kernels::L2PrefetchParams::kMaxRanges), "prefetch of ",
-             tensors.size(), " tensors");
-    DS_CHECK(side_state_ == 0, "prefetch inside a side section");
-    kernels::L2PrefetchParams p;
-    for (const Tensor& t : tensors) {
-      check_cuda(t, "prefetch");
-      const int64_t bytes = static_cast<int64_t>(t.nbytes()) / 16 * 16;
-      if (bytes == 0) continue;
-      p.ptr[p.ranges] = t.data();
-      p.bytes[p.ranges++] = bytes;
-    }
-    if (p.ranges == 0) return;
-    cudaStream_t ps = cuda_prefetch_stream();
-    DS_CUDA_CHECK(cudaEventRecord(prefetch_fork_, cuda_main_stream()));
-    DS_CUDA_CHECK(cudaStreamWaitEvent(ps, prefetch_fork_, 0));
-    DS_CUDA_CHECK(kernels::launch_l2_prefetch(p, ps));
-    DS_CUDA_CHECK(cudaEventRecord(prefetch_done_, ps));
-    prefetch_open_ = true;
-  }
-  void prefetch_join() override {
-    if (!prefetch_open_) return;
-    prefetch_open_ = false;
-    DS_CUDA_CHECK(cudaStreamWaitEvent(cuda_main_stream(), prefetch_done_, 0));
-    kernels::pdl_fence(cuda_main_stream());  // the next launch follows an event: plain
   }
   void linear_pair(const Tensor& x, const LinearWeight& w1, const LinearWeight& w2, Tensor* y1, Tensor* y2) override {
     linear_pair_xq(x, w1, w2, y1, y2, nullptr);
@@ -1591,8 +1560,6 @@ class CudaOps final : public Ops {
   }
   cudaEvent_t side_fork_ = nullptr, side_done_ = nullptr;  // never destroyed: the ops object lives until exit
   int side_state_ = 0;  // 0 outside, 1 inside a section, 2 ended and not joined
-  cudaEvent_t prefetch_fork_ = nullptr, prefetch_done_ = nullptr;  // Ops::prefetch's fork / join (the constructor's)
-  bool prefetch_open_ = false;                                     // a prefetch not yet joined
 
   // Any float tensor (host or device; FP8 with optional block scales) -> a bf16 device tensor.
   Tensor to_bf16(const Tensor& t, const Tensor* scale, int block_n, int block_k) {

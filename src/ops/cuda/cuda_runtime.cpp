@@ -162,13 +162,6 @@ cudaStream_t cuda_side_stream() {
   return g_side_stream;
 }
 
-cudaStream_t cuda_prefetch_stream() {
-  static std::once_flag once;
-  static cudaStream_t stream = nullptr;
-  std::call_once(once, [] { DS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking)); });
-  return stream;
-}
-
 int cuda_stream_priority_mode() {
   static const int mode = static_cast<int>(env_int("DSERVE_STREAM_PRIORITY", 1));
   return mode;

@@ -31,8 +31,6 @@ cudaStream_t cuda_stream();
 // The compute stream itself and the side stream (made on first use; non-blocking), whatever is current.
 cudaStream_t cuda_main_stream();
 cudaStream_t cuda_side_stream();
-// A third stream for launches that nothing waits for until the step's end (Ops::prefetch; made on first use).
-cudaStream_t cuda_prefetch_stream();
 // DSERVE_STREAM_PRIORITY (read once, when the stream is made): 1 makes the main stream the device's highest
 // priority, 2 the side stream, 0 neither, so that when both streams' kernels wait for room on the SMs (the routed
 // experts' chain on the main stream, the shared expert on the side) the block scheduler places the favoured
