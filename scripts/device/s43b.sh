@@ -3,6 +3,8 @@
 # window (DSERVE_L2_PERSIST_ROUTER=8: the router GEMM's weights persist in an 8 MiB carve-out). (1) graph replays
 # against eager decode with it; (2) A/B two rounds FP8 / bf16 V2-Lite b1 / b8: default vs r8; (3) bf16 b1 traces
 # default and r8 (CSVs kept: the router's and routing's links under the shared gate|up).
+# Run record: the router window it switches on (a launch attribute set in kernels/pdl.cuh, DSERVE_L2_PERSIST_ROUTER in
+# cuda_ops.cpp) was built from an uncommitted working tree and never landed; main has no such switch.
 set -u
 source "$(dirname "$0")/lib.sh"
 D="$(dirname "$0")"

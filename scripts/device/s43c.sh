@@ -3,6 +3,8 @@
 # prefetched lines evict-last (DSERVE_PREFETCH_EVICT_LAST=1; s43a's normal-priority form lost: FP8 b1 +1-2%, bf16 +3%).
 # (1) A/B two rounds bf16 / FP8 V2-Lite b1 / b8: default vs p1L (gate|up) vs p2L (gate|up and down);
 # (2) FP8 b1 traces default and p2L (CSVs kept: the shared MLP's durations and the walks' links).
+# Run record: DSERVE_PREFETCH_SHARED was removed in 05bfbee, and DSERVE_PREFETCH_EVICT_LAST (a cache-hint form of
+# kernels/l2_prefetch.cu) was built from an uncommitted working tree and never landed.
 set -u
 source "$(dirname "$0")/lib.sh"
 D="$(dirname "$0")"
