@@ -6,6 +6,7 @@
 // Inputs come from ops/cuda/kernel_cases.h (the consistency tests' generators). A failing case prints a line
 // and the run goes on (DS_CHECK failures inside an op abort: scripts/device/kbench.sh runs groups apart).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -15,6 +16,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <tuple>
 #include <vector>
 
@@ -24,6 +26,7 @@
 #include "core/dtype.h"
 #include "kernels/basic.h"
 #include "kernels/fp8_wgmma_probe.h"
+#include "kernels/l2_prefetch.h"
 #include "kernels/mla_decode.h"
 #include "kernels/mla_prefill.h"
 #include "kernels/moe.h"
@@ -549,6 +552,62 @@ class Runner {
       }
   }
 
+  // Does an L2 prefetch keep a weight range until a later read (session 43: the shared MLP's prefetch during the
+  // attention did not shorten the shared MLP in the model)? Per repetition: a 256 MB read evicts everything, then
+  // W is prefetched (kernels::launch_l2_prefetch, normal or evict-last lines; or read once: the L2-hit floor) or not, optionally `other` MB of
+  // unrelated reads follow (the attention's weight streams), then after a host pause W is read once (the read probe
+  // after its wait). ours = that read after the prefetch, baseline = the same read cold.
+  void l2_prefetch_cases() {
+    for (double mb : {11.5, 17.3, 23.0})
+      for (int mode : {1, 2, 3})
+        for (double other_mb : {0.0, 14.0, 28.0}) {
+          char shape[96];
+          std::snprintf(shape, sizeof shape, "W=%.1fMB prefetch=%s other=%.0fMB", mb,
+                        mode == 3 ? "read" : mode == 2 ? "evict-last" : "normal", other_mb);
+          const int64_t bytes = static_cast<int64_t>(mb * 1e6) / 16 * 16;
+          const int64_t other = static_cast<int64_t>(other_mb * 1e6) / 16 * 16;
+          run_case("l2_prefetch", "any", shape, Cost{0, static_cast<double>(bytes)}, [&](Row& r) {
+            const int64_t flush_bytes = int64_t{256} << 20;
+            Tensor w = rnd().make({bytes / 2}, DType::kBF16, 500);
+            Tensor flush = rnd().make({flush_bytes / 2}, DType::kBF16, 501);
+            Tensor o = rnd().make({std::max<int64_t>(other, 16) / 2}, DType::kBF16, 502);
+            Tensor sink = Tensor::empty({1}, DType::kI32, Device::kCuda);
+            uint32_t* sk = sink.data_as<uint32_t>();
+            auto read = [&](const Tensor& t, int64_t n) {
+              CK(kernels::launch_read_probe(t.data(), n, sk, 0x9e3779b9u, 2, true, stream()));
+            };
+            Events ev;
+            auto once = [&](bool prefetch) {
+              read(flush, flush_bytes);
+              if (prefetch && mode == 3) {
+                read(w, bytes);  // warmed by plain loads: the L2-hit floor
+              } else if (prefetch) {
+                kernels::L2PrefetchParams p;
+                p.ptr[0] = w.data();
+                p.bytes[0] = bytes;
+                p.ranges = 1;
+                p.evict_last = mode == 2;
+                CK(kernels::launch_l2_prefetch(p, stream()));
+              }
+              if (other > 0) read(o, other);
+              CK(cudaStreamSynchronize(stream()));
+              std::this_thread::sleep_for(std::chrono::microseconds(200));  // the prefetch's requests land
+              ev.start();
+              read(w, bytes);
+              return ev.stop_us();
+            };
+            std::vector<double> warm, cold;
+            for (int i = 0; i < 2 * bench_.reps; ++i) {
+              warm.push_back(once(true));
+              cold.push_back(once(false));
+            }
+            r.us = kbench::median(warm);
+            r.baseline = "same-read-cold";
+            r.baseline_us = kbench::median(cold);
+          });
+        }
+  }
+
   // The absorbed-MLA per-head products at decode sizes (ops.bmm_heads): W_UK (nope -> lora) and W_UV (lora -> v),
   // [T, H, K] x [H, K, N]. Baseline: a device copy of the same bytes (weight-bandwidth bound).
   void bmm_cases(const ModelDims& m) {
@@ -1014,6 +1073,7 @@ int main(int argc, char** argv) {
     for (const auto& m : models) run.linear_cases(m);
     for (const auto& m : models) run.weight_read_cases(m);
     run.grid_barrier_cases();
+    run.l2_prefetch_cases();
     for (const auto& m : models) run.fp8_wgmma_cases(m);
     for (const auto& m : models) run.bmm_cases(m);
     for (const auto& m : models) run.mla_decode_cases(m);
