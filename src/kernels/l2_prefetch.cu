@@ -30,7 +30,8 @@ __global__ void __launch_bounds__(kThreads) l2_prefetch_kernel(const L2PrefetchP
                    "r"(static_cast<uint32_t>(len)), "l"(policy)
                    : "memory");
     } else {
-      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(static_cast<uint32_t>(len)) : "memory");
+      asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(src), "r"(static_cast<uint32_t>(len))
+                   : "memory");
     }
 #endif
   }

@@ -554,9 +554,10 @@ class Runner {
 
   // Does an L2 prefetch keep a weight range until a later read (session 43: the shared MLP's prefetch during the
   // attention did not shorten the shared MLP in the model)? Per repetition: a 256 MB read evicts everything, then
-  // W is prefetched (kernels::launch_l2_prefetch, normal or evict-last lines; or read once: the L2-hit floor) or not, optionally `other` MB of
-  // unrelated reads follow (the attention's weight streams), then after a host pause W is read once (the read probe
-  // after its wait). ours = that read after the prefetch, baseline = the same read cold.
+  // W is prefetched (kernels::launch_l2_prefetch, normal or evict-last lines; or read once: the L2-hit floor) or
+  // not, optionally `other` MB of unrelated reads follow (the attention's weight streams), then after a host pause
+  // W is read once (the read probe after its wait). ours = that read after the prefetch, baseline = the same read
+  // cold. Buffers are made inside each case, so a filtered-out case allocates nothing.
   void l2_prefetch_cases() {
     for (double mb : {11.5, 17.3, 23.0})
       for (int mode : {1, 2, 3})
