@@ -66,8 +66,9 @@ static_assert(kSmemBytes <= 232448, "exceeds the 227 KB opt-in shared memory of 
 // row: [0] sm | split << 16, [1] / [2] globaltimer at start / end, [3] clock64 at start, [4] after the PDL wait, [5]
 // Q loaded, [6 + i] tile i landed, [14 + i] tile i's P V done (i < 8), [22] clock64 at the end, [23] tiles, [24]
 // barriers initialised, [25] / [26] early tiles 0 / 1 issued, [27] / [28] / [29] tile 1's S^T done / exchanged / P^T
-// written, [30] / [31] the cluster merge's first barrier passed / its columns stored.
-constexpr int kTrSlots = 32, kTrRows = 8192;
+// written, [30] / [31] the cluster merge's first barrier passed / its columns stored, [32] / [33] the epilogue's
+// column sums reduced in registers / across warps (split partials only).
+constexpr int kTrSlots = 40, kTrRows = 8192;
 __device__ unsigned long long g_tr[kTrRows * kTrSlots];
 __device__ unsigned int g_tr_ticket;
 #define DS_TR(slot, v)              \
@@ -474,10 +475,12 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (p.num_splits > 1) {
     // Split partials straight from the accumulators: each store instruction of a warp writes 8 consecutive value
     // columns of 4 query rows (four whole 32-byte sectors). Only the column sums cross warps.
+    DS_TR(32, clock64());
     float inv[2][2];
     column_totals(inv, [&](int c, float lse) {
       if (c < rows) p.part_lse[split * TH + pair0 + c] = lse;
     });
+    DS_TR(33, clock64());
 #pragma unroll
     for (int c = 0; c < 4; ++c)
 #pragma unroll

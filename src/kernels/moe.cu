@@ -109,7 +109,7 @@ __global__ void gather_rows_kernel(const __nv_bfloat16* x, const int32_t* src, _
 
 // Fallback: one block per token, any alignment and top_k.
 __global__ void moe_combine_kernel(MoeCombineParams p) {
-  pdl_enter();
+  moe_detail::sum_pdl_enter(p);
   const int64_t t = blockIdx.x;
   const __nv_bfloat16* y = static_cast<const __nv_bfloat16*>(p.y);
   __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out) + t * p.dim;
@@ -120,8 +120,8 @@ __global__ void moe_combine_kernel(MoeCombineParams p) {
       if (row >= 0) acc += p.weights[t * p.top_k + k] * __bfloat162float(y[static_cast<int64_t>(row) * p.dim + c]);
     }
     if (p.addend)
-      acc += p.addend_f32 ? static_cast<const float*>(p.addend)[t * p.dim + c]
-                          : __bfloat162float(static_cast<const __nv_bfloat16*>(p.addend)[t * p.dim + c]);
+      acc += p.addend_f32 ? __ldcg(static_cast<const float*>(p.addend) + t * p.dim + c)
+                          : __bfloat162float(__ldcg(static_cast<const __nv_bfloat16*>(p.addend) + t * p.dim + c));
     out[c] = __float2bfloat16(acc);
   }
 }
@@ -147,7 +147,17 @@ __global__ void __launch_bounds__(kCombineThreads) moe_combine_vec_kernel(MoeCom
       moe_detail::sum_chunk_reduce(p, rows, wts, s);
 }
 
+__global__ void moe_addend_signal_kernel(uint32_t* ready) {
+  pdl_enter();  // the addend's writer has completed and its writes are visible
+  if (threadIdx.x == 0) asm volatile("st.release.gpu.global.u32 [%0], %1;\n" ::"l"(ready), "r"(1u) : "memory");
+}
+
 }  // namespace
+
+cudaError_t launch_moe_addend_signal(uint32_t* ready, cudaStream_t stream) {
+  if (!ready) return cudaErrorInvalidValue;
+  return launch_pdl(moe_addend_signal_kernel, 1, 32, 0, stream, ready);
+}
 
 cudaError_t launch_moe_route(const MoeRouteParams& p, cudaStream_t stream) {
   if (p.tokens == 0) return cudaSuccess;

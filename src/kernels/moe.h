@@ -111,7 +111,17 @@ struct MoeCombineParams {
   // the expert GEMMs run in between), so the kernel reads them before its PDL wait: the launch between them
   // passed its own wait, i.e. their writer had completed, before it let this kernel start.
   bool ids_settled = false;
+  // Set when the addend is made on another stream with no stream or graph edge to this launch (CudaOps' flag
+  // join): two words [ready, arrivals], both 0 before the signal. launch_moe_addend_signal, queued on the addend's
+  // stream after its writer, sets ready; every CTA of the consumer (this combine, or the norm that sums it) waits
+  // for it after its PDL wait, and the last CTA to arrive sets both words back to 0 for the next signal.
+  uint32_t* addend_ready = nullptr;
 };
 cudaError_t launch_moe_combine(const MoeCombineParams& p, cudaStream_t stream);
+// MoeCombineParams::addend_ready's signal: a PDL launch on the addend's stream right after its last writer (its wait
+// orders it after that kernel's completion and writes), then ready[0] = 1 with release semantics. Why not an event
+// join: in a CUDA graph a kernel with an edge from another stream's branch does not start before its own stream's
+// previous kernel ends (PDLJOIN in pdl_gpu_test.cpp), which made the MoE-summing norm a serial link of every layer.
+cudaError_t launch_moe_addend_signal(uint32_t* ready, cudaStream_t stream);
 
 }  // namespace ds::kernels

@@ -3,6 +3,7 @@
 // 16-byte chunks keep the row in registers (one load wave); others take the scalar fallback.
 #include <cuda_bf16.h>
 
+#include "core/env.h"
 #include "kernels/fp8_quant.cuh"
 #include "kernels/moe_sum.cuh"
 #include "kernels/pdl.cuh"
@@ -60,7 +61,10 @@ __global__ void rms_norm_kernel(RmsNormParams p) {
 // kEarly: an early trigger (pdl.cuh pdl_early; launch_rms_norm says where).
 template <int kChunks, bool kMoe = false, bool kEarly = false>
 __global__ void __launch_bounds__(kMoe ? 512 : 1024) rms_norm_vec_kernel(RmsNormParams p) {
-  if constexpr (kEarly) pdl_launch_dependents();
+  // With a flag-joined MoE addend, once it is ready (moe_sum.cuh sum_pdl_enter).
+  if constexpr (kEarly) {
+    if (!kMoe || !p.moe.addend_ready) pdl_launch_dependents();
+  }
   __shared__ float warp_sums[32];
   __shared__ float total;
   __shared__ int32_t moe_rows[kMoe ? moe_detail::kSumMaxTopK : 1];
@@ -77,7 +81,7 @@ __global__ void __launch_bounds__(kMoe ? 512 : 1024) rms_norm_vec_kernel(RmsNorm
     wpre[c] = !p.weight_f32 && i < chunks ? reinterpret_cast<const uint4*>(p.weight)[i] : make_uint4(0u, 0u, 0u, 0u);
   }
   if constexpr (kMoe) {
-    moe_detail::sum_enter_with_ids(p.moe, row, moe_rows, moe_wts);
+    moe_detail::sum_enter_with_ids(p.moe, row, moe_rows, moe_wts, kEarly);
   } else {
     pdl_enter();
   }
@@ -229,7 +233,9 @@ cudaError_t launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
     const int per = chunks <= 512 ? 1 : 2;
     const int threads = static_cast<int>((chunks + per - 1) / per + 31) / 32 * 32;
     const unsigned grid = static_cast<unsigned>(p.rows);
-    if (pdl_early(early_default(p)))
+    // DSERVE_FLAG_JOIN_EARLY=0 (an experiment switch, session 45): no early trigger with a flag-joined addend.
+    static const bool flag_early = env_flag("DSERVE_FLAG_JOIN_EARLY", true);
+    if (pdl_early(early_default(p)) && (flag_early || !p.moe.addend_ready))
       return per == 1 ? launch_pdl(rms_norm_vec_kernel<1, true, true>, grid, threads, 0, stream, p)
                       : launch_pdl(rms_norm_vec_kernel<2, true, true>, grid, threads, 0, stream, p);
     if (per == 1) return launch_pdl(rms_norm_vec_kernel<1, true>, grid, threads, 0, stream, p);

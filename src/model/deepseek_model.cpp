@@ -149,8 +149,10 @@ Tensor DeepseekModel::forward(const Tensor& token_ids, const AttnMetadata& meta,
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) pending = decoder_layer_open(layers_[l], l, h, pending, meta, cache, mode);
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   Fp8Act unused;
-  return pending.defined() ? ops_.rms_norm_q_open(h, pending, final_norm_, eps, kNone, &unused)
-                           : ops_.rms_norm(h, final_norm_, eps);  // [T, d]
+  Tensor out = pending.defined() ? ops_.rms_norm_q_open(h, pending, final_norm_, eps, kNone, &unused)
+                                 : ops_.rms_norm(h, final_norm_, eps);  // [T, d]
+  ops_.side_flush();
+  return out;
 }
 
 // fp32 logits whatever the activation dtype (a bf16 logit of magnitude 10 is off by up to 0.03).
@@ -177,6 +179,7 @@ Tensor DeepseekModel::mtp_logits(int i, const Tensor& z) {
 Tensor DeepseekModel::decoder_layer(const Layer& layer, int cache_layer, Tensor hidden, const AttnMetadata& meta,
                                     KvCache& cache, AttnMode mode) {
   ops_.add_(hidden, ops_.reduce(decoder_layer_open(layer, cache_layer, hidden, MlpOut(), meta, cache, mode)));
+  ops_.side_flush();
   return hidden;
 }
 

@@ -135,6 +135,10 @@ class Ops {
   virtual void side_begin() {}
   virtual void side_end() {}
   virtual void side_join() {}
+  // A backend may join a side section into the op that consumes its result (CUDA: the shared expert's output into
+  // the norm that sums the MoE output, by a flag the consumer waits for) instead of at side_join; side_flush orders
+  // what follows behind every such section. Called at the end of a forward.
+  virtual void side_flush() {}
 
   // ---- elementwise / norms ----
   virtual Tensor embedding(const Tensor& table /*[V, d]*/, const Tensor& ids /*[T] I32*/) = 0;

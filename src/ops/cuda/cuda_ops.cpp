@@ -203,11 +203,23 @@ class CudaOps final : public Ops {
     // b32-b128 the same (9.21-9.24 / 11.91-11.96 / 13.78-13.81).
     walk_max_tokens_ = std::max<int64_t>(env_int("DSERVE_MOE_WALK_MAX_TOKENS", 256), 16);
     // The first kernel after a stream waits on the other (side_begin on the side stream, side_join on the main one)
-    // is launched with PDL like every other, so it starts during the tail of its own stream's previous kernel;
-    // Pdl.JoinedStreamWaitsForBoth checks that the event wait still orders it after the other stream's work.
+    // is launched with PDL like every other; Pdl.JoinedStreamWaitsForBoth checks that the event wait still orders it
+    // after the other stream's work. It does not start before its own stream's previous kernel ends, though, eagerly
+    // or in a graph (that test's PDLJOIN lines, H200: 1.3-2.8 us after it): hence the flag join below.
     // DSERVE_PDL_JOIN_FENCE=1 makes it a plain launch (pdl_fence; the default until session 30, which measured FP8
     // batch 1 1.74-1.75 ms without the fence vs 1.78-1.79 with it, batch 8 and bf16 the same).
     join_fence_ = env_flag("DSERVE_PDL_JOIN_FENCE", false);
+    // The shared expert's output reaches the norm that sums the MoE output through a flag instead of an event join
+    // (combine(), kernels::launch_moe_addend_signal), so that norm starts during the down walk instead of after it.
+    // H200, session 45 (bench-one-batch, two rounds each, tok/s): bf16 batch 1 +1.0-1.6%, batch 8 +0.1-0.8%, batch 32
+    // -0.9-1.0%; FP8 batch 1 -1.7-2.1%, batch 8 -0.9-1.2%, batch 32 -0.8-0%. So by default (=2) where the MoE input is
+    // not FP8-quantized and at most DSERVE_SIDE_FLAG_JOIN_MAX_TOKENS tokens (default 8, at most 64); =1 everywhere up
+    // to that bound, =0 never.
+    flag_join_ = static_cast<int>(env_int("DSERVE_SIDE_FLAG_JOIN", 2));
+    flag_join_max_tokens_ =
+        std::clamp<int64_t>(env_int("DSERVE_SIDE_FLAG_JOIN_MAX_TOKENS", 8), int64_t{1}, kFlagJoinMaxTokens);
+    side_ready_ = empty({2 * kReadySlots}, DType::kI32);
+    DS_CUDA_CHECK(cudaMemsetAsync(side_ready_.data(), 0, side_ready_.nbytes(), stream()));
     arrivals_ = empty({kernels::kSampleGreedyMaxRows}, DType::kI32);  // the greedy launch's per-row counters
     DS_CUDA_CHECK(cudaMemsetAsync(arrivals_.data(), 0, arrivals_.nbytes(), stream()));
     // DSERVE_SMALL_M_GEMM=0 sends every bf16 GEMM to cuBLASLt (A/B runs); =N caps the small-M kernels' M.
@@ -315,11 +327,12 @@ class CudaOps final : public Ops {
   Tensor rms_norm_q_open(Tensor& residual, const MlpOut& x, const Tensor& w, float eps, const LinearWeight& consumer,
                          Fp8Act* xq) override {
     if (!x.parts) return rms_norm_q(&residual, x.value, w, eps, consumer, xq);
-    return norm_q(&residual, Tensor(), &moe_parts(x).combine, w, eps, consumer, xq);
+    const kernels::MoeCombineParams p = take_combine(x);
+    return norm_q(&residual, Tensor(), &p, w, eps, consumer, xq);
   }
   Tensor reduce(const MlpOut& x) override {
     if (!x.parts) return Ops::reduce(x);
-    kernels::MoeCombineParams p = moe_parts(x).combine;
+    kernels::MoeCombineParams p = take_combine(x);
     Tensor out = empty({p.tokens, p.dim}, DType::kBF16);
     p.out = out.data();
     DS_CUDA_CHECK(kernels::launch_moe_combine(p, stream()));
@@ -524,7 +537,19 @@ class CudaOps final : public Ops {
   void side_join() override {
     DS_CHECK(side_state_ == 2, "side_join without side_end");
     side_state_ = 0;
+    side_unjoined_ = false;  // side_done_ follows every earlier side kernel too
     if (!side_stream_enabled()) return;
+    DS_CUDA_CHECK(cudaStreamWaitEvent(cuda_main_stream(), side_done_, 0));
+    if (join_fence_) kernels::pdl_fence(cuda_main_stream());
+  }
+  // After flag joins (combine()) the side stream's last kernels have no edge to the main stream: one event join here
+  // (a graph capture must end joined). Its cost falls on the next main launch only.
+  void side_flush() override {
+    DS_CHECK(side_state_ == 0, "side_flush inside a side section");
+    if (!side_unjoined_) return;
+    side_unjoined_ = false;
+    if (!side_stream_enabled()) return;
+    DS_CUDA_CHECK(cudaEventRecord(side_done_, cuda_side_stream()));
     DS_CUDA_CHECK(cudaStreamWaitEvent(cuda_main_stream(), side_done_, 0));
     if (join_fence_) kernels::pdl_fence(cuda_main_stream());
   }
@@ -1111,6 +1136,7 @@ class CudaOps final : public Ops {
   MlpOut moe_experts_open(const Tensor& x, const Fp8Act& xq, const Tensor& topk_ids, const Tensor& topk_weights,
                           const std::vector<PreparedMlp>& experts, const Tensor& shared) override {
     opening_ = open_moe_ && (!shared.defined() || shared_in_combine(x, shared));
+    opening_fp8_ = xq.defined();
     opened_.reset();
     MlpOut o = Ops::moe_experts_open(x, xq, topk_ids, topk_weights, experts, shared);
     opening_ = false;
@@ -1209,10 +1235,25 @@ class CudaOps final : public Ops {
   // row_of and the weights come from the routing or the grouping, two launches or more before (the expert GEMMs).
   // Inside moe_experts_open (opening_), kept for the next norm instead (opened_), with `keep`: the tensors p
   // points into.
+  // Kept for the next norm (opening_) with flag_join_, the side chain is not joined here: a signal kernel queued on
+  // the side stream after the addend's writer sets a ready word that the consumer's CTAs wait for (MoeCombineParams::
+  // addend_ready), so the consumer keeps its programmatic edge from the down product on the main stream.
   void combine(kernels::MoeCombineParams p, const Tensor* addend, bool* added, std::vector<Tensor> keep) {
     p.ids_settled = true;
     if (addend) {
-      side_join();
+      if (opening_ && (flag_join_ == 1 || (flag_join_ == 2 && !opening_fp8_)) && side_stream_enabled() &&
+          side_state_ == 2 && p.tokens > 0 && p.tokens <= flag_join_max_tokens_) {
+        DS_CHECK(!unconsumed_ready_, "an MoE output whose shared expert was flag-joined was never consumed");
+        uint32_t* ready =
+            reinterpret_cast<uint32_t*>(side_ready_.data_as<int32_t>()) + 2 * (next_ready_slot_++ % kReadySlots);
+        DS_CUDA_CHECK(kernels::launch_moe_addend_signal(ready, cuda_side_stream()));
+        p.addend_ready = ready;
+        unconsumed_ready_ = ready;
+        side_state_ = 0;
+        side_unjoined_ = true;
+      } else {
+        side_join();
+      }
       p.addend = addend->data();
       p.addend_f32 = addend->dtype() == DType::kF32;
       *added = true;
@@ -1229,8 +1270,19 @@ class CudaOps final : public Ops {
   struct MoeParts {
     kernels::MoeCombineParams combine;  // out unset
     std::vector<Tensor> keep;
+    mutable bool taken = false;  // a consumer launch has read combine
   };
   static const MoeParts& moe_parts(const MlpOut& x) { return *static_cast<const MoeParts*>(x.parts.get()); }
+  // x's combine for a consumer launch. Only the first consumer waits for a flag-joined addend's signal (which the last
+  // of its CTAs resets); a later one is ordered after that consumer on the main stream.
+  kernels::MoeCombineParams take_combine(const MlpOut& x) {
+    const MoeParts& m = moe_parts(x);
+    kernels::MoeCombineParams p = m.combine;
+    if (m.taken) p.addend_ready = nullptr;
+    m.taken = true;
+    if (p.addend_ready && p.addend_ready == unconsumed_ready_) unconsumed_ready_ = nullptr;
+    return p;
+  }
 
   // Routed entries grouped by expert on the device (moe_permute): pointers into `meta`, which the struct keeps.
   struct Routed {
@@ -1560,6 +1612,17 @@ class CudaOps final : public Ops {
   }
   cudaEvent_t side_fork_ = nullptr, side_done_ = nullptr;  // never destroyed: the ops object lives until exit
   int side_state_ = 0;  // 0 outside, 1 inside a section, 2 ended and not joined
+  bool side_unjoined_ = false;  // side kernels queued since the last event join (flag joins): side_flush joins them
+  int flag_join_ = 2;           // DSERVE_SIDE_FLAG_JOIN
+  int64_t flag_join_max_tokens_ = 8;
+  bool opening_fp8_ = false;    // inside moe_experts_open with an FP8-quantized input
+  static constexpr int kReadySlots = 64;
+  // Consumers of a flag join wait in their CTAs (one a token for the norm); a few dozen cannot keep the addend's
+  // writer off the SMs, thousands could.
+  static constexpr int64_t kFlagJoinMaxTokens = 64;
+  Tensor side_ready_;  // [kReadySlots][2] I32 read as uint32: MoeCombineParams::addend_ready pairs, round robin
+  int64_t next_ready_slot_ = 0;
+  uint32_t* unconsumed_ready_ = nullptr;  // the last flag join's pair until a consumer launch takes it
 
   // Any float tensor (host or device; FP8 with optional block scales) -> a bf16 device tensor.
   Tensor to_bf16(const Tensor& t, const Tensor* scale, int block_n, int block_k) {

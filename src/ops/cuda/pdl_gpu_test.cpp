@@ -8,12 +8,15 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include "core/dtype.h"
 #include "kernels/basic.h"
 #include "kernels/mla_decode.h"
+#include "kernels/moe.h"
 #include "kernels/pdl_probe.h"
 #include "ops/cuda/cuda_runtime.h"
 
@@ -229,6 +232,104 @@ TEST(Pdl, PlainLaunchersReportTheirOwnErrors) {
   EXPECT_NE(kernels::launch_mla_decode_reference(p, s), cudaSuccess);
   (void)cudaGetLastError();
   EXPECT_EQ(cudaFree(buf), cudaSuccess);
+}
+
+// CudaOps' flag join (MoeCombineParams::addend_ready): the MoE combine on the main stream reads an addend that a
+// side-stream kernel writes late (after a 200 us spin), with no edge from the side stream, only the ready pair set by
+// launch_moe_addend_signal; eagerly and in a graph replayed twice (the last consumer CTA resets the pair between
+// replays). The sums must hold the late addend, not the stale one, and the pair must be 0 again afterwards. 3 tokens x
+// 2048 columns: the combine runs 6 CTAs, so the reset waits for every one of them.
+TEST(Pdl, FlagJoinedAddendWaitsForItsSignal) {
+  init_cuda_device(0);
+  cudaStream_t s = cuda_main_stream(), side = cuda_side_stream();
+  constexpr int kT = 3, kK = 2, kDim = 2048, kRows = kT * kK;
+  std::vector<uint16_t> y(kRows * kDim);  // bf16 bits of small integers (exact sums)
+  for (int r = 0; r < kRows; ++r)
+    for (int c = 0; c < kDim; ++c)
+      y[r * kDim + c] = static_cast<uint16_t>(f32_to_bits(static_cast<float>((r + c) % 4)) >> 16);
+  std::vector<int32_t> row_of(kRows);
+  for (int i = 0; i < kRows; ++i) row_of[i] = (i * 5) % kRows;  // a permutation
+  std::vector<float> wts(kRows, 1.0f), late(kT * kDim), stale(kT * kDim, -10000.0f);
+  for (int i = 0; i < kT * kDim; ++i) late[i] = 100.0f + static_cast<float>(i % 8);
+  void *dy, *drow, *dw, *dout, *dadd, *dlate, *dstale;
+  uint32_t* ready = nullptr;
+  ASSERT_EQ(cudaMalloc(&dy, y.size() * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&drow, kRows * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dw, kRows * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dout, kT * kDim * 2), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dadd, kT * kDim * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dlate, kT * kDim * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&dstale, kT * kDim * 4), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(&ready, 2 * sizeof(uint32_t)), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dy, y.data(), y.size() * 2, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(drow, row_of.data(), kRows * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dw, wts.data(), kRows * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dlate, late.data(), kT * kDim * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(dstale, stale.data(), kT * kDim * 4, cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cudaMemset(ready, 0, 2 * sizeof(uint32_t)), cudaSuccess);
+  kernels::MoeCombineParams p{dy, static_cast<const int32_t*>(drow), static_cast<const float*>(dw), dout, kT, kDim, kK};
+  p.addend = dadd;
+  p.addend_f32 = true;
+  p.addend_ready = ready;
+  cudaEvent_t fork = nullptr, done = nullptr;
+  ASSERT_EQ(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_EQ(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), cudaSuccess);
+  // Fork, the late writer and its signal on the side stream, the consumer on the main one, then (for the capture)
+  // the join after the consumer.
+  auto step = [&]() -> cudaError_t {
+    if (cudaError_t e = cudaEventRecord(fork, s); e != cudaSuccess) return e;
+    if (cudaError_t e = cudaStreamWaitEvent(side, fork, 0); e != cudaSuccess) return e;
+    if (cudaError_t e = kernels::launch_pdl_delayed_copy(dadd, dlate, kT * kDim * 4, 200 * 1000, side);
+        e != cudaSuccess)
+      return e;
+    if (cudaError_t e = kernels::launch_moe_addend_signal(ready, side); e != cudaSuccess) return e;
+    if (cudaError_t e = kernels::launch_moe_combine(p, s); e != cudaSuccess) return e;
+    if (cudaError_t e = cudaEventRecord(done, side); e != cudaSuccess) return e;
+    return cudaStreamWaitEvent(s, done, 0);
+  };
+  auto check = [&](const std::string& what) {
+    ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess) << what;
+    ASSERT_EQ(cudaStreamSynchronize(side), cudaSuccess) << what;
+    std::vector<uint16_t> out(kT * kDim);
+    uint32_t pair[2] = {7, 7};
+    ASSERT_EQ(cudaMemcpy(out.data(), dout, out.size() * 2, cudaMemcpyDeviceToHost), cudaSuccess);
+    ASSERT_EQ(cudaMemcpy(pair, ready, sizeof(pair), cudaMemcpyDeviceToHost), cudaSuccess);
+    EXPECT_EQ(pair[0], 0u) << what << ": ready word left set";
+    EXPECT_EQ(pair[1], 0u) << what << ": arrivals left counted";
+    int wrong = 0;
+    for (int t = 0; t < kT; ++t)
+      for (int c = 0; c < kDim; ++c) {
+        float want = late[t * kDim + c];
+        for (int k = 0; k < kK; ++k) want += static_cast<float>((row_of[t * kK + k] + c) % 4);
+        const float got = bits_to_f32(static_cast<uint32_t>(out[t * kDim + c]) << 16);
+        wrong += got != want;
+      }
+    EXPECT_EQ(wrong, 0) << what << ": sums without the late addend";
+  };
+  // Warm-up launches of every kernel (lazy loading), then the measured forms, the addend stale before each.
+  ASSERT_EQ(cudaMemcpyAsync(dadd, dlate, kT * kDim * 4, cudaMemcpyDeviceToDevice, s), cudaSuccess);
+  ASSERT_EQ(step(), cudaSuccess);
+  check("warm-up");
+  ASSERT_EQ(cudaMemcpyAsync(dadd, dstale, kT * kDim * 4, cudaMemcpyDeviceToDevice, s), cudaSuccess);
+  ASSERT_EQ(step(), cudaSuccess);
+  check("eager");
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  ASSERT_EQ(step(), cudaSuccess);
+  ASSERT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+  ASSERT_EQ(cudaGraphInstantiate(&exec, g, 0), cudaSuccess);
+  for (int replay = 0; replay < 2; ++replay) {
+    ASSERT_EQ(cudaMemcpyAsync(dadd, dstale, kT * kDim * 4, cudaMemcpyDeviceToDevice, s), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+    check("graph replay " + std::to_string(replay));
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(g);
+  cudaEventDestroy(fork);
+  cudaEventDestroy(done);
+  for (void* q : {dy, drow, dw, dout, dadd, dlate, dstale, static_cast<void*>(ready)}) cudaFree(q);
 }
 
 }  // namespace

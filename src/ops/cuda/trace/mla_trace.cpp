@@ -20,7 +20,7 @@ int mla_combine_trace_read(unsigned long long* host, int rows);
 
 namespace {
 
-constexpr int kS = 32;  // slots per decode block row (kernels/mla_decode_t16.cu)
+constexpr int kS = 40;  // slots per decode block row (kernels/mla_decode_t16.cu)
 
 #define CHECK(expr) MLA_BENCH_CHECK(expr)
 
@@ -103,6 +103,7 @@ int main(int argc, char** argv) {
   // block's globaltimer span).
   std::vector<double> st_s, st_x, st_p, st_pv;
   std::vector<double> init, issue0, issue1, wait, qload, ready[8], comp[8], gap[8], epi, total, csync, cmerge, cend;
+  std::vector<double> esum, etot, estore;  // the split epilogue: column sums in registers, across warps, the stores
   int tiles = 0;
   for (int k = 5; k < kPerGraph - 1; ++k)
     for (int b = 0; b < per_launch; ++b) {
@@ -129,6 +130,11 @@ int main(int argc, char** argv) {
         gap[i].push_back(at(6 + i) - (i ? at(14 + i - 1) : at(5)));
       }
       epi.push_back(at(22) - at(14 + std::min(n, 8) - 1));
+      if (r[32] && r[33] && n <= 8) {  // the split epilogue (slots 32, 33)
+        esum.push_back(at(32) - at(14 + n - 1));
+        etot.push_back(at(33) - at(32));
+        estore.push_back(at(22) - at(33));
+      }
       if (r[30] && r[31] && n <= 8) {  // the cluster merge (mla_decode_t16.cu's slots 30, 31)
         csync.push_back(at(30) - at(14 + n - 1));
         cmerge.push_back(at(31) - at(30));
@@ -159,6 +165,11 @@ int main(int argc, char** argv) {
   show("tile 1: softmax, P^T", st_p);
   show("tile 1: P V wgmma", st_pv);
   show("epilogue", epi);
+  if (!esum.empty()) {
+    show("  column sums (regs)", esum);
+    show("  column totals, lse", etot);
+    show("  partial stores", estore);
+  }
   if (!csync.empty()) {
     show("  to the cluster barrier", csync);
     show("  cluster merge", cmerge);
