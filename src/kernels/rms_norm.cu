@@ -3,7 +3,6 @@
 // 16-byte chunks keep the row in registers (one load wave); others take the scalar fallback.
 #include <cuda_bf16.h>
 
-#include "core/env.h"
 #include "kernels/fp8_quant.cuh"
 #include "kernels/moe_sum.cuh"
 #include "kernels/pdl.cuh"
@@ -233,9 +232,7 @@ cudaError_t launch_rms_norm(const RmsNormParams& p, cudaStream_t stream) {
     const int per = chunks <= 512 ? 1 : 2;
     const int threads = static_cast<int>((chunks + per - 1) / per + 31) / 32 * 32;
     const unsigned grid = static_cast<unsigned>(p.rows);
-    // DSERVE_FLAG_JOIN_EARLY=0 (an experiment switch, session 45): no early trigger with a flag-joined addend.
-    static const bool flag_early = env_flag("DSERVE_FLAG_JOIN_EARLY", true);
-    if (pdl_early(early_default(p)) && (flag_early || !p.moe.addend_ready))
+    if (pdl_early(early_default(p)))
       return per == 1 ? launch_pdl(rms_norm_vec_kernel<1, true, true>, grid, threads, 0, stream, p)
                       : launch_pdl(rms_norm_vec_kernel<2, true, true>, grid, threads, 0, stream, p);
     if (per == 1) return launch_pdl(rms_norm_vec_kernel<1, true>, grid, threads, 0, stream, p);
