@@ -1234,10 +1234,9 @@ class CudaOps final : public Ops {
   // moe_combine, with the addend (made on the side chain: joined first) summed inside when given.
   // row_of and the weights come from the routing or the grouping, two launches or more before (the expert GEMMs).
   // Inside moe_experts_open (opening_), kept for the next norm instead (opened_), with `keep`: the tensors p
-  // points into.
-  // Kept for the next norm (opening_) with flag_join_, the side chain is not joined here: a signal kernel queued on
-  // the side stream after the addend's writer sets a ready word that the consumer's CTAs wait for (MoeCombineParams::
-  // addend_ready), so the consumer keeps its programmatic edge from the down product on the main stream.
+  // points into; then, with flag_join_, the side chain is not joined here: a signal kernel queued on the side stream
+  // after the addend's writer sets a ready word that the consumer's CTAs wait for (MoeCombineParams::addend_ready),
+  // so the consumer keeps its programmatic edge from the down product on the main stream.
   void combine(kernels::MoeCombineParams p, const Tensor* addend, bool* added, std::vector<Tensor> keep) {
     p.ids_settled = true;
     if (addend) {
