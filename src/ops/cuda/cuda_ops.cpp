@@ -538,9 +538,7 @@ class CudaOps final : public Ops {
     DS_CHECK(side_state_ == 2, "side_join without side_end");
     side_state_ = 0;
     side_unjoined_ = false;  // side_done_ follows every earlier side kernel too
-    if (!side_stream_enabled()) return;
-    DS_CUDA_CHECK(cudaStreamWaitEvent(cuda_main_stream(), side_done_, 0));
-    if (join_fence_) kernels::pdl_fence(cuda_main_stream());
+    if (side_stream_enabled()) main_waits_for_side_done();
   }
   // After flag joins (combine()) the side stream's last kernels have no edge to the main stream: one event join here
   // (a graph capture must end joined). Its cost falls on the next main launch only.
@@ -550,8 +548,7 @@ class CudaOps final : public Ops {
     side_unjoined_ = false;
     if (!side_stream_enabled()) return;
     DS_CUDA_CHECK(cudaEventRecord(side_done_, cuda_side_stream()));
-    DS_CUDA_CHECK(cudaStreamWaitEvent(cuda_main_stream(), side_done_, 0));
-    if (join_fence_) kernels::pdl_fence(cuda_main_stream());
+    main_waits_for_side_done();
   }
   void linear_pair(const Tensor& x, const LinearWeight& w1, const LinearWeight& w2, Tensor* y1, Tensor* y2) override {
     linear_pair_xq(x, w1, w2, y1, y2, nullptr);
@@ -1240,8 +1237,7 @@ class CudaOps final : public Ops {
   void combine(kernels::MoeCombineParams p, const Tensor* addend, bool* added, std::vector<Tensor> keep) {
     p.ids_settled = true;
     if (addend) {
-      if (opening_ && (flag_join_ == 1 || (flag_join_ == 2 && !opening_fp8_)) && side_stream_enabled() &&
-          side_state_ == 2 && p.tokens > 0 && p.tokens <= flag_join_max_tokens_) {
+      if (flag_join_applies(p.tokens)) {
         DS_CHECK(!unconsumed_ready_, "an MoE output whose shared expert was flag-joined was never consumed");
         uint32_t* ready =
             reinterpret_cast<uint32_t*>(side_ready_.data_as<int32_t>()) + 2 * (next_ready_slot_++ % kReadySlots);
@@ -1264,6 +1260,12 @@ class CudaOps final : public Ops {
       return;
     }
     DS_CUDA_CHECK(kernels::launch_moe_combine(p, stream()));
+  }
+  // Whether combine() hands a side-chain addend of `tokens` rows to its consumer by flag (flag_join_'s rule; only for
+  // an output kept for the next norm, right after the shared expert's side section).
+  bool flag_join_applies(int64_t tokens) const {
+    return opening_ && (flag_join_ == 1 || (flag_join_ == 2 && !opening_fp8_)) && side_stream_enabled() &&
+           side_state_ == 2 && tokens > 0 && tokens <= flag_join_max_tokens_;
   }
   // An MoE output left unreduced (MlpOut::parts): its combine and the tensors that combine reads.
   struct MoeParts {
@@ -1599,6 +1601,11 @@ class CudaOps final : public Ops {
  private:
   static cudaStream_t stream() { return cuda_stream(); }
 
+  // The main stream's next launch after every side kernel up to side_done_'s record (the event join).
+  void main_waits_for_side_done() {
+    DS_CUDA_CHECK(cudaStreamWaitEvent(cuda_main_stream(), side_done_, 0));
+    if (join_fence_) kernels::pdl_fence(cuda_main_stream());
+  }
   void ensure_side_events() {
     if (side_fork_) return;
     DS_CUDA_CHECK(cudaEventCreateWithFlags(&side_fork_, cudaEventDisableTiming));
