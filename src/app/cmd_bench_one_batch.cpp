@@ -9,6 +9,7 @@
 
 #include "app/commands.h"
 #include "app/model_setup.h"
+#include "core/env.h"
 #include "ops/sampling.h"
 #include "runner/mem_plan.h"
 #include "runner/attn_metadata.h"
@@ -42,9 +43,9 @@ struct RunResult {
 };
 
 // One prefill + decode pass over `bs` random prompts in `cache` (pages from 0 up); decode steps replay
-// `graphs` when set.
-RunResult run_once(ModelSetup& s, KvCache& cache, CudaGraphRunner* graphs, int bs, int input_len, int output_len,
-                   int page_size, std::mt19937& rng) {
+// `graphs` when set, with the tokens kept on the device when device_tokens (greedy_ids graphs).
+RunResult run_once(ModelSetup& s, KvCache& cache, CudaGraphRunner* graphs, bool device_tokens, int bs, int input_len,
+                   int output_len, int page_size, std::mt19937& rng) {
   const ModelConfig& cfg = s.config;
   const int pages_per_seq = (input_len + output_len + page_size - 1) / page_size;
   DS_CHECK(static_cast<int64_t>(bs) * pages_per_seq <= cache.num_pages, "bench cache too small");
@@ -58,13 +59,23 @@ RunResult run_once(ModelSetup& s, KvCache& cache, CudaGraphRunner* graphs, int b
   greedy_batch.vocab = cfg.vocab_size;
   for (int b = 0; b < bs; ++b) greedy_batch.rows.push_back(SampleRow{.logits_row = b});
   auto greedy = [&](const Tensor& logits) { return s.ops->sample(logits, greedy_batch).tokens; };  // waits
+  // Decode steps after the first on greedy_ids graphs take the tokens the previous replay left on the device (`ids`
+  // unused then) and return none: the step ends when the graph has run, as sglang.bench_one_batch's decode ends
+  // with its tokens still on the GPU.
+  bool ids_on_device = false;
   auto step = [&](const std::vector<int32_t>& ids, int64_t start, int64_t n) {
     if (graphs && n == 1 && graphs->can_run(bs)) {
       std::vector<DecodeSeq> seqs(bs);
       for (int b = 0; b < bs; ++b)
-        seqs[b] = DecodeSeq{ids[b], static_cast<int32_t>(start),
+        seqs[b] = DecodeSeq{ids_on_device ? 0 : ids[b], static_cast<int32_t>(start),
                             tables[b][start / page_size] * page_size + static_cast<int32_t>(start % page_size),
                             tables[b].data(), pages_per_seq};
+      if (device_tokens) {
+        graphs->replay(seqs, ids_on_device);
+        graphs->synchronize();
+        ids_on_device = true;
+        return std::vector<int32_t>();
+      }
       return greedy(graphs->replay(seqs));
     }
     std::vector<SeqSlice> slices;
@@ -169,11 +180,17 @@ int run_bench_one_batch(int argc, char** argv) {
   KvCache cache = make_kv_cache(*setup->ops, setup->config, static_cast<int>(page_size), static_cast<int>(max_pages) + 1,
                                 0, setup->kv_dtype);
   std::unique_ptr<CudaGraphRunner> graphs;
+  // Graph decode steps sample greedily inside the graph and keep the tokens on the device (sglang.bench_one_batch
+  // samples on the GPU and copies nothing back between steps). DSERVE_BENCH_DEVICE_TOKENS=0 (A/B runs): the
+  // sampler after each replay and the tokens back to the host, as the server's steps do.
+  bool device_tokens = env_flag("DSERVE_BENCH_DEVICE_TOKENS", true);
   if (setup->ops->device() == Device::kCuda && !flags.get_bool("disable-cuda-graph")) {
     const int64_t flag_bs = flags.get_int("cuda-graph-max-bs");
     if (flag_bs < 0) return fail(error("--cuda-graph-max-bs must be >= 0"));
+    if (std::max(flag_bs, max_bs) > 8192) device_tokens = false;  // Ops::greedy_to_store_'s row bound on CUDA
     CudaGraphOptions go;
     go.max_bs = static_cast<int>(flag_bs);
+    go.greedy_ids = device_tokens;
     go.max_context = max_in + output_len;
     go.dummy_page = static_cast<int32_t>(max_pages);
     auto g = CudaGraphRunner::create(*setup->model, *setup->ops, cache, go);
@@ -194,9 +211,9 @@ int run_bench_one_batch(int argc, char** argv) {
   for (int64_t bs : *bss)
     for (int64_t in : *lens) {
       // Warm-up pass (SGLang runs one too), then the measured one.
-      run_once(*setup, cache, graphs.get(), static_cast<int>(bs), static_cast<int>(in),
+      run_once(*setup, cache, graphs.get(), device_tokens, static_cast<int>(bs), static_cast<int>(in),
                std::min<int>(static_cast<int>(output_len), 4), static_cast<int>(page_size), rng);
-      RunResult r = run_once(*setup, cache, graphs.get(), static_cast<int>(bs), static_cast<int>(in),
+      RunResult r = run_once(*setup, cache, graphs.get(), device_tokens, static_cast<int>(bs), static_cast<int>(in),
                              static_cast<int>(output_len), static_cast<int>(page_size), rng);
       std::printf("Prefill. latency: %.5f s, throughput: %.2f token/s\n", r.prefill_latency,
                   bs * in / r.prefill_latency);

@@ -331,18 +331,21 @@ __global__ void sample_logprob_kernel(SampleParams p) {
 }
 
 // The greedy-only launch (launch_sample_greedy): the scan's chunk pass without the row copy or the exp sums, then the
-// row's last block merges the partials as sample_prep_kernel and sample_logprob_kernel would for a greedy row.
+// row's last block merges the partials (one per thread) as sample_prep_kernel and sample_logprob_kernel would for a
+// greedy row.
 __global__ void __launch_bounds__(kScanThreads) sample_greedy_kernel(const SampleGreedyParams p) {
   __shared__ float s_val[kScanThreads / 32];
   __shared__ int s_id[kScanThreads / 32];
   __shared__ int s_bad;
   __shared__ bool s_last;
-  const int b = blockIdx.x, c = blockIdx.y;
+  const int b = blockIdx.x, c = blockIdx.y, chunks = gridDim.y;
   const int64_t V = p.vocab;
-  const int64_t per = (V + kSampleScanChunks - 1) / kSampleScanChunks;
+  const int64_t per = (V + chunks - 1) / chunks;
   const int64_t begin = min(V, c * per), end = min(V, begin + per);
-  const int64_t base = static_cast<int64_t>(p.logits_row[b]) * p.ld;
+  const int32_t logits_row = p.identity ? b : p.logits_row[b];
+  const int64_t base = static_cast<int64_t>(logits_row) * p.ld;
   if (threadIdx.x == 0) s_bad = INT_MAX;
+  pdl_enter();  // the logits are the previous launch's (the lm_head GEMM in a decode graph)
   __syncthreads();
   float bv = -INFINITY;
   int bad = INT_MAX, bi = INT_MAX;
@@ -352,36 +355,41 @@ __global__ void __launch_bounds__(kScanThreads) sample_greedy_kernel(const Sampl
   });
   if (bad != INT_MAX) atomicMin(&s_bad, bad);
   block_first_max(bv, bi, s_val, s_id);  // its barrier also publishes s_bad
-  SampleScanPart* parts = p.part + static_cast<int64_t>(b) * kSampleScanChunks;
+  SampleScanPart* parts = p.part + static_cast<int64_t>(b) * chunks;
   if (threadIdx.x == 0) {
     parts[c] = SampleScanPart{0.0f, 0.0f, bv, bi, s_bad};
     __threadfence();  // the partial is visible before the arrival is counted
-    s_last = atomicAdd(&p.arrivals[b], 1u) == kSampleScanChunks - 1;
+    s_last = atomicAdd(&p.arrivals[b], 1u) == static_cast<unsigned>(chunks - 1);
   }
   __syncthreads();
-  if (!s_last || threadIdx.x != 0) return;
+  if (!s_last) return;
   __threadfence();  // every block's partial (each fenced before its arrival) is read after the count
-  int best_id = INT_MAX, bad_id = INT_MAX;
-  float best = -INFINITY;
-  for (int k = 0; k < kSampleScanChunks; ++k) {
-    const float kb = __ldcg(&parts[k].best);
-    const int ki = __ldcg(&parts[k].best_id);
-    bad_id = min(bad_id, __ldcg(&parts[k].bad));
-    if (first_max_better(kb, ki, best, best_id)) best = kb, best_id = ki;
+  // One partial a thread (chunks <= kSampleGreedyMaxChunks = kScanThreads), merged as the chunk pass merged columns.
+  static_assert(kSampleGreedyMaxChunks <= kScanThreads, "one partial per thread");
+  if (threadIdx.x == 0) s_bad = INT_MAX;
+  __syncthreads();
+  bv = -INFINITY;
+  bi = INT_MAX;
+  if (threadIdx.x < chunks) {
+    bv = __ldcg(&parts[threadIdx.x].best);
+    bi = __ldcg(&parts[threadIdx.x].best_id);
+    const int kbad = __ldcg(&parts[threadIdx.x].bad);
+    if (kbad != INT_MAX) atomicMin(&s_bad, kbad);
   }
+  block_first_max(bv, bi, s_val, s_id);
+  if (threadIdx.x != 0) return;
+  const int bad_id = s_bad;
   p.arrivals[b] = 0;  // ready for the next launch (stream-ordered after this one)
   int token = 0;
-  if (bad_id != INT_MAX) {
-    p.out.bad_id[b] = bad_id;
-    p.out.bad_value[b] = load_logit(p.logits, p.type, base + bad_id);
-  } else {
-    p.out.bad_id[b] = -1;
-    p.out.bad_value[b] = 0.0f;
-    token = best_id >= 0 && best_id < V ? best_id : 0;
+  if (bad_id == INT_MAX) token = bi >= 0 && bi < V ? bi : 0;
+  if (p.out.tokens) {
+    p.out.bad_id[b] = bad_id != INT_MAX ? bad_id : -1;
+    p.out.bad_value[b] = bad_id != INT_MAX ? load_logit(p.logits, p.type, base + bad_id) : 0.0f;
+    p.out.tokens[b] = token;
+    p.out.logprobs[b] = NAN;
   }
-  p.out.tokens[b] = token;
-  p.out.logprobs[b] = NAN;
-  if (p.store_index[b] >= 0) p.token_store[p.store_index[b]] = token;
+  const int32_t store = p.identity ? b : p.store_index[b];
+  if (store >= 0) p.token_store[store] = token;
 }
 
 }  // namespace
@@ -425,11 +433,12 @@ cudaError_t launch_sample(const SampleParams& p, cudaStream_t stream) {
 
 cudaError_t launch_sample_greedy(const SampleGreedyParams& p, cudaStream_t stream) {
   if (p.num_rows == 0) return cudaSuccess;
-  if (p.num_rows < 0 || p.num_rows > kSampleGreedyMaxRows || p.vocab <= 0 || p.vocab > INT_MAX || !p.part ||
-      !p.arrivals)
+  if (p.num_rows < 0 || (!p.identity && p.num_rows > kSampleGreedyMaxRows) || p.vocab <= 0 || p.vocab > INT_MAX ||
+      !p.part || !p.arrivals || (p.identity && !p.token_store) || (!p.identity && !p.out.tokens))
     return cudaErrorInvalidValue;
-  return launch_plain(sample_greedy_kernel, dim3(static_cast<unsigned>(p.num_rows), kSampleScanChunks), kScanThreads, 0,
-                      stream, p);
+  return launch_pdl(sample_greedy_kernel,
+                    dim3(static_cast<unsigned>(p.num_rows), static_cast<unsigned>(sample_greedy_chunks(p.vocab))),
+                    kScanThreads, 0, stream, p);
 }
 
 }  // namespace ds::kernels

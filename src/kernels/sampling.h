@@ -83,21 +83,30 @@ struct SampleParams {
 constexpr int kSampleSortChunk = 16;
 
 // Greedy rows without penalties, logprobs or top logprobs (bench-one-batch's steps and most requests): one launch
-// over kSampleScanChunks blocks per row that each find their chunk's first non-finite column and first maximum; the
-// last block of a row to finish (a counter in `arrivals`, back to 0 when it is done) merges them into the outputs
-// the general path would write (token, bad_id / bad_value, logprob NaN, the store entry). Row parameters travel by
-// value, so nothing is copied to the device first.
+// over sample_greedy_chunks(vocab) blocks per row (one load of each of its threads' columns in flight at once: the
+// launch is a few L2 round trips, not a loop of them) that each find their chunk's first non-finite column and first
+// maximum; the last block of a row to finish (a counter in `arrivals`, back to 0 when it is done) merges them into
+// the outputs the general path would write (token, bad_id / bad_value, logprob NaN, the store entry). Row parameters
+// travel by value, so nothing is copied to the device first. With `identity` row b reads logits row b and stores
+// its token at token_store[b], for any number of rows (no per-row arrays; Ops::greedy_to_store_).
 constexpr int kSampleGreedyMaxRows = 64;
+constexpr int kSampleGreedyChunkCols = 1024;  // columns of one block (256 threads x 4 loads)
+constexpr int kSampleGreedyMaxChunks = 256;
+inline int sample_greedy_chunks(int64_t vocab) {
+  const int64_t c = (vocab + kSampleGreedyChunkCols - 1) / kSampleGreedyChunkCols;
+  return static_cast<int>(c < 1 ? 1 : c > kSampleGreedyMaxChunks ? kSampleGreedyMaxChunks : c);
+}
 struct SampleGreedyParams {
   const void* logits;
   ElemType type;  // kF32 or kBF16
   int64_t ld, vocab;
-  int num_rows;  // <= kSampleGreedyMaxRows
+  int num_rows;  // <= kSampleGreedyMaxRows unless identity
+  int identity;  // 1: logits row b, token_store[b]; the arrays below unused
   int32_t logits_row[kSampleGreedyMaxRows];
   int32_t store_index[kSampleGreedyMaxRows];  // >= 0: also written to token_store
-  SampleScanPart* part;  // [num_rows, kSampleScanChunks]
+  SampleScanPart* part;  // [num_rows, sample_greedy_chunks(vocab)]
   uint32_t* arrivals;    // [num_rows], zero before the launch (and after it)
-  SampleOutputs out;  // logprobs: NaN (not wanted)
+  SampleOutputs out;  // logprobs: NaN (not wanted); null tokens: no outputs (identity only)
   int32_t* token_store;
 };
 cudaError_t launch_sample_greedy(const SampleGreedyParams& p, cudaStream_t stream);

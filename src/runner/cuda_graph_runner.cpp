@@ -18,6 +18,12 @@
 
 namespace ds {
 
+#ifdef DSERVE_WITH_CUDA
+namespace {
+constexpr int64_t kOneCopyMaxBytes = 32 << 10;  // write_inputs: one copy up to here (~1-2 us of PCIe at most)
+}  // namespace
+#endif
+
 std::vector<int> cuda_graph_batch_sizes(int max_bs) {
   std::vector<int> out;
   if (max_bs < 1) return out;
@@ -55,7 +61,8 @@ struct CudaGraphRunner::Impl {
   Tensor io;
   int64_t q_off = 0, table_off = 0;
   // Pinned, two alternating buffers (with overlap scheduling the next step's inputs are written while the
-  // previous copy may not have run yet): ids | positions | slots | seq_lens, then a compact table.
+  // previous copy may not have run yet), laid out as `io` (q_starts written once), so that a small step's inputs
+  // go over in one copy.
   PinnedSlot in[2];                      // `done`: the last input copy out of in[i] finished
   bool copy_pending[2] = {false, false};
   int cur = 0;                           // the buffer the next write_inputs uses
@@ -145,11 +152,15 @@ Result<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::create(DeepseekModel& 
   impl->table_off = (impl->q_off + o.max_bs + 1 + 63) / 64 * 64;
   const int64_t io_len = impl->table_off + o.max_bs * impl->max_pages;
   impl->io = ops.empty({io_len}, DType::kI32);
-  const size_t host_len = 4 * static_cast<size_t>(o.max_bs) + static_cast<size_t>(o.max_bs * impl->max_pages);
-  for (PinnedSlot& slot : impl->in) slot = acquire_pinned(host_len * sizeof(int32_t));
-  {  // q_starts = 0..max_bs once (one token per sequence), block table zeroed
-    std::vector<int32_t> q(o.max_bs + 1);
-    for (int i = 0; i <= o.max_bs; ++i) q[i] = i;
+  std::vector<int32_t> q(o.max_bs + 1);  // q_starts = 0..max_bs (one token per sequence)
+  for (int i = 0; i <= o.max_bs; ++i) q[i] = i;
+  for (PinnedSlot& slot : impl->in) {
+    slot = acquire_pinned(static_cast<size_t>(io_len) * sizeof(int32_t));
+    int32_t* h = static_cast<int32_t*>(slot.host);
+    std::fill(h, h + io_len, 0);
+    std::copy(q.begin(), q.end(), h + impl->q_off);
+  }
+  {  // q_starts once, block table zeroed
     cudaStream_t s = cuda_stream();
     DS_CUDA_CHECK(cudaMemsetAsync(impl->io.data(), 0, impl->io.nbytes(), s));
     DS_CUDA_CHECK(cudaMemcpyAsync(impl->dev(impl->q_off), q.data(), q.size() * 4, cudaMemcpyHostToDevice, s));
@@ -164,7 +175,7 @@ Result<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::create(DeepseekModel& 
   return r;
 }
 
-void CudaGraphRunner::write_inputs(const std::vector<DecodeSeq>& seqs, int bs) {
+void CudaGraphRunner::write_inputs(const std::vector<DecodeSeq>& seqs, int bs, bool keep_ids) {
   Impl& im = *impl_;
   const int page_size = cache_.page_size;
   const int32_t dummy_page = opts_.dummy_page;
@@ -186,9 +197,9 @@ void CudaGraphRunner::write_inputs(const std::vector<DecodeSeq>& seqs, int bs) {
   int32_t* pos = ids + M;
   int32_t* slot = pos + M;
   int32_t* len = slot + M;
-  int32_t* table = len + M;  // [bs, width] compact
+  int32_t* table = ids + im.table_off;  // [bs, max_pages], columns [0, width) written
   for (int i = 0; i < bs; ++i) {
-    int32_t* row = table + i * width;
+    int32_t* row = table + i * im.max_pages;
     if (i < n) {
       const DecodeSeq& s = seqs[i];
       ids[i] = s.token;
@@ -206,9 +217,22 @@ void CudaGraphRunner::write_inputs(const std::vector<DecodeSeq>& seqs, int bs) {
     }
   }
   cudaStream_t s = cuda_stream();
-  DS_CUDA_CHECK(cudaMemcpyAsync(im.dev(0), ids, sizeof(int32_t) * 4 * M, cudaMemcpyHostToDevice, s));
-  DS_CUDA_CHECK(cudaMemcpy2DAsync(im.dev(im.table_off), sizeof(int32_t) * im.max_pages, table, sizeof(int32_t) * width,
-                                  sizeof(int32_t) * width, bs, cudaMemcpyHostToDevice, s));
+  const int64_t skip = keep_ids ? M : 0;  // the ids the graph wrote stay
+  // One copy of everything up to the last row's table when that is small (each copy is a host call and a DMA the
+  // graph waits for: bench-one-batch's batch-1 step waits ~2 us less); else the header, then the rows' used columns.
+  // DSERVE_GRAPH_ONE_COPY=0 (A/B runs): always the two copies.
+  const bool one_copy = env_flag("DSERVE_GRAPH_ONE_COPY", true);
+  const int64_t whole = im.table_off + static_cast<int64_t>(bs) * im.max_pages;
+  if (one_copy && (whole - skip) * static_cast<int64_t>(sizeof(int32_t)) <= kOneCopyMaxBytes) {
+    DS_CUDA_CHECK(
+        cudaMemcpyAsync(im.dev(skip), ids + skip, sizeof(int32_t) * (whole - skip), cudaMemcpyHostToDevice, s));
+  } else {
+    DS_CUDA_CHECK(
+        cudaMemcpyAsync(im.dev(skip), ids + skip, sizeof(int32_t) * (4 * M - skip), cudaMemcpyHostToDevice, s));
+    DS_CUDA_CHECK(cudaMemcpy2DAsync(im.dev(im.table_off), sizeof(int32_t) * im.max_pages, table,
+                                    sizeof(int32_t) * im.max_pages, sizeof(int32_t) * width, bs,
+                                    cudaMemcpyHostToDevice, s));
+  }
   DS_CUDA_CHECK(cudaEventRecord(im.in[hb].done, s));
   im.copy_pending[hb] = true;
 }
@@ -315,6 +339,7 @@ Status CudaGraphRunner::capture() {
     Tensor hidden = model_.forward(ids, m, cache_, AttnMode::kAbsorbed);
     Tensor logits = im.logits.rows(0, bs);  // [bs, vocab] F32: every graph writes the shared output buffer
     model_.logits_into(hidden, logits);
+    if (opts_.greedy_ids) ops_.greedy_to_store_(logits, model_.config().vocab_size, ids);  // next replay's tokens
   };
   // The captures' allocations come from the graph arena (cuda_runtime.h: no memory nodes between the kernels, so
   // their PDL edges stay programmatic), sized by the eager warm-up of the same forward (the default;
@@ -364,6 +389,15 @@ Status CudaGraphRunner::capture() {
     if (arena && l2_window) stats_.l2_window_nodes += apply_l2_window(graph, region_base, stats_.arena_bytes);
     im.graphs[i] = graph;
     count_graph(graph, &stats_);
+    // DSERVE_GRAPH_DOT=prefix (diagnostics): each captured graph as Graphviz, nodes with their parameters and edges
+    // with their types, in prefix_bs<N>.dot.
+    if (const char* dot = env_text("DSERVE_GRAPH_DOT")) {
+      const std::string path = std::string(dot) + "_bs" + std::to_string(bs) + ".dot";
+      if (cudaGraphDebugDotPrint(graph, path.c_str(), cudaGraphDebugDotFlagsVerbose) != cudaSuccess) {
+        (void)cudaGetLastError();
+        DS_WARN("DSERVE_GRAPH_DOT: could not write ", path);
+      }
+    }
     const cudaError_t inst = cudaGraphInstantiate(&im.execs[i], graph, cuda_graph_instantiate_flags());
     if (inst != cudaSuccess)
       return error("CUDA graph instantiation for batch size ", bs, " failed: ", cudaGetErrorString(inst));
@@ -382,8 +416,11 @@ Status CudaGraphRunner::capture() {
   return Status::ok();
 }
 
-Tensor CudaGraphRunner::replay(const std::vector<DecodeSeq>& seqs) {
+void CudaGraphRunner::synchronize() { DS_CUDA_CHECK(cudaStreamSynchronize(cuda_stream())); }
+
+Tensor CudaGraphRunner::replay(const std::vector<DecodeSeq>& seqs, bool ids_on_device) {
   Impl& im = *impl_;
+  DS_CHECK(!ids_on_device || opts_.greedy_ids, "replay with device ids needs greedy_ids graphs");
   const int n = static_cast<int>(seqs.size());
   const int bs = padded_batch_size(sizes_, n);
   DS_CHECK(n >= 1 && bs > 0, "no CUDA graph for a decode batch of ", n);
@@ -394,7 +431,7 @@ Tensor CudaGraphRunner::replay(const std::vector<DecodeSeq>& seqs) {
     DS_CUDA_CHECK(cudaEventRecord(im.timing[0], cuda_stream()));
   }
   const auto host0 = std::chrono::steady_clock::now();
-  write_inputs(seqs, bs);
+  write_inputs(seqs, bs, ids_on_device);
   DS_CUDA_CHECK(cudaGraphLaunch(im.execs[idx], cuda_stream()));
   if (im.timing[0]) {
     im.launch_us[bs].push_back(
@@ -416,8 +453,9 @@ Result<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::create(DeepseekModel&,
   return error("CUDA graphs need a build with the CUDA backend");
 }
 Status CudaGraphRunner::capture() { return error("CUDA graphs need a build with the CUDA backend"); }
-void CudaGraphRunner::write_inputs(const std::vector<DecodeSeq>&, int) {}
-Tensor CudaGraphRunner::replay(const std::vector<DecodeSeq>&) {
+void CudaGraphRunner::write_inputs(const std::vector<DecodeSeq>&, int, bool) {}
+void CudaGraphRunner::synchronize() {}
+Tensor CudaGraphRunner::replay(const std::vector<DecodeSeq>&, bool) {
   DS_CHECK(false, "CUDA graphs need a build with the CUDA backend");
   return Tensor();
 }

@@ -2,7 +2,7 @@
 // cuda_graph_runner.py: one graph per padded batch size, captured at startup over static input buffers
 // (token ids, positions, cache slots, seq lens, block table) that each replay overwrites; padding rows
 // write and read only a dummy page. The graph's output is the fp32 logits of every padded row: sampling
-// stays outside the graph.
+// stays outside the graph, except the greedy tokens of CudaGraphOptions::greedy_ids.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -30,6 +30,10 @@ struct CudaGraphOptions {
   // [rows] I32 on the device (BatchRunner::token_store): decode ids < 0 are placeholders resolved from it
   // inside the graph. Undefined: every id must be a real token.
   Tensor token_store;
+  // Each graph ends with the greedy token of every row written into its own ids input (Ops::greedy_to_store_), so
+  // replay(seqs, true) decodes the previous replay's tokens without the host seeing them (bench-one-batch keeps its
+  // tokens on the device, as sglang.bench_one_batch does). The logits are still the graph's output.
+  bool greedy_ids = false;
 };
 
 // One sequence of a decode step.
@@ -73,13 +77,17 @@ class CudaGraphRunner {
 
   // Runs one decode step for seqs (1 <= size <= max_bs): the logits [padded_bs, vocab] fp32 on the device,
   // rows [0, seqs.size()) real. The tensor is the graph's static output: valid until the next replay.
-  Tensor replay(const std::vector<DecodeSeq>& seqs);
+  // ids_on_device (greedy_ids graphs only): the seqs' tokens are ignored and each row decodes the token the previous
+  // replay of the same batch size chose for it.
+  Tensor replay(const std::vector<DecodeSeq>& seqs, bool ids_on_device = false);
+  // Waits for the last replay (and everything before it on the compute stream).
+  void synchronize();
 
  private:
   struct Impl;
   CudaGraphRunner(DeepseekModel& model, Ops& ops, const KvCache& cache, CudaGraphOptions opts);
   // The inputs of `seqs`, padded to `bs` rows, into the static device buffers (async, from pinned memory).
-  void write_inputs(const std::vector<DecodeSeq>& seqs, int bs);
+  void write_inputs(const std::vector<DecodeSeq>& seqs, int bs, bool keep_ids = false);
 
   DeepseekModel& model_;
   Ops& ops_;

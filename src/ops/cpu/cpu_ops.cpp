@@ -637,6 +637,23 @@ class CpuOps final : public Ops {
         p[i] = store.data_as<int32_t>()[at];
       }
   }
+  void greedy_to_store_(const Tensor& logits, int64_t vocab, Tensor& store) override {
+    DS_CHECK(logits.ndim() == 2 && logits.dtype() == DType::kF32 && logits.device() == Device::kCpu && vocab >= 1 &&
+                 vocab <= logits.dim(1),
+             "greedy_to_store_ of ", logits.describe(), " over ", vocab, " columns");
+    DS_CHECK(store.dtype() == DType::kI32 && store.ndim() == 1 && store.numel() == logits.dim(0),
+             "greedy_to_store_ into ", store.describe(), " for ", logits.describe());
+    for (int64_t r = 0; r < logits.dim(0); ++r) {
+      const float* row = logits.f32() + r * logits.dim(1);
+      int32_t best = 0;
+      bool finite = true;
+      for (int64_t i = 0; i < vocab && finite; ++i) {
+        finite = std::isfinite(row[i]);
+        if (row[i] > row[best]) best = static_cast<int32_t>(i);  // strictly larger: the first maximum
+      }
+      store.data_as<int32_t>()[r] = finite ? best : 0;
+    }
+  }
 
  private:
   bool w8a8_ = false;

@@ -1,8 +1,10 @@
 // CpuOps pieces beyond the reference math other suites cover: the overlap scheduling plumbing (sample_async
 // with a token store, resolve_tokens_), and the FP8 activations the norms hand to the W8A8 linears (rms_norm_q).
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -97,6 +99,30 @@ TEST(CpuOps, TokenStoreFeedsPlaceholders) {
   EXPECT_EQ(ids.data_as<int32_t>()[1], 1);   // row 3
   EXPECT_EQ(ids.data_as<int32_t>()[2], 42);  // row 0
   EXPECT_EQ(ids.data_as<int32_t>()[3], 0);
+}
+
+// greedy_to_store_: row r's first maximum over the first `vocab` columns (larger columns past it ignored), ties to
+// the lower id, 0 for a row with a non-finite value inside the vocabulary; the same tokens sample() picks greedily.
+TEST(CpuOps, GreedyToStoreTakesTheFirstMaximum) {
+  auto ops = make_cpu_ops();
+  const float inf = std::numeric_limits<float>::infinity();
+  const float v[4][6] = {{0.0f, 3.0f, 1.0f, 3.0f, 9.0f, 9.0f},   // tie 1 / 3: 1; columns 4-5 past the vocab
+                         {5.0f, 0.0f, 1.0f, 7.0f, 0.0f, 0.0f},   // 3
+                         {1.0f, NAN, 2.0f, 0.0f, 0.0f, 0.0f},    // non-finite: 0
+                         {-inf, -1.0f, -2.0f, -1.5f, 0.0f, 0.0f}};  // non-finite: 0
+  Tensor logits = Tensor::empty({4, 6}, DType::kF32);
+  std::copy(&v[0][0], &v[0][0] + 24, logits.f32());
+  Tensor store = Tensor::zeros({4}, DType::kI32);
+  for (int r = 0; r < 4; ++r) store.data_as<int32_t>()[r] = -5;
+  ops->greedy_to_store_(logits, 4, store);
+  const int32_t want[4] = {1, 3, 0, 0};
+  for (int r = 0; r < 4; ++r) EXPECT_EQ(store.data_as<int32_t>()[r], want[r]) << "row " << r;
+  SampleBatch b;
+  b.vocab = 4;
+  b.rows = {SampleRow{.logits_row = 0}, SampleRow{.logits_row = 1}};
+  const SampleResult res = ops->sample(logits, b);
+  EXPECT_EQ(res.tokens[0], store.data_as<int32_t>()[0]);
+  EXPECT_EQ(res.tokens[1], store.data_as<int32_t>()[1]);
 }
 
 Tensor random_f32(Shape shape, std::mt19937& rng, float stddev) {

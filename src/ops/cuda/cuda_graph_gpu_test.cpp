@@ -134,6 +134,9 @@ TEST_P(CudaGraphTest, ReplayMatchesEagerDecode) {
     std::vector<int32_t> next(bs);
     for (auto& t : next) t = tok(rng);
     int clear = 0;
+    // Batch 5's inputs go over as a header copy and a 2D copy of the table rows (what a large batch or context
+    // does), batch 3's in one copy (write_inputs).
+    test::ScopedEnv copies("DSERVE_GRAPH_ONE_COPY", bs == 5 ? "0" : "1");
     for (int s = 0; s < steps; ++s) {
       std::vector<SeqSlice> slices;
       std::vector<DecodeSeq> seqs;
@@ -191,6 +194,66 @@ TEST_P(CudaGraphTest, ReplayMatchesEagerDecode) {
           }
       EXPECT_EQ(written_bad, 0) << GetParam() << " layer " << l;
       EXPECT_EQ(unwritten_bad, 0) << GetParam() << " layer " << l << ": a padding row wrote a real page";
+    }
+  }
+}
+
+// greedy_ids graphs (bench-one-batch): each replay writes its rows' greedy tokens into its own ids input and the next
+// replay with ids_on_device decodes them. The eager run takes the argmax of the graph's previous logits (the tokens
+// the graph must have kept): logits equal within bf16 tolerance at every step, so a token the graph failed to
+// keep, or kept for the wrong row, shows. The logits returned stay the graph's output.
+TEST(CudaGraphGreedyIds, NextReplayDecodesTheKeptTokens) {
+  init_cuda_device(0);
+  set_cuda_alloc_poison(true);
+  Fixture f = load_fixture("v2_lite");
+  const int page = 64, steps = 5, bs = 3;
+  std::mt19937 rng(77);
+  const std::vector<int> lens = {40, 7, 63};  // 63 crosses a page at the first decode step
+  std::vector<std::vector<int32_t>> tables(bs);
+  int total = 0;
+  for (int b = 0; b < bs; ++b)
+    for (int p = 0; p < (lens[b] + steps + page - 1) / page; ++p) tables[b].push_back(total++);
+  KvCache eager = make_kv_cache(*f.ops, f.cfg, page, total + 1, 0);
+  KvCache graphed = make_kv_cache(*f.ops, f.cfg, page, total + 1, 0);
+  std::uniform_int_distribution<int32_t> tok(2, static_cast<int32_t>(f.cfg.vocab_size) - 1);
+  for (int b = 0; b < bs; ++b) {
+    std::vector<int32_t> ids(lens[b]);
+    for (auto& t : ids) t = tok(rng);
+    AttnMetadata m = build_attn_metadata({SeqSlice{0, lens[b], &tables[b]}}, page, *f.ops);
+    f.model->forward(upload_ids(*f.ops, ids), m, eager);
+    f.model->forward(upload_ids(*f.ops, ids), m, graphed);
+  }
+  CudaGraphOptions go;
+  go.max_bs = 4;
+  go.max_context = f.cfg.max_position_embeddings;
+  go.dummy_page = total;
+  go.verbose = false;
+  go.greedy_ids = true;
+  auto g = CudaGraphRunner::create(*f.model, *f.ops, graphed, go);
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  ASSERT_TRUE((*g)->capture().is_ok());
+  std::vector<int32_t> next(bs);
+  for (auto& t : next) t = tok(rng);
+  for (int s = 0; s < steps; ++s) {
+    std::vector<SeqSlice> slices;
+    std::vector<DecodeSeq> seqs;
+    for (int b = 0; b < bs; ++b) {
+      const int32_t p = lens[b] + s;
+      slices.push_back(SeqSlice{p, 1, &tables[b]});
+      // From the second step the host's tokens are wrong on purpose: the graph must use the ones it kept.
+      seqs.push_back(DecodeSeq{s == 0 ? next[b] : 0, p, tables[b][p / page] * page + p % page, tables[b].data(),
+                               static_cast<int32_t>(tables[b].size())});
+    }
+    AttnMetadata m = build_attn_metadata(slices, page, *f.ops);
+    Tensor want = f.ops->to_host(f.model->logits(f.model->forward(upload_ids(*f.ops, next), m, eager,
+                                                                   AttnMode::kAbsorbed)));
+    Tensor got = f.ops->to_host((*g)->replay(seqs, /*ids_on_device=*/s > 0).rows(0, bs));
+    (*g)->synchronize();
+    DS_EXPECT_CLOSE(got, want, 3e-2, 1e-2, "greedy_ids graph vs eager step " + std::to_string(s));
+    const int64_t V = got.dim(1);
+    for (int b = 0; b < bs; ++b) {
+      const float* gr = got.f32() + b * V;
+      next[b] = static_cast<int32_t>(std::max_element(gr, gr + V) - gr);  // what the graph kept (first maximum)
     }
   }
 }

@@ -220,7 +220,7 @@ class CudaOps final : public Ops {
         std::clamp<int64_t>(env_int("DSERVE_SIDE_FLAG_JOIN_MAX_TOKENS", 8), int64_t{1}, kFlagJoinMaxTokens);
     side_ready_ = empty({2 * kReadySlots}, DType::kI32);
     DS_CUDA_CHECK(cudaMemsetAsync(side_ready_.data(), 0, side_ready_.nbytes(), stream()));
-    arrivals_ = empty({kernels::kSampleGreedyMaxRows}, DType::kI32);  // the greedy launch's per-row counters
+    arrivals_ = empty({kGreedyMaxRows}, DType::kI32);  // the greedy launch's per-row counters
     DS_CUDA_CHECK(cudaMemsetAsync(arrivals_.data(), 0, arrivals_.nbytes(), stream()));
     // DSERVE_SMALL_M_GEMM=0 sends every bf16 GEMM to cuBLASLt (A/B runs); =N caps the small-M kernels' M.
     small_m_max_ = env_int("DSERVE_SMALL_M_GEMM", small_m_max_);
@@ -1562,7 +1562,7 @@ class CudaOps final : public Ops {
     const int64_t B = static_cast<int64_t>(rows.size());
     Tensor back = empty({4 * B}, DType::kI32);
     int32_t* wb = back.data_as<int32_t>();
-    Tensor part = scan_parts(B);
+    Tensor part = greedy_parts(B, V);
     kernels::SampleGreedyParams g{};
     g.logits = logits.data();
     g.type = elem_type(logits.dtype());
@@ -1582,7 +1582,37 @@ class CudaOps final : public Ops {
     pending->top_n.assign(B, 0);
     return pending;
   }
-  // Scratch of both sampling launches: kSampleScanChunks partials per row.
+  void greedy_to_store_(const Tensor& logits, int64_t vocab, Tensor& store) override {
+    check_cuda(logits, "greedy_to_store_ logits");
+    check_cuda(store, "greedy_to_store_ store");
+    DS_CHECK(logits.ndim() == 2 && (logits.dtype() == DType::kF32 || logits.dtype() == DType::kBF16) &&
+                 vocab >= 1 && vocab <= logits.dim(1) && vocab <= INT32_MAX,
+             "greedy_to_store_ of ", logits.describe(), " over ", vocab, " columns");
+    DS_CHECK(store.dtype() == DType::kI32 && store.ndim() == 1 && store.numel() == logits.dim(0) &&
+                 store.numel() <= kGreedyMaxRows,
+             "greedy_to_store_ into ", store.describe(), " for ", logits.describe(), " (at most ", kGreedyMaxRows,
+             " rows)");
+    const int64_t B = logits.dim(0);
+    Tensor part = greedy_parts(B, vocab);
+    kernels::SampleGreedyParams g{};
+    g.logits = logits.data();
+    g.type = elem_type(logits.dtype());
+    g.ld = logits.dim(1);
+    g.vocab = vocab;
+    g.num_rows = static_cast<int>(B);
+    g.identity = 1;
+    g.part = static_cast<kernels::SampleScanPart*>(part.data());
+    g.arrivals = static_cast<uint32_t*>(arrivals_.data());
+    g.out = kernels::SampleOutputs{nullptr, nullptr, nullptr, nullptr};
+    g.token_store = store.data_as<int32_t>();
+    DS_CUDA_CHECK(kernels::launch_sample_greedy(g, stream()));
+  }
+  // Scratch of the greedy launch: one partial per row and chunk.
+  Tensor greedy_parts(int64_t rows, int64_t vocab) {
+    return empty({rows * kernels::sample_greedy_chunks(vocab) * static_cast<int64_t>(sizeof(kernels::SampleScanPart) / 4)},
+                 DType::kI32);
+  }
+  // Scratch of the general sampling launch: kSampleScanChunks partials per row.
   Tensor scan_parts(int64_t rows) {
     static_assert(sizeof(kernels::SampleScanPart) % 4 == 0);
     return empty({rows * kernels::kSampleScanChunks * static_cast<int64_t>(sizeof(kernels::SampleScanPart) / 4)},
@@ -2063,7 +2093,8 @@ class CudaOps final : public Ops {
   Tensor ticket_;
   bool greedy_fast_ = true;  // DSERVE_SAMPLE_GREEDY_FAST
   bool join_fence_ = false;  // DSERVE_PDL_JOIN_FENCE
-  Tensor arrivals_;          // [kSampleGreedyMaxRows] I32, zero between greedy launches
+  static constexpr int64_t kGreedyMaxRows = 8192;  // rows of one greedy_to_store_ (and its counters)
+  Tensor arrivals_;          // [kGreedyMaxRows] I32, zero between greedy launches
 };
 
 }  // namespace

@@ -41,7 +41,7 @@ void expect_identical(const Tensor& got, const Tensor& want, const std::string& 
 // ---- elementwise / norms ----
 
 TEST_F(CudaOpsTest, Embedding) {
-  for (int64_t d : {2048, 7168, 192}) {
+  for (int64_t d : {2048, 7168, 192, 12288, 100}) {  // 12288: two rounds of the vector path's loads; 100: scalar
     const int64_t vocab = 1000;
     Tensor table = randn({vocab, d}, rng_, 0.5f);
     std::vector<int32_t> ids = {5, 999, 0, 5, 17, 400, 3};

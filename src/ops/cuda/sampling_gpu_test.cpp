@@ -265,7 +265,8 @@ TEST_F(SampleGpu, GreedyOnlyBatches) {
   for (const auto& [vocab, B, bf16] : std::vector<std::tuple<int64_t, int, bool>>{
            {129280, 1, false}, {129280, 7, true}, {1, 3, false}, {37, 5, false}, {1025, 64, true}, {5000, 65, false}}) {
     Case c = make_case(vocab, B, 40 + static_cast<uint32_t>(B), 2.0f, bf16);
-    const int64_t per = (vocab + 31) / 32;  // the kernel's chunk: put ties on both sides of a boundary
+    const int chunks = kernels::sample_greedy_chunks(vocab);
+    const int64_t per = (vocab + chunks - 1) / chunks;  // the kernel's chunk: put ties on both sides of a boundary
     for (int b = 0; b < B; ++b) {
       float* row = c.logits.data() + (2 * b + 1) * c.ld;
       if (b % 3 == 1 && vocab > 2 * per) {
@@ -303,7 +304,7 @@ TEST_F(SampleGpu, GreedyOnlyBatches) {
         g.logits_row[b] = c.batch.rows[b].logits_row;
         g.store_index[b] = -1;
       }
-      Tensor part = cuda_upload(Tensor::zeros({B * kernels::kSampleScanChunks * 5}, DType::kI32));
+      Tensor part = cuda_upload(Tensor::zeros({B * chunks * 5}, DType::kI32));
       Tensor arrivals = cuda_upload(Tensor::zeros({kernels::kSampleGreedyMaxRows}, DType::kI32));
       Tensor outs = cuda_upload(Tensor::zeros({4 * B}, DType::kI32));
       g.part = static_cast<kernels::SampleScanPart*>(part.data());
@@ -345,6 +346,72 @@ TEST_F(SampleGpu, GreedyOnlyBatches) {
 // second over logits the first's store entries selected, as a decode after a step in flight would), both
 // write their rows' tokens into the device token store; resolve_tokens_ feeds them to placeholder ids; the
 // results equal the CPU backend doing the same steps one at a time.
+// Ops::greedy_to_store_ (bench-one-batch's in-graph greedy): every row of a [R, ld] buffer, columns past the
+// vocabulary NaN (must not count), ties on both sides of a chunk boundary (the first maximum), non-finite rows (0),
+// vocabularies from one chunk to more than kSampleGreedyMaxChunks of 1024 columns, more rows than the by-value
+// launch takes; launched twice (the arrival counters reset) and from a graph replayed twice.
+TEST_F(SampleGpu, GreedyToStoreMatchesCpu) {
+  for (const auto& [vocab, R, bf16] : std::vector<std::tuple<int64_t, int, bool>>{
+           {102400, 1, false}, {102400, 8, true}, {129280, 3, false}, {300000, 2, false}, {37, 5, false},
+           {1, 2, true}, {5000, 70, false}}) {
+    const int64_t ld = vocab + 29;
+    const int chunks = kernels::sample_greedy_chunks(vocab);
+    const int64_t per = (vocab + chunks - 1) / chunks;
+    std::mt19937 rng(static_cast<uint32_t>(vocab + R));
+    std::normal_distribution<float> nd(0.0f, 2.0f);
+    Tensor host = Tensor::empty({R, ld}, DType::kF32);
+    for (int r = 0; r < R; ++r) {
+      float* row = host.f32() + r * ld;
+      for (int64_t i = 0; i < ld; ++i) row[i] = i < vocab ? (bf16 ? round_bf16(nd(rng)) : nd(rng)) : kNaN;
+      if (r % 3 == 1 && vocab > 2 * per) {
+        row[per + r % 5] = 40.0f;  // the lower id, in chunk 1
+        row[vocab - 1 - r % 7] = 40.0f;
+      }
+      if (r % 4 == 2) row[(r * 977) % vocab] = r % 8 == 2 ? kNaN : -std::numeric_limits<float>::infinity();
+      if (r % 5 == 4) row[vocab - 1] = 60.0f;
+    }
+    Tensor want = Tensor::zeros({R}, DType::kI32);
+    cpu_->greedy_to_store_(host, vocab, want);
+    Tensor dev = device_logits(host, bf16);
+    Tensor filled = Tensor::zeros({R}, DType::kI32);
+    for (int r = 0; r < R; ++r) filled.data_as<int32_t>()[r] = -7;
+    Tensor store = cuda_upload(filled);
+    const std::string name = "greedy_to_store v" + std::to_string(vocab) + " R" + std::to_string(R);
+    auto check = [&](const char* how) {
+      Tensor got = cuda_download(store);
+      for (int r = 0; r < R; ++r)
+        EXPECT_EQ(got.data_as<int32_t>()[r], want.data_as<int32_t>()[r]) << name << " " << how << " row " << r;
+      ASSERT_EQ(cudaMemsetAsync(store.data(), 0xff, store.nbytes(), cuda_stream()), cudaSuccess);
+    };
+    for (int rep = 0; rep < 2; ++rep) {
+      gpu_->greedy_to_store_(dev, vocab, store);
+      check("eager");
+    }
+    cudaGraph_t graph = nullptr;
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(cuda_stream(), cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    gpu_->greedy_to_store_(dev, vocab, store);
+    ASSERT_EQ(cudaStreamEndCapture(cuda_stream(), &graph), cudaSuccess);
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    for (int rep = 0; rep < 2; ++rep) {
+      ASSERT_EQ(cudaGraphLaunch(exec, cuda_stream()), cudaSuccess);
+      check("graph");
+    }
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+    // The CPU oracle's own rules, so a wrong reference cannot pass both: ties to the lower id, non-finite rows 0.
+    for (int r = 0; r < R; ++r) {
+      if (r % 4 == 2) {
+        EXPECT_EQ(want.data_as<int32_t>()[r], 0) << name << " row " << r;
+      } else if (r % 5 == 4) {
+        EXPECT_EQ(want.data_as<int32_t>()[r], vocab - 1) << name << " row " << r;
+      } else if (r % 3 == 1 && vocab > 2 * per) {
+        EXPECT_EQ(want.data_as<int32_t>()[r], per + r % 5) << name << " row " << r;
+      }
+    }
+  }
+}
+
 TEST_F(SampleGpu, AsyncStoreFeedsPlaceholders) {
   Case c = make_case(129280, 12, 18, 2.0f, false);
   mixed_params(c);
