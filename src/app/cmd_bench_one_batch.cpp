@@ -187,7 +187,7 @@ int run_bench_one_batch(int argc, char** argv) {
   if (setup->ops->device() == Device::kCuda && !flags.get_bool("disable-cuda-graph")) {
     const int64_t flag_bs = flags.get_int("cuda-graph-max-bs");
     if (flag_bs < 0) return fail(error("--cuda-graph-max-bs must be >= 0"));
-    if (std::max(flag_bs, max_bs) > 8192) device_tokens = false;  // Ops::greedy_to_store_'s row bound on CUDA
+    if (std::max(flag_bs, max_bs) > Ops::kGreedyToStoreMaxRows) device_tokens = false;
     CudaGraphOptions go;
     go.max_bs = static_cast<int>(flag_bs);
     go.greedy_ids = device_tokens;

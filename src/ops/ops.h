@@ -410,8 +410,9 @@ class Ops {
   // store [R] I32 on the backend: store[r] = the greedy token of logits row r ([R, >= vocab]; F32, CUDA also BF16): the first
   // maximum of columns [0, vocab), or 0 when the row holds a non-finite value there (no error path: for callers
   // that keep tokens on the device, e.g. bench-one-batch's decode graphs; Ops::sample reports such rows). Nothing
-  // comes back to the host, so a CUDA graph may hold it.
+  // comes back to the host, so a CUDA graph may hold it. At most kGreedyToStoreMaxRows rows.
   virtual void greedy_to_store_(const Tensor& logits, int64_t vocab, Tensor& store) = 0;
+  static constexpr int64_t kGreedyToStoreMaxRows = 8192;  // CUDA keeps a counter per row
 };
 
 std::unique_ptr<Ops> make_cpu_ops();  // ops/cpu/cpu_ops.cpp

@@ -389,8 +389,8 @@ Status CudaGraphRunner::capture() {
     if (arena && l2_window) stats_.l2_window_nodes += apply_l2_window(graph, region_base, stats_.arena_bytes);
     im.graphs[i] = graph;
     count_graph(graph, &stats_);
-    // DSERVE_GRAPH_DOT=prefix (diagnostics): each captured graph as Graphviz, nodes with their parameters and edges
-    // with their types, in prefix_bs<N>.dot.
+    // DSERVE_GRAPH_DOT=prefix (diagnostics): each captured graph as Graphviz (nodes with their launch parameters,
+    // edges), in prefix_bs<N>.dot.
     if (const char* dot = env_text("DSERVE_GRAPH_DOT")) {
       const std::string path = std::string(dot) + "_bs" + std::to_string(bs) + ".dot";
       if (cudaGraphDebugDotPrint(graph, path.c_str(), cudaGraphDebugDotFlagsVerbose) != cudaSuccess) {

@@ -2093,7 +2093,8 @@ class CudaOps final : public Ops {
   Tensor ticket_;
   bool greedy_fast_ = true;  // DSERVE_SAMPLE_GREEDY_FAST
   bool join_fence_ = false;  // DSERVE_PDL_JOIN_FENCE
-  static constexpr int64_t kGreedyMaxRows = 8192;  // rows of one greedy_to_store_ (and its counters)
+  static constexpr int64_t kGreedyMaxRows = kGreedyToStoreMaxRows;
+  static_assert(kGreedyMaxRows >= kernels::kSampleGreedyMaxRows, "the counters serve both greedy launches");
   Tensor arrivals_;          // [kGreedyMaxRows] I32, zero between greedy launches
 };
 
