@@ -54,6 +54,19 @@ Tensor upload_ids(Ops& ops, const std::vector<int32_t>& ids) {
   return ops.upload(t);
 }
 
+// The same random prompts (lens[i] tokens into tables[i], ids from `rng`) prefilled into both caches.
+void prefill_both(Fixture& f, const std::vector<int>& lens, const std::vector<std::vector<int32_t>>& tables, int page,
+                  KvCache& a, KvCache& b, std::mt19937& rng) {
+  std::uniform_int_distribution<int32_t> tok(2, static_cast<int32_t>(f.cfg.vocab_size) - 1);
+  for (size_t i = 0; i < lens.size(); ++i) {
+    std::vector<int32_t> ids(lens[i]);
+    for (auto& t : ids) t = tok(rng);
+    AttnMetadata m = build_attn_metadata({SeqSlice{0, lens[i], &tables[i]}}, page, *f.ops);
+    f.model->forward(upload_ids(*f.ops, ids), m, a);
+    f.model->forward(upload_ids(*f.ops, ids), m, b);
+  }
+}
+
 class CudaGraphTest : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() {
@@ -80,15 +93,8 @@ TEST_P(CudaGraphTest, ReplayMatchesEagerDecode) {
       for (int p = 0; p < (lens[b] + steps + page - 1) / page; ++p) tables[b].push_back(pool[k++]);
     KvCache eager = make_kv_cache(*f.ops, f.cfg, page, total + 1, 0);
     KvCache graphed = make_kv_cache(*f.ops, f.cfg, page, total + 1, 0);
-    // Identical prefills into both caches.
+    prefill_both(f, lens, tables, page, eager, graphed, rng);
     std::uniform_int_distribution<int32_t> tok(2, static_cast<int32_t>(f.cfg.vocab_size) - 1);
-    for (int b = 0; b < bs; ++b) {
-      std::vector<int32_t> ids(lens[b]);
-      for (auto& t : ids) t = tok(rng);
-      AttnMetadata m = build_attn_metadata({SeqSlice{0, lens[b], &tables[b]}}, page, *f.ops);
-      f.model->forward(upload_ids(*f.ops, ids), m, eager);
-      f.model->forward(upload_ids(*f.ops, ids), m, graphed);
-    }
     CudaGraphOptions go;
     go.max_bs = 8;
     go.max_context = f.cfg.max_position_embeddings;
@@ -215,14 +221,8 @@ TEST(CudaGraphGreedyIds, NextReplayDecodesTheKeptTokens) {
     for (int p = 0; p < (lens[b] + steps + page - 1) / page; ++p) tables[b].push_back(total++);
   KvCache eager = make_kv_cache(*f.ops, f.cfg, page, total + 1, 0);
   KvCache graphed = make_kv_cache(*f.ops, f.cfg, page, total + 1, 0);
+  prefill_both(f, lens, tables, page, eager, graphed, rng);
   std::uniform_int_distribution<int32_t> tok(2, static_cast<int32_t>(f.cfg.vocab_size) - 1);
-  for (int b = 0; b < bs; ++b) {
-    std::vector<int32_t> ids(lens[b]);
-    for (auto& t : ids) t = tok(rng);
-    AttnMetadata m = build_attn_metadata({SeqSlice{0, lens[b], &tables[b]}}, page, *f.ops);
-    f.model->forward(upload_ids(*f.ops, ids), m, eager);
-    f.model->forward(upload_ids(*f.ops, ids), m, graphed);
-  }
   CudaGraphOptions go;
   go.max_bs = 4;
   go.max_context = f.cfg.max_position_embeddings;

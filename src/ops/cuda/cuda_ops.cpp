@@ -1562,19 +1562,12 @@ class CudaOps final : public Ops {
     const int64_t B = static_cast<int64_t>(rows.size());
     Tensor back = empty({4 * B}, DType::kI32);
     int32_t* wb = back.data_as<int32_t>();
-    Tensor part = greedy_parts(B, V);
-    kernels::SampleGreedyParams g{};
-    g.logits = logits.data();
-    g.type = elem_type(logits.dtype());
-    g.ld = logits.dim(1);
-    g.vocab = V;
-    g.num_rows = static_cast<int>(B);
+    Tensor part;
+    kernels::SampleGreedyParams g = greedy_params(logits, V, B, &part);
     for (int64_t b = 0; b < B; ++b) {
       g.logits_row[b] = rows[b].logits_row;
       g.store_index[b] = rows[b].store_index;
     }
-    g.part = static_cast<kernels::SampleScanPart*>(part.data());
-    g.arrivals = static_cast<uint32_t*>(arrivals_.data());
     g.out = kernels::sample_outputs(wb, B);
     g.token_store = token_store.defined() ? token_store.data_as<int32_t>() : nullptr;
     DS_CUDA_CHECK(kernels::launch_sample_greedy(g, stream()));
@@ -1592,25 +1585,27 @@ class CudaOps final : public Ops {
                  store.numel() <= kGreedyMaxRows,
              "greedy_to_store_ into ", store.describe(), " for ", logits.describe(), " (at most ", kGreedyMaxRows,
              " rows)");
-    const int64_t B = logits.dim(0);
-    Tensor part = greedy_parts(B, vocab);
+    Tensor part;
+    kernels::SampleGreedyParams g = greedy_params(logits, vocab, logits.dim(0), &part);
+    g.identity = 1;
+    g.out = kernels::SampleOutputs{nullptr, nullptr, nullptr, nullptr};
+    g.token_store = store.data_as<int32_t>();
+    DS_CUDA_CHECK(kernels::launch_sample_greedy(g, stream()));
+  }
+  // What both greedy launches set alike: the logits, `rows` rows, one partial per row and chunk (in *part, which the
+  // caller keeps until the launch is queued) and the shared arrival counters.
+  kernels::SampleGreedyParams greedy_params(const Tensor& logits, int64_t vocab, int64_t rows, Tensor* part) {
+    *part = empty({rows * kernels::sample_greedy_chunks(vocab) * static_cast<int64_t>(sizeof(kernels::SampleScanPart) / 4)},
+                  DType::kI32);
     kernels::SampleGreedyParams g{};
     g.logits = logits.data();
     g.type = elem_type(logits.dtype());
     g.ld = logits.dim(1);
     g.vocab = vocab;
-    g.num_rows = static_cast<int>(B);
-    g.identity = 1;
-    g.part = static_cast<kernels::SampleScanPart*>(part.data());
+    g.num_rows = static_cast<int>(rows);
+    g.part = static_cast<kernels::SampleScanPart*>(part->data());
     g.arrivals = static_cast<uint32_t*>(arrivals_.data());
-    g.out = kernels::SampleOutputs{nullptr, nullptr, nullptr, nullptr};
-    g.token_store = store.data_as<int32_t>();
-    DS_CUDA_CHECK(kernels::launch_sample_greedy(g, stream()));
-  }
-  // Scratch of the greedy launch: one partial per row and chunk.
-  Tensor greedy_parts(int64_t rows, int64_t vocab) {
-    return empty({rows * kernels::sample_greedy_chunks(vocab) * static_cast<int64_t>(sizeof(kernels::SampleScanPart) / 4)},
-                 DType::kI32);
+    return g;
   }
   // Scratch of the general sampling launch: kSampleScanChunks partials per row.
   Tensor scan_parts(int64_t rows) {
