@@ -407,10 +407,10 @@ class Ops {
   // ids [T] I32 on the backend, in place: an id < 0 stands for the token last sampled into store row
   // -id - 1 (the step before this one may still be running), and becomes store[-id - 1].
   virtual void resolve_tokens_(Tensor& ids, const Tensor& store) = 0;
-  // store [R] I32 on the backend: store[r] = the greedy token of logits row r ([R, >= vocab]; F32, CUDA also BF16): the first
-  // maximum of columns [0, vocab), or 0 when the row holds a non-finite value there (no error path: for callers
-  // that keep tokens on the device, e.g. bench-one-batch's decode graphs; Ops::sample reports such rows). Nothing
-  // comes back to the host, so a CUDA graph may hold it. At most kGreedyToStoreMaxRows rows.
+  // store [R] I32 on the backend: store[r] = the greedy token of logits row r ([R, >= vocab]; F32, CUDA also
+  // BF16): the first maximum of columns [0, vocab), or 0 when the row holds a non-finite value there (no error path:
+  // for callers that keep tokens on the device, e.g. bench-one-batch's decode graphs; Ops::sample reports such rows).
+  // Nothing comes back to the host, so a CUDA graph may hold it. At most kGreedyToStoreMaxRows rows.
   virtual void greedy_to_store_(const Tensor& logits, int64_t vocab, Tensor& store) = 0;
   static constexpr int64_t kGreedyToStoreMaxRows = 8192;  // CUDA keeps a counter per row
 };

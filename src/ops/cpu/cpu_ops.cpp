@@ -643,16 +643,12 @@ class CpuOps final : public Ops {
              "greedy_to_store_ of ", logits.describe(), " over ", vocab, " columns");
     DS_CHECK(store.dtype() == DType::kI32 && store.ndim() == 1 && store.numel() == logits.dim(0),
              "greedy_to_store_ into ", store.describe(), " for ", logits.describe());
-    for (int64_t r = 0; r < logits.dim(0); ++r) {
-      const float* row = logits.f32() + r * logits.dim(1);
-      int32_t best = 0;
-      bool finite = true;
-      for (int64_t i = 0; i < vocab && finite; ++i) {
-        finite = std::isfinite(row[i]);
-        if (row[i] > row[best]) best = static_cast<int32_t>(i);  // strictly larger: the first maximum
-      }
-      store.data_as<int32_t>()[r] = finite ? best : 0;
-    }
+    // The sampler's own greedy rows: the first maximum, token 0 where the row is not finite.
+    SampleBatch greedy;
+    greedy.vocab = vocab;
+    for (int64_t r = 0; r < logits.dim(0); ++r) greedy.rows.push_back(SampleRow{.logits_row = static_cast<int32_t>(r)});
+    const SampleResult res = sample_reference(logits.f32(), logits.dim(1), greedy);
+    std::copy(res.tokens.begin(), res.tokens.end(), store.data_as<int32_t>());
   }
 
  private:
