@@ -87,6 +87,15 @@ check(len(re.findall(r"^Decode\.  median latency: [0-9.]+ s, median throughput: 
       "Decode median lines")
 check(len(re.findall(r"^Total\. latency: [0-9.]+ s, throughput: [0-9.]+ token/s$", out, re.M)) == 2, "Total lines")
 
+# --max-total-tokens sizes the cache (a pool larger than the run needs), and one below the run's need is refused.
+rc, out, err = run("bench-one-batch", "--model-path", os.path.join(FIXTURES, "v3"), "--batch-size", "2",
+                   "--input-len", "16", "--output-len", "3", "--max-total-tokens", "4096")
+check(rc == 0 and len(re.findall(r"^Decode\.  median latency: [0-9.]+ s", out, re.M)) == 1,
+      f"bench-one-batch --max-total-tokens 4096: rc={rc} {err.strip()}")
+rc, out, err = run("bench-one-batch", "--model-path", os.path.join(FIXTURES, "v3"), "--batch-size", "2",
+                   "--input-len", "16", "--output-len", "3", "--max-total-tokens", "8")
+check(rc != 0 and "--max-total-tokens 8 is below" in err, f"--max-total-tokens 8 refused: rc={rc} {err.strip()}")
+
 # Dummy weights with --quantization fp8 (made in block-FP8 directly) on a bf16 config: runs, and its decode is
 # a real one (the same lines).
 rc, out, err = run("bench-one-batch", "--model-path", os.path.join(FIXTURES, "v2_lite", "config.json"), "--load-format",

@@ -117,11 +117,11 @@ int run_bench_one_batch(int argc, char** argv) {
   flags.add_int("output-len", 16, "tokens generated per sequence (1 from prefill + output-len - 1 decode steps)");
   flags.add_int("page-size", 64, "KV page size");
   flags.add_double("mem-fraction-static", 0, "CUDA: fraction of GPU memory for weights + KV pool (0: SGLang's default)");
-  flags.add_int("max-total-tokens", 0, "KV pool capacity in tokens (0: from --mem-fraction-static on CUDA)");
+  flags.add_int("max-total-tokens", 0, "KV pool capacity in tokens (0: what the runs need, checked against --mem-fraction-static on CUDA)");
   flags.add_int("chunked-prefill-size", 8192, "activation reserve estimate of the memory plan (tokens)");
   flags.add_string("run-name", "default", "name of this run (reported only)");
   flags.add_bool("disable-cuda-graph", "decode eagerly instead of replaying CUDA graphs (--device cuda)");
-  flags.add_int("cuda-graph-max-bs", 0, "largest batch captured in a CUDA graph (0: default from GPU memory)");
+  flags.add_int("cuda-graph-max-bs", 0, "largest batch captured in a CUDA graph (0: the largest --batch-size, within the default from GPU memory)");
   flags.add_bool("help", "show flags");
   auto fail = [](const Status& st) {
     std::fprintf(stderr, "dserve bench-one-batch: %s\n", st.message().c_str());
@@ -177,7 +177,11 @@ int run_bench_one_batch(int argc, char** argv) {
     if (!plan) return fail(plan.status());
     std::fprintf(stderr, "%s\n", describe_mem_plan(mi, *plan).c_str());
   }
-  KvCache cache = make_kv_cache(*setup->ops, setup->config, static_cast<int>(page_size), static_cast<int>(max_pages) + 1,
+  // The cache holds what the runs need, or the --max-total-tokens pool when given (as SGLang sizes its pool by it;
+  // the batch-1 figure moves with the cache's size, BENCHMARKS.md session 48). The last page is the graphs' dummy.
+  const int64_t cache_pages = std::max(max_pages, (flag_total + page_size - 1) / page_size);
+  if (cache_pages + 1 > INT32_MAX) return fail(error("--max-total-tokens ", flag_total, " is too large"));
+  KvCache cache = make_kv_cache(*setup->ops, setup->config, static_cast<int>(page_size), static_cast<int>(cache_pages) + 1,
                                 0, setup->kv_dtype);
   std::unique_ptr<CudaGraphRunner> graphs;
   // Graph decode steps sample greedily inside the graph and keep the tokens on the device (sglang.bench_one_batch
@@ -192,12 +196,14 @@ int run_bench_one_batch(int argc, char** argv) {
     go.max_bs = static_cast<int>(flag_bs);
     go.greedy_ids = device_tokens;
     go.max_context = max_in + output_len;
-    go.dummy_page = static_cast<int32_t>(max_pages);
+    go.dummy_page = static_cast<int32_t>(cache_pages);
     auto g = CudaGraphRunner::create(*setup->model, *setup->ops, cache, go);
     if (!g) {
       std::fprintf(stderr, "dserve bench-one-batch: CUDA graphs off: %s\n", g.status().message().c_str());
     } else {
-      if ((*g)->max_bs() > max_bs) {  // nothing beyond the largest batch benchmarked is ever replayed
+      // From GPU memory (no --cuda-graph-max-bs): nothing beyond the largest batch benchmarked is ever replayed, so
+      // none is captured. An explicit --cuda-graph-max-bs captures up to it, as sglang.bench_one_batch does.
+      if (flag_bs == 0 && (*g)->max_bs() > max_bs) {
         go.max_bs = static_cast<int>(max_bs);
         g = CudaGraphRunner::create(*setup->model, *setup->ops, cache, go);
         if (!g) return fail(g.status());

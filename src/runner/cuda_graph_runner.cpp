@@ -351,7 +351,18 @@ Status CudaGraphRunner::capture() {
   stats_ = CudaGraphStats{};
   const bool l2_window = env_flag("DSERVE_L2_PERSIST_ARENA", false);
   void* region_base = nullptr;  // the graph region of the newest capture
-  // Largest first (as SGLang): later, smaller graphs reuse the memory the large ones took.
+  // Instantiated after every capture, smallest first: the batch-1 graph instantiated last (after 2, 4 and 8) ran
+  // ~20 us a step slower on the device than instantiated first (BENCHMARKS.md, session 48; the driver's reason is not
+  // known). DSERVE_GRAPH_INSTANTIATE_EACH=1 (A/B runs): each right after its capture, largest first, as before.
+  const bool instantiate_each = env_flag("DSERVE_GRAPH_INSTANTIATE_EACH", false);
+  auto instantiate = [&](int i) -> Status {
+    const cudaError_t inst = cudaGraphInstantiate(&im.execs[i], im.graphs[i], cuda_graph_instantiate_flags());
+    if (inst != cudaSuccess)
+      return error("CUDA graph instantiation for batch size ", sizes_[i], " failed: ", cudaGetErrorString(inst));
+    DS_CUDA_CHECK(cudaGraphUpload(im.execs[i], stream));
+    return Status::ok();
+  };
+  // Captured largest first (as SGLang): later, smaller graphs reuse the memory the large ones took.
   for (int i = static_cast<int>(sizes_.size()) - 1; i >= 0; --i) {
     const int bs = sizes_[i];
     write_inputs({}, bs);
@@ -398,11 +409,11 @@ Status CudaGraphRunner::capture() {
         DS_WARN("DSERVE_GRAPH_DOT: could not write ", path);
       }
     }
-    const cudaError_t inst = cudaGraphInstantiate(&im.execs[i], graph, cuda_graph_instantiate_flags());
-    if (inst != cudaSuccess)
-      return error("CUDA graph instantiation for batch size ", bs, " failed: ", cudaGetErrorString(inst));
-    DS_CUDA_CHECK(cudaGraphUpload(im.execs[i], stream));
+    if (instantiate_each)
+      if (Status st = instantiate(i); !st) return st;
   }
+  for (int i = 0; !instantiate_each && i < static_cast<int>(sizes_.size()); ++i)
+    if (Status st = instantiate(i); !st) return st;
   DS_CUDA_CHECK(cudaStreamSynchronize(stream));
   capture_seconds_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (opts_.verbose)
