@@ -33,3 +33,11 @@ memcheck_run() {
     > "$OUT/$1.log" 2>&1
   echo "== $1 rc=$? $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$OUT/$1.log" | tr '\n' ' ')"
 }
+# b1b_run NAME ARGS...: bench-one-batch on the V2-Lite config (dummy weights, input 256, graphs) with ARGS, its
+# output in $OUT/NAME.log, and one line "== NAME rc=<exit status> <each decode median tok/s> <graphs captured>".
+b1b_run() {
+  local name=$1; shift
+  timeout 90 "$B/dserve" bench-one-batch --device cuda --model-path tests/data/configs/deepseek-v2-lite.json \
+    --load-format dummy --input-len 256 "$@" > "$OUT/$name.log" 2>&1
+  echo "== $name rc=$? $(grep -E 'Decode\.  median' "$OUT/$name.log" | sed 's/.*throughput: //' | tr '\n' ' ')$(grep -ho 'for [0-9]* batch sizes[^:]*' "$OUT/$name.log")"
+}

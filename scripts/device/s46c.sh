@@ -12,14 +12,5 @@ DSERVE_SIDE_FLAG_JOIN=1 OUT=$OUT/trace_fp8fj TRACE_BS=1 TRACE_EXTRA="--quantizat
   bash "$D/trace.sh" | grep "^=="
 for d in "$OUT"/trace_*; do
   echo "== $(basename "$d"): first kernels of the last graph replay (start, end us)"
-  python3 - "$d/trace_bs1.csv" <<'PY'
-import csv, collections, sys
-rows = list(csv.DictReader(open(sys.argv[1])))
-c = collections.Counter(r["correlation"] for r in rows if r["graph_id"] != "0")
-mx = max(c.values()); last = max(k for k, v in c.items() if v == mx)
-st = sorted((r for r in rows if r["correlation"] == last), key=lambda r: int(r["start_ns"]))
-b = int(st[0]["start_ns"])
-for r in st[:4]:
-    print("  %8.2f %8.2f %s" % ((int(r["start_ns"]) - b) / 1e3, (int(r["end_ns"]) - b) / 1e3, r["name"][:70]))
-PY
+  python3 scripts/device/replay_head.py "$d/trace_bs1.csv"
 done

@@ -12,17 +12,7 @@ SUITE_LIMIT=170 bash "$D/gpusuite.sh" > "$OUT/suite.txt" 2>&1
 grep -E "^==|FAILED|PASSED|!!" "$OUT/suite.txt" | head -40
 grep -h "shared MLP issued late" "$OUT"/*.log | head -8
 DSERVE_SHARED_ISSUE_LATE=1 OUT=$OUT/trace_late TRACE_BS=1 TRACE_EXTRA="" TRACE_SUMMARY_ARGS="" bash "$D/trace.sh" | grep "^=="
-python3 - "$OUT/trace_late/trace_bs1.csv" <<'PY'
-import csv, collections, sys
-rows = list(csv.DictReader(open(sys.argv[1])))
-c = collections.Counter(r["correlation"] for r in rows if r["graph_id"] != "0")
-mx = max(c.values()); last = max(k for k, v in c.items() if v == mx)
-st = sorted((r for r in rows if r["correlation"] == last), key=lambda r: int(r["start_ns"]))
-b = int(st[0]["start_ns"])
-for r in st[:3]:
-    print("  %8.2f %8.2f %s" % ((int(r["start_ns"]) - b) / 1e3, (int(r["end_ns"]) - b) / 1e3, r["name"][:70]))
-print("  span %.1f us" % ((max(int(r["end_ns"]) for r in st) - b) / 1e3))
-PY
+python3 scripts/device/replay_head.py "$OUT/trace_late/trace_bs1.csv"
 AB_BATCHES=1,8 AB_KINDS="bf16" AB_ROUNDS=2 AB_BINS="new late" AB_CFG_late=DSERVE_SHARED_ISSUE_LATE=1 bash "$D/abbin.sh"
 AB_BATCHES=1,8 AB_KINDS="bf16 fp8" AB_ROUNDS=2 AB_BINS="new old" \
   AB_CFG_old=DSERVE_BENCH_DEVICE_TOKENS=0,DSERVE_GRAPH_ONE_COPY=0 bash "$D/abbin.sh"

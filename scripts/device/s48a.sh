@@ -5,22 +5,16 @@
 # the dummy); `1,8`; `8,1`. Then each form once more at output 64 with DSERVE_GRAPH_TIMING=1 (device time vs gap).
 set -u
 source "$(dirname "$0")/lib.sh"
-bench() {  # NAME ARGS...
-  local name=$1; shift
-  timeout 90 "$B/dserve" bench-one-batch --device cuda --model-path tests/data/configs/deepseek-v2-lite.json \
-    --load-format dummy --input-len 256 "$@" > "$OUT/$name.log" 2>&1
-  echo "== $name rc=$? $(grep -E 'Decode\.  median' "$OUT/$name.log" | sed 's/.*throughput: //' | tr '\n' ' ')$(grep -ho 'for [0-9]* batch sizes[^:]*' "$OUT/$name.log")"
-}
 for round in 1 2; do
-  bench "alone_$round" --batch-size 1 --output-len 32
-  bench "maxbs8_$round" --batch-size 1 --cuda-graph-max-bs 8 --output-len 32
-  bench "cache41_$round" --batch-size 1 --max-total-tokens 2624 --output-len 32
-  bench "list18_$round" --batch-size 1,8 --output-len 32
-  bench "list81_$round" --batch-size 8,1 --output-len 32
+  b1b_run "alone_$round" --batch-size 1 --output-len 32
+  b1b_run "maxbs8_$round" --batch-size 1 --cuda-graph-max-bs 8 --output-len 32
+  b1b_run "cache41_$round" --batch-size 1 --max-total-tokens 2624 --output-len 32
+  b1b_run "list18_$round" --batch-size 1,8 --output-len 32
+  b1b_run "list81_$round" --batch-size 8,1 --output-len 32
 done
 export DSERVE_GRAPH_TIMING=1
-bench timing_alone --batch-size 1 --output-len 64
-bench timing_maxbs8 --batch-size 1 --cuda-graph-max-bs 8 --output-len 64
-bench timing_cache41 --batch-size 1 --max-total-tokens 2624 --output-len 64
-bench timing_list18 --batch-size 1,8 --output-len 64
+b1b_run timing_alone --batch-size 1 --output-len 64
+b1b_run timing_maxbs8 --batch-size 1 --cuda-graph-max-bs 8 --output-len 64
+b1b_run timing_cache41 --batch-size 1 --max-total-tokens 2624 --output-len 64
+b1b_run timing_list18 --batch-size 1,8 --output-len 64
 grep -h "CUDA graph timing, batch 1:" "$OUT"/timing_*.log

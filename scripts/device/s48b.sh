@@ -7,17 +7,11 @@
 set -u
 source "$(dirname "$0")/lib.sh"
 D="$(dirname "$0")"
-bench() {  # NAME ARGS...
-  local name=$1; shift
-  timeout 90 "$B/dserve" bench-one-batch --device cuda --model-path tests/data/configs/deepseek-v2-lite.json \
-    --load-format dummy --input-len 256 --output-len 32 "$@" > "$OUT/$name.log" 2>&1
-  echo "== $name rc=$? $(grep -E 'Decode\.  median' "$OUT/$name.log" | sed 's/.*throughput: //' | tr '\n' ' ')$(grep -ho 'for [0-9]* batch sizes.*arena [0-9]* MiB' "$OUT/$name.log")"
-}
 for round in 1 2; do
-  bench "alone_$round" --batch-size 1
-  bench "maxbs8_$round" --batch-size 1 --cuda-graph-max-bs 8
-  DSERVE_GRAPH_EXP_ASC=1 bench "asc_$round" --batch-size 1 --cuda-graph-max-bs 8
-  DSERVE_GRAPH_EXP_FRESH=1 bench "fresh_$round" --batch-size 1 --cuda-graph-max-bs 8
+  b1b_run "alone_$round" --output-len 32 --batch-size 1
+  b1b_run "maxbs8_$round" --output-len 32 --batch-size 1 --cuda-graph-max-bs 8
+  DSERVE_GRAPH_EXP_ASC=1 b1b_run "asc_$round" --output-len 32 --batch-size 1 --cuda-graph-max-bs 8
+  DSERVE_GRAPH_EXP_FRESH=1 b1b_run "fresh_$round" --output-len 32 --batch-size 1 --cuda-graph-max-bs 8
 done
 OUT=$OUT/trace_alone TRACE_BS=1 TRACE_EXTRA="" bash "$D/trace.sh" > /dev/null
 OUT=$OUT/trace_maxbs8 TRACE_BS=1 TRACE_EXTRA="--cuda-graph-max-bs 8" bash "$D/trace.sh" > /dev/null

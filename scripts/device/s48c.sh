@@ -7,22 +7,16 @@
 # ring (its position moves with the captures before b1): alone vs max-bs 8 with DSERVE_SIDE_FLAG_JOIN=0.
 set -u
 source "$(dirname "$0")/lib.sh"
-bench() {  # NAME ARGS...
-  local name=$1; shift
-  timeout 90 "$B/dserve" bench-one-batch --device cuda --model-path tests/data/configs/deepseek-v2-lite.json \
-    --load-format dummy --input-len 256 "$@" > "$OUT/$name.log" 2>&1
-  echo "== $name rc=$? $(grep -E 'Decode\.  median' "$OUT/$name.log" | sed 's/.*throughput: //' | tr '\n' ' ')$(grep -ho 'for [0-9]* batch sizes' "$OUT/$name.log")"
-}
 for round in 1 2; do
-  bench "alone_$round" --batch-size 1 --output-len 32
-  bench "maxbs8_$round" --batch-size 1 --cuda-graph-max-bs 8 --output-len 32
-  DSERVE_GRAPH_EXP_ASC=1 bench "asc_$round" --batch-size 1 --cuda-graph-max-bs 8 --output-len 32
-  DSERVE_GRAPH_EXP_LATE=1 bench "late_$round" --batch-size 1 --cuda-graph-max-bs 8 --output-len 32
+  b1b_run "alone_$round" --batch-size 1 --output-len 32
+  b1b_run "maxbs8_$round" --batch-size 1 --cuda-graph-max-bs 8 --output-len 32
+  DSERVE_GRAPH_EXP_ASC=1 b1b_run "asc_$round" --batch-size 1 --cuda-graph-max-bs 8 --output-len 32
+  DSERVE_GRAPH_EXP_LATE=1 b1b_run "late_$round" --batch-size 1 --cuda-graph-max-bs 8 --output-len 32
 done
-DSERVE_SIDE_FLAG_JOIN=0 bench "fj0_alone" --batch-size 1 --output-len 32
-DSERVE_SIDE_FLAG_JOIN=0 bench "fj0_maxbs8" --batch-size 1 --cuda-graph-max-bs 8 --output-len 32
+DSERVE_SIDE_FLAG_JOIN=0 b1b_run "fj0_alone" --batch-size 1 --output-len 32
+DSERVE_SIDE_FLAG_JOIN=0 b1b_run "fj0_maxbs8" --batch-size 1 --cuda-graph-max-bs 8 --output-len 32
 export DSERVE_GRAPH_TIMING=1
-bench timing_maxbs8 --batch-size 1 --cuda-graph-max-bs 8 --output-len 64
-DSERVE_GRAPH_EXP_ASC=1 bench timing_asc --batch-size 1 --cuda-graph-max-bs 8 --output-len 64
-DSERVE_GRAPH_EXP_LATE=1 bench timing_late --batch-size 1 --cuda-graph-max-bs 8 --output-len 64
+b1b_run timing_maxbs8 --batch-size 1 --cuda-graph-max-bs 8 --output-len 64
+DSERVE_GRAPH_EXP_ASC=1 b1b_run timing_asc --batch-size 1 --cuda-graph-max-bs 8 --output-len 64
+DSERVE_GRAPH_EXP_LATE=1 b1b_run timing_late --batch-size 1 --cuda-graph-max-bs 8 --output-len 64
 for f in maxbs8 asc late; do echo "$f: $(grep -h 'CUDA graph timing, batch 1:' "$OUT/timing_$f.log" | sed 's/.*replays, //')"; done

@@ -15,15 +15,5 @@ unset DSERVE_EXP_SIDE_FORKS
 for n in ${FORKS:-0 1 4 13 default}; do
   d=$OUT/trace_$n
   echo "== forks $n: $(grep -E '^Decode\.  median' "$d/b1b_bs1.log" | sed 's/.*throughput: //')"
-  python3 - "$d/trace_bs1.csv" <<'PY'
-import csv, collections, sys
-rows = list(csv.DictReader(open(sys.argv[1])))
-c = collections.Counter(r["correlation"] for r in rows if r["graph_id"] != "0")
-mx = max(c.values())
-for last in sorted(k for k, v in c.items() if v == mx)[-3:]:
-    st = sorted((r for r in rows if r["correlation"] == last), key=lambda r: int(r["start_ns"]))
-    b = int(st[0]["start_ns"])
-    print("  first end %.2f, second start %.2f, span %.1f us, %d kernels" % ((int(st[0]["end_ns"]) - b) / 1e3,
-          (int(st[1]["start_ns"]) - b) / 1e3, (max(int(r["end_ns"]) for r in st) - b) / 1e3, len(st)))
-PY
+  python3 scripts/device/replay_head.py "$d/trace_bs1.csv" --replays 3 --short
 done

@@ -11,21 +11,6 @@ D="$(dirname "$0")"
 for v in 4 0; do
   DSERVE_GRAPH_EDGE_EXP=$v OUT=$OUT/trace_e$v TRACE_BS=1 TRACE_EXTRA="" bash "$D/trace.sh" > /dev/null
   echo "== e$v: $(grep -h 'EDGE_EXP' "$OUT/trace_e$v/b1b_bs1.log" | head -1 | sed 's/.*INFO] //')"
-  python3 - "$OUT/trace_e$v/trace_bs1.csv" <<'PY'
-import csv, collections, sys
-rows = list(csv.DictReader(open(sys.argv[1])))
-c = collections.Counter(r["correlation"] for r in rows if r["graph_id"] != "0")
-mx = max(c.values())
-for last in sorted(k for k, v in c.items() if v == mx)[-3:]:
-    st = sorted((r for r in rows if r["correlation"] == last), key=lambda r: int(r["start_ns"]))
-    b = int(st[0]["start_ns"])
-    print("  first end %.2f, second start %.2f, span %.1f us, %d kernels" % ((int(st[0]["end_ns"]) - b) / 1e3,
-          (int(st[1]["start_ns"]) - b) / 1e3, (max(int(r["end_ns"]) for r in st) - b) / 1e3, len(st)))
-PY
+  python3 scripts/device/replay_head.py "$OUT/trace_e$v/trace_bs1.csv" --replays 3 --short
 done
-for v in 4 0; do
-  DSERVE_GRAPH_EDGE_EXP=$v timeout 90 "$B/dserve" bench-one-batch --device cuda --model-path \
-    tests/data/configs/deepseek-v2-lite.json --load-format dummy --input-len 256 --output-len 32 --batch-size 1 \
-    > "$OUT/bench_e$v.log" 2>&1
-  echo "== bench e$v: $(grep -E 'Decode\.  median' "$OUT/bench_e$v.log")"
-done
+for v in 4 0; do DSERVE_GRAPH_EDGE_EXP=$v b1b_run "bench_e$v" --output-len 32 --batch-size 1; done
