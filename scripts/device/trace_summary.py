@@ -5,6 +5,7 @@ per kernel name in one step."""
 import collections, csv, re, subprocess, sys
 
 rows = list(csv.DictReader(open(sys.argv[1])))
+rows = [r for r in rows if not r["name"].startswith("memcpy ")]  # cupti_trace's copy rows: kernels only here
 for r in rows:
     for k in ("start_ns", "end_ns", "graph_id", "correlation", "grid", "block"):
         r[k] = int(r[k])
