@@ -3,6 +3,7 @@
 // inside a CUDA graph; with DSERVE_PDL=0 the launch is plain stream order. A three-kernel chain checks the same
 // ordering one launch further and reports whether the third starts before the second (itself started early) ends;
 // a join of two streams checks that the kernel after it waits for both.
+#include <algorithm>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -202,6 +203,79 @@ TEST(Pdl, JoinedStreamWaitsForBoth) {
                     (static_cast<double>(t.side_end) - static_cast<double>(t.joined_start)) / 1e3);
       }
     }
+  }
+}
+
+// The bf16 decode graph's start stall (BENCHMARKS.md, sessions 46-48): its second kernel starts ~10 us after the first
+// ends once the graph forks a side branch anywhere, where a graph without one starts it in ~1.5 us. A synthetic graph
+// of one-CTA PDL kernels as the runner makes them (our main / side streams, CudaOps::side_begin's fork, an event join,
+// the runner's instantiation flags, uploaded, replayed): spin (2 us, its end stamped) -> stamp (start before its wait,
+// time after it) -> 40 spins, with a side branch of one 5 us spin forked after main kernel `fork_at` (or none) and
+// joined before the last stamp. Asserted: every wait orders its kernel. Printed (PDLHEAD lines), not asserted: the
+// median gap from the first kernel's end to the second's start over 20 replays, per fork position: whether the
+// stall reproduces outside the model.
+double graph_head_gap_us(int fork_at) {
+  init_cuda_device(0);
+  cudaStream_t s = cuda_main_stream(), side = cuda_side_stream();
+  cudaEvent_t fork = nullptr, done = nullptr;
+  EXPECT_EQ(cudaEventCreateWithFlags(&fork, cudaEventDisableTiming), cudaSuccess);
+  EXPECT_EQ(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), cudaSuccess);
+  uint64_t* d = nullptr;  // [0] first end, [1] / [2] second start / after wait, [3] side end, [4] / [5] last stamp
+  EXPECT_EQ(cudaMalloc(&d, 8 * sizeof(uint64_t)), cudaSuccess);
+  constexpr int kSpins = 40;
+  auto launches = [&]() -> cudaError_t {
+    if (cudaError_t e = kernels::launch_pdl_spin(d + 0, 2000, s); e != cudaSuccess) return e;
+    if (cudaError_t e = kernels::launch_pdl_stamp(d + 1, s); e != cudaSuccess) return e;
+    for (int i = 0; i < kSpins; ++i) {
+      if (i == fork_at) {
+        if (cudaError_t e = cudaEventRecord(fork, s); e != cudaSuccess) return e;
+        if (cudaError_t e = cudaStreamWaitEvent(side, fork, 0); e != cudaSuccess) return e;
+        if (cudaError_t e = kernels::launch_pdl_spin(d + 3, 5000, side); e != cudaSuccess) return e;
+        if (cudaError_t e = cudaEventRecord(done, side); e != cudaSuccess) return e;
+      }
+      if (cudaError_t e = kernels::launch_pdl_spin(d + 6, 2000, s); e != cudaSuccess) return e;
+    }
+    if (fork_at >= 0 && fork_at < kSpins)
+      if (cudaError_t e = cudaStreamWaitEvent(s, done, 0); e != cudaSuccess) return e;
+    return kernels::launch_pdl_stamp(d + 4, s);
+  };
+  EXPECT_EQ(launches(), cudaSuccess);  // warm-up (lazy loading)
+  EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+  EXPECT_EQ(cudaStreamSynchronize(side), cudaSuccess);
+  cudaGraph_t g = nullptr;
+  cudaGraphExec_t exec = nullptr;
+  EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  EXPECT_EQ(launches(), cudaSuccess);
+  EXPECT_EQ(cudaStreamEndCapture(s, &g), cudaSuccess);
+  EXPECT_EQ(cudaGraphInstantiate(&exec, g, cuda_graph_instantiate_flags()), cudaSuccess);
+  EXPECT_EQ(cudaGraphUpload(exec, s), cudaSuccess);
+  std::vector<double> gaps;
+  for (int r = 0; r < 20; ++r) {
+    EXPECT_EQ(cudaMemsetAsync(d, 0, 8 * sizeof(uint64_t), s), cudaSuccess);
+    EXPECT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);
+    uint64_t h[8] = {};
+    EXPECT_EQ(cudaMemcpyAsync(h, d, sizeof(h), cudaMemcpyDeviceToHost, s), cudaSuccess);
+    EXPECT_EQ(cudaStreamSynchronize(s), cudaSuccess);
+    EXPECT_GT(h[0], 0u);
+    EXPECT_GE(h[2], h[0]) << "the second kernel passed its wait before the first ended";
+    EXPECT_GE(h[5], h[4]);
+    if (fork_at >= 0 && fork_at < kSpins) EXPECT_GE(h[5], h[3]) << "the last kernel passed the join before the side";
+    gaps.push_back((static_cast<double>(h[1]) - static_cast<double>(h[0])) / 1e3);
+  }
+  cudaGraphExecDestroy(exec);
+  cudaGraphDestroy(g);
+  cudaFree(d);
+  cudaEventDestroy(fork);
+  cudaEventDestroy(done);
+  std::sort(gaps.begin(), gaps.end());
+  return gaps[gaps.size() / 2];
+}
+
+TEST(Pdl, GraphHeadWithASideBranch) {
+  for (int fork_at : {-1, 0, 3, 20, 39}) {
+    const double gap = graph_head_gap_us(fork_at);
+    std::printf("PDLHEAD fork %s: second kernel started %.2f us after the first ended (median of 20 replays)\n",
+                fork_at < 0 ? "none" : ("after the first " + std::to_string(fork_at + 2) + " main kernels").c_str(), gap);
   }
 }
 
