@@ -126,6 +126,12 @@ def expect_error(args, needle, what):
     check(ok, f"{what}: rc={rc} stderr={err.strip()!r} (expected one line containing {needle!r})")
 
 
+# bench-one-batch: a --max-total-tokens far beyond memory, with one line naming it (an allocation check aborted the
+# process before).
+expect_error(["bench-one-batch", "--model-path", os.path.join(FIXTURES, "v3"), "--batch-size", "1", "--input-len", "8",
+              "--output-len", "2", "--max-total-tokens", "100000000000"], "GiB is free", "--max-total-tokens 1e11")
+
+
 def read_st(path):
     raw = open(path, "rb").read()
     n = struct.unpack("<Q", raw[:8])[0]

@@ -311,6 +311,27 @@ TEST(BatchEngine, AbortReturnsPagesAndRejectsBadInput) {
 namespace ds {
 namespace {
 
+// An explicit --max-total-tokens far beyond memory, or beyond the page ids, is refused with an error naming the flag
+// (before: an allocation check aborted the process); a modest one is what the engine gets.
+TEST(BatchEngine, OversizedPoolIsRefused) {
+  BatchEngineOptions o;
+  o.model_path = fixture("v2_lite");
+  o.verbose = false;
+  o.max_total_tokens = int64_t{1} << 36;  // ~7 x 10^10 tokens (2^30 pages of 64): terabytes of cache
+  auto huge = make_batch_engine(o);
+  ASSERT_FALSE(huge.is_ok());
+  EXPECT_NE(huge.status().message().find("--max-total-tokens"), std::string::npos) << huge.status().message();
+  EXPECT_NE(huge.status().message().find("GiB is free"), std::string::npos) << huge.status().message();
+  o.max_total_tokens = int64_t{1} << 45;  // past INT32_MAX pages
+  auto past = make_batch_engine(o);
+  ASSERT_FALSE(past.is_ok());
+  EXPECT_NE(past.status().message().find("too large"), std::string::npos) << past.status().message();
+  o.max_total_tokens = 4096;
+  auto fine = make_batch_engine(o);
+  ASSERT_TRUE(fine.is_ok()) << fine.status().message();
+  EXPECT_EQ((*fine)->stats().max_total_tokens, 4096);
+}
+
 // repetition_penalty > 1 must make already-seen tokens rarer in greedy output.
 TEST(BatchEngine, RepetitionPenaltyDiscouragesSeenTokens) {
   BatchEngineOptions o;

@@ -93,6 +93,36 @@ int64_t kv_bytes_per_token(Ops& ops, const ModelConfig& cfg, int page_size, KvCa
   return (bytes + page_size - 1) / page_size;
 }
 
+Status check_kv_pool_fits(Ops& ops, const ModelConfig& cfg, int page_size, KvCacheDtype dtype, int64_t tokens) {
+  if (page_size < 1) return error("--page-size must be >= 1");
+  const int64_t pages = (tokens + page_size - 1) / page_size;
+  if (pages >= INT32_MAX - 1)
+    return error("--max-total-tokens ", tokens, " is too large: ", pages, " pages of ", page_size,
+                 " tokens (at most ", INT32_MAX - 2, " pages)");
+  const double need = static_cast<double>(kv_bytes_per_token(ops, cfg, page_size, dtype)) *
+                      static_cast<double>(pages + 1) * static_cast<double>(page_size);  // + the graphs' dummy page
+  double free_bytes = -1;
+  const char* where = "";
+  if (ops.device() == Device::kCuda) {
+    int64_t f = 0, t = 0;
+    DS_RETURN_IF_ERROR(query_gpu_memory(&f, &t));
+    free_bytes = static_cast<double>(f);
+    where = "on the GPU";
+  } else if (FILE* f = std::fopen("/proc/meminfo", "r")) {
+    char line[256];
+    long long kib = -1;
+    while (std::fgets(line, sizeof(line), f))
+      if (std::sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
+    std::fclose(f);
+    if (kib >= 0) free_bytes = static_cast<double>(kib) * 1024.0;
+    where = "in host memory";
+  }
+  if (free_bytes >= 0 && need > free_bytes)
+    return error("--max-total-tokens ", tokens, ": the KV cache needs ", gib(need), " GiB, ", gib(free_bytes),
+                 " GiB is free ", where);
+  return Status::ok();
+}
+
 Status query_gpu_memory(int64_t* free_bytes, int64_t* total_bytes) {
 #ifdef DSERVE_WITH_CUDA
   if (cudaError_t e = cudaStreamSynchronize(cuda_stream()); e != cudaSuccess)
