@@ -126,10 +126,14 @@ def expect_error(args, needle, what):
     check(ok, f"{what}: rc={rc} stderr={err.strip()!r} (expected one line containing {needle!r})")
 
 
-# bench-one-batch: a --max-total-tokens far beyond memory, with one line naming it (an allocation check aborted the
-# process before).
+# bench-one-batch: a cache far beyond memory, sized by --max-total-tokens or by the batch, is one line naming what
+# sized it (an allocation check aborted the process before).
 expect_error(["bench-one-batch", "--model-path", os.path.join(FIXTURES, "v3"), "--batch-size", "1", "--input-len", "8",
-              "--output-len", "2", "--max-total-tokens", "100000000000"], "GiB is free", "--max-total-tokens 1e11")
+              "--output-len", "2", "--max-total-tokens", "100000000000"], "--max-total-tokens 100000000000: the KV cache",
+             "--max-total-tokens 1e11")
+expect_error(["bench-one-batch", "--model-path", os.path.join(FIXTURES, "v3"), "--batch-size", "100000000",
+              "--input-len", "8", "--output-len", "2"], "--batch-size x (--input-len + --output-len): the KV cache",
+             "--batch-size 1e8")
 
 
 def read_st(path):

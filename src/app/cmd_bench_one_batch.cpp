@@ -179,12 +179,13 @@ int run_bench_one_batch(int argc, char** argv) {
   }
   // The cache holds what the runs need, or the --max-total-tokens pool when given (as SGLang sizes its pool by it;
   // the batch-1 figure moves with the cache's size, BENCHMARKS.md session 48). The last page is the graphs' dummy.
-  if (flag_total > 0)
-    if (Status st = check_kv_pool_fits(*setup->ops, setup->config, static_cast<int>(page_size), setup->kv_dtype,
-                                       flag_total);
-        !st)
-      return fail(st);
   const int64_t cache_pages = std::max(max_pages, (flag_total + page_size - 1) / page_size);
+  const std::string sized_by = flag_total > 0 ? "--max-total-tokens " + std::to_string(flag_total)
+                                              : "--batch-size x (--input-len + --output-len)";
+  if (Status st = check_kv_pool_fits(*setup->ops, setup->config, static_cast<int>(page_size), setup->kv_dtype,
+                                     cache_pages * page_size, sized_by);
+      !st)
+    return fail(st);
   KvCache cache = make_kv_cache(*setup->ops, setup->config, static_cast<int>(page_size), static_cast<int>(cache_pages) + 1,
                                 0, setup->kv_dtype);
   std::unique_ptr<CudaGraphRunner> graphs;

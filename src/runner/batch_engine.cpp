@@ -80,7 +80,9 @@ class BatchEngine final : public Engine {
     if (o.page_size < 1 || o.page_size > 4096) return error("--page-size must be in [1, 4096], got ", o.page_size);
     int64_t max_tokens = o.max_total_tokens;
     if (max_tokens < 0) return error("--max-total-tokens must be >= 0");
-    if (max_tokens > 0) DS_RETURN_IF_ERROR(check_kv_pool_fits(*ops_, cfg_, o.page_size, kv_dtype, max_tokens));
+    if (max_tokens > 0)
+      DS_RETURN_IF_ERROR(check_kv_pool_fits(*ops_, cfg_, o.page_size, kv_dtype, max_tokens,
+                                            "--max-total-tokens " + std::to_string(max_tokens)));
     if (max_tokens == 0 && ops_->device() == Device::kCuda) {
       // CUDA: the pool gets what --mem-fraction-static leaves after the weights and the activation reserve.
       MemPlanInput mi;

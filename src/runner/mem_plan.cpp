@@ -93,11 +93,12 @@ int64_t kv_bytes_per_token(Ops& ops, const ModelConfig& cfg, int page_size, KvCa
   return (bytes + page_size - 1) / page_size;
 }
 
-Status check_kv_pool_fits(Ops& ops, const ModelConfig& cfg, int page_size, KvCacheDtype dtype, int64_t tokens) {
+Status check_kv_pool_fits(Ops& ops, const ModelConfig& cfg, int page_size, KvCacheDtype dtype, int64_t tokens,
+                          const std::string& what) {
   if (page_size < 1) return error("--page-size must be >= 1");
   const int64_t pages = (tokens + page_size - 1) / page_size;
   if (pages >= INT32_MAX - 1)
-    return error("--max-total-tokens ", tokens, " is too large: ", pages, " pages of ", page_size,
+    return error(what, " is too large: ", pages, " pages of ", page_size,
                  " tokens (at most ", INT32_MAX - 2, " pages)");
   const double need = static_cast<double>(kv_bytes_per_token(ops, cfg, page_size, dtype)) *
                       static_cast<double>(pages + 1) * static_cast<double>(page_size);  // + the graphs' dummy page
@@ -118,7 +119,7 @@ Status check_kv_pool_fits(Ops& ops, const ModelConfig& cfg, int page_size, KvCac
     where = "in host memory";
   }
   if (free_bytes >= 0 && need > free_bytes)
-    return error("--max-total-tokens ", tokens, ": the KV cache needs ", gib(need), " GiB, ", gib(free_bytes),
+    return error(what, ": the KV cache of ", tokens, " tokens needs ", gib(need), " GiB, ", gib(free_bytes),
                  " GiB is free ", where);
   return Status::ok();
 }

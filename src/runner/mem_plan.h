@@ -48,10 +48,12 @@ std::string describe_mem_plan(const MemPlanInput& in, const MemPlan& plan);
 // Bytes of one token's cache rows over all layers, measured on a one-page cache of the backend (any dtype).
 int64_t kv_bytes_per_token(Ops& ops, const ModelConfig& cfg, int page_size, KvCacheDtype dtype);
 
-// An explicit pool (--max-total-tokens) checked before it is made: its pages must fit the page ids (int32) and its
-// bytes the memory the backend has free now (CUDA: free GPU memory; CPU: MemAvailable of /proc/meminfo, unchecked
-// where that cannot be read). The error names the flag, the tokens, the GiB needed and the GiB free.
-Status check_kv_pool_fits(Ops& ops, const ModelConfig& cfg, int page_size, KvCacheDtype dtype, int64_t tokens);
+// A pool of `tokens` sized by the user (`what`: the flags that sized it, e.g. "--max-total-tokens 4096") checked
+// before it is made: its pages must fit the page ids (int32) and its bytes the memory the backend has free now (CUDA:
+// free GPU memory; CPU: MemAvailable of /proc/meminfo, unchecked where that cannot be read). The error starts with
+// `what` and names the GiB needed and the GiB free.
+Status check_kv_pool_fits(Ops& ops, const ModelConfig& cfg, int page_size, KvCacheDtype dtype, int64_t tokens,
+                          const std::string& what);
 
 // Free and total GPU memory (cudaMemGetInfo) after returning the allocator pool's unused memory to the
 // driver, so freed temporaries do not count as used. An error in a build without CUDA.
