@@ -108,7 +108,12 @@ class BatchEngine final : public Engine {
     sc.page_size = o.page_size;
     sc.num_pages = Scheduler::pages_for_max_total_tokens(max_tokens, o.page_size);
     sc.chunked_prefill_size = o.chunked_prefill_size;
-    sc.max_running_requests = o.max_running_requests;
+    // Every running request holds a page at least: a limit past the pool's pages is the pool's (as SGLang caps its
+    // max_running_requests by the pool), not a million idle rows.
+    sc.max_running_requests = std::min(o.max_running_requests, std::max(sc.num_pages, 1));
+    if (o.verbose && sc.max_running_requests < o.max_running_requests)
+      DS_INFO("--max-running-requests ", o.max_running_requests, " capped at the pool's ", sc.max_running_requests,
+              " pages");
     DS_ASSIGN_OR_RETURN(sc.policy, parse_schedule_policy(o.schedule_policy));
     sc.disable_radix_cache = o.disable_radix_cache;
     sc.context_length = static_cast<int32_t>(std::min<int64_t>(context_length_, INT32_MAX));
@@ -118,7 +123,7 @@ class BatchEngine final : public Engine {
     // CUDA graphs: one extra cache page (never handed out) takes the padding rows' writes.
     const bool graphs = ops_->device() == Device::kCuda && !o.disable_cuda_graph;
     KvCache cache = make_kv_cache(*ops_, cfg_, sc.page_size, sc.num_pages + (graphs ? 1 : 0), 0, kv_dtype);
-    runner_ = std::make_unique<BatchRunner>(*model_, *ops_, cache, o.max_running_requests);
+    runner_ = std::make_unique<BatchRunner>(*model_, *ops_, cache, sc.max_running_requests);
     if (graphs) {
       CudaGraphOptions go;
       go.max_bs = o.cuda_graph_max_bs;
@@ -131,8 +136,8 @@ class BatchEngine final : public Engine {
       if (!g) {
         if (o.verbose) DS_WARN("CUDA graphs off: ", g.status().message());
       } else {
-        if (go.max_bs == 0 || go.max_bs > o.max_running_requests) {
-          go.max_bs = std::min(o.max_running_requests, (*g)->max_bs());  // no batch beyond the request limit
+        if (go.max_bs == 0 || go.max_bs > sc.max_running_requests) {
+          go.max_bs = std::min(sc.max_running_requests, (*g)->max_bs());  // no batch beyond the request limit
           g = CudaGraphRunner::create(*model_, *ops_, cache, go);
           if (!g) return g.status();
         }
@@ -201,6 +206,7 @@ class BatchEngine final : public Engine {
     e.num_running = s.num_running;
     e.num_waiting = s.num_waiting;
     e.max_total_tokens = max_total_tokens_;
+    e.max_running_requests = sched_->config().max_running_requests;
     const int64_t page = sched_->config().page_size;
     e.used_tokens = (static_cast<int64_t>(sched_->config().num_pages) - s.free_pages) * page;
     e.cached_tokens = static_cast<int64_t>(s.cached_pages) * page;

@@ -330,6 +330,27 @@ TEST(BatchEngine, OversizedPoolIsRefused) {
   auto fine = make_batch_engine(o);
   ASSERT_TRUE(fine.is_ok()) << fine.status().message();
   EXPECT_EQ((*fine)->stats().max_total_tokens, 4096);
+  EXPECT_EQ((*fine)->stats().max_running_requests, 64) << "the default 256 capped at the pool's 64 pages";
+}
+
+// A --max-running-requests far past the pool is the pool's page count (each running request holds a page), made at
+// once: before, a billion-row limit built a billion free rows and per-row buffers before the server could start.
+TEST(BatchEngine, RunningLimitIsCappedByThePool) {
+  BatchEngineOptions o;
+  o.model_path = fixture("v2_lite");
+  o.verbose = false;
+  o.max_total_tokens = 2048;  // 32 pages of 64
+  o.max_running_requests = 1000000000;
+  const auto t0 = std::chrono::steady_clock::now();
+  auto engine = make_batch_engine(o);
+  ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0);
+  EXPECT_EQ((*engine)->stats().max_running_requests, 32);
+  Collector col;
+  std::mt19937 rng(9);
+  ASSERT_TRUE((*engine)->submit(greedy("one", random_prompt(rng, 8, 1024), 3), col.callback()).is_ok());
+  ASSERT_TRUE(col.wait(1));
+  EXPECT_EQ(col.tokens["one"].size(), 3u);
 }
 
 // repetition_penalty > 1 must make already-seen tokens rarer in greedy output.

@@ -46,6 +46,7 @@ struct EngineStats {
   int32_t num_running = 0;
   int32_t num_waiting = 0;
   int64_t max_total_tokens = 0;      // KV capacity in tokens
+  int32_t max_running_requests = 0;  // the limit in effect (--max-running-requests, at most the pool's pages)
   int64_t used_tokens = 0;           // KV slots in use (requests + radix cache)
   int64_t cached_tokens = 0;         // held by the radix cache
   uint64_t prompt_tokens_total = 0;  // admitted prompt tokens (first admissions)
