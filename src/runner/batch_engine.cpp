@@ -15,6 +15,7 @@
 #include <thread>
 #include <unordered_map>
 
+#include "core/env.h"
 #include "core/logging.h"
 #ifdef DSERVE_WITH_CUDA
 #include "ops/cuda/cuda_runtime.h"
@@ -77,6 +78,18 @@ class BatchEngine final : public Engine {
 
     context_length_ = o.context_length > 0 ? o.context_length : cfg_.max_position_embeddings;
     if (o.context_length < 0) return error("--context-length must be >= 0");
+    // As SGLang: a context past the model's positions is refused unless asked for (the rope tables and the graphs'
+    // page tables are sized by it).
+    if (o.context_length > cfg_.max_position_embeddings) {
+      if (!env_flag("DSERVE_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", false))
+        return error("--context-length ", o.context_length, " is greater than the model's max_position_embeddings ",
+                     cfg_.max_position_embeddings, "; set DSERVE_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 to allow it");
+      if (o.context_length > INT32_MAX)
+        return error("--context-length ", o.context_length, " is past the int32 positions");
+      if (o.verbose)
+        DS_WARN("--context-length ", o.context_length, " is past max_position_embeddings ",
+                cfg_.max_position_embeddings, " (DSERVE_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1)");
+    }
     if (o.page_size < 1 || o.page_size > 4096) return error("--page-size must be in [1, 4096], got ", o.page_size);
     int64_t max_tokens = o.max_total_tokens;
     if (max_tokens < 0) return error("--max-total-tokens must be >= 0");

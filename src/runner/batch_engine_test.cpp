@@ -3,6 +3,7 @@
 #include "runner/batch_engine.h"
 
 #include <chrono>
+#include <cstdlib>
 #include <condition_variable>
 #include <cmath>
 #include <map>
@@ -331,6 +332,31 @@ TEST(BatchEngine, OversizedPoolIsRefused) {
   ASSERT_TRUE(fine.is_ok()) << fine.status().message();
   EXPECT_EQ((*fine)->stats().max_total_tokens, 4096);
   EXPECT_EQ((*fine)->stats().max_running_requests, 64) << "the default 256 capped at the pool's 64 pages";
+}
+
+// --context-length past the model's max_position_embeddings is refused, as SGLang refuses it, unless
+// DSERVE_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN=1 (then taken, up to int32 positions).
+TEST(BatchEngine, LongerContextThanTheModelNeedsTheOverride) {
+  BatchEngineOptions o;
+  o.model_path = fixture("v2_lite");
+  o.verbose = false;
+  o.max_total_tokens = 2048;
+  const int64_t max_pos = load_model_config(fixture("v2_lite")).value().max_position_embeddings;
+  o.context_length = max_pos + 1;
+  unsetenv("DSERVE_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN");
+  auto refused = make_batch_engine(o);
+  ASSERT_FALSE(refused.is_ok());
+  EXPECT_NE(refused.status().message().find("max_position_embeddings"), std::string::npos) << refused.status().message();
+  o.context_length = max_pos;
+  EXPECT_TRUE(make_batch_engine(o).is_ok());
+  setenv("DSERVE_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN", "1", 1);
+  o.context_length = max_pos + 1;
+  auto allowed = make_batch_engine(o);
+  o.context_length = int64_t{1} << 40;
+  auto past_int32 = make_batch_engine(o);
+  unsetenv("DSERVE_ALLOW_OVERWRITE_LONGER_CONTEXT_LEN");
+  ASSERT_TRUE(allowed.is_ok()) << allowed.status().message();
+  EXPECT_FALSE(past_int32.is_ok());
 }
 
 // A --max-running-requests far past the pool is the pool's page count (each running request holds a page), made at
