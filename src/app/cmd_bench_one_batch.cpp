@@ -178,7 +178,7 @@ int run_bench_one_batch(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", describe_mem_plan(mi, *plan).c_str());
   }
   // The cache holds what the runs need, or the --max-total-tokens pool when given (as SGLang sizes its pool by it;
-  // the batch-1 figure moves with the cache's size, BENCHMARKS.md session 48). The last page is the graphs' dummy.
+  // the cache's size does not move the decode figures: BENCHMARKS.md, session 48). The last page is the graphs' dummy.
   const int64_t cache_pages = std::max(max_pages, (flag_total + page_size - 1) / page_size);
   const std::string sized_by = flag_total > 0 ? "--max-total-tokens " + std::to_string(flag_total)
                                               : "--batch-size x (--input-len + --output-len)";
