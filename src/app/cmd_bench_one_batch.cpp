@@ -161,6 +161,9 @@ int run_bench_one_batch(int argc, char** argv) {
   if (flag_total > 0 && flag_total < max_pages * page_size)
     return fail(error("--max-total-tokens ", flag_total, " is below the ", max_pages * page_size,
                       " tokens the largest batch needs"));
+  // The cache holds what the runs need, or the --max-total-tokens pool when given (as SGLang sizes its pool by it;
+  // the cache's size does not move the decode figures: BENCHMARKS.md, session 48). The last page is the graphs' dummy.
+  const int64_t cache_pages = std::max(max_pages, (flag_total + page_size - 1) / page_size);
   if (setup->ops->device() == Device::kCuda && flag_total == 0) {
     MemPlanInput mi;
     if (Status st = query_gpu_memory(&mi.free_bytes, &mi.total_bytes); !st) return fail(st);
@@ -176,16 +179,14 @@ int run_bench_one_batch(int argc, char** argv) {
     auto plan = plan_kv_memory(mi);
     if (!plan) return fail(plan.status());
     std::fprintf(stderr, "%s\n", describe_mem_plan(mi, *plan).c_str());
+  } else {  // no plan checked it: the pool alone against what is free
+    const std::string sized_by = flag_total > 0 ? "--max-total-tokens " + std::to_string(flag_total)
+                                                : "--batch-size x (--input-len + --output-len)";
+    if (Status st = check_kv_pool_fits(*setup->ops, setup->config, static_cast<int>(page_size), setup->kv_dtype,
+                                       cache_pages * page_size, sized_by);
+        !st)
+      return fail(st);
   }
-  // The cache holds what the runs need, or the --max-total-tokens pool when given (as SGLang sizes its pool by it;
-  // the cache's size does not move the decode figures: BENCHMARKS.md, session 48). The last page is the graphs' dummy.
-  const int64_t cache_pages = std::max(max_pages, (flag_total + page_size - 1) / page_size);
-  const std::string sized_by = flag_total > 0 ? "--max-total-tokens " + std::to_string(flag_total)
-                                              : "--batch-size x (--input-len + --output-len)";
-  if (Status st = check_kv_pool_fits(*setup->ops, setup->config, static_cast<int>(page_size), setup->kv_dtype,
-                                     cache_pages * page_size, sized_by);
-      !st)
-    return fail(st);
   KvCache cache = make_kv_cache(*setup->ops, setup->config, static_cast<int>(page_size), static_cast<int>(cache_pages) + 1,
                                 0, setup->kv_dtype);
   std::unique_ptr<CudaGraphRunner> graphs;

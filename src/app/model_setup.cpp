@@ -11,6 +11,7 @@
 #include "ops/cuda/cuda_runtime.h"
 #endif
 #include "model/quantize.h"
+#include "runner/mem_plan.h"
 
 namespace ds {
 
@@ -27,17 +28,6 @@ double estimate_parameters(const ModelConfig& c) {
       total += 3.0 * d * c.intermediate_size;
   }
   return total;
-}
-
-double available_host_memory() {
-  std::ifstream f("/proc/meminfo");
-  std::string key;
-  double kb = 0;
-  while (f >> key >> kb) {
-    if (key == "MemAvailable:") return kb * 1024.0;
-    f.ignore(64, '\n');
-  }
-  return -1;
 }
 
 void add_model_flags(Flags& flags) {

@@ -30,8 +30,6 @@ Result<std::vector<int32_t>> parse_token_ids(const std::string& text, int64_t vo
 
 // Rough parameter count of the main model (embedding, head, attention, FFN/experts) from the config.
 double estimate_parameters(const ModelConfig& c);
-// MemAvailable from /proc/meminfo in bytes, or -1.
-double available_host_memory();
 
 // The config of --model-path given as a config.json file or a checkpoint directory with one (the tuning
 // commands); the error names the path.

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <fstream>
+#include <string>
 
 #ifdef DSERVE_WITH_CUDA
 #include "ops/cuda/cuda_runtime.h"
@@ -109,19 +111,25 @@ Status check_kv_pool_fits(Ops& ops, const ModelConfig& cfg, int page_size, KvCac
     DS_RETURN_IF_ERROR(query_gpu_memory(&f, &t));
     free_bytes = static_cast<double>(f);
     where = "on the GPU";
-  } else if (FILE* f = std::fopen("/proc/meminfo", "r")) {
-    char line[256];
-    long long kib = -1;
-    while (std::fgets(line, sizeof(line), f))
-      if (std::sscanf(line, "MemAvailable: %lld kB", &kib) == 1) break;
-    std::fclose(f);
-    if (kib >= 0) free_bytes = static_cast<double>(kib) * 1024.0;
+  } else {
+    free_bytes = available_host_memory();
     where = "in host memory";
   }
   if (free_bytes >= 0 && need > free_bytes)
     return error(what, ": the KV cache of ", tokens, " tokens needs ", gib(need), " GiB, ", gib(free_bytes),
                  " GiB is free ", where);
   return Status::ok();
+}
+
+double available_host_memory() {
+  std::ifstream f("/proc/meminfo");
+  std::string key;
+  double kb = 0;
+  while (f >> key >> kb) {
+    if (key == "MemAvailable:") return kb * 1024.0;
+    f.ignore(64, '\n');
+  }
+  return -1;
 }
 
 Status query_gpu_memory(int64_t* free_bytes, int64_t* total_bytes) {

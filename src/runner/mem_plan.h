@@ -55,6 +55,9 @@ int64_t kv_bytes_per_token(Ops& ops, const ModelConfig& cfg, int page_size, KvCa
 Status check_kv_pool_fits(Ops& ops, const ModelConfig& cfg, int page_size, KvCacheDtype dtype, int64_t tokens,
                           const std::string& what);
 
+// MemAvailable from /proc/meminfo in bytes, or -1.
+double available_host_memory();
+
 // Free and total GPU memory (cudaMemGetInfo) after returning the allocator pool's unused memory to the
 // driver, so freed temporaries do not count as used. An error in a build without CUDA.
 Status query_gpu_memory(int64_t* free_bytes, int64_t* total_bytes);
