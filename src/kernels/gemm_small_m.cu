@@ -223,6 +223,11 @@ bool prewait() { return gemv_knob("DSERVE_SMALL_M_PREWAIT", 1) != 0; }
 // Rounds of 8 chunks a warp only matter where K takes more than one round of 4 (then the second round's weights are
 // a DRAM trip after the PDL wait).
 bool past_one_round(int64_t K) { return K / 32 > kWarps * 4; }
+// K past four rounds of 4 chunks a warp: each round waits for its copies before the next is issued, so a CTA keeps
+// only one round (16 KB) in flight and a long-K product in a grid of a few CTAs an SM runs at the latency of its
+// rounds. V2-Lite's dense down (K = 10944, N = 2048: 256 CTAs, 11 rounds) took 22.6 us for 44.8 MB (~2 TB/s, 0.47 of
+// copy) in a bf16 batch-1 step (H200, session 49), ~17 us with rounds of 8 and ~14.4 us with rounds of 12 (s49f).
+bool long_k(int64_t K) { return K / 32 > kWarps * 4 * 4; }
 
 template <bool kPre>
 cudaError_t launch_rows(const GemmSmallMParams& p, cudaStream_t stream) {
@@ -238,8 +243,20 @@ cudaError_t launch_rows(const GemmSmallMParams& p, cudaStream_t stream) {
   // no gain in s32a).
   if constexpr (kPre) {
     const int64_t wide = std::clamp<int64_t>(gemv_knob("DSERVE_SMALL_M_WIDE_PRE", 1), 0, 3);
-    if (wide > 0 && !m16 && (p.N + 7) / 8 * p.batch <= wide * device_sm_count() && past_one_round(p.K))
+    const int64_t ctas = (p.N + 7) / 8 * p.batch;
+    if (wide > 0 && !m16 && ctas <= wide * device_sm_count() && past_one_round(p.K))
       return launch_nk<1, false, false, true, 8>(p, stream);
+    // Long K (long_k) in grids of up to two CTAs an SM: rounds of 12 chunks a warp (96 KB a CTA; two still share an
+    // SM). H200, s49f, bench-one-batch bf16 three rounds alternating, tok/s: batch 1 rounds of 12 507.4 / 510.0 /
+    // 508.7, of 8 501.6 / 507.9 / 507.6, of 4 502.7 / 500.5 / 506.8; batch 8 a tie. The wide rounds for every grid of
+    // two CTAs an SM (DSERVE_SMALL_M_WIDE_PRE=2) lost 0.8% at batch 1 (s49e: o_proj and the shared down, which runs
+    // beside the MoE walks). DSERVE_SMALL_M_LONG_K (read per launch; A/B runs, tests): 12 (default) or 8 chunks a
+    // round, 0: rounds of 4.
+    if (!m16 && ctas <= 2 * device_sm_count() && long_k(p.K)) {
+      const int64_t unroll = gemv_knob("DSERVE_SMALL_M_LONG_K", 12);
+      if (unroll == 8) return launch_nk<1, false, false, true, 8>(p, stream);
+      if (unroll != 0) return launch_nk<1, false, false, true, 12>(p, stream);
+    }
   }
   return m16 ? launch_nk<1, true, false, kPre>(p, stream) : launch_nk<1, false, false, kPre>(p, stream);
 }

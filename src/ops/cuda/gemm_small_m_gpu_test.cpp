@@ -90,7 +90,8 @@ TEST_F(GemmSmallMTest, WeightRowsMatchTheHostProduct) {
   for (auto [B, M, N, K] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>>{
            {1, 1, 3072, 2048}, {1, 1, 576, 2048}, {1, 3, 2048, 2048}, {1, 8, 64, 2048}, {1, 1, 5632, 2048},
            {1, 9, 2048, 2816}, {1, 16, 200, 96}, {1, 2, 24576, 1536}, {3, 5, 40, 64}, {2, 16, 8200, 32},
-           {1, 1, 2048, 1408}, {1, 1, 1100, 18432}, {1, 1, 13, 32}, {1, 1, 256, 7168}}) {
+           {1, 1, 2048, 1408}, {1, 1, 1100, 18432}, {1, 1, 13, 32}, {1, 1, 256, 7168}, {1, 1, 2048, 10944},
+           {1, 8, 2048, 10944}, {1, 4, 2000, 4128}}) {
     // M = 1 at batch 1 can take the register GEMV (gemv_m1.cuh, opt-in DSERVE_GEMV_M1=1, from 1,024 rows and
     // K >= 1024): both.
     for (const char* gemv : {"1", "0"}) {
@@ -108,6 +109,13 @@ TEST_F(GemmSmallMTest, WeightRowsMatchTheHostProduct) {
         const double rel = run_case(B, M, N, K, /*w_nk=*/true, f32_out);
         EXPECT_LE(rel, f32_out ? 1e-5 : 8e-3) << B << " " << M << " " << N << " " << K << " DSERVE_SMALL_M_WIDE_PRE=3";
       }
+    }
+    // Long K (past four rounds of 4 chunks a warp, <= 8 rows, grids of up to two CTAs an SM: V2-Lite's dense down)
+    // takes rounds of 12 by default; 8 and 4 (DSERVE_SMALL_M_LONG_K, read per launch) too.
+    for (const char* unroll : {"8", "0"}) {
+      const test::ScopedEnv env("DSERVE_SMALL_M_LONG_K", unroll);
+      const double rel = run_case(B, M, N, K, /*w_nk=*/true, /*f32_out=*/false);
+      EXPECT_LE(rel, 8e-3) << B << " " << M << " " << N << " " << K << " DSERVE_SMALL_M_LONG_K=" << unroll;
     }
     // The kernels that prefetch their rows into L2 instead of loading them before the PDL wait
     // (DSERVE_SMALL_M_PREWAIT=0, read per launch).

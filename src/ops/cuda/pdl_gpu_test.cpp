@@ -214,7 +214,7 @@ TEST(Pdl, JoinedStreamWaitsForBoth) {
 // joined before the last stamp. Asserted: every wait orders its kernel. Printed (PDLHEAD lines), not asserted: the
 // median gap from the first kernel's end to the second's start over 20 replays, per fork position: whether the
 // stall reproduces outside the model.
-double graph_head_gap_us(int fork_at) {
+double graph_head_gap_us(int fork_at, int main_kernels = 40, int side_kernels = 1) {
   init_cuda_device(0);
   cudaStream_t s = cuda_main_stream(), side = cuda_side_stream();
   cudaEvent_t fork = nullptr, done = nullptr;
@@ -222,19 +222,21 @@ double graph_head_gap_us(int fork_at) {
   EXPECT_EQ(cudaEventCreateWithFlags(&done, cudaEventDisableTiming), cudaSuccess);
   uint64_t* d = nullptr;  // [0] first end, [1] / [2] second start / after wait, [3] side end, [4] / [5] last stamp
   EXPECT_EQ(cudaMalloc(&d, 8 * sizeof(uint64_t)), cudaSuccess);
-  constexpr int kSpins = 40;
-  const bool forks = fork_at >= 0 && fork_at < kSpins;
+  const int spins = main_kernels;
+  const bool forks = fork_at >= 0 && fork_at < spins;
   auto launches = [&]() -> cudaError_t {
     if (cudaError_t e = kernels::launch_pdl_spin(d + 0, 2000, s); e != cudaSuccess) return e;
     if (cudaError_t e = kernels::launch_pdl_stamp(d + 1, s); e != cudaSuccess) return e;
-    for (int i = 0; i < kSpins; ++i) {
+    for (int i = 0; i < spins; ++i) {
       if (i == fork_at) {
         if (cudaError_t e = cudaEventRecord(fork, s); e != cudaSuccess) return e;
         if (cudaError_t e = cudaStreamWaitEvent(side, fork, 0); e != cudaSuccess) return e;
-        if (cudaError_t e = kernels::launch_pdl_spin(d + 3, 5000, side); e != cudaSuccess) return e;
+        for (int k = 0; k < side_kernels; ++k)
+          if (cudaError_t e = kernels::launch_pdl_spin(d + 3, side_kernels == 1 ? 5000 : 500, side); e != cudaSuccess)
+            return e;
         if (cudaError_t e = cudaEventRecord(done, side); e != cudaSuccess) return e;
       }
-      if (cudaError_t e = kernels::launch_pdl_spin(d + 6, 2000, s); e != cudaSuccess) return e;
+      if (cudaError_t e = kernels::launch_pdl_spin(d + 6, spins > 100 ? 300 : 2000, s); e != cudaSuccess) return e;
     }
     if (forks)
       if (cudaError_t e = cudaStreamWaitEvent(s, done, 0); e != cudaSuccess) return e;
@@ -275,10 +277,18 @@ double graph_head_gap_us(int fork_at) {
 }
 
 TEST(Pdl, GraphHeadWithASideBranch) {
-  for (int fork_at : {-1, 0, 3, 20, 39}) {
-    const double gap = graph_head_gap_us(fork_at);
-    std::printf("PDLHEAD fork %s: second kernel started %.2f us after the first ended (median of 20 replays)\n",
-                fork_at < 0 ? "none" : ("after the first " + std::to_string(fork_at + 2) + " main kernels").c_str(), gap);
+  // Session 49: 40 main kernels never stalled; the model's graph has ~1,400 nodes (~100 on the side stream).
+  struct Case {
+    int fork_at, main_kernels, side_kernels;
+  };
+  for (const Case c : {Case{-1, 40, 1}, Case{0, 40, 1}, Case{20, 40, 1}, Case{20, 40, 100}, Case{-1, 400, 1},
+                       Case{20, 400, 1}, Case{-1, 1400, 1}, Case{20, 1400, 1}, Case{20, 1400, 100}, Case{1000, 1400, 1}}) {
+    const double gap = graph_head_gap_us(c.fork_at, c.main_kernels, c.side_kernels);
+    std::printf("PDLHEAD %d main kernels, fork %s, %d side kernels: second kernel started %.2f us after the first ended "
+                "(median of 20 replays)\n",
+                c.main_kernels + 3,
+                c.fork_at < 0 ? "none" : ("after the first " + std::to_string(c.fork_at + 2) + " main kernels").c_str(),
+                c.side_kernels, gap);
   }
 }
 
