@@ -177,7 +177,9 @@ int run_bench_one_batch(int argc, char** argv) {
     mi.vocab = setup->config.vocab_size;
     mi.min_tokens = max_pages * page_size;
     auto plan = plan_kv_memory(mi);
-    if (!plan) return fail(plan.status());
+    // Named by the flags that sized it (a huge --batch-size reserves logits rows and cache for that many sequences).
+    if (!plan)
+      return fail(error("--batch-size ", max_bs, " x (--input-len + --output-len): ", plan.status().message()));
     std::fprintf(stderr, "%s\n", describe_mem_plan(mi, *plan).c_str());
   } else {  // no plan checked it: the pool alone against what is free
     const std::string sized_by = flag_total > 0 ? "--max-total-tokens " + std::to_string(flag_total)

@@ -1107,6 +1107,7 @@ Json ApiServer::Impl::server_info() const {
   st["num_running_reqs"] = s.num_running;
   st["num_waiting_reqs"] = s.num_waiting;
   st["max_total_num_tokens"] = s.max_total_tokens;
+  st["max_running_requests"] = s.max_running_requests;  // in effect (capped by the pool), not the flag's value
   st["used_tokens"] = s.used_tokens;
   st["cached_tokens"] = s.cached_tokens;
   st["prompt_tokens_total"] = s.prompt_tokens_total;

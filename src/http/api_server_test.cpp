@@ -528,6 +528,7 @@ TEST_F(ApiServerTest, InfoEndpointsMetricsAndTokenize) {
   EXPECT_EQ(info["is_generation"], true);
   Json server = Json::parse(http_call(port_, "GET", "/get_server_info").body);
   EXPECT_EQ(server["internal_states"][0]["context_length"], 1000);
+  EXPECT_EQ(server["internal_states"][0]["max_running_requests"], 0);  // the fake engine's "unbounded"
   EXPECT_EQ(http_call(port_, "POST", "/flush_cache").status, 200);
 
   Json t = post_json("/v1/tokenize", R"({"prompt": "ab"})");

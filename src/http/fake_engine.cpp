@@ -16,6 +16,7 @@ FakeEngine::FakeEngine(FakeEngineOptions options) : options_(std::move(options))
   if (!options_.eos_token_ids.empty()) config_.eos_token_id = options_.eos_token_ids[0];
   for (int32_t id : options_.eos_token_ids) config_.eos_token_ids.push_back(id);
   totals_.max_total_tokens = options_.max_total_tokens;
+  totals_.max_running_requests = options_.max_running;  // 0: unbounded
   thread_ = std::thread([this] { loop(); });
 }
 

@@ -92,6 +92,7 @@ class BatchEngine final : public Engine {
     }
     if (o.page_size < 1 || o.page_size > 4096) return error("--page-size must be in [1, 4096], got ", o.page_size);
     int64_t max_tokens = o.max_total_tokens;
+    int64_t running_cap = INT32_MAX;  // the running requests the CUDA memory plan reserved rows for
     if (max_tokens < 0) return error("--max-total-tokens must be >= 0");
     if (max_tokens > 0)
       DS_RETURN_IF_ERROR(check_kv_pool_fits(*ops_, cfg_, o.page_size, kv_dtype, max_tokens,
@@ -106,7 +107,8 @@ class BatchEngine final : public Engine {
       mi.mem_fraction_static = o.mem_fraction_static;
       mi.chunked_prefill_size = o.chunked_prefill_size;
       mi.cuda_graph_max_bs = o.disable_cuda_graph ? 0 : (o.cuda_graph_max_bs > 0 ? o.cuda_graph_max_bs : 256);
-      mi.max_running_requests = o.max_running_requests;
+      mi.max_running_requests = reserved_running_rows(o.max_running_requests, mi.free_bytes, cfg_.vocab_size);
+      running_cap = mi.max_running_requests;
       mi.vocab = cfg_.vocab_size;
       mi.min_tokens = std::min<int64_t>(context_length_, std::max(o.chunked_prefill_size, 1));
       DS_ASSIGN_OR_RETURN(MemPlan plan, plan_kv_memory(mi));
@@ -122,11 +124,14 @@ class BatchEngine final : public Engine {
     sc.num_pages = Scheduler::pages_for_max_total_tokens(max_tokens, o.page_size);
     sc.chunked_prefill_size = o.chunked_prefill_size;
     // Every running request holds a page at least: a limit past the pool's pages is the pool's (as SGLang caps its
-    // max_running_requests by the pool), not a million idle rows.
-    sc.max_running_requests = std::min(o.max_running_requests, std::max(sc.num_pages, 1));
+    // max_running_requests by the pool), not a million idle rows. On CUDA also the rows the memory plan reserved
+    // logits for (reserved_running_rows), so a huge limit neither refuses to start nor outgrows the reserve.
+    const int32_t by_pages = std::max(sc.num_pages, 1);
+    sc.max_running_requests =
+        static_cast<int32_t>(std::min<int64_t>({o.max_running_requests, by_pages, running_cap}));
     if (o.verbose && sc.max_running_requests < o.max_running_requests)
-      DS_INFO("--max-running-requests ", o.max_running_requests, " capped at the pool's ", sc.max_running_requests,
-              " pages");
+      DS_INFO("--max-running-requests ", o.max_running_requests, " capped at ", sc.max_running_requests,
+              sc.max_running_requests == by_pages ? " (the pool's pages)" : " (the memory plan's logits rows)");
     DS_ASSIGN_OR_RETURN(sc.policy, parse_schedule_policy(o.schedule_policy));
     sc.disable_radix_cache = o.disable_radix_cache;
     sc.context_length = static_cast<int32_t>(std::min<int64_t>(context_length_, INT32_MAX));

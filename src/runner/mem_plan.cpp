@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -31,6 +32,12 @@ int64_t activation_reserve_bytes(const MemPlanInput& in) {
   r += 2 * int64_t{std::max(in.max_running_requests, 1)} * in.vocab * 4;  // logits + sampling work rows
   r += 16 * in.vocab * 12;                                               // one sort chunk (keys, ids x 2)
   return r;
+}
+
+int32_t reserved_running_rows(int64_t max_running_requests, int64_t free_bytes, int64_t vocab) {
+  const int64_t row_bytes = 2 * std::max<int64_t>(vocab, 1) * 4;  // as activation_reserve_bytes counts them
+  const int64_t rows = std::max<int64_t>(free_bytes, 0) / 4 / row_bytes;
+  return static_cast<int32_t>(std::clamp<int64_t>(std::min(max_running_requests, rows), 1, INT32_MAX));
 }
 
 Result<MemPlan> plan_kv_memory(const MemPlanInput& in) {

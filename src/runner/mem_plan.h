@@ -38,6 +38,12 @@ struct MemPlan {
 // (16 x vocab x 12 bytes).
 int64_t activation_reserve_bytes(const MemPlanInput& in);
 
+// The running requests the reserve holds logits and sampling rows for (MemPlanInput::max_running_requests):
+// --max-running-requests, but at most as many rows as a quarter of the free memory holds, and at least 1. A limit
+// past that is capped (the engine caps the running limit by these rows as it does by the pool's pages) instead of
+// refusing to start for want of a reserve no batch could fill.
+int32_t reserved_running_rows(int64_t max_running_requests, int64_t free_bytes, int64_t vocab);
+
 // The pool: min(fraction x total - used, free - reserve) bytes, used = total - free (weights, context and
 // anything else already allocated), in whole pages. Errors name how many GiB are missing.
 Result<MemPlan> plan_kv_memory(const MemPlanInput& in);

@@ -84,6 +84,23 @@ TEST(MemPlan, NotFittingNamesTheMissingGiB) {
   EXPECT_FALSE(plan_kv_memory(in).is_ok());
 }
 
+// A running limit past memory is bounded by the rows a quarter of the free memory holds (V2-Lite's vocab: 819,200
+// bytes a row), so the plan reserves what a batch can use and the pool still fits; small limits are kept.
+TEST(MemPlan, HugeRunningLimitsReserveWhatMemoryHolds) {
+  MemPlanInput in = h100();
+  EXPECT_EQ(reserved_running_rows(256, in.free_bytes, in.vocab), 256);
+  const int64_t rows = in.free_bytes / 4 / (2 * in.vocab * 4);  // 16,056 at 49 GiB free
+  EXPECT_EQ(reserved_running_rows(1000000000, in.free_bytes, in.vocab), rows);
+  EXPECT_EQ(reserved_running_rows(1000000000, 0, in.vocab), 1);
+  EXPECT_EQ(reserved_running_rows(0, in.free_bytes, in.vocab), 1);
+  in.max_running_requests = 1000000000;
+  EXPECT_FALSE(plan_kv_memory(in).is_ok()) << "the raw limit's reserve (~745 TiB) cannot fit";
+  in.max_running_requests = reserved_running_rows(1000000000, in.free_bytes, in.vocab);
+  auto p = plan_kv_memory(in);
+  ASSERT_TRUE(p.is_ok()) << p.status().message();
+  EXPECT_GT(p->num_pages, 0);
+}
+
 TEST(MemPlan, RejectsBadInputs) {
   MemPlanInput in = h100();
   in.mem_fraction_static = 1.5;
