@@ -226,7 +226,7 @@ bool past_one_round(int64_t K) { return K / 32 > kWarps * 4; }
 // K past four rounds of 4 chunks a warp: each round waits for its copies before the next is issued, so a CTA keeps
 // only one round (16 KB) in flight and a long-K product in a grid of a few CTAs an SM runs at the latency of its
 // rounds. V2-Lite's dense down (K = 10944, N = 2048: 256 CTAs, 11 rounds) took 22.6 us for 44.8 MB (~2 TB/s, 0.47 of
-// copy) in a bf16 batch-1 step (H200, session 49), ~17 us with rounds of 8 and ~14.4 us with rounds of 12 (s49f).
+// copy) in a bf16 batch-1 step (H200, session 49), ~15 us with rounds of 8 and ~12.4 us with rounds of 12 (s49e, s49f).
 bool long_k(int64_t K) { return K / 32 > kWarps * 4 * 4; }
 
 template <bool kPre>
