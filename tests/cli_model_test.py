@@ -202,6 +202,16 @@ try:
                  "bad --quantization")
     expect_error(["score", "--model-path", base, "--input-ids", "2", "--kv-cache-dtype", "fp4"], "--kv-cache-dtype",
                  "bad --kv-cache-dtype")
+    # SGLang's spellings: accepted where they mean what dserve does, refused with the flag named where not.
+    rc, out, err = run("score", "--model", base, "--input-ids", "2,3,4", "--json", "--tp", "1", "--trust-remote-code")
+    check(rc == 0, f"score with --model / --tp 1 / --trust-remote-code: rc={rc} {err.strip()}")
+    expect_error(["score", "--model-path", base, "--input-ids", "2", "--tp", "2"], "--tp-size 2", "score --tp 2")
+    for flags, needle in ((["--tp-size", "8"], "--tp-size 8"), (["--dp", "2"], "--dp-size 2"),
+                          (["--mem-fraction-static", "2"], "--mem-fraction-static"),
+                          (["--mem-fraction-static", "nan"], "--mem-fraction-static"),
+                          (["--cuda-graph-max-bs", "-1"], "--cuda-graph-max-bs"),
+                          (["--chunked-prefill-size", "-2"], "--chunked-prefill-size")):
+        expect_error(["serve", "--model-path", base, "--port", "0", *flags], needle, f"serve {' '.join(flags)}")
     expect_error(["tune-gemm"], "--model-path is required", "tune-gemm without a model")
     expect_error(["tune-gemm", "--model-path", base, "--m-list", "0,8"], "[1, 64]", "tune-gemm bad --m-list")
     expect_error(["tune-gemm", "--model-path", os.path.join(tmp, "nowhere")], "neither a config.json",

@@ -68,6 +68,7 @@ void add_serve_flags(Flags& f) {
   f.add_int("fake-output-vocab", 0, "testing: --fake-engine outputs ids below this (default: the vocabulary)");
   f.add_string("fake-output", "", "testing: --fake-engine outputs this text first (tokenized), then EOS");
   f.add_bool("help", "show flags");
+  add_sglang_compat_flags(f);
 }
 
 // Without --model-path, serve the trained demo model bundled in the repository (models/dserve-demo): looked
@@ -121,11 +122,17 @@ int run_serve(int argc, char** argv) {
   if (io_threads < 1 || io_threads > 256) return fail(error("--io-threads must be in [1, 256], got ", io_threads));
   const int64_t max_body = flags.get_int("max-request-bytes");
   if (max_body < 1024) return fail(error("--max-request-bytes must be at least 1024, got ", max_body));
-  for (const char* name : {"page-size", "chunked-prefill-size", "max-running-requests"})
+  for (const char* name : {"page-size", "max-running-requests"})
     if (flags.get_int(name) < 1 || flags.get_int(name) > (int64_t{1} << 30))
       return fail(error("--", name, " must be a positive integer, got ", flags.get_int(name)));
-  for (const char* name : {"max-total-tokens", "context-length", "max-queued-requests", "request-timeout"})
+  // As SGLang: -1 turns chunked prefill off (a prompt is prefilled in one step).
+  if (const int64_t c = flags.get_int("chunked-prefill-size"); c != -1 && (c < 1 || c > (int64_t{1} << 30)))
+    return fail(error("--chunked-prefill-size must be a positive integer or -1 (no chunking), got ", c));
+  for (const char* name : {"max-total-tokens", "context-length", "max-queued-requests", "request-timeout",
+                           "cuda-graph-max-bs"})
     if (flags.get_int(name) < 0) return fail(error("--", name, " must be >= 0, got ", flags.get_int(name)));
+  if (Status st = check_mem_fraction_flag(flags); !st) return fail(st);
+  if (Status st = check_parallel_flags(flags); !st) return fail(st);
 
   if (flags.get_int("request-timeout") > 31536000)
     return fail(error("--request-timeout must be at most 31536000 seconds, got ", flags.get_int("request-timeout")));
@@ -167,6 +174,10 @@ int run_serve(int argc, char** argv) {
     a["kv_cache_dtype"] = flags.get_string("kv-cache-dtype");
     a["disable_shared_experts_fusion"] = flags.get_bool("disable-shared-experts-fusion");
     a["random_seed"] = flags.get_int("seed");
+    a["tp_size"] = flags.get_int("tp-size");
+    a["dp_size"] = flags.get_int("dp-size");
+    a["pp_size"] = flags.get_int("pp-size");
+    a["ep_size"] = flags.get_int("ep-size");
     a["request_timeout"] = flags.get_int("request-timeout");
     a["api_key_set"] = !ao.api_key.empty();
     a["fake_engine"] = fake;

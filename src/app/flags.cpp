@@ -26,6 +26,11 @@ void Flags::add_bool(const std::string& name, std::string help) {
   order_.push_back(name);
 }
 
+void Flags::add_alias(const std::string& alias, const std::string& target) {
+  DS_CHECK(specs_.count(target) && !specs_.count(alias), "alias --", alias, " of --", target);
+  aliases_[alias] = target;
+}
+
 static bool parse_int64(const std::string& s, int64_t* out) {
   if (s.empty()) return false;
   errno = 0;
@@ -56,6 +61,7 @@ Status Flags::parse(int argc, char** argv) {
       name = name.substr(0, eq);
       has_value = true;
     }
+    if (auto a = aliases_.find(name); a != aliases_.end()) name = a->second;
     auto it = specs_.find(name);
     if (it == specs_.end()) return error("unknown flag --", name);
     Spec& s = it->second;
@@ -110,6 +116,8 @@ std::string Flags::usage(const std::string& command) const {
   for (const auto& name : order_) {
     const Spec& s = specs_.at(name);
     os << "  --" << name;
+    for (const auto& [alias, target] : aliases_)
+      if (target == name) os << ", --" << alias;
     if (s.kind != Kind::kBool) os << " <" << (s.kind == Kind::kString ? "str" : "num") << ">";
     os << "\t" << s.help;
     if (s.kind != Kind::kBool && !s.value.empty()) os << " (default: " << s.value << ")";

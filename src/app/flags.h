@@ -18,6 +18,8 @@ class Flags {
   void add_int(const std::string& name, int64_t default_value, std::string help);
   void add_double(const std::string& name, double default_value, std::string help);
   void add_bool(const std::string& name, std::string help);  // default false; --name or --name=true|false
+  // --alias means --target (declared before): SGLang's spellings, e.g. --tp for --tp-size, --model for --model-path.
+  void add_alias(const std::string& alias, const std::string& target);
 
   Status parse(int argc, char** argv);  // argv[0] is the subcommand name
 
@@ -39,6 +41,7 @@ class Flags {
   };
   const Spec& spec(const std::string& name, Kind kind) const;
   std::map<std::string, Spec> specs_;
+  std::map<std::string, std::string> aliases_;  // alias -> declared name
   std::vector<std::string> order_;
 };
 

@@ -41,6 +41,39 @@ void add_model_flags(Flags& flags) {
   flags.add_bool("disable-shared-experts-fusion",
                  "run the shared experts apart, not as extra routed experts (the default; DSERVE_SHARED_EXPERTS_FUSION=1: fused)");
   flags.add_bool("json", "print JSON");
+  add_sglang_compat_flags(flags);
+}
+
+void add_sglang_compat_flags(Flags& flags) {
+  flags.add_alias("model", "model-path");
+  flags.add_alias("random-seed", "seed");
+  flags.add_bool("trust-remote-code", "accepted for SGLang command lines (dserve runs no checkpoint code)");
+  flags.add_int("tp-size", 1, "tensor-parallel size (1: one GPU; multi-GPU serving is not built yet)");
+  flags.add_alias("tp", "tp-size");
+  flags.add_alias("tensor-parallel-size", "tp-size");
+  flags.add_int("dp-size", 1, "data-parallel size (1)");
+  flags.add_alias("dp", "dp-size");
+  flags.add_alias("data-parallel-size", "dp-size");
+  flags.add_int("pp-size", 1, "pipeline-parallel size (1)");
+  flags.add_alias("pipeline-parallel-size", "pp-size");
+  flags.add_int("ep-size", 1, "expert-parallel size (1)");
+  flags.add_alias("ep", "ep-size");
+  flags.add_alias("expert-parallel-size", "ep-size");
+}
+
+Status check_parallel_flags(const Flags& flags) {
+  for (const char* name : {"tp-size", "dp-size", "pp-size", "ep-size"})
+    if (const int64_t v = flags.get_int(name); v != 1)
+      return error("--", name, " ", v, ": dserve runs on one GPU (1); multi-GPU serving (tensor, data, pipeline and "
+                   "expert parallelism) is not built yet");
+  return Status::ok();
+}
+
+Status check_mem_fraction_flag(const Flags& flags) {
+  const double v = flags.get_double("mem-fraction-static");
+  if (!(v == 0 || (v > 0 && v < 1)))
+    return error("--mem-fraction-static must be a fraction in (0, 1) (0: SGLang's default from GPU memory), got ", v);
+  return Status::ok();
 }
 
 std::string resolve_device(const std::string& device) {
@@ -67,6 +100,7 @@ Result<ModelConfig> load_config_path(const std::string& path) {
 }
 
 Result<ModelSetup> setup_model(const Flags& flags) {
+  DS_RETURN_IF_ERROR(check_parallel_flags(flags));
   const std::string dir = flags.get_string("model-path");
   const std::string device = resolve_device(flags.get_string("device"));
   const std::string format = flags.get_string("load-format");

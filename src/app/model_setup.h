@@ -12,6 +12,17 @@ namespace ds {
 
 void add_model_flags(Flags& flags);
 
+// SGLang's command-line spellings that every model command takes (add_model_flags and serve call it after declaring
+// --model-path and --seed): --model (--model-path), --random-seed (--seed), --trust-remote-code (accepted; dserve runs
+// no checkpoint code), and the parallel sizes --tp-size / --tp / --tensor-parallel-size, --dp-size / --dp /
+// --data-parallel-size, --pp-size / --pipeline-parallel-size, --ep-size / --ep / --expert-parallel-size (default 1).
+void add_sglang_compat_flags(Flags& flags);
+// The parallel sizes: 1 is one GPU (what dserve runs); anything else is refused with the flag named, until
+// multi-GPU serving exists.
+Status check_parallel_flags(const Flags& flags);
+// --mem-fraction-static: 0 (SGLang's default from GPU memory) or a fraction in (0, 1); NaN and the rest refused.
+Status check_mem_fraction_flag(const Flags& flags);
+
 // --device auto -> "cuda" when this build has the CUDA backend and GPU 0 is usable, else "cpu"; other
 // values pass through (validated where the backend is made).
 std::string resolve_device(const std::string& device);

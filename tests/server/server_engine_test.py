@@ -151,5 +151,24 @@ class EngineServerTest(unittest.TestCase):
         self.assert_matches_reference(self.generate(REF["generate"][0]).json()["output_ids"], REF["generate"][0])
 
 
+class SglangCommandLineTest(unittest.TestCase):
+    """An SGLang-style command line (--model, --tp 1, --trust-remote-code, --random-seed, --chunked-prefill-size -1:
+    no chunking) serves the same greedy continuation; /get_server_info reports the sizes."""
+
+    def test_sglang_spellings_and_unchunked_prefill(self):
+        srv = H.Server(BINARY, ["--model", FIXTURE, "--skip-tokenizer-init", "--tp", "1", "--trust-remote-code",
+                                "--random-seed", "7", "--chunked-prefill-size", "-1", "--max-total-tokens", "4096"])
+        with srv:
+            info = H.request(srv, "GET", "/get_server_info").json()
+            self.assertEqual((info["tp_size"], info["dp_size"], info["chunked_prefill_size"], info["random_seed"]),
+                             (1, 1, -1, 7))
+            g = REF["generate"][0]
+            r = H.post(srv, "/generate", {"input_ids": g["input_ids"], "sampling_params": {
+                "max_new_tokens": g["max_new_tokens"], "temperature": 0, "ignore_eos": True}})
+            self.assertEqual(r.status, 200, r)
+            want = trusted_prefix(g)
+            self.assertEqual(r.json()["output_ids"][:len(want)], want)
+
+
 if __name__ == "__main__":
     unittest.main(argv=[sys.argv[0]] + [a for a in sys.argv[1:] if a.startswith("-")], verbosity=2)

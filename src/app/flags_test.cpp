@@ -1,0 +1,94 @@
+// Tests of the command-line flag parser (flags.h) and the SGLang spellings every model command takes (model_setup.h).
+#include "app/flags.h"
+
+#include <cmath>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "app/model_setup.h"
+
+namespace ds {
+namespace {
+
+// argv for Flags::parse (argv[0] is the subcommand).
+Status parse(Flags& f, std::vector<std::string> args) {
+  args.insert(args.begin(), "cmd");
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  return f.parse(static_cast<int>(argv.size()), argv.data());
+}
+
+Flags model_flags() {
+  Flags f;
+  add_model_flags(f);
+  f.add_double("mem-fraction-static", 0, "");
+  return f;
+}
+
+TEST(Flags, ValuesTypesAndErrorsNameTheFlag) {
+  Flags f;
+  f.add_int("n", 3, "");
+  f.add_double("x", 0.5, "");
+  f.add_bool("b", "");
+  f.add_string("s", "d", "");
+  ASSERT_TRUE(parse(f, {"--n", "7", "--x=0.25", "--b", "--s", "v"}).is_ok());
+  EXPECT_EQ(f.get_int("n"), 7);
+  EXPECT_EQ(f.get_double("x"), 0.25);
+  EXPECT_TRUE(f.get_bool("b"));
+  EXPECT_EQ(f.get_string("s"), "v");
+  EXPECT_TRUE(f.was_set("n"));
+  Flags g;
+  g.add_int("n", 3, "");
+  const Status bad = parse(g, {"--n", "seven"});
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.message().find("--n"), std::string::npos) << bad.message();
+  EXPECT_FALSE(parse(g, {"--m", "1"}).is_ok());
+  EXPECT_FALSE(parse(g, {"--n"}).is_ok());
+}
+
+// SGLang's spellings parse into dserve's flags: --model, --tp 1, --random-seed, --trust-remote-code.
+TEST(Flags, SglangSpellingsAreAliases) {
+  Flags f = model_flags();
+  ASSERT_TRUE(parse(f, {"--model", "/m", "--tp", "1", "--random-seed", "42", "--trust-remote-code", "--dp-size", "1",
+                        "--tensor-parallel-size=1"})
+                  .is_ok());
+  EXPECT_EQ(f.get_string("model-path"), "/m");
+  EXPECT_EQ(f.get_int("seed"), 42);
+  EXPECT_EQ(f.get_int("tp-size"), 1);
+  EXPECT_TRUE(f.get_bool("trust-remote-code"));
+  EXPECT_TRUE(check_parallel_flags(f).is_ok());
+  EXPECT_NE(f.usage("x").find("--tp-size, --tensor-parallel-size, --tp"), std::string::npos) << f.usage("x");
+}
+
+// A parallel size other than 1 is refused with the flag and the value named (one GPU until multi-GPU serving).
+TEST(Flags, ParallelSizesOtherThanOneAreRefused) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--tp", "8"}, {"--dp-size", "2"}, {"--pp-size", "0"}, {"--ep", "-1"}, {"--expert-parallel-size", "4"}}) {
+    Flags f = model_flags();
+    ASSERT_TRUE(parse(f, args).is_ok());
+    const Status st = check_parallel_flags(f);
+    ASSERT_FALSE(st.is_ok()) << args[0];
+    EXPECT_NE(st.message().find(args[1]), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("one GPU"), std::string::npos) << st.message();
+  }
+}
+
+TEST(Flags, MemFractionMustBeAFractionOrZero) {
+  for (const char* ok : {"0", "0.5", "0.95"}) {
+    Flags f = model_flags();
+    ASSERT_TRUE(parse(f, {"--mem-fraction-static", ok}).is_ok());
+    EXPECT_TRUE(check_mem_fraction_flag(f).is_ok()) << ok;
+  }
+  for (const char* bad : {"1", "2", "-0.1", "nan", "inf"}) {
+    Flags f = model_flags();
+    ASSERT_TRUE(parse(f, {"--mem-fraction-static", bad}).is_ok()) << bad;
+    const Status st = check_mem_fraction_flag(f);
+    EXPECT_FALSE(st.is_ok()) << bad;
+    EXPECT_NE(st.message().find("--mem-fraction-static"), std::string::npos);
+  }
+}
+
+}  // namespace
+}  // namespace ds
