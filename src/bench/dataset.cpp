@@ -234,7 +234,8 @@ Result<Dataset> make_dataset(const DatasetOptions& o, const Tokenizer* tok, std:
   if (o.name == "random" || o.name == "random-ids") {
     if (o.random_input_len <= 0) return error("--random-input-len must be positive");
     if (o.random_output_len <= 0) return error("--random-output-len must be positive");
-    if (o.random_range_ratio < 0 || o.random_range_ratio > 1) return error("--random-range-ratio must be in [0, 1]");
+    if (!(o.random_range_ratio >= 0 && o.random_range_ratio <= 1))  // NaN too
+      return error("--random-range-ratio must be in [0, 1], got ", o.random_range_ratio);
     return o.name == "random" ? make_random(o, tok, rng) : make_random_ids(o, tok, rng);
   }
   if (o.name == "generated-shared-prefix") return make_gsp(o, tok, rng);

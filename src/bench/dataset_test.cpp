@@ -3,6 +3,7 @@
 #include "bench/dataset.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -53,6 +54,13 @@ TEST(BenchDataset, RandomIdsWithoutTokenizer) {
   std::mt19937_64 rng2(1);
   auto again = make_dataset(o, nullptr, rng2);
   EXPECT_EQ(again->rows[7].ids, d->rows[7].ids);  // the seed decides everything
+  for (double bad : {-0.1, 1.5, std::nan("")}) {  // NaN passed the old range check (every comparison false)
+    DatasetOptions b = o;
+    b.random_range_ratio = bad;
+    const auto r = make_dataset(b, nullptr, rng);
+    ASSERT_FALSE(r.is_ok()) << bad;
+    EXPECT_NE(r.status().message().find("--random-range-ratio"), std::string::npos);
+  }
 
   o.random_ids_vocab_size = 0;
   EXPECT_FALSE(make_dataset(o, nullptr, rng).is_ok());  // no tokenizer, no vocabulary size
