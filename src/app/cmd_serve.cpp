@@ -133,6 +133,7 @@ int run_serve(int argc, char** argv) {
     if (flags.get_int(name) < 0) return fail(error("--", name, " must be >= 0, got ", flags.get_int(name)));
   if (Status st = check_mem_fraction_flag(flags); !st) return fail(st);
   if (Status st = check_parallel_flags(flags); !st) return fail(st);
+  if (Status st = apply_log_level_flag(flags); !st) return fail(st);
 
   if (flags.get_int("request-timeout") > 31536000)
     return fail(error("--request-timeout must be at most 31536000 seconds, got ", flags.get_int("request-timeout")));

@@ -3,11 +3,13 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <gtest/gtest.h>
 
 #include "app/model_setup.h"
+#include "core/logging.h"
 
 namespace ds {
 namespace {
@@ -73,6 +75,23 @@ TEST(Flags, ParallelSizesOtherThanOneAreRefused) {
     EXPECT_NE(st.message().find(args[1]), std::string::npos) << st.message();
     EXPECT_NE(st.message().find("one GPU"), std::string::npos) << st.message();
   }
+}
+
+TEST(Flags, LogLevelTakesSglangsNames) {
+  const LogLevel before = log_level();
+  for (const auto& [name, level] : std::vector<std::pair<const char*, LogLevel>>{
+           {"warning", LogLevel::kWarn}, {"critical", LogLevel::kError}, {"debug", LogLevel::kDebug}}) {
+    Flags f = model_flags();
+    ASSERT_TRUE(parse(f, {"--log-level", name}).is_ok());
+    ASSERT_TRUE(apply_log_level_flag(f).is_ok()) << name;
+    EXPECT_EQ(log_level(), level) << name;
+  }
+  Flags f = model_flags();
+  ASSERT_TRUE(parse(f, {"--log-level", "loud"}).is_ok());
+  const Status st = apply_log_level_flag(f);
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("loud"), std::string::npos);
+  set_log_level(before);
 }
 
 TEST(Flags, MemFractionMustBeAFractionOrZero) {

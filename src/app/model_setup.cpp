@@ -4,6 +4,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <sstream>
 
 #include "core/logging.h"
@@ -48,6 +49,7 @@ void add_sglang_compat_flags(Flags& flags) {
   flags.add_alias("model", "model-path");
   flags.add_alias("random-seed", "seed");
   flags.add_bool("trust-remote-code", "accepted for SGLang command lines (dserve runs no checkpoint code)");
+  flags.add_string("log-level", "", "debug, info, warning, error or critical (default: DSERVE_LOG, else info)");
   flags.add_int("tp-size", 1, "tensor-parallel size (1: one GPU; multi-GPU serving is not built yet)");
   flags.add_alias("tp", "tp-size");
   flags.add_alias("tensor-parallel-size", "tp-size");
@@ -66,6 +68,18 @@ Status check_parallel_flags(const Flags& flags) {
     if (const int64_t v = flags.get_int(name); v != 1)
       return error("--", name, " ", v, ": dserve runs on one GPU (1); multi-GPU serving (tensor, data, pipeline and "
                    "expert parallelism) is not built yet");
+  return Status::ok();
+}
+
+Status apply_log_level_flag(const Flags& flags) {
+  const std::string v = flags.get_string("log-level");
+  if (v.empty()) return Status::ok();
+  static const std::map<std::string, LogLevel> kLevels = {{"debug", LogLevel::kDebug}, {"info", LogLevel::kInfo},
+                                                          {"warning", LogLevel::kWarn}, {"warn", LogLevel::kWarn},
+                                                          {"error", LogLevel::kError}, {"critical", LogLevel::kError}};
+  const auto it = kLevels.find(v);
+  if (it == kLevels.end()) return error("--log-level must be debug, info, warning, error or critical, got '", v, "'");
+  set_log_level(it->second);
   return Status::ok();
 }
 
@@ -101,6 +115,7 @@ Result<ModelConfig> load_config_path(const std::string& path) {
 
 Result<ModelSetup> setup_model(const Flags& flags) {
   DS_RETURN_IF_ERROR(check_parallel_flags(flags));
+  DS_RETURN_IF_ERROR(apply_log_level_flag(flags));
   const std::string dir = flags.get_string("model-path");
   const std::string device = resolve_device(flags.get_string("device"));
   const std::string format = flags.get_string("load-format");

@@ -20,6 +20,9 @@ void add_sglang_compat_flags(Flags& flags);
 // The parallel sizes: 1 is one GPU (what dserve runs); anything else is refused with the flag named, until
 // multi-GPU serving exists.
 Status check_parallel_flags(const Flags& flags);
+// --log-level (SGLang's names: debug, info, warning, error, critical; empty: DSERVE_LOG, else info) set as the
+// process's log level; an unknown name is refused.
+Status apply_log_level_flag(const Flags& flags);
 // --mem-fraction-static: 0 (SGLang's default from GPU memory) or a fraction in (0, 1); NaN and the rest refused.
 Status check_mem_fraction_flag(const Flags& flags);
 
