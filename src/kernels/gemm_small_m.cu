@@ -29,8 +29,8 @@ __device__ __forceinline__ void store_out(const GemmSmallMParams& p, int64_t off
   }
 }
 
-// The persistent kernel's parts (gemm_small_m_nk_kernel keeps its own inline copies, so its machine code stays the
-// one measured; a first factored form changed it: scripts/kernel_identity.py).
+// Shared by gemm_small_m_nk_kernel and its persistent form. Both kernels' machine code is the one measured before the
+// split (scripts/kernel_identity.py: a form passing d_base in, computed before the barrier, was not).
 // This lane's weight rows of the CTA tile at output column n0 (row g of each 8-row tile, at k = tig * 8); rows past
 // N read row 0 and are flagged (zeros). kSilu: the gate row and its up row N further.
 template <int NT, bool kSilu>
@@ -45,17 +45,18 @@ __device__ __forceinline__ void tile_rows(const GemmSmallMParams& p, const __nv_
 }
 
 // A CTA's epilogue: the warps' partial C fragments through shared memory (red), summed in warp order and stored
-// (with the SiLU: silu(gate) x up) for output columns n0.. of p. A second call (the persistent kernel's next tile)
+// (with the SiLU: silu(gate) x up) for output columns n0.. of p, batch b. A second call (the persistent kernel's next tile)
 // must follow a __syncthreads() after this one: red is rewritten.
 template <int NT, bool kSilu>
 __device__ __forceinline__ void store_cta_tile(const GemmSmallMParams& p, const float (&acc)[NT][4], int warp, int lane,
-                                               int64_t n0, int64_t d_base) {
+                                               int64_t n0, int64_t b) {
   __shared__ float red[kWarps][NT * 4][32];  // declared here, not passed: a pointer parameter loses the shared space
 #pragma unroll
   for (int t = 0; t < NT; ++t)
 #pragma unroll
     for (int c = 0; c < 4; ++c) red[warp][t * 4 + c][lane] = acc[t][c];
   __syncthreads();
+  const int64_t d_base = b * p.stride_d;
   if constexpr (kSilu) {
     if (threadIdx.x < 4 * 32) {
       const int c = threadIdx.x / 32, l = threadIdx.x % 32;
@@ -105,7 +106,6 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_nk_kernel(const NkLa
   const int64_t bx = second ? blockIdx.x - launch.split : blockIdx.x;
   using S = NkShape<NT, kM16, kPre ? kPreU : 0>;
   extern __shared__ uint4 stage[];
-  __shared__ float red[kWarps][NT * 4][32];
   const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
   const int g = lane >> 2, tig = lane & 3;
   uint4* my = stage + warp * S::kSlots * 32 + lane;  // slot s of this lane: my[s * 32]
@@ -116,12 +116,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_nk_kernel(const NkLa
 
   const __nv_bfloat16* wrow[NT];
   bool wok[NT];
-#pragma unroll
-  for (int t = 0; t < NT; ++t) {
-    const int64_t n = kSilu ? n0 + g : n0 + t * 8 + g;
-    wok[t] = n < p.N;
-    wrow[t] = w + (wok[t] ? n + (kSilu && t == 1 ? p.N : 0) : 0) * p.ldw + tig * 8;
-  }
+  tile_rows<NT, kSilu>(p, w, n0, g, tig, wrow, wok);
   // Weights are never written during a forward, so they may be read before the PDL wait (pdl.cuh), while the
   // previous kernel of the stream finishes: kPre issues this warp's first round into shared memory; otherwise the
   // CTA's rows are pulled into L2. Then wait for that kernel before touching x or d.
@@ -151,35 +146,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_nk_kernel(const NkLa
 
   accumulate_rows<NT, kM16, S::kUnroll, kPre>(wrow, wok, xrow0, xok0, xrow1, xok1, p.K, warp, kWarps, my, acc);
 
-#pragma unroll
-  for (int t = 0; t < NT; ++t)
-#pragma unroll
-    for (int c = 0; c < 4; ++c) red[warp][t * 4 + c][lane] = acc[t][c];
-  __syncthreads();
-  const int64_t d_base = b * p.stride_d;
-  if constexpr (kSilu) {
-    if (threadIdx.x < 4 * 32) {
-      const int c = threadIdx.x / 32, l = threadIdx.x % 32;
-      float gate = 0.0f, up = 0.0f;
-#pragma unroll
-      for (int wi = 0; wi < kWarps; ++wi) gate += red[wi][c][l], up += red[wi][4 + c][l];
-      const int64_t m = (l >> 2) + (c >= 2 ? 8 : 0);
-      const int64_t n = n0 + (l & 3) * 2 + (c & 1);
-      if (m < p.M && n < p.N) store_out(p, d_base + m * p.ldd + n, gate / (1.0f + expf(-gate)) * up);
-    }
-  } else {
-    for (int idx = threadIdx.x; idx < NT * 4 * 32; idx += kWarps * 32) {
-      const int tc = idx / 32, l = idx % 32;
-      float sum = 0.0f;
-#pragma unroll
-      for (int wi = 0; wi < kWarps; ++wi) sum += red[wi][tc][l];
-      const int t = tc / 4, c = tc % 4;
-      // C fragment: c0, c1 = token g, weight rows 2 tig + {0, 1}; c2, c3 = token g + 8.
-      const int64_t m = (l >> 2) + (c >= 2 ? 8 : 0);
-      const int64_t n = n0 + t * 8 + (l & 3) * 2 + (c & 1);
-      if (m < p.M && n < p.N) store_out(p, d_base + m * p.ldd + n, sum);
-    }
-  }
+  store_cta_tile<NT, kSilu>(p, acc, warp, lane, n0, b);
 }
 
 // The persistent form (DSERVE_SMALL_M_PERSIST=1, opt-in, unmeasured: session 49 wrote it without device time left):
@@ -224,7 +191,7 @@ __global__ void __launch_bounds__(kWarps * 32) gemm_small_m_nk_persist_kernel(co
       tile_rows<NT, kSilu>(p, w, tile * kCols, g, tig, wrow, wok);
       small_m::issue_first_weights<NT, S::kUnroll>(wrow, wok, p.K, warp, kWarps, my);
     }
-    store_cta_tile<NT, kSilu>(p, acc, warp, lane, n0, b * p.stride_d);
+    store_cta_tile<NT, kSilu>(p, acc, warp, lane, n0, b);
     if (!more) break;
     __syncthreads();  // every thread has read red before the next tile's partials go in
   }
