@@ -143,8 +143,7 @@ int run_bench_one_batch(int argc, char** argv) {
   for (int64_t v : *bss) if (v < 1) return fail(error("--batch-size values must be >= 1"));
   for (int64_t v : *lens) if (v < 1) return fail(error("--input-len values must be >= 1"));
   if (Status st = check_mem_fraction_flag(flags); !st) return fail(st);
-  if (const int64_t c = flags.get_int("chunked-prefill-size"); c != -1 && c < 1)
-    return fail(error("--chunked-prefill-size must be a positive integer or -1 (no chunking), got ", c));
+  if (Status st = check_chunked_prefill_flag(flags); !st) return fail(st);
   auto setup = setup_model(flags);
   if (!setup) return fail(setup.status());
   for (int64_t v : *lens)

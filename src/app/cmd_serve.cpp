@@ -126,8 +126,7 @@ int run_serve(int argc, char** argv) {
     if (flags.get_int(name) < 1 || flags.get_int(name) > (int64_t{1} << 30))
       return fail(error("--", name, " must be a positive integer, got ", flags.get_int(name)));
   // As SGLang: -1 turns chunked prefill off (a prompt is prefilled in one step).
-  if (const int64_t c = flags.get_int("chunked-prefill-size"); c != -1 && (c < 1 || c > (int64_t{1} << 30)))
-    return fail(error("--chunked-prefill-size must be a positive integer or -1 (no chunking), got ", c));
+  if (Status st = check_chunked_prefill_flag(flags); !st) return fail(st);
   for (const char* name : {"max-total-tokens", "context-length", "max-queued-requests", "request-timeout",
                            "cuda-graph-max-bs"})
     if (flags.get_int(name) < 0) return fail(error("--", name, " must be >= 0, got ", flags.get_int(name)));

@@ -83,6 +83,12 @@ Status apply_log_level_flag(const Flags& flags) {
   return Status::ok();
 }
 
+Status check_chunked_prefill_flag(const Flags& flags) {
+  if (const int64_t c = flags.get_int("chunked-prefill-size"); c != -1 && (c < 1 || c > (int64_t{1} << 30)))
+    return error("--chunked-prefill-size must be a positive integer or -1 (no chunking), got ", c);
+  return Status::ok();
+}
+
 Status check_mem_fraction_flag(const Flags& flags) {
   const double v = flags.get_double("mem-fraction-static");
   if (!(v == 0 || (v > 0 && v < 1)))

@@ -23,6 +23,8 @@ Status check_parallel_flags(const Flags& flags);
 // --log-level (SGLang's names: debug, info, warning, error, critical; empty: DSERVE_LOG, else info) set as the
 // process's log level; an unknown name is refused.
 Status apply_log_level_flag(const Flags& flags);
+// --chunked-prefill-size: tokens in [1, 2^30], or -1 (SGLang's "no chunking").
+Status check_chunked_prefill_flag(const Flags& flags);
 // --mem-fraction-static: 0 (SGLang's default from GPU memory) or a fraction in (0, 1); NaN and the rest refused.
 Status check_mem_fraction_flag(const Flags& flags);
 

@@ -24,19 +24,21 @@ std::string gib(double bytes) {
   return buf;
 }
 
+// One running request's logits and sampling work rows (fp32, vocab wide each).
+int64_t logits_row_bytes(int64_t vocab) { return 2 * vocab * 4; }
+
 }  // namespace
 
 int64_t activation_reserve_bytes(const MemPlanInput& in) {
   const int64_t chunk = std::max<int64_t>(in.chunked_prefill_size, 2048);
   int64_t r = 512 * kMiB + chunk * 3 * kMiB / 2 + int64_t{in.cuda_graph_max_bs} * 2 * kMiB;
-  r += 2 * int64_t{std::max(in.max_running_requests, 1)} * in.vocab * 4;  // logits + sampling work rows
-  r += 16 * in.vocab * 12;                                               // one sort chunk (keys, ids x 2)
+  r += int64_t{std::max(in.max_running_requests, 1)} * logits_row_bytes(in.vocab);
+  r += 16 * in.vocab * 12;  // one sort chunk (keys, ids x 2)
   return r;
 }
 
 int32_t reserved_running_rows(int64_t max_running_requests, int64_t free_bytes, int64_t vocab) {
-  const int64_t row_bytes = 2 * std::max<int64_t>(vocab, 1) * 4;  // as activation_reserve_bytes counts them
-  const int64_t rows = std::max<int64_t>(free_bytes, 0) / 4 / row_bytes;
+  const int64_t rows = std::max<int64_t>(free_bytes, 0) / 4 / logits_row_bytes(std::max<int64_t>(vocab, 1));
   return static_cast<int32_t>(std::clamp<int64_t>(std::min(max_running_requests, rows), 1, INT32_MAX));
 }
 
