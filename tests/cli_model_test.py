@@ -210,7 +210,8 @@ try:
                           (["--mem-fraction-static", "2"], "--mem-fraction-static"),
                           (["--mem-fraction-static", "nan"], "--mem-fraction-static"),
                           (["--cuda-graph-max-bs", "-1"], "--cuda-graph-max-bs"),
-                          (["--chunked-prefill-size", "-2"], "--chunked-prefill-size")):
+                          (["--chunked-prefill-size", "-2"], "--chunked-prefill-size"),
+                          (["--max-prefill-tokens", "0"], "--max-prefill-tokens")):
         expect_error(["serve", "--model-path", base, "--port", "0", *flags], needle, f"serve {' '.join(flags)}")
     expect_error(["tune-gemm"], "--model-path is required", "tune-gemm without a model")
     expect_error(["tune-gemm", "--model-path", base, "--m-list", "0,8"], "[1, 64]", "tune-gemm bad --m-list")

@@ -55,4 +55,30 @@ one_line_error(["bench-one-batch", "--model-path", CONFIG, "--load-format", "dum
 one_line_error(["bench-one-batch", "--model-path", CONFIG, "--load-format", "dummy", "--device", "cuda", "--batch-size",
                 "100000000", "--input-len", "8", "--output-len", "2"], "--batch-size 100000000 x (--input-len + --output-len)",
                "bench-one-batch --batch-size 1e8 on CUDA")
+
+# Session 50: without chunking (--chunked-prefill-size -1) a prompt past --max-prefill-tokens goes in pieces of it (the
+# activation reserve counts that many tokens a step); before, one 100K-token prompt was one step's activations, past
+# the reserve. V2-Lite's config with dummy weights: the long prompt answers, then a short one (the server lives), and
+# the step counts show the pieces.
+LONG = int(os.environ.get("ENGINE_CHECKS_LONG", "100000"))
+srv = H.Server(DSERVE, ["--model-path", CONFIG, "--load-format", "dummy", "--skip-tokenizer-init", "--device", "cuda",
+                        "--chunked-prefill-size", "-1", "--port", "0"], ready_timeout=300)
+try:
+    srv.start()
+    info = H.request(srv, "GET", "/get_server_info").json()
+    check(info.get("max_prefill_tokens") == 16384, f"--max-prefill-tokens default: {info.get('max_prefill_tokens')}")
+    ids = [(i * 7919) % 100000 + 10 for i in range(LONG)]
+    r = H.post(srv, "/generate", {"input_ids": ids, "sampling_params": {"max_new_tokens": 2, "temperature": 0,
+                                                                           "ignore_eos": True}}, timeout=600)
+    check(r.status == 200 and len(r.json().get("output_ids", [])) == 2,
+          f"a {LONG}-token prompt without chunking: {r.status} {r.body[:160]!r}")
+    r = H.post(srv, "/generate", {"input_ids": ids[:50], "sampling_params": {"max_new_tokens": 4, "temperature": 0,
+                                                                                "ignore_eos": True}})
+    check(r.status == 200 and len(r.json().get("output_ids", [])) == 4, f"then a short one: {r.status} {r.body[:160]!r}")
+except Exception as e:  # noqa: BLE001
+    check(False, f"serve --chunked-prefill-size -1 with a {LONG}-token prompt on CUDA: {e}")
+finally:
+    srv.stop()
+    tail = [l for l in srv.stderr_lines + srv.stdout_lines if "step" in l.lower() or "error" in l.lower()][-5:]
+    print("  server tail: " + " | ".join(tail), flush=True)
 sys.exit(1 if failed else 0)

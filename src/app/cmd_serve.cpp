@@ -43,6 +43,8 @@ void add_serve_flags(Flags& f) {
   f.add_int("max-total-tokens", 0, "KV cache capacity in tokens (0: derived from memory)");
   f.add_double("mem-fraction-static", 0, "CUDA: fraction of GPU memory for weights + KV pool (0: SGLang's default)");
   f.add_int("chunked-prefill-size", 8192, "most prompt tokens prefilled per step");
+  f.add_int("max-prefill-tokens", 16384,
+            "with --chunked-prefill-size -1: most prompt tokens a step (a longer prompt goes in pieces of it)");
   f.add_int("max-running-requests", 256, "most requests decoding at once");
   f.add_string("schedule-policy", "fcfs", "waiting-queue order: fcfs or lpm");
   f.add_bool("disable-radix-cache", "do not reuse KV of shared prompt prefixes");
@@ -122,10 +124,10 @@ int run_serve(int argc, char** argv) {
   if (io_threads < 1 || io_threads > 256) return fail(error("--io-threads must be in [1, 256], got ", io_threads));
   const int64_t max_body = flags.get_int("max-request-bytes");
   if (max_body < 1024) return fail(error("--max-request-bytes must be at least 1024, got ", max_body));
-  for (const char* name : {"page-size", "max-running-requests"})
+  for (const char* name : {"page-size", "max-running-requests", "max-prefill-tokens"})
     if (flags.get_int(name) < 1 || flags.get_int(name) > (int64_t{1} << 30))
       return fail(error("--", name, " must be a positive integer, got ", flags.get_int(name)));
-  // As SGLang: -1 turns chunked prefill off (a prompt is prefilled in one step).
+  // As SGLang: -1 turns chunked prefill off (a prompt of up to --max-prefill-tokens is prefilled in one step).
   if (Status st = check_chunked_prefill_flag(flags); !st) return fail(st);
   for (const char* name : {"max-total-tokens", "context-length", "max-queued-requests", "request-timeout",
                            "cuda-graph-max-bs"})
@@ -165,6 +167,7 @@ int run_serve(int argc, char** argv) {
     a["max_total_tokens"] = flags.get_int("max-total-tokens");
     a["chunked_prefill_size"] = flags.get_int("chunked-prefill-size");
     a["max_running_requests"] = flags.get_int("max-running-requests");
+    a["max_prefill_tokens"] = flags.get_int("max-prefill-tokens");
     a["schedule_policy"] = flags.get_string("schedule-policy");
     a["disable_radix_cache"] = flags.get_bool("disable-radix-cache");
     a["context_length"] = flags.get_int("context-length");
@@ -253,6 +256,7 @@ int run_serve(int argc, char** argv) {
       eo.mem_fraction_static = flags.get_double("mem-fraction-static");
       eo.chunked_prefill_size = static_cast<int32_t>(flags.get_int("chunked-prefill-size"));
       eo.max_running_requests = static_cast<int32_t>(flags.get_int("max-running-requests"));
+      eo.max_prefill_tokens = static_cast<int32_t>(flags.get_int("max-prefill-tokens"));
       eo.schedule_policy = flags.get_string("schedule-policy");
       eo.disable_radix_cache = flags.get_bool("disable-radix-cache");
       eo.context_length = flags.get_int("context-length");

@@ -29,28 +29,76 @@ __device__ __forceinline__ void store_out(const GemmSmallMParams& p, int64_t off
   }
 }
 
-// Shared by gemm_small_m_nk_kernel and its persistent form. Both kernels' machine code is the one measured before the
-// split (scripts/kernel_identity.py: a form passing d_base in, computed before the barrier, was not).
-// This lane's weight rows of the CTA tile at output column n0 (row g of each 8-row tile, at k = tig * 8); rows past
-// N read row 0 and are flagged (zeros). kSilu: the gate row and its up row N further.
-template <int NT, bool kSilu>
-__device__ __forceinline__ void tile_rows(const GemmSmallMParams& p, const __nv_bfloat16* w, int64_t n0, int g, int tig,
-                                          const __nv_bfloat16* (&wrow)[NT], bool (&wok)[NT]) {
+// [N, K] weights. CTA = NT x 8 weight rows (the mma's N side) x up to 16 tokens (its M side); its 8 warps
+// split K in 32-deep chunks (small_m::accumulate_rows) and reduce through shared memory. kSilu: the two tiles
+// are the gate and up rows of the same 8 output columns.
+// Two problems sharing the launch (GemmSmallMPair): CTAs [0, split) take the first, the rest the second.
+struct NkLaunch {
+  GemmSmallMParams p[2];
+  int64_t split;
+  bool early = false;  // an early trigger (pdl.cuh pdl_early: the pair launch)
+};
+
+// kPre (the default; DSERVE_SMALL_M_PREWAIT=0 turns it off): the first round's weights go to shared memory
+// before the PDL wait instead of an L2 prefetch of the CTA's rows, with 4 chunks per warp per round, so the
+// one-tile CTA at <= 8 rows takes 32 KB instead of 64 KB and the next kernel's CTAs fit beside this one's to do
+// the same (2026-11-27: batch 1 / 8 decode 0.07 / 0.08 ms faster; either half alone measured no gain).
+// kPreU: chunks per warp per round with kPre (4; 8 where launch_rows takes the wide rounds).
+template <int NT, bool kM16, bool kSilu = false, bool kPre = false, int kPreU = 4>
+__global__ void __launch_bounds__(kWarps * 32) gemm_small_m_nk_kernel(const NkLaunch launch) {
+  static_assert(!kSilu || NT == 2, "the fused SiLU takes a gate tile and an up tile");
+  if (launch.early) pdl_launch_dependents();
+  const bool second = blockIdx.x >= launch.split;
+  const GemmSmallMParams& p = launch.p[second ? 1 : 0];
+  const int64_t bx = second ? blockIdx.x - launch.split : blockIdx.x;
+  using S = NkShape<NT, kM16, kPre ? kPreU : 0>;
+  extern __shared__ uint4 stage[];
+  __shared__ float red[kWarps][NT * 4][32];
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const int g = lane >> 2, tig = lane & 3;
+  uint4* my = stage + warp * S::kSlots * 32 + lane;  // slot s of this lane: my[s * 32]
+  const int64_t b = blockIdx.y;
+  const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.x) + b * p.stride_x;
+  const __nv_bfloat16* w = static_cast<const __nv_bfloat16*>(p.w) + b * p.stride_w;
+  const int64_t n0 = bx * (kSilu ? 8 : NT * 8);
+
+  const __nv_bfloat16* wrow[NT];
+  bool wok[NT];
 #pragma unroll
   for (int t = 0; t < NT; ++t) {
     const int64_t n = kSilu ? n0 + g : n0 + t * 8 + g;
     wok[t] = n < p.N;
     wrow[t] = w + (wok[t] ? n + (kSilu && t == 1 ? p.N : 0) : 0) * p.ldw + tig * 8;
   }
-}
+  // Weights are never written during a forward, so they may be read before the PDL wait (pdl.cuh), while the
+  // previous kernel of the stream finishes: kPre issues this warp's first round into shared memory; otherwise the
+  // CTA's rows are pulled into L2. Then wait for that kernel before touching x or d.
+  if constexpr (kPre) {
+    small_m::issue_first_weights<NT, S::kUnroll>(wrow, wok, p.K, warp, kWarps, my);
+  } else {
+    for (int r = warp; r < NT * 8; r += kWarps) {
+      const int t = r / 8;
+      const int64_t n = kSilu ? n0 + r % 8 : n0 + r;
+      if (n < p.N) {
+        const char* row = reinterpret_cast<const char*>(w + (n + (kSilu && t == 1 ? p.N : 0)) * p.ldw);
+        for (int64_t off = lane * 128; off < p.K * 2; off += 32 * 128)
+          asm volatile("prefetch.global.L2 [%0];\n" ::"l"(row + off));
+      }
+    }
+  }
+  pdl_enter();
+  const bool xok0 = g < p.M, xok1 = kM16 && g + 8 < p.M;
+  const __nv_bfloat16* xrow0 = x + (xok0 ? g : 0) * p.ldx + tig * 8;
+  const __nv_bfloat16* xrow1 = x + (xok1 ? g + 8 : 0) * p.ldx + tig * 8;
 
-// A CTA's epilogue: the warps' partial C fragments through shared memory (red), summed in warp order and stored
-// (with the SiLU: silu(gate) x up) for output columns n0.. of p, batch b. A second call (the persistent kernel's next tile)
-// must follow a __syncthreads() after this one: red is rewritten.
-template <int NT, bool kSilu>
-__device__ __forceinline__ void store_cta_tile(const GemmSmallMParams& p, const float (&acc)[NT][4], int warp, int lane,
-                                               int64_t n0, int64_t b) {
-  __shared__ float red[kWarps][NT * 4][32];  // declared here, not passed: a pointer parameter loses the shared space
+  float acc[NT][4];
+#pragma unroll
+  for (int t = 0; t < NT; ++t)
+#pragma unroll
+    for (int c = 0; c < 4; ++c) acc[t][c] = 0.0f;
+
+  accumulate_rows<NT, kM16, S::kUnroll, kPre>(wrow, wok, xrow0, xok0, xrow1, xok1, p.K, warp, kWarps, my, acc);
+
 #pragma unroll
   for (int t = 0; t < NT; ++t)
 #pragma unroll
@@ -82,121 +130,6 @@ __device__ __forceinline__ void store_cta_tile(const GemmSmallMParams& p, const 
   }
 }
 
-// [N, K] weights. CTA = NT x 8 weight rows (the mma's N side) x up to 16 tokens (its M side); its 8 warps
-// split K in 32-deep chunks (small_m::accumulate_rows) and reduce through shared memory. kSilu: the two tiles
-// are the gate and up rows of the same 8 output columns.
-// Two problems sharing the launch (GemmSmallMPair): CTAs [0, split) take the first, the rest the second.
-struct NkLaunch {
-  GemmSmallMParams p[2];
-  int64_t split;
-  bool early = false;  // an early trigger (pdl.cuh pdl_early: the pair launch)
-};
-
-// kPre (the default; DSERVE_SMALL_M_PREWAIT=0 turns it off): the first round's weights go to shared memory
-// before the PDL wait instead of an L2 prefetch of the CTA's rows, with 4 chunks per warp per round, so the
-// one-tile CTA at <= 8 rows takes 32 KB instead of 64 KB and the next kernel's CTAs fit beside this one's to do
-// the same (2026-11-27: batch 1 / 8 decode 0.07 / 0.08 ms faster; either half alone measured no gain).
-// kPreU: chunks per warp per round with kPre (4; 8 where launch_rows takes the wide rounds).
-template <int NT, bool kM16, bool kSilu = false, bool kPre = false, int kPreU = 4>
-__global__ void __launch_bounds__(kWarps * 32) gemm_small_m_nk_kernel(const NkLaunch launch) {
-  static_assert(!kSilu || NT == 2, "the fused SiLU takes a gate tile and an up tile");
-  if (launch.early) pdl_launch_dependents();
-  const bool second = blockIdx.x >= launch.split;
-  const GemmSmallMParams& p = launch.p[second ? 1 : 0];
-  const int64_t bx = second ? blockIdx.x - launch.split : blockIdx.x;
-  using S = NkShape<NT, kM16, kPre ? kPreU : 0>;
-  extern __shared__ uint4 stage[];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  const int g = lane >> 2, tig = lane & 3;
-  uint4* my = stage + warp * S::kSlots * 32 + lane;  // slot s of this lane: my[s * 32]
-  const int64_t b = blockIdx.y;
-  const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.x) + b * p.stride_x;
-  const __nv_bfloat16* w = static_cast<const __nv_bfloat16*>(p.w) + b * p.stride_w;
-  const int64_t n0 = bx * (kSilu ? 8 : NT * 8);
-
-  const __nv_bfloat16* wrow[NT];
-  bool wok[NT];
-  tile_rows<NT, kSilu>(p, w, n0, g, tig, wrow, wok);
-  // Weights are never written during a forward, so they may be read before the PDL wait (pdl.cuh), while the
-  // previous kernel of the stream finishes: kPre issues this warp's first round into shared memory; otherwise the
-  // CTA's rows are pulled into L2. Then wait for that kernel before touching x or d.
-  if constexpr (kPre) {
-    small_m::issue_first_weights<NT, S::kUnroll>(wrow, wok, p.K, warp, kWarps, my);
-  } else {
-    for (int r = warp; r < NT * 8; r += kWarps) {
-      const int t = r / 8;
-      const int64_t n = kSilu ? n0 + r % 8 : n0 + r;
-      if (n < p.N) {
-        const char* row = reinterpret_cast<const char*>(w + (n + (kSilu && t == 1 ? p.N : 0)) * p.ldw);
-        for (int64_t off = lane * 128; off < p.K * 2; off += 32 * 128)
-          asm volatile("prefetch.global.L2 [%0];\n" ::"l"(row + off));
-      }
-    }
-  }
-  pdl_enter();
-  const bool xok0 = g < p.M, xok1 = kM16 && g + 8 < p.M;
-  const __nv_bfloat16* xrow0 = x + (xok0 ? g : 0) * p.ldx + tig * 8;
-  const __nv_bfloat16* xrow1 = x + (xok1 ? g + 8 : 0) * p.ldx + tig * 8;
-
-  float acc[NT][4];
-#pragma unroll
-  for (int t = 0; t < NT; ++t)
-#pragma unroll
-    for (int c = 0; c < 4; ++c) acc[t][c] = 0.0f;
-
-  accumulate_rows<NT, kM16, S::kUnroll, kPre>(wrow, wok, xrow0, xok0, xrow1, xok1, p.K, warp, kWarps, my, acc);
-
-  store_cta_tile<NT, kSilu>(p, acc, warp, lane, n0, b);
-}
-
-// The persistent form (DSERVE_SMALL_M_PERSIST=1, opt-in, unmeasured: session 49 wrote it without device time left):
-// a grid of what fits on the SMs at once, each CTA taking tiles blockIdx.x, + gridDim.x, ... of a launch whose
-// tiles would otherwise come in several waves (V2-Lite's dense gate|up: 1,368 CTAs, ~2.6 waves, 0.77 of copy; the
-// lm_head, 6,400 two-tile CTAs, when DSERVE_SMALL_M_CAP_MB lets it past cuBLASLt). Between tiles a CTA issues the next
-// tile's first round before its epilogue, so a slot's weights stay in flight through the reduction, the stores and
-// what a new CTA's launch would cost. Same chunk order, products and sums as gemm_small_m_nk_kernel (one problem
-// per launch, <= 16 rows, kPre staging).
-template <int NT, bool kM16, bool kSilu, int kPreU>
-__global__ void __launch_bounds__(kWarps * 32) gemm_small_m_nk_persist_kernel(const GemmSmallMParams p, int64_t tiles) {
-  static_assert(!kSilu || NT == 2, "the fused SiLU takes a gate tile and an up tile");
-  using S = NkShape<NT, kM16, kPreU>;
-  extern __shared__ uint4 stage[];
-  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
-  const int g = lane >> 2, tig = lane & 3;
-  uint4* my = stage + warp * S::kSlots * 32 + lane;
-  const int64_t b = blockIdx.y;
-  const __nv_bfloat16* x = static_cast<const __nv_bfloat16*>(p.x) + b * p.stride_x;
-  const __nv_bfloat16* w = static_cast<const __nv_bfloat16*>(p.w) + b * p.stride_w;
-  constexpr int64_t kCols = kSilu ? 8 : NT * 8;
-  int64_t tile = blockIdx.x;
-  const __nv_bfloat16* wrow[NT];
-  bool wok[NT];
-  tile_rows<NT, kSilu>(p, w, tile * kCols, g, tig, wrow, wok);
-  small_m::issue_first_weights<NT, S::kUnroll>(wrow, wok, p.K, warp, kWarps, my);
-  pdl_enter();
-  const bool xok0 = g < p.M, xok1 = kM16 && g + 8 < p.M;
-  const __nv_bfloat16* xrow0 = x + (xok0 ? g : 0) * p.ldx + tig * 8;
-  const __nv_bfloat16* xrow1 = x + (xok1 ? g + 8 : 0) * p.ldx + tig * 8;
-  for (;;) {
-    float acc[NT][4];
-#pragma unroll
-    for (int t = 0; t < NT; ++t)
-#pragma unroll
-      for (int c = 0; c < 4; ++c) acc[t][c] = 0.0f;
-    accumulate_rows<NT, kM16, S::kUnroll, true>(wrow, wok, xrow0, xok0, xrow1, xok1, p.K, warp, kWarps, my, acc);
-    const int64_t n0 = tile * kCols;
-    tile += gridDim.x;
-    const bool more = tile < tiles;
-    if (more) {  // this lane's slots are read (its last round's products are in acc): refill them now
-      tile_rows<NT, kSilu>(p, w, tile * kCols, g, tig, wrow, wok);
-      small_m::issue_first_weights<NT, S::kUnroll>(wrow, wok, p.K, warp, kWarps, my);
-    }
-    store_cta_tile<NT, kSilu>(p, acc, warp, lane, n0, b);
-    if (!more) break;
-    __syncthreads();  // every thread has read red before the next tile's partials go in
-  }
-}
-
 // p2 (optional): a second problem of batch 1 in the same launch.
 template <int NT, bool kM16, bool kSilu = false, bool kPre = false, int kPreU = 4>
 cudaError_t launch_nk(const GemmSmallMParams& p, cudaStream_t stream, const GemmSmallMParams* p2 = nullptr,
@@ -216,29 +149,6 @@ cudaError_t launch_nk(const GemmSmallMParams& p, cudaStream_t stream, const Gemm
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
   const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(p.batch));
   return launch_pdl(gemm_small_m_nk_kernel<NT, kM16, kSilu, kPre, kPreU>, grid, kWarps * 32, kSmem, stream, l);
-}
-
-// The persistent launch: a grid of what the SMs hold at once (the occupancy API's CTAs an SM x SMs), at most the
-// tiles; cudaErrorNotSupported where that would not be fewer CTAs than tiles (one wave: the plain kernel).
-template <int NT, bool kM16, bool kSilu, int kPreU>
-cudaError_t launch_nk_persist(const GemmSmallMParams& p, cudaStream_t stream) {
-  constexpr size_t kSmem = static_cast<size_t>(kWarps) * NkShape<NT, kM16, kPreU>::kSlots * 512;
-  const auto kernel = gemm_small_m_nk_persist_kernel<NT, kM16, kSilu, kPreU>;
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
-  if (attr != cudaSuccess) return attr;
-  static int per_sm = -1;
-  if (per_sm < 0) {
-    int n = 0;
-    if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, kWarps * 32, kSmem) != cudaSuccess || n < 1) n = 1;
-    per_sm = n;
-  }
-  const int64_t cols = kSilu ? 8 : NT * 8;
-  const int64_t tiles = (p.N + cols - 1) / cols;
-  const int64_t resident = static_cast<int64_t>(per_sm) * device_sm_count();
-  if (tiles <= resident || p.batch > 65535) return cudaErrorNotSupported;
-  const dim3 grid(static_cast<unsigned>(resident), static_cast<unsigned>(p.batch));
-  return launch_pdl(kernel, grid, kWarps * 32, kSmem, stream, p, tiles);
 }
 
 // M = 1, batch 1 (gemv_m1.cuh): one launch for one problem or a pair sharing K; items = output columns.
@@ -319,24 +229,9 @@ bool past_one_round(int64_t K) { return K / 32 > kWarps * 4; }
 // copy) in a bf16 batch-1 step (H200, session 49), ~15 us with rounds of 8 and ~12.4 us with rounds of 12 (s49e, s49f).
 bool long_k(int64_t K) { return K / 32 > kWarps * 4 * 4; }
 
-// DSERVE_SMALL_M_PERSIST=1 (read per launch; opt-in, not yet measured): launches of two-tile CTAs (the SiLU pair,
-// N x batch >= 8192) that take several waves run on the persistent kernel (launch_nk_persist) with the same tiles.
-// One-tile grids (N x batch < 8192: at most 1,024 CTAs) fit the SMs at once.
-cudaError_t try_persist(const GemmSmallMParams& p, cudaStream_t stream) {
-  if (gemv_knob("DSERVE_SMALL_M_PERSIST", 0) != 1) return cudaErrorNotSupported;
-  const bool m16 = p.M > 8;
-  if (p.silu) return m16 ? launch_nk_persist<2, true, true, 4>(p, stream) : launch_nk_persist<2, false, true, 4>(p, stream);
-  if (p.N * p.batch >= 8192)
-    return m16 ? launch_nk_persist<2, true, false, 4>(p, stream) : launch_nk_persist<2, false, false, 4>(p, stream);
-  return cudaErrorNotSupported;
-}
-
 template <bool kPre>
 cudaError_t launch_rows(const GemmSmallMParams& p, cudaStream_t stream) {
   const bool m16 = p.M > 8;
-  if constexpr (kPre) {
-    if (const cudaError_t e = try_persist(p, stream); e != cudaErrorNotSupported) return e;
-  }
   if (p.silu) return m16 ? launch_nk<2, true, true, kPre>(p, stream) : launch_nk<2, false, true, kPre>(p, stream);
   // Two 8-row tiles per CTA once there are enough rows to fill the machine several times over.
   if (p.N * p.batch >= 8192)

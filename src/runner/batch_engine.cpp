@@ -106,6 +106,7 @@ class BatchEngine final : public Engine {
       mi.page_size = o.page_size;
       mi.mem_fraction_static = o.mem_fraction_static;
       mi.chunked_prefill_size = o.chunked_prefill_size;
+      mi.max_prefill_tokens = o.max_prefill_tokens;
       mi.cuda_graph_max_bs = o.disable_cuda_graph ? 0 : (o.cuda_graph_max_bs > 0 ? o.cuda_graph_max_bs : 256);
       mi.max_running_requests = reserved_running_rows(o.max_running_requests, mi.free_bytes, cfg_.vocab_size);
       running_cap = mi.max_running_requests;
@@ -123,6 +124,7 @@ class BatchEngine final : public Engine {
     sc.page_size = o.page_size;
     sc.num_pages = Scheduler::pages_for_max_total_tokens(max_tokens, o.page_size);
     sc.chunked_prefill_size = o.chunked_prefill_size;
+    sc.max_prefill_tokens = o.max_prefill_tokens;
     // Every running request holds a page at least: a limit past the pool's pages is the pool's (as SGLang caps its
     // max_running_requests by the pool), not a million idle rows. On CUDA also the rows the memory plan reserved
     // logits for (reserved_running_rows), so a huge limit neither refuses to start nor outgrows the reserve.

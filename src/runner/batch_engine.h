@@ -20,7 +20,8 @@ struct BatchEngineOptions {
   int32_t page_size = 64;
   int64_t max_total_tokens = 0;      // KV capacity in tokens; 0 = derived from a memory budget
   double mem_fraction_static = 0;    // CUDA: weights + KV pool share of GPU memory (0: SGLang's default)
-  int32_t chunked_prefill_size = 8192;
+  int32_t chunked_prefill_size = 8192;  // -1: no chunking
+  int32_t max_prefill_tokens = 16384;   // without chunking: the prompt tokens of a step (SchedulerConfig)
   int32_t max_running_requests = 256;
   std::string schedule_policy = "fcfs";
   bool disable_radix_cache = false;

@@ -239,12 +239,13 @@ void CudaGraphRunner::write_inputs(const std::vector<DecodeSeq>& seqs, int bs, b
 
 namespace {
 
-// DSERVE_L2_PERSIST_ARENA=1 (read per capture; opt-in, not yet measured: session 37's note): every kernel node of a
-// decode graph gets an L2 access-policy window over the graph region (the step's activations: the residual stream,
-// norm outputs, split partials, the shared expert's output) whose hits persist, so the weights streaming through the
-// L2 (~80-146 MB a V2-Lite layer against 60 MB) do not evict what the chain's latency-bound kernels read back
-// launches later. The persisting carve-out (cudaLimitPersistingL2CacheSize) grows to the window, within the device's
-// maximum; hit ratio = carve-out / window. Returns the nodes given the window (0 without device support).
+// DSERVE_L2_PERSIST_ARENA=1 (read per capture; opt-in: a tie on V2-Lite, a loss at V3-shaped batch 1, BENCHMARKS
+// session 38): every kernel node of a decode graph gets an L2 access-policy window over the graph region (the step's
+// activations: the residual stream, norm outputs, split partials, the shared expert's output) whose hits persist, so
+// the weights streaming through the L2 (~80-146 MB a V2-Lite layer against 60 MB) do not evict what the chain's
+// latency-bound kernels read back launches later. The persisting carve-out (cudaLimitPersistingL2CacheSize) grows to
+// the window, within the device's maximum; hit ratio = carve-out / window. Returns the nodes given the window (0
+// without device support).
 int64_t apply_l2_window(cudaGraph_t g, void* base, size_t bytes) {
   int dev = 0, max_window = 0, max_persist = 0;
   if (!base || bytes == 0 || cudaGetDevice(&dev) != cudaSuccess ||

@@ -30,7 +30,8 @@ int64_t logits_row_bytes(int64_t vocab) { return 2 * vocab * 4; }
 }  // namespace
 
 int64_t activation_reserve_bytes(const MemPlanInput& in) {
-  const int64_t chunk = std::max<int64_t>(in.chunked_prefill_size, 2048);
+  const int64_t step_tokens = in.chunked_prefill_size > 0 ? in.chunked_prefill_size : in.max_prefill_tokens;
+  const int64_t chunk = std::max<int64_t>(step_tokens, 2048);
   int64_t r = 512 * kMiB + chunk * 3 * kMiB / 2 + int64_t{in.cuda_graph_max_bs} * 2 * kMiB;
   r += int64_t{std::max(in.max_running_requests, 1)} * logits_row_bytes(in.vocab);
   r += 16 * in.vocab * 12;  // one sort chunk (keys, ids x 2)

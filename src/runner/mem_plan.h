@@ -17,7 +17,8 @@ struct MemPlanInput {
   int64_t kv_bytes_per_token = 0;  // all layers' cache rows of one token (latent + indexer keys)
   int32_t page_size = 64;
   double mem_fraction_static = 0;  // 0: SGLang's default, (total - reserve) / total
-  int64_t chunked_prefill_size = 8192;
+  int64_t chunked_prefill_size = 8192;  // -1: no chunking (a step's prompt tokens are max_prefill_tokens)
+  int64_t max_prefill_tokens = 16384;
   int32_t cuda_graph_max_bs = 0;
   int32_t max_running_requests = 256;
   int64_t vocab = 0;
@@ -33,7 +34,8 @@ struct MemPlan {
 };
 
 // Activations, CUDA graphs and sampling workspace, kept outside the static fraction (the estimate):
-// SGLang's reserve (512 MiB + 1.5 MiB per token of max(chunked prefill, 2048) + 2 MiB per graph batch size)
+// SGLang's reserve (512 MiB + 1.5 MiB per token of max(chunked prefill, 2048) + 2 MiB per graph batch size;
+// without chunking max(max_prefill_tokens, 2048) tokens, the most prompt tokens a step then takes)
 // plus the logits and sampling work rows (2 x max_running_requests x vocab fp32) and the sort chunk
 // (16 x vocab x 12 bytes).
 int64_t activation_reserve_bytes(const MemPlanInput& in);

@@ -31,6 +31,14 @@ TEST(MemPlan, ReserveFollowsTheDocumentedEstimate) {
   in.chunked_prefill_size = 512;  // SGLang counts at least 2048 tokens
   EXPECT_EQ(activation_reserve_bytes(in) - (512 * kMiB + 256 * 2 * kMiB + 2 * 256 * 102400 * 4 + 16 * 102400 * 12),
             2048 * 3 * kMiB / 2);
+  // Without chunking a step's prompt tokens are --max-prefill-tokens: the reserve counts those.
+  in.chunked_prefill_size = -1;
+  in.max_prefill_tokens = 16384;
+  EXPECT_EQ(activation_reserve_bytes(in) - (512 * kMiB + 256 * 2 * kMiB + 2 * 256 * 102400 * 4 + 16 * 102400 * 12),
+            16384 * 3 * kMiB / 2);
+  in.max_prefill_tokens = 100;  // at least 2048 tokens, as with chunks
+  EXPECT_EQ(activation_reserve_bytes(in) - (512 * kMiB + 256 * 2 * kMiB + 2 * 256 * 102400 * 4 + 16 * 102400 * 12),
+            2048 * 3 * kMiB / 2);
 }
 
 TEST(MemPlan, FractionBoundsThePool) {

@@ -145,7 +145,9 @@ StepPlan Scheduler::next_step() {
 
   // 2. The token budget bounds the whole step (decode tokens count), so a step's latency is bounded
   //    by the chunk size. Decodes are never cut; if they alone exceed it no prompt token joins.
-  int32_t budget = chunking ? cfg_.chunked_prefill_size - plan.num_decode_seqs : INT32_MAX;
+  //    Without chunking it bounds the step's prompt tokens (max_prefill_tokens): the activations of a
+  //    step are planned for that many, so a longer prompt still goes in pieces.
+  int32_t budget = chunking ? cfg_.chunked_prefill_size - plan.num_decode_seqs : cfg_.max_prefill_tokens;
 
   // 3. Continue prompts that were cut into chunks, oldest first. A chunk shrinks to the pages there
   //    are; newer requests are retracted only when not a single token fits.
@@ -204,8 +206,10 @@ bool Scheduler::admit(Request* r, int32_t budget, StepPlan& plan, int32_t* fed) 
   int32_t n = extend;
   if (chunking) {
     n = std::min(extend, budget);
-  } else if (plan.num_prefill_tokens > 0 && plan.num_prefill_tokens + extend > cfg_.max_prefill_tokens) {
-    n = 0;  // without chunking a prompt goes whole; a big one gets a step to itself
+  } else if (extend > budget) {
+    // Without chunking a prompt goes whole when it fits the step's prompt tokens; a bigger one waits for a step
+    // with no other prompt and goes in pieces of max_prefill_tokens.
+    n = plan.num_prefill_tokens > 0 ? 0 : std::min(extend, cfg_.max_prefill_tokens);
   }
   // Memory: the whole rest of the prompt must fit now, even when only a chunk runs this step (chunking
   // bounds compute, not memory; admitting half a prompt would only be retracted again), plus one spare

@@ -70,7 +70,9 @@ struct SchedulerConfig {
   int32_t page_size = 64;                // FlashMLA's native page size
   int32_t num_pages = 0;                 // KV capacity in pages: --max-total-tokens / page_size
   int32_t chunked_prefill_size = 8192;   // token budget per step (decode + prefill); -1: no chunking
-  int32_t max_prefill_tokens = 16384;    // chunking off: more prompts join a step only up to this many tokens
+  // Chunking off: the prompt tokens of a step. More prompts join a step only up to it, and a longer prompt goes in
+  // pieces of it, each a step to itself (the CUDA memory plan reserves activations for this many tokens).
+  int32_t max_prefill_tokens = 16384;
   int32_t max_running_requests = 256;
   SchedulePolicy policy = SchedulePolicy::kFcfs;
   bool disable_radix_cache = false;

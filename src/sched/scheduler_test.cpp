@@ -459,6 +459,52 @@ TEST(Scheduler, SharedPrefixIsServedFromTheRadixCache) {
   }
 }
 
+// Without chunking (-1) a step's prompt tokens stay within max_prefill_tokens (what the CUDA memory plan reserves
+// activations for): prompts that fit go whole, several to a step; a longer one waits for a step with no other prompt
+// and goes in pieces of max_prefill_tokens; decodes go on beside the pieces, and every request gets its tokens.
+TEST(Scheduler, WithoutChunkingALongPromptGoesInPiecesOfMaxPrefillTokens) {
+  auto cfg = small_config(16, 128, /*chunked_prefill_size=*/-1);
+  cfg.max_prefill_tokens = 100;
+  auto s = make(cfg);
+  std::mt19937 rng(5);
+  const auto pd = random_tokens(rng, 10), pa = random_tokens(rng, 60), pb = random_tokens(rng, 30),
+             pl = random_tokens(rng, 250), pc = random_tokens(rng, 20);
+  ASSERT_TRUE(s->add_request("d", pd, params(30)).is_ok());
+  Driver d(*s);
+  d.step();  // d's prefill; d decodes from now on
+  for (const auto& [rid, prompt] : std::vector<std::pair<std::string, std::vector<TokenId>>>{
+           {"a", pa}, {"b", pb}, {"long", pl}, {"c", pc}})
+    ASSERT_TRUE(s->add_request(rid, prompt, params(3)).is_ok());
+  std::vector<std::vector<std::pair<std::string, int32_t>>> prefills;  // per step: (rid, tokens) of prompt pieces
+  while (s->has_work()) {
+    d.step([&](const StepPlan& plan) {
+      EXPECT_LE(plan.num_prefill_tokens, cfg.max_prefill_tokens);
+      std::vector<std::pair<std::string, int32_t>> step;
+      for (const auto& q : plan.seqs)
+        if (!q.is_decode) step.emplace_back(q.req->rid, q.num_tokens);
+      if (!step.empty()) prefills.push_back(step);
+    });
+    ASSERT_FALSE(::testing::Test::HasFailure());
+    ASSERT_LT(d.steps, 500);
+  }
+  d.drain();
+  // a (60) and b (30) share a step; long (250) waits for a step of its own: 100, 100, 50 (c, 20 tokens, joins the
+  // last piece's step: 70 <= 100).
+  using Step = std::vector<std::pair<std::string, int32_t>>;
+  ASSERT_GE(prefills.size(), 4u);
+  EXPECT_EQ(prefills[0], (Step{{"a", 60}, {"b", 30}}));
+  EXPECT_EQ(prefills[1], (Step{{"long", 100}}));
+  EXPECT_EQ(prefills[2], (Step{{"long", 100}}));
+  EXPECT_EQ(prefills[3], (Step{{"long", 50}, {"c", 20}}));
+  EXPECT_EQ(prefills.size(), 4u);
+  for (const auto& [rid, prompt, max_new] : std::vector<std::tuple<std::string, std::vector<TokenId>, int32_t>>{
+           {"d", pd, 30}, {"a", pa, 3}, {"b", pb, 3}, {"long", pl, 3}, {"c", pc, 3}}) {
+    ASSERT_TRUE(d.out[rid].finished) << rid;
+    EXPECT_EQ(d.out[rid].tokens, reference(prompt, max_new)) << rid;
+  }
+  expect_idle(*s);
+}
+
 TEST(Scheduler, ChunksOfARunningPromptAreSharedWithALaterRequest) {
   // x's prompt is prefilled in chunks of 32; y (same 80-token prompt) is admitted in x's last step and
   // finds the 64 tokens x's earlier chunks cached.
@@ -700,6 +746,12 @@ void random_workloads(bool overlap) {
       d.apply(s->take_events());
       d.step([&](const StepPlan& p) {
         for (const auto& q : p.seqs) chunked += !q.is_decode && !q.needs_sample;
+        // A step's tokens within the chunk budget (decodes alone may exceed it), or without chunking its prompt
+        // tokens within max_prefill_tokens.
+        if (cfg.chunked_prefill_size > 0)
+          EXPECT_LE(p.num_prefill_tokens, std::max(cfg.chunked_prefill_size - p.num_decode_seqs, 0));
+        else
+          EXPECT_LE(p.num_prefill_tokens, cfg.max_prefill_tokens);
       });
       ASSERT_FALSE(::testing::Test::HasFailure());
       ASSERT_LT(d.steps, 20000);

@@ -153,16 +153,19 @@ class EngineServerTest(unittest.TestCase):
 
 class SglangCommandLineTest(unittest.TestCase):
     """An SGLang-style command line (--model, --tp 1, --trust-remote-code, --random-seed, --chunked-prefill-size -1:
-    no chunking) serves the same greedy continuation; /get_server_info reports the sizes."""
+    no chunking, with --max-prefill-tokens 5 so that the prompt still goes in pieces of 5: the most prompt tokens a
+    step takes without chunking) serves the same greedy continuation; /get_server_info reports the sizes."""
 
     def test_sglang_spellings_and_unchunked_prefill(self):
         srv = H.Server(BINARY, ["--model", FIXTURE, "--skip-tokenizer-init", "--tp", "1", "--trust-remote-code",
-                                "--random-seed", "7", "--chunked-prefill-size", "-1", "--max-total-tokens", "4096"])
+                                "--random-seed", "7", "--chunked-prefill-size", "-1", "--max-prefill-tokens", "5",
+                                "--max-total-tokens", "4096"])
         with srv:
             info = H.request(srv, "GET", "/get_server_info").json()
-            self.assertEqual((info["tp_size"], info["dp_size"], info["chunked_prefill_size"], info["random_seed"]),
-                             (1, 1, -1, 7))
+            self.assertEqual((info["tp_size"], info["dp_size"], info["chunked_prefill_size"], info["random_seed"],
+                              info["max_prefill_tokens"]), (1, 1, -1, 7, 5))
             g = REF["generate"][0]
+            self.assertGreater(len(g["input_ids"]), 5)
             r = H.post(srv, "/generate", {"input_ids": g["input_ids"], "sampling_params": {
                 "max_new_tokens": g["max_new_tokens"], "temperature": 0, "ignore_eos": True}})
             self.assertEqual(r.status, 200, r)

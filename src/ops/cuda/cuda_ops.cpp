@@ -1717,12 +1717,10 @@ class CudaOps final : public Ops {
   // up to 64 MB of weights (past that cuBLASLt streams as well or better: V3 lm_head 648 vs 709 us), and up to
   // M = 16 for weights <= 12 MB (at M = 8 the kernel loses on big shapes: V3 o_proj 113 vs 90 us). A fused
   // epilogue (SiLU, accumulate) saves a launch, so those go up to M = 16 for any weight <= 64 MB.
-  // DSERVE_SMALL_M_CAP_MB (read per call; default 64): that bound, for A/B runs of the lm_head on the small-M
-  // kernels (H200, s44h: a tie with the plain kernel; the persistent one, DSERVE_SMALL_M_PERSIST=1, is unmeasured).
   bool use_small_m(int64_t M, int64_t weight_bytes, bool fused) const {
     if (M < 1 || M > small_m_max_) return false;
     constexpr int64_t kMB = int64_t{1} << 20;
-    if (weight_bytes > env_int("DSERVE_SMALL_M_CAP_MB", 64) * kMB) return fused ? M <= 4 : false;
+    if (weight_bytes > 64 * kMB) return fused ? M <= 4 : false;
     return M <= 4 || fused || weight_bytes <= 12 * kMB;
   }
 
