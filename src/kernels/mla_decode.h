@@ -52,6 +52,9 @@ struct MlaDecodeParams {
   // choice (all of them, when num_splits is 2, 4, 8 or 16 and those clusters all fit at once: no combine launch;
   // DSERVE_MLA_CLUSTER=0: none); 0 or 1: none; 2 / 4 / 8 / 16: that size when it divides num_splits (tests).
   int t16_cluster = -1;
+  // Transposed kernel without a cluster merge: query rows a block. 0: the launcher's choice (mla_decode_t16_rows); 8
+  // or 16: that many (tests).
+  int t16_rows = 0;
 };
 
 // Host-side plan: how many pieces the context of each (sequence, 64 query rows) block is split into so the
@@ -101,6 +104,8 @@ bool mla_decode_t16_supported(const MlaDecodeParams& p);
 // 16) CTAs of it fit the current device at once (its GPCs bound them: 0 for other sizes).
 int mla_decode_t16_cluster(const MlaDecodeParams& p);
 int mla_decode_t16_max_clusters(int size);
+// The transposed kernel's query rows a block (8 or 16) for a launch whose clusters merge `cluster` splits.
+int mla_decode_t16_rows(const MlaDecodeParams& p, int cluster);
 cudaError_t launch_mla_decode_t16(const MlaDecodeParams& p, const void* tensor_map, cudaStream_t stream,
                                   int* merged);
 

@@ -3,8 +3,9 @@
 // 16 query rows) and O^T += V^T P^T (M = 64 value columns per wgmma, V^T read from the same tile as an MN-major
 // operand, N = 16). The wgmma kernel of mla_decode.cu puts the query rows on M (64, so 48 of 64 are padding at
 // 16 heads) and spends ~4x the tensor time per tile, which bounds a block of few heads (batch 1, long context).
-// Block = (16 rows, split, sequence), two warpgroups, each owning a share of every cache tile: warpgroup 0 the
-// value panels 0-3, warpgroup 1 the value panels 4-7 and the rope panel 8. Each loads its share with the
+// Block = (16 rows, or 8 where the blocks fit one wave: mla_decode_t16_rows; split, sequence), two warpgroups, each
+// owning a share of every cache tile: warpgroup 0 the value panels 0-3, warpgroup 1 the value panels 4-7 and the rope
+// panel 8. Each loads its share with the
 // tensor-memory accelerator (own mbarrier per buffer, two buffers), computes the part of S^T over its value
 // panels and half of the rope panel (the same wgmma count for both: a warpgroup-dependent count serialises them),
 // and the two parts meet in shared memory; both then hold the same S^T and run the same online softmax (fp32 adds
@@ -37,29 +38,36 @@ namespace {
 using namespace ptx;
 
 constexpr int kThreads = 256;
-constexpr int kRows = 16;                          // query rows per block (the wgmma N)
+constexpr int kMaxRows = 16;                       // query rows per block (the wgmma N): 16, or 8 (T16Layout)
 constexpr int kTile = 64;                          // cache rows per tile (the S^T wgmma M; the split plan's unit)
 static_assert(kTile == kMlaSplitUnit, "tiles are the split plan's units");
 constexpr int kPanels = kMlaHeadDim / 64;          // 9 panels of 64 columns per row
 constexpr int kPanelBytes = kTile * 128;           // one panel of a tile: 64 rows x 128 bytes
 constexpr int kTileBytes = kPanels * kPanelBytes;  // 72 KB
-constexpr int kQPanelBytes = kRows * 128;          // one panel of Q: 16 rows x 128 bytes
 constexpr int kBoxRows = 32;                       // the cache tensor map's box: 64 columns x 32 rows
 constexpr int kOStride = kMlaValueDim + 4;         // floats per row of the transposed O in shared memory
 constexpr float kLog2e = 1.4426950408889634f;
 constexpr float kRescaleThreshold = 8.0f;  // log2 units: keep a stale column max until exceeded by this
 
-// Shared memory (offsets from a 1024-aligned base: the 128-byte swizzle repeats every 1024 bytes).
-constexpr int kSmemKv = 0;                                   // two tiles [9 panels][64 rows][128 B]
-constexpr int kSmemQ = kSmemKv + 2 * kTileBytes;             // [9 panels][16 rows][128 B]
-constexpr int kSmemP = kSmemQ + kPanels * kQPanelBytes;      // P^T [16 rows][64 positions] bf16, swizzled
-constexpr int kSmemS = kSmemP + kRows * 128;                 // float [2 wg][64 cache rows][16]: S^T parts
-constexpr int kSmemRed = kSmemS + 2 * kTile * kRows * 4;     // float [2 wg][4 warps][16]: column max / sum
-constexpr int kSmemCol = kSmemRed + 2 * 4 * kRows * 4;       // float [2][16]: final column max, sum
-constexpr int kSmemBar = kSmemCol + 2 * kRows * 4;           // uint64 [2 buffers][2 wg]
-constexpr int kSmemBytes = kSmemBar + 4 * 8 + 1024;
-static_assert(kRows * kOStride * 4 <= kTileBytes, "the transposed O fits a tile buffer");
-static_assert(kSmemBytes <= 232448, "exceeds the 227 KB opt-in shared memory of sm_90");
+// Shared memory of a block of kRows query rows (offsets from a 1024-aligned base: the 128-byte swizzle repeats every
+// 1024 bytes), and the accumulator shape: m64nR, R / 2 floats a thread in R / 8 groups of four (kJ).
+template <int kRows>
+struct T16Layout {
+  static_assert(kRows == 8 || kRows == 16, "the wgmma N: 8 or 16");
+  static constexpr int kAcc = kRows / 2;
+  static constexpr int kJ = kRows / 8;
+  static constexpr int kQPanelBytes = kRows * 128;                // one panel of Q: kRows rows x 128 bytes
+  static constexpr int kSmemKv = 0;                               // two tiles [9 panels][64 rows][128 B]
+  static constexpr int kSmemQ = kSmemKv + 2 * kTileBytes;         // [9 panels][kRows][128 B]
+  static constexpr int kSmemP = kSmemQ + kPanels * kQPanelBytes;  // P^T [kRows][64 positions] bf16, swizzled
+  static constexpr int kSmemS = kSmemP + kRows * 128;             // float [2 wg][64 cache rows][kRows]: S^T parts
+  static constexpr int kSmemRed = kSmemS + 2 * kTile * kRows * 4; // float [2 wg][4 warps][kRows]: column max / sum
+  static constexpr int kSmemCol = kSmemRed + 2 * 4 * kRows * 4;   // float [2][kRows]: final column max, sum
+  static constexpr int kSmemBar = kSmemCol + 2 * kRows * 4;       // uint64 [2 buffers][2 wg]
+  static constexpr int kSmemBytes = kSmemBar + 4 * 8 + 1024;
+  static_assert(kRows * kOStride * 4 <= kTileBytes, "the transposed O fits a tile buffer");
+  static_assert(kSmemBytes <= 232448, "exceeds the 227 KB opt-in shared memory of sm_90");
+};
 
 #ifdef DS_MLA_TRACE
 // Diagnostic timeline, compiled only with -DDS_MLA_TRACE (scripts/build_mla_trace.sh): thread 0 of each block writes one
@@ -91,10 +99,17 @@ __device__ __forceinline__ uint32_t swz(int panel_bytes, int r, int c) {
 // kCluster > 1: launched in clusters of kCluster consecutive splits of a block column, which merge their partials
 // through distributed shared memory (the epilogue below) into num_splits / kCluster partials, or into the output
 // when one cluster holds every split.
-template <int kCluster>
+// kRows: query rows a block, 16 or 8 (8: half the serial work a tile and half the epilogue's bytes, twice the
+// blocks; no cluster merge).
+template <int kCluster, int kRows>
 __global__ void __launch_bounds__(kThreads, 1)
     mla_decode_t16_kernel(const MlaDecodeParams p, const __grid_constant__ CUtensorMap tmap, int early_tiles,
                           bool decode_only) {
+  static_assert(kCluster == 1 || kRows == 16, "the cluster merge takes 16 rows a block");
+  using L = T16Layout<kRows>;
+  constexpr int kAcc = L::kAcc, kJ = L::kJ;  // accumulator floats a thread; groups of four of them
+  constexpr int kQPanelBytes = L::kQPanelBytes, kSmemKv = L::kSmemKv, kSmemQ = L::kSmemQ, kSmemP = L::kSmemP,
+                kSmemS = L::kSmemS, kSmemRed = L::kSmemRed, kSmemCol = L::kSmemCol, kSmemBar = L::kSmemBar;
   // Before pdl_wait (the previous kernel may still run) this kernel reads only the step metadata (uploaded by the
   // host before the forward; no kernel writes it) and cache rows of positions before the sequence's first new
   // token (written by earlier steps; this step's kernels write only its new tokens' rows): the first early_tiles
@@ -137,12 +152,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     return;
   }
 
-  // This thread's accumulator elements (m64n16: 8 floats): index 4 j + 2 h + e is M row 16 wq + lane / 4 + 8 h,
-  // N column 8 j + 2 (lane % 4) + e.
+  // This thread's accumulator elements (m64n16: 8 floats, m64n8: 4): index 4 j + 2 h + e is M row 16 wq + lane / 4
+  // + 8 h, N column 8 j + 2 (lane % 4) + e.
   const int rbase = 16 * wq + (lane >> 2);
-  int cpos[2][2];  // causal end of each of this thread's columns (-1: padding column)
+  int cpos[kJ][2];  // causal end of each of this thread's columns (-1: padding column)
 #pragma unroll
-  for (int j = 0; j < 2; ++j)
+  for (int j = 0; j < kJ; ++j)
 #pragma unroll
     for (int e = 0; e < 2; ++e) cpos[j][e] = col_pos(8 * j + 2 * (lane & 3) + e);
 
@@ -166,14 +181,14 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
   };
 
-  float o[4][8];  // O^T: value columns 64 (4 wg + c) + row, query columns as above
+  float o[4][kAcc];  // O^T: value columns 64 (4 wg + c) + row, query columns as above
 #pragma unroll
   for (int c = 0; c < 4; ++c)
 #pragma unroll
-    for (int i = 0; i < 8; ++i) o[c][i] = 0.0f;
-  float m[2][2], l[2][2];  // running column max (log2 units, possibly stale by < threshold), this thread's sums
+    for (int i = 0; i < kAcc; ++i) o[c][i] = 0.0f;
+  float m[kJ][2], l[kJ][2];  // running column max (log2 units, possibly stale by < threshold), this thread's sums
 #pragma unroll
-  for (int j = 0; j < 2; ++j)
+  for (int j = 0; j < kJ; ++j)
 #pragma unroll
     for (int e = 0; e < 2; ++e) {
       m[j][e] = -INFINITY;
@@ -240,7 +255,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     // S^T over this warpgroup's value panels and half of the rope panel (k-steps 2 wg, 2 wg + 1 of its four):
     // 18 k-steps each, one accumulator chain per value panel.
-    float sc[4][8];
+    float sc[4][kAcc];
     wgmma_fence();
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
@@ -248,28 +263,28 @@ __global__ void __launch_bounds__(kThreads, 1)
       const uint64_t da = opaque(make_desc(tile + panel * kPanelBytes, 16, 1024));
       const uint64_t db = opaque(make_desc(sbase + kSmemQ + panel * kQPanelBytes, 16, 1024));
 #pragma unroll
-      for (int kk = 0; kk < 4; ++kk) wgmma_m64n16k16<0>(sc[k], da + ((kk * 32) >> 4), db + ((kk * 32) >> 4), kk > 0);
+      for (int kk = 0; kk < 4; ++kk) wgmma_m64nk16<0>(sc[k], da + ((kk * 32) >> 4), db + ((kk * 32) >> 4), kk > 0);
     }
     {
       const uint32_t off = 64 * wg;  // bytes: k-steps 2 wg, 2 wg + 1 of the rope panel
       const uint64_t da = opaque(make_desc(tile + 8 * kPanelBytes + off, 16, 1024));
       const uint64_t db = opaque(make_desc(sbase + kSmemQ + 8 * kQPanelBytes + off, 16, 1024));
-      wgmma_m64n16k16<0>(sc[0], da, db, 1);
-      wgmma_m64n16k16<0>(sc[1], da + 2, db + 2, 1);
+      wgmma_m64nk16<0>(sc[0], da, db, 1);
+      wgmma_m64nk16<0>(sc[1], da + 2, db + 2, 1);
     }
     wgmma_commit();
     wgmma_wait<0>();
     if (i == 1) DS_TR(27, clock64());
 #pragma unroll
     for (int k = 0; k < 4; ++k) fence_regs(sc[k]);
-    float s[8];
+    float s[kAcc];
 #pragma unroll
-    for (int x = 0; x < 8; ++x) s[x] = (sc[0][x] + sc[1][x]) + (sc[2][x] + sc[3][x]);
+    for (int x = 0; x < kAcc; ++x) s[x] = (sc[0][x] + sc[1][x]) + (sc[2][x] + sc[3][x]);
     // Exchange the parts: both warpgroups end with the same sums.
     float* mine = s_part + wg * kTile * kRows;
     const float* other = s_part + (wg ^ 1) * kTile * kRows;
 #pragma unroll
-    for (int j = 0; j < 2; ++j)
+    for (int j = 0; j < kJ; ++j)
 #pragma unroll
       for (int h = 0; h < 2; ++h)
         *reinterpret_cast<float2*>(mine + (rbase + 8 * h) * kRows + 8 * j + 2 * (lane & 3)) =
@@ -277,7 +292,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     __syncthreads();
     if (i == 1) DS_TR(28, clock64());
 #pragma unroll
-    for (int j = 0; j < 2; ++j)
+    for (int j = 0; j < kJ; ++j)
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const float2 t = *reinterpret_cast<const float2*>(other + (rbase + 8 * h) * kRows + 8 * j + 2 * (lane & 3));
@@ -287,9 +302,9 @@ __global__ void __launch_bounds__(kThreads, 1)
 
     // Masked online softmax per query column (max over the 64 cache rows: the thread's two, the eight lanes of
     // the same lane % 4, then the four warps).
-    float cmax[2][2];
+    float cmax[kJ][2];
 #pragma unroll
-    for (int j = 0; j < 2; ++j)
+    for (int j = 0; j < kJ; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         float mx = -INFINITY;
@@ -305,15 +320,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     float* red_wg = red + wg * 4 * kRows;
     if (lane < 4) {
 #pragma unroll
-      for (int j = 0; j < 2; ++j)
+      for (int j = 0; j < kJ; ++j)
 #pragma unroll
         for (int e = 0; e < 2; ++e) red_wg[wq * kRows + 8 * j + 2 * lane + e] = cmax[j][e];
     }
     named_barrier(1 + wg, 128);
-    float alpha[2][2], base[2][2];
+    float alpha[kJ][2], base[kJ][2];
     bool any_up = false;
 #pragma unroll
-    for (int j = 0; j < 2; ++j)
+    for (int j = 0; j < kJ; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int c = 8 * j + 2 * (lane & 3) + e;
@@ -331,12 +346,12 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int c = 0; c < 4; ++c)
 #pragma unroll
-        for (int x = 0; x < 8; ++x) o[c][x] *= alpha[x >> 2][x & 1];
+        for (int x = 0; x < kAcc; ++x) o[c][x] *= alpha[x >> 2][x & 1];
     }
     // P^T [16 query rows][64 positions], K-major for the P V wgmma; warpgroup wg writes query rows [8 wg, +8).
     uint8_t* pt = smem + kSmemP;
 #pragma unroll
-    for (int j = 0; j < 2; ++j)
+    for (int j = 0; j < kJ; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e)
 #pragma unroll
@@ -363,7 +378,7 @@ __global__ void __launch_bounds__(kThreads, 1)
       const uint64_t db = opaque(make_desc(sbase + kSmemP, 16, 1024));
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
-        wgmma_m64n16k16<1>(o[c], da + ((kk * 16 * 128) >> 4), db + ((kk * 32) >> 4), 1);
+        wgmma_m64nk16<1>(o[c], da + ((kk * 16 * 128) >> 4), db + ((kk * 32) >> 4), 1);
     }
     wgmma_commit();
     wgmma_wait<0>();
@@ -379,22 +394,22 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   // Column sums: the thread's part, the eight lanes, the four warps (both warpgroups hold the same sums).
 #pragma unroll
-  for (int j = 0; j < 2; ++j)
+  for (int j = 0; j < kJ; ++j)
 #pragma unroll
     for (int e = 0; e < 2; ++e) l[j][e] = column_sum(l[j][e]);
   // The block's column sums from the warps' parts (red is free: its last readers passed the P^T barrier): inv = 1 /
   // sum (0 for a column that attended nothing) for this thread's four columns, and store_lse(column, m + log2(sum)
   // or -inf) from the threads that hold columns 0-15 once each.
-  auto column_totals = [&](float (&inv)[2][2], auto&& store_lse) {
+  auto column_totals = [&](auto& inv, auto&& store_lse) {
     if (wg == 0 && lane < 4) {
 #pragma unroll
-      for (int j = 0; j < 2; ++j)
+      for (int j = 0; j < kJ; ++j)
 #pragma unroll
         for (int e = 0; e < 2; ++e) red[wq * kRows + 8 * j + 2 * lane + e] = l[j][e];
     }
     __syncthreads();
 #pragma unroll
-    for (int j = 0; j < 2; ++j)
+    for (int j = 0; j < kJ; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int c = 8 * j + 2 * (lane & 3) + e;
@@ -411,12 +426,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     // context's end take part with an empty partial (sum 0: log2-sum-exp -inf, weight 0).
     __syncthreads();  // both warpgroups done with the tiles (tile buffer 0 takes O)
     float* o_s = reinterpret_cast<float*>(smem + kSmemKv);
-    float inv[2][2];
+    float inv[kJ][2];
     column_totals(inv, [&](int c, float lse) { col_fin[c] = lse; });
 #pragma unroll
     for (int c = 0; c < 4; ++c)
 #pragma unroll
-      for (int x = 0; x < 8; ++x) {
+      for (int x = 0; x < kAcc; ++x) {
         const int j = x >> 2, h = (x >> 1) & 1, e = x & 1;
         o_s[(8 * j + 2 * (lane & 3) + e) * kOStride + 64 * (4 * wg + c) + rbase + 8 * h] = o[c][x] * inv[j][e];
       }
@@ -476,7 +491,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     // Split partials straight from the accumulators: each store instruction of a warp writes 8 consecutive value
     // columns of 4 query rows (four whole 32-byte sectors). Only the column sums cross warps.
     DS_TR(32, clock64());
-    float inv[2][2];
+    float inv[kJ][2];
     column_totals(inv, [&](int c, float lse) {
       if (c < rows) p.part_lse[split * TH + pair0 + c] = lse;
     });
@@ -484,7 +499,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
     for (int c = 0; c < 4; ++c)
 #pragma unroll
-      for (int x = 0; x < 8; ++x) {
+      for (int x = 0; x < kAcc; ++x) {
         const int j = x >> 2, h = (x >> 1) & 1, e = x & 1, qc = 8 * j + 2 * (lane & 3) + e;
         if (qc < rows)
           p.part_o[(split * TH + pair0 + qc) * kMlaValueDim + 64 * (4 * wg + c) + rbase + 8 * h] = o[c][x] * inv[j][e];
@@ -497,13 +512,13 @@ __global__ void __launch_bounds__(kThreads, 1)
   __syncthreads();  // every warpgroup done with the tiles, P^T and the exchange arrays
   if (wg == 0 && lane < 4) {
 #pragma unroll
-    for (int j = 0; j < 2; ++j)
+    for (int j = 0; j < kJ; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) red[wq * kRows + 8 * j + 2 * lane + e] = l[j][e];
   }
   if (wg == 0 && wq == 0 && lane < 4) {
 #pragma unroll
-    for (int j = 0; j < 2; ++j)
+    for (int j = 0; j < kJ; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) col_fin[8 * j + 2 * lane + e] = m[j][e];
   }
@@ -512,7 +527,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
   for (int c = 0; c < 4; ++c)
 #pragma unroll
-    for (int x = 0; x < 8; ++x) {
+    for (int x = 0; x < kAcc; ++x) {
       const int j = x >> 2, h = (x >> 1) & 1, e = x & 1;
       o_s[(8 * j + 2 * (lane & 3) + e) * kOStride + 64 * (4 * wg + c) + rbase + 8 * h] = o[c][x];
     }
@@ -558,24 +573,24 @@ bool mla_decode_t16_supported(const MlaDecodeParams& p) {
   static const bool disabled = !env_flag("DSERVE_MLA_T16", true);
   return !disabled && p.topk == nullptr && p.cache_format == kKvBf16 && p.head_dim == kMlaHeadDim &&
          p.v_dim == kMlaValueDim && p.num_heads >= 1 && p.max_q_len >= 1 &&
-         static_cast<int64_t>(p.max_q_len) * p.num_heads <= kRows && p.page_size > 0 && p.page_size % kTile == 0;
+         static_cast<int64_t>(p.max_q_len) * p.num_heads <= kMaxRows && p.page_size > 0 && p.page_size % kTile == 0;
 }
 
 namespace {
 
-// Blocks of a launch along x: the (token, head) rows of a sequence in groups of kRows.
-int64_t t16_row_blocks(const MlaDecodeParams& p) {
-  return (static_cast<int64_t>(p.max_q_len) * p.num_heads + kRows - 1) / kRows;
+// Blocks of a launch along x: the (token, head) rows of a sequence in groups of `rows`.
+int64_t t16_row_blocks(const MlaDecodeParams& p, int rows) {
+  return (static_cast<int64_t>(p.max_q_len) * p.num_heads + rows - 1) / rows;
 }
 
 // The kernel instantiation's attributes (its shared memory; clusters of more than 8 CTAs), set once: the result.
-template <int kC>
+template <int kC, int kR>
 cudaError_t t16_attributes() {
   static const cudaError_t e = [] {
-    cudaError_t r = cudaFuncSetAttribute(mla_decode_t16_kernel<kC>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         kSmemBytes);
+    cudaError_t r = cudaFuncSetAttribute(mla_decode_t16_kernel<kC, kR>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                         T16Layout<kR>::kSmemBytes);
     if (r == cudaSuccess && kC > 8)
-      r = cudaFuncSetAttribute(mla_decode_t16_kernel<kC>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+      r = cudaFuncSetAttribute(mla_decode_t16_kernel<kC, kR>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     return r;
   }();
   return e;
@@ -587,14 +602,14 @@ template <int kC>
 int64_t t16_max_clusters() {
   static const int64_t max_clusters = [] {
     // A failed query means no clusters; its error is cleared so that no later check of the stream picks it up.
-    if (t16_attributes<kC>() != cudaSuccess) {
+    if (t16_attributes<kC, 16>() != cudaSuccess) {
       cudaGetLastError();
       return int64_t{0};
     }
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(1, kC, 1);
     cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = kSmemBytes;
+    cfg.dynamicSmemBytes = T16Layout<16>::kSmemBytes;
     cudaLaunchAttribute attr[1];
     attr[0].id = cudaLaunchAttributeClusterDimension;
     attr[0].val.clusterDim.x = 1;
@@ -603,13 +618,26 @@ int64_t t16_max_clusters() {
     cfg.attrs = attr;
     cfg.numAttrs = 1;
     int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, mla_decode_t16_kernel<kC>, &cfg) != cudaSuccess) {
+    if (cudaOccupancyMaxActiveClusters(&n, mla_decode_t16_kernel<kC, 16>, &cfg) != cudaSuccess) {
       cudaGetLastError();
       return int64_t{0};
     }
     return static_cast<int64_t>(n);
   }();
   return max_clusters;
+}
+
+// Multiprocessors of the current device (0 when the query fails), read once.
+int t16_num_sms() {
+  static const int n = [] {
+    int dev = 0, sms = 0;
+    if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+      cudaGetLastError();
+      return 0;
+    }
+    return sms;
+  }();
+  return n;
 }
 
 }  // namespace
@@ -639,17 +667,34 @@ int mla_decode_t16_cluster(const MlaDecodeParams& p) {
     return (c == 2 || c == 4 || c == 8 || c == 16) && p.num_splits % c == 0 ? c : 1;
   }
   const int c = p.num_splits;  // one cluster per (row block, sequence)
-  return c <= 16 && (c & (c - 1)) == 0 && t16_row_blocks(p) * p.num_seqs <= mla_decode_t16_max_clusters(c) ? c : 1;
+  return c <= 16 && (c & (c - 1)) == 0 && t16_row_blocks(p, 16) * p.num_seqs <= mla_decode_t16_max_clusters(c) ? c : 1;
+}
+
+// Query rows a block for a launch merging `cluster` splits a cluster: p.t16_rows when 8 or 16 (8 only without a
+// cluster merge), else 8 where the blocks of 8 rows still fit the device in one wave, else 16. Twice the blocks, each
+// with half the serial work a tile (S^T, softmax, P V at wgmma N = 8) and half the epilogue: H200, session 50,
+// dserve_mla_bench 1 x 288 7.3 -> 6.0 us, 4 x 288 7.5 -> 6.3, 1 x 4K 8.5 -> 8.3; bench-one-batch V2-Lite bf16
+// batch 1 +1.3-2.8%, FP8 +2.1-4.1%, batch 8 +0.3-1.0%. DSERVE_MLA_T8=0: always 16 (A/B runs).
+int mla_decode_t16_rows(const MlaDecodeParams& p, int cluster) {
+  static const bool t8 = env_flag("DSERVE_MLA_T8", true);
+  if (cluster > 1) return 16;
+  if (p.t16_rows == 8 || p.t16_rows == 16) return p.t16_rows;
+  const int64_t blocks8 = t16_row_blocks(p, 8) * p.num_splits * p.num_seqs;
+  return t8 && static_cast<int64_t>(p.max_q_len) * p.num_heads > 0 && blocks8 <= t16_num_sms() ? 8 : 16;
 }
 
 namespace {
 
-template <int kC>
-cudaError_t launch_t16(const MlaDecodeParams& p, const CUtensorMap& map, dim3 grid, int early, bool decode_only,
+template <int kC, int kR>
+cudaError_t launch_t16(const MlaDecodeParams& p, const CUtensorMap& map, int early, bool decode_only,
                        cudaStream_t stream) {
-  if (const cudaError_t e = t16_attributes<kC>(); e != cudaSuccess) return e;
-  return launch_pdl_cluster(mla_decode_t16_kernel<kC>, grid, dim3(1, kC, 1), kThreads, kSmemBytes, stream, p, map,
-                            early, decode_only);
+  if (const cudaError_t e = t16_attributes<kC, kR>(); e != cudaSuccess) return e;
+  const int64_t row_blocks = t16_row_blocks(p, kR);
+  if (row_blocks > INT32_MAX) return cudaErrorInvalidValue;
+  const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(p.num_splits),
+                  static_cast<unsigned>(p.num_seqs));
+  return launch_pdl_cluster(mla_decode_t16_kernel<kC, kR>, grid, dim3(1, kC, 1), kThreads, T16Layout<kR>::kSmemBytes,
+                            stream, p, map, early, decode_only);
 }
 
 }  // namespace
@@ -658,26 +703,25 @@ cudaError_t launch_mla_decode_t16(const MlaDecodeParams& p, const void* tensor_m
                                   int* merged) {
   // Tiles loaded before the PDL wait: 1 by default. With two, the first tiles' 144 KB per block queue ahead of the
   // previous kernel's reads (the split combine's partials, lengthening the wait) and of this block's Q (H100,
-  // dserve_mla_bench batch 1 x 32K: 23.4 us with 2, 21.4 with 1, 22.0 with 0). DSERVE_MLA_T16_EARLY=0|1|2.
+  // dserve_mla_bench batch 1 x 32K: 23.4 us with 2, 21.4 with 1, 22.0 with 0; H200, session 50: 19.2 / 17.6-17.8 /
+  // 18.0). DSERVE_MLA_T16_EARLY=0|1|2.
   static const int early = [] {
     const int64_t v = env_int("DSERVE_MLA_T16_EARLY", 1);
     return v >= 0 && v <= 2 ? static_cast<int>(v) : 1;
   }();
-  const int64_t row_blocks = t16_row_blocks(p);
-  if (row_blocks > INT32_MAX) return cudaErrorInvalidValue;
-  const dim3 grid(static_cast<unsigned>(row_blocks), static_cast<unsigned>(p.num_splits),
-                  static_cast<unsigned>(p.num_seqs));
   // num_tokens == num_seqs with at most one token each: every sequence has exactly one.
   const bool decode_only = p.max_q_len == 1 && p.num_tokens == p.num_seqs;
   const CUtensorMap& map = *static_cast<const CUtensorMap*>(tensor_map);
   const int c = mla_decode_t16_cluster(p);
   *merged = c;
   switch (c) {
-    case 16: return launch_t16<16>(p, map, grid, early, decode_only, stream);
-    case 8: return launch_t16<8>(p, map, grid, early, decode_only, stream);
-    case 4: return launch_t16<4>(p, map, grid, early, decode_only, stream);
-    case 2: return launch_t16<2>(p, map, grid, early, decode_only, stream);
-    default: return launch_t16<1>(p, map, grid, early, decode_only, stream);
+    case 16: return launch_t16<16, 16>(p, map, early, decode_only, stream);
+    case 8: return launch_t16<8, 16>(p, map, early, decode_only, stream);
+    case 4: return launch_t16<4, 16>(p, map, early, decode_only, stream);
+    case 2: return launch_t16<2, 16>(p, map, early, decode_only, stream);
+    default:
+      return mla_decode_t16_rows(p, 1) == 8 ? launch_t16<1, 8>(p, map, early, decode_only, stream)
+                                            : launch_t16<1, 16>(p, map, early, decode_only, stream);
   }
 }
 

@@ -124,6 +124,24 @@ __device__ __forceinline__ void wgmma_m64n16k16(float (&d)[8], uint64_t desc_a, 
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7])
       : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(kTransA));
 }
+// D[64 x 8] (+)= A[64 x 16] B[16 x 8], the same operand forms (the MLA decode kernel at 8 query rows a block).
+template <int kTransA>
+__device__ __forceinline__ void wgmma_m64n8k16(float (&d)[4], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0, %1, %2, %3}, %4, %5, p, 1, 1, %7, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate), "n"(kTransA));
+}
+// m64n8k16 or m64n16k16 by the accumulator's size (4 or 8 floats a thread).
+template <int kTransA, int kAcc>
+__device__ __forceinline__ void wgmma_m64nk16(float (&d)[kAcc], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  static_assert(kAcc == 4 || kAcc == 8, "N = 8 or 16");
+  if constexpr (kAcc == 4)
+    wgmma_m64n8k16<kTransA>(d, desc_a, desc_b, accumulate);
+  else
+    wgmma_m64n16k16<kTransA>(d, desc_a, desc_b, accumulate);
+}
 // The bf16 forms over the e4m3 forms' bytes, both K-major: D[64 x 8 or 16] (+)= A[64 x 16] B[16 x 8 or 16] (32 bytes
 // of K a step, as the e4m3 k32 forms).
 __device__ __forceinline__ void wgmma_bf16(float (&d)[4], uint64_t desc_a, uint64_t desc_b, int accumulate) {

@@ -6,6 +6,7 @@
 // and 1e-2 (bf16 output and bf16 P give ~2^-9 relative per term; measured values are printed as "ERR").
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <functional>
 #include <numeric>
 #include <random>
@@ -168,10 +169,11 @@ AbsorbedInputs make_absorbed(const AbsorbedCase& c, std::mt19937& rng) {
 // Kernel API with exactly c.forced_splits splits into a NaN-filled output with one extra row: every element of
 // the [T, H, v] output is written, nothing past it, and it matches `want`.
 // before: enqueued right before the decode launch (a delayed writer of the cache).
-// t16_cluster: MlaDecodeParams::t16_cluster (the transposed kernel's in-cluster split merge).
+// t16_cluster: MlaDecodeParams::t16_cluster (the transposed kernel's in-cluster split merge); t16_rows: its query
+// rows a block (0: the launcher's choice).
 void check_forced_splits(const AbsorbedCase& c, const AbsorbedInputs& in, const Tensor& cache_dev, int format,
                          const Tensor* topk_d, const Tensor& want, bool tma = false,
-                         const std::function<void()>& before = nullptr, int t16_cluster = -1) {
+                         const std::function<void()>& before = nullptr, int t16_cluster = -1, int t16_rows = 0) {
   const int64_t T = in.batch.host.num_tokens, rows = T * c.heads;
   Tensor poison = Tensor::empty({rows + 1, c.v_dim}, DType::kF32);
   std::fill(poison.f32(), poison.f32() + poison.numel(), NAN);
@@ -209,13 +211,15 @@ void check_forced_splits(const AbsorbedCase& c, const AbsorbedInputs& in, const 
   p.plan_context = 1;  // a short plan: one token per sequence and <= 16 heads take the mma.sync kernel here
   p.scale = in.scale;
   p.t16_cluster = t16_cluster;
+  p.t16_rows = t16_rows;
   if (before) before();
   DS_CUDA_CHECK(kernels::launch_mla_decode(p, cuda_stream()));
   Tensor all = to_f32(cuda_download(out));
   for (int64_t i = rows * c.v_dim; i < all.numel(); ++i) ASSERT_TRUE(std::isnan(all.f32()[i])) << "wrote past the output";
   expect_close(out.reshape({rows + 1, c.v_dim}).rows(0, rows).reshape({T, c.heads, c.v_dim}), want,
                "absorbed " + c.name + (format ? " packed" : "") + (tma ? " tma" : " cp.async") +
-                   " splits=" + std::to_string(splits) + " cluster=" + std::to_string(t16_cluster));
+                   " splits=" + std::to_string(splits) + " cluster=" + std::to_string(t16_cluster) +
+                   " rows=" + std::to_string(t16_rows));
 }
 
 class MlaAbsorbedGpu : public ::testing::TestWithParam<AbsorbedCase> {};
@@ -243,6 +247,8 @@ TEST_P(MlaAbsorbedGpu, MatchesCpu) {
     // The transposed kernel without and with each in-cluster merge that divides the splits (a cluster of every
     // split writes the output itself; smaller ones leave fewer partials to the combine).
     check_forced_splits(c, in, in.cache_dev, kernels::kKvBf16, topk_d, want, true, nullptr, 0);
+    // ... and with 8 query rows a block (no cluster merge; where a sequence has more than 8 rows, two blocks).
+    check_forced_splits(c, in, in.cache_dev, kernels::kKvBf16, topk_d, want, true, nullptr, 0, 8);
     for (int cl : {2, 4, 8, 16})
       if (c.forced_splits % cl == 0)
         check_forced_splits(c, in, in.cache_dev, kernels::kKvBf16, topk_d, want, true, nullptr, cl);
@@ -312,12 +318,42 @@ TEST(MlaDecodeT16, TilesWithNewRowsWaitForTheirWriter) {
         const int64_t slot = static_cast<int64_t>(b.pages[s][pos / c.page_size]) * c.page_size + pos % c.page_size;
         std::fill(stale.f32() + slot * c.head_dim, stale.f32() + (slot + 1) * c.head_dim, NAN);
       }
-    Tensor cache_dev = to_device_bf16(stale);
-    check_forced_splits(c, in, cache_dev, kernels::kKvBf16, nullptr, want, true, [&] {
-      DS_CUDA_CHECK(kernels::launch_pdl_delayed_copy(cache_dev.data(), in.cache_dev.data(), cache_dev.nbytes(),
-                                                     30000, cuda_stream()));
-    });
+    // 16 query rows a block (the launcher's choice here), then 8 without a cluster merge.
+    for (int rows : {0, 8}) {
+      Tensor cache_dev = to_device_bf16(stale);
+      check_forced_splits(
+          c, in, cache_dev, kernels::kKvBf16, nullptr, want, true,
+          [&] {
+            DS_CUDA_CHECK(kernels::launch_pdl_delayed_copy(cache_dev.data(), in.cache_dev.data(), cache_dev.nbytes(),
+                                                           30000, cuda_stream()));
+          },
+          rows == 8 ? 0 : -1, rows);
+    }
   }
+}
+
+// The transposed kernel's rows a block: 16 under a cluster merge whatever is asked, the forced 8 / 16 otherwise, and
+// by default 8 where the blocks fit one wave (unless DSERVE_MLA_T8=0, read once; not set by the GPU suite).
+TEST(MlaDecodeT16, RowsABlock) {
+  init_cuda_device(0);
+  kernels::MlaDecodeParams p;
+  p.num_heads = 16;
+  p.max_q_len = 1;
+  p.num_seqs = 1;
+  p.num_tokens = 1;
+  p.num_splits = 5;
+  EXPECT_EQ(kernels::mla_decode_t16_rows(p, 4), 16);
+  p.t16_rows = 8;
+  EXPECT_EQ(kernels::mla_decode_t16_rows(p, 4), 16);
+  EXPECT_EQ(kernels::mla_decode_t16_rows(p, 1), 8);
+  p.t16_rows = 16;
+  EXPECT_EQ(kernels::mla_decode_t16_rows(p, 1), 16);
+  p.t16_rows = 0;
+  const char* t8 = std::getenv("DSERVE_MLA_T8");
+  const bool on = !(t8 && std::string(t8) == "0");
+  EXPECT_EQ(kernels::mla_decode_t16_rows(p, 1), on ? 8 : 16);
+  p.num_splits = 128;  // 256 blocks of 8 rows: more than one wave on any current GPU
+  EXPECT_EQ(kernels::mla_decode_t16_rows(p, 1), 16);
 }
 
 // The split combine fused with the W_UV product (cuda_mla_attention_absorbed_vc): decode-sized split steps come
