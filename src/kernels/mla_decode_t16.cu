@@ -674,7 +674,7 @@ int mla_decode_t16_cluster(const MlaDecodeParams& p) {
 // cluster merge), else 8 where the blocks of 8 rows still fit the device in one wave, else 16. Twice the blocks, each
 // with half the serial work a tile (S^T, softmax, P V at wgmma N = 8) and half the epilogue: H200, session 50,
 // dserve_mla_bench 1 x 288 7.3 -> 6.0 us, 4 x 288 7.5 -> 6.3, 1 x 4K 8.5 -> 8.3; bench-one-batch V2-Lite bf16
-// batch 1 +1.3-2.8%, FP8 +2.1-4.1%, batch 8 +0.3-1.0%. DSERVE_MLA_T8=0: always 16 (A/B runs).
+// batch 1 +1.5-2.8%, FP8 +2.1-4.1%, batch 8 +0.3-1.0%. DSERVE_MLA_T8=0: always 16 (A/B runs).
 int mla_decode_t16_rows(const MlaDecodeParams& p, int cluster) {
   static const bool t8 = env_flag("DSERVE_MLA_T8", true);
   if (cluster > 1) return 16;
