@@ -246,6 +246,13 @@ cudaError_t launch_rows(const GemmSmallMParams& p, cudaStream_t stream) {
     const int64_t ctas = (p.N + 7) / 8 * p.batch;
     if (wide > 0 && !m16 && ctas <= wide * device_sm_count() && past_one_round(p.K))
       return launch_nk<1, false, false, true, 8>(p, stream);
+    // Grids of up to two CTAs an SM whose K fits one round of 8 (V2-Lite's bf16 o_proj: K = 2048, 256 CTAs) stage it
+    // whole before the wait: H200, s50h, bench-one-batch bf16 three rounds alternating, batch 1 518.3 / 521.2 / 520.8
+    // vs 513.8 / 514.9 / 508.3 tok/s, batch 8 +0.4%. (s49e's WIDE_PRE=2 also widened the shared down, K = 2816 in two
+    // wide rounds beside the MoE walks, and lost 0.8%.) DSERVE_SMALL_M_WIDE_ONE=0 (read per launch): rounds of 4.
+    if (gemv_knob("DSERVE_SMALL_M_WIDE_ONE", 1) == 1 && !m16 && ctas <= 2 * device_sm_count() && past_one_round(p.K) &&
+        p.K / 32 <= kWarps * 8)
+      return launch_nk<1, false, false, true, 8>(p, stream);
     // Long K (long_k) in grids of up to two CTAs an SM: rounds of 12 chunks a warp (96 KB a CTA; two still share an
     // SM). H200, s49f, bench-one-batch bf16 three rounds alternating, tok/s: batch 1 rounds of 12 507.4 / 510.0 /
     // 508.7, of 8 501.6 / 507.9 / 507.6, of 4 502.7 / 500.5 / 506.8; batch 8 a tie. The wide rounds for every grid of

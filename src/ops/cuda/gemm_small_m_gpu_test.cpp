@@ -88,8 +88,8 @@ TEST_F(GemmSmallMTest, WeightRowsMatchTheHostProduct) {
   // a batched case, K = 32 (one chunk: most warps idle); M = 1 with a K tail (1408), many K segments (18432) and
   // few rows (13); V3's router (32 CTAs: rounds of 8 chunks a warp, the last one partial; V2-Lite's takes one).
   for (auto [B, M, N, K] : std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t>>{
-           {1, 1, 3072, 2048}, {1, 1, 576, 2048}, {1, 3, 2048, 2048}, {1, 8, 64, 2048}, {1, 1, 5632, 2048},
-           {1, 9, 2048, 2816}, {1, 16, 200, 96}, {1, 2, 24576, 1536}, {3, 5, 40, 64}, {2, 16, 8200, 32},
+           {1, 1, 3072, 2048}, {1, 1, 576, 2048}, {1, 3, 2048, 2048}, {1, 1, 2048, 2048}, {1, 8, 64, 2048},
+           {1, 1, 5632, 2048}, {1, 9, 2048, 2816}, {1, 16, 200, 96}, {1, 2, 24576, 1536}, {3, 5, 40, 64}, {2, 16, 8200, 32},
            {1, 1, 2048, 1408}, {1, 1, 1100, 18432}, {1, 1, 13, 32}, {1, 1, 256, 7168}, {1, 1, 2048, 10944},
            {1, 8, 2048, 10944}, {1, 4, 2000, 4128}, {1, 12, 20000, 64}}) {
     // M = 1 at batch 1 can take the register GEMV (gemv_m1.cuh, opt-in DSERVE_GEMV_M1=1, from 1,024 rows and
@@ -109,6 +109,13 @@ TEST_F(GemmSmallMTest, WeightRowsMatchTheHostProduct) {
         const double rel = run_case(B, M, N, K, /*w_nk=*/true, f32_out);
         EXPECT_LE(rel, f32_out ? 1e-5 : 8e-3) << B << " " << M << " " << N << " " << K << " DSERVE_SMALL_M_WIDE_PRE=3";
       }
+    }
+    // Grids of up to two CTAs an SM whose K fits one round of 8 (V2-Lite's o_proj, 1 x 2048 x 2048 and 3 x 2048 x
+    // 2048 here) stage it whole by default; DSERVE_SMALL_M_WIDE_ONE=0 (read per launch) keeps rounds of 4.
+    {
+      const test::ScopedEnv env("DSERVE_SMALL_M_WIDE_ONE", "0");
+      const double rel = run_case(B, M, N, K, /*w_nk=*/true, /*f32_out=*/false);
+      EXPECT_LE(rel, 8e-3) << B << " " << M << " " << N << " " << K << " DSERVE_SMALL_M_WIDE_ONE=0";
     }
     // Long K (past four rounds of 4 chunks a warp, <= 8 rows, grids of up to two CTAs an SM: V2-Lite's dense down)
     // takes rounds of 12 by default; 8 and 4 (DSERVE_SMALL_M_LONG_K, read per launch) too.
