@@ -228,6 +228,8 @@ bool past_one_round(int64_t K) { return K / 32 > kWarps * 4; }
 // rounds. V2-Lite's dense down (K = 10944, N = 2048: 256 CTAs, 11 rounds) took 22.6 us for 44.8 MB (~2 TB/s, 0.47 of
 // copy) in a bf16 batch-1 step (H200, session 49), ~15 us with rounds of 8 and ~12.4 us with rounds of 12 (s49e, s49f).
 bool long_k(int64_t K) { return K / 32 > kWarps * 4 * 4; }
+// K within one round of 8 chunks a warp (staged whole before the PDL wait by the rounds-of-8 kernel).
+bool one_wide_round(int64_t K) { return K / 32 <= kWarps * 8; }
 
 template <bool kPre>
 cudaError_t launch_rows(const GemmSmallMParams& p, cudaStream_t stream) {
@@ -251,7 +253,7 @@ cudaError_t launch_rows(const GemmSmallMParams& p, cudaStream_t stream) {
     // vs 513.8 / 514.9 / 508.3 tok/s, batch 8 +0.4%. (s49e's WIDE_PRE=2 also widened the shared down, K = 2816 in two
     // wide rounds beside the MoE walks, and lost 0.8%.) DSERVE_SMALL_M_WIDE_ONE=0 (read per launch): rounds of 4.
     if (gemv_knob("DSERVE_SMALL_M_WIDE_ONE", 1) == 1 && !m16 && ctas <= 2 * device_sm_count() && past_one_round(p.K) &&
-        p.K / 32 <= kWarps * 8)
+        one_wide_round(p.K))
       return launch_nk<1, false, false, true, 8>(p, stream);
     // Long K (long_k) in grids of up to two CTAs an SM: rounds of 12 chunks a warp (96 KB a CTA; two still share an
     // SM). H200, s49f, bench-one-batch bf16 three rounds alternating, tok/s: batch 1 rounds of 12 507.4 / 510.0 /

@@ -5,14 +5,14 @@
 // 16 heads) and spends ~4x the tensor time per tile, which bounds a block of few heads (batch 1, long context).
 // Block = (16 rows, or 8 where the blocks fit one wave: mla_decode_t16_rows; split, sequence), two warpgroups, each
 // owning a share of every cache tile: warpgroup 0 the value panels 0-3, warpgroup 1 the value panels 4-7 and the rope
-// panel 8. Each loads its share with the
-// tensor-memory accelerator (own mbarrier per buffer, two buffers), computes the part of S^T over its value
-// panels and half of the rope panel (the same wgmma count for both: a warpgroup-dependent count serialises them),
-// and the two parts meet in shared memory; both then hold the same S^T and run the same online softmax (fp32 adds
-// commute, so their maxima agree bit for bit), write half of P^T each, and each accumulates O^T for its own 256
-// value columns. Same split plan, partial layout and combine kernel as mla_decode.cu; split partials are stored
-// straight from the accumulators, or, where a sequence's 2 / 4 / 8 / 16 splits fit as one thread-block cluster,
-// merged by the cluster in distributed shared memory (no combine launch: batch 64 x 4K, 2 splits, 115 -> 107 us).
+// panel 8. Each loads its share with the tensor-memory accelerator (own mbarrier per buffer, two buffers), computes
+// the part of S^T over its value panels and half of the rope panel (the same wgmma count for both: a
+// warpgroup-dependent count serialises them), and the two parts meet in shared memory; both then hold the same S^T
+// and run the same online softmax (fp32 adds commute, so their maxima agree bit for bit), write half of P^T each, and
+// each accumulates O^T for its own 256 value columns. Same split plan, partial layout and combine kernel as
+// mla_decode.cu; split partials are stored straight from the accumulators, or, where a sequence's 2 / 4 / 8 / 16
+// splits fit as one thread-block cluster, merged by the cluster in distributed shared memory (no combine launch:
+// batch 64 x 4K, 2 splits, 115 -> 107 us).
 // Where the time goes at batch 1 x 32K (per-block timeline, BENCHMARKS.md, session 21): four 72 KB tiles per block
 // land every ~3.2 us (the block's share of HBM), ~1.4 us of compute per tile, and the block's start (metadata, the
 // previous combine, Q) and end (last tile, epilogue, combine) are latency chains.
@@ -627,20 +627,6 @@ int64_t t16_max_clusters() {
   return max_clusters;
 }
 
-// Multiprocessors of the current device (0 when the query fails), read once.
-int t16_num_sms() {
-  static const int n = [] {
-    int dev = 0, sms = 0;
-    if (cudaGetDevice(&dev) != cudaSuccess ||
-        cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-      cudaGetLastError();
-      return 0;
-    }
-    return sms;
-  }();
-  return n;
-}
-
 }  // namespace
 
 int mla_decode_t16_max_clusters(int size) {
@@ -681,7 +667,7 @@ int mla_decode_t16_rows(const MlaDecodeParams& p, int cluster) {
   if (cluster > 1) return 16;
   if (p.t16_rows == 8 || p.t16_rows == 16) return p.t16_rows;
   const int64_t blocks8 = t16_row_blocks(p, 8) * p.num_splits * p.num_seqs;
-  return t8 && static_cast<int64_t>(p.max_q_len) * p.num_heads > 0 && blocks8 <= t16_num_sms() ? 8 : 16;
+  return t8 && blocks8 <= device_sm_count() ? 8 : 16;
 }
 
 namespace {

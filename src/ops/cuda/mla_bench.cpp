@@ -129,11 +129,11 @@ int main(int argc, char** argv) {
     CHECK(cudaGetLastError());
 
     const bool t16 = ds::kernels::mla_decode_t16_supported(p);
+    const int cluster = t16 ? ds::kernels::mla_decode_t16_cluster(p) : 1;
     std::printf(
         "mla_decode kv=%s batch=%d context=%d heads=%d splits=%d cluster=%d rows=%d: ours %.1f us = %.0f GB/s = %.1f%% of "
         "copy %.0f GB/s; naive %.1f us = %.0f GB/s (%.1fx slower); max_rel vs naive %.2e\n",
-        kv_name, B, L, H, p.num_splits, t16 ? ds::kernels::mla_decode_t16_cluster(p) : 1,
-        t16 ? ds::kernels::mla_decode_t16_rows(p, ds::kernels::mla_decode_t16_cluster(p)) : 0, ours_s * 1e6,
+        kv_name, B, L, H, p.num_splits, cluster, t16 ? ds::kernels::mla_decode_t16_rows(p, cluster) : 0, ours_s * 1e6,
         bytes / ours_s / 1e9, 100.0 * bytes / ours_s / copy_bw, copy_bw / 1e9, naive_s * 1e6, bytes / naive_s / 1e9, naive_s / ours_s, max_rel);
     if (csv)
       std::fprintf(csv, "%s,%d,%d,%d,%d,%.2f,%.1f,%.1f,%.4f,%.2f,%.1f,%.3e\n", kv_name, B, L, H, p.num_splits, ours_s * 1e6,
