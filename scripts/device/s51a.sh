@@ -9,3 +9,7 @@ OUT=$OUT/tables bash "$D/s50b.sh"
 OUT=$OUT/trace TRACE_BS=1 TRACE_EXTRA="" bash "$D/trace.sh" > /dev/null
 python3 scripts/device/trace_layers.py final "$OUT/trace/trace_bs1.csv" --replays 1 2>/dev/null | head -20
 sed -n 5,25p "$OUT/trace/summary_bs1.txt"
+# The FP8 batch-1 step too (issue 7's line): its layer timeline.
+OUT=$OUT/trace_fp8 TRACE_BS=1 TRACE_EXTRA="--quantization fp8" bash "$D/trace.sh" > /dev/null
+python3 scripts/device/trace_layers.py fp8 "$OUT/trace_fp8/trace_bs1.csv" --replays 1 2>/dev/null | head -20
+sed -n 5,25p "$OUT/trace_fp8/summary_bs1.txt"

@@ -22,6 +22,7 @@
 
 #include "ops/cuda/cuda_runtime.h"
 #include "ops/cuda/fp8_linear.h"
+#include "ops/cuda/graph_timing.h"
 #endif
 
 namespace ds {
@@ -122,13 +123,10 @@ int run_tune_gemm(int argc, char** argv) {
   Fp8Gemm gemm;
   nlohmann::json out = {{"device", prop.name}, {"default_small_m_max", gemm.small_m_max()}, {"shapes", nlohmann::json::array()}};
   std::printf("tune-gemm on %s: small-M kernel vs cuBLASLt block-FP8 (quantization included), us per call\n", prop.name);
-  cudaEvent_t e0, e1;
-  cudaEventCreate(&e0);
-  cudaEventCreate(&e1);
   for (const LinearShape& s : fp8_shapes(*cfg)) {
     // Random e4m3 weights (never NaN) with small scales; enough copies to stream past the 50 MB L2.
     const LinearWeight host = random_e4m3_weight(s.n, s.k, static_cast<uint64_t>(s.n * 131 + s.k), 1e-3f);
-    const int64_t bytes = pad128(s.n) * pad128(s.k);
+    const int64_t np = pad128(s.n), kp = pad128(s.k), bytes = np * kp;
     const int copies = static_cast<int>(std::clamp<int64_t>((256LL << 20) / std::max<int64_t>(bytes, 1) + 1, 1, 64));
     std::vector<Fp8Weight> ws;
     for (int c = 0; c < copies; ++c) ws.push_back(prepare_fp8_weight(host));
@@ -137,26 +135,22 @@ int run_tune_gemm(int argc, char** argv) {
       Tensor xh = Tensor::empty(ds::Shape{m, s.k}, DType::kF32);
       for (int64_t i = 0; i < xh.numel(); ++i) xh.f32()[i] = static_cast<float>((i * 37 % 101) - 50) * 0.02f;
       Tensor xd = cuda_upload(xh);
+      // Device time per call (quantization included), replayed from a CUDA graph as decode steps run it: timed
+      // eagerly, a call of two small launches is bound by the host (~8-12 us a call for every shape at M = 1 on
+      // the H200, session 51), which hid the kernels' differences.
       auto time_path = [&](Fp8Path p) {
-        for (int i = 0; i < 3; ++i) gemm.linear(xd, ws[i % copies], false, p);
-        cudaEventRecord(e0, cuda_stream());
-        for (int64_t i = 0; i < iters; ++i) gemm.linear(xd, ws[i % copies], false, p);
-        cudaEventRecord(e1, cuda_stream());
-        cudaEventSynchronize(e1);
-        float ms_total = 0;
-        cudaEventElapsedTime(&ms_total, e0, e1);
-        return 1000.0 * ms_total / static_cast<double>(iters);
+        return graph_time_us([&](int i) { gemm.linear(xd, ws[i % copies], false, p); }, static_cast<int>(iters));
       };
       small_us.push_back(time_path(Fp8Path::kSmallM));
       const int64_t mp = (m + Fp8Gemm::kLtRowMultiple - 1) / Fp8Gemm::kLtRowMultiple * Fp8Gemm::kLtRowMultiple;
-      lt_us.push_back(gemm.lt_supported(mp, pad128(s.n), pad128(s.k)) ? time_path(Fp8Path::kCublasLt) : 1e30);
+      lt_us.push_back(gemm.lt_supported(mp, np, kp) ? time_path(Fp8Path::kCublasLt) : 1e30);
     }
     if (cudaError_t err = cudaGetLastError(); err != cudaSuccess)
       return fail(error("CUDA error while timing ", s.name, ": ", cudaGetErrorString(err)));
     const int64_t best = crossover(ms, small_us, lt_us);
-    nlohmann::json entry = {{"name", s.name}, {"N", pad128(s.n)}, {"K", pad128(s.k)}, {"small_m_max", best}};
-    std::printf("%-16s N %6lld K %6lld -> small_m_max %2lld |", s.name.c_str(), static_cast<long long>(pad128(s.n)),
-                static_cast<long long>(pad128(s.k)), static_cast<long long>(best));
+    nlohmann::json entry = {{"name", s.name}, {"N", np}, {"K", kp}, {"small_m_max", best}};
+    std::printf("%-16s N %6lld K %6lld -> small_m_max %2lld |", s.name.c_str(), static_cast<long long>(np),
+                static_cast<long long>(kp), static_cast<long long>(best));
     for (size_t i = 0; i < ms.size(); ++i) {
       entry["us"][std::to_string(ms[i])] = {small_us[i], lt_us[i] > 1e29 ? -1.0 : lt_us[i]};
       std::printf(" M%lld %.1f/%.1f", static_cast<long long>(ms[i]), small_us[i], lt_us[i] > 1e29 ? -1.0 : lt_us[i]);
@@ -164,8 +158,6 @@ int run_tune_gemm(int argc, char** argv) {
     std::printf("\n");
     out["shapes"].push_back(entry);
   }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
   const std::string text = out.dump(1) + "\n";
   const std::string dest = flags.get_string("output");
   if (dest.empty()) {

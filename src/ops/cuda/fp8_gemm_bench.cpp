@@ -18,6 +18,7 @@
 #include "ops/cuda/cublaslt_gemm.h"
 #include "ops/cuda/cuda_runtime.h"
 #include "ops/cuda/fp8_linear.h"
+#include "ops/cuda/graph_timing.h"
 #include "ops/cuda/tuning_file.h"
 #include "ops/fp8_tuning.h"
 
@@ -57,41 +58,6 @@ void fill_bf16(void* dev, size_t n, uint32_t seed) {
     h[i] = static_cast<uint16_t>(((x >> 40) & 0x807F) | ((120 + ((x >> 32) & 7)) << 7));
   }
   DS_CUDA_CHECK(cudaMemcpy(dev, h.data(), n * 2, cudaMemcpyHostToDevice));
-}
-
-// Median time per call of f(0..iters-1), replayed from a CUDA graph (as a decode step runs them: device time only;
-// eagerly a call of several small launches is bound by the host at small M).
-template <typename F>
-double time_us(F&& f, int iters) {
-  cudaStream_t s = cuda_stream();
-  for (int i = 0; i < 3; ++i) f(i);
-  DS_CUDA_CHECK(cudaStreamSynchronize(s));
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  DS_CUDA_CHECK(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal));
-  for (int i = 0; i < iters; ++i) f(i);
-  DS_CUDA_CHECK(cudaStreamEndCapture(s, &graph));
-  DS_CUDA_CHECK(cudaGraphInstantiate(&exec, graph, 0));
-  DS_CUDA_CHECK(cudaGraphLaunch(exec, s));
-  cudaEvent_t e0, e1;
-  DS_CUDA_CHECK(cudaEventCreate(&e0));
-  DS_CUDA_CHECK(cudaEventCreate(&e1));
-  std::vector<float> ms;
-  for (int r = 0; r < 5; ++r) {
-    DS_CUDA_CHECK(cudaEventRecord(e0, s));
-    DS_CUDA_CHECK(cudaGraphLaunch(exec, s));
-    DS_CUDA_CHECK(cudaEventRecord(e1, s));
-    DS_CUDA_CHECK(cudaEventSynchronize(e1));
-    float t;
-    DS_CUDA_CHECK(cudaEventElapsedTime(&t, e0, e1));
-    ms.push_back(t / iters);
-  }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2] * 1e3;
 }
 
 }  // namespace
@@ -193,7 +159,7 @@ int main(int argc, char** argv) {
       const double act_out = static_cast<double>(M) * sh.k + static_cast<double>(M) * sh.n * 2;
       const double fp8_bytes = static_cast<double>(wbytes) + wbytes / 16384.0 * 4 + act_out + M * sh.k * 2;
       try {
-        rows.push_back({"ours", time_us([&](int i) { fp8.linear(x, ws[i % copies], false); }, iters), fp8_bytes, kPeakFp8});
+        rows.push_back({"ours", graph_time_us([&](int i) { fp8.linear(x, ws[i % copies], false); }, iters), fp8_bytes, kPeakFp8});
       } catch (const std::exception& e) {
         std::printf("%s M=%lld ours FAILED: %s\n", sh.name, static_cast<long long>(M), e.what());
       }
@@ -201,7 +167,7 @@ int main(int argc, char** argv) {
         std::printf("%s M=%lld cublaslt_fp8 unsupported\n", sh.name, static_cast<long long>(M));
       } else try {
         rows.push_back({"cublaslt_fp8",
-                        time_us([&](int i) { fp8.run_cublaslt(q.data(), sx.data_as<float>(), ws[i % copies], Mp, dpad.data(), cuda_stream()); },
+                        graph_time_us([&](int i) { fp8.run_cublaslt(q.data(), sx.data_as<float>(), ws[i % copies], Mp, dpad.data(), cuda_stream()); },
                                 iters),
                         static_cast<double>(wbytes) + wbytes / 16384.0 * 4 + act_out, kPeakFp8});
       } catch (const std::exception& e) {
@@ -209,7 +175,7 @@ int main(int argc, char** argv) {
       }
       try {
         rows.push_back({"cublaslt_bf16",
-                        time_us(
+                        graph_time_us(
                             [&](int i) {
                               GemmArgs g;
                               g.x = x.data();
