@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (Written for a binary with code that was measured and removed in session 51; see BENCHMARKS.md "Session 51".)
 # Session 51: `dserve tune-gemm` now times under CUDA-graph replay and tries each of cuBLASLt's heuristic
 # algorithms per decode-sized M (lt_algo). Tune the V3 / V3.2 / V2-Lite shapes, show the table against the committed
 # one, then bench-one-batch V2-Lite FP8 with the committed table (base) and the new one (new), alternating.

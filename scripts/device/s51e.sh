@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (Written for a binary with code that was measured and removed in session 51; see BENCHMARKS.md "Session 51".)
 # Session 51: the dense FP8 walk (Fp8Gemm::walk_into: the MoE wgmma walk on one dense weight where kAuto took
 # cuBLASLt, 17-64 tokens). Its GPU tests and the FP8 GEMM / MoE walk tests, memcheck on the new ones, then
 # bench-one-batch V2-Lite FP8 at 24 / 32 / 48 / 64 alternating: walk off (base), slots of 16 (the default), of 8;

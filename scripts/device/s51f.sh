@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# (Written for a binary with code that was measured and removed in session 51; see BENCHMARKS.md "Session 51".)
 # Session 51: the dense FP8 walk again, after s51e: the walk-map cache keyed by (weight, Np, Kp, scales) (s51e's
 # failures were a freed weight's address coming back with another shape) and a deeper ring (8 stages by default:
 # the dense tiles give ~one CTA an SM). Tests + memcheck, then alternating A/B at 32 / 48 / 64 (FP8): walk off,

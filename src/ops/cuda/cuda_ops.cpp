@@ -202,6 +202,14 @@ class CudaOps final : public Ops {
     // s41a (two rounds): V3-shaped b256 (8 rows an expert on average) 15.18 / 15.22 at 256 vs 17.70 / 17.82 at 128,
     // b32-b128 the same (9.21-9.24 / 11.91-11.96 / 13.78-13.81).
     walk_max_tokens_ = std::max<int64_t>(env_int("DSERVE_MOE_WALK_MAX_TOKENS", 256), 16);
+    // The mean rows an expert up to which the walks take a step past 16 tokens (an expert past 16 rows takes a pass
+    // over its tiles per 16): FP8 32, bf16 8; DSERVE_MOE_WALK_ROWS_PER_EXPERT=n sets both (A/B runs). s51h (H200,
+    // V2-Lite, 256 / 32, graphs, two rounds alternating, ms): FP8 b128 (12 rows an expert) 7.45-7.50 at 16 or 32 vs
+    // 8.68-8.72 at 8, b256 (24) 11.16-11.18 at 32 vs 11.80-11.88 (the pipelined tile's mma.sync e4m3 is emulated
+    // on Hopper: FP8 b256 had decoded no faster than bf16); bf16 b128 10.72 at 16 vs 10.05-10.08, b256 17.05 at 32
+    // vs 11.53: bf16's mma.sync is native, so its tile stays.
+    if (const int64_t n = env_int("DSERVE_MOE_WALK_ROWS_PER_EXPERT", 0); n > 0)
+      fp8_walk_rows_per_expert_ = bf16_walk_rows_per_expert_ = n;
     // The first kernel after a stream waits on the other (side_begin on the side stream, side_join on the main one)
     // is launched with PDL like every other; Pdl.JoinedStreamWaitsForBoth checks that the event wait still orders it
     // after the other stream's work. It does not start before its own stream's previous kernel ends, though, eagerly
@@ -1207,7 +1215,7 @@ class CudaOps final : public Ops {
     // The wgmma walk where it applies (walk_takes, moe_bf16_wgmma_walk_supported) from DSERVE_MOE_BF16_WGMMA's batch
     // on, else the mma.sync kernels.
     auto gemm = [&](const CUtensorMap* maps) {
-      if (maps && T >= bf16_wgmma_min_tokens_ && walk_takes(T, N, E) && kernels::moe_bf16_wgmma_walk_supported(g))
+      if (maps && T >= bf16_wgmma_min_tokens_ && walk_takes(T, N, E, false) && kernels::moe_bf16_wgmma_walk_supported(g))
         DS_CUDA_CHECK(kernels::launch_moe_bf16_wgmma_walk(g, maps, stream()));
       else
         DS_CUDA_CHECK(kernels::launch_moe_grouped_gemm(g, stream()));
@@ -1397,7 +1405,7 @@ class CudaOps final : public Ops {
       }
       g.q = q.data_as<uint8_t>();
       g.sx = sx.data_as<float>();
-      if (maps && walk_takes(T, N, E) && kernels::moe_fp8_wgmma_walk_supported(g))
+      if (maps && walk_takes(T, N, E, true) && kernels::moe_fp8_wgmma_walk_supported(g))
         DS_CUDA_CHECK(kernels::launch_moe_fp8_wgmma_walk(g, maps, stream()));
       else
         DS_CUDA_CHECK(T <= kernels::kMoeFp8SmallMMax ? kernels::launch_moe_fp8_small_m(g, stream())
@@ -2076,10 +2084,13 @@ class CudaOps final : public Ops {
   bool fp8_walk_evict_first_ = true;    // DSERVE_MOE_WGMMA_EVICT_FIRST (see the constructor)
   bool bf16_walk_evict_first_ = false;
   int64_t walk_max_tokens_ = 256;       // DSERVE_MOE_WALK_MAX_TOKENS (see the constructor)
-  // Whether the wgmma walks take a step of T tokens routed to N rows over E experts (walk_max_tokens_).
-  bool walk_takes(int64_t T, int64_t N, int E) const {
-    return T <= 16 || (T <= walk_max_tokens_ && N <= 8 * static_cast<int64_t>(E));
+  // Whether the wgmma walks take a step of T tokens routed to N rows over E experts (walk_max_tokens_ and the rows an
+  // expert of the dtype's walk).
+  bool walk_takes(int64_t T, int64_t N, int E, bool fp8) const {
+    const int64_t per_expert = fp8 ? fp8_walk_rows_per_expert_ : bf16_walk_rows_per_expert_;
+    return T <= 16 || (T <= walk_max_tokens_ && N <= per_expert * static_cast<int64_t>(E));
   }
+  int64_t fp8_walk_rows_per_expert_ = 32, bf16_walk_rows_per_expert_ = 8;  // see the constructor
   std::shared_ptr<const MoeParts> opened_;
   // The ids of the last moe_gate_route whose grouping follows them in memory (see permute); its grid counter.
   const void* fused_ids_ = nullptr;

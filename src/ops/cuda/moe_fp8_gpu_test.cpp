@@ -708,22 +708,31 @@ TEST_F(MoeFp8Test, WgmmaWalkThroughTheOps) {
 // the bf16-step reference (the tolerance of WgmmaWalkThroughTheOps) and the CPU oracle, and not the bits of a backend
 // with the switch at 16 (the pipelined mma.sync tile past 16 tokens: shows the walk ran); at 16 tokens and below the
 // same walk bit for bit.
+// Since session 51 the FP8 walk takes steps whose rows average up to 32 an expert (bf16 8): 128 tokens spread over
+// 64 experts (12 rows an expert) take it by default, and the pipelined tile with the bound at 8
+// (DSERVE_MOE_WALK_ROWS_PER_EXPERT=8: the switch at 16's bits).
 TEST_F(MoeFp8Test, WgmmaWalkPassesThroughTheOps) {
-  std::unique_ptr<Ops> passes = native_cuda_ops_with("DSERVE_MOE_FP8_WGMMA"), wg;
+  std::unique_ptr<Ops> passes = native_cuda_ops_with("DSERVE_MOE_FP8_WGMMA"), wg, r8;
   {
     const test::ScopedEnv at16("DSERVE_MOE_WALK_MAX_TOKENS", "16");
     wg = native_cuda_ops_with("DSERVE_MOE_FP8_WGMMA");
   }
+  {
+    const test::ScopedEnv at8("DSERVE_MOE_WALK_ROWS_PER_EXPERT", "8");
+    r8 = native_cuda_ops_with("DSERVE_MOE_FP8_WGMMA");
+  }
   const std::vector<MoeCase> cases = {
       {"64 experts, one takes every token", 512, 256, 64, 6, {24, 40, 64, 16}, 64, 3, false},
       {"64 experts, ue8m0", 256, 128, 64, 8, {33}, 64, 5, true},
+      {"64 experts, 12 rows an expert on average", 512, 256, 64, 6, {128}, 64, -1, false},
   };
   for (const MoeCase& c : cases) {
     Experts ex = make_experts(c.E, c.d, c.inter, c.ue8m0);
-    std::vector<PreparedMlp> pexp, wexp;
+    std::vector<PreparedMlp> pexp, wexp, rexp;
     for (int e = 0; e < c.E; ++e) {
       pexp.push_back(passes->prepare_mlp(ex.gate[e], ex.up[e], ex.down_host[e]));
       wexp.push_back(wg->prepare_mlp(ex.gate[e], ex.up[e], ex.down_host[e]));
+      rexp.push_back(r8->prepare_mlp(ex.gate[e], ex.up[e], ex.down_host[e]));
     }
     for (int64_t T : c.tokens) {
       Tensor x = randn({T, c.d}, rng_);
@@ -736,6 +745,10 @@ TEST_F(MoeFp8Test, WgmmaWalkPassesThroughTheOps) {
       DS_EXPECT_CLOSE(got, cpu().moe_experts(x, idt, w, ex.cpu), 8e-2, c.ue8m0 ? 5e-2 : 3e-2, what + " (cpu oracle)");
       EXPECT_EQ(test::same_bits(got, def), T <= 16)
           << what << (T <= 16 ? ": not the default walk's bits" : ": the pipelined tile's bits");
+      if (T == 128) {  // past 8 rows an expert: the walk by default, the pipelined tile with the bound at 8
+        Tensor at8 = to_host_f32(r8->moe_experts(to_device(x), cuda_upload(idt), cuda_upload(w), rexp));
+        EXPECT_TRUE(test::same_bits(at8, def)) << what << ": the bound at 8 did not take the pipelined tile";
+      }
     }
   }
 }
