@@ -208,8 +208,8 @@ bool Scheduler::admit(Request* r, int32_t budget, StepPlan& plan, int32_t* fed) 
     n = std::min(extend, budget);
   } else if (extend > budget) {
     // Without chunking a prompt goes whole when it fits the step's prompt tokens; a bigger one waits for a step
-    // with no other prompt and goes in pieces of max_prefill_tokens.
-    n = plan.num_prefill_tokens > 0 ? 0 : std::min(extend, cfg_.max_prefill_tokens);
+    // with no other prompt, whose budget is all of max_prefill_tokens, and goes in pieces of it.
+    n = plan.num_prefill_tokens > 0 ? 0 : budget;
   }
   // Memory: the whole rest of the prompt must fit now, even when only a chunk runs this step (chunking
   // bounds compute, not memory; admitting half a prompt would only be retracted again), plus one spare

@@ -195,9 +195,9 @@ class CudaOps final : public Ops {
     fp8_walk_evict_first_ = evict_first != 0;
     bf16_walk_evict_first_ = evict_first == 1;
     // Both walks past 16 tokens, up to DSERVE_MOE_WALK_MAX_TOKENS (default 256; 16: never past 16), where the routed
-    // rows average at most the bound below an expert (then 8 for both; an expert past 16 rows takes a pass over its
-    // weights per 16); the pipelined
-    // mma.sync tiles otherwise (V3's MoE layer at 32-256 tokens: 0.73-0.76 of its weight roofline alone, s40a).
+    // rows average at most the dtype's bound below an expert (8 for both when these figures were taken; an expert past
+    // 16 rows takes a pass over its weights per 16); the pipelined mma.sync tiles otherwise (V3's MoE layer at 32-256
+    // tokens: 0.73-0.76 of its weight roofline alone, s40a).
     // s40e (H200, one round, graphs, 256 / 32, ms): V3-shaped FP8 5 layers b32 / b64 / b128 9.21 / 11.91 / 13.77 vs
     // 10.72 / 13.88 / 16.04; V2-Lite FP8 b32 / b64 5.62 / 6.63 vs 7.11 / 7.83, bf16 8.92 / 9.40 vs 9.41 / 9.65.
     // s41a (two rounds): V3-shaped b256 (8 rows an expert on average) 15.18 / 15.22 at 256 vs 17.70 / 17.82 at 128,
