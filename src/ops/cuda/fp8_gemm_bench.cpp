@@ -65,14 +65,16 @@ void fill_bf16(void* dev, size_t n, uint32_t seed) {
 
 int main(int argc, char** argv) {
   using namespace ds;
-  std::string csv_path, filter;
+  std::string csv_path, filter, m_list;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--csv") && i + 1 < argc) {
       csv_path = argv[++i];
     } else if (!std::strcmp(argv[i], "--filter") && i + 1 < argc) {
       filter = argv[++i];
+    } else if (!std::strcmp(argv[i], "--ms") && i + 1 < argc) {
+      m_list = argv[++i];
     } else {
-      std::fprintf(stderr, "usage: %s [--csv PATH] [--filter SUBSTR]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--csv PATH] [--filter SUBSTR] [--ms M1,M2,...]\n", argv[0]);
       return 2;
     }
   }
@@ -91,8 +93,24 @@ int main(int argc, char** argv) {
 
   const BenchShape shapes[] = {{"q_a_kv_a", 2112, 7168},   {"q_b", 24576, 1536},        {"o_proj", 7168, 16384},
                           {"dense_gate_up", 36864, 7168}, {"dense_down", 7168, 18432}, {"expert_gate_up", 4096, 7168},
-                          {"expert_down", 7168, 2048}};
-  const int64_t ms[] = {1, 8, 16, 32, 64, 256, 4096};
+                          {"expert_down", 7168, 2048},
+                          // DeepSeek-V2-Lite's dense decode GEMMs (--quantization fp8): --filter lite_
+                          {"lite_q", 3072, 2048}, {"lite_kv_a", 576, 2048}, {"lite_o", 2048, 2048},
+                          {"lite_shared_gate_up", 5632, 2048}, {"lite_shared_down", 2048, 2816}};
+  std::vector<int64_t> ms = {1, 8, 16, 32, 64, 256, 4096};
+  if (!m_list.empty()) {
+    ms.clear();
+    for (const char* c = m_list.c_str(); *c;) {
+      char* end = nullptr;
+      const long long v = std::strtoll(c, &end, 10);
+      if (end == c || v < 1) {
+        std::fprintf(stderr, "--ms: bad list %s\n", m_list.c_str());
+        return 2;
+      }
+      ms.push_back(v);
+      c = *end == ',' ? end + 1 : end;
+    }
+  }
   Fp8Gemm fp8;
   if (const std::string path = tuning_path("DSERVE_FP8_GEMM_CONFIG", "fp8_gemm", 0); !path.empty()) {
     fp8.set_tuning(load_tuning(path, parse_fp8_gemm_tuning, "FP8 GEMM"));
@@ -125,6 +143,7 @@ int main(int argc, char** argv) {
       w.sw_lt = Tensor::empty({Np / 128, kb4}, DType::kF32, Device::kCuda);
       std::vector<float> sl(static_cast<size_t>(Np / 128 * kb4), 1e-3f);
       DS_CUDA_CHECK(cudaMemcpy(w.sw_lt.data(), sl.data(), sl.size() * 4, cudaMemcpyHostToDevice));
+      attach_fp8_weight_map(w);
     }
     const int bcopies = static_cast<int>(std::clamp<size_t>((size_t{200} << 20) / (wbytes * 2) + 1, 1, 8));
     std::vector<Tensor> wb(bcopies);
@@ -162,6 +181,15 @@ int main(int argc, char** argv) {
         rows.push_back({"ours", graph_time_us([&](int i) { fp8.linear(x, ws[i % copies], false); }, iters), fp8_bytes, kPeakFp8});
       } catch (const std::exception& e) {
         std::printf("%s M=%lld ours FAILED: %s\n", sh.name, static_cast<long long>(M), e.what());
+      }
+      if (M <= kernels::kFp8WgmmaMaxM) {  // the split-K wgmma path alone (quantization included)
+        try {
+          rows.push_back({"wgmma", graph_time_us([&](int i) { fp8.linear(x, ws[i % copies], false, Fp8Path::kWgmma); }, iters),
+                          fp8_bytes, kPeakFp8});
+        } catch (const std::exception& e) {
+          std::printf("%s M=%lld wgmma FAILED: %s\n", sh.name, static_cast<long long>(M), e.what());
+        }
+        std::printf("%s M=%lld wgmma splits %d\n", sh.name, static_cast<long long>(M), fp8.wgmma_splits(M, Np, Kp));
       }
       if (!fp8.lt_supported(Mp, Np, Kp)) {
         std::printf("%s M=%lld cublaslt_fp8 unsupported\n", sh.name, static_cast<long long>(M));

@@ -3,6 +3,7 @@
 // kernel, cuBLASLt block-scaled) against linear_w8a8_reference at ragged N/K, ue8m0 included. Every new
 // device allocation is NaN-poisoned, so unwritten outputs show up.
 #include <cmath>
+#include <cstring>
 #include <initializer_list>
 #include <cstdio>
 #include <memory>
@@ -118,7 +119,9 @@ void check_gemm(Fp8Gemm& gemm, Fp8Path path, const Shape3& sh, int64_t M, bool u
   Tensor y = gemm.linear(xd, w, ue8m0, path);
   Tensor want = linear_w8a8_reference(xf, hw, ue8m0);
   char what[128];
-  std::snprintf(what, sizeof(what), "fp8 %s M=%lld N=%lld K=%lld%s", path == Fp8Path::kSmallM ? "small_m" : "cublaslt",
+  std::snprintf(what, sizeof(what), "fp8 %s M=%lld N=%lld K=%lld%s", path == Fp8Path::kSmallM  ? "small_m"
+                                                                   : path == Fp8Path::kWgmma ? "wgmma"
+                                                                                             : "cublaslt",
                 static_cast<long long>(M), static_cast<long long>(sh.n), static_cast<long long>(sh.k),
                 ue8m0 ? " ue8m0" : "");
   DS_EXPECT_CLOSE(test::to_host_f32(y), want, kMaxRel, kL2Rel, what);
@@ -197,6 +200,48 @@ TEST_F(Fp8GemmGpu, CublasLtMatchesReference) {
   for (int64_t M : {8, 65, 300}) check_gemm(gemm, Fp8Path::kCublasLt, kShapes[0], M, true, rng);
 }
 
+// The split-K wgmma GEMM: every token-column width (16 / 32 / 64), ragged N and K, ue8m0, one K range and one block a
+// range; outputs poisoned around the written rows and columns stay untouched; a second run gives the same bits (the
+// tickets are left zero and the partials summed in split order).
+TEST_F(Fp8GemmGpu, WgmmaSplitKMatchesReference) {
+  Fp8Gemm gemm;
+  std::mt19937 rng(21);
+  for (auto [ctas, min_blocks] : {std::pair<int64_t, int64_t>{0, 2}, {1, 1}, {100000, 1}}) {
+    SCOPED_TRACE("ctas " + std::to_string(ctas) + " min_blocks " + std::to_string(min_blocks));
+    gemm.set_wgmma_split_policy(ctas, min_blocks);
+    for (const Shape3& sh : kShapes)
+      for (int64_t M : {1, 3, 16, 17, 33, 64}) check_gemm(gemm, Fp8Path::kWgmma, sh, M, false, rng);
+    for (int64_t M : {5, 40}) check_gemm(gemm, Fp8Path::kWgmma, kShapes[0], M, true, rng);
+  }
+  gemm.set_wgmma_split_policy(0, 2);
+  EXPECT_GT(gemm.wgmma_splits(64, 2048, 2048), 1);
+  EXPECT_EQ(gemm.wgmma_splits(64, 2048, 128), 1);
+
+  const Shape3 sh{576, 1536};
+  const int64_t M = 37, rows = M + 3, ld = sh.n;
+  LinearWeight hw = random_fp8_weight(sh.n, sh.k, false, rng);
+  Fp8Weight w = prepare_fp8_weight(hw);
+  ASSERT_TRUE(w.map.valid);
+  Tensor xf = test::randn({M, sh.k}, rng, 1.0f);
+  Tensor xd = test::to_device(xf);
+  Tensor buf = Tensor::empty({rows, ld}, DType::kBF16, Device::kCuda);
+  Tensor first;
+  for (int run = 0; run < 2; ++run) {
+    DS_CUDA_CHECK(cudaMemset(buf.data(), 0xFF, buf.nbytes()));  // bf16 NaN everywhere
+    Tensor y = Tensor::wrap(buf.data(), {M, sh.n}, DType::kBF16, Device::kCuda, nullptr);
+    gemm.linear_to(xd, w, false, Fp8Path::kWgmma, y, M);
+    Tensor all = test::to_host_f32(buf);
+    int64_t poisoned_tail = 0;
+    for (int64_t i = M * ld; i < rows * ld; ++i) poisoned_tail += std::isnan(all.f32()[i]);
+    EXPECT_EQ(poisoned_tail, (rows - M) * ld) << "rows past M written";
+    Tensor head = Tensor::empty({M, sh.n}, DType::kF32);
+    std::memcpy(head.data(), all.data(), head.nbytes());
+    DS_EXPECT_CLOSE(head, linear_w8a8_reference(xf, hw, false), kMaxRel, kL2Rel, "wgmma poisoned output");
+    if (run == 0) first = head;
+    else DS_EXPECT_CLOSE(head, first, 0.0, 0.0, "wgmma second run");
+  }
+}
+
 // The fallback for shapes cuBLASLt rejects: the small-M kernel over 64-token chunks.
 TEST_F(Fp8GemmGpu, SmallMChunkedBeyond64) {
   Fp8Gemm gemm;
@@ -207,7 +252,7 @@ TEST_F(Fp8GemmGpu, SmallMChunkedBeyond64) {
 TEST_F(Fp8GemmGpu, AutoDispatchBothSides) {
   Fp8Gemm gemm;
   std::mt19937 rng(6);
-  for (int64_t M : {gemm.small_m_max(), gemm.small_m_max() + 1})
+  for (int64_t M : {gemm.small_m_max(), gemm.small_m_max() + 1, gemm.wgmma_min_m(), int64_t{64}, int64_t{65}})
     check_gemm(gemm, Fp8Path::kAuto, kShapes[1], M, false, rng);
 }
 
@@ -258,9 +303,22 @@ TEST_F(Fp8GemmGpu, LinearPairSharesTheQuantization) {
   LinearWeight a = gemm.prepare(random_fp8_weight(264, K, false, rng));
   LinearWeight b = gemm.prepare(random_fp8_weight(576, K, false, rng));
   expect_pair_matches(gemm, a, b, gemm, a, b, {1, 5, 16}, rng, "fp8 linear_pair");
+  // In the wgmma GEMM's token range (33-64 by default): both on it from one quantization; between the small-M
+  // kernel's M and that range, and past 64, the pair declines.
+  ASSERT_GT(gemm.wgmma_min_m(), gemm.small_m_max_for(384, 1024) + 1);
+  expect_pair_matches(gemm, a, b, gemm, a, b, {gemm.wgmma_min_m(), 64}, rng, "fp8 linear_pair wgmma");
   Tensor y1, y2;
-  Tensor big = test::to_device(test::randn({gemm.small_m_max_for(384, 1024) + 1, K}, rng, 1.0f));
+  Tensor big = test::to_device(test::randn({65, K}, rng, 1.0f));
   EXPECT_FALSE(gemm.linear_pair(big, a, b, &y1, &y2));
+  Tensor mid = test::to_device(test::randn({gemm.small_m_max_for(384, 1024) + 1, K}, rng, 1.0f));
+  EXPECT_FALSE(gemm.linear_pair(mid, a, b, &y1, &y2));
+  gemm.set_wgmma_range(1, 64);  // ahead of the small-M kernel too
+  expect_pair_matches(gemm, a, b, gemm, a, b, {5, 17}, rng, "fp8 linear_pair wgmma from 1");
+  gemm.set_wgmma_enabled(false);
+  Tensor in_range = test::to_device(test::randn({40, K}, rng, 1.0f));
+  EXPECT_FALSE(gemm.linear_pair(in_range, a, b, &y1, &y2));
+  gemm.set_wgmma_enabled(true);
+  gemm.set_wgmma_range(33, 64);
   LinearWeight other_k = gemm.prepare(random_fp8_weight(128, 512, false, rng));
   EXPECT_FALSE(gemm.linear_pair(test::to_device(test::randn({2, K}, rng, 1.0f)), a, other_k, &y1, &y2));
   LinearWeight pow2 = gemm.prepare(random_fp8_weight(128, K, true, rng));

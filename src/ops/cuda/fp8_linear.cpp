@@ -2,6 +2,7 @@
 // quantization, and the small-M kernel / cuBLASLt block-scaled dispatch.
 #include "ops/cuda/fp8_linear.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +10,8 @@
 
 #include "core/env.h"
 #include "kernels/fp8_gemm.h"
+#include "kernels/fp8_gemm_wgmma.h"
+#include "kernels/pdl.cuh"
 #include "ops/cuda/cuda_runtime.h"
 
 #define DS_FP8_CUBLAS_CHECK(expr)                                                                   \
@@ -62,7 +65,12 @@ Fp8Weight prepare_fp8_weight(const LinearWeight& host) {
   w.sw = cuda_upload(hs);
   w.sw_t = cuda_upload(st);
   w.sw_lt = cuda_upload(sl);
+  attach_fp8_weight_map(w);
   return w;
+}
+
+void attach_fp8_weight_map(Fp8Weight& w) {
+  kernels::make_fp8_weight_map(w.w.data_as<uint8_t>(), w.Np, w.Kp, &w.map);
 }
 
 bool fp8_device_scales_are_pow2(const Tensor& scales) {
@@ -145,6 +153,17 @@ Fp8Gemm::Fp8Gemm() {
   workspace_bytes_ = kWorkspaceBytes;
   DS_CUDA_CHECK(cudaMallocAsync(&workspace_, workspace_bytes_, cuda_stream()));
   DS_CUDA_CHECK(cudaMallocAsync(&side_workspace_, workspace_bytes_, cuda_stream()));
+  for (int i = 0; i < 2; ++i) {
+    DS_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&splitk_partial_[i]), kSplitKFloats * 4, cuda_stream()));
+    DS_CUDA_CHECK(cudaMallocAsync(reinterpret_cast<void**>(&splitk_tickets_[i]), kSplitKTickets * 4, cuda_stream()));
+    DS_CUDA_CHECK(cudaMemsetAsync(splitk_tickets_[i], 0, kSplitKTickets * 4, cuda_stream()));
+  }
+  wgmma_on_ = env_int("DSERVE_FP8_WGMMA", 1) != 0;
+  wgmma_ctas_ = env_int("DSERVE_FP8_WGMMA_CTAS", wgmma_ctas_);
+  wgmma_min_blocks_ = std::max<int64_t>(1, env_int("DSERVE_FP8_WGMMA_MIN_BLOCKS", wgmma_min_blocks_));
+  wgmma_max_m_ = env_int("DSERVE_FP8_WGMMA_MAX_M", wgmma_max_m_);
+  wgmma_min_m_ = env_int("DSERVE_FP8_WGMMA_MIN_M", wgmma_min_m_);
+  wgmma_max_mb_ = env_int("DSERVE_FP8_WGMMA_MAX_MB", wgmma_max_mb_);
   if (const int64_t v = env_int("DSERVE_FP8_SMALL_M_MAX", -1); v >= 0 && v <= kernels::kFp8SmallMMax) {
     small_m_max_ = v;
     small_m_forced_ = true;
@@ -163,6 +182,10 @@ Fp8Gemm::~Fp8Gemm() {
   plans_.clear();
   if (workspace_) cudaFreeAsync(workspace_, cuda_stream());
   if (side_workspace_) cudaFreeAsync(side_workspace_, cuda_stream());
+  for (int i = 0; i < 2; ++i) {
+    if (splitk_partial_[i]) cudaFreeAsync(splitk_partial_[i], cuda_stream());
+    if (splitk_tickets_[i]) cudaFreeAsync(splitk_tickets_[i], cuda_stream());
+  }
   if (handle_) cublasLtDestroy(handle_);
 }
 
@@ -276,6 +299,50 @@ void Fp8Gemm::small_m_chunks(const Tensor& q, const Tensor& sx, const Fp8Weight&
   }
 }
 
+int Fp8Gemm::wgmma_splits(int64_t M, int64_t Np, int64_t Kp) const {
+  const int64_t tiles = Np / 64, kb = Kp / 128, mt = kernels::fp8_gemm_wgmma_tokens(M);
+  const int64_t target =
+      wgmma_ctas_ > 0 ? wgmma_ctas_
+                      : std::max(1, kernels::fp8_gemm_wgmma_ctas_per_sm(M)) * int64_t{kernels::device_sm_count()};
+  int64_t splits = std::clamp<int64_t>((target + tiles - 1) / tiles, 1, std::max<int64_t>(1, kb / wgmma_min_blocks_));
+  splits = std::min<int64_t>(splits, std::max<int64_t>(1, kSplitKFloats / (tiles * 64 * mt)));
+  splits = std::max<int64_t>(splits, (kb + kernels::kFp8WgmmaMaxBlocks - 1) / kernels::kFp8WgmmaMaxBlocks);
+  const int64_t bps = (kb + splits - 1) / splits;
+  return static_cast<int>((kb + bps - 1) / bps);  // every range non-empty
+}
+
+bool Fp8Gemm::wgmma_fits(const Fp8Weight& w, int64_t M) const {
+  // The K ranges' partials must fit the buffer at the fewest splits that keep ranges within kFp8WgmmaMaxBlocks.
+  const int64_t min_splits = (w.Kp / 128 + kernels::kFp8WgmmaMaxBlocks - 1) / kernels::kFp8WgmmaMaxBlocks;
+  return w.map.valid && M >= 1 && M <= kernels::kFp8WgmmaMaxM && w.Np / 64 <= kSplitKTickets &&
+         (min_splits == 1 || min_splits * w.Np * kernels::fp8_gemm_wgmma_tokens(M) <= kSplitKFloats);
+}
+
+void Fp8Gemm::run_wgmma(const Tensor& q, const Tensor& sx, const Fp8Weight& w, int64_t M, Tensor& y) {
+  kernels::Fp8GemmWgmmaParams p;
+  p.q = q.data_as<uint8_t>();
+  p.ldq = q.dim(1);
+  p.sx = sx.data_as<float>();
+  p.sx_ld = sx.dim(1);
+  p.sw = w.sw.data_as<float>();
+  p.d = y.data();
+  p.ldd = y.dim(1);
+  p.M = M;
+  p.N = w.N;
+  p.Np = w.Np;
+  p.Kp = w.Kp;
+  p.splits = wgmma_splits(M, w.Np, w.Kp);
+  // One partials / tickets pair a stream: the main and the side stream's launches may run concurrently.
+  const int side = cuda_stream() == cuda_main_stream() ? 0 : 1;
+  DS_CHECK(p.splits == 1 || side == 0 || cuda_stream() == cuda_side_stream(), "fp8 wgmma GEMM split on a third stream");
+  p.partial = splitk_partial_[side];
+  p.partial_floats = kSplitKFloats;
+  p.tickets = splitk_tickets_[side];
+  p.ticket_count = kSplitKTickets;
+  DS_CHECK(kernels::fp8_gemm_wgmma_supported(p), "fp8 wgmma GEMM M ", M, " N ", w.N, " K ", w.K, " splits ", p.splits);
+  DS_CUDA_CHECK(kernels::launch_fp8_gemm_wgmma(p, w.map, cuda_stream()));
+}
+
 void Fp8Gemm::run_cublaslt(const void* q, const float* sx, const Fp8Weight& w, int64_t M, void* d,
                            cudaStream_t stream) {
   if (M == 0) return;
@@ -352,9 +419,23 @@ bool Fp8Gemm::linear_pair(const Tensor& x, const LinearWeight& p1, const LinearW
   if (x.device() != Device::kCuda || x.ndim() != 2 || (x.dtype() != DType::kBF16 && x.dtype() != DType::kF32))
     return false;
   const int64_t M = x.dim(0);
-  if (M == 0 || x.dim(1) != a.w.K || a.w.K != b.w.K || a.w.Kp != b.w.Kp || a.ue8m0 != b.ue8m0 ||
-      M > small_m_max_for(a.w.Np, a.w.Kp) || M > small_m_max_for(b.w.Np, b.w.Kp))
-    return false;
+  if (M == 0 || x.dim(1) != a.w.K || a.w.K != b.w.K || a.w.Kp != b.w.Kp || a.ue8m0 != b.ue8m0) return false;
+  if (!takes_small_m(a.w, M) || !takes_small_m(b.w, M)) {
+    // Past the small-M kernel: the split-K wgmma GEMM for both on one quantization.
+    if (!wgmma_auto(a.w, M) || !wgmma_auto(b.w, M) || x.dtype() != DType::kBF16) return false;
+    *y1 = Tensor::empty({M, a.w.N}, DType::kBF16, Device::kCuda);
+    *y2 = Tensor::empty({M, b.w.N}, DType::kBF16, Device::kCuda);
+    Tensor q, sx;
+    if (xq && quantized_for(*xq, *xs, xq_ue8m0, a.w, a.ue8m0, M)) {
+      q = *xq;
+      sx = *xs;
+    } else {
+      quantize_small_m(x, a.w, a.ue8m0, &q, &sx);
+    }
+    run_wgmma(q, sx, a.w, M, *y1);
+    run_wgmma(q, sx, b.w, M, *y2);
+    return true;
+  }
   *y1 = Tensor::empty({M, a.w.N}, DType::kBF16, Device::kCuda);
   *y2 = Tensor::empty({M, b.w.N}, DType::kBF16, Device::kCuda);
   if (fused_pair_ && M <= kernels::kFp8SmallMMax) {
@@ -398,7 +479,7 @@ bool Fp8Gemm::linear_silu(const Tensor& x, const LinearWeight& gate_up, Tensor* 
   const Fp8Weight& w = r.w;
   if (x.device() != Device::kCuda || x.ndim() != 2 || x.dtype() != DType::kBF16 || x.dim(1) != w.K) return false;
   const int64_t M = x.dim(0);
-  if (M == 0 || M > kernels::kFp8SmallMMax || M > small_m_max_for(w.Np, w.Kp) || w.N != w.Np || w.N % 256 != 0)
+  if (M == 0 || M > kernels::kFp8SmallMMax || !takes_small_m(w, M) || w.N != w.Np || w.N % 256 != 0)
     return false;
   const int64_t inter = w.N / 2;
   *y = Tensor::empty({M, inter}, DType::kBF16, Device::kCuda);
@@ -427,7 +508,13 @@ bool Fp8Gemm::linear_quantized_small_m(const Tensor& q, const Tensor& sx, bool u
   const Registered& r = registered(prepared);
   const int64_t M = q.ndim() == 2 ? q.dim(0) : -1;
   if (!quantized_for(q, sx, ue8m0, r.w, r.ue8m0, M)) return false;
-  if (M == 0 || M > small_m_max_for(r.w.Np, r.w.Kp)) return false;
+  if (M == 0) return false;
+  if (!takes_small_m(r.w, M)) {
+    if (!wgmma_auto(r.w, M)) return false;
+    *y = Tensor::empty({M, r.w.N}, DType::kBF16, Device::kCuda);
+    run_wgmma(q, sx, r.w, M, *y);
+    return true;
+  }
   *y = Tensor::empty({M, r.w.N}, DType::kBF16, Device::kCuda);
   small_m_chunks(q, sx, r.w, M, *y);
   return true;
@@ -441,11 +528,21 @@ void Fp8Gemm::linear_to(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path
   DS_CHECK(y.ndim() == 2 && y.dim(0) == M && y.dim(1) == w.N && y.dtype() == DType::kBF16 && y_rows >= M,
            "fp8 linear output ", y.describe(), " (", y_rows, " rows) for M ", M);
   if (M == 0) return;
-  if (path == Fp8Path::kAuto) path = M <= small_m_max_for(w.Np, w.Kp) ? Fp8Path::kSmallM : Fp8Path::kCublasLt;
+  if (path == Fp8Path::kAuto)
+    path = takes_small_m(w, M)                    ? Fp8Path::kSmallM
+           : wgmma_auto(w, M)              ? Fp8Path::kWgmma
+                                                  : Fp8Path::kCublasLt;
+  if (path == Fp8Path::kWgmma && !wgmma_fits(w, M)) path = Fp8Path::kSmallM;  // forced with no map: still correct
   cudaStream_t stream = cuda_stream();
   const int64_t kb = w.Kp / 128;
   const int64_t Mp = round_up(M, kLtRowMultiple);  // cuBLASLt rows; the pad rows are zero tokens
   if (path == Fp8Path::kCublasLt && !lt_supported(Mp, w.Np, w.Kp)) path = Fp8Path::kSmallM;  // chunked fallback
+  if (path == Fp8Path::kWgmma) {
+    Tensor q, sx;
+    quantize_small_m(x, w, ue8m0, &q, &sx);
+    run_wgmma(q, sx, w, M, y);
+    return;
+  }
   if (path == Fp8Path::kSmallM) {
     kernels::Fp8GemmSmallMParams p = small_m_params(w, M, y.data(), w.N);
     if (use_fused_quant(x, w, ue8m0, &p)) {

@@ -15,6 +15,7 @@
 
 #include "core/tensor.h"
 #include "kernels/fp8_gemm.h"
+#include "kernels/fp8_gemm_wgmma.h"
 #include "ops/fp8.h"
 #include "ops/fp8_tuning.h"
 #include "ops/linear_weight.h"
@@ -27,8 +28,13 @@ struct Fp8Weight {
   Tensor sw_t;  // F32 [Kp / 128, Np / 128] (the transposed scale grid, for the cuBLASLt layout probe)
   Tensor sw_lt; // F32 [Np / 128, round_up(Kp / 128, 4)]: cuBLASLt's BLK128x128 grid (rows padded to 4 floats)
   int64_t N = 0, K = 0, Np = 0, Kp = 0;
+  kernels::Fp8WeightMap map;  // w's tensor map for the split-K wgmma GEMM (attach_fp8_weight_map)
   bool defined() const { return w.defined(); }
 };
+
+// Fills w.map from w.w (prepare_fp8_weight does; benchmarks that build an Fp8Weight by hand call it). Without a
+// valid map the split-K wgmma path is not taken.
+void attach_fp8_weight_map(Fp8Weight& w);
 
 // ops/fp8.h fp8_scales_are_pow2 for a scale grid on either device.
 bool fp8_device_scales_are_pow2(const Tensor& scales);
@@ -37,7 +43,9 @@ bool fp8_device_scales_are_pow2(const Tensor& scales);
 // the scale grid is unchanged by padding.
 Fp8Weight prepare_fp8_weight(const LinearWeight& host);
 
-enum class Fp8Path { kAuto, kSmallM, kCublasLt };
+// kWgmma: the split-K wgmma GEMM (kernels/fp8_gemm_wgmma.h), M <= 64; kAuto takes it past the small-M kernel's M
+// up to 64 (DSERVE_FP8_WGMMA=0: cuBLASLt there).
+enum class Fp8Path { kAuto, kSmallM, kCublasLt, kWgmma };
 
 class Fp8Gemm {
  public:
@@ -108,6 +116,28 @@ class Fp8Gemm {
   bool lt_supported_for(const LinearWeight& prepared, int64_t M);
   bool lt_scales_m_major() const { return (lt_layout_ & 1) != 0; }
 
+  // The split-K wgmma path: under kAuto from 33 to 64 tokens (DSERVE_FP8_WGMMA=0: the small-M kernel up to the
+  // table's M, then cuBLASLt; DSERVE_FP8_WGMMA_MIN_M / _MAX_M move the range; wgmma_range() sets it), and its K
+  // splits for (M, Np, Kp): enough CTAs for a target of
+  // DSERVE_FP8_WGMMA_CTAS (default 1: the fewest splits, ranges of at most kFp8WgmmaMaxBlocks; 0: one wave), each
+  // range at least DSERVE_FP8_WGMMA_MIN_BLOCKS blocks (default 2), within the partials buffer. Measured (H200,
+  // session 52, BENCHMARKS): every split policy lost to one range on V2-Lite's shapes (the split sum's fence and
+  // second pass cost more than the parallelism gains); in the model (V2-Lite FP8) it wins at 48 / 64 tokens (batch
+  // 48 -5%, 64 -4%) and loses at 32 (+2%, where it took the shared and dense gate|up from cuBLASLt).
+  void set_wgmma_range(int64_t min_m, int64_t max_m) {
+    wgmma_min_m_ = min_m;
+    wgmma_max_m_ = max_m;
+  }
+  int64_t wgmma_min_m() const { return wgmma_min_m_; }
+  bool wgmma_enabled() const { return wgmma_on_; }
+  void set_wgmma_enabled(bool on) { wgmma_on_ = on; }
+  // Tests: the CTA target (0: one wave, 1: the fewest splits) and the fewest K blocks a range.
+  void set_wgmma_split_policy(int64_t ctas, int64_t min_blocks) {
+    wgmma_ctas_ = ctas;
+    wgmma_min_blocks_ = min_blocks < 1 ? 1 : min_blocks;
+  }
+  int wgmma_splits(int64_t M, int64_t Np, int64_t Kp) const;
+
   // Largest M the small-M kernel takes under kAuto for shapes without a tuning entry (env
   // DSERVE_FP8_SMALL_M_MAX, which then also overrides the table; default 16, at most 64).
   int64_t small_m_max() const { return small_m_max_; }
@@ -146,6 +176,23 @@ class Fp8Gemm {
   Plan& plan_for(int64_t M, int64_t Np, int64_t Kp);
   void quantize_small_m(const Tensor& x, const Fp8Weight& w, bool ue8m0, Tensor* q, Tensor* sx);
   void small_m_chunks(const Tensor& q, const Tensor& sx, const Fp8Weight& w, int64_t M, Tensor& y);
+  // The split-K wgmma GEMM on x's small-M quantization (q [M, Kp], token-major sx) into y ([M, N] bf16 rows).
+  void run_wgmma(const Tensor& q, const Tensor& sx, const Fp8Weight& w, int64_t M, Tensor& y);
+  bool wgmma_fits(const Fp8Weight& w, int64_t M) const;
+  // Whether kAuto (and the pair / prequantized paths) take the wgmma GEMM at M: inside its token range, ahead of
+  // both other paths.
+  // Only where one K range covers the weight (Kp <= 128 * kFp8WgmmaMaxBlocks: split ranges lost to cuBLASLt in every
+  // measurement, V3-shaped FP8 batch 64 +2%) and the weight is at most DSERVE_FP8_WGMMA_MAX_MB MiB (default 12:
+  // V2-Lite's attention and shared-expert weights gain, V3's 15-38 MB q_b / shared down lost 0.8% at batch 48; the
+  // small weights are mostly in flight before the PDL wait). Session 52.
+  bool wgmma_auto(const Fp8Weight& w, int64_t M) const {
+    return wgmma_on_ && M >= wgmma_min_m_ && M <= wgmma_max_m_ && w.Kp <= 128 * kernels::kFp8WgmmaMaxBlocks &&
+           w.Np * w.Kp <= (wgmma_max_mb_ << 20) && wgmma_fits(w, M);
+  }
+  // Whether M runs the small-M kernel for w: up to the tuning table's M, outside the wgmma range.
+  bool takes_small_m(const Fp8Weight& w, int64_t M) const {
+    return M <= small_m_max_for(w.Np, w.Kp) && !wgmma_auto(w, M);
+  }
   // The small-M kernel's parameters for w writing y ([M, ldd] bf16), activations not set.
   static kernels::Fp8GemmSmallMParams small_m_params(const Fp8Weight& w, int64_t M, void* y, int64_t ldd);
   // Sets p to quantize x (bf16 [M, K] contiguous) in the kernel when the fused path is on and the kernel takes
@@ -156,6 +203,13 @@ class Fp8Gemm {
   void* workspace_ = nullptr;       // compute stream
   void* side_workspace_ = nullptr;  // side stream (concurrent GEMMs must not share one)
   size_t workspace_bytes_ = 0;
+  // The split-K partials and tickets, one pair a stream (main, side), tickets zero between launches.
+  static constexpr int64_t kSplitKFloats = int64_t{2} << 20, kSplitKTickets = 4096;
+  float* splitk_partial_[2] = {nullptr, nullptr};
+  int* splitk_tickets_[2] = {nullptr, nullptr};
+  bool wgmma_on_ = true;
+  int64_t wgmma_ctas_ = 1, wgmma_min_blocks_ = 2, wgmma_min_m_ = 33, wgmma_max_m_ = kernels::kFp8WgmmaMaxM;
+  int64_t wgmma_max_mb_ = 12;
   // Measured on the H100 (dserve_fp8_gemm_bench, 2026-11-23): the small-M kernel wins up to M = 8-16 on V3 shapes,
   // cuBLASLt block-FP8 from there (2-3x faster at M = 64). DSERVE_FP8_SMALL_M_MAX overrides.
   int64_t small_m_max_ = 16;
