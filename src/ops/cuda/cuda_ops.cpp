@@ -160,6 +160,7 @@ class CudaOps final : public Ops {
     fused_norm_ = env_flag("DSERVE_FP8_FUSED_NORM", true);
     // DSERVE_MLA_VC_QUANT=0: o_proj's input quantized by a quant_act launch instead of the fused combine's tail.
     vc_quant_ = env_flag("DSERVE_MLA_VC_QUANT", true);
+    fused_norm_wgmma_ = env_flag("DSERVE_FP8_FUSED_NORM_WGMMA", false);
     // Decode MoE layers add the shared expert inside the routed combine (one launch and one bf16 rounding fewer:
     // moe_experts_shared_q). No gain in session 13's layout (see above); with the pre-wait kernels, together with
     // the fused routing and grouping, V2-Lite batch 1 2.94 / 2.99 vs 3.01 / 3.01 ms, FP8 2.61 / 2.62 vs 2.70 / 2.68
@@ -328,6 +329,12 @@ class CudaOps final : public Ops {
   // the routing (which the norm's quantization brings), V2-Lite FP8 decode at batch 1 / 8 / 16 / 32 / 64 is -2.2 /
   // -3.0 / +1.5 / +0.1 / +0.5% against quant_act launches and the early fork (H200, session 29, BENCHMARKS.md).
   static constexpr int64_t kFusedNormMaxRows = 8;
+  // Past those rows, where the consumer runs on the wgmma FP8 GEMM, which reads the producer's quantization (no
+  // quant_act launch): DSERVE_FP8_FUSED_NORM_WGMMA=1, off by default (written in session 52 without device time left:
+  // unmeasured; A/B it at V2-Lite FP8 batch 48 / 64). The caller checked fp8_ and that it owns consumer.
+  bool wgmma_reads_xq(const LinearWeight& consumer, int64_t rows) const {
+    return fused_norm_wgmma_ && fp8_->wgmma_takes(consumer, rows);
+  }
   Tensor rms_norm_q(Tensor* residual, const Tensor& x, const Tensor& w, float eps, const LinearWeight& consumer,
                     Fp8Act* xq) override {
     return norm_q(residual, x, nullptr, w, eps, consumer, xq);
@@ -353,7 +360,7 @@ class CudaOps final : public Ops {
     *xq = Fp8Act{};
     const int64_t rows = moe ? moe->tokens : x.ndim() == 2 ? x.dim(0) : -1;
     const bool fuse = fused_norm_ && fp8_ && consumer.is_block_fp8() && fp8_->owns(consumer) && rows >= 0 &&
-                      rows <= kFusedNormMaxRows;
+                      (rows <= kFusedNormMaxRows || wgmma_reads_xq(consumer, rows));
     return norm(residual, x, w, eps, fuse ? xq : nullptr, fuse && fp8_->ue8m0_of(consumer), moe);
   }
   Tensor norm(Tensor* residual, const Tensor& x, const Tensor& w, float eps, Fp8Act* xq, bool ue8m0,
@@ -944,7 +951,7 @@ class CudaOps final : public Ops {
                                     Fp8Act* xq) override {
     *xq = Fp8Act{};
     const bool want = vc_quant_ && fp8_ && consumer.is_block_fp8() && fp8_->owns(consumer) && q.ndim() == 3 &&
-                      q.dim(0) <= kFusedNormMaxRows;
+                      (q.dim(0) <= kFusedNormMaxRows || wgmma_reads_xq(consumer, q.dim(0)));
     return absorbed_then_vc(q, cache, v_dim, m, scale, topk, w_vc, want ? xq : nullptr,
                             want && fp8_->ue8m0_of(consumer));
   }
@@ -2076,6 +2083,7 @@ class CudaOps final : public Ops {
   bool moe_fp8_segmented_ = false;
   bool fused_norm_ = false;
   bool vc_quant_ = false;
+  bool fused_norm_wgmma_ = false;
   bool fused_shared_ = false;
   bool open_moe_ = true;  // DSERVE_MOE_NORM_FUSED
   bool opening_ = false;  // inside moe_experts_open: combine() keeps its parameters in opened_

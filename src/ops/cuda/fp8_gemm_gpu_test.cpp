@@ -242,6 +242,42 @@ TEST_F(Fp8GemmGpu, WgmmaSplitKMatchesReference) {
   }
 }
 
+// A producer's token-major quantization (the norm's / MLA combine's, here quant_act's: the same bits) read by the wgmma
+// GEMM in its token range equals linear() on the bf16 rows; outside the range linear_quantized_small_m declines (the
+// caller quantizes again), as wgmma_takes says.
+TEST_F(Fp8GemmGpu, WgmmaReadsAProducersQuantization) {
+  Fp8Gemm gemm;
+  std::mt19937 rng(23);
+  const int64_t N = 576, K = 1536;
+  LinearWeight pw = gemm.prepare(random_fp8_weight(N, K, false, rng));
+  for (int64_t M : {gemm.wgmma_min_m() - 13, gemm.wgmma_min_m(), int64_t{64}}) {
+    Tensor x = test::to_device(test::randn({M, K}, rng, 1.0f));
+    Tensor q = Tensor::empty({M, K}, DType::kF8E4M3, Device::kCuda);
+    Tensor sx = Tensor::empty({M, K / 128}, DType::kF32, Device::kCuda);
+    kernels::Fp8QuantParams qp;
+    qp.x = x.data();
+    qp.ldx = K;
+    qp.M = M;
+    qp.K = K;
+    qp.Kp = K;
+    qp.q = q.data_as<uint8_t>();
+    qp.s = sx.data_as<float>();
+    qp.s_ld = K / 128;
+    DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, cuda_stream()));
+    const bool in_range = M >= gemm.wgmma_min_m() && M <= 64;
+    EXPECT_EQ(gemm.wgmma_takes(pw, M), in_range) << "M " << M;
+    Tensor y;
+    const bool took = gemm.linear_quantized_small_m(q, sx, false, pw, &y);
+    if (M > gemm.small_m_max_for(640, K) && !in_range) {
+      EXPECT_FALSE(took) << "M " << M;
+      continue;
+    }
+    ASSERT_TRUE(took) << "M " << M;
+    DS_EXPECT_CLOSE(test::to_host_f32(y), test::to_host_f32(gemm.linear(x, pw)), 0.0, 0.0,
+                    "wgmma on a producer's quantization M=" + std::to_string(M));
+  }
+}
+
 // The fallback for shapes cuBLASLt rejects: the small-M kernel over 64-token chunks.
 TEST_F(Fp8GemmGpu, SmallMChunkedBeyond64) {
   Fp8Gemm gemm;

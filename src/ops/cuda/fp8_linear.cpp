@@ -104,6 +104,8 @@ bool Fp8Gemm::ue8m0_of(const LinearWeight& prepared) const {
   return it->second.ue8m0;
 }
 
+bool Fp8Gemm::wgmma_takes(const LinearWeight& prepared, int64_t M) { return wgmma_auto(registered(prepared).w, M); }
+
 const Fp8Gemm::Registered& Fp8Gemm::registered(const LinearWeight& prepared) {
   std::lock_guard<std::mutex> lock(reg_mu_);
   auto it = registry_.find(prepared.weight.data());

@@ -68,6 +68,9 @@ class Fp8Gemm {
   bool owns(const LinearWeight& w) const;
   // Whether a prepared weight's activations take ue8m0 scales (see prepare).
   bool ue8m0_of(const LinearWeight& prepared) const;
+  // Whether kAuto runs `prepared` at M tokens on the wgmma GEMM (which reads a producer's token-major quantization:
+  // linear_quantized_small_m, linear_pair's xq).
+  bool wgmma_takes(const LinearWeight& prepared, int64_t M);
   Tensor linear(const Tensor& x, const LinearWeight& prepared);
   // linear() into out[0, M) of a bf16 row-major buffer with row stride N that has `out_rows` >= M rows: with
   // out_rows >= M rounded up to kLtRowMultiple the cuBLASLt path writes its padded rows straight there (rows past
