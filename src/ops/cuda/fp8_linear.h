@@ -78,9 +78,9 @@ class Fp8Gemm {
   // prefill GEMMs lay their segments back to back, so each writes in place.
   void linear_into(const Tensor& x, const LinearWeight& prepared, void* out, int64_t out_rows);
 
-  // Two prepared weights on the same activations (q and kv_a of a layer): when both take the small-M kernel at
-  // this M, with the same K and activation scale kind, x is quantized once for both and *y1, *y2 are set; else
-  // false, nothing launched. xq / xs (optional): x's quantization made already (q [M, Kp] e4m3, token-major scales
+  // Two prepared weights on the same activations (q and kv_a of a layer): when both take the small-M kernel, or both
+  // the wgmma GEMM, at this M, with the same K and activation scale kind, x is quantized once for both and *y1, *y2
+  // are set; else false, nothing launched. xq / xs (optional): x's quantization made already (q [M, Kp] e4m3, token-major scales
   // [M, Kp / 128], xq_ue8m0 as made), used instead of quantizing x where it fits both weights.
   bool linear_pair(const Tensor& x, const LinearWeight& p1, const LinearWeight& p2, Tensor* y1, Tensor* y2,
                    const Tensor* xq = nullptr, const Tensor* xs = nullptr, bool xq_ue8m0 = false);
@@ -107,8 +107,8 @@ class Fp8Gemm {
   }
 
   // linear() on x's quantization made already (q [M, Kp] e4m3, token-major scales sx [M, Kp / 128], ue8m0 as made):
-  // the small-M kernel alone, so false (nothing launched) where kAuto would leave it, or where the weight's K or
-  // activation scale kind differ.
+  // the small-M kernel or the wgmma GEMM (both read this layout) where kAuto takes them, so false (nothing launched)
+  // where kAuto would run cuBLASLt, or where the weight's K or activation scale kind differ.
   bool linear_quantized_small_m(const Tensor& q, const Tensor& sx, bool ue8m0, const LinearWeight& prepared, Tensor* y);
 
   // The cuBLASLt GEMM of a prepared weight (N a multiple of 128, unpadded K = Kp) on activations already quantized
