@@ -10,9 +10,6 @@
 #include <cuda_bf16.h>
 
 #include <cstdlib>
-#include <cstring>
-#include <mutex>
-#include <vector>
 
 #include "kernels/pdl.cuh"
 #include "kernels/ptx.cuh"
@@ -202,15 +199,8 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 // The token map: q [M, ldq] e4m3, boxes of 128 bytes x kMt rows (rows past M read as zeros).
 bool make_token_map(const Fp8GemmWgmmaParams& p, int mt, CUtensorMap* out) {
-  EncodeTiledFn fn = encode_tiled();
-  if (!fn) return false;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(p.Kp), static_cast<cuuint64_t>(p.M)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(p.ldq)};
-  const cuuint32_t box[2] = {128, static_cast<cuuint32_t>(mt)};
-  const cuuint32_t estrides[2] = {1, 1};
-  return fn(out, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(p.q), dims, strides, box, estrides,
-            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  return encode_2d_swizzle128(out, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.q, static_cast<uint64_t>(p.Kp),
+                              static_cast<uint64_t>(p.M), static_cast<uint64_t>(p.ldq), 128, static_cast<uint32_t>(mt));
 }
 
 template <int kMt, int kS>
@@ -261,18 +251,12 @@ int ctas_per_sm_any() {
 bool make_fp8_weight_map(const uint8_t* w, int64_t Np, int64_t Kp, Fp8WeightMap* out) {
   static_assert(sizeof(Fp8WeightMap::bytes) == sizeof(CUtensorMap), "a CUtensorMap's bytes");
   out->valid = false;
-  EncodeTiledFn fn = encode_tiled();
-  if (!fn || !w || (reinterpret_cast<uintptr_t>(w) & 15) || Np <= 0 || Np % kRows != 0 || Np > INT32_MAX ||
-      Kp <= 0 || Kp % 128 != 0)
+  if (!w || (reinterpret_cast<uintptr_t>(w) & 15) || Np <= 0 || Np % kRows != 0 || Np > INT32_MAX || Kp <= 0 ||
+      Kp % 128 != 0)
     return false;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(Kp), static_cast<cuuint64_t>(Np)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(Kp)};
-  const cuuint32_t box[2] = {128, kRows};
-  const cuuint32_t estrides[2] = {1, 1};
-  out->valid = fn(reinterpret_cast<CUtensorMap*>(out->bytes), CU_TENSOR_MAP_DATA_TYPE_UINT8, 2,
-                  const_cast<uint8_t*>(w), dims, strides, box, estrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                  CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-                  CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  out->valid = encode_2d_swizzle128(reinterpret_cast<CUtensorMap*>(out->bytes), CU_TENSOR_MAP_DATA_TYPE_UINT8, w,
+                                    static_cast<uint64_t>(Kp), static_cast<uint64_t>(Np), static_cast<uint64_t>(Kp),
+                                    128, kRows);
   return out->valid;
 }
 

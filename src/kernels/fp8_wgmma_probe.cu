@@ -96,16 +96,10 @@ cudaError_t launch_fp8_wgmma_probe(const Fp8WgmmaProbeParams& p, bool wait_first
       p.K / 128 > kMaxBlocks || p.K % 256 != 0 || p.stages < 2 || p.stages > kMaxStages || p.N / kRows > INT32_MAX ||
       (reinterpret_cast<uintptr_t>(p.w) & 15) || (reinterpret_cast<uintptr_t>(p.x) & 15))
     return cudaErrorInvalidValue;
-  EncodeTiledFn fn = encode_tiled();
-  if (!fn) return cudaErrorNotSupported;
+  if (!encode_tiled()) return cudaErrorNotSupported;
   CUtensorMap map;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(p.K), static_cast<cuuint64_t>(p.N)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(p.K)};
-  const cuuint32_t box[2] = {128, static_cast<cuuint32_t>(kRows)};
-  const cuuint32_t estrides[2] = {1, 1};
-  if (fn(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<uint8_t*>(p.w), dims, strides, box, estrides,
-         CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-         CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+  if (!encode_2d_swizzle128(&map, CU_TENSOR_MAP_DATA_TYPE_UINT8, p.w, static_cast<uint64_t>(p.K),
+                            static_cast<uint64_t>(p.N), static_cast<uint64_t>(p.K), 128, kRows))
     return cudaErrorInvalidValue;
   const size_t smem = 1024 + static_cast<size_t>(p.stages) * kBoxBytes + (p.K / 128) * 1024 + 2 * kMaxStages * 8;
   const cudaError_t attr =

@@ -1000,20 +1000,27 @@ EncodeTiledFn encode_tiled() {
   return fn;
 }
 
+bool encode_2d_swizzle128(CUtensorMap* out, CUtensorMapDataType type, const void* base, uint64_t cols, uint64_t rows,
+                          uint64_t row_stride, uint32_t box_cols, uint32_t box_rows) {
+  EncodeTiledFn fn = encode_tiled();
+  if (!fn) return false;
+  const cuuint64_t dims[2] = {cols, rows};
+  const cuuint64_t strides[1] = {row_stride};
+  const cuuint32_t box[2] = {box_cols, box_rows};
+  const cuuint32_t estrides[2] = {1, 1};
+  return fn(out, type, 2, const_cast<void*>(base), dims, strides, box, estrides, CU_TENSOR_MAP_INTERLEAVE_NONE,
+            CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 namespace {
 
 // [slots, 576] bf16 cache as a 2D tensor map: boxes of 64 columns x 32 rows, 128-byte swizzle (the layout
 // tile_offset describes), zero fill past the last slot.
 bool make_cache_map(const MlaDecodeParams& p, CUtensorMap* map) {
-  EncodeTiledFn fn = encode_tiled();
-  if (!fn || p.num_slots <= 0 || p.num_slots > INT32_MAX || (reinterpret_cast<uintptr_t>(p.cache) & 15)) return false;
-  const cuuint64_t dims[2] = {static_cast<cuuint64_t>(kMlaHeadDim), static_cast<cuuint64_t>(p.num_slots)};
-  const cuuint64_t strides[1] = {static_cast<cuuint64_t>(kMlaHeadDim) * 2};
-  const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(kTmaBoxRows)};
-  const cuuint32_t estrides[2] = {1, 1};
-  return fn(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, const_cast<void*>(p.cache), dims, strides, box, estrides,
-            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-            CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+  if (p.num_slots <= 0 || p.num_slots > INT32_MAX || (reinterpret_cast<uintptr_t>(p.cache) & 15)) return false;
+  return encode_2d_swizzle128(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, p.cache, kMlaHeadDim,
+                              static_cast<uint64_t>(p.num_slots), uint64_t{kMlaHeadDim} * 2, 64, kTmaBoxRows);
 }
 
 template <bool kTopk, bool kTma, int kFormat = kKvBf16>

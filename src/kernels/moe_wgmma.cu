@@ -249,17 +249,11 @@ __global__ void __launch_bounds__(kThreads, 1)
 
 bool make_moe_wgmma_maps(const void* const* host_weights, int experts, int64_t rows, int64_t row_bytes,
                          CUtensorMap* out) {
-  EncodeTiledFn fn = encode_tiled();
-  if (!fn || experts <= 0 || rows <= 0 || rows > INT32_MAX || row_bytes <= 0 || row_bytes % 128 != 0) return false;
+  if (experts <= 0 || rows <= 0 || rows > INT32_MAX || row_bytes <= 0 || row_bytes % 128 != 0) return false;
   for (int e = 0; e < experts; ++e) {
     if (!host_weights[e] || (reinterpret_cast<uintptr_t>(host_weights[e]) & 15)) return false;
-    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(row_bytes), static_cast<cuuint64_t>(rows)};
-    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(row_bytes)};
-    const cuuint32_t box[2] = {128, kBoxRows};
-    const cuuint32_t estrides[2] = {1, 1};
-    if (fn(&out[e], CU_TENSOR_MAP_DATA_TYPE_UINT8, 2, const_cast<void*>(host_weights[e]), dims, strides, box, estrides,
-           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
-           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) != CUDA_SUCCESS)
+    if (!encode_2d_swizzle128(&out[e], CU_TENSOR_MAP_DATA_TYPE_UINT8, host_weights[e], static_cast<uint64_t>(row_bytes),
+                              static_cast<uint64_t>(rows), static_cast<uint64_t>(row_bytes), 128, kBoxRows))
       return false;
   }
   return true;

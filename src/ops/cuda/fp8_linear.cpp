@@ -531,9 +531,7 @@ void Fp8Gemm::linear_to(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path
            "fp8 linear output ", y.describe(), " (", y_rows, " rows) for M ", M);
   if (M == 0) return;
   if (path == Fp8Path::kAuto)
-    path = takes_small_m(w, M)                    ? Fp8Path::kSmallM
-           : wgmma_auto(w, M)              ? Fp8Path::kWgmma
-                                                  : Fp8Path::kCublasLt;
+    path = takes_small_m(w, M) ? Fp8Path::kSmallM : wgmma_auto(w, M) ? Fp8Path::kWgmma : Fp8Path::kCublasLt;
   if (path == Fp8Path::kWgmma && !wgmma_fits(w, M)) path = Fp8Path::kSmallM;  // forced with no map: still correct
   cudaStream_t stream = cuda_stream();
   const int64_t kb = w.Kp / 128;

@@ -43,8 +43,7 @@ bool fp8_device_scales_are_pow2(const Tensor& scales);
 // the scale grid is unchanged by padding.
 Fp8Weight prepare_fp8_weight(const LinearWeight& host);
 
-// kWgmma: the split-K wgmma GEMM (kernels/fp8_gemm_wgmma.h), M <= 64; kAuto takes it past the small-M kernel's M
-// up to 64 (DSERVE_FP8_WGMMA=0: cuBLASLt there).
+// kWgmma: the split-K wgmma GEMM (kernels/fp8_gemm_wgmma.h), M <= 64; where kAuto takes it: wgmma_auto.
 enum class Fp8Path { kAuto, kSmallM, kCublasLt, kWgmma };
 
 class Fp8Gemm {
@@ -80,8 +79,8 @@ class Fp8Gemm {
 
   // Two prepared weights on the same activations (q and kv_a of a layer): when both take the small-M kernel, or both
   // the wgmma GEMM, at this M, with the same K and activation scale kind, x is quantized once for both and *y1, *y2
-  // are set; else false, nothing launched. xq / xs (optional): x's quantization made already (q [M, Kp] e4m3, token-major scales
-  // [M, Kp / 128], xq_ue8m0 as made), used instead of quantizing x where it fits both weights.
+  // are set; else false, nothing launched. xq / xs (optional): x's quantization made already (q [M, Kp] e4m3,
+  // token-major scales [M, Kp / 128], xq_ue8m0 as made), used instead of quantizing x where it fits both weights.
   bool linear_pair(const Tensor& x, const LinearWeight& p1, const LinearWeight& p2, Tensor* y1, Tensor* y2,
                    const Tensor* xq = nullptr, const Tensor* xs = nullptr, bool xq_ue8m0 = false);
 
@@ -120,19 +119,18 @@ class Fp8Gemm {
   bool lt_scales_m_major() const { return (lt_layout_ & 1) != 0; }
 
   // The split-K wgmma path: under kAuto from 33 to 64 tokens (DSERVE_FP8_WGMMA=0: the small-M kernel up to the
-  // table's M, then cuBLASLt; DSERVE_FP8_WGMMA_MIN_M / _MAX_M move the range; wgmma_range() sets it), and its K
-  // splits for (M, Np, Kp): enough CTAs for a target of
-  // DSERVE_FP8_WGMMA_CTAS (default 1: the fewest splits, ranges of at most kFp8WgmmaMaxBlocks; 0: one wave), each
-  // range at least DSERVE_FP8_WGMMA_MIN_BLOCKS blocks (default 2), within the partials buffer. Measured (H200,
-  // session 52, BENCHMARKS): every split policy lost to one range on V2-Lite's shapes (the split sum's fence and
-  // second pass cost more than the parallelism gains); in the model (V2-Lite FP8) it wins at 48 / 64 tokens (batch
-  // 48 -5%, 64 -4%) and loses at 32 (+2%, where it took the shared and dense gate|up from cuBLASLt).
+  // table's M, then cuBLASLt; DSERVE_FP8_WGMMA_MIN_M / _MAX_M or set_wgmma_range move the range), and its K splits
+  // for (M, Np, Kp): enough CTAs for a target of DSERVE_FP8_WGMMA_CTAS (default 1: the fewest splits, ranges of at
+  // most kFp8WgmmaMaxBlocks; 0: one wave), each range at least DSERVE_FP8_WGMMA_MIN_BLOCKS blocks (default 2), within
+  // the partials buffer. Measured (H200, session 52, BENCHMARKS): every split policy lost to one range on V2-Lite's
+  // shapes (the split sum's fence and second pass cost more than the parallelism gains); in the model (V2-Lite FP8)
+  // it wins at 48 / 64 tokens (batch 48 -5%, 64 -4%) and loses at 32 (+2%, where it took the shared and dense
+  // gate|up from cuBLASLt).
   void set_wgmma_range(int64_t min_m, int64_t max_m) {
     wgmma_min_m_ = min_m;
     wgmma_max_m_ = max_m;
   }
   int64_t wgmma_min_m() const { return wgmma_min_m_; }
-  bool wgmma_enabled() const { return wgmma_on_; }
   void set_wgmma_enabled(bool on) { wgmma_on_ = on; }
   // Tests: the CTA target (0: one wave, 1: the fewest splits) and the fewest K blocks a range.
   void set_wgmma_split_policy(int64_t ctas, int64_t min_blocks) {
@@ -183,11 +181,10 @@ class Fp8Gemm {
   void run_wgmma(const Tensor& q, const Tensor& sx, const Fp8Weight& w, int64_t M, Tensor& y);
   bool wgmma_fits(const Fp8Weight& w, int64_t M) const;
   // Whether kAuto (and the pair / prequantized paths) take the wgmma GEMM at M: inside its token range, ahead of
-  // both other paths.
-  // Only where one K range covers the weight (Kp <= 128 * kFp8WgmmaMaxBlocks: split ranges lost to cuBLASLt in every
-  // measurement, V3-shaped FP8 batch 64 +2%) and the weight is at most DSERVE_FP8_WGMMA_MAX_MB MiB (default 12:
-  // V2-Lite's attention and shared-expert weights gain, V3's 15-38 MB q_b / shared down lost 0.8% at batch 48; the
-  // small weights are mostly in flight before the PDL wait). Session 52.
+  // both other paths, only where one K range covers the weight (Kp <= 128 * kFp8WgmmaMaxBlocks: split ranges lost to
+  // cuBLASLt in every measurement, V3-shaped FP8 batch 64 +2%) and the weight is at most DSERVE_FP8_WGMMA_MAX_MB MiB
+  // (default 12: V2-Lite's attention and shared-expert weights gain, V3's 15-38 MB q_b / shared down lost 0.8% at
+  // batch 48; the small weights are mostly in flight before the PDL wait). Session 52.
   bool wgmma_auto(const Fp8Weight& w, int64_t M) const {
     return wgmma_on_ && M >= wgmma_min_m_ && M <= wgmma_max_m_ && w.Kp <= 128 * kernels::kFp8WgmmaMaxBlocks &&
            w.Np * w.Kp <= (wgmma_max_mb_ << 20) && wgmma_fits(w, M);
