@@ -17,6 +17,7 @@
 #include "kernels/moe.h"
 #include "kernels/moe_fp8.h"  // make_moe_wgmma_maps
 #include "ops/cuda/cuda_runtime.h"
+#include "ops/cuda/graph_timing.h"
 #include "ops/cuda/kernel_cases.h"
 #include "ops/ops.h"
 
@@ -74,34 +75,10 @@ class CudaVsCpuTest : public ::testing::Test {
   static inline Ops* cpu_ = nullptr;
 };
 
-// Microseconds per call of `launch` (kernel launches on s): 20 calls captured in a CUDA graph, replayed 5 times
-// after a warm-up replay. 0 when capture fails (reported as a test failure).
+// Microseconds per call of `launch` (kernel launches on s; capturable), 20 calls a graph: ds::graph_time_us.
 template <typename F>
 inline double graph_time_us(F launch, cudaStream_t s) {
-  cudaGraph_t graph = nullptr;
-  cudaGraphExec_t exec = nullptr;
-  EXPECT_EQ(cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal), cudaSuccess);
-  for (int i = 0; i < 20; ++i) launch();
-  EXPECT_EQ(cudaStreamEndCapture(s, &graph), cudaSuccess);
-  if (!graph || cudaGraphInstantiate(&exec, graph, 0) != cudaSuccess) {
-    ADD_FAILURE() << "graph capture failed";
-    return 0.0;
-  }
-  EXPECT_EQ(cudaGraphLaunch(exec, s), cudaSuccess);  // warm-up
-  cudaEvent_t t0, t1;
-  cudaEventCreate(&t0);
-  cudaEventCreate(&t1);
-  cudaEventRecord(t0, s);
-  for (int i = 0; i < 5; ++i) cudaGraphLaunch(exec, s);
-  cudaEventRecord(t1, s);
-  EXPECT_EQ(cudaEventSynchronize(t1), cudaSuccess);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, t0, t1);
-  cudaEventDestroy(t0);
-  cudaEventDestroy(t1);
-  cudaGraphExecDestroy(exec);
-  cudaGraphDestroy(graph);
-  return 1000.0 * ms / 100;
+  return ds::graph_time_us([&](int) { launch(); }, 20, s);
 }
 
 // Routed rows of top-k expert ids as the grouped MoE kernels see them: rows grouped by expert in expert order

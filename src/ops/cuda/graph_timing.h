@@ -1,5 +1,6 @@
 // Device time per call of a short launch sequence, as decode steps run it: captured into a CUDA graph and replayed
-// (eagerly, a call of a few small launches is bound by the host). Used by the FP8 GEMM benchmark and tune-gemm.
+// (eagerly, a call of a few small launches is bound by the host). Used by the FP8 GEMM benchmark, tune-gemm and the
+// GPU tests' timing lines.
 #pragma once
 #include <algorithm>
 #include <vector>
@@ -10,11 +11,10 @@
 
 namespace ds {
 
-// Median over 5 replays of the time per call of f(0 .. iters - 1) on the compute stream, in us. f must be
-// capturable (no host synchronisation).
+// Median over 5 replays of the time per call of f(0 .. iters - 1) on stream s (the compute stream by default), in
+// us, after 3 eager calls and a warm-up replay. f must be capturable (no host synchronisation).
 template <typename F>
-double graph_time_us(F&& f, int iters) {
-  cudaStream_t s = cuda_stream();
+double graph_time_us(F&& f, int iters, cudaStream_t s = cuda_stream()) {
   for (int i = 0; i < 3; ++i) f(i);
   DS_CUDA_CHECK(cudaStreamSynchronize(s));
   cudaGraph_t graph = nullptr;
