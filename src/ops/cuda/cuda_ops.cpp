@@ -160,7 +160,9 @@ class CudaOps final : public Ops {
     fused_norm_ = env_flag("DSERVE_FP8_FUSED_NORM", true);
     // DSERVE_MLA_VC_QUANT=0: o_proj's input quantized by a quant_act launch instead of the fused combine's tail.
     vc_quant_ = env_flag("DSERVE_MLA_VC_QUANT", true);
-    fused_norm_wgmma_ = env_flag("DSERVE_FP8_FUSED_NORM_WGMMA", false);
+    // Past kFusedNormMaxRows where the consumer runs on the wgmma FP8 GEMM (wgmma_reads_xq).
+    // DSERVE_FP8_FUSED_NORM_WGMMA=0: quant_act launches there instead.
+    fused_norm_wgmma_ = env_flag("DSERVE_FP8_FUSED_NORM_WGMMA", true);
     // Decode MoE layers add the shared expert inside the routed combine (one launch and one bf16 rounding fewer:
     // moe_experts_shared_q). No gain in session 13's layout (see above); with the pre-wait kernels, together with
     // the fused routing and grouping, V2-Lite batch 1 2.94 / 2.99 vs 3.01 / 3.01 ms, FP8 2.61 / 2.62 vs 2.70 / 2.68
@@ -330,8 +332,9 @@ class CudaOps final : public Ops {
   // -3.0 / +1.5 / +0.1 / +0.5% against quant_act launches and the early fork (H200, session 29, BENCHMARKS.md).
   static constexpr int64_t kFusedNormMaxRows = 8;
   // Past those rows, where the consumer runs on the wgmma FP8 GEMM, which reads the producer's quantization (no
-  // quant_act launch): DSERVE_FP8_FUSED_NORM_WGMMA=1, off by default (written in session 52 without device time left:
-  // unmeasured; A/B it at V2-Lite FP8 batch 48 / 64). The caller checked fp8_ and that it owns consumer.
+  // quant_act launch; 3 a V2-Lite layer, and the MoE layers take the norm's FP8 input too): V2-Lite FP8 decode batch
+  // 48 / 64 5.84 / 6.02 vs 5.97 / 6.28 ms, the V3-shaped 3-layer model ties (H200, session 53, BENCHMARKS.md).
+  // DSERVE_FP8_FUSED_NORM_WGMMA=0 turns it off. The caller checked fp8_ and that it owns consumer.
   bool wgmma_reads_xq(const LinearWeight& consumer, int64_t rows) const {
     return fused_norm_wgmma_ && fp8_->wgmma_takes(consumer, rows);
   }
@@ -2083,7 +2086,7 @@ class CudaOps final : public Ops {
   bool moe_fp8_segmented_ = false;
   bool fused_norm_ = false;
   bool vc_quant_ = false;
-  bool fused_norm_wgmma_ = false;
+  bool fused_norm_wgmma_ = true;
   bool fused_shared_ = false;
   bool open_moe_ = true;  // DSERVE_MOE_NORM_FUSED
   bool opening_ = false;  // inside moe_experts_open: combine() keeps its parameters in opened_
