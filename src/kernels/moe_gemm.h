@@ -55,6 +55,9 @@ struct MoeGroupedGemmParams {
   int wgmma_stages = 0;
   // The walk's weight boxes with an L2 evict-first policy (the ops: on for FP8, DSERVE_MOE_WGMMA_EVICT_FIRST).
   bool wgmma_evict_first = false;
+  // The wgmma walk's dynamic tiles (moe_wgmma.cu): int [2], zero before the launch and left zero after it (one
+  // launch at a time on it; the ops keep one a stream). Null: static tiles. The same bits either way.
+  int* walk_tile_counter = nullptr;
 };
 
 // The host-known bounds of a grouped step as the MoE ops set them, for MoeGroupedGemmParams and MoeFp8GemmParams

@@ -53,19 +53,26 @@ struct WalkParams {
   int nb = 0;
   bool slots_settled = false;
   bool evict_first = false;  // the weight boxes with an L2 evict-first policy
+  // Dynamic tiles (walk_tile_counter in the params): [0] the next tile past the grid's first, [1] CTAs done; zero
+  // before a launch and reset by its last CTA. Null: CTA b takes tiles b, b + grid, ... (static).
+  int* tile_counter = nullptr;
 };
+constexpr int kTileRing = 4;  // tile ids the producer publishes ahead of the consumers (dynamic tiles)
 
 // Shared memory (bytes from the 1024-aligned base): [kStages][64 rows][128 B] weight stages, [nb][tokens][128 B]
 // token rows (both with the 128-byte swizzle), the up half's accumulators for the SiLU ([32][tokens] fp32), the
-// tile's slot (expert, count, first output row, 16 token rows), then the stages' full / empty mbarriers.
+// tile's slot (expert, count, first output row, 16 token rows), the stages' full / empty mbarriers, then the tile
+// ring's (dynamic tiles: the producer's tile ids and their full / empty mbarriers).
 struct SmemLayout {
-  int x, xch, slot, bars, bytes;
+  int x, xch, slot, bars, tbars, tids, bytes;
   __host__ __device__ SmemLayout(int nb, int tokens, int stages) {
     x = stages * kStageBytes;
     xch = x + nb * tokens * 128;
     slot = xch + 32 * tokens * 4;
     bars = slot + 32 * 4;
-    bytes = bars + 2 * stages * 8;
+    tbars = bars + 2 * stages * 8;
+    tids = tbars + 2 * kTileRing * 8;
+    bytes = tids + kTileRing * 4;
   }
 };
 
@@ -86,7 +93,15 @@ __global__ void __launch_bounds__(kThreads, 1)
   float* xch = reinterpret_cast<float*>(smem + L.xch);
   int* slot = reinterpret_cast<int*>(smem + L.slot);  // [0] expert, [1] count, [2] first output row, [4..19] rows
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-  if (tid == 0) mbar_init_ring(full, empty, kStages, 4);  // four consumer warps release a stage
+  // Dynamic tiles: after its grid's first tile each CTA takes the next one left, so CTAs that start late (SMs held
+  // by a kernel on the other stream) take fewer tiles instead of finishing last with a full static share.
+  const bool dynamic = p.tile_counter != nullptr;
+  const uint32_t tfull = sbase + L.tbars, tempty = tfull + kTileRing * 8;
+  volatile int* tids = reinterpret_cast<volatile int*>(smem + L.tids);
+  if (tid == 0) {
+    mbar_init_ring(full, empty, kStages, 4);  // four consumer warps release a stage
+    if (dynamic) mbar_init_ring(tfull, tempty, kTileRing, 4);
+  }
   __syncthreads();
   // Slot records written by this step's grouping are read after the wait unless settled (pdl.cuh).
   if (!p.slots_settled) pdl_enter();
@@ -96,7 +111,19 @@ __global__ void __launch_bounds__(kThreads, 1)
       uint64_t policy = 0;
       if (p.evict_first) asm("createpolicy.fractional.L2::evict_first.b64 %0, 1.0;\n" : "=l"(policy));
       int it = 0;  // (tile, block) sequence number: stage it % kStages, its use it / kStages
-      for (int t = blockIdx.x; t < total; t += gridDim.x) {
+      for (int k = 0, t = blockIdx.x;; ++k) {
+        if (dynamic) {
+          if (k > 0) {
+            pdl_wait();  // the counter is reset by the previous launch's last CTA (the first tile's boxes went before)
+            t = gridDim.x + atomicAdd(p.tile_counter, 1);
+          }
+          const int s = k % kTileRing;  // publish t (past the end too: the consumers stop on it)
+          if (k >= kTileRing) mbar_wait(tempty + s * 8, ((k / kTileRing) - 1) & 1);
+          tids[s] = t;
+          mbar_arrive(tfull + s * 8);
+        } else if (k > 0) {
+          t += gridDim.x;
+        }
         int4 h;
         int64_t xr0;
         if (!moe_detail::walk_tile_slot(p, t, tiles_x, total, 0, &h, &xr0)) break;
@@ -120,6 +147,13 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
         }
       }
+      if (dynamic) {  // every grab done: the last CTA zeroes the counter for the next launch
+        pdl_wait();
+        if (atomicAdd(p.tile_counter + 1, 1) == static_cast<int>(gridDim.x) - 1) {
+          atomicExch(p.tile_counter, 0);
+          atomicExch(p.tile_counter + 1, 0);
+        }
+      }
     }
     if (p.slots_settled) pdl_enter();
     return;
@@ -130,7 +164,17 @@ __global__ void __launch_bounds__(kThreads, 1)
   // g of 8 columns; accumulator 4 g + 2 h + c is row r + 8 h, column 8 g + c0 + c.
   const int r = 16 * warp + (lane >> 2), c0 = 2 * (lane & 3);
   int it = 0;
-  for (int t = blockIdx.x; t < total; t += gridDim.x) {
+  for (int k = 0, t = blockIdx.x;; ++k) {
+    if (dynamic) {
+      const int s = k % kTileRing;
+      mbar_wait(tfull + s * 8, (k / kTileRing) & 1);
+      t = tids[s];
+      __syncwarp();
+      if (lane == 0) mbar_arrive(tempty + s * 8);
+    } else if (k > 0) {
+      t += gridDim.x;
+    }
+    if (t >= total) break;
     if (tid < kTokens) {  // the slot and its token rows (-1 past the count)
       int4 h;
       int64_t xr;
@@ -373,6 +417,7 @@ cudaError_t launch_moe_fp8_wgmma_walk(const MoeFp8GemmParams& p, const CUtensorM
   w.nb = static_cast<int>(p.K / 128);
   w.slots_settled = p.slots_settled;
   w.evict_first = p.wgmma_evict_first;
+  w.tile_counter = p.walk_tile_counter;
   return launch_walk<false>(w, p.silu, p.max_rows_per_expert, p.max_active, p.wgmma_stages, maps, stream);
 }
 
@@ -392,6 +437,7 @@ cudaError_t launch_moe_bf16_wgmma_walk(const MoeGroupedGemmParams& p, const CUte
   w.nb = static_cast<int>(2 * p.K / 128);
   w.slots_settled = p.slots_settled;
   w.evict_first = p.wgmma_evict_first;
+  w.tile_counter = p.walk_tile_counter;
   return launch_walk<true>(w, p.silu, p.max_rows_per_expert, p.max_active, p.wgmma_stages, maps, stream);
 }
 

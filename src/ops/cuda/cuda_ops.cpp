@@ -189,6 +189,12 @@ class CudaOps final : public Ops {
     // DSERVE_MOE_WGMMA_STAGES=4|6|8: both walks' ring depth for A/B runs (unset: walk_stages's choice by dtype and
     // token columns).
     wgmma_stages_ = static_cast<int>(env_int("DSERVE_MOE_WGMMA_STAGES", 0));
+    // DSERVE_MOE_WALK_DYNAMIC=1: the walks' CTAs take tiles from a counter (one a stream, zero between launches)
+    // after their first, instead of b, b + grid, ...: CTAs that start late, where the side stream's shared MLP holds
+    // SMs, take fewer tiles (A/B; session 53).
+    walk_dynamic_ = env_flag("DSERVE_MOE_WALK_DYNAMIC", false);
+    walk_counters_ = empty({4}, DType::kI32);
+    DS_CUDA_CHECK(cudaMemsetAsync(walk_counters_.data(), 0, walk_counters_.nbytes(), stream()));
     // The FP8 walk's weight boxes with an L2 evict-first policy (as the mma.sync FP8 streams since session 37: a step
     // reads each expert once, ~80 MB a V2-Lite layer through the L2, and the activations a few launches later should
     // stay). s40b / s40c (H200, three rounds): FP8 V2-Lite batch 1 1.56-1.57 vs 1.61-1.63 ms, batch 8 3.43-3.50 vs
@@ -1220,6 +1226,7 @@ class CudaOps final : public Ops {
     kernels::set_moe_bounds(g, N, E, T);
     g.wgmma_stages = wgmma_stages_;
     g.wgmma_evict_first = bf16_walk_evict_first_;
+    g.walk_tile_counter = walk_counter();
     g.N = inter;
     g.K = d;
     g.silu = true;
@@ -1387,6 +1394,7 @@ class CudaOps final : public Ops {
     kernels::set_moe_bounds(g, N, E, T);
     g.wgmma_stages = wgmma_stages_;
     g.wgmma_evict_first = fp8_walk_evict_first_;
+    g.walk_tile_counter = walk_counter();
     auto gemm = [&](const Tensor& in /*[rows, k] bf16*/, bool ue8m0, const Fp8Act* made, const CUtensorMap* maps) {
       const int64_t rows = in.dim(0), k = in.dim(1);
       Tensor q, sx;
@@ -2093,6 +2101,12 @@ class CudaOps final : public Ops {
   bool wgmma_walk_ = true;        // DSERVE_MOE_FP8_WGMMA (see the constructor)
   int64_t bf16_wgmma_min_tokens_ = 1;  // DSERVE_MOE_BF16_WGMMA (see the constructor); 0: off
   int wgmma_stages_ = 0;          // DSERVE_MOE_WGMMA_STAGES (see the constructor)
+  bool walk_dynamic_ = false;     // DSERVE_MOE_WALK_DYNAMIC (see the constructor)
+  Tensor walk_counters_;          // int [2] a stream: main, side
+  int* walk_counter() {
+    if (!walk_dynamic_) return nullptr;
+    return walk_counters_.data_as<int32_t>() + (stream() == cuda_side_stream() ? 2 : 0);
+  }
   bool fp8_walk_evict_first_ = true;    // DSERVE_MOE_WGMMA_EVICT_FIRST (see the constructor)
   bool bf16_walk_evict_first_ = false;
   int64_t walk_max_tokens_ = 256;       // DSERVE_MOE_WALK_MAX_TOKENS (see the constructor)

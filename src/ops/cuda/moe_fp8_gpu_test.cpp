@@ -587,11 +587,14 @@ TEST_F(MoeFp8Test, SmallMColumnTilesAgree) {
 // with two empty slot records past the active ones, slot records read before and after the PDL wait: it writes every
 // routed row and nothing else (NaN-poisoned output), matches the mma.sync walk within bf16 rounding (not bit for
 // bit: FP8 wgmma accumulates a 128-deep block at reduced precision) and the W8A8 product of the same bytes on two
-// experts (at V3's sizes one, at one row: the host product is slow); timed alone (MOEFP8WGMMA lines, next to the
+// experts (at V3's sizes one, at one row: the host product is slow); with dynamic tiles (walk_tile_counter) the
+// static run's bits, and the counter back at zero after each launch; timed alone (MOEFP8WGMMA lines, next to the
 // walk's).
 TEST_F(MoeFp8Test, WgmmaWalkMatchesTheWalk) {
   cudaStream_t s = cuda_stream();
   int checked = 0;
+  Tensor counter = gpu().empty({2}, DType::kI32);
+  ASSERT_EQ(cudaMemset(counter.data(), 0, counter.nbytes()), cudaSuccess);
   for (const test::MoeDecodeShape& sh : test::moe_decode_shapes()) {
     const int64_t wrows = sh.silu ? 2 * sh.N : sh.N;
     const bool big = sh.K * wrows > (int64_t{1} << 24);
@@ -622,25 +625,35 @@ TEST_F(MoeFp8Test, WgmmaWalkMatchesTheWalk) {
       ASSERT_TRUE(kernels::moe_fp8_wgmma_walk_supported(p)) << base;
       ASSERT_EQ(kernels::launch_moe_fp8_small_m(p, s), cudaSuccess) << base;
       Tensor want = to_host_f32(ref), first;
-      for (bool settled : {false, true}) {
-        // The settled run also takes the evict-first hint (the ops' FP8 default): the same bits as the first run.
-        const std::string what = base + (settled ? " settled, evict-first" : "");
+      for (int run = 0; run < 4; ++run) {
+        // The settled runs also take the evict-first hint (the ops' FP8 default): the same bits as the first run;
+        // runs 2 and 3 with dynamic tiles.
+        const bool settled = run % 2 == 1, dynamic = run >= 2;
+        const std::string what =
+            base + (settled ? " settled, evict-first" : "") + (dynamic ? " dynamic tiles" : "");
         Tensor out = gpu().empty({total + 1, sh.N}, DType::kBF16);  // NaN-poisoned
         p.out = out.data();
         p.slots_settled = settled;
         p.wgmma_evict_first = settled;
+        p.walk_tile_counter = dynamic ? counter.data_as<int32_t>() : nullptr;
         ASSERT_EQ(kernels::launch_moe_fp8_wgmma_walk(p, md, s), cudaSuccess) << what;
         ASSERT_EQ(cudaStreamSynchronize(s), cudaSuccess) << what;
+        p.walk_tile_counter = nullptr;
+        if (dynamic) {
+          const Tensor c = cuda_download(counter);
+          EXPECT_EQ(c.data_as<int32_t>()[0], 0) << what << ": counter not reset";
+          EXPECT_EQ(c.data_as<int32_t>()[1], 0) << what << ": counter not reset";
+        }
         Tensor got = to_host_f32(out);
         test::expect_rows_written(got, total, sh.N, what);
-        if (settled) {
+        if (run > 0) {
           EXPECT_TRUE(test::same_bits(got.rows(0, total), first.rows(0, total)))
               << what << ": not the first run's bits";
         } else {
           first = got;
         }
         DS_EXPECT_CLOSE(got.rows(0, total), want.rows(0, total), 2e-2, 4e-3, what + " vs the mma.sync walk");
-        for (int a = 0; a < (big ? (rows == 1 && !settled ? 1 : 0) : 2); ++a) {
+        for (int a = 0; a < (big ? (rows == 1 && run == 0 ? 1 : 0) : 2); ++a) {
           const int e = sh.active[a];
           const int64_t r0 = rt.offsets[e], n = rt.counts[e];
           if (n == 0) continue;
@@ -657,12 +670,15 @@ TEST_F(MoeFp8Test, WgmmaWalkMatchesTheWalk) {
       p.out = out.data();
       const double us = test::graph_time_us([&] { kernels::launch_moe_fp8_wgmma_walk(p, md, s); }, s);
       const double us_walk = test::graph_time_us([&] { kernels::launch_moe_fp8_small_m(p, s); }, s);
+      p.walk_tile_counter = counter.data_as<int32_t>();
+      const double us_dyn = test::graph_time_us([&] { kernels::launch_moe_fp8_wgmma_walk(p, md, s); }, s);
+      p.walk_tile_counter = nullptr;
       const double bytes = static_cast<double>(n_active) * wrows * sh.K * (1.0 + 4.0 / (128 * 128));
-      std::printf("MOEFP8WGMMA %s: %.2f us per launch (%.0f GB/s), the mma.sync walk %.2f us\n", base.c_str(), us,
-                  bytes / (us * 1e3), us_walk);
+      std::printf("MOEFP8WGMMA %s: %.2f us per launch (%.0f GB/s), dynamic tiles %.2f us, the mma.sync walk %.2f us\n",
+                  base.c_str(), us, bytes / (us * 1e3), us_dyn, us_walk);
     }
   }
-  EXPECT_EQ(checked, static_cast<int>(test::moe_decode_shapes().size()) * 4 * 2);
+  EXPECT_EQ(checked, static_cast<int>(test::moe_decode_shapes().size()) * 4 * 4);
 }
 
 // The ops path with the wgmma walk (the default; its switch is read when a backend is made; maps built with the
