@@ -189,10 +189,12 @@ class CudaOps final : public Ops {
     // DSERVE_MOE_WGMMA_STAGES=4|6|8: both walks' ring depth for A/B runs (unset: walk_stages's choice by dtype and
     // token columns).
     wgmma_stages_ = static_cast<int>(env_int("DSERVE_MOE_WGMMA_STAGES", 0));
-    // DSERVE_MOE_WALK_DYNAMIC=1: the walks' CTAs take tiles from a counter (one a stream, zero between launches)
-    // after their first, instead of b, b + grid, ...: CTAs that start late, where the side stream's shared MLP holds
-    // SMs, take fewer tiles (A/B; session 53).
-    walk_dynamic_ = env_flag("DSERVE_MOE_WALK_DYNAMIC", false);
+    // The walks' CTAs take tiles from a counter (one a stream, zero between launches) after their first, instead of
+    // b, b + grid, ...: CTAs that start late, where the side stream's shared MLP holds SMs, take fewer tiles. H200,
+    // session 53 (s53c, V2-Lite, two rounds alternating, ms): FP8 batch 48 / 64 / 128 5.72 / 5.92 / 7.12 vs 5.82 /
+    // 6.01 / 7.32; bf16 batch 64 9.47 vs 9.50. Alone (no side stream) it costs 0.1-1 us on V2-Lite's walks, gains
+    // 0.5-1.5 on V3's. Hence from kWalkDynamicMinTokens tokens on; DSERVE_MOE_WALK_DYNAMIC=1 always, 0 never.
+    walk_dynamic_ = static_cast<int>(env_int("DSERVE_MOE_WALK_DYNAMIC", -1));
     walk_counters_ = empty({4}, DType::kI32);
     DS_CUDA_CHECK(cudaMemsetAsync(walk_counters_.data(), 0, walk_counters_.nbytes(), stream()));
     // The FP8 walk's weight boxes with an L2 evict-first policy (as the mma.sync FP8 streams since session 37: a step
@@ -1226,7 +1228,7 @@ class CudaOps final : public Ops {
     kernels::set_moe_bounds(g, N, E, T);
     g.wgmma_stages = wgmma_stages_;
     g.wgmma_evict_first = bf16_walk_evict_first_;
-    g.walk_tile_counter = walk_counter();
+    g.walk_tile_counter = walk_counter(T);
     g.N = inter;
     g.K = d;
     g.silu = true;
@@ -1394,7 +1396,7 @@ class CudaOps final : public Ops {
     kernels::set_moe_bounds(g, N, E, T);
     g.wgmma_stages = wgmma_stages_;
     g.wgmma_evict_first = fp8_walk_evict_first_;
-    g.walk_tile_counter = walk_counter();
+    g.walk_tile_counter = walk_counter(T);
     auto gemm = [&](const Tensor& in /*[rows, k] bf16*/, bool ue8m0, const Fp8Act* made, const CUtensorMap* maps) {
       const int64_t rows = in.dim(0), k = in.dim(1);
       Tensor q, sx;
@@ -2101,10 +2103,12 @@ class CudaOps final : public Ops {
   bool wgmma_walk_ = true;        // DSERVE_MOE_FP8_WGMMA (see the constructor)
   int64_t bf16_wgmma_min_tokens_ = 1;  // DSERVE_MOE_BF16_WGMMA (see the constructor); 0: off
   int wgmma_stages_ = 0;          // DSERVE_MOE_WGMMA_STAGES (see the constructor)
-  bool walk_dynamic_ = false;     // DSERVE_MOE_WALK_DYNAMIC (see the constructor)
+  int walk_dynamic_ = -1;         // DSERVE_MOE_WALK_DYNAMIC (see the constructor): -1 by tokens, 0 never, 1 always
+  static constexpr int64_t kWalkDynamicMinTokens = 33;
   Tensor walk_counters_;          // int [2] a stream: main, side
-  int* walk_counter() {
-    if (!walk_dynamic_) return nullptr;
+  // The dynamic tiles' counter for a walk of T tokens on the current stream, or null (static tiles).
+  int* walk_counter(int64_t T) {
+    if (walk_dynamic_ == 0 || (walk_dynamic_ < 0 && T < kWalkDynamicMinTokens)) return nullptr;
     return walk_counters_.data_as<int32_t>() + (stream() == cuda_side_stream() ? 2 : 0);
   }
   bool fp8_walk_evict_first_ = true;    // DSERVE_MOE_WGMMA_EVICT_FIRST (see the constructor)
