@@ -191,9 +191,11 @@ class CudaOps final : public Ops {
     wgmma_stages_ = static_cast<int>(env_int("DSERVE_MOE_WGMMA_STAGES", 0));
     // The walks' CTAs take tiles from a counter (one a stream, zero between launches) after their first, instead of
     // b, b + grid, ...: CTAs that start late, where the side stream's shared MLP holds SMs, take fewer tiles. H200,
-    // session 53 (s53c, V2-Lite, two rounds alternating, ms): FP8 batch 48 / 64 / 128 5.72 / 5.92 / 7.12 vs 5.82 /
-    // 6.01 / 7.32; bf16 batch 64 9.47 vs 9.50. Alone (no side stream) it costs 0.1-1 us on V2-Lite's walks, gains
-    // 0.5-1.5 on V3's. Hence from kWalkDynamicMinTokens tokens on; DSERVE_MOE_WALK_DYNAMIC=1 always, 0 never.
+    // session 53 (V2-Lite, two rounds alternating, ms; s53c) FP8 batch 48 / 64 / 128 5.72 / 5.92 / 7.12 vs 5.82 /
+    // 6.01 / 7.32, bf16 batch 64 9.47 vs 9.50; (s53d) FP8 batch 32 5.34-5.35 vs 5.52-5.55, batch 8 3.37-3.39 vs
+    // 3.40-3.41, batch 1 1.54 vs 1.52-1.53 (a CTA has about one tile there: the counter only costs). Alone (no side
+    // stream) it costs 0.1-1 us on V2-Lite's walks and gains 0.5-1.5 on V3's. Hence from kWalkDynamicMinTokens
+    // tokens on; DSERVE_MOE_WALK_DYNAMIC=1 always, 0 never.
     walk_dynamic_ = static_cast<int>(env_int("DSERVE_MOE_WALK_DYNAMIC", -1));
     walk_counters_ = empty({4}, DType::kI32);
     DS_CUDA_CHECK(cudaMemsetAsync(walk_counters_.data(), 0, walk_counters_.nbytes(), stream()));
@@ -2104,7 +2106,7 @@ class CudaOps final : public Ops {
   int64_t bf16_wgmma_min_tokens_ = 1;  // DSERVE_MOE_BF16_WGMMA (see the constructor); 0: off
   int wgmma_stages_ = 0;          // DSERVE_MOE_WGMMA_STAGES (see the constructor)
   int walk_dynamic_ = -1;         // DSERVE_MOE_WALK_DYNAMIC (see the constructor): -1 by tokens, 0 never, 1 always
-  static constexpr int64_t kWalkDynamicMinTokens = 33;
+  static constexpr int64_t kWalkDynamicMinTokens = 8;
   Tensor walk_counters_;          // int [2] a stream: main, side
   // The dynamic tiles' counter for a walk of T tokens on the current stream, or null (static tiles).
   int* walk_counter(int64_t T) {
