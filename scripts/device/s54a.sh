@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Prepared in session 53 for the next session's first call (binaries dserve, ds_ops_cuda_gpu_test): what session 53's
+# dynamic MoE walk tiles (default from 8 tokens) left unmeasured. (1) The V3-shaped 3-layer model (256 experts, top-8)
+# FP8 at batch 8 / 32 / 64 / 128, static (DSERVE_MOE_WALK_DYNAMIC=0) vs the default, alternating. (2) V2-Lite FP8 at
+# batch 2 / 4 / 16: dynamic everywhere (=1) vs static (=0), for the default's lower bound (measured: loss at 1, wins at
+# 8-128). (3) With dynamic tiles the side stream's shared MLP no longer leaves late walk CTAs behind: are the stream
+# settings measured before it still the best at batch 32 / 64? Default vs DSERVE_SIDE_STREAM=0 (everything on one
+# stream) vs DSERVE_SHARED_AFTER_ROUTE=0 (fork before the routing).
+set -u
+source "$(dirname "$0")/lib.sh"
+D="$(dirname "$0")"
+v3_config "$OUT/v3l3.json" 3
+AB_MODEL="$OUT/v3l3.json" AB_BATCHES=8,32,64,128 AB_KINDS="fp8" AB_BINS="st dy" AB_CFG_st=DSERVE_MOE_WALK_DYNAMIC=0 \
+  AB_CFG_dy=base AB_ROUNDS=2 OUT=$OUT/v3 bash "$D/abbin.sh"
+AB_BATCHES=2,4,16 AB_KINDS="fp8" AB_BINS="st dy" AB_CFG_st=DSERVE_MOE_WALK_DYNAMIC=0 AB_CFG_dy=DSERVE_MOE_WALK_DYNAMIC=1 \
+  AB_ROUNDS=2 OUT=$OUT/bound bash "$D/abbin.sh"
+AB_BATCHES=32,64 AB_KINDS="fp8" AB_BINS="base one early" AB_CFG_base=base AB_CFG_one=DSERVE_SIDE_STREAM=0 \
+  AB_CFG_early=DSERVE_SHARED_AFTER_ROUTE=0 AB_ROUNDS=2 OUT=$OUT/side bash "$D/abbin.sh"
