@@ -215,13 +215,14 @@ int ctas_per_sm() {
   return n;
 }
 
-// A/B switch, read once: DSERVE_FP8_WGMMA_STAGES=4 or 12 (else 6; s52g: 4 stages lost 0.6 us at 32 tokens, tied at
-// 64; 12: more of a short range's bytes in flight before the first box lands, session 53).
+// A/B switch, read once: DSERVE_FP8_WGMMA_STAGES=4, 8 or 12 (else 6; s52g: 4 stages lost 0.6 us at 32 tokens, tied
+// at 64; session 53: 12 won alone, 1.1-2.9 us at 64 tokens, and tied in the model, its 210 KB CTA likely shutting out
+// the PDL neighbours' CTAs; 8, ~140 KB at 64 tokens, not yet measured).
 int stages() {
   static const int n = [] {
     const char* v = std::getenv("DSERVE_FP8_WGMMA_STAGES");
     const int s = v ? std::atoi(v) : 0;
-    return s == 4 || s == 12 ? s : kDefaultStages;
+    return s == 4 || s == 8 || s == 12 ? s : kDefaultStages;
   }();
   return n;
 }
@@ -241,6 +242,7 @@ template <int kMt>
 cudaError_t launch_mt(const Fp8GemmWgmmaParams& p, const CUtensorMap& wmap, cudaStream_t stream) {
   switch (stages()) {
     case 4: return launch_mt<kMt, 4>(p, wmap, stream);
+    case 8: return launch_mt<kMt, 8>(p, wmap, stream);
     case 12: return launch_mt<kMt, 12>(p, wmap, stream);
     default: return launch_mt<kMt, kDefaultStages>(p, wmap, stream);
   }
@@ -250,6 +252,7 @@ template <int kMt>
 int ctas_per_sm_any() {
   switch (stages()) {
     case 4: return ctas_per_sm<kMt, 4>();
+    case 8: return ctas_per_sm<kMt, 8>();
     case 12: return ctas_per_sm<kMt, 12>();
     default: return ctas_per_sm<kMt, kDefaultStages>();
   }
