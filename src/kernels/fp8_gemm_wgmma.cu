@@ -38,17 +38,23 @@ struct Layout {
   static constexpr int kBytes = kSx + kFp8WgmmaMaxBlocks * kMt * 4 + 1024;  // + the 1024-byte alignment slack
 };
 
-template <int kMt, int kStages>
+// kPair: CTAs [tiles, tiles + second.Np / 64) run the pair's second product (wmap2, second; p.splits == 1). The
+// single-product kernel gets those parameters last and unused, so its code is the one measured before the pair.
+template <int kMt, int kStages, bool kPair>
 __global__ void __launch_bounds__(kThreads, 1)
     fp8_gemm_wgmma_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap,
-                          const Fp8GemmWgmmaParams p, int tiles, int bps) {
+                          const Fp8GemmWgmmaParams p, int tiles, int bps, const __grid_constant__ CUtensorMap wmap2,
+                          const Fp8GemmWgmmaSecond second_p) {
   using L = Layout<kMt, kStages>;
   constexpr int kR = kMt / 2;  // accumulators a thread: rows r, r + 8 x its 2 columns of each 8
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_align1024(smem_raw);
   const uint32_t sbase = smem_u32(smem), full = sbase + L::kBars, empty = full + kStages * 8;
   int* flag = reinterpret_cast<int*>(smem + L::kFlag);
-  const int tile = blockIdx.x % tiles, split = blockIdx.x / tiles;
+  // The pair's selections are written inline (kPair && second ? ... : ...): held in locals they changed the single
+  // kernel's code (ptxas: 150 -> 161 registers at 64 tokens).
+  const bool second = kPair && static_cast<int>(blockIdx.x) >= tiles;
+  const int tile = second ? blockIdx.x - tiles : blockIdx.x % tiles, split = second ? 0 : blockIdx.x / tiles;
   const int kb = static_cast<int>(p.Kp / 128);
   const int kb0 = split * bps, nkb = min(bps, kb - kb0);
   const int n0 = tile * kRows;
@@ -63,9 +69,10 @@ __global__ void __launch_bounds__(kThreads, 1)
       auto load_w = [&](int i) {
         const int s = i % kStages;
         if (p.evict_first)
-          tma_load_box_hint(sbase + s * L::kStage, &wmap, (kb0 + i) * 128, n0, full + s * 8, policy);
+          tma_load_box_hint(sbase + s * L::kStage, kPair && second ? &wmap2 : &wmap, (kb0 + i) * 128, n0,
+                            full + s * 8, policy);
         else
-          tma_load_box(sbase + s * L::kStage, &wmap, (kb0 + i) * 128, n0, full + s * 8);
+          tma_load_box(sbase + s * L::kStage, kPair && second ? &wmap2 : &wmap, (kb0 + i) * 128, n0, full + s * 8);
       };
       auto load_x = [&](int i) {
         const int s = i % kStages;
@@ -96,7 +103,7 @@ __global__ void __launch_bounds__(kThreads, 1)
   float* sws = reinterpret_cast<float*>(smem + L::kSw);
   float* sxs = reinterpret_cast<float*>(smem + L::kSx);
   {
-    const float* swt = p.sw + static_cast<int64_t>(n0 / 128) * kb + kb0;
+    const float* swt = (kPair && second ? second_p.sw : p.sw) + static_cast<int64_t>(n0 / 128) * kb + kb0;
     // Every load in flight before the first store (a loop of dependent rounds cost a round trip each).
     constexpr int kPer = (kFp8WgmmaMaxBlocks * kMt + 127) / 128;
     float v[kPer];
@@ -139,13 +146,14 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   wgmma_blocks_one_ahead<kR>(nkb, mma, fold);
 
-  __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.d);
+  __nv_bfloat16* out = static_cast<__nv_bfloat16*>(kPair && second ? second_p.d : p.d);
   auto store = [&](const float (&v)[kR]) {
 #pragma unroll
     for (int i = 0; i < kR; ++i) {
       const int c = col(i);
       const int64_t n = n0 + r + ((i >> 1) & 1) * 8;
-      if (c < p.M && n < p.N) out[c * p.ldd + n] = __float2bfloat16(v[i]);
+      if (c < p.M && n < (kPair && second ? second_p.N : p.N))
+        out[c * (kPair && second ? second_p.ldd : p.ldd) + n] = __float2bfloat16(v[i]);
     }
   };
   if (p.splits == 1) {
@@ -203,10 +211,10 @@ bool make_token_map(const Fp8GemmWgmmaParams& p, int mt, CUtensorMap* out) {
                               static_cast<uint64_t>(p.M), static_cast<uint64_t>(p.ldq), 128, static_cast<uint32_t>(mt));
 }
 
-template <int kMt, int kS>
+template <int kMt, int kS, bool kPair = false>
 int ctas_per_sm() {
   static const int n = [] {
-    auto kernel = fp8_gemm_wgmma_kernel<kMt, kS>;
+    auto kernel = fp8_gemm_wgmma_kernel<kMt, kS, kPair>;
     constexpr int bytes = Layout<kMt, kS>::kBytes;
     if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess) return 0;
     int per = 0;
@@ -227,24 +235,43 @@ int stages() {
   return n;
 }
 
+// second / wmap2: a pair's second product (its Np / 64 CTAs after p's), or null (one product; wmap passed again as the
+// unused parameter).
 template <int kMt, int kS>
-cudaError_t launch_mt(const Fp8GemmWgmmaParams& p, const CUtensorMap& wmap, cudaStream_t stream) {
-  if (ctas_per_sm<kMt, kS>() <= 0) return cudaErrorInvalidConfiguration;
+cudaError_t launch_mt(const Fp8GemmWgmmaParams& p, const CUtensorMap& wmap, const Fp8GemmWgmmaSecond* second,
+                      const CUtensorMap* wmap2, cudaStream_t stream) {
   alignas(64) CUtensorMap xmap;
   if (!make_token_map(p, kMt, &xmap)) return cudaErrorInvalidValue;
   const int tiles = static_cast<int>(p.Np / kRows), kb = static_cast<int>(p.Kp / 128);
   const int bps = (kb + p.splits - 1) / p.splits;
-  return launch_pdl(fp8_gemm_wgmma_kernel<kMt, kS>, dim3(static_cast<unsigned>(tiles * p.splits)), kThreads,
-                    Layout<kMt, kS>::kBytes, stream, wmap, xmap, p, tiles, bps);
+  if (!second) {
+    if (ctas_per_sm<kMt, kS>() <= 0) return cudaErrorInvalidConfiguration;
+    return launch_pdl(fp8_gemm_wgmma_kernel<kMt, kS, false>, dim3(static_cast<unsigned>(tiles * p.splits)), kThreads,
+                      Layout<kMt, kS>::kBytes, stream, wmap, xmap, p, tiles, bps, wmap, Fp8GemmWgmmaSecond{});
+  }
+  if (ctas_per_sm<kMt, kS, true>() <= 0) return cudaErrorInvalidConfiguration;
+  const int tiles2 = static_cast<int>(second->Np / kRows);
+  return launch_pdl(fp8_gemm_wgmma_kernel<kMt, kS, true>, dim3(static_cast<unsigned>(tiles + tiles2)), kThreads,
+                    Layout<kMt, kS>::kBytes, stream, wmap, xmap, p, tiles, bps, *wmap2, *second);
 }
 
 template <int kMt>
-cudaError_t launch_mt(const Fp8GemmWgmmaParams& p, const CUtensorMap& wmap, cudaStream_t stream) {
+cudaError_t launch_mt(const Fp8GemmWgmmaParams& p, const CUtensorMap& wmap, const Fp8GemmWgmmaSecond* second,
+                      const CUtensorMap* wmap2, cudaStream_t stream) {
   switch (stages()) {
-    case 4: return launch_mt<kMt, 4>(p, wmap, stream);
-    case 8: return launch_mt<kMt, 8>(p, wmap, stream);
-    case 12: return launch_mt<kMt, 12>(p, wmap, stream);
-    default: return launch_mt<kMt, kDefaultStages>(p, wmap, stream);
+    case 4: return launch_mt<kMt, 4>(p, wmap, second, wmap2, stream);
+    case 8: return launch_mt<kMt, 8>(p, wmap, second, wmap2, stream);
+    case 12: return launch_mt<kMt, 12>(p, wmap, second, wmap2, stream);
+    default: return launch_mt<kMt, kDefaultStages>(p, wmap, second, wmap2, stream);
+  }
+}
+
+cudaError_t launch_by_tokens(const Fp8GemmWgmmaParams& p, const CUtensorMap& wmap, const Fp8GemmWgmmaSecond* second,
+                             const CUtensorMap* wmap2, cudaStream_t stream) {
+  switch (fp8_gemm_wgmma_tokens(p.M)) {
+    case 16: return launch_mt<16>(p, wmap, second, wmap2, stream);
+    case 32: return launch_mt<32>(p, wmap, second, wmap2, stream);
+    default: return launch_mt<64>(p, wmap, second, wmap2, stream);
   }
 }
 
@@ -294,12 +321,21 @@ bool fp8_gemm_wgmma_supported(const Fp8GemmWgmmaParams& p) {
 
 cudaError_t launch_fp8_gemm_wgmma(const Fp8GemmWgmmaParams& p, const Fp8WeightMap& weight_map, cudaStream_t stream) {
   if (!weight_map.valid || !fp8_gemm_wgmma_supported(p)) return cudaErrorInvalidValue;
-  const CUtensorMap& wmap = *reinterpret_cast<const CUtensorMap*>(weight_map.bytes);
-  switch (fp8_gemm_wgmma_tokens(p.M)) {
-    case 16: return launch_mt<16>(p, wmap, stream);
-    case 32: return launch_mt<32>(p, wmap, stream);
-    default: return launch_mt<64>(p, wmap, stream);
-  }
+  return launch_by_tokens(p, *reinterpret_cast<const CUtensorMap*>(weight_map.bytes), nullptr, nullptr, stream);
+}
+
+bool fp8_gemm_wgmma_pair_supported(const Fp8GemmWgmmaParams& p, const Fp8GemmWgmmaSecond& second) {
+  return fp8_gemm_wgmma_supported(p) && p.splits == 1 && second.sw && second.d && second.N >= 1 &&
+         second.Np % 128 == 0 && second.N <= second.Np && second.ldd >= second.N &&
+         p.Np / kRows + second.Np / kRows <= INT32_MAX;
+}
+
+cudaError_t launch_fp8_gemm_wgmma_pair(const Fp8GemmWgmmaParams& p, const Fp8WeightMap& weight_map,
+                                       const Fp8GemmWgmmaSecond& second, const Fp8WeightMap& second_map,
+                                       cudaStream_t stream) {
+  if (!weight_map.valid || !second_map.valid || !fp8_gemm_wgmma_pair_supported(p, second)) return cudaErrorInvalidValue;
+  return launch_by_tokens(p, *reinterpret_cast<const CUtensorMap*>(weight_map.bytes), &second,
+                          reinterpret_cast<const CUtensorMap*>(second_map.bytes), stream);
 }
 
 }  // namespace ds::kernels

@@ -49,4 +49,18 @@ int fp8_gemm_wgmma_ctas_per_sm(int64_t M);
 bool fp8_gemm_wgmma_supported(const Fp8GemmWgmmaParams& p);
 cudaError_t launch_fp8_gemm_wgmma(const Fp8GemmWgmmaParams& p, const Fp8WeightMap& weight_map, cudaStream_t stream);
 
+// A second product of p's tokens in the same launch (launch_fp8_gemm_wgmma_pair: V2-Lite's q / kv_a pair): its
+// weight (second_map, K = p's), weight scales [Np / 128, p.Kp / 128] and bf16 output [p.M, ldd]; its Np / 64 CTAs
+// follow p's. One K range each (p.splits == 1).
+struct Fp8GemmWgmmaSecond {
+  const float* sw = nullptr;
+  void* d = nullptr;
+  int64_t ldd = 0;
+  int64_t N = 0, Np = 0;
+};
+bool fp8_gemm_wgmma_pair_supported(const Fp8GemmWgmmaParams& p, const Fp8GemmWgmmaSecond& second);
+cudaError_t launch_fp8_gemm_wgmma_pair(const Fp8GemmWgmmaParams& p, const Fp8WeightMap& weight_map,
+                                       const Fp8GemmWgmmaSecond& second, const Fp8WeightMap& second_map,
+                                       cudaStream_t stream);
+
 }  // namespace ds::kernels

@@ -343,6 +343,10 @@ TEST_F(Fp8GemmGpu, LinearPairSharesTheQuantization) {
   // kernel's M and that range, and past 64, the pair declines.
   ASSERT_GT(gemm.wgmma_min_m(), gemm.small_m_max_for(384, 1024) + 1);
   expect_pair_matches(gemm, a, b, gemm, a, b, {gemm.wgmma_min_m(), 64}, rng, "fp8 linear_pair wgmma");
+  // Both products in one launch (set_wgmma_pair, DSERVE_FP8_WGMMA_PAIR): the two launches' bits (ragged N on both).
+  gemm.set_wgmma_pair(true);
+  expect_pair_matches(gemm, a, b, gemm, a, b, {gemm.wgmma_min_m(), 64}, rng, "fp8 linear_pair wgmma one launch");
+  gemm.set_wgmma_pair(false);
   Tensor y1, y2;
   Tensor big = test::to_device(test::randn({65, K}, rng, 1.0f));
   EXPECT_FALSE(gemm.linear_pair(big, a, b, &y1, &y2));
@@ -350,6 +354,9 @@ TEST_F(Fp8GemmGpu, LinearPairSharesTheQuantization) {
   EXPECT_FALSE(gemm.linear_pair(mid, a, b, &y1, &y2));
   gemm.set_wgmma_range(1, 64);  // ahead of the small-M kernel too
   expect_pair_matches(gemm, a, b, gemm, a, b, {5, 17}, rng, "fp8 linear_pair wgmma from 1");
+  gemm.set_wgmma_pair(true);  // 16 and 32 token columns
+  expect_pair_matches(gemm, a, b, gemm, a, b, {5, 17}, rng, "fp8 linear_pair wgmma one launch from 1");
+  gemm.set_wgmma_pair(false);
   gemm.set_wgmma_enabled(false);
   Tensor in_range = test::to_device(test::randn({40, K}, rng, 1.0f));
   EXPECT_FALSE(gemm.linear_pair(in_range, a, b, &y1, &y2));

@@ -161,6 +161,7 @@ Fp8Gemm::Fp8Gemm() {
     DS_CUDA_CHECK(cudaMemsetAsync(splitk_tickets_[i], 0, kSplitKTickets * 4, cuda_stream()));
   }
   wgmma_on_ = env_int("DSERVE_FP8_WGMMA", 1) != 0;
+  wgmma_pair_ = env_int("DSERVE_FP8_WGMMA_PAIR", 0) != 0;
   wgmma_ctas_ = env_int("DSERVE_FP8_WGMMA_CTAS", wgmma_ctas_);
   wgmma_min_blocks_ = std::max<int64_t>(1, env_int("DSERVE_FP8_WGMMA_MIN_BLOCKS", wgmma_min_blocks_));
   wgmma_max_m_ = env_int("DSERVE_FP8_WGMMA_MAX_M", wgmma_max_m_);
@@ -320,7 +321,8 @@ bool Fp8Gemm::wgmma_fits(const Fp8Weight& w, int64_t M) const {
          (min_splits == 1 || min_splits * w.Np * kernels::fp8_gemm_wgmma_tokens(M) <= kSplitKFloats);
 }
 
-void Fp8Gemm::run_wgmma(const Tensor& q, const Tensor& sx, const Fp8Weight& w, int64_t M, Tensor& y) {
+kernels::Fp8GemmWgmmaParams Fp8Gemm::wgmma_params(const Tensor& q, const Tensor& sx, const Fp8Weight& w, int64_t M,
+                                                  Tensor& y) const {
   kernels::Fp8GemmWgmmaParams p;
   p.q = q.data_as<uint8_t>();
   p.ldq = q.dim(1);
@@ -341,6 +343,11 @@ void Fp8Gemm::run_wgmma(const Tensor& q, const Tensor& sx, const Fp8Weight& w, i
   p.partial_floats = kSplitKFloats;
   p.tickets = splitk_tickets_[side];
   p.ticket_count = kSplitKTickets;
+  return p;
+}
+
+void Fp8Gemm::run_wgmma(const Tensor& q, const Tensor& sx, const Fp8Weight& w, int64_t M, Tensor& y) {
+  const kernels::Fp8GemmWgmmaParams p = wgmma_params(q, sx, w, M, y);
   DS_CHECK(kernels::fp8_gemm_wgmma_supported(p), "fp8 wgmma GEMM M ", M, " N ", w.N, " K ", w.K, " splits ", p.splits);
   DS_CUDA_CHECK(kernels::launch_fp8_gemm_wgmma(p, w.map, cuda_stream()));
 }
@@ -433,6 +440,19 @@ bool Fp8Gemm::linear_pair(const Tensor& x, const LinearWeight& p1, const LinearW
       sx = *xs;
     } else {
       quantize_small_m(x, a.w, a.ue8m0, &q, &sx);
+    }
+    const kernels::Fp8GemmWgmmaParams pa = wgmma_params(q, sx, a.w, M, *y1);
+    if (wgmma_pair_ && pa.splits == 1 && wgmma_splits(M, b.w.Np, b.w.Kp) == 1) {
+      kernels::Fp8GemmWgmmaSecond second;
+      second.sw = b.w.sw.data_as<float>();
+      second.d = y2->data();
+      second.ldd = y2->dim(1);
+      second.N = b.w.N;
+      second.Np = b.w.Np;
+      DS_CHECK(kernels::fp8_gemm_wgmma_pair_supported(pa, second), "fp8 wgmma pair M ", M, " N ", a.w.N, " + ",
+               b.w.N, " K ", a.w.K);
+      DS_CUDA_CHECK(kernels::launch_fp8_gemm_wgmma_pair(pa, a.w.map, second, b.w.map, cuda_stream()));
+      return true;
     }
     run_wgmma(q, sx, a.w, M, *y1);
     run_wgmma(q, sx, b.w, M, *y2);

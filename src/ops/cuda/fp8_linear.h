@@ -132,6 +132,10 @@ class Fp8Gemm {
   }
   int64_t wgmma_min_m() const { return wgmma_min_m_; }
   void set_wgmma_enabled(bool on) { wgmma_on_ = on; }
+  // linear_pair on the wgmma GEMM in one launch for both products where each takes one K range
+  // (kernels::launch_fp8_gemm_wgmma_pair; V2-Lite's q / kv_a pair). Opt-in, DSERVE_FP8_WGMMA_PAIR=1: written in
+  // session 53 without device time (not yet run). Two launches otherwise.
+  void set_wgmma_pair(bool on) { wgmma_pair_ = on; }
   // Tests: the CTA target (0: one wave, 1: the fewest splits) and the fewest K blocks a range.
   void set_wgmma_split_policy(int64_t ctas, int64_t min_blocks) {
     wgmma_ctas_ = ctas;
@@ -179,6 +183,9 @@ class Fp8Gemm {
   void small_m_chunks(const Tensor& q, const Tensor& sx, const Fp8Weight& w, int64_t M, Tensor& y);
   // The split-K wgmma GEMM on x's small-M quantization (q [M, Kp], token-major sx) into y ([M, N] bf16 rows).
   void run_wgmma(const Tensor& q, const Tensor& sx, const Fp8Weight& w, int64_t M, Tensor& y);
+  // The launch parameters run_wgmma uses for w (splits and this stream's partials / tickets set).
+  kernels::Fp8GemmWgmmaParams wgmma_params(const Tensor& q, const Tensor& sx, const Fp8Weight& w, int64_t M,
+                                           Tensor& y) const;
   bool wgmma_fits(const Fp8Weight& w, int64_t M) const;
   // Whether kAuto (and the pair / prequantized paths) take the wgmma GEMM at M: inside its token range, ahead of
   // both other paths, only where one K range covers the weight (Kp <= 128 * kFp8WgmmaMaxBlocks: split ranges lost to
@@ -208,6 +215,7 @@ class Fp8Gemm {
   float* splitk_partial_[2] = {nullptr, nullptr};
   int* splitk_tickets_[2] = {nullptr, nullptr};
   bool wgmma_on_ = true;
+  bool wgmma_pair_ = false;  // DSERVE_FP8_WGMMA_PAIR (set_wgmma_pair)
   int64_t wgmma_ctas_ = 1, wgmma_min_blocks_ = 2, wgmma_min_m_ = 33, wgmma_max_m_ = kernels::kFp8WgmmaMaxM;
   int64_t wgmma_max_mb_ = 12;
   // Measured on the H100 (dserve_fp8_gemm_bench, 2026-11-23): the small-M kernel wins up to M = 8-16 on V3 shapes,
