@@ -346,9 +346,9 @@ kernels::Fp8GemmWgmmaParams Fp8Gemm::wgmma_params(const Tensor& q, const Tensor&
   return p;
 }
 
-void Fp8Gemm::run_wgmma(const Tensor& q, const Tensor& sx, const Fp8Weight& w, int64_t M, Tensor& y) {
-  const kernels::Fp8GemmWgmmaParams p = wgmma_params(q, sx, w, M, y);
-  DS_CHECK(kernels::fp8_gemm_wgmma_supported(p), "fp8 wgmma GEMM M ", M, " N ", w.N, " K ", w.K, " splits ", p.splits);
+void Fp8Gemm::run_wgmma(const kernels::Fp8GemmWgmmaParams& p, const Fp8Weight& w) {
+  DS_CHECK(kernels::fp8_gemm_wgmma_supported(p), "fp8 wgmma GEMM M ", p.M, " N ", w.N, " K ", w.K, " splits ",
+           p.splits);
   DS_CUDA_CHECK(kernels::launch_fp8_gemm_wgmma(p, w.map, cuda_stream()));
 }
 
@@ -429,13 +429,16 @@ bool Fp8Gemm::linear_pair(const Tensor& x, const LinearWeight& p1, const LinearW
     return false;
   const int64_t M = x.dim(0);
   if (M == 0 || x.dim(1) != a.w.K || a.w.K != b.w.K || a.w.Kp != b.w.Kp || a.ue8m0 != b.ue8m0) return false;
-  if (!takes_small_m(a.w, M) || !takes_small_m(b.w, M)) {
-    // Past the small-M kernel: the split-K wgmma GEMM for both on one quantization.
-    if (!wgmma_auto(a.w, M) || !wgmma_auto(b.w, M) || x.dtype() != DType::kBF16) return false;
-    *y1 = Tensor::empty({M, a.w.N}, DType::kBF16, Device::kCuda);
-    *y2 = Tensor::empty({M, b.w.N}, DType::kBF16, Device::kCuda);
+  // Past the small-M kernel: the split-K wgmma GEMM for both on one quantization.
+  const bool wgmma = !takes_small_m(a.w, M) || !takes_small_m(b.w, M);
+  if (wgmma && (!wgmma_auto(a.w, M) || !wgmma_auto(b.w, M) || x.dtype() != DType::kBF16)) return false;
+  *y1 = Tensor::empty({M, a.w.N}, DType::kBF16, Device::kCuda);
+  *y2 = Tensor::empty({M, b.w.N}, DType::kBF16, Device::kCuda);
+  // x's quantization made by its producer (the norm); it fits b exactly when it fits a (same K, Kp and scale kind).
+  const bool made = xq && quantized_for(*xq, *xs, xq_ue8m0, a.w, a.ue8m0, M);
+  if (wgmma) {
     Tensor q, sx;
-    if (xq && quantized_for(*xq, *xs, xq_ue8m0, a.w, a.ue8m0, M)) {
+    if (made) {
       q = *xq;
       sx = *xs;
     } else {
@@ -454,19 +457,15 @@ bool Fp8Gemm::linear_pair(const Tensor& x, const LinearWeight& p1, const LinearW
       DS_CUDA_CHECK(kernels::launch_fp8_gemm_wgmma_pair(pa, a.w.map, second, b.w.map, cuda_stream()));
       return true;
     }
-    run_wgmma(q, sx, a.w, M, *y1);
-    run_wgmma(q, sx, b.w, M, *y2);
+    run_wgmma(pa, a.w);
+    run_wgmma(wgmma_params(q, sx, b.w, M, *y2), b.w);
     return true;
   }
-  *y1 = Tensor::empty({M, a.w.N}, DType::kBF16, Device::kCuda);
-  *y2 = Tensor::empty({M, b.w.N}, DType::kBF16, Device::kCuda);
   if (fused_pair_ && M <= kernels::kFp8SmallMMax) {
     // One launch for both; at M <= 8 without the quant_act launch either.
     kernels::Fp8GemmSmallMParams pa = small_m_params(a.w, M, y1->data(), a.w.N);
     kernels::Fp8GemmSmallMParams pb = small_m_params(b.w, M, y2->data(), b.w.N);
-    // x's quantization made by its producer (the norm): no quant_act launch and no quantization in the GEMM.
-    const bool made = xq && quantized_for(*xq, *xs, xq_ue8m0, a.w, a.ue8m0, M) &&
-                      quantized_for(*xq, *xs, xq_ue8m0, b.w, b.ue8m0, M);
+    // With x's quantization made: no quant_act launch and no quantization in the GEMM.
     const bool fa = !made && use_fused_quant(x, a.w, a.ue8m0, &pa), fb = !made && use_fused_quant(x, b.w, b.ue8m0, &pb);
     Tensor q, sx;
     if (made) {
@@ -534,7 +533,7 @@ bool Fp8Gemm::linear_quantized_small_m(const Tensor& q, const Tensor& sx, bool u
   if (!takes_small_m(r.w, M)) {
     if (!wgmma_auto(r.w, M)) return false;
     *y = Tensor::empty({M, r.w.N}, DType::kBF16, Device::kCuda);
-    run_wgmma(q, sx, r.w, M, *y);
+    run_wgmma(wgmma_params(q, sx, r.w, M, *y), r.w);
     return true;
   }
   *y = Tensor::empty({M, r.w.N}, DType::kBF16, Device::kCuda);
@@ -560,7 +559,7 @@ void Fp8Gemm::linear_to(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path
   if (path == Fp8Path::kWgmma) {
     Tensor q, sx;
     quantize_small_m(x, w, ue8m0, &q, &sx);
-    run_wgmma(q, sx, w, M, y);
+    run_wgmma(wgmma_params(q, sx, w, M, y), w);
     return;
   }
   if (path == Fp8Path::kSmallM) {

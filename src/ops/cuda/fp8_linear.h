@@ -181,11 +181,11 @@ class Fp8Gemm {
   Plan& plan_for(int64_t M, int64_t Np, int64_t Kp);
   void quantize_small_m(const Tensor& x, const Fp8Weight& w, bool ue8m0, Tensor* q, Tensor* sx);
   void small_m_chunks(const Tensor& q, const Tensor& sx, const Fp8Weight& w, int64_t M, Tensor& y);
-  // The split-K wgmma GEMM on x's small-M quantization (q [M, Kp], token-major sx) into y ([M, N] bf16 rows).
-  void run_wgmma(const Tensor& q, const Tensor& sx, const Fp8Weight& w, int64_t M, Tensor& y);
-  // The launch parameters run_wgmma uses for w (splits and this stream's partials / tickets set).
+  // The split-K wgmma GEMM's launch for w on x's small-M quantization (q [M, Kp], token-major sx) into y ([M, N]
+  // bf16 rows): its parameters (splits and this stream's partials / tickets set), then the launch.
   kernels::Fp8GemmWgmmaParams wgmma_params(const Tensor& q, const Tensor& sx, const Fp8Weight& w, int64_t M,
                                            Tensor& y) const;
+  void run_wgmma(const kernels::Fp8GemmWgmmaParams& p, const Fp8Weight& w);
   bool wgmma_fits(const Fp8Weight& w, int64_t M) const;
   // Whether kAuto (and the pair / prequantized paths) take the wgmma GEMM at M: inside its token range, ahead of
   // both other paths, only where one K range covers the weight (Kp <= 128 * kFp8WgmmaMaxBlocks: split ranges lost to
