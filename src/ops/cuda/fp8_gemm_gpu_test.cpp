@@ -252,18 +252,8 @@ TEST_F(Fp8GemmGpu, WgmmaReadsAProducersQuantization) {
   LinearWeight pw = gemm.prepare(random_fp8_weight(N, K, false, rng));
   for (int64_t M : {gemm.wgmma_min_m() - 13, gemm.wgmma_min_m(), int64_t{64}}) {
     Tensor x = test::to_device(test::randn({M, K}, rng, 1.0f));
-    Tensor q = Tensor::empty({M, K}, DType::kF8E4M3, Device::kCuda);
-    Tensor sx = Tensor::empty({M, K / 128}, DType::kF32, Device::kCuda);
-    kernels::Fp8QuantParams qp;
-    qp.x = x.data();
-    qp.ldx = K;
-    qp.M = M;
-    qp.K = K;
-    qp.Kp = K;
-    qp.q = q.data_as<uint8_t>();
-    qp.s = sx.data_as<float>();
-    qp.s_ld = K / 128;
-    DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, cuda_stream()));
+    Tensor q, sx;
+    DS_CUDA_CHECK(test::quant_act(x, false, cuda_stream(), &q, &sx));
     const bool in_range = M >= gemm.wgmma_min_m() && M <= 64;
     EXPECT_EQ(gemm.wgmma_takes(pw, M), in_range) << "M " << M;
     Tensor y;

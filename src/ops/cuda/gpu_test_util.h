@@ -14,6 +14,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include "kernels/fp8_gemm.h"  // launch_fp8_quant_act
 #include "kernels/moe.h"
 #include "kernels/moe_fp8.h"  // make_moe_wgmma_maps
 #include "ops/cuda/cuda_runtime.h"
@@ -216,6 +217,24 @@ inline bool same_bits(const Tensor& a, const Tensor& b) {
 }
 // The same for two device tensors (downloaded as they are: any dtype).
 inline bool same_device_bits(const Tensor& a, const Tensor& b) { return same_bits(cuda_download(a), cuda_download(b)); }
+
+// launch_fp8_quant_act's token-major quantization of a contiguous bf16 device tensor x [M, K] (K % 128 == 0) into new
+// *q (e4m3 [M, K]) and *s (fp32 [M, K / 128]) on `stream`: the reference a producer's fused quantization must equal.
+inline cudaError_t quant_act(const Tensor& x, bool ue8m0, cudaStream_t stream, Tensor* q, Tensor* s) {
+  const int64_t M = x.dim(0), K = x.dim(1);
+  *q = Tensor::empty({M, K}, DType::kF8E4M3, Device::kCuda);
+  *s = Tensor::empty({M, K / 128}, DType::kF32, Device::kCuda);
+  kernels::Fp8QuantParams qp;
+  qp.x = x.data();
+  qp.ldx = K;
+  qp.M = M;
+  qp.K = qp.Kp = K;
+  qp.q = q->data_as<uint8_t>();
+  qp.s = s->data_as<float>();
+  qp.s_ld = K / 128;
+  qp.ue8m0 = ue8m0;
+  return kernels::launch_fp8_quant_act(qp, stream);
+}
 
 struct Err {
   double max_rel = 0;  // max |a - b| / max(max |b|, floor)

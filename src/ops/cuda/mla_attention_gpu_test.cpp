@@ -566,18 +566,8 @@ TEST(MlaAbsorbedVc, CombineKernelQuantizesForFp8) {
           c.q_ue8m0 = ue8m0;
           ASSERT_EQ(kernels::launch_mla_combine_vc(c, s), cudaSuccess) << name;
           // The reference quantization of the plain launch's output.
-          Tensor q_ref = Tensor::empty({T, K}, DType::kF8E4M3, Device::kCuda);
-          Tensor s_ref = Tensor::empty({T, G}, DType::kF32, Device::kCuda);
-          kernels::Fp8QuantParams qp;
-          qp.x = plain.data();
-          qp.ldx = K;
-          qp.M = T;
-          qp.K = qp.Kp = K;
-          qp.q = q_ref.data_as<uint8_t>();
-          qp.s = s_ref.data_as<float>();
-          qp.s_ld = G;
-          qp.ue8m0 = ue8m0;
-          ASSERT_EQ(kernels::launch_fp8_quant_act(qp, s), cudaSuccess) << name;
+          Tensor q_ref, s_ref;
+          ASSERT_EQ(test::quant_act(plain, ue8m0, s, &q_ref, &s_ref), cudaSuccess) << name;
           const Tensor h_plain = cuda_download(plain), h_out = cuda_download(out);
           const Tensor h_q = cuda_download(q), h_s = cuda_download(sc);
           const Tensor h_qref = cuda_download(q_ref), h_sref = cuda_download(s_ref);

@@ -119,19 +119,8 @@ TEST(RmsNormQuantGpu, QuantizesTheOutputAsQuantAct) {
           kernels::RmsNormParams plain{x.data(), with_res ? res2.data() : nullptr, w.data(), out2.data(), rows, n, n, n,
                                        n, 1e-6f};
           DS_CUDA_CHECK(kernels::launch_rms_norm(plain, nullptr));
-          Tensor q2 = Tensor::empty({rows, n}, DType::kF8E4M3, Device::kCuda);
-          Tensor s2 = Tensor::empty({rows, n / 128}, DType::kF32, Device::kCuda);
-          kernels::Fp8QuantParams qp;
-          qp.x = out2.data();
-          qp.ldx = n;
-          qp.M = rows;
-          qp.K = n;
-          qp.Kp = n;
-          qp.q = q2.data_as<uint8_t>();
-          qp.s = s2.data_as<float>();
-          qp.s_ld = n / 128;
-          qp.ue8m0 = ue8m0;
-          DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, nullptr));
+          Tensor q2, s2;
+          DS_CUDA_CHECK(test::quant_act(out2, ue8m0, nullptr, &q2, &s2));
           DS_CUDA_CHECK(cudaDeviceSynchronize());
           EXPECT_TRUE(test::same_device_bits(out1, out2)) << what << ": bf16 output";
           EXPECT_TRUE(test::same_device_bits(res1, res2)) << what << ": residual";
