@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "core/parse.h"  // parse_int_list, for the flags that take lists
 #include "core/status.h"
 
 namespace ds {
@@ -44,8 +45,5 @@ class Flags {
   std::map<std::string, std::string> aliases_;  // alias -> declared name
   std::vector<std::string> order_;
 };
-
-// Parses "3,17,42" into integers; error names `what`.
-Result<std::vector<int64_t>> parse_int_list(const std::string& text, const std::string& what);
 
 }  // namespace ds

@@ -14,6 +14,7 @@
 
 #include <cuda_runtime.h>
 
+#include "core/parse.h"
 #include "ops/cuda/copy_bandwidth.h"
 #include "ops/cuda/cublaslt_gemm.h"
 #include "ops/cuda/cuda_runtime.h"
@@ -99,17 +100,13 @@ int main(int argc, char** argv) {
                           {"lite_shared_gate_up", 5632, 2048}, {"lite_shared_down", 2048, 2816}};
   std::vector<int64_t> ms = {1, 8, 16, 32, 64, 256, 4096};
   if (!m_list.empty()) {
-    ms.clear();
-    for (const char* c = m_list.c_str(); *c;) {
-      char* end = nullptr;
-      const long long v = std::strtoll(c, &end, 10);
-      if (end == c || v < 1) {
-        std::fprintf(stderr, "--ms: bad list %s\n", m_list.c_str());
-        return 2;
-      }
-      ms.push_back(v);
-      c = *end == ',' ? end + 1 : end;
+    Result<std::vector<int64_t>> parsed = parse_int_list(m_list, "--ms");
+    if (!parsed.is_ok() || std::any_of(parsed->begin(), parsed->end(), [](int64_t m) { return m < 1; })) {
+      std::fprintf(stderr, "--ms: bad list %s%s%s\n", m_list.c_str(), parsed.is_ok() ? "" : ": ",
+                   parsed.is_ok() ? "" : parsed.status().message().c_str());
+      return 2;
     }
+    ms = *parsed;
   }
   Fp8Gemm fp8;
   if (const std::string path = tuning_path("DSERVE_FP8_GEMM_CONFIG", "fp8_gemm", 0); !path.empty()) {
