@@ -11,6 +11,7 @@
 
 #include <cstdlib>
 
+#include "kernels/occupancy.h"
 #include "kernels/pdl.cuh"
 #include "kernels/ptx.cuh"
 #include "kernels/tensor_map.h"
@@ -213,13 +214,7 @@ bool make_token_map(const Fp8GemmWgmmaParams& p, int mt, CUtensorMap* out) {
 
 template <int kMt, int kS, bool kPair = false>
 int ctas_per_sm() {
-  static const int n = [] {
-    auto kernel = fp8_gemm_wgmma_kernel<kMt, kS, kPair>;
-    constexpr int bytes = Layout<kMt, kS>::kBytes;
-    if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) != cudaSuccess) return 0;
-    int per = 0;
-    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, kernel, kThreads, bytes) == cudaSuccess ? per : 0;
-  }();
+  static const int n = resident_per_sm(fp8_gemm_wgmma_kernel<kMt, kS, kPair>, kThreads, Layout<kMt, kS>::kBytes);
   return n;
 }
 

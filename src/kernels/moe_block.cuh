@@ -1,7 +1,7 @@
 // Which expert and rows a small-M MoE decode CTA serves (blockIdx.y = its active slot): from the grouping's slot
 // records in one load round (kernels/moe.h), or from the active list, counts, offsets and source rows; the same for
-// a walk's tile, and a walk's resident grid. Shared by the bf16 and FP8 small-M expert kernels (moe_gemm.cu,
-// moe_fp8.cu), whose parameter structs name these fields alike.
+// a walk's tile. Shared by the bf16 and FP8 small-M expert kernels (moe_gemm.cu, moe_fp8.cu), whose parameter structs
+// name these fields alike.
 #pragma once
 #include <cstdint>
 
@@ -93,16 +93,6 @@ __device__ __forceinline__ bool walk_rec_slot(const Params& p, const WalkRec& r,
   *h = r.h;
   *xr0 = p.src_rows ? r.src : r.h.z + g;
   return true;
-}
-
-// Host: CTAs of `kernel` resident per SM with `smem` bytes of dynamic shared memory (its limit raised to that
-// first), for a walk's grid; 0 when it cannot run. Launchers keep it in a static of their own instantiation.
-template <class Kernel>
-int resident_per_sm(Kernel kernel, int threads, size_t smem) {
-  if (cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)) != cudaSuccess)
-    return 0;
-  int n = 0;
-  return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel, threads, smem) == cudaSuccess ? n : 0;
 }
 
 }  // namespace ds::kernels::moe_detail

@@ -11,6 +11,7 @@
 #include "core/env.h"
 #include "kernels/moe.h"
 #include "kernels/moe_block.cuh"
+#include "kernels/occupancy.h"
 #include "kernels/moe_fp8.h"
 #include "kernels/moe_gemm.h"
 #include "kernels/pdl.cuh"
@@ -388,7 +389,7 @@ template <bool kSilu, int kDown>
 cudaError_t launch_pipe(const MoeFp8GemmParams& p, cudaStream_t stream) {
   constexpr size_t kSmem = 2 * SmallShape<kSilu, false, 2, kDown>::kSmem;
   auto kernel = moe_fp8_small_m_pipe_kernel<kSilu, kDown>;
-  static const int per_sm = moe_detail::resident_per_sm(kernel, kSmallWarps * 32, kSmem);
+  static const int per_sm = resident_per_sm(kernel, kSmallWarps * 32, kSmem);
   if (per_sm <= 0) return cudaErrorInvalidConfiguration;
   const int64_t tiles_x = (p.N + 8 * kDown - 1) / (8 * kDown), total = tiles_x * p.max_active;
   if (total > INT32_MAX) return cudaErrorInvalidValue;

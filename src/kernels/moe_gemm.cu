@@ -11,6 +11,7 @@
 #include "core/env.h"
 #include "kernels/moe.h"
 #include "kernels/moe_block.cuh"
+#include "kernels/occupancy.h"
 #include "kernels/moe_gemm.h"
 #include "kernels/pdl.cuh"
 #include "kernels/small_m_tile.cuh"
@@ -422,7 +423,7 @@ cudaError_t launch_small_m_walk(const MoeGroupedGemmParams& p, cudaStream_t stre
   constexpr size_t kSmem =
       2 * static_cast<size_t>(kSmallWarps) * small_m::NkShape<kSilu ? 2 : 1, false, kUnroll>::kSlots * 512;
   auto kernel = moe_small_m_walk_kernel<kSilu, kUnroll>;
-  static const int per_sm = moe_detail::resident_per_sm(kernel, kSmallWarps * 32, kSmem);
+  static const int per_sm = resident_per_sm(kernel, kSmallWarps * 32, kSmem);
   if (per_sm <= 0) return cudaErrorInvalidConfiguration;
   const int64_t tiles_x = (p.N + 7) / 8, total = tiles_x * p.max_active;
   const int64_t per_round = static_cast<int64_t>(kSmallWarps) * kUnroll;

@@ -13,6 +13,7 @@
 
 #include "kernels/moe.h"
 #include "kernels/moe_block.cuh"
+#include "kernels/occupancy.h"
 #include "kernels/moe_fp8.h"
 #include "kernels/moe_gemm.h"
 #include "kernels/pdl.cuh"
@@ -364,7 +365,7 @@ cudaError_t launch_walk(const WalkParams& w, bool silu, int64_t max_rows, int ma
         if (k.smem == smem) per_sm = k.per_sm;
       }
       if (per_sm < 0) {
-        per_sm = moe_detail::resident_per_sm(kernel, kThreads, smem);  // sets the attribute to smem
+        per_sm = resident_per_sm(kernel, kThreads, smem);  // sets the attribute to smem
         if (per_sm > 0 && widest > smem &&
             cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(widest)) !=
                 cudaSuccess)
