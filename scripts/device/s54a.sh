@@ -11,8 +11,9 @@
 set -u
 source "$(dirname "$0")/lib.sh"
 D="$(dirname "$0")"
-# First the GPU suite: the wgmma FP8 GEMM's host launch changed after session 53's last device call (two unused
-# parameters for the pair kernel; the single kernel's PTX is unchanged).
+# First the GPU suite: host code changed after session 53's last device call (the wgmma FP8 GEMM's launch: two unused
+# parameters for the pair kernel, prepared parameters in Fp8Gemm::run_wgmma, resident_per_sm; test::quant_act in
+# three cases). The kernels' PTX / SASS is unchanged.
 SUITE_LIMIT=150 bash "$D/gpusuite.sh"
 gtest_run pair 60 'Fp8GemmGpu.LinearPairSharesTheQuantization'
 memcheck_run pair_mc 120 'Fp8GemmGpu.LinearPairSharesTheQuantization'
