@@ -39,15 +39,64 @@ struct Layout {
   static constexpr int kBytes = kSx + kFp8WgmmaMaxBlocks * kMt * 4 + 1024;  // + the 1024-byte alignment slack
 };
 
+// The cluster's sum of its K ranges' partials, called by the 128 consumer threads of each CTA once their chains are
+// done (the producer warp meets the two cluster barriers on its own): each CTA puts its accumulators in its ring
+// (thread-major, kR floats a thread), and CTA `rank` sums slots [rank * kC, rank * kC + kC) of every thread's
+// accumulators over the cluster in rank order (the same bits whichever CTA runs first), handing each sum to
+// put(i, v) for accumulator i of the calling thread's own slot.
+template <int kR, int kCluster, class Put>
+__device__ __forceinline__ void cluster_sum(uint8_t* smem, int rank, const float (&acc)[kR], Put&& put) {
+  constexpr int kC = kR / kCluster;
+  named_barrier(1, 128);  // every consumer warp's wgmmas are done with the ring
+  const int tid = threadIdx.x;
+  float* mine = reinterpret_cast<float*>(smem) + tid * kR;
+#pragma unroll
+  for (int i = 0; i < kR; i += 4)
+    *reinterpret_cast<float4*>(mine + i) = make_float4(acc[i], acc[i + 1], acc[i + 2], acc[i + 3]);
+  cluster_sync();  // every CTA's partials written (release / acquire across the cluster)
+  const uint32_t at = smem_u32(mine + rank * kC);
+  float v[kCluster][kC];
+#pragma unroll
+  for (int c = 0; c < kCluster; ++c) {
+    const uint32_t src = cluster_map(at, c);
+    if constexpr (kC % 4 == 0) {
+#pragma unroll
+      for (int j = 0; j < kC; j += 4) {
+        const float4 f = ld_cluster_f32x4(src + 4 * j);
+        v[c][j] = f.x;
+        v[c][j + 1] = f.y;
+        v[c][j + 2] = f.z;
+        v[c][j + 3] = f.w;
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < kC; ++j) v[c][j] = ld_cluster_f32(src + 4 * j);
+    }
+  }
+  cluster_sync();  // no CTA leaves (freeing its shared memory) while the cluster still reads it
+#pragma unroll
+  for (int j = 0; j < kC; ++j) {
+    float s = v[0][j];
+#pragma unroll
+    for (int c = 1; c < kCluster; ++c) s += v[c][j];
+    put(rank * kC + j, s);
+  }
+}
+
 // kPair: CTAs [tiles, tiles + second.Np / 64) run the pair's second product (wmap2, second; p.splits == 1). The
 // single-product kernel gets those parameters last and unused, so its code is the one measured before the pair.
-template <int kMt, int kStages, bool kPair>
+// kCluster > 1: launched in clusters of kCluster CTAs, the K ranges of one tile (CTA b: tile b / kCluster, range
+// b % kCluster; p.splits == kCluster), whose partials the cluster sums in distributed shared memory (no partials
+// buffer, fence or ticket: the split sum that lost in session 52 went through global memory).
+template <int kMt, int kStages, bool kPair, int kCluster = 1>
 __global__ void __launch_bounds__(kThreads, 1)
     fp8_gemm_wgmma_kernel(const __grid_constant__ CUtensorMap wmap, const __grid_constant__ CUtensorMap xmap,
                           const Fp8GemmWgmmaParams p, int tiles, int bps, const __grid_constant__ CUtensorMap wmap2,
                           const Fp8GemmWgmmaSecond second_p) {
+  static_assert(kCluster == 1 || !kPair, "a pair's products are not split");
   using L = Layout<kMt, kStages>;
   constexpr int kR = kMt / 2;  // accumulators a thread: rows r, r + 8 x its 2 columns of each 8
+  static_assert(kR % kCluster == 0 && 128 * kR * 4 <= L::kBars, "the cluster's partials fit the ring");
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_align1024(smem_raw);
   const uint32_t sbase = smem_u32(smem), full = sbase + L::kBars, empty = full + kStages * 8;
@@ -55,7 +104,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   // The pair's selections are written inline (kPair && second ? ... : ...): held in locals they changed the single
   // kernel's code (ptxas: 150 -> 161 registers at 64 tokens).
   const bool second = kPair && static_cast<int>(blockIdx.x) >= tiles;
-  const int tile = second ? blockIdx.x - tiles : blockIdx.x % tiles, split = second ? 0 : blockIdx.x / tiles;
+  const int tile = kCluster > 1 ? blockIdx.x / kCluster : second ? blockIdx.x - tiles : blockIdx.x % tiles;
+  const int split = kCluster > 1 ? blockIdx.x % kCluster : second ? 0 : blockIdx.x / tiles;
   const int kb = static_cast<int>(p.Kp / 128);
   const int kb0 = split * bps, nkb = min(bps, kb - kb0);
   const int n0 = tile * kRows;
@@ -94,6 +144,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         load_w(i);
         load_x(i);
       }
+    }
+    if constexpr (kCluster > 1) {  // the producer warp takes its part in the consumers' two cluster barriers
+      __syncwarp();
+      cluster_sync();
+      cluster_sync();
     }
     return;
   }
@@ -157,6 +212,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         out[c * (kPair && second ? second_p.ldd : p.ldd) + n] = __float2bfloat16(v[i]);
     }
   };
+  if constexpr (kCluster > 1) {
+    cluster_sum<kR, kCluster>(smem, split, acc, [&](int i, float v) {  // accumulator i of this thread's slot
+      const int c = col(i);
+      const int64_t n = n0 + r + ((i >> 1) & 1) * 8;
+      if (c < p.M && n < p.N) out[c * p.ldd + n] = __float2bfloat16(v);
+    });
+    return;
+  }
   if (p.splits == 1) {
     store(acc);
     return;
@@ -212,9 +275,10 @@ bool make_token_map(const Fp8GemmWgmmaParams& p, int mt, CUtensorMap* out) {
                               static_cast<uint64_t>(p.M), static_cast<uint64_t>(p.ldq), 128, static_cast<uint32_t>(mt));
 }
 
-template <int kMt, int kS, bool kPair = false>
+template <int kMt, int kS, bool kPair = false, int kCluster = 1>
 int ctas_per_sm() {
-  static const int n = resident_per_sm(fp8_gemm_wgmma_kernel<kMt, kS, kPair>, kThreads, Layout<kMt, kS>::kBytes);
+  static const int n =
+      resident_per_sm(fp8_gemm_wgmma_kernel<kMt, kS, kPair, kCluster>, kThreads, Layout<kMt, kS>::kBytes);
   return n;
 }
 
@@ -239,6 +303,24 @@ cudaError_t launch_mt(const Fp8GemmWgmmaParams& p, const CUtensorMap& wmap, cons
   if (!make_token_map(p, kMt, &xmap)) return cudaErrorInvalidValue;
   const int tiles = static_cast<int>(p.Np / kRows), kb = static_cast<int>(p.Kp / 128);
   const int bps = (kb + p.splits - 1) / p.splits;
+  if (p.cluster > 1) {
+    auto launch = [&](auto kernel, int c) {
+      return launch_pdl_cluster(kernel, dim3(static_cast<unsigned>(tiles * c)), dim3(static_cast<unsigned>(c)),
+                                kThreads, Layout<kMt, kS>::kBytes, stream, wmap, xmap, p, tiles, bps, wmap,
+                                Fp8GemmWgmmaSecond{});
+    };
+    switch (p.cluster) {
+      case 2:
+        if (ctas_per_sm<kMt, kS, false, 2>() <= 0) return cudaErrorInvalidConfiguration;
+        return launch(fp8_gemm_wgmma_kernel<kMt, kS, false, 2>, 2);
+      case 4:
+        if (ctas_per_sm<kMt, kS, false, 4>() <= 0) return cudaErrorInvalidConfiguration;
+        return launch(fp8_gemm_wgmma_kernel<kMt, kS, false, 4>, 4);
+      default:
+        if (ctas_per_sm<kMt, kS, false, 8>() <= 0) return cudaErrorInvalidConfiguration;
+        return launch(fp8_gemm_wgmma_kernel<kMt, kS, false, 8>, 8);
+    }
+  }
   if (!second) {
     if (ctas_per_sm<kMt, kS>() <= 0) return cudaErrorInvalidConfiguration;
     return launch_pdl(fp8_gemm_wgmma_kernel<kMt, kS, false>, dim3(static_cast<unsigned>(tiles * p.splits)), kThreads,
@@ -308,6 +390,8 @@ bool fp8_gemm_wgmma_supported(const Fp8GemmWgmmaParams& p) {
     return false;
   const int64_t kb = p.Kp / 128, bps = (kb + p.splits - 1) / p.splits;
   if ((p.splits - 1) * bps >= kb || bps > kFp8WgmmaMaxBlocks) return false;  // an empty or too long range
+  if (p.cluster != 1)  // a cluster's ranges summed in distributed shared memory: no buffers
+    return fp8_gemm_wgmma_cluster_supported(p.cluster, p.M) && p.splits == p.cluster;
   if (p.splits == 1) return true;
   const int64_t tiles = p.Np / kRows, mt = fp8_gemm_wgmma_tokens(p.M);
   return p.partial && p.tickets && p.ticket_count >= tiles && p.partial_floats >= p.splits * tiles * kRows * mt &&
@@ -319,8 +403,13 @@ cudaError_t launch_fp8_gemm_wgmma(const Fp8GemmWgmmaParams& p, const Fp8WeightMa
   return launch_by_tokens(p, *reinterpret_cast<const CUtensorMap*>(weight_map.bytes), nullptr, nullptr, stream);
 }
 
+bool fp8_gemm_wgmma_cluster_supported(int cluster, int64_t M) {
+  if (cluster != 2 && cluster != 4 && cluster != 8) return false;
+  return (fp8_gemm_wgmma_tokens(M) / 2) % cluster == 0;  // a thread's kMt / 2 accumulators split evenly
+}
+
 bool fp8_gemm_wgmma_pair_supported(const Fp8GemmWgmmaParams& p, const Fp8GemmWgmmaSecond& second) {
-  return fp8_gemm_wgmma_supported(p) && p.splits == 1 && second.sw && second.d && second.N >= 1 &&
+  return fp8_gemm_wgmma_supported(p) && p.splits == 1 && p.cluster == 1 && second.sw && second.d && second.N >= 1 &&
          second.Np % 128 == 0 && second.N <= second.Np && second.ldd >= second.N &&
          p.Np / kRows + second.Np / kRows <= INT32_MAX;
 }

@@ -1,6 +1,7 @@
 // The split-K block-FP8 GEMM on Hopper's native wgmma e4m3, for decode-sized M (1..64 tokens): a CTA is 64 weight
 // rows x every token x a range of 128-deep K blocks, fed by TMA boxes through a ring of shared-memory stages; the
-// K ranges' fp32 partials are summed in split order by the last CTA of each 64-row tile (deterministic).
+// K ranges' fp32 partials are summed in split order by the last CTA of each 64-row tile, or by the tile's thread-block
+// cluster in distributed shared memory (deterministic either way).
 // Semantics: fp8_gemm.h's small-M GEMM (ops/fp8.h linear_w8a8_reference). Raw pointers, no allocation.
 #pragma once
 #include <cstdint>
@@ -30,6 +31,9 @@ struct Fp8GemmWgmmaParams {
   int* tickets = nullptr;
   int64_t ticket_count = 0;
   bool evict_first = true;  // the weight boxes evict-first in the L2 (read once a step)
+  // 2, 4 or 8 (fp8_gemm_wgmma_cluster_supported; splits == cluster): a tile's K ranges run as one thread-block
+  // cluster and are summed in distributed shared memory (no partials or tickets); 1: as `splits` says.
+  int cluster = 1;
 };
 constexpr int64_t kFp8WgmmaMaxM = 64;
 constexpr int kFp8WgmmaMaxBlocks = 48;  // K blocks a range at most (its scales are staged in shared memory)
@@ -47,6 +51,8 @@ bool make_fp8_weight_map(const uint8_t* w, int64_t Np, int64_t Kp, Fp8WeightMap*
 int fp8_gemm_wgmma_tokens(int64_t M);
 int fp8_gemm_wgmma_ctas_per_sm(int64_t M);
 bool fp8_gemm_wgmma_supported(const Fp8GemmWgmmaParams& p);
+// Whether a launch at M tokens can split K over clusters of `cluster` CTAs (2, 4 or 8; at most 8 at 16 tokens).
+bool fp8_gemm_wgmma_cluster_supported(int cluster, int64_t M);
 cudaError_t launch_fp8_gemm_wgmma(const Fp8GemmWgmmaParams& p, const Fp8WeightMap& weight_map, cudaStream_t stream);
 
 // A second product of p's tokens in the same launch (launch_fp8_gemm_wgmma_pair: V2-Lite's q / kv_a pair): its

@@ -186,7 +186,8 @@ int main(int argc, char** argv) {
         } catch (const std::exception& e) {
           std::printf("%s M=%lld wgmma FAILED: %s\n", sh.name, static_cast<long long>(M), e.what());
         }
-        std::printf("%s M=%lld wgmma splits %d\n", sh.name, static_cast<long long>(M), fp8.wgmma_splits(M, Np, Kp));
+        std::printf("%s M=%lld wgmma splits %d cluster %d\n", sh.name, static_cast<long long>(M),
+                    fp8.wgmma_splits(M, Np, Kp), fp8.wgmma_cluster(M, Np, Kp));
       }
       if (!fp8.lt_supported(Mp, Np, Kp)) {
         std::printf("%s M=%lld cublaslt_fp8 unsupported\n", sh.name, static_cast<long long>(M));

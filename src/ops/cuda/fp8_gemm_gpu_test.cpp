@@ -200,25 +200,10 @@ TEST_F(Fp8GemmGpu, CublasLtMatchesReference) {
   for (int64_t M : {8, 65, 300}) check_gemm(gemm, Fp8Path::kCublasLt, kShapes[0], M, true, rng);
 }
 
-// The split-K wgmma GEMM: every token-column width (16 / 32 / 64), ragged N and K, ue8m0, one K range and one block a
-// range; outputs poisoned around the written rows and columns stay untouched; a second run gives the same bits (the
-// tickets are left zero and the partials summed in split order).
-TEST_F(Fp8GemmGpu, WgmmaSplitKMatchesReference) {
-  Fp8Gemm gemm;
-  std::mt19937 rng(21);
-  for (auto [ctas, min_blocks] : {std::pair<int64_t, int64_t>{0, 2}, {1, 1}, {100000, 1}}) {
-    SCOPED_TRACE("ctas " + std::to_string(ctas) + " min_blocks " + std::to_string(min_blocks));
-    gemm.set_wgmma_split_policy(ctas, min_blocks);
-    for (const Shape3& sh : kShapes)
-      for (int64_t M : {1, 3, 16, 17, 33, 64}) check_gemm(gemm, Fp8Path::kWgmma, sh, M, false, rng);
-    for (int64_t M : {5, 40}) check_gemm(gemm, Fp8Path::kWgmma, kShapes[0], M, true, rng);
-  }
-  gemm.set_wgmma_split_policy(0, 2);
-  EXPECT_GT(gemm.wgmma_splits(64, 2048, 2048), 1);
-  EXPECT_EQ(gemm.wgmma_splits(64, 2048, 128), 1);
-
-  const Shape3 sh{576, 1536};
-  const int64_t M = 37, rows = M + 3, ld = sh.n;
+// The wgmma GEMM into a NaN-poisoned buffer of M + 3 rows at M tokens: the rows past M stay NaN, the head matches the
+// reference, and a second run gives the same bits.
+void check_wgmma_poisoned_and_repeatable(Fp8Gemm& gemm, const Shape3& sh, int64_t M, std::mt19937& rng) {
+  const int64_t rows = M + 3, ld = sh.n;
   LinearWeight hw = random_fp8_weight(sh.n, sh.k, false, rng);
   Fp8Weight w = prepare_fp8_weight(hw);
   ASSERT_TRUE(w.map.valid);
@@ -240,6 +225,52 @@ TEST_F(Fp8GemmGpu, WgmmaSplitKMatchesReference) {
     if (run == 0) first = head;
     else DS_EXPECT_CLOSE(head, first, 0.0, 0.0, "wgmma second run");
   }
+}
+
+// The split-K wgmma GEMM: every token-column width (16 / 32 / 64), ragged N and K, ue8m0, one K range and one block a
+// range; outputs poisoned around the written rows and columns stay untouched; a second run gives the same bits (the
+// tickets are left zero and the partials summed in split order).
+TEST_F(Fp8GemmGpu, WgmmaSplitKMatchesReference) {
+  Fp8Gemm gemm;
+  std::mt19937 rng(21);
+  for (auto [ctas, min_blocks] : {std::pair<int64_t, int64_t>{0, 2}, {1, 1}, {100000, 1}}) {
+    SCOPED_TRACE("ctas " + std::to_string(ctas) + " min_blocks " + std::to_string(min_blocks));
+    gemm.set_wgmma_split_policy(ctas, min_blocks);
+    for (const Shape3& sh : kShapes)
+      for (int64_t M : {1, 3, 16, 17, 33, 64}) check_gemm(gemm, Fp8Path::kWgmma, sh, M, false, rng);
+    for (int64_t M : {5, 40}) check_gemm(gemm, Fp8Path::kWgmma, kShapes[0], M, true, rng);
+  }
+  gemm.set_wgmma_split_policy(0, 2);
+  EXPECT_GT(gemm.wgmma_splits(64, 2048, 2048), 1);
+  EXPECT_EQ(gemm.wgmma_splits(64, 2048, 128), 1);
+  check_wgmma_poisoned_and_repeatable(gemm, {576, 1536}, 37, rng);
+}
+
+// The K split summed inside thread-block clusters (DSERVE_FP8_WGMMA_CLUSTER): every cluster size at every token-column
+// width, ragged N and K, ue8m0, ranges of one block; rows past M untouched and a second run the same bits.
+TEST_F(Fp8GemmGpu, WgmmaClusterSplitMatchesReference) {
+  Fp8Gemm gemm;
+  std::mt19937 rng(25);
+  gemm.set_wgmma_split_policy(0, 1);
+  const Shape3 deep{200, 2048};  // 16 K blocks: a cluster of 8 takes two each
+  for (int c : {2, 4, 8}) {
+    SCOPED_TRACE("cluster " + std::to_string(c));
+    gemm.set_wgmma_cluster(c);
+    for (int64_t M : {1, 16, 17, 33, 64}) {
+      EXPECT_EQ(gemm.wgmma_cluster(M, 256, 2048), c) << "M " << M;
+      EXPECT_EQ(gemm.wgmma_splits(M, 256, 2048), c) << "M " << M;
+      check_gemm(gemm, Fp8Path::kWgmma, deep, M, false, rng);
+    }
+    for (const Shape3& sh : kShapes)
+      for (int64_t M : {3, 40}) check_gemm(gemm, Fp8Path::kWgmma, sh, M, false, rng);
+    check_gemm(gemm, Fp8Path::kWgmma, deep, 40, true, rng);
+    check_wgmma_poisoned_and_repeatable(gemm, deep, 37, rng);
+  }
+  // Past one range (49 blocks): a cluster covers K (two ranges of 25 blocks).
+  gemm.set_wgmma_cluster(8);
+  EXPECT_EQ(gemm.wgmma_cluster(64, 8192, 128 * 49), 2);
+  check_gemm(gemm, Fp8Path::kWgmma, {320, 128 * 49 - 100}, 48, false, rng);
+  EXPECT_EQ(gemm.wgmma_cluster(64, 256, 128), 1);  // one block: nothing to split
 }
 
 // A producer's token-major quantization (the norm's / MLA combine's, here quant_act's: the same bits) read by the wgmma

@@ -167,6 +167,7 @@ Fp8Gemm::Fp8Gemm() {
   wgmma_max_m_ = env_int("DSERVE_FP8_WGMMA_MAX_M", wgmma_max_m_);
   wgmma_min_m_ = env_int("DSERVE_FP8_WGMMA_MIN_M", wgmma_min_m_);
   wgmma_max_mb_ = env_int("DSERVE_FP8_WGMMA_MAX_MB", wgmma_max_mb_);
+  wgmma_cluster_ = static_cast<int>(env_int("DSERVE_FP8_WGMMA_CLUSTER", wgmma_cluster_));
   if (const int64_t v = env_int("DSERVE_FP8_SMALL_M_MAX", -1); v >= 0 && v <= kernels::kFp8SmallMMax) {
     small_m_max_ = v;
     small_m_forced_ = true;
@@ -302,7 +303,24 @@ void Fp8Gemm::small_m_chunks(const Tensor& q, const Tensor& sx, const Fp8Weight&
   }
 }
 
+int Fp8Gemm::wgmma_cluster(int64_t M, int64_t Np, int64_t Kp) const {
+  if (wgmma_cluster_ < 2 || M < 1 || M > kernels::kFp8WgmmaMaxM) return 1;
+  const int64_t tiles = Np / 64, kb = Kp / 128;
+  const int64_t wave = std::max(1, kernels::fp8_gemm_wgmma_ctas_per_sm(M)) * int64_t{kernels::device_sm_count()};
+  int best = 1, cover = 1;
+  for (int c = 2; c <= 8 && c <= wgmma_cluster_; c *= 2) {
+    const int64_t bps = (kb + c - 1) / c;
+    if (!kernels::fp8_gemm_wgmma_cluster_supported(c, M) || (c - 1) * bps >= kb || bps > kernels::kFp8WgmmaMaxBlocks)
+      continue;  // an empty range, or one too long
+    if (cover == 1) cover = c;
+    if (bps >= wgmma_min_blocks_ && tiles * c <= wave) best = c;
+  }
+  // Past one range with no cluster inside a wave: the smallest cluster that covers K.
+  return best == 1 && kb > kernels::kFp8WgmmaMaxBlocks ? cover : best;
+}
+
 int Fp8Gemm::wgmma_splits(int64_t M, int64_t Np, int64_t Kp) const {
+  if (const int c = wgmma_cluster(M, Np, Kp); c > 1) return c;
   const int64_t tiles = Np / 64, kb = Kp / 128, mt = kernels::fp8_gemm_wgmma_tokens(M);
   const int64_t target =
       wgmma_ctas_ > 0 ? wgmma_ctas_
@@ -318,7 +336,8 @@ bool Fp8Gemm::wgmma_fits(const Fp8Weight& w, int64_t M) const {
   // The K ranges' partials must fit the buffer at the fewest splits that keep ranges within kFp8WgmmaMaxBlocks.
   const int64_t min_splits = (w.Kp / 128 + kernels::kFp8WgmmaMaxBlocks - 1) / kernels::kFp8WgmmaMaxBlocks;
   return w.map.valid && M >= 1 && M <= kernels::kFp8WgmmaMaxM && w.Np / 64 <= kSplitKTickets &&
-         (min_splits == 1 || min_splits * w.Np * kernels::fp8_gemm_wgmma_tokens(M) <= kSplitKFloats);
+         (min_splits == 1 || wgmma_cluster(M, w.Np, w.Kp) > 1 ||
+          min_splits * w.Np * kernels::fp8_gemm_wgmma_tokens(M) <= kSplitKFloats);
 }
 
 kernels::Fp8GemmWgmmaParams Fp8Gemm::wgmma_params(const Tensor& q, const Tensor& sx, const Fp8Weight& w, int64_t M,
@@ -335,10 +354,12 @@ kernels::Fp8GemmWgmmaParams Fp8Gemm::wgmma_params(const Tensor& q, const Tensor&
   p.N = w.N;
   p.Np = w.Np;
   p.Kp = w.Kp;
-  p.splits = wgmma_splits(M, w.Np, w.Kp);
+  p.cluster = wgmma_cluster(M, w.Np, w.Kp);
+  p.splits = p.cluster > 1 ? p.cluster : wgmma_splits(M, w.Np, w.Kp);
   // One partials / tickets pair a stream: the main and the side stream's launches may run concurrently.
   const int side = cuda_stream() == cuda_main_stream() ? 0 : 1;
-  DS_CHECK(p.splits == 1 || side == 0 || cuda_stream() == cuda_side_stream(), "fp8 wgmma GEMM split on a third stream");
+  DS_CHECK(p.splits == 1 || p.cluster > 1 || side == 0 || cuda_stream() == cuda_side_stream(),
+           "fp8 wgmma GEMM split on a third stream");
   p.partial = splitk_partial_[side];
   p.partial_floats = kSplitKFloats;
   p.tickets = splitk_tickets_[side];
@@ -348,7 +369,7 @@ kernels::Fp8GemmWgmmaParams Fp8Gemm::wgmma_params(const Tensor& q, const Tensor&
 
 void Fp8Gemm::run_wgmma(const kernels::Fp8GemmWgmmaParams& p, const Fp8Weight& w) {
   DS_CHECK(kernels::fp8_gemm_wgmma_supported(p), "fp8 wgmma GEMM M ", p.M, " N ", w.N, " K ", w.K, " splits ",
-           p.splits);
+           p.splits, " cluster ", p.cluster);
   DS_CUDA_CHECK(kernels::launch_fp8_gemm_wgmma(p, w.map, cuda_stream()));
 }
 

@@ -141,7 +141,16 @@ class Fp8Gemm {
     wgmma_ctas_ = ctas;
     wgmma_min_blocks_ = min_blocks < 1 ? 1 : min_blocks;
   }
+  // K ranges a launch at (M, Np, Kp) runs: the cluster size where wgmma_cluster takes one, else the policy above.
   int wgmma_splits(int64_t M, int64_t Np, int64_t Kp) const;
+  // The K split summed inside thread-block clusters (kernels' Fp8GemmWgmmaParams::cluster): no partials buffer,
+  // fence or ticket, the ranges' sums meet in distributed shared memory. Opt-in, DSERVE_FP8_WGMMA_CLUSTER=2|4|8 (the
+  // largest cluster; 0 off, the default): written in session 54 without device time (not yet run). The largest
+  // cluster whose ranges are non-empty, at most kFp8WgmmaMaxBlocks and at least the policy's fewest blocks, and whose
+  // CTAs fit one wave; past one range (K > kFp8WgmmaMaxBlocks blocks) with none inside a wave, the smallest cluster
+  // that covers K. 1: none.
+  void set_wgmma_cluster(int max_size) { wgmma_cluster_ = max_size; }
+  int wgmma_cluster(int64_t M, int64_t Np, int64_t Kp) const;
 
   // Largest M the small-M kernel takes under kAuto for shapes without a tuning entry (env
   // DSERVE_FP8_SMALL_M_MAX, which then also overrides the table; default 16, at most 64).
@@ -189,11 +198,12 @@ class Fp8Gemm {
   bool wgmma_fits(const Fp8Weight& w, int64_t M) const;
   // Whether kAuto (and the pair / prequantized paths) take the wgmma GEMM at M: inside its token range, ahead of
   // both other paths, only where one K range covers the weight (Kp <= 128 * kFp8WgmmaMaxBlocks: split ranges lost to
-  // cuBLASLt in every measurement, V3-shaped FP8 batch 64 +2%) and the weight is at most DSERVE_FP8_WGMMA_MAX_MB MiB
+  // cuBLASLt in every measurement, V3-shaped FP8 batch 64 +2%; or where a cluster covers it) and the weight is at most DSERVE_FP8_WGMMA_MAX_MB MiB
   // (default 12: V2-Lite's attention and shared-expert weights gain, V3's 15-38 MB q_b / shared down lost 0.8% at
   // batch 48; the small weights are mostly in flight before the PDL wait). Session 52.
   bool wgmma_auto(const Fp8Weight& w, int64_t M) const {
-    return wgmma_on_ && M >= wgmma_min_m_ && M <= wgmma_max_m_ && w.Kp <= 128 * kernels::kFp8WgmmaMaxBlocks &&
+    return wgmma_on_ && M >= wgmma_min_m_ && M <= wgmma_max_m_ &&
+           (w.Kp <= 128 * kernels::kFp8WgmmaMaxBlocks || wgmma_cluster(M, w.Np, w.Kp) > 1) &&
            w.Np * w.Kp <= (wgmma_max_mb_ << 20) && wgmma_fits(w, M);
   }
   // Whether M runs the small-M kernel for w: up to the tuning table's M, outside the wgmma range.
@@ -218,6 +228,7 @@ class Fp8Gemm {
   bool wgmma_pair_ = false;  // DSERVE_FP8_WGMMA_PAIR (set_wgmma_pair)
   int64_t wgmma_ctas_ = 1, wgmma_min_blocks_ = 2, wgmma_min_m_ = 33, wgmma_max_m_ = kernels::kFp8WgmmaMaxM;
   int64_t wgmma_max_mb_ = 12;
+  int wgmma_cluster_ = 0;  // DSERVE_FP8_WGMMA_CLUSTER (set_wgmma_cluster)
   // Measured on the H100 (dserve_fp8_gemm_bench, 2026-11-23): the small-M kernel wins up to M = 8-16 on V3 shapes,
   // cuBLASLt block-FP8 from there (2-3x faster at M = 64). DSERVE_FP8_SMALL_M_MAX overrides.
   int64_t small_m_max_ = 16;
