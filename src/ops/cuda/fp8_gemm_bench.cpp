@@ -79,6 +79,17 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
+  // The arguments checked before the device is touched: a bad list is reported as such on any machine.
+  std::vector<int64_t> ms = {1, 8, 16, 32, 64, 256, 4096};
+  if (!m_list.empty()) {
+    Result<std::vector<int64_t>> parsed = parse_int_list(m_list, "--ms");
+    if (!parsed.is_ok() || std::any_of(parsed->begin(), parsed->end(), [](int64_t m) { return m < 1; })) {
+      std::fprintf(stderr, "--ms: bad list %s%s%s\n", m_list.c_str(), parsed.is_ok() ? "" : ": ",
+                   parsed.is_ok() ? "" : parsed.status().message().c_str());
+      return 2;
+    }
+    ms = *parsed;
+  }
   init_cuda_device(0);
   cudaDeviceProp prop;
   DS_CUDA_CHECK(cudaGetDeviceProperties(&prop, 0));
@@ -98,16 +109,6 @@ int main(int argc, char** argv) {
                           // DeepSeek-V2-Lite's dense decode GEMMs (--quantization fp8): --filter lite_
                           {"lite_q", 3072, 2048}, {"lite_kv_a", 576, 2048}, {"lite_o", 2048, 2048},
                           {"lite_shared_gate_up", 5632, 2048}, {"lite_shared_down", 2048, 2816}};
-  std::vector<int64_t> ms = {1, 8, 16, 32, 64, 256, 4096};
-  if (!m_list.empty()) {
-    Result<std::vector<int64_t>> parsed = parse_int_list(m_list, "--ms");
-    if (!parsed.is_ok() || std::any_of(parsed->begin(), parsed->end(), [](int64_t m) { return m < 1; })) {
-      std::fprintf(stderr, "--ms: bad list %s%s%s\n", m_list.c_str(), parsed.is_ok() ? "" : ": ",
-                   parsed.is_ok() ? "" : parsed.status().message().c_str());
-      return 2;
-    }
-    ms = *parsed;
-  }
   Fp8Gemm fp8;
   if (const std::string path = tuning_path("DSERVE_FP8_GEMM_CONFIG", "fp8_gemm", 0); !path.empty()) {
     fp8.set_tuning(load_tuning(path, parse_fp8_gemm_tuning, "FP8 GEMM"));

@@ -271,6 +271,10 @@ TEST_F(Fp8GemmGpu, WgmmaClusterSplitMatchesReference) {
   EXPECT_EQ(gemm.wgmma_cluster(64, 8192, 128 * 49), 2);
   check_gemm(gemm, Fp8Path::kWgmma, {320, 128 * 49 - 100}, 48, false, rng);
   EXPECT_EQ(gemm.wgmma_cluster(64, 256, 128), 1);  // one block: nothing to split
+  // 16 blocks over a hundred thousand tiles: no cluster inside one wave, or four; one covers K, so none.
+  EXPECT_EQ(gemm.wgmma_cluster(64, 64 << 17, 2048), 1);
+  gemm.set_wgmma_cluster(8, 1 << 20);
+  EXPECT_EQ(gemm.wgmma_cluster(64, 64 << 17, 2048), 8);
 }
 
 // A producer's token-major quantization (the norm's / MLA combine's, here quant_act's: the same bits) read by the wgmma

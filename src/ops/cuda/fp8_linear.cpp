@@ -167,7 +167,8 @@ Fp8Gemm::Fp8Gemm() {
   wgmma_max_m_ = env_int("DSERVE_FP8_WGMMA_MAX_M", wgmma_max_m_);
   wgmma_min_m_ = env_int("DSERVE_FP8_WGMMA_MIN_M", wgmma_min_m_);
   wgmma_max_mb_ = env_int("DSERVE_FP8_WGMMA_MAX_MB", wgmma_max_mb_);
-  wgmma_cluster_ = static_cast<int>(env_int("DSERVE_FP8_WGMMA_CLUSTER", wgmma_cluster_));
+  set_wgmma_cluster(static_cast<int>(env_int("DSERVE_FP8_WGMMA_CLUSTER", wgmma_cluster_)),
+                    static_cast<int>(env_int("DSERVE_FP8_WGMMA_CLUSTER_WAVES", wgmma_cluster_waves_)));
   if (const int64_t v = env_int("DSERVE_FP8_SMALL_M_MAX", -1); v >= 0 && v <= kernels::kFp8SmallMMax) {
     small_m_max_ = v;
     small_m_forced_ = true;
@@ -306,7 +307,8 @@ void Fp8Gemm::small_m_chunks(const Tensor& q, const Tensor& sx, const Fp8Weight&
 int Fp8Gemm::wgmma_cluster(int64_t M, int64_t Np, int64_t Kp) const {
   if (wgmma_cluster_ < 2 || M < 1 || M > kernels::kFp8WgmmaMaxM) return 1;
   const int64_t tiles = Np / 64, kb = Kp / 128;
-  const int64_t wave = std::max(1, kernels::fp8_gemm_wgmma_ctas_per_sm(M)) * int64_t{kernels::device_sm_count()};
+  const int64_t wave = std::max(1, kernels::fp8_gemm_wgmma_ctas_per_sm(M)) * int64_t{kernels::device_sm_count()} *
+                       wgmma_cluster_waves_;
   int best = 1, cover = 1;
   for (int c = 2; c <= 8 && c <= wgmma_cluster_; c *= 2) {
     const int64_t bps = (kb + c - 1) / c;

@@ -148,8 +148,12 @@ class Fp8Gemm {
   // largest cluster; 0 off, the default): written in session 54 without device time (not yet run). The largest
   // cluster whose ranges are non-empty, at most kFp8WgmmaMaxBlocks and at least the policy's fewest blocks, and whose
   // CTAs fit one wave; past one range (K > kFp8WgmmaMaxBlocks blocks) with none inside a wave, the smallest cluster
-  // that covers K. 1: none.
-  void set_wgmma_cluster(int max_size) { wgmma_cluster_ = max_size; }
+  // that covers K. 1: none. `waves` (DSERVE_FP8_WGMMA_CLUSTER_WAVES, default 1) allows that many waves of CTAs
+  // instead (an A/B knob for the weights of hundreds of tiles, V3's q_b: 1.45 waves unsplit).
+  void set_wgmma_cluster(int max_size, int waves = 1) {
+    wgmma_cluster_ = max_size;
+    wgmma_cluster_waves_ = waves < 1 ? 1 : waves;
+  }
   int wgmma_cluster(int64_t M, int64_t Np, int64_t Kp) const;
 
   // Largest M the small-M kernel takes under kAuto for shapes without a tuning entry (env
@@ -228,7 +232,7 @@ class Fp8Gemm {
   bool wgmma_pair_ = false;  // DSERVE_FP8_WGMMA_PAIR (set_wgmma_pair)
   int64_t wgmma_ctas_ = 1, wgmma_min_blocks_ = 2, wgmma_min_m_ = 33, wgmma_max_m_ = kernels::kFp8WgmmaMaxM;
   int64_t wgmma_max_mb_ = 12;
-  int wgmma_cluster_ = 0;  // DSERVE_FP8_WGMMA_CLUSTER (set_wgmma_cluster)
+  int wgmma_cluster_ = 0, wgmma_cluster_waves_ = 1;  // DSERVE_FP8_WGMMA_CLUSTER(_WAVES) (set_wgmma_cluster)
   // Measured on the H100 (dserve_fp8_gemm_bench, 2026-11-23): the small-M kernel wins up to M = 8-16 on V3 shapes,
   // cuBLASLt block-FP8 from there (2-3x faster at M = 64). DSERVE_FP8_SMALL_M_MAX overrides.
   int64_t small_m_max_ = 16;
