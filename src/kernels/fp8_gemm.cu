@@ -19,6 +19,8 @@ using ptx::load_stream;
 using ptx::mma_e4m3;
 
 // One warp per (token, 128-group); each lane owns 4 consecutive channels. Pad rows (m >= M) quantize zeros.
+// kSilu (p.silu): the 4 values are silu_mul's of the row's gate and up (launch checks K == Kp, no pad rows).
+template <bool kSilu>
 __global__ void quant_act_kernel(Fp8QuantParams p) {
   pdl_enter();
   const int64_t groups = p.Kp / 128;
@@ -27,15 +29,33 @@ __global__ void quant_act_kernel(Fp8QuantParams p) {
   if (warp >= max(p.M, p.M_pad) * groups) return;
   const int64_t m = warp / groups, g = warp % groups;
   float v[4];
+  if constexpr (kSilu) {
+    // 8-byte loads of 4 gates and 4 ups; the product rounded to bf16 exactly as silu_mul_kernel does.
+    const __nv_bfloat16* row = static_cast<const __nv_bfloat16*>(p.x) + m * p.ldx + g * 128 + lane * 4;
+    const uint2 gv = *reinterpret_cast<const uint2*>(row), uv = *reinterpret_cast<const uint2*>(row + p.up_off);
+    const __nv_bfloat16* g4 = reinterpret_cast<const __nv_bfloat16*>(&gv);
+    const __nv_bfloat16* u4 = reinterpret_cast<const __nv_bfloat16*>(&uv);
+    uint2 o;
+    __nv_bfloat16* o4 = reinterpret_cast<__nv_bfloat16*>(&o);
 #pragma unroll
-  for (int j = 0; j < 4; ++j) {
-    const int64_t k = g * 128 + lane * 4 + j;
-    float x = 0.0f;
-    if (k < p.K && m < p.M) {
-      x = p.x_f32 ? static_cast<const float*>(p.x)[m * p.ldx + k]
-                  : __bfloat162float(static_cast<const __nv_bfloat16*>(p.x)[m * p.ldx + k]);
+    for (int j = 0; j < 4; ++j) {
+      const float gf = __bfloat162float(g4[j]), uf = __bfloat162float(u4[j]);
+      o4[j] = __float2bfloat16(gf / (1.0f + expf(-gf)) * uf);
+      v[j] = __bfloat162float(o4[j]);
     }
-    v[j] = x;  // columns K..Kp stay zero: e4m3(0) = 0
+    if (p.silu_out)
+      *reinterpret_cast<uint2*>(static_cast<__nv_bfloat16*>(p.silu_out) + m * p.K + g * 128 + lane * 4) = o;
+  } else {
+#pragma unroll
+    for (int j = 0; j < 4; ++j) {
+      const int64_t k = g * 128 + lane * 4 + j;
+      float x = 0.0f;
+      if (k < p.K && m < p.M) {
+        x = p.x_f32 ? static_cast<const float*>(p.x)[m * p.ldx + k]
+                    : __bfloat162float(static_cast<const __nv_bfloat16*>(p.x)[m * p.ldx + k]);
+      }
+      v[j] = x;  // columns K..Kp stay zero: e4m3(0) = 0
+    }
   }
   uint32_t packed;
   const float s = fp8::quantize_group_warp(v, p.ue8m0, &packed);
@@ -377,15 +397,24 @@ cudaError_t launch_transpose_bf16(const TransposeBf16Params& p, cudaStream_t str
                       stream, p);
 }
 
+bool fp8_quant_act_silu_supported(const Fp8QuantParams& p) {
+  const auto misaligned = [](const void* a) { return (reinterpret_cast<uintptr_t>(a) & 7) != 0; };
+  return p.silu && p.x && !p.x_f32 && p.K > 0 && p.K % 128 == 0 && p.Kp == p.K && p.M_pad <= p.M &&
+         p.ldx % 4 == 0 && p.up_off % 4 == 0 && p.up_off >= p.K && p.ldx >= p.up_off + p.K && !misaligned(p.x) &&
+         !misaligned(p.silu_out);
+}
+
 cudaError_t launch_fp8_quant_act(const Fp8QuantParams& p, cudaStream_t stream) {
-  if (p.Kp % 128 != 0 || p.Kp < p.K || p.M < 0) return cudaErrorInvalidValue;
+  if (p.Kp % 128 != 0 || p.Kp < p.K || p.M < 0 || (p.silu && !fp8_quant_act_silu_supported(p)))
+    return cudaErrorInvalidValue;
   const int64_t rows = p.M_pad > p.M ? p.M_pad : p.M;
   if (rows == 0) return cudaSuccess;
   const int64_t warps = rows * (p.Kp / 128);
   const int64_t threads = 256;
   const int64_t blocks = (warps * 32 + threads - 1) / threads;
   if (blocks > 0x7fffffff) return cudaErrorInvalidValue;
-  return launch_pdl(quant_act_kernel, dim3(static_cast<unsigned>(blocks)), dim3(threads), 0, stream, p);
+  return launch_pdl(p.silu ? quant_act_kernel<true> : quant_act_kernel<false>, dim3(static_cast<unsigned>(blocks)),
+                    dim3(threads), 0, stream, p);
 }
 
 bool fp8_gemm_small_m_supported(const Fp8GemmSmallMParams& p) {

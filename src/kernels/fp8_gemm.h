@@ -23,8 +23,17 @@ struct Fp8QuantParams {
   bool ue8m0 = false;
   // > M: rows [M, M_pad) are written too, as zero tokens (q 0, a finite scale), so cuBLASLt's pad rows need no memsets.
   int64_t M_pad = 0;
+  // silu: x (bf16) holds a gated MLP's gate at [0, K) and its up at [up_off, up_off + K) of each row, and the values
+  // quantized are silu_mul's (basic.h: silu(gate) * up rounded to bf16), also stored to silu_out ([M, K] bf16, row
+  // stride K) when set: one launch for the SiLU-mul and the down's quantization. K % 128 == 0 (Kp == K), no pad
+  // rows, 8-byte aligned rows.
+  bool silu = false;
+  int64_t up_off = 0;
+  void* silu_out = nullptr;
 };
 cudaError_t launch_fp8_quant_act(const Fp8QuantParams& p, cudaStream_t stream);
+// Whether p (silu set) takes the SiLU input mode: the conditions above.
+bool fp8_quant_act_silu_supported(const Fp8QuantParams& p);
 
 // d[m, n] (bf16, n < N, m < M) = sum over kb of (sum_k q[m, k] w[n, k]) * sx[m * sx_ld + kb] * sw[n / 128, kb]
 // with q, sx from launch_fp8_quant_act (s_m_major = false). w is e4m3 [Np, Kp] row-major with Np % 128 == 0,

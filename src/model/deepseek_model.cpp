@@ -281,7 +281,13 @@ Tensor DeepseekModel::indexer(const Attention& a, int cache_layer, const Tensor&
 }
 
 MlpOut DeepseekModel::mlp(const Layer& layer, const Tensor& x, const Fp8Act& xq) {
-  if (!layer.is_moe) return {ops_.linear(ops_.linear_silu_q(x, xq, layer.dense.gate_up), layer.dense.down), nullptr};  // [T, d]
+  // A gated MLP whose down reads the SiLU's FP8 quantization where the backend makes it.
+  const auto gated = [&](const PreparedMlp& m, bool partial) {
+    Fp8Act hq;
+    const Tensor h = ops_.linear_silu_q_for(x, xq, m.gate_up, m.down, &hq);                   // [T, inter]
+    return partial ? ops_.linear_partial_q(h, hq, m.down) : ops_.linear_q(h, hq, m.down);  // [T, d]
+  };
+  if (!layer.is_moe) return {gated(layer.dense, false), nullptr};  // [T, d]
   // Fused (routing_.shared_experts), the shared MLP's parts are experts that every token routes to. Apart, the
   // shared expert does not depend on the routing: it runs on the side chain beside the routed experts (and the
   // router and routing too when it forks before them: ModelOptions::SharedFork) and is added at the join.
@@ -289,7 +295,7 @@ MlpOut DeepseekModel::mlp(const Layer& layer, const Tensor& x, const Fp8Act& xq)
   const auto shared_mlp = [&] {
     if (!layer.has_shared) return;
     ops_.side_begin();
-    shared = ops_.linear_partial(ops_.linear_silu_q(x, xq, layer.shared.gate_up), layer.shared.down);
+    shared = gated(layer.shared, true);
     ops_.side_end();
   };
   using Fork = ModelOptions::SharedFork;

@@ -208,6 +208,18 @@ class Ops {
     (void)xq;
     return linear(x, w);
   }
+  // linear_silu_q whose output feeds block-FP8 weights like `consumer` (the MLP's down): where the backend fuses
+  // it, *hq = that output quantized for consumer's activation scales (as rms_norm_q's xq), else undefined.
+  virtual Tensor linear_silu_q_for(const Tensor& x, const Fp8Act& xq, const LinearWeight& gate_up,
+                                   const LinearWeight& consumer, Fp8Act* hq) {  // [T, inter]
+    (void)consumer;
+    *hq = Fp8Act{};
+    return linear_silu_q(x, xq, gate_up);
+  }
+  virtual Tensor linear_partial_q(const Tensor& x /*[T, in]*/, const Fp8Act& xq, const LinearWeight& w) {
+    (void)xq;
+    return linear_partial(x, w);
+  }
 
   // Per-head batched matmul: out[t, h, :] = x[t, h, :] @ w[h]  ([T, H, K] x [H, K, N] -> [T, H, N]).
   virtual Tensor bmm_heads(const Tensor& x, const Tensor& w) = 0;

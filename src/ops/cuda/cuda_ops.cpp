@@ -163,6 +163,8 @@ class CudaOps final : public Ops {
     // Past kFusedNormMaxRows where the consumer runs on the wgmma FP8 GEMM (wgmma_reads_xq).
     // DSERVE_FP8_FUSED_NORM_WGMMA=0: quant_act launches there instead.
     fused_norm_wgmma_ = env_flag("DSERVE_FP8_FUSED_NORM_WGMMA", true);
+    // DSERVE_FP8_SILU_QUANT=1: the gated MLPs' SiLU-mul makes the down's FP8 input there too (linear_silu_q_for).
+    silu_quant_ = env_flag("DSERVE_FP8_SILU_QUANT", false);
     // Decode MoE layers add the shared expert inside the routed combine (one launch and one bf16 rounding fewer:
     // moe_experts_shared_q). No gain in session 13's layout (see above); with the pre-wait kernels, together with
     // the fused routing and grouping, V2-Lite batch 1 2.94 / 2.99 vs 3.01 / 3.01 ms, FP8 2.61 / 2.62 vs 2.70 / 2.68
@@ -421,6 +423,49 @@ class CudaOps final : public Ops {
   Tensor linear_q(const Tensor& x, const Fp8Act& xq, const LinearWeight& w) override {
     Tensor y;
     return prequantized(xq, w, &y) ? y : linear(x, w);
+  }
+  Tensor linear_partial_q(const Tensor& x, const Fp8Act& xq, const LinearWeight& w) override {
+    Tensor y;
+    return prequantized(xq, w, &y) ? y : linear_partial(x, w);
+  }
+  // DSERVE_FP8_SILU_QUANT=1 (opt-in, written in session 54 without device time): where the down runs on the wgmma
+  // GEMM at these rows (33-64 tokens) and reads a producer's quantization, the SiLU-mul after the gate|up GEMM is
+  // quant_act's SiLU mode: silu_mul's bf16 output and the down's FP8 input in one launch instead of two (silu_mul,
+  // then the down's quant_act). The same bits either way. Elsewhere linear_silu_q as it is.
+  Tensor linear_silu_q_for(const Tensor& x, const Fp8Act& xq, const LinearWeight& gate_up,
+                           const LinearWeight& consumer, Fp8Act* hq) override {
+    *hq = Fp8Act{};
+    const int64_t rows = x.ndim() == 2 ? x.dim(0) : -1;
+    Tensor gu;  // [T, 2 * inter]
+    // gate_up on the wgmma GEMM too: linear_silu_q's small-M fused SiLU (one fp32 rounding) is not taken there.
+    if (!silu_quant_ || !fp8_ || !consumer.is_block_fp8() || !fp8_->owns(consumer) || !gate_up.is_block_fp8() ||
+        !fp8_->owns(gate_up) || rows < 1 || !wgmma_reads_xq(consumer, rows) || !wgmma_reads_xq(gate_up, rows) ||
+        !prequantized(xq, gate_up, &gu))
+      return linear_silu_q(x, xq, gate_up);
+    return silu_mul_quant(gu, fp8_->ue8m0_of(consumer), hq);
+  }
+  // silu_mul(gate_up) and, where quant_act's SiLU mode takes it, its token-major FP8 quantization into *hq.
+  Tensor silu_mul_quant(const Tensor& gate_up, bool ue8m0, Fp8Act* hq) {
+    check_dtype(gate_up, DType::kBF16, "silu_mul_quant");
+    const int64_t rows = gate_up.dim(0), inter = gate_up.dim(1) / 2;
+    Tensor out = empty({rows, inter}, DType::kBF16);                                     // [T, inter]
+    Tensor q = empty({rows, inter}, DType::kF8E4M3), s = empty({rows, inter / 128}, DType::kF32);  // token-major
+    kernels::Fp8QuantParams p;
+    p.x = gate_up.data();
+    p.ldx = gate_up.dim(1);
+    p.M = rows;
+    p.K = p.Kp = inter;
+    p.q = q.data_as<uint8_t>();
+    p.s = s.data_as<float>();
+    p.s_ld = inter / 128;
+    p.ue8m0 = ue8m0;
+    p.silu = true;
+    p.up_off = inter;
+    p.silu_out = out.data();
+    if (gate_up.dim(1) != 2 * inter || !kernels::fp8_quant_act_silu_supported(p)) return silu_mul(gate_up);
+    DS_CUDA_CHECK(kernels::launch_fp8_quant_act(p, stream()));
+    *hq = Fp8Act{q, s, ue8m0};
+    return out;
   }
   // *y = linear(x, w) from x's quantization xq, where made for w's scales and w takes the small-M kernel at x's rows.
   bool prequantized(const Fp8Act& xq, const LinearWeight& w, Tensor* y) {
@@ -2099,6 +2144,7 @@ class CudaOps final : public Ops {
   bool fused_norm_ = false;
   bool vc_quant_ = false;
   bool fused_norm_wgmma_ = true;
+  bool silu_quant_ = false;  // DSERVE_FP8_SILU_QUANT (linear_silu_q_for)
   bool fused_shared_ = false;
   bool open_moe_ = true;  // DSERVE_MOE_NORM_FUSED
   bool opening_ = false;  // inside moe_experts_open: combine() keeps its parameters in opened_

@@ -10,10 +10,12 @@
 #include <random>
 #include <string>
 #include <vector>
+#include <tuple>
 #include <utility>
 
 #include <gtest/gtest.h>
 
+#include "kernels/basic.h"
 #include "kernels/fp8_gemm.h"
 #include "ops/cuda/fp8_linear.h"
 #include "ops/cuda/gpu_test_util.h"
@@ -99,6 +101,68 @@ TEST_F(Fp8GemmGpu, ActivationQuantizationIsBitExact) {
         EXPECT_EQ(bad_pad, 0) << "K " << K << " m_major " << m_major;
         EXPECT_EQ(bad_s, 0) << "K " << K << " ue8m0 " << ue8m0 << " m_major " << m_major;
       }
+}
+
+// quant_act's SiLU mode: silu_mul's bf16 output and then quant_act of it, to the bit, in one launch; gate|up rows
+// with a wider stride than 2 * inter, ue8m0 too; without silu_out only the quantization; unsupported layouts refused.
+TEST_F(Fp8GemmGpu, QuantActSiluModeIsSiluMulThenQuantAct) {
+  std::mt19937 rng(27);
+  for (bool ue8m0 : {false, true})
+    for (auto [M, inter, ld] : {std::tuple<int64_t, int64_t, int64_t>{1, 128, 256}, {37, 1408, 2816},
+                                {64, 2048, 4096 + 64}}) {
+      const std::string what = "M " + std::to_string(M) + " inter " + std::to_string(inter) + " ld " +
+                               std::to_string(ld) + (ue8m0 ? " ue8m0" : "");
+      Tensor gu = test::to_device(test::randn({M, ld}, rng, 3.0f));  // |gate| up to ~12: both tails of the SiLU
+      // The reference: silu_mul over a contiguous copy of the gate|up columns, then quant_act.
+      Tensor packed = Tensor::empty({M, 2 * inter}, DType::kBF16, Device::kCuda);
+      DS_CUDA_CHECK(cudaMemcpy2DAsync(packed.data(), 2 * inter * 2, gu.data(), ld * 2, 2 * inter * 2, M,
+                                      cudaMemcpyDeviceToDevice, cuda_stream()));
+      Tensor want_h = Tensor::empty({M, inter}, DType::kBF16, Device::kCuda);
+      ASSERT_EQ(kernels::launch_silu_mul(packed.data(), want_h.data(), M, inter, cuda_stream()), cudaSuccess);
+      Tensor want_q, want_s;
+      ASSERT_EQ(test::quant_act(want_h, ue8m0, cuda_stream(), &want_q, &want_s), cudaSuccess);
+      for (bool with_out : {true, false}) {
+        Tensor h = Tensor::empty({M, inter}, DType::kBF16, Device::kCuda);  // NaN-poisoned
+        Tensor q = Tensor::empty({M, inter}, DType::kF8E4M3, Device::kCuda);
+        Tensor sc = Tensor::empty({M, inter / 128}, DType::kF32, Device::kCuda);
+        kernels::Fp8QuantParams p;
+        p.x = gu.data();
+        p.ldx = ld;
+        p.M = M;
+        p.K = p.Kp = inter;
+        p.q = q.data_as<uint8_t>();
+        p.s = sc.data_as<float>();
+        p.s_ld = inter / 128;
+        p.ue8m0 = ue8m0;
+        p.silu = true;
+        p.up_off = inter;
+        p.silu_out = with_out ? h.data() : nullptr;
+        ASSERT_TRUE(kernels::fp8_quant_act_silu_supported(p)) << what;
+        ASSERT_EQ(kernels::launch_fp8_quant_act(p, cuda_stream()), cudaSuccess) << what;
+        EXPECT_TRUE(test::same_device_bits(q, want_q)) << what << ": e4m3 bytes";
+        EXPECT_TRUE(test::same_device_bits(sc, want_s)) << what << ": scales";
+        if (with_out) {
+          EXPECT_TRUE(test::same_device_bits(h, want_h)) << what << ": silu_mul output";
+        }
+      }
+    }
+  kernels::Fp8QuantParams bad;
+  bad.silu = true;
+  bad.x = reinterpret_cast<const void*>(uintptr_t{256});
+  bad.M = 4;
+  bad.K = bad.Kp = 200;  // not whole 128-groups
+  bad.ldx = 400;
+  bad.up_off = 200;
+  EXPECT_FALSE(kernels::fp8_quant_act_silu_supported(bad));
+  bad.K = bad.Kp = 128;
+  bad.up_off = 64;  // up overlapping the gate
+  EXPECT_FALSE(kernels::fp8_quant_act_silu_supported(bad));
+  bad.up_off = 128;
+  bad.ldx = 256;
+  EXPECT_TRUE(kernels::fp8_quant_act_silu_supported(bad));
+  bad.M_pad = 8;  // pad rows are cuBLASLt's layout, not this mode's
+  EXPECT_FALSE(kernels::fp8_quant_act_silu_supported(bad));
+  EXPECT_EQ(kernels::launch_fp8_quant_act(bad, cuda_stream()), cudaErrorInvalidValue);
 }
 
 struct Shape3 {

@@ -362,6 +362,39 @@ TEST_F(MoeFp8Test, NormQuantizationFeedsTheFp8Ops) {
   EXPECT_FALSE(none.defined());
 }
 
+// DSERVE_FP8_SILU_QUANT=1: at 33-64 tokens (the wgmma GEMM's range, where the norm makes x's quantization) the gated
+// MLP's SiLU-mul also makes its output's FP8 quantization, and the down reads it: the SiLU's output and the down's the
+// same bits as the plain chain's (silu_mul, then a down that quantizes for itself); below that range no quantization
+// is made; and without the switch none either.
+TEST_F(MoeFp8Test, SiluQuantizationFeedsTheDown) {
+  std::unique_ptr<Ops> ops = native_cuda_ops_with("DSERVE_FP8_SILU_QUANT");
+  std::unique_ptr<Ops> off = native_cuda_ops_with("DSERVE_FP8_SILU_QUANT", "0");
+  const int64_t d = 512, inter = 384;  // inter: three 128-groups
+  auto fp8 = [&](int64_t n, int64_t k) { return quantize_weight_fp8(randn({n, k}, rng_, 0.05f), 128, 128, false); };
+  const LinearWeight g = fp8(inter, d), u = fp8(inter, d), dn = fp8(d, inter);
+  const PreparedMlp mlp = ops->prepare_mlp(g, u, dn), mlp_off = off->prepare_mlp(g, u, dn);
+  Tensor norm_w = to_device(randn({d}, rng_, 0.2f, 1.0f));
+  for (int64_t T : {5, 33, 48, 64}) {
+    const std::string what = "T " + std::to_string(T);
+    Tensor x0 = to_device(randn({T, d}, rng_, 1.0f));
+    Fp8Act xq;
+    Tensor x = ops->rms_norm_q(nullptr, x0, norm_w, 1e-6f, mlp.gate_up, &xq);
+    Fp8Act hq;
+    Tensor h = ops->linear_silu_q_for(x, xq, mlp.gate_up, mlp.down, &hq);
+    ASSERT_EQ(hq.defined(), T >= 33) << what;
+    Tensor h_plain = ops->linear_silu_q(x, xq, mlp.gate_up);
+    EXPECT_TRUE(test::same_device_bits(h, h_plain)) << what << ": the SiLU's output";
+    EXPECT_TRUE(test::same_device_bits(ops->linear_partial_q(h, hq, mlp.down), ops->linear_partial(h_plain, mlp.down)))
+        << what << ": the down (partial)";
+    EXPECT_TRUE(test::same_device_bits(ops->linear_q(h, hq, mlp.down), ops->linear(h_plain, mlp.down)))
+        << what << ": the down";
+    Fp8Act none;
+    Tensor h_off = off->linear_silu_q_for(x, xq, mlp_off.gate_up, mlp_off.down, &none);
+    EXPECT_FALSE(none.defined()) << what;
+    EXPECT_TRUE(test::same_device_bits(h_off, h)) << what << ": switched off";
+  }
+}
+
 // The grouped decode paths (FP8 and bf16 experts) add the shared expert's output, made on the side stream, inside
 // the routed combine after joining it (the default): the join-and-add chain's result (DSERVE_MOE_FUSED_SHARED=0)
 // up to its one extra bf16 rounding, at small-M and tile sizes, and a prefill size (per-expert path: joined and

@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Prepared in session 54 (no device lent) for the call after s54b (binary dserve; ~300 s): the rest of s54b's opt-ins.
+# (1) The V3-shaped 3-layer model at 32 / 64: the default vs clusters with V3's 15-117 MB attention and shared-expert
+# weights let onto the wgmma GEMM (DSERVE_FP8_WGMMA_MAX_MB=128). (2) V2-Lite FP8 at 32: clusters from 17 tokens
+# (DSERVE_FP8_WGMMA_MIN_M=17; one range lost there in session 52). (3) V2-Lite FP8 48 / 64 with clusters and the
+# SiLU's quantization together against the default. Alternating rounds throughout.
+set -u
+source "$(dirname "$0")/lib.sh"
+D="$(dirname "$0")"
+v3_config "$OUT/v3l3.json" 3
+AB_MODEL="$OUT/v3l3.json" AB_BATCHES=32,64 AB_KINDS="fp8" AB_BINS="base cl" AB_CFG_base=base \
+  AB_CFG_cl=DSERVE_FP8_WGMMA_CLUSTER=8,DSERVE_FP8_WGMMA_MAX_MB=128 AB_ROUNDS=2 OUT=$OUT/v3 bash "$D/abbin.sh"
+AB_BATCHES=32 AB_KINDS="fp8" AB_BINS="base cl17" AB_CFG_base=base \
+  AB_CFG_cl17=DSERVE_FP8_WGMMA_CLUSTER=8,DSERVE_FP8_WGMMA_MIN_M=17 AB_ROUNDS=2 OUT=$OUT/m17 bash "$D/abbin.sh"
+AB_BATCHES=48,64 AB_KINDS="fp8" AB_BINS="base both" AB_CFG_base=base \
+  AB_CFG_both=DSERVE_FP8_WGMMA_CLUSTER=8,DSERVE_FP8_SILU_QUANT=1 AB_ROUNDS=2 OUT=$OUT/both bash "$D/abbin.sh"
