@@ -34,6 +34,24 @@ struct Fp8QuantParams {
 cudaError_t launch_fp8_quant_act(const Fp8QuantParams& p, cudaStream_t stream);
 // Whether p (silu set) takes the SiLU input mode: the conditions above.
 bool fp8_quant_act_silu_supported(const Fp8QuantParams& p);
+// The SiLU mode's parameters for gate|up rows [M, ldx] (gate at [0, inter), up at [inter, 2 inter)) into q [M, inter]
+// and token-major scales [M, inter / 128], silu_mul's output to silu_out (or null).
+inline Fp8QuantParams fp8_silu_quant_params(const void* gate_up, int64_t ldx, int64_t M, int64_t inter, uint8_t* q,
+                                            float* s, bool ue8m0, void* silu_out) {
+  Fp8QuantParams p;
+  p.x = gate_up;
+  p.ldx = ldx;
+  p.M = M;
+  p.K = p.Kp = inter;
+  p.q = q;
+  p.s = s;
+  p.s_ld = inter / 128;
+  p.ue8m0 = ue8m0;
+  p.silu = true;
+  p.up_off = inter;
+  p.silu_out = silu_out;
+  return p;
+}
 
 // d[m, n] (bf16, n < N, m < M) = sum over kb of (sum_k q[m, k] w[n, k]) * sx[m * sx_ld + kb] * sw[n / 128, kb]
 // with q, sx from launch_fp8_quant_act (s_m_major = false). w is e4m3 [Np, Kp] row-major with Np % 128 == 0,

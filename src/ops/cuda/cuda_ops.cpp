@@ -450,18 +450,8 @@ class CudaOps final : public Ops {
     const int64_t rows = gate_up.dim(0), inter = gate_up.dim(1) / 2;
     Tensor out = empty({rows, inter}, DType::kBF16);                                     // [T, inter]
     Tensor q = empty({rows, inter}, DType::kF8E4M3), s = empty({rows, inter / 128}, DType::kF32);  // token-major
-    kernels::Fp8QuantParams p;
-    p.x = gate_up.data();
-    p.ldx = gate_up.dim(1);
-    p.M = rows;
-    p.K = p.Kp = inter;
-    p.q = q.data_as<uint8_t>();
-    p.s = s.data_as<float>();
-    p.s_ld = inter / 128;
-    p.ue8m0 = ue8m0;
-    p.silu = true;
-    p.up_off = inter;
-    p.silu_out = out.data();
+    const kernels::Fp8QuantParams p = kernels::fp8_silu_quant_params(
+        gate_up.data(), gate_up.dim(1), rows, inter, q.data_as<uint8_t>(), s.data_as<float>(), ue8m0, out.data());
     if (gate_up.dim(1) != 2 * inter || !kernels::fp8_quant_act_silu_supported(p)) return silu_mul(gate_up);
     DS_CUDA_CHECK(kernels::launch_fp8_quant_act(p, stream()));
     *hq = Fp8Act{q, s, ue8m0};

@@ -125,18 +125,8 @@ TEST_F(Fp8GemmGpu, QuantActSiluModeIsSiluMulThenQuantAct) {
         Tensor h = Tensor::empty({M, inter}, DType::kBF16, Device::kCuda);  // NaN-poisoned
         Tensor q = Tensor::empty({M, inter}, DType::kF8E4M3, Device::kCuda);
         Tensor sc = Tensor::empty({M, inter / 128}, DType::kF32, Device::kCuda);
-        kernels::Fp8QuantParams p;
-        p.x = gu.data();
-        p.ldx = ld;
-        p.M = M;
-        p.K = p.Kp = inter;
-        p.q = q.data_as<uint8_t>();
-        p.s = sc.data_as<float>();
-        p.s_ld = inter / 128;
-        p.ue8m0 = ue8m0;
-        p.silu = true;
-        p.up_off = inter;
-        p.silu_out = with_out ? h.data() : nullptr;
+        const kernels::Fp8QuantParams p = kernels::fp8_silu_quant_params(
+            gu.data(), ld, M, inter, q.data_as<uint8_t>(), sc.data_as<float>(), ue8m0, with_out ? h.data() : nullptr);
         ASSERT_TRUE(kernels::fp8_quant_act_silu_supported(p)) << what;
         ASSERT_EQ(kernels::launch_fp8_quant_act(p, cuda_stream()), cudaSuccess) << what;
         EXPECT_TRUE(test::same_device_bits(q, want_q)) << what << ": e4m3 bytes";
