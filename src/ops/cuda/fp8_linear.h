@@ -150,6 +150,10 @@ class Fp8Gemm {
   // CTAs fit one wave; past one range (K > kFp8WgmmaMaxBlocks blocks) with none inside a wave, the smallest cluster
   // that covers K. 1: none. `waves` (DSERVE_FP8_WGMMA_CLUSTER_WAVES, default 1) allows that many waves of CTAs
   // instead (an A/B knob for the weights of hundreds of tiles, V3's q_b: 1.45 waves unsplit).
+  // wgmma_cluster's choice for `tiles` 64-row tiles (Np / 64) of `kb` K blocks when `wave` CTAs fit at once (CTAs an
+  // SM x SMs x the waves allowed), clusters of at most max_size, ranges of at least min_blocks: a pure function of
+  // its arguments (checked without a GPU, fp8_policy_test.cpp).
+  static int choose_wgmma_cluster(int64_t tiles, int64_t kb, int64_t wave, int max_size, int64_t min_blocks);
   void set_wgmma_cluster(int max_size, int waves = 1) {
     wgmma_cluster_ = max_size;
     wgmma_cluster_waves_ = waves < 1 ? 1 : waves;
