@@ -3,6 +3,7 @@
 // reference kernels (any other dims, e.g. the tiny test checkpoints).
 #include "ops/cuda/attention.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstdlib>
 #include <memory>
@@ -122,6 +123,17 @@ Tensor absorbed_impl(const Tensor& q, const Tensor& cache, int64_t v_dim, const 
     const int context = p.topk ? p.topk_k : m.max_seq_len;
     p.num_splits = kernels::mla_decode_num_splits(p.num_seqs, p.num_tokens, p.max_q_len, p.num_heads, context,
                                                   p.topk != nullptr, num_sms(), rows16 ? 16 : 64);
+    // A/B knob: DSERVE_MLA_SPLITS=n replaces the plan's split count (capped by the context's 64-row units and
+    // kMlaMaxSplits; any count the plan could pick is one the kernels take). Session 54, for the batch 32-128 steps
+    // whose decode sits at ~0.35 of copy (two splits of ~2.3 tiles at V2-Lite batch 64, context ~288).
+    // The plan's 256 MB bound on the split partials holds here too (prefill-sized calls keep the plan).
+    static const int64_t forced = env_int("DSERVE_MLA_SPLITS", 0);
+    if (forced > 0) {
+      const int64_t units = (static_cast<int64_t>(context) + kernels::kMlaSplitUnit - 1) / kernels::kMlaSplitUnit;
+      const int64_t n = std::max<int64_t>(1, std::min<int64_t>({forced, units, kernels::kMlaMaxSplits}));
+      if (kernels::mla_decode_scratch_bytes(static_cast<int>(n), p.num_tokens, p.num_heads) <= (size_t{256} << 20))
+        p.num_splits = static_cast<int>(n);
+    }
     p.plan_context = context;
   }
   // Decode-sized split steps: the combine and the W_UV product in one kernel (the combine's bf16 O never exists).
