@@ -34,19 +34,29 @@ struct Fp8QuantParams {
 cudaError_t launch_fp8_quant_act(const Fp8QuantParams& p, cudaStream_t stream);
 // Whether p (silu set) takes the SiLU input mode: the conditions above.
 bool fp8_quant_act_silu_supported(const Fp8QuantParams& p);
+// The token-major quantization of rows x [M, K] (row stride ldx; bf16, or f32 with x_f32) into q [M, Kp] (row stride
+// Kp, zeros past K) and scales s [M, Kp / 128]: the layout the small-M kernel, the wgmma GEMM and the MoE walks read.
+inline Fp8QuantParams fp8_quant_rows_params(const void* x, bool x_f32, int64_t ldx, int64_t M, int64_t K, int64_t Kp,
+                                            uint8_t* q, float* s, bool ue8m0) {
+  Fp8QuantParams p;
+  p.x = x;
+  p.x_f32 = x_f32;
+  p.ldx = ldx;
+  p.M = M;
+  p.K = K;
+  p.Kp = Kp;
+  p.q = q;
+  p.s = s;
+  p.s_ld = Kp / 128;
+  p.s_m_major = false;
+  p.ue8m0 = ue8m0;
+  return p;
+}
 // The SiLU mode's parameters for gate|up rows [M, ldx] (gate at [0, inter), up at [inter, 2 inter)) into q [M, inter]
 // and token-major scales [M, inter / 128], silu_mul's output to silu_out (or null).
 inline Fp8QuantParams fp8_silu_quant_params(const void* gate_up, int64_t ldx, int64_t M, int64_t inter, uint8_t* q,
                                             float* s, bool ue8m0, void* silu_out) {
-  Fp8QuantParams p;
-  p.x = gate_up;
-  p.ldx = ldx;
-  p.M = M;
-  p.K = p.Kp = inter;
-  p.q = q;
-  p.s = s;
-  p.s_ld = inter / 128;
-  p.ue8m0 = ue8m0;
+  Fp8QuantParams p = fp8_quant_rows_params(gate_up, false, ldx, M, inter, inter, q, s, ue8m0);
   p.silu = true;
   p.up_off = inter;
   p.silu_out = silu_out;

@@ -858,17 +858,10 @@ class CudaOps final : public Ops {
     if (T == 0) return;
     Tensor q8 = empty({T * H, K}, DType::kF8E4M3);
     Tensor sx = empty({T * H, kb}, DType::kF32);
-    kernels::Fp8QuantParams qp;
-    qp.x = x;
-    qp.ldx = x_head_stride;
-    qp.M = T * H;
-    qp.K = K;
-    qp.Kp = K;
-    qp.q = q8.data_as<uint8_t>();
-    qp.s = sx.data_as<float>();
-    qp.s_ld = kb;
-    qp.ue8m0 = w.ue8m0;
-    DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, stream()));
+    DS_CUDA_CHECK(kernels::launch_fp8_quant_act(
+        kernels::fp8_quant_rows_params(x, false, x_head_stride, T * H, K, K, q8.data_as<uint8_t>(), sx.data_as<float>(),
+                                       w.ue8m0),
+        stream()));
     for (int64_t m0 = 0; m0 < T; m0 += kernels::kFp8SmallMMax) {
       kernels::Fp8GemmSmallMParams p;
       p.M = std::min<int64_t>(kernels::kFp8SmallMMax, T - m0);
@@ -1444,17 +1437,10 @@ class CudaOps final : public Ops {
       } else {
         q = empty({rows, k}, DType::kF8E4M3);
         sx = empty({rows, k / 128}, DType::kF32);
-        kernels::Fp8QuantParams qp;
-        qp.x = in.data();
-        qp.ldx = k;
-        qp.M = rows;
-        qp.K = k;
-        qp.Kp = k;
-        qp.q = q.data_as<uint8_t>();
-        qp.s = sx.data_as<float>();
-        qp.s_ld = k / 128;
-        qp.ue8m0 = ue8m0;
-        DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, stream()));
+        DS_CUDA_CHECK(kernels::launch_fp8_quant_act(
+            kernels::fp8_quant_rows_params(in.data(), false, k, rows, k, k, q.data_as<uint8_t>(),
+                                           sx.data_as<float>(), ue8m0),
+            stream()));
         // The grouping's launch is now two or more back: its slot records may be read before the PDL wait, and
         // with them the expert's first weight round loaded (kernels/moe_fp8.cu). DSERVE_MOE_FP8_SETTLED=0: only
         // the down GEMM's (A/B runs).

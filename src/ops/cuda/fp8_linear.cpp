@@ -413,18 +413,11 @@ Tensor Fp8Gemm::linear(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path 
   return y;
 }
 
-// quant_act of x ([M, K] contiguous, bf16 or f32) for weight w into q [>= M, Kp]; the caller sets the scales.
-static kernels::Fp8QuantParams quant_params(const Tensor& x, const Fp8Weight& w, bool ue8m0, Tensor& q) {
-  kernels::Fp8QuantParams qp;
-  qp.x = x.data();
-  qp.x_f32 = x.dtype() == DType::kF32;
-  qp.ldx = w.K;
-  qp.M = x.dim(0);
-  qp.K = w.K;
-  qp.Kp = w.Kp;
-  qp.q = q.data_as<uint8_t>();
-  qp.ue8m0 = ue8m0;
-  return qp;
+// quant_act of x ([M, K] contiguous, bf16 or f32) for weight w into q [>= M, Kp] and token-major scales s
+// [M, Kp / 128] (callers of other scale layouts change s_ld / s_m_major).
+static kernels::Fp8QuantParams quant_params(const Tensor& x, const Fp8Weight& w, bool ue8m0, Tensor& q, float* s) {
+  return kernels::fp8_quant_rows_params(x.data(), x.dtype() == DType::kF32, w.K, x.dim(0), w.K, w.Kp,
+                                        q.data_as<uint8_t>(), s, ue8m0);
 }
 
 // q [M, Kp] e4m3 and token-major scales [M, Kp / 128] of x for the small-M kernel.
@@ -432,11 +425,7 @@ void Fp8Gemm::quantize_small_m(const Tensor& x, const Fp8Weight& w, bool ue8m0, 
   const int64_t M = x.dim(0), kb = w.Kp / 128;
   *q = Tensor::empty({M, w.Kp}, DType::kF8E4M3, Device::kCuda);
   *sx = Tensor::empty({M, kb}, DType::kF32, Device::kCuda);
-  kernels::Fp8QuantParams qp = quant_params(x, w, ue8m0, *q);
-  qp.s = sx->data_as<float>();
-  qp.s_ld = kb;
-  qp.s_m_major = false;
-  DS_CUDA_CHECK(kernels::launch_fp8_quant_act(qp, cuda_stream()));
+  DS_CUDA_CHECK(kernels::launch_fp8_quant_act(quant_params(x, w, ue8m0, *q, sx->data_as<float>()), cuda_stream()));
 }
 
 // Whether (q, sx, ue8m0) is x's quantization for weight w's small-M kernel: q [M, w.Kp] e4m3 (K unpadded), token-major
@@ -600,12 +589,11 @@ void Fp8Gemm::linear_to(const Tensor& x, const Fp8Weight& w, bool ue8m0, Fp8Path
     return;
   }
   Tensor qp_rows = Tensor::empty({Mp, w.Kp}, DType::kF8E4M3, Device::kCuda);
-  kernels::Fp8QuantParams qp = quant_params(x, w, ue8m0, qp_rows);
-  qp.M_pad = Mp;  // the pad rows quantized as zero tokens in the same launch
   const bool m_major = (lt_layout_ & 1) != 0;
   const int64_t sld = m_major ? lt_scale_ld(Mp) : kb;
   Tensor sx = Tensor::empty({m_major ? kb : Mp, m_major ? sld : kb}, DType::kF32, Device::kCuda);
-  qp.s = sx.data_as<float>();
+  kernels::Fp8QuantParams qp = quant_params(x, w, ue8m0, qp_rows, sx.data_as<float>());
+  qp.M_pad = Mp;  // the pad rows quantized as zero tokens in the same launch
   qp.s_ld = sld;
   qp.s_m_major = m_major;
   // Scales past the pad rows (stride padding, none when Mp is a multiple of 4) are never a token's: keep them finite.

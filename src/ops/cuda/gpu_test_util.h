@@ -224,16 +224,9 @@ inline cudaError_t quant_act(const Tensor& x, bool ue8m0, cudaStream_t stream, T
   const int64_t M = x.dim(0), K = x.dim(1);
   *q = Tensor::empty({M, K}, DType::kF8E4M3, Device::kCuda);
   *s = Tensor::empty({M, K / 128}, DType::kF32, Device::kCuda);
-  kernels::Fp8QuantParams qp;
-  qp.x = x.data();
-  qp.ldx = K;
-  qp.M = M;
-  qp.K = qp.Kp = K;
-  qp.q = q->data_as<uint8_t>();
-  qp.s = s->data_as<float>();
-  qp.s_ld = K / 128;
-  qp.ue8m0 = ue8m0;
-  return kernels::launch_fp8_quant_act(qp, stream);
+  return kernels::launch_fp8_quant_act(
+      kernels::fp8_quant_rows_params(x.data(), false, K, M, K, K, q->data_as<uint8_t>(), s->data_as<float>(), ue8m0),
+      stream);
 }
 
 struct Err {
