@@ -10,6 +10,7 @@
 #include <cuda_bf16.h>
 
 #include <cstdlib>
+#include <type_traits>
 
 #include "kernels/occupancy.h"
 #include "kernels/pdl.cuh"
@@ -203,21 +204,18 @@ __global__ void __launch_bounds__(kThreads, 1)
   wgmma_blocks_one_ahead<kR>(nkb, mma, fold);
 
   __nv_bfloat16* out = static_cast<__nv_bfloat16*>(kPair && second ? second_p.d : p.d);
+  auto put = [&](int i, float v) {  // accumulator i of this thread's slot, rows and columns past the output kept
+    const int c = col(i);
+    const int64_t n = n0 + r + ((i >> 1) & 1) * 8;
+    if (c < p.M && n < (kPair && second ? second_p.N : p.N))
+      out[c * (kPair && second ? second_p.ldd : p.ldd) + n] = __float2bfloat16(v);
+  };
   auto store = [&](const float (&v)[kR]) {
 #pragma unroll
-    for (int i = 0; i < kR; ++i) {
-      const int c = col(i);
-      const int64_t n = n0 + r + ((i >> 1) & 1) * 8;
-      if (c < p.M && n < (kPair && second ? second_p.N : p.N))
-        out[c * (kPair && second ? second_p.ldd : p.ldd) + n] = __float2bfloat16(v[i]);
-    }
+    for (int i = 0; i < kR; ++i) put(i, v[i]);
   };
   if constexpr (kCluster > 1) {
-    cluster_sum<kR, kCluster>(smem, split, acc, [&](int i, float v) {  // accumulator i of this thread's slot
-      const int c = col(i);
-      const int64_t n = n0 + r + ((i >> 1) & 1) * 8;
-      if (c < p.M && n < p.N) out[c * p.ldd + n] = __float2bfloat16(v);
-    });
+    cluster_sum<kR, kCluster>(smem, split, acc, put);
     return;
   }
   if (p.splits == 1) {
@@ -304,21 +302,17 @@ cudaError_t launch_mt(const Fp8GemmWgmmaParams& p, const CUtensorMap& wmap, cons
   const int tiles = static_cast<int>(p.Np / kRows), kb = static_cast<int>(p.Kp / 128);
   const int bps = (kb + p.splits - 1) / p.splits;
   if (p.cluster > 1) {
-    auto launch = [&](auto kernel, int c) {
-      return launch_pdl_cluster(kernel, dim3(static_cast<unsigned>(tiles * c)), dim3(static_cast<unsigned>(c)),
-                                kThreads, Layout<kMt, kS>::kBytes, stream, wmap, xmap, p, tiles, bps, wmap,
+    auto launch = [&](auto cluster) {  // std::integral_constant: the kernel's cluster size
+      constexpr int kC = decltype(cluster)::value;
+      if (ctas_per_sm<kMt, kS, false, kC>() <= 0) return cudaErrorInvalidConfiguration;
+      return launch_pdl_cluster(fp8_gemm_wgmma_kernel<kMt, kS, false, kC>, dim3(static_cast<unsigned>(tiles * kC)),
+                                dim3(kC), kThreads, Layout<kMt, kS>::kBytes, stream, wmap, xmap, p, tiles, bps, wmap,
                                 Fp8GemmWgmmaSecond{});
     };
     switch (p.cluster) {
-      case 2:
-        if (ctas_per_sm<kMt, kS, false, 2>() <= 0) return cudaErrorInvalidConfiguration;
-        return launch(fp8_gemm_wgmma_kernel<kMt, kS, false, 2>, 2);
-      case 4:
-        if (ctas_per_sm<kMt, kS, false, 4>() <= 0) return cudaErrorInvalidConfiguration;
-        return launch(fp8_gemm_wgmma_kernel<kMt, kS, false, 4>, 4);
-      default:
-        if (ctas_per_sm<kMt, kS, false, 8>() <= 0) return cudaErrorInvalidConfiguration;
-        return launch(fp8_gemm_wgmma_kernel<kMt, kS, false, 8>, 8);
+      case 2: return launch(std::integral_constant<int, 2>{});
+      case 4: return launch(std::integral_constant<int, 4>{});
+      default: return launch(std::integral_constant<int, 8>{});
     }
   }
   if (!second) {

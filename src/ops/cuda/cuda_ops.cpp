@@ -448,11 +448,15 @@ class CudaOps final : public Ops {
   Tensor silu_mul_quant(const Tensor& gate_up, bool ue8m0, Fp8Act* hq) {
     check_dtype(gate_up, DType::kBF16, "silu_mul_quant");
     const int64_t rows = gate_up.dim(0), inter = gate_up.dim(1) / 2;
-    Tensor out = empty({rows, inter}, DType::kBF16);                                     // [T, inter]
-    Tensor q = empty({rows, inter}, DType::kF8E4M3), s = empty({rows, inter / 128}, DType::kF32);  // token-major
-    const kernels::Fp8QuantParams p = kernels::fp8_silu_quant_params(
-        gate_up.data(), gate_up.dim(1), rows, inter, q.data_as<uint8_t>(), s.data_as<float>(), ue8m0, out.data());
+    // The layout checked before anything is allocated (the outputs are fresh, so aligned).
+    kernels::Fp8QuantParams p = kernels::fp8_silu_quant_params(gate_up.data(), gate_up.dim(1), rows, inter, nullptr,
+                                                               nullptr, ue8m0, nullptr);
     if (gate_up.dim(1) != 2 * inter || !kernels::fp8_quant_act_silu_supported(p)) return silu_mul(gate_up);
+    Tensor out = empty({rows, inter}, DType::kBF16);                                               // [T, inter]
+    Tensor q = empty({rows, inter}, DType::kF8E4M3), s = empty({rows, inter / 128}, DType::kF32);  // token-major
+    p.q = q.data_as<uint8_t>();
+    p.s = s.data_as<float>();
+    p.silu_out = out.data();
     DS_CUDA_CHECK(kernels::launch_fp8_quant_act(p, stream()));
     *hq = Fp8Act{q, s, ue8m0};
     return out;

@@ -150,15 +150,15 @@ class Fp8Gemm {
   // CTAs fit one wave; past one range (K > kFp8WgmmaMaxBlocks blocks) with none inside a wave, the smallest cluster
   // that covers K. 1: none. `waves` (DSERVE_FP8_WGMMA_CLUSTER_WAVES, default 1) allows that many waves of CTAs
   // instead (an A/B knob for the weights of hundreds of tiles, V3's q_b: 1.45 waves unsplit).
-  // wgmma_cluster's choice for `tiles` 64-row tiles (Np / 64) of `kb` K blocks when `wave` CTAs fit at once (CTAs an
-  // SM x SMs x the waves allowed), clusters of at most max_size, ranges of at least min_blocks: a pure function of
-  // its arguments (checked without a GPU, fp8_policy_test.cpp).
-  static int choose_wgmma_cluster(int64_t tiles, int64_t kb, int64_t wave, int max_size, int64_t min_blocks);
   void set_wgmma_cluster(int max_size, int waves = 1) {
     wgmma_cluster_ = max_size;
     wgmma_cluster_waves_ = waves < 1 ? 1 : waves;
   }
   int wgmma_cluster(int64_t M, int64_t Np, int64_t Kp) const;
+  // wgmma_cluster's choice for `tiles` 64-row tiles (Np / 64) of `kb` K blocks when `wave` CTAs fit at once (CTAs an
+  // SM x SMs x the waves allowed), clusters of at most max_size, ranges of at least min_blocks: a pure function of
+  // its arguments (checked without a GPU, fp8_policy_test.cpp).
+  static int choose_wgmma_cluster(int64_t tiles, int64_t kb, int64_t wave, int max_size, int64_t min_blocks);
 
   // Largest M the small-M kernel takes under kAuto for shapes without a tuning entry (env
   // DSERVE_FP8_SMALL_M_MAX, which then also overrides the table; default 16, at most 64).
@@ -206,8 +206,8 @@ class Fp8Gemm {
   bool wgmma_fits(const Fp8Weight& w, int64_t M) const;
   // Whether kAuto (and the pair / prequantized paths) take the wgmma GEMM at M: inside its token range, ahead of
   // both other paths, only where one K range covers the weight (Kp <= 128 * kFp8WgmmaMaxBlocks: split ranges lost to
-  // cuBLASLt in every measurement, V3-shaped FP8 batch 64 +2%; or where a cluster covers it) and the weight is at most DSERVE_FP8_WGMMA_MAX_MB MiB
-  // (default 12: V2-Lite's attention and shared-expert weights gain, V3's 15-38 MB q_b / shared down lost 0.8% at
+  // cuBLASLt in every measurement, V3-shaped FP8 batch 64 +2%; or where a cluster covers it) and the weight is at
+  // most DSERVE_FP8_WGMMA_MAX_MB MiB (default 12: V2-Lite's attention and shared-expert weights gain, V3's 15-38 MB q_b / shared down lost 0.8% at
   // batch 48; the small weights are mostly in flight before the PDL wait). Session 52.
   bool wgmma_auto(const Fp8Weight& w, int64_t M) const {
     return wgmma_on_ && M >= wgmma_min_m_ && M <= wgmma_max_m_ &&
