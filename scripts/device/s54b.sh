@@ -21,7 +21,7 @@ for cw in 0:1 8:1 8:3; do
   ms=32,64; [ "$cw" = 8:1 ] && ms=1,8,16,32,64
   DSERVE_FP8_WGMMA_CLUSTER=${cw%:*} DSERVE_FP8_WGMMA_CLUSTER_WAVES=${cw#*:} timeout 100 "$B/dserve_fp8_gemm_bench" \
     --ms $ms > "$OUT/bench_cl${cw/:/_}.log" 2>&1
-  echo "== bench cluster $cw rc=$?"; grep -E "wgmma splits" "$OUT/bench_cl${cw/:/_}.log" | head -70
+  echo "== bench cluster $cw rc=$?"; grep -E "wgmma (splits|resident)" "$OUT/bench_cl${cw/:/_}.log" | head -70
   awk '$6=="wgmma" || $6=="ours"' "$OUT/bench_cl${cw/:/_}.log" | head -120
 done
 AB_BATCHES=48,64 AB_KINDS="fp8" AB_BINS="base cl sq" AB_CFG_base=base AB_CFG_cl=DSERVE_FP8_WGMMA_CLUSTER=8 \

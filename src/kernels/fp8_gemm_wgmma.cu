@@ -280,6 +280,16 @@ int ctas_per_sm() {
   return n;
 }
 
+// CTAs of kC-CTA clusters resident at once (0: none can run), cached per instantiation.
+template <int kMt, int kS, int kC>
+int cluster_ctas() {
+  static const int n = ctas_per_sm<kMt, kS, false, kC>() <= 0
+                           ? 0
+                           : kC * active_clusters(fp8_gemm_wgmma_kernel<kMt, kS, false, kC>, dim3(kThreads),
+                                                  Layout<kMt, kS>::kBytes, dim3(kC));
+  return n;
+}
+
 // A/B switch, read once: DSERVE_FP8_WGMMA_STAGES=4, 8 or 12 (else 6; s52g: 4 stages lost 0.6 us at 32 tokens, tied
 // at 64; session 53: 12 won alone, 1.1-2.9 us at 64 tokens, and tied in the model, its 210 KB CTA likely shutting out
 // the PDL neighbours' CTAs; 8, ~140 KB at 64 tokens, not yet measured).
@@ -304,7 +314,7 @@ cudaError_t launch_mt(const Fp8GemmWgmmaParams& p, const CUtensorMap& wmap, cons
   if (p.cluster > 1) {
     auto launch = [&](auto cluster) {  // std::integral_constant: the kernel's cluster size
       constexpr int kC = decltype(cluster)::value;
-      if (ctas_per_sm<kMt, kS, false, kC>() <= 0) return cudaErrorInvalidConfiguration;
+      if (cluster_ctas<kMt, kS, kC>() <= 0) return cudaErrorInvalidConfiguration;
       return launch_pdl_cluster(fp8_gemm_wgmma_kernel<kMt, kS, false, kC>, dim3(static_cast<unsigned>(tiles * kC)),
                                 dim3(kC), kThreads, Layout<kMt, kS>::kBytes, stream, wmap, xmap, p, tiles, bps, wmap,
                                 Fp8GemmWgmmaSecond{});
@@ -343,6 +353,25 @@ cudaError_t launch_by_tokens(const Fp8GemmWgmmaParams& p, const CUtensorMap& wma
     case 16: return launch_mt<16>(p, wmap, second, wmap2, stream);
     case 32: return launch_mt<32>(p, wmap, second, wmap2, stream);
     default: return launch_mt<64>(p, wmap, second, wmap2, stream);
+  }
+}
+
+template <int kMt, int kS>
+int cluster_ctas(int cluster) {
+  switch (cluster) {
+    case 2: return cluster_ctas<kMt, kS, 2>();
+    case 4: return cluster_ctas<kMt, kS, 4>();
+    default: return cluster_ctas<kMt, kS, 8>();
+  }
+}
+
+template <int kMt>
+int cluster_ctas_any(int cluster) {
+  switch (stages()) {
+    case 4: return cluster_ctas<kMt, 4>(cluster);
+    case 8: return cluster_ctas<kMt, 8>(cluster);
+    case 12: return cluster_ctas<kMt, 12>(cluster);
+    default: return cluster_ctas<kMt, kDefaultStages>(cluster);
   }
 }
 
@@ -400,6 +429,12 @@ cudaError_t launch_fp8_gemm_wgmma(const Fp8GemmWgmmaParams& p, const Fp8WeightMa
 bool fp8_gemm_wgmma_cluster_supported(int cluster, int64_t M) {
   if (cluster != 2 && cluster != 4 && cluster != 8) return false;
   return (fp8_gemm_wgmma_tokens(M) / 2) % cluster == 0;  // a thread's kMt / 2 accumulators split evenly
+}
+
+int fp8_gemm_wgmma_cluster_ctas(int cluster, int64_t M) {
+  if (!fp8_gemm_wgmma_cluster_supported(cluster, M)) return 0;
+  const int mt = fp8_gemm_wgmma_tokens(M);
+  return mt == 16 ? cluster_ctas_any<16>(cluster) : mt == 32 ? cluster_ctas_any<32>(cluster) : cluster_ctas_any<64>(cluster);
 }
 
 bool fp8_gemm_wgmma_pair_supported(const Fp8GemmWgmmaParams& p, const Fp8GemmWgmmaSecond& second) {

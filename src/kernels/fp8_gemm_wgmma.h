@@ -53,6 +53,9 @@ int fp8_gemm_wgmma_ctas_per_sm(int64_t M);
 bool fp8_gemm_wgmma_supported(const Fp8GemmWgmmaParams& p);
 // Whether a launch at M tokens can split K over clusters of `cluster` CTAs (2, 4 or 8; at most 8 at 16 tokens).
 bool fp8_gemm_wgmma_cluster_supported(int cluster, int64_t M);
+// CTAs such a launch keeps resident at once, in whole clusters (cudaOccupancyMaxActiveClusters x cluster: a cluster's
+// CTAs share a GPC, so this can be fewer than CTAs an SM x SMs); 0 when such a cluster cannot run.
+int fp8_gemm_wgmma_cluster_ctas(int cluster, int64_t M);
 cudaError_t launch_fp8_gemm_wgmma(const Fp8GemmWgmmaParams& p, const Fp8WeightMap& weight_map, cudaStream_t stream);
 
 // A second product of p's tokens in the same launch (launch_fp8_gemm_wgmma_pair: V2-Lite's q / kv_a pair): its

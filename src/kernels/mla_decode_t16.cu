@@ -28,6 +28,7 @@
 #include "kernels/mla_decode.h"
 #include "kernels/mla_merge.cuh"
 #include "kernels/mla_trace.cuh"
+#include "kernels/occupancy.h"
 #include "kernels/pdl.cuh"
 #include "kernels/ptx.cuh"
 #include "kernels/wgmma.cuh"
@@ -606,23 +607,8 @@ int64_t t16_max_clusters() {
       cudaGetLastError();
       return int64_t{0};
     }
-    cudaLaunchConfig_t cfg = {};
-    cfg.gridDim = dim3(1, kC, 1);
-    cfg.blockDim = dim3(kThreads);
-    cfg.dynamicSmemBytes = T16Layout<16>::kSmemBytes;
-    cudaLaunchAttribute attr[1];
-    attr[0].id = cudaLaunchAttributeClusterDimension;
-    attr[0].val.clusterDim.x = 1;
-    attr[0].val.clusterDim.y = kC;
-    attr[0].val.clusterDim.z = 1;
-    cfg.attrs = attr;
-    cfg.numAttrs = 1;
-    int n = 0;
-    if (cudaOccupancyMaxActiveClusters(&n, mla_decode_t16_kernel<kC, 16>, &cfg) != cudaSuccess) {
-      cudaGetLastError();
-      return int64_t{0};
-    }
-    return static_cast<int64_t>(n);
+    return static_cast<int64_t>(active_clusters(mla_decode_t16_kernel<kC, 16>, dim3(kThreads),
+                                                 T16Layout<16>::kSmemBytes, dim3(1, kC, 1)));
   }();
   return max_clusters;
 }

@@ -15,6 +15,7 @@
 #include <cuda_runtime.h>
 
 #include "core/parse.h"
+#include "kernels/pdl.cuh"
 #include "ops/cuda/copy_bandwidth.h"
 #include "ops/cuda/cublaslt_gemm.h"
 #include "ops/cuda/cuda_runtime.h"
@@ -117,6 +118,13 @@ int main(int argc, char** argv) {
     std::printf("no dispatch table for this GPU: small-M kernel up to M = %lld\n",
                 static_cast<long long>(fp8.small_m_max()));
   }
+  // The wgmma GEMM's residency at each token-column count: CTAs an SM x SMs, and CTAs in whole clusters of 2 / 4 / 8
+  // at once (cudaOccupancyMaxActiveClusters: what the cluster policy fills).
+  for (int64_t m : {16, 32, 64})
+    std::printf("wgmma resident M=%lld: %d CTAs (%d an SM); in clusters of 2 / 4 / 8: %d / %d / %d\n",
+                static_cast<long long>(m), kernels::fp8_gemm_wgmma_ctas_per_sm(m) * kernels::device_sm_count(),
+                kernels::fp8_gemm_wgmma_ctas_per_sm(m), kernels::fp8_gemm_wgmma_cluster_ctas(2, m),
+                kernels::fp8_gemm_wgmma_cluster_ctas(4, m), kernels::fp8_gemm_wgmma_cluster_ctas(8, m));
   CublasLtGemm bf16;
   for (const BenchShape& sh : shapes) {
     if (!filter.empty() && std::string(sh.name).find(filter) == std::string::npos) continue;

@@ -304,13 +304,15 @@ void Fp8Gemm::small_m_chunks(const Tensor& q, const Tensor& sx, const Fp8Weight&
   }
 }
 
-int Fp8Gemm::choose_wgmma_cluster(int64_t tiles, int64_t kb, int64_t wave, int max_size, int64_t min_blocks) {
+int Fp8Gemm::choose_wgmma_cluster(int64_t tiles, int64_t kb, const ClusterWaves& wave, int max_size,
+                                  int64_t min_blocks) {
   int best = 1, cover = 1;
-  for (int c = 2; c <= 8 && c <= max_size; c *= 2) {
+  for (int c = 2, i = 0; c <= 8 && c <= max_size; c *= 2, ++i) {
     const int64_t bps = (kb + c - 1) / c;
-    if ((c - 1) * bps >= kb || bps > kernels::kFp8WgmmaMaxBlocks) continue;  // an empty range, or one too long
+    // A size that cannot run, an empty range, or one too long.
+    if (wave[i] <= 0 || (c - 1) * bps >= kb || bps > kernels::kFp8WgmmaMaxBlocks) continue;
     if (cover == 1) cover = c;
-    if (bps >= min_blocks && tiles * c <= wave) best = c;
+    if (bps >= min_blocks && tiles * c <= wave[i]) best = c;
   }
   // Past one range with no cluster inside a wave: the smallest cluster that covers K.
   return best == 1 && kb > kernels::kFp8WgmmaMaxBlocks ? cover : best;
@@ -318,8 +320,9 @@ int Fp8Gemm::choose_wgmma_cluster(int64_t tiles, int64_t kb, int64_t wave, int m
 
 int Fp8Gemm::wgmma_cluster(int64_t M, int64_t Np, int64_t Kp) const {
   if (wgmma_cluster_ < 2 || M < 1 || M > kernels::kFp8WgmmaMaxM) return 1;
-  const int64_t wave = std::max(1, kernels::fp8_gemm_wgmma_ctas_per_sm(M)) * int64_t{kernels::device_sm_count()} *
-                       wgmma_cluster_waves_;
+  ClusterWaves wave{};
+  for (int c = 2, i = 0; c <= 8 && c <= wgmma_cluster_; c *= 2, ++i)
+    wave[i] = int64_t{kernels::fp8_gemm_wgmma_cluster_ctas(c, M)} * wgmma_cluster_waves_;
   const int c = choose_wgmma_cluster(Np / 64, Kp / 128, wave, wgmma_cluster_, wgmma_min_blocks_);
   return c > 1 && kernels::fp8_gemm_wgmma_cluster_supported(c, M) ? c : 1;
 }

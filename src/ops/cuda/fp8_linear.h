@@ -3,6 +3,7 @@
 // small-M tensor-core kernel (decode) or cuBLASLt's block-scaled FP8 GEMM (VEC128_32F activations,
 // BLK128x128_32F weights) for large M. bf16 output. Semantics: ops/fp8.h linear_w8a8_reference.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -147,18 +148,22 @@ class Fp8Gemm {
   // fence or ticket, the ranges' sums meet in distributed shared memory. Opt-in, DSERVE_FP8_WGMMA_CLUSTER=2|4|8 (the
   // largest cluster; 0 off, the default): written in session 54 without device time (not yet run). The largest
   // cluster whose ranges are non-empty, at most kFp8WgmmaMaxBlocks and at least the policy's fewest blocks, and whose
-  // CTAs fit one wave; past one range (K > kFp8WgmmaMaxBlocks blocks) with none inside a wave, the smallest cluster
-  // that covers K. 1: none. `waves` (DSERVE_FP8_WGMMA_CLUSTER_WAVES, default 1) allows that many waves of CTAs
+  // CTAs fit one wave of that cluster size; past one range (K > kFp8WgmmaMaxBlocks blocks) with none inside a wave,
+  // the smallest cluster that covers K and can run. 1: none. `waves` (DSERVE_FP8_WGMMA_CLUSTER_WAVES, default 1) allows that many waves of CTAs
   // instead (an A/B knob for the weights of hundreds of tiles, V3's q_b: 1.45 waves unsplit).
   void set_wgmma_cluster(int max_size, int waves = 1) {
     wgmma_cluster_ = max_size;
     wgmma_cluster_waves_ = waves < 1 ? 1 : waves;
   }
   int wgmma_cluster(int64_t M, int64_t Np, int64_t Kp) const;
-  // wgmma_cluster's choice for `tiles` 64-row tiles (Np / 64) of `kb` K blocks when `wave` CTAs fit at once (CTAs an
-  // SM x SMs x the waves allowed), clusters of at most max_size, ranges of at least min_blocks: a pure function of
-  // its arguments (checked without a GPU, fp8_policy_test.cpp).
-  static int choose_wgmma_cluster(int64_t tiles, int64_t kb, int64_t wave, int max_size, int64_t min_blocks);
+  // CTAs that fit at once in clusters of 2, 4 and 8 (kernels::fp8_gemm_wgmma_cluster_ctas: whole clusters inside
+  // GPCs) times the waves allowed; 0 where that size cannot run.
+  using ClusterWaves = std::array<int64_t, 3>;
+  // wgmma_cluster's choice for `tiles` 64-row tiles (Np / 64) of `kb` K blocks, clusters of at most max_size whose
+  // CTAs fit `wave`, ranges of at least min_blocks: a pure function of its arguments (checked without a GPU,
+  // fp8_policy_test.cpp).
+  static int choose_wgmma_cluster(int64_t tiles, int64_t kb, const ClusterWaves& wave, int max_size,
+                                  int64_t min_blocks);
 
   // Largest M the small-M kernel takes under kAuto for shapes without a tuning entry (env
   // DSERVE_FP8_SMALL_M_MAX, which then also overrides the table; default 16, at most 64).
