@@ -2133,11 +2133,14 @@ class CudaOps final : public Ops {
   int wgmma_stages_ = 0;          // DSERVE_MOE_WGMMA_STAGES (see the constructor)
   int walk_dynamic_ = -1;         // DSERVE_MOE_WALK_DYNAMIC (see the constructor): -1 by tokens, 0 never, 1 always
   static constexpr int64_t kWalkDynamicMinTokens = 8;
-  Tensor walk_counters_;          // int [2] a stream: main, side
-  // The dynamic tiles' counter for a walk of T tokens on the current stream, or null (static tiles).
+  Tensor walk_counters_;          // int [4]: a pair a stream (main, side)
+  // The dynamic tiles' counter for a walk of T tokens on the current stream, or null (static tiles). Walks on one
+  // stream run one after another, so a pair a stream suffices; a third stream would race one of them.
   int* walk_counter(int64_t T) {
     if (walk_dynamic_ == 0 || (walk_dynamic_ < 0 && T < kWalkDynamicMinTokens)) return nullptr;
-    return walk_counters_.data_as<int32_t>() + (stream() == cuda_side_stream() ? 2 : 0);
+    const bool side = stream() == cuda_side_stream();
+    DS_CHECK(side || stream() == cuda_main_stream(), "MoE walk with dynamic tiles on a third stream");
+    return walk_counters_.data_as<int32_t>() + (side ? 2 : 0);
   }
   bool fp8_walk_evict_first_ = true;    // DSERVE_MOE_WGMMA_EVICT_FIRST (see the constructor)
   bool bf16_walk_evict_first_ = false;
