@@ -28,8 +28,13 @@ def check(cond, what):
         print("FAIL:", what, flush=True)
 
 
+# Commands run in a scratch folder: bench-one-batch appends its result lines to ./result.jsonl by default (as
+# sglang.bench_one_batch does).
+WORK = tempfile.mkdtemp(prefix="dserve_cli_")
+
+
 def run(*args):
-    p = subprocess.run([DSERVE, *args], capture_output=True, text=True, timeout=300)
+    p = subprocess.run([DSERVE, *args], capture_output=True, text=True, timeout=300, cwd=WORK)
     return p.returncode, p.stdout, p.stderr
 
 
@@ -77,21 +82,36 @@ for name in sorted(os.listdir(FIXTURES)):
         check(n > 0, f"{name}: compared at least one generated token")
 
 
-# ---- bench-one-batch prints SGLang's lines ----
-rc, out, err = run("bench-one-batch", "--model-path", os.path.join(FIXTURES, "v3"), "--batch-size", "1,2",
-                   "--input-len", "16", "--output-len", "4")
-check(rc == 0, f"bench-one-batch exited {rc}: {err.strip()}")
+# ---- bench-one-batch prints SGLang's lines, takes its lists (space-separated, or with commas) and writes its
+# result lines: a run for every batch size x input length x output length ----
 import re
-check(len(re.findall(r"^Prefill\. latency: [0-9.]+ s, throughput: [0-9.]+ token/s$", out, re.M)) == 2, "Prefill lines")
-check(len(re.findall(r"^Decode\.  median latency: [0-9.]+ s, median throughput: [0-9.]+ token/s$", out, re.M)) == 2,
+results = os.path.join(WORK, "runs.jsonl")
+rc, out, err = run("bench-one-batch", "--model-path", os.path.join(FIXTURES, "v3"), "--batch-size", "1", "2",
+                   "--input-len", "16", "--output-len", "4", "2", "--run-name", "cli", "--result-filename", results)
+check(rc == 0, f"bench-one-batch exited {rc}: {err.strip()}")
+check(len(re.findall(r"^Prefill\. latency: [0-9.]+ s, throughput: [0-9.]+ token/s$", out, re.M)) == 4, "Prefill lines")
+check(len(re.findall(r"^Decode\.  median latency: [0-9.]+ s, median throughput: [0-9.]+ token/s$", out, re.M)) == 4,
       "Decode median lines")
-check(len(re.findall(r"^Total\. latency: [0-9.]+ s, throughput: [0-9.]+ token/s$", out, re.M)) == 2, "Total lines")
+check(len(re.findall(r"^Total\. latency: [0-9.]+ s, throughput: [0-9.]+ token/s$", out, re.M)) == 4, "Total lines")
+batch_lines = re.findall(r"^Decode [0-9]+\. Batch size: ([0-9]+),", out, re.M)
+check(batch_lines == ["1"] * 3 + ["1"] + ["2"] * 3 + ["2"], f"decode steps in SGLang's order: {batch_lines}")
+rows = [json.loads(l) for l in open(results)] if os.path.isfile(results) else []
+check([(r["batch_size"], r["input_len"], r["output_len"], r["run_name"]) for r in rows] ==
+      [(1, 16, 4, "cli"), (1, 16, 2, "cli"), (2, 16, 4, "cli"), (2, 16, 2, "cli")], f"result lines: {rows}")
+for r in rows:
+    check(abs(r["prefill_throughput"] - r["batch_size"] * r["input_len"] / r["prefill_latency"]) < 1e-6 *
+          r["prefill_throughput"] and r["median_decode_latency"] > 0, f"result line figures: {r}")
 
 # --max-total-tokens sizes the cache (a pool larger than the run needs), and one below the run's need is refused.
 rc, out, err = run("bench-one-batch", "--model-path", os.path.join(FIXTURES, "v3"), "--batch-size", "2",
                    "--input-len", "16", "--output-len", "3", "--max-total-tokens", "4096")
 check(rc == 0 and len(re.findall(r"^Decode\.  median latency: [0-9.]+ s", out, re.M)) == 1,
       f"bench-one-batch --max-total-tokens 4096: rc={rc} {err.strip()}")
+# Without --result-filename the line goes to ./result.jsonl, as SGLang's default.
+default_rows = [json.loads(l) for l in open(os.path.join(WORK, "result.jsonl"))] \
+    if os.path.isfile(os.path.join(WORK, "result.jsonl")) else []
+check(len(default_rows) == 1 and default_rows[0]["batch_size"] == 2 and default_rows[0]["run_name"] == "default",
+      f"default result.jsonl: {default_rows}")
 rc, out, err = run("bench-one-batch", "--model-path", os.path.join(FIXTURES, "v3"), "--batch-size", "2",
                    "--input-len", "16", "--output-len", "3", "--max-total-tokens", "8")
 check(rc != 0 and "--max-total-tokens 8 is below" in err, f"--max-total-tokens 8 refused: rc={rc} {err.strip()}")
@@ -134,6 +154,10 @@ expect_error(["bench-one-batch", "--model-path", os.path.join(FIXTURES, "v3"), "
 expect_error(["bench-one-batch", "--model-path", os.path.join(FIXTURES, "v3"), "--batch-size", "100000000",
               "--input-len", "8", "--output-len", "2"], "--batch-size x (--input-len + --output-len): the KV cache",
              "--batch-size 1e8")
+expect_error(["bench-one-batch", "--model-path", os.path.join(FIXTURES, "v3"), "--batch-size", "1", "0"],
+             "--batch-size values must be in [1, 2^31 - 1], got 0", "--batch-size 1 0")
+expect_error(["bench-one-batch", "--model-path", os.path.join(FIXTURES, "v3"), "--result-filename",
+              os.path.join(WORK, "no_such_dir", "r.jsonl")], "--result-filename", "--result-filename in a missing folder")
 
 
 def read_st(path):
@@ -210,6 +234,8 @@ try:
                           (["--mem-fraction-static", "2"], "--mem-fraction-static"),
                           (["--mem-fraction-static", "nan"], "--mem-fraction-static"),
                           (["--cuda-graph-max-bs", "-1"], "--cuda-graph-max-bs"),
+                          (["--cuda-graph-bs", "1", "0"], "--cuda-graph-bs values"),
+                          (["--cuda-graph-bs", "1", "two"], "--cuda-graph-bs"),
                           (["--chunked-prefill-size", "-2"], "--chunked-prefill-size"),
                           (["--max-prefill-tokens", "0"], "--max-prefill-tokens")):
         expect_error(["serve", "--model-path", base, "--port", "0", *flags], needle, f"serve {' '.join(flags)}")
@@ -234,5 +260,6 @@ try:
 finally:
     shutil.rmtree(tmp)
 
+shutil.rmtree(WORK, ignore_errors=True)
 print(f"{passed} passed, {len(failures)} failed")
 sys.exit(1 if failures else 0)

@@ -1,14 +1,19 @@
 // `dserve bench-one-batch`: sglang.bench_one_batch's static-batch latency benchmark: one prefill of
-// batch x input_len tokens, then output_len decode steps, no scheduler and no HTTP. Output lines match SGLang's.
+// batch x input_len tokens, then output_len decode steps, no scheduler and no HTTP, for every batch size x input
+// length x output length listed. Output lines and the --result-filename JSON lines match SGLang's.
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <climits>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <random>
+#include <utility>
 
 #include "app/commands.h"
 #include "app/model_setup.h"
+#include "bench/one_batch.h"
 #include "core/env.h"
 #include "ops/sampling.h"
 #include "runner/mem_plan.h"
@@ -112,9 +117,14 @@ RunResult run_once(ModelSetup& s, KvCache& cache, CudaGraphRunner* graphs, bool 
 int run_bench_one_batch(int argc, char** argv) {
   Flags flags;
   add_model_flags(flags);
-  flags.add_string("batch-size", "1", "batch sizes, comma-separated");
-  flags.add_string("input-len", "1024", "input lengths, comma-separated");
-  flags.add_int("output-len", 16, "tokens generated per sequence (1 from prefill + output-len - 1 decode steps)");
+  // Lists as sglang.bench_one_batch takes them (--batch-size 1 8 16; commas too): every batch size x input length x
+  // output length runs, in that order.
+  flags.add_int_list("batch-size", "1", "batch sizes (a list: --batch-size 1 8 16, or 1,8,16)");
+  flags.add_int_list("input-len", "1024", "input lengths (a list)");
+  flags.add_int_list("output-len", "16", "tokens generated per sequence: 1 from prefill + output-len - 1 decode steps (a list)");
+  flags.add_string("result-filename", "result.jsonl",
+                   "append one JSON line a run (sglang.bench_one_batch's fields) to this file; empty: none");
+  flags.add_int("log-decode-step", 0, "past the first five decode steps, print every Nth step's line too (0: none)");
   flags.add_int("page-size", 64, "KV page size");
   flags.add_double("mem-fraction-static", 0, "CUDA: fraction of GPU memory for weights + KV pool (0: SGLang's default)");
   flags.add_int("max-total-tokens", 0, "KV pool capacity in tokens (0: what the runs need, checked against --mem-fraction-static on CUDA)");
@@ -122,6 +132,8 @@ int run_bench_one_batch(int argc, char** argv) {
   flags.add_string("run-name", "default", "name of this run (reported only)");
   flags.add_bool("disable-cuda-graph", "decode eagerly instead of replaying CUDA graphs (--device cuda)");
   flags.add_int("cuda-graph-max-bs", 0, "largest batch captured in a CUDA graph (0: the largest --batch-size, within the default from GPU memory)");
+  flags.add_int_list("cuda-graph-bs", "",
+                     "the decode batch sizes captured in CUDA graphs (a list; sets --cuda-graph-max-bs to its largest)");
   flags.add_bool("help", "show flags");
   auto fail = [](const Status& st) {
     std::fprintf(stderr, "dserve bench-one-batch: %s\n", st.message().c_str());
@@ -132,28 +144,35 @@ int run_bench_one_batch(int argc, char** argv) {
     std::printf("%s", flags.usage("bench-one-batch").c_str());
     return 0;
   }
-  auto bss = parse_int_list(flags.get_string("batch-size"), "--batch-size");
-  if (!bss) return fail(bss.status());
-  auto lens = parse_int_list(flags.get_string("input-len"), "--input-len");
-  if (!lens) return fail(lens.status());
-  const int64_t output_len = flags.get_int("output-len");
+  const std::vector<int64_t> bss = flags.get_int_list("batch-size"), lens = flags.get_int_list("input-len"),
+                             outs = flags.get_int_list("output-len"), graph_bs = flags.get_int_list("cuda-graph-bs");
   const int64_t page_size = flags.get_int("page-size");
-  if (output_len < 1) return fail(error("--output-len must be >= 1"));
+  for (const auto& [list, name] : {std::pair{&bss, "--batch-size"}, std::pair{&lens, "--input-len"},
+                                   std::pair{&outs, "--output-len"}, std::pair{&graph_bs, "--cuda-graph-bs"}})
+    for (int64_t v : *list)
+      if (v < 1 || v > INT32_MAX) return fail(error(name, " values must be in [1, 2^31 - 1], got ", v));
   if (page_size < 1 || page_size > 4096) return fail(error("--page-size must be in [1, 4096]"));
-  for (int64_t v : *bss) if (v < 1) return fail(error("--batch-size values must be >= 1"));
-  for (int64_t v : *lens) if (v < 1) return fail(error("--input-len values must be >= 1"));
+  const int64_t log_step = flags.get_int("log-decode-step");
+  if (log_step < 0) return fail(error("--log-decode-step must be >= 0"));
+  // The results file is opened (appended to) before anything is loaded, so a bad path costs no model load.
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> results(nullptr, &std::fclose);
+  if (const std::string path = flags.get_string("result-filename"); !path.empty()) {
+    results.reset(std::fopen(path.c_str(), "a"));
+    if (!results) return fail(error("--result-filename ", path, ": cannot open for appending: ", std::strerror(errno)));
+  }
   if (Status st = check_mem_fraction_flag(flags); !st) return fail(st);
   if (Status st = check_chunked_prefill_flag(flags); !st) return fail(st);
   auto setup = setup_model(flags);
   if (!setup) return fail(setup.status());
-  for (int64_t v : *lens)
+  const int64_t output_len = *std::max_element(outs.begin(), outs.end());  // the longest run sizes the cache
+  for (int64_t v : lens)
     if (v + output_len > setup->config.max_position_embeddings)
-      return fail(error("--input-len ", v, " + --output-len exceeds max_position_embeddings ",
+      return fail(error("--input-len ", v, " + --output-len ", output_len, " exceeds max_position_embeddings ",
                         setup->config.max_position_embeddings));
   std::mt19937 rng(static_cast<uint32_t>(flags.get_int("seed")));
   // One cache for the largest run (+ the graphs' dummy page, the last one), graphs captured once.
-  const int64_t max_bs = *std::max_element(bss->begin(), bss->end());
-  const int64_t max_in = *std::max_element(lens->begin(), lens->end());
+  const int64_t max_bs = *std::max_element(bss.begin(), bss.end());
+  const int64_t max_in = *std::max_element(lens.begin(), lens.end());
   const int64_t max_pages = max_bs * ((max_in + output_len + page_size - 1) / page_size);
   if (max_pages + 1 > INT32_MAX) return fail(error("--batch-size x sequence length is too large"));
   // Memory plan (as serve sizes its pool): the largest run must fit in the pool it leaves; the cache below
@@ -174,7 +193,10 @@ int run_bench_one_batch(int argc, char** argv) {
     mi.page_size = static_cast<int32_t>(page_size);
     mi.mem_fraction_static = flags.get_double("mem-fraction-static");
     mi.chunked_prefill_size = flags.get_int("chunked-prefill-size");
-    mi.cuda_graph_max_bs = flags.get_bool("disable-cuda-graph") ? 0 : static_cast<int32_t>(max_bs);
+    mi.cuda_graph_max_bs = flags.get_bool("disable-cuda-graph")
+                               ? 0
+                               : static_cast<int32_t>(graph_bs.empty() ? max_bs
+                                                                       : *std::max_element(graph_bs.begin(), graph_bs.end()));
     mi.max_running_requests = static_cast<int32_t>(max_bs);
     mi.vocab = setup->config.vocab_size;
     mi.min_tokens = max_pages * page_size;
@@ -199,10 +221,14 @@ int run_bench_one_batch(int argc, char** argv) {
   // sampler after each replay and the tokens back to the host, as the server's steps do.
   bool device_tokens = env_flag("DSERVE_BENCH_DEVICE_TOKENS", true);
   if (setup->ops->device() == Device::kCuda && !flags.get_bool("disable-cuda-graph")) {
-    const int64_t flag_bs = flags.get_int("cuda-graph-max-bs");
+    int64_t flag_bs = flags.get_int("cuda-graph-max-bs");
     if (flag_bs < 0) return fail(error("--cuda-graph-max-bs must be >= 0"));
-    if (std::max(flag_bs, max_bs) > Ops::kGreedyToStoreMaxRows) device_tokens = false;
     CudaGraphOptions go;
+    if (!graph_bs.empty()) {  // as SGLang: the list's largest size is the graphs' max batch
+      flag_bs = *std::max_element(graph_bs.begin(), graph_bs.end());
+      go.batch_sizes.assign(graph_bs.begin(), graph_bs.end());
+    }
+    if (std::max(flag_bs, max_bs) > Ops::kGreedyToStoreMaxRows) device_tokens = false;
     go.max_bs = static_cast<int>(flag_bs);
     go.greedy_ids = device_tokens;
     go.max_context = max_in + output_len;
@@ -224,27 +250,33 @@ int run_bench_one_batch(int argc, char** argv) {
         std::fprintf(stderr, "dserve bench-one-batch: CUDA graphs off: %s\n", st.message().c_str());
     }
   }
-  for (int64_t bs : *bss)
-    for (int64_t in : *lens) {
-      // Warm-up pass (SGLang runs one too), then the measured one.
-      run_once(*setup, cache, graphs.get(), device_tokens, static_cast<int>(bs), static_cast<int>(in),
-               std::min<int>(static_cast<int>(output_len), 4), static_cast<int>(page_size), rng);
-      RunResult r = run_once(*setup, cache, graphs.get(), device_tokens, static_cast<int>(bs), static_cast<int>(in),
-                             static_cast<int>(output_len), static_cast<int>(page_size), rng);
-      std::printf("Prefill. latency: %.5f s, throughput: %.2f token/s\n", r.prefill_latency,
-                  bs * in / r.prefill_latency);
-      for (size_t i = 0; i < r.decode_latencies.size() && i < 5; ++i)
-        std::printf("Decode %zu. Batch size: %lld, latency: %.5f s, throughput: %.2f token/s\n", i,
-                    static_cast<long long>(bs), r.decode_latencies[i], bs / r.decode_latencies[i]);
-      if (!r.decode_latencies.empty()) {
-        std::vector<double> d = r.decode_latencies;
-        std::sort(d.begin(), d.end());
-        const double med = d[d.size() / 2];
-        std::printf("Decode.  median latency: %.5f s, median throughput: %.2f token/s\n", med, bs / med);
+  const std::string run_name = flags.get_string("run-name");
+  for (int64_t bs : bss)
+    for (int64_t in : lens)
+      for (int64_t out : outs) {
+        // Warm-up pass (SGLang runs one too), then the measured one.
+        run_once(*setup, cache, graphs.get(), device_tokens, static_cast<int>(bs), static_cast<int>(in),
+                 std::min<int>(static_cast<int>(out), 4), static_cast<int>(page_size), rng);
+        RunResult r = run_once(*setup, cache, graphs.get(), device_tokens, static_cast<int>(bs), static_cast<int>(in),
+                               static_cast<int>(out), static_cast<int>(page_size), rng);
+        const bench::OneBatchFigures f = bench::one_batch_figures(r.prefill_latency, r.decode_latencies, r.total, bs, in, out);
+        std::printf("Prefill. latency: %.5f s, throughput: %.2f token/s\n", f.prefill_latency, f.prefill_throughput);
+        for (size_t i = 0; i < r.decode_latencies.size(); ++i)
+          if (i < 5 || (log_step > 0 && i % static_cast<size_t>(log_step) == 0))
+            std::printf("Decode %zu. Batch size: %lld, latency: %.5f s, throughput: %.2f token/s\n", i,
+                        static_cast<long long>(bs), r.decode_latencies[i], bs / r.decode_latencies[i]);
+        if (f.has_decode)
+          std::printf("Decode.  median latency: %.5f s, median throughput: %.2f token/s\n", f.median_decode_latency,
+                      f.median_decode_throughput);
+        std::printf("Total. latency: %.3f s, throughput: %.2f token/s\n", f.total_latency, f.overall_throughput);
+        std::fflush(stdout);
+        if (results) {
+          const std::string line = bench::one_batch_result_json(run_name, f) + "\n";
+          if (std::fwrite(line.data(), 1, line.size(), results.get()) != line.size() || std::fflush(results.get()) != 0)
+            return fail(error("--result-filename ", flags.get_string("result-filename"), ": write failed: ",
+                              std::strerror(errno)));
+        }
       }
-      std::printf("Total. latency: %.3f s, throughput: %.2f token/s\n", r.total, (in + output_len) * bs / r.total);
-      std::fflush(stdout);
-    }
   return 0;
 }
 

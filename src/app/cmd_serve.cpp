@@ -2,6 +2,7 @@
 // while the model loads), then loads the tokenizer and the engine, then prints where it is ready.
 #include <csignal>
 #include <cstdio>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdlib>
@@ -58,6 +59,9 @@ void add_serve_flags(Flags& f) {
   f.add_bool("disable-cuda-graph", "decode eagerly instead of replaying CUDA graphs (--device cuda)");
   f.add_bool("disable-overlap-schedule", "complete each step before planning the next (no step planned ahead)");
   f.add_int("cuda-graph-max-bs", 0, "largest decode batch captured in a CUDA graph (0: default from GPU memory)");
+  f.add_int_list("cuda-graph-bs", "",
+                 "the decode batch sizes captured in CUDA graphs (a list: --cuda-graph-bs 1 2 4 8; as SGLang, its "
+                 "largest replaces --cuda-graph-max-bs; default: SGLang's list up to --cuda-graph-max-bs)");
   f.add_int("seed", 0, "random seed (dummy weights; base of per-request sampling seeds)");
   f.add_int("max-queued-requests", 0, "answer 503 while this many requests wait in the engine (0: no limit)");
   f.add_int("request-timeout", 0,
@@ -135,6 +139,9 @@ int run_serve(int argc, char** argv) {
   if (Status st = check_mem_fraction_flag(flags); !st) return fail(st);
   if (Status st = check_parallel_flags(flags); !st) return fail(st);
   if (Status st = apply_log_level_flag(flags); !st) return fail(st);
+  const std::vector<int64_t> graph_bs = flags.get_int_list("cuda-graph-bs");
+  for (int64_t b : graph_bs)
+    if (b < 1 || b > (int64_t{1} << 30)) return fail(error("--cuda-graph-bs values must be positive integers, got ", b));
 
   if (flags.get_int("request-timeout") > 31536000)
     return fail(error("--request-timeout must be at most 31536000 seconds, got ", flags.get_int("request-timeout")));
@@ -266,6 +273,14 @@ int run_serve(int argc, char** argv) {
       eo.disable_cuda_graph = flags.get_bool("disable-cuda-graph");
       eo.disable_overlap_schedule = flags.get_bool("disable-overlap-schedule");
       eo.cuda_graph_max_bs = static_cast<int32_t>(flags.get_int("cuda-graph-max-bs"));
+      if (!graph_bs.empty()) {  // as SGLang: the list's largest size is the max
+        const int64_t largest = *std::max_element(graph_bs.begin(), graph_bs.end());
+        if (flags.was_set("cuda-graph-max-bs") && flags.get_int("cuda-graph-max-bs") != largest)
+          std::fprintf(stderr, "dserve serve: --cuda-graph-max-bs %lld replaced by --cuda-graph-bs's largest, %lld\n",
+                       static_cast<long long>(flags.get_int("cuda-graph-max-bs")), static_cast<long long>(largest));
+        eo.cuda_graph_max_bs = static_cast<int32_t>(largest);
+        eo.cuda_graph_bs.assign(graph_bs.begin(), graph_bs.end());
+      }
       eo.verbose = true;
       eo.on_fatal = [&engine_failed](const std::string& why) {
         std::fprintf(stderr, "dserve serve: fatal engine error, shutting down: %s\n", why.c_str());

@@ -26,6 +26,11 @@ void Flags::add_bool(const std::string& name, std::string help) {
   order_.push_back(name);
 }
 
+void Flags::add_int_list(const std::string& name, std::string def, std::string help) {
+  specs_[name] = Spec{Kind::kIntList, std::move(def), std::move(help)};
+  order_.push_back(name);
+}
+
 void Flags::add_alias(const std::string& alias, const std::string& target) {
   DS_CHECK(specs_.count(target) && !specs_.count(alias), "alias --", alias, " of --", target);
   aliases_[alias] = target;
@@ -62,8 +67,13 @@ Status Flags::parse(int argc, char** argv) {
     } else if (!has_value) {
       if (i + 1 >= argc) return error("flag --", name, " needs a value");
       value = argv[++i];
+      // A list takes every value up to the next flag, as argparse's nargs="+".
+      while (s.kind == Kind::kIntList && i + 1 < argc && std::string(argv[i + 1]).rfind("--", 0) != 0)
+        value += std::string(",") + argv[++i];
     }
-    if (s.kind == Kind::kInt) {
+    if (s.kind == Kind::kIntList) {
+      if (Result<std::vector<int64_t>> v = parse_int_list(value, "flag --" + name); !v) return v.status();
+    } else if (s.kind == Kind::kInt) {
       int64_t v;
       if (!parse_int64(value, &v)) return error("flag --", name, " needs an integer, got '", value, "'");
     } else if (s.kind == Kind::kDouble) {
@@ -95,6 +105,13 @@ double Flags::get_double(const std::string& name) const {
   return v;
 }
 bool Flags::get_bool(const std::string& name) const { return spec(name, Kind::kBool).value == "true"; }
+std::vector<int64_t> Flags::get_int_list(const std::string& name) const {
+  const std::string& v = spec(name, Kind::kIntList).value;
+  if (v.empty()) return {};
+  Result<std::vector<int64_t>> out = parse_int_list(v, "--" + name);
+  DS_CHECK(out.is_ok(), out.status().message());  // checked by parse(), or a declared default
+  return *out;
+}
 bool Flags::was_set(const std::string& name) const {
   auto it = specs_.find(name);
   DS_CHECK(it != specs_.end(), "flag --", name, " was never declared");
@@ -109,7 +126,8 @@ std::string Flags::usage(const std::string& command) const {
     os << "  --" << name;
     for (const auto& [alias, target] : aliases_)
       if (target == name) os << ", --" << alias;
-    if (s.kind != Kind::kBool) os << " <" << (s.kind == Kind::kString ? "str" : "num") << ">";
+    if (s.kind != Kind::kBool)
+      os << " <" << (s.kind == Kind::kString ? "str" : s.kind == Kind::kIntList ? "num ..." : "num") << ">";
     os << "\t" << s.help;
     if (s.kind != Kind::kBool && !s.value.empty()) os << " (default: " << s.value << ")";
     os << "\n";

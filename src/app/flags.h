@@ -1,4 +1,5 @@
-// Command-line flag parsing shared by every subcommand: --name value, --name=value, and booleans.
+// Command-line flag parsing shared by every subcommand: --name value, --name=value, booleans, and integer lists
+// written as SGLang's (argparse nargs="+") are, `--batch-size 1 8 16`, or with commas, `--batch-size 1,8,16`.
 // Unknown flags, missing values and malformed numbers are user errors with a message naming the flag.
 #pragma once
 #include <cstdint>
@@ -19,6 +20,9 @@ class Flags {
   void add_int(const std::string& name, int64_t default_value, std::string help);
   void add_double(const std::string& name, double default_value, std::string help);
   void add_bool(const std::string& name, std::string help);  // default false; --name or --name=true|false
+  // Integers: the values after --name up to the next --flag, each one or several comma-separated ("1 8", "1,8",
+  // "--name=1,8"). default_value: the same text ("" for none).
+  void add_int_list(const std::string& name, std::string default_value, std::string help);
   // --alias means --target (declared before): SGLang's spellings, e.g. --tp for --tp-size, --model for --model-path.
   void add_alias(const std::string& alias, const std::string& target);
 
@@ -28,12 +32,13 @@ class Flags {
   int64_t get_int(const std::string& name) const;
   double get_double(const std::string& name) const;
   bool get_bool(const std::string& name) const;
+  std::vector<int64_t> get_int_list(const std::string& name) const;  // empty when neither given nor defaulted
   bool was_set(const std::string& name) const;
 
   std::string usage(const std::string& command) const;
 
  private:
-  enum class Kind { kString, kInt, kDouble, kBool };
+  enum class Kind { kString, kInt, kDouble, kBool, kIntList };
   struct Spec {
     Kind kind;
     std::string value;

@@ -50,6 +50,34 @@ TEST(Flags, ValuesTypesAndErrorsNameTheFlag) {
   EXPECT_FALSE(parse(g, {"--n"}).is_ok());
 }
 
+// Integer lists as SGLang's argparse (nargs="+") takes them, and with commas; the values end at the next flag.
+TEST(Flags, IntListsTakeSpaceOrCommaSeparatedValues) {
+  Flags f;
+  f.add_int_list("batch-size", "1", "");
+  f.add_int_list("input-len", "1024", "");
+  f.add_int_list("cuda-graph-bs", "", "");
+  f.add_int("n", 0, "");
+  EXPECT_EQ(f.get_int_list("batch-size"), (std::vector<int64_t>{1}));
+  EXPECT_TRUE(f.get_int_list("cuda-graph-bs").empty());
+  ASSERT_TRUE(parse(f, {"--batch-size", "1", "8", "16", "--input-len=256,512", "--n", "3", "--cuda-graph-bs", "1,2",
+                        "4"})
+                  .is_ok());
+  EXPECT_EQ(f.get_int_list("batch-size"), (std::vector<int64_t>{1, 8, 16}));
+  EXPECT_EQ(f.get_int_list("input-len"), (std::vector<int64_t>{256, 512}));
+  EXPECT_EQ(f.get_int_list("cuda-graph-bs"), (std::vector<int64_t>{1, 2, 4}));
+  EXPECT_EQ(f.get_int("n"), 3);
+  for (const std::vector<std::string>& bad :
+       {std::vector<std::string>{"--batch-size", "1", "eight"}, {"--batch-size"}, {"--batch-size="},
+        {"--batch-size", "1,,2"}, {"--batch-size=1", "8"}}) {
+    Flags g;
+    g.add_int_list("batch-size", "1", "");
+    const Status st = parse(g, bad);
+    ASSERT_FALSE(st.is_ok()) << bad.size();
+    EXPECT_NE(st.message().find(bad.size() == 2 && bad[1] == "8" ? "'8'" : "--batch-size"), std::string::npos)
+        << st.message();
+  }
+}
+
 // SGLang's spellings parse into dserve's flags: --model, --tp 1, --random-seed, --trust-remote-code.
 TEST(Flags, SglangSpellingsAreAliases) {
   Flags f = model_flags();

@@ -147,6 +147,7 @@ class BatchEngine final : public Engine {
     if (graphs) {
       CudaGraphOptions go;
       go.max_bs = o.cuda_graph_max_bs;
+      go.batch_sizes = o.cuda_graph_bs;
       if (go.max_bs < 0) return error("--cuda-graph-max-bs must be >= 0");
       go.max_context = context_length_;
       go.dummy_page = sc.num_pages;

@@ -5,6 +5,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "core/status.h"
 #include "runner/engine.h"
@@ -32,6 +33,7 @@ struct BatchEngineOptions {
   bool disable_cuda_graph = false;   // --disable-cuda-graph: eager decode on CUDA
   bool disable_overlap_schedule = false;  // --disable-overlap-schedule: complete each step before planning the next
   int32_t cuda_graph_max_bs = 0;     // --cuda-graph-max-bs (0: SGLang's default from GPU memory)
+  std::vector<int> cuda_graph_bs;    // --cuda-graph-bs: the sizes captured (empty: SGLang's list up to the max)
   bool verbose = true;               // loading progress on stderr
   // Called once on the engine thread after a step failed (every live request already got an error event);
   // the server should exit non-zero. Unset: the engine just stops.

@@ -47,6 +47,17 @@ int default_cuda_graph_max_bs(double gpu_memory_bytes) {
   return 512;
 }
 
+std::vector<int> graph_capture_sizes(std::vector<int> requested, int max_bs) {
+  if (requested.empty()) return cuda_graph_batch_sizes(max_bs);
+  std::sort(requested.begin(), requested.end());
+  requested.erase(std::unique(requested.begin(), requested.end()), requested.end());
+  std::vector<int> out;
+  for (int b : requested)
+    if (b >= 1 && b <= max_bs) out.push_back(b);
+  if (max_bs >= 1 && requested.back() > max_bs && (out.empty() || out.back() != max_bs)) out.push_back(max_bs);
+  return out;
+}
+
 int padded_batch_size(const std::vector<int>& sizes, int n) {
   auto it = std::lower_bound(sizes.begin(), sizes.end(), n);
   return it == sizes.end() ? -1 : *it;
@@ -132,6 +143,9 @@ Result<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::create(DeepseekModel& 
   if (cache.page_size < 1 || o.dummy_page < 0 || o.dummy_page >= cache.num_pages)
     return error("CUDA graphs need a dummy cache page (got ", o.dummy_page, " of ", cache.num_pages, ")");
   if (o.max_context < 1) return error("CUDA graphs: max_context must be >= 1");
+  for (int b : o.batch_sizes)
+    if (b < 1) return error("--cuda-graph-bs values must be >= 1, got ", b);
+  if (o.max_bs <= 0 && !o.batch_sizes.empty()) o.max_bs = *std::max_element(o.batch_sizes.begin(), o.batch_sizes.end());
   if (o.max_bs <= 0) {
     size_t free_b = 0, total_b = 0;
     cuda_stream();  // current device
@@ -144,7 +158,7 @@ Result<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::create(DeepseekModel& 
     o.plan_context = static_cast<int>(e);
   if (o.plan_context <= 0) o.plan_context = static_cast<int>(std::min<int64_t>(o.max_context, 4096));
   std::unique_ptr<CudaGraphRunner> r(new CudaGraphRunner(model, ops, cache, o));
-  r->sizes_ = cuda_graph_batch_sizes(o.max_bs);
+  r->sizes_ = graph_capture_sizes(o.batch_sizes, o.max_bs);
   auto impl = std::make_unique<Impl>();
   impl->max_bs = o.max_bs;
   impl->max_pages = (o.max_context + cache.page_size - 1) / cache.page_size;

@@ -18,11 +18,18 @@ namespace ds {
 std::vector<int> cuda_graph_batch_sizes(int max_bs);
 // SGLang's --cuda-graph-max-bs default for one GPU (TP < 4) from its memory in bytes.
 int default_cuda_graph_max_bs(double gpu_memory_bytes);
+// The sizes captured for --cuda-graph-bs `requested` under a cap of max_bs (the request limit): those up to it,
+// sorted and once each, plus max_bs itself where the list went past it (SGLang's get_batch_sizes_to_capture).
+// Empty `requested`: cuda_graph_batch_sizes(max_bs).
+std::vector<int> graph_capture_sizes(std::vector<int> requested, int max_bs);
 // The captured size a batch of `n` pads to (the first >= n), or -1 when n exceeds them all.
 int padded_batch_size(const std::vector<int>& sizes, int n);
 
 struct CudaGraphOptions {
   int max_bs = 0;           // largest captured batch (--cuda-graph-max-bs); 0: default from GPU memory
+  // --cuda-graph-bs: the sizes captured (each >= 1), capped by max_bs as graph_capture_sizes says; with max_bs 0
+  // their largest is max_bs. Empty: SGLang's list up to max_bs.
+  std::vector<int> batch_sizes;
   int64_t max_context = 0;  // longest sequence in tokens (sizes the static block table)
   int32_t dummy_page = -1;  // a cache page no sequence owns: padding rows use only it
   int plan_context = 0;     // context the split-KV attention plan is made for (0: min(max_context, 4096))

@@ -43,5 +43,19 @@ TEST(CudaGraphSizes, PaddingAndDefaults) {
   EXPECT_EQ(default_cuda_graph_max_bs(192 * gib), 512);
 }
 
+// --cuda-graph-bs: the listed sizes, sorted and once each, up to the request cap, which is added where the list
+// went past it (SGLang's get_batch_sizes_to_capture); no list: SGLang's own up to the cap.
+TEST(CudaGraphSizes, ExplicitListUnderTheCap) {
+  EXPECT_EQ(graph_capture_sizes({8, 1, 4, 4, 2}, 8), (std::vector<int>{1, 2, 4, 8}));
+  EXPECT_EQ(graph_capture_sizes({1, 16, 64}, 32), (std::vector<int>{1, 16, 32}));
+  EXPECT_EQ(graph_capture_sizes({48, 64}, 32), (std::vector<int>{32}));
+  EXPECT_EQ(graph_capture_sizes({1, 3}, 64), (std::vector<int>{1, 3}));  // the cap only bounds, it is not added
+  EXPECT_EQ(graph_capture_sizes({}, 10), cuda_graph_batch_sizes(10));
+  EXPECT_TRUE(graph_capture_sizes({4}, 0).empty());
+  const std::vector<int> s = graph_capture_sizes({1, 5, 12}, 12);
+  EXPECT_EQ(padded_batch_size(s, 2), 5);  // a batch pads to the next listed size
+  EXPECT_EQ(padded_batch_size(s, 13), -1);
+}
+
 }  // namespace
 }  // namespace ds
