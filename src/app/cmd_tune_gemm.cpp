@@ -89,7 +89,7 @@ int run_tune_gemm(int argc, char** argv) {
   Flags flags;
   flags.add_string("model-path", "", "config.json (file) or checkpoint directory whose FP8 linear shapes to tune");
   flags.add_string("output", "", "write the JSON table here (DSERVE_FP8_GEMM_CONFIG loads it); default: stdout");
-  flags.add_string("m-list", "1,2,4,8,12,16,24,32,48,64", "token counts to measure (each in [1, 64])");
+  flags.add_int_list("m-list", "1,2,4,8,12,16,24,32,48,64", "token counts to measure (a list, each in [1, 64])");
   flags.add_int("iters", 20, "timed repetitions per point");
   flags.add_bool("help", "show flags");
   auto fail = [](const Status& st) {
@@ -105,9 +105,7 @@ int run_tune_gemm(int argc, char** argv) {
   if (path.empty()) return fail(error("--model-path is required"));
   Result<ModelConfig> cfg = load_config_path(path);
   if (!cfg) return fail(cfg.status());
-  auto ms_or = parse_int_list(flags.get_string("m-list"), "--m-list");
-  if (!ms_or) return fail(ms_or.status());
-  std::vector<int64_t> ms = *ms_or;
+  std::vector<int64_t> ms = flags.get_int_list("m-list");
   std::sort(ms.begin(), ms.end());
   ms.erase(std::unique(ms.begin(), ms.end()), ms.end());
   if (ms.empty() || ms.front() < 1 || ms.back() > 64) return fail(error("--m-list values must be in [1, 64]"));

@@ -32,7 +32,8 @@ int run_tune_moe(int argc, char** argv) {
   Flags flags;
   flags.add_string("model-path", "", "config.json (file) or checkpoint directory whose MoE layer to tune");
   flags.add_string("output", "", "write the JSON table here (DSERVE_MOE_FP8_CONFIG loads it); default: stdout");
-  flags.add_string("tokens", "32,64,128,256,512,1024,2048,4096,8192", "token counts to measure (each in [17, 65536])");
+  flags.add_int_list("tokens", "32,64,128,256,512,1024,2048,4096,8192",
+                     "token counts to measure (a list, each in [17, 65536])");
   flags.add_int("iters", 5, "timed repetitions per point");
   flags.add_bool("help", "show flags");
   auto fail = [](const Status& st) {
@@ -52,9 +53,7 @@ int run_tune_moe(int argc, char** argv) {
   const int64_t K = cfg->num_experts_per_tok;
   if (E <= 0 || K <= 0 || inter <= 0) return fail(error(path, ": the model has no routed experts"));
   if (d % 128 != 0) return fail(error(path, ": hidden_size ", d, " is not a multiple of 128 (no native FP8 experts)"));
-  auto ts_or = parse_int_list(flags.get_string("tokens"), "--tokens");
-  if (!ts_or) return fail(ts_or.status());
-  std::vector<int64_t> ts = *ts_or;
+  std::vector<int64_t> ts = flags.get_int_list("tokens");
   std::sort(ts.begin(), ts.end());
   ts.erase(std::unique(ts.begin(), ts.end()), ts.end());
   if (ts.empty() || ts.front() <= MoeFp8Tuning::kMinGroupedMax || ts.back() > 65536)
