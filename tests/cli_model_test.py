@@ -235,6 +235,7 @@ try:
                           (["--mem-fraction-static", "nan"], "--mem-fraction-static"),
                           (["--cuda-graph-max-bs", "-1"], "--cuda-graph-max-bs"),
                           (["--cuda-graph-bs", "1", "0"], "--cuda-graph-bs values"),
+                          (["--stream-interval", "0"], "--stream-interval"),
                           (["--cuda-graph-bs", "1", "two"], "--cuda-graph-bs"),
                           (["--chunked-prefill-size", "-2"], "--chunked-prefill-size"),
                           (["--max-prefill-tokens", "0"], "--max-prefill-tokens")):

@@ -66,6 +66,10 @@ void add_serve_flags(Flags& f) {
   f.add_int("max-queued-requests", 0, "answer 503 while this many requests wait in the engine (0: no limit)");
   f.add_int("request-timeout", 0,
             "seconds a generation request may run; then it is aborted with an error and its pages freed (0: no limit)");
+  f.add_int("stream-interval", 1,
+            "streamed responses send a chunk for the first token, then every this many tokens, and at the end");
+  f.add_bool("incremental-streaming-output",
+             "/generate stream chunks carry only the text and output_ids new since the previous chunk");
   f.add_int("io-threads", 4, "HTTP I/O threads");
   f.add_int("max-request-bytes", 32 << 20, "largest request body accepted (413 beyond)");
   f.add_bool("fake-engine", "testing: a deterministic fake engine instead of the model (no weights needed)");
@@ -128,7 +132,7 @@ int run_serve(int argc, char** argv) {
   if (io_threads < 1 || io_threads > 256) return fail(error("--io-threads must be in [1, 256], got ", io_threads));
   const int64_t max_body = flags.get_int("max-request-bytes");
   if (max_body < 1024) return fail(error("--max-request-bytes must be at least 1024, got ", max_body));
-  for (const char* name : {"page-size", "max-running-requests", "max-prefill-tokens"})
+  for (const char* name : {"page-size", "max-running-requests", "max-prefill-tokens", "stream-interval"})
     if (flags.get_int(name) < 1 || flags.get_int(name) > (int64_t{1} << 30))
       return fail(error("--", name, " must be a positive integer, got ", flags.get_int(name)));
   // As SGLang: -1 turns chunked prefill off (a prompt of up to --max-prefill-tokens is prefilled in one step).
@@ -158,6 +162,8 @@ int run_serve(int argc, char** argv) {
   ao.seed = static_cast<uint64_t>(flags.get_int("seed"));
   ao.max_queued_requests = flags.get_int("max-queued-requests");
   ao.request_timeout_ms = flags.get_int("request-timeout") * 1000;
+  ao.stream_interval = flags.get_int("stream-interval");
+  ao.incremental_streaming_output = flags.get_bool("incremental-streaming-output");
   {
     auto& a = ao.server_args;
     a["model_path"] = model_path;
@@ -189,6 +195,11 @@ int run_serve(int argc, char** argv) {
     a["pp_size"] = flags.get_int("pp-size");
     a["ep_size"] = flags.get_int("ep-size");
     a["request_timeout"] = flags.get_int("request-timeout");
+    a["stream_interval"] = ao.stream_interval;
+    a["incremental_streaming_output"] = ao.incremental_streaming_output;
+    a["cuda_graph_max_bs"] =  // as SGLang reports it: --cuda-graph-bs's largest where a list is given
+        graph_bs.empty() ? flags.get_int("cuda-graph-max-bs") : *std::max_element(graph_bs.begin(), graph_bs.end());
+    a["cuda_graph_bs"] = graph_bs.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(graph_bs);
     a["api_key_set"] = !ao.api_key.empty();
     a["fake_engine"] = fake;
   }

@@ -154,7 +154,7 @@ struct Seq {
   std::string text;          // final text so far
   size_t text_sent = 0;      // bytes of `text` already streamed (OpenAI deltas)
   size_t lp_sent = 0;        // out_lp entries already streamed
-  size_t ids_sent = 0;
+  size_t ids_sent = 0;       // output_ids already streamed (--stream-interval counts from here)
   std::optional<int32_t> deferred;  // a possible stop token not decoded yet (trimmed if it ends the request)
   bool submitted = false;
   bool finished = false;
@@ -423,7 +423,10 @@ void Job::on_event(size_t i, EngineEvent ev) {
     }
     return;
   }
-  if (stream && (kept > 0 || ev.finished)) stream_update(i, ev.finished);
+  // A chunk for the first token, then every --stream-interval tokens, and at the end (SGLang's stream_output).
+  if (stream && (ev.finished || (kept > 0 && (s.ids_sent == 0 || s.output_ids.size() - s.ids_sent >=
+                                                                    static_cast<size_t>(srv_->opt.stream_interval)))))
+    stream_update(i, ev.finished);
   if (remaining_ == 0) complete();
 }
 
@@ -581,9 +584,17 @@ void Job::stream_update(size_t i, bool finished_now) {
     sse(error_json(e));
   }
   switch (kind_) {
-    case ApiKind::kGenerate:
-      sse(generate_object(i));
+    case ApiKind::kGenerate: {
+      Json o = generate_object(i);
+      if (srv_->opt.incremental_streaming_output) {  // only what is new since the previous chunk
+        o["text"] = s.text.substr(s.text_sent);
+        o["output_ids"] = std::vector<int32_t>(s.output_ids.begin() + static_cast<std::ptrdiff_t>(s.ids_sent),
+                                               s.output_ids.end());
+        s.text_sent = s.text.size();
+      }
+      sse(o);
       break;
+    }
     case ApiKind::kCompletion: {
       Json c = chunk_base("text_completion");
       Json choice = Json::object();
@@ -664,6 +675,7 @@ void Job::stream_update(size_t i, bool finished_now) {
       break;
     }
   }
+  s.ids_sent = s.output_ids.size();
 }
 
 void Job::complete() {

@@ -33,6 +33,12 @@ struct ApiServerOptions {
   int health_timeout_ms = 20000;
   int64_t request_timeout_ms = 0;   // > 0 (--request-timeout): generation requests still running are aborted
                                     // with an error after this long (their pages freed)
+  // --stream-interval: a streamed sequence sends a chunk for its first token, then once this many more tokens are
+  // out, and at its end (SGLang's default 1: every token).
+  int64_t stream_interval = 1;
+  // --incremental-streaming-output: /generate's stream chunks carry the new text and output_ids since the previous
+  // chunk instead of everything so far (meta_info stays cumulative).
+  bool incremental_streaming_output = false;
   nlohmann::ordered_json server_args = nlohmann::ordered_json::object();  // shown by /get_server_info
 };
 

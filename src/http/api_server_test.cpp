@@ -197,6 +197,65 @@ TEST_F(ApiServerTest, GenerateStreamIsCumulativeAndEndsWithDone) {
   EXPECT_EQ(Json::parse(events[events.size() - 2])["meta_info"]["finish_reason"]["type"], "length");
 }
 
+// --stream-interval 4: a chunk for the first token, then every 4 tokens, then the end (SGLang's stream_output).
+TEST_F(ApiServerTest, StreamIntervalSpacesTheChunks) {
+  TestSetup setup;
+  setup.api.stream_interval = 4;
+  start(setup);
+  HttpReply r = post("/generate", R"({"input_ids": [9], "stream": true, "sampling_params": {"max_new_tokens": 12}})");
+  ASSERT_EQ(r.status, 200);
+  auto events = sse_events(r.body);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events.back(), "[DONE]");
+  std::vector<size_t> sizes;
+  for (size_t i = 0; i + 1 < events.size(); ++i) sizes.push_back(Json::parse(events[i])["output_ids"].size());
+  EXPECT_EQ(sizes, (std::vector<size_t>{1, 5, 9, 12}));
+  EXPECT_EQ(Json::parse(events[events.size() - 2])["text"], bytes_of(continuation(9, 12)));
+  // The chat stream's deltas still add up to the whole answer.
+  HttpReply c = post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 10,
+      "stream": true})");
+  std::string streamed;
+  size_t chunks = 0;
+  for (const std::string& e : sse_events(c.body)) {
+    if (e == "[DONE]") break;
+    const Json chunk = Json::parse(e);
+    const Json& d = chunk["choices"][0]["delta"];
+    if (d.contains("content") && !d["content"].get<std::string>().empty()) {  // not the opening role chunk
+      streamed += d["content"].get<std::string>();
+      ++chunks;
+    }
+  }
+  EXPECT_EQ(streamed.size(), 10u) << c.body;
+  EXPECT_EQ(chunks, 4u);  // tokens 1, 5, 9 and the end, not ten
+}
+
+// --incremental-streaming-output: /generate chunks carry the new text and ids only; meta_info stays cumulative.
+TEST_F(ApiServerTest, IncrementalStreamingOutputSendsDisjointPieces) {
+  TestSetup setup;
+  setup.api.incremental_streaming_output = true;
+  setup.api.stream_interval = 3;
+  start(setup);
+  HttpReply r = post("/generate", R"({"input_ids": [9], "stream": true, "sampling_params": {"max_new_tokens": 8}})");
+  ASSERT_EQ(r.status, 200);
+  auto events = sse_events(r.body);
+  ASSERT_GE(events.size(), 3u);
+  std::string text;
+  std::vector<int32_t> ids;
+  std::vector<int> completion_tokens;
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    Json c = Json::parse(events[i]);
+    text += c["text"].get<std::string>();
+    for (const Json& id : c["output_ids"]) ids.push_back(id.get<int32_t>());
+    completion_tokens.push_back(c["meta_info"]["completion_tokens"].get<int>());
+  }
+  EXPECT_EQ(ids, continuation(9, 8));
+  EXPECT_EQ(text, bytes_of(continuation(9, 8)));
+  EXPECT_EQ(completion_tokens, (std::vector<int>{1, 4, 7, 8}));
+  // Without streaming the answer is whole.
+  Json j = post_json("/generate", R"({"input_ids": [9], "sampling_params": {"max_new_tokens": 8}})");
+  EXPECT_EQ(j["text"], bytes_of(continuation(9, 8)));
+}
+
 TEST_F(ApiServerTest, StreamNeverShowsAStopStringPrefixThatMatches) {
   start();
   const std::string full = bytes_of(continuation(9, 80));
