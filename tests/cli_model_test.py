@@ -236,10 +236,18 @@ try:
                           (["--cuda-graph-max-bs", "-1"], "--cuda-graph-max-bs"),
                           (["--cuda-graph-bs", "1", "0"], "--cuda-graph-bs values"),
                           (["--stream-interval", "0"], "--stream-interval"),
+                          (["--sampling-defaults", "vllm"], "--sampling-defaults"),
                           (["--cuda-graph-bs", "1", "two"], "--cuda-graph-bs"),
                           (["--chunked-prefill-size", "-2"], "--chunked-prefill-size"),
                           (["--max-prefill-tokens", "0"], "--max-prefill-tokens")):
         expect_error(["serve", "--model-path", base, "--port", "0", *flags], needle, f"serve {' '.join(flags)}")
+    # A generation_config.json whose sampling fields a request could not give: one line naming the file and field.
+    badgen = os.path.join(tmp, "badgen")
+    shutil.copytree(base, badgen)
+    with open(os.path.join(badgen, "generation_config.json"), "w") as f:
+        f.write('{"temperature": 0.6, "top_p": 1.5}')
+    expect_error(["serve", "--model-path", badgen, "--port", "0"], "generation_config.json: 'top_p' must be in (0, 1]",
+                 "serve with a bad generation_config.json")
     expect_error(["tune-gemm"], "--model-path is required", "tune-gemm without a model")
     expect_error(["tune-gemm", "--model-path", base, "--m-list", "0,8"], "[1, 64]", "tune-gemm bad --m-list")
     expect_error(["tune-gemm", "--model-path", os.path.join(tmp, "nowhere")], "neither a config.json",

@@ -7,7 +7,9 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
+#include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
@@ -66,6 +68,9 @@ void add_serve_flags(Flags& f) {
   f.add_int("max-queued-requests", 0, "answer 503 while this many requests wait in the engine (0: no limit)");
   f.add_int("request-timeout", 0,
             "seconds a generation request may run; then it is aborted with an error and its pages freed (0: no limit)");
+  f.add_string("sampling-defaults", "model",
+               "chat requests' unset temperature / top_p / top_k / min_p / repetition_penalty: model (the checkpoint's "
+               "generation_config.json) or openai (1, 1, off, 0, 1)");
   f.add_int("stream-interval", 1,
             "streamed responses send a chunk for the first token, then every this many tokens, and at the end");
   f.add_bool("incremental-streaming-output",
@@ -163,6 +168,21 @@ int run_serve(int argc, char** argv) {
   ao.max_queued_requests = flags.get_int("max-queued-requests");
   ao.request_timeout_ms = flags.get_int("request-timeout") * 1000;
   ao.stream_interval = flags.get_int("stream-interval");
+  const std::string sampling_defaults = flags.get_string("sampling-defaults");
+  if (sampling_defaults != "model" && sampling_defaults != "openai")
+    return fail(error("--sampling-defaults must be model or openai, got '", sampling_defaults, "'"));
+  if (const std::string gen = model_path + "/generation_config.json";
+      sampling_defaults == "model" && !model_path.empty() && std::filesystem::is_regular_file(gen)) {
+    std::ifstream in(gen);
+    std::stringstream text;
+    text << in.rdbuf();
+    Result<SamplingDefaults> d = parse_sampling_defaults(text.str(), gen);
+    if (!d) return fail(error(d.status().message(), " (--sampling-defaults openai ignores the file)"));
+    ao.chat_sampling_defaults = *d;
+    if (!d->empty())
+      std::fprintf(stderr, "dserve serve: chat requests default to %s's sampling: %s\n", gen.c_str(),
+                   d->describe().c_str());
+  }
   ao.incremental_streaming_output = flags.get_bool("incremental-streaming-output");
   {
     auto& a = ao.server_args;
@@ -196,6 +216,7 @@ int run_serve(int argc, char** argv) {
     a["ep_size"] = flags.get_int("ep-size");
     a["request_timeout"] = flags.get_int("request-timeout");
     a["stream_interval"] = ao.stream_interval;
+    a["sampling_defaults"] = sampling_defaults;
     a["incremental_streaming_output"] = ao.incremental_streaming_output;
     a["cuda_graph_max_bs"] =  // as SGLang reports it: --cuda-graph-bs's largest where a list is given
         graph_bs.empty() ? flags.get_int("cuda-graph-max-bs") : *std::max_element(graph_bs.begin(), graph_bs.end());

@@ -265,8 +265,8 @@ void read_sampling(Reader& r, bool openai, SamplingSpec* s) {
   if (s->max_new_tokens_set && e.min_new_tokens > e.max_new_tokens)
     r.fail("'" + r.param(openai ? "min_tokens" : "min_new_tokens") + "' must not exceed the maximum number of new tokens",
            openai ? "min_tokens" : "min_new_tokens");
-  r.get_float_range("temperature", 0.0, 1e6, false, false, &e.temperature);
-  r.get_float_range("top_p", 0.0, 1.0, true, false, &e.top_p);
+  s->temperature_set = r.get_float_range("temperature", 0.0, 1e6, false, false, &e.temperature);
+  s->top_p_set = r.get_float_range("top_p", 0.0, 1.0, true, false, &e.top_p);
   {
     int64_t k = 0;
     if (r.get_int("top_k", -1, kMaxTokensCap, &k, "-1 (off) or at least 1")) {
@@ -274,14 +274,17 @@ void read_sampling(Reader& r, bool openai, SamplingSpec* s) {
         r.fail("'" + r.param("top_k") + "' must be -1 (off) or at least 1, got 0", "top_k");
       } else {
         e.top_k = static_cast<int32_t>(k);
+        s->top_k_set = true;
       }
     }
   }
-  r.get_float_range("min_p", 0.0, 1.0, false, false, &e.min_p);
+  s->min_p_set = r.get_float_range("min_p", 0.0, 1.0, false, false, &e.min_p);
   r.get_float_range("frequency_penalty", -2.0, 2.0, false, false, &e.frequency_penalty);
   r.get_float_range("presence_penalty", -2.0, 2.0, false, false, &e.presence_penalty);
-  if (r.get_float_range("repetition_penalty", 0.0, 2.0, true, false, &s->repetition_penalty))
+  if (r.get_float_range("repetition_penalty", 0.0, 2.0, true, false, &s->repetition_penalty)) {
     e.repetition_penalty = s->repetition_penalty;
+    s->repetition_penalty_set = true;
+  }
   read_stop(r, "stop", &s->text.stop);
   read_stop_ids(r, "stop_token_ids", &e.stop_token_ids);
   r.get_bool("ignore_eos", &e.ignore_eos);
@@ -511,6 +514,62 @@ std::optional<ApiError> parse_completion_request(const Json& body, CompletionReq
   ignore_openai_metadata(r);
   r.reject_unknown();
   return r.err;
+}
+
+std::string SamplingDefaults::describe() const {
+  std::string out;
+  auto add = [&](const char* name, const std::string& v) { out += (out.empty() ? "" : " ") + std::string(name) + "=" + v; };
+  auto num = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof(buf), "%g", v);
+    return std::string(buf);
+  };
+  if (temperature) add("temperature", num(*temperature));
+  if (top_p) add("top_p", num(*top_p));
+  if (top_k) add("top_k", std::to_string(*top_k));
+  if (min_p) add("min_p", num(*min_p));
+  if (repetition_penalty) add("repetition_penalty", num(*repetition_penalty));
+  return out.empty() ? "none" : out;
+}
+
+Result<SamplingDefaults> parse_sampling_defaults(const std::string& json_text, const std::string& what) {
+  Json j = Json::parse(json_text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) return error(what, ": not a JSON object");
+  SamplingDefaults d;
+  // The same ranges a request may give (read_sampling); null or absent: no default.
+  auto number = [&](const char* key, double lo, double hi, bool lo_open, std::optional<float>* out) -> Status {
+    auto it = j.find(key);
+    if (it == j.end() || it->is_null()) return Status::ok();
+    if (!it->is_number()) return error(what, ": '", key, "' must be a number, got ", it->dump());
+    const double v = it->get<double>();
+    if (!(lo_open ? v > lo : v >= lo) || !(v <= hi))
+      return error(what, ": '", key, "' must be in ", lo_open ? "(" : "[", lo, ", ", hi, "], got ", v);
+    *out = static_cast<float>(v);
+    return Status::ok();
+  };
+  DS_RETURN_IF_ERROR(number("temperature", 0.0, 1e6, false, &d.temperature));
+  DS_RETURN_IF_ERROR(number("top_p", 0.0, 1.0, true, &d.top_p));
+  DS_RETURN_IF_ERROR(number("min_p", 0.0, 1.0, false, &d.min_p));
+  DS_RETURN_IF_ERROR(number("repetition_penalty", 0.0, 2.0, true, &d.repetition_penalty));
+  if (auto it = j.find("top_k"); it != j.end() && !it->is_null()) {
+    if (!it->is_number_integer() || it->get<int64_t>() < -1 || it->get<int64_t>() > kMaxTokensCap)
+      return error(what, ": 'top_k' must be an integer, -1 or 0 (off) or at least 1, got ", it->dump());
+    const int64_t k = it->get<int64_t>();
+    d.top_k = static_cast<int32_t>(k == 0 ? -1 : k);  // transformers' 0 is off
+  }
+  return d;
+}
+
+void apply_sampling_defaults(const SamplingDefaults& d, SamplingSpec* s) {
+  SamplingParams& e = s->engine;
+  if (d.temperature && !s->temperature_set) e.temperature = *d.temperature;
+  if (d.top_p && !s->top_p_set) e.top_p = *d.top_p;
+  if (d.top_k && !s->top_k_set) e.top_k = *d.top_k;
+  if (d.min_p && !s->min_p_set) e.min_p = *d.min_p;
+  if (d.repetition_penalty && !s->repetition_penalty_set) {
+    s->repetition_penalty = *d.repetition_penalty;
+    e.repetition_penalty = *d.repetition_penalty;
+  }
 }
 
 std::optional<ApiError> parse_chat_request(const Json& body, ChatRequest* out) {

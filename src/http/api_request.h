@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/status.h"
 #include "sched/request.h"
 
 namespace ds {
@@ -39,6 +40,9 @@ struct SamplingSpec {
   SamplingParams engine;            // max_new_tokens, min_new_tokens, stop ids, ignore_eos, temperature, ...
   bool max_new_tokens_set = false;  // false: the endpoint's default applies
   bool seed_set = false;
+  // Given by the request (not null): a model default (SamplingDefaults) does not replace them.
+  bool temperature_set = false, top_p_set = false, top_k_set = false, min_p_set = false,
+       repetition_penalty_set = false;
   float repetition_penalty = 1.0f;
   TextOptions text;
   int32_t n = 1;
@@ -89,6 +93,20 @@ struct ChatRequest {
   bool separate_reasoning = true;
   std::string rid;
 };
+
+// The sampling fields a model's generation_config.json recommends, which chat requests that leave them unset take
+// (SGLang's --sampling-defaults model: temperature, top_p, top_k, min_p, repetition_penalty; other fields ignored).
+struct SamplingDefaults {
+  std::optional<float> temperature, top_p, min_p, repetition_penalty;
+  std::optional<int32_t> top_k;  // -1: off (a generation_config top_k of 0 means off too)
+  bool empty() const { return !temperature && !top_p && !min_p && !repetition_penalty && !top_k; }
+  std::string describe() const;  // "temperature=0.6 top_p=0.95", or "none"
+};
+// generation_config.json's text -> its sampling fields; an error names `what` and the field (a wrong type or a value
+// outside what a request may give).
+Result<SamplingDefaults> parse_sampling_defaults(const std::string& json_text, const std::string& what);
+// Fills the fields `s` left unset from `d`.
+void apply_sampling_defaults(const SamplingDefaults& d, SamplingSpec* s);
 
 // Each returns nullopt on success.
 std::optional<ApiError> parse_generate_request(const Json& body, GenerateRequest* out);

@@ -252,6 +252,52 @@ TEST(ChatRequest, RejectsInvalidInput) {
   }
 }
 
+// A checkpoint's generation_config.json (DeepSeek-V3's own fields) gives the chat defaults; what a request sets
+// (null is unset) keeps its value.
+TEST(SamplingDefaults, GenerationConfigFillsWhatAChatRequestLeavesUnset) {
+  Result<SamplingDefaults> d = parse_sampling_defaults(R"({"_from_model_config": true, "bos_token_id": 0,
+      "eos_token_id": 1, "do_sample": true, "temperature": 0.6, "top_p": 0.95, "transformers_version": "4.46.3"})",
+                                                       "generation_config.json");
+  ASSERT_TRUE(d.is_ok()) << d.status().message();
+  EXPECT_EQ(d->describe(), "temperature=0.6 top_p=0.95");
+  ChatRequest c;
+  ASSERT_FALSE(parse_chat_request(parse(R"({"messages": [{"role": "user", "content": "hi"}], "top_p": null,
+      "top_k": 5})"), &c));
+  apply_sampling_defaults(*d, &c.sampling);
+  EXPECT_FLOAT_EQ(c.sampling.engine.temperature, 0.6f);
+  EXPECT_FLOAT_EQ(c.sampling.engine.top_p, 0.95f);
+  EXPECT_EQ(c.sampling.engine.top_k, 5);
+  ChatRequest greedy;
+  ASSERT_FALSE(parse_chat_request(parse(R"({"messages": [{"role": "user", "content": "hi"}], "temperature": 0})"),
+                                  &greedy));
+  apply_sampling_defaults(*d, &greedy.sampling);
+  EXPECT_EQ(greedy.sampling.engine.temperature, 0.0f);  // the request's 0 is not a missing value
+  EXPECT_FLOAT_EQ(greedy.sampling.engine.top_p, 0.95f);
+  // top_k 0 is transformers' "off"; min_p and repetition_penalty are taken too.
+  Result<SamplingDefaults> k = parse_sampling_defaults(R"({"top_k": 0, "min_p": 0.05, "repetition_penalty": 1.1})", "g");
+  ASSERT_TRUE(k.is_ok()) << k.status().message();
+  EXPECT_EQ(k->top_k, -1);
+  EXPECT_EQ(k->describe(), "top_k=-1 min_p=0.05 repetition_penalty=1.1");
+  EXPECT_TRUE(parse_sampling_defaults(R"({"do_sample": false})", "g")->empty());
+}
+
+TEST(SamplingDefaults, BadGenerationConfigNamesTheField) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"temperature": "0.6"})", "'temperature' must be a number"},
+      {R"({"top_p": 0})", "'top_p' must be in (0, 1]"},
+      {R"({"top_k": 2.5})", "'top_k' must be an integer"},
+      {R"({"repetition_penalty": 3})", "'repetition_penalty'"},
+      {R"([1, 2])", "not a JSON object"},
+      {R"({"temperature": )", "not a JSON object"},
+  };
+  for (const auto& [text, needle] : cases) {
+    Result<SamplingDefaults> d = parse_sampling_defaults(text, "gen.json");
+    ASSERT_FALSE(d.is_ok()) << text;
+    EXPECT_NE(d.status().message().find(needle), std::string::npos) << d.status().message();
+    EXPECT_NE(d.status().message().find("gen.json"), std::string::npos) << d.status().message();
+  }
+}
+
 TEST(DumpJson, InvalidUtf8IsReplacedNotThrown) {
   Json j = std::string("a\xff" "b");
   EXPECT_EQ(dump_json(j), "\"a\xEF\xBF\xBD" "b\"");

@@ -591,6 +591,14 @@ void Job::stream_update(size_t i, bool finished_now) {
         o["output_ids"] = std::vector<int32_t>(s.output_ids.begin() + static_cast<std::ptrdiff_t>(s.ids_sent),
                                                s.output_ids.end());
         s.text_sent = s.text.size();
+        if (return_logprob) {  // the new output logprobs; the prompt's in the first chunk only
+          Json& m = o["meta_info"];
+          m["output_token_logprobs"] = lp_tuples(s.out_lp, s.lp_sent, s.out_lp.size(), false);
+          m["output_top_logprobs"] =
+              top_logprobs_num > 0 ? lp_tuples(s.out_lp, s.lp_sent, s.out_lp.size(), true) : Json::array();
+          if (s.ids_sent > 0) m["input_token_logprobs"] = m["input_top_logprobs"] = Json::array();
+          s.lp_sent = s.out_lp.size();
+        }
       }
       sse(o);
       break;
@@ -943,6 +951,7 @@ void ApiServer::Impl::handle_chat(HttpRequest& req, std::shared_ptr<HttpResponde
   ChatRequest c;
   if (auto e = parse_json_body(req.body, &body)) return send_error(*out, route, *e);
   if (auto e = parse_chat_request(body, &c)) return send_error(*out, route, *e);
+  apply_sampling_defaults(opt.chat_sampling_defaults, &c.sampling);
   if (!model_name_ok(c.model)) return send_error(*out, route, model_not_found(c.model));
   if (!tok)
     return send_error(*out, route,

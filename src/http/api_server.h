@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
+#include "http/api_request.h"
 #include "http/http_server.h"
 #include "http/metrics.h"
 #include "runner/engine.h"
@@ -36,9 +37,12 @@ struct ApiServerOptions {
   // --stream-interval: a streamed sequence sends a chunk for its first token, then once this many more tokens are
   // out, and at its end (SGLang's default 1: every token).
   int64_t stream_interval = 1;
-  // --incremental-streaming-output: /generate's stream chunks carry the new text and output_ids since the previous
-  // chunk instead of everything so far (meta_info stays cumulative).
+  // --incremental-streaming-output: /generate's stream chunks carry the new text, output_ids and output logprobs
+  // since the previous chunk instead of everything so far (the prompt's logprobs in the first; counts cumulative).
   bool incremental_streaming_output = false;
+  // --sampling-defaults model: the model's generation_config.json sampling fields, which chat requests that leave
+  // them unset take (as SGLang's chat API; /generate and /v1/completions keep the protocol defaults).
+  SamplingDefaults chat_sampling_defaults;
   nlohmann::ordered_json server_args = nlohmann::ordered_json::object();  // shown by /get_server_info
 };
 

@@ -251,9 +251,49 @@ TEST_F(ApiServerTest, IncrementalStreamingOutputSendsDisjointPieces) {
   EXPECT_EQ(ids, continuation(9, 8));
   EXPECT_EQ(text, bytes_of(continuation(9, 8)));
   EXPECT_EQ(completion_tokens, (std::vector<int>{1, 4, 7, 8}));
+  // Logprobs too: each output token's once over the chunks, the prompt's in the first chunk only.
+  HttpReply lr = post("/generate", R"({"input_ids": [9, 4, 2], "stream": true, "return_logprob": true,
+      "logprob_start_len": 0, "sampling_params": {"max_new_tokens": 8}})");
+  auto levents = sse_events(lr.body);
+  std::vector<int32_t> lp_ids;
+  size_t input_lps = 0;
+  for (size_t i = 0; i + 1 < levents.size(); ++i) {
+    Json c = Json::parse(levents[i]);
+    for (const Json& t : c["meta_info"]["output_token_logprobs"]) lp_ids.push_back(t[1].get<int32_t>());
+    if (i > 0) {
+      EXPECT_TRUE(c["meta_info"]["input_token_logprobs"].empty()) << levents[i];
+    } else {
+      input_lps = c["meta_info"]["input_token_logprobs"].size();
+    }
+  }
+  EXPECT_EQ(lp_ids, continuation(2, 8));
+  EXPECT_EQ(input_lps, 3u);
   // Without streaming the answer is whole.
   Json j = post_json("/generate", R"({"input_ids": [9], "sampling_params": {"max_new_tokens": 8}})");
   EXPECT_EQ(j["text"], bytes_of(continuation(9, 8)));
+}
+
+// --sampling-defaults model: chat requests take the generation_config's values where they set none; /generate and
+// /v1/completions keep the protocol's (as SGLang).
+TEST_F(ApiServerTest, ChatTakesTheModelsSamplingDefaults) {
+  TestSetup setup;
+  setup.api.chat_sampling_defaults.temperature = 0.6f;
+  setup.api.chat_sampling_defaults.top_p = 0.95f;
+  start(setup);
+  post_json("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2})");
+  SamplingParams got = engine_->last_sampling();
+  EXPECT_FLOAT_EQ(got.temperature, 0.6f);
+  EXPECT_FLOAT_EQ(got.top_p, 0.95f);
+  post_json("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "Hi"}], "max_tokens": 2,
+      "temperature": 0.2})");
+  got = engine_->last_sampling();
+  EXPECT_FLOAT_EQ(got.temperature, 0.2f);
+  EXPECT_FLOAT_EQ(got.top_p, 0.95f);
+  post_json("/v1/completions", R"({"prompt": "Hi", "max_tokens": 2})");
+  EXPECT_FLOAT_EQ(engine_->last_sampling().temperature, 1.0f);
+  post_json("/generate", R"({"text": "Hi", "sampling_params": {"max_new_tokens": 2}})");
+  EXPECT_FLOAT_EQ(engine_->last_sampling().temperature, 1.0f);
+  EXPECT_FLOAT_EQ(engine_->last_sampling().top_p, 1.0f);
 }
 
 TEST_F(ApiServerTest, StreamNeverShowsAStopStringPrefixThatMatches) {

@@ -54,6 +54,7 @@ Status FakeEngine::submit(EngineRequest req, Callback on_event) {
   if (live_.count(req.rid)) return error("duplicate request id '", req.rid, "'");
   Live l;
   l.cb = std::move(on_event);
+  last_sampling_ = req.sampling;
   std::string rid = req.rid;
   l.req = std::move(req);
   live_.emplace(rid, std::move(l));
@@ -195,6 +196,11 @@ void FakeEngine::loop() {
     if (options_.step_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(options_.step_us));
     lock.lock();
   }
+}
+
+SamplingParams FakeEngine::last_sampling() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return last_sampling_;
 }
 
 }  // namespace ds

@@ -53,6 +53,7 @@ class FakeEngine : public Engine {
   uint64_t num_aborts() const { return num_aborts_.load(); }
   uint64_t num_stop_finishes() const { return num_stop_finishes_.load(); }
   size_t num_live() const;
+  SamplingParams last_sampling() const;  // of the last request accepted (what the API layer resolved)
 
  private:
   struct Live {
@@ -76,6 +77,7 @@ class FakeEngine : public Engine {
   std::atomic<uint64_t> num_aborts_{0};
   std::atomic<uint64_t> num_stop_finishes_{0};
   EngineStats totals_;  // cumulative counters (under mu_)
+  SamplingParams last_sampling_;  // under mu_
 };
 
 }  // namespace ds
