@@ -1210,6 +1210,7 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<HttpResponder> out) {
       {"/get_model_info", "GET"},
       {"/get_server_info", "GET"},
       {"/server_info", "GET"},
+      {"/get_load", "GET"},
       {"/flush_cache", "GET POST"},
       {"/metrics", "GET"},
       {"/v1/tokenize", "POST"},
@@ -1288,6 +1289,15 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<HttpResponder> out) {
     return m.send_json(*out, name, 200, info);
   }
   if (name == "/get_server_info" || name == "/server_info") return m.send_json(*out, name, 200, m.server_info());
+  if (name == "/get_load") {  // SGLang's shape, one entry a data-parallel rank (what routers poll)
+    const EngineStats st = m.engine->stats();
+    Json rank = Json::object();
+    rank["dp_rank"] = 0;
+    rank["num_reqs"] = st.num_running + st.num_waiting;
+    rank["num_waiting_reqs"] = st.num_waiting;
+    rank["num_tokens"] = st.used_tokens;
+    return m.send_json(*out, name, 200, Json::array({rank}));
+  }
   if (name == "/flush_cache") {
     Status st = m.engine->flush_cache();
     if (!st) return m.send_error(*out, name, bad_request("cache not flushed: " + st.message()));

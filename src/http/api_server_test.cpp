@@ -320,10 +320,18 @@ TEST_F(ApiServerTest, ClientDisconnectMidStreamAbortsTheRequest) {
   ASSERT_EQ(c.read_status_and_headers(), 200);
   EXPECT_FALSE(c.read_some().empty());
   ASSERT_TRUE(wait_for([&] { return engine_->num_live() == 1; }));
+  // /get_load (SGLang's shape) counts the running request and its tokens.
+  Json load = Json::parse(http_call(port_, "GET", "/get_load").body);
+  ASSERT_TRUE(load.is_array() && load.size() == 1) << load.dump();
+  EXPECT_EQ(load[0]["dp_rank"], 0);
+  EXPECT_EQ(load[0]["num_reqs"], 1);
+  EXPECT_EQ(load[0]["num_waiting_reqs"], 0);
+  EXPECT_GE(load[0]["num_tokens"].get<int64_t>(), 2);
   c.close();
   EXPECT_TRUE(wait_for([&] { return engine_->num_aborts() == 1 && engine_->num_live() == 0; }))
       << "aborts=" << engine_->num_aborts() << " live=" << engine_->num_live();
   EXPECT_EQ(engine_->stats().used_tokens, 0);
+  EXPECT_EQ(Json::parse(http_call(port_, "GET", "/get_load").body)[0]["num_reqs"], 0);
   expect_still_serving();
 }
 
