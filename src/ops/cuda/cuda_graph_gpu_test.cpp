@@ -337,7 +337,10 @@ TEST(CudaGraphEngine, GreedyMatchesEager) {
     o.max_running_requests = 8;
     o.disable_cuda_graph = !graphs;
     o.disable_overlap_schedule = !overlap;
-    o.cuda_graph_max_bs = 8;
+    // As `serve --cuda-graph-bs 1 5 16`: under the 8-request cap the engine captures 1, 5 and 8 (the cap added where
+    // the list went past it), so 2-4 running sequences pad to 5.
+    o.cuda_graph_bs = {1, 5, 16};
+    o.cuda_graph_max_bs = 16;
     o.verbose = false;
     auto e = make_batch_engine(o);
     ASSERT_TRUE(e.is_ok()) << e.status().message();
@@ -369,7 +372,7 @@ TEST(CudaGraphEngine, GreedyMatchesEager) {
   std::mt19937 rng(99);
   std::uniform_int_distribution<int32_t> tok(2, 1000);
   std::vector<std::vector<int32_t>> prompts;
-  for (int len : {7, 63, 20, 41, 3}) {  // 5 running sequences: decode steps pad to the graph of 8
+  for (int len : {7, 63, 20, 41, 3}) {  // up to 5 running sequences: decode steps pad to the graph of 5
     prompts.emplace_back(len);
     for (auto& t : prompts.back()) t = tok(rng);
   }
