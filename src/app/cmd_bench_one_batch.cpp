@@ -158,7 +158,9 @@ int run_bench_one_batch(int argc, char** argv) {
   std::unique_ptr<std::FILE, int (*)(std::FILE*)> results(nullptr, &std::fclose);
   if (const std::string path = flags.get_string("result-filename"); !path.empty()) {
     results.reset(std::fopen(path.c_str(), "a"));
-    if (!results) return fail(error("--result-filename ", path, ": cannot open for appending: ", std::strerror(errno)));
+    if (!results)
+      return fail(error("--result-filename ", path, ": cannot open for appending: ", std::strerror(errno),
+                        " (--result-filename '' writes none)"));
   }
   if (Status st = check_mem_fraction_flag(flags); !st) return fail(st);
   if (Status st = check_chunked_prefill_flag(flags); !st) return fail(st);
