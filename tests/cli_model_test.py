@@ -237,6 +237,7 @@ try:
                           (["--cuda-graph-bs", "1", "0"], "--cuda-graph-bs values"),
                           (["--stream-interval", "0"], "--stream-interval"),
                           (["--sampling-defaults", "vllm"], "--sampling-defaults"),
+                          (["--radix-eviction-policy", "lfu"], "--radix-eviction-policy lfu"),
                           (["--cuda-graph-bs", "1", "two"], "--cuda-graph-bs"),
                           (["--chunked-prefill-size", "-2"], "--chunked-prefill-size"),
                           (["--max-prefill-tokens", "0"], "--max-prefill-tokens")):

@@ -51,6 +51,9 @@ void add_serve_flags(Flags& f) {
   f.add_int("max-running-requests", 256, "most requests decoding at once");
   f.add_string("schedule-policy", "fcfs", "waiting-queue order: fcfs or lpm");
   f.add_bool("disable-radix-cache", "do not reuse KV of shared prompt prefixes");
+  f.add_string("radix-eviction-policy", "lru", "which cached prefixes go first when pages run out: lru (the only one)");
+  f.add_bool("enable-mixed-chunk",
+             "accepted for SGLang command lines: dserve always runs decodes and prefill chunks in one step");
   f.add_int("context-length", 0, "longest prompt + output (0: the model's max_position_embeddings)");
   f.add_string("device", "auto", "cpu, cuda or auto (cuda when this build has CUDA and a GPU is visible)");
   f.add_string("load-format", "auto", "auto (safetensors) or dummy (seeded random weights)");
@@ -148,6 +151,8 @@ int run_serve(int argc, char** argv) {
   if (Status st = check_mem_fraction_flag(flags); !st) return fail(st);
   if (Status st = check_parallel_flags(flags); !st) return fail(st);
   if (Status st = apply_log_level_flag(flags); !st) return fail(st);
+  if (const std::string p = flags.get_string("radix-eviction-policy"); p != "lru")
+    return fail(error("--radix-eviction-policy ", p, ": only lru is built (least recently used prefixes go first)"));
   const std::vector<int64_t> graph_bs = flags.get_int_list("cuda-graph-bs");
   for (int64_t b : graph_bs)
     if (b < 1 || b > (int64_t{1} << 30)) return fail(error("--cuda-graph-bs values must be positive integers, got ", b));
