@@ -74,6 +74,8 @@ void add_serve_flags(Flags& f) {
   f.add_string("sampling-defaults", "model",
                "chat requests' unset temperature / top_p / top_k / min_p / repetition_penalty: model (the checkpoint's "
                "generation_config.json) or openai (1, 1, off, 0, 1)");
+  f.add_string("preferred-sampling-params", "",
+               "JSON object of sampling_params every /generate request takes where it gives none of that key");
   f.add_int("stream-interval", 1,
             "streamed responses send a chunk for the first token, then every this many tokens, and at the end");
   f.add_bool("incremental-streaming-output",
@@ -173,6 +175,11 @@ int run_serve(int argc, char** argv) {
   ao.max_queued_requests = flags.get_int("max-queued-requests");
   ao.request_timeout_ms = flags.get_int("request-timeout") * 1000;
   ao.stream_interval = flags.get_int("stream-interval");
+  if (const std::string p = flags.get_string("preferred-sampling-params"); !p.empty()) {
+    Result<Json> j = parse_preferred_sampling_params(p);
+    if (!j) return fail(j.status());
+    ao.preferred_sampling_params = *j;
+  }
   const std::string sampling_defaults = flags.get_string("sampling-defaults");
   if (sampling_defaults != "model" && sampling_defaults != "openai")
     return fail(error("--sampling-defaults must be model or openai, got '", sampling_defaults, "'"));
@@ -222,6 +229,8 @@ int run_serve(int argc, char** argv) {
     a["request_timeout"] = flags.get_int("request-timeout");
     a["stream_interval"] = ao.stream_interval;
     a["sampling_defaults"] = sampling_defaults;
+    a["preferred_sampling_params"] =
+        ao.preferred_sampling_params.empty() ? nlohmann::ordered_json(nullptr) : ao.preferred_sampling_params;
     a["incremental_streaming_output"] = ao.incremental_streaming_output;
     a["cuda_graph_max_bs"] =  // as SGLang reports it: --cuda-graph-bs's largest where a list is given
         graph_bs.empty() ? flags.get_int("cuda-graph-max-bs") : *std::max_element(graph_bs.begin(), graph_bs.end());

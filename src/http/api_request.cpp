@@ -572,6 +572,33 @@ void apply_sampling_defaults(const SamplingDefaults& d, SamplingSpec* s) {
   }
 }
 
+Result<Json> parse_preferred_sampling_params(const std::string& text) {
+  Json j = Json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object())
+    return error("--preferred-sampling-params must be a JSON object of sampling_params, got '", text, "'");
+  GenerateRequest g;
+  if (auto e = parse_generate_request(Json{{"input_ids", Json::array({0})}, {"sampling_params", j}}, &g))
+    return error("--preferred-sampling-params: ", e->message);
+  return j;
+}
+
+void merge_preferred_sampling(const Json& preferred, Json* body) {
+  if (preferred.empty() || !body->is_object()) return;
+  auto fill = [&](Json& sp) {
+    for (const auto& [k, v] : preferred.items())
+      if (!sp.contains(k) || sp[k].is_null()) sp[k] = v;
+  };
+  auto it = body->find("sampling_params");
+  if (it == body->end() || it->is_null()) {
+    (*body)["sampling_params"] = preferred;
+  } else if (it->is_object()) {
+    fill(*it);
+  } else if (it->is_array()) {
+    for (Json& sp : *it)
+      if (sp.is_object()) fill(sp);
+  }
+}
+
 std::optional<ApiError> parse_chat_request(const Json& body, ChatRequest* out) {
   Reader r(body, "");
   r.get_string("model", &out->model);

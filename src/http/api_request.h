@@ -108,6 +108,12 @@ Result<SamplingDefaults> parse_sampling_defaults(const std::string& json_text, c
 // Fills the fields `s` left unset from `d`.
 void apply_sampling_defaults(const SamplingDefaults& d, SamplingSpec* s);
 
+// SGLang's --preferred-sampling-params: a JSON object of /generate sampling_params that every /generate request
+// takes where its own sampling_params (each of a list) lack the key. parse_preferred_sampling_params checks the text
+// is such an object and that /generate accepts it (the error names the field).
+Result<Json> parse_preferred_sampling_params(const std::string& text);
+void merge_preferred_sampling(const Json& preferred, Json* generate_body);
+
 // Each returns nullopt on success.
 std::optional<ApiError> parse_generate_request(const Json& body, GenerateRequest* out);
 std::optional<ApiError> parse_completion_request(const Json& body, CompletionRequest* out);

@@ -298,6 +298,31 @@ TEST(SamplingDefaults, BadGenerationConfigNamesTheField) {
   }
 }
 
+// --preferred-sampling-params: keys a /generate request's sampling_params (each of a list, or none) lack; checked
+// at startup as /generate would check them.
+TEST(PreferredSamplingParams, FillWhatGenerateRequestsLack) {
+  Result<Json> p = parse_preferred_sampling_params(R"({"temperature": 0.3, "max_new_tokens": 7})");
+  ASSERT_TRUE(p.is_ok()) << p.status().message();
+  Json none = parse(R"({"input_ids": [1]})");
+  merge_preferred_sampling(*p, &none);
+  GenerateRequest g;
+  ASSERT_FALSE(parse_generate_request(none, &g));
+  EXPECT_FLOAT_EQ(g.sampling[0].engine.temperature, 0.3f);
+  EXPECT_EQ(g.sampling[0].engine.max_new_tokens, 7);
+  Json list = parse(R"({"input_ids": [[1], [2]], "sampling_params": [{"temperature": 0}, {"temperature": null}]})");
+  merge_preferred_sampling(*p, &list);
+  GenerateRequest b;
+  ASSERT_FALSE(parse_generate_request(list, &b));
+  EXPECT_EQ(b.sampling[0].engine.temperature, 0.0f);  // the request's own value
+  EXPECT_FLOAT_EQ(b.sampling[1].engine.temperature, 0.3f);
+  EXPECT_EQ(b.sampling[0].engine.max_new_tokens, 7);
+  for (const char* bad : {"[1]", "{\"temperature\": -1}", "{\"frobnicate\": 1}", "not json"}) {
+    Result<Json> r = parse_preferred_sampling_params(bad);
+    ASSERT_FALSE(r.is_ok()) << bad;
+    EXPECT_NE(r.status().message().find("--preferred-sampling-params"), std::string::npos) << r.status().message();
+  }
+}
+
 TEST(DumpJson, InvalidUtf8IsReplacedNotThrown) {
   Json j = std::string("a\xff" "b");
   EXPECT_EQ(dump_json(j), "\"a\xEF\xBF\xBD" "b\"");

@@ -890,6 +890,7 @@ void ApiServer::Impl::handle_generate(HttpRequest& req, std::shared_ptr<HttpResp
   Json body;
   GenerateRequest g;
   if (auto e = parse_json_body(req.body, &body)) return send_error(*out, route, *e);
+  merge_preferred_sampling(opt.preferred_sampling_params, &body);
   if (auto e = parse_generate_request(body, &g)) return send_error(*out, route, *e);
   if (auto e = admission(*this)) return send_error(*out, route, *e);
   std::vector<std::vector<int32_t>> ids(g.prompts.size());
@@ -1283,7 +1284,8 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<HttpResponder> out) {
     info["tokenizer_path"] = m.tok ? Json(m.opt.tokenizer_path) : Json(nullptr);
     info["served_model_name"] = m.opt.served_model_name;
     info["is_generation"] = true;
-    info["preferred_sampling_params"] = nullptr;
+    info["preferred_sampling_params"] =
+        m.opt.preferred_sampling_params.empty() ? Json(nullptr) : m.opt.preferred_sampling_params;
     info["weight_version"] = "default";
     info["max_context_length"] = m.engine->context_length();
     return m.send_json(*out, name, 200, info);

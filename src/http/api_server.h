@@ -43,6 +43,9 @@ struct ApiServerOptions {
   // --sampling-defaults model: the model's generation_config.json sampling fields, which chat requests that leave
   // them unset take (as SGLang's chat API; /generate and /v1/completions keep the protocol defaults).
   SamplingDefaults chat_sampling_defaults;
+  // --preferred-sampling-params (parse_preferred_sampling_params): /generate's sampling_params defaults; an empty
+  // object for none.
+  nlohmann::ordered_json preferred_sampling_params = nlohmann::ordered_json::object();
   nlohmann::ordered_json server_args = nlohmann::ordered_json::object();  // shown by /get_server_info
 };
 

@@ -296,6 +296,20 @@ TEST_F(ApiServerTest, ChatTakesTheModelsSamplingDefaults) {
   EXPECT_FLOAT_EQ(engine_->last_sampling().top_p, 1.0f);
 }
 
+// --preferred-sampling-params: /generate requests take its keys where they give none; /get_model_info shows it.
+TEST_F(ApiServerTest, GenerateTakesPreferredSamplingParams) {
+  TestSetup setup;
+  setup.api.preferred_sampling_params = Json{{"temperature", 0.25}, {"max_new_tokens", 3}};
+  start(setup);
+  Json j = post_json("/generate", R"({"input_ids": [9]})");
+  EXPECT_EQ(j["output_ids"].size(), 3u);
+  EXPECT_FLOAT_EQ(engine_->last_sampling().temperature, 0.25f);
+  post_json("/generate", R"({"input_ids": [9], "sampling_params": {"temperature": 0.5, "max_new_tokens": 2}})");
+  EXPECT_FLOAT_EQ(engine_->last_sampling().temperature, 0.5f);
+  Json info = Json::parse(http_call(port_, "GET", "/get_model_info").body);
+  EXPECT_EQ(info["preferred_sampling_params"]["max_new_tokens"], 3);
+}
+
 TEST_F(ApiServerTest, StreamNeverShowsAStopStringPrefixThatMatches) {
   start();
   const std::string full = bytes_of(continuation(9, 80));
