@@ -14,6 +14,7 @@
 
 #include "core/logging.h"
 #include "http/api_request.h"
+#include "http/text_endpoints.h"
 #include "text/chat_format.h"
 #include "text/chat_output_parser.h"
 #include "text/detokenizer.h"
@@ -1217,6 +1218,8 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<HttpResponder> out) {
       {"/v1/tokenize", "POST"},
       {"/v1/detokenize", "POST"},
       {"/abort_request", "POST"},
+      {"/separate_reasoning", "POST"},
+      {"/parse_function_call", "POST"},
   };
   std::string path = req.path;
   if (path.size() > 1 && path.back() == '/') path.pop_back();
@@ -1308,6 +1311,13 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<HttpResponder> out) {
   if (name == "/metrics") {
     return m.send_text(*out, name, 200, m.metrics.render(m.engine->stats(), m.opt.served_model_name),
                        "text/plain; version=0.0.4; charset=utf-8");
+  }
+  if (name == "/separate_reasoning" || name == "/parse_function_call") {
+    Json body, result;
+    if (auto e = parse_json_body(req.body, &body)) return m.send_error(*out, name, *e);
+    if (auto e = name == "/separate_reasoning" ? separate_reasoning(body, &result) : parse_function_call(body, &result))
+      return m.send_error(*out, name, *e);
+    return m.send_json(*out, name, 200, result);
   }
   if (name == "/abort_request") {
     Json body;

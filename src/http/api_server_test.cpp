@@ -652,6 +652,11 @@ TEST_F(ApiServerTest, InfoEndpointsMetricsAndTokenize) {
   EXPECT_EQ(server["internal_states"][0]["max_running_requests"], 0);  // the fake engine's "unbounded"
   EXPECT_EQ(http_call(port_, "POST", "/flush_cache").status, 200);
 
+  Json sr = post_json("/separate_reasoning", R"({"text": "a</think>b", "reasoning_parser": "deepseek-r1"})");
+  EXPECT_EQ(sr["reasoning_text"], "a");
+  EXPECT_EQ(sr["text"], "b");
+  post_json("/parse_function_call", R"({"text": "x", "tool_call_parser": "deepseekv3"})", 400);  // no tools
+
   Json t = post_json("/v1/tokenize", R"({"prompt": "ab"})");
   EXPECT_EQ(t["tokens"], Json::array({256, 'a', 'b'}));
   EXPECT_EQ(t["count"], 3);
