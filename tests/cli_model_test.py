@@ -239,6 +239,7 @@ try:
                           (["--sampling-defaults", "vllm"], "--sampling-defaults"),
                           (["--radix-eviction-policy", "lfu"], "--radix-eviction-policy lfu"),
                           (["--preferred-sampling-params", '{"top_p": 2}'], "--preferred-sampling-params"),
+                          (["--log-requests", "--log-requests-level", "5"], "--log-requests-level"),
                           (["--cuda-graph-bs", "1", "two"], "--cuda-graph-bs"),
                           (["--chunked-prefill-size", "-2"], "--chunked-prefill-size"),
                           (["--max-prefill-tokens", "0"], "--max-prefill-tokens")):

@@ -76,6 +76,9 @@ void add_serve_flags(Flags& f) {
                "generation_config.json) or openai (1, 1, off, 0, 1)");
   f.add_string("preferred-sampling-params", "",
                "JSON object of sampling_params every /generate request takes where it gives none of that key");
+  f.add_bool("log-requests", "log one line a finished request (ids, token counts, finish reason, latency, ...)");
+  f.add_int("log-requests-level", 2,
+            "with --log-requests: 0 counts only, 1 + sampling, 2 + text cut to 2048 bytes, 3 + the whole text");
   f.add_int("stream-interval", 1,
             "streamed responses send a chunk for the first token, then every this many tokens, and at the end");
   f.add_bool("incremental-streaming-output",
@@ -175,6 +178,9 @@ int run_serve(int argc, char** argv) {
   ao.max_queued_requests = flags.get_int("max-queued-requests");
   ao.request_timeout_ms = flags.get_int("request-timeout") * 1000;
   ao.stream_interval = flags.get_int("stream-interval");
+  if (const int64_t l = flags.get_int("log-requests-level"); l < 0 || l > 3)
+    return fail(error("--log-requests-level must be 0, 1, 2 or 3, got ", l));
+  ao.log_requests_level = flags.get_bool("log-requests") ? static_cast<int>(flags.get_int("log-requests-level")) : -1;
   if (const std::string p = flags.get_string("preferred-sampling-params"); !p.empty()) {
     Result<Json> j = parse_preferred_sampling_params(p);
     if (!j) return fail(j.status());

@@ -210,6 +210,7 @@ class Job : public std::enable_shared_from_this<Job> {
   void finish_seq(Seq& s, const EngineEvent& ev);
   void stream_update(size_t i, bool finished_now);
   void complete();
+  void log_finished() const;
   void sse(const Json& j) { out_->stream_write("data: " + dump_json(j) + "\n\n"); }
 
   Json finish_reason_generate(const Seq& s) const;
@@ -687,8 +688,33 @@ void Job::stream_update(size_t i, bool finished_now) {
   s.ids_sent = s.output_ids.size();
 }
 
+void Job::log_finished() const {
+  const int level = srv_->opt.log_requests_level;
+  if (level < 0) return;
+  auto text = [&](const std::string& t) {
+    return dump_json(Json(level >= 3 || t.size() <= 2048 ? t : t.substr(0, 2048) + "..."));
+  };
+  for (const Seq& s : seqs) {
+    std::string line = "Finish: " + route_ + " rid=" + s.rid + " prompt_tokens=" +
+                       std::to_string(s.prompt_tokens > 0 ? s.prompt_tokens : static_cast<int32_t>(s.prompt_ids.size())) +
+                       " completion_tokens=" + std::to_string(s.output_ids.size()) + " finish=" +
+                       (s.error.empty() ? std::string(finish_kind_name(s.reason.kind)) : "error: " + s.error) +
+                       " e2e=" + format_seconds(static_cast<int64_t>(seconds_since(t0_) * 1000)) + "s";
+    if (level >= 1) {
+      const SamplingParams& e = s.sampling.engine;
+      char buf[160];
+      std::snprintf(buf, sizeof(buf), " temperature=%g top_p=%g top_k=%d min_p=%g max_new_tokens=%d", e.temperature,
+                    e.top_p, e.top_k, e.min_p, e.max_new_tokens);
+      line += buf;
+    }
+    if (level >= 2) line += " prompt=" + text(s.prompt_text) + " output=" + text(s.text);
+    DS_INFO(line);
+  }
+}
+
 void Job::complete() {
   responded_ = true;
+  log_finished();
   if (stream) {
     if (include_usage && kind_ != ApiKind::kGenerate) {
       Json c = chunk_base(kind_ == ApiKind::kChat ? "chat.completion.chunk" : "text_completion");

@@ -46,6 +46,9 @@ struct ApiServerOptions {
   // --preferred-sampling-params (parse_preferred_sampling_params): /generate's sampling_params defaults; an empty
   // object for none.
   nlohmann::ordered_json preferred_sampling_params = nlohmann::ordered_json::object();
+  // --log-requests (SGLang's): one INFO line a finished sequence; level (--log-requests-level) 0: ids, counts, finish
+  // reason and latency; 1: + sampling; 2: + prompt and output text cut to 2048 bytes; 3: + the whole text. -1: off.
+  int log_requests_level = -1;
   nlohmann::ordered_json server_args = nlohmann::ordered_json::object();  // shown by /get_server_info
 };
 

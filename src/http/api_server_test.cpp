@@ -296,6 +296,28 @@ TEST_F(ApiServerTest, ChatTakesTheModelsSamplingDefaults) {
   EXPECT_FLOAT_EQ(engine_->last_sampling().top_p, 1.0f);
 }
 
+// --log-requests: a line a finished sequence, with sampling and (cut) text at level 2; nothing without the flag.
+TEST_F(ApiServerTest, LogRequestsWritesALineAFinishedSequence) {
+  TestSetup setup;
+  setup.api.log_requests_level = 2;
+  start(setup);
+  ::testing::internal::CaptureStderr();
+  post_json("/generate", R"({"text": "Hi", "rid": "req-7", "sampling_params": {"max_new_tokens": 3,
+      "temperature": 0.5}})");
+  const std::string log = ::testing::internal::GetCapturedStderr();
+  EXPECT_NE(log.find("Finish: /generate rid=req-7 prompt_tokens=3 completion_tokens=3 finish=length"),
+            std::string::npos) << log;
+  EXPECT_NE(log.find("temperature=0.5"), std::string::npos) << log;
+  EXPECT_NE(log.find("prompt=\"Hi\" output="), std::string::npos) << log;
+}
+
+TEST_F(ApiServerTest, NoRequestLogByDefault) {
+  start();
+  ::testing::internal::CaptureStderr();
+  post_json("/generate", R"({"text": "Hi", "sampling_params": {"max_new_tokens": 2}})");
+  EXPECT_EQ(::testing::internal::GetCapturedStderr().find("Finish:"), std::string::npos);
+}
+
 // --preferred-sampling-params: /generate requests take its keys where they give none; /get_model_info shows it.
 TEST_F(ApiServerTest, GenerateTakesPreferredSamplingParams) {
   TestSetup setup;
