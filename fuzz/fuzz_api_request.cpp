@@ -1,6 +1,8 @@
-// libFuzzer target: arbitrary bytes as the JSON body of /generate, /v1/completions and /v1/chat/completions
-// (src/http/api_request.*). A body is either refused with a 4xx error naming a message, or accepted with
-// values the engine can use: finite sampling values in range, n and logprobs within their limits.
+// libFuzzer target: arbitrary bytes as the JSON body of /generate, /v1/completions, /v1/chat/completions,
+// /separate_reasoning and /parse_function_call (src/http/api_request.*, text_endpoints.*), and as a
+// generation_config.json / --preferred-sampling-params. A body is either refused with a 4xx error naming a message,
+// or accepted with values the engine can use: finite sampling values in range, n and logprobs within their limits,
+// also after a model's sampling defaults or the preferred sampling params that were accepted are applied.
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -8,6 +10,7 @@
 #include <string>
 
 #include "http/api_request.h"
+#include "http/text_endpoints.h"
 
 namespace {
 
@@ -69,6 +72,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       require(c.logprobs >= -1 && c.logprobs <= 20, "logprobs in [-1, 20]");
     }
   }
+  // The same bytes as a generation_config.json: accepted defaults keep a chat request's sampling in range.
+  ds::Result<ds::SamplingDefaults> defaults = ds::parse_sampling_defaults(text, "generation_config.json");
+  require(defaults.is_ok() || !defaults.status().message().empty(), "a refused generation_config names why");
   {
     ds::ChatRequest c;
     if (auto e = ds::parse_chat_request(body, &c)) {
@@ -78,6 +84,33 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       check_sampling(c.sampling);
       require(c.top_logprobs >= 0 && c.top_logprobs <= 20, "top_logprobs in [0, 20]");
       (void)ds::dump_json(c.messages);
+      if (defaults.is_ok()) {
+        ds::apply_sampling_defaults(*defaults, &c.sampling);
+        check_sampling(c.sampling);
+      }
+    }
+  }
+  // The same bytes as --preferred-sampling-params: once accepted, a bare /generate request takes them and passes.
+  if (ds::Result<ds::Json> preferred = ds::parse_preferred_sampling_params(text); preferred.is_ok()) {
+    ds::Json g = ds::Json{{"input_ids", ds::Json::array({1})}};
+    ds::merge_preferred_sampling(*preferred, &g);
+    ds::GenerateRequest r;
+    require(!ds::parse_generate_request(g, &r), "accepted preferred sampling params make a valid request");
+    check_sampling(r.sampling[0]);
+  }
+  {
+    ds::Json out;
+    if (auto e = ds::separate_reasoning(body, &out)) {
+      check_error(*e);
+    } else {
+      require(out["reasoning_text"].is_string() && out["text"].is_string(), "separate_reasoning's two strings");
+      (void)ds::dump_json(out);
+    }
+    if (auto e = ds::parse_function_call(body, &out)) {
+      check_error(*e);
+    } else {
+      require(out["normal_text"].is_string() && out["calls"].is_array(), "parse_function_call's text and calls");
+      (void)ds::dump_json(out);
     }
   }
   return 0;
