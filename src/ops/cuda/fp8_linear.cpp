@@ -161,7 +161,7 @@ Fp8Gemm::Fp8Gemm() {
     DS_CUDA_CHECK(cudaMemsetAsync(splitk_tickets_[i], 0, kSplitKTickets * 4, cuda_stream()));
   }
   wgmma_on_ = env_int("DSERVE_FP8_WGMMA", 1) != 0;
-  wgmma_pair_ = env_int("DSERVE_FP8_WGMMA_PAIR", 0) != 0;
+  wgmma_pair_ = env_int("DSERVE_FP8_WGMMA_PAIR", 1) != 0;
   wgmma_ctas_ = env_int("DSERVE_FP8_WGMMA_CTAS", wgmma_ctas_);
   wgmma_min_blocks_ = std::max<int64_t>(1, env_int("DSERVE_FP8_WGMMA_MIN_BLOCKS", wgmma_min_blocks_));
   wgmma_max_m_ = env_int("DSERVE_FP8_WGMMA_MAX_M", wgmma_max_m_);

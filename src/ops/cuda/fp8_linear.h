@@ -134,8 +134,9 @@ class Fp8Gemm {
   int64_t wgmma_min_m() const { return wgmma_min_m_; }
   void set_wgmma_enabled(bool on) { wgmma_on_ = on; }
   // linear_pair on the wgmma GEMM in one launch for both products where each takes one K range
-  // (kernels::launch_fp8_gemm_wgmma_pair; V2-Lite's q / kv_a pair). Opt-in, DSERVE_FP8_WGMMA_PAIR=1: written in
-  // session 53 without device time (not yet run). Two launches otherwise.
+  // (kernels::launch_fp8_gemm_wgmma_pair; V2-Lite's q / kv_a pair). The default since session 55 (H200, V2-Lite FP8
+  // batch 48 / 64, two rounds alternating: 5.55-5.56 / 5.71-5.73 ms vs 5.69-5.73 / 5.87-5.91 with two launches,
+  // -2.7%); DSERVE_FP8_WGMMA_PAIR=0: two launches (A/B runs).
   void set_wgmma_pair(bool on) { wgmma_pair_ = on; }
   // Tests: the CTA target (0: one wave, 1: the fewest splits) and the fewest K blocks a range.
   void set_wgmma_split_policy(int64_t ctas, int64_t min_blocks) {
@@ -238,7 +239,7 @@ class Fp8Gemm {
   float* splitk_partial_[2] = {nullptr, nullptr};
   int* splitk_tickets_[2] = {nullptr, nullptr};
   bool wgmma_on_ = true;
-  bool wgmma_pair_ = false;  // DSERVE_FP8_WGMMA_PAIR (set_wgmma_pair)
+  bool wgmma_pair_ = true;  // DSERVE_FP8_WGMMA_PAIR (set_wgmma_pair)
   int64_t wgmma_ctas_ = 1, wgmma_min_blocks_ = 2, wgmma_min_m_ = 33, wgmma_max_m_ = kernels::kFp8WgmmaMaxM;
   int64_t wgmma_max_mb_ = 12;
   int wgmma_cluster_ = 0, wgmma_cluster_waves_ = 1;  // DSERVE_FP8_WGMMA_CLUSTER(_WAVES) (set_wgmma_cluster)
