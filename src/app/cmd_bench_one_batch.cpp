@@ -174,6 +174,8 @@ int run_bench_one_batch(int argc, char** argv) {
   std::mt19937 rng(static_cast<uint32_t>(flags.get_int("seed")));
   // One cache for the largest run (+ the graphs' dummy page, the last one), graphs captured once.
   const int64_t max_bs = *std::max_element(bss.begin(), bss.end());
+  // As SGLang: a --cuda-graph-bs list's largest size is the graphs' max batch (0: none given).
+  const int64_t graph_bs_max = graph_bs.empty() ? 0 : *std::max_element(graph_bs.begin(), graph_bs.end());
   const int64_t max_in = *std::max_element(lens.begin(), lens.end());
   const int64_t max_pages = max_bs * ((max_in + output_len + page_size - 1) / page_size);
   if (max_pages + 1 > INT32_MAX) return fail(error("--batch-size x sequence length is too large"));
@@ -197,8 +199,7 @@ int run_bench_one_batch(int argc, char** argv) {
     mi.chunked_prefill_size = flags.get_int("chunked-prefill-size");
     mi.cuda_graph_max_bs = flags.get_bool("disable-cuda-graph")
                                ? 0
-                               : static_cast<int32_t>(graph_bs.empty() ? max_bs
-                                                                       : *std::max_element(graph_bs.begin(), graph_bs.end()));
+                               : static_cast<int32_t>(graph_bs.empty() ? max_bs : graph_bs_max);
     mi.max_running_requests = static_cast<int32_t>(max_bs);
     mi.vocab = setup->config.vocab_size;
     mi.min_tokens = max_pages * page_size;
@@ -226,8 +227,8 @@ int run_bench_one_batch(int argc, char** argv) {
     int64_t flag_bs = flags.get_int("cuda-graph-max-bs");
     if (flag_bs < 0) return fail(error("--cuda-graph-max-bs must be >= 0"));
     CudaGraphOptions go;
-    if (!graph_bs.empty()) {  // as SGLang: the list's largest size is the graphs' max batch
-      flag_bs = *std::max_element(graph_bs.begin(), graph_bs.end());
+    if (!graph_bs.empty()) {
+      flag_bs = graph_bs_max;
       go.batch_sizes.assign(graph_bs.begin(), graph_bs.end());
     }
     if (std::max(flag_bs, max_bs) > Ops::kGreedyToStoreMaxRows) device_tokens = false;

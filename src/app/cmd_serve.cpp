@@ -161,6 +161,9 @@ int run_serve(int argc, char** argv) {
   const std::vector<int64_t> graph_bs = flags.get_int_list("cuda-graph-bs");
   for (int64_t b : graph_bs)
     if (b < 1 || b > (int64_t{1} << 30)) return fail(error("--cuda-graph-bs values must be positive integers, got ", b));
+  // As SGLang: a --cuda-graph-bs list's largest size is the graphs' max batch.
+  const int64_t graph_max_bs =
+      graph_bs.empty() ? flags.get_int("cuda-graph-max-bs") : *std::max_element(graph_bs.begin(), graph_bs.end());
 
   if (flags.get_int("request-timeout") > 31536000)
     return fail(error("--request-timeout must be at most 31536000 seconds, got ", flags.get_int("request-timeout")));
@@ -238,8 +241,7 @@ int run_serve(int argc, char** argv) {
     a["preferred_sampling_params"] =
         ao.preferred_sampling_params.empty() ? nlohmann::ordered_json(nullptr) : ao.preferred_sampling_params;
     a["incremental_streaming_output"] = ao.incremental_streaming_output;
-    a["cuda_graph_max_bs"] =  // as SGLang reports it: --cuda-graph-bs's largest where a list is given
-        graph_bs.empty() ? flags.get_int("cuda-graph-max-bs") : *std::max_element(graph_bs.begin(), graph_bs.end());
+    a["cuda_graph_max_bs"] = graph_max_bs;
     a["cuda_graph_bs"] = graph_bs.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(graph_bs);
     a["api_key_set"] = !ao.api_key.empty();
     a["fake_engine"] = fake;
@@ -324,13 +326,11 @@ int run_serve(int argc, char** argv) {
       eo.disable_shared_experts_fusion = flags.get_bool("disable-shared-experts-fusion");
       eo.disable_cuda_graph = flags.get_bool("disable-cuda-graph");
       eo.disable_overlap_schedule = flags.get_bool("disable-overlap-schedule");
-      eo.cuda_graph_max_bs = static_cast<int32_t>(flags.get_int("cuda-graph-max-bs"));
-      if (!graph_bs.empty()) {  // as SGLang: the list's largest size is the max
-        const int64_t largest = *std::max_element(graph_bs.begin(), graph_bs.end());
-        if (flags.was_set("cuda-graph-max-bs") && flags.get_int("cuda-graph-max-bs") != largest)
+      eo.cuda_graph_max_bs = static_cast<int32_t>(graph_max_bs);
+      if (!graph_bs.empty()) {
+        if (flags.was_set("cuda-graph-max-bs") && flags.get_int("cuda-graph-max-bs") != graph_max_bs)
           std::fprintf(stderr, "dserve serve: --cuda-graph-max-bs %lld replaced by --cuda-graph-bs's largest, %lld\n",
-                       static_cast<long long>(flags.get_int("cuda-graph-max-bs")), static_cast<long long>(largest));
-        eo.cuda_graph_max_bs = static_cast<int32_t>(largest);
+                       static_cast<long long>(flags.get_int("cuda-graph-max-bs")), static_cast<long long>(graph_max_bs));
         eo.cuda_graph_bs.assign(graph_bs.begin(), graph_bs.end());
       }
       eo.verbose = true;
