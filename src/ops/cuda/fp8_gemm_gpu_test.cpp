@@ -331,6 +331,42 @@ TEST_F(Fp8GemmGpu, WgmmaClusterSplitMatchesReference) {
   EXPECT_EQ(gemm.wgmma_cluster(64, 64 << 17, 2048), 8);
 }
 
+// The cover mode (DSERVE_FP8_WGMMA_COVER): kAuto takes the clustered wgmma GEMM only for weights whose K needs more
+// than one range, only inside its token range, whatever their size; there its output is the forced wgmma path's bits
+// and matches the reference. One-range weights keep the default dispatch.
+TEST_F(Fp8GemmGpu, WgmmaCoverModeTakesOnlyKSplitWeights) {
+  Fp8Gemm gemm;
+  std::mt19937 rng(31);
+  gemm.set_wgmma_cover(8, 17, 32);
+  const int64_t kDeep = 128 * 56;  // V3's hidden size: 56 blocks, past one range
+  ASSERT_GT(kDeep / 128, kernels::kFp8WgmmaMaxBlocks);
+  const LinearWeight deep_host = random_fp8_weight(320, kDeep - 60, false, rng);
+  LinearWeight deep = gemm.prepare(deep_host);
+  const Fp8Weight deep_w = prepare_fp8_weight(deep_host);
+  LinearWeight big = gemm.prepare(random_fp8_weight(2048, kDeep, false, rng));  // 14.7 MB: past the 12 MiB cap
+  LinearWeight one = gemm.prepare(random_fp8_weight(576, 1536, false, rng));
+  for (int64_t M : {1, 16, 17, 24, 32, 33, 48, 64}) {
+    const bool in = M >= 17 && M <= 32;
+    EXPECT_EQ(gemm.wgmma_takes(deep, M), in) << "M " << M;
+    EXPECT_EQ(gemm.wgmma_takes(big, M), in) << "M " << M;
+    EXPECT_EQ(gemm.wgmma_takes(one, M), M >= gemm.wgmma_min_m()) << "M " << M;
+    EXPECT_EQ(gemm.wgmma_cluster(M, 384, kDeep) > 1, in) << "M " << M;
+    EXPECT_EQ(gemm.wgmma_cluster(M, 640, 1536), 1) << "M " << M;
+  }
+  for (int64_t M : {17, 24, 32}) {
+    Tensor xf = test::randn({M, kDeep - 60}, rng, 1.0f);
+    Tensor xd = test::to_device(xf);
+    Tensor y_auto = gemm.linear(xd, deep_w, false, Fp8Path::kAuto);
+    Tensor y_wgmma = gemm.linear(xd, deep_w, false, Fp8Path::kWgmma);
+    DS_EXPECT_CLOSE(test::to_host_f32(y_auto), test::to_host_f32(y_wgmma), 0.0, 0.0,
+                    "cover mode auto = wgmma M=" + std::to_string(M));
+    check_gemm(gemm, Fp8Path::kAuto, {320, kDeep - 60}, M, false, rng);
+  }
+  // Off (the default): the K-split weight goes to cuBLASLt / the small-M kernel everywhere.
+  gemm.set_wgmma_cover(0);
+  for (int64_t M : {17, 24, 32, 48}) EXPECT_FALSE(gemm.wgmma_takes(deep, M)) << "M " << M;
+}
+
 // A producer's token-major quantization (the norm's / MLA combine's, here quant_act's: the same bits) read by the wgmma
 // GEMM in its token range equals linear() on the bf16 rows; outside the range linear_quantized_small_m declines (the
 // caller quantizes again), as wgmma_takes says.

@@ -169,6 +169,9 @@ Fp8Gemm::Fp8Gemm() {
   wgmma_max_mb_ = env_int("DSERVE_FP8_WGMMA_MAX_MB", wgmma_max_mb_);
   set_wgmma_cluster(static_cast<int>(env_int("DSERVE_FP8_WGMMA_CLUSTER", wgmma_cluster_)),
                     static_cast<int>(env_int("DSERVE_FP8_WGMMA_CLUSTER_WAVES", wgmma_cluster_waves_)));
+  set_wgmma_cover(static_cast<int>(env_int("DSERVE_FP8_WGMMA_COVER", wgmma_cover_)),
+                  env_int("DSERVE_FP8_WGMMA_COVER_MIN_M", wgmma_cover_min_m_),
+                  env_int("DSERVE_FP8_WGMMA_COVER_MAX_M", wgmma_cover_max_m_));
   if (const int64_t v = env_int("DSERVE_FP8_SMALL_M_MAX", -1); v >= 0 && v <= kernels::kFp8SmallMMax) {
     small_m_max_ = v;
     small_m_forced_ = true;
@@ -319,11 +322,13 @@ int Fp8Gemm::choose_wgmma_cluster(int64_t tiles, int64_t kb, const ClusterWaves&
 }
 
 int Fp8Gemm::wgmma_cluster(int64_t M, int64_t Np, int64_t Kp) const {
-  if (wgmma_cluster_ < 2 || M < 1 || M > kernels::kFp8WgmmaMaxM) return 1;
+  // The cover mode's weights take its cap; elsewhere the general switch's.
+  const int cap = wgmma_covers(M, Kp) ? std::max(wgmma_cover_, wgmma_cluster_) : wgmma_cluster_;
+  if (cap < 2 || M < 1 || M > kernels::kFp8WgmmaMaxM) return 1;
   ClusterWaves wave{};
-  for (int c = 2, i = 0; c <= 8 && c <= wgmma_cluster_; c *= 2, ++i)
+  for (int c = 2, i = 0; c <= 8 && c <= cap; c *= 2, ++i)
     wave[i] = int64_t{kernels::fp8_gemm_wgmma_cluster_ctas(c, M)} * wgmma_cluster_waves_;
-  const int c = choose_wgmma_cluster(Np / 64, Kp / 128, wave, wgmma_cluster_, wgmma_min_blocks_);
+  const int c = choose_wgmma_cluster(Np / 64, Kp / 128, wave, cap, wgmma_min_blocks_);
   return c > 1 && kernels::fp8_gemm_wgmma_cluster_supported(c, M) ? c : 1;
 }
 

@@ -157,6 +157,22 @@ class Fp8Gemm {
     wgmma_cluster_waves_ = waves < 1 ? 1 : waves;
   }
   int wgmma_cluster(int64_t M, int64_t Np, int64_t Kp) const;
+  // Clusters only where one K range cannot cover the weight (K > kFp8WgmmaMaxBlocks blocks: V3's 56-144-block
+  // weights, which kAuto otherwise leaves to cuBLASLt) and only at min_m..max_m tokens; clusters of at most max_size
+  // (0: off, the default). Session 55's kernel bench (H200, 32 tokens): q_a_kv_a 10.4 vs cuBLASLt 15.2 us, o_proj
+  // 37.5 vs 41.1, dense gate|up 75.9 vs 80.9, while at 64 tokens cuBLASLt wins all but q_a_kv_a; V2-Lite's one-range
+  // weights lost with clusters, and this leaves them alone. These weights skip DSERVE_FP8_WGMMA_MAX_MB. Env
+  // DSERVE_FP8_WGMMA_COVER=2|4|8, DSERVE_FP8_WGMMA_COVER_MIN_M / _MAX_M (default 17 / 32). Written in session 56.
+  void set_wgmma_cover(int max_size, int64_t min_m = 17, int64_t max_m = 32) {
+    wgmma_cover_ = max_size;
+    wgmma_cover_min_m_ = min_m;
+    wgmma_cover_max_m_ = max_m;
+  }
+  // Whether (M, Kp) is in the cover mode's reach: K past one range and M inside its token range.
+  bool wgmma_covers(int64_t M, int64_t Kp) const {
+    return wgmma_cover_ >= 2 && Kp > 128 * kernels::kFp8WgmmaMaxBlocks && M >= wgmma_cover_min_m_ &&
+           M <= wgmma_cover_max_m_;
+  }
   // CTAs that fit at once in clusters of 2, 4 and 8 (kernels::fp8_gemm_wgmma_cluster_ctas: whole clusters inside
   // GPCs) times the waves allowed; 0 where that size cannot run.
   using ClusterWaves = std::array<int64_t, 3>;
@@ -215,7 +231,9 @@ class Fp8Gemm {
   // cuBLASLt in every measurement, V3-shaped FP8 batch 64 +2%; or where a cluster covers it) and the weight is at
   // most DSERVE_FP8_WGMMA_MAX_MB MiB (default 12: V2-Lite's attention and shared-expert weights gain, V3's 15-38 MB q_b / shared down lost 0.8% at
   // batch 48; the small weights are mostly in flight before the PDL wait). Session 52.
+  // With the cover mode (set_wgmma_cover) also the K-split weights in its token range, clustered, of any size.
   bool wgmma_auto(const Fp8Weight& w, int64_t M) const {
+    if (wgmma_on_ && wgmma_covers(M, w.Kp)) return wgmma_cluster(M, w.Np, w.Kp) > 1 && wgmma_fits(w, M);
     return wgmma_on_ && M >= wgmma_min_m_ && M <= wgmma_max_m_ &&
            (w.Kp <= 128 * kernels::kFp8WgmmaMaxBlocks || wgmma_cluster(M, w.Np, w.Kp) > 1) &&
            w.Np * w.Kp <= (wgmma_max_mb_ << 20) && wgmma_fits(w, M);
@@ -243,6 +261,8 @@ class Fp8Gemm {
   int64_t wgmma_ctas_ = 1, wgmma_min_blocks_ = 2, wgmma_min_m_ = 33, wgmma_max_m_ = kernels::kFp8WgmmaMaxM;
   int64_t wgmma_max_mb_ = 12;
   int wgmma_cluster_ = 0, wgmma_cluster_waves_ = 1;  // DSERVE_FP8_WGMMA_CLUSTER(_WAVES) (set_wgmma_cluster)
+  int wgmma_cover_ = 0;  // DSERVE_FP8_WGMMA_COVER (set_wgmma_cover)
+  int64_t wgmma_cover_min_m_ = 17, wgmma_cover_max_m_ = 32;
   // Measured on the H100 (dserve_fp8_gemm_bench, 2026-11-23): the small-M kernel wins up to M = 8-16 on V3 shapes,
   // cuBLASLt block-FP8 from there (2-3x faster at M = 64). DSERVE_FP8_SMALL_M_MAX overrides.
   int64_t small_m_max_ = 16;
