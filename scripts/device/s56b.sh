@@ -19,3 +19,7 @@ AB_BATCHES=2,4,16 AB_KINDS="fp8" AB_BINS="st dy" AB_CFG_st=DSERVE_MOE_WALK_DYNAM
   AB_ROUNDS=1 OUT=$OUT/bound bash "$D/abbin.sh"
 AB_BATCHES=32,64 AB_KINDS="fp8" AB_BINS="base one early" AB_CFG_base=base AB_CFG_one=DSERVE_SIDE_STREAM=0 \
   AB_CFG_early=DSERVE_SHARED_AFTER_ROUTE=0 AB_ROUNDS=1 OUT=$OUT/side bash "$D/abbin.sh"
+# (5) The pair at batch 64 again (s56a: 6.02 / 5.78 ms vs two launches' 5.91 / 5.90, mixed; 48 won 5.55 vs 5.91):
+# three more rounds alternating at 56 / 64.
+AB_BATCHES=56,64 AB_KINDS="fp8" AB_BINS="two pair" AB_CFG_two=DSERVE_FP8_WGMMA_PAIR=0 AB_CFG_pair=base \
+  AB_ROUNDS=3 OUT=$OUT/pair64 bash "$D/abbin.sh"

@@ -1066,8 +1066,10 @@ class CudaOps final : public Ops {
     *topk_weights = empty({T, W}, DType::kF32);
     // Decode sizes: routing and the grouping by expert in one launch (the grouping rides behind the ids for the
     // moe_experts op given them, as moe_gate_route's does): one launch boundary fewer on the routed chain.
-    // DSERVE_MOE_ROUTE_PERMUTE=0 (read per call): two launches.
-    if (env_flag("DSERVE_MOE_ROUTE_PERMUTE", true) && T >= 1 && T <= kernels::kMoeRoutePermuteMaxTokens) {
+    // DSERVE_MOE_ROUTE_PERMUTE=0 (read per call): two launches; DSERVE_MOE_ROUTE_PERMUTE_MAX=n (read per call): one
+    // launch up to n tokens (default 16; the kernel takes up to 64, session 56's opt-in until measured).
+    if (env_flag("DSERVE_MOE_ROUTE_PERMUTE", true) && T >= 1 && T <= kernels::kMoeRoutePermuteMaxTokens &&
+        T <= env_int("DSERVE_MOE_ROUTE_PERMUTE_MAX", 16)) {
       Routed routed;
       *topk_ids = ids_with_grouping(T, W, EG, &routed);
       const kernels::MoeRouteParams rp = route_params(r, logits, bias32, *topk_ids, *topk_weights);
