@@ -18,6 +18,7 @@
 #include "kernels/kv_fp8.h"
 #include "kernels/mla_fused.h"
 #include "kernels/moe.h"
+#include "kernels/gemm_m64.h"
 #include "kernels/gemm_small_m.h"
 #include "kernels/moe_fp8.h"
 #include "kernels/moe_fp8_prefill.h"
@@ -654,11 +655,36 @@ class CudaOps final : public Ops {
     DS_CHECK(out.dtype() == DType::kF32 && out.ndim() == 2 && out.dim(0) == x.dim(0) && out.dim(1) == w.dim(0),
              "linear_f32 output ", out.describe(), " for ", x.describe(), " x ", w.describe());
     if (w.dtype() == DType::kBF16 && x.dtype() == DType::kBF16) {
+      if (gemm_m64(x, w, out)) return;
       gemm_nk(x, w, out);  // bf16 products are exact in fp32; fp32 accumulation and output
     } else {
       DS_CHECK(w.dtype() == DType::kF32, "linear_f32 weight ", w.describe());
       gemm_nk(as_f32(x), w, out);
     }
+  }
+  // DSERVE_GEMM_M64=1 (read per call; session 56's opt-in until measured): 17-64 rows against a weight of at most
+  // 8 MB (the MoE router at batch 17-64 decode) on kernels::launch_gemm_m64 instead of cuBLASLt, whose call took
+  // ~5 us in the batch-64 chain (session 53's trace). False where it does not take the shapes.
+  bool gemm_m64(const Tensor& x, const Tensor& w, Tensor& out) {
+    const int64_t M = x.dim(0);
+    if (M <= kernels::kGemmM64Max && M > 16 && w.numel() * 2 <= (int64_t{8} << 20) &&
+        env_flag("DSERVE_GEMM_M64", false)) {
+      kernels::GemmM64Params p;
+      p.x = x.data();
+      p.ldx = x.dim(1);
+      p.w = w.data();
+      p.ldw = w.dim(1);
+      p.d = out.data_as<float>();
+      p.ldd = out.dim(1);
+      p.M = M;
+      p.N = w.dim(0);
+      p.K = x.dim(1);
+      if (kernels::gemm_m64_supported(p)) {
+        DS_CUDA_CHECK(kernels::launch_gemm_m64(p, stream()));
+        return true;
+      }
+    }
+    return false;
   }
   Tensor bmm_heads(const Tensor& x, const Tensor& w) override {
     DS_CHECK(x.ndim() == 3 && w.ndim() == 3 && x.dim(1) == w.dim(0) && x.dim(2) == w.dim(1) && x.dtype() == w.dtype() &&
