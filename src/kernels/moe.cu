@@ -53,22 +53,18 @@ __global__ void __launch_bounds__(kRoutePermuteWarps * 32) moe_route_permute_ker
 // default where it fits (route_fast_fits); DSERVE_MOE_ROUTE_FAST=0 keeps the kernel above (A/B runs). Alone
 // (graph replays, one token) 2.92 vs 7.49 us V2-Lite, 6.11 vs 15.4 us V3; V2-Lite bench-one-batch batch 1 2.85 /
 // 2.86 vs 2.95 / 2.95 ms (H100, 2026-11-27, BENCHMARKS.md).
-// W warps: 8 up to 16 tokens (measured there), 32 past them (a warp routes its tokens one after another, so
-// 64 tokens take two rounds instead of eight).
-template <int J, int W>
-__global__ void __launch_bounds__(W * 32) moe_route_permute_fast_kernel(const MoeRouteParams r,
-                                                                       const MoePermuteParams g) {
+template <int J>
+__global__ void __launch_bounds__(kRoutePermuteWarps * 32) moe_route_permute_fast_kernel(const MoeRouteParams r,
+                                                                                        const MoePermuteParams g) {
   __shared__ int32_t ids_s[kMoeRoutePermuteMaxTokens * 32];
   __shared__ uint32_t mask_s[moe_detail::kRouteMaskWords];
-  __shared__ float gsm[W][32 * J];
+  __shared__ float gsm[kRoutePermuteWarps][32 * J];
   float bias[J];
   moe_detail::load_route_bias<J>(r, bias);  // a weight: before the wait
   if (threadIdx.x < moe_detail::kRouteMaskWords) mask_s[threadIdx.x] = 0;
   pdl_enter();
-  moe_detail::route_and_group_fast<J>(r, g, bias, W, ids_s, mask_s, &gsm[0][0]);
+  moe_detail::route_and_group_fast<J>(r, g, bias, kRoutePermuteWarps, ids_s, mask_s, &gsm[0][0]);
 }
-constexpr int kRoutePermuteWideWarps = 32;
-constexpr int64_t kRoutePermuteNarrowTokens = 16;  // the 8-warp kernel up to here
 
 // The routing launch with register routing (route_token_fast): one warp a token, kRouteWarps tokens a CTA; the
 // default past moe_route_permute's 16 tokens (batch 64 / 256 decode, prefill) where it fits, DSERVE_MOE_ROUTE_FAST=0
@@ -187,16 +183,9 @@ bool moe_route_permute_supported(const MoeRouteParams& r, const MoePermuteParams
 
 cudaError_t launch_moe_route_permute(const MoeRouteParams& r, const MoePermuteParams& g, cudaStream_t stream) {
   if (!moe_route_permute_supported(r, g)) return cudaErrorInvalidValue;
-  if (const int J = moe_detail::route_fast_launch_j(r)) {
-    if (r.tokens <= kRoutePermuteNarrowTokens)
-      return J == 2 ? launch_pdl(moe_route_permute_fast_kernel<2, kRoutePermuteWarps>, 1, kRoutePermuteWarps * 32, 0,
-                                 stream, r, g)
-                    : launch_pdl(moe_route_permute_fast_kernel<8, kRoutePermuteWarps>, 1, kRoutePermuteWarps * 32, 0,
-                                 stream, r, g);
-    constexpr int kWide = kRoutePermuteWideWarps;
-    return J == 2 ? launch_pdl(moe_route_permute_fast_kernel<2, kWide>, 1, kWide * 32, 0, stream, r, g)
-                  : launch_pdl(moe_route_permute_fast_kernel<8, kWide>, 1, kWide * 32, 0, stream, r, g);
-  }
+  if (const int J = moe_detail::route_fast_launch_j(r))
+    return J == 2 ? launch_pdl(moe_route_permute_fast_kernel<2>, 1, kRoutePermuteWarps * 32, 0, stream, r, g)
+                  : launch_pdl(moe_route_permute_fast_kernel<8>, 1, kRoutePermuteWarps * 32, 0, stream, r, g);
   return launch_pdl(moe_route_permute_kernel, 1, kRoutePermuteWarps * 32, route_permute_smem(r), stream, r, g);
 }
 

@@ -66,10 +66,8 @@ cudaError_t launch_moe_permute(const MoePermuteParams& p, cudaStream_t stream);
 // with top_k and n_group <= 32 (every DeepSeek config), each lane keeps its experts' scores in registers, a pick is
 // one pair of warp reductions and the grouping is counted from the ids in shared memory (rows of an expert in
 // entry order); DSERVE_MOE_ROUTE_FAST=0 (read per launch) takes the shared-memory routing and atomic grouping.
-// Up to 16 tokens 8 warps, past them 32 (session 56, for the batch 17-64 decode's routing and grouping, two launches
-// before; the op takes it there under DSERVE_MOE_ROUTE_PERMUTE_MAX=64).
-constexpr int kMoeRoutePermuteMaxTokens = 64;
-// Whether launch_moe_route_permute takes these (1 <= tokens <= 64, the grouping of exactly these ids).
+constexpr int kMoeRoutePermuteMaxTokens = 16;
+// Whether launch_moe_route_permute takes these (1 <= tokens <= 16, the grouping of exactly these ids).
 bool moe_route_permute_supported(const MoeRouteParams& route, const MoePermuteParams& permute);
 cudaError_t launch_moe_route_permute(const MoeRouteParams& route, const MoePermuteParams& permute, cudaStream_t stream);
 

@@ -662,13 +662,14 @@ class CudaOps final : public Ops {
       gemm_nk(as_f32(x), w, out);
     }
   }
-  // DSERVE_GEMM_M64=1 (read per call; session 56's opt-in until measured): 17-64 rows against a weight of at most
-  // 8 MB (the MoE router at batch 17-64 decode) on kernels::launch_gemm_m64 instead of cuBLASLt, whose call took
-  // ~5 us in the batch-64 chain (session 53's trace). False where it does not take the shapes.
+  // 17-64 rows against a weight of at most 8 MB (the MoE router at batch 17-64 decode) on kernels::launch_gemm_m64
+  // instead of cuBLASLt, whose call took ~5 us in the batch-64 chain (session 53's trace). Default since session 56
+  // (H200, V2-Lite FP8, three rounds alternating: batch 24 / 48 / 64 -1.2 / -1.2 / -1.4%; the V3-shaped 3-layer
+  // model ties); DSERVE_GEMM_M64=0 (read per call): cuBLASLt. False where it does not take the shapes.
   bool gemm_m64(const Tensor& x, const Tensor& w, Tensor& out) {
     const int64_t M = x.dim(0);
     if (M <= kernels::kGemmM64Max && M > 16 && w.numel() * 2 <= (int64_t{8} << 20) &&
-        env_flag("DSERVE_GEMM_M64", false)) {
+        env_flag("DSERVE_GEMM_M64", true)) {
       kernels::GemmM64Params p;
       p.x = x.data();
       p.ldx = x.dim(1);
@@ -1092,10 +1093,9 @@ class CudaOps final : public Ops {
     *topk_weights = empty({T, W}, DType::kF32);
     // Decode sizes: routing and the grouping by expert in one launch (the grouping rides behind the ids for the
     // moe_experts op given them, as moe_gate_route's does): one launch boundary fewer on the routed chain.
-    // DSERVE_MOE_ROUTE_PERMUTE=0 (read per call): two launches; DSERVE_MOE_ROUTE_PERMUTE_MAX=n (read per call): one
-    // launch up to n tokens (default 16; the kernel takes up to 64, session 56's opt-in until measured).
-    if (env_flag("DSERVE_MOE_ROUTE_PERMUTE", true) && T >= 1 && T <= kernels::kMoeRoutePermuteMaxTokens &&
-        T <= env_int("DSERVE_MOE_ROUTE_PERMUTE_MAX", 16)) {
+    // DSERVE_MOE_ROUTE_PERMUTE=0 (read per call): two launches. Past 16 tokens one CTA lost (session 56, a 32-warp
+    // variant up to 64 tokens: V2-Lite FP8 batch 48 / 64 +10%, removed).
+    if (env_flag("DSERVE_MOE_ROUTE_PERMUTE", true) && T >= 1 && T <= kernels::kMoeRoutePermuteMaxTokens) {
       Routed routed;
       *topk_ids = ids_with_grouping(T, W, EG, &routed);
       const kernels::MoeRouteParams rp = route_params(r, logits, bias32, *topk_ids, *topk_weights);

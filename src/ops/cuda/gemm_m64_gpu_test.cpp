@@ -1,6 +1,6 @@
 // The small-weight GEMM for 17-64 rows (kernels/gemm_m64.cu) against a double-precision host product of the same
 // bf16 inputs, written into a NaN-filled buffer wider and taller than [M, N] (the padding must stay NaN), and the
-// op that dispatches to it (linear_f32 under DSERVE_GEMM_M64=1) against the CPU backend.
+// op that dispatches to it (linear_f32 from 17 rows, the default; DSERVE_GEMM_M64=0: cuBLASLt) against the CPU.
 #include <cmath>
 #include <limits>
 #include <random>
@@ -101,16 +101,18 @@ TEST_F(GemmM64Test, UnsupportedArgumentsAreRefused) {
   EXPECT_TRUE(refused([](kernels::GemmM64Params& q) { q.ldd = 7; }));
 }
 
-// linear_f32 (the router's op) at 17-64 rows with the kernel on (DSERVE_GEMM_M64=1, read per call) and off, against
+// linear_f32 (the router's op) at 17-64 rows with the kernel (DSERVE_GEMM_M64=1, the default) and without (=0), against
 // the CPU backend's fp32 product.
 TEST_F(GemmM64Test, LinearF32TakesIt) {
   for (const char* on : {"1", "0"}) {
     const test::ScopedEnv env("DSERVE_GEMM_M64", on);
     for (int64_t M : {17, 64}) {
-      Tensor x = to_host_f32(to_device(randn({M, 2048}, rng_))), w = to_host_f32(to_device(randn({64, 2048}, rng_, 0.05f)));
+      Tensor x = to_host_f32(to_device(randn({M, 2048}, rng_)));
+      Tensor w = to_host_f32(to_device(randn({64, 2048}, rng_, 0.05f)));
       Tensor got = to_host_f32(gpu().linear_f32(to_device(x), to_device(w)));
       Tensor want = cpu().linear_f32(x, w);
-      DS_EXPECT_CLOSE(got, want, 1e-4, 1e-5, std::string("linear_f32 M=") + std::to_string(M) + " DSERVE_GEMM_M64=" + on);
+      DS_EXPECT_CLOSE(got, want, 1e-4, 1e-5,
+                      std::string("linear_f32 M=") + std::to_string(M) + " DSERVE_GEMM_M64=" + on);
     }
   }
 }

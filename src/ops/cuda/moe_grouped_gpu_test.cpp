@@ -482,8 +482,6 @@ TEST_F(MoeGroupedTest, FusedGateRouteMatchesCpu) {
 // launches' times next to the two launches they replace (graph replays, in isolation).
 TEST_F(MoeGroupedTest, RoutePermuteMatchesCpu) {
   const test::ScopedEnv route_permute("DSERVE_MOE_ROUTE_PERMUTE", nullptr);  // unset: the default
-  // The op's one launch up to the kernel's limit (the default stops at 16 tokens).
-  const test::ScopedEnv route_permute_max("DSERVE_MOE_ROUTE_PERMUTE_MAX", "64");
   cudaStream_t s = cuda_stream();
   for (const kbench::ModelDims& m : {kbench::deepseek_v2_lite(), kbench::deepseek_v3()}) {
     const MoeRouting r = kcases::routing_of(m);
@@ -492,9 +490,7 @@ TEST_F(MoeGroupedTest, RoutePermuteMatchesCpu) {
     Tensor bias = m.sigmoid ? randn({E}, rng_, 0.05f) : Tensor();
     Tensor bias_dev = m.sigmoid ? cuda_upload(bias) : Tensor();
     Experts ex = make_experts(E, d, 16);
-    // 1-16 tokens: the 8-warp kernel; 17 and 40-64: the 32-warp one.
-    for (int64_t T : {int64_t{1}, int64_t{5}, int64_t{16}, int64_t{17}, int64_t{40},
-                      int64_t{kernels::kMoeRoutePermuteMaxTokens}}) {
+    for (int64_t T : {int64_t{1}, int64_t{5}, int64_t{16}}) {
       const std::string name = m.name + " T " + std::to_string(T);
       Tensor logits = randn({T, E}, rng_, 2.0f);
       Tensor gi, gw;
@@ -539,7 +535,7 @@ TEST_F(MoeGroupedTest, RoutePermuteMatchesCpu) {
                     "permute %.2f us\n", m.name.c_str(), us[1], us[0], two_us);
       }
     }
-    // Past 64 tokens, and with DSERVE_MOE_ROUTE_PERMUTE=0, the op takes the two launches (no grouping behind the
+    // Past 16 tokens, and with DSERVE_MOE_ROUTE_PERMUTE=0, the op takes the two launches (no grouping behind the
     // ids): still the CPU's routing. Then the routing launch alone over NaN-poisoned ids and weights, with the
     // register routing (default) and the shared-memory one (DSERVE_MOE_ROUTE_FAST=0).
     for (int64_t T : {int64_t{3}, int64_t{kernels::kMoeRoutePermuteMaxTokens} + 1, int64_t{203}}) {
@@ -577,7 +573,6 @@ TEST_F(MoeGroupedTest, RoutePermuteMatchesCpu) {
 // (DSERVE_MOE_GATE_ROUTE's kernel) too.
 TEST_F(MoeGroupedTest, SharedExpertsFusedRouting) {
   cudaStream_t s = cuda_stream();
-  const test::ScopedEnv route_permute_max("DSERVE_MOE_ROUTE_PERMUTE_MAX", "64");
   for (const kbench::ModelDims& m : {kbench::deepseek_v2_lite(), kbench::deepseek_v3()}) {
     const MoeRouting plain = kcases::routing_of(m);
     MoeRouting r = plain;
@@ -587,7 +582,7 @@ TEST_F(MoeGroupedTest, SharedExpertsFusedRouting) {
     Tensor bias = m.sigmoid ? randn({E}, rng_, 0.05f) : Tensor();
     Tensor bias_dev = m.sigmoid ? cuda_upload(bias) : Tensor();
     Experts ex = make_experts(EG, d, 16);
-    for (int64_t T : {int64_t{1}, int64_t{5}, int64_t{16}, int64_t{17}, int64_t{64}, int64_t{203}}) {
+    for (int64_t T : {int64_t{1}, int64_t{5}, int64_t{16}, int64_t{17}, int64_t{203}}) {
       for (int fast = 1; fast >= 0; --fast) {
         const test::ScopedEnv kernel("DSERVE_MOE_ROUTE_FAST", fast ? nullptr : "0");
         const std::string name = m.name + " T " + std::to_string(T) + (fast ? " register" : " shared-memory");
@@ -616,7 +611,7 @@ TEST_F(MoeGroupedTest, SharedExpertsFusedRouting) {
                   std::vector<int32_t>(ci.data_as<int32_t>(), ci.data_as<int32_t>() + ci.numel())) << name;
         DS_EXPECT_CLOSE(cuda_download(gw), cw, 1e-6, 1e-6, "fused-shared route weights " + name);
         Tensor x_dev = to_device(randn({T, d}, rng_));
-        Tensor got;  // the fused grouping up to 64 tokens
+        Tensor got;  // the fused grouping up to 16 tokens
         EXPECT_EQ(fused_grouping_mismatches(x_dev, gi, gw, hi, ex, &got), 0) << "experts on the fused grouping " << name;
         DS_EXPECT_CLOSE(got, cpu().moe_experts(to_host_f32(x_dev), ci, cw, ex.cpu), 2e-2, 1e-2,
                         "fused-shared experts " + name);
