@@ -156,6 +156,7 @@ int run_serve(int argc, char** argv) {
   if (Status st = check_mem_fraction_flag(flags); !st) return fail(st);
   if (Status st = check_parallel_flags(flags); !st) return fail(st);
   if (Status st = apply_log_level_flag(flags); !st) return fail(st);
+  if (Status st = check_sglang_feature_flags(flags); !st) return fail(st);
   if (const std::string p = flags.get_string("radix-eviction-policy"); p != "lru")
     return fail(error("--radix-eviction-policy ", p, ": only lru is built (least recently used prefixes go first)"));
   const std::vector<int64_t> graph_bs = flags.get_int_list("cuda-graph-bs");

@@ -105,6 +105,33 @@ TEST(Flags, ParallelSizesOtherThanOneAreRefused) {
   }
 }
 
+// SGLang's feature flags: its attention backend names and --enable-torch-compile are accepted; an unknown backend, DP
+// attention and speculative decoding (not built yet) are refused with the flag named.
+TEST(Flags, SglangFeatureFlags) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {}, {"--attention-backend", "fa3"}, {"--decode-attention-backend", "flashmla", "--prefill-attention-backend",
+                                                 "fa4"},
+           {"--attention-backend", "flashinfer", "--enable-torch-compile", "--torch-compile-max-bs", "16"}}) {
+    Flags f = model_flags();
+    ASSERT_TRUE(parse(f, args).is_ok());
+    EXPECT_TRUE(check_sglang_feature_flags(f).is_ok()) << (args.empty() ? "none" : args.back());
+  }
+  for (const auto& [args, named] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--attention-backend", "flash"}, "'flash'"},
+           {{"--prefill-attention-backend", "FA3"}, "--prefill-attention-backend"},
+           {{"--enable-dp-attention"}, "--enable-dp-attention"},
+           {{"--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3"}, "not built"},
+           {{"--speculative-algorithm", "MEDUSA"}, "'MEDUSA'"},
+           {{"--speculative-eagle-topk", "1"}, "need --speculative-algorithm"},
+           {{"--enable-torch-compile", "--torch-compile-max-bs", "0"}, "--torch-compile-max-bs"}}) {
+    Flags f = model_flags();
+    ASSERT_TRUE(parse(f, args).is_ok()) << args[0];
+    const Status st = check_sglang_feature_flags(f);
+    ASSERT_FALSE(st.is_ok()) << args[0];
+    EXPECT_NE(st.message().find(named), std::string::npos) << st.message();
+  }
+}
+
 TEST(Flags, LogLevelTakesSglangsNames) {
   const LogLevel before = log_level();
   for (const auto& [name, level] : std::vector<std::pair<const char*, LogLevel>>{

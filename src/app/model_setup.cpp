@@ -61,6 +61,55 @@ void add_sglang_compat_flags(Flags& flags) {
   flags.add_int("ep-size", 1, "expert-parallel size (1)");
   flags.add_alias("ep", "ep-size");
   flags.add_alias("expert-parallel-size", "ep-size");
+  flags.add_bool("enable-dp-attention", "data-parallel attention (needs --dp-size > 1: refused until multi-GPU serving)");
+  for (const char* name : {"attention-backend", "prefill-attention-backend", "decode-attention-backend"})
+    flags.add_string(name, "", "SGLang's MLA backend names (fa3, flashinfer, triton, flashmla, ...): accepted and "
+                               "checked; dserve runs its own MLA kernels whatever the name");
+  flags.add_bool("enable-torch-compile", "accepted for SGLang command lines (dserve captures CUDA graphs; no torch)");
+  flags.add_int("torch-compile-max-bs", 32, "accepted with --enable-torch-compile (no effect)");
+  flags.add_string("speculative-algorithm", "",
+                   "EAGLE, EAGLE3, NEXTN, STANDALONE or NGRAM: refused until speculative decoding (MTP) is built");
+  flags.add_int("speculative-num-steps", 0, "with --speculative-algorithm (refused until built)");
+  flags.add_int("speculative-eagle-topk", 0, "with --speculative-algorithm (refused until built)");
+  flags.add_int("speculative-num-draft-tokens", 0, "with --speculative-algorithm (refused until built)");
+  flags.add_string("speculative-draft-model-path", "", "with --speculative-algorithm (refused until built)");
+}
+
+Status check_sglang_feature_flags(const Flags& flags) {
+  static const char* const kBackends[] = {"fa3", "fa4", "flashinfer", "triton", "flashmla", "cutlass_mla",
+                                          "trtllm_mla", "cutedsl_mla", "torch_native", "aiter", "nsa", "dsa"};
+  for (const char* name : {"attention-backend", "prefill-attention-backend", "decode-attention-backend"}) {
+    const std::string v = flags.get_string(name);
+    if (v.empty()) continue;
+    bool known = false;
+    std::string list;
+    for (const char* b : kBackends) {
+      known = known || v == b;
+      list += list.empty() ? b : std::string(", ") + b;
+    }
+    if (!known) return error("--", name, " '", v, "' is not one of SGLang's attention backends (", list, ")");
+    DS_INFO("--", name, " ", v, ": accepted; dserve runs its own MLA kernels (absorbed decode, flash prefill)");
+  }
+  if (flags.get_bool("enable-dp-attention"))
+    return error("--enable-dp-attention: dserve runs on one GPU; data-parallel attention needs multi-GPU serving, "
+                 "which is not built yet");
+  const std::string algo = flags.get_string("speculative-algorithm");
+  if (!algo.empty() && algo != "EAGLE" && algo != "EAGLE3" && algo != "NEXTN" && algo != "STANDALONE" &&
+      algo != "NGRAM")
+    return error("--speculative-algorithm must be EAGLE, EAGLE3, NEXTN, STANDALONE or NGRAM, got '", algo, "'");
+  const bool spec_args = flags.get_int("speculative-num-steps") != 0 || flags.get_int("speculative-eagle-topk") != 0 ||
+                         flags.get_int("speculative-num-draft-tokens") != 0 ||
+                         !flags.get_string("speculative-draft-model-path").empty();
+  if (!algo.empty())
+    return error("--speculative-algorithm ", algo, ": speculative decoding (DeepSeek's MTP / NextN layer) is not built "
+                 "yet; drop the --speculative-* flags to serve without it");
+  if (spec_args) return error("--speculative-num-steps / -eagle-topk / -num-draft-tokens / -draft-model-path need "
+                              "--speculative-algorithm (and speculative decoding is not built yet)");
+  if (flags.get_int("torch-compile-max-bs") < 1)
+    return error("--torch-compile-max-bs must be positive, got ", flags.get_int("torch-compile-max-bs"));
+  if (flags.get_bool("enable-torch-compile"))
+    DS_INFO("--enable-torch-compile: accepted; dserve's decode steps replay CUDA graphs instead");
+  return Status::ok();
 }
 
 Status check_parallel_flags(const Flags& flags) {
@@ -122,6 +171,7 @@ Result<ModelConfig> load_config_path(const std::string& path) {
 Result<ModelSetup> setup_model(const Flags& flags) {
   DS_RETURN_IF_ERROR(check_parallel_flags(flags));
   DS_RETURN_IF_ERROR(apply_log_level_flag(flags));
+  DS_RETURN_IF_ERROR(check_sglang_feature_flags(flags));
   const std::string dir = flags.get_string("model-path");
   const std::string device = resolve_device(flags.get_string("device"));
   const std::string format = flags.get_string("load-format");

@@ -20,6 +20,11 @@ void add_sglang_compat_flags(Flags& flags);
 // The parallel sizes: 1 is one GPU (what dserve runs); anything else is refused with the flag named, until
 // multi-GPU serving exists.
 Status check_parallel_flags(const Flags& flags);
+// SGLang's feature flags add_sglang_compat_flags declares: --attention-backend and its prefill / decode forms
+// (SGLang's names accepted and logged, dserve's own MLA kernels run; other names refused), --enable-torch-compile
+// (accepted: CUDA graphs), and what is not built yet, refused with the flag named: --enable-dp-attention, the
+// --speculative-* flags (an unknown algorithm name is refused as such).
+Status check_sglang_feature_flags(const Flags& flags);
 // --log-level (SGLang's names: debug, info, warning, error, critical; empty: DSERVE_LOG, else info) set as the
 // process's log level; an unknown name is refused.
 Status apply_log_level_flag(const Flags& flags);

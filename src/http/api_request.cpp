@@ -518,7 +518,11 @@ std::optional<ApiError> parse_completion_request(const Json& body, CompletionReq
 
 std::string SamplingDefaults::describe() const {
   std::string out;
-  auto add = [&](const char* name, const std::string& v) { out += (out.empty() ? "" : " ") + std::string(name) + "=" + v; };
+  // Appended piece by piece: GCC 12 warns (-Wrestrict, a false positive) on "x" + std::string temporaries here.
+  auto add = [&](const char* name, const std::string& v) {
+    if (!out.empty()) out += ' ';
+    out.append(name).append("=").append(v);
+  };
   auto num = [](double v) {
     char buf[32];
     std::snprintf(buf, sizeof(buf), "%g", v);
@@ -599,6 +603,20 @@ void merge_preferred_sampling(const Json& preferred, Json* body) {
   }
 }
 
+
+std::optional<ApiError> check_tools(const Json& tools, std::vector<std::string>* names) {
+  for (size_t i = 0; i < tools.size(); ++i) {
+    const Json& t = tools[i];
+    const std::string p = "tools[" + std::to_string(i) + "]";
+    const bool typed = t.is_object() && (!t.contains("type") || (t["type"].is_string() && t["type"] == "function"));
+    if (!typed || !t.contains("function") || !t["function"].is_object() || !t["function"].contains("name") ||
+        !t["function"]["name"].is_string())
+      return bad_request("'" + p + "' must be {\"type\": \"function\", \"function\": {\"name\": ...}}", p);
+    if (names) names->push_back(t["function"]["name"].get<std::string>());
+  }
+  return std::nullopt;
+}
+
 std::optional<ApiError> parse_chat_request(const Json& body, ChatRequest* out) {
   Reader r(body, "");
   r.get_string("model", &out->model);
@@ -624,13 +642,7 @@ std::optional<ApiError> parse_chat_request(const Json& body, ChatRequest* out) {
   out->tools = nullptr;
   if (const Json* tools = r.find("tools")) {
     if (!tools->is_array()) return bad_request("'tools' must be an array", "tools");
-    for (size_t i = 0; i < tools->size(); ++i) {
-      const Json& t = (*tools)[i];
-      const std::string p = "tools[" + std::to_string(i) + "]";
-      if (!t.is_object() || t.value("type", "") != "function" || !t.contains("function") || !t["function"].is_object() ||
-          !t["function"].contains("name") || !t["function"]["name"].is_string())
-        return bad_request("'" + p + "' must be {\"type\": \"function\", \"function\": {\"name\": ...}}", p);
-    }
+    if (auto e = check_tools(*tools)) return e;
     if (!tools->empty()) out->tools = *tools;
   }
   out->tool_choice = "auto";

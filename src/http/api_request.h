@@ -114,6 +114,11 @@ void apply_sampling_defaults(const SamplingDefaults& d, SamplingSpec* s);
 Result<Json> parse_preferred_sampling_params(const std::string& text);
 void merge_preferred_sampling(const Json& preferred, Json* generate_body);
 
+// The entries of a request's 'tools' array (chat completions, /parse_function_call): each an object with a
+// 'function' object naming it ('name', a string); 'type', where given, must be "function" (SGLang's Tool model
+// defaults it). The names in order into *names when given; the error names the entry (param "tools[i]").
+std::optional<ApiError> check_tools(const Json& tools, std::vector<std::string>* names = nullptr);
+
 // Each returns nullopt on success.
 std::optional<ApiError> parse_generate_request(const Json& body, GenerateRequest* out);
 std::optional<ApiError> parse_completion_request(const Json& body, CompletionRequest* out);

@@ -221,6 +221,12 @@ TEST(ChatRequest, FieldsToolsAndThinking) {
   EXPECT_TRUE(c.thinking);
   EXPECT_TRUE(c.continuous_usage_stats);
   EXPECT_FALSE(ChatRequest().sampling.max_new_tokens_set);
+  // A tool without "type" takes SGLang's default ("function").
+  ChatRequest u;
+  err = parse_chat_request(
+      parse(R"({"messages": [{"role": "user", "content": "hi"}], "tools": [{"function": {"name": "g"}}]})"), &u);
+  ASSERT_FALSE(err.has_value()) << err->message;
+  EXPECT_EQ(u.tools[0]["function"]["name"], "g");
 }
 
 TEST(ChatRequest, RejectsInvalidInput) {
@@ -233,6 +239,9 @@ TEST(ChatRequest, RejectsInvalidInput) {
       {R"({"messages": [{"role": "user", "content": 5}]})", "messages[0].content"},
       {R"({"messages": [{"role": "user", "content": "x"}], "top_logprobs": 2})", "top_logprobs"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "x"}]})", "tools[0]"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"type": "x", "function": {"name": "f"}}]})",
+       "tools[0]"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"function": {"name": 3}}]})", "tools[0]"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})", "tool_choice"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "sometimes"})", "tool_choice"},
       {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})", "response_format"},

@@ -42,14 +42,7 @@ std::optional<ApiError> parse_function_call(const Json& body, Json* out) {
   auto tools = body.find("tools");
   if (tools == body.end() || !tools->is_array()) return bad_request("'tools' (an array) is required", "tools");
   std::vector<std::string> names;
-  for (size_t i = 0; i < tools->size(); ++i) {
-    const Json& t = (*tools)[i];
-    const std::string p = "tools[" + std::to_string(i) + "]";
-    if (!t.is_object() || !t.contains("function") || !t["function"].is_object() || !t["function"].contains("name") ||
-        !t["function"]["name"].is_string())
-      return bad_request("'" + p + "' must be {\"type\": \"function\", \"function\": {\"name\": ...}}", p);
-    names.push_back(t["function"]["name"].get<std::string>());
-  }
+  if (auto e = check_tools(*tools, &names)) return e;
   const ToolCallParser::Parsed parsed = ToolCallParser::parse(*format, text);
   Json calls = Json::array();
   for (const ToolCall& c : parsed.calls) {

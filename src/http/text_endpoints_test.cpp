@@ -49,6 +49,16 @@ TEST(TextEndpoints, ParseFunctionCall) {
   e = parse_function_call(Json{{"text", text}, {"tool_call_parser", "deepseekv3"}, {"tools", Json::array({1})}}, &out);
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->param, "tools[0]");
+  // The chat request's check: a 'type' other than "function" is refused; none is SGLang's default.
+  Json typed = tools;
+  typed[1]["type"] = "retrieval";
+  e = parse_function_call(Json{{"text", text}, {"tool_call_parser", "deepseekv3"}, {"tools", typed}}, &out);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "tools[1]");
+  Json untyped = tools;
+  untyped[1].erase("type");
+  ASSERT_FALSE(parse_function_call(Json{{"text", text}, {"tool_call_parser", "deepseekv3"}, {"tools", untyped}}, &out));
+  EXPECT_EQ(out["calls"].size(), 1u) << out.dump();
 }
 
 }  // namespace
