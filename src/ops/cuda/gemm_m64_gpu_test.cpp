@@ -49,29 +49,17 @@ TEST_F(GemmM64Test, MatchesTheHostProduct) {
     ASSERT_TRUE(kernels::gemm_m64_supported(p));
     ASSERT_EQ(kernels::launch_gemm_m64(p, cuda_stream()), cudaSuccess);
     Tensor got = to_host_f32(dd);
-    double max_err = 0, max_ref = 0;
-    int64_t bad_pad = 0, nonfinite = 0;
-    for (int64_t m = 0; m < rows; ++m)
-      for (int64_t n = 0; n < ldd; ++n) {
-        const float v = got.f32()[m * ldd + n];
-        if (m >= M || n >= N) {
-          bad_pad += !std::isnan(v);
-          continue;
-        }
-        double ref = 0;
-        for (int64_t k = 0; k < K; ++k) ref += static_cast<double>(x.f32()[m * K + k]) * w.f32()[n * K + k];
-        if (!std::isfinite(v)) {
-          ++nonfinite;
-          continue;
-        }
-        max_err = std::max(max_err, std::fabs(v - ref));
-        max_ref = std::max(max_ref, std::fabs(ref));
-      }
+    test::PaddedCheck c;
+    c.add(got.f32(), rows, ldd, M, N, [&](int64_t m, int64_t n) {
+      double ref = 0;
+      for (int64_t k = 0; k < K; ++k) ref += static_cast<double>(x.f32()[m * K + k]) * w.f32()[n * K + k];
+      return ref;
+    });
     const std::string what = test::shape_name("gemm_m64", {M, N, K});
-    EXPECT_EQ(bad_pad, 0) << what << ": written outside [M, N]";
-    EXPECT_EQ(nonfinite, 0) << what;
-    const double rel = max_err / std::max(max_ref, 1e-6);
-    test::report(what, test::Err{rel, 0, nonfinite});
+    EXPECT_EQ(c.bad_pad, 0) << what << ": written outside [M, N]";
+    EXPECT_EQ(c.nonfinite, 0) << what;
+    const double rel = c.rel();
+    test::report(what, test::Err{rel, 0, c.nonfinite});
     EXPECT_LE(rel, 1e-5) << what;
   }
 }

@@ -51,34 +51,22 @@ class GemmSmallMTest : public test::CudaVsCpuTest {
     EXPECT_TRUE(kernels::gemm_small_m_supported(p));
     EXPECT_EQ(kernels::launch_gemm_small_m(p, cuda_stream()), cudaSuccess);
     Tensor got = to_host_f32(dd);
-    double max_err = 0, max_ref = 0;
-    int64_t bad_pad = 0, nonfinite = 0;
+    test::PaddedCheck c;
     for (int64_t b = 0; b < batch; ++b)
-      for (int64_t m = 0; m < rows; ++m)
-        for (int64_t n = 0; n < ldd; ++n) {
-          const float v = got.f32()[(b * rows + m) * ldd + n];
-          if (m >= M || n >= N) {
-            bad_pad += !std::isnan(v);
-            continue;
-          }
-          double ref = 0;
-          for (int64_t k = 0; k < K; ++k) {
-            const double wv = w_nk ? w.f32()[(b * N + n) * K + k] : w.f32()[(b * K + k) * N + n];
-            ref += static_cast<double>(x.f32()[(b * M + m) * K + k]) * wv;
-          }
-          if (!std::isfinite(v)) {
-            ++nonfinite;
-            continue;
-          }
-          max_err = std::max(max_err, std::fabs(v - ref));
-          max_ref = std::max(max_ref, std::fabs(ref));
+      c.add(got.f32() + b * rows * ldd, rows, ldd, M, N, [&](int64_t m, int64_t n) {
+        double ref = 0;
+        for (int64_t k = 0; k < K; ++k) {
+          const double wv = w_nk ? w.f32()[(b * N + n) * K + k] : w.f32()[(b * K + k) * N + n];
+          ref += static_cast<double>(x.f32()[(b * M + m) * K + k]) * wv;
         }
+        return ref;
+      });
     const std::string what = test::shape_name(w_nk ? "gemm_small_m nk" : "gemm_small_m kn", {batch, M, N, K}) +
                              (f32_out ? " f32" : " bf16");
-    EXPECT_EQ(bad_pad, 0) << what << ": written outside [M, N]";
-    EXPECT_EQ(nonfinite, 0) << what;
-    const double rel = max_err / std::max(max_ref, 1e-6);
-    test::report(what, test::Err{rel, 0, nonfinite});
+    EXPECT_EQ(c.bad_pad, 0) << what << ": written outside [M, N]";
+    EXPECT_EQ(c.nonfinite, 0) << what;
+    const double rel = c.rel();
+    test::report(what, test::Err{rel, 0, c.nonfinite});
     return rel;
   }
 };

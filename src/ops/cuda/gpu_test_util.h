@@ -229,6 +229,33 @@ inline cudaError_t quant_act(const Tensor& x, bool ue8m0, cudaStream_t stream, T
       stream);
 }
 
+// A GEMM output checked inside a NaN-filled [rows, ldd] buffer of which only [M, N] may be written: padding that is
+// no longer NaN, non-finite values inside, and the largest |got - ref(m, n)| against the largest |ref| (ref: the
+// host product, double). add() accumulates over several such blocks (batches); rel() is the ratio.
+struct PaddedCheck {
+  int64_t bad_pad = 0, nonfinite = 0;
+  double max_err = 0, max_ref = 0;
+  template <typename Ref>
+  void add(const float* got, int64_t rows, int64_t ldd, int64_t M, int64_t N, Ref ref) {
+    for (int64_t m = 0; m < rows; ++m)
+      for (int64_t n = 0; n < ldd; ++n) {
+        const float v = got[m * ldd + n];
+        if (m >= M || n >= N) {
+          bad_pad += !std::isnan(v);
+          continue;
+        }
+        const double r = ref(m, n);
+        if (!std::isfinite(v)) {
+          ++nonfinite;
+          continue;
+        }
+        max_err = std::max(max_err, std::fabs(v - r));
+        max_ref = std::max(max_ref, std::fabs(r));
+      }
+  }
+  double rel() const { return max_err / std::max(max_ref, 1e-6); }
+};
+
 struct Err {
   double max_rel = 0;  // max |a - b| / max(max |b|, floor)
   double l2_rel = 0;   // ||a - b|| / ||b||
