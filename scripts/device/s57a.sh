@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
-# Prepared in session 56 for the next session's first call (binaries dserve, libds_cupti_trace.so; ~250 s): where the
-# batch-64 step goes now, and why the cover mode's kernel win vanishes in the model. (1) A CUPTI trace of V2-Lite FP8
-# batch 64 on the defaults (session 56's router GEMM, session 55's pair): the per-kernel time from the previous
-# kernel's end, for the routing / grouping / absorb-BMM / store-latent launches that remain on the critical path.
+# Prepared in session 56 for the next session's first call (binaries dserve, ds_ops_cuda_gpu_test,
+# libds_cupti_trace.so; ~340 s): the GPU suite (session 56's last commits refactored two GPU test files after its last
+# device call), where the batch-64 step goes now, and why the cover mode's kernel win vanishes in the model. (0) The
+# GPU suite (217 tests). (1) A CUPTI trace of V2-Lite FP8 batch 64 on the defaults (session 56's router GEMM,
+# session 55's pair): the per-kernel time from the previous kernel's end, for the routing / grouping / absorb-BMM /
+# store-latent launches that remain on the critical path.
 # (2) The V3-shaped 3-layer model FP8 at batch 32, default vs DSERVE_FP8_WGMMA_COVER=8: the clustered wgmma launches'
 # start delays against the cuBLASLt ones they replace (trace_summary's gap lines).
 set -u
 source "$(dirname "$0")/lib.sh"
 D="$(dirname "$0")"
+SUITE_LIMIT=150 bash "$D/gpusuite.sh"
 OUT=$OUT/lite64 TRACE_BS=64 TRACE_EXTRA="--quantization fp8" bash "$D/trace.sh" | head -60
 v3_config "$OUT/v3l3.json" 3
 for cfg in base cover; do
