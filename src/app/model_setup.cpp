@@ -1,11 +1,13 @@
 // Model loading for CLI commands (see model_setup.h).
 #include "app/model_setup.h"
 
+#include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <fstream>
 #include <map>
 #include <sstream>
+#include <vector>
 
 #include "core/logging.h"
 #ifdef DSERVE_WITH_CUDA
@@ -76,18 +78,16 @@ void add_sglang_compat_flags(Flags& flags) {
 }
 
 Status check_sglang_feature_flags(const Flags& flags) {
-  static const char* const kBackends[] = {"fa3", "fa4", "flashinfer", "triton", "flashmla", "cutlass_mla",
-                                          "trtllm_mla", "cutedsl_mla", "torch_native", "aiter", "nsa", "dsa"};
+  static const std::vector<std::string> kBackends = {"fa3", "fa4", "flashinfer", "triton", "flashmla", "cutlass_mla",
+                                                     "trtllm_mla", "cutedsl_mla", "torch_native", "aiter", "nsa", "dsa"};
   for (const char* name : {"attention-backend", "prefill-attention-backend", "decode-attention-backend"}) {
     const std::string v = flags.get_string(name);
     if (v.empty()) continue;
-    bool known = false;
-    std::string list;
-    for (const char* b : kBackends) {
-      known = known || v == b;
-      list += list.empty() ? b : std::string(", ") + b;
+    if (std::find(kBackends.begin(), kBackends.end(), v) == kBackends.end()) {
+      std::string list;
+      for (const std::string& b : kBackends) list += (list.empty() ? "" : ", ") + b;
+      return error("--", name, " '", v, "' is not one of SGLang's attention backends (", list, ")");
     }
-    if (!known) return error("--", name, " '", v, "' is not one of SGLang's attention backends (", list, ")");
     DS_INFO("--", name, " ", v, ": accepted; dserve runs its own MLA kernels (absorbed decode, flash prefill)");
   }
   if (flags.get_bool("enable-dp-attention"))
@@ -97,14 +97,13 @@ Status check_sglang_feature_flags(const Flags& flags) {
   if (!algo.empty() && algo != "EAGLE" && algo != "EAGLE3" && algo != "NEXTN" && algo != "STANDALONE" &&
       algo != "NGRAM")
     return error("--speculative-algorithm must be EAGLE, EAGLE3, NEXTN, STANDALONE or NGRAM, got '", algo, "'");
-  const bool spec_args = flags.get_int("speculative-num-steps") != 0 || flags.get_int("speculative-eagle-topk") != 0 ||
-                         flags.get_int("speculative-num-draft-tokens") != 0 ||
-                         !flags.get_string("speculative-draft-model-path").empty();
   if (!algo.empty())
     return error("--speculative-algorithm ", algo, ": speculative decoding (DeepSeek's MTP / NextN layer) is not built "
                  "yet; drop the --speculative-* flags to serve without it");
-  if (spec_args) return error("--speculative-num-steps / -eagle-topk / -num-draft-tokens / -draft-model-path need "
-                              "--speculative-algorithm (and speculative decoding is not built yet)");
+  if (flags.get_int("speculative-num-steps") != 0 || flags.get_int("speculative-eagle-topk") != 0 ||
+      flags.get_int("speculative-num-draft-tokens") != 0 || !flags.get_string("speculative-draft-model-path").empty())
+    return error("--speculative-num-steps / -eagle-topk / -num-draft-tokens / -draft-model-path need "
+                 "--speculative-algorithm (and speculative decoding is not built yet)");
   if (flags.get_int("torch-compile-max-bs") < 1)
     return error("--torch-compile-max-bs must be positive, got ", flags.get_int("torch-compile-max-bs"));
   if (flags.get_bool("enable-torch-compile"))

@@ -603,12 +603,11 @@ void merge_preferred_sampling(const Json& preferred, Json* body) {
   }
 }
 
-
 std::optional<ApiError> check_tools(const Json& tools, std::vector<std::string>* names) {
   for (size_t i = 0; i < tools.size(); ++i) {
     const Json& t = tools[i];
     const std::string p = "tools[" + std::to_string(i) + "]";
-    const bool typed = t.is_object() && (!t.contains("type") || (t["type"].is_string() && t["type"] == "function"));
+    const bool typed = t.is_object() && (!t.contains("type") || t["type"] == "function");
     if (!typed || !t.contains("function") || !t["function"].is_object() || !t["function"].contains("name") ||
         !t["function"]["name"].is_string())
       return bad_request("'" + p + "' must be {\"type\": \"function\", \"function\": {\"name\": ...}}", p);

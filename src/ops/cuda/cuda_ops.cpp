@@ -662,13 +662,14 @@ class CudaOps final : public Ops {
       gemm_nk(as_f32(x), w, out);
     }
   }
-  // 17-64 rows against a weight of at most 8 MB (the MoE router at batch 17-64 decode) on kernels::launch_gemm_m64
+  // 17-64 rows (past the small-M kernel's) against a weight of at most 8 MB (the MoE router at batch 17-64 decode) on
+  // kernels::launch_gemm_m64
   // instead of cuBLASLt, whose call took ~5 us in the batch-64 chain (session 53's trace). Default since session 56
   // (H200, V2-Lite FP8, three rounds alternating: batch 24 / 48 / 64 -1.2 / -1.2 / -1.4%; the V3-shaped 3-layer
   // model ties); DSERVE_GEMM_M64=0 (read per call): cuBLASLt. False where it does not take the shapes.
   bool gemm_m64(const Tensor& x, const Tensor& w, Tensor& out) {
     const int64_t M = x.dim(0);
-    if (M <= kernels::kGemmM64Max && M > 16 && w.numel() * 2 <= (int64_t{8} << 20) &&
+    if (M > kernels::kGemmSmallMMax && M <= kernels::kGemmM64Max && w.numel() * 2 <= (int64_t{8} << 20) &&
         env_flag("DSERVE_GEMM_M64", true)) {
       kernels::GemmM64Params p;
       p.x = x.data();
