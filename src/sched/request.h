@@ -83,6 +83,9 @@ struct Request {
   bool abort_requested = false;
   std::string abort_message;
   std::optional<FinishReason> finish;
+  // Speculative decoding: the MTP drafts the last step made, fed after the last token by the next decode and
+  // verified there (accepted ones become output tokens, the KV of the others is rolled back).
+  std::vector<TokenId> drafts;
 
   std::span<const TokenId> prompt() const { return std::span<const TokenId>(tokens).first(num_prompt); }
   std::span<const TokenId> output() const { return std::span<const TokenId>(tokens).subspan(num_prompt); }

@@ -39,6 +39,8 @@ Status SchedulerConfig::validate() const {
   if (max_prefill_tokens < 1) return error("--max-prefill-tokens must be >= 1, got ", max_prefill_tokens);
   if (max_running_requests < 1) return error("--max-running-requests must be >= 1, got ", max_running_requests);
   if (context_length < 0) return error("--context-length must be >= 0, got ", context_length);
+  if (speculative_num_steps < 0 || speculative_num_steps > kMaxSpeculativeSteps)
+    return error("--speculative-num-steps must be in [0, ", kMaxSpeculativeSteps, "], got ", speculative_num_steps);
   return Status::ok();
 }
 
@@ -118,6 +120,7 @@ const Request* Scheduler::find(const std::string& rid) const {
 StepPlan Scheduler::next_step() {
   DS_CHECK(static_cast<int>(flights_.size()) < kMaxStepsInFlight, "next_step() with ", flights_.size(),
            " steps in flight");
+  DS_CHECK(cfg_.speculative_num_steps == 0 || flights_.empty(), "speculative decoding plans one step at a time");
   StepPlan plan;
   plan.step_id = ++step_id_;
   plan.page_size = cfg_.page_size;
@@ -133,14 +136,19 @@ StepPlan Scheduler::next_step() {
     if (!r->is_decoding()) continue;
     // Overlap: the token in flight is its last one (max_new_tokens): nothing more to decode.
     if (r->num_output() + r->pending >= r->sampling.max_new_tokens) continue;
-    if (reserve_tokens(r, 1, 1, &retracted) == 0) {
+    // Speculative decoding: the drafts to verify, as many as max_new_tokens leaves room for after the bonus
+    // token, and only where they fit without retracting anyone.
+    int32_t k = std::min<int32_t>(static_cast<int32_t>(r->drafts.size()),
+                                  r->sampling.max_new_tokens - r->num_output() - r->pending - 1);
+    if (k > 0 && free_slots(*r) < 1 + k) k = 0;
+    if (reserve_tokens(r, 1 + std::max(k, 0), 1, &retracted) == 0) {
       // Overlap: a request whose step is in flight keeps its pages; it decodes again once memory frees up.
       if (r->in_flight || running_.back() != r) continue;
       retract(r);  // it is the newest running request (all newer were retracted) and no page is left
       retracted = true;
       break;
     }
-    add_to_plan(r, 1, /*is_decode=*/true, plan);
+    add_to_plan(r, 1 + std::max(k, 0), /*is_decode=*/true, plan, std::max(k, 0));
   }
 
   // 2. The token budget bounds the whole step (decode tokens count), so a step's latency is bounded
@@ -252,9 +260,7 @@ bool Scheduler::admit(Request* r, int32_t budget, StepPlan& plan, int32_t* fed) 
 // fit and nothing newer can be retracted.
 int32_t Scheduler::reserve_tokens(Request* r, int32_t want, int32_t min_ok, bool* retracted) {
   for (;;) {
-    const int64_t tail_slots = static_cast<int64_t>(r->page_table.size()) * cfg_.page_size - r->kv_len;
-    const int64_t fit = tail_slots + static_cast<int64_t>(available_pages()) * cfg_.page_size;
-    const int32_t n = static_cast<int32_t>(std::min<int64_t>(want, fit));
+    const int32_t n = static_cast<int32_t>(std::min<int64_t>(want, free_slots(*r)));
     if (n >= min_ok) {
       bool ok = alloc_pages(pages_for(r->kv_len + n, cfg_.page_size) - static_cast<int32_t>(r->page_table.size()),
                             r->page_table);
@@ -265,6 +271,11 @@ int32_t Scheduler::reserve_tokens(Request* r, int32_t want, int32_t min_ok, bool
     retract(running_.back());
     *retracted = true;
   }
+}
+
+int64_t Scheduler::free_slots(const Request& r) const {
+  const int64_t tail_slots = static_cast<int64_t>(r.page_table.size()) * cfg_.page_size - r.kv_len;
+  return tail_slots + static_cast<int64_t>(available_pages()) * cfg_.page_size;
 }
 
 int32_t Scheduler::available_pages() const {
@@ -279,12 +290,24 @@ bool Scheduler::alloc_pages(int32_t n, std::vector<PageId>& out) {
   return pool_->alloc(n, out);
 }
 
-void Scheduler::add_to_plan(Request* r, int32_t n, bool is_decode, StepPlan& plan) {
+void Scheduler::add_to_plan(Request* r, int32_t n, bool is_decode, StepPlan& plan, int32_t num_draft) {
   const int32_t ps = cfg_.page_size;
-  DS_CHECK(n >= 1 && r->kv_len + n <= r->num_tokens() + r->pending, "plan of ", n, " tokens at ", r->kv_len, " of ",
-           r->num_tokens(), " + ", r->pending, " in flight");
+  DS_CHECK(n >= 1 && num_draft >= 0 && num_draft <= static_cast<int32_t>(r->drafts.size()) &&
+               r->kv_len + n <= r->num_tokens() + r->pending + num_draft,
+           "plan of ", n, " tokens at ", r->kv_len, " of ", r->num_tokens(), " + ", r->pending, " in flight + ",
+           num_draft, " drafts");
   DS_CHECK(static_cast<int32_t>(r->page_table.size()) == pages_for(r->kv_len + n, ps), "page table of '", r->rid,
            "' does not cover the step");
+  const bool needs_sample = r->kv_len + n == r->num_tokens() + r->pending + num_draft;
+  // Speculative decoding: drafts for the next step, as many as it could verify (max_new_tokens left after this
+  // step's token, less its bonus token), where the pages their draft steps write fit.
+  int32_t draft_steps = 0;
+  if (cfg_.speculative_num_steps > 0 && needs_sample) {
+    draft_steps = std::min(cfg_.speculative_num_steps, r->sampling.max_new_tokens - r->num_output() - r->pending - 2);
+    const int32_t need = pages_for(r->kv_len + n + std::max(draft_steps - 1, 0), ps) - pages_for(r->kv_len + n, ps);
+    if (draft_steps <= 0 || (need > 0 && (available_pages() < need || !alloc_pages(need, r->page_table))))
+      draft_steps = 0;
+  }
   StepPlan::SeqStep s;
   s.req = r;
   s.row = r->row;
@@ -294,11 +317,15 @@ void Scheduler::add_to_plan(Request* r, int32_t n, bool is_decode, StepPlan& pla
   s.page_begin = static_cast<int32_t>(plan.page_table.size());
   s.num_pages = static_cast<int32_t>(r->page_table.size());
   s.is_decode = is_decode;
-  s.needs_sample = r->kv_len + n == r->num_tokens() + r->pending;
+  s.needs_sample = needs_sample;
+  s.num_draft = num_draft;
+  s.draft_steps = draft_steps;
   for (int32_t i = 0; i < n; ++i) {
     const int32_t pos = r->kv_len + i;
-    // Past the known tokens: the one the step in flight samples (overlap), resolved on the device.
-    plan.input_ids.push_back(pos < r->num_tokens() ? r->tokens[pos] : kPlaceholderToken);
+    // Past the known tokens: a draft to verify, or the one the step in flight samples (overlap), resolved on the
+    // device.
+    const int32_t past = pos - r->num_tokens();
+    plan.input_ids.push_back(past < 0 ? r->tokens[pos] : num_draft > 0 ? r->drafts[past] : kPlaceholderToken);
     plan.positions.push_back(pos);
     plan.slot_mapping.push_back(r->page_table[pos / ps] * ps + pos % ps);
   }
@@ -327,7 +354,8 @@ std::vector<RequestEvent> Scheduler::complete_step(const StepPlan& plan, std::sp
     Request* r = f.reqs[i];
     const StepPlan::SeqStep& s = plan.seqs[i];
     --r->in_flight;
-    r->kv_done = std::max(r->kv_done, s.kv_len());
+    if (s.num_draft > 0 || s.draft_steps > 1) roll_back_drafts(r, s, results[i]);
+    r->kv_done = std::max(r->kv_done, std::min(s.kv_len(), r->kv_len));
     if (s.needs_sample) --r->pending;
     if (r->finish) {  // finished by an earlier step (overlap): this step's token is discarded
       if (!r->in_flight) drop(r);
@@ -341,17 +369,27 @@ std::vector<RequestEvent> Scheduler::complete_step(const StepPlan& plan, std::sp
       cache_prefix(r);
       continue;
     }
-    const TokenId t = results[i].token;
-    DS_CHECK(t >= 0, "runner returned token ", t, " for '", r->rid, "'");
-    r->tokens.push_back(t);
-    if (auto reason = check_finish(*r, results[i])) {
-      finish(r, std::move(*reason), {t});
+    // The accepted drafts, then the sampled token, each checked for the end of the request.
+    std::vector<TokenId> added;
+    std::optional<FinishReason> reason;
+    for (size_t j = 0; j <= results[i].accepted_drafts.size() && !reason; ++j) {
+      const TokenId t = j < results[i].accepted_drafts.size() ? results[i].accepted_drafts[j] : results[i].token;
+      DS_CHECK(t >= 0, "runner returned token ", t, " for '", r->rid, "'");
+      r->tokens.push_back(t);
+      added.push_back(t);
+      reason = check_finish(*r, j == results[i].accepted_drafts.size() ? results[i].finish : std::nullopt);
+    }
+    if (reason) {
+      finish(r, std::move(*reason), std::move(added));
       continue;
     }
+    r->drafts = results[i].next_drafts;
+    DS_CHECK(static_cast<int32_t>(r->drafts.size()) <= s.draft_steps, "runner made ", r->drafts.size(),
+             " drafts for '", r->rid, "', the plan asked for ", s.draft_steps);
     if (!s.is_decode) cache_prefix(r);  // the prompt just completed
     RequestEvent ev;
     ev.rid = r->rid;
-    ev.new_tokens = {t};
+    ev.new_tokens = std::move(added);
     ev.prompt_tokens = r->num_prompt;
     ev.completion_tokens = r->num_output();
     ev.cached_tokens = r->cached_tokens;
@@ -360,14 +398,29 @@ std::vector<RequestEvent> Scheduler::complete_step(const StepPlan& plan, std::sp
   return take_events();
 }
 
-std::optional<FinishReason> Scheduler::check_finish(const Request& r, const SeqResult& res) const {
+// Speculative decoding: the KV of rejected drafts and the pages past the accepted tokens (those of the draft
+// steps' positions too) go; the drafts are spent. Nothing else is in flight for r (steps do not overlap).
+void Scheduler::roll_back_drafts(Request* r, const StepPlan::SeqStep& s, const SeqResult& res) {
+  DS_CHECK(r->in_flight == 0, "speculative step of '", r->rid, "' completed with another step in flight");
+  const int32_t accepted = static_cast<int32_t>(res.accepted_drafts.size());
+  DS_CHECK(accepted <= s.num_draft, "runner accepted ", accepted, " of ", s.num_draft, " drafts for '", r->rid, "'");
+  for (int32_t j = 0; j < accepted; ++j)
+    DS_CHECK(res.accepted_drafts[j] == r->drafts[j], "accepted draft ", j, " of '", r->rid, "' is not the one fed");
+  r->kv_len = s.kv_len() - s.num_draft + accepted;
+  const int32_t keep = pages_for(r->kv_len, cfg_.page_size);
+  for (size_t p = keep; p < r->page_table.size(); ++p) pool_->unref(r->page_table[p]);
+  r->page_table.resize(std::min<size_t>(keep, r->page_table.size()));
+  r->drafts.clear();
+}
+
+std::optional<FinishReason> Scheduler::check_finish(const Request& r, const std::optional<FinishReason>& caller) const {
   const SamplingParams& sp = r.sampling;
   const TokenId t = r.tokens.back();
   if (r.num_output() >= sp.max_new_tokens) return FinishReason{FinishReason::Kind::kLength, -1, ""};
   if (r.num_output() > sp.min_new_tokens &&
       (contains(sp.stop_token_ids, t) || (!sp.ignore_eos && contains(cfg_.eos_token_ids, t))))
     return FinishReason{FinishReason::Kind::kStop, t, ""};
-  return res.finish;
+  return caller;
 }
 
 std::vector<RequestEvent> Scheduler::take_events() {
@@ -431,6 +484,7 @@ void Scheduler::retract(Request* r) {
   DS_CHECK(!running_.empty() && running_.back() == r, "only the newest running request is retracted");
   running_.pop_back();
   release_kv(r);
+  r->drafts.clear();
   r->status = RequestStatus::kWaiting;
   ++r->num_retractions;
   ++counters_.num_retractions;

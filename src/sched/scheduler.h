@@ -32,13 +32,15 @@ namespace ds {
 //    re-queued in their arrival place. The oldest request always fits (checked at add time), so the
 //    system always makes progress.
 //
+//  * MTP speculative decoding (speculative_num_steps > 0): a decode SeqStep carries num_draft trailing input
+//    tokens, the drafts the previous step made (Request::drafts; slots and pages reserved like any token, but
+//    only when they fit without retracting anyone: else the decode goes without them). SeqResult's
+//    accepted_drafts + token are appended, stop conditions checked after each, and the KV of rejected drafts
+//    rolled back: kv_len = start_pos + num_tokens - num_draft + accepted, the pages past pages_for(kv_len)
+//    unref'd. Sampling sequences also get draft_steps (the drafts to make for the next step, bounded by what
+//    max_new_tokens leaves) and pages for the positions those draft steps write past kv_len(), when free.
+//    kv_len stays the only KV cursor. Steps do not overlap (the drafts are host values).
 // Where the coming features plug in (designed for, not implemented):
-//  * MTP speculative decoding: a decode SeqStep carries num_draft > 0 extra trailing input tokens (slots
-//    and pages allocated by reserve_tokens() like any token; values kPlaceholderToken when the draft
-//    model made them on the device). SeqResult::token becomes the accepted list (accepted drafts + bonus
-//    token); complete_step appends them, checks stop conditions after each, and rolls back the KV of
-//    rejected drafts: kv_len = start_pos + num_tokens - num_draft + accepted, then the pages past
-//    pages_for(kv_len) are unref'd. Nothing else changes: kv_len is the only KV cursor.
 //  * DP attention: one Scheduler (own PagePool + RadixTree, sized from that rank's memory) per
 //    attention-DP rank; nothing here is global. A DP controller above routes add_request by stats()
 //    (load) or by prefix affinity (radix match_length). Because MoE collectives need every rank, each
@@ -78,6 +80,10 @@ struct SchedulerConfig {
   bool disable_radix_cache = false;
   int32_t context_length = 0;            // 0: unlimited; else prompts must be shorter, max_new_tokens is clipped
   std::vector<TokenId> eos_token_ids;    // model EOS ids (generation_config)
+  // MTP speculative decoding (--speculative-num-steps): draft tokens a decode verifies (0: off). Drafts come back
+  // in SeqResult::next_drafts, so steps do not overlap (next_step only after complete_step of the previous one).
+  int32_t speculative_num_steps = 0;
+  static constexpr int32_t kMaxSpeculativeSteps = 16;
 
   Status validate() const;
 };
@@ -85,6 +91,10 @@ struct SchedulerConfig {
 // What the runner reports for seqs[i] of the plan.
 struct SeqResult {
   TokenId token = -1;                  // the sampled token; only read when seqs[i].needs_sample
+  // Speculative decoding: the leading drafts of the step that matched (appended before `token`, the bonus token
+  // sampled after them), and the drafts made for the next step (at most seqs[i].draft_steps).
+  std::vector<TokenId> accepted_drafts;
+  std::vector<TokenId> next_drafts;
   std::optional<FinishReason> finish;  // the caller's own decision (stop string matched, ...), if any
 };
 
@@ -160,13 +170,15 @@ class Scheduler {
   int32_t reserve_tokens(Request* r, int32_t want, int32_t min_ok, bool* retracted);
   bool alloc_pages(int32_t n, std::vector<PageId>& out);
   int32_t available_pages() const;
-  void add_to_plan(Request* r, int32_t n, bool is_decode, StepPlan& plan);
+  void add_to_plan(Request* r, int32_t n, bool is_decode, StepPlan& plan, int32_t num_draft = 0);
+  int64_t free_slots(const Request& r) const;  // r's unused tail slots + what the pool (and eviction) can give
   void retract(Request* r);
   void cache_prefix(Request* r);
   void release_kv(Request* r);
   void finish(Request* r, FinishReason reason, std::vector<TokenId> new_tokens);
   void drop(Request* r);  // frees a finished request's KV and the request itself (nothing of it in flight)
-  std::optional<FinishReason> check_finish(const Request& r, const SeqResult& res) const;
+  void roll_back_drafts(Request* r, const StepPlan::SeqStep& s, const SeqResult& res);
+  std::optional<FinishReason> check_finish(const Request& r, const std::optional<FinishReason>& caller) const;
 
   SchedulerConfig cfg_;
   std::unique_ptr<PagePool> pool_;

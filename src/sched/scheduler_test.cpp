@@ -74,8 +74,13 @@ class FakeRunner {
     EXPECT_EQ(plan.page_size, ps_);
     std::set<int32_t> written;
     for (const auto& s : plan.seqs) {
-      EXPECT_EQ(s.num_pages, pages_for(s.kv_len(), ps_));
+      EXPECT_EQ(s.num_pages, pages_for(s.kv_len() + std::max(s.draft_steps - 1, 0), ps_));
       for (int32_t p = 0; p < s.num_pages; ++p) EXPECT_GE(pool.ref_count(plan.page_table[s.page_begin + p]), 1);
+      // The draft steps' positions past the step are the request's own pages.
+      for (int32_t pos = s.kv_len(); pos < s.kv_len() + s.draft_steps - 1; ++pos)
+        EXPECT_EQ(pool.ref_count(plan.page_table[s.page_begin + pos / ps_]), 1);
+      EXPECT_LE(s.draft_steps, sched_.config().speculative_num_steps);
+      EXPECT_TRUE(s.num_draft == 0 || (s.is_decode && s.needs_sample && s.num_tokens == 1 + s.num_draft));
       for (int32_t i = 0; i < s.num_tokens; ++i) {
         const int32_t t = s.token_begin + i;
         const int32_t pos = plan.positions[t];
@@ -105,17 +110,41 @@ class FakeRunner {
     for (size_t i = 0; i < plan.seqs.size(); ++i) {
       const auto& s = plan.seqs[i];
       if (!s.needs_sample) continue;
-      std::vector<TokenId> context(s.kv_len());
-      for (int32_t pos = 0; pos < s.kv_len(); ++pos)
+      // Verification: the first token's context ends before the drafts; each matching draft extends it.
+      const int32_t base = s.kv_len() - s.num_draft;
+      std::vector<TokenId> context(base);
+      for (int32_t pos = 0; pos < base; ++pos)
         context[pos] = kv_[plan.page_table[s.page_begin + pos / ps_] * ps_ + pos % ps_];
-      results[i].token = next_token(context);
+      for (int32_t j = 0;; ++j) {
+        const TokenId t = next_token(context);
+        if (j == s.num_draft || plan.input_ids[s.token_begin + 1 + j] != t) {
+          results[i].token = t;
+          break;
+        }
+        results[i].accepted_drafts.push_back(t);
+        context.push_back(t);
+        ++accepted_;
+      }
+      drafts_fed_ += s.num_draft;
       last_by_row_[s.row] = results[i].token;
+      // Drafts for the next step: the true continuation, each right with probability draft_accuracy.
+      context.push_back(results[i].token);
+      for (int32_t j = 0; j < s.draft_steps; ++j) {
+        const TokenId t = next_token(context);
+        context.push_back(t);
+        results[i].next_drafts.push_back(static_cast<int>(draft_rng_() % 100) < draft_accuracy ? t : (t + 1) % kVocab);
+      }
     }
     return results;
   }
   int64_t placeholders() const { return placeholders_; }
+  int64_t drafts_fed() const { return drafts_fed_; }
+  int64_t accepted() const { return accepted_; }
+  int draft_accuracy = 70;  // percent
 
  private:
+  std::mt19937 draft_rng_{7};
+  int64_t drafts_fed_ = 0, accepted_ = 0;
   std::map<int32_t, TokenId> last_by_row_;  // the device's "last sampled token" per request row
   int64_t placeholders_ = 0;
   const Scheduler& sched_;
@@ -185,7 +214,7 @@ struct Driver {
     }
     for (const auto& q : plan.seqs) {
       if (q.is_decode) {
-        EXPECT_EQ(q.num_tokens, 1);
+        EXPECT_EQ(q.num_tokens, 1 + q.num_draft);
       }
       EXPECT_GE(q.num_tokens, 1);
     }
@@ -257,6 +286,41 @@ TEST(Scheduler, SingleRequestProducesTheReferenceTokens) {
   EXPECT_EQ(d.steps, 20);  // one prefill step (40 <= 64) then 19 decodes
   expect_idle(*s);
   EXPECT_EQ(s->stats().cached_pages, (40 + 20 - 1) / 16);  // whole pages of tokens with KV
+}
+
+// Speculative decoding, one request: right drafts cut the steps to one per draft_steps + 1 tokens, wrong ones
+// cost nothing but their rollback, a stop token among accepted drafts ends the request there, and the tokens are
+// the reference's every time.
+TEST(Scheduler, DraftsAreVerifiedAcceptedAndRolledBack) {
+  std::mt19937 rng(11);
+  const auto prompt = random_tokens(rng, 40);
+  const auto ref = reference(prompt, 21);
+  for (int accuracy : {100, 0}) {
+    for (bool stop : {false, true}) {
+      SCOPED_TRACE("accuracy " + std::to_string(accuracy) + (stop ? ", stop token" : ""));
+      auto cfg = small_config(4, 64, 64);
+      cfg.speculative_num_steps = 3;
+      auto s = make(cfg);
+      SamplingParams p = params(21);
+      if (stop) p.stop_token_ids = {ref[6]};  // a token the third step's drafts bring (tokens 4-7)
+      ASSERT_TRUE(s->add_request("a", prompt, p).is_ok());
+      Driver d(*s);
+      d.runner.draft_accuracy = accuracy;
+      int32_t max_pages = 0;
+      d.run_to_idle(1000, nullptr, [&](const StepPlan& plan) { max_pages = std::max(max_pages, plan.seqs[0].num_pages); });
+      ASSERT_TRUE(d.out["a"].finished);
+      const auto want = stop ? reference(prompt, 21, {ref[6]}) : ref;
+      EXPECT_EQ(d.out["a"].tokens, want);
+      const int64_t n = static_cast<int64_t>(want.size());
+      // Prefill (token 1), then 4 tokens a step with right drafts (the last steps fewer: drafts are bounded by
+      // max_new_tokens), else 1.
+      EXPECT_EQ(d.steps, accuracy == 100 ? 1 + (n - 1 + 3) / 4 : n);
+      EXPECT_EQ(d.runner.accepted() > 0, accuracy == 100);
+      EXPECT_GT(d.runner.drafts_fed(), 0);
+      EXPECT_LE(max_pages, pages_for(40 + 21 + 2, 4));  // never past the last token + the draft steps' 2 positions
+      expect_idle(*s);
+    }
+  }
 }
 
 TEST(Scheduler, ChunkedPrefillSplitsALongPromptWhileDecodesContinue) {
@@ -678,9 +742,11 @@ TEST(Scheduler, UserErrorsAreRejectedWithAMessage) {
 // Random workloads over random configurations: arrivals over time, shared prefixes, aborts. Every
 // request that is not aborted produces its reference tokens; aborted ones a prefix of them; the pool
 // returns to idle.
-void random_workloads(bool overlap) {
+enum class Mode { kSerial, kOverlap, kSpeculative };
+void random_workloads(Mode mode) {
+  const bool overlap = mode == Mode::kOverlap;
   uint64_t retractions = 0, cached = 0, aborted = 0, chunked = 0, stopped = 0;
-  int64_t placeholders = 0;
+  int64_t placeholders = 0, drafts_fed = 0, accepted = 0;
   int max_in_flight = 0;
   for (uint32_t seed = 0; seed < 40; ++seed) {
     SCOPED_TRACE("seed " + std::to_string(seed));
@@ -696,6 +762,7 @@ void random_workloads(bool overlap) {
     const int32_t max_req_tokens = 120;
     cfg.num_pages = pages_for(max_req_tokens, cfg.page_size) + static_cast<int32_t>(rng() % 3) *
                     pages_for(max_req_tokens, cfg.page_size) / 2;
+    if (mode == Mode::kSpeculative) cfg.speculative_num_steps = pick({1, 2, 3, 5});
     auto s = make(cfg);
 
     std::vector<std::vector<TokenId>> bases = {random_tokens(rng, 50), random_tokens(rng, 30), random_tokens(rng, 70)};
@@ -727,6 +794,7 @@ void random_workloads(bool overlap) {
         stops[sp.rid] = {ref[rng() % ref.size()]};
       }
     Driver d(*s, overlap);
+    d.runner.draft_accuracy = pick({0, 50, 90, 100});
     auto before = [&](int64_t step) {
       for (const auto& sp : specs) {
         if (sp.arrive == step) {
@@ -758,6 +826,8 @@ void random_workloads(bool overlap) {
     }
     d.drain();
     placeholders += d.runner.placeholders();
+    drafts_fed += d.runner.drafts_fed();
+    accepted += d.runner.accepted();
     max_in_flight = std::max(max_in_flight, d.max_in_flight_seen);
     retractions += s->stats().num_retractions;
     cached += s->stats().cached_tokens_total;
@@ -789,17 +859,26 @@ void random_workloads(bool overlap) {
   } else {
     EXPECT_EQ(placeholders, 0);
   }
+  if (mode == Mode::kSpeculative) {  // drafts were fed, some accepted, some rolled back
+    EXPECT_GT(accepted, 0);
+    EXPECT_LT(accepted, drafts_fed);
+  } else {
+    EXPECT_EQ(drafts_fed, 0);
+  }
   std::printf("random workloads%s: %llu retractions, %llu cached prompt tokens, %llu aborts, %llu stops, %llu "
-              "non-final chunks, %lld placeholder tokens\n",
-              overlap ? " (overlap)" : "", (unsigned long long)retractions, (unsigned long long)cached,
+              "non-final chunks, %lld placeholder tokens, %lld of %lld drafts accepted\n",
+              overlap ? " (overlap)" : mode == Mode::kSpeculative ? " (drafts)" : "", (unsigned long long)retractions, (unsigned long long)cached,
               (unsigned long long)aborted, (unsigned long long)stopped, (unsigned long long)chunked,
-              (long long)placeholders);
+              (long long)placeholders, (long long)accepted, (long long)drafts_fed);
 }
 
-TEST(Scheduler, RandomWorkloadsMatchTheReference) { random_workloads(false); }
+TEST(Scheduler, RandomWorkloadsMatchTheReference) { random_workloads(Mode::kSerial); }
 // Overlap scheduling: the same workloads with step N + 1 planned and run before step N completes give the same
 // tokens, finish once (a stop or abort found a step late discards that step's token), and leave the pool idle.
-TEST(Scheduler, RandomWorkloadsWithTwoStepsInFlightMatchTheReference) { random_workloads(true); }
+TEST(Scheduler, RandomWorkloadsWithTwoStepsInFlightMatchTheReference) { random_workloads(Mode::kOverlap); }
+// Speculative decoding: decodes feed the drafts the previous step made (some wrong), accept the matching prefix
+// plus the token after it, and roll the rest back; the tokens are the reference's, and the pool ends idle.
+TEST(Scheduler, RandomWorkloadsWithDraftsMatchTheReference) { random_workloads(Mode::kSpeculative); }
 
 }  // namespace
 }  // namespace ds

@@ -24,8 +24,12 @@ struct StepPlan {
     int32_t num_tokens = 0;        // prompt chunk length, or 1 for a decode (1 + num_draft with MTP)
     int32_t start_pos = 0;         // position of the first token = tokens already in the KV cache
     int32_t page_begin = 0;        // offset of this seq's page table in page_table
-    int32_t num_pages = 0;         // pages covering positions [0, start_pos + num_tokens)
-    int32_t num_draft = 0;         // trailing input tokens that are MTP drafts to verify (0 for now)
+    int32_t num_pages = 0;         // pages covering positions [0, start_pos + num_tokens + max(draft_steps - 1, 0))
+    int32_t num_draft = 0;         // trailing input tokens that are MTP drafts to verify (speculative decoding)
+    // MTP draft tokens to make after this step for the next one (0: none). Draft step j >= 2 writes the MTP
+    // layer's KV one position further than the last accepted token's, so the page table also covers the
+    // draft_steps - 1 positions past kv_len() (their pages are the request's own; freed at complete_step).
+    int32_t draft_steps = 0;
     bool is_decode = false;        // continues a generating request (false: prompt prefill chunk)
     bool needs_sample = false;     // logits + sampling for the last token; false for a non-final chunk
 
