@@ -171,9 +171,14 @@ Tensor DeepseekModel::mtp_forward(int i, const Tensor& next_ids, const Tensor& h
   return decoder_layer(m.layer, cfg_.num_hidden_layers + i, x, meta, cache, mode);
 }
 
-Tensor DeepseekModel::mtp_logits(int i, const Tensor& z) {
-  const Mtp& m = mtp_[i];
-  return ops_.linear_f32(ops_.rms_norm(z, m.shared_head_norm, static_cast<float>(cfg_.rms_norm_eps)), m.shared_head.weight);
+Tensor DeepseekModel::mtp_norm(int i, const Tensor& z) {
+  DS_CHECK(i >= 0 && i < num_mtp_layers(), "MTP module ", i, " not loaded");
+  return ops_.rms_norm(z, mtp_[i].shared_head_norm, static_cast<float>(cfg_.rms_norm_eps));  // [T, d]
+}
+
+Tensor DeepseekModel::mtp_head(int i, const Tensor& zn) {
+  DS_CHECK(i >= 0 && i < num_mtp_layers(), "MTP module ", i, " not loaded");
+  return ops_.linear_f32(zn, mtp_[i].shared_head.weight);  // [T, vocab]
 }
 
 Tensor DeepseekModel::decoder_layer(const Layer& layer, int cache_layer, Tensor hidden, const AttnMetadata& meta,

@@ -62,7 +62,11 @@ class DeepseekModel {
   // shared_head.norm); mtp_logits gives the draft logits.
   Tensor mtp_forward(int i, const Tensor& next_ids /*[T] I32*/, const Tensor& hidden /*[T, d]*/,
                      const AttnMetadata& meta, KvCache& cache, AttnMode mode = AttnMode::kAuto);
-  Tensor mtp_logits(int i, const Tensor& z);
+  Tensor mtp_logits(int i, const Tensor& z) { return mtp_head(i, mtp_norm(i, z)); }
+  // The two halves of mtp_logits: shared_head.norm(z) (also what a further draft step takes as its hidden, as
+  // SGLang's EAGLE drafting does), then shared_head.head: [T, d] -> [T, vocab] fp32.
+  Tensor mtp_norm(int i, const Tensor& z);
+  Tensor mtp_head(int i, const Tensor& zn);
 
  private:
   struct Attention {

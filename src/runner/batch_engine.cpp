@@ -73,6 +73,18 @@ class BatchEngine final : public Engine {
     }
     DS_RETURN_IF_ERROR(apply_quantization_flag(o.quantization, &weights, &cfg_));
     DS_ASSIGN_OR_RETURN(KvCacheDtype kv_dtype, parse_kv_cache_dtype(o.kv_cache_dtype));
+    if (o.speculative_num_steps < 0 || o.speculative_num_steps > SchedulerConfig::kMaxSpeculativeSteps)
+      return error("--speculative-num-steps must be in [1, ", SchedulerConfig::kMaxSpeculativeSteps, "], got ",
+                   o.speculative_num_steps);
+    if (o.speculative_num_steps > 0) {
+      if (weights.mtp.empty())
+        return error("speculative decoding (--speculative-algorithm) drafts with the checkpoint's MTP (NextN) layer, "
+                     "and ", o.model_path, " has none (num_nextn_predict_layers = ", cfg_.num_nextn_predict_layers,
+                     ", no model.layers.", cfg_.num_hidden_layers, ".* tensors)");
+      if (ops_->device() != Device::kCpu)
+        return error("speculative decoding runs on --device cpu only so far: its CUDA path (verify steps, the MTP "
+                     "drafter, graphs) has not been checked against the CPU backend yet");
+    }
     model_ = std::make_unique<DeepseekModel>(cfg_, weights, *ops_, model_options(o.disable_shared_experts_fusion));
     if (o.verbose) DS_INFO("weights ready: ", cfg_.num_hidden_layers, " layers, vocab ", cfg_.vocab_size);
 
@@ -137,13 +149,23 @@ class BatchEngine final : public Engine {
     DS_ASSIGN_OR_RETURN(sc.policy, parse_schedule_policy(o.schedule_policy));
     sc.disable_radix_cache = o.disable_radix_cache;
     sc.context_length = static_cast<int32_t>(std::min<int64_t>(context_length_, INT32_MAX));
+    sc.speculative_num_steps = o.speculative_num_steps;
+    spec_steps_ = o.speculative_num_steps;
+    test_draft_hook_ = o.test_draft_hook;
     for (int64_t e : cfg_.eos_token_ids) sc.eos_token_ids.push_back(static_cast<TokenId>(e));
     DS_ASSIGN_OR_RETURN(sched_, Scheduler::create(sc));
     max_total_tokens_ = static_cast<int64_t>(sc.num_pages) * sc.page_size;
     // CUDA graphs: one extra cache page (never handed out) takes the padding rows' writes.
-    const bool graphs = ops_->device() == Device::kCuda && !o.disable_cuda_graph;
-    KvCache cache = make_kv_cache(*ops_, cfg_, sc.page_size, sc.num_pages + (graphs ? 1 : 0), 0, kv_dtype);
+    const bool graphs = ops_->device() == Device::kCuda && !o.disable_cuda_graph && spec_steps_ == 0;
+    // Speculative decoding: the MTP layer's latent cache beside the main layers' (same pages).
+    KvCache cache = make_kv_cache(*ops_, cfg_, sc.page_size, sc.num_pages + (graphs ? 1 : 0), spec_steps_ > 0 ? 1 : 0,
+                                  kv_dtype);
     runner_ = std::make_unique<BatchRunner>(*model_, *ops_, cache, sc.max_running_requests);
+    if (spec_steps_ > 0) {
+      runner_->enable_speculative();
+      if (o.verbose)
+        DS_INFO("speculative decoding: ", spec_steps_, " MTP draft tokens a step (topk 1); overlap scheduling off");
+    }
     if (graphs) {
       CudaGraphOptions go;
       go.max_bs = o.cuda_graph_max_bs;
@@ -170,7 +192,7 @@ class BatchEngine final : public Engine {
     }
     if (o.verbose) DS_INFO("KV cache: ", sc.num_pages, " pages of ", sc.page_size, " tokens (", max_total_tokens_, " tokens)");
     on_fatal_ = o.on_fatal;
-    overlap_ = !o.disable_overlap_schedule;
+    overlap_ = !o.disable_overlap_schedule && spec_steps_ == 0;  // drafts are host values of the previous step
     loop_ = std::thread([this] { run_loop_guarded(); });
     return Status::ok();
   }
@@ -238,6 +260,10 @@ class BatchEngine final : public Engine {
     e.num_retractions = s.num_retractions;
     e.num_steps = s.num_steps;
     e.num_steps_planned_ahead = planned_ahead_;
+    e.speculative_num_steps = spec_steps_;
+    e.spec_verify_steps = spec_verify_steps_;
+    e.spec_draft_tokens = spec_draft_tokens_;
+    e.spec_accepted_tokens = spec_accepted_tokens_;
     return e;
   }
 
@@ -264,6 +290,8 @@ class BatchEngine final : public Engine {
     std::string stop_matched;
     std::string error;  // the runner failed this request (non-finite logits)
     bool penalized = false;  // frequency / presence / repetition penalty: its steps are not overlapped
+    int32_t verify_ct = 0;         // speculative decoding: decode steps (each verified the drafts it fed)
+    int32_t accepted_drafts = 0;
   };
   struct Outgoing {
     Callback callback;
@@ -415,7 +443,23 @@ class BatchEngine final : public Engine {
   }
   std::vector<Outgoing> complete_locked(StepPlan plan, std::vector<SeqOutput> outputs) {
     std::vector<SeqResult> results(plan.seqs.size());
-    for (size_t i = 0; i < plan.seqs.size(); ++i) results[i].token = outputs[i].token;
+    for (size_t i = 0; i < plan.seqs.size(); ++i) {
+      results[i].token = outputs[i].token;
+      results[i].accepted_drafts = outputs[i].accepted_drafts;
+      results[i].next_drafts = std::move(outputs[i].next_drafts);
+      const StepPlan::SeqStep& sq = plan.seqs[i];
+      const auto accepted = static_cast<int32_t>(outputs[i].accepted_drafts.size());
+      if (test_draft_hook_ && !results[i].next_drafts.empty())
+        test_draft_hook_(sq.req->rid, sq.req->num_output() + accepted + 1, results[i].next_drafts);
+      if (spec_steps_ == 0 || !sq.is_decode || !sq.needs_sample || !outputs[i].error.empty()) continue;
+      ++spec_verify_steps_;
+      spec_draft_tokens_ += static_cast<uint64_t>(sq.num_draft);
+      spec_accepted_tokens_ += static_cast<uint64_t>(accepted);
+      auto it = live_.find(sq.req->rid);
+      if (it == live_.end()) continue;
+      ++it->second.verify_ct;
+      it->second.accepted_drafts += accepted;
+    }
     // Requests whose logits were not finite: recorded now, finished with the error after this step.
     for (size_t i = 0; i < plan.seqs.size(); ++i) {
       if (outputs[i].error.empty()) continue;
@@ -462,9 +506,15 @@ class BatchEngine final : public Engine {
       e.completion_tokens = ev.completion_tokens;
       e.cached_tokens = ev.cached_tokens;
       generation_tokens_total_ += ev.new_tokens.size();
+      e.spec_verify_ct = l.verify_ct;
+      e.spec_accepted_drafts = l.accepted_drafts;
       if (l.info.return_logprob && !e.new_tokens.empty()) {
         auto s = seq_of.find(ev.rid);
-        if (s != seq_of.end()) e.output_logprobs.push_back(outputs[s->second].logprob);
+        if (s != seq_of.end()) {  // the accepted drafts', then the last token's (a stop may end the list early)
+          const SeqOutput& o = outputs[s->second];
+          for (size_t j = 0; j < e.new_tokens.size(); ++j)
+            e.output_logprobs.push_back(j < o.accepted_logprobs.size() ? o.accepted_logprobs[j] : o.logprob);
+        }
       }
       if (!l.input_sent && l.info.return_logprob && l.info.logprob_start_len >= 0 &&
           (!e.new_tokens.empty() || e.finished)) {
@@ -540,6 +590,9 @@ class BatchEngine final : public Engine {
   bool events_pending_ = false;  // an abort produced events outside a step
   bool overlap_ = true;          // --disable-overlap-schedule turns it off
   uint64_t planned_ahead_ = 0;
+  int32_t spec_steps_ = 0;  // speculative decoding's draft tokens a step (0: off)
+  std::function<void(const std::string&, int32_t, std::vector<int32_t>&)> test_draft_hook_;
+  uint64_t spec_verify_steps_ = 0, spec_draft_tokens_ = 0, spec_accepted_tokens_ = 0;
   std::function<void(const std::string&)> on_fatal_;
   std::thread loop_;
 };

@@ -34,6 +34,12 @@ struct BatchEngineOptions {
   bool disable_overlap_schedule = false;  // --disable-overlap-schedule: complete each step before planning the next
   int32_t cuda_graph_max_bs = 0;     // --cuda-graph-max-bs (0: SGLang's default from GPU memory)
   std::vector<int> cuda_graph_bs;    // --cuda-graph-bs: the sizes captured (empty: SGLang's list up to the max)
+  // MTP speculative decoding (--speculative-algorithm EAGLE / NEXTN with topk 1): draft tokens verified per
+  // decode step, 0 = off. Needs the checkpoint's MTP layer; turns overlap scheduling and CUDA graphs off.
+  int32_t speculative_num_steps = 0;
+  // Tests of verification only: may rewrite the drafts made for request `rid` whose output will hold `num_output`
+  // tokens when they are verified (random fixtures' MTP layers draft nothing a target accepts).
+  std::function<void(const std::string& rid, int32_t num_output, std::vector<int32_t>& drafts)> test_draft_hook;
   bool verbose = true;               // loading progress on stderr
   // Called once on the engine thread after a step failed (every live request already got an error event);
   // the server should exit non-zero. Unset: the engine just stops.

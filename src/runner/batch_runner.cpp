@@ -9,6 +9,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <span>
 
 namespace ds {
 
@@ -99,11 +100,12 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
   for (size_t s = 0; s < plan.seqs.size(); ++s) {
     const auto& sq = plan.seqs[s];
     const RunnerRequestInfo* want_input = input_logprob_info(sq, info);
+    // Sampled rows: the last token's, and with drafts also the token before each draft (verification).
+    const int32_t first_sampled = sq.num_tokens - 1 - sq.num_draft;
     for (int32_t j = 0; j < sq.num_tokens; ++j) {
       const int32_t pos = sq.start_pos + j;
-      const bool last = j + 1 == sq.num_tokens;
       const bool input_row = want_input && pos + 1 < sq.req->num_prompt && pos + 1 >= want_input->logprob_start_len;
-      if ((last && sq.needs_sample) || input_row) {
+      if ((j >= first_sampled && sq.needs_sample) || input_row) {
         rows.push_back(sq.token_begin + j);
         row_owner.emplace_back(s, pos);
       }
@@ -131,7 +133,7 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
     }
   Tensor dev_logits;  // [R, vocab] on the backend
   // A decode-only step (one sampled token per sequence, no prompt rows) replays a CUDA graph when one fits.
-  bool graph = graphs_ && graphs_->can_run(plan.num_seqs()) && rows.size() == plan.seqs.size() &&
+  bool graph = graphs_ && !drafter_ && graphs_->can_run(plan.num_seqs()) && rows.size() == plan.seqs.size() &&
                (!any_placeholder || graphs_->resolves_placeholders());
   for (size_t s = 0; graph && s < plan.seqs.size(); ++s)
     graph = plan.seqs[s].num_tokens == 1 && plan.seqs[s].is_decode && rows[s] == plan.seqs[s].token_begin;
@@ -150,6 +152,10 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
     Tensor dev_ids = ops_.upload(ids);  // [T] I32
     if (any_placeholder) ops_.resolve_tokens_(dev_ids, token_store_);
     Tensor hidden = model_.forward(dev_ids, meta, cache_);  // [T, d]
+    if (drafter_) {  // finish() verifies and drafts (every step: the MTP layer's cache covers prompts too)
+      step.hidden = hidden;
+      step.plan = std::make_shared<const StepPlan>(plan);
+    }
     if (rows.empty()) return step;
     dev_logits = model_.logits(ops_.select_rows(hidden, rows));
   }
@@ -177,7 +183,11 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
       out[s].input_logprobs.emplace_back(pos + 1, logprob_at(lp, vocab, req.tokens[pos + 1], ri.top_logprobs_num));
       continue;
     }
-    DS_CHECK(sq.needs_sample && pos == sq.kv_len() - 1, "unexpected logits row");
+    // Verification rows: the drafts before this row count as output already (penalties, min_new_tokens).
+    const int32_t before = pos - (sq.kv_len() - 1 - sq.num_draft);
+    DS_CHECK(sq.needs_sample && before >= 0 && before <= sq.num_draft, "unexpected logits row");
+    const auto drafts_before = std::span<const int32_t>(plan.input_ids).subspan(sq.token_begin + sq.num_tokens -
+                                                                                  sq.num_draft, before);
     // NaN-logit isolation (RELIABILITY.md): a non-finite row fails this request only; the others go on.
     if (fault_injected(FaultKind::kNanLogits, req.rid)) {
       Tensor cell = dev_logits.row(static_cast<int64_t>(r)).reshape({vocab, 1}).rows(vocab / 2, vocab / 2 + 1);
@@ -186,6 +196,7 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
     const SamplingParams& sp = req.sampling;
     auto sit = samplers_.find(req.rid);
     if (sit == samplers_.end()) sit = samplers_.emplace(req.rid, Sampler(sp)).first;
+    if (sq.num_draft > 0 && before == 0 && sp.temperature > 0.0f) step.rewind.emplace_back(s, sit->second);
     SampleRow row = sit->second.next_row(static_cast<int32_t>(r));
     row.want_logprob = ri.return_logprob;
     row.top_logprobs = ri.return_logprob ? ri.top_logprobs_num : 0;
@@ -198,14 +209,21 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
       e.id = t;
       return &e;
     };
-    if (sp.frequency_penalty != 0.0f || sp.presence_penalty != 0.0f)
+    if (sp.frequency_penalty != 0.0f || sp.presence_penalty != 0.0f) {
       for (TokenId t : req.output())
         if (SamplePenalty* e = entry(t)) ++e->output_count;
-    if (sp.repetition_penalty != 1.0f)
+      for (TokenId t : drafts_before)
+        if (SamplePenalty* e = entry(t)) ++e->output_count;
+    }
+    if (sp.repetition_penalty != 1.0f) {
       for (TokenId t : req.tokens)
         if (SamplePenalty* e = entry(t)) e->seen = 1;
-    // Outputs before the token sampled now: the appended ones plus those of steps in flight (overlap), less this.
-    if (req.num_output() + std::max(req.pending - 1, 0) < sp.min_new_tokens) {
+      for (TokenId t : drafts_before)
+        if (SamplePenalty* e = entry(t)) e->seen = 1;
+    }
+    // Outputs before the token sampled now: the appended ones plus those of steps in flight (overlap), less this,
+    // plus the drafts before a verification row.
+    if (req.num_output() + std::max(req.pending - 1, 0) + before < sp.min_new_tokens) {
       for (TokenId t : sp.stop_token_ids)
         if (SamplePenalty* e = entry(t)) e->banned = 1;
       if (!sp.ignore_eos)
@@ -224,7 +242,8 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
     step.sampled.emplace_back(s, pos);
     step.want_logprob.push_back(batch.rows[b].want_logprob ? 1 : 0);
     const int32_t row = plan.seqs[s].row;
-    if (row < 0) continue;  // a plan from a test without rows: nothing can refer to its token
+    // (A plan from a test without rows: nothing can refer to its token. Drafts: no overlap, no placeholders.)
+    if (row < 0 || plan.seqs[s].num_draft > 0) continue;
     DS_CHECK(row < static_cast<int32_t>(row_sampled_.size()), "request row ", row, " outside the runner's ",
              row_sampled_.size());
     batch.rows[b].store_index = row;
@@ -234,21 +253,71 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
   return step;
 }
 
+void BatchRunner::enable_speculative() {
+  DS_CHECK(model_.num_mtp_layers() >= 1, "speculative decoding without an MTP layer");
+  DS_CHECK(static_cast<int>(cache_.latent.size()) > model_.config().num_hidden_layers,
+           "speculative decoding without the MTP layer's cache");
+  drafter_ = std::make_unique<MtpDrafter>(model_, ops_, cache_);
+}
+
 std::vector<SeqOutput> BatchRunner::finish(LaunchedStep step) {
   std::vector<SeqOutput> out = std::move(step.out);
-  if (!step.sample) return out;
-  SampleResult res = step.sample->wait();
+  SampleResult res;
+  if (step.sample) res = step.sample->wait();
+  // A sequence's rows come in position order. Each row but its last is followed by a draft, accepted while it
+  // equals the row's sample; the first sample that differs (or the last row's) is the token.
+  std::vector<uint8_t> decided(out.size(), 0);
   for (size_t b = 0; b < step.sampled.size(); ++b) {
     const auto [s, pos] = step.sampled[b];
+    if (decided[s]) continue;
     if (res.bad_id[b] >= 0) {
       out[s].token = 0;  // placeholder for the scheduler; the engine drops it and finishes the request
+      out[s].accepted_drafts.clear();
+      out[s].accepted_logprobs.clear();
       out[s].error = "non-finite logits (" + std::to_string(res.bad_value[b]) + " at token id " +
                      std::to_string(res.bad_id[b]) + ") at position " + std::to_string(pos);
+      decided[s] = 1;
       continue;
     }
+    TokenLogprob lp;
+    if (step.want_logprob[b]) lp = TokenLogprob{res.tokens[b], res.logprobs[b], std::move(res.top[b])};
+    if (b + 1 < step.sampled.size() && step.sampled[b + 1].first == s) {
+      DS_CHECK(step.plan, "several sampled rows of one sequence without a speculative plan");
+      const StepPlan::SeqStep& sq = step.plan->seqs[s];
+      const int32_t draft = step.plan->input_ids[sq.token_begin + (pos - sq.start_pos) + 1];
+      if (res.tokens[b] == draft) {
+        out[s].accepted_drafts.push_back(draft);
+        if (step.want_logprob[b]) out[s].accepted_logprobs.push_back(std::move(lp));
+        continue;
+      }
+    }
     out[s].token = res.tokens[b];
-    if (step.want_logprob[b]) out[s].logprob = TokenLogprob{res.tokens[b], res.logprobs[b], std::move(res.top[b])};
+    if (step.want_logprob[b]) out[s].logprob = std::move(lp);
+    decided[s] = 1;
   }
+  if (!step.plan) return out;
+  const StepPlan& plan = *step.plan;
+  // Seeded sampling: each token consumed one uniform, as without drafts; the rows past it give theirs back.
+  for (auto& [s, saved] : step.rewind) {
+    if (!out[s].error.empty()) continue;
+    auto it = samplers_.find(plan.seqs[s].req->rid);
+    DS_CHECK(it != samplers_.end(), "no sampler for a verified sequence");
+    it->second = saved;
+    it->second.skip(static_cast<int32_t>(out[s].accepted_drafts.size()) + 1);
+  }
+  std::vector<DraftSeq> d(plan.seqs.size());
+  for (size_t s = 0; s < plan.seqs.size(); ++s) {
+    const StepPlan::SeqStep& sq = plan.seqs[s];
+    if (!out[s].error.empty()) continue;
+    if (!sq.needs_sample) {  // a prompt chunk: its tokens are final, the next prompt token follows
+      d[s] = DraftSeq{sq.num_tokens, sq.req->tokens[sq.start_pos + sq.num_tokens], 0};
+    } else {
+      const int32_t valid = sq.num_tokens - sq.num_draft + static_cast<int32_t>(out[s].accepted_drafts.size());
+      d[s] = DraftSeq{valid, out[s].token, sq.draft_steps};
+    }
+  }
+  std::vector<std::vector<int32_t>> drafts = drafter_->run(plan, step.hidden, d);
+  for (size_t s = 0; s < plan.seqs.size(); ++s) out[s].next_drafts = std::move(drafts[s]);
   return out;
 }
 

@@ -9,6 +9,7 @@
 #include "model/deepseek_model.h"
 #include "runner/cuda_graph_runner.h"
 #include "runner/engine.h"
+#include "runner/mtp_drafter.h"
 #include "runner/sampler.h"
 #include "sched/step_plan.h"
 
@@ -24,6 +25,11 @@ struct RunnerRequestInfo {
 struct SeqOutput {
   int32_t token = -1;                       // sampled token (needs_sample rows only)
   TokenLogprob logprob;                     // of `token`, when return_logprob
+  // Speculative decoding: the leading drafts that matched the target's own samples (before `token`, the one
+  // sampled after them), their logprobs when return_logprob, and the drafts made for the next step.
+  std::vector<int32_t> accepted_drafts;
+  std::vector<TokenLogprob> accepted_logprobs;
+  std::vector<int32_t> next_drafts;
   // (prompt position, its logprob) for prompt positions this step computed, when requested
   std::vector<std::pair<int32_t, TokenLogprob>> input_logprobs;
   std::string error;  // non-empty: this sequence's logits were not finite; the engine fails the request
@@ -35,6 +41,11 @@ struct LaunchedStep {
   std::unique_ptr<PendingSample> sample;      // null when nothing was sampled
   std::vector<std::pair<size_t, int32_t>> sampled;  // per sampled row: (seq index, position)
   std::vector<uint8_t> want_logprob;          // per sampled row
+  // Speculative decoding: what finish() needs to verify and draft (the step's target hidden states, the plan,
+  // and the samplers of sequences that drew a uniform for every draft, as they were before the step).
+  Tensor hidden;                              // [plan tokens, d]
+  std::shared_ptr<const StepPlan> plan;
+  std::vector<std::pair<size_t, Sampler>> rewind;
 };
 
 class BatchRunner {
@@ -63,6 +74,12 @@ class BatchRunner {
   const Tensor& token_store() const { return token_store_; }
   // Forgets a finished request's sampler state.
   void release(const std::string& rid) { samplers_.erase(rid); }
+  // MTP speculative decoding (the model has an MTP layer and the cache its layer): every step then also runs the
+  // MTP layer over the positions it made valid, and sampling sequences get the plan's draft_steps drafts. Decodes
+  // that feed drafts sample every draft's row and keep the longest prefix of drafts that equals the target's own
+  // samples, plus the sample after it: the tokens (and, seeded, the draws) of decoding without drafts. No CUDA
+  // graphs (the drafts need the step's hidden states).
+  void enable_speculative();
 
  private:
   TokenLogprob logprob_at(const float* logprobs, int64_t vocab, int32_t id, int32_t top_k) const;
@@ -74,6 +91,7 @@ class BatchRunner {
   Tensor token_store_;                 // [max_rows] I32 on the backend
   std::vector<uint8_t> row_sampled_;   // [max_rows] a launched step sampled this row (placeholder check)
   std::unique_ptr<CudaGraphRunner> graphs_;            // null: eager decode
+  std::unique_ptr<MtpDrafter> drafter_;                // null: no speculative decoding
 };
 
 // Attention metadata straight from a plan (positions and slots as the scheduler computed them).

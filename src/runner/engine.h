@@ -40,6 +40,10 @@ struct EngineEvent {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
   int32_t cached_tokens = 0;
+  // Speculative decoding (0 when off): the request's decode steps so far, each a verification of drafts
+  // (SGLang's meta_info.spec_verify_ct; completion_tokens / it is the accept length), and the drafts accepted.
+  int32_t spec_verify_ct = 0;
+  int32_t spec_accepted_drafts = 0;
 };
 
 struct EngineStats {
@@ -56,6 +60,12 @@ struct EngineStats {
   uint64_t num_retractions = 0;
   uint64_t num_steps = 0;
   uint64_t num_steps_planned_ahead = 0;  // overlap scheduling: steps planned while the previous one was in flight
+  // Speculative decoding: draft tokens per step (0: off), decode steps that verified drafts, the drafts they fed
+  // and accepted, and the tokens those steps produced (accepted + one each: / verify steps = the accept length).
+  int32_t speculative_num_steps = 0;
+  uint64_t spec_verify_steps = 0;
+  uint64_t spec_draft_tokens = 0;
+  uint64_t spec_accepted_tokens = 0;
 };
 
 class Engine {

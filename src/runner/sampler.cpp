@@ -22,4 +22,8 @@ int32_t Sampler::sample(const float* logits, int64_t vocab) {
   return sample_row_reference(logits, vocab, next_row(0));
 }
 
+void Sampler::skip(int32_t n) {
+  for (int32_t i = 0; i < n; ++i) next_row(0);
+}
+
 }  // namespace ds

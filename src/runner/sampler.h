@@ -18,6 +18,8 @@ class Sampler {
   SampleRow next_row(int32_t logits_row);
   // Returns the chosen token id given adjusted fp32 logits [vocab] (the reference semantics on the host).
   int32_t sample(const float* logits, int64_t vocab);
+  // Draws (and drops) the uniforms of n rows: a speculative step rewinds to its start and skips the rows it used.
+  void skip(int32_t n);
 
  private:
   SamplingParams p_;

@@ -1,0 +1,199 @@
+// MTP speculative decoding on the CPU backend with the fixtures: whatever the drafts, a client sees what decoding
+// without them gives (greedy and seeded tokens, logprobs, stops, min_new_tokens, penalties); the drafts are fed,
+// verified and rolled back, and the pool ends idle.
+#include <condition_variable>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "runner/batch_engine.h"
+
+namespace ds {
+namespace {
+
+std::string fixture(const std::string& name) { return std::string(DSERVE_SOURCE_DIR) + "/tests/fixtures/" + name; }
+
+struct Collector {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::map<std::string, std::vector<int32_t>> tokens;
+  std::map<std::string, std::vector<TokenLogprob>> lps;
+  std::map<std::string, EngineEvent> final_event;
+  std::map<std::string, int> events;
+
+  Engine::Callback callback() {
+    return [this](EngineEvent e) {
+      std::lock_guard<std::mutex> lock(mu);
+      auto& t = tokens[e.rid];
+      t.insert(t.end(), e.new_tokens.begin(), e.new_tokens.end());
+      auto& o = lps[e.rid];
+      o.insert(o.end(), e.output_logprobs.begin(), e.output_logprobs.end());
+      ++events[e.rid];
+      if (e.finished) final_event[e.rid] = e;
+      cv.notify_all();
+    };
+  }
+  bool wait(size_t n) {
+    std::unique_lock<std::mutex> lock(mu);
+    return cv.wait_for(lock, std::chrono::seconds(300), [&] { return final_event.size() >= n; });
+  }
+};
+
+std::vector<int32_t> random_prompt(std::mt19937& rng, int len) {
+  std::uniform_int_distribution<int> d(2, 1023);
+  std::vector<int32_t> p(len);
+  for (auto& t : p) t = d(rng);
+  return p;
+}
+
+struct Outcome {
+  std::map<std::string, std::vector<int32_t>> tokens;
+  std::map<std::string, std::vector<TokenLogprob>> lps;
+  std::map<std::string, EngineEvent> final_event;
+  EngineStats stats;
+};
+
+using DraftHook = std::function<void(const std::string&, int32_t, std::vector<int32_t>&)>;
+
+Outcome run(const std::string& fx, int steps, const std::vector<EngineRequest>& reqs, int32_t chunk = 48,
+        int64_t max_total_tokens = 0, int32_t page_size = 64, DraftHook hook = nullptr) {
+  BatchEngineOptions o;
+  o.test_draft_hook = std::move(hook);
+  o.model_path = fixture(fx);
+  o.chunked_prefill_size = chunk;
+  o.max_total_tokens = max_total_tokens;
+  o.page_size = page_size;
+  o.verbose = false;
+  o.disable_overlap_schedule = true;
+  o.speculative_num_steps = steps;
+  auto engine = make_batch_engine(o);
+  EXPECT_TRUE(engine.is_ok()) << engine.status().message();
+  if (!engine.is_ok()) return {};
+  Collector col;
+  for (const auto& r : reqs) EXPECT_TRUE((*engine)->submit(r, col.callback()).is_ok()) << r.rid;
+  EXPECT_TRUE(col.wait(reqs.size()));
+  Outcome out{col.tokens, col.lps, col.final_event, (*engine)->stats()};
+  EXPECT_EQ(out.stats.used_tokens, out.stats.cached_tokens) << "pool idle after the last event";
+  return out;
+}
+
+std::vector<EngineRequest> mixed_requests(uint32_t seed, int n) {
+  std::mt19937 rng(seed);
+  std::vector<EngineRequest> reqs;
+  for (int i = 0; i < n; ++i) {
+    EngineRequest r;
+    r.rid = "s";
+    r.rid += std::to_string(i);
+    r.input_ids = random_prompt(rng, 6 + 17 * i % 90);
+    r.sampling.max_new_tokens = 5 + 4 * i % 19;
+    r.sampling.temperature = 0;
+    r.sampling.ignore_eos = true;
+    if (i % 3 == 1) {  // seeded sampling
+      r.sampling.temperature = 0.8f;
+      r.sampling.top_p = 0.9f;
+      r.sampling.seed = 100 + i;
+    }
+    if (i % 4 == 2) {  // EOS banned for 4 tokens, then allowed
+      r.sampling.min_new_tokens = 4;
+      r.sampling.ignore_eos = false;
+    }
+    if (i == 5) r.sampling.frequency_penalty = 0.7f;
+    if (i == 6) r.sampling.repetition_penalty = 1.3f;
+    r.return_logprob = i % 2 == 0;
+    r.top_logprobs_num = i % 4 == 0 ? 2 : 0;
+    reqs.push_back(r);
+  }
+  return reqs;
+}
+
+void expect_same(const Outcome& spec, const Outcome& base, const std::vector<EngineRequest>& reqs) {
+  for (const auto& r : reqs) {
+    SCOPED_TRACE(r.rid);
+    EXPECT_EQ(spec.tokens.at(r.rid), base.tokens.at(r.rid));
+    EXPECT_EQ(spec.final_event.at(r.rid).reason.kind, base.final_event.at(r.rid).reason.kind);
+    EXPECT_EQ(spec.final_event.at(r.rid).completion_tokens, base.final_event.at(r.rid).completion_tokens);
+    const auto& a = spec.lps.count(r.rid) ? spec.lps.at(r.rid) : std::vector<TokenLogprob>{};
+    const auto& b = base.lps.count(r.rid) ? base.lps.at(r.rid) : std::vector<TokenLogprob>{};
+    ASSERT_EQ(a.size(), r.return_logprob ? spec.tokens.at(r.rid).size() : 0u);
+    ASSERT_EQ(a.size(), b.size());
+    // Verification rows run in a bigger batch than one-token decodes: logprobs agree to float rounding.
+    for (size_t k = 0; k < a.size(); ++k) {
+      EXPECT_EQ(a[k].id, b[k].id) << k;
+      EXPECT_NEAR(a[k].logprob, b[k].logprob, 1e-4) << k;
+      ASSERT_EQ(a[k].top.size(), b[k].top.size()) << k;
+      for (size_t j = 0; j < a[k].top.size(); ++j) EXPECT_EQ(a[k].top[j].second, b[k].top[j].second) << k;
+    }
+  }
+}
+
+// Greedy, seeded sampling, min_new_tokens with EOS, penalties and logprobs, with 1 and 3 draft steps: the same
+// tokens and logprobs as without drafts, every decode step a verification, and drafts fed.
+TEST(Speculative, SameResultsAsWithoutDrafts) {
+  const auto reqs = mixed_requests(31, 10);
+  const Outcome base = run("v3", 0, reqs);
+  EXPECT_EQ(base.stats.spec_verify_steps, 0u);
+  for (int steps : {1, 3}) {
+    SCOPED_TRACE("steps " + std::to_string(steps));
+    const Outcome spec = run("v3", steps, reqs);
+    expect_same(spec, base, reqs);
+    EXPECT_EQ(spec.stats.speculative_num_steps, steps);
+    EXPECT_GT(spec.stats.spec_draft_tokens, 0u);
+    uint64_t completion = 0, verify = 0, accepted = 0;
+    for (const auto& r : reqs) {
+      const EngineEvent& e = spec.final_event.at(r.rid);
+      completion += static_cast<uint64_t>(e.completion_tokens);
+      verify += static_cast<uint64_t>(e.spec_verify_ct);
+      accepted += static_cast<uint64_t>(e.spec_accepted_drafts);
+      // The prefill samples the first token; each decode step (a verification) one more plus its accepted drafts.
+      if (e.reason.kind == FinishReason::Kind::kLength) {
+        EXPECT_EQ(e.completion_tokens, 1 + e.spec_verify_ct + e.spec_accepted_drafts);
+      }
+    }
+    EXPECT_EQ(verify, spec.stats.spec_verify_steps);
+    EXPECT_EQ(accepted, spec.stats.spec_accepted_tokens);
+    std::printf("steps %d: %llu completion tokens, %llu verify steps, %llu of %llu drafts accepted\n", steps,
+                (unsigned long long)completion, (unsigned long long)verify, (unsigned long long)accepted,
+                (unsigned long long)spec.stats.spec_draft_tokens);
+  }
+}
+
+// Drafts that are the undrafted run's own tokens (a perfect MTP layer), with every fifth draft made wrong: accepted
+// drafts carry the target KV of their positions into the next steps, rejected ones are rolled back, and seeded
+// sampling still draws one uniform per token. Small pages and a small pool: rollbacks cross page boundaries and
+// requests are retracted and re-admitted (their drafts dropped) on the way.
+TEST(Speculative, AcceptedDraftsContinueExactly) {
+  auto reqs = mixed_requests(47, 10);
+  for (auto& r : reqs) r.sampling.max_new_tokens += 12;
+  const Outcome base = run("v3", 0, reqs, 48, 0, 4);
+  for (int steps : {2, 4}) {
+    for (bool small_pool : {false, true}) {
+      SCOPED_TRACE("steps " + std::to_string(steps) + (small_pool ? ", small pool" : ""));
+      int corrupt = 0;
+      DraftHook oracle = [&](const std::string& rid, int32_t num_output, std::vector<int32_t>& drafts) {
+        const auto& want = base.tokens.at(rid);
+        for (size_t j = 0; j < drafts.size(); ++j) {
+          const size_t at = static_cast<size_t>(num_output) + j;
+          drafts[j] = at < want.size() ? want[at] : 5;
+          if (++corrupt % 5 == 0) drafts[j] = (drafts[j] + 1) % 1024;
+        }
+      };
+      const Outcome spec = run("v3", steps, reqs, 48, small_pool ? 160 : 0, 4, oracle);
+      expect_same(spec, base, reqs);
+      EXPECT_GT(spec.stats.spec_accepted_tokens, spec.stats.spec_draft_tokens / 3);
+      EXPECT_LT(spec.stats.spec_accepted_tokens, spec.stats.spec_draft_tokens);
+      if (small_pool) {
+        EXPECT_GT(spec.stats.num_retractions, 0u);
+      }
+      std::printf("steps %d%s: %llu verify steps, %llu of %llu drafts accepted, %llu retractions\n", steps,
+                  small_pool ? " (small pool)" : "", (unsigned long long)spec.stats.spec_verify_steps,
+                  (unsigned long long)spec.stats.spec_accepted_tokens,
+                  (unsigned long long)spec.stats.spec_draft_tokens, (unsigned long long)spec.stats.num_retractions);
+    }
+  }
+}
+
+}  // namespace
+}  // namespace ds
