@@ -156,7 +156,13 @@ int run_serve(int argc, char** argv) {
   if (Status st = check_mem_fraction_flag(flags); !st) return fail(st);
   if (Status st = check_parallel_flags(flags); !st) return fail(st);
   if (Status st = apply_log_level_flag(flags); !st) return fail(st);
-  if (Status st = check_sglang_feature_flags(flags); !st) return fail(st);
+  Result<int32_t> spec_flags = speculative_steps_from_flags(flags, model_path);
+  if (!spec_flags) return fail(spec_flags.status());
+  const int32_t spec_steps = *spec_flags;
+  // As SGLang: speculative decoding without --max-running-requests runs at most 48 requests.
+  const int64_t max_running = spec_steps > 0 && !flags.was_set("max-running-requests")
+                                  ? 48
+                                  : flags.get_int("max-running-requests");
   if (const std::string p = flags.get_string("radix-eviction-policy"); p != "lru")
     return fail(error("--radix-eviction-policy ", p, ": only lru is built (least recently used prefixes go first)"));
   const std::vector<int64_t> graph_bs = flags.get_int_list("cuda-graph-bs");
@@ -221,7 +227,7 @@ int run_serve(int argc, char** argv) {
     a["page_size"] = flags.get_int("page-size");
     a["max_total_tokens"] = flags.get_int("max-total-tokens");
     a["chunked_prefill_size"] = flags.get_int("chunked-prefill-size");
-    a["max_running_requests"] = flags.get_int("max-running-requests");
+    a["max_running_requests"] = max_running;
     a["max_prefill_tokens"] = flags.get_int("max-prefill-tokens");
     a["schedule_policy"] = flags.get_string("schedule-policy");
     a["disable_radix_cache"] = flags.get_bool("disable-radix-cache");
@@ -246,6 +252,11 @@ int run_serve(int argc, char** argv) {
     a["cuda_graph_bs"] = graph_bs.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(graph_bs);
     a["api_key_set"] = !ao.api_key.empty();
     a["fake_engine"] = fake;
+    a["speculative_algorithm"] = spec_steps > 0 ? nlohmann::ordered_json("EAGLE") : nlohmann::ordered_json(nullptr);
+    a["speculative_num_steps"] = spec_steps > 0 ? nlohmann::ordered_json(spec_steps) : nlohmann::ordered_json(nullptr);
+    a["speculative_eagle_topk"] = spec_steps > 0 ? nlohmann::ordered_json(1) : nlohmann::ordered_json(nullptr);
+    a["speculative_num_draft_tokens"] =
+        spec_steps > 0 ? nlohmann::ordered_json(spec_steps + 1) : nlohmann::ordered_json(nullptr);
   }
   ApiServer api(ao);
   if (Status st = api.init(); !st) return fail(st);
@@ -317,7 +328,8 @@ int run_serve(int argc, char** argv) {
       eo.max_total_tokens = flags.get_int("max-total-tokens");
       eo.mem_fraction_static = flags.get_double("mem-fraction-static");
       eo.chunked_prefill_size = static_cast<int32_t>(flags.get_int("chunked-prefill-size"));
-      eo.max_running_requests = static_cast<int32_t>(flags.get_int("max-running-requests"));
+      eo.max_running_requests = static_cast<int32_t>(max_running);
+      eo.speculative_num_steps = spec_steps;
       eo.max_prefill_tokens = static_cast<int32_t>(flags.get_int("max-prefill-tokens"));
       eo.schedule_policy = flags.get_string("schedule-policy");
       eo.disable_radix_cache = flags.get_bool("disable-radix-cache");

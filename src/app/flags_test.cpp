@@ -120,7 +120,8 @@ TEST(Flags, SglangFeatureFlags) {
            {{"--attention-backend", "flash"}, "'flash'"},
            {{"--prefill-attention-backend", "FA3"}, "--prefill-attention-backend"},
            {{"--enable-dp-attention"}, "--enable-dp-attention"},
-           {{"--speculative-algorithm", "NEXTN", "--speculative-num-steps", "3"}, "not built"},
+           {{"--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3"}, "not built"},
+           {{"--speculative-algorithm", "NGRAM"}, "NEXTN"},
            {{"--speculative-algorithm", "MEDUSA"}, "'MEDUSA'"},
            {{"--speculative-eagle-topk", "1"}, "need --speculative-algorithm"},
            {{"--enable-torch-compile", "--torch-compile-max-bs", "0"}, "--torch-compile-max-bs"}}) {
@@ -130,6 +131,45 @@ TEST(Flags, SglangFeatureFlags) {
     ASSERT_FALSE(st.is_ok()) << args[0];
     EXPECT_NE(st.message().find(named), std::string::npos) << st.message();
   }
+}
+
+// --speculative-*: SGLang's DeepSeek defaults (3 steps, topk 1), NEXTN = EAGLE, chains only, no other draft
+// checkpoint; nothing without an algorithm.
+TEST(Flags, SpeculativeFlags) {
+  const std::string model = std::string(DSERVE_SOURCE_DIR) + "/tests/fixtures/v3";
+  for (const auto& [args, steps] : std::vector<std::pair<std::vector<std::string>, int32_t>>{
+           {{}, 0},
+           {{"--speculative-algorithm", "NEXTN"}, 3},
+           {{"--speculative-algorithm", "EAGLE", "--speculative-num-steps", "1", "--speculative-eagle-topk", "1",
+             "--speculative-num-draft-tokens", "2"}, 1},
+           {{"--speculative-algorithm", "EAGLE", "--speculative-num-steps", "5", "--speculative-num-draft-tokens", "4"},
+            5},
+           {{"--speculative-algorithm", "NEXTN", "--speculative-draft-model-path", model + "/"}, 3}}) {
+    Flags f = model_flags();
+    ASSERT_TRUE(parse(f, args).is_ok());
+    Result<int32_t> r = speculative_steps_from_flags(f, model);
+    ASSERT_TRUE(r.is_ok()) << r.status().message();
+    EXPECT_EQ(*r, steps);
+  }
+  for (const auto& [args, named] : std::vector<std::pair<std::vector<std::string>, std::string>>{
+           {{"--speculative-algorithm", "NEXTN", "--speculative-eagle-topk", "4"}, "--speculative-eagle-topk 4"},
+           {{"--speculative-algorithm", "NEXTN", "--speculative-num-steps", "0"}, "--speculative-num-steps"},
+           {{"--speculative-algorithm", "NEXTN", "--speculative-num-steps", "17"}, "--speculative-num-steps"},
+           {{"--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", "/tmp"}, "separate draft"},
+           {{"--speculative-num-steps", "2"}, "need --speculative-algorithm"},
+           {{"--speculative-algorithm", "STANDALONE"}, "not built"}}) {
+    Flags f = model_flags();
+    ASSERT_TRUE(parse(f, args).is_ok()) << args[0];
+    const Result<int32_t> r = speculative_steps_from_flags(f, model);
+    ASSERT_FALSE(r.is_ok()) << args[0];
+    EXPECT_NE(r.status().message().find(named), std::string::npos) << r.status().message();
+  }
+  // The other model commands decode without drafts and say so.
+  Flags f = model_flags();
+  ASSERT_TRUE(parse(f, {"--model-path", model, "--device", "cpu", "--speculative-algorithm", "NEXTN"}).is_ok());
+  const auto setup = setup_model(f);
+  ASSERT_FALSE(setup.is_ok());
+  EXPECT_NE(setup.status().message().find("dserve serve"), std::string::npos) << setup.status().message();
 }
 
 TEST(Flags, LogLevelTakesSglangsNames) {

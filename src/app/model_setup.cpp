@@ -15,6 +15,7 @@
 #endif
 #include "model/quantize.h"
 #include "runner/mem_plan.h"
+#include "sched/scheduler.h"
 
 namespace ds {
 
@@ -70,11 +71,13 @@ void add_sglang_compat_flags(Flags& flags) {
   flags.add_bool("enable-torch-compile", "accepted for SGLang command lines (dserve captures CUDA graphs; no torch)");
   flags.add_int("torch-compile-max-bs", 32, "accepted with --enable-torch-compile (no effect)");
   flags.add_string("speculative-algorithm", "",
-                   "EAGLE, EAGLE3, NEXTN, STANDALONE or NGRAM: refused until speculative decoding (MTP) is built");
-  flags.add_int("speculative-num-steps", 0, "with --speculative-algorithm (refused until built)");
-  flags.add_int("speculative-eagle-topk", 0, "with --speculative-algorithm (refused until built)");
-  flags.add_int("speculative-num-draft-tokens", 0, "with --speculative-algorithm (refused until built)");
-  flags.add_string("speculative-draft-model-path", "", "with --speculative-algorithm (refused until built)");
+                   "EAGLE or NEXTN (the same): MTP speculative decoding with the checkpoint's NextN layer (serve, "
+                   "--device cpu so far); EAGLE3, STANDALONE and NGRAM are not built");
+  flags.add_int("speculative-num-steps", 0, "draft tokens a decode step verifies (default 3, as SGLang for DeepSeek)");
+  flags.add_int("speculative-eagle-topk", 0, "drafts per step (default 1: one chain; tree drafts are not built)");
+  flags.add_int("speculative-num-draft-tokens", 0, "with topk 1 always num-steps + 1 (as SGLang)");
+  flags.add_string("speculative-draft-model-path", "",
+                   "the draft's checkpoint: --model-path's own MTP layer (default; another path is refused)");
 }
 
 Status check_sglang_feature_flags(const Flags& flags) {
@@ -97,18 +100,45 @@ Status check_sglang_feature_flags(const Flags& flags) {
   if (!algo.empty() && algo != "EAGLE" && algo != "EAGLE3" && algo != "NEXTN" && algo != "STANDALONE" &&
       algo != "NGRAM")
     return error("--speculative-algorithm must be EAGLE, EAGLE3, NEXTN, STANDALONE or NGRAM, got '", algo, "'");
-  if (!algo.empty())
-    return error("--speculative-algorithm ", algo, ": speculative decoding (DeepSeek's MTP / NextN layer) is not built "
-                 "yet; drop the --speculative-* flags to serve without it");
-  if (flags.get_int("speculative-num-steps") != 0 || flags.get_int("speculative-eagle-topk") != 0 ||
-      flags.get_int("speculative-num-draft-tokens") != 0 || !flags.get_string("speculative-draft-model-path").empty())
+  if (algo == "EAGLE3" || algo == "STANDALONE" || algo == "NGRAM")
+    return error("--speculative-algorithm ", algo, " is not built: dserve drafts with the checkpoint's own MTP "
+                 "(NextN) layer, --speculative-algorithm EAGLE or NEXTN");
+  if (algo.empty() && (flags.get_int("speculative-num-steps") != 0 || flags.get_int("speculative-eagle-topk") != 0 ||
+                       flags.get_int("speculative-num-draft-tokens") != 0 ||
+                       !flags.get_string("speculative-draft-model-path").empty()))
     return error("--speculative-num-steps / -eagle-topk / -num-draft-tokens / -draft-model-path need "
-                 "--speculative-algorithm (and speculative decoding is not built yet)");
+                 "--speculative-algorithm");
   if (flags.get_int("torch-compile-max-bs") < 1)
     return error("--torch-compile-max-bs must be positive, got ", flags.get_int("torch-compile-max-bs"));
   if (flags.get_bool("enable-torch-compile"))
     DS_INFO("--enable-torch-compile: accepted; dserve's decode steps replay CUDA graphs instead");
   return Status::ok();
+}
+
+Result<int32_t> speculative_steps_from_flags(const Flags& flags, const std::string& model_path) {
+  DS_RETURN_IF_ERROR(check_sglang_feature_flags(flags));
+  if (flags.get_string("speculative-algorithm").empty()) return 0;
+  const int64_t steps = flags.was_set("speculative-num-steps") ? flags.get_int("speculative-num-steps") : 3;
+  if (steps < 1 || steps > SchedulerConfig::kMaxSpeculativeSteps)
+    return error("--speculative-num-steps must be in [1, ", SchedulerConfig::kMaxSpeculativeSteps, "], got ", steps);
+  const int64_t topk = flags.was_set("speculative-eagle-topk") ? flags.get_int("speculative-eagle-topk") : 1;
+  if (topk != 1)
+    return error("--speculative-eagle-topk ", topk, ": tree drafts (topk > 1) are not built; dserve drafts one chain "
+                 "(--speculative-eagle-topk 1)");
+  if (flags.was_set("speculative-num-draft-tokens") && flags.get_int("speculative-num-draft-tokens") != steps + 1) {
+    if (flags.get_int("speculative-num-draft-tokens") < 1)
+      return error("--speculative-num-draft-tokens must be positive, got ", flags.get_int("speculative-num-draft-tokens"));
+    DS_WARN("--speculative-num-draft-tokens ", flags.get_int("speculative-num-draft-tokens"), " set to ", steps + 1,
+            ": with --speculative-eagle-topk 1 the draft tokens are num-steps + 1 (as SGLang)");
+  }
+  if (const std::string draft = flags.get_string("speculative-draft-model-path"); !draft.empty()) {
+    std::error_code ec1, ec2;
+    const auto a = std::filesystem::weakly_canonical(draft, ec1), b = std::filesystem::weakly_canonical(model_path, ec2);
+    if (ec1 || ec2 || a != b)
+      return error("--speculative-draft-model-path '", draft, "': dserve drafts with --model-path's own MTP (NextN) "
+                   "layer; a separate draft checkpoint is not supported (leave the flag out or give the same path)");
+  }
+  return static_cast<int32_t>(steps);
 }
 
 Status check_parallel_flags(const Flags& flags) {
@@ -171,6 +201,9 @@ Result<ModelSetup> setup_model(const Flags& flags) {
   DS_RETURN_IF_ERROR(check_parallel_flags(flags));
   DS_RETURN_IF_ERROR(apply_log_level_flag(flags));
   DS_RETURN_IF_ERROR(check_sglang_feature_flags(flags));
+  if (!flags.get_string("speculative-algorithm").empty())
+    return error("--speculative-algorithm: speculative decoding runs in `dserve serve`; this command decodes without "
+                 "drafts");
   const std::string dir = flags.get_string("model-path");
   const std::string device = resolve_device(flags.get_string("device"));
   const std::string format = flags.get_string("load-format");

@@ -23,8 +23,13 @@ Status check_parallel_flags(const Flags& flags);
 // SGLang's feature flags add_sglang_compat_flags declares: --attention-backend and its prefill / decode forms
 // (SGLang's names accepted and logged, dserve's own MLA kernels run; other names refused), --enable-torch-compile
 // (accepted: CUDA graphs), and what is not built yet, refused with the flag named: --enable-dp-attention, the
-// --speculative-* flags (an unknown algorithm name is refused as such).
+// speculative algorithms other than EAGLE / NEXTN (an unknown name is refused as such), --speculative-* without an
+// algorithm.
 Status check_sglang_feature_flags(const Flags& flags);
+// The draft tokens a step verifies from the --speculative-* flags (0: no --speculative-algorithm): SGLang's
+// DeepSeek defaults (3 steps, topk 1, steps + 1 draft tokens); topk > 1 (tree drafts) and a draft checkpoint other
+// than model_path are refused.
+Result<int32_t> speculative_steps_from_flags(const Flags& flags, const std::string& model_path);
 // --log-level (SGLang's names: debug, info, warning, error, critical; empty: DSERVE_LOG, else info) set as the
 // process's log level; an unknown name is refused.
 Status apply_log_level_flag(const Flags& flags);

@@ -165,6 +165,8 @@ struct Seq {
   std::string error;
   int32_t prompt_tokens = 0;
   int32_t cached_tokens = 0;
+  int32_t spec_verify_ct = -1;  // speculative decoding's verify steps (-1: off)
+  int32_t spec_accepted = 0;
   bool got_token = false;
   Clock::time_point last_token;
   std::optional<ChatOutputParser> chat_parser;
@@ -400,6 +402,10 @@ void Job::on_event(size_t i, EngineEvent ev) {
     for (auto& lp : ev.input_logprobs) s.in_lp.push_back(std::move(lp));
   if (ev.prompt_tokens > 0) s.prompt_tokens = ev.prompt_tokens;
   s.cached_tokens = std::max(s.cached_tokens, ev.cached_tokens);
+  if (ev.spec_verify_ct >= 0) {
+    s.spec_verify_ct = ev.spec_verify_ct;
+    s.spec_accepted = ev.spec_accepted_drafts;
+  }
   absorb(s, ev);
   const size_t kept = s.output_ids.size() - kept_before;
   if (kept > 0) {
@@ -505,6 +511,12 @@ Json Job::generate_object(size_t i) const {
   m["cached_tokens"] = s.cached_tokens;
   m["e2e_latency"] = seconds_since(t0_);
   m["weight_version"] = "default";
+  if (s.spec_verify_ct >= 0) {  // SGLang's speculative fields: accept length = completion tokens per verify step
+    m["spec_verify_ct"] = s.spec_verify_ct;
+    const double n = static_cast<double>(s.output_ids.size());
+    m["spec_accept_length"] = s.spec_verify_ct > 0 ? n / s.spec_verify_ct : 0.0;
+    m["spec_accepted_drafts"] = s.spec_accepted;
+  }
   if (return_logprob) {
     m["input_token_logprobs"] = lp_tuples(s.in_lp, 0, s.in_lp.size(), false);
     m["output_token_logprobs"] = lp_tuples(s.out_lp, 0, s.out_lp.size(), false);
@@ -1166,6 +1178,15 @@ Json ApiServer::Impl::server_info() const {
   st["num_retractions"] = s.num_retractions;
   st["num_steps"] = s.num_steps;
   st["context_length"] = engine->context_length();
+  if (s.speculative_num_steps > 0) {  // SGLang's bench_serving prints it as "Accept length"
+    st["avg_spec_accept_length"] =
+        s.spec_verify_steps > 0
+            ? static_cast<double>(s.spec_verify_steps + s.spec_accepted_tokens) / static_cast<double>(s.spec_verify_steps)
+            : 0.0;
+    st["spec_verify_steps"] = s.spec_verify_steps;
+    st["spec_draft_tokens"] = s.spec_draft_tokens;
+    st["spec_accepted_tokens"] = s.spec_accepted_tokens;
+  }
   info["internal_states"] = Json::array({st});
   info["version"] = "dserve 0.1";
   return info;

@@ -40,9 +40,9 @@ struct EngineEvent {
   int32_t prompt_tokens = 0;
   int32_t completion_tokens = 0;
   int32_t cached_tokens = 0;
-  // Speculative decoding (0 when off): the request's decode steps so far, each a verification of drafts
+  // Speculative decoding (-1 when off): the request's decode steps so far, each a verification of drafts
   // (SGLang's meta_info.spec_verify_ct; completion_tokens / it is the accept length), and the drafts accepted.
-  int32_t spec_verify_ct = 0;
+  int32_t spec_verify_ct = -1;
   int32_t spec_accepted_drafts = 0;
 };
 

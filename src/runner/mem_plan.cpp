@@ -97,8 +97,8 @@ std::string describe_mem_plan(const MemPlanInput& in, const MemPlan& p) {
   return buf;
 }
 
-int64_t kv_bytes_per_token(Ops& ops, const ModelConfig& cfg, int page_size, KvCacheDtype dtype) {
-  KvCache one = make_kv_cache(ops, cfg, page_size, 1, 0, dtype);
+int64_t kv_bytes_per_token(Ops& ops, const ModelConfig& cfg, int page_size, KvCacheDtype dtype, int num_mtp_layers) {
+  KvCache one = make_kv_cache(ops, cfg, page_size, 1, num_mtp_layers, dtype);
   int64_t bytes = 0;
   for (const Tensor& t : one.latent) bytes += t.nbytes();
   for (const Tensor& t : one.index_k) bytes += t.nbytes();
@@ -106,13 +106,13 @@ int64_t kv_bytes_per_token(Ops& ops, const ModelConfig& cfg, int page_size, KvCa
 }
 
 Status check_kv_pool_fits(Ops& ops, const ModelConfig& cfg, int page_size, KvCacheDtype dtype, int64_t tokens,
-                          const std::string& what) {
+                          const std::string& what, int num_mtp_layers) {
   if (page_size < 1) return error("--page-size must be >= 1");
   const int64_t pages = (tokens + page_size - 1) / page_size;
   if (pages >= INT32_MAX - 1)
     return error(what, " is too large: ", pages, " pages of ", page_size,
                  " tokens (at most ", INT32_MAX - 2, " pages)");
-  const double need = static_cast<double>(kv_bytes_per_token(ops, cfg, page_size, dtype)) *
+  const double need = static_cast<double>(kv_bytes_per_token(ops, cfg, page_size, dtype, num_mtp_layers)) *
                       static_cast<double>(pages + 1) * static_cast<double>(page_size);  // + the graphs' dummy page
   double free_bytes = -1;
   const char* where = "";

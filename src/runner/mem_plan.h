@@ -53,15 +53,16 @@ Result<MemPlan> plan_kv_memory(const MemPlanInput& in);
 // The log lines (SGLang-like): "Memory plan: ..." and "KV Cache is allocated. #tokens: N, KV size: X GB".
 std::string describe_mem_plan(const MemPlanInput& in, const MemPlan& plan);
 
-// Bytes of one token's cache rows over all layers, measured on a one-page cache of the backend (any dtype).
-int64_t kv_bytes_per_token(Ops& ops, const ModelConfig& cfg, int page_size, KvCacheDtype dtype);
+// Bytes of one token's cache rows over all layers (the main ones, plus num_mtp_layers MTP layers: speculative
+// decoding), measured on a one-page cache of the backend (any dtype).
+int64_t kv_bytes_per_token(Ops& ops, const ModelConfig& cfg, int page_size, KvCacheDtype dtype, int num_mtp_layers = 0);
 
 // A pool of `tokens` sized by the user (`what`: the flags that sized it, e.g. "--max-total-tokens 4096") checked
 // before it is made: its pages must fit the page ids (int32) and its bytes the memory the backend has free now (CUDA:
 // free GPU memory; CPU: MemAvailable of /proc/meminfo, unchecked where that cannot be read). The error starts with
 // `what` and names the GiB needed and the GiB free.
 Status check_kv_pool_fits(Ops& ops, const ModelConfig& cfg, int page_size, KvCacheDtype dtype, int64_t tokens,
-                          const std::string& what);
+                          const std::string& what, int num_mtp_layers = 0);
 
 // MemAvailable from /proc/meminfo in bytes, or -1.
 double available_host_memory();

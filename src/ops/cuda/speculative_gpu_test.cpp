@@ -1,0 +1,137 @@
+// MTP speculative decoding on CUDA against the CPU backend: the batch engine with drafts (verify steps in MHA
+// form, the MTP drafter, eager steps) gives the CPU engine's greedy tokens up to the first near-tie, and with
+// oracle drafts (mostly accepted) the CUDA engine's own undrafted tokens. The engine refuses CUDA speculative
+// decoding until this case has passed on the device (DSERVE_SPECULATIVE_CUDA=1 here).
+#include <condition_variable>
+#include <cstdlib>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "runner/batch_engine.h"
+
+namespace ds {
+namespace {
+
+struct Outcome {
+  std::map<std::string, std::vector<int32_t>> tokens;
+  std::map<std::string, std::vector<TokenLogprob>> lps;
+  EngineStats stats;
+};
+
+using DraftHook = std::function<void(const std::string&, int32_t, std::vector<int32_t>&)>;
+
+Outcome run(const std::string& fx, const std::string& device, int steps, const std::vector<EngineRequest>& reqs,
+            DraftHook hook = nullptr) {
+  BatchEngineOptions o;
+  o.model_path = std::string(DSERVE_SOURCE_DIR) + "/tests/fixtures/" + fx;
+  o.device = device;
+  o.chunked_prefill_size = 48;
+  o.page_size = 16;
+  o.max_total_tokens = 8192;
+  o.verbose = false;
+  o.disable_overlap_schedule = true;
+  o.speculative_num_steps = steps;
+  o.test_draft_hook = std::move(hook);
+  auto engine = make_batch_engine(o);
+  EXPECT_TRUE(engine.is_ok()) << engine.status().message();
+  if (!engine.is_ok()) return {};
+  std::mutex mu;
+  std::condition_variable cv;
+  Outcome out;
+  size_t finished = 0;
+  for (const auto& r : reqs)
+    EXPECT_TRUE((*engine)
+                    ->submit(r,
+                             [&](EngineEvent e) {
+                               std::lock_guard<std::mutex> lock(mu);
+                               auto& t = out.tokens[e.rid];
+                               t.insert(t.end(), e.new_tokens.begin(), e.new_tokens.end());
+                               auto& l = out.lps[e.rid];
+                               l.insert(l.end(), e.output_logprobs.begin(), e.output_logprobs.end());
+                               finished += e.finished ? 1 : 0;
+                               cv.notify_all();
+                             })
+                    .is_ok());
+  std::unique_lock<std::mutex> lock(mu);
+  EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(300), [&] { return finished == reqs.size(); }));
+  out.stats = (*engine)->stats();
+  EXPECT_EQ(out.stats.used_tokens, out.stats.cached_tokens) << "pool idle after the last event";
+  return out;
+}
+
+// Tokens before the first one whose top-2 margin (in `lps`) is under `margin`: a bf16 backend may flip it.
+size_t trusted(const std::vector<TokenLogprob>& lps, double margin) {
+  for (size_t i = 0; i < lps.size(); ++i)
+    if (lps[i].top.size() < 2 || lps[i].top[0].first - lps[i].top[1].first < margin) return i;
+  return lps.size();
+}
+
+class SpeculativeGpu : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SpeculativeGpu, DraftedTokensMatchTheCpuEngine) {
+  setenv("DSERVE_SPECULATIVE_CUDA", "1", 1);
+  std::mt19937 rng(17);
+  std::vector<EngineRequest> reqs;
+  for (int i = 0; i < 6; ++i) {
+    EngineRequest r;
+    r.rid = "g";
+    r.rid += std::to_string(i);
+    for (int k = 0; k < 6 + 19 * i; ++k) r.input_ids.push_back(static_cast<int32_t>(2 + rng() % 1000));
+    r.sampling.max_new_tokens = 16;
+    r.sampling.temperature = 0;
+    r.sampling.ignore_eos = true;
+    r.return_logprob = true;
+    r.top_logprobs_num = 2;
+    reqs.push_back(r);
+  }
+  const Outcome cpu = run(GetParam(), "cpu", 0, reqs);
+  const Outcome gpu_plain = run(GetParam(), "cuda", 0, reqs);
+  const Outcome gpu_spec = run(GetParam(), "cuda", 3, reqs);
+  EXPECT_GT(gpu_spec.stats.spec_verify_steps, 0u);
+  size_t compared = 0;
+  for (const auto& r : reqs) {
+    const size_t n = trusted(cpu.lps.at(r.rid), 0.1);
+    const auto& want = cpu.tokens.at(r.rid);
+    const auto& got = gpu_spec.tokens.at(r.rid);
+    ASSERT_EQ(got.size(), want.size()) << r.rid;
+    EXPECT_TRUE(std::equal(want.begin(), want.begin() + n, got.begin())) << r.rid << " first " << n << " tokens";
+    compared += n;
+  }
+  EXPECT_GT(compared, reqs.size() * 4);
+  // Oracle drafts: the CUDA engine's undrafted tokens, every fifth made wrong.
+  int corrupt = 0;
+  DraftHook oracle = [&](const std::string& rid, int32_t num_output, std::vector<int32_t>& drafts) {
+    const auto& want = gpu_plain.tokens.at(rid);
+    for (size_t j = 0; j < drafts.size(); ++j) {
+      const size_t at = static_cast<size_t>(num_output) + j;
+      drafts[j] = at < want.size() ? want[at] : 5;
+      if (++corrupt % 5 == 0) drafts[j] = (drafts[j] + 1) % 1024;
+    }
+  };
+  const Outcome gpu_oracle = run(GetParam(), "cuda", 3, reqs, oracle);
+  EXPECT_GT(gpu_oracle.stats.spec_accepted_tokens, gpu_oracle.stats.spec_draft_tokens / 3);
+  for (const auto& r : reqs) {
+    const size_t n = trusted(gpu_plain.lps.at(r.rid), 0.1);
+    const auto& want = gpu_plain.tokens.at(r.rid);
+    const auto& got = gpu_oracle.tokens.at(r.rid);
+    ASSERT_EQ(got.size(), want.size()) << r.rid;
+    EXPECT_TRUE(std::equal(want.begin(), want.begin() + n, got.begin())) << r.rid << " first " << n << " tokens";
+    const auto& lg = gpu_oracle.lps.at(r.rid);
+    const auto& lw = gpu_plain.lps.at(r.rid);
+    for (size_t k = 0; k < n; ++k) EXPECT_NEAR(lg[k].logprob, lw[k].logprob, 0.1) << r.rid << " " << k;
+  }
+  std::printf("%s: drafts accepted %llu of %llu (MTP), %llu of %llu (oracle)\n", GetParam().c_str(),
+              (unsigned long long)gpu_spec.stats.spec_accepted_tokens,
+              (unsigned long long)gpu_spec.stats.spec_draft_tokens,
+              (unsigned long long)gpu_oracle.stats.spec_accepted_tokens,
+              (unsigned long long)gpu_oracle.stats.spec_draft_tokens);
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, SpeculativeGpu, ::testing::Values("v3", "v3_fp8"));
+
+}  // namespace
+}  // namespace ds
