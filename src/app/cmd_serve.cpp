@@ -154,7 +154,7 @@ int run_serve(int argc, char** argv) {
                            "cuda-graph-max-bs"})
     if (flags.get_int(name) < 0) return fail(error("--", name, " must be >= 0, got ", flags.get_int(name)));
   if (Status st = check_mem_fraction_flag(flags); !st) return fail(st);
-  if (Status st = check_parallel_flags(flags); !st) return fail(st);
+  if (Status st = check_parallel_flags(flags, /*tp_on_cpu=*/true); !st) return fail(st);
   if (Status st = apply_log_level_flag(flags); !st) return fail(st);
   Result<int32_t> spec_flags = speculative_steps_from_flags(flags, model_path);
   if (!spec_flags) return fail(spec_flags.status());
@@ -330,6 +330,7 @@ int run_serve(int argc, char** argv) {
       eo.chunked_prefill_size = static_cast<int32_t>(flags.get_int("chunked-prefill-size"));
       eo.max_running_requests = static_cast<int32_t>(max_running);
       eo.speculative_num_steps = spec_steps;
+      eo.tp_size = static_cast<int32_t>(flags.get_int("tp-size"));
       eo.max_prefill_tokens = static_cast<int32_t>(flags.get_int("max-prefill-tokens"));
       eo.schedule_policy = flags.get_string("schedule-policy");
       eo.disable_radix_cache = flags.get_bool("disable-radix-cache");

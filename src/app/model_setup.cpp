@@ -53,7 +53,7 @@ void add_sglang_compat_flags(Flags& flags) {
   flags.add_alias("random-seed", "seed");
   flags.add_bool("trust-remote-code", "accepted for SGLang command lines (dserve runs no checkpoint code)");
   flags.add_string("log-level", "", "debug, info, warning, error or critical (default: DSERVE_LOG, else info)");
-  flags.add_int("tp-size", 1, "tensor-parallel size (1: one GPU; multi-GPU serving is not built yet)");
+  flags.add_int("tp-size", 1, "tensor-parallel size (serve --device cpu: ranks as threads of one process; multi-GPU serving is not built yet)");
   flags.add_alias("tp", "tp-size");
   flags.add_alias("tensor-parallel-size", "tp-size");
   flags.add_int("dp-size", 1, "data-parallel size (1)");
@@ -141,9 +141,11 @@ Result<int32_t> speculative_steps_from_flags(const Flags& flags, const std::stri
   return static_cast<int32_t>(steps);
 }
 
-Status check_parallel_flags(const Flags& flags) {
+Status check_parallel_flags(const Flags& flags, bool tp_on_cpu) {
+  if (const int64_t tp = flags.get_int("tp-size"); tp_on_cpu && tp != 1 && (tp < 1 || tp > 64))
+    return error("--tp-size must be in [1, 64], got ", tp);
   for (const char* name : {"tp-size", "dp-size", "pp-size", "ep-size"})
-    if (const int64_t v = flags.get_int(name); v != 1)
+    if (const int64_t v = flags.get_int(name); v != 1 && !(tp_on_cpu && std::string(name) == "tp-size"))
       return error("--", name, " ", v, ": dserve runs on one GPU (1); multi-GPU serving (tensor, data, pipeline and "
                    "expert parallelism) is not built yet");
   return Status::ok();

@@ -18,8 +18,9 @@ void add_model_flags(Flags& flags);
 // --data-parallel-size, --pp-size / --pipeline-parallel-size, --ep-size / --ep / --expert-parallel-size (default 1).
 void add_sglang_compat_flags(Flags& flags);
 // The parallel sizes: 1 is one GPU (what dserve runs); anything else is refused with the flag named, until
-// multi-GPU serving exists.
-Status check_parallel_flags(const Flags& flags);
+// multi-GPU serving exists. tp_on_cpu (serve): --tp-size up to 64 passes (ranks as threads on --device cpu; the
+// engine refuses it on CUDA).
+Status check_parallel_flags(const Flags& flags, bool tp_on_cpu = false);
 // SGLang's feature flags add_sglang_compat_flags declares: --attention-backend and its prefill / decode forms
 // (SGLang's names accepted and logged, dserve's own MLA kernels run; other names refused), --enable-torch-compile
 // (accepted: CUDA graphs), and what is not built yet, refused with the flag named: --enable-dp-attention, the

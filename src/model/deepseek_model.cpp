@@ -205,7 +205,12 @@ MlpOut DeepseekModel::decoder_layer_open(const Layer& layer, int cache_layer, Te
                                   : layer.experts.empty() ? kNone
                                                          : layer.experts[0].gate_up;
   x = ops_.rms_norm_q(&hidden, a, layer.post_attn_norm, eps, mlp_first, &xq);  // hidden += a; [T, d]
-  return mlp(layer, x, xq);                                                    // [T, d], not yet added
+  MlpOut m = mlp(layer, x, xq);                                                // [T, d], not yet added
+  if (ops_.tp_size() == 1) return m;
+  // Tensor parallelism: this rank's intermediate columns give a partial sum, completed before the residual add.
+  Tensor sum = ops_.reduce(m);  // [T, d]
+  ops_.all_reduce_(sum);
+  return MlpOut{sum, nullptr};
 }
 
 Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tensor& x, const Fp8Act& xq,
@@ -266,7 +271,9 @@ Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tenso
                                                topk_ptr);  // [T, H, lora]
     o = ops_.bmm_heads_fp8(o_lat, a.w_vc8);                // [T, H, v]
   }
-  return ops_.linear_q(o.reshape({T, H * v}), oq, a.o_proj);  // [T, d]
+  Tensor out = ops_.linear_q(o.reshape({T, H * v}), oq, a.o_proj);  // [T, d]; over this rank's heads with TP
+  ops_.all_reduce_(out);
+  return out;
 }
 
 Tensor DeepseekModel::indexer(const Attention& a, int cache_layer, const Tensor& x, const Tensor& q_resid,

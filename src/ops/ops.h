@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/tensor.h"
+#include "ops/collective.h"
 #include "ops/fp8.h"
 #include "ops/linear_weight.h"
 #include "ops/sampling.h"
@@ -94,6 +95,16 @@ class Ops {
   virtual ~Ops() = default;
   virtual Device device() const = 0;
   virtual DType activation_dtype() const = 0;  // F32 on CPU
+
+  // ---- tensor parallelism ----
+  // The group this backend's model is one rank of (null: a single rank). The model sums its partial outputs
+  // (o_proj, the MLP / MoE down projections over sharded heads and intermediate columns) with all_reduce_.
+  void set_collective(std::shared_ptr<Collective> c) { collective_ = std::move(c); }
+  int tp_size() const { return collective_ ? collective_->size() : 1; }
+  int tp_rank() const { return collective_ ? collective_->rank() : 0; }
+  void all_reduce_(Tensor& t) {
+    if (collective_ && collective_->size() > 1) collective_->all_reduce_sum(t);
+  }
 
   // ---- weights (host checkpoint tensors -> backend layout) ----
   virtual Tensor prepare_param(const Tensor& host) = 0;           // norms, biases, embeddings
@@ -425,6 +436,9 @@ class Ops {
   // Nothing comes back to the host, so a CUDA graph may hold it. At most kGreedyToStoreMaxRows rows.
   virtual void greedy_to_store_(const Tensor& logits, int64_t vocab, Tensor& store) = 0;
   static constexpr int64_t kGreedyToStoreMaxRows = 8192;  // CUDA keeps a counter per row
+
+ private:
+  std::shared_ptr<Collective> collective_;
 };
 
 std::unique_ptr<Ops> make_cpu_ops();  // ops/cpu/cpu_ops.cpp

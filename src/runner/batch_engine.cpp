@@ -22,7 +22,10 @@
 #endif
 #include "model/deepseek_model.h"
 #include "model/quantize.h"
+#include "dist/local_group.h"
+#include "model/tp_shard.h"
 #include "runner/batch_runner.h"
+#include "runner/tp_ranks.h"
 #include "runner/fault_inject.h"
 #include "runner/mem_plan.h"
 
@@ -86,7 +89,36 @@ class BatchEngine final : public Engine {
         return error("speculative decoding runs on --device cpu only so far: its CUDA path (verify steps, the MTP "
                      "drafter) has not been checked against the CPU backend yet");
     }
-    model_ = std::make_unique<DeepseekModel>(cfg_, weights, *ops_, model_options(o.disable_shared_experts_fusion));
+    // Tensor parallelism (--tp-size): rank r runs its shard of the weights on a backend of its own; rank 0 is
+    // ops_ / model_ / runner_, the others run beside it every step (runner/tp_ranks.h).
+    if (o.tp_size < 1) return error("--tp-size must be >= 1, got ", o.tp_size);
+    if (o.tp_size > 1 && ops_->device() != Device::kCpu)
+      return error("--tp-size ", o.tp_size, ": tensor parallelism runs on --device cpu only so far (ranks as threads); "
+                   "multi-GPU serving over NCCL is not built yet");
+    ModelConfig rank_cfg = cfg_;  // rank 0's: heads and intermediate sizes divided by tp_size
+    if (o.tp_size > 1) {
+      auto group = std::make_shared<LocalGroup>(o.tp_size);
+      for (int r = 0; r < o.tp_size; ++r) {
+        DS_ASSIGN_OR_RETURN(TpShard shard, shard_for_tensor_parallel(cfg_, weights, r, o.tp_size));
+        std::unique_ptr<Ops> ops = r == 0 ? std::move(ops_) : make_cpu_ops();
+        ops->set_collective(group->member(r));
+        auto model = std::make_unique<DeepseekModel>(shard.config, shard.weights, *ops,
+                                                     model_options(o.disable_shared_experts_fusion));
+        if (r == 0) {
+          ops_ = std::move(ops);
+          model_ = std::move(model);
+          rank_cfg = shard.config;
+        } else {
+          rank_ops_.push_back(std::move(ops));
+          rank_models_.push_back(std::move(model));
+        }
+      }
+      group_ = group;
+      if (o.verbose) DS_INFO("tensor parallelism: ", o.tp_size, " ranks (threads), ", rank_cfg.num_attention_heads,
+                             " attention heads each");
+    } else {
+      model_ = std::make_unique<DeepseekModel>(cfg_, weights, *ops_, model_options(o.disable_shared_experts_fusion));
+    }
     if (o.verbose) DS_INFO("weights ready: ", cfg_.num_hidden_layers, " layers, vocab ", cfg_.vocab_size);
 
     context_length_ = o.context_length > 0 ? o.context_length : cfg_.max_position_embeddings;
@@ -164,6 +196,14 @@ class BatchEngine final : public Engine {
     KvCache cache = make_kv_cache(*ops_, cfg_, sc.page_size, sc.num_pages + (graphs ? 1 : 0), spec_steps_ > 0 ? 1 : 0,
                                   kv_dtype);
     runner_ = std::make_unique<BatchRunner>(*model_, *ops_, cache, sc.max_running_requests);
+    std::vector<BatchRunner*> others;
+    for (size_t r = 0; r < rank_models_.size(); ++r) {  // each rank its own latent cache (MLA TP keeps it whole)
+      KvCache c = make_kv_cache(*rank_ops_[r], rank_cfg, sc.page_size, sc.num_pages, spec_steps_ > 0 ? 1 : 0, kv_dtype);
+      rank_runners_.push_back(std::make_unique<BatchRunner>(*rank_models_[r], *rank_ops_[r], c, sc.max_running_requests));
+      if (spec_steps_ > 0) rank_runners_.back()->enable_speculative();
+      others.push_back(rank_runners_.back().get());
+    }
+    if (!others.empty()) tp_ = std::make_unique<TpRanks>(std::move(others));
     if (spec_steps_ > 0) {
       runner_->enable_speculative();
       if (o.verbose)
@@ -195,7 +235,8 @@ class BatchEngine final : public Engine {
     }
     if (o.verbose) DS_INFO("KV cache: ", sc.num_pages, " pages of ", sc.page_size, " tokens (", max_total_tokens_, " tokens)");
     on_fatal_ = o.on_fatal;
-    overlap_ = !o.disable_overlap_schedule && spec_steps_ == 0;  // drafts are host values of the previous step
+    // Drafts are host values of the previous step; tensor-parallel ranks run each step together, start to end.
+    overlap_ = !o.disable_overlap_schedule && spec_steps_ == 0 && !tp_;
     loop_ = std::thread([this] { run_loop_guarded(); });
     return Status::ok();
   }
@@ -408,10 +449,15 @@ class BatchEngine final : public Engine {
           prev.reset();
           deliver(early);
         }
-        launched = runner_->launch(plan, info);
+        if (tp_) {
+          DS_CHECK(serial_step && !prev, "tensor-parallel steps do not overlap");
+          outputs = tp_->execute(*runner_, plan, info);
+        } else {
+          launched = runner_->launch(plan, info);
+        }
         // Overlap: the older step's ids, waited for while this step is queued behind it on the device.
         if (prev) prev_outputs = finish(*prev);
-        if (serial_step) outputs = runner_->finish(std::move(launched));
+        if (serial_step && !tp_) outputs = runner_->finish(std::move(launched));
       } catch (const std::exception& e) {
         fail_all(plan, e.what());
         return;
@@ -538,6 +584,7 @@ class BatchEngine final : public Engine {
       out.push_back(Outgoing{l.callback, std::move(e)});
       if (ev.finished) {
         runner_->release(ev.rid);
+        if (tp_) tp_->release(ev.rid);
         live_.erase(it);
       }
     }
@@ -582,6 +629,13 @@ class BatchEngine final : public Engine {
   std::unique_ptr<Ops> ops_;
   std::unique_ptr<DeepseekModel> model_;
   std::unique_ptr<BatchRunner> runner_;
+  // Tensor parallelism: ranks 1..n-1 (rank 0 is ops_ / model_ / runner_); tp_ is declared last among them so
+  // that its threads stop before their runners go.
+  std::shared_ptr<LocalGroup> group_;
+  std::vector<std::unique_ptr<Ops>> rank_ops_;
+  std::vector<std::unique_ptr<DeepseekModel>> rank_models_;
+  std::vector<std::unique_ptr<BatchRunner>> rank_runners_;
+  std::unique_ptr<TpRanks> tp_;
   int64_t context_length_ = 0;
   int64_t max_total_tokens_ = 0;
 

@@ -37,6 +37,8 @@ struct BatchEngineOptions {
   // MTP speculative decoding (--speculative-algorithm EAGLE / NEXTN with topk 1): draft tokens verified per
   // decode step, 0 = off. Needs the checkpoint's MTP layer; turns overlap scheduling and CUDA graphs off.
   int32_t speculative_num_steps = 0;
+  // Tensor parallelism (--tp-size): ranks as threads of this process, each with its weight shard (--device cpu).
+  int32_t tp_size = 1;
   // Tests of verification only: may rewrite the drafts made for request `rid` whose output will hold `num_output`
   // tokens when they are verified (random fixtures' MTP layers draft nothing a target accepts).
   std::function<void(const std::string& rid, int32_t num_output, std::vector<int32_t>& drafts)> test_draft_hook;

@@ -1,0 +1,27 @@
+// LocalGroup: a tensor-parallel group of ranks that are threads of this process, each with its own CPU backend
+// and model shard (the CPU reference of multi-GPU serving; NCCL groups for CUDA come next). All-reduce sums in
+// rank order, so every rank gets the same bits.
+#pragma once
+#include <barrier>
+#include <memory>
+#include <vector>
+
+#include "ops/collective.h"
+
+namespace ds {
+
+class LocalGroup {
+ public:
+  explicit LocalGroup(int size);
+  int size() const { return size_; }
+  // Rank r's handle (give it to that rank's Ops::set_collective); every rank must join every collective.
+  std::shared_ptr<Collective> member(int rank);
+
+ private:
+  class Member;
+  struct State;
+  int size_;
+  std::shared_ptr<State> state_;
+};
+
+}  // namespace ds

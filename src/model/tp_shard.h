@@ -1,0 +1,22 @@
+// Tensor-parallel sharding of a checkpoint (SGLang's MLA + MoE TP layout): rank r of n gets heads
+// [r H/n, (r+1) H/n) (q_proj / q_b_proj and kv_b_proj rows, o_proj columns) and a 1/n slice of every MLP's
+// intermediate dimension (dense, shared and each routed expert: gate / up rows, down columns). The low-rank
+// q_a / kv_a projections (so the latent cache is whole on every rank), norms, router, V3.2 indexer, MTP's
+// eh_proj, embedding and lm_head stay whole. Each rank's attention output and MLP output are then partial sums
+// that the model all-reduces (Ops::all_reduce_).
+#pragma once
+#include "core/status.h"
+#include "model/config.h"
+#include "model/weights.h"
+
+namespace ds {
+
+struct TpShard {
+  ModelConfig config;    // heads and intermediate sizes divided by n: what this rank's model computes
+  ModelWeights weights;  // whole tensors shared with the input (no copy); sliced ones copied
+};
+
+// Errors name what does not divide: heads, an intermediate size, or a block-FP8 slice off the 128-blocks.
+Result<TpShard> shard_for_tensor_parallel(const ModelConfig& cfg, const ModelWeights& w, int rank, int size);
+
+}  // namespace ds

@@ -1,0 +1,112 @@
+// The batch engine with tensor parallelism on the CPU backend (ranks as threads, runner/tp_ranks.h): what a client
+// sees equals the single-rank engine's, greedy and seeded, with logprobs, chunked prefill, and MTP drafts.
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include <gtest/gtest.h>
+
+#include "runner/batch_engine.h"
+
+namespace ds {
+namespace {
+
+struct Outcome {
+  std::map<std::string, std::vector<int32_t>> tokens;
+  std::map<std::string, std::vector<TokenLogprob>> lps;
+  EngineStats stats;
+};
+
+Outcome run(const std::string& fx, int tp, int spec, const std::vector<EngineRequest>& reqs) {
+  BatchEngineOptions o;
+  o.model_path = std::string(DSERVE_SOURCE_DIR) + "/tests/fixtures/" + fx;
+  o.chunked_prefill_size = 40;
+  o.page_size = 16;
+  o.max_total_tokens = 4096;
+  o.verbose = false;
+  o.tp_size = tp;
+  o.speculative_num_steps = spec;
+  auto engine = make_batch_engine(o);
+  EXPECT_TRUE(engine.is_ok()) << engine.status().message();
+  if (!engine.is_ok()) return {};
+  std::mutex mu;
+  std::condition_variable cv;
+  Outcome out;
+  size_t finished = 0;
+  for (const auto& r : reqs)
+    EXPECT_TRUE((*engine)
+                    ->submit(r,
+                             [&](EngineEvent e) {
+                               std::lock_guard<std::mutex> lock(mu);
+                               auto& t = out.tokens[e.rid];
+                               t.insert(t.end(), e.new_tokens.begin(), e.new_tokens.end());
+                               auto& l = out.lps[e.rid];
+                               l.insert(l.end(), e.output_logprobs.begin(), e.output_logprobs.end());
+                               finished += e.finished ? 1 : 0;
+                               cv.notify_all();
+                             })
+                    .is_ok());
+  std::unique_lock<std::mutex> lock(mu);
+  EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(300), [&] { return finished == reqs.size(); }));
+  out.stats = (*engine)->stats();
+  return out;
+}
+
+std::vector<EngineRequest> requests() {
+  std::mt19937 rng(23);
+  std::vector<EngineRequest> reqs;
+  for (int i = 0; i < 6; ++i) {
+    EngineRequest r;
+    r.rid = "t";
+    r.rid += std::to_string(i);
+    for (int k = 0; k < 7 + 21 * i; ++k) r.input_ids.push_back(static_cast<int32_t>(2 + rng() % 1000));
+    r.sampling.max_new_tokens = 9;
+    r.sampling.temperature = i % 2 ? 0.8f : 0.0f;
+    r.sampling.seed = 40 + i;
+    r.sampling.ignore_eos = true;
+    r.return_logprob = true;
+    r.top_logprobs_num = i % 3 == 0 ? 2 : 0;
+    reqs.push_back(r);
+  }
+  return reqs;
+}
+
+void expect_same(const Outcome& a, const Outcome& b, const std::vector<EngineRequest>& reqs) {
+  for (const auto& r : reqs) {
+    SCOPED_TRACE(r.rid);
+    ASSERT_EQ(a.tokens.at(r.rid), b.tokens.at(r.rid));
+    ASSERT_EQ(a.lps.at(r.rid).size(), b.lps.at(r.rid).size());
+    for (size_t k = 0; k < a.lps.at(r.rid).size(); ++k)
+      EXPECT_NEAR(a.lps.at(r.rid)[k].logprob, b.lps.at(r.rid)[k].logprob, 1e-4) << k;
+  }
+}
+
+TEST(TensorParallelEngine, SameResultsAsOneRank) {
+  const auto reqs = requests();
+  for (const char* fx : {"v3", "v2_lite"}) {
+    SCOPED_TRACE(fx);
+    const Outcome one = run(fx, 1, 0, reqs);
+    for (int tp : {2, 4}) expect_same(run(fx, tp, 0, reqs), one, reqs);
+  }
+  // With MTP drafts (verify steps and the drafter on every rank): the same again.
+  const Outcome spec_one = run("v3", 1, 2, reqs);
+  const Outcome spec_two = run("v3", 2, 2, reqs);
+  expect_same(spec_two, spec_one, reqs);
+  EXPECT_EQ(spec_two.stats.spec_draft_tokens, spec_one.stats.spec_draft_tokens);
+}
+
+TEST(TensorParallelEngine, WhatDoesNotShardIsRefused) {
+  BatchEngineOptions o;
+  o.model_path = std::string(DSERVE_SOURCE_DIR) + "/tests/fixtures/v3";
+  o.verbose = false;
+  o.tp_size = 3;
+  auto e = make_batch_engine(o);
+  ASSERT_FALSE(e.is_ok());
+  EXPECT_NE(e.status().message().find("attention heads"), std::string::npos) << e.status().message();
+  o.tp_size = 0;
+  EXPECT_FALSE(make_batch_engine(o).is_ok());
+}
+
+}  // namespace
+}  // namespace ds

@@ -1,0 +1,86 @@
+// The other ranks' step loop: wait for a job, run it, report; the caller's rank 0 runs beside them.
+#include "runner/tp_ranks.h"
+
+#include <stdexcept>
+
+namespace ds {
+
+TpRanks::TpRanks(std::vector<BatchRunner*> others) : runners_(std::move(others)) {
+  outputs_.resize(runners_.size());
+  errors_.resize(runners_.size());
+  for (size_t i = 0; i < runners_.size(); ++i) threads_.emplace_back([this, i] { worker(i); });
+}
+
+TpRanks::~TpRanks() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  for (auto& t : threads_) t.join();
+}
+
+void TpRanks::worker(size_t i) {
+  ScopedCheckThrows checks_throw;  // a broken invariant fails the step on the engine thread, not the process
+  uint64_t seen = 0;
+  for (;;) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return stop_ || job_ != seen; });
+    if (stop_) return;
+    seen = job_;
+    const StepPlan& plan = *plan_;
+    const auto& info = *info_;
+    lock.unlock();
+    std::vector<SeqOutput> out;
+    std::string err;
+    try {
+      out = runners_[i]->execute(plan, info);
+    } catch (const std::exception& e) {
+      err = e.what();
+    }
+    lock.lock();
+    outputs_[i] = std::move(out);
+    errors_[i] = std::move(err);
+    ++done_;
+    cv_.notify_all();
+  }
+}
+
+std::vector<SeqOutput> TpRanks::execute(BatchRunner& rank0, const StepPlan& plan,
+                                        const std::unordered_map<std::string, RunnerRequestInfo>& info) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    plan_ = &plan;
+    info_ = &info;
+    done_ = 0;
+    ++job_;
+  }
+  cv_.notify_all();
+  std::vector<SeqOutput> out;
+  std::string err0;
+  try {
+    out = rank0.execute(plan, info);
+  } catch (const std::exception& e) {
+    err0 = e.what();
+  }
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [&] { return done_ == runners_.size(); });
+  if (!err0.empty()) throw std::runtime_error("tensor-parallel rank 0: " + err0);
+  for (size_t i = 0; i < runners_.size(); ++i) {
+    if (!errors_[i].empty()) throw std::runtime_error("tensor-parallel rank " + std::to_string(i + 1) + ": " + errors_[i]);
+    DS_CHECK(outputs_[i].size() == out.size(), "tensor-parallel rank ", i + 1, " returned ", outputs_[i].size(),
+             " outputs, rank 0 ", out.size());
+    for (size_t s = 0; s < out.size(); ++s)
+      DS_CHECK(outputs_[i][s].token == out[s].token && outputs_[i][s].accepted_drafts == out[s].accepted_drafts &&
+                   outputs_[i][s].next_drafts == out[s].next_drafts,
+               "tensor-parallel rank ", i + 1, " sampled other tokens than rank 0 for sequence ", s);
+  }
+  return out;
+}
+
+void TpRanks::release(const std::string& rid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (BatchRunner* r : runners_) r->release(rid);
+}
+
+}  // namespace ds

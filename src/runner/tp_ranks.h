@@ -1,0 +1,47 @@
+// TpRanks: ranks 1..n-1 of a tensor-parallel engine, each a thread with its own BatchRunner (model shard, latent
+// cache, sampler states); rank 0's runner is the engine's own. Every step runs on all ranks at once (the model's
+// all-reduces meet there); each rank samples the same tokens (the same logits bit for bit, the same seeds), so
+// rank 0's outputs are the step's and the others are checked against them.
+#pragma once
+#include <condition_variable>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "runner/batch_runner.h"
+
+namespace ds {
+
+class TpRanks {
+ public:
+  explicit TpRanks(std::vector<BatchRunner*> others);
+  ~TpRanks();
+  TpRanks(const TpRanks&) = delete;
+  TpRanks& operator=(const TpRanks&) = delete;
+
+  // Runs `plan` on every other rank while the caller runs it on rank 0; returns rank 0's outputs. A rank whose
+  // step threw, or whose tokens differ from rank 0's, fails the step (the exception is rethrown here).
+  std::vector<SeqOutput> execute(BatchRunner& rank0, const StepPlan& plan,
+                                 const std::unordered_map<std::string, RunnerRequestInfo>& info);
+  // Forgets a finished request on every other rank (between steps).
+  void release(const std::string& rid);
+
+ private:
+  void worker(size_t i);
+
+  std::vector<BatchRunner*> runners_;
+  std::vector<std::thread> threads_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  uint64_t job_ = 0;     // the step being run (workers run each job once)
+  size_t done_ = 0;      // workers finished with job_
+  bool stop_ = false;
+  const StepPlan* plan_ = nullptr;
+  const std::unordered_map<std::string, RunnerRequestInfo>* info_ = nullptr;
+  std::vector<std::vector<SeqOutput>> outputs_;
+  std::vector<std::string> errors_;
+};
+
+}  // namespace ds
