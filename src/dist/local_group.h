@@ -2,8 +2,8 @@
 // and model shard (the CPU reference of multi-GPU serving; NCCL groups for CUDA come next). All-reduce sums in
 // rank order, so every rank gets the same bits.
 #pragma once
-#include <barrier>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "ops/collective.h"
@@ -16,6 +16,9 @@ class LocalGroup {
   int size() const { return size_; }
   // Rank r's handle (give it to that rank's Ops::set_collective); every rank must join every collective.
   std::shared_ptr<Collective> member(int rank);
+  // A rank failed mid-step: every collective waiting now or called later throws (std::runtime_error naming
+  // `why`) instead of waiting for it forever. The group stays broken.
+  void abort(const std::string& why);
 
  private:
   class Member;

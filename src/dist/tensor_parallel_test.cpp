@@ -1,11 +1,15 @@
 // Tensor parallelism on the CPU backend: n ranks as threads (LocalGroup), each with its shard of a fixture
 // (model/tp_shard.h) and its own latent cache, give the single-rank model's logits (prefill in MHA form, decode
 // steps in the absorbed form, the MTP layer) to float rounding, and the same bits on every rank.
+#include <chrono>
 #include <cmath>
 #include <random>
 #include <thread>
 
+#include <fstream>
+
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "dist/local_group.h"
 #include "model/deepseek_model.h"
@@ -99,6 +103,53 @@ TEST_P(TensorParallel, RanksGiveTheSingleRankLogits) {
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallel, ::testing::Values("v2_lite", "v2", "v3", "v32"));
 
+// Block-FP8 shards: DeepSeek-V3's config cut down so that every rank's slice is whole 128-blocks (2 heads of 192 /
+// 256 / 128 rows and columns, MLP intermediates of 128 a rank), dummy e4m3 weights with their scales: TP 2 gives
+// the single rank's logits.
+TEST(TensorParallelFp8, BlockScaledShardsGiveTheSingleRankLogits) {
+  std::ifstream f(std::string(DSERVE_SOURCE_DIR) + "/tests/data/configs/deepseek-v3.json");
+  nlohmann::json c = nlohmann::json::parse(f);
+  c.update({{"hidden_size", 256}, {"intermediate_size", 256}, {"moe_intermediate_size", 256},
+            {"num_attention_heads", 4}, {"num_key_value_heads", 4}, {"n_routed_experts", 8},
+            {"num_experts_per_tok", 2}, {"n_group", 2}, {"topk_group", 1}, {"q_lora_rank", 256},
+            {"kv_lora_rank", 128}, {"num_hidden_layers", 2}, {"first_k_dense_replace", 1},
+            {"num_nextn_predict_layers", 0}, {"vocab_size", 1024}});
+  const ModelConfig cfg = parse_model_config(c.dump()).value();
+  const ModelWeights w = make_dummy_weights(cfg, 7, false);
+  ASSERT_TRUE(w.layers[0].attn.o_proj.is_block_fp8());
+  std::mt19937 rng(4);
+  std::vector<int32_t> prompt(30), decode(3);
+  for (auto& t : prompt) t = static_cast<int32_t>(rng() % 1024);
+  for (auto& t : decode) t = static_cast<int32_t>(rng() % 1024);
+  auto ops1 = make_cpu_ops();
+  DeepseekModel single(cfg, w, *ops1);
+  const auto want = run_steps(cfg, single, *ops1, prompt, decode);
+  LocalGroup group(2);
+  std::vector<std::vector<std::vector<float>>> got(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      auto ops = make_cpu_ops();
+      ops->set_collective(group.member(r));
+      auto shard = shard_for_tensor_parallel(cfg, w, r, 2);
+      ASSERT_TRUE(shard.is_ok()) << shard.status().message();
+      EXPECT_TRUE(shard->weights.layers[1].moe.experts[0].down.is_block_fp8());
+      EXPECT_EQ(shard->weights.layers[1].moe.experts[0].down.scale_inv.dim(1), 1);  // 128 of 256 columns
+      DeepseekModel model(shard->config, shard->weights, *ops);
+      got[r] = run_steps(shard->config, model, *ops, prompt, decode);
+    });
+  for (auto& t : ranks) t.join();
+  ASSERT_EQ(got[0].size(), want.size());
+  for (size_t k = 0; k < want.size(); ++k) {
+    EXPECT_EQ(got[1][k], got[0][k]) << k;
+    double worst = 0;
+    for (size_t i = 0; i < want[k].size(); ++i)
+      worst = std::max(worst, std::fabs(static_cast<double>(got[0][k][i]) - want[k][i]) /
+                                  (1.0 + std::fabs(static_cast<double>(want[k][i]))));
+    EXPECT_LE(worst, 1e-4) << "step " << k;
+  }
+}
+
 // What does not divide is refused with its name: 3 heads of 4, FP8 blocks cut below 128 rows.
 TEST(TensorParallelShard, UndividableShapesAreRefused) {
   const ModelConfig cfg = load_model_config(fixture("v3")).value();
@@ -112,6 +163,41 @@ TEST(TensorParallelShard, UndividableShapesAreRefused) {
   ASSERT_FALSE(fp8.is_ok());
   EXPECT_NE(fp8.status().message().find("FP8 blocks"), std::string::npos) << fp8.status().message();
   EXPECT_FALSE(shard_for_tensor_parallel(cfg, w, 2, 2).is_ok());
+}
+
+// The in-process all-reduce: the rank-order sum on every rank; a rank that fails breaks the group, and ranks
+// waiting for it throw with the reason instead of hanging (the engine then fails the step).
+TEST(LocalGroupTest, SumsAndAbortWakesWaitingRanks) {
+  LocalGroup group(3);
+  std::vector<std::vector<float>> got(3);
+  std::vector<std::thread> ts;
+  for (int r = 0; r < 3; ++r)
+    ts.emplace_back([&, r] {
+      Tensor t = Tensor::empty({4}, DType::kF32);
+      for (int i = 0; i < 4; ++i) t.f32()[i] = static_cast<float>(10 * r + i);
+      group.member(r)->all_reduce_sum(t);
+      got[r].assign(t.f32(), t.f32() + 4);
+    });
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(got[r], (std::vector<float>{30, 33, 36, 39})) << r;
+
+  std::vector<std::string> errors(2);
+  ts.clear();
+  for (int r = 0; r < 2; ++r)
+    ts.emplace_back([&, r] {
+      Tensor t = Tensor::zeros({4}, DType::kF32);
+      try {
+        group.member(r)->all_reduce_sum(t);
+      } catch (const std::exception& e) {
+        errors[r] = e.what();
+      }
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // ranks 0 and 1 wait for rank 2
+  group.abort("rank 2: injected");
+  for (auto& t : ts) t.join();
+  for (int r = 0; r < 2; ++r) EXPECT_NE(errors[r].find("rank 2: injected"), std::string::npos) << errors[r];
+  Tensor t = Tensor::zeros({4}, DType::kF32);
+  EXPECT_THROW(group.member(2)->all_reduce_sum(t), std::runtime_error);
 }
 
 }  // namespace

@@ -203,7 +203,8 @@ class BatchEngine final : public Engine {
       if (spec_steps_ > 0) rank_runners_.back()->enable_speculative();
       others.push_back(rank_runners_.back().get());
     }
-    if (!others.empty()) tp_ = std::make_unique<TpRanks>(std::move(others));
+    if (!others.empty())
+      tp_ = std::make_unique<TpRanks>(std::move(others), [g = group_](const std::string& why) { g->abort(why); });
     if (spec_steps_ > 0) {
       runner_->enable_speculative();
       if (o.verbose)

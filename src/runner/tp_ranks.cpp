@@ -5,7 +5,8 @@
 
 namespace ds {
 
-TpRanks::TpRanks(std::vector<BatchRunner*> others) : runners_(std::move(others)) {
+TpRanks::TpRanks(std::vector<BatchRunner*> others, std::function<void(const std::string&)> on_failure)
+    : runners_(std::move(others)), on_failure_(std::move(on_failure)) {
   outputs_.resize(runners_.size());
   errors_.resize(runners_.size());
   for (size_t i = 0; i < runners_.size(); ++i) threads_.emplace_back([this, i] { worker(i); });
@@ -37,6 +38,7 @@ void TpRanks::worker(size_t i) {
       out = runners_[i]->execute(plan, info);
     } catch (const std::exception& e) {
       err = e.what();
+      if (on_failure_) on_failure_("rank " + std::to_string(i + 1) + ": " + err);
     }
     lock.lock();
     outputs_[i] = std::move(out);
@@ -62,6 +64,7 @@ std::vector<SeqOutput> TpRanks::execute(BatchRunner& rank0, const StepPlan& plan
     out = rank0.execute(plan, info);
   } catch (const std::exception& e) {
     err0 = e.what();
+    if (on_failure_) on_failure_("rank 0: " + err0);
   }
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return done_ == runners_.size(); });

@@ -4,6 +4,7 @@
 // rank 0's outputs are the step's and the others are checked against them.
 #pragma once
 #include <condition_variable>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -16,7 +17,9 @@ namespace ds {
 
 class TpRanks {
  public:
-  explicit TpRanks(std::vector<BatchRunner*> others);
+  // on_failure(why): a rank's step threw; breaks the ranks' collectives (LocalGroup::abort) so that the others,
+  // waiting in an all-reduce for it, throw too instead of hanging.
+  TpRanks(std::vector<BatchRunner*> others, std::function<void(const std::string&)> on_failure);
   ~TpRanks();
   TpRanks(const TpRanks&) = delete;
   TpRanks& operator=(const TpRanks&) = delete;
@@ -32,6 +35,7 @@ class TpRanks {
   void worker(size_t i);
 
   std::vector<BatchRunner*> runners_;
+  std::function<void(const std::string&)> on_failure_;
   std::vector<std::thread> threads_;
   std::mutex mu_;
   std::condition_variable cv_;
