@@ -331,6 +331,7 @@ int run_serve(int argc, char** argv) {
       eo.max_running_requests = static_cast<int32_t>(max_running);
       eo.speculative_num_steps = spec_steps;
       eo.tp_size = static_cast<int32_t>(flags.get_int("tp-size"));
+      eo.ep_size = static_cast<int32_t>(flags.get_int("ep-size"));
       eo.max_prefill_tokens = static_cast<int32_t>(flags.get_int("max-prefill-tokens"));
       eo.schedule_policy = flags.get_string("schedule-policy");
       eo.disable_radix_cache = flags.get_bool("disable-radix-cache");

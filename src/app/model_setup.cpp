@@ -61,7 +61,7 @@ void add_sglang_compat_flags(Flags& flags) {
   flags.add_alias("data-parallel-size", "dp-size");
   flags.add_int("pp-size", 1, "pipeline-parallel size (1)");
   flags.add_alias("pipeline-parallel-size", "pp-size");
-  flags.add_int("ep-size", 1, "expert-parallel size (1)");
+  flags.add_int("ep-size", 1, "expert-parallel size (1; serve --device cpu: = --tp-size deals the routed experts out whole)");
   flags.add_alias("ep", "ep-size");
   flags.add_alias("expert-parallel-size", "ep-size");
   flags.add_bool("enable-dp-attention", "data-parallel attention (needs --dp-size > 1: refused until multi-GPU serving)");
@@ -145,7 +145,9 @@ Status check_parallel_flags(const Flags& flags, bool tp_on_cpu) {
   if (const int64_t tp = flags.get_int("tp-size"); tp_on_cpu && tp != 1 && (tp < 1 || tp > 64))
     return error("--tp-size must be in [1, 64], got ", tp);
   for (const char* name : {"tp-size", "dp-size", "pp-size", "ep-size"})
-    if (const int64_t v = flags.get_int(name); v != 1 && !(tp_on_cpu && std::string(name) == "tp-size"))
+    if (const int64_t v = flags.get_int(name);
+        v != 1 && !(tp_on_cpu && std::string(name) == "tp-size") &&
+        !(tp_on_cpu && std::string(name) == "ep-size" && v == flags.get_int("tp-size")))
       return error("--", name, " ", v, ": dserve runs on one GPU (1); multi-GPU serving (tensor, data, pipeline and "
                    "expert parallelism) is not built yet");
   return Status::ok();

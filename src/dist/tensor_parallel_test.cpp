@@ -70,8 +70,9 @@ TEST_P(TensorParallel, RanksGiveTheSingleRankLogits) {
   DeepseekModel single(cfg, w, *ops1);
   const auto want = run_steps(cfg, single, *ops1, prompt, decode);
 
-  for (int size : {2, 4}) {
-    SCOPED_TRACE("tp " + std::to_string(size));
+  // (size, expert_parallel): experts cut along their intermediate, or dealt out whole (--ep-size = --tp-size).
+  for (const auto& [size, ep] : std::vector<std::pair<int, bool>>{{2, false}, {4, false}, {2, true}, {4, true}}) {
+    SCOPED_TRACE("tp " + std::to_string(size) + (ep ? ", ep" : ""));
     LocalGroup group(size);
     std::vector<std::vector<std::vector<float>>> got(size);
     std::vector<std::thread> ranks;
@@ -79,9 +80,17 @@ TEST_P(TensorParallel, RanksGiveTheSingleRankLogits) {
       ranks.emplace_back([&, r] {
         auto ops = make_cpu_ops();
         ops->set_collective(group.member(r));
-        auto shard = shard_for_tensor_parallel(cfg, w, r, size);
+        auto shard = shard_for_tensor_parallel(cfg, w, r, size, ep);
         ASSERT_TRUE(shard.is_ok()) << shard.status().message();
         EXPECT_EQ(shard->config.num_attention_heads, cfg.num_attention_heads / size);
+        if (ep) {  // this rank's experts whole, the others' absent
+          const auto& experts = shard->weights.layers.back().moe.experts;
+          int held = 0;
+          for (const auto& e : experts) held += e.gate.defined() ? 1 : 0;
+          EXPECT_EQ(held, cfg.n_routed_experts / size);
+          EXPECT_TRUE(experts[cfg.n_routed_experts / size * r].gate.defined());
+          EXPECT_EQ(experts[cfg.n_routed_experts / size * r].gate.out_features(), cfg.moe_intermediate_size);
+        }
         DeepseekModel model(shard->config, shard->weights, *ops);
         got[r] = run_steps(shard->config, model, *ops, prompt, decode);
       });

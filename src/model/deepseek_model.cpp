@@ -57,6 +57,7 @@ DeepseekModel::DeepseekModel(const ModelConfig& cfg, const ModelWeights& w, Ops&
     if (!lw.is_moe) return;
     any_moe = true;
     fuse = fuse && can_split_shared(lw.moe, cfg_.n_shared_experts);
+    for (const MlpWeights& e : lw.moe.experts) fuse = fuse && e.gate.defined();  // expert parallelism: not with it
   };
   for (const LayerWeights& lw : w.layers) check(lw);
   for (const MtpWeights& mw : w.mtp) check(mw.layer);
@@ -130,7 +131,9 @@ DeepseekModel::Layer DeepseekModel::prepare_layer(const LayerWeights& w) {
   } else {
     l.router = ops_.prepare_param(w.moe.router);
     if (w.moe.correction_bias.defined()) l.correction_bias = ops_.prepare_param(w.moe.correction_bias);
-    for (const MlpWeights& e : w.moe.experts) l.experts.push_back(ops_.prepare_mlp(e.gate, e.up, e.down));
+    // (Expert parallelism: another rank's experts stay undefined here; the MoE op skips tokens' picks of them.)
+    for (const MlpWeights& e : w.moe.experts)
+      l.experts.push_back(e.gate.defined() ? ops_.prepare_mlp(e.gate, e.up, e.down) : PreparedMlp{});
     if (routing_.shared_experts > 0) {
       for (const MlpWeights& e : split_shared(w.moe, routing_.shared_experts))
         l.experts.push_back(ops_.prepare_mlp(e.gate, e.up, e.down));

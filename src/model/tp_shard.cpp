@@ -66,7 +66,7 @@ Status shard_mlp(MlpWeights& m, int rank, int size, const char* what) {
   return slice_cols(m.down, b, e, what);
 }
 
-Status shard_layer(const ModelConfig& cfg, LayerWeights& l, int rank, int size) {
+Status shard_layer(const ModelConfig& cfg, LayerWeights& l, int rank, int size, bool expert_parallel) {
   const int64_t h = cfg.num_attention_heads / size, h0 = h * rank;
   AttentionWeights& a = l.attn;
   const int64_t dqk = cfg.qk_head_dim(), dkv = cfg.qk_nope_head_dim + cfg.v_head_dim;
@@ -75,23 +75,33 @@ Status shard_layer(const ModelConfig& cfg, LayerWeights& l, int rank, int size) 
   DS_RETURN_IF_ERROR(slice_rows(a.kv_b_proj, h0 * dkv, (h0 + h) * dkv, "kv_b_proj"));
   DS_RETURN_IF_ERROR(slice_cols(a.o_proj, h0 * cfg.v_head_dim, (h0 + h) * cfg.v_head_dim, "o_proj"));
   if (!l.is_moe) return shard_mlp(l.dense, rank, size, "the dense MLP");
-  for (MlpWeights& e : l.moe.experts) DS_RETURN_IF_ERROR(shard_mlp(e, rank, size, "a routed expert"));
+  if (expert_parallel) {
+    const int64_t per = static_cast<int64_t>(l.moe.experts.size()) / size;
+    for (int64_t e = 0; e < static_cast<int64_t>(l.moe.experts.size()); ++e)
+      if (e / per != rank) l.moe.experts[e] = MlpWeights{};  // another rank's
+  } else {
+    for (MlpWeights& e : l.moe.experts) DS_RETURN_IF_ERROR(shard_mlp(e, rank, size, "a routed expert"));
+  }
   return shard_mlp(l.moe.shared, rank, size, "the shared experts");
 }
 
 }  // namespace
 
-Result<TpShard> shard_for_tensor_parallel(const ModelConfig& cfg, const ModelWeights& w, int rank, int size) {
+Result<TpShard> shard_for_tensor_parallel(const ModelConfig& cfg, const ModelWeights& w, int rank, int size,
+                                          bool expert_parallel) {
   if (size < 1 || rank < 0 || rank >= size) return error("tensor parallelism: rank ", rank, " of ", size);
   if (cfg.num_attention_heads % size != 0)
     return error("--tp-size ", size, " does not divide the model's ", cfg.num_attention_heads, " attention heads");
+  if (expert_parallel && cfg.n_routed_experts % size != 0)
+    return error("--ep-size ", size, " does not divide the model's ", cfg.n_routed_experts, " routed experts");
   TpShard s{cfg, w};
   if (size == 1) return s;
-  for (LayerWeights& l : s.weights.layers) DS_RETURN_IF_ERROR(shard_layer(cfg, l, rank, size));
-  for (MtpWeights& m : s.weights.mtp) DS_RETURN_IF_ERROR(shard_layer(cfg, m.layer, rank, size));
+  for (LayerWeights& l : s.weights.layers) DS_RETURN_IF_ERROR(shard_layer(cfg, l, rank, size, expert_parallel));
+  for (MtpWeights& m : s.weights.mtp) DS_RETURN_IF_ERROR(shard_layer(cfg, m.layer, rank, size, expert_parallel));
   s.config.num_attention_heads /= size;
   s.config.intermediate_size /= size;
-  s.config.moe_intermediate_size /= size;
+  // (With expert parallelism the routed experts keep their width; the shared ones, cut, are checked by shape.)
+  if (!expert_parallel) s.config.moe_intermediate_size /= size;
   return s;
 }
 

@@ -17,6 +17,10 @@ struct TpShard {
 };
 
 // Errors name what does not divide: heads, an intermediate size, or a block-FP8 slice off the 128-blocks.
-Result<TpShard> shard_for_tensor_parallel(const ModelConfig& cfg, const ModelWeights& w, int rank, int size);
+// expert_parallel (SGLang's --ep-size = --tp-size): the routed experts are not cut but dealt out whole, rank r
+// keeping experts [r E/n, (r+1) E/n) (the others' weights undefined: the MoE op skips them, their owners add
+// them in the all-reduce); the shared experts are still cut along their intermediate dimension.
+Result<TpShard> shard_for_tensor_parallel(const ModelConfig& cfg, const ModelWeights& w, int rank, int size,
+                                          bool expert_parallel = false);
 
 }  // namespace ds

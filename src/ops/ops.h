@@ -383,7 +383,8 @@ class Ops {
     moe_route(logits, bias, r, topk_ids, topk_weights);
     return logits;
   }
-  // sum_k topk_weights[t, k] * expert[topk_ids[t, k]](x[t]) -> [T, d]
+  // sum_k topk_weights[t, k] * expert[topk_ids[t, k]](x[t]) -> [T, d]. An undefined expert (expert parallelism:
+  // another rank holds it) adds nothing (CPU backend; CUDA takes no such list yet).
   virtual Tensor moe_experts(const Tensor& x /*[T, d]*/, const Tensor& topk_ids, const Tensor& topk_weights,
                              const std::vector<PreparedMlp>& experts) = 0;
   // moe_experts given x's quantization too (see rms_norm_q).

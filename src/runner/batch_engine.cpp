@@ -95,11 +95,15 @@ class BatchEngine final : public Engine {
     if (o.tp_size > 1 && ops_->device() != Device::kCpu)
       return error("--tp-size ", o.tp_size, ": tensor parallelism runs on --device cpu only so far (ranks as threads); "
                    "multi-GPU serving over NCCL is not built yet");
+    if (o.ep_size != 1 && o.ep_size != o.tp_size)
+      return error("--ep-size ", o.ep_size, " must be 1 or --tp-size (", o.tp_size, "): expert parallelism deals the "
+                   "routed experts out over the tensor-parallel ranks");
+    const bool ep = o.ep_size > 1;
     ModelConfig rank_cfg = cfg_;  // rank 0's: heads and intermediate sizes divided by tp_size
     if (o.tp_size > 1) {
       auto group = std::make_shared<LocalGroup>(o.tp_size);
       for (int r = 0; r < o.tp_size; ++r) {
-        DS_ASSIGN_OR_RETURN(TpShard shard, shard_for_tensor_parallel(cfg_, weights, r, o.tp_size));
+        DS_ASSIGN_OR_RETURN(TpShard shard, shard_for_tensor_parallel(cfg_, weights, r, o.tp_size, ep));
         std::unique_ptr<Ops> ops = r == 0 ? std::move(ops_) : make_cpu_ops();
         ops->set_collective(group->member(r));
         auto model = std::make_unique<DeepseekModel>(shard.config, shard.weights, *ops,
@@ -114,8 +118,9 @@ class BatchEngine final : public Engine {
         }
       }
       group_ = group;
-      if (o.verbose) DS_INFO("tensor parallelism: ", o.tp_size, " ranks (threads), ", rank_cfg.num_attention_heads,
-                             " attention heads each");
+      if (o.verbose)
+        DS_INFO("tensor parallelism: ", o.tp_size, " ranks (threads), ", rank_cfg.num_attention_heads,
+                " attention heads each", ep ? ", routed experts dealt out whole (--ep-size)" : "");
     } else {
       model_ = std::make_unique<DeepseekModel>(cfg_, weights, *ops_, model_options(o.disable_shared_experts_fusion));
     }

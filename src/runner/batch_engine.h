@@ -39,6 +39,7 @@ struct BatchEngineOptions {
   int32_t speculative_num_steps = 0;
   // Tensor parallelism (--tp-size): ranks as threads of this process, each with its weight shard (--device cpu).
   int32_t tp_size = 1;
+  int32_t ep_size = 1;  // --ep-size: 1 (experts cut like the MLPs) or tp_size (routed experts dealt out whole)
   // Tests of verification only: may rewrite the drafts made for request `rid` whose output will hold `num_output`
   // tokens when they are verified (random fixtures' MTP layers draft nothing a target accepts).
   std::function<void(const std::string& rid, int32_t num_output, std::vector<int32_t>& drafts)> test_draft_hook;

@@ -18,7 +18,7 @@ struct Outcome {
   EngineStats stats;
 };
 
-Outcome run(const std::string& fx, int tp, int spec, const std::vector<EngineRequest>& reqs) {
+Outcome run(const std::string& fx, int tp, int spec, const std::vector<EngineRequest>& reqs, int ep = 1) {
   BatchEngineOptions o;
   o.model_path = std::string(DSERVE_SOURCE_DIR) + "/tests/fixtures/" + fx;
   o.chunked_prefill_size = 40;
@@ -26,6 +26,7 @@ Outcome run(const std::string& fx, int tp, int spec, const std::vector<EngineReq
   o.max_total_tokens = 4096;
   o.verbose = false;
   o.tp_size = tp;
+  o.ep_size = ep;
   o.speculative_num_steps = spec;
   auto engine = make_batch_engine(o);
   EXPECT_TRUE(engine.is_ok()) << engine.status().message();
@@ -87,7 +88,10 @@ TEST(TensorParallelEngine, SameResultsAsOneRank) {
   for (const char* fx : {"v3", "v2_lite"}) {
     SCOPED_TRACE(fx);
     const Outcome one = run(fx, 1, 0, reqs);
-    for (int tp : {2, 4}) expect_same(run(fx, tp, 0, reqs), one, reqs);
+    for (int tp : {2, 4}) {
+      expect_same(run(fx, tp, 0, reqs), one, reqs);
+      expect_same(run(fx, tp, 0, reqs, tp), one, reqs);  // experts dealt out whole (--ep-size)
+    }
   }
   // With MTP drafts (verify steps and the drafter on every rank): the same again.
   const Outcome spec_one = run("v3", 1, 2, reqs);
@@ -106,6 +110,11 @@ TEST(TensorParallelEngine, WhatDoesNotShardIsRefused) {
   EXPECT_NE(e.status().message().find("attention heads"), std::string::npos) << e.status().message();
   o.tp_size = 0;
   EXPECT_FALSE(make_batch_engine(o).is_ok());
+  o.tp_size = 2;
+  o.ep_size = 4;
+  e = make_batch_engine(o);
+  ASSERT_FALSE(e.is_ok());
+  EXPECT_NE(e.status().message().find("--ep-size 4"), std::string::npos) << e.status().message();
 }
 
 }  // namespace

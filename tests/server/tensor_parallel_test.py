@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""`dserve serve --tp-size 2 --device cpu` (ranks as threads, each with its weight shard) on the tiny V3 fixture:
+"""`dserve serve --tp-size 2 [--ep-size 2] --device cpu` (ranks as threads, each with its weight shard) on the tiny V3
+fixture:
 greedy /generate reproduces the transformers reference continuation, concurrent requests give what one rank gives,
 and sizes that do not shard are refused at start with the reason.
 Usage: tensor_parallel_test.py [path/to/dserve]."""
@@ -51,10 +52,16 @@ class TensorParallelServerTest(unittest.TestCase):
             with concurrent.futures.ThreadPoolExecutor(5) as ex:
                 got = list(ex.map(lambda p: generate(tp, p, 10).json()["output_ids"], prompts))
         self.assertEqual(got, want)
+        # Expert parallelism: the routed experts dealt out whole over the two ranks.
+        with H.Server(BINARY, COMMON + ["--tp-size", "2", "--ep-size", "2"]) as ep:
+            with concurrent.futures.ThreadPoolExecutor(5) as ex:
+                got = list(ex.map(lambda p: generate(ep, p, 10).json()["output_ids"], prompts))
+        self.assertEqual(got, want)
 
     def test_unshardable_sizes_are_refused(self):
         for extra, named in ((["--tp-size", "3"], "attention heads"), (["--tp-size", "0"], "--tp-size"),
-                             (["--dp-size", "2"], "--dp-size")):
+                             (["--dp-size", "2"], "--dp-size"),
+                             (["--tp-size", "2", "--ep-size", "4"], "--ep-size")):
             p = subprocess.run([BINARY, "serve", "--port", "0"] + COMMON + extra, capture_output=True, text=True,
                                timeout=120)
             self.assertNotEqual(p.returncode, 0, extra)

@@ -580,6 +580,7 @@ class CpuOps final : public Ops {
       for (int64_t k = 0; k < K; ++k) {
         const int e = ids[t * K + k];
         DS_CHECK(e >= 0 && e < static_cast<int>(experts.size()), "expert id ", e);
+        if (!experts[e].down.defined()) continue;  // expert parallelism: another rank's expert (its all-reduce)
         Tensor y = linear(silu_mul(linear_q(xt, xqt, experts[e].gate_up)), experts[e].down);
         const float wk = topk_weights.f32()[t * K + k];
         float* o = out.f32() + t * d;
