@@ -29,8 +29,10 @@ Tensor ids_tensor(const std::vector<int32_t>& ids) {
 
 // Host copies of the logits of: the prompt's last position, each decode step, and the MTP layer's drafts over the
 // prompt (where the model has one).
+// idle_steps: then that many zero-token forwards (a data-parallel rank with nothing to run).
 std::vector<std::vector<float>> run_steps(const ModelConfig& cfg, DeepseekModel& model, Ops& ops,
-                                          const std::vector<int32_t>& prompt, const std::vector<int32_t>& decode) {
+                                          const std::vector<int32_t>& prompt, const std::vector<int32_t>& decode,
+                                          bool with_mtp = true, int idle_steps = 0) {
   const int64_t n = static_cast<int64_t>(prompt.size());
   std::vector<int32_t> pages = {0, 1, 2};
   KvCache cache = make_kv_cache(ops, cfg, 64, 3, model.num_mtp_layers());
@@ -42,7 +44,7 @@ std::vector<std::vector<float>> run_steps(const ModelConfig& cfg, DeepseekModel&
   AttnMetadata meta = build_attn_metadata({SeqSlice{0, n, &pages}}, 64, ops);
   Tensor hidden = model.forward(ops.upload(ids_tensor(prompt)), meta, cache);  // [n, d]
   keep(model.logits(ops.select_rows(hidden, {n - 1})));
-  if (model.num_mtp_layers() > 0) {
+  if (with_mtp && model.num_mtp_layers() > 0) {
     std::vector<int64_t> rows;
     for (int64_t i = 0; i + 1 < n; ++i) rows.push_back(i);
     std::vector<int32_t> next(prompt.begin() + 1, prompt.end());
@@ -53,6 +55,11 @@ std::vector<std::vector<float>> run_steps(const ModelConfig& cfg, DeepseekModel&
   for (size_t i = 0; i < decode.size(); ++i) {
     AttnMetadata m = build_attn_metadata({SeqSlice{n + static_cast<int64_t>(i), 1, &pages}}, 64, ops);
     keep(model.logits(model.forward(ops.upload(ids_tensor({decode[i]})), m, cache, AttnMode::kAbsorbed)));
+  }
+  for (int i = 0; i < idle_steps; ++i) {
+    AttnMetadata none;
+    none.num_tokens = 0;
+    EXPECT_FALSE(model.forward(ops.upload(ids_tensor({})), none, cache).defined());
   }
   return out;
 }
@@ -111,6 +118,55 @@ TEST_P(TensorParallel, RanksGiveTheSingleRankLogits) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, TensorParallel, ::testing::Values("v2_lite", "v2", "v3", "v32"));
+
+// Data-parallel attention: rank r attends over its own sequence (whole attention weights, its own cache) while the
+// MLPs run over both ranks' tokens, sharded; each rank's logits are the single-rank model's for its sequence, also
+// in steps where the other rank is idle (zero tokens) or its batch is a different size.
+TEST_P(TensorParallel, DataParallelAttentionGivesEachRankItsSequencesLogits) {
+  const ModelConfig cfg = load_model_config(fixture(GetParam())).value();
+  const ModelWeights w = load_weights(fixture(GetParam()), cfg).value();
+  std::mt19937 rng(8);
+  std::vector<std::vector<int32_t>> prompt(2), decode(2);
+  prompt[0].resize(33);
+  prompt[1].resize(20);
+  decode[0].resize(4);  // rank 1 has 2 decode steps: idle for the last 2 of rank 0's
+  decode[1].resize(2);
+  for (int r = 0; r < 2; ++r) {
+    for (auto& t : prompt[r]) t = static_cast<int32_t>(2 + rng() % 1000);
+    for (auto& t : decode[r]) t = static_cast<int32_t>(2 + rng() % 1000);
+  }
+  auto ops1 = make_cpu_ops();
+  ModelOptions plain;
+  DeepseekModel single(cfg, w, *ops1, plain);
+  std::vector<std::vector<std::vector<float>>> want(2), got(2);
+  for (int r = 0; r < 2; ++r) want[r] = run_steps(cfg, single, *ops1, prompt[r], decode[r], false);
+  LocalGroup group(2);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 2; ++r)
+    ranks.emplace_back([&, r] {
+      auto ops = make_cpu_ops();
+      ops->set_collective(group.member(r));
+      auto shard = shard_for_tensor_parallel(cfg, w, r, 2, false, /*attention_whole=*/true);
+      ASSERT_TRUE(shard.is_ok()) << shard.status().message();
+      EXPECT_EQ(shard->config.num_attention_heads, cfg.num_attention_heads);
+      ModelOptions dp;
+      dp.dp_attention = true;
+      DeepseekModel model(shard->config, shard->weights, *ops, dp);
+      got[r] = run_steps(shard->config, model, *ops, prompt[r], decode[r], false,
+                         static_cast<int>(decode[0].size() - decode[r].size()));
+    });
+  for (auto& t : ranks) t.join();
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(got[r].size(), want[r].size()) << r;
+    for (size_t k = 0; k < want[r].size(); ++k) {
+      double worst = 0;
+      for (size_t i = 0; i < want[r][k].size(); ++i)
+        worst = std::max(worst, std::fabs(static_cast<double>(got[r][k][i]) - want[r][k][i]) /
+                                    (1.0 + std::fabs(static_cast<double>(want[r][k][i]))));
+      EXPECT_LE(worst, 2e-5) << "rank " << r << " step " << k;
+    }
+  }
+}
 
 // Block-FP8 shards: DeepSeek-V3's config cut down so that every rank's slice is whole 128-blocks (2 heads of 192 /
 // 256 / 128 rows and columns, MLP intermediates of 128 a rank), dummy e4m3 weights with their scales: TP 2 gives

@@ -49,7 +49,7 @@ ModelOptions model_options(bool disable_shared_experts_fusion) {
 }
 
 DeepseekModel::DeepseekModel(const ModelConfig& cfg, const ModelWeights& w, Ops& ops, const ModelOptions& options)
-    : cfg_(cfg), ops_(ops), shared_fork_(options.shared_fork) {
+    : cfg_(cfg), ops_(ops), shared_fork_(options.shared_fork), dp_attention_(options.dp_attention && ops.tp_size() > 1) {
   // Shared-experts fusion for every MoE layer (one routing for all of them) or none.
   bool fuse = options.shared_experts_fusion && cfg_.n_shared_experts > 0;
   bool any_moe = false;
@@ -145,8 +145,47 @@ DeepseekModel::Layer DeepseekModel::prepare_layer(const LayerWeights& w) {
   return l;
 }
 
+void DeepseekModel::dp_exchange_counts(int64_t tokens) {
+  const int n = ops_.tp_size();
+  Tensor c = Tensor::zeros({n}, DType::kF32);
+  c.f32()[ops_.tp_rank()] = static_cast<float>(tokens);  // exact: token counts are far below 2^24
+  Tensor d = ops_.upload(c);
+  ops_.all_reduce_(d);
+  Tensor h = ops_.to_host(d);
+  dp_counts_.assign(n, 0);
+  dp_offset_ = dp_total_ = 0;
+  for (int r = 0; r < n; ++r) {
+    dp_counts_[r] = static_cast<int64_t>(h.f32()[r]);
+    if (r < ops_.tp_rank()) dp_offset_ += dp_counts_[r];
+    dp_total_ += dp_counts_[r];
+  }
+}
+
+Tensor DeepseekModel::dp_mlp(const Layer& layer, const Tensor& x) {
+  const int64_t T = dp_counts_[ops_.tp_rank()], d = cfg_.hidden_size;
+  if (dp_total_ == 0) return Tensor();
+  // Gather by summing: every rank's rows placed in zeros elsewhere (the one collective the group has).
+  Tensor all = ops_.empty({dp_total_, d}, ops_.activation_dtype());  // [T_all, d]
+  ops_.fill(all, 0.0f);
+  if (T > 0) {
+    Tensor mine = all.rows(dp_offset_, dp_offset_ + T);
+    ops_.add_(mine, x);
+  }
+  ops_.all_reduce_(all);
+  Tensor sum = ops_.reduce(mlp(layer, all, Fp8Act{}));  // [T_all, d], this rank's shard of every token's MLP
+  ops_.all_reduce_(sum);
+  return T > 0 ? sum.rows(dp_offset_, dp_offset_ + T) : Tensor();  // [T, d]
+}
+
 Tensor DeepseekModel::forward(const Tensor& token_ids, const AttnMetadata& meta, KvCache& cache, AttnMode mode) {
   DS_CHECK(token_ids.numel() == meta.num_tokens, "token count ", token_ids.numel(), " vs metadata ", meta.num_tokens);
+  if (dp_attention_) {
+    dp_exchange_counts(token_ids.numel());
+    if (token_ids.numel() == 0) {  // an idle rank: only the MLPs' collectives, over the others' tokens
+      for (int l = 0; l < cfg_.num_hidden_layers; ++l) (void)dp_mlp(layers_[l], Tensor());
+      return Tensor();
+    }
+  }
   Tensor h = ops_.embedding(embed_, token_ids);  // [T, d] residual stream
   MlpOut pending;  // [T, d] the previous layer's MLP output, added by the next norm (one kernel fewer per layer)
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) pending = decoder_layer_open(layers_[l], l, h, pending, meta, cache, mode);
@@ -165,6 +204,7 @@ void DeepseekModel::logits_into(const Tensor& hidden, Tensor& out) { ops_.linear
 Tensor DeepseekModel::mtp_forward(int i, const Tensor& next_ids, const Tensor& hidden, const AttnMetadata& meta,
                                   KvCache& cache, AttnMode mode) {
   DS_CHECK(i >= 0 && i < num_mtp_layers(), "MTP module ", i, " not loaded");
+  DS_CHECK(!dp_attention_, "MTP drafting with data-parallel attention is not built");
   const Mtp& m = mtp_[i];
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   Tensor e = ops_.embedding(m.embed, next_ids);                        // [T, d]
@@ -208,6 +248,7 @@ MlpOut DeepseekModel::decoder_layer_open(const Layer& layer, int cache_layer, Te
                                   : layer.experts.empty() ? kNone
                                                          : layer.experts[0].gate_up;
   x = ops_.rms_norm_q(&hidden, a, layer.post_attn_norm, eps, mlp_first, &xq);  // hidden += a; [T, d]
+  if (dp_attention_) return MlpOut{dp_mlp(layer, x), nullptr};  // [T, d]: every rank's tokens' MLP, this rank's rows
   MlpOut m = mlp(layer, x, xq);                                                // [T, d], not yet added
   if (ops_.tp_size() == 1) return m;
   // Tensor parallelism: this rank's intermediate columns give a partial sum, completed before the residual add.
@@ -275,7 +316,7 @@ Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tenso
     o = ops_.bmm_heads_fp8(o_lat, a.w_vc8);                // [T, H, v]
   }
   Tensor out = ops_.linear_q(o.reshape({T, H * v}), oq, a.o_proj);  // [T, d]; over this rank's heads with TP
-  ops_.all_reduce_(out);
+  if (!dp_attention_) ops_.all_reduce_(out);  // (data-parallel attention: whole heads, this rank's tokens)
   return out;
 }
 

@@ -31,6 +31,11 @@ struct ModelOptions {
   // The same results either way: a schedule choice.
   enum class SharedFork { kAuto, kBeforeRoute, kAfterRoute };
   SharedFork shared_fork = SharedFork::kAuto;
+  // Data-parallel attention (SGLang's --enable-dp-attention) over the backend's collective group: each rank
+  // attends over its own sequences with whole attention weights and its own cache; the MLPs (sharded as tensor
+  // parallelism shards them) run over every rank's tokens, gathered before and summed and scattered back after.
+  // A rank with nothing to run calls forward with zero tokens (an idle step) so that the others' MLPs meet it.
+  bool dp_attention = false;
 };
 // The options of a run: DSERVE_SHARED_EXPERTS_FUSION=1 turns the fusion on (A/B runs, tests) unless
 // --disable-shared-experts-fusion (SGLang's flag, `disable_shared_experts_fusion`) is given;
@@ -111,6 +116,11 @@ class DeepseekModel {
   Tensor indexer(const Attention& a, int cache_layer, const Tensor& x, const Tensor& q_resid,
                  const AttnMetadata& meta, KvCache& cache);
   MlpOut mlp(const Layer& layer, const Tensor& x, const Fp8Act& xq);
+  // Data-parallel attention: the MLP of every rank's tokens (x: this rank's [T, d], undefined when idle); returns
+  // this rank's rows of the summed output (undefined when idle).
+  Tensor dp_mlp(const Layer& layer, const Tensor& x);
+  // Data-parallel attention: each rank's token count this step (one all-reduce), and this rank's first row.
+  void dp_exchange_counts(int64_t tokens);
 
   ModelConfig cfg_;
   Ops& ops_;
@@ -123,6 +133,9 @@ class DeepseekModel {
   float softmax_scale_ = 1.0f;
   MoeRouting routing_;
   ModelOptions::SharedFork shared_fork_ = ModelOptions::SharedFork::kAuto;
+  bool dp_attention_ = false;
+  std::vector<int64_t> dp_counts_;  // tokens per rank this step (data-parallel attention)
+  int64_t dp_offset_ = 0, dp_total_ = 0;
 };
 
 }  // namespace ds

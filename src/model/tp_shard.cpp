@@ -66,14 +66,17 @@ Status shard_mlp(MlpWeights& m, int rank, int size, const char* what) {
   return slice_cols(m.down, b, e, what);
 }
 
-Status shard_layer(const ModelConfig& cfg, LayerWeights& l, int rank, int size, bool expert_parallel) {
-  const int64_t h = cfg.num_attention_heads / size, h0 = h * rank;
-  AttentionWeights& a = l.attn;
-  const int64_t dqk = cfg.qk_head_dim(), dkv = cfg.qk_nope_head_dim + cfg.v_head_dim;
-  DS_RETURN_IF_ERROR(slice_rows(a.q_proj, h0 * dqk, (h0 + h) * dqk, "q_proj"));
-  DS_RETURN_IF_ERROR(slice_rows(a.q_b_proj, h0 * dqk, (h0 + h) * dqk, "q_b_proj"));
-  DS_RETURN_IF_ERROR(slice_rows(a.kv_b_proj, h0 * dkv, (h0 + h) * dkv, "kv_b_proj"));
-  DS_RETURN_IF_ERROR(slice_cols(a.o_proj, h0 * cfg.v_head_dim, (h0 + h) * cfg.v_head_dim, "o_proj"));
+Status shard_layer(const ModelConfig& cfg, LayerWeights& l, int rank, int size, bool expert_parallel,
+                   bool attention_whole) {
+  if (!attention_whole) {
+    const int64_t h = cfg.num_attention_heads / size, h0 = h * rank;
+    AttentionWeights& a = l.attn;
+    const int64_t dqk = cfg.qk_head_dim(), dkv = cfg.qk_nope_head_dim + cfg.v_head_dim;
+    DS_RETURN_IF_ERROR(slice_rows(a.q_proj, h0 * dqk, (h0 + h) * dqk, "q_proj"));
+    DS_RETURN_IF_ERROR(slice_rows(a.q_b_proj, h0 * dqk, (h0 + h) * dqk, "q_b_proj"));
+    DS_RETURN_IF_ERROR(slice_rows(a.kv_b_proj, h0 * dkv, (h0 + h) * dkv, "kv_b_proj"));
+    DS_RETURN_IF_ERROR(slice_cols(a.o_proj, h0 * cfg.v_head_dim, (h0 + h) * cfg.v_head_dim, "o_proj"));
+  }
   if (!l.is_moe) return shard_mlp(l.dense, rank, size, "the dense MLP");
   if (expert_parallel) {
     const int64_t per = static_cast<int64_t>(l.moe.experts.size()) / size;
@@ -88,17 +91,19 @@ Status shard_layer(const ModelConfig& cfg, LayerWeights& l, int rank, int size, 
 }  // namespace
 
 Result<TpShard> shard_for_tensor_parallel(const ModelConfig& cfg, const ModelWeights& w, int rank, int size,
-                                          bool expert_parallel) {
+                                          bool expert_parallel, bool attention_whole) {
   if (size < 1 || rank < 0 || rank >= size) return error("tensor parallelism: rank ", rank, " of ", size);
-  if (cfg.num_attention_heads % size != 0)
+  if (!attention_whole && cfg.num_attention_heads % size != 0)
     return error("--tp-size ", size, " does not divide the model's ", cfg.num_attention_heads, " attention heads");
   if (expert_parallel && cfg.n_routed_experts % size != 0)
     return error("--ep-size ", size, " does not divide the model's ", cfg.n_routed_experts, " routed experts");
   TpShard s{cfg, w};
   if (size == 1) return s;
-  for (LayerWeights& l : s.weights.layers) DS_RETURN_IF_ERROR(shard_layer(cfg, l, rank, size, expert_parallel));
-  for (MtpWeights& m : s.weights.mtp) DS_RETURN_IF_ERROR(shard_layer(cfg, m.layer, rank, size, expert_parallel));
-  s.config.num_attention_heads /= size;
+  for (LayerWeights& l : s.weights.layers)
+    DS_RETURN_IF_ERROR(shard_layer(cfg, l, rank, size, expert_parallel, attention_whole));
+  for (MtpWeights& m : s.weights.mtp)
+    DS_RETURN_IF_ERROR(shard_layer(cfg, m.layer, rank, size, expert_parallel, attention_whole));
+  if (!attention_whole) s.config.num_attention_heads /= size;
   s.config.intermediate_size /= size;
   // (With expert parallelism the routed experts keep their width; the shared ones, cut, are checked by shape.)
   if (!expert_parallel) s.config.moe_intermediate_size /= size;

@@ -20,7 +20,9 @@ struct TpShard {
 // expert_parallel (SGLang's --ep-size = --tp-size): the routed experts are not cut but dealt out whole, rank r
 // keeping experts [r E/n, (r+1) E/n) (the others' weights undefined: the MoE op skips them, their owners add
 // them in the all-reduce); the shared experts are still cut along their intermediate dimension.
+// attention_whole (data-parallel attention, ModelOptions::dp_attention): the attention weights stay whole on every
+// rank; only the MLPs are sharded.
 Result<TpShard> shard_for_tensor_parallel(const ModelConfig& cfg, const ModelWeights& w, int rank, int size,
-                                          bool expert_parallel = false);
+                                          bool expert_parallel = false, bool attention_whole = false);
 
 }  // namespace ds
