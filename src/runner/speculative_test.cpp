@@ -1,46 +1,19 @@
 // MTP speculative decoding on the CPU backend with the fixtures: whatever the drafts, a client sees what decoding
 // without them gives (greedy and seeded tokens, logprobs, stops, min_new_tokens, penalties); the drafts are fed,
 // verified and rolled back, and the pool ends idle.
-#include <condition_variable>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <random>
 
 #include <gtest/gtest.h>
 
 #include "runner/batch_engine.h"
+#include "runner/engine_test_util.h"
 
 namespace ds {
 namespace {
 
 std::string fixture(const std::string& name) { return std::string(DSERVE_SOURCE_DIR) + "/tests/fixtures/" + name; }
-
-struct Collector {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::map<std::string, std::vector<int32_t>> tokens;
-  std::map<std::string, std::vector<TokenLogprob>> lps;
-  std::map<std::string, EngineEvent> final_event;
-  std::map<std::string, int> events;
-
-  Engine::Callback callback() {
-    return [this](EngineEvent e) {
-      std::lock_guard<std::mutex> lock(mu);
-      auto& t = tokens[e.rid];
-      t.insert(t.end(), e.new_tokens.begin(), e.new_tokens.end());
-      auto& o = lps[e.rid];
-      o.insert(o.end(), e.output_logprobs.begin(), e.output_logprobs.end());
-      ++events[e.rid];
-      if (e.finished) final_event[e.rid] = e;
-      cv.notify_all();
-    };
-  }
-  bool wait(size_t n) {
-    std::unique_lock<std::mutex> lock(mu);
-    return cv.wait_for(lock, std::chrono::seconds(300), [&] { return final_event.size() >= n; });
-  }
-};
 
 std::vector<int32_t> random_prompt(std::mt19937& rng, int len) {
   std::uniform_int_distribution<int> d(2, 1023);
@@ -49,12 +22,7 @@ std::vector<int32_t> random_prompt(std::mt19937& rng, int len) {
   return p;
 }
 
-struct Outcome {
-  std::map<std::string, std::vector<int32_t>> tokens;
-  std::map<std::string, std::vector<TokenLogprob>> lps;
-  std::map<std::string, EngineEvent> final_event;
-  EngineStats stats;
-};
+using Outcome = test::EngineRun;
 
 using DraftHook = std::function<void(const std::string&, int32_t, std::vector<int32_t>&)>;
 
@@ -69,13 +37,7 @@ Outcome run(const std::string& fx, int steps, const std::vector<EngineRequest>& 
   o.verbose = false;
   o.disable_overlap_schedule = true;
   o.speculative_num_steps = steps;
-  auto engine = make_batch_engine(o);
-  EXPECT_TRUE(engine.is_ok()) << engine.status().message();
-  if (!engine.is_ok()) return {};
-  Collector col;
-  for (const auto& r : reqs) EXPECT_TRUE((*engine)->submit(r, col.callback()).is_ok()) << r.rid;
-  EXPECT_TRUE(col.wait(reqs.size()));
-  Outcome out{col.tokens, col.lps, col.final_event, (*engine)->stats()};
+  Outcome out = test::run_engine(o, reqs);
   EXPECT_EQ(out.stats.used_tokens, out.stats.cached_tokens) << "pool idle after the last event";
   return out;
 }

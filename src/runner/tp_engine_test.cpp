@@ -1,22 +1,16 @@
 // The batch engine with tensor parallelism on the CPU backend (ranks as threads, runner/tp_ranks.h): what a client
 // sees equals the single-rank engine's, greedy and seeded, with logprobs, chunked prefill, and MTP drafts.
-#include <condition_variable>
-#include <map>
-#include <mutex>
 #include <random>
 
 #include <gtest/gtest.h>
 
 #include "runner/batch_engine.h"
+#include "runner/engine_test_util.h"
 
 namespace ds {
 namespace {
 
-struct Outcome {
-  std::map<std::string, std::vector<int32_t>> tokens;
-  std::map<std::string, std::vector<TokenLogprob>> lps;
-  EngineStats stats;
-};
+using Outcome = test::EngineRun;
 
 Outcome run(const std::string& fx, int tp, int spec, const std::vector<EngineRequest>& reqs, int ep = 1) {
   BatchEngineOptions o;
@@ -28,30 +22,7 @@ Outcome run(const std::string& fx, int tp, int spec, const std::vector<EngineReq
   o.tp_size = tp;
   o.ep_size = ep;
   o.speculative_num_steps = spec;
-  auto engine = make_batch_engine(o);
-  EXPECT_TRUE(engine.is_ok()) << engine.status().message();
-  if (!engine.is_ok()) return {};
-  std::mutex mu;
-  std::condition_variable cv;
-  Outcome out;
-  size_t finished = 0;
-  for (const auto& r : reqs)
-    EXPECT_TRUE((*engine)
-                    ->submit(r,
-                             [&](EngineEvent e) {
-                               std::lock_guard<std::mutex> lock(mu);
-                               auto& t = out.tokens[e.rid];
-                               t.insert(t.end(), e.new_tokens.begin(), e.new_tokens.end());
-                               auto& l = out.lps[e.rid];
-                               l.insert(l.end(), e.output_logprobs.begin(), e.output_logprobs.end());
-                               finished += e.finished ? 1 : 0;
-                               cv.notify_all();
-                             })
-                    .is_ok());
-  std::unique_lock<std::mutex> lock(mu);
-  EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(300), [&] { return finished == reqs.size(); }));
-  out.stats = (*engine)->stats();
-  return out;
+  return test::run_engine(o, reqs);
 }
 
 std::vector<EngineRequest> requests() {

@@ -210,6 +210,25 @@ def status_of(raw):
     return int(m.group(1)) if m else None
 
 
+def trusted_prefix(g, min_margin=None):
+    """A reference.json generate entry's output ids before the first near-tie (top2_margin[i] is output i's own
+    margin: a float-order difference may flip that token and everything after it)."""
+    min_margin = MIN_MARGIN if min_margin is None else min_margin
+    n = len(g["output_ids"])
+    for i, m in enumerate(g.get("top2_margin", [])):
+        if m < min_margin:
+            n = i
+            break
+    return g["output_ids"][:n]
+
+
+def generate_ids(server, ids, max_new, **sampling):
+    """POST /generate with token ids, greedy and ignoring EOS unless `sampling` says otherwise."""
+    params = {"max_new_tokens": max_new, "temperature": 0, "ignore_eos": True}
+    params.update(sampling)
+    return post(server, "/generate", {"input_ids": ids, "sampling_params": params})
+
+
 def wait_until(cond, timeout=10.0, step=0.02):
     end = time.time() + timeout
     while time.time() < end:

@@ -20,15 +20,7 @@ with open(os.path.join(FIXTURE, "reference.json")) as f:
     REF = json.load(f)
 
 
-def trusted_prefix(g, min_margin=H.MIN_MARGIN):
-    """Reference output ids before the first near-tie (top2_margin[i] is output i's own margin: a float-order
-    difference may flip that token and everything after it)."""
-    n = len(g["output_ids"])
-    for i, m in enumerate(g.get("top2_margin", [])):
-        if m < min_margin:
-            n = i
-            break
-    return g["output_ids"][:n]
+trusted_prefix = H.trusted_prefix
 
 
 class EngineServerTest(unittest.TestCase):

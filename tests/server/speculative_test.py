@@ -22,21 +22,6 @@ COMMON = ["--model-path", FIXTURE, "--skip-tokenizer-init", "--page-size", "16",
           "--device", "cpu"]
 
 
-def trusted_prefix(g):
-    n = len(g["output_ids"])
-    for i, m in enumerate(g.get("top2_margin", [])):
-        if m < H.MIN_MARGIN:
-            n = i
-            break
-    return g["output_ids"][:n]
-
-
-def generate(server, ids, max_new, **sampling):
-    params = {"max_new_tokens": max_new, "temperature": 0, "ignore_eos": True}
-    params.update(sampling)
-    return H.post(server, "/generate", {"input_ids": ids, "sampling_params": params})
-
-
 class SpeculativeServerTest(unittest.TestCase):
     spec = None
     plain = None
@@ -54,17 +39,17 @@ class SpeculativeServerTest(unittest.TestCase):
 
     def test_greedy_matches_transformers_with_spec_meta_info(self):
         for g in REF["generate"]:
-            r = generate(self.spec, g["input_ids"], g["max_new_tokens"])
+            r = H.generate_ids(self.spec, g["input_ids"], g["max_new_tokens"])
             self.assertEqual(r.status, 200, r)
             j = r.json()
-            want = trusted_prefix(g)
+            want = H.trusted_prefix(g)
             self.assertEqual(j["output_ids"][:len(want)], want)
             m = j["meta_info"]
             self.assertEqual(m["completion_tokens"], g["max_new_tokens"])
             # The first token comes from the prefill; each verify step gives one more plus its accepted drafts.
             self.assertEqual(m["completion_tokens"], 1 + m["spec_verify_ct"] + m["spec_accepted_drafts"])
             self.assertAlmostEqual(m["spec_accept_length"], m["completion_tokens"] / m["spec_verify_ct"], places=6)
-        plain = generate(self.plain, REF["generate"][0]["input_ids"], 4).json()["meta_info"]
+        plain = H.generate_ids(self.plain, REF["generate"][0]["input_ids"], 4).json()["meta_info"]
         self.assertNotIn("spec_verify_ct", plain)
 
     def test_stream_and_concurrent_batch(self):
@@ -74,12 +59,12 @@ class SpeculativeServerTest(unittest.TestCase):
             "sampling_params": {"max_new_tokens": g["max_new_tokens"], "temperature": 0, "ignore_eos": True}})
         self.assertEqual(status, 200)
         self.assertTrue(done)
-        want = trusted_prefix(g)
+        want = H.trusted_prefix(g)
         self.assertEqual(events[-1]["output_ids"][:len(want)], want)
         prompts = [[(7 * i + 3 * k) % 900 + 2 for k in range(5 + 9 * i)] for i in range(6)]
         with concurrent.futures.ThreadPoolExecutor(6) as ex:
-            spec = list(ex.map(lambda p: generate(self.spec, p, 12).json()["output_ids"], prompts))
-            plain = list(ex.map(lambda p: generate(self.plain, p, 12).json()["output_ids"], prompts))
+            spec = list(ex.map(lambda p: H.generate_ids(self.spec, p, 12).json()["output_ids"], prompts))
+            plain = list(ex.map(lambda p: H.generate_ids(self.plain, p, 12).json()["output_ids"], prompts))
         self.assertEqual(spec, plain)
 
     def test_seeded_sampling_and_logprobs_equal_plain_server(self):
@@ -97,7 +82,7 @@ class SpeculativeServerTest(unittest.TestCase):
             self.assertAlmostEqual(x, y, delta=1e-4)
 
     def test_server_info_reports_accept_length(self):
-        generate(self.spec, REF["generate"][0]["input_ids"], 8)
+        H.generate_ids(self.spec, REF["generate"][0]["input_ids"], 8)
         info = H.request(self.spec, "GET", "/get_server_info").json()
         self.assertEqual(info["speculative_algorithm"], "EAGLE")
         self.assertEqual(info["speculative_num_steps"], 2)
@@ -137,9 +122,9 @@ class DemoModelDraftsTest(unittest.TestCase):
         with H.Server(BINARY, ["--model-path", DEMO, "--device", "cpu", "--speculative-algorithm", "EAGLE",
                                "--speculative-num-steps", "1"]) as server:
             for g in ref["generate"]:
-                r = generate(server, g["input_ids"], g["max_new_tokens"])
+                r = H.generate_ids(server, g["input_ids"], g["max_new_tokens"])
                 self.assertEqual(r.status, 200, r)
-                want = trusted_prefix(g)
+                want = H.trusted_prefix(g)
                 self.assertEqual(r.json()["output_ids"][:len(want)], want, g.get("prompt"))
             for text in ("In the beginning", "And God said", "Question: What is 12 plus 30?\nAnswer:"):
                 r = H.post(server, "/generate", {"text": text, "sampling_params": {"max_new_tokens": 48,

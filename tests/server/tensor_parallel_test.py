@@ -22,40 +22,26 @@ COMMON = ["--model-path", FIXTURE, "--skip-tokenizer-init", "--page-size", "16",
           "--device", "cpu"]
 
 
-def trusted_prefix(g):
-    n = len(g["output_ids"])
-    for i, m in enumerate(g.get("top2_margin", [])):
-        if m < H.MIN_MARGIN:
-            n = i
-            break
-    return g["output_ids"][:n]
-
-
-def generate(server, ids, max_new):
-    return H.post(server, "/generate", {"input_ids": ids, "sampling_params": {
-        "max_new_tokens": max_new, "temperature": 0, "ignore_eos": True}})
-
-
 class TensorParallelServerTest(unittest.TestCase):
     def test_two_ranks_serve_the_reference(self):
         prompts = [[(11 * i + 5 * k) % 900 + 2 for k in range(4 + 13 * i)] for i in range(5)]
         with H.Server(BINARY, COMMON) as one:
             with concurrent.futures.ThreadPoolExecutor(5) as ex:
-                want = list(ex.map(lambda p: generate(one, p, 10).json()["output_ids"], prompts))
+                want = list(ex.map(lambda p: H.generate_ids(one, p, 10).json()["output_ids"], prompts))
         with H.Server(BINARY, COMMON + ["--tp-size", "2"]) as tp:
             self.assertEqual(H.request(tp, "GET", "/get_server_info").json()["tp_size"], 2)
             for g in REF["generate"]:
-                r = generate(tp, g["input_ids"], g["max_new_tokens"])
+                r = H.generate_ids(tp, g["input_ids"], g["max_new_tokens"])
                 self.assertEqual(r.status, 200, r)
-                ref = trusted_prefix(g)
+                ref = H.trusted_prefix(g)
                 self.assertEqual(r.json()["output_ids"][:len(ref)], ref)
             with concurrent.futures.ThreadPoolExecutor(5) as ex:
-                got = list(ex.map(lambda p: generate(tp, p, 10).json()["output_ids"], prompts))
+                got = list(ex.map(lambda p: H.generate_ids(tp, p, 10).json()["output_ids"], prompts))
         self.assertEqual(got, want)
         # Expert parallelism: the routed experts dealt out whole over the two ranks.
         with H.Server(BINARY, COMMON + ["--tp-size", "2", "--ep-size", "2"]) as ep:
             with concurrent.futures.ThreadPoolExecutor(5) as ex:
-                got = list(ex.map(lambda p: generate(ep, p, 10).json()["output_ids"], prompts))
+                got = list(ex.map(lambda p: H.generate_ids(ep, p, 10).json()["output_ids"], prompts))
         self.assertEqual(got, want)
 
     def test_unshardable_sizes_are_refused(self):

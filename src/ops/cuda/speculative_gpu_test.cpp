@@ -2,25 +2,20 @@
 // form, the MTP drafter, eager steps) gives the CPU engine's greedy tokens up to the first near-tie, and with
 // oracle drafts (mostly accepted) the CUDA engine's own undrafted tokens. The engine refuses CUDA speculative
 // decoding until this case has passed on the device (DSERVE_SPECULATIVE_CUDA=1 here).
-#include <condition_variable>
 #include <cstdlib>
 #include <functional>
 #include <map>
-#include <mutex>
 #include <random>
 
 #include <gtest/gtest.h>
 
 #include "runner/batch_engine.h"
+#include "runner/engine_test_util.h"
 
 namespace ds {
 namespace {
 
-struct Outcome {
-  std::map<std::string, std::vector<int32_t>> tokens;
-  std::map<std::string, std::vector<TokenLogprob>> lps;
-  EngineStats stats;
-};
+using Outcome = test::EngineRun;
 
 using DraftHook = std::function<void(const std::string&, int32_t, std::vector<int32_t>&)>;
 
@@ -36,29 +31,7 @@ Outcome run(const std::string& fx, const std::string& device, int steps, const s
   o.disable_overlap_schedule = true;
   o.speculative_num_steps = steps;
   o.test_draft_hook = std::move(hook);
-  auto engine = make_batch_engine(o);
-  EXPECT_TRUE(engine.is_ok()) << engine.status().message();
-  if (!engine.is_ok()) return {};
-  std::mutex mu;
-  std::condition_variable cv;
-  Outcome out;
-  size_t finished = 0;
-  for (const auto& r : reqs)
-    EXPECT_TRUE((*engine)
-                    ->submit(r,
-                             [&](EngineEvent e) {
-                               std::lock_guard<std::mutex> lock(mu);
-                               auto& t = out.tokens[e.rid];
-                               t.insert(t.end(), e.new_tokens.begin(), e.new_tokens.end());
-                               auto& l = out.lps[e.rid];
-                               l.insert(l.end(), e.output_logprobs.begin(), e.output_logprobs.end());
-                               finished += e.finished ? 1 : 0;
-                               cv.notify_all();
-                             })
-                    .is_ok());
-  std::unique_lock<std::mutex> lock(mu);
-  EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(300), [&] { return finished == reqs.size(); }));
-  out.stats = (*engine)->stats();
+  Outcome out = test::run_engine(o, reqs);
   EXPECT_EQ(out.stats.used_tokens, out.stats.cached_tokens) << "pool idle after the last event";
   return out;
 }

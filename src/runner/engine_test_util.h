@@ -1,0 +1,47 @@
+// Test helper (header only): runs requests through a fresh batch engine and collects what a client sees.
+#pragma once
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "runner/batch_engine.h"
+
+namespace ds::test {
+
+struct EngineRun {
+  std::map<std::string, std::vector<int32_t>> tokens;
+  std::map<std::string, std::vector<TokenLogprob>> lps;  // output logprobs
+  std::map<std::string, EngineEvent> final_event;
+  EngineStats stats;  // after the last request finished
+};
+
+// Makes the engine (a failure is a test failure: an empty result), submits every request, waits for all to finish.
+inline EngineRun run_engine(const BatchEngineOptions& o, const std::vector<EngineRequest>& reqs) {
+  auto engine = make_batch_engine(o);
+  EXPECT_TRUE(engine.is_ok()) << engine.status().message();
+  if (!engine.is_ok()) return {};
+  std::mutex mu;
+  std::condition_variable cv;
+  EngineRun out;
+  auto on_event = [&](EngineEvent e) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto& t = out.tokens[e.rid];
+    t.insert(t.end(), e.new_tokens.begin(), e.new_tokens.end());
+    auto& l = out.lps[e.rid];
+    l.insert(l.end(), e.output_logprobs.begin(), e.output_logprobs.end());
+    if (e.finished) out.final_event[e.rid] = e;
+    cv.notify_all();
+  };
+  for (const auto& r : reqs) EXPECT_TRUE((*engine)->submit(r, on_event).is_ok()) << r.rid;
+  std::unique_lock<std::mutex> lock(mu);
+  EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(300), [&] { return out.final_event.size() == reqs.size(); }));
+  out.stats = (*engine)->stats();
+  return out;
+}
+
+}  // namespace ds::test
