@@ -93,13 +93,15 @@ void expect_same(const Outcome& spec, const Outcome& base, const std::vector<Eng
 
 // Greedy, seeded sampling, min_new_tokens with EOS, penalties and logprobs, with 1 and 3 draft steps: the same
 // tokens and logprobs as without drafts, every decode step a verification, and drafts fed.
-TEST(Speculative, SameResultsAsWithoutDrafts) {
+class SpeculativeFixture : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(SpeculativeFixture, SameResultsAsWithoutDrafts) {
   const auto reqs = mixed_requests(31, 10);
-  const Outcome base = run("v3", 0, reqs);
+  const Outcome base = run(GetParam(), 0, reqs);
   EXPECT_EQ(base.stats.spec_verify_steps, 0u);
   for (int steps : {1, 3}) {
     SCOPED_TRACE("steps " + std::to_string(steps));
-    const Outcome spec = run("v3", steps, reqs);
+    const Outcome spec = run(GetParam(), steps, reqs);
     expect_same(spec, base, reqs);
     EXPECT_EQ(spec.stats.speculative_num_steps, steps);
     EXPECT_GT(spec.stats.spec_draft_tokens, 0u);
@@ -121,6 +123,9 @@ TEST(Speculative, SameResultsAsWithoutDrafts) {
                 (unsigned long long)spec.stats.spec_draft_tokens);
   }
 }
+
+// v3_fp8: the same checkpoint in block-FP8 (the MTP layer's linears too).
+INSTANTIATE_TEST_SUITE_P(Fixtures, SpeculativeFixture, ::testing::Values("v3", "v3_fp8"));
 
 // Drafts that are the undrafted run's own tokens (a perfect MTP layer), with every fifth draft made wrong: accepted
 // drafts carry the target KV of their positions into the next steps, rejected ones are rolled back, and seeded
