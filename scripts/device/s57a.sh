@@ -7,6 +7,10 @@
 # store-latent launches that remain on the critical path.
 # (2) The V3-shaped 3-layer model FP8 at batch 32, default vs DSERVE_FP8_WGMMA_COVER=8: the clustered wgmma launches'
 # start delays against the cuBLASLt ones they replace (trace_summary's gap lines).
+# Session 57 (no device lent) added to the suite: SpeculativeGpu.* (MTP speculative decoding on CUDA against the CPU
+# engine, v3 and v3_fp8; the engine refuses CUDA speculative decoding until it passes: then drop the
+# DSERVE_SPECULATIVE_CUDA gate in runner/batch_engine.cpp), and the PaddedCheck refactor still unrun. If it fails,
+# `gtest_run spec 200 'Fixtures/SpeculativeGpu*'` alone gives its log.
 set -u
 source "$(dirname "$0")/lib.sh"
 D="$(dirname "$0")"
