@@ -242,6 +242,7 @@ int run_serve(int argc, char** argv) {
     a["dp_size"] = flags.get_int("dp-size");
     a["pp_size"] = flags.get_int("pp-size");
     a["ep_size"] = flags.get_int("ep-size");
+    a["enable_dp_attention"] = flags.get_bool("enable-dp-attention");
     a["request_timeout"] = flags.get_int("request-timeout");
     a["stream_interval"] = ao.stream_interval;
     a["sampling_defaults"] = sampling_defaults;
@@ -332,6 +333,7 @@ int run_serve(int argc, char** argv) {
       eo.speculative_num_steps = spec_steps;
       eo.tp_size = static_cast<int32_t>(flags.get_int("tp-size"));
       eo.ep_size = static_cast<int32_t>(flags.get_int("ep-size"));
+      eo.dp_size = static_cast<int32_t>(flags.get_int("dp-size"));
       eo.max_prefill_tokens = static_cast<int32_t>(flags.get_int("max-prefill-tokens"));
       eo.schedule_policy = flags.get_string("schedule-policy");
       eo.disable_radix_cache = flags.get_bool("disable-radix-cache");

@@ -64,7 +64,8 @@ void add_sglang_compat_flags(Flags& flags) {
   flags.add_int("ep-size", 1, "expert-parallel size (1; serve --device cpu: = --tp-size deals the routed experts out whole)");
   flags.add_alias("ep", "ep-size");
   flags.add_alias("expert-parallel-size", "ep-size");
-  flags.add_bool("enable-dp-attention", "data-parallel attention (needs --dp-size > 1: refused until multi-GPU serving)");
+  flags.add_bool("enable-dp-attention", "data-parallel attention: --dp-size ranks with their own requests and KV pools, "
+                                        "MLPs sharded over them (serve --device cpu, --dp-size = --tp-size)");
   for (const char* name : {"attention-backend", "prefill-attention-backend", "decode-attention-backend"})
     flags.add_string(name, "", "SGLang's MLA backend names (fa3, flashinfer, triton, flashmla, ...): accepted and "
                                "checked; dserve runs its own MLA kernels whatever the name");
@@ -93,9 +94,8 @@ Status check_sglang_feature_flags(const Flags& flags) {
     }
     DS_INFO("--", name, " ", v, ": accepted; dserve runs its own MLA kernels (absorbed decode, flash prefill)");
   }
-  if (flags.get_bool("enable-dp-attention"))
-    return error("--enable-dp-attention: dserve runs on one GPU; data-parallel attention needs multi-GPU serving, "
-                 "which is not built yet");
+  if (flags.get_bool("enable-dp-attention") && flags.get_int("dp-size") <= 1)
+    return error("--enable-dp-attention needs --dp-size > 1 (= --tp-size): the attention's data-parallel ranks");
   const std::string algo = flags.get_string("speculative-algorithm");
   if (!algo.empty() && algo != "EAGLE" && algo != "EAGLE3" && algo != "NEXTN" && algo != "STANDALONE" &&
       algo != "NGRAM")
@@ -142,12 +142,18 @@ Result<int32_t> speculative_steps_from_flags(const Flags& flags, const std::stri
 }
 
 Status check_parallel_flags(const Flags& flags, bool tp_on_cpu) {
-  if (const int64_t tp = flags.get_int("tp-size"); tp_on_cpu && tp != 1 && (tp < 1 || tp > 64))
-    return error("--tp-size must be in [1, 64], got ", tp);
+  const int64_t tp = flags.get_int("tp-size"), dp = flags.get_int("dp-size"), ep = flags.get_int("ep-size");
+  if (tp_on_cpu) {  // serve: ranks as threads on the CPU backend (the engine refuses them on CUDA)
+    if (tp < 1 || tp > 64) return error("--tp-size must be in [1, 64], got ", tp);
+    if (ep != 1 && ep != tp)
+      return error("--ep-size ", ep, " must be 1 or --tp-size (", tp, "): the routed experts are dealt out over the "
+                   "tensor-parallel ranks");
+    if (dp != 1 && !(dp == tp && flags.get_bool("enable-dp-attention")))
+      return error("--dp-size ", dp, ": data parallelism is built as SGLang's DP attention only "
+                   "(--enable-dp-attention with --dp-size = --tp-size); replicated servers behind a router are not");
+  }
   for (const char* name : {"tp-size", "dp-size", "pp-size", "ep-size"})
-    if (const int64_t v = flags.get_int(name);
-        v != 1 && !(tp_on_cpu && std::string(name) == "tp-size") &&
-        !(tp_on_cpu && std::string(name) == "ep-size" && v == flags.get_int("tp-size")))
+    if (const int64_t v = flags.get_int(name); v != 1 && !(tp_on_cpu && std::string(name) != "pp-size"))
       return error("--", name, " ", v, ": dserve runs on one GPU (1); multi-GPU serving (tensor, data, pipeline and "
                    "expert parallelism) is not built yet");
   return Status::ok();

@@ -95,12 +95,29 @@ class BatchEngine final : public Engine {
     if (o.tp_size > 1 && ops_->device() != Device::kCpu)
       return error("--tp-size ", o.tp_size, ": tensor parallelism runs on --device cpu only so far (ranks as threads); "
                    "multi-GPU serving over NCCL is not built yet");
+    if (o.tp_size > 1 && o.dp_group && o.tp_size != o.dp_group->size())
+      return error("--tp-size ", o.tp_size, " with --dp-size ", o.dp_group->size(), ": data-parallel attention shards "
+                   "the MLPs over the DP ranks (--tp-size = --dp-size)");
     if (o.ep_size != 1 && o.ep_size != o.tp_size)
       return error("--ep-size ", o.ep_size, " must be 1 or --tp-size (", o.tp_size, "): expert parallelism deals the "
                    "routed experts out over the tensor-parallel ranks");
     const bool ep = o.ep_size > 1;
     ModelConfig rank_cfg = cfg_;  // rank 0's: heads and intermediate sizes divided by tp_size
-    if (o.tp_size > 1) {
+    if (o.dp_group) {  // one rank of data-parallel attention: whole attention, MLPs sharded over the group
+      if (ops_->device() != Device::kCpu)
+        return error("--enable-dp-attention runs on --device cpu only so far (ranks as threads); multi-GPU serving "
+                     "over NCCL is not built yet");
+      if (o.speculative_num_steps > 0) return error("--enable-dp-attention with speculative decoding is not built yet");
+      DS_ASSIGN_OR_RETURN(TpShard shard, shard_for_tensor_parallel(cfg_, weights, o.dp_rank, o.dp_group->size(), ep,
+                                                                   /*attention_whole=*/true));
+      ops_->set_collective(o.dp_group->member(o.dp_rank));
+      ModelOptions mo = model_options(o.disable_shared_experts_fusion);
+      mo.dp_attention = true;
+      model_ = std::make_unique<DeepseekModel>(shard.config, shard.weights, *ops_, mo);
+      rank_cfg = shard.config;
+      group_ = o.dp_group;
+      dp_ = true;
+    } else if (o.tp_size > 1) {
       auto group = std::make_shared<LocalGroup>(o.tp_size);
       for (int r = 0; r < o.tp_size; ++r) {
         DS_ASSIGN_OR_RETURN(TpShard shard, shard_for_tensor_parallel(cfg_, weights, r, o.tp_size, ep));
@@ -242,7 +259,7 @@ class BatchEngine final : public Engine {
     if (o.verbose) DS_INFO("KV cache: ", sc.num_pages, " pages of ", sc.page_size, " tokens (", max_total_tokens_, " tokens)");
     on_fatal_ = o.on_fatal;
     // Drafts are host values of the previous step; tensor-parallel ranks run each step together, start to end.
-    overlap_ = !o.disable_overlap_schedule && spec_steps_ == 0 && !tp_;
+    overlap_ = !o.disable_overlap_schedule && spec_steps_ == 0 && !tp_ && !dp_;
     loop_ = std::thread([this] { run_loop_guarded(); });
     return Status::ok();
   }
@@ -354,9 +371,79 @@ class BatchEngine final : public Engine {
   void run_loop_guarded() {
     ScopedCheckThrows checks_throw;
     try {
-      run_loop();
+      if (dp_)
+        run_loop_dp();
+      else
+        run_loop();
     } catch (const std::exception& e) {
       fail_all(StepPlan{}, e.what());
+    }
+  }
+
+  // Data-parallel attention: every rank makes one forward a round (the MLPs' collectives meet there), so each
+  // round starts with an agreement over the group: all stop, all wait (nobody has work), or all step, those with
+  // nothing planned in a zero-token step. Steps run serially (no overlap).
+  void run_loop_dp() {
+    for (;;) {
+      Tensor flags = Tensor::empty({2}, DType::kF32);
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        flags.f32()[0] = sched_->has_work() || events_pending_ ? 1.0f : 0.0f;
+        flags.f32()[1] = stopping_ ? 1.0f : 0.0f;
+      }
+      Tensor agreed = ops_->upload(flags);
+      ops_->all_reduce_(agreed);
+      agreed = ops_->to_host(agreed);
+      std::vector<Outgoing> out;
+      if (agreed.f32()[1] > 0) {  // a rank is shutting down: all do
+        {
+          std::lock_guard<std::mutex> lock(mu_);
+          stopping_ = true;
+          for (auto& [rid, l] : live_) (void)sched_->abort(rid, "server shutting down");
+          append(out, convert(sched_->take_events(), {}, nullptr));
+        }
+        deliver(out);
+        return;
+      }
+      if (agreed.f32()[0] == 0) {  // nobody has work: look again shortly (a request may arrive at any rank)
+        std::unique_lock<std::mutex> lock(mu_);
+        cv_.wait_for(lock, std::chrono::milliseconds(2), [&] { return stopping_ || sched_->has_work(); });
+        continue;
+      }
+      StepPlan plan;
+      std::unordered_map<std::string, RunnerRequestInfo> info;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        events_pending_ = false;
+        if (sched_->has_work()) plan = sched_->next_step();
+        for (const auto& sq : plan.seqs)
+          if (auto it = live_.find(sq.req->rid); it != live_.end()) info.emplace(sq.req->rid, it->second.info);
+        if (plan.empty()) {
+          if (sched_->step_in_flight()) append(out, convert(sched_->complete_step(plan, {}), {}, nullptr));
+          append(out, convert(sched_->take_events(), {}, nullptr));
+        }
+      }
+      deliver(out);
+      out.clear();
+      std::vector<SeqOutput> outputs;
+      try {
+        for (const auto& sq : plan.seqs)
+          if (fault_injected(FaultKind::kStepError, sq.req->rid))
+            throw std::runtime_error("injected step_error fault (DSERVE_FAULT_INJECT) for request " + sq.req->rid);
+        if (plan.empty())
+          runner_->idle_step();
+        else
+          outputs = runner_->execute(plan, info);
+      } catch (const std::exception& e) {
+        fail_all(plan, e.what());
+        return;
+      }
+      if (plan.empty()) continue;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        out = complete_locked(std::move(plan), std::move(outputs));
+      }
+      deliver(out);
     }
   }
 
@@ -622,6 +709,7 @@ class BatchEngine final : public Engine {
       live_.clear();
       stopping_ = true;  // submit() refuses from now on
     }
+    if (group_) group_->abort(msg);  // ranks waiting for this one in a collective fail too, instead of hanging
     deliver(out);
     if (on_fatal_) on_fatal_(msg);
   }
@@ -656,6 +744,7 @@ class BatchEngine final : public Engine {
   bool overlap_ = true;          // --disable-overlap-schedule turns it off
   uint64_t planned_ahead_ = 0;
   int32_t spec_steps_ = 0;  // speculative decoding's draft tokens a step (0: off)
+  bool dp_ = false;         // one rank of data-parallel attention (run_loop_dp)
   std::function<void(const std::string&, int32_t, std::vector<int32_t>&)> test_draft_hook_;
   uint64_t spec_verify_steps_ = 0, spec_draft_tokens_ = 0, spec_accepted_tokens_ = 0;
   std::function<void(const std::string&)> on_fatal_;
@@ -664,7 +753,11 @@ class BatchEngine final : public Engine {
 
 }  // namespace
 
+Result<std::unique_ptr<Engine>> make_dp_engine(const BatchEngineOptions& opts);  // runner/dp_engine.cpp
+
 Result<std::unique_ptr<Engine>> make_batch_engine(const BatchEngineOptions& opts) {
+  if (opts.dp_size > 1) return make_dp_engine(opts);
+  if (opts.dp_size < 1) return error("--dp-size must be >= 1, got ", opts.dp_size);
   auto e = std::make_unique<BatchEngine>();
   DS_RETURN_IF_ERROR(e->init(opts));
   return std::unique_ptr<Engine>(std::move(e));

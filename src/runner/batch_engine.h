@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "core/status.h"
+#include "dist/local_group.h"
 #include "runner/engine.h"
 #include "sched/scheduler.h"
 
@@ -40,6 +41,14 @@ struct BatchEngineOptions {
   // Tensor parallelism (--tp-size): ranks as threads of this process, each with its weight shard (--device cpu).
   int32_t tp_size = 1;
   int32_t ep_size = 1;  // --ep-size: 1 (experts cut like the MLPs) or tp_size (routed experts dealt out whole)
+  // Data-parallel attention (--enable-dp-attention --dp-size N = --tp-size N, --device cpu): N engines, each with
+  // its own scheduler, KV pool and requests, whose attention is their own and whose MLPs are sharded over all N
+  // (ModelOptions::dp_attention); they step in lockstep (an idle rank makes zero-token steps) and a controller
+  // gives each new request to the least loaded one. make_batch_engine builds them when dp_size > 1.
+  int32_t dp_size = 1;
+  // Set by that controller for each of its engines (not by callers): the rank and the group it belongs to.
+  int32_t dp_rank = 0;
+  std::shared_ptr<LocalGroup> dp_group;
   // Tests of verification only: may rewrite the drafts made for request `rid` whose output will hold `num_output`
   // tokens when they are verified (random fixtures' MTP layers draft nothing a target accepts).
   std::function<void(const std::string& rid, int32_t num_output, std::vector<int32_t>& drafts)> test_draft_hook;

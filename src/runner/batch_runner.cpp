@@ -253,6 +253,12 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
   return step;
 }
 
+void BatchRunner::idle_step() {
+  AttnMetadata none;
+  none.num_tokens = 0;
+  (void)model_.forward(ops_.upload(Tensor::empty({0}, DType::kI32)), none, cache_);
+}
+
 void BatchRunner::enable_speculative() {
   DS_CHECK(model_.num_mtp_layers() >= 1, "speculative decoding without an MTP layer");
   DS_CHECK(static_cast<int>(cache_.latent.size()) > model_.config().num_hidden_layers,

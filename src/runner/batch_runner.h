@@ -80,6 +80,9 @@ class BatchRunner {
   // samples, plus the sample after it: the tokens (and, seeded, the draws) of decoding without drafts. No CUDA
   // graphs (the drafts need the step's hidden states).
   void enable_speculative();
+  // Data-parallel attention: a zero-token forward for a rank with nothing planned, so that its MLP collectives
+  // meet the other ranks' (ModelOptions::dp_attention).
+  void idle_step();
 
  private:
   TokenLogprob logprob_at(const float* logprobs, int64_t vocab, int32_t id, int32_t top_k) const;

@@ -12,7 +12,7 @@ namespace {
 
 using Outcome = test::EngineRun;
 
-Outcome run(const std::string& fx, int tp, int spec, const std::vector<EngineRequest>& reqs, int ep = 1) {
+Outcome run(const std::string& fx, int tp, int spec, const std::vector<EngineRequest>& reqs, int ep = 1, int dp = 1) {
   BatchEngineOptions o;
   o.model_path = std::string(DSERVE_SOURCE_DIR) + "/tests/fixtures/" + fx;
   o.chunked_prefill_size = 40;
@@ -21,6 +21,7 @@ Outcome run(const std::string& fx, int tp, int spec, const std::vector<EngineReq
   o.verbose = false;
   o.tp_size = tp;
   o.ep_size = ep;
+  o.dp_size = dp;
   o.speculative_num_steps = spec;
   return test::run_engine(o, reqs);
 }
@@ -69,6 +70,25 @@ TEST(TensorParallelEngine, SameResultsAsOneRank) {
   const Outcome spec_two = run("v3", 2, 2, reqs);
   expect_same(spec_two, spec_one, reqs);
   EXPECT_EQ(spec_two.stats.spec_draft_tokens, spec_one.stats.spec_draft_tokens);
+}
+
+// Data-parallel attention: two or four ranks, each with its own scheduler and pool and the requests the controller
+// gave it, stepping in lockstep (idle ranks too); MLPs sharded over the ranks (or experts dealt out): a client sees
+// the one-rank engine's tokens and logprobs, and every pool ends idle.
+TEST(DataParallelAttentionEngine, SameResultsAsOneRank) {
+  const auto reqs = requests();
+  for (const char* fx : {"v3", "v2_lite"}) {
+    SCOPED_TRACE(fx);
+    const Outcome one = run(fx, 1, 0, reqs);
+    for (int dp : {2, 4}) {
+      SCOPED_TRACE("dp " + std::to_string(dp));
+      const Outcome got = run(fx, dp, 0, reqs, 1, dp);
+      expect_same(got, one, reqs);
+      EXPECT_EQ(got.stats.num_running + got.stats.num_waiting, 0);
+      EXPECT_EQ(got.stats.used_tokens, got.stats.cached_tokens);
+      expect_same(run(fx, dp, 0, reqs, dp, dp), one, reqs);  // experts dealt out whole
+    }
+  }
 }
 
 TEST(TensorParallelEngine, WhatDoesNotShardIsRefused) {

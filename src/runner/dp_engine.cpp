@@ -1,0 +1,116 @@
+// The data-parallel-attention controller: N batch engines (one a rank, each with its own scheduler, pool and loop
+// thread, stepping in lockstep over one LocalGroup); a new request goes to the least loaded rank, and everything
+// about a request afterwards to the rank that has it.
+#include <algorithm>
+#include <mutex>
+#include <unordered_map>
+
+#include "runner/batch_engine.h"
+
+namespace ds {
+namespace {
+
+class DpEngine final : public Engine {
+ public:
+  Status init(const BatchEngineOptions& o) {
+    if (o.dp_size < 2 || o.dp_size > 64) return error("--dp-size must be in [1, 64], got ", o.dp_size);
+    auto group = std::make_shared<LocalGroup>(o.dp_size);
+    for (int r = 0; r < o.dp_size; ++r) {
+      BatchEngineOptions ro = o;
+      ro.dp_size = 1;
+      ro.dp_rank = r;
+      ro.dp_group = group;
+      ro.verbose = o.verbose && r == 0;
+      auto e = make_batch_engine(ro);
+      if (!e) {
+        group->abort("rank " + std::to_string(r) + " failed to start");  // ranks already looping stop
+        return e.status();
+      }
+      ranks_.push_back(std::move(e.value()));
+    }
+    return Status::ok();
+  }
+  ~DpEngine() override { shutdown(); }
+
+  Status submit(EngineRequest req, Callback on_event) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (owner_.count(req.rid)) return error("duplicate request id '", req.rid, "'");
+    // Least loaded: fewest running + waiting requests (lowest rank on ties).
+    size_t best = 0;
+    int64_t best_load = INT64_MAX;
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      const EngineStats s = ranks_[r]->stats();
+      const int64_t load = static_cast<int64_t>(s.num_running) + s.num_waiting;
+      if (load < best_load) best = r, best_load = load;
+    }
+    const std::string rid = req.rid;
+    Callback wrapped = [this, rid, cb = std::move(on_event)](EngineEvent e) {
+      const bool done = e.finished;
+      cb(std::move(e));
+      if (done) {
+        std::lock_guard<std::mutex> l(mu_);
+        owner_.erase(rid);
+      }
+    };
+    owner_[rid] = best;  // before submit: the rank's loop may finish the request at once
+    Status st = ranks_[best]->submit(std::move(req), std::move(wrapped));
+    if (!st) owner_.erase(rid);
+    return st;
+  }
+
+  void abort(const std::string& rid) override {
+    if (Engine* e = rank_of(rid)) e->abort(rid);
+  }
+  void finish_with_stop(const std::string& rid, std::string matched) override {
+    if (Engine* e = rank_of(rid)) e->finish_with_stop(rid, std::move(matched));
+  }
+  Status flush_cache() override {
+    for (auto& e : ranks_) DS_RETURN_IF_ERROR(e->flush_cache());
+    return Status::ok();
+  }
+  EngineStats stats() const override {
+    EngineStats t;
+    for (const auto& e : ranks_) {
+      const EngineStats s = e->stats();
+      t.num_running += s.num_running;
+      t.num_waiting += s.num_waiting;
+      t.max_total_tokens += s.max_total_tokens;
+      t.max_running_requests += s.max_running_requests;
+      t.used_tokens += s.used_tokens;
+      t.cached_tokens += s.cached_tokens;
+      t.prompt_tokens_total += s.prompt_tokens_total;
+      t.cached_tokens_total += s.cached_tokens_total;
+      t.generation_tokens_total += s.generation_tokens_total;
+      t.num_requests_total += s.num_requests_total;
+      t.num_retractions += s.num_retractions;
+      t.num_steps = std::max(t.num_steps, s.num_steps);  // lockstep: the ranks' step counts agree
+    }
+    return t;
+  }
+  const ModelConfig& model_config() const override { return ranks_[0]->model_config(); }
+  int64_t context_length() const override { return ranks_[0]->context_length(); }
+  void shutdown() override {
+    for (auto& e : ranks_) e->shutdown();  // the first to stop makes the others stop at their next agreement
+  }
+
+ private:
+  Engine* rank_of(const std::string& rid) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = owner_.find(rid);
+    return it == owner_.end() ? nullptr : ranks_[it->second].get();
+  }
+
+  std::vector<std::unique_ptr<Engine>> ranks_;
+  std::mutex mu_;  // guards owner_
+  std::unordered_map<std::string, size_t> owner_;  // live request -> its rank
+};
+
+}  // namespace
+
+Result<std::unique_ptr<Engine>> make_dp_engine(const BatchEngineOptions& opts) {
+  auto e = std::make_unique<DpEngine>();
+  DS_RETURN_IF_ERROR(e->init(opts));
+  return std::unique_ptr<Engine>(std::move(e));
+}
+
+}  // namespace ds
