@@ -40,12 +40,11 @@ namespace ds {
 //    unref'd. Sampling sequences also get draft_steps (the drafts to make for the next step, bounded by what
 //    max_new_tokens leaves) and pages for the positions those draft steps write past kv_len(), when free.
 //    kv_len stays the only KV cursor. Steps do not overlap (the drafts are host values).
-// Where the coming features plug in (designed for, not implemented):
-//  * DP attention: one Scheduler (own PagePool + RadixTree, sized from that rank's memory) per
-//    attention-DP rank; nothing here is global. A DP controller above routes add_request by stats()
-//    (load) or by prefix affinity (radix match_length). Because MoE collectives need every rank, each
-//    rank still runs a step when its plan is empty (an idle batch); batch sizes are all-gathered for
-//    CUDA-graph padding by the runner.
+//  * DP attention: one Scheduler (own PagePool + RadixTree) per attention-DP rank (a BatchEngine each,
+//    runner/dp_engine.cpp); nothing here is global. The DP controller routes add_request by load (running +
+//    waiting; prefix affinity by radix match_length would plug in there). Because the MLP collectives need every
+//    rank, each rank still runs a step when its plan is empty (an idle, zero-token step). Still to come with CUDA:
+//    batch sizes all-gathered for CUDA-graph padding by the runner.
 //  * Overlap scheduling (plan N+1 while N runs; BatchEngine, --disable-overlap-schedule). Up to two
 //    plans are in flight (next_step may be called once more before complete_step of the older one; steps
 //    complete in order). A request sampled by the step in flight decodes again in the next plan with input
