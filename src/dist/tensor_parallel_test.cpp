@@ -78,7 +78,9 @@ TEST_P(TensorParallel, RanksGiveTheSingleRankLogits) {
   const auto want = run_steps(cfg, single, *ops1, prompt, decode);
 
   // (size, expert_parallel): experts cut along their intermediate, or dealt out whole (--ep-size = --tp-size).
-  for (const auto& [size, ep] : std::vector<std::pair<int, bool>>{{2, false}, {4, false}, {2, true}, {4, true}}) {
+  for (const auto& c : std::vector<std::pair<int, bool>>{{2, false}, {4, false}, {2, true}, {4, true}}) {
+    const int size = c.first;  // (named copies: the rank lambdas capture them)
+    const bool ep = c.second;
     SCOPED_TRACE("tp " + std::to_string(size) + (ep ? ", ep" : ""));
     LocalGroup group(size);
     std::vector<std::vector<std::vector<float>>> got(size);
