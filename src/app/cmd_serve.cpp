@@ -23,6 +23,7 @@
 #include "http/api_server.h"
 #include "http/fake_engine.h"
 #include "http/http_server.h"
+#include "model/tp_shard.h"
 #include "runner/batch_engine.h"
 #include "text/tokenizer.h"
 
@@ -157,16 +158,12 @@ int run_serve(int argc, char** argv) {
   if (Status st = check_parallel_flags(flags, /*tp_on_cpu=*/true); !st) return fail(st);
   if (Status st = apply_log_level_flag(flags); !st) return fail(st);
   // Parallel sizes the model cannot be sharded by: refused before the server starts (the engine checks again).
-  if (const int64_t tp = flags.get_int("tp-size"); tp > 1 && !fake) {
-    if (Result<ModelConfig> cfg = load_config_path(model_path); cfg.is_ok()) {
-      const bool dp_attention = flags.get_bool("enable-dp-attention");
-      if (!dp_attention && cfg->num_attention_heads % tp != 0)
-        return fail(error("--tp-size ", tp, " does not divide the model's ", cfg->num_attention_heads,
-                          " attention heads"));
-      if (flags.get_int("ep-size") > 1 && cfg->n_routed_experts % tp != 0)
-        return fail(error("--ep-size ", tp, " does not divide the model's ", cfg->n_routed_experts, " routed experts"));
-    }
-  }
+  if (const int64_t tp = flags.get_int("tp-size"); tp > 1 && !fake)
+    if (Result<ModelConfig> cfg = load_config_path(model_path); cfg.is_ok())
+      if (Status st = check_tensor_parallel(*cfg, static_cast<int>(tp), flags.get_int("ep-size") > 1,
+                                            flags.get_bool("enable-dp-attention"));
+          !st)
+        return fail(st);
   Result<int32_t> spec_flags = speculative_steps_from_flags(flags, model_path);
   if (!spec_flags) return fail(spec_flags.status());
   const int32_t spec_steps = *spec_flags;

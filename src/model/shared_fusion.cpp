@@ -1,7 +1,7 @@
 // Cutting a shared MLP into expert-sized parts (see shared_fusion.h).
 #include "model/shared_fusion.h"
 
-#include <cstring>
+#include "model/weight_slice.h"
 
 namespace ds {
 namespace {
@@ -12,31 +12,6 @@ bool same_layout(const LinearWeight& a, const LinearWeight& b) {
          b.weight.device() == Device::kCpu && a.is_block_fp8() == b.is_block_fp8() &&
          (!a.is_block_fp8() || (a.block_n == b.block_n && a.block_k == b.block_k && a.scale_inv.ndim() == 2 &&
                                 a.scale_inv.device() == Device::kCpu && a.scale_inv.dtype() == DType::kF32));
-}
-
-// Columns [c0, c1) of a row-major host matrix, copied.
-Tensor cols(const Tensor& t, int64_t c0, int64_t c1) {
-  const int64_t R = t.dim(0), C = t.dim(1);
-  const size_t es = dtype_size(t.dtype());
-  Tensor out = Tensor::empty({R, c1 - c0}, t.dtype());
-  for (int64_t r = 0; r < R; ++r)
-    std::memcpy(static_cast<char*>(out.data()) + r * (c1 - c0) * es, static_cast<const char*>(t.data()) + (r * C + c0) * es,
-                (c1 - c0) * es);
-  return out;
-}
-
-LinearWeight row_part(const LinearWeight& w, int64_t inter, int j) {
-  LinearWeight p = w;
-  p.weight = w.weight.rows(j * inter, (j + 1) * inter);
-  if (w.is_block_fp8()) p.scale_inv = w.scale_inv.rows(j * inter / w.block_n, (j + 1) * inter / w.block_n);
-  return p;
-}
-
-LinearWeight col_part(const LinearWeight& w, int64_t inter, int j) {
-  LinearWeight p = w;
-  p.weight = cols(w.weight, j * inter, (j + 1) * inter);
-  if (w.is_block_fp8()) p.scale_inv = cols(w.scale_inv, j * inter / w.block_k, (j + 1) * inter / w.block_k);
-  return p;
 }
 
 }  // namespace
@@ -67,8 +42,9 @@ std::vector<MlpWeights> split_shared(const MoeWeights& moe, int parts) {
   const int64_t inter = moe.experts[0].gate.out_features();
   std::vector<MlpWeights> out;
   for (int j = 0; j < parts; ++j)
-    out.push_back(MlpWeights{row_part(moe.shared.gate, inter, j), row_part(moe.shared.up, inter, j),
-                             col_part(moe.shared.down, inter, j)});
+    out.push_back(MlpWeights{linear_rows(moe.shared.gate, j * inter, (j + 1) * inter, /*copy=*/false),
+                             linear_rows(moe.shared.up, j * inter, (j + 1) * inter, /*copy=*/false),
+                             linear_cols(moe.shared.down, j * inter, (j + 1) * inter)});
   return out;
 }
 

@@ -20,6 +20,10 @@ struct TpShard {
 // expert_parallel (SGLang's --ep-size = --tp-size): the routed experts are not cut but dealt out whole, rank r
 // keeping experts [r E/n, (r+1) E/n) (the others' weights undefined: the MoE op skips them, their owners add
 // them in the all-reduce); the shared experts are still cut along their intermediate dimension.
+// The divisibility the sharding needs, from the config alone (heads unless attention_whole, routed experts with
+// expert_parallel); shard_for_tensor_parallel checks it too.
+Status check_tensor_parallel(const ModelConfig& cfg, int size, bool expert_parallel, bool attention_whole);
+
 // attention_whole (data-parallel attention, ModelOptions::dp_attention): the attention weights stay whole on every
 // rank; only the MLPs are sharded.
 Result<TpShard> shard_for_tensor_parallel(const ModelConfig& cfg, const ModelWeights& w, int rank, int size,

@@ -76,10 +76,7 @@ class BatchEngine final : public Engine {
     }
     DS_RETURN_IF_ERROR(apply_quantization_flag(o.quantization, &weights, &cfg_));
     DS_ASSIGN_OR_RETURN(KvCacheDtype kv_dtype, parse_kv_cache_dtype(o.kv_cache_dtype));
-    if (o.speculative_num_steps < 0 || o.speculative_num_steps > SchedulerConfig::kMaxSpeculativeSteps)
-      return error("--speculative-num-steps must be in [1, ", SchedulerConfig::kMaxSpeculativeSteps, "], got ",
-                   o.speculative_num_steps);
-    if (o.speculative_num_steps > 0) {
+    if (o.speculative_num_steps > 0) {  // (its range: SchedulerConfig::validate)
       if (weights.mtp.empty())
         return error("speculative decoding (--speculative-algorithm) drafts with the checkpoint's MTP (NextN) layer, "
                      "and ", o.model_path, " has none (num_nextn_predict_layers = ", cfg_.num_nextn_predict_layers,
@@ -215,12 +212,12 @@ class BatchEngine final : public Engine {
     // CUDA graphs: one extra cache page (never handed out) takes the padding rows' writes.
     const bool graphs = ops_->device() == Device::kCuda && !o.disable_cuda_graph && spec_steps_ == 0;
     // Speculative decoding: the MTP layer's latent cache beside the main layers' (same pages).
-    KvCache cache = make_kv_cache(*ops_, cfg_, sc.page_size, sc.num_pages + (graphs ? 1 : 0), spec_steps_ > 0 ? 1 : 0,
+    KvCache cache = make_kv_cache(*ops_, cfg_, sc.page_size, sc.num_pages + (graphs ? 1 : 0), mtp_cache_layers,
                                   kv_dtype);
     runner_ = std::make_unique<BatchRunner>(*model_, *ops_, cache, sc.max_running_requests);
     std::vector<BatchRunner*> others;
     for (size_t r = 0; r < rank_models_.size(); ++r) {  // each rank its own latent cache (MLA TP keeps it whole)
-      KvCache c = make_kv_cache(*rank_ops_[r], rank_cfg, sc.page_size, sc.num_pages, spec_steps_ > 0 ? 1 : 0, kv_dtype);
+      KvCache c = make_kv_cache(*rank_ops_[r], rank_cfg, sc.page_size, sc.num_pages, mtp_cache_layers, kv_dtype);
       rank_runners_.push_back(std::make_unique<BatchRunner>(*rank_models_[r], *rank_ops_[r], c, sc.max_running_requests));
       if (spec_steps_ > 0) rank_runners_.back()->enable_speculative();
       others.push_back(rank_runners_.back().get());
@@ -380,6 +377,15 @@ class BatchEngine final : public Engine {
     }
   }
 
+  // DSERVE_FAULT_INJECT's step faults for the plan's requests: an exception, or a failed internal check.
+  static void inject_step_faults(const StepPlan& plan) {
+    for (const auto& sq : plan.seqs)
+      if (fault_injected(FaultKind::kStepError, sq.req->rid))
+        throw std::runtime_error("injected step_error fault (DSERVE_FAULT_INJECT) for request " + sq.req->rid);
+      else if (fault_injected(FaultKind::kCheckError, sq.req->rid))
+        DS_CHECK(false, "injected check_error fault (DSERVE_FAULT_INJECT) for request ", sq.req->rid);
+  }
+
   // Data-parallel attention: every rank makes one forward a round (the MLPs' collectives meet there), so each
   // round starts with an agreement over the group: all stop, all wait (nobody has work), or all step, those with
   // nothing planned in a zero-token step. Steps run serially (no overlap).
@@ -427,9 +433,7 @@ class BatchEngine final : public Engine {
       out.clear();
       std::vector<SeqOutput> outputs;
       try {
-        for (const auto& sq : plan.seqs)
-          if (fault_injected(FaultKind::kStepError, sq.req->rid))
-            throw std::runtime_error("injected step_error fault (DSERVE_FAULT_INJECT) for request " + sq.req->rid);
+        inject_step_faults(plan);
         if (plan.empty())
           runner_->idle_step();
         else
@@ -526,11 +530,7 @@ class BatchEngine final : public Engine {
       std::vector<SeqOutput> prev_outputs;
       std::optional<std::vector<SeqOutput>> outputs;
       try {
-        for (const auto& sq : plan.seqs)
-          if (fault_injected(FaultKind::kStepError, sq.req->rid))
-            throw std::runtime_error("injected step_error fault (DSERVE_FAULT_INJECT) for request " + sq.req->rid);
-          else if (fault_injected(FaultKind::kCheckError, sq.req->rid))
-            DS_CHECK(false, "injected check_error fault (DSERVE_FAULT_INJECT) for request ", sq.req->rid);
+        inject_step_faults(plan);
         if (prev && runner_->launch_waits(plan, info)) {
           // This launch waits for the device itself: the older step's tokens go out first, not after it.
           std::vector<SeqOutput> o = finish(*prev);

@@ -138,17 +138,18 @@ StepPlan Scheduler::next_step() {
     if (r->num_output() + r->pending >= r->sampling.max_new_tokens) continue;
     // Speculative decoding: the drafts to verify, as many as max_new_tokens leaves room for after the bonus
     // token, and only where they fit without retracting anyone.
+    // (max_new_tokens - num_output - pending >= 1 here, so k >= 0.)
     int32_t k = std::min<int32_t>(static_cast<int32_t>(r->drafts.size()),
                                   r->sampling.max_new_tokens - r->num_output() - r->pending - 1);
     if (k > 0 && free_slots(*r) < 1 + k) k = 0;
-    if (reserve_tokens(r, 1 + std::max(k, 0), 1, &retracted) == 0) {
+    if (reserve_tokens(r, 1 + k, 1, &retracted) == 0) {
       // Overlap: a request whose step is in flight keeps its pages; it decodes again once memory frees up.
       if (r->in_flight || running_.back() != r) continue;
       retract(r);  // it is the newest running request (all newer were retracted) and no page is left
       retracted = true;
       break;
     }
-    add_to_plan(r, 1 + std::max(k, 0), /*is_decode=*/true, plan, std::max(k, 0));
+    add_to_plan(r, 1 + k, /*is_decode=*/true, plan, k);
   }
 
   // 2. The token budget bounds the whole step (decode tokens count), so a step's latency is bounded
