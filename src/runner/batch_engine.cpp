@@ -173,7 +173,9 @@ class BatchEngine final : public Engine {
       mi.chunked_prefill_size = o.chunked_prefill_size;
       mi.max_prefill_tokens = o.max_prefill_tokens;
       mi.cuda_graph_max_bs = o.disable_cuda_graph ? 0 : (o.cuda_graph_max_bs > 0 ? o.cuda_graph_max_bs : 256);
-      mi.max_running_requests = reserved_running_rows(o.max_running_requests, mi.free_bytes, cfg_.vocab_size);
+      mi.rows_per_request = o.speculative_num_steps + 1;  // verification samples every draft's row
+      mi.max_running_requests =
+          reserved_running_rows(o.max_running_requests, mi.free_bytes, cfg_.vocab_size, mi.rows_per_request);
       running_cap = mi.max_running_requests;
       mi.vocab = cfg_.vocab_size;
       mi.min_tokens = std::min<int64_t>(context_length_, std::max(o.chunked_prefill_size, 1));
@@ -210,7 +212,7 @@ class BatchEngine final : public Engine {
     DS_ASSIGN_OR_RETURN(sched_, Scheduler::create(sc));
     max_total_tokens_ = static_cast<int64_t>(sc.num_pages) * sc.page_size;
     // CUDA graphs: one extra cache page (never handed out) takes the padding rows' writes.
-    const bool graphs = ops_->device() == Device::kCuda && !o.disable_cuda_graph && spec_steps_ == 0;
+    const bool graphs = ops_->device() == Device::kCuda && !o.disable_cuda_graph;
     // Speculative decoding: the MTP layer's latent cache beside the main layers' (same pages).
     KvCache cache = make_kv_cache(*ops_, cfg_, sc.page_size, sc.num_pages + (graphs ? 1 : 0), mtp_cache_layers,
                                   kv_dtype);
@@ -238,6 +240,7 @@ class BatchEngine final : public Engine {
       go.dummy_page = sc.num_pages;
       go.verbose = o.verbose;
       go.token_store = runner_->token_store();
+      go.tokens_per_seq = spec_steps_ + 1;  // speculative decoding: verify graphs (the token and its drafts)
       auto g = CudaGraphRunner::create(*model_, *ops_, cache, go);
       if (!g) {
         if (o.verbose) DS_WARN("CUDA graphs off: ", g.status().message());
@@ -324,6 +327,7 @@ class BatchEngine final : public Engine {
     e.num_retractions = s.num_retractions;
     e.num_steps = s.num_steps;
     e.num_steps_planned_ahead = planned_ahead_;
+    e.num_graph_steps = runner_ ? runner_->graph_steps() : 0;
     e.speculative_num_steps = spec_steps_;
     e.spec_verify_steps = spec_verify_steps_;
     e.spec_draft_tokens = spec_draft_tokens_;

@@ -132,26 +132,47 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
       }
     }
   Tensor dev_logits;  // [R, vocab] on the backend
-  // A decode-only step (one sampled token per sequence, no prompt rows) replays a CUDA graph when one fits.
-  bool graph = graphs_ && !drafter_ && graphs_->can_run(plan.num_seqs()) && rows.size() == plan.seqs.size() &&
+  // A decode-only step (one sampled token per sequence, no prompt rows) replays a CUDA graph when one fits. With
+  // speculative decoding the graphs are verify graphs of q rows a sequence (the token and its drafts, every row
+  // sampled): a step whose every sequence feeds q - 1 drafts replays one.
+  const int64_t q = graphs_ ? graphs_->tokens_per_seq() : 1;
+  bool graph = graphs_ && (drafter_ != nullptr) == (q > 1) && graphs_->can_run(plan.num_seqs()) &&
+               static_cast<int64_t>(rows.size()) == plan.num_seqs() * q &&
                (!any_placeholder || graphs_->resolves_placeholders());
-  for (size_t s = 0; graph && s < plan.seqs.size(); ++s)
-    graph = plan.seqs[s].num_tokens == 1 && plan.seqs[s].is_decode && rows[s] == plan.seqs[s].token_begin;
+  for (size_t s = 0; graph && s < plan.seqs.size(); ++s) {
+    const auto& sq = plan.seqs[s];
+    graph = sq.num_tokens == q && sq.is_decode && sq.token_begin == static_cast<int32_t>(s * q) &&
+            rows[s * q] == sq.token_begin && rows[s * q + q - 1] == sq.token_begin + q - 1;
+  }
   if (graph) {
     std::vector<DecodeSeq> seqs(plan.seqs.size());
     for (size_t s = 0; s < plan.seqs.size(); ++s) {
       const auto& sq = plan.seqs[s];
       seqs[s] = DecodeSeq{input_ids[sq.token_begin], plan.positions[sq.token_begin],
                           plan.slot_mapping[sq.token_begin], plan.page_table.data() + sq.page_begin, sq.num_pages};
+      if (q > 1) {
+        seqs[s].tokens = input_ids.data() + sq.token_begin;
+        seqs[s].slots = plan.slot_mapping.data() + sq.token_begin;
+      }
     }
-    dev_logits = graphs_->replay(seqs).rows(0, plan.num_seqs());
+    dev_logits = graphs_->replay(seqs).rows(0, plan.num_seqs() * q);
+    graph_steps_.fetch_add(1, std::memory_order_relaxed);
+    if (drafter_) {  // the graph's static hidden rows: read by finish()'s drafter before the next replay
+      step.hidden = graphs_->hidden().rows(0, plan.num_seqs() * q);
+      step.plan = std::make_shared<const StepPlan>(plan);
+    }
   } else {
     AttnMetadata meta = build_attn_metadata(plan, ops_);
     Tensor ids = Tensor::empty({plan.num_tokens()}, DType::kI32);
     std::copy(input_ids.begin(), input_ids.end(), ids.data_as<int32_t>());
     Tensor dev_ids = ops_.upload(ids);  // [T] I32
     if (any_placeholder) ops_.resolve_tokens_(dev_ids, token_store_);
-    Tensor hidden = model_.forward(dev_ids, meta, cache_);  // [T, d]
+    // Verification steps (every sequence decoding, a few rows each) attend in the absorbed form over the latent
+    // cache, as SGLang's target_verify does: the MHA form would expand every context latent through kv_b_proj.
+    const bool verify = drafter_ && std::all_of(plan.seqs.begin(), plan.seqs.end(), [](const auto& sq) {
+                          return sq.is_decode;
+                        });
+    Tensor hidden = model_.forward(dev_ids, meta, cache_, verify ? AttnMode::kAbsorbed : AttnMode::kAuto);  // [T, d]
     if (drafter_) {  // finish() verifies and drafts (every step: the MTP layer's cache covers prompts too)
       step.hidden = hidden;
       step.plan = std::make_shared<const StepPlan>(plan);

@@ -1,6 +1,7 @@
 // BatchRunner: executes one StepPlan on the model (metadata upload, forward, logits of the rows that need
 // them, sampling with penalties, log-probabilities). Policy-free: it does what the plan says.
 #pragma once
+#include <atomic>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -70,6 +71,8 @@ class BatchRunner {
   // Decode-only steps that fit replay from these CUDA graphs (captured over this runner's cache, with
   // token_store() as their placeholder source).
   void set_cuda_graphs(std::unique_ptr<CudaGraphRunner> graphs) { graphs_ = std::move(graphs); }
+  // Steps replayed from the CUDA graphs so far (any thread).
+  uint64_t graph_steps() const { return graph_steps_.load(std::memory_order_relaxed); }
   // [max_rows] I32 on the backend: each row's last sampled token (placeholders read it).
   const Tensor& token_store() const { return token_store_; }
   // Forgets a finished request's sampler state.
@@ -77,8 +80,8 @@ class BatchRunner {
   // MTP speculative decoding (the model has an MTP layer and the cache its layer): every step then also runs the
   // MTP layer over the positions it made valid, and sampling sequences get the plan's draft_steps drafts. Decodes
   // that feed drafts sample every draft's row and keep the longest prefix of drafts that equals the target's own
-  // samples, plus the sample after it: the tokens (and, seeded, the draws) of decoding without drafts. No CUDA
-  // graphs (the drafts need the step's hidden states).
+  // samples, plus the sample after it: the tokens (and, seeded, the draws) of decoding without drafts. CUDA graphs
+  // (set_cuda_graphs) are then verify graphs (CudaGraphOptions::tokens_per_seq = steps + 1).
   void enable_speculative();
   // Data-parallel attention: a zero-token forward for a rank with nothing planned, so that its MLP collectives
   // meet the other ranks' (ModelOptions::dp_attention).
@@ -94,6 +97,7 @@ class BatchRunner {
   Tensor token_store_;                 // [max_rows] I32 on the backend
   std::vector<uint8_t> row_sampled_;   // [max_rows] a launched step sampled this row (placeholder check)
   std::unique_ptr<CudaGraphRunner> graphs_;            // null: eager decode
+  std::atomic<uint64_t> graph_steps_{0};
   std::unique_ptr<MtpDrafter> drafter_;                // null: no speculative decoding
 };
 

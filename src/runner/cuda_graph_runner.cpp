@@ -67,17 +67,20 @@ int padded_batch_size(const std::vector<int>& sizes, int n) {
 
 struct CudaGraphRunner::Impl {
   int max_bs = 0;
+  int q = 1;  // rows a sequence
   int64_t max_pages = 0;
-  // Device inputs, I32: ids | positions | slots | seq_lens (max_bs each) | q_starts (max_bs + 1) | block table.
+  // Device inputs, I32: ids | positions | slots (max_bs * q each) | seq_lens (max_bs) | q_starts (max_bs + 1) |
+  // block table.
   Tensor io;
-  int64_t q_off = 0, table_off = 0;
+  int64_t pos_off = 0, slot_off = 0, len_off = 0, q_off = 0, table_off = 0;
   // Pinned, two alternating buffers (with overlap scheduling the next step's inputs are written while the
   // previous copy may not have run yet), laid out as `io` (q_starts written once), so that a small step's inputs
   // go over in one copy.
   PinnedSlot in[2];                      // `done`: the last input copy out of in[i] finished
   bool copy_pending[2] = {false, false};
   int cur = 0;                           // the buffer the next write_inputs uses
-  Tensor logits;                  // [max_bs, vocab] F32: the graphs' output
+  Tensor logits;                  // [max_bs * q, vocab] F32: the graphs' output
+  Tensor hidden;                  // [max_bs * q, d]: the forward's output rows (tokens_per_seq > 1 only)
   std::vector<cudaGraph_t> graphs;
   std::vector<cudaGraphExec_t> execs;  // by index in sizes_
   // DSERVE_GRAPH_TIMING=1 (a measurement switch): per replay, the device time from the input copy to the graph's end
@@ -143,6 +146,9 @@ Result<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::create(DeepseekModel& 
   if (cache.page_size < 1 || o.dummy_page < 0 || o.dummy_page >= cache.num_pages)
     return error("CUDA graphs need a dummy cache page (got ", o.dummy_page, " of ", cache.num_pages, ")");
   if (o.max_context < 1) return error("CUDA graphs: max_context must be >= 1");
+  if (o.tokens_per_seq < 1 || o.tokens_per_seq > 16)
+    return error("CUDA graphs: tokens_per_seq must be in [1, 16], got ", o.tokens_per_seq);
+  if (o.tokens_per_seq > 1 && o.greedy_ids) return error("CUDA graphs: greedy_ids needs tokens_per_seq 1");
   for (int b : o.batch_sizes)
     if (b < 1) return error("--cuda-graph-bs values must be >= 1, got ", b);
   if (o.max_bs <= 0 && !o.batch_sizes.empty()) o.max_bs = *std::max_element(o.batch_sizes.begin(), o.batch_sizes.end());
@@ -161,13 +167,20 @@ Result<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::create(DeepseekModel& 
   r->sizes_ = graph_capture_sizes(o.batch_sizes, o.max_bs);
   auto impl = std::make_unique<Impl>();
   impl->max_bs = o.max_bs;
-  impl->max_pages = (o.max_context + cache.page_size - 1) / cache.page_size;
-  impl->q_off = 4 * static_cast<int64_t>(o.max_bs);
+  impl->q = o.tokens_per_seq;
+  // Speculative decoding's sequences hold pages past the context: the drafts' q - 1 positions and as many for the
+  // draft steps' lookahead (StepPlan::SeqStep::num_pages).
+  impl->max_pages = (o.max_context + 2 * (o.tokens_per_seq - 1) + cache.page_size - 1) / cache.page_size;
+  const int64_t rows = static_cast<int64_t>(o.max_bs) * impl->q;
+  impl->pos_off = rows;
+  impl->slot_off = 2 * rows;
+  impl->len_off = 3 * rows;
+  impl->q_off = impl->len_off + o.max_bs;
   impl->table_off = (impl->q_off + o.max_bs + 1 + 63) / 64 * 64;
   const int64_t io_len = impl->table_off + o.max_bs * impl->max_pages;
   impl->io = ops.empty({io_len}, DType::kI32);
-  std::vector<int32_t> q(o.max_bs + 1);  // q_starts = 0..max_bs (one token per sequence)
-  for (int i = 0; i <= o.max_bs; ++i) q[i] = i;
+  std::vector<int32_t> q(o.max_bs + 1);  // q_starts = 0, q, 2q, .. (q tokens per sequence)
+  for (int i = 0; i <= o.max_bs; ++i) q[i] = i * impl->q;
   for (PinnedSlot& slot : impl->in) {
     slot = acquire_pinned(static_cast<size_t>(io_len) * sizeof(int32_t));
     int32_t* h = static_cast<int32_t*>(slot.host);
@@ -180,7 +193,7 @@ Result<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::create(DeepseekModel& 
     DS_CUDA_CHECK(cudaMemcpyAsync(impl->dev(impl->q_off), q.data(), q.size() * 4, cudaMemcpyHostToDevice, s));
     DS_CUDA_CHECK(cudaStreamSynchronize(s));
   }
-  impl->logits = ops.empty({o.max_bs, model.config().vocab_size}, DType::kF32);
+  impl->logits = ops.empty({rows, model.config().vocab_size}, DType::kF32);
   if (env_flag("DSERVE_GRAPH_TIMING", false))
     for (cudaEvent_t& ev : impl->timing) DS_CUDA_CHECK(cudaEventCreate(&ev));
   impl->graphs.assign(r->sizes_.size(), nullptr);
@@ -198,40 +211,47 @@ void CudaGraphRunner::write_inputs(const std::vector<DecodeSeq>& seqs, int bs, b
   const int hb = im.cur;
   im.cur ^= 1;
   if (im.copy_pending[hb]) DS_CUDA_CHECK(cudaEventSynchronize(im.in[hb].done));  // in[hb] is free again
+  const int q = im.q;
   int64_t width = 1;
   for (const DecodeSeq& s : seqs) {
     DS_CHECK(s.num_pages >= 1 && s.num_pages <= im.max_pages && s.pages, "decode sequence with ", s.num_pages,
              " pages (graph table holds ", im.max_pages, ")");
-    DS_CHECK(s.position >= 0 && static_cast<int64_t>(s.position) < static_cast<int64_t>(s.num_pages) * page_size,
-             "position ", s.position, " beyond its ", s.num_pages, " pages");
+    DS_CHECK(s.position >= 0 &&
+                 static_cast<int64_t>(s.position) + q - 1 < static_cast<int64_t>(s.num_pages) * page_size,
+             "position ", s.position, " (+", q - 1, ") beyond its ", s.num_pages, " pages");
+    DS_CHECK(q == 1 || (s.tokens && s.slots), "a ", q, "-row graph step without its tokens and slots");
     width = std::max<int64_t>(width, s.num_pages);
   }
-  const int M = im.max_bs;
+  const int64_t M = im.max_bs;
   int32_t* ids = static_cast<int32_t*>(im.in[hb].host);
-  int32_t* pos = ids + M;
-  int32_t* slot = pos + M;
-  int32_t* len = slot + M;
+  int32_t* pos = ids + im.pos_off;
+  int32_t* slot = ids + im.slot_off;
+  int32_t* len = ids + im.len_off;
   int32_t* table = ids + im.table_off;  // [bs, max_pages], columns [0, width) written
   for (int i = 0; i < bs; ++i) {
     int32_t* row = table + i * im.max_pages;
     if (i < n) {
       const DecodeSeq& s = seqs[i];
-      ids[i] = s.token;
-      pos[i] = s.position;
-      slot[i] = s.slot;
-      len[i] = s.position + 1;
+      for (int j = 0; j < q; ++j) {
+        ids[i * q + j] = q == 1 ? s.token : s.tokens[j];
+        pos[i * q + j] = s.position + j;
+        slot[i * q + j] = q == 1 ? s.slot : s.slots[j];
+      }
+      len[i] = s.position + q;
       std::memcpy(row, s.pages, sizeof(int32_t) * s.num_pages);
       std::fill(row + s.num_pages, row + width, dummy_page);
-    } else {  // padding: token 0 at position 0 of the dummy page, attending only itself
-      ids[i] = 0;
-      pos[i] = 0;
-      slot[i] = dummy_page * page_size;
-      len[i] = 1;
+    } else {  // padding: token 0 at positions 0 .. q - 1, all on the dummy page (as its only page), attending it
+      for (int j = 0; j < q; ++j) {
+        ids[i * q + j] = 0;
+        pos[i * q + j] = j;
+        slot[i * q + j] = dummy_page * page_size + j % page_size;
+      }
+      len[i] = q;
       std::fill(row, row + width, dummy_page);
     }
   }
   cudaStream_t s = cuda_stream();
-  const int64_t skip = keep_ids ? M : 0;  // the ids the graph wrote stay
+  const int64_t skip = keep_ids ? M : 0;  // the ids the graph wrote stay (q == 1)
   // One copy of everything up to the last row's table when that is small (each copy is a host call and a DMA the
   // graph waits for: bench-one-batch's batch-1 step waits ~2 us less); else the header, then the rows' used columns.
   // DSERVE_GRAPH_ONE_COPY=0 (A/B runs): always the two copies.
@@ -242,7 +262,7 @@ void CudaGraphRunner::write_inputs(const std::vector<DecodeSeq>& seqs, int bs, b
         cudaMemcpyAsync(im.dev(skip), ids + skip, sizeof(int32_t) * (whole - skip), cudaMemcpyHostToDevice, s));
   } else {
     DS_CUDA_CHECK(
-        cudaMemcpyAsync(im.dev(skip), ids + skip, sizeof(int32_t) * (4 * M - skip), cudaMemcpyHostToDevice, s));
+        cudaMemcpyAsync(im.dev(skip), ids + skip, sizeof(int32_t) * (im.q_off - skip), cudaMemcpyHostToDevice, s));
     DS_CUDA_CHECK(cudaMemcpy2DAsync(im.dev(im.table_off), sizeof(int32_t) * im.max_pages, table,
                                     sizeof(int32_t) * im.max_pages, sizeof(int32_t) * width, bs,
                                     cudaMemcpyHostToDevice, s));
@@ -334,27 +354,34 @@ Status CudaGraphRunner::capture() {
   Impl& im = *impl_;
   const auto t0 = std::chrono::steady_clock::now();
   cudaStream_t stream = cuda_stream();
-  const int M = im.max_bs;
-  // One forward over the static buffers for `bs` rows; its logits are copied into the static output.
+  // One forward over the static buffers for `bs` sequences (bs * q rows); its logits are written into the static
+  // output, its hidden rows copied into theirs (q > 1).
   auto run = [&](int bs) {
+    const int64_t T = static_cast<int64_t>(bs) * im.q;
     AttnMetadata m;
     m.num_seqs = bs;
-    m.num_tokens = bs;
+    m.num_tokens = static_cast<int>(T);
     m.page_size = cache_.page_size;
     m.max_seq_len = opts_.plan_context;  // sizes only the split-KV plan; any seq_lens work at replay
-    m.max_q_len = 1;
-    m.positions = im.io.rows(M, M + bs);
-    m.slot_mapping = im.io.rows(2 * M, 2 * M + bs);
-    m.seq_lens = im.io.rows(3 * M, 3 * M + bs);
+    m.max_q_len = im.q;
+    m.positions = im.io.rows(im.pos_off, im.pos_off + T);
+    m.slot_mapping = im.io.rows(im.slot_off, im.slot_off + T);
+    m.seq_lens = im.io.rows(im.len_off, im.len_off + bs);
     m.q_starts = im.io.rows(im.q_off, im.q_off + bs + 1);
     m.block_table = im.io.rows(im.table_off, im.table_off + bs * im.max_pages).reshape({bs, im.max_pages});
-    Tensor ids = im.io.rows(0, bs);  // [bs] I32
+    Tensor ids = im.io.rows(0, T);  // [T] I32
     // Placeholder ids (overlap scheduling) take the token store's entries inside the graph.
     if (opts_.token_store.defined()) ops_.resolve_tokens_(ids, opts_.token_store);
-    Tensor hidden = model_.forward(ids, m, cache_, AttnMode::kAbsorbed);
-    Tensor logits = im.logits.rows(0, bs);  // [bs, vocab] F32: every graph writes the shared output buffer
+    Tensor hidden = model_.forward(ids, m, cache_, AttnMode::kAbsorbed);  // [T, d]
+    Tensor logits = im.logits.rows(0, T);  // [T, vocab] F32: every graph writes the shared output buffer
     model_.logits_into(hidden, logits);
     if (opts_.greedy_ids) ops_.greedy_to_store_(logits, model_.config().vocab_size, ids);  // next replay's tokens
+    if (im.q > 1) {
+      // The first run is the largest batch's warm-up, outside any capture: the buffer is made there.
+      if (!im.hidden.defined()) im.hidden = ops_.empty({im.max_bs * int64_t{im.q}, hidden.dim(1)}, hidden.dtype());
+      DS_CUDA_CHECK(cudaMemcpyAsync(im.hidden.data(), hidden.data(), hidden.nbytes(), cudaMemcpyDeviceToDevice,
+                                    cuda_stream()));
+    }
   };
   // The captures' allocations come from the graph arena (cuda_runtime.h: no memory nodes between the kernels, so
   // their PDL edges stay programmatic), sized by the eager warm-up of the same forward (the default;
@@ -465,7 +492,12 @@ Tensor CudaGraphRunner::replay(const std::vector<DecodeSeq>& seqs, bool ids_on_d
     DS_CUDA_CHECK(cudaEventRecord(im.timing[1], cuda_stream()));
     im.timing_bs = bs;
   }
-  return im.logits.rows(0, bs);
+  return im.logits.rows(0, static_cast<int64_t>(bs) * im.q);
+}
+
+Tensor CudaGraphRunner::hidden() const {
+  DS_CHECK(impl_->hidden.defined(), "CUDA graph hidden rows: a tokens_per_seq 1 runner keeps none");
+  return impl_->hidden;
 }
 
 #else  // no CUDA backend
@@ -481,6 +513,7 @@ Result<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::create(DeepseekModel&,
 Status CudaGraphRunner::capture() { return error("CUDA graphs need a build with the CUDA backend"); }
 void CudaGraphRunner::write_inputs(const std::vector<DecodeSeq>&, int, bool) {}
 void CudaGraphRunner::synchronize() {}
+Tensor CudaGraphRunner::hidden() const { return Tensor(); }
 Tensor CudaGraphRunner::replay(const std::vector<DecodeSeq>&, bool) {
   DS_CHECK(false, "CUDA graphs need a build with the CUDA backend");
   return Tensor();

@@ -2,7 +2,10 @@
 // cuda_graph_runner.py: one graph per padded batch size, captured at startup over static input buffers
 // (token ids, positions, cache slots, seq lens, block table) that each replay overwrites; padding rows
 // write and read only a dummy page. The graph's output is the fp32 logits of every padded row: sampling
-// stays outside the graph, except the greedy tokens of CudaGraphOptions::greedy_ids.
+// stays outside the graph, except the greedy tokens of CudaGraphOptions::greedy_ids. With tokens_per_seq > 1
+// the same for speculative decoding's verification steps (SGLang's target_verify graphs): every sequence adds its
+// last token and its drafts, tokens_per_seq rows in the absorbed form, and the graph also keeps the hidden rows
+// (the MTP drafter's input).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -41,6 +44,8 @@ struct CudaGraphOptions {
   // replay(seqs, true) decodes the previous replay's tokens without the host seeing them (bench-one-batch keeps its
   // tokens on the device, as sglang.bench_one_batch does). The logits are still the graph's output.
   bool greedy_ids = false;
+  // Rows each sequence adds (1: decode; speculative decoding's verify steps: num_steps + 1, the token and drafts).
+  int tokens_per_seq = 1;
 };
 
 // One sequence of a decode step.
@@ -50,6 +55,10 @@ struct DecodeSeq {
   int32_t slot = 0;            // cache slot its latent row goes to
   const int32_t* pages = nullptr;  // page table covering [0, position]
   int32_t num_pages = 0;
+  // Runners of tokens_per_seq = n > 1: the n tokens (token unused) at positions position .. position + n - 1 and
+  // their n cache slots (slot unused); the page table covers the last of them.
+  const int32_t* tokens = nullptr;
+  const int32_t* slots = nullptr;
 };
 
 // What the captured graphs hold (summed over batch sizes): kernel nodes, memory (alloc / free) nodes, other nodes,
@@ -82,13 +91,18 @@ class CudaGraphRunner {
   // Placeholder ids (< 0) are resolved from CudaGraphOptions::token_store inside the graphs.
   bool resolves_placeholders() const { return opts_.token_store.defined(); }
 
-  // Runs one decode step for seqs (1 <= size <= max_bs): the logits [padded_bs, vocab] fp32 on the device,
-  // rows [0, seqs.size()) real. The tensor is the graph's static output: valid until the next replay.
+  // Runs one decode step for seqs (1 <= size <= max_bs): the logits [padded_bs * tokens_per_seq, vocab] fp32 on the
+  // device, rows [0, seqs.size() * tokens_per_seq) real (sequence after sequence). The tensor is the graph's static
+  // output: valid until the next replay.
   // ids_on_device (greedy_ids graphs only): the seqs' tokens are ignored and each row decodes the token the previous
   // replay of the same batch size chose for it.
   Tensor replay(const std::vector<DecodeSeq>& seqs, bool ids_on_device = false);
   // Waits for the last replay (and everything before it on the compute stream).
   void synchronize();
+  // The last replay's final hidden rows, [padded_bs * tokens_per_seq, hidden] on the device (laid out as the
+  // logits): a static buffer, valid until the next replay.
+  Tensor hidden() const;
+  int tokens_per_seq() const { return opts_.tokens_per_seq; }
 
  private:
   struct Impl;

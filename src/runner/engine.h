@@ -60,6 +60,7 @@ struct EngineStats {
   uint64_t num_retractions = 0;
   uint64_t num_steps = 0;
   uint64_t num_steps_planned_ahead = 0;  // overlap scheduling: steps planned while the previous one was in flight
+  uint64_t num_graph_steps = 0;  // steps replayed from CUDA graphs (decode, or speculative decoding's verify steps)
   // Speculative decoding: draft tokens per step (0: off), decode steps that verified drafts, the drafts they fed
   // and accepted, and the tokens those steps produced (accepted + one each: / verify steps = the accept length).
   int32_t speculative_num_steps = 0;

@@ -32,14 +32,17 @@ int64_t logits_row_bytes(int64_t vocab) { return 2 * vocab * 4; }
 int64_t activation_reserve_bytes(const MemPlanInput& in) {
   const int64_t step_tokens = in.chunked_prefill_size > 0 ? in.chunked_prefill_size : in.max_prefill_tokens;
   const int64_t chunk = std::max<int64_t>(step_tokens, 2048);
-  int64_t r = 512 * kMiB + chunk * 3 * kMiB / 2 + int64_t{in.cuda_graph_max_bs} * 2 * kMiB;
-  r += int64_t{std::max(in.max_running_requests, 1)} * logits_row_bytes(in.vocab);
+  const int64_t per_request = std::max(in.rows_per_request, 1);
+  int64_t r = 512 * kMiB + chunk * 3 * kMiB / 2 + int64_t{in.cuda_graph_max_bs} * per_request * 2 * kMiB;
+  r += int64_t{std::max(in.max_running_requests, 1)} * per_request * logits_row_bytes(in.vocab);
   r += 16 * in.vocab * 12;  // one sort chunk (keys, ids x 2)
   return r;
 }
 
-int32_t reserved_running_rows(int64_t max_running_requests, int64_t free_bytes, int64_t vocab) {
-  const int64_t rows = std::max<int64_t>(free_bytes, 0) / 4 / logits_row_bytes(std::max<int64_t>(vocab, 1));
+int32_t reserved_running_rows(int64_t max_running_requests, int64_t free_bytes, int64_t vocab,
+                              int32_t rows_per_request) {
+  const int64_t rows = std::max<int64_t>(free_bytes, 0) / 4 /
+                       (logits_row_bytes(std::max<int64_t>(vocab, 1)) * std::max(rows_per_request, 1));
   return static_cast<int32_t>(std::clamp<int64_t>(std::min(max_running_requests, rows), 1, INT32_MAX));
 }
 

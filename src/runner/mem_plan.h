@@ -21,6 +21,7 @@ struct MemPlanInput {
   int64_t max_prefill_tokens = 16384;
   int32_t cuda_graph_max_bs = 0;
   int32_t max_running_requests = 256;
+  int32_t rows_per_request = 1;    // logits rows a running request samples a step (speculative: steps + 1)
   int64_t vocab = 0;
   int64_t min_tokens = 0;          // the pool must hold at least this many tokens (one context, one batch)
 };
@@ -36,15 +37,16 @@ struct MemPlan {
 // Activations, CUDA graphs and sampling workspace, kept outside the static fraction (the estimate):
 // SGLang's reserve (512 MiB + 1.5 MiB per token of max(chunked prefill, 2048) + 2 MiB per graph batch size;
 // without chunking max(max_prefill_tokens, 2048) tokens, the most prompt tokens a step then takes)
-// plus the logits and sampling work rows (2 x max_running_requests x vocab fp32) and the sort chunk
-// (16 x vocab x 12 bytes).
+// plus the logits and sampling work rows (2 x max_running_requests x rows_per_request x vocab fp32; the graph
+// term also x rows_per_request) and the sort chunk (16 x vocab x 12 bytes).
 int64_t activation_reserve_bytes(const MemPlanInput& in);
 
 // The running requests the reserve holds logits and sampling rows for (MemPlanInput::max_running_requests):
 // --max-running-requests, but at most as many rows as a quarter of the free memory holds, and at least 1. A limit
 // past that is capped (the engine caps the running limit by these rows as it does by the pool's pages) instead of
 // refusing to start for want of a reserve no batch could fill.
-int32_t reserved_running_rows(int64_t max_running_requests, int64_t free_bytes, int64_t vocab);
+int32_t reserved_running_rows(int64_t max_running_requests, int64_t free_bytes, int64_t vocab,
+                              int32_t rows_per_request = 1);
 
 // The pool: min(fraction x total - used, free - reserve) bytes, used = total - free (weights, context and
 // anything else already allocated), in whole pages. Errors name how many GiB are missing.

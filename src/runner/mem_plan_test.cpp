@@ -109,6 +109,19 @@ TEST(MemPlan, HugeRunningLimitsReserveWhatMemoryHolds) {
   EXPECT_GT(p->num_pages, 0);
 }
 
+// Speculative decoding samples steps + 1 rows a request (verify graphs of as many rows a sequence): the logits,
+// sampling and graph terms scale with them, and the rows a reserve holds are fewer.
+TEST(MemPlan, SpeculativeRowsScaleTheLogitsReserve) {
+  MemPlanInput in = h100();
+  in.rows_per_request = 4;
+  const int64_t expect =
+      512 * kMiB + 8192 * 3 * kMiB / 2 + 256 * 4 * 2 * kMiB + 2 * 256 * 4 * 102400 * 4 + 16 * 102400 * 12;
+  EXPECT_EQ(activation_reserve_bytes(in), expect);
+  const int64_t rows = in.free_bytes / 4 / (2 * in.vocab * 4);
+  EXPECT_EQ(reserved_running_rows(1000000000, in.free_bytes, in.vocab, 4), rows / 4);
+  EXPECT_EQ(reserved_running_rows(48, in.free_bytes, in.vocab, 4), 48);
+}
+
 TEST(MemPlan, RejectsBadInputs) {
   MemPlanInput in = h100();
   in.mem_fraction_static = 1.5;

@@ -53,7 +53,11 @@ std::vector<std::vector<int32_t>> MtpDrafter::run(const StepPlan& plan, const Te
   if (slices.empty()) return drafts;
   // Fill the MTP cache at every valid position; the drafting sequences' last row gives their first draft.
   AttnMetadata meta = build_attn_metadata(slices, plan.page_size, ops_);
-  Tensor z = model_.mtp_forward(0, upload_ids(next), ops_.select_rows(hidden, rows), meta, cache_);  // [rows, d]
+  // After a verification step (every sequence decoding) each has at most steps + 1 rows: the absorbed form, as
+  // for the verification itself (batch_runner.cpp); after prompt chunks the MHA form.
+  const bool all_decode = std::all_of(plan.seqs.begin(), plan.seqs.end(), [](const auto& sq) { return sq.is_decode; });
+  Tensor z = model_.mtp_forward(0, upload_ids(next), ops_.select_rows(hidden, rows), meta, cache_,
+                                all_decode ? AttnMode::kAbsorbed : AttnMode::kAuto);  // [rows, d]
   if (live.empty()) return drafts;
   Tensor zn = model_.mtp_norm(0, ops_.select_rows(z, last));  // [live, d]
   for (int32_t step = 1;; ++step) {

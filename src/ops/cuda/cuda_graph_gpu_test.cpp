@@ -210,6 +210,89 @@ TEST_P(CudaGraphTest, ReplayMatchesEagerDecode) {
   }
 }
 
+// Verify graphs (speculative decoding, tokens_per_seq 4): three sequences (padded to 4) each add a token and three
+// drafts a step at consecutive positions, against the eager absorbed forward of the same rows: logits and hidden
+// rows within bf16 tolerance, the caches equal where written and NaN elsewhere (the padding sequence's four rows
+// stay on the dummy page, page size 16 < 4 rows never crossing into a real one). Step 2 crosses a page boundary.
+TEST_P(CudaGraphTest, VerifyGraphsMatchEagerAbsorbedRows) {
+  Fixture f = load_fixture(GetParam());
+  const int page = 16, q = 4, steps = 3, bs = 3;
+  std::mt19937 rng(99);
+  const std::vector<int> lens = {13, 5, 30};
+  std::vector<std::vector<int32_t>> tables(bs);
+  int total = 0;
+  for (int b = 0; b < bs; ++b)
+    for (int p = 0; p < (lens[b] + q * steps + page - 1) / page; ++p) tables[b].push_back(total++);
+  std::reverse(tables[1].begin(), tables[1].end());  // not the identity
+  KvCache eager = make_kv_cache(*f.ops, f.cfg, page, total + 1, 0);
+  KvCache graphed = make_kv_cache(*f.ops, f.cfg, page, total + 1, 0);
+  prefill_both(f, lens, tables, page, eager, graphed, rng);
+  std::uniform_int_distribution<int32_t> tok(2, static_cast<int32_t>(f.cfg.vocab_size) - 1);
+  CudaGraphOptions go;
+  go.max_bs = 4;
+  go.max_context = f.cfg.max_position_embeddings;
+  go.dummy_page = total;
+  go.verbose = false;
+  go.tokens_per_seq = q;
+  auto g = CudaGraphRunner::create(*f.model, *f.ops, graphed, go);
+  ASSERT_TRUE(g.is_ok()) << g.status().message();
+  CudaGraphRunner& graphs = **g;
+  {
+    test::ScopedEnv arena("DSERVE_GRAPH_ARENA", "1");
+    ASSERT_TRUE(graphs.capture().is_ok());
+  }
+  EXPECT_EQ(graphs.stats().memory_nodes, 0);
+  for (int s = 0; s < steps; ++s) {
+    std::vector<SeqSlice> slices;
+    std::vector<DecodeSeq> seqs;
+    std::vector<std::vector<int32_t>> ids(bs), slots(bs);
+    std::vector<int32_t> flat;
+    for (int b = 0; b < bs; ++b) {
+      const int32_t p = lens[b] + q * s;
+      slices.push_back(SeqSlice{p, q, &tables[b]});
+      for (int j = 0; j < q; ++j) {
+        ids[b].push_back(tok(rng));
+        slots[b].push_back(tables[b][(p + j) / page] * page + (p + j) % page);
+      }
+      flat.insert(flat.end(), ids[b].begin(), ids[b].end());
+      DecodeSeq d{0, p, 0, tables[b].data(), static_cast<int32_t>(tables[b].size())};
+      d.tokens = ids[b].data();
+      d.slots = slots[b].data();
+      seqs.push_back(d);
+    }
+    AttnMetadata m = build_attn_metadata(slices, page, *f.ops);
+    Tensor h = f.model->forward(upload_ids(*f.ops, flat), m, eager, AttnMode::kAbsorbed);  // [bs * q, d]
+    Tensor want = f.ops->to_host(f.model->logits(h));
+    Tensor want_h = test::to_host_f32(h);
+    Tensor padded = graphs.replay(seqs);
+    ASSERT_EQ(padded.dim(0), 4 * q);
+    const std::string what = GetParam() + " verify graph vs eager step " + std::to_string(s);
+    DS_EXPECT_CLOSE(f.ops->to_host(padded.rows(0, bs * q)), want, 3e-2, 1e-2, what + " logits");
+    DS_EXPECT_CLOSE(test::to_host_f32(graphs.hidden().rows(0, bs * q)), want_h, 3e-2, 1e-2, what + " hidden");
+  }
+  for (size_t l = 0; l < eager.latent.size(); ++l) {
+    Tensor a = test::to_host_f32(eager.latent[l]), c = test::to_host_f32(graphed.latent[l]);
+    const int64_t D = a.dim(1);
+    int64_t written_bad = 0, unwritten_bad = 0;
+    for (int b = 0; b < bs; ++b)
+      for (size_t p = 0; p < tables[b].size(); ++p)
+        for (int o = 0; o < page; ++o) {
+          const int64_t pos = static_cast<int64_t>(p) * page + o;
+          const int64_t slot = static_cast<int64_t>(tables[b][p]) * page + o;
+          for (int64_t j = 0; j < D; ++j) {
+            const float x = a.f32()[slot * D + j], y = c.f32()[slot * D + j];
+            if (pos < lens[b] + q * steps) {
+              if (!(std::fabs(x - y) <= 3e-2f * (1.0f + std::fabs(x)))) ++written_bad;
+            } else if (!std::isnan(y)) {
+              ++unwritten_bad;
+            }
+          }
+        }
+    EXPECT_EQ(written_bad, 0) << GetParam() << " layer " << l;
+    EXPECT_EQ(unwritten_bad, 0) << GetParam() << " layer " << l << ": a padding row wrote a real page";
+  }
+}
+
 // greedy_ids graphs (bench-one-batch): each replay writes its rows' greedy tokens into its own ids input and the next
 // replay with ids_on_device decodes them. The eager run takes the argmax of the graph's previous logits (the tokens
 // the graph must have kept): logits equal within bf16 tolerance at every step, so a token the graph failed to

@@ -1,5 +1,6 @@
-// MTP speculative decoding on CUDA against the CPU backend: the batch engine with drafts (verify steps in MHA
-// form, the MTP drafter, eager steps) gives the CPU engine's greedy tokens up to the first near-tie, and with
+// MTP speculative decoding on CUDA against the CPU backend: the batch engine with drafts (verify steps in the
+// absorbed form, replayed from verify graphs where every sequence feeds all its drafts, else eager; the MTP
+// drafter) gives the CPU engine's greedy tokens up to the first near-tie, with and without CUDA graphs, and with
 // oracle drafts (mostly accepted) the CUDA engine's own undrafted tokens. The engine refuses CUDA speculative
 // decoding until this case has passed on the device (DSERVE_SPECULATIVE_CUDA=1 here).
 #include <cstdlib>
@@ -20,7 +21,7 @@ using Outcome = test::EngineRun;
 using DraftHook = std::function<void(const std::string&, int32_t, std::vector<int32_t>&)>;
 
 Outcome run(const std::string& fx, const std::string& device, int steps, const std::vector<EngineRequest>& reqs,
-            DraftHook hook = nullptr) {
+            DraftHook hook = nullptr, bool graphs = true) {
   BatchEngineOptions o;
   o.model_path = std::string(DSERVE_SOURCE_DIR) + "/tests/fixtures/" + fx;
   o.device = device;
@@ -31,6 +32,7 @@ Outcome run(const std::string& fx, const std::string& device, int steps, const s
   o.disable_overlap_schedule = true;
   o.speculative_num_steps = steps;
   o.test_draft_hook = std::move(hook);
+  o.disable_cuda_graph = !graphs;
   Outcome out = test::run_engine(o, reqs);
   EXPECT_EQ(out.stats.used_tokens, out.stats.cached_tokens) << "pool idle after the last event";
   return out;
@@ -64,17 +66,24 @@ TEST_P(SpeculativeGpu, DraftedTokensMatchTheCpuEngine) {
   const Outcome cpu = run(GetParam(), "cpu", 0, reqs);
   const Outcome gpu_plain = run(GetParam(), "cuda", 0, reqs);
   const Outcome gpu_spec = run(GetParam(), "cuda", 3, reqs);
+  const Outcome gpu_spec_eager = run(GetParam(), "cuda", 3, reqs, nullptr, /*graphs=*/false);
+  EXPECT_GT(gpu_plain.stats.num_graph_steps, 0u);
   EXPECT_GT(gpu_spec.stats.spec_verify_steps, 0u);
-  size_t compared = 0;
-  for (const auto& r : reqs) {
-    const size_t n = trusted(cpu.lps.at(r.rid), 0.1);
-    const auto& want = cpu.tokens.at(r.rid);
-    const auto& got = gpu_spec.tokens.at(r.rid);
-    ASSERT_EQ(got.size(), want.size()) << r.rid;
-    EXPECT_TRUE(std::equal(want.begin(), want.begin() + n, got.begin())) << r.rid << " first " << n << " tokens";
-    compared += n;
+  EXPECT_GT(gpu_spec.stats.num_graph_steps, 0u) << "no verify step replayed a graph";
+  EXPECT_EQ(gpu_spec_eager.stats.num_graph_steps, 0u);
+  for (const Outcome* spec : {&gpu_spec, &gpu_spec_eager}) {
+    size_t compared = 0;
+    for (const auto& r : reqs) {
+      const size_t n = trusted(cpu.lps.at(r.rid), 0.1);
+      const auto& want = cpu.tokens.at(r.rid);
+      const auto& got = spec->tokens.at(r.rid);
+      ASSERT_EQ(got.size(), want.size()) << r.rid;
+      EXPECT_TRUE(std::equal(want.begin(), want.begin() + n, got.begin()))
+          << r.rid << " first " << n << " tokens, graphs " << (spec == &gpu_spec);
+      compared += n;
+    }
+    EXPECT_GT(compared, reqs.size() * 4);
   }
-  EXPECT_GT(compared, reqs.size() * 4);
   // Oracle drafts: the CUDA engine's undrafted tokens, every fifth made wrong.
   int corrupt = 0;
   DraftHook oracle = [&](const std::string& rid, int32_t num_output, std::vector<int32_t>& drafts) {
@@ -87,6 +96,7 @@ TEST_P(SpeculativeGpu, DraftedTokensMatchTheCpuEngine) {
   };
   const Outcome gpu_oracle = run(GetParam(), "cuda", 3, reqs, oracle);
   EXPECT_GT(gpu_oracle.stats.spec_accepted_tokens, gpu_oracle.stats.spec_draft_tokens / 3);
+  EXPECT_GT(gpu_oracle.stats.num_graph_steps, gpu_oracle.stats.spec_verify_steps / 4);
   for (const auto& r : reqs) {
     const size_t n = trusted(gpu_plain.lps.at(r.rid), 0.1);
     const auto& want = gpu_plain.tokens.at(r.rid);
@@ -97,11 +107,15 @@ TEST_P(SpeculativeGpu, DraftedTokensMatchTheCpuEngine) {
     const auto& lw = gpu_plain.lps.at(r.rid);
     for (size_t k = 0; k < n; ++k) EXPECT_NEAR(lg[k].logprob, lw[k].logprob, 0.1) << r.rid << " " << k;
   }
-  std::printf("%s: drafts accepted %llu of %llu (MTP), %llu of %llu (oracle)\n", GetParam().c_str(),
-              (unsigned long long)gpu_spec.stats.spec_accepted_tokens,
+  std::printf("%s: drafts accepted %llu of %llu (MTP), %llu of %llu (oracle); graph steps %llu of %llu verify steps "
+              "(MTP), %llu of %llu (oracle)\n",
+              GetParam().c_str(), (unsigned long long)gpu_spec.stats.spec_accepted_tokens,
               (unsigned long long)gpu_spec.stats.spec_draft_tokens,
               (unsigned long long)gpu_oracle.stats.spec_accepted_tokens,
-              (unsigned long long)gpu_oracle.stats.spec_draft_tokens);
+              (unsigned long long)gpu_oracle.stats.spec_draft_tokens, (unsigned long long)gpu_spec.stats.num_graph_steps,
+              (unsigned long long)gpu_spec.stats.spec_verify_steps,
+              (unsigned long long)gpu_oracle.stats.num_graph_steps,
+              (unsigned long long)gpu_oracle.stats.spec_verify_steps);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, SpeculativeGpu, ::testing::Values("v3", "v3_fp8"));

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Speculative decoding on CUDA, speed (session 58): the real DeepSeek-V3 config cut to 3 layers plus its MTP layer,
+# dummy block-FP8 weights (so the MTP drafts are near-random: acceptance ~0, the cost of a verify step and the
+# drafter against a plain decode step), served plain and with --speculative-algorithm NEXTN 3 steps (verify graphs),
+# and with verify graphs off (--disable-cuda-graph) for the eager cost. bench-serving random-ids 64 in / 64 out at
+# concurrency 1 and 8. Logs under $OUT.
+set -u
+source "$(dirname "$0")/lib.sh"
+python3 - "$OUT/v3mtp.json" <<'PY'
+import json, sys
+c = json.load(open("tests/data/configs/deepseek-v3.json"))
+c.update(num_hidden_layers=3, first_k_dense_replace=1, num_nextn_predict_layers=1)
+json.dump(c, open(sys.argv[1], "w"), indent=1)
+PY
+port=31100
+for cfg in plain spec spec_eager; do
+  extra=()
+  [ "$cfg" = spec ] && extra=(--speculative-algorithm NEXTN --speculative-num-steps 3)
+  [ "$cfg" = spec_eager ] && extra=(--speculative-algorithm NEXTN --speculative-num-steps 3 --disable-cuda-graph)
+  port=$((port + 1))
+  DSERVE_SPECULATIVE_CUDA=1 $B/dserve serve --device cuda --model-path "$OUT/v3mtp.json" --load-format dummy \
+    --skip-tokenizer-init --port $port --max-running-requests 16 --max-total-tokens 65536 --cuda-graph-max-bs 16 \
+    "${extra[@]}" > "$OUT/serve_$cfg.log" 2>&1 &
+  pid=$!
+  for i in $(seq 240); do grep -q "ready on" "$OUT/serve_$cfg.log" && break; kill -0 $pid 2>/dev/null || break; sleep 1; done
+  grep -E "ready|rror|captured|speculative" "$OUT/serve_$cfg.log" | head -4
+  for conc in 1 8; do
+    echo "== $cfg concurrency $conc"
+    timeout 100 $B/dserve bench-serving --backend sglang --port $port --dataset-name random-ids \
+      --random-ids-vocab-size 100000 --random-input-len 64 --random-output-len 64 --random-range-ratio 1.0 \
+      --num-prompts $((conc * 4)) --max-concurrency $conc --seed 1 --disable-tqdm 2>&1 |
+      grep -E "Successful|Output token throughput|Mean TPOT|Median ITL|Accept length"
+  done
+  kill $pid; wait $pid 2>/dev/null
+done
