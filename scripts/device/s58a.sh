@@ -6,4 +6,4 @@ set -u
 source "$(dirname "$0")/lib.sh"
 D="$(dirname "$0")"
 SUITE_LIMIT=150 bash "$D/gpusuite.sh"
-grep -h "drafts accepted\|GRAPH" "$OUT"/*.log | head -20
+grep -h "drafts accepted\|GRAPH\|DRAFTGRAPH" "$OUT"/*.log | head -30

@@ -255,6 +255,23 @@ class BatchEngine final : public Engine {
         else if (o.verbose)
           DS_WARN("CUDA graphs off: ", st.message());
       }
+      // The MTP drafter's graphs over the verify graphs' hidden rows, at the same batch sizes. DSERVE_SPEC_DRAFT_GRAPHS=0
+      // (A/B runs): the eager drafter after graph verify steps too.
+      if (CudaGraphRunner* verify = runner_->cuda_graphs();
+          verify && spec_steps_ > 0 && env_flag("DSERVE_SPEC_DRAFT_GRAPHS", true)) {
+        CudaGraphOptions dgo = go;
+        dgo.max_bs = verify->max_bs();
+        dgo.batch_sizes = verify->batch_sizes();
+        dgo.token_store = Tensor();
+        dgo.draft_steps = spec_steps_;
+        dgo.draft_hidden = verify->hidden();
+        auto dg = CudaGraphRunner::create(*model_, *ops_, cache, dgo);
+        Status st = dg ? (*dg)->capture() : dg.status();
+        if (st.is_ok())
+          runner_->set_draft_graphs(std::move(*dg));
+        else if (o.verbose)
+          DS_WARN("MTP draft graphs off (the eager drafter runs): ", st.message());
+      }
     }
     if (o.verbose) DS_INFO("KV cache: ", sc.num_pages, " pages of ", sc.page_size, " tokens (", max_total_tokens_, " tokens)");
     on_fatal_ = o.on_fatal;

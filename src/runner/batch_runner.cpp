@@ -160,6 +160,7 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
     if (drafter_) {  // the graph's static hidden rows: read by finish()'s drafter before the next replay
       step.hidden = graphs_->hidden().rows(0, plan.num_seqs() * q);
       step.plan = std::make_shared<const StepPlan>(plan);
+      step.graph_verify = true;
     }
   } else {
     AttnMetadata meta = build_attn_metadata(plan, ops_);
@@ -343,9 +344,39 @@ std::vector<SeqOutput> BatchRunner::finish(LaunchedStep step) {
       d[s] = DraftSeq{valid, out[s].token, sq.draft_steps};
     }
   }
+  if (step.graph_verify && draft_graphs_ && graph_drafts(plan, d, out)) return out;
   std::vector<std::vector<int32_t>> drafts = drafter_->run(plan, step.hidden, d);
   for (size_t s = 0; s < plan.seqs.size(); ++s) out[s].next_drafts = std::move(drafts[s]);
   return out;
+}
+
+bool BatchRunner::graph_drafts(const StepPlan& plan, const std::vector<DraftSeq>& d, std::vector<SeqOutput>& out) {
+  const int q = draft_graphs_->tokens_per_seq();
+  for (size_t s = 0; s < plan.seqs.size(); ++s)
+    if (d[s].valid < 1 || d[s].draft_steps < 1 || plan.seqs[s].num_tokens != q) return false;
+  // Row j embeds the token after it: the accepted draft that follows, then the token sampled after the last
+  // accepted row; the rows past that run on anything (their outputs are not read).
+  std::vector<int32_t> next(plan.seqs.size() * q, 0);
+  std::vector<DecodeSeq> seqs(plan.seqs.size());
+  for (size_t s = 0; s < plan.seqs.size(); ++s) {
+    const StepPlan::SeqStep& sq = plan.seqs[s];
+    int32_t* nx = next.data() + s * q;
+    for (int32_t j = 0; j + 1 < d[s].valid; ++j) nx[j] = plan.input_ids[sq.token_begin + j + 1];
+    nx[d[s].valid - 1] = d[s].next_token;
+    DecodeSeq& g = seqs[s];
+    g.position = sq.start_pos;
+    g.pages = plan.page_table.data() + sq.page_begin;
+    g.num_pages = sq.num_pages;
+    g.tokens = nx;
+    g.slots = plan.slot_mapping.data() + sq.token_begin;
+    g.valid = d[s].valid;
+  }
+  std::vector<std::vector<int32_t>> drafts = draft_graphs_->replay_drafts(seqs);
+  for (size_t s = 0; s < plan.seqs.size(); ++s) {
+    drafts[s].resize(std::min<size_t>(drafts[s].size(), static_cast<size_t>(d[s].draft_steps)));
+    out[s].next_drafts = std::move(drafts[s]);
+  }
+  return true;
 }
 
 }  // namespace ds

@@ -47,6 +47,7 @@ struct LaunchedStep {
   Tensor hidden;                              // [plan tokens, d]
   std::shared_ptr<const StepPlan> plan;
   std::vector<std::pair<size_t, Sampler>> rewind;
+  bool graph_verify = false;  // replayed from a verify graph: its hidden rows are the draft graphs' input
 };
 
 class BatchRunner {
@@ -71,6 +72,10 @@ class BatchRunner {
   // Decode-only steps that fit replay from these CUDA graphs (captured over this runner's cache, with
   // token_store() as their placeholder source).
   void set_cuda_graphs(std::unique_ptr<CudaGraphRunner> graphs) { graphs_ = std::move(graphs); }
+  // Speculative decoding with verify graphs: the MTP drafter's graphs (CudaGraphOptions::draft_steps, over the verify
+  // graphs' hidden rows), replayed after a graph verify step whose every sequence drafts again.
+  void set_draft_graphs(std::unique_ptr<CudaGraphRunner> graphs) { draft_graphs_ = std::move(graphs); }
+  CudaGraphRunner* cuda_graphs() const { return graphs_.get(); }
   // Steps replayed from the CUDA graphs so far (any thread).
   uint64_t graph_steps() const { return graph_steps_.load(std::memory_order_relaxed); }
   // [max_rows] I32 on the backend: each row's last sampled token (placeholders read it).
@@ -89,6 +94,9 @@ class BatchRunner {
 
  private:
   TokenLogprob logprob_at(const float* logprobs, int64_t vocab, int32_t id, int32_t top_k) const;
+  // The drafts of a graph verify step from the draft graphs, or false where a sequence does not fit them (a failed
+  // one, one that drafts nothing).
+  bool graph_drafts(const StepPlan& plan, const std::vector<DraftSeq>& d, std::vector<SeqOutput>& out);
 
   DeepseekModel& model_;
   Ops& ops_;
@@ -97,6 +105,7 @@ class BatchRunner {
   Tensor token_store_;                 // [max_rows] I32 on the backend
   std::vector<uint8_t> row_sampled_;   // [max_rows] a launched step sampled this row (placeholder check)
   std::unique_ptr<CudaGraphRunner> graphs_;            // null: eager decode
+  std::unique_ptr<CudaGraphRunner> draft_graphs_;      // null: the eager drafter only
   std::atomic<uint64_t> graph_steps_{0};
   std::unique_ptr<MtpDrafter> drafter_;                // null: no speculative decoding
 };

@@ -73,6 +73,13 @@ struct CudaGraphRunner::Impl {
   // block table.
   Tensor io;
   int64_t pos_off = 0, slot_off = 0, len_off = 0, q_off = 0, table_off = 0;
+  // Draft runners (steps > 0), between q_starts and the table: each sequence's last accepted row (in the first
+  // forward's rows) | the chained steps' positions, slots and seq lens ([steps - 1, max_bs] each) | their q_starts
+  // (0..max_bs, one row a sequence).
+  int steps = 0;
+  int64_t last_off = 0, cpos_off = 0, cslot_off = 0, clen_off = 0, cq_off = 0;
+  Tensor drafts;  // [steps * max_bs] I32: draft j of sequence i at j * max_bs + i
+  PinnedSlot drafts_host;
   // Pinned, two alternating buffers (with overlap scheduling the next step's inputs are written while the
   // previous copy may not have run yet), laid out as `io` (q_starts written once), so that a small step's inputs
   // go over in one copy.
@@ -127,6 +134,7 @@ struct CudaGraphRunner::Impl {
       if (copy_pending[i]) (void)cudaEventSynchronize(in[i].done);
       release_pinned(in[i]);
     }
+    if (drafts_host.host) release_pinned(drafts_host);
   }
   int32_t* dev(int64_t off) const { return io.data_as<int32_t>() + off; }
 };
@@ -149,6 +157,14 @@ Result<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::create(DeepseekModel& 
   if (o.tokens_per_seq < 1 || o.tokens_per_seq > 16)
     return error("CUDA graphs: tokens_per_seq must be in [1, 16], got ", o.tokens_per_seq);
   if (o.tokens_per_seq > 1 && o.greedy_ids) return error("CUDA graphs: greedy_ids needs tokens_per_seq 1");
+  if (o.draft_steps < 0 || o.draft_steps > 16) return error("CUDA graphs: draft_steps must be in [0, 16]");
+  if (o.draft_steps > 0) {
+    if (o.greedy_ids || o.token_store.defined()) return error("CUDA draft graphs take neither greedy_ids nor a token store");
+    if (model.num_mtp_layers() < 1 || static_cast<int>(cache.latent.size()) <= model.config().num_hidden_layers)
+      return error("CUDA draft graphs need the MTP layer and its cache");
+    if (!o.draft_hidden.defined() || o.draft_hidden.ndim() != 2 || o.draft_hidden.dim(1) != model.config().hidden_size)
+      return error("CUDA draft graphs need the verify graphs' hidden rows");
+  }
   for (int b : o.batch_sizes)
     if (b < 1) return error("--cuda-graph-bs values must be >= 1, got ", b);
   if (o.max_bs <= 0 && !o.batch_sizes.empty()) o.max_bs = *std::max_element(o.batch_sizes.begin(), o.batch_sizes.end());
@@ -176,24 +192,46 @@ Result<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::create(DeepseekModel& 
   impl->slot_off = 2 * rows;
   impl->len_off = 3 * rows;
   impl->q_off = impl->len_off + o.max_bs;
-  impl->table_off = (impl->q_off + o.max_bs + 1 + 63) / 64 * 64;
+  impl->steps = o.draft_steps;
+  int64_t end = impl->q_off + o.max_bs + 1;
+  if (impl->steps > 0) {
+    const int64_t chain = static_cast<int64_t>(impl->steps - 1) * o.max_bs;
+    impl->last_off = end;
+    impl->cpos_off = impl->last_off + o.max_bs;
+    impl->cslot_off = impl->cpos_off + chain;
+    impl->clen_off = impl->cslot_off + chain;
+    impl->cq_off = impl->clen_off + chain;
+    end = impl->cq_off + o.max_bs + 1;
+    if (o.draft_hidden.dim(0) < rows) return error("CUDA draft graphs: hidden rows ", o.draft_hidden.dim(0), " < ", rows);
+  }
+  impl->table_off = (end + 63) / 64 * 64;
   const int64_t io_len = impl->table_off + o.max_bs * impl->max_pages;
   impl->io = ops.empty({io_len}, DType::kI32);
-  std::vector<int32_t> q(o.max_bs + 1);  // q_starts = 0, q, 2q, .. (q tokens per sequence)
-  for (int i = 0; i <= o.max_bs; ++i) q[i] = i * impl->q;
+  std::vector<int32_t> q(o.max_bs + 1), one(o.max_bs + 1);  // q_starts = 0, q, 2q, .. (q tokens per sequence)
+  for (int i = 0; i <= o.max_bs; ++i) {
+    q[i] = i * impl->q;
+    one[i] = i;  // the chained draft steps' q_starts
+  }
   for (PinnedSlot& slot : impl->in) {
     slot = acquire_pinned(static_cast<size_t>(io_len) * sizeof(int32_t));
     int32_t* h = static_cast<int32_t*>(slot.host);
     std::fill(h, h + io_len, 0);
     std::copy(q.begin(), q.end(), h + impl->q_off);
+    if (impl->steps > 0) std::copy(one.begin(), one.end(), h + impl->cq_off);
   }
   {  // q_starts once, block table zeroed
     cudaStream_t s = cuda_stream();
     DS_CUDA_CHECK(cudaMemsetAsync(impl->io.data(), 0, impl->io.nbytes(), s));
     DS_CUDA_CHECK(cudaMemcpyAsync(impl->dev(impl->q_off), q.data(), q.size() * 4, cudaMemcpyHostToDevice, s));
+    if (impl->steps > 0)
+      DS_CUDA_CHECK(cudaMemcpyAsync(impl->dev(impl->cq_off), one.data(), one.size() * 4, cudaMemcpyHostToDevice, s));
     DS_CUDA_CHECK(cudaStreamSynchronize(s));
   }
-  impl->logits = ops.empty({rows, model.config().vocab_size}, DType::kF32);
+  if (impl->steps > 0) {
+    impl->drafts = ops.empty({static_cast<int64_t>(impl->steps) * o.max_bs}, DType::kI32);
+    impl->drafts_host = acquire_pinned(static_cast<size_t>(impl->drafts.nbytes()));
+  }
+  if (impl->steps == 0) impl->logits = ops.empty({rows, model.config().vocab_size}, DType::kF32);
   if (env_flag("DSERVE_GRAPH_TIMING", false))
     for (cudaEvent_t& ev : impl->timing) DS_CUDA_CHECK(cudaEventCreate(&ev));
   impl->graphs.assign(r->sizes_.size(), nullptr);
@@ -220,10 +258,25 @@ void CudaGraphRunner::write_inputs(const std::vector<DecodeSeq>& seqs, int bs, b
                  static_cast<int64_t>(s.position) + q - 1 < static_cast<int64_t>(s.num_pages) * page_size,
              "position ", s.position, " (+", q - 1, ") beyond its ", s.num_pages, " pages");
     DS_CHECK(q == 1 || (s.tokens && s.slots), "a ", q, "-row graph step without its tokens and slots");
+    DS_CHECK(im.steps == 0 || (s.valid >= 1 && s.valid <= q), "draft graph sequence with ", s.valid, " of ", q,
+             " rows accepted");
     width = std::max<int64_t>(width, s.num_pages);
   }
   const int64_t M = im.max_bs;
   int32_t* ids = static_cast<int32_t*>(im.in[hb].host);
+  // Draft runners: sequence i's last accepted row (its `row`-th, at position `last`) and its chained steps at the
+  // positions after it; a position past the sequence's pages (drafts it did not ask for) writes the dummy page.
+  auto write_chain = [&](int i, int32_t row, int32_t last, const int32_t* pages, int32_t num_pages) {
+    ids[im.last_off + i] = i * q + row;
+    for (int j = 1; j < im.steps; ++j) {
+      const int32_t p = last + j;
+      const int32_t page = p / page_size;
+      const int64_t k = static_cast<int64_t>(j - 1) * M + i;
+      ids[im.cpos_off + k] = p;
+      ids[im.cslot_off + k] = (page < num_pages ? pages[page] : dummy_page) * page_size + p % page_size;
+      ids[im.clen_off + k] = p + 1;
+    }
+  };
   int32_t* pos = ids + im.pos_off;
   int32_t* slot = ids + im.slot_off;
   int32_t* len = ids + im.len_off;
@@ -240,6 +293,7 @@ void CudaGraphRunner::write_inputs(const std::vector<DecodeSeq>& seqs, int bs, b
       len[i] = s.position + q;
       std::memcpy(row, s.pages, sizeof(int32_t) * s.num_pages);
       std::fill(row + s.num_pages, row + width, dummy_page);
+      if (im.steps > 0) write_chain(i, s.valid - 1, s.position + s.valid - 1, s.pages, s.num_pages);
     } else {  // padding: token 0 at positions 0 .. q - 1, all on the dummy page (as its only page), attending it
       for (int j = 0; j < q; ++j) {
         ids[i * q + j] = 0;
@@ -248,6 +302,7 @@ void CudaGraphRunner::write_inputs(const std::vector<DecodeSeq>& seqs, int bs, b
       }
       len[i] = q;
       std::fill(row, row + width, dummy_page);
+      if (im.steps > 0) write_chain(i, 0, 0, nullptr, 0);
     }
   }
   cudaStream_t s = cuda_stream();
@@ -262,7 +317,7 @@ void CudaGraphRunner::write_inputs(const std::vector<DecodeSeq>& seqs, int bs, b
         cudaMemcpyAsync(im.dev(skip), ids + skip, sizeof(int32_t) * (whole - skip), cudaMemcpyHostToDevice, s));
   } else {
     DS_CUDA_CHECK(
-        cudaMemcpyAsync(im.dev(skip), ids + skip, sizeof(int32_t) * (im.q_off - skip), cudaMemcpyHostToDevice, s));
+        cudaMemcpyAsync(im.dev(skip), ids + skip, sizeof(int32_t) * (im.table_off - skip), cudaMemcpyHostToDevice, s));
     DS_CUDA_CHECK(cudaMemcpy2DAsync(im.dev(im.table_off), sizeof(int32_t) * im.max_pages, table,
                                     sizeof(int32_t) * im.max_pages, sizeof(int32_t) * width, bs,
                                     cudaMemcpyHostToDevice, s));
@@ -354,6 +409,33 @@ Status CudaGraphRunner::capture() {
   Impl& im = *impl_;
   const auto t0 = std::chrono::steady_clock::now();
   cudaStream_t stream = cuda_stream();
+  // Draft runners: the MTP layer over the verify step's rows, then the chain (one greedy draft a step).
+  auto run_drafts = [&](int bs, const AttnMetadata& m) {
+    const int64_t T = static_cast<int64_t>(bs) * im.q;
+    const int64_t M = im.max_bs;
+    const int64_t vocab = model_.config().vocab_size;
+    Tensor z = model_.mtp_forward(0, im.io.rows(0, T), opts_.draft_hidden.rows(0, T), m, cache_,
+                                  AttnMode::kAbsorbed);                                // [T, d]
+    Tensor zn = model_.mtp_norm(0, ops_.embedding(z, im.io.rows(im.last_off, im.last_off + bs)));  // [bs, d]
+    for (int j = 0; j < im.steps; ++j) {
+      Tensor draft = im.drafts.rows(int64_t{j} * M, int64_t{j} * M + bs);  // [bs] I32
+      ops_.greedy_to_store_(model_.mtp_head(0, zn), vocab, draft);
+      if (j + 1 == im.steps) break;
+      const int64_t k = int64_t{j} * M;
+      AttnMetadata c;
+      c.num_seqs = bs;
+      c.num_tokens = bs;
+      c.page_size = cache_.page_size;
+      c.max_seq_len = opts_.plan_context;
+      c.max_q_len = 1;
+      c.positions = im.io.rows(im.cpos_off + k, im.cpos_off + k + bs);
+      c.slot_mapping = im.io.rows(im.cslot_off + k, im.cslot_off + k + bs);
+      c.seq_lens = im.io.rows(im.clen_off + k, im.clen_off + k + bs);
+      c.q_starts = im.io.rows(im.cq_off, im.cq_off + bs + 1);
+      c.block_table = m.block_table;
+      zn = model_.mtp_norm(0, model_.mtp_forward(0, draft, zn, c, cache_, AttnMode::kAbsorbed));  // [bs, d]
+    }
+  };
   // One forward over the static buffers for `bs` sequences (bs * q rows); its logits are written into the static
   // output, its hidden rows copied into theirs (q > 1).
   auto run = [&](int bs) {
@@ -370,6 +452,10 @@ Status CudaGraphRunner::capture() {
     m.q_starts = im.io.rows(im.q_off, im.q_off + bs + 1);
     m.block_table = im.io.rows(im.table_off, im.table_off + bs * im.max_pages).reshape({bs, im.max_pages});
     Tensor ids = im.io.rows(0, T);  // [T] I32
+    if (im.steps > 0) {
+      run_drafts(bs, m);
+      return;
+    }
     // Placeholder ids (overlap scheduling) take the token store's entries inside the graph.
     if (opts_.token_store.defined()) ops_.resolve_tokens_(ids, opts_.token_store);
     Tensor hidden = model_.forward(ids, m, cache_, AttnMode::kAbsorbed);  // [T, d]
@@ -474,6 +560,7 @@ void CudaGraphRunner::synchronize() { DS_CUDA_CHECK(cudaStreamSynchronize(cuda_s
 Tensor CudaGraphRunner::replay(const std::vector<DecodeSeq>& seqs, bool ids_on_device) {
   Impl& im = *impl_;
   DS_CHECK(!ids_on_device || opts_.greedy_ids, "replay with device ids needs greedy_ids graphs");
+  DS_CHECK(im.steps == 0, "replay on a draft graph runner (replay_drafts)");
   const int n = static_cast<int>(seqs.size());
   const int bs = padded_batch_size(sizes_, n);
   DS_CHECK(n >= 1 && bs > 0, "no CUDA graph for a decode batch of ", n);
@@ -495,6 +582,26 @@ Tensor CudaGraphRunner::replay(const std::vector<DecodeSeq>& seqs, bool ids_on_d
   return im.logits.rows(0, static_cast<int64_t>(bs) * im.q);
 }
 
+std::vector<std::vector<int32_t>> CudaGraphRunner::replay_drafts(const std::vector<DecodeSeq>& seqs) {
+  Impl& im = *impl_;
+  DS_CHECK(im.steps > 0, "replay_drafts on a runner without draft graphs");
+  const int n = static_cast<int>(seqs.size());
+  const int bs = padded_batch_size(sizes_, n);
+  DS_CHECK(n >= 1 && bs > 0, "no CUDA draft graph for a batch of ", n);
+  const size_t idx = static_cast<size_t>(std::lower_bound(sizes_.begin(), sizes_.end(), bs) - sizes_.begin());
+  DS_CHECK(im.execs[idx], "CUDA draft graph for batch size ", bs, " not captured");
+  cudaStream_t s = cuda_stream();
+  write_inputs(seqs, bs);
+  DS_CUDA_CHECK(cudaGraphLaunch(im.execs[idx], s));
+  DS_CUDA_CHECK(cudaMemcpyAsync(im.drafts_host.host, im.drafts.data(), im.drafts.nbytes(), cudaMemcpyDeviceToHost, s));
+  DS_CUDA_CHECK(cudaStreamSynchronize(s));
+  const int32_t* h = static_cast<const int32_t*>(im.drafts_host.host);
+  std::vector<std::vector<int32_t>> out(n, std::vector<int32_t>(im.steps));
+  for (int i = 0; i < n; ++i)
+    for (int j = 0; j < im.steps; ++j) out[i][j] = h[static_cast<int64_t>(j) * im.max_bs + i];
+  return out;
+}
+
 Tensor CudaGraphRunner::hidden() const {
   DS_CHECK(impl_->hidden.defined(), "CUDA graph hidden rows: a tokens_per_seq 1 runner keeps none");
   return impl_->hidden;
@@ -514,6 +621,7 @@ Status CudaGraphRunner::capture() { return error("CUDA graphs need a build with 
 void CudaGraphRunner::write_inputs(const std::vector<DecodeSeq>&, int, bool) {}
 void CudaGraphRunner::synchronize() {}
 Tensor CudaGraphRunner::hidden() const { return Tensor(); }
+std::vector<std::vector<int32_t>> CudaGraphRunner::replay_drafts(const std::vector<DecodeSeq>&) { return {}; }
 Tensor CudaGraphRunner::replay(const std::vector<DecodeSeq>&, bool) {
   DS_CHECK(false, "CUDA graphs need a build with the CUDA backend");
   return Tensor();

@@ -5,7 +5,10 @@
 // stays outside the graph, except the greedy tokens of CudaGraphOptions::greedy_ids. With tokens_per_seq > 1
 // the same for speculative decoding's verification steps (SGLang's target_verify graphs): every sequence adds its
 // last token and its drafts, tokens_per_seq rows in the absorbed form, and the graph also keeps the hidden rows
-// (the MTP drafter's input).
+// (the MTP drafter's input). With draft_steps > 0 the graphs are the MTP drafter's instead (SGLang's draft_extend
+// and draft decode graphs in one): the MTP layer over every row of a verify step (next tokens, the verify graph's
+// hidden rows), each sequence's last accepted row normed and headed into its first greedy draft, then
+// draft_steps - 1 one-row MTP steps chained on their own normed output; the drafts come back to the host.
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -46,6 +49,10 @@ struct CudaGraphOptions {
   bool greedy_ids = false;
   // Rows each sequence adds (1: decode; speculative decoding's verify steps: num_steps + 1, the token and drafts).
   int tokens_per_seq = 1;
+  // MTP draft graphs (> 0): the drafts each sequence proposes; draft_hidden is the verify runner's hidden() (read in
+  // place by every replay: replay a draft graph after its verify step, before the next verify replay).
+  int draft_steps = 0;
+  Tensor draft_hidden;
 };
 
 // One sequence of a decode step.
@@ -59,6 +66,11 @@ struct DecodeSeq {
   // their n cache slots (slot unused); the page table covers the last of them.
   const int32_t* tokens = nullptr;
   const int32_t* slots = nullptr;
+  // Draft runners: tokens are the tokens after each row (the next ids the MTP layer embeds), and the first `valid`
+  // rows are the accepted ones (>= 1): row valid - 1 drafts, the chained steps at the positions after it. The rows
+  // past it are run too (their MTP cache rows are rewritten before anything reads them: the chained steps write
+  // positions from valid on, and the next step's MTP forward the rows it accepts).
+  int32_t valid = 0;
 };
 
 // What the captured graphs hold (summed over batch sizes): kernel nodes, memory (alloc / free) nodes, other nodes,
@@ -97,12 +109,16 @@ class CudaGraphRunner {
   // ids_on_device (greedy_ids graphs only): the seqs' tokens are ignored and each row decodes the token the previous
   // replay of the same batch size chose for it.
   Tensor replay(const std::vector<DecodeSeq>& seqs, bool ids_on_device = false);
+  // Draft runners: the drafts of seqs (1 <= size <= max_bs), draft_steps each (greedy; a row whose draft logits
+  // are not finite drafts token 0: verification rejects it), on the host. Waits for the graph.
+  std::vector<std::vector<int32_t>> replay_drafts(const std::vector<DecodeSeq>& seqs);
   // Waits for the last replay (and everything before it on the compute stream).
   void synchronize();
   // The last replay's final hidden rows, [padded_bs * tokens_per_seq, hidden] on the device (laid out as the
   // logits): a static buffer, valid until the next replay.
   Tensor hidden() const;
   int tokens_per_seq() const { return opts_.tokens_per_seq; }
+  int draft_steps() const { return opts_.draft_steps; }
 
  private:
   struct Impl;

@@ -293,6 +293,152 @@ TEST_P(CudaGraphTest, VerifyGraphsMatchEagerAbsorbedRows) {
   }
 }
 
+// MTP draft graphs (speculative decoding, 3 draft steps over verify graphs of 4 rows): after a verify replay, the
+// draft replay's drafts against an eager chain on a second cache given the same verify rows (the eager verify
+// forward's hidden), the same accepted rows (1, 3, 4 of 4; sequence 1's draft_steps positions run past its pages into
+// the dummy page) and, at every chained step, the graph's own previous draft (so both condition on the same tokens):
+// each draft equals the eager greedy token wherever the eager top-2 margin is clear.
+TEST(CudaDraftGraphs, DraftsMatchAnEagerChain) {
+  init_cuda_device(0);
+  set_cuda_alloc_poison(true);
+  for (const std::string fx : {"v3", "v3_fp8"}) {
+    Fixture f = load_fixture(fx);
+    ASSERT_GE(f.model->num_mtp_layers(), 1) << fx;
+    const int page = 16, q = 4, S = 3, bs = 3;
+    const int L = f.cfg.num_hidden_layers;
+    std::mt19937 rng(5);
+    const std::vector<int> lens = {9, 28, 14};  // 28 + 4 rows end sequence 1's second page
+    const std::vector<int> valid = {1, 3, 4};
+    std::vector<std::vector<int32_t>> tables(bs);
+    int total = 0;
+    for (int b = 0; b < bs; ++b) {
+      // Sequence 1 gets pages only up to its verify rows: its chained positions past them go to the dummy page.
+      const int need = b == 1 ? lens[b] + q : lens[b] + q + S;
+      for (int p = 0; p < (need + page - 1) / page; ++p) tables[b].push_back(total++);
+    }
+    KvCache eager = make_kv_cache(*f.ops, f.cfg, page, total + 1, 1);
+    KvCache graphed = make_kv_cache(*f.ops, f.cfg, page, total + 1, 1);
+    std::uniform_int_distribution<int32_t> tok(2, static_cast<int32_t>(f.cfg.vocab_size) - 1);
+    // Prompts: target and MTP caches of both filled eagerly (the MTP layer over each prompt's rows).
+    for (int b = 0; b < bs; ++b) {
+      std::vector<int32_t> ids(lens[b] + 1);
+      for (auto& t : ids) t = tok(rng);
+      const std::vector<int32_t> in(ids.begin(), ids.end() - 1), nx(ids.begin() + 1, ids.end());
+      AttnMetadata m = build_attn_metadata({SeqSlice{0, lens[b], &tables[b]}}, page, *f.ops);
+      for (KvCache* c : {&eager, &graphed}) {
+        Tensor h = f.model->forward(upload_ids(*f.ops, in), m, *c);
+        f.model->mtp_forward(0, upload_ids(*f.ops, nx), h, m, *c);
+      }
+    }
+    CudaGraphOptions go;
+    go.max_bs = 4;
+    go.max_context = f.cfg.max_position_embeddings;
+    go.dummy_page = total;
+    go.verbose = false;
+    go.tokens_per_seq = q;
+    auto vg = CudaGraphRunner::create(*f.model, *f.ops, graphed, go);
+    ASSERT_TRUE(vg.is_ok()) << vg.status().message();
+    ASSERT_TRUE((*vg)->capture().is_ok());
+    go.draft_steps = S;
+    go.draft_hidden = (*vg)->hidden();
+    auto dg = CudaGraphRunner::create(*f.model, *f.ops, graphed, go);
+    ASSERT_TRUE(dg.is_ok()) << dg.status().message();
+    ASSERT_TRUE((*dg)->capture().is_ok());
+    // One verify step: q random rows a sequence on both caches.
+    std::vector<std::vector<int32_t>> ids(bs), slots(bs), next(bs);
+    std::vector<int32_t> flat;
+    std::vector<SeqSlice> slices;
+    std::vector<DecodeSeq> vseqs, dseqs;
+    for (int b = 0; b < bs; ++b) {
+      for (int j = 0; j < q; ++j) {
+        ids[b].push_back(tok(rng));
+        const int p = lens[b] + j;
+        slots[b].push_back(tables[b][p / page] * page + p % page);
+      }
+      flat.insert(flat.end(), ids[b].begin(), ids[b].end());
+      slices.push_back(SeqSlice{lens[b], q, &tables[b]});
+      // The MTP layer's next ids: the accepted rows' successors, then the bonus token; rows past it 0.
+      next[b].assign(q, 0);
+      for (int j = 0; j + 1 < valid[b]; ++j) next[b][j] = ids[b][j + 1];
+      next[b][valid[b] - 1] = tok(rng);
+      DecodeSeq v{0, lens[b], 0, tables[b].data(), static_cast<int32_t>(tables[b].size())};
+      v.tokens = ids[b].data();
+      v.slots = slots[b].data();
+      vseqs.push_back(v);
+      DecodeSeq d = v;
+      d.tokens = next[b].data();
+      d.valid = valid[b];
+      dseqs.push_back(d);
+    }
+    AttnMetadata m = build_attn_metadata(slices, page, *f.ops);
+    Tensor h = f.model->forward(upload_ids(*f.ops, flat), m, eager, AttnMode::kAbsorbed);  // [bs * q, d]
+    (void)(*vg)->replay(vseqs);
+    const std::vector<std::vector<int32_t>> drafts = (*dg)->replay_drafts(dseqs);
+    ASSERT_EQ(drafts.size(), static_cast<size_t>(bs));
+    // The eager chain: the MTP layer over each sequence's accepted rows, its last row normed and headed, then one row
+    // a step at the positions after it, fed the graph's drafts.
+    std::vector<SeqSlice> first;
+    std::vector<int32_t> first_ids;
+    std::vector<int64_t> first_rows, last_rows;
+    for (int b = 0; b < bs; ++b) {
+      first.push_back(SeqSlice{lens[b], valid[b], &tables[b]});
+      for (int j = 0; j < valid[b]; ++j) {
+        first_ids.push_back(next[b][j]);
+        first_rows.push_back(b * q + j);
+      }
+      last_rows.push_back(static_cast<int64_t>(first_ids.size()) - 1);
+    }
+    Tensor z = f.model->mtp_forward(0, upload_ids(*f.ops, first_ids), f.ops->select_rows(h, first_rows),
+                                    build_attn_metadata(first, page, *f.ops), eager, AttnMode::kAbsorbed);
+    Tensor zn = f.model->mtp_norm(0, f.ops->select_rows(z, last_rows));  // [bs, d]
+    int clear = 0, compared = 0;
+    for (int j = 0; j < S; ++j) {
+      Tensor logits = f.ops->to_host(f.model->mtp_head(0, zn));  // [bs, vocab]
+      const int64_t V = logits.dim(1);
+      std::vector<int32_t> fed(bs);
+      for (int b = 0; b < bs; ++b) {
+        const float* w = logits.f32() + b * V;
+        const int64_t top = std::max_element(w, w + V) - w;
+        float second = -INFINITY;
+        for (int64_t v = 0; v < V; ++v)
+          if (v != top) second = std::max(second, w[v]);
+        ++compared;
+        if (w[top] - second > 0.05f) {
+          ++clear;
+          EXPECT_EQ(drafts[b][j], top) << fx << " sequence " << b << " draft " << j;
+        }
+        fed[b] = drafts[b][j];
+      }
+      if (j + 1 == S) break;
+      std::vector<SeqSlice> chain;
+      for (int b = 0; b < bs; ++b) chain.push_back(SeqSlice{lens[b] + valid[b] - 1 + j + 1, 1, &tables[b]});
+      // Sequence 1's chained positions past its pages: the eager side has no page there either, so it gets the
+      // dummy page as the graph does.
+      std::vector<std::vector<int32_t>> padded_tables = tables;
+      for (auto& t : padded_tables) t.resize(t.size() + 2, total);
+      for (int b = 0; b < bs; ++b) chain[b].pages = &padded_tables[b];
+      zn = f.model->mtp_norm(0, f.model->mtp_forward(0, upload_ids(*f.ops, fed), zn,
+                                                      build_attn_metadata(chain, page, *f.ops), eager,
+                                                      AttnMode::kAbsorbed));
+    }
+    std::printf("DRAFTGRAPH %s: %d of %d drafts with a clear eager margin compared\n", fx.c_str(), clear, compared);
+    EXPECT_GT(clear, 0) << fx;
+    // The MTP cache rows of the accepted positions agree (written by both first forwards).
+    Tensor a = test::to_host_f32(eager.latent[L]), c = test::to_host_f32(graphed.latent[L]);
+    const int64_t D = a.dim(1);
+    int64_t bad = 0;
+    for (int b = 0; b < bs; ++b)
+      for (int p = 0; p < lens[b] + valid[b]; ++p) {
+        const int64_t slot = static_cast<int64_t>(tables[b][p / page]) * page + p % page;
+        for (int64_t k = 0; k < D; ++k) {
+          const float x = a.f32()[slot * D + k], y = c.f32()[slot * D + k];
+          if (!(std::fabs(x - y) <= 3e-2f * (1.0f + std::fabs(x)))) ++bad;
+        }
+      }
+    EXPECT_EQ(bad, 0) << fx << ": MTP cache rows of accepted positions differ";
+  }
+}
+
 // greedy_ids graphs (bench-one-batch): each replay writes its rows' greedy tokens into its own ids input and the next
 // replay with ids_on_device decodes them. The eager run takes the argmax of the graph's previous logits (the tokens
 // the graph must have kept): logits equal within bf16 tolerance at every step, so a token the graph failed to
