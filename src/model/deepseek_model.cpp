@@ -204,8 +204,15 @@ void DeepseekModel::logits_into(const Tensor& hidden, Tensor& out) { ops_.linear
 Tensor DeepseekModel::mtp_forward(int i, const Tensor& next_ids, const Tensor& hidden, const AttnMetadata& meta,
                                   KvCache& cache, AttnMode mode) {
   DS_CHECK(i >= 0 && i < num_mtp_layers(), "MTP module ", i, " not loaded");
-  DS_CHECK(!dp_attention_, "MTP drafting with data-parallel attention is not built");
   const Mtp& m = mtp_[i];
+  if (dp_attention_) {  // the MTP layer's MLP meets the other ranks' as the main layers' do (forward)
+    DS_CHECK(next_ids.numel() == meta.num_tokens, "MTP token count ", next_ids.numel(), " vs metadata ", meta.num_tokens);
+    dp_exchange_counts(next_ids.numel());
+    if (next_ids.numel() == 0) {
+      (void)dp_mlp(m.layer, Tensor());
+      return Tensor();
+    }
+  }
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
   Tensor e = ops_.embedding(m.embed, next_ids);                        // [T, d]
   Tensor eh = ops_.concat_cols(ops_.rms_norm(e, m.enorm, eps),         // embedding first, then hidden

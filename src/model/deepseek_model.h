@@ -51,6 +51,9 @@ class DeepseekModel {
   // Shared experts run as routed ones (ModelOptions::shared_experts_fusion, where the weights allow it).
   bool shared_experts_fused() const { return routing_.shared_experts > 0; }
   int num_mtp_layers() const { return static_cast<int>(mtp_.size()); }
+  // Data-parallel attention (ModelOptions::dp_attention over a group of more than one rank): every rank makes the
+  // same forward / mtp_forward calls in the same order, those with nothing to run with zero tokens.
+  bool dp_attention() const { return dp_attention_; }
 
   // One forward step over a batch of new tokens: writes their latent (and indexer) rows into `cache` at
   // meta.slot_mapping, and returns the final hidden states after model.norm: [T, d].

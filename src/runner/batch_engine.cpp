@@ -104,7 +104,6 @@ class BatchEngine final : public Engine {
       if (ops_->device() != Device::kCpu)
         return error("--enable-dp-attention runs on --device cpu only so far (ranks as threads); multi-GPU serving "
                      "over NCCL is not built yet");
-      if (o.speculative_num_steps > 0) return error("--enable-dp-attention with speculative decoding is not built yet");
       DS_ASSIGN_OR_RETURN(TpShard shard, shard_for_tensor_parallel(cfg_, weights, o.dp_rank, o.dp_group->size(), ep,
                                                                    /*attention_whole=*/true));
       ops_->set_collective(o.dp_group->member(o.dp_rank));
@@ -221,13 +220,13 @@ class BatchEngine final : public Engine {
     for (size_t r = 0; r < rank_models_.size(); ++r) {  // each rank its own latent cache (MLA TP keeps it whole)
       KvCache c = make_kv_cache(*rank_ops_[r], rank_cfg, sc.page_size, sc.num_pages, mtp_cache_layers, kv_dtype);
       rank_runners_.push_back(std::make_unique<BatchRunner>(*rank_models_[r], *rank_ops_[r], c, sc.max_running_requests));
-      if (spec_steps_ > 0) rank_runners_.back()->enable_speculative();
+      if (spec_steps_ > 0) rank_runners_.back()->enable_speculative(spec_steps_);
       others.push_back(rank_runners_.back().get());
     }
     if (!others.empty())
       tp_ = std::make_unique<TpRanks>(std::move(others), [g = group_](const std::string& why) { g->abort(why); });
     if (spec_steps_ > 0) {
-      runner_->enable_speculative();
+      runner_->enable_speculative(spec_steps_);
       if (o.verbose)
         DS_INFO("speculative decoding: ", spec_steps_, " MTP draft tokens a step (topk 1); overlap scheduling off");
     }

@@ -279,13 +279,14 @@ void BatchRunner::idle_step() {
   AttnMetadata none;
   none.num_tokens = 0;
   (void)model_.forward(ops_.upload(Tensor::empty({0}, DType::kI32)), none, cache_);
+  if (drafter_) drafter_->idle();  // the drafter's MTP forwards, as a stepping rank's finish() makes them
 }
 
-void BatchRunner::enable_speculative() {
+void BatchRunner::enable_speculative(int num_steps) {
   DS_CHECK(model_.num_mtp_layers() >= 1, "speculative decoding without an MTP layer");
   DS_CHECK(static_cast<int>(cache_.latent.size()) > model_.config().num_hidden_layers,
            "speculative decoding without the MTP layer's cache");
-  drafter_ = std::make_unique<MtpDrafter>(model_, ops_, cache_);
+  drafter_ = std::make_unique<MtpDrafter>(model_, ops_, cache_, model_.dp_attention() ? num_steps : 0);
 }
 
 std::vector<SeqOutput> BatchRunner::finish(LaunchedStep step) {

@@ -87,7 +87,8 @@ class BatchRunner {
   // that feed drafts sample every draft's row and keep the longest prefix of drafts that equals the target's own
   // samples, plus the sample after it: the tokens (and, seeded, the draws) of decoding without drafts. CUDA graphs
   // (set_cuda_graphs) are then verify graphs (CudaGraphOptions::tokens_per_seq = steps + 1).
-  void enable_speculative();
+  // num_steps: --speculative-num-steps (data-parallel attention: the drafter's MTP forwards a step, every rank alike).
+  void enable_speculative(int num_steps);
   // Data-parallel attention: a zero-token forward for a rank with nothing planned, so that its MLP collectives
   // meet the other ranks' (ModelOptions::dp_attention).
   void idle_step();

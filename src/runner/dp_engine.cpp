@@ -84,6 +84,11 @@ class DpEngine final : public Engine {
       t.num_requests_total += s.num_requests_total;
       t.num_retractions += s.num_retractions;
       t.num_steps = std::max(t.num_steps, s.num_steps);  // lockstep: the ranks' step counts agree
+      t.num_graph_steps += s.num_graph_steps;
+      t.speculative_num_steps = s.speculative_num_steps;
+      t.spec_verify_steps += s.spec_verify_steps;
+      t.spec_draft_tokens += s.spec_draft_tokens;
+      t.spec_accepted_tokens += s.spec_accepted_tokens;
     }
     return t;
   }

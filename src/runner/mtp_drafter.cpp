@@ -15,6 +15,12 @@ Tensor MtpDrafter::upload_ids(const std::vector<int32_t>& ids) {
   return ops_.upload(t);  // [n] I32
 }
 
+void MtpDrafter::idle_forwards(int done) {
+  AttnMetadata none;
+  none.num_tokens = 0;
+  for (int k = done; k < lockstep_steps_; ++k) (void)model_.mtp_forward(0, upload_ids({}), Tensor(), none, cache_);
+}
+
 std::vector<std::vector<int32_t>> MtpDrafter::run(const StepPlan& plan, const Tensor& hidden,
                                                   const std::vector<DraftSeq>& seqs) {
   DS_CHECK(seqs.size() == plan.seqs.size(), "drafter: ", seqs.size(), " entries for ", plan.seqs.size(), " sequences");
@@ -36,6 +42,8 @@ std::vector<std::vector<int32_t>> MtpDrafter::run(const StepPlan& plan, const Te
     DS_CHECK(d.valid <= sq.num_tokens && d.next_token >= 0 && d.draft_steps <= sq.draft_steps,
              "drafter: sequence ", s, " valid ", d.valid, " of ", sq.num_tokens, ", next token ", d.next_token,
              ", draft steps ", d.draft_steps, " of ", sq.draft_steps);
+    DS_CHECK(lockstep_steps_ == 0 || d.draft_steps <= lockstep_steps_, "drafter: ", d.draft_steps,
+             " draft steps past the lockstep's ", lockstep_steps_);
     pages[s].assign(plan.page_table.begin() + sq.page_begin, plan.page_table.begin() + sq.page_begin + sq.num_pages);
     slices.push_back(SeqSlice{sq.start_pos, d.valid, &pages[s]});
     for (int32_t j = 0; j < d.valid; ++j) {
@@ -50,7 +58,10 @@ std::vector<std::vector<int32_t>> MtpDrafter::run(const StepPlan& plan, const Te
       last_pos.push_back(sq.start_pos + d.valid - 1);
     }
   }
-  if (slices.empty()) return drafts;
+  if (slices.empty()) {
+    idle_forwards(0);
+    return drafts;
+  }
   // Fill the MTP cache at every valid position; the drafting sequences' last row gives their first draft.
   AttnMetadata meta = build_attn_metadata(slices, plan.page_size, ops_);
   // After a verification step (every sequence decoding) each has at most steps + 1 rows: the absorbed form, as
@@ -58,7 +69,10 @@ std::vector<std::vector<int32_t>> MtpDrafter::run(const StepPlan& plan, const Te
   const bool all_decode = std::all_of(plan.seqs.begin(), plan.seqs.end(), [](const auto& sq) { return sq.is_decode; });
   Tensor z = model_.mtp_forward(0, upload_ids(next), ops_.select_rows(hidden, rows), meta, cache_,
                                 all_decode ? AttnMode::kAbsorbed : AttnMode::kAuto);  // [rows, d]
-  if (live.empty()) return drafts;
+  if (live.empty()) {
+    idle_forwards(1);
+    return drafts;
+  }
   Tensor zn = model_.mtp_norm(0, ops_.select_rows(z, last));  // [live, d]
   for (int32_t step = 1;; ++step) {
     Tensor logits = model_.mtp_head(0, zn);  // [live, vocab]
@@ -85,7 +99,10 @@ std::vector<std::vector<int32_t>> MtpDrafter::run(const StepPlan& plan, const Te
       ids.push_back(res.tokens[b]);
       slices.push_back(SeqSlice{last_pos[b] + step, 1, &pages[s]});
     }
-    if (keep_seq.empty()) break;
+    if (keep_seq.empty()) {
+      idle_forwards(step);  // forwards so far: the first and step - 1 chained ones
+      break;
+    }
     // The next draft: the MTP layer at one position further, on its own normed output and the draft just made.
     AttnMetadata m = build_attn_metadata(slices, plan.page_size, ops_);
     Tensor h = ops_.select_rows(zn, keep_row);                        // [keep, d]

@@ -91,6 +91,25 @@ TEST(DataParallelAttentionEngine, SameResultsAsOneRank) {
   }
 }
 
+// Data-parallel attention with MTP drafts: every rank verifies and drafts its own sequences, the MTP layer's MLP
+// gathered over the ranks as the main layers' are (a rank with nothing to draft, or idle, makes zero-token MTP
+// forwards so the collectives meet): the one-rank engine's tokens and logprobs, with or without drafts.
+TEST(DataParallelAttentionEngine, SpeculativeDecodingSameResultsAsOneRank) {
+  const auto reqs = requests();
+  const Outcome one = run("v3", 1, 0, reqs);
+  for (int dp : {2, 4}) {
+    for (int steps : {1, 3}) {
+      SCOPED_TRACE("dp " + std::to_string(dp) + " steps " + std::to_string(steps));
+      const Outcome got = run("v3", dp, steps, reqs, 1, dp);
+      expect_same(got, one, reqs);
+      EXPECT_GT(got.stats.spec_verify_steps, 0u);
+      EXPECT_GT(got.stats.spec_draft_tokens, 0u);
+      EXPECT_EQ(got.stats.speculative_num_steps, steps);
+      EXPECT_EQ(got.stats.used_tokens, got.stats.cached_tokens);
+    }
+  }
+}
+
 TEST(TensorParallelEngine, WhatDoesNotShardIsRefused) {
   BatchEngineOptions o;
   o.model_path = std::string(DSERVE_SOURCE_DIR) + "/tests/fixtures/v3";

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""`dserve serve --tp-size 2 [--ep-size 2 | --dp-size 2 --enable-dp-attention] --device cpu` (ranks as threads, each
-with its weight shard) on the tiny V3 fixture:
+"""`dserve serve --tp-size 2 [--ep-size 2 | --dp-size 2 --enable-dp-attention [--speculative-algorithm NEXTN]]
+--device cpu` (ranks as threads, each with its weight shard) on the tiny V3 fixture:
 greedy /generate reproduces the transformers reference continuation, concurrent requests give what one rank gives,
 and sizes that do not shard are refused at start with the reason.
 Usage: tensor_parallel_test.py [path/to/dserve]."""
@@ -40,13 +40,18 @@ class TensorParallelServerTest(unittest.TestCase):
         self.assertEqual(got, want)
         # Expert parallelism: the routed experts dealt out whole over the two ranks; data-parallel attention: two
         # ranks with their own requests and pools, MLPs sharded over both.
-        for extra in (["--tp-size", "2", "--ep-size", "2"], ["--tp", "2", "--dp", "2", "--enable-dp-attention"]):
+        # And data-parallel attention with MTP speculative decoding (each rank drafts and verifies its own requests).
+        for extra in (["--tp-size", "2", "--ep-size", "2"], ["--tp", "2", "--dp", "2", "--enable-dp-attention"],
+                      ["--tp", "2", "--dp", "2", "--enable-dp-attention", "--speculative-algorithm", "NEXTN",
+                       "--speculative-num-steps", "2"]):
             with H.Server(BINARY, COMMON + extra) as srv:
                 with concurrent.futures.ThreadPoolExecutor(5) as ex:
                     got = list(ex.map(lambda p: H.generate_ids(srv, p, 10).json()["output_ids"], prompts))
                 state = H.engine_state(srv)
             self.assertEqual(got, want, extra)
             self.assertEqual(state["num_running_reqs"] + state["num_waiting_reqs"], 0, extra)
+            if "--speculative-algorithm" in extra:  # the ranks' verify steps summed
+                self.assertGreaterEqual(state["avg_spec_accept_length"], 1.0)
 
     def test_unshardable_sizes_are_refused(self):
         for extra, named in ((["--tp-size", "3"], "attention heads"), (["--tp-size", "0"], "--tp-size"),
