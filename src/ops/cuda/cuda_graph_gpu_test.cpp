@@ -67,6 +67,33 @@ void prefill_both(Fixture& f, const std::vector<int>& lens, const std::vector<st
   }
 }
 
+// Every cache layer of the two runs: sequence b's slots at positions < written[b] equal (bf16 tolerance), its pages'
+// other slots still NaN (the allocation poison: padding rows wrote only the dummy page).
+void expect_caches_agree(const KvCache& eager, const KvCache& graphed, const std::vector<std::vector<int32_t>>& tables,
+                         int page, const std::vector<int>& written, const std::string& what) {
+  for (size_t l = 0; l < eager.latent.size(); ++l) {
+    Tensor a = test::to_host_f32(eager.latent[l]), c = test::to_host_f32(graphed.latent[l]);
+    const int64_t D = a.dim(1);
+    int64_t written_bad = 0, unwritten_bad = 0;
+    for (size_t b = 0; b < tables.size(); ++b)
+      for (size_t p = 0; p < tables[b].size(); ++p)
+        for (int o = 0; o < page; ++o) {
+          const int64_t pos = static_cast<int64_t>(p) * page + o;
+          const int64_t slot = static_cast<int64_t>(tables[b][p]) * page + o;
+          for (int64_t j = 0; j < D; ++j) {
+            const float x = a.f32()[slot * D + j], y = c.f32()[slot * D + j];
+            if (pos < written[b]) {
+              if (!(std::fabs(x - y) <= 3e-2f * (1.0f + std::fabs(x)))) ++written_bad;
+            } else if (!std::isnan(y)) {
+              ++unwritten_bad;
+            }
+          }
+        }
+    EXPECT_EQ(written_bad, 0) << what << " layer " << l;
+    EXPECT_EQ(unwritten_bad, 0) << what << " layer " << l << ": a padding row wrote a real page";
+  }
+}
+
 class CudaGraphTest : public ::testing::TestWithParam<std::string> {
  protected:
   static void SetUpTestSuite() {
@@ -186,27 +213,9 @@ TEST_P(CudaGraphTest, ReplayMatchesEagerDecode) {
     EXPECT_GT(clear, 0);
     // Caches: equal on every written slot; never-written slots of real pages still NaN (padding rows used only
     // the dummy page).
-    for (size_t l = 0; l < eager.latent.size(); ++l) {
-      Tensor a = test::to_host_f32(eager.latent[l]), c = test::to_host_f32(graphed.latent[l]);
-      const int64_t D = a.dim(1);
-      int64_t written_bad = 0, unwritten_bad = 0;
-      for (int b = 0; b < bs; ++b)
-        for (size_t p = 0; p < tables[b].size(); ++p)
-          for (int o = 0; o < page; ++o) {
-            const int64_t pos = static_cast<int64_t>(p) * page + o;
-            const int64_t slot = static_cast<int64_t>(tables[b][p]) * page + o;
-            for (int64_t j = 0; j < D; ++j) {
-              const float x = a.f32()[slot * D + j], y = c.f32()[slot * D + j];
-              if (pos < lens[b] + steps) {
-                if (!(std::fabs(x - y) <= 3e-2f * (1.0f + std::fabs(x)))) ++written_bad;
-              } else if (!std::isnan(y)) {
-                ++unwritten_bad;
-              }
-            }
-          }
-      EXPECT_EQ(written_bad, 0) << GetParam() << " layer " << l;
-      EXPECT_EQ(unwritten_bad, 0) << GetParam() << " layer " << l << ": a padding row wrote a real page";
-    }
+    std::vector<int> written(bs);
+    for (int b = 0; b < bs; ++b) written[b] = lens[b] + steps;
+    expect_caches_agree(eager, graphed, tables, page, written, GetParam());
   }
 }
 
@@ -270,27 +279,9 @@ TEST_P(CudaGraphTest, VerifyGraphsMatchEagerAbsorbedRows) {
     DS_EXPECT_CLOSE(f.ops->to_host(padded.rows(0, bs * q)), want, 3e-2, 1e-2, what + " logits");
     DS_EXPECT_CLOSE(test::to_host_f32(graphs.hidden().rows(0, bs * q)), want_h, 3e-2, 1e-2, what + " hidden");
   }
-  for (size_t l = 0; l < eager.latent.size(); ++l) {
-    Tensor a = test::to_host_f32(eager.latent[l]), c = test::to_host_f32(graphed.latent[l]);
-    const int64_t D = a.dim(1);
-    int64_t written_bad = 0, unwritten_bad = 0;
-    for (int b = 0; b < bs; ++b)
-      for (size_t p = 0; p < tables[b].size(); ++p)
-        for (int o = 0; o < page; ++o) {
-          const int64_t pos = static_cast<int64_t>(p) * page + o;
-          const int64_t slot = static_cast<int64_t>(tables[b][p]) * page + o;
-          for (int64_t j = 0; j < D; ++j) {
-            const float x = a.f32()[slot * D + j], y = c.f32()[slot * D + j];
-            if (pos < lens[b] + q * steps) {
-              if (!(std::fabs(x - y) <= 3e-2f * (1.0f + std::fabs(x)))) ++written_bad;
-            } else if (!std::isnan(y)) {
-              ++unwritten_bad;
-            }
-          }
-        }
-    EXPECT_EQ(written_bad, 0) << GetParam() << " layer " << l;
-    EXPECT_EQ(unwritten_bad, 0) << GetParam() << " layer " << l << ": a padding row wrote a real page";
-  }
+  std::vector<int> written(bs);
+  for (int b = 0; b < bs; ++b) written[b] = lens[b] + q * steps;
+  expect_caches_agree(eager, graphed, tables, page, written, GetParam());
 }
 
 // MTP draft graphs (speculative decoding, 3 draft steps over verify graphs of 4 rows): after a verify replay, the
