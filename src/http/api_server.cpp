@@ -167,6 +167,8 @@ struct Seq {
   int32_t cached_tokens = 0;
   int32_t spec_verify_ct = -1;  // speculative decoding's verify steps (-1: off)
   int32_t spec_accepted = 0;
+  int32_t spec_proposed = 0;
+  std::vector<int32_t> spec_histogram;
   bool got_token = false;
   Clock::time_point last_token;
   std::optional<ChatOutputParser> chat_parser;
@@ -405,6 +407,8 @@ void Job::on_event(size_t i, EngineEvent ev) {
   if (ev.spec_verify_ct >= 0) {
     s.spec_verify_ct = ev.spec_verify_ct;
     s.spec_accepted = ev.spec_accepted_drafts;
+    s.spec_proposed = ev.spec_proposed_drafts;
+    s.spec_histogram = std::move(ev.spec_accept_histogram);
   }
   absorb(s, ev);
   const size_t kept = s.output_ids.size() - kept_before;
@@ -516,6 +520,11 @@ Json Job::generate_object(size_t i) const {
     const double n = static_cast<double>(s.output_ids.size());
     m["spec_accept_length"] = s.spec_verify_ct > 0 ? n / s.spec_verify_ct : 0.0;
     m["spec_accepted_drafts"] = s.spec_accepted;
+    m["spec_proposed_drafts"] = s.spec_proposed;
+    m["spec_accept_token_num"] = s.spec_accepted;  // the older names of the two
+    m["spec_draft_token_num"] = s.spec_proposed;
+    m["spec_accept_rate"] = s.spec_proposed > 0 ? static_cast<double>(s.spec_accepted) / s.spec_proposed : 0.0;
+    m["spec_accept_histogram"] = s.spec_histogram;
   }
   if (return_logprob) {
     m["input_token_logprobs"] = lp_tuples(s.in_lp, 0, s.in_lp.size(), false);

@@ -376,6 +376,8 @@ class BatchEngine final : public Engine {
     bool penalized = false;  // frequency / presence / repetition penalty: its steps are not overlapped
     int32_t verify_ct = 0;         // speculative decoding: decode steps (each verified the drafts it fed)
     int32_t accepted_drafts = 0;
+    int32_t proposed_drafts = 0;
+    std::vector<int32_t> accept_histogram;  // [n]: verify steps that accepted n drafts
   };
   struct Outgoing {
     Callback callback;
@@ -621,6 +623,10 @@ class BatchEngine final : public Engine {
       if (it == live_.end()) continue;
       ++it->second.verify_ct;
       it->second.accepted_drafts += accepted;
+      it->second.proposed_drafts += sq.num_draft;
+      auto& hist = it->second.accept_histogram;
+      if (hist.size() <= static_cast<size_t>(accepted)) hist.resize(static_cast<size_t>(accepted) + 1, 0);
+      ++hist[static_cast<size_t>(accepted)];
     }
     // Requests whose logits were not finite: recorded now, finished with the error after this step.
     for (size_t i = 0; i < plan.seqs.size(); ++i) {
@@ -671,6 +677,8 @@ class BatchEngine final : public Engine {
       if (spec_steps_ > 0) {
         e.spec_verify_ct = l.verify_ct;
         e.spec_accepted_drafts = l.accepted_drafts;
+        e.spec_proposed_drafts = l.proposed_drafts;
+        e.spec_accept_histogram = l.accept_histogram;
       }
       if (l.info.return_logprob && !e.new_tokens.empty()) {
         auto s = seq_of.find(ev.rid);

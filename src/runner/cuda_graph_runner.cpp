@@ -24,16 +24,24 @@ constexpr int64_t kOneCopyMaxBytes = 32 << 10;  // write_inputs: one copy up to 
 }  // namespace
 #endif
 
-std::vector<int> cuda_graph_batch_sizes(int max_bs) {
+std::vector<int> cuda_graph_batch_sizes(int max_bs, bool speculative) {
   std::vector<int> out;
   if (max_bs < 1) return out;
   auto add = [&](int b) {
     if (b <= max_bs && (out.empty() || b > out.back())) out.push_back(b);
   };
-  for (int b : {1, 2, 4, 8, 12}) add(b);
-  for (int b = 16; b <= 256; b += 8) add(b);
-  for (int b = 272; b <= 496; b += 16) add(b);
-  for (int b = 512; b <= max_bs; b += 32) add(b);
+  if (speculative) {
+    for (int b = 1; b <= 8; ++b) add(b);
+    for (int b = 10; b <= 32; b += 2) add(b);
+    for (int b = 40; b <= 64; b += 4) add(b);
+    for (int b = 72; b <= 256; b += 8) add(b);
+    for (int b = 272; b <= max_bs; b += 16) add(b);
+  } else {
+    for (int b : {1, 2, 4, 8, 12}) add(b);
+    for (int b = 16; b <= 256; b += 8) add(b);
+    for (int b = 272; b <= 496; b += 16) add(b);
+    for (int b = 512; b <= max_bs; b += 32) add(b);
+  }
   if (out.back() != max_bs) out.push_back(max_bs);
   return out;
 }
@@ -47,8 +55,8 @@ int default_cuda_graph_max_bs(double gpu_memory_bytes) {
   return 512;
 }
 
-std::vector<int> graph_capture_sizes(std::vector<int> requested, int max_bs) {
-  if (requested.empty()) return cuda_graph_batch_sizes(max_bs);
+std::vector<int> graph_capture_sizes(std::vector<int> requested, int max_bs, bool speculative) {
+  if (requested.empty()) return cuda_graph_batch_sizes(max_bs, speculative);
   std::sort(requested.begin(), requested.end());
   requested.erase(std::unique(requested.begin(), requested.end()), requested.end());
   std::vector<int> out;
@@ -180,7 +188,7 @@ Result<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::create(DeepseekModel& 
     o.plan_context = static_cast<int>(e);
   if (o.plan_context <= 0) o.plan_context = static_cast<int>(std::min<int64_t>(o.max_context, 4096));
   std::unique_ptr<CudaGraphRunner> r(new CudaGraphRunner(model, ops, cache, o));
-  r->sizes_ = graph_capture_sizes(o.batch_sizes, o.max_bs);
+  r->sizes_ = graph_capture_sizes(o.batch_sizes, o.max_bs, o.tokens_per_seq > 1);
   auto impl = std::make_unique<Impl>();
   impl->max_bs = o.max_bs;
   impl->q = o.tokens_per_seq;

@@ -20,14 +20,15 @@
 namespace ds {
 
 // SGLang's capture list: 1, 2, 4, 8, 12, 16..256 step 8, 272..496 step 16, then step 32, up to max_bs (which
-// is always included).
-std::vector<int> cuda_graph_batch_sizes(int max_bs);
+// is always included). With speculative decoding (verify graphs) its finer one: 1..8, 10..32 step 2, 40..64 step 4,
+// 72..256 step 8, then step 16.
+std::vector<int> cuda_graph_batch_sizes(int max_bs, bool speculative = false);
 // SGLang's --cuda-graph-max-bs default for one GPU (TP < 4) from its memory in bytes.
 int default_cuda_graph_max_bs(double gpu_memory_bytes);
 // The sizes captured for --cuda-graph-bs `requested` under a cap of max_bs (the request limit): those up to it,
 // sorted and once each, plus max_bs itself where the list went past it (SGLang's get_batch_sizes_to_capture).
-// Empty `requested`: cuda_graph_batch_sizes(max_bs).
-std::vector<int> graph_capture_sizes(std::vector<int> requested, int max_bs);
+// Empty `requested`: cuda_graph_batch_sizes(max_bs, speculative).
+std::vector<int> graph_capture_sizes(std::vector<int> requested, int max_bs, bool speculative = false);
 // The captured size a batch of `n` pads to (the first >= n), or -1 when n exceeds them all.
 int padded_batch_size(const std::vector<int>& sizes, int n);
 

@@ -26,6 +26,22 @@ TEST(CudaGraphSizes, SglangCaptureList) {
   EXPECT_TRUE(std::is_sorted(big.begin(), big.end()));
 }
 
+// With speculative decoding SGLang captures a finer list (its verify steps are q rows a sequence).
+TEST(CudaGraphSizes, SglangSpeculativeCaptureList) {
+  EXPECT_EQ(cuda_graph_batch_sizes(48, true),
+            (std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30, 32, 40, 44, 48}));
+  EXPECT_EQ(cuda_graph_batch_sizes(9, true), (std::vector<int>{1, 2, 3, 4, 5, 6, 7, 8, 9}));
+  const std::vector<int> big = cuda_graph_batch_sizes(300, true);
+  EXPECT_EQ(std::count(big.begin(), big.end(), 36), 0);
+  EXPECT_EQ(std::count(big.begin(), big.end(), 68), 0);
+  EXPECT_EQ(std::count(big.begin(), big.end(), 72), 1);
+  EXPECT_EQ(std::count(big.begin(), big.end(), 264), 0);
+  EXPECT_EQ(std::count(big.begin(), big.end(), 288), 1);
+  EXPECT_EQ(big.back(), 300);
+  EXPECT_EQ(graph_capture_sizes({}, 12, true), cuda_graph_batch_sizes(12, true));
+  EXPECT_EQ(graph_capture_sizes({3, 1}, 12, true), (std::vector<int>{1, 3}));  // a given list is kept
+}
+
 TEST(CudaGraphSizes, PaddingAndDefaults) {
   const std::vector<int> s = cuda_graph_batch_sizes(160);
   EXPECT_EQ(padded_batch_size(s, 1), 1);

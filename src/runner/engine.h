@@ -41,9 +41,12 @@ struct EngineEvent {
   int32_t completion_tokens = 0;
   int32_t cached_tokens = 0;
   // Speculative decoding (-1 when off): the request's decode steps so far, each a verification of drafts
-  // (SGLang's meta_info.spec_verify_ct; completion_tokens / it is the accept length), and the drafts accepted.
+  // (SGLang's meta_info.spec_verify_ct; completion_tokens / it is the accept length), the drafts they fed and
+  // accepted, and how many verify steps accepted n drafts (index n: SGLang's spec_accept_histogram).
   int32_t spec_verify_ct = -1;
   int32_t spec_accepted_drafts = 0;
+  int32_t spec_proposed_drafts = 0;
+  std::vector<int32_t> spec_accept_histogram;
 };
 
 struct EngineStats {

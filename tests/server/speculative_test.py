@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """`dserve serve --speculative-algorithm NEXTN` on the tiny V3 fixture (its MTP layer drafts; token ids only): greedy
 /generate reproduces the transformers reference continuation alone, streamed and in a concurrent batch, seeded
-sampling gives what a server without drafts gives, meta_info carries SGLang's spec_verify_ct / spec_accept_length
-and /get_server_info the accept length bench_serving prints; a checkpoint without an MTP layer is refused at start.
+sampling gives what a server without drafts gives, meta_info carries SGLang's spec_verify_ct / spec_accept_length /
+spec_accept_rate / spec_accept_histogram and /get_server_info the accept length bench_serving prints; a checkpoint
+without an MTP layer is refused at start.
 Usage: speculative_test.py [path/to/dserve]."""
 import concurrent.futures
 import json
@@ -49,6 +50,15 @@ class SpeculativeServerTest(unittest.TestCase):
             # The first token comes from the prefill; each verify step gives one more plus its accepted drafts.
             self.assertEqual(m["completion_tokens"], 1 + m["spec_verify_ct"] + m["spec_accepted_drafts"])
             self.assertAlmostEqual(m["spec_accept_length"], m["completion_tokens"] / m["spec_verify_ct"], places=6)
+            # SGLang's other fields: the drafts fed, the rate, and the histogram of drafts accepted per verify step.
+            hist = m["spec_accept_histogram"]
+            self.assertEqual(sum(hist), m["spec_verify_ct"])
+            self.assertEqual(sum(n * c for n, c in enumerate(hist)), m["spec_accepted_drafts"])
+            self.assertGreaterEqual(m["spec_proposed_drafts"], m["spec_accepted_drafts"])
+            self.assertLessEqual(len(hist), 1 + max(1, m["spec_proposed_drafts"]))
+            self.assertAlmostEqual(m["spec_accept_rate"], m["spec_accepted_drafts"] / m["spec_proposed_drafts"], places=6)
+            self.assertEqual((m["spec_accept_token_num"], m["spec_draft_token_num"]),
+                             (m["spec_accepted_drafts"], m["spec_proposed_drafts"]))
         plain = H.generate_ids(self.plain, REF["generate"][0]["input_ids"], 4).json()["meta_info"]
         self.assertNotIn("spec_verify_ct", plain)
 
