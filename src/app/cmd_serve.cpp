@@ -164,9 +164,10 @@ int run_serve(int argc, char** argv) {
                                             flags.get_bool("enable-dp-attention"));
           !st)
         return fail(st);
-  Result<int32_t> spec_flags = speculative_steps_from_flags(flags, model_path);
+  Result<SpeculativeSettings> spec_flags = speculative_from_flags(flags, model_path);
   if (!spec_flags) return fail(spec_flags.status());
-  const int32_t spec_steps = *spec_flags;
+  const SpeculativeSettings spec = *spec_flags;
+  const int32_t spec_steps = spec.steps;
   // As SGLang: speculative decoding without --max-running-requests runs at most 48 requests.
   const int64_t max_running = spec_steps > 0 && !flags.was_set("max-running-requests")
                                   ? 48
@@ -261,7 +262,7 @@ int run_serve(int argc, char** argv) {
     a["cuda_graph_bs"] = graph_bs.empty() ? nlohmann::ordered_json(nullptr) : nlohmann::ordered_json(graph_bs);
     a["api_key_set"] = !ao.api_key.empty();
     a["fake_engine"] = fake;
-    a["speculative_algorithm"] = spec_steps > 0 ? nlohmann::ordered_json("EAGLE") : nlohmann::ordered_json(nullptr);
+    a["speculative_algorithm"] = spec_steps > 0 ? nlohmann::ordered_json(spec.algorithm) : nlohmann::ordered_json(nullptr);
     a["speculative_num_steps"] = spec_steps > 0 ? nlohmann::ordered_json(spec_steps) : nlohmann::ordered_json(nullptr);
     a["speculative_eagle_topk"] = spec_steps > 0 ? nlohmann::ordered_json(1) : nlohmann::ordered_json(nullptr);
     a["speculative_num_draft_tokens"] =
@@ -339,6 +340,8 @@ int run_serve(int argc, char** argv) {
       eo.chunked_prefill_size = static_cast<int32_t>(flags.get_int("chunked-prefill-size"));
       eo.max_running_requests = static_cast<int32_t>(max_running);
       eo.speculative_num_steps = spec_steps;
+      eo.speculative_ngram = spec.ngram;
+      eo.ngram = spec.ngram_options;
       eo.tp_size = static_cast<int32_t>(flags.get_int("tp-size"));
       eo.ep_size = static_cast<int32_t>(flags.get_int("ep-size"));
       eo.dp_size = static_cast<int32_t>(flags.get_int("dp-size"));

@@ -121,7 +121,7 @@ TEST(Flags, SglangFeatureFlags) {
            {{"--prefill-attention-backend", "FA3"}, "--prefill-attention-backend"},
            {{"--enable-dp-attention"}, "--enable-dp-attention"},
            {{"--speculative-algorithm", "EAGLE3", "--speculative-num-steps", "3"}, "not built"},
-           {{"--speculative-algorithm", "NGRAM"}, "NEXTN"},
+           {{"--speculative-algorithm", "STANDALONE"}, "NGRAM"},
            {{"--speculative-algorithm", "MEDUSA"}, "'MEDUSA'"},
            {{"--speculative-eagle-topk", "1"}, "need --speculative-algorithm"},
            {{"--enable-torch-compile", "--torch-compile-max-bs", "0"}, "--torch-compile-max-bs"}}) {
@@ -147,9 +147,10 @@ TEST(Flags, SpeculativeFlags) {
            {{"--speculative-algorithm", "NEXTN", "--speculative-draft-model-path", model + "/"}, 3}}) {
     Flags f = model_flags();
     ASSERT_TRUE(parse(f, args).is_ok());
-    Result<int32_t> r = speculative_steps_from_flags(f, model);
+    Result<SpeculativeSettings> r = speculative_from_flags(f, model);
     ASSERT_TRUE(r.is_ok()) << r.status().message();
-    EXPECT_EQ(*r, steps);
+    EXPECT_EQ(r->steps, steps);
+    EXPECT_FALSE(r->ngram);
   }
   for (const auto& [args, named] : std::vector<std::pair<std::vector<std::string>, std::string>>{
            {{"--speculative-algorithm", "NEXTN", "--speculative-eagle-topk", "4"}, "--speculative-eagle-topk 4"},
@@ -157,12 +158,36 @@ TEST(Flags, SpeculativeFlags) {
            {{"--speculative-algorithm", "NEXTN", "--speculative-num-steps", "17"}, "--speculative-num-steps"},
            {{"--speculative-algorithm", "EAGLE", "--speculative-draft-model-path", "/tmp"}, "separate draft"},
            {{"--speculative-num-steps", "2"}, "need --speculative-algorithm"},
-           {{"--speculative-algorithm", "STANDALONE"}, "not built"}}) {
+           {{"--speculative-algorithm", "STANDALONE"}, "not built"},
+           {{"--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "1"}, "[2, 17]"},
+           {{"--speculative-algorithm", "NGRAM", "--speculative-ngram-min-match-window-size", "4",
+             "--speculative-ngram-max-match-window-size", "3"}, "min <= max"},
+           {{"--speculative-algorithm", "NGRAM", "--speculative-draft-model-path", model}, "no draft model"},
+           {{"--speculative-algorithm", "NEXTN", "--speculative-ngram-max-match-window-size", "3"}, "NGRAM"},
+           {{"--speculative-algorithm", "NGRAM", "--speculative-eagle-topk", "2"}, "--speculative-eagle-topk 2"}}) {
     Flags f = model_flags();
     ASSERT_TRUE(parse(f, args).is_ok()) << args[0];
-    const Result<int32_t> r = speculative_steps_from_flags(f, model);
+    const Result<SpeculativeSettings> r = speculative_from_flags(f, model);
     ASSERT_FALSE(r.is_ok()) << args[0];
     EXPECT_NE(r.status().message().find(named), std::string::npos) << r.status().message();
+  }
+  // NGRAM: drafts counted by --speculative-num-draft-tokens (else --speculative-num-steps, else 3), its windows.
+  for (const auto& [args, steps, lo, hi] : std::vector<std::tuple<std::vector<std::string>, int32_t, int, int>>{
+           {{"--speculative-algorithm", "NGRAM"}, 3, 1, 12},
+           {{"--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "8", "--speculative-num-steps", "2"},
+            7, 1, 12},
+           {{"--speculative-algorithm", "NGRAM", "--speculative-num-steps", "2",
+             "--speculative-ngram-min-match-window-size", "2", "--speculative-ngram-max-match-window-size", "5"},
+            2, 2, 5}}) {
+    Flags f = model_flags();
+    ASSERT_TRUE(parse(f, args).is_ok());
+    Result<SpeculativeSettings> r = speculative_from_flags(f, model);
+    ASSERT_TRUE(r.is_ok()) << r.status().message();
+    EXPECT_TRUE(r->ngram);
+    EXPECT_EQ(r->algorithm, "NGRAM");
+    EXPECT_EQ(r->steps, steps);
+    EXPECT_EQ(r->ngram_options.min_window, lo);
+    EXPECT_EQ(r->ngram_options.max_window, hi);
   }
   // The other model commands decode without drafts and say so.
   Flags f = model_flags();

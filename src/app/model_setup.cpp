@@ -72,11 +72,14 @@ void add_sglang_compat_flags(Flags& flags) {
   flags.add_bool("enable-torch-compile", "accepted for SGLang command lines (dserve captures CUDA graphs; no torch)");
   flags.add_int("torch-compile-max-bs", 32, "accepted with --enable-torch-compile (no effect)");
   flags.add_string("speculative-algorithm", "",
-                   "EAGLE or NEXTN (the same): MTP speculative decoding with the checkpoint's NextN layer (serve, "
-                   "--device cpu so far); EAGLE3, STANDALONE and NGRAM are not built");
+                   "EAGLE or NEXTN (the same): MTP speculative decoding with the checkpoint's NextN layer; NGRAM: "
+                   "drafts from each request's own tokens (any checkpoint); serve only. EAGLE3 and STANDALONE are "
+                   "not built");
   flags.add_int("speculative-num-steps", 0, "draft tokens a decode step verifies (default 3, as SGLang for DeepSeek)");
   flags.add_int("speculative-eagle-topk", 0, "drafts per step (default 1: one chain; tree drafts are not built)");
   flags.add_int("speculative-num-draft-tokens", 0, "with topk 1 always num-steps + 1 (as SGLang)");
+  flags.add_int("speculative-ngram-min-match-window-size", 1, "NGRAM: the shortest suffix that may match");
+  flags.add_int("speculative-ngram-max-match-window-size", 12, "NGRAM: the longest suffix tried (longest first)");
   flags.add_string("speculative-draft-model-path", "",
                    "the draft's checkpoint: --model-path's own MTP layer (default; another path is refused)");
 }
@@ -100,9 +103,9 @@ Status check_sglang_feature_flags(const Flags& flags) {
   if (!algo.empty() && algo != "EAGLE" && algo != "EAGLE3" && algo != "NEXTN" && algo != "STANDALONE" &&
       algo != "NGRAM")
     return error("--speculative-algorithm must be EAGLE, EAGLE3, NEXTN, STANDALONE or NGRAM, got '", algo, "'");
-  if (algo == "EAGLE3" || algo == "STANDALONE" || algo == "NGRAM")
+  if (algo == "EAGLE3" || algo == "STANDALONE")
     return error("--speculative-algorithm ", algo, " is not built: dserve drafts with the checkpoint's own MTP "
-                 "(NextN) layer, --speculative-algorithm EAGLE or NEXTN");
+                 "(NextN) layer, --speculative-algorithm EAGLE or NEXTN, or from the request's tokens, NGRAM");
   if (algo.empty() && (flags.get_int("speculative-num-steps") != 0 || flags.get_int("speculative-eagle-topk") != 0 ||
                        flags.get_int("speculative-num-draft-tokens") != 0 ||
                        !flags.get_string("speculative-draft-model-path").empty()))
@@ -115,17 +118,43 @@ Status check_sglang_feature_flags(const Flags& flags) {
   return Status::ok();
 }
 
-Result<int32_t> speculative_steps_from_flags(const Flags& flags, const std::string& model_path) {
+Result<SpeculativeSettings> speculative_from_flags(const Flags& flags, const std::string& model_path) {
   DS_RETURN_IF_ERROR(check_sglang_feature_flags(flags));
-  if (flags.get_string("speculative-algorithm").empty()) return 0;
-  const int64_t steps = flags.was_set("speculative-num-steps") ? flags.get_int("speculative-num-steps") : 3;
+  SpeculativeSettings out;
+  const std::string algo = flags.get_string("speculative-algorithm");
+  const bool ngram_flags = flags.was_set("speculative-ngram-min-match-window-size") ||
+                           flags.was_set("speculative-ngram-max-match-window-size");
+  if (algo != "NGRAM" && ngram_flags)
+    return error("--speculative-ngram-*-match-window-size need --speculative-algorithm NGRAM");
+  if (algo.empty()) return out;
+  out.ngram = algo == "NGRAM";
+  out.algorithm = out.ngram ? "NGRAM" : "EAGLE";
+  if (out.ngram) {
+    const int64_t lo = flags.get_int("speculative-ngram-min-match-window-size");
+    const int64_t hi = flags.get_int("speculative-ngram-max-match-window-size");
+    if (lo < 1 || hi < lo || hi > 1024)
+      return error("--speculative-ngram-min-match-window-size ", lo, " / --speculative-ngram-max-match-window-size ",
+                   hi, ": need 1 <= min <= max <= 1024");
+    out.ngram_options = NgramOptions{static_cast<int>(lo), static_cast<int>(hi)};
+    if (!flags.get_string("speculative-draft-model-path").empty())
+      return error("--speculative-draft-model-path: NGRAM drafts from each request's own tokens, with no draft model");
+  }
+  // NGRAM counts its drafts with --speculative-num-draft-tokens (the verified token included), as SGLang does.
+  const bool by_tokens = out.ngram && flags.was_set("speculative-num-draft-tokens");
+  const int64_t steps = by_tokens ? flags.get_int("speculative-num-draft-tokens") - 1
+                        : flags.was_set("speculative-num-steps") ? flags.get_int("speculative-num-steps")
+                                                                 : 3;
+  if (by_tokens && (steps < 1 || steps > SchedulerConfig::kMaxSpeculativeSteps))
+    return error("--speculative-num-draft-tokens must be in [2, ", SchedulerConfig::kMaxSpeculativeSteps + 1,
+                 "] with NGRAM, got ", steps + 1);
   if (steps < 1 || steps > SchedulerConfig::kMaxSpeculativeSteps)
     return error("--speculative-num-steps must be in [1, ", SchedulerConfig::kMaxSpeculativeSteps, "], got ", steps);
   const int64_t topk = flags.was_set("speculative-eagle-topk") ? flags.get_int("speculative-eagle-topk") : 1;
   if (topk != 1)
     return error("--speculative-eagle-topk ", topk, ": tree drafts (topk > 1) are not built; dserve drafts one chain "
                  "(--speculative-eagle-topk 1)");
-  if (flags.was_set("speculative-num-draft-tokens") && flags.get_int("speculative-num-draft-tokens") != steps + 1) {
+  if (!by_tokens && flags.was_set("speculative-num-draft-tokens") &&
+      flags.get_int("speculative-num-draft-tokens") != steps + 1) {
     if (flags.get_int("speculative-num-draft-tokens") < 1)
       return error("--speculative-num-draft-tokens must be positive, got ", flags.get_int("speculative-num-draft-tokens"));
     DS_WARN("--speculative-num-draft-tokens ", flags.get_int("speculative-num-draft-tokens"), " set to ", steps + 1,
@@ -138,7 +167,8 @@ Result<int32_t> speculative_steps_from_flags(const Flags& flags, const std::stri
       return error("--speculative-draft-model-path '", draft, "': dserve drafts with --model-path's own MTP (NextN) "
                    "layer; a separate draft checkpoint is not supported (leave the flag out or give the same path)");
   }
-  return static_cast<int32_t>(steps);
+  out.steps = static_cast<int32_t>(steps);
+  return out;
 }
 
 Status check_parallel_flags(const Flags& flags, bool tp_on_cpu) {

@@ -7,6 +7,7 @@
 
 #include "app/flags.h"
 #include "model/deepseek_model.h"
+#include "runner/ngram_drafter.h"
 
 namespace ds {
 
@@ -27,10 +28,17 @@ Status check_parallel_flags(const Flags& flags, bool tp_on_cpu = false);
 // speculative algorithms other than EAGLE / NEXTN (an unknown name is refused as such), --speculative-* without an
 // algorithm.
 Status check_sglang_feature_flags(const Flags& flags);
-// The draft tokens a step verifies from the --speculative-* flags (0: no --speculative-algorithm): SGLang's
-// DeepSeek defaults (3 steps, topk 1, steps + 1 draft tokens); topk > 1 (tree drafts) and a draft checkpoint other
-// than model_path are refused.
-Result<int32_t> speculative_steps_from_flags(const Flags& flags, const std::string& model_path);
+// What the --speculative-* flags ask for: the draft tokens a step verifies (0: no --speculative-algorithm), SGLang's
+// DeepSeek defaults (3 steps, topk 1, steps + 1 draft tokens), drafted by the MTP layer (EAGLE / NEXTN) or from each
+// request's tokens (NGRAM: --speculative-num-draft-tokens - 1 drafts when given, its match windows from the
+// --speculative-ngram-* flags); topk > 1 (tree drafts) and a draft checkpoint other than model_path are refused.
+struct SpeculativeSettings {
+  int32_t steps = 0;
+  bool ngram = false;
+  NgramOptions ngram_options;
+  std::string algorithm;  // as server_args reports it: EAGLE (NEXTN is EAGLE) or NGRAM; empty when off
+};
+Result<SpeculativeSettings> speculative_from_flags(const Flags& flags, const std::string& model_path);
 // --log-level (SGLang's names: debug, info, warning, error, critical; empty: DSERVE_LOG, else info) set as the
 // process's log level; an unknown name is refused.
 Status apply_log_level_flag(const Flags& flags);

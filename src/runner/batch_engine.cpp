@@ -76,16 +76,16 @@ class BatchEngine final : public Engine {
     }
     DS_RETURN_IF_ERROR(apply_quantization_flag(o.quantization, &weights, &cfg_));
     DS_ASSIGN_OR_RETURN(KvCacheDtype kv_dtype, parse_kv_cache_dtype(o.kv_cache_dtype));
-    if (o.speculative_num_steps > 0) {  // (its range: SchedulerConfig::validate)
+    if (o.speculative_num_steps > 0 && !o.speculative_ngram) {  // (its range: SchedulerConfig::validate)
       if (weights.mtp.empty())
         return error("speculative decoding (--speculative-algorithm) drafts with the checkpoint's MTP (NextN) layer, "
                      "and ", o.model_path, " has none (num_nextn_predict_layers = ", cfg_.num_nextn_predict_layers,
                      ", no model.layers.", cfg_.num_hidden_layers, ".* tensors)");
       // The GPU case (ds_ops_cuda_gpu_test's Speculative*) sets DSERVE_SPECULATIVE_CUDA=1 until it has passed.
-      if (ops_->device() != Device::kCpu && !env_flag("DSERVE_SPECULATIVE_CUDA", false))
-        return error("speculative decoding runs on --device cpu only so far: its CUDA path (verify steps, the MTP "
-                     "drafter) has not been checked against the CPU backend yet");
     }
+    if (o.speculative_num_steps > 0 && ops_->device() != Device::kCpu && !env_flag("DSERVE_SPECULATIVE_CUDA", false))
+      return error("speculative decoding runs on --device cpu only so far: its CUDA path (verify steps, the MTP "
+                   "drafter) has not been checked against the CPU backend yet");
     // Tensor parallelism (--tp-size): rank r runs its shard of the weights on a backend of its own; rank 0 is
     // ops_ / model_ / runner_, the others run beside it every step (runner/tp_ranks.h).
     if (o.tp_size < 1) return error("--tp-size must be >= 1, got ", o.tp_size);
@@ -155,7 +155,7 @@ class BatchEngine final : public Engine {
     }
     if (o.page_size < 1 || o.page_size > 4096) return error("--page-size must be in [1, 4096], got ", o.page_size);
     int64_t max_tokens = o.max_total_tokens;
-    const int mtp_cache_layers = o.speculative_num_steps > 0 ? 1 : 0;  // the MTP layer's latent cache
+    const int mtp_cache_layers = o.speculative_num_steps > 0 && !o.speculative_ngram ? 1 : 0;  // the MTP layer's cache
     int64_t running_cap = INT32_MAX;  // the running requests the CUDA memory plan reserved rows for
     if (max_tokens < 0) return error("--max-total-tokens must be >= 0");
     if (max_tokens > 0)
@@ -220,15 +220,16 @@ class BatchEngine final : public Engine {
     for (size_t r = 0; r < rank_models_.size(); ++r) {  // each rank its own latent cache (MLA TP keeps it whole)
       KvCache c = make_kv_cache(*rank_ops_[r], rank_cfg, sc.page_size, sc.num_pages, mtp_cache_layers, kv_dtype);
       rank_runners_.push_back(std::make_unique<BatchRunner>(*rank_models_[r], *rank_ops_[r], c, sc.max_running_requests));
-      if (spec_steps_ > 0) rank_runners_.back()->enable_speculative(spec_steps_);
+      if (spec_steps_ > 0) rank_runners_.back()->enable_speculative(spec_steps_, o.speculative_ngram ? &o.ngram : nullptr);
       others.push_back(rank_runners_.back().get());
     }
     if (!others.empty())
       tp_ = std::make_unique<TpRanks>(std::move(others), [g = group_](const std::string& why) { g->abort(why); });
     if (spec_steps_ > 0) {
-      runner_->enable_speculative(spec_steps_);
+      runner_->enable_speculative(spec_steps_, o.speculative_ngram ? &o.ngram : nullptr);
       if (o.verbose)
-        DS_INFO("speculative decoding: ", spec_steps_, " MTP draft tokens a step (topk 1); overlap scheduling off");
+        DS_INFO("speculative decoding: ", spec_steps_, o.speculative_ngram ? " n-gram" : " MTP",
+                " draft tokens a step (topk 1); overlap scheduling off");
     }
     if (graphs) {
       CudaGraphOptions go;
@@ -257,7 +258,7 @@ class BatchEngine final : public Engine {
       // The MTP drafter's graphs over the verify graphs' hidden rows, at the same batch sizes. DSERVE_SPEC_DRAFT_GRAPHS=0
       // (A/B runs): the eager drafter after graph verify steps too.
       if (CudaGraphRunner* verify = runner_->cuda_graphs();
-          verify && spec_steps_ > 0 && env_flag("DSERVE_SPEC_DRAFT_GRAPHS", true)) {
+          verify && spec_steps_ > 0 && !o.speculative_ngram && env_flag("DSERVE_SPEC_DRAFT_GRAPHS", true)) {
         CudaGraphOptions dgo = go;
         dgo.max_bs = verify->max_bs();
         dgo.batch_sizes = verify->batch_sizes();

@@ -10,6 +10,7 @@
 #include "core/status.h"
 #include "dist/local_group.h"
 #include "runner/engine.h"
+#include "runner/ngram_drafter.h"
 #include "sched/scheduler.h"
 
 namespace ds {
@@ -35,9 +36,12 @@ struct BatchEngineOptions {
   bool disable_overlap_schedule = false;  // --disable-overlap-schedule: complete each step before planning the next
   int32_t cuda_graph_max_bs = 0;     // --cuda-graph-max-bs (0: SGLang's default from GPU memory)
   std::vector<int> cuda_graph_bs;    // --cuda-graph-bs: the sizes captured (empty: SGLang's list up to the max)
-  // MTP speculative decoding (--speculative-algorithm EAGLE / NEXTN with topk 1): draft tokens verified per
-  // decode step, 0 = off. Needs the checkpoint's MTP layer; turns overlap scheduling and CUDA graphs off.
+  // Speculative decoding: draft tokens verified per decode step, 0 = off. Drafted by the checkpoint's MTP layer
+  // (--speculative-algorithm EAGLE / NEXTN with topk 1: needs the layer) or, with ngram, from each request's own
+  // tokens (NGRAM: any checkpoint). Turns overlap scheduling off; CUDA graphs become verify graphs.
   int32_t speculative_num_steps = 0;
+  bool speculative_ngram = false;
+  NgramOptions ngram;
   // Tensor parallelism (--tp-size): ranks as threads of this process, each with its weight shard (--device cpu).
   int32_t tp_size = 1;
   int32_t ep_size = 1;  // --ep-size: 1 (experts cut like the MLPs) or tp_size (routed experts dealt out whole)

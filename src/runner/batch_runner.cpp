@@ -136,7 +136,7 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
   // speculative decoding the graphs are verify graphs of q rows a sequence (the token and its drafts, every row
   // sampled): a step whose every sequence feeds q - 1 drafts replays one.
   const int64_t q = graphs_ ? graphs_->tokens_per_seq() : 1;
-  bool graph = graphs_ && (drafter_ != nullptr) == (q > 1) && graphs_->can_run(plan.num_seqs()) &&
+  bool graph = graphs_ && speculative() == (q > 1) && graphs_->can_run(plan.num_seqs()) &&
                static_cast<int64_t>(rows.size()) == plan.num_seqs() * q &&
                (!any_placeholder || graphs_->resolves_placeholders());
   for (size_t s = 0; graph && s < plan.seqs.size(); ++s) {
@@ -157,7 +157,7 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
     }
     dev_logits = graphs_->replay(seqs).rows(0, plan.num_seqs() * q);
     graph_steps_.fetch_add(1, std::memory_order_relaxed);
-    if (drafter_) {  // the graph's static hidden rows: read by finish()'s drafter before the next replay
+    if (speculative()) {  // the graph's static hidden rows: read by finish()'s drafter before the next replay
       step.hidden = graphs_->hidden().rows(0, plan.num_seqs() * q);
       step.plan = std::make_shared<const StepPlan>(plan);
       step.graph_verify = true;
@@ -170,11 +170,11 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
     if (any_placeholder) ops_.resolve_tokens_(dev_ids, token_store_);
     // Verification steps (every sequence decoding, a few rows each) attend in the absorbed form over the latent
     // cache, as SGLang's target_verify does: the MHA form would expand every context latent through kv_b_proj.
-    const bool verify = drafter_ && std::all_of(plan.seqs.begin(), plan.seqs.end(), [](const auto& sq) {
+    const bool verify = speculative() && std::all_of(plan.seqs.begin(), plan.seqs.end(), [](const auto& sq) {
                           return sq.is_decode;
                         });
     Tensor hidden = model_.forward(dev_ids, meta, cache_, verify ? AttnMode::kAbsorbed : AttnMode::kAuto);  // [T, d]
-    if (drafter_) {  // finish() verifies and drafts (every step: the MTP layer's cache covers prompts too)
+    if (speculative()) {  // finish() verifies and drafts (every step: the MTP layer's cache covers prompts too)
       step.hidden = hidden;
       step.plan = std::make_shared<const StepPlan>(plan);
     }
@@ -282,7 +282,11 @@ void BatchRunner::idle_step() {
   if (drafter_) drafter_->idle();  // the drafter's MTP forwards, as a stepping rank's finish() makes them
 }
 
-void BatchRunner::enable_speculative(int num_steps) {
+void BatchRunner::enable_speculative(int num_steps, const NgramOptions* ngram) {
+  if (ngram) {
+    ngram_ = std::make_unique<NgramDrafter>(*ngram);
+    return;
+  }
   DS_CHECK(model_.num_mtp_layers() >= 1, "speculative decoding without an MTP layer");
   DS_CHECK(static_cast<int>(cache_.latent.size()) > model_.config().num_hidden_layers,
            "speculative decoding without the MTP layer's cache");
@@ -344,6 +348,21 @@ std::vector<SeqOutput> BatchRunner::finish(LaunchedStep step) {
       const int32_t valid = sq.num_tokens - sq.num_draft + static_cast<int32_t>(out[s].accepted_drafts.size());
       d[s] = DraftSeq{valid, out[s].token, sq.draft_steps};
     }
+  }
+  if (ngram_) {  // drafts from the request's own tokens: its history so far, the accepted drafts, the token
+    for (size_t s = 0; s < plan.seqs.size(); ++s) {
+      const StepPlan::SeqStep& sq = plan.seqs[s];
+      if (!out[s].error.empty() || !sq.needs_sample || d[s].draft_steps < 1) continue;
+      const std::vector<TokenId>& known = sq.req->tokens;
+      DS_CHECK(static_cast<int32_t>(known.size()) == sq.start_pos + sq.num_tokens - sq.num_draft,
+               "n-gram drafts: '", sq.req->rid, "' has ", known.size(), " tokens for a step ending at ",
+               sq.start_pos + sq.num_tokens - sq.num_draft);
+      std::vector<int32_t> history(known.begin(), known.end());
+      history.insert(history.end(), out[s].accepted_drafts.begin(), out[s].accepted_drafts.end());
+      history.push_back(out[s].token);
+      out[s].next_drafts = ngram_->draft(sq.req->rid, history, d[s].draft_steps);
+    }
+    return out;
   }
   if (step.graph_verify && draft_graphs_ && graph_drafts(plan, d, out)) return out;
   std::vector<std::vector<int32_t>> drafts = drafter_->run(plan, step.hidden, d);

@@ -11,6 +11,7 @@
 #include "runner/cuda_graph_runner.h"
 #include "runner/engine.h"
 #include "runner/mtp_drafter.h"
+#include "runner/ngram_drafter.h"
 #include "runner/sampler.h"
 #include "sched/step_plan.h"
 
@@ -81,14 +82,19 @@ class BatchRunner {
   // [max_rows] I32 on the backend: each row's last sampled token (placeholders read it).
   const Tensor& token_store() const { return token_store_; }
   // Forgets a finished request's sampler state.
-  void release(const std::string& rid) { samplers_.erase(rid); }
+  void release(const std::string& rid) {
+    samplers_.erase(rid);
+    if (ngram_) ngram_->release(rid);
+  }
   // MTP speculative decoding (the model has an MTP layer and the cache its layer): every step then also runs the
   // MTP layer over the positions it made valid, and sampling sequences get the plan's draft_steps drafts. Decodes
   // that feed drafts sample every draft's row and keep the longest prefix of drafts that equals the target's own
   // samples, plus the sample after it: the tokens (and, seeded, the draws) of decoding without drafts. CUDA graphs
   // (set_cuda_graphs) are then verify graphs (CudaGraphOptions::tokens_per_seq = steps + 1).
   // num_steps: --speculative-num-steps (data-parallel attention: the drafter's MTP forwards a step, every rank alike).
-  void enable_speculative(int num_steps);
+  // ngram (--speculative-algorithm NGRAM): drafts from each request's own tokens instead (no MTP layer).
+  void enable_speculative(int num_steps, const NgramOptions* ngram = nullptr);
+  bool speculative() const { return drafter_ || ngram_; }
   // Data-parallel attention: a zero-token forward for a rank with nothing planned, so that its MLP collectives
   // meet the other ranks' (ModelOptions::dp_attention).
   void idle_step();
@@ -108,7 +114,8 @@ class BatchRunner {
   std::unique_ptr<CudaGraphRunner> graphs_;            // null: eager decode
   std::unique_ptr<CudaGraphRunner> draft_graphs_;      // null: the eager drafter only
   std::atomic<uint64_t> graph_steps_{0};
-  std::unique_ptr<MtpDrafter> drafter_;                // null: no speculative decoding
+  std::unique_ptr<MtpDrafter> drafter_;                // MTP drafts (null: none)
+  std::unique_ptr<NgramDrafter> ngram_;                // NGRAM drafts (null: none)
 };
 
 // Attention metadata straight from a plan (positions and slots as the scheduler computed them).

@@ -27,7 +27,7 @@ using Outcome = test::EngineRun;
 using DraftHook = std::function<void(const std::string&, int32_t, std::vector<int32_t>&)>;
 
 Outcome run(const std::string& fx, int steps, const std::vector<EngineRequest>& reqs, int32_t chunk = 48,
-        int64_t max_total_tokens = 0, int32_t page_size = 64, DraftHook hook = nullptr) {
+        int64_t max_total_tokens = 0, int32_t page_size = 64, DraftHook hook = nullptr, bool ngram = false) {
   BatchEngineOptions o;
   o.test_draft_hook = std::move(hook);
   o.model_path = fixture(fx);
@@ -37,6 +37,8 @@ Outcome run(const std::string& fx, int steps, const std::vector<EngineRequest>& 
   o.verbose = false;
   o.disable_overlap_schedule = true;
   o.speculative_num_steps = steps;
+  o.speculative_ngram = ngram;
+  o.ngram = NgramOptions{1, 6};
   Outcome out = test::run_engine(o, reqs);
   EXPECT_EQ(out.stats.used_tokens, out.stats.cached_tokens) << "pool idle after the last event";
   return out;
@@ -126,6 +128,41 @@ TEST_P(SpeculativeFixture, SameResultsAsWithoutDrafts) {
 
 // v3_fp8: the same checkpoint in block-FP8 (the MTP layer's linears too).
 INSTANTIATE_TEST_SUITE_P(Fixtures, SpeculativeFixture, ::testing::Values("v3", "v3_fp8"));
+
+// NGRAM drafts (from each request's own tokens; no MTP layer needed: v2_lite has none): the same results as without
+// drafts, and requests whose prompts repeat a phrase (which the tiny models' greedy continuations tend to loop back
+// into) get some accepted.
+class NgramFixture : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(NgramFixture, SameResultsAsWithoutDrafts) {
+  auto reqs = mixed_requests(37, 8);
+  std::mt19937 rng(8);
+  for (int i = 0; i < 4; ++i) {
+    EngineRequest r;
+    r.rid = "rep" + std::to_string(i);
+    const std::vector<int32_t> phrase = random_prompt(rng, 3 + i);
+    for (int k = 0; k < 5; ++k) r.input_ids.insert(r.input_ids.end(), phrase.begin(), phrase.end());
+    r.sampling.max_new_tokens = 24;
+    r.sampling.temperature = 0;
+    r.sampling.ignore_eos = true;
+    r.return_logprob = true;
+    reqs.push_back(r);
+  }
+  const Outcome base = run(GetParam(), 0, reqs);
+  for (int steps : {2, 5}) {
+    SCOPED_TRACE("steps " + std::to_string(steps));
+    const Outcome spec = run(GetParam(), steps, reqs, 48, 0, 16, nullptr, /*ngram=*/true);
+    expect_same(spec, base, reqs);
+    EXPECT_GT(spec.stats.spec_verify_steps, 0u);
+    EXPECT_GT(spec.stats.spec_draft_tokens, 0u);
+    EXPECT_GT(spec.stats.spec_accepted_tokens, 0u);
+    std::printf("%s ngram steps %d: %llu verify steps, %llu of %llu drafts accepted\n", GetParam().c_str(), steps,
+                (unsigned long long)spec.stats.spec_verify_steps, (unsigned long long)spec.stats.spec_accepted_tokens,
+                (unsigned long long)spec.stats.spec_draft_tokens);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Fixtures, NgramFixture, ::testing::Values("v2_lite", "v3"));
 
 // Drafts that are the undrafted run's own tokens (a perfect MTP layer), with every fifth draft made wrong: accepted
 // drafts carry the target KV of their positions into the next steps, rejected ones are rolled back, and seeded
