@@ -3,7 +3,7 @@
 # dummy block-FP8 weights (so the MTP drafts are near-random: acceptance ~0, the cost of a verify step and the
 # drafter against a plain decode step), served plain and with --speculative-algorithm NEXTN 3 steps (verify + draft
 # graphs), with the eager drafter after graph verify steps (DSERVE_SPEC_DRAFT_GRAPHS=0), and with graphs off
-# (--disable-cuda-graph) for the eager cost. bench-serving random-ids 64 in / 64 out at
+# (--disable-cuda-graph) for the eager cost, and NGRAM drafts (verify graphs, no drafter forward). bench-serving random-ids 64 in / 64 out at
 # concurrency 1 and 8. Logs under $OUT.
 set -u
 source "$(dirname "$0")/lib.sh"
@@ -14,12 +14,13 @@ c.update(num_hidden_layers=3, first_k_dense_replace=1, num_nextn_predict_layers=
 json.dump(c, open(sys.argv[1], "w"), indent=1)
 PY
 port=31100
-for cfg in plain spec spec_eagerdraft spec_eager; do
+for cfg in plain spec spec_eagerdraft spec_eager ngram; do
   extra=()
   envs=()
   [ "$cfg" = spec_eagerdraft ] && extra=(--speculative-algorithm NEXTN --speculative-num-steps 3) &&
     envs=(DSERVE_SPEC_DRAFT_GRAPHS=0)
   [ "$cfg" = spec ] && extra=(--speculative-algorithm NEXTN --speculative-num-steps 3)
+  [ "$cfg" = ngram ] && extra=(--speculative-algorithm NGRAM --speculative-num-draft-tokens 4)
   [ "$cfg" = spec_eager ] && extra=(--speculative-algorithm NEXTN --speculative-num-steps 3 --disable-cuda-graph)
   port=$((port + 1))
   env DSERVE_SPECULATIVE_CUDA=1 "${envs[@]}" $B/dserve serve --device cuda --model-path "$OUT/v3mtp.json" --load-format dummy \

@@ -21,7 +21,7 @@ using Outcome = test::EngineRun;
 using DraftHook = std::function<void(const std::string&, int32_t, std::vector<int32_t>&)>;
 
 Outcome run(const std::string& fx, const std::string& device, int steps, const std::vector<EngineRequest>& reqs,
-            DraftHook hook = nullptr, bool graphs = true) {
+            DraftHook hook = nullptr, bool graphs = true, bool ngram = false) {
   BatchEngineOptions o;
   o.model_path = std::string(DSERVE_SOURCE_DIR) + "/tests/fixtures/" + fx;
   o.device = device;
@@ -33,6 +33,7 @@ Outcome run(const std::string& fx, const std::string& device, int steps, const s
   o.speculative_num_steps = steps;
   o.test_draft_hook = std::move(hook);
   o.disable_cuda_graph = !graphs;
+  o.speculative_ngram = ngram;
   Outcome out = test::run_engine(o, reqs);
   EXPECT_EQ(out.stats.used_tokens, out.stats.cached_tokens) << "pool idle after the last event";
   return out;
@@ -67,11 +68,13 @@ TEST_P(SpeculativeGpu, DraftedTokensMatchTheCpuEngine) {
   const Outcome gpu_plain = run(GetParam(), "cuda", 0, reqs);
   const Outcome gpu_spec = run(GetParam(), "cuda", 3, reqs);
   const Outcome gpu_spec_eager = run(GetParam(), "cuda", 3, reqs, nullptr, /*graphs=*/false);
+  const Outcome gpu_ngram = run(GetParam(), "cuda", 3, reqs, nullptr, /*graphs=*/true, /*ngram=*/true);
+  EXPECT_GT(gpu_ngram.stats.num_graph_steps, 0u);
   EXPECT_GT(gpu_plain.stats.num_graph_steps, 0u);
   EXPECT_GT(gpu_spec.stats.spec_verify_steps, 0u);
   EXPECT_GT(gpu_spec.stats.num_graph_steps, 0u) << "no verify step replayed a graph";
   EXPECT_EQ(gpu_spec_eager.stats.num_graph_steps, 0u);
-  for (const Outcome* spec : {&gpu_spec, &gpu_spec_eager}) {
+  for (const Outcome* spec : {&gpu_spec, &gpu_spec_eager, &gpu_ngram}) {
     size_t compared = 0;
     for (const auto& r : reqs) {
       const size_t n = trusted(cpu.lps.at(r.rid), 0.1);
@@ -79,7 +82,7 @@ TEST_P(SpeculativeGpu, DraftedTokensMatchTheCpuEngine) {
       const auto& got = spec->tokens.at(r.rid);
       ASSERT_EQ(got.size(), want.size()) << r.rid;
       EXPECT_TRUE(std::equal(want.begin(), want.begin() + n, got.begin()))
-          << r.rid << " first " << n << " tokens, graphs " << (spec == &gpu_spec);
+          << r.rid << " first " << n << " tokens, run " << (spec == &gpu_spec ? "graphs" : spec == &gpu_ngram ? "ngram" : "eager");
       compared += n;
     }
     EXPECT_GT(compared, reqs.size() * 4);
