@@ -1,9 +1,12 @@
 // MTP speculative decoding on the CPU backend with the fixtures: whatever the drafts, a client sees what decoding
 // without them gives (greedy and seeded tokens, logprobs, stops, min_new_tokens, penalties); the drafts are fed,
 // verified and rolled back, and the pool ends idle.
+#include <filesystem>
+#include <fstream>
 #include <functional>
 #include <map>
 #include <random>
+#include <sstream>
 
 #include <gtest/gtest.h>
 
@@ -128,6 +131,46 @@ TEST_P(SpeculativeFixture, SameResultsAsWithoutDrafts) {
 
 // v3_fp8: the same checkpoint in block-FP8 (the MTP layer's linears too).
 INSTANTIATE_TEST_SUITE_P(Fixtures, SpeculativeFixture, ::testing::Values("v3", "v3_fp8"));
+
+// V3.2 (DSA: the MTP layer attends through its own indexer and index-key cache): the v32 fixture's config with one
+// MTP layer, dummy weights (the fixture has no MTP tensors): drafted decoding gives undrafted decoding's results.
+TEST(Speculative, SparseAttentionModelWithMtpLayer) {
+  std::ifstream in(fixture("v32") + "/config.json");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string cfg = text.str();
+  const std::string key = "\"num_nextn_predict_layers\": 0";
+  const size_t at = cfg.find(key);
+  ASSERT_NE(at, std::string::npos);
+  cfg.replace(at, key.size(), "\"num_nextn_predict_layers\": 1");
+  const std::string path = (std::filesystem::temp_directory_path() /
+                            ("ds_v32_mtp_" + std::to_string(::testing::UnitTest::GetInstance()->random_seed()) +
+                             "_" + std::to_string(reinterpret_cast<uintptr_t>(&cfg)) + ".json"))
+                               .string();
+  {
+    std::ofstream out(path);
+    out << cfg;
+  }
+  auto go = [&](int steps) {
+    BatchEngineOptions o;
+    o.model_path = path;
+    o.load_format = "dummy";
+    o.seed = 5;
+    o.chunked_prefill_size = 48;
+    o.page_size = 16;
+    o.max_total_tokens = 8192;
+    o.verbose = false;
+    o.disable_overlap_schedule = true;
+    o.speculative_num_steps = steps;
+    return test::run_engine(o, mixed_requests(41, 6));
+  };
+  const Outcome base = go(0);
+  const Outcome spec = go(2);
+  std::filesystem::remove(path);
+  expect_same(spec, base, mixed_requests(41, 6));
+  EXPECT_GT(spec.stats.spec_verify_steps, 0u);
+  EXPECT_GT(spec.stats.spec_draft_tokens, 0u);
+}
 
 // NGRAM drafts (from each request's own tokens; no MTP layer needed: v2_lite has none): the same results as without
 // drafts, and requests whose prompts repeat a phrase (which the tiny models' greedy continuations tend to loop back
