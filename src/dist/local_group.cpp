@@ -22,6 +22,7 @@ struct LocalGroup::State {
   uint64_t generation = 0;
   bool aborted = false;
   std::string why;
+  uint64_t rings = 0;  // the doorbell (guarded by mu, waited on with cv)
 
   void arrive_and_wait() {
     std::unique_lock<std::mutex> lock(mu);
@@ -75,6 +76,22 @@ LocalGroup::LocalGroup(int size) : size_(size) {
 std::shared_ptr<Collective> LocalGroup::member(int rank) {
   DS_CHECK(rank >= 0 && rank < size_, "rank ", rank, " of a group of ", size_);
   return std::make_shared<Member>(state_, rank);
+}
+
+void LocalGroup::ring() {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  ++state_->rings;
+  state_->cv.notify_all();
+}
+
+uint64_t LocalGroup::rings() const {
+  std::lock_guard<std::mutex> lock(state_->mu);
+  return state_->rings;
+}
+
+void LocalGroup::wait_ring(uint64_t seen, std::chrono::milliseconds timeout) {
+  std::unique_lock<std::mutex> lock(state_->mu);
+  state_->cv.wait_for(lock, timeout, [&] { return state_->rings != seen || state_->aborted; });
 }
 
 void LocalGroup::abort(const std::string& why) {

@@ -267,5 +267,32 @@ TEST(LocalGroupTest, SumsAndAbortWakesWaitingRanks) {
   EXPECT_THROW(group.member(2)->all_reduce_sum(t), std::runtime_error);
 }
 
+// The doorbell: a ring wakes every waiter at once (long before its timeout), a count read before a ring makes the
+// wait return immediately, and with no ring the wait ends at its timeout.
+TEST(LocalGroupTest, DoorbellWakesEveryWaiter) {
+  using Clock = std::chrono::steady_clock;
+  LocalGroup group(2);
+  const uint64_t seen = group.rings();
+  std::vector<double> waited(3, -1);
+  std::vector<std::thread> ts;
+  for (int i = 0; i < 3; ++i)
+    ts.emplace_back([&, i] {
+      const auto t0 = Clock::now();
+      group.wait_ring(seen, std::chrono::milliseconds(20000));
+      waited[i] = std::chrono::duration<double>(Clock::now() - t0).count();
+    });
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  group.ring();
+  for (auto& t : ts) t.join();
+  for (int i = 0; i < 3; ++i) EXPECT_LT(waited[i], 10.0) << i;  // woken by the ring, not the 20 s timeout
+  EXPECT_EQ(group.rings(), seen + 1);
+  auto t0 = Clock::now();
+  group.wait_ring(seen, std::chrono::milliseconds(20000));  // a ring since `seen`: no wait
+  EXPECT_LT(std::chrono::duration<double>(Clock::now() - t0).count(), 10.0);
+  t0 = Clock::now();
+  group.wait_ring(group.rings(), std::chrono::milliseconds(30));  // none: the timeout
+  EXPECT_GE(std::chrono::duration<double>(Clock::now() - t0).count(), 0.025);
+}
+
 }  // namespace
 }  // namespace ds

@@ -32,6 +32,10 @@
 namespace ds {
 namespace {
 
+// Data-parallel attention: how long an idle group sleeps between agreements when no rank rings (a safety net: work
+// rings the group's doorbell). Was a 2 ms poll (~2% of a core for an idle server).
+constexpr int64_t kDpIdleWaitMs = 100;
+
 class BatchEngine final : public Engine {
  public:
   BatchEngine() = default;
@@ -301,14 +305,14 @@ class BatchEngine final : public Engine {
                   req.sampling.repetition_penalty != 1.0f;
     if (req.return_logprob && req.logprob_start_len >= 0) l.input_logprobs.resize(num_prompt);
     ++num_requests_total_;
-    cv_.notify_one();
+    wake_locked();
     return Status::ok();
   }
 
   void abort(const std::string& rid) override {
     std::lock_guard<std::mutex> lock(mu_);
     if (live_.count(rid) && sched_->abort(rid, "aborted by client").is_ok()) events_pending_ = true;
-    cv_.notify_one();
+    wake_locked();
   }
 
   void finish_with_stop(const std::string& rid, std::string matched) override {
@@ -318,7 +322,7 @@ class BatchEngine final : public Engine {
     it->second.stop_matched = std::move(matched);
     it->second.stopped = true;
     if (sched_->abort(rid, "stop string").is_ok()) events_pending_ = true;
-    cv_.notify_one();
+    wake_locked();
   }
 
   Status flush_cache() override {
@@ -361,6 +365,7 @@ class BatchEngine final : public Engine {
       if (stopping_ && !loop_.joinable()) return;
       stopping_ = true;
       cv_.notify_all();
+      if (dp_) group_->ring();
     }
     if (loop_.joinable()) loop_.join();
   }
@@ -412,8 +417,16 @@ class BatchEngine final : public Engine {
   // Data-parallel attention: every rank makes one forward a round (the MLPs' collectives meet there), so each
   // round starts with an agreement over the group: all stop, all wait (nobody has work), or all step, those with
   // nothing planned in a zero-token step. Steps run serially (no overlap).
+  // The loop wakes for new work: its own condition variable, and with data-parallel attention the group's doorbell,
+  // since every rank must join the step of a request that reached any one of them.
+  void wake_locked() {
+    cv_.notify_one();
+    if (dp_) group_->ring();
+  }
+
   void run_loop_dp() {
     for (;;) {
+      const uint64_t rings = group_->rings();  // before looking for work: a ring after it ends the idle wait below
       Tensor flags = Tensor::empty({2}, DType::kF32);
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -434,9 +447,8 @@ class BatchEngine final : public Engine {
         deliver(out);
         return;
       }
-      if (agreed.f32()[0] == 0) {  // nobody has work: look again shortly (a request may arrive at any rank)
-        std::unique_lock<std::mutex> lock(mu_);
-        cv_.wait_for(lock, std::chrono::milliseconds(2), [&] { return stopping_ || sched_->has_work(); });
+      if (agreed.f32()[0] == 0) {  // nobody has work: sleep until a rank is given some (its ring wakes every rank)
+        group_->wait_ring(rings, std::chrono::milliseconds(kDpIdleWaitMs));
         continue;
       }
       StepPlan plan;
