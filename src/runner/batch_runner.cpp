@@ -318,7 +318,10 @@ std::vector<SeqOutput> BatchRunner::finish(LaunchedStep step) {
       DS_CHECK(step.plan, "several sampled rows of one sequence without a speculative plan");
       const StepPlan::SeqStep& sq = step.plan->seqs[s];
       const int32_t draft = step.plan->input_ids[sq.token_begin + (pos - sq.start_pos) + 1];
-      if (res.tokens[b] == draft) {
+      // Drafts past max_new_tokens are fed (a fixed count keeps verify graphs usable) but never accepted: the
+      // sample of the row where the request's last token falls is that token.
+      const int32_t room = sq.req->sampling.max_new_tokens - sq.req->num_output() - 1;
+      if (res.tokens[b] == draft && static_cast<int32_t>(out[s].accepted_drafts.size()) < room) {
         out[s].accepted_drafts.push_back(draft);
         if (step.want_logprob[b]) out[s].accepted_logprobs.push_back(std::move(lp));
         continue;

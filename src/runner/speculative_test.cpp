@@ -123,6 +123,9 @@ TEST_P(SpeculativeFixture, SameResultsAsWithoutDrafts) {
     }
     EXPECT_EQ(verify, spec.stats.spec_verify_steps);
     EXPECT_EQ(accepted, spec.stats.spec_accepted_tokens);
+    // Every verify step feeds all its drafts, near max_new_tokens too (the shape of a verify graph): the pool is
+    // ample and nothing runs into the context's end.
+    EXPECT_EQ(spec.stats.spec_draft_tokens, static_cast<uint64_t>(steps) * spec.stats.spec_verify_steps);
     std::printf("steps %d: %llu completion tokens, %llu verify steps, %llu of %llu drafts accepted\n", steps,
                 (unsigned long long)completion, (unsigned long long)verify, (unsigned long long)accepted,
                 (unsigned long long)spec.stats.spec_draft_tokens);

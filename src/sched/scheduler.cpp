@@ -136,11 +136,10 @@ StepPlan Scheduler::next_step() {
     if (!r->is_decoding()) continue;
     // Overlap: the token in flight is its last one (max_new_tokens): nothing more to decode.
     if (r->num_output() + r->pending >= r->sampling.max_new_tokens) continue;
-    // Speculative decoding: the drafts to verify, as many as max_new_tokens leaves room for after the bonus
-    // token, and only where they fit without retracting anyone.
-    // (max_new_tokens - num_output - pending >= 1 here, so k >= 0.)
-    int32_t k = std::min<int32_t>(static_cast<int32_t>(r->drafts.size()),
-                                  r->sampling.max_new_tokens - r->num_output() - r->pending - 1);
+    // Speculative decoding: the drafts to verify, all of them (past max_new_tokens too: the runner accepts none
+    // beyond it, and a step whose every sequence feeds the same number replays a verify graph), within the context,
+    // and only where they fit without retracting anyone.
+    int32_t k = std::min<int32_t>(static_cast<int32_t>(r->drafts.size()), draft_room(r->kv_len));
     if (k > 0 && free_slots(*r) < 1 + k) k = 0;
     if (reserve_tokens(r, 1 + k, 1, &retracted) == 0) {
       // Overlap: a request whose step is in flight keeps its pages; it decodes again once memory frees up.
@@ -291,6 +290,11 @@ bool Scheduler::alloc_pages(int32_t n, std::vector<PageId>& out) {
   return pool_->alloc(n, out);
 }
 
+int32_t Scheduler::draft_room(int32_t pos) const {
+  // Drafts after a token at `pos` take positions pos + 1, ..: all below the context length.
+  return cfg_.context_length > 0 ? std::max(cfg_.context_length - 1 - pos, 0) : INT32_MAX;
+}
+
 void Scheduler::add_to_plan(Request* r, int32_t n, bool is_decode, StepPlan& plan, int32_t num_draft) {
   const int32_t ps = cfg_.page_size;
   DS_CHECK(n >= 1 && num_draft >= 0 && num_draft <= static_cast<int32_t>(r->drafts.size()) &&
@@ -300,11 +304,13 @@ void Scheduler::add_to_plan(Request* r, int32_t n, bool is_decode, StepPlan& pla
   DS_CHECK(static_cast<int32_t>(r->page_table.size()) == pages_for(r->kv_len + n, ps), "page table of '", r->rid,
            "' does not cover the step");
   const bool needs_sample = r->kv_len + n == r->num_tokens() + r->pending + num_draft;
-  // Speculative decoding: drafts for the next step, as many as it could verify (max_new_tokens left after this
-  // step's token, less its bonus token), where the pages their draft steps write fit.
+  // Speculative decoding: drafts for the next step (whose token goes at kv_len + n), as many as configured within
+  // the context (not bounded by max_new_tokens: see the decode planning), where the pages their draft steps write
+  // fit. None once this step's token is the request's last.
   int32_t draft_steps = 0;
-  if (cfg_.speculative_num_steps > 0 && needs_sample) {
-    draft_steps = std::min(cfg_.speculative_num_steps, r->sampling.max_new_tokens - r->num_output() - r->pending - 2);
+  if (cfg_.speculative_num_steps > 0 && needs_sample &&
+      r->num_output() + r->pending + 1 < r->sampling.max_new_tokens) {
+    draft_steps = std::min(cfg_.speculative_num_steps, draft_room(r->kv_len + n));
     const int32_t need = pages_for(r->kv_len + n + std::max(draft_steps - 1, 0), ps) - pages_for(r->kv_len + n, ps);
     if (draft_steps <= 0 || (need > 0 && (available_pages() < need || !alloc_pages(need, r->page_table))))
       draft_steps = 0;
