@@ -175,7 +175,9 @@ class BatchEngine final : public Engine {
       mi.mem_fraction_static = o.mem_fraction_static;
       mi.chunked_prefill_size = o.chunked_prefill_size;
       mi.max_prefill_tokens = o.max_prefill_tokens;
+      // Graphs are captured up to the running limit at most (below), e.g. 48 with speculative decoding.
       mi.cuda_graph_max_bs = o.disable_cuda_graph ? 0 : (o.cuda_graph_max_bs > 0 ? o.cuda_graph_max_bs : 256);
+      mi.cuda_graph_max_bs = static_cast<int32_t>(std::min<int64_t>(mi.cuda_graph_max_bs, o.max_running_requests));
       mi.rows_per_request = o.speculative_num_steps + 1;  // verification samples every draft's row
       mi.max_running_requests =
           reserved_running_rows(o.max_running_requests, mi.free_bytes, cfg_.vocab_size, mi.rows_per_request);

@@ -129,8 +129,26 @@ StepPlan Scheduler::next_step() {
   const bool chunking = cfg_.chunked_prefill_size > 0;
   bool retracted = false;
 
-  // 1. Decode every generating request, oldest first. Decodes go before prompts because a decode step
-  //    is what users wait on between tokens; when pages run out the newest requests are retracted.
+  // Speculative decoding keeps prompt chunks out of verify steps (as SGLang turns mixed chunking off with it): a
+  // step is the prompts' when any can run (prefill first, SGLang's order), else the decodes'. Verify steps then have
+  // one shape (every sequence its token and drafts), that of their CUDA graphs.
+  if (cfg_.speculative_num_steps > 0) {
+    plan_prompts(plan, chunking ? cfg_.chunked_prefill_size : cfg_.max_prefill_tokens, retracted);
+    if (plan.seqs.empty()) plan_decodes(plan, retracted);
+    return plan;
+  }
+  plan_decodes(plan, retracted);
+  // The token budget bounds the whole step (decode tokens count), so a step's latency is bounded by the chunk size.
+  // Decodes are never cut; if they alone exceed it no prompt token joins. Without chunking it bounds the step's
+  // prompt tokens (max_prefill_tokens): the activations of a step are planned for that many, so a longer prompt
+  // still goes in pieces.
+  plan_prompts(plan, chunking ? cfg_.chunked_prefill_size - plan.num_decode_seqs : cfg_.max_prefill_tokens, retracted);
+  return plan;
+}
+
+// Decode every generating request, oldest first. Decodes go before prompts (without speculative decoding) because a
+// decode step is what users wait on between tokens; when pages run out the newest requests are retracted.
+void Scheduler::plan_decodes(StepPlan& plan, bool& retracted) {
   for (size_t i = 0; i < running_.size(); ++i) {
     Request* r = running_[i];
     if (!r->is_decoding()) continue;
@@ -150,15 +168,12 @@ StepPlan Scheduler::next_step() {
     }
     add_to_plan(r, 1 + k, /*is_decode=*/true, plan, k);
   }
+}
 
-  // 2. The token budget bounds the whole step (decode tokens count), so a step's latency is bounded
-  //    by the chunk size. Decodes are never cut; if they alone exceed it no prompt token joins.
-  //    Without chunking it bounds the step's prompt tokens (max_prefill_tokens): the activations of a
-  //    step are planned for that many, so a longer prompt still goes in pieces.
-  int32_t budget = chunking ? cfg_.chunked_prefill_size - plan.num_decode_seqs : cfg_.max_prefill_tokens;
-
-  // 3. Continue prompts that were cut into chunks, oldest first. A chunk shrinks to the pages there
-  //    are; newer requests are retracted only when not a single token fits.
+// Prompt tokens, at most `budget`: chunks of running prompts, then admissions.
+void Scheduler::plan_prompts(StepPlan& plan, int32_t budget, bool& retracted) {
+  // Continue prompts that were cut into chunks, oldest first. A chunk shrinks to the pages there are; newer
+  // requests are retracted only when not a single token fits.
   for (size_t i = 0; i < running_.size() && budget > 0; ++i) {
     Request* r = running_[i];
     // A prompt's next chunk (its tokens are known even while the previous chunk is in flight).
@@ -169,8 +184,8 @@ StepPlan Scheduler::next_step() {
     budget -= n;
   }
 
-  // 4. Admit waiting requests, but not in a step that had to retract: memory is short, and admitting
-  //    now would only retract again (or re-admit what was just retracted).
+  // Admit waiting requests, but not in a step that had to retract: memory is short, and admitting now would only
+  // retract again (or re-admit what was just retracted).
   if (!retracted) {
     for (Request* r : admission_order()) {
       // (A finished request draining its last step in flight still holds its row.)
@@ -183,7 +198,6 @@ StepPlan Scheduler::next_step() {
     }
     std::erase_if(waiting_, [](const Request* r) { return r->status == RequestStatus::kRunning; });
   }
-  return plan;
 }
 
 std::vector<Request*> Scheduler::admission_order() {

@@ -170,6 +170,9 @@ class Scheduler {
   bool alloc_pages(int32_t n, std::vector<PageId>& out);
   int32_t available_pages() const;
   void add_to_plan(Request* r, int32_t n, bool is_decode, StepPlan& plan, int32_t num_draft = 0);
+  // next_step's halves: decodes (with their drafts), prompt chunks and admissions within `budget` tokens.
+  void plan_decodes(StepPlan& plan, bool& retracted);
+  void plan_prompts(StepPlan& plan, int32_t budget, bool& retracted);
   // Speculative decoding: how many drafts may follow a token at position `pos` within the context.
   int32_t draft_room(int32_t pos) const;
   int64_t free_slots(const Request& r) const;  // r's unused tail slots + what the pool (and eviction) can give

@@ -73,6 +73,12 @@ class FakeRunner {
     const PagePool& pool = sched_.pool();
     EXPECT_EQ(plan.page_size, ps_);
     std::set<int32_t> written;
+    // Speculative decoding: a step is all decodes (verification) or all prompt work, never both.
+    if (sched_.config().speculative_num_steps > 0) {
+      const auto decodes = std::count_if(plan.seqs.begin(), plan.seqs.end(), [](const auto& s) { return s.is_decode; });
+      EXPECT_TRUE(decodes == 0 || decodes == static_cast<std::ptrdiff_t>(plan.seqs.size()))
+          << decodes << " decodes mixed with " << plan.seqs.size() - decodes << " prompt sequences";
+    }
     for (const auto& s : plan.seqs) {
       EXPECT_EQ(s.num_pages, pages_for(s.kv_len() + std::max(s.draft_steps - 1, 0), ps_));
       for (int32_t p = 0; p < s.num_pages; ++p) EXPECT_GE(pool.ref_count(plan.page_table[s.page_begin + p]), 1);
