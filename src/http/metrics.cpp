@@ -126,6 +126,16 @@ std::string ServerMetrics::render(const EngineStats& s, const std::string& model
                                   : 0.0);
   counter("dserve:engine_retractions_total", "Requests retracted to free KV cache.", s.num_retractions);
   counter("dserve:engine_steps_total", "Engine steps run.", s.num_steps);
+  counter("dserve:engine_graph_steps_total", "Engine steps replayed from CUDA graphs.", s.num_graph_steps);
+  if (s.speculative_num_steps > 0) {  // SGLang's speculative gauges, over the server's life
+    const double verify = static_cast<double>(s.spec_verify_steps);
+    gauge("sglang:spec_accept_length", "Average tokens a verify step produced (accepted drafts + 1).",
+          verify > 0 ? (verify + static_cast<double>(s.spec_accepted_tokens)) / verify : 0.0);
+    gauge("sglang:spec_accept_rate", "Fraction of the drafts fed that were accepted.",
+          s.spec_draft_tokens > 0 ? static_cast<double>(s.spec_accepted_tokens) / static_cast<double>(s.spec_draft_tokens)
+                                  : 0.0);
+    counter("dserve:spec_verify_steps_total", "Decode steps that verified drafts (per request).", s.spec_verify_steps);
+  }
   return out;
 }
 

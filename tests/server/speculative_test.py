@@ -29,7 +29,8 @@ class SpeculativeServerTest(unittest.TestCase):
 
     @classmethod
     def setUpClass(cls):
-        cls.spec = H.Server(BINARY, COMMON + ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "2"]).start()
+        cls.spec = H.Server(BINARY, COMMON + ["--speculative-algorithm", "NEXTN", "--speculative-num-steps", "2",
+                                              "--enable-metrics"]).start()
         cls.plain = H.Server(BINARY, COMMON).start()
 
     @classmethod
@@ -103,6 +104,12 @@ class SpeculativeServerTest(unittest.TestCase):
         self.assertGreater(st["spec_draft_tokens"], 0)
         self.assertGreaterEqual(st["avg_spec_accept_length"], 1.0)
         self.assertNotIn("avg_spec_accept_length", H.engine_state(self.plain))
+        # The same on /metrics as SGLang's gauge (no request in between: the same totals).
+        metrics = H.request(self.spec, "GET", "/metrics").body.decode()
+        line = [ln for ln in metrics.splitlines() if ln.startswith("sglang:spec_accept_length{")]
+        self.assertEqual(len(line), 1, metrics)
+        self.assertAlmostEqual(float(line[0].split()[-1]), st["avg_spec_accept_length"], places=4)
+        self.assertIn("sglang:spec_accept_rate{", metrics)
 
     def test_checkpoint_without_mtp_is_refused(self):
         no_mtp = os.path.join(H.SOURCE_DIR, "tests", "fixtures", "v2_lite")
