@@ -12,6 +12,7 @@
 
 #include "core/env.h"
 #include "core/logging.h"
+#include "runner/graph_inputs.h"
 #ifdef DSERVE_WITH_CUDA
 #include "ops/cuda/cuda_runtime.h"
 #endif
@@ -86,6 +87,7 @@ struct CudaGraphRunner::Impl {
   // (0..max_bs, one row a sequence).
   int steps = 0;
   int64_t last_off = 0, cpos_off = 0, cslot_off = 0, clen_off = 0, cq_off = 0;
+  GraphInputLayout lay;  // where the offsets above come from; fills the host buffers
   Tensor drafts;  // [steps * max_bs] I32: draft j of sequence i at j * max_bs + i
   PinnedSlot drafts_host;
   // Pinned, two alternating buffers (with overlap scheduling the next step's inputs are written while the
@@ -194,45 +196,33 @@ Result<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::create(DeepseekModel& 
   impl->q = o.tokens_per_seq;
   // Speculative decoding's sequences hold pages past the context: the drafts' q - 1 positions and as many for the
   // draft steps' lookahead (StepPlan::SeqStep::num_pages).
-  impl->max_pages = (o.max_context + 2 * (o.tokens_per_seq - 1) + cache.page_size - 1) / cache.page_size;
+  // Speculative decoding's sequences hold pages past the context: the drafts' q - 1 positions and as many for the
+  // draft steps' lookahead (StepPlan::SeqStep::num_pages).
+  const int64_t max_pages = (o.max_context + 2 * (o.tokens_per_seq - 1) + cache.page_size - 1) / cache.page_size;
+  const GraphInputLayout& lay = impl->lay = GraphInputLayout::make(o.max_bs, o.tokens_per_seq, o.draft_steps, max_pages);
+  impl->steps = lay.steps;
+  impl->max_pages = lay.max_pages;
+  impl->pos_off = lay.pos_off;
+  impl->slot_off = lay.slot_off;
+  impl->len_off = lay.len_off;
+  impl->q_off = lay.q_off;
+  impl->last_off = lay.last_off;
+  impl->cpos_off = lay.cpos_off;
+  impl->cslot_off = lay.cslot_off;
+  impl->clen_off = lay.clen_off;
+  impl->cq_off = lay.cq_off;
+  impl->table_off = lay.table_off;
   const int64_t rows = static_cast<int64_t>(o.max_bs) * impl->q;
-  impl->pos_off = rows;
-  impl->slot_off = 2 * rows;
-  impl->len_off = 3 * rows;
-  impl->q_off = impl->len_off + o.max_bs;
-  impl->steps = o.draft_steps;
-  int64_t end = impl->q_off + o.max_bs + 1;
-  if (impl->steps > 0) {
-    const int64_t chain = static_cast<int64_t>(impl->steps - 1) * o.max_bs;
-    impl->last_off = end;
-    impl->cpos_off = impl->last_off + o.max_bs;
-    impl->cslot_off = impl->cpos_off + chain;
-    impl->clen_off = impl->cslot_off + chain;
-    impl->cq_off = impl->clen_off + chain;
-    end = impl->cq_off + o.max_bs + 1;
-    if (o.draft_hidden.dim(0) < rows) return error("CUDA draft graphs: hidden rows ", o.draft_hidden.dim(0), " < ", rows);
-  }
-  impl->table_off = (end + 63) / 64 * 64;
-  const int64_t io_len = impl->table_off + o.max_bs * impl->max_pages;
-  impl->io = ops.empty({io_len}, DType::kI32);
-  std::vector<int32_t> q(o.max_bs + 1), one(o.max_bs + 1);  // q_starts = 0, q, 2q, .. (q tokens per sequence)
-  for (int i = 0; i <= o.max_bs; ++i) {
-    q[i] = i * impl->q;
-    one[i] = i;  // the chained draft steps' q_starts
-  }
+  if (impl->steps > 0 && o.draft_hidden.dim(0) < rows)
+    return error("CUDA draft graphs: hidden rows ", o.draft_hidden.dim(0), " < ", rows);
+  impl->io = ops.empty({lay.size}, DType::kI32);
   for (PinnedSlot& slot : impl->in) {
-    slot = acquire_pinned(static_cast<size_t>(io_len) * sizeof(int32_t));
-    int32_t* h = static_cast<int32_t*>(slot.host);
-    std::fill(h, h + io_len, 0);
-    std::copy(q.begin(), q.end(), h + impl->q_off);
-    if (impl->steps > 0) std::copy(one.begin(), one.end(), h + impl->cq_off);
+    slot = acquire_pinned(static_cast<size_t>(lay.size) * sizeof(int32_t));
+    lay.init(static_cast<int32_t*>(slot.host));  // zeros and the q_starts (constant)
   }
-  {  // q_starts once, block table zeroed
+  {  // the constant inputs once (q_starts; the block table zeroed)
     cudaStream_t s = cuda_stream();
-    DS_CUDA_CHECK(cudaMemsetAsync(impl->io.data(), 0, impl->io.nbytes(), s));
-    DS_CUDA_CHECK(cudaMemcpyAsync(impl->dev(impl->q_off), q.data(), q.size() * 4, cudaMemcpyHostToDevice, s));
-    if (impl->steps > 0)
-      DS_CUDA_CHECK(cudaMemcpyAsync(impl->dev(impl->cq_off), one.data(), one.size() * 4, cudaMemcpyHostToDevice, s));
+    DS_CUDA_CHECK(cudaMemcpyAsync(impl->io.data(), impl->in[0].host, impl->io.nbytes(), cudaMemcpyHostToDevice, s));
     DS_CUDA_CHECK(cudaStreamSynchronize(s));
   }
   if (impl->steps > 0) {
@@ -257,62 +247,10 @@ void CudaGraphRunner::write_inputs(const std::vector<DecodeSeq>& seqs, int bs, b
   const int hb = im.cur;
   im.cur ^= 1;
   if (im.copy_pending[hb]) DS_CUDA_CHECK(cudaEventSynchronize(im.in[hb].done));  // in[hb] is free again
-  const int q = im.q;
-  int64_t width = 1;
-  for (const DecodeSeq& s : seqs) {
-    DS_CHECK(s.num_pages >= 1 && s.num_pages <= im.max_pages && s.pages, "decode sequence with ", s.num_pages,
-             " pages (graph table holds ", im.max_pages, ")");
-    DS_CHECK(s.position >= 0 &&
-                 static_cast<int64_t>(s.position) + q - 1 < static_cast<int64_t>(s.num_pages) * page_size,
-             "position ", s.position, " (+", q - 1, ") beyond its ", s.num_pages, " pages");
-    DS_CHECK(q == 1 || (s.tokens && s.slots), "a ", q, "-row graph step without its tokens and slots");
-    DS_CHECK(im.steps == 0 || (s.valid >= 1 && s.valid <= q), "draft graph sequence with ", s.valid, " of ", q,
-             " rows accepted");
-    width = std::max<int64_t>(width, s.num_pages);
-  }
   const int64_t M = im.max_bs;
   int32_t* ids = static_cast<int32_t*>(im.in[hb].host);
-  // Draft runners: sequence i's last accepted row (its `row`-th, at position `last`) and its chained steps at the
-  // positions after it; a position past the sequence's pages (drafts it did not ask for) writes the dummy page.
-  auto write_chain = [&](int i, int32_t row, int32_t last, const int32_t* pages, int32_t num_pages) {
-    ids[im.last_off + i] = i * q + row;
-    for (int j = 1; j < im.steps; ++j) {
-      const int32_t p = last + j;
-      const int32_t page = p / page_size;
-      const int64_t k = static_cast<int64_t>(j - 1) * M + i;
-      ids[im.cpos_off + k] = p;
-      ids[im.cslot_off + k] = (page < num_pages ? pages[page] : dummy_page) * page_size + p % page_size;
-      ids[im.clen_off + k] = p + 1;
-    }
-  };
-  int32_t* pos = ids + im.pos_off;
-  int32_t* slot = ids + im.slot_off;
-  int32_t* len = ids + im.len_off;
-  int32_t* table = ids + im.table_off;  // [bs, max_pages], columns [0, width) written
-  for (int i = 0; i < bs; ++i) {
-    int32_t* row = table + i * im.max_pages;
-    if (i < n) {
-      const DecodeSeq& s = seqs[i];
-      for (int j = 0; j < q; ++j) {
-        ids[i * q + j] = q == 1 ? s.token : s.tokens[j];
-        pos[i * q + j] = s.position + j;
-        slot[i * q + j] = q == 1 ? s.slot : s.slots[j];
-      }
-      len[i] = s.position + q;
-      std::memcpy(row, s.pages, sizeof(int32_t) * s.num_pages);
-      std::fill(row + s.num_pages, row + width, dummy_page);
-      if (im.steps > 0) write_chain(i, s.valid - 1, s.position + s.valid - 1, s.pages, s.num_pages);
-    } else {  // padding: token 0 at positions 0 .. q - 1, all on the dummy page (as its only page), attending it
-      for (int j = 0; j < q; ++j) {
-        ids[i * q + j] = 0;
-        pos[i * q + j] = j;
-        slot[i * q + j] = dummy_page * page_size + j % page_size;
-      }
-      len[i] = q;
-      std::fill(row, row + width, dummy_page);
-      if (im.steps > 0) write_chain(i, 0, 0, nullptr, 0);
-    }
-  }
+  const int64_t width = im.lay.fill(ids, seqs, bs, page_size, dummy_page);  // table columns written per row
+  int32_t* table = ids + im.table_off;
   cudaStream_t s = cuda_stream();
   const int64_t skip = keep_ids ? M : 0;  // the ids the graph wrote stay (q == 1)
   // One copy of everything up to the last row's table when that is small (each copy is a host call and a DMA the
