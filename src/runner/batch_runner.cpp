@@ -170,9 +170,7 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
     if (any_placeholder) ops_.resolve_tokens_(dev_ids, token_store_);
     // Verification steps (every sequence decoding, a few rows each) attend in the absorbed form over the latent
     // cache, as SGLang's target_verify does: the MHA form would expand every context latent through kv_b_proj.
-    const bool verify = speculative() && std::all_of(plan.seqs.begin(), plan.seqs.end(), [](const auto& sq) {
-                          return sq.is_decode;
-                        });
+    const bool verify = speculative() && plan.all_decoding();
     Tensor hidden = model_.forward(dev_ids, meta, cache_, verify ? AttnMode::kAbsorbed : AttnMode::kAuto);  // [T, d]
     if (speculative()) {  // finish() verifies and drafts (every step: the MTP layer's cache covers prompts too)
       step.hidden = hidden;

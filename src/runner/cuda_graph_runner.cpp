@@ -75,19 +75,10 @@ int padded_batch_size(const std::vector<int>& sizes, int n) {
 #ifdef DSERVE_WITH_CUDA
 
 struct CudaGraphRunner::Impl {
-  int max_bs = 0;
-  int q = 1;  // rows a sequence
-  int64_t max_pages = 0;
-  // Device inputs, I32: ids | positions | slots (max_bs * q each) | seq_lens (max_bs) | q_starts (max_bs + 1) |
-  // block table.
-  Tensor io;
-  int64_t pos_off = 0, slot_off = 0, len_off = 0, q_off = 0, table_off = 0;
-  // Draft runners (steps > 0), between q_starts and the table: each sequence's last accepted row (in the first
-  // forward's rows) | the chained steps' positions, slots and seq lens ([steps - 1, max_bs] each) | their q_starts
-  // (0..max_bs, one row a sequence).
-  int steps = 0;
-  int64_t last_off = 0, cpos_off = 0, cslot_off = 0, clen_off = 0, cq_off = 0;
-  GraphInputLayout lay;  // where the offsets above come from; fills the host buffers
+  // Where each device input lives in `io` (max_bs, rows a sequence q, draft steps, table pages, offsets) and how a
+  // batch is written into its host copies (runner/graph_inputs.h).
+  GraphInputLayout lay;
+  Tensor io;  // the device inputs, I32
   Tensor drafts;  // [steps * max_bs] I32: draft j of sequence i at j * max_bs + i
   PinnedSlot drafts_host;
   // Pinned, two alternating buffers (with overlap scheduling the next step's inputs are written while the
@@ -192,28 +183,12 @@ Result<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::create(DeepseekModel& 
   std::unique_ptr<CudaGraphRunner> r(new CudaGraphRunner(model, ops, cache, o));
   r->sizes_ = graph_capture_sizes(o.batch_sizes, o.max_bs, o.tokens_per_seq > 1);
   auto impl = std::make_unique<Impl>();
-  impl->max_bs = o.max_bs;
-  impl->q = o.tokens_per_seq;
-  // Speculative decoding's sequences hold pages past the context: the drafts' q - 1 positions and as many for the
-  // draft steps' lookahead (StepPlan::SeqStep::num_pages).
   // Speculative decoding's sequences hold pages past the context: the drafts' q - 1 positions and as many for the
   // draft steps' lookahead (StepPlan::SeqStep::num_pages).
   const int64_t max_pages = (o.max_context + 2 * (o.tokens_per_seq - 1) + cache.page_size - 1) / cache.page_size;
   const GraphInputLayout& lay = impl->lay = GraphInputLayout::make(o.max_bs, o.tokens_per_seq, o.draft_steps, max_pages);
-  impl->steps = lay.steps;
-  impl->max_pages = lay.max_pages;
-  impl->pos_off = lay.pos_off;
-  impl->slot_off = lay.slot_off;
-  impl->len_off = lay.len_off;
-  impl->q_off = lay.q_off;
-  impl->last_off = lay.last_off;
-  impl->cpos_off = lay.cpos_off;
-  impl->cslot_off = lay.cslot_off;
-  impl->clen_off = lay.clen_off;
-  impl->cq_off = lay.cq_off;
-  impl->table_off = lay.table_off;
-  const int64_t rows = static_cast<int64_t>(o.max_bs) * impl->q;
-  if (impl->steps > 0 && o.draft_hidden.dim(0) < rows)
+  const int64_t rows = static_cast<int64_t>(o.max_bs) * lay.q;
+  if (lay.steps > 0 && o.draft_hidden.dim(0) < rows)
     return error("CUDA draft graphs: hidden rows ", o.draft_hidden.dim(0), " < ", rows);
   impl->io = ops.empty({lay.size}, DType::kI32);
   for (PinnedSlot& slot : impl->in) {
@@ -225,11 +200,11 @@ Result<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::create(DeepseekModel& 
     DS_CUDA_CHECK(cudaMemcpyAsync(impl->io.data(), impl->in[0].host, impl->io.nbytes(), cudaMemcpyHostToDevice, s));
     DS_CUDA_CHECK(cudaStreamSynchronize(s));
   }
-  if (impl->steps > 0) {
-    impl->drafts = ops.empty({static_cast<int64_t>(impl->steps) * o.max_bs}, DType::kI32);
+  if (impl->lay.steps > 0) {
+    impl->drafts = ops.empty({static_cast<int64_t>(impl->lay.steps) * o.max_bs}, DType::kI32);
     impl->drafts_host = acquire_pinned(static_cast<size_t>(impl->drafts.nbytes()));
   }
-  if (impl->steps == 0) impl->logits = ops.empty({rows, model.config().vocab_size}, DType::kF32);
+  if (impl->lay.steps == 0) impl->logits = ops.empty({rows, model.config().vocab_size}, DType::kF32);
   if (env_flag("DSERVE_GRAPH_TIMING", false))
     for (cudaEvent_t& ev : impl->timing) DS_CUDA_CHECK(cudaEventCreate(&ev));
   impl->graphs.assign(r->sizes_.size(), nullptr);
@@ -242,30 +217,28 @@ void CudaGraphRunner::write_inputs(const std::vector<DecodeSeq>& seqs, int bs, b
   Impl& im = *impl_;
   const int page_size = cache_.page_size;
   const int32_t dummy_page = opts_.dummy_page;
-  const int n = static_cast<int>(seqs.size());
-  DS_CHECK(n <= bs && bs <= im.max_bs, "decode batch ", n, " padded to ", bs, " (max ", im.max_bs, ")");
-  const int hb = im.cur;
+  const int hb = im.cur;  // (the batch's bounds: GraphInputLayout::fill checks them)
   im.cur ^= 1;
   if (im.copy_pending[hb]) DS_CUDA_CHECK(cudaEventSynchronize(im.in[hb].done));  // in[hb] is free again
-  const int64_t M = im.max_bs;
+  const int64_t M = im.lay.max_bs;
   int32_t* ids = static_cast<int32_t*>(im.in[hb].host);
   const int64_t width = im.lay.fill(ids, seqs, bs, page_size, dummy_page);  // table columns written per row
-  int32_t* table = ids + im.table_off;
+  int32_t* table = ids + im.lay.table_off;
   cudaStream_t s = cuda_stream();
   const int64_t skip = keep_ids ? M : 0;  // the ids the graph wrote stay (q == 1)
   // One copy of everything up to the last row's table when that is small (each copy is a host call and a DMA the
   // graph waits for: bench-one-batch's batch-1 step waits ~2 us less); else the header, then the rows' used columns.
   // DSERVE_GRAPH_ONE_COPY=0 (A/B runs): always the two copies.
   const bool one_copy = env_flag("DSERVE_GRAPH_ONE_COPY", true);
-  const int64_t whole = im.table_off + static_cast<int64_t>(bs) * im.max_pages;
+  const int64_t whole = im.lay.table_off + static_cast<int64_t>(bs) * im.lay.max_pages;
   if (one_copy && (whole - skip) * static_cast<int64_t>(sizeof(int32_t)) <= kOneCopyMaxBytes) {
     DS_CUDA_CHECK(
         cudaMemcpyAsync(im.dev(skip), ids + skip, sizeof(int32_t) * (whole - skip), cudaMemcpyHostToDevice, s));
   } else {
     DS_CUDA_CHECK(
-        cudaMemcpyAsync(im.dev(skip), ids + skip, sizeof(int32_t) * (im.table_off - skip), cudaMemcpyHostToDevice, s));
-    DS_CUDA_CHECK(cudaMemcpy2DAsync(im.dev(im.table_off), sizeof(int32_t) * im.max_pages, table,
-                                    sizeof(int32_t) * im.max_pages, sizeof(int32_t) * width, bs,
+        cudaMemcpyAsync(im.dev(skip), ids + skip, sizeof(int32_t) * (im.lay.table_off - skip), cudaMemcpyHostToDevice, s));
+    DS_CUDA_CHECK(cudaMemcpy2DAsync(im.dev(im.lay.table_off), sizeof(int32_t) * im.lay.max_pages, table,
+                                    sizeof(int32_t) * im.lay.max_pages, sizeof(int32_t) * width, bs,
                                     cudaMemcpyHostToDevice, s));
   }
   DS_CUDA_CHECK(cudaEventRecord(im.in[hb].done, s));
@@ -357,16 +330,16 @@ Status CudaGraphRunner::capture() {
   cudaStream_t stream = cuda_stream();
   // Draft runners: the MTP layer over the verify step's rows, then the chain (one greedy draft a step).
   auto run_drafts = [&](int bs, const AttnMetadata& m) {
-    const int64_t T = static_cast<int64_t>(bs) * im.q;
-    const int64_t M = im.max_bs;
+    const int64_t T = static_cast<int64_t>(bs) * im.lay.q;
+    const int64_t M = im.lay.max_bs;
     const int64_t vocab = model_.config().vocab_size;
     Tensor z = model_.mtp_forward(0, im.io.rows(0, T), opts_.draft_hidden.rows(0, T), m, cache_,
                                   AttnMode::kAbsorbed);                                // [T, d]
-    Tensor zn = model_.mtp_norm(0, ops_.embedding(z, im.io.rows(im.last_off, im.last_off + bs)));  // [bs, d]
-    for (int j = 0; j < im.steps; ++j) {
+    Tensor zn = model_.mtp_norm(0, ops_.embedding(z, im.io.rows(im.lay.last_off, im.lay.last_off + bs)));  // [bs, d]
+    for (int j = 0; j < im.lay.steps; ++j) {
       Tensor draft = im.drafts.rows(int64_t{j} * M, int64_t{j} * M + bs);  // [bs] I32
       ops_.greedy_to_store_(model_.mtp_head(0, zn), vocab, draft);
-      if (j + 1 == im.steps) break;
+      if (j + 1 == im.lay.steps) break;
       const int64_t k = int64_t{j} * M;
       AttnMetadata c;
       c.num_seqs = bs;
@@ -374,10 +347,10 @@ Status CudaGraphRunner::capture() {
       c.page_size = cache_.page_size;
       c.max_seq_len = opts_.plan_context;
       c.max_q_len = 1;
-      c.positions = im.io.rows(im.cpos_off + k, im.cpos_off + k + bs);
-      c.slot_mapping = im.io.rows(im.cslot_off + k, im.cslot_off + k + bs);
-      c.seq_lens = im.io.rows(im.clen_off + k, im.clen_off + k + bs);
-      c.q_starts = im.io.rows(im.cq_off, im.cq_off + bs + 1);
+      c.positions = im.io.rows(im.lay.cpos_off + k, im.lay.cpos_off + k + bs);
+      c.slot_mapping = im.io.rows(im.lay.cslot_off + k, im.lay.cslot_off + k + bs);
+      c.seq_lens = im.io.rows(im.lay.clen_off + k, im.lay.clen_off + k + bs);
+      c.q_starts = im.io.rows(im.lay.cq_off, im.lay.cq_off + bs + 1);
       c.block_table = m.block_table;
       zn = model_.mtp_norm(0, model_.mtp_forward(0, draft, zn, c, cache_, AttnMode::kAbsorbed));  // [bs, d]
     }
@@ -385,20 +358,20 @@ Status CudaGraphRunner::capture() {
   // One forward over the static buffers for `bs` sequences (bs * q rows); its logits are written into the static
   // output, its hidden rows copied into theirs (q > 1).
   auto run = [&](int bs) {
-    const int64_t T = static_cast<int64_t>(bs) * im.q;
+    const int64_t T = static_cast<int64_t>(bs) * im.lay.q;
     AttnMetadata m;
     m.num_seqs = bs;
     m.num_tokens = static_cast<int>(T);
     m.page_size = cache_.page_size;
     m.max_seq_len = opts_.plan_context;  // sizes only the split-KV plan; any seq_lens work at replay
-    m.max_q_len = im.q;
-    m.positions = im.io.rows(im.pos_off, im.pos_off + T);
-    m.slot_mapping = im.io.rows(im.slot_off, im.slot_off + T);
-    m.seq_lens = im.io.rows(im.len_off, im.len_off + bs);
-    m.q_starts = im.io.rows(im.q_off, im.q_off + bs + 1);
-    m.block_table = im.io.rows(im.table_off, im.table_off + bs * im.max_pages).reshape({bs, im.max_pages});
+    m.max_q_len = im.lay.q;
+    m.positions = im.io.rows(im.lay.pos_off, im.lay.pos_off + T);
+    m.slot_mapping = im.io.rows(im.lay.slot_off, im.lay.slot_off + T);
+    m.seq_lens = im.io.rows(im.lay.len_off, im.lay.len_off + bs);
+    m.q_starts = im.io.rows(im.lay.q_off, im.lay.q_off + bs + 1);
+    m.block_table = im.io.rows(im.lay.table_off, im.lay.table_off + bs * im.lay.max_pages).reshape({bs, im.lay.max_pages});
     Tensor ids = im.io.rows(0, T);  // [T] I32
-    if (im.steps > 0) {
+    if (im.lay.steps > 0) {
       run_drafts(bs, m);
       return;
     }
@@ -408,9 +381,9 @@ Status CudaGraphRunner::capture() {
     Tensor logits = im.logits.rows(0, T);  // [T, vocab] F32: every graph writes the shared output buffer
     model_.logits_into(hidden, logits);
     if (opts_.greedy_ids) ops_.greedy_to_store_(logits, model_.config().vocab_size, ids);  // next replay's tokens
-    if (im.q > 1) {
+    if (im.lay.q > 1) {
       // The first run is the largest batch's warm-up, outside any capture: the buffer is made there.
-      if (!im.hidden.defined()) im.hidden = ops_.empty({im.max_bs * int64_t{im.q}, hidden.dim(1)}, hidden.dtype());
+      if (!im.hidden.defined()) im.hidden = ops_.empty({im.lay.max_bs * int64_t{im.lay.q}, hidden.dim(1)}, hidden.dtype());
       DS_CUDA_CHECK(cudaMemcpyAsync(im.hidden.data(), hidden.data(), hidden.nbytes(), cudaMemcpyDeviceToDevice,
                                     cuda_stream()));
     }
@@ -506,7 +479,7 @@ void CudaGraphRunner::synchronize() { DS_CUDA_CHECK(cudaStreamSynchronize(cuda_s
 Tensor CudaGraphRunner::replay(const std::vector<DecodeSeq>& seqs, bool ids_on_device) {
   Impl& im = *impl_;
   DS_CHECK(!ids_on_device || opts_.greedy_ids, "replay with device ids needs greedy_ids graphs");
-  DS_CHECK(im.steps == 0, "replay on a draft graph runner (replay_drafts)");
+  DS_CHECK(im.lay.steps == 0, "replay on a draft graph runner (replay_drafts)");
   const int n = static_cast<int>(seqs.size());
   const int bs = padded_batch_size(sizes_, n);
   DS_CHECK(n >= 1 && bs > 0, "no CUDA graph for a decode batch of ", n);
@@ -525,12 +498,12 @@ Tensor CudaGraphRunner::replay(const std::vector<DecodeSeq>& seqs, bool ids_on_d
     DS_CUDA_CHECK(cudaEventRecord(im.timing[1], cuda_stream()));
     im.timing_bs = bs;
   }
-  return im.logits.rows(0, static_cast<int64_t>(bs) * im.q);
+  return im.logits.rows(0, static_cast<int64_t>(bs) * im.lay.q);
 }
 
 std::vector<std::vector<int32_t>> CudaGraphRunner::replay_drafts(const std::vector<DecodeSeq>& seqs) {
   Impl& im = *impl_;
-  DS_CHECK(im.steps > 0, "replay_drafts on a runner without draft graphs");
+  DS_CHECK(im.lay.steps > 0, "replay_drafts on a runner without draft graphs");
   const int n = static_cast<int>(seqs.size());
   const int bs = padded_batch_size(sizes_, n);
   DS_CHECK(n >= 1 && bs > 0, "no CUDA draft graph for a batch of ", n);
@@ -542,9 +515,9 @@ std::vector<std::vector<int32_t>> CudaGraphRunner::replay_drafts(const std::vect
   DS_CUDA_CHECK(cudaMemcpyAsync(im.drafts_host.host, im.drafts.data(), im.drafts.nbytes(), cudaMemcpyDeviceToHost, s));
   DS_CUDA_CHECK(cudaStreamSynchronize(s));
   const int32_t* h = static_cast<const int32_t*>(im.drafts_host.host);
-  std::vector<std::vector<int32_t>> out(n, std::vector<int32_t>(im.steps));
+  std::vector<std::vector<int32_t>> out(n, std::vector<int32_t>(im.lay.steps));
   for (int i = 0; i < n; ++i)
-    for (int j = 0; j < im.steps; ++j) out[i][j] = h[static_cast<int64_t>(j) * im.max_bs + i];
+    for (int j = 0; j < im.lay.steps; ++j) out[i][j] = h[static_cast<int64_t>(j) * im.lay.max_bs + i];
   return out;
 }
 

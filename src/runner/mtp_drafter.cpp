@@ -66,9 +66,8 @@ std::vector<std::vector<int32_t>> MtpDrafter::run(const StepPlan& plan, const Te
   AttnMetadata meta = build_attn_metadata(slices, plan.page_size, ops_);
   // After a verification step (every sequence decoding) each has at most steps + 1 rows: the absorbed form, as
   // for the verification itself (batch_runner.cpp); after prompt chunks the MHA form.
-  const bool all_decode = std::all_of(plan.seqs.begin(), plan.seqs.end(), [](const auto& sq) { return sq.is_decode; });
   Tensor z = model_.mtp_forward(0, upload_ids(next), ops_.select_rows(hidden, rows), meta, cache_,
-                                all_decode ? AttnMode::kAbsorbed : AttnMode::kAuto);  // [rows, d]
+                                plan.all_decoding() ? AttnMode::kAbsorbed : AttnMode::kAuto);  // [rows, d]
   if (live.empty()) {
     idle_forwards(1);
     return drafts;

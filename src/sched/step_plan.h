@@ -1,6 +1,7 @@
 // StepPlan: everything a model runner needs to execute one forward step, decided by the scheduler.
 // The runner executes it and reports sampled tokens back; it never makes policy decisions.
 #pragma once
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -50,6 +51,10 @@ struct StepPlan {
   int32_t num_tokens() const { return static_cast<int32_t>(input_ids.size()); }
   int32_t num_seqs() const { return static_cast<int32_t>(seqs.size()); }
   bool empty() const { return seqs.empty(); }
+  // Every sequence continues a generating request (with speculative decoding: a verification step).
+  bool all_decoding() const {
+    return std::all_of(seqs.begin(), seqs.end(), [](const SeqStep& s) { return s.is_decode; });
+  }
 };
 
 }  // namespace ds

@@ -67,6 +67,16 @@ void prefill_both(Fixture& f, const std::vector<int>& lens, const std::vector<st
   }
 }
 
+// Graphs up to batch 4 over the model's whole context, padding on `dummy_page`, quiet: the cases' common options.
+CudaGraphOptions small_graph_options(const Fixture& f, int dummy_page) {
+  CudaGraphOptions go;
+  go.max_bs = 4;
+  go.max_context = f.cfg.max_position_embeddings;
+  go.dummy_page = dummy_page;
+  go.verbose = false;
+  return go;
+}
+
 // Every cache layer of the two runs: sequence b's slots at positions < written[b] equal (bf16 tolerance), its pages'
 // other slots still NaN (the allocation poison: padding rows wrote only the dummy page).
 void expect_caches_agree(const KvCache& eager, const KvCache& graphed, const std::vector<std::vector<int32_t>>& tables,
@@ -237,11 +247,7 @@ TEST_P(CudaGraphTest, VerifyGraphsMatchEagerAbsorbedRows) {
   KvCache graphed = make_kv_cache(*f.ops, f.cfg, page, total + 1, 0);
   prefill_both(f, lens, tables, page, eager, graphed, rng);
   std::uniform_int_distribution<int32_t> tok(2, static_cast<int32_t>(f.cfg.vocab_size) - 1);
-  CudaGraphOptions go;
-  go.max_bs = 4;
-  go.max_context = f.cfg.max_position_embeddings;
-  go.dummy_page = total;
-  go.verbose = false;
+  CudaGraphOptions go = small_graph_options(f, total);
   go.tokens_per_seq = q;
   auto g = CudaGraphRunner::create(*f.model, *f.ops, graphed, go);
   ASSERT_TRUE(g.is_ok()) << g.status().message();
@@ -321,11 +327,7 @@ TEST(CudaDraftGraphs, DraftsMatchAnEagerChain) {
         f.model->mtp_forward(0, upload_ids(*f.ops, nx), h, m, *c);
       }
     }
-    CudaGraphOptions go;
-    go.max_bs = 4;
-    go.max_context = f.cfg.max_position_embeddings;
-    go.dummy_page = total;
-    go.verbose = false;
+    CudaGraphOptions go = small_graph_options(f, total);
     go.tokens_per_seq = q;
     auto vg = CudaGraphRunner::create(*f.model, *f.ops, graphed, go);
     ASSERT_TRUE(vg.is_ok()) << vg.status().message();
@@ -449,11 +451,7 @@ TEST(CudaGraphGreedyIds, NextReplayDecodesTheKeptTokens) {
   KvCache graphed = make_kv_cache(*f.ops, f.cfg, page, total + 1, 0);
   prefill_both(f, lens, tables, page, eager, graphed, rng);
   std::uniform_int_distribution<int32_t> tok(2, static_cast<int32_t>(f.cfg.vocab_size) - 1);
-  CudaGraphOptions go;
-  go.max_bs = 4;
-  go.max_context = f.cfg.max_position_embeddings;
-  go.dummy_page = total;
-  go.verbose = false;
+  CudaGraphOptions go = small_graph_options(f, total);
   go.greedy_ids = true;
   auto g = CudaGraphRunner::create(*f.model, *f.ops, graphed, go);
   ASSERT_TRUE(g.is_ok()) << g.status().message();
