@@ -343,6 +343,8 @@ int run_serve(int argc, char** argv) {
       eo.speculative_ngram = spec.ngram;
       eo.ngram = spec.ngram_options;
       eo.tp_size = static_cast<int32_t>(flags.get_int("tp-size"));
+      eo.base_gpu_id = static_cast<int32_t>(flags.get_int("base-gpu-id"));
+      eo.gpu_id_step = static_cast<int32_t>(flags.get_int("gpu-id-step"));
       eo.ep_size = static_cast<int32_t>(flags.get_int("ep-size"));
       eo.dp_size = static_cast<int32_t>(flags.get_int("dp-size"));
       eo.max_prefill_tokens = static_cast<int32_t>(flags.get_int("max-prefill-tokens"));

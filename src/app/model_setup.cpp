@@ -53,7 +53,8 @@ void add_sglang_compat_flags(Flags& flags) {
   flags.add_alias("random-seed", "seed");
   flags.add_bool("trust-remote-code", "accepted for SGLang command lines (dserve runs no checkpoint code)");
   flags.add_string("log-level", "", "debug, info, warning, error or critical (default: DSERVE_LOG, else info)");
-  flags.add_int("tp-size", 1, "tensor-parallel size (serve --device cpu: ranks as threads of one process; multi-GPU serving is not built yet)");
+  flags.add_int("tp-size", 1, "tensor-parallel size (serve: ranks as threads of one process; --device cuda: one GPU "
+                              "a rank, all-reduced over NCCL)");
   flags.add_alias("tp", "tp-size");
   flags.add_alias("tensor-parallel-size", "tp-size");
   flags.add_int("dp-size", 1, "data-parallel size (1)");
@@ -61,7 +62,9 @@ void add_sglang_compat_flags(Flags& flags) {
   flags.add_alias("data-parallel-size", "dp-size");
   flags.add_int("pp-size", 1, "pipeline-parallel size (1)");
   flags.add_alias("pipeline-parallel-size", "pp-size");
-  flags.add_int("ep-size", 1, "expert-parallel size (1; serve --device cpu: = --tp-size deals the routed experts out whole)");
+  flags.add_int("ep-size", 1, "expert-parallel size (1; serve: = --tp-size deals the routed experts out whole)");
+  flags.add_int("base-gpu-id", 0, "the GPU of the first (or only) rank");
+  flags.add_int("gpu-id-step", 1, "tensor-parallel rank r runs on GPU --base-gpu-id + r * --gpu-id-step");
   flags.add_alias("ep", "ep-size");
   flags.add_alias("expert-parallel-size", "ep-size");
   flags.add_bool("enable-dp-attention", "data-parallel attention: --dp-size ranks with their own requests and KV pools, "
@@ -173,7 +176,11 @@ Result<SpeculativeSettings> speculative_from_flags(const Flags& flags, const std
 
 Status check_parallel_flags(const Flags& flags, bool tp_on_cpu) {
   const int64_t tp = flags.get_int("tp-size"), dp = flags.get_int("dp-size"), ep = flags.get_int("ep-size");
-  if (tp_on_cpu) {  // serve: ranks as threads on the CPU backend (the engine refuses them on CUDA)
+  if (flags.get_int("base-gpu-id") < 0 || flags.get_int("base-gpu-id") > 1023)
+    return error("--base-gpu-id must be in [0, 1023], got ", flags.get_int("base-gpu-id"));
+  if (flags.get_int("gpu-id-step") < 1 || flags.get_int("gpu-id-step") > 1023)
+    return error("--gpu-id-step must be in [1, 1023], got ", flags.get_int("gpu-id-step"));
+  if (tp_on_cpu) {  // serve: ranks as threads (CPU backends, or one GPU a rank)
     if (tp < 1 || tp > 64) return error("--tp-size must be in [1, 64], got ", tp);
     if (ep != 1 && ep != tp)
       return error("--ep-size ", ep, " must be 1 or --tp-size (", tp, "): the routed experts are dealt out over the "
@@ -269,8 +276,9 @@ Result<ModelSetup> setup_model(const Flags& flags) {
     s.ops = make_cpu_ops();
   } else if (device == "cuda") {
 #ifdef DSERVE_WITH_CUDA
-    DS_RETURN_IF_ERROR(check_cuda_device(0));
-    s.ops = make_cuda_ops(0);
+    const int gpu = static_cast<int>(flags.get_int("base-gpu-id"));
+    DS_RETURN_IF_ERROR(check_cuda_device(gpu));
+    s.ops = make_cuda_ops(gpu);
 #else
     return error("--device cuda: this build has no CUDA backend (CUDA toolkit not found at build time)");
 #endif

@@ -18,9 +18,9 @@ void add_model_flags(Flags& flags);
 // no checkpoint code), and the parallel sizes --tp-size / --tp / --tensor-parallel-size, --dp-size / --dp /
 // --data-parallel-size, --pp-size / --pipeline-parallel-size, --ep-size / --ep / --expert-parallel-size (default 1).
 void add_sglang_compat_flags(Flags& flags);
-// The parallel sizes: 1 is one GPU (what dserve runs); anything else is refused with the flag named, until
-// multi-GPU serving exists. tp_on_cpu (serve): --tp-size up to 64 passes (ranks as threads on --device cpu; the
-// engine refuses it on CUDA).
+// The parallel sizes and --base-gpu-id / --gpu-id-step: 1 is one rank (what the one-shot commands run); anything
+// else is refused with the flag named. tp_on_cpu (serve): --tp-size up to 64 passes (ranks as threads: CPU
+// backends, or one GPU a rank over NCCL), with --ep-size 1 or = --tp-size and DP attention's --dp-size = --tp-size.
 Status check_parallel_flags(const Flags& flags, bool tp_on_cpu = false);
 // SGLang's feature flags add_sglang_compat_flags declares: --attention-backend and its prefill / decode forms
 // (SGLang's names accepted and logged, dserve's own MLA kernels run; other names refused), --enable-torch-compile

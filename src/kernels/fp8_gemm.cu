@@ -1,5 +1,6 @@
 // Block-FP8 kernels (see fp8_gemm.h): activation quantization and the small-M tensor-core GEMM.
 #include "kernels/fp8_gemm.h"
+#include "kernels/per_device.h"
 
 #include "core/env.h"
 #include "kernels/fp8_quant.cuh"
@@ -456,7 +457,9 @@ template <int NT, bool kFused, bool kSilu, int kU>
 cudaError_t launch_staged(const dim3 grid, const dim3 block, cudaStream_t stream, const SmallMLaunch& l) {
   constexpr int kSmem = kWarps * kU * 4 * 32 * 16;
   auto kernel = gemm_small_m_kernel<NT, kFused, kSilu, kU>;
-  static const cudaError_t attr = cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem);
+  static PerDevice<cudaError_t> attrs;
+  const cudaError_t attr =
+      attrs.get([&] { return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmem); });
   if (attr != cudaSuccess) return attr;
   return launch_pdl(kernel, grid, block, kSmem, stream, l);
 }

@@ -5,6 +5,7 @@
 // fence and second pass cost more than the extra CTAs gave), so dserve splits only where a range would pass
 // kFp8WgmmaMaxBlocks.
 #include "kernels/fp8_gemm_wgmma.h"
+#include "kernels/per_device.h"
 
 #include <cuda.h>
 #include <cuda_bf16.h>
@@ -275,19 +276,21 @@ bool make_token_map(const Fp8GemmWgmmaParams& p, int mt, CUtensorMap* out) {
 
 template <int kMt, int kS, bool kPair = false, int kCluster = 1>
 int ctas_per_sm() {
-  static const int n =
-      resident_per_sm(fp8_gemm_wgmma_kernel<kMt, kS, kPair, kCluster>, kThreads, Layout<kMt, kS>::kBytes);
-  return n;
+  static PerDevice<int> n;
+  return n.get(
+      [] { return resident_per_sm(fp8_gemm_wgmma_kernel<kMt, kS, kPair, kCluster>, kThreads, Layout<kMt, kS>::kBytes); });
 }
 
 // CTAs of kC-CTA clusters resident at once (0: none can run), cached per instantiation.
 template <int kMt, int kS, int kC>
 int cluster_ctas() {
-  static const int n = ctas_per_sm<kMt, kS, false, kC>() <= 0
-                           ? 0
-                           : kC * active_clusters(fp8_gemm_wgmma_kernel<kMt, kS, false, kC>, dim3(kThreads),
-                                                  Layout<kMt, kS>::kBytes, dim3(kC));
-  return n;
+  static PerDevice<int> n;
+  return n.get([] {
+    return ctas_per_sm<kMt, kS, false, kC>() <= 0
+               ? 0
+               : kC * active_clusters(fp8_gemm_wgmma_kernel<kMt, kS, false, kC>, dim3(kThreads),
+                                      Layout<kMt, kS>::kBytes, dim3(kC));
+  });
 }
 
 // A/B switch, read once: DSERVE_FP8_WGMMA_STAGES=4, 8 or 12 (else 6; s52g: 4 stages lost 0.6 us at 32 tokens, tied

@@ -1,5 +1,6 @@
 // Small-M bf16 GEMMs (see gemm_small_m.h): a tensor-core weight stream over [N, K] weights.
 #include "kernels/gemm_small_m.h"
+#include "kernels/per_device.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -135,9 +136,11 @@ template <int NT, bool kM16, bool kSilu = false, bool kPre = false, int kPreU = 
 cudaError_t launch_nk(const GemmSmallMParams& p, cudaStream_t stream, const GemmSmallMParams* p2 = nullptr,
                       bool early = false) {
   constexpr size_t kSmem = static_cast<size_t>(kWarps) * NkShape<NT, kM16, kPre ? kPreU : 0>::kSlots * 512;
-  static const cudaError_t attr = cudaFuncSetAttribute(gemm_small_m_nk_kernel<NT, kM16, kSilu, kPre, kPreU>,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                       static_cast<int>(kSmem));
+  static PerDevice<cudaError_t> attrs;
+  const cudaError_t attr = attrs.get([] {
+    return cudaFuncSetAttribute(gemm_small_m_nk_kernel<NT, kM16, kSilu, kPre, kPreU>,
+                                cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
+  });
   if (attr != cudaSuccess) return attr;
   const int64_t cols = kSilu ? 8 : NT * 8;
   NkLaunch l;

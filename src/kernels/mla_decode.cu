@@ -22,6 +22,7 @@
 
 #include "core/env.h"
 #include "kernels/block_reduce.cuh"
+#include "kernels/per_device.h"
 #include "kernels/fp8_quant.cuh"
 #include "kernels/kv_fp8.cuh"
 #include "kernels/mla_decode.h"
@@ -1025,13 +1026,12 @@ bool make_cache_map(const MlaDecodeParams& p, CUtensorMap* map) {
 
 template <bool kTopk, bool kTma, int kFormat = kKvBf16>
 cudaError_t launch_variant(const MlaDecodeParams& p, const CUtensorMap& map, dim3 grid, cudaStream_t stream) {
-  static bool attr_done = false;  // raising the shared-memory limit once per kernel suffices
-  if (!attr_done) {
-    const cudaError_t e = cudaFuncSetAttribute(mla_decode_kernel<kTopk, kTma, kFormat>,
-                                               cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
-    if (e != cudaSuccess) return e;
-    attr_done = true;
-  }
+  static PerDevice<cudaError_t> attrs;  // raising the shared-memory limit once per kernel and device suffices
+  const cudaError_t e = attrs.get([] {
+    return cudaFuncSetAttribute(mla_decode_kernel<kTopk, kTma, kFormat>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                kSmemBytes);
+  });
+  if (e != cudaSuccess) return e;
   return launch_pdl(mla_decode_kernel<kTopk, kTma, kFormat>, grid, kThreads, kSmemBytes, stream, p, map);
 }
 

@@ -21,6 +21,7 @@
 
 #include "core/env.h"
 #include "kernels/kv_fp8.cuh"
+#include "kernels/per_device.h"
 #include "kernels/mla_decode.h"
 #include "kernels/pdl.cuh"
 #include "kernels/ptx.cuh"
@@ -351,8 +352,11 @@ bool mla_decode_m16_supported(const MlaDecodeParams& p) {
 template <int kTileRows, int kFormat>
 cudaError_t launch_m16_variant(const MlaDecodeParams& p, cudaStream_t stream) {
   using S = Shape<kTileRows, kFormat>;
-  static const cudaError_t attr = cudaFuncSetAttribute(mla_decode_m16_kernel<kTileRows, kFormat>,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, S::kSmemBytes);
+  static PerDevice<cudaError_t> attrs;
+  const cudaError_t attr = attrs.get([] {
+    return cudaFuncSetAttribute(mla_decode_m16_kernel<kTileRows, kFormat>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                S::kSmemBytes);
+  });
   if (attr != cudaSuccess) return attr;
   const int64_t row_blocks = (static_cast<int64_t>(p.max_q_len) * p.num_heads + kHeads - 1) / kHeads;
   if (row_blocks > INT32_MAX) return cudaErrorInvalidValue;

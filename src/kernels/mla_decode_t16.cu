@@ -24,6 +24,7 @@
 
 #include "core/env.h"
 #include "kernels/block_reduce.cuh"
+#include "kernels/per_device.h"
 #include "kernels/kv_fp8.h"
 #include "kernels/mla_decode.h"
 #include "kernels/mla_merge.cuh"
@@ -587,21 +588,22 @@ int64_t t16_row_blocks(const MlaDecodeParams& p, int rows) {
 // The kernel instantiation's attributes (its shared memory; clusters of more than 8 CTAs), set once: the result.
 template <int kC, int kR>
 cudaError_t t16_attributes() {
-  static const cudaError_t e = [] {
+  static PerDevice<cudaError_t> attrs;
+  return attrs.get([] {
     cudaError_t r = cudaFuncSetAttribute(mla_decode_t16_kernel<kC, kR>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                          T16Layout<kR>::kSmemBytes);
     if (r == cudaSuccess && kC > 8)
       r = cudaFuncSetAttribute(mla_decode_t16_kernel<kC, kR>, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
     return r;
-  }();
-  return e;
+  });
 }
 
 // Clusters of kC CTAs of the kernel that fit on the device at once (its cluster occupancy, cached per size): a
 // cluster launch of more runs in waves.
 template <int kC>
 int64_t t16_max_clusters() {
-  static const int64_t max_clusters = [] {
+  static PerDevice<int64_t> max_clusters;
+  return max_clusters.get([] {
     // A failed query means no clusters; its error is cleared so that no later check of the stream picks it up.
     if (t16_attributes<kC, 16>() != cudaSuccess) {
       cudaGetLastError();
@@ -609,8 +611,7 @@ int64_t t16_max_clusters() {
     }
     return static_cast<int64_t>(active_clusters(mla_decode_t16_kernel<kC, 16>, dim3(kThreads),
                                                  T16Layout<16>::kSmemBytes, dim3(1, kC, 1)));
-  }();
-  return max_clusters;
+  });
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 // Fused absorbed-MLA input kernels (see mla_fused.h).
 #include "kernels/mla_fused.h"
+#include "kernels/per_device.h"
 #include "kernels/fp8_quant.cuh"
 #include "kernels/kv_fp8.h"
 #include "kernels/pdl.cuh"
@@ -282,8 +283,9 @@ cudaError_t launch_mla_absorb_prep(const MlaAbsorbPrepParams& p, cudaStream_t st
   const int64_t products = r.heads * ((p.lora + kPrepCols - 1) / kPrepCols);
   size_t smem = static_cast<size_t>(r.tokens) * (p.nope + kPrepKGroups * kPrepCols) * 4;
   if (st.tokens > 0 && st.format != kKvBf16) smem = std::max(smem, static_cast<size_t>(st.lora + st.rope) * 4);
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(mla_absorb_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 48 * 1024);
+  static PerDevice<cudaError_t> attrs;
+  const cudaError_t attr = attrs.get(
+      [] { return cudaFuncSetAttribute(mla_absorb_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 48 * 1024); });
   if (attr != cudaSuccess) return attr;
   if (smem > 48 * 1024) return cudaErrorInvalidValue;
   return launch_pdl(mla_absorb_prep_kernel, static_cast<unsigned>(st.tokens + r.tokens + products), kStoreThreads,

@@ -6,6 +6,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/mla_prefill.h"
+#include "kernels/per_device.h"
 #include "kernels/pdl.cuh"
 #include "kernels/ptx.cuh"
 
@@ -334,12 +335,10 @@ cudaError_t launch_mla_topk_bitmask(const int32_t* topk, int num_tokens, int top
 cudaError_t launch_mla_prefill(const MlaPrefillParams& p, cudaStream_t stream) {
   if (p.num_tokens == 0 || p.num_seqs == 0 || p.max_q_len == 0) return cudaSuccess;
   if (!mla_prefill_fast_supported(p.nope, p.rope, p.v, p.ctx_dim, p.rope_offset)) return cudaErrorInvalidValue;
-  static bool attr_done = false;
-  if (!attr_done) {
-    const cudaError_t e = cudaFuncSetAttribute(mla_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
-    if (e != cudaSuccess) return e;
-    attr_done = true;
-  }
+  static PerDevice<cudaError_t> attrs;
+  const cudaError_t e = attrs.get(
+      [] { return cudaFuncSetAttribute(mla_prefill_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes); });
+  if (e != cudaSuccess) return e;
   const dim3 grid(static_cast<unsigned>((p.max_q_len + kBq - 1) / kBq), static_cast<unsigned>(p.num_heads),
                   static_cast<unsigned>(p.num_seqs));
   return launch_plain(mla_prefill_kernel, grid, kThreads, kSmemBytes, stream, p);

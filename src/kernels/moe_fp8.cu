@@ -10,6 +10,7 @@
 
 #include "core/env.h"
 #include "kernels/moe.h"
+#include "kernels/per_device.h"
 #include "kernels/moe_block.cuh"
 #include "kernels/occupancy.h"
 #include "kernels/moe_fp8.h"
@@ -369,8 +370,9 @@ template <bool kSilu, bool kM16, int kUnroll, int kDown = 1, int kMinCtas = smal
 cudaError_t launch_small_variant(const MoeFp8GemmParams& p, cudaStream_t stream) {
   constexpr size_t kSmem = SmallShape<kSilu, kM16, kUnroll, kDown>::kSmem;
   auto kernel = moe_fp8_small_m_kernel<kSilu, kM16, kUnroll, kDown, kMinCtas>;
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
+  static PerDevice<cudaError_t> attrs;
+  const cudaError_t attr = attrs.get(
+      [&] { return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem)); });
   if (attr != cudaSuccess) return attr;
   MoeFp8GemmParams q = p;
   // Slot records cover min(experts, entries) = max_active slots.
@@ -389,7 +391,8 @@ template <bool kSilu, int kDown>
 cudaError_t launch_pipe(const MoeFp8GemmParams& p, cudaStream_t stream) {
   constexpr size_t kSmem = 2 * SmallShape<kSilu, false, 2, kDown>::kSmem;
   auto kernel = moe_fp8_small_m_pipe_kernel<kSilu, kDown>;
-  static const int per_sm = resident_per_sm(kernel, kSmallWarps * 32, kSmem);
+  static PerDevice<int> per_sm_of;
+  const int per_sm = per_sm_of.get([&] { return resident_per_sm(kernel, kSmallWarps * 32, kSmem); });
   if (per_sm <= 0) return cudaErrorInvalidConfiguration;
   const int64_t tiles_x = (p.N + 8 * kDown - 1) / (8 * kDown), total = tiles_x * p.max_active;
   if (total > INT32_MAX) return cudaErrorInvalidValue;
@@ -617,8 +620,9 @@ template <int NT, bool kSilu, int kStages, int kW>
 cudaError_t launch_tile(const MoeFp8GemmParams& p, cudaStream_t stream) {
   using T = Tile<NT, kSilu, kStages, kW>;
   auto kernel = moe_fp8_grouped_kernel<NT, kSilu, kStages, kW>;
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(T::kSmem));
+  static PerDevice<cudaError_t> attrs;
+  const cudaError_t attr = attrs.get(
+      [&] { return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(T::kSmem)); });
   if (attr != cudaSuccess) return attr;
   const int64_t rows = p.rows_hint > 0 && p.rows_hint < p.max_rows_per_expert ? p.rows_hint : p.max_rows_per_expert;
   const int64_t tiles = (rows + T::kTokens - 1) / T::kTokens;

@@ -5,6 +5,7 @@
 #include <cuda_bf16.h>
 
 #include "kernels/moe.h"
+#include "kernels/per_device.h"
 #include "kernels/moe_route.cuh"
 #include "kernels/pdl.cuh"
 #include "kernels/ptx.cuh"
@@ -128,8 +129,9 @@ bool moe_gate_route_supported(const MoeGateRouteParams& p) {
 
 cudaError_t launch_moe_gate_route(const MoeGateRouteParams& p, cudaStream_t stream) {
   if (!moe_gate_route_supported(p)) return cudaErrorInvalidValue;
-  static const cudaError_t attr = cudaFuncSetAttribute(moe_gate_route_kernel,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem);
+  static PerDevice<cudaError_t> attrs;
+  const cudaError_t attr = attrs.get(
+      [] { return cudaFuncSetAttribute(moe_gate_route_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kMaxSmem); });
   if (attr != cudaSuccess) return attr;
   const unsigned blocks = static_cast<unsigned>((p.route.experts + kWarps - 1) / kWarps);
   return launch_pdl(moe_gate_route_kernel, blocks, kWarps * 32, gate_route_smem(p), stream, p,

@@ -10,6 +10,7 @@
 
 #include "core/env.h"
 #include "kernels/moe.h"
+#include "kernels/per_device.h"
 #include "kernels/moe_block.cuh"
 #include "kernels/occupancy.h"
 #include "kernels/moe_gemm.h"
@@ -250,8 +251,11 @@ template <bool kSilu, bool kM16, int kUnroll>
 cudaError_t launch_small_m_variant(const MoeGroupedGemmParams& p, cudaStream_t stream) {
   constexpr size_t kSmem =
       static_cast<size_t>(kSmallWarps) * small_m::NkShape<kSilu ? 2 : 1, kM16, kUnroll>::kSlots * 512;
-  static const cudaError_t attr = cudaFuncSetAttribute(moe_small_m_kernel<kSilu, kM16, kUnroll>,
-                                                       cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(kSmem));
+  static PerDevice<cudaError_t> attrs;
+  const cudaError_t attr = attrs.get([] {
+    return cudaFuncSetAttribute(moe_small_m_kernel<kSilu, kM16, kUnroll>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                static_cast<int>(kSmem));
+  });
   if (attr != cudaSuccess) return attr;
   MoeGroupedGemmParams q = p;
   // Slot records cover min(experts, entries) = max_active slots; the register table 256 experts.
@@ -423,7 +427,8 @@ cudaError_t launch_small_m_walk(const MoeGroupedGemmParams& p, cudaStream_t stre
   constexpr size_t kSmem =
       2 * static_cast<size_t>(kSmallWarps) * small_m::NkShape<kSilu ? 2 : 1, false, kUnroll>::kSlots * 512;
   auto kernel = moe_small_m_walk_kernel<kSilu, kUnroll>;
-  static const int per_sm = resident_per_sm(kernel, kSmallWarps * 32, kSmem);
+  static PerDevice<int> per_sm_of;
+  const int per_sm = per_sm_of.get([&] { return resident_per_sm(kernel, kSmallWarps * 32, kSmem); });
   if (per_sm <= 0) return cudaErrorInvalidConfiguration;
   const int64_t tiles_x = (p.N + 7) / 8, total = tiles_x * p.max_active;
   const int64_t per_round = static_cast<int64_t>(kSmallWarps) * kUnroll;
@@ -480,8 +485,9 @@ cudaError_t launch_tile(const MoeGroupedGemmParams& p, cudaStream_t stream) {
   using T = Tile<NT, kSilu, kStages, kW>;
   constexpr int kBlockN = T::kBlockN;
   auto kernel = moe_grouped_gemm_kernel<NT, kSilu, kStages, kW>;
-  static const cudaError_t attr =
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(T::kSmem));
+  static PerDevice<cudaError_t> attrs;
+  const cudaError_t attr = attrs.get(
+      [&] { return cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(T::kSmem)); });
   if (attr != cudaSuccess) return attr;
   const int64_t rows = p.rows_hint > 0 && p.rows_hint < p.max_rows_per_expert ? p.rows_hint : p.max_rows_per_expert;
   const int64_t tiles = (rows + T::kTokens - 1) / T::kTokens;

@@ -345,14 +345,17 @@ cudaError_t launch_walk(const WalkParams& w, bool silu, int64_t max_rows, int ma
   stages = walk_stages(stages, kBf16, w.nb, tokens);
   auto launch = [&](auto kernel, int cols) {
     const size_t smem = walk_smem_at(w.nb, tokens, stages);
-    // CTAs an SM for (kernel, smem), looked up once each (eager steps launch these per layer). The kernel's
-    // shared-memory attribute stays at the largest size asked so far: a launch after a smaller one's lookup (another
-    // K) still fits.
+    // CTAs an SM for (kernel, smem), looked up once each on each device (eager steps launch these per layer; the
+    // attribute lives in the device's context). The kernel's shared-memory attribute stays at the largest size asked
+    // so far: a launch after a smaller one's lookup (another K) still fits.
     struct Known {
       const void* kernel;
+      int device;
       size_t smem;
       int per_sm;
     };
+    int device = 0;
+    if (cudaGetDevice(&device) != cudaSuccess) return cudaErrorInvalidDevice;
     static std::mutex mu;
     static std::vector<Known> known;
     int per_sm = -1;
@@ -360,7 +363,7 @@ cudaError_t launch_walk(const WalkParams& w, bool silu, int64_t max_rows, int ma
       std::lock_guard<std::mutex> lock(mu);
       size_t widest = 0;
       for (const Known& k : known) {
-        if (k.kernel != reinterpret_cast<const void*>(kernel)) continue;
+        if (k.kernel != reinterpret_cast<const void*>(kernel) || k.device != device) continue;
         widest = std::max(widest, k.smem);
         if (k.smem == smem) per_sm = k.per_sm;
       }
@@ -370,7 +373,7 @@ cudaError_t launch_walk(const WalkParams& w, bool silu, int64_t max_rows, int ma
             cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(widest)) !=
                 cudaSuccess)
           per_sm = 0;
-        known.push_back({reinterpret_cast<const void*>(kernel), smem, per_sm});
+        known.push_back({reinterpret_cast<const void*>(kernel), device, smem, per_sm});
       }
     }
     if (per_sm <= 0) return cudaErrorInvalidConfiguration;

@@ -137,6 +137,11 @@ class Ops {
   // the whole launch. Smaller ones only queue work.
   virtual int64_t max_async_tokens() const { return INT64_MAX; }
 
+  // ---- devices ----
+  // Makes the calling thread run on this backend's device (CUDA: its GPU's streams and allocations; a rank's thread
+  // of a multi-GPU tensor-parallel engine calls it before it runs the rank's model). CPU: nothing.
+  virtual void bind_thread() {}
+
   // ---- concurrency ----
   // Two independent chains of a step (the shared expert beside the routed ones; the latent-cache store beside
   // the query projection): ops issued between side_begin() and side_end() may run concurrently with those

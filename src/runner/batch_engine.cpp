@@ -18,6 +18,7 @@
 #include "core/env.h"
 #include "core/logging.h"
 #ifdef DSERVE_WITH_CUDA
+#include "dist/cuda/nccl_group.h"
 #include "ops/cuda/cuda_runtime.h"
 #endif
 #include "model/deepseek_model.h"
@@ -36,10 +37,71 @@ namespace {
 // rings the group's doorbell). Was a 2 ms poll (~2% of a core for an idle server).
 constexpr int64_t kDpIdleWaitMs = 100;
 
+struct RankGraphs {
+  std::unique_ptr<CudaGraphRunner> verify;  // decode graphs (verify graphs with speculative decoding)
+  std::unique_ptr<CudaGraphRunner> drafts;  // the MTP drafter's, over the verify graphs' hidden rows
+};
+
+// One rank's CUDA graphs, captured on the calling thread (bound to the rank's device): the decode (or verify) graphs
+// up to the running limit, and with MTP drafting the drafter's at the same batch sizes. What could not be captured
+// is left null, the reason in *why (the server then runs eager).
+RankGraphs capture_rank_graphs(DeepseekModel& model, Ops& ops, KvCache& cache, BatchRunner& runner, CudaGraphOptions go,
+                               int32_t max_running, bool mtp_drafts, std::string* why) {
+  ops.bind_thread();
+  RankGraphs out;
+  go.token_store = runner.token_store();
+  auto g = CudaGraphRunner::create(model, ops, cache, go);
+  if (!g) {
+    *why = "CUDA graphs off: " + g.status().message();
+    return out;
+  }
+  if (go.max_bs == 0 || go.max_bs > max_running) {
+    go.max_bs = std::min(max_running, (*g)->max_bs());  // no batch beyond the request limit
+    g = CudaGraphRunner::create(model, ops, cache, go);
+    if (!g) {
+      *why = "CUDA graphs off: " + g.status().message();
+      return out;
+    }
+  }
+  if (Status st = (*g)->capture(); !st.is_ok()) {
+    *why = "CUDA graphs off: " + st.message();
+    return out;
+  }
+  out.verify = std::move(*g);
+  // DSERVE_SPEC_DRAFT_GRAPHS=0 (A/B runs): the eager drafter after graph verify steps too.
+  if (mtp_drafts && env_flag("DSERVE_SPEC_DRAFT_GRAPHS", true)) {
+    CudaGraphOptions dgo = go;
+    dgo.max_bs = out.verify->max_bs();
+    dgo.batch_sizes = out.verify->batch_sizes();
+    dgo.token_store = Tensor();
+    dgo.draft_steps = go.tokens_per_seq - 1;
+    dgo.draft_hidden = out.verify->hidden();
+    auto dg = CudaGraphRunner::create(model, ops, cache, dgo);
+    Status st = dg ? (*dg)->capture() : dg.status();
+    if (st.is_ok())
+      out.drafts = std::move(*dg);
+    else
+      *why = "MTP draft graphs off (the eager drafter runs): " + st.message();
+  }
+  return out;
+}
+
 class BatchEngine final : public Engine {
  public:
   BatchEngine() = default;
-  ~BatchEngine() override { shutdown(); }
+  ~BatchEngine() override {
+    shutdown();
+    // Multi-GPU: each rank's runner, model and backend go with their thread bound to the rank's GPU (their
+    // allocations and cuBLASLt workspaces are freed on its streams).
+    tp_.reset();
+    for (size_t r = rank_ops_.size(); r-- > 0;) {
+      rank_ops_[r]->bind_thread();
+      rank_runners_[r].reset();
+      rank_models_[r].reset();
+      rank_ops_[r].reset();
+    }
+    if (ops_) ops_->bind_thread();
+  }
 
   Status init(const BatchEngineOptions& o) {
     if (o.model_path.empty()) return error("--model-path is required");
@@ -59,8 +121,11 @@ class BatchEngine final : public Engine {
       ops_ = make_cpu_ops();
     } else if (o.device == "cuda") {
 #ifdef DSERVE_WITH_CUDA
-      DS_RETURN_IF_ERROR(check_cuda_device(0));
-      ops_ = make_cuda_ops(0);
+      if (o.base_gpu_id < 0 || o.gpu_id_step < 1)
+        return error("--base-gpu-id must be >= 0 and --gpu-id-step >= 1, got ", o.base_gpu_id, " and ", o.gpu_id_step);
+      for (int r = 0; r < std::max(o.tp_size, 1); ++r)
+        DS_RETURN_IF_ERROR(check_cuda_device(o.base_gpu_id + r * o.gpu_id_step));
+      ops_ = make_cuda_ops(o.base_gpu_id);
 #else
       return error("--device cuda: this build has no CUDA backend (CUDA toolkit not found at build time)");
 #endif
@@ -93,9 +158,6 @@ class BatchEngine final : public Engine {
     // Tensor parallelism (--tp-size): rank r runs its shard of the weights on a backend of its own; rank 0 is
     // ops_ / model_ / runner_, the others run beside it every step (runner/tp_ranks.h).
     if (o.tp_size < 1) return error("--tp-size must be >= 1, got ", o.tp_size);
-    if (o.tp_size > 1 && ops_->device() != Device::kCpu)
-      return error("--tp-size ", o.tp_size, ": tensor parallelism runs on --device cpu only so far (ranks as threads); "
-                   "multi-GPU serving over NCCL is not built yet");
     if (o.tp_size > 1 && o.dp_group && o.tp_size != o.dp_group->size())
       return error("--tp-size ", o.tp_size, " with --dp-size ", o.dp_group->size(), ": data-parallel attention shards "
                    "the MLPs over the DP ranks (--tp-size = --dp-size)");
@@ -116,13 +178,36 @@ class BatchEngine final : public Engine {
       model_ = std::make_unique<DeepseekModel>(shard.config, shard.weights, *ops_, mo);
       rank_cfg = shard.config;
       group_ = o.dp_group;
+      abort_group_ = [g = o.dp_group](const std::string& why) { g->abort(why); };
       dp_ = true;
     } else if (o.tp_size > 1) {
-      auto group = std::make_shared<LocalGroup>(o.tp_size);
+      // Ranks as threads: on the CPU a LocalGroup; on CUDA one GPU a rank (--base-gpu-id + r * --gpu-id-step), NCCL.
+      std::vector<std::unique_ptr<Ops>> all_ops;
+      all_ops.push_back(std::move(ops_));
+      std::vector<std::shared_ptr<Collective>> members;
+      if (all_ops[0]->device() == Device::kCpu) {
+        auto group = std::make_shared<LocalGroup>(o.tp_size);
+        for (int r = 0; r < o.tp_size; ++r) members.push_back(group->member(r));
+        for (int r = 1; r < o.tp_size; ++r) all_ops.push_back(make_cpu_ops());
+        group_ = group;
+        abort_group_ = [group](const std::string& why) { group->abort(why); };
+      } else {
+#ifdef DSERVE_WITH_CUDA
+        std::vector<int> devices;
+        for (int r = 0; r < o.tp_size; ++r) devices.push_back(o.base_gpu_id + r * o.gpu_id_step);
+        for (int r = 1; r < o.tp_size; ++r) all_ops.push_back(make_cuda_ops(devices[r]));
+        all_ops[0]->bind_thread();
+        DS_ASSIGN_OR_RETURN(std::shared_ptr<NcclGroup> group, NcclGroup::create(devices));
+        for (int r = 0; r < o.tp_size; ++r) members.push_back(group->member(r));
+        abort_group_ = [group](const std::string& why) { group->abort(why); };
+        if (o.verbose) DS_INFO("NCCL ", group->version(), ": ", o.tp_size, " GPUs from GPU ", devices[0]);
+#endif
+      }
       for (int r = 0; r < o.tp_size; ++r) {
         DS_ASSIGN_OR_RETURN(TpShard shard, shard_for_tensor_parallel(cfg_, weights, r, o.tp_size, ep));
-        std::unique_ptr<Ops> ops = r == 0 ? std::move(ops_) : make_cpu_ops();
-        ops->set_collective(group->member(r));
+        std::unique_ptr<Ops> ops = std::move(all_ops[r]);
+        ops->bind_thread();  // the rank's weights go to its GPU
+        ops->set_collective(members[r]);
         auto model = std::make_unique<DeepseekModel>(shard.config, shard.weights, *ops,
                                                      model_options(o.disable_shared_experts_fusion));
         if (r == 0) {
@@ -134,7 +219,7 @@ class BatchEngine final : public Engine {
           rank_models_.push_back(std::move(model));
         }
       }
-      group_ = group;
+      ops_->bind_thread();
       if (o.verbose)
         DS_INFO("tensor parallelism: ", o.tp_size, " ranks (threads), ", rank_cfg.num_attention_heads,
                 " attention heads each", ep ? ", routed experts dealt out whole (--ep-size)" : "");
@@ -224,13 +309,16 @@ class BatchEngine final : public Engine {
     runner_ = std::make_unique<BatchRunner>(*model_, *ops_, cache, sc.max_running_requests);
     std::vector<BatchRunner*> others;
     for (size_t r = 0; r < rank_models_.size(); ++r) {  // each rank its own latent cache (MLA TP keeps it whole)
-      KvCache c = make_kv_cache(*rank_ops_[r], rank_cfg, sc.page_size, sc.num_pages, mtp_cache_layers, kv_dtype);
+      rank_ops_[r]->bind_thread();
+      KvCache c = make_kv_cache(*rank_ops_[r], rank_cfg, sc.page_size, sc.num_pages + (graphs ? 1 : 0),
+                                mtp_cache_layers, kv_dtype);
+      rank_caches_.push_back(c);
       rank_runners_.push_back(std::make_unique<BatchRunner>(*rank_models_[r], *rank_ops_[r], c, sc.max_running_requests));
       if (spec_steps_ > 0) rank_runners_.back()->enable_speculative(spec_steps_, o.speculative_ngram ? &o.ngram : nullptr);
       others.push_back(rank_runners_.back().get());
     }
-    if (!others.empty())
-      tp_ = std::make_unique<TpRanks>(std::move(others), [g = group_](const std::string& why) { g->abort(why); });
+    ops_->bind_thread();
+    if (!others.empty()) tp_ = std::make_unique<TpRanks>(std::move(others), abort_group_);
     if (spec_steps_ > 0) {
       runner_->enable_speculative(spec_steps_, o.speculative_ngram ? &o.ngram : nullptr);
       if (o.verbose)
@@ -245,38 +333,37 @@ class BatchEngine final : public Engine {
       go.max_context = context_length_;
       go.dummy_page = sc.num_pages;
       go.verbose = o.verbose;
-      go.token_store = runner_->token_store();
       go.tokens_per_seq = spec_steps_ + 1;  // speculative decoding: verify graphs (the token and its drafts)
-      auto g = CudaGraphRunner::create(*model_, *ops_, cache, go);
-      if (!g) {
-        if (o.verbose) DS_WARN("CUDA graphs off: ", g.status().message());
-      } else {
-        if (go.max_bs == 0 || go.max_bs > sc.max_running_requests) {
-          go.max_bs = std::min(sc.max_running_requests, (*g)->max_bs());  // no batch beyond the request limit
-          g = CudaGraphRunner::create(*model_, *ops_, cache, go);
-          if (!g) return g.status();
+      // Every rank captures its own graphs at once (their warm-up forwards meet in the all-reduces), and replays
+      // them or none: a padded graph batch on one rank and an eager one on another would all-reduce unequal rows.
+      const int n = 1 + static_cast<int>(rank_runners_.size());
+      std::vector<std::string> failed(static_cast<size_t>(n));
+      std::vector<RankGraphs> made(static_cast<size_t>(n));
+      auto capture = [&](int r) {
+        made[r] = capture_rank_graphs(r == 0 ? *model_ : *rank_models_[r - 1], r == 0 ? *ops_ : *rank_ops_[r - 1],
+                                      r == 0 ? cache : rank_caches_[r - 1],
+                                      r == 0 ? *runner_ : *rank_runners_[r - 1], go, sc.max_running_requests,
+                                      spec_steps_ > 0 && !o.speculative_ngram, &failed[r]);
+      };
+      if (tp_) {
+        try {
+          tp_->run_all(capture);
+        } catch (const std::exception& e) {
+          return error("capturing the tensor-parallel ranks' CUDA graphs: ", e.what());
         }
-        if (Status st = (*g)->capture(); st.is_ok())
-          runner_->set_cuda_graphs(std::move(*g));
-        else if (o.verbose)
-          DS_WARN("CUDA graphs off: ", st.message());
+      } else {
+        capture(0);
       }
-      // The MTP drafter's graphs over the verify graphs' hidden rows, at the same batch sizes. DSERVE_SPEC_DRAFT_GRAPHS=0
-      // (A/B runs): the eager drafter after graph verify steps too.
-      if (CudaGraphRunner* verify = runner_->cuda_graphs();
-          verify && spec_steps_ > 0 && !o.speculative_ngram && env_flag("DSERVE_SPEC_DRAFT_GRAPHS", true)) {
-        CudaGraphOptions dgo = go;
-        dgo.max_bs = verify->max_bs();
-        dgo.batch_sizes = verify->batch_sizes();
-        dgo.token_store = Tensor();
-        dgo.draft_steps = spec_steps_;
-        dgo.draft_hidden = verify->hidden();
-        auto dg = CudaGraphRunner::create(*model_, *ops_, cache, dgo);
-        Status st = dg ? (*dg)->capture() : dg.status();
-        if (st.is_ok())
-          runner_->set_draft_graphs(std::move(*dg));
-        else if (o.verbose)
-          DS_WARN("MTP draft graphs off (the eager drafter runs): ", st.message());
+      bool all = true, all_drafts = true;
+      for (int r = 0; r < n; ++r) {
+        all = all && made[r].verify;
+        all_drafts = all_drafts && made[r].drafts;
+        if (!failed[r].empty() && o.verbose) DS_WARN(n > 1 ? "rank " + std::to_string(r) + ": " : "", failed[r]);
+      }
+      for (int r = 0; r < n && all; ++r) {
+        BatchRunner& br = r == 0 ? *runner_ : *rank_runners_[r - 1];
+        br.set_cuda_graphs(std::move(made[r].verify));
+        if (all_drafts && made[r].drafts) br.set_draft_graphs(std::move(made[r].drafts));
       }
     }
     if (o.verbose) DS_INFO("KV cache: ", sc.num_pages, " pages of ", sc.page_size, " tokens (", max_total_tokens_, " tokens)");
@@ -752,7 +839,7 @@ class BatchEngine final : public Engine {
       live_.clear();
       stopping_ = true;  // submit() refuses from now on
     }
-    if (group_) group_->abort(msg);  // ranks waiting for this one in a collective fail too, instead of hanging
+    if (abort_group_) abort_group_(msg);  // ranks waiting for this one in a collective fail too, instead of hanging
     deliver(out);
     if (on_fatal_) on_fatal_(msg);
   }
@@ -768,8 +855,10 @@ class BatchEngine final : public Engine {
   std::unique_ptr<BatchRunner> runner_;
   // Tensor parallelism: ranks 1..n-1 (rank 0 is ops_ / model_ / runner_); tp_ is declared last among them so
   // that its threads stop before their runners go.
-  std::shared_ptr<LocalGroup> group_;
+  std::shared_ptr<LocalGroup> group_;  // CPU ranks and data-parallel attention (its doorbell)
+  std::function<void(const std::string&)> abort_group_;  // breaks the ranks' collectives (LocalGroup or NCCL)
   std::vector<std::unique_ptr<Ops>> rank_ops_;
+  std::vector<KvCache> rank_caches_;
   std::vector<std::unique_ptr<DeepseekModel>> rank_models_;
   std::vector<std::unique_ptr<BatchRunner>> rank_runners_;
   std::unique_ptr<TpRanks> tp_;

@@ -42,8 +42,11 @@ struct BatchEngineOptions {
   int32_t speculative_num_steps = 0;
   bool speculative_ngram = false;
   NgramOptions ngram;
-  // Tensor parallelism (--tp-size): ranks as threads of this process, each with its weight shard (--device cpu).
+  // Tensor parallelism (--tp-size): ranks as threads of this process, each with its weight shard; on CUDA one GPU a
+  // rank, all-reduced over NCCL: rank r on GPU base_gpu_id + r * gpu_id_step (--base-gpu-id, --gpu-id-step).
   int32_t tp_size = 1;
+  int32_t base_gpu_id = 0;
+  int32_t gpu_id_step = 1;
   int32_t ep_size = 1;  // --ep-size: 1 (experts cut like the MLPs) or tp_size (routed experts dealt out whole)
   // Data-parallel attention (--enable-dp-attention --dp-size N = --tp-size N, --device cpu): N engines, each with
   // its own scheduler, KV pool and requests, whose attention is their own and whose MLPs are sharded over all N

@@ -48,6 +48,7 @@ AttnMetadata build_attn_metadata(const StepPlan& plan, Ops& ops) {
 BatchRunner::BatchRunner(DeepseekModel& model, Ops& ops, KvCache cache, int32_t max_rows)
     : model_(model), ops_(ops), cache_(std::move(cache)) {
   DS_CHECK(max_rows > 0, "BatchRunner with ", max_rows, " rows");
+  ops_.bind_thread();  // each entry point binds the calling thread to the runner's device (multi-GPU ranks)
   Tensor zeros = Tensor::zeros({max_rows}, DType::kI32);
   token_store_ = ops_.upload(zeros);
   row_sampled_.assign(static_cast<size_t>(max_rows), 0);
@@ -90,6 +91,7 @@ bool BatchRunner::launch_waits(const StepPlan& plan,
 }
 
 LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<std::string, RunnerRequestInfo>& info) {
+  ops_.bind_thread();
   LaunchedStep step;
   std::vector<SeqOutput>& out = step.out;
   out.resize(plan.seqs.size());
@@ -274,6 +276,7 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
 }
 
 void BatchRunner::idle_step() {
+  ops_.bind_thread();
   AttnMetadata none;
   none.num_tokens = 0;
   (void)model_.forward(ops_.upload(Tensor::empty({0}, DType::kI32)), none, cache_);
@@ -292,6 +295,7 @@ void BatchRunner::enable_speculative(int num_steps, const NgramOptions* ngram) {
 }
 
 std::vector<SeqOutput> BatchRunner::finish(LaunchedStep step) {
+  ops_.bind_thread();
   std::vector<SeqOutput> out = std::move(step.out);
   SampleResult res;
   if (step.sample) res = step.sample->wait();

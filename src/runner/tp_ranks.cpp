@@ -7,7 +7,6 @@ namespace ds {
 
 TpRanks::TpRanks(std::vector<BatchRunner*> others, std::function<void(const std::string&)> on_failure)
     : runners_(std::move(others)), on_failure_(std::move(on_failure)) {
-  outputs_.resize(runners_.size());
   errors_.resize(runners_.size());
   for (size_t i = 0; i < runners_.size(); ++i) threads_.emplace_back([this, i] { worker(i); });
 }
@@ -29,56 +28,59 @@ void TpRanks::worker(size_t i) {
     cv_.wait(lock, [&] { return stop_ || job_ != seen; });
     if (stop_) return;
     seen = job_;
-    const StepPlan& plan = *plan_;
-    const auto& info = *info_;
+    const std::function<void(int)>& job = *job_fn_;
     lock.unlock();
-    std::vector<SeqOutput> out;
     std::string err;
     try {
-      out = runners_[i]->execute(plan, info);
+      job(static_cast<int>(i + 1));
     } catch (const std::exception& e) {
       err = e.what();
       if (on_failure_) on_failure_("rank " + std::to_string(i + 1) + ": " + err);
     }
     lock.lock();
-    outputs_[i] = std::move(out);
     errors_[i] = std::move(err);
     ++done_;
     cv_.notify_all();
   }
 }
 
-std::vector<SeqOutput> TpRanks::execute(BatchRunner& rank0, const StepPlan& plan,
-                                        const std::unordered_map<std::string, RunnerRequestInfo>& info) {
+void TpRanks::run_all(const std::function<void(int rank)>& job) {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    plan_ = &plan;
-    info_ = &info;
+    job_fn_ = &job;
     done_ = 0;
     ++job_;
   }
   cv_.notify_all();
-  std::vector<SeqOutput> out;
   std::string err0;
   try {
-    out = rank0.execute(plan, info);
+    job(0);
   } catch (const std::exception& e) {
     err0 = e.what();
     if (on_failure_) on_failure_("rank 0: " + err0);
   }
   std::unique_lock<std::mutex> lock(mu_);
   cv_.wait(lock, [&] { return done_ == runners_.size(); });
+  job_fn_ = nullptr;
   if (!err0.empty()) throw std::runtime_error("tensor-parallel rank 0: " + err0);
-  for (size_t i = 0; i < runners_.size(); ++i) {
+  for (size_t i = 0; i < runners_.size(); ++i)
     if (!errors_[i].empty()) throw std::runtime_error("tensor-parallel rank " + std::to_string(i + 1) + ": " + errors_[i]);
-    DS_CHECK(outputs_[i].size() == out.size(), "tensor-parallel rank ", i + 1, " returned ", outputs_[i].size(),
+}
+
+std::vector<SeqOutput> TpRanks::execute(BatchRunner& rank0, const StepPlan& plan,
+                                        const std::unordered_map<std::string, RunnerRequestInfo>& info) {
+  std::vector<std::vector<SeqOutput>> outputs(runners_.size() + 1);
+  run_all([&](int r) { outputs[r] = (r == 0 ? rank0 : *runners_[r - 1]).execute(plan, info); });
+  const std::vector<SeqOutput>& out = outputs[0];
+  for (size_t i = 1; i < outputs.size(); ++i) {
+    DS_CHECK(outputs[i].size() == out.size(), "tensor-parallel rank ", i, " returned ", outputs[i].size(),
              " outputs, rank 0 ", out.size());
     for (size_t s = 0; s < out.size(); ++s)
-      DS_CHECK(outputs_[i][s].token == out[s].token && outputs_[i][s].accepted_drafts == out[s].accepted_drafts &&
-                   outputs_[i][s].next_drafts == out[s].next_drafts,
-               "tensor-parallel rank ", i + 1, " sampled other tokens than rank 0 for sequence ", s);
+      DS_CHECK(outputs[i][s].token == out[s].token && outputs[i][s].accepted_drafts == out[s].accepted_drafts &&
+                   outputs[i][s].next_drafts == out[s].next_drafts,
+               "tensor-parallel rank ", i, " sampled other tokens than rank 0 for sequence ", s);
   }
-  return out;
+  return std::move(outputs[0]);
 }
 
 void TpRanks::release(const std::string& rid) {

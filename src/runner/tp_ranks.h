@@ -30,6 +30,10 @@ class TpRanks {
                                  const std::unordered_map<std::string, RunnerRequestInfo>& info);
   // Forgets a finished request on every other rank (between steps).
   void release(const std::string& rid);
+  // Runs job(r) for every rank r at once, rank 0 on the calling thread and rank i on its own (whose runner's
+  // device it is bound to: multi-GPU set-up work such as capturing each rank's CUDA graphs, whose warm-up forwards
+  // meet in the all-reduces). A rank's exception fails the group (on_failure) and is rethrown here.
+  void run_all(const std::function<void(int rank)>& job);
 
  private:
   void worker(size_t i);
@@ -42,9 +46,7 @@ class TpRanks {
   uint64_t job_ = 0;     // the step being run (workers run each job once)
   size_t done_ = 0;      // workers finished with job_
   bool stop_ = false;
-  const StepPlan* plan_ = nullptr;
-  const std::unordered_map<std::string, RunnerRequestInfo>* info_ = nullptr;
-  std::vector<std::vector<SeqOutput>> outputs_;
+  const std::function<void(int rank)>* job_fn_ = nullptr;  // job_'s work (ranks 1..n-1 run it on their threads)
   std::vector<std::string> errors_;
 };
 

@@ -125,7 +125,7 @@ struct CudaPendingSample final : PendingSample {
 
 class CudaOps final : public Ops {
  public:
-  explicit CudaOps(int device_index) {
+  explicit CudaOps(int device_index) : device_(device_index) {
     init_cuda_device(device_index);
     gemm_ = std::make_unique<CublasLtGemm>();
     ticket_ = empty({1}, DType::kI32);  // moe_gate_route's grid counter: made here, never inside a graph capture
@@ -252,6 +252,7 @@ class CudaOps final : public Ops {
   }
 
   Device device() const override { return Device::kCuda; }
+  void bind_thread() override { bind_cuda_device(device_); }
   DType activation_dtype() const override { return DType::kBF16; }
 
   // ---- weights ----
@@ -2143,6 +2144,7 @@ class CudaOps final : public Ops {
 
   std::unordered_map<const std::vector<PreparedMlp>*, ExpertTable> expert_tables_;
 
+  int device_ = 0;
   std::unique_ptr<CublasLtGemm> gemm_;
   int64_t small_m_max_ = kernels::kGemmSmallMMax;
   std::unique_ptr<Fp8Gemm> fp8_;  // null under DSERVE_FP8_NATIVE=0

@@ -20,13 +20,19 @@ namespace ds {
 // An error naming the problem when `device_index` cannot be used (no driver, no such GPU).
 Status check_cuda_device(int device_index);
 
-// Selects `device_index`, creates the compute stream and registers a cudaMallocAsync/cudaFreeAsync
-// allocator on it for Device::kCuda (freed memory stays in the pool). Idempotent; one device per process.
+// Creates `device_index`'s compute stream (once; freed memory stays in its pool) and binds the calling thread to
+// it. The first device initialised is every unbound thread's; the Device::kCuda allocator (cudaMallocAsync /
+// cudaFreeAsync) serves each thread on its bound device. Several devices: tensor-parallel ranks as threads.
 void init_cuda_device(int device_index);
+// Binds the calling thread to an initialised device: its CUDA work, allocations and graph regions go there from now
+// on (a rank's thread binds its GPU before running the rank's model: Ops::bind_thread).
+void bind_cuda_device(int device_index);
+// The device the calling thread runs on (bound, else the first initialised).
+int cuda_device();
 
-// The stream CUDA ops run on: the compute stream (a blocking stream, so legacy-default-stream work orders with
-// it), or the side stream inside a side section (Ops::side_begin). Also makes the device current on the calling
-// thread (the engine runs the model on its own thread).
+// The stream CUDA ops run on: the thread's device's compute stream (a blocking stream, so legacy-default-stream
+// work orders with it), or the side stream inside a side section (Ops::side_begin). Also makes the device current
+// on the calling thread (the engine runs the model on its own thread).
 cudaStream_t cuda_stream();
 // The compute stream itself and the side stream (made on first use; non-blocking), whatever is current.
 cudaStream_t cuda_main_stream();
@@ -81,6 +87,7 @@ struct PinnedSlot {
   void* host = nullptr;
   size_t bytes = 0;
   cudaEvent_t done = nullptr;
+  int device = 0;  // the GPU whose streams record `done`
 };
 // A slot of at least `bytes` (from the free list, else newly allocated); thread-safe.
 PinnedSlot acquire_pinned(size_t bytes);
