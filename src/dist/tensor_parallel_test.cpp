@@ -3,6 +3,7 @@
 // steps in the absorbed form, the MTP layer) to float rounding, and the same bits on every rank.
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <thread>
 
@@ -215,6 +216,59 @@ TEST(TensorParallelFp8, BlockScaledShardsGiveTheSingleRankLogits) {
                                   (1.0 + std::fabs(static_cast<double>(want[k][i]))));
     EXPECT_LE(worst, 1e-4) << "step " << k;
   }
+}
+
+bool same_bits(const Tensor& a, const Tensor& b) {
+  return a.defined() && b.defined() && a.shape() == b.shape() && a.dtype() == b.dtype() &&
+         std::memcmp(a.data(), b.data(), a.nbytes()) == 0;
+}
+
+// Tensor-parallel dummy weights are made rank by rank from tensor_parallel_config (the engine's --load-format dummy
+// with --tp-size: a full-size model never exists whole in host memory): the tensors every rank keeps whole come
+// out the same bits as the whole model's, so the ranks compute one replicated state; the cut ones have the rank's
+// shape. A config whose rank slice is not whole FP8 blocks is refused by name.
+TEST(TensorParallelShard, DummyShardsShareTheReplicatedTensors) {
+  std::ifstream f(std::string(DSERVE_SOURCE_DIR) + "/tests/data/configs/deepseek-v3.json");
+  nlohmann::json c = nlohmann::json::parse(f);
+  c.update({{"hidden_size", 256}, {"intermediate_size", 256}, {"moe_intermediate_size", 256},
+            {"num_attention_heads", 4}, {"num_key_value_heads", 4}, {"n_routed_experts", 8},
+            {"num_experts_per_tok", 2}, {"n_group", 2}, {"topk_group", 1}, {"q_lora_rank", 256},
+            {"kv_lora_rank", 128}, {"num_hidden_layers", 2}, {"first_k_dense_replace", 1},
+            {"num_nextn_predict_layers", 1}, {"vocab_size", 1024}});
+  const ModelConfig cfg = parse_model_config(c.dump()).value();
+  auto rank_cfg = tensor_parallel_config(cfg, 2, false, false, /*fp8_blocks=*/true);
+  ASSERT_TRUE(rank_cfg.is_ok()) << rank_cfg.status().message();
+  EXPECT_EQ(rank_cfg->num_attention_heads, 2);
+  EXPECT_EQ(rank_cfg->moe_intermediate_size, 128);
+  EXPECT_EQ(rank_cfg->intermediate_size, 128);
+  const ModelWeights whole = make_dummy_weights(cfg, 9);
+  const ModelWeights part = make_dummy_weights(*rank_cfg, 9);
+  EXPECT_TRUE(same_bits(whole.embed, part.embed));
+  EXPECT_TRUE(same_bits(whole.final_norm, part.final_norm));
+  EXPECT_TRUE(same_bits(whole.lm_head.weight, part.lm_head.weight));
+  ASSERT_EQ(part.layers.size(), whole.layers.size());
+  ASSERT_EQ(part.mtp.size(), 1u);
+  for (size_t l = 0; l < whole.layers.size(); ++l) {
+    SCOPED_TRACE(l);
+    const LayerWeights &a = whole.layers[l], &b = part.layers[l];
+    EXPECT_TRUE(same_bits(a.input_norm, b.input_norm));
+    EXPECT_TRUE(same_bits(a.attn.q_a_proj.weight, b.attn.q_a_proj.weight));
+    EXPECT_TRUE(same_bits(a.attn.q_a_proj.scale_inv, b.attn.q_a_proj.scale_inv));
+    EXPECT_TRUE(same_bits(a.attn.kv_a_proj.weight, b.attn.kv_a_proj.weight));
+    EXPECT_TRUE(same_bits(a.attn.kv_a_norm, b.attn.kv_a_norm));
+    EXPECT_EQ(b.attn.q_b_proj.out_features(), a.attn.q_b_proj.out_features() / 2);
+    EXPECT_EQ(b.attn.o_proj.in_features(), a.attn.o_proj.in_features() / 2);
+    if (a.is_moe) {
+      EXPECT_TRUE(same_bits(a.moe.router, b.moe.router));
+      EXPECT_TRUE(same_bits(a.moe.correction_bias, b.moe.correction_bias));
+      EXPECT_EQ(b.moe.experts[3].gate.out_features(), 128);
+    }
+  }
+  EXPECT_TRUE(same_bits(whole.mtp[0].eh_proj.weight, part.mtp[0].eh_proj.weight));
+  auto four = tensor_parallel_config(cfg, 4, false, false, /*fp8_blocks=*/true);  // 64-wide expert slices
+  ASSERT_FALSE(four.is_ok());
+  EXPECT_NE(four.status().message().find("FP8 blocks"), std::string::npos) << four.status().message();
+  EXPECT_TRUE(tensor_parallel_config(cfg, 4, false, false).is_ok());  // a checkpoint's slices are checked by shard
 }
 
 // What does not divide is refused with its name: 3 heads of 4, FP8 blocks cut below 128 rows.

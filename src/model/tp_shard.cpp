@@ -78,11 +78,46 @@ Result<TpShard> shard_for_tensor_parallel(const ModelConfig& cfg, const ModelWei
     DS_RETURN_IF_ERROR(shard_layer(cfg, l, rank, size, expert_parallel, attention_whole));
   for (MtpWeights& m : s.weights.mtp)
     DS_RETURN_IF_ERROR(shard_layer(cfg, m.layer, rank, size, expert_parallel, attention_whole));
-  if (!attention_whole) s.config.num_attention_heads /= size;
-  s.config.intermediate_size /= size;
-  // (With expert parallelism the routed experts keep their width; the shared ones, cut, are checked by shape.)
-  if (!expert_parallel) s.config.moe_intermediate_size /= size;
+  DS_ASSIGN_OR_RETURN(s.config, tensor_parallel_config(cfg, size, expert_parallel, attention_whole));
   return s;
+}
+
+Result<ModelConfig> tensor_parallel_config(const ModelConfig& cfg, int size, bool expert_parallel,
+                                           bool attention_whole, bool fp8_blocks) {
+  if (size < 1) return error("tensor parallelism over ", size, " ranks");
+  DS_RETURN_IF_ERROR(check_tensor_parallel(cfg, size, expert_parallel, attention_whole));
+  ModelConfig out = cfg;
+  if (size == 1) return out;
+  // Each cut extent: divisible, and on whole 128-blocks where the weights are block-FP8 (as slice() demands).
+  const bool fp8 = fp8_blocks && cfg.fp8.enabled;
+  auto cut = [&](int64_t extent, int64_t block, const char* what) -> Status {
+    if (extent % size != 0)
+      return error("tensor parallelism: ", what, " ", extent, " does not divide by --tp-size ", size);
+    if (fp8 && block > 0 && (extent / size) % block != 0)
+      return error("tensor parallelism: ", what, " ", extent, " over ", size, " ranks is ", extent / size,
+                   " a rank, not whole ", block, "-wide FP8 blocks");
+    return Status::ok();
+  };
+  if (!attention_whole) {
+    const int64_t h = cfg.num_attention_heads / size;
+    DS_RETURN_IF_ERROR(cut(cfg.num_attention_heads * cfg.qk_head_dim(), cfg.fp8.block_n, "q_b_proj rows"));
+    DS_RETURN_IF_ERROR(
+        cut(cfg.num_attention_heads * (cfg.qk_nope_head_dim + cfg.v_head_dim), cfg.fp8.block_n, "kv_b_proj rows"));
+    DS_RETURN_IF_ERROR(cut(cfg.num_attention_heads * cfg.v_head_dim, cfg.fp8.block_k, "o_proj columns"));
+    out.num_attention_heads = h;
+  }
+  if (cfg.first_k_dense_replace > 0 || cfg.n_routed_experts == 0 || cfg.moe_layer_freq > 1)
+    DS_RETURN_IF_ERROR(cut(cfg.intermediate_size, cfg.fp8.block_n, "the dense MLP's intermediate size"));
+  if (cfg.n_routed_experts > 0) {
+    if (!expert_parallel) DS_RETURN_IF_ERROR(cut(cfg.moe_intermediate_size, cfg.fp8.block_n, "an expert's intermediate size"));
+    if (cfg.n_shared_experts > 0)
+      DS_RETURN_IF_ERROR(cut(cfg.moe_intermediate_size * cfg.n_shared_experts, cfg.fp8.block_n,
+                             "the shared experts' intermediate size"));
+  }
+  out.intermediate_size /= size;
+  // (With expert parallelism the routed experts keep their width; the shared ones, cut, are checked by shape.)
+  if (!expert_parallel) out.moe_intermediate_size /= size;
+  return out;
 }
 
 }  // namespace ds

@@ -24,6 +24,13 @@ struct TpShard {
 // expert_parallel); shard_for_tensor_parallel checks it too.
 Status check_tensor_parallel(const ModelConfig& cfg, int size, bool expert_parallel, bool attention_whole);
 
+// What one rank computes (heads and intermediate sizes divided by `size`), from the config alone: errors name an
+// extent that does not divide; with fp8_blocks (no checkpoint whose slices say it: dummy weights, made per rank from
+// this config as SGLang's --load-format dummy initialises each rank's own shard), also a block-FP8 config's slice
+// that is not whole 128-blocks.
+Result<ModelConfig> tensor_parallel_config(const ModelConfig& cfg, int size, bool expert_parallel,
+                                           bool attention_whole, bool fp8_blocks = false);
+
 // attention_whole (data-parallel attention, ModelOptions::dp_attention): the attention weights stay whole on every
 // rank; only the MLPs are sharded.
 Result<TpShard> shard_for_tensor_parallel(const ModelConfig& cfg, const ModelWeights& w, int rank, int size,

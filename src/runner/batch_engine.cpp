@@ -136,8 +136,17 @@ class BatchEngine final : public Engine {
     if (ops_->device() == Device::kCuda) DS_RETURN_IF_ERROR(query_gpu_memory(&free_before, &total_mem));
     ModelWeights weights;
     if (o.verbose) DS_INFO("loading weights from ", o.model_path, " (", o.load_format, ")");
+    // Tensor-parallel dummy weights are made rank by rank, each its own shard (as SGLang initialises them): a
+    // full-size V3 (671B parameters) never exists whole in host memory. Replicated tensors (embedding, norms, the
+    // low-rank projections, router, lm_head) come out the same on every rank (seeded by name and shape).
+    const bool dummy_shards = o.load_format == "dummy" && o.tp_size > 1 && o.ep_size == 1 && !o.dp_group;
     if (o.load_format == "auto") {
       DS_ASSIGN_OR_RETURN(weights, load_weights(o.model_path, cfg_));
+    } else if (dummy_shards) {
+      if (o.quantization == "fp8" && !cfg_.fp8.enabled && !cfg_.fp8.ue8m0) {  // made in block-FP8 directly
+        cfg_.fp8.enabled = true;
+        cfg_.fp8.block_n = cfg_.fp8.block_k = 128;
+      }
     } else if (o.load_format == "dummy") {
       weights = make_dummy_weights(cfg_, o.seed);
     } else {
@@ -146,7 +155,7 @@ class BatchEngine final : public Engine {
     DS_RETURN_IF_ERROR(apply_quantization_flag(o.quantization, &weights, &cfg_));
     DS_ASSIGN_OR_RETURN(KvCacheDtype kv_dtype, parse_kv_cache_dtype(o.kv_cache_dtype));
     if (o.speculative_num_steps > 0 && !o.speculative_ngram) {  // (its range: SchedulerConfig::validate)
-      if (weights.mtp.empty())
+      if (dummy_shards ? cfg_.num_nextn_predict_layers == 0 : weights.mtp.empty())
         return error("speculative decoding (--speculative-algorithm) drafts with the checkpoint's MTP (NextN) layer, "
                      "and ", o.model_path, " has none (num_nextn_predict_layers = ", cfg_.num_nextn_predict_layers,
                      ", no model.layers.", cfg_.num_hidden_layers, ".* tensors)");
@@ -165,6 +174,9 @@ class BatchEngine final : public Engine {
       return error("--ep-size ", o.ep_size, " must be 1 or --tp-size (", o.tp_size, "): expert parallelism deals the "
                    "routed experts out over the tensor-parallel ranks");
     const bool ep = o.ep_size > 1;
+    if (ep && ops_->device() != Device::kCpu)
+      return error("--ep-size ", o.ep_size, " on --device cuda: the CUDA MoE kernels do not yet skip the routed experts "
+                   "another rank holds; use --ep-size 1 (every rank a slice of every expert)");
     ModelConfig rank_cfg = cfg_;  // rank 0's: heads and intermediate sizes divided by tp_size
     if (o.dp_group) {  // one rank of data-parallel attention: whole attention, MLPs sharded over the group
       if (ops_->device() != Device::kCpu)
@@ -204,7 +216,13 @@ class BatchEngine final : public Engine {
 #endif
       }
       for (int r = 0; r < o.tp_size; ++r) {
-        DS_ASSIGN_OR_RETURN(TpShard shard, shard_for_tensor_parallel(cfg_, weights, r, o.tp_size, ep));
+        TpShard shard;
+        if (dummy_shards) {
+          DS_ASSIGN_OR_RETURN(shard.config, tensor_parallel_config(cfg_, o.tp_size, ep, false, /*fp8_blocks=*/true));
+          shard.weights = make_dummy_weights(shard.config, o.seed);
+        } else {
+          DS_ASSIGN_OR_RETURN(shard, shard_for_tensor_parallel(cfg_, weights, r, o.tp_size, ep));
+        }
         std::unique_ptr<Ops> ops = std::move(all_ops[r]);
         ops->bind_thread();  // the rank's weights go to its GPU
         ops->set_collective(members[r]);

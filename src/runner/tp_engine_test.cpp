@@ -110,6 +110,24 @@ TEST(DataParallelAttentionEngine, SpeculativeDecodingSameResultsAsOneRank) {
   }
 }
 
+// --load-format dummy with --tp-size: each rank makes its own shard (no whole model in memory); the ranks agree on
+// every token (TpRanks fails a step whose ranks sampled differently), so their replicated tensors are the same.
+TEST(TensorParallelEngine, DummyWeightsMadeRankByRankServe) {
+  BatchEngineOptions o;
+  o.model_path = std::string(DSERVE_SOURCE_DIR) + "/tests/fixtures/v3";
+  o.load_format = "dummy";
+  o.page_size = 16;
+  o.max_total_tokens = 4096;
+  o.verbose = false;
+  o.tp_size = 2;
+  const auto reqs = requests();
+  const Outcome two = test::run_engine(o, reqs);
+  for (const auto& r : reqs) {
+    ASSERT_EQ(two.tokens.at(r.rid).size(), 9u) << r.rid;
+    EXPECT_TRUE(two.final_event.at(r.rid).error.empty()) << two.final_event.at(r.rid).error;
+  }
+}
+
 TEST(TensorParallelEngine, WhatDoesNotShardIsRefused) {
   BatchEngineOptions o;
   o.model_path = std::string(DSERVE_SOURCE_DIR) + "/tests/fixtures/v3";

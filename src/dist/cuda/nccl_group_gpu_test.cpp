@@ -1,7 +1,7 @@
 // NCCL groups and multi-GPU tensor parallelism. One GPU: a one-rank group's all-reduce (eager and in a CUDA graph)
 // leaves its tensor as it was, a GPU named twice is refused, threads bind devices. MultiGpu* (ctest label multigpu,
 // run on a machine with 2 or more GPUs; they fail on fewer): every rank's all-reduce gives the same sum, and the
-// CUDA engine with --tp-size 2 (and --ep-size 2) gives the one-GPU engine's greedy tokens and log-probabilities.
+// CUDA engine with --tp-size 2 (graphs and eager) gives the one-GPU engine's greedy tokens and log-probabilities.
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -101,6 +101,27 @@ TEST(CudaRuntime, ThreadsBindTheirDevice) {
   EXPECT_EQ(cuda_device(), 0);
 }
 
+// --base-gpu-id / --gpu-id-step naming a GPU past the visible ones: the engine refuses to start, naming it.
+TEST(TensorParallelCuda, AMissingGpuIsNamed) {
+  const int n = device_count();
+  BatchEngineOptions o;
+  o.model_path = std::string(DSERVE_SOURCE_DIR) + "/tests/fixtures/v3";
+  o.device = "cuda";
+  o.verbose = false;
+  o.tp_size = 2;
+  o.base_gpu_id = n - 1;  // rank 1 on GPU n
+  auto e = make_batch_engine(o);
+  ASSERT_FALSE(e.is_ok());
+  EXPECT_NE(e.status().message().find("GPU " + std::to_string(n) + " does not exist"), std::string::npos)
+      << e.status().message();
+  o.tp_size = 1;
+  o.base_gpu_id = 0;
+  o.gpu_id_step = 0;
+  e = make_batch_engine(o);
+  ASSERT_FALSE(e.is_ok());
+  EXPECT_NE(e.status().message().find("--gpu-id-step"), std::string::npos) << e.status().message();
+}
+
 // ---- two GPUs or more ----
 
 TEST(MultiGpu, AllReduceGivesEveryRankTheSameSum) {
@@ -181,7 +202,7 @@ TEST_P(MultiGpu, TensorParallelEngineMatchesOneGpu) {
     int tp, ep;
     bool graphs;
   };
-  for (const Case c : {Case{2, 1, true}, Case{2, 2, true}, Case{2, 1, false}}) {
+  for (const Case c : {Case{2, 1, true}, Case{2, 1, false}}) {
     const test::EngineRun two = run(GetParam(), c.tp, c.ep, c.graphs, reqs);
     const std::string what = "tp " + std::to_string(c.tp) + " ep " + std::to_string(c.ep) + (c.graphs ? " graphs" : " eager");
     if (c.graphs) EXPECT_GT(two.stats.num_graph_steps, 0u) << what;
@@ -202,7 +223,7 @@ TEST_P(MultiGpu, TensorParallelEngineMatchesOneGpu) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Fixtures, MultiGpu, ::testing::Values("v2_lite", "v3", "v3_fp8"));
+INSTANTIATE_TEST_SUITE_P(Fixtures, MultiGpu, ::testing::Values("v2_lite", "v3"));  // (v3_fp8: 32-wide expert slices)
 
 }  // namespace
 }  // namespace ds
