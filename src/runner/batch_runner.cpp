@@ -362,10 +362,9 @@ std::vector<SeqOutput> BatchRunner::finish(LaunchedStep step) {
       DS_CHECK(static_cast<int32_t>(known.size()) == sq.start_pos + sq.num_tokens - sq.num_draft,
                "n-gram drafts: '", sq.req->rid, "' has ", known.size(), " tokens for a step ending at ",
                sq.start_pos + sq.num_tokens - sq.num_draft);
-      std::vector<int32_t> history(known.begin(), known.end());
-      history.insert(history.end(), out[s].accepted_drafts.begin(), out[s].accepted_drafts.end());
-      history.push_back(out[s].token);
-      out[s].next_drafts = ngram_->draft(sq.req->rid, history, d[s].draft_steps);
+      std::vector<int32_t> tail(out[s].accepted_drafts.begin(), out[s].accepted_drafts.end());
+      tail.push_back(out[s].token);
+      out[s].next_drafts = ngram_->draft(sq.req->rid, known, tail, d[s].draft_steps);
     }
     return out;
   }
