@@ -68,7 +68,7 @@ void add_sglang_compat_flags(Flags& flags) {
   flags.add_alias("ep", "ep-size");
   flags.add_alias("expert-parallel-size", "ep-size");
   flags.add_bool("enable-dp-attention", "data-parallel attention: --dp-size ranks with their own requests and KV pools, "
-                                        "MLPs sharded over them (serve --device cpu, --dp-size = --tp-size)");
+                                        "MLPs sharded over them (serve; --dp-size = --tp-size; on CUDA one GPU a rank)");
   for (const char* name : {"attention-backend", "prefill-attention-backend", "decode-attention-backend"})
     flags.add_string(name, "", "SGLang's MLA backend names (fa3, flashinfer, triton, flashmla, ...): accepted and "
                                "checked; dserve runs its own MLA kernels whatever the name");

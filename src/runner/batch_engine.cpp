@@ -123,9 +123,11 @@ class BatchEngine final : public Engine {
 #ifdef DSERVE_WITH_CUDA
       if (o.base_gpu_id < 0 || o.gpu_id_step < 1)
         return error("--base-gpu-id must be >= 0 and --gpu-id-step >= 1, got ", o.base_gpu_id, " and ", o.gpu_id_step);
-      for (int r = 0; r < std::max(o.tp_size, 1); ++r)
-        DS_RETURN_IF_ERROR(check_cuda_device(o.base_gpu_id + r * o.gpu_id_step));
-      ops_ = make_cuda_ops(o.base_gpu_id);
+      // A data-parallel rank runs on its own GPU; tensor-parallel ranks from the first on (made below).
+      const int first = o.base_gpu_id + (o.dp_group ? o.dp_rank * o.gpu_id_step : 0);
+      for (int r = 0; r < (o.dp_group ? 1 : std::max(o.tp_size, 1)); ++r)
+        DS_RETURN_IF_ERROR(check_cuda_device(first + r * o.gpu_id_step));
+      ops_ = make_cuda_ops(first);
 #else
       return error("--device cuda: this build has no CUDA backend (CUDA toolkit not found at build time)");
 #endif
@@ -179,18 +181,21 @@ class BatchEngine final : public Engine {
                    "another rank holds; use --ep-size 1 (every rank a slice of every expert)");
     ModelConfig rank_cfg = cfg_;  // rank 0's: heads and intermediate sizes divided by tp_size
     if (o.dp_group) {  // one rank of data-parallel attention: whole attention, MLPs sharded over the group
-      if (ops_->device() != Device::kCpu)
-        return error("--enable-dp-attention runs on --device cpu only so far (ranks as threads); multi-GPU serving "
-                     "over NCCL is not built yet");
+      if (ops_->device() != Device::kCpu && !o.dp_collective)
+        return error("--enable-dp-attention on --device cuda: the ranks' NCCL group is made by the data-parallel "
+                     "controller (make_batch_engine with --dp-size)");
       DS_ASSIGN_OR_RETURN(TpShard shard, shard_for_tensor_parallel(cfg_, weights, o.dp_rank, o.dp_group->size(), ep,
                                                                    /*attention_whole=*/true));
-      ops_->set_collective(o.dp_group->member(o.dp_rank));
+      ops_->set_collective(o.dp_collective ? o.dp_collective : o.dp_group->member(o.dp_rank));
       ModelOptions mo = model_options(o.disable_shared_experts_fusion);
       mo.dp_attention = true;
       model_ = std::make_unique<DeepseekModel>(shard.config, shard.weights, *ops_, mo);
       rank_cfg = shard.config;
       group_ = o.dp_group;
-      abort_group_ = [g = o.dp_group](const std::string& why) { g->abort(why); };
+      abort_group_ = [g = o.dp_group, nccl = o.dp_abort](const std::string& why) {
+        g->abort(why);
+        if (nccl) nccl(why);
+      };
       dp_ = true;
     } else if (o.tp_size > 1) {
       // Ranks as threads: on the CPU a LocalGroup; on CUDA one GPU a rank (--base-gpu-id + r * --gpu-id-step), NCCL.
@@ -320,7 +325,11 @@ class BatchEngine final : public Engine {
     DS_ASSIGN_OR_RETURN(sched_, Scheduler::create(sc));
     max_total_tokens_ = static_cast<int64_t>(sc.num_pages) * sc.page_size;
     // CUDA graphs: one extra cache page (never handed out) takes the padding rows' writes.
-    const bool graphs = ops_->device() == Device::kCuda && !o.disable_cuda_graph;
+    // (Data-parallel attention: its MLP gathers read the ranks' token counts on the host inside the forward, which a
+    // graph cannot; its steps run eager.)
+    const bool graphs = ops_->device() == Device::kCuda && !o.disable_cuda_graph && !dp_;
+    if (dp_ && ops_->device() == Device::kCuda && !o.disable_cuda_graph && o.verbose && o.dp_rank == 0)
+      DS_INFO("CUDA graphs off with --enable-dp-attention (its steps run eager so far)");
     // Speculative decoding: the MTP layer's latent cache beside the main layers' (same pages).
     KvCache cache = make_kv_cache(*ops_, cfg_, sc.page_size, sc.num_pages + (graphs ? 1 : 0), mtp_cache_layers,
                                   kv_dtype);
@@ -503,6 +512,7 @@ class BatchEngine final : public Engine {
   void run_loop_guarded() {
     ScopedCheckThrows checks_throw;
     try {
+      ops_->bind_thread();  // the engine's GPU (a data-parallel rank's loop makes collectives outside the runner)
       if (dp_)
         run_loop_dp();
       else

@@ -48,14 +48,18 @@ struct BatchEngineOptions {
   int32_t base_gpu_id = 0;
   int32_t gpu_id_step = 1;
   int32_t ep_size = 1;  // --ep-size: 1 (experts cut like the MLPs) or tp_size (routed experts dealt out whole)
-  // Data-parallel attention (--enable-dp-attention --dp-size N = --tp-size N, --device cpu): N engines, each with
-  // its own scheduler, KV pool and requests, whose attention is their own and whose MLPs are sharded over all N
+  // Data-parallel attention (--enable-dp-attention --dp-size N = --tp-size N): N engines, each with its own
+  // scheduler, KV pool and requests, whose attention is their own and whose MLPs are sharded over all N
   // (ModelOptions::dp_attention); they step in lockstep (an idle rank makes zero-token steps) and a controller
-  // gives each new request to the least loaded one. make_batch_engine builds them when dp_size > 1.
+  // gives each new request to the least loaded one. make_batch_engine builds them when dp_size > 1. On CUDA rank r
+  // runs on GPU base_gpu_id + r * gpu_id_step, its collectives NCCL's (eager steps: no CUDA graphs yet).
   int32_t dp_size = 1;
-  // Set by that controller for each of its engines (not by callers): the rank and the group it belongs to.
+  // Set by that controller for each of its engines (not by callers): the rank and the group it belongs to (its
+  // doorbell; on the CPU its collectives too), and on CUDA the rank's NCCL member and the NCCL group's abort.
   int32_t dp_rank = 0;
   std::shared_ptr<LocalGroup> dp_group;
+  std::shared_ptr<Collective> dp_collective;
+  std::function<void(const std::string&)> dp_abort;
   // Tests of verification only: may rewrite the drafts made for request `rid` whose output will hold `num_output`
   // tokens when they are verified (random fixtures' MTP layers draft nothing a target accepts).
   std::function<void(const std::string& rid, int32_t num_output, std::vector<int32_t>& drafts)> test_draft_hook;

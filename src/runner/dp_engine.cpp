@@ -1,11 +1,15 @@
 // The data-parallel-attention controller: N batch engines (one a rank, each with its own scheduler, pool and loop
-// thread, stepping in lockstep over one LocalGroup); a new request goes to the least loaded rank, and everything
-// about a request afterwards to the rank that has it.
+// thread, stepping in lockstep over one LocalGroup; on CUDA one GPU a rank, their collectives over NCCL); a new
+// request goes to the least loaded rank, and everything about a request afterwards to the rank that has it.
 #include <algorithm>
 #include <mutex>
 #include <unordered_map>
 
 #include "runner/batch_engine.h"
+#ifdef DSERVE_WITH_CUDA
+#include "dist/cuda/nccl_group.h"
+#include "ops/cuda/cuda_runtime.h"
+#endif
 
 namespace ds {
 namespace {
@@ -15,15 +19,38 @@ class DpEngine final : public Engine {
   Status init(const BatchEngineOptions& o) {
     if (o.dp_size < 2 || o.dp_size > 64) return error("--dp-size must be in [1, 64], got ", o.dp_size);
     auto group = std::make_shared<LocalGroup>(o.dp_size);
+    std::vector<std::shared_ptr<Collective>> members;  // CUDA: the ranks' NCCL members (one GPU a rank)
+    std::function<void(const std::string&)> nccl_abort;
+    if (o.device == "cuda") {
+#ifdef DSERVE_WITH_CUDA
+      if (o.base_gpu_id < 0 || o.gpu_id_step < 1)
+        return error("--base-gpu-id must be >= 0 and --gpu-id-step >= 1, got ", o.base_gpu_id, " and ", o.gpu_id_step);
+      std::vector<int> devices;
+      for (int r = 0; r < o.dp_size; ++r) {
+        devices.push_back(o.base_gpu_id + r * o.gpu_id_step);
+        DS_RETURN_IF_ERROR(check_cuda_device(devices.back()));
+        init_cuda_device(devices.back());
+      }
+      bind_cuda_device(devices[0]);
+      DS_ASSIGN_OR_RETURN(std::shared_ptr<NcclGroup> nccl, NcclGroup::create(devices));
+      for (int r = 0; r < o.dp_size; ++r) members.push_back(nccl->member(r));
+      nccl_abort = [nccl](const std::string& why) { nccl->abort(why); };
+#endif
+    }
     for (int r = 0; r < o.dp_size; ++r) {
       BatchEngineOptions ro = o;
       ro.dp_size = 1;
       ro.dp_rank = r;
       ro.dp_group = group;
+      if (!members.empty()) {
+        ro.dp_collective = members[r];
+        ro.dp_abort = nccl_abort;
+      }
       ro.verbose = o.verbose && r == 0;
       auto e = make_batch_engine(ro);
       if (!e) {
         group->abort("rank " + std::to_string(r) + " failed to start");  // ranks already looping stop
+        if (nccl_abort) nccl_abort("rank " + std::to_string(r) + " failed to start");
         return e.status();
       }
       ranks_.push_back(std::move(e.value()));

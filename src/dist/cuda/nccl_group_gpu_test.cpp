@@ -1,7 +1,7 @@
 // NCCL groups and multi-GPU tensor parallelism. One GPU: a one-rank group's all-reduce (eager and in a CUDA graph)
 // leaves its tensor as it was, a GPU named twice is refused, threads bind devices. MultiGpu* (ctest label multigpu,
 // run on a machine with 2 or more GPUs; they fail on fewer): every rank's all-reduce gives the same sum, and the
-// CUDA engine with --tp-size 2 (graphs and eager) gives the one-GPU engine's greedy tokens and log-probabilities.
+// CUDA engine with --tp-size 2 (graphs and eager) and --dp-size 2 --enable-dp-attention gives the one-GPU engine's greedy tokens and log-probabilities.
 #include <cstdio>
 #include <cstring>
 #include <random>
@@ -166,7 +166,8 @@ size_t trusted(const std::vector<TokenLogprob>& lps, double margin) {
   return lps.size();
 }
 
-test::EngineRun run(const std::string& fx, int tp, int ep, bool graphs, const std::vector<EngineRequest>& reqs) {
+test::EngineRun run(const std::string& fx, int tp, int ep, bool graphs, const std::vector<EngineRequest>& reqs,
+                    int dp = 1) {
   BatchEngineOptions o;
   o.model_path = std::string(DSERVE_SOURCE_DIR) + "/tests/fixtures/" + fx;
   o.device = "cuda";
@@ -176,6 +177,7 @@ test::EngineRun run(const std::string& fx, int tp, int ep, bool graphs, const st
   o.verbose = true;
   o.tp_size = tp;
   o.ep_size = ep;
+  o.dp_size = dp;
   o.disable_cuda_graph = !graphs;
   return test::run_engine(o, reqs);
 }
@@ -201,11 +203,13 @@ TEST_P(MultiGpu, TensorParallelEngineMatchesOneGpu) {
   struct Case {
     int tp, ep;
     bool graphs;
+    int dp;
   };
-  for (const Case c : {Case{2, 1, true}, Case{2, 1, false}}) {
-    const test::EngineRun two = run(GetParam(), c.tp, c.ep, c.graphs, reqs);
-    const std::string what = "tp " + std::to_string(c.tp) + " ep " + std::to_string(c.ep) + (c.graphs ? " graphs" : " eager");
-    if (c.graphs) EXPECT_GT(two.stats.num_graph_steps, 0u) << what;
+  // Tensor parallelism with and without graphs; data-parallel attention (--dp 2 --tp 2: eager steps so far).
+  for (const Case c : {Case{2, 1, true, 1}, Case{2, 1, false, 1}, Case{2, 1, true, 2}}) {
+    const test::EngineRun two = run(GetParam(), c.tp, c.ep, c.graphs, reqs, c.dp);
+    const std::string what = "tp " + std::to_string(c.tp) + " dp " + std::to_string(c.dp) + (c.graphs ? " graphs" : " eager");
+    if (c.graphs && c.dp == 1) EXPECT_GT(two.stats.num_graph_steps, 0u) << what;
     size_t compared = 0;
     for (const auto& r : reqs) {
       const size_t n = trusted(one.lps.at(r.rid), 0.1);
