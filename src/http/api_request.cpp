@@ -2,6 +2,7 @@
 // or unsupported fields by name, and the three endpoint schemas on top of it.
 #include "http/api_request.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <set>
@@ -239,6 +240,30 @@ void read_stop_ids(Reader& r, const std::string& key, std::vector<TokenId>* out)
   }
 }
 
+// OpenAI's logit_bias: {"<token id>": bias in [-100, 100], ...}, at most kMaxLogitBias entries (ids past the
+// vocabulary are refused by the engine, which knows it).
+constexpr size_t kMaxLogitBias = 1024;
+void read_logit_bias(Reader& r, const std::string& key, std::vector<std::pair<TokenId, float>>* out) {
+  const Json* v = r.find(key);
+  if (!v || v->is_null()) return;
+  if (!v->is_object()) return r.fail("'" + r.param(key) + "' must be an object of token id -> bias", key);
+  if (v->size() > kMaxLogitBias)
+    return r.fail("'" + r.param(key) + "' has more than " + std::to_string(kMaxLogitBias) + " entries", key);
+  for (auto it = v->begin(); it != v->end(); ++it) {
+    const std::string& id_text = it.key();
+    int64_t id = -1;
+    const bool digits = !id_text.empty() && id_text.size() <= 10 &&
+                        std::all_of(id_text.begin(), id_text.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (digits) id = std::stoll(id_text);
+    if (!digits || id > std::numeric_limits<int32_t>::max())
+      return r.fail("'" + r.param(key) + "' keys must be token ids (non-negative integers), got '" + id_text + "'", key);
+    if (!it.value().is_number() || !std::isfinite(it.value().get<double>()) || it.value().get<double>() < -100.0 ||
+        it.value().get<double>() > 100.0)
+      return r.fail("'" + r.param(key) + "' values must be numbers in [-100, 100] (token " + id_text + ")", key);
+    out->emplace_back(static_cast<TokenId>(id), static_cast<float>(it.value().get<double>()));
+  }
+}
+
 // Sampling and text fields shared by the endpoints. `openai`: OpenAI names (max_tokens, min_tokens) and
 // max_tokens >= 1; otherwise SGLang's sampling_params names (max_new_tokens >= 0).
 void read_sampling(Reader& r, bool openai, SamplingSpec* s) {
@@ -305,7 +330,7 @@ void read_sampling(Reader& r, bool openai, SamplingSpec* s) {
   r.unsupported("regex", "constrained decoding");
   r.unsupported("ebnf", "constrained decoding");
   r.unsupported("structural_tag", "constrained decoding");
-  r.unsupported("logit_bias");
+  read_logit_bias(r, "logit_bias", &e.logit_bias);
   r.unsupported("custom_params");
   r.ignore("stream_interval");
 }

@@ -1,6 +1,8 @@
 // Request parsing and validation: field types, ranges, defaults, batch shapes and unknown/unsupported fields.
 #include "http/api_request.h"
 
+#include <map>
+
 #include <gtest/gtest.h>
 
 namespace ds {
@@ -167,6 +169,15 @@ TEST(CompletionRequest, OpenAiFieldsAndDefaults) {
   EXPECT_TRUE(c.echo);
   EXPECT_TRUE(c.include_usage);
   EXPECT_EQ(c.sampling.engine.min_new_tokens, 1);
+  EXPECT_TRUE(c.sampling.engine.logit_bias.empty());
+
+  CompletionRequest b;  // OpenAI's logit_bias: token id strings -> [-100, 100]
+  ASSERT_FALSE(parse_completion_request(parse(R"({"prompt": "x", "logit_bias": {"50256": -100, "7": 2.5}})"), &b)
+                   .has_value());
+  ASSERT_EQ(b.sampling.engine.logit_bias.size(), 2u);
+  std::map<int32_t, float> bias(b.sampling.engine.logit_bias.begin(), b.sampling.engine.logit_bias.end());
+  EXPECT_EQ(bias.at(50256), -100.0f);
+  EXPECT_EQ(bias.at(7), 2.5f);
 
   CompletionRequest d;
   ASSERT_FALSE(parse_completion_request(parse(R"({"prompt": [[1, 2], [3]]})"), &d).has_value());
@@ -188,7 +199,11 @@ TEST(CompletionRequest, RejectsInvalidInput) {
       {R"({"prompt": "x", "stream": true, "stream_options": {"bad": true}})", "stream_options.bad"},
       {R"({"prompt": "x", "suffix": "tail"})", "suffix"},
       {R"({"prompt": "x", "best_of": 2})", "best_of"},
-      {R"({"prompt": "x", "logit_bias": {"5": 1}})", "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"a5": 1}})", "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"-5": 1}})", "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"5": 100.5}})", "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": {"5": "1"}})", "logit_bias"},
+      {R"({"prompt": "x", "logit_bias": [5, 1]})", "logit_bias"},
       {R"({"prompt": "x", "model": 7})", "model"},
       {R"({"prompt": "x", "unknown_field": 1})", "unknown_field"},
       {R"({"prompt": {"a": 1}})", "prompt"},

@@ -164,6 +164,7 @@ __global__ void __launch_bounds__(kThreads) sample_prep_kernel(SampleParams p) {
       v = __fsub_rn(v, __fadd_rn(__fmul_rn(r.frequency_penalty, static_cast<float>(q.output_count)), r.presence_penalty));
     if (q.seen && r.repetition_penalty != 1.0f)
       v = v > 0.0f ? __fdiv_rn(v, r.repetition_penalty) : __fmul_rn(v, r.repetition_penalty);
+    if (q.bias != 0.0f) v = __fadd_rn(v, q.bias);
     if (q.banned) v = -INFINITY;
     w[q.id] = v;
   }

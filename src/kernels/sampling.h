@@ -40,6 +40,7 @@ struct SampleRowParams {
 struct SamplePenaltyParams {
   int32_t id, output_count;
   uint8_t seen, banned, pad0, pad1;
+  float bias;  // logit_bias, added after the penalties (before `banned`)
 };
 
 // One (row, chunk) partial of the scan pass.

@@ -87,6 +87,7 @@ SampleResult sample_reference(const float* logits, int64_t ld, const SampleBatch
       float v = work[p.id];
       if (p.output_count > 0) v -= row.frequency_penalty * static_cast<float>(p.output_count) + row.presence_penalty;
       if (p.seen && row.repetition_penalty != 1.0f) v = v > 0 ? v / row.repetition_penalty : v * row.repetition_penalty;
+      if (p.bias != 0.0f) v += p.bias;
       if (p.banned) v = -std::numeric_limits<float>::infinity();
       work[p.id] = v;
     }

@@ -11,12 +11,14 @@ namespace ds {
 // Per-token adjustment of one row, applied to the raw logit x of token `id` in this order (the runner's
 // penalties as SGLang/HF apply them): x -= frequency_penalty * output_count + presence_penalty when
 // output_count > 0; then, when `seen` and repetition_penalty != 1, x = x > 0 ? x / rep : x * rep; then
-// x = -inf when `banned` (stop/EOS ids before min_new_tokens). At most one entry per id and row.
+// x += bias (the request's logit_bias); then x = -inf when `banned` (stop/EOS ids before min_new_tokens). At most
+// one entry per id and row. Sampling only: returned logprobs are the raw logits'.
 struct SamplePenalty {
   int32_t id = 0;
   int32_t output_count = 0;  // occurrences of id in the output so far
   uint8_t seen = 0;          // id occurs in prompt or output (repetition penalty)
   uint8_t banned = 0;
+  float bias = 0.0f;         // OpenAI logit_bias
 };
 
 struct SampleRow {

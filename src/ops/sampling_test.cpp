@@ -97,6 +97,22 @@ TEST(Sampling, PenaltiesAdjustTheLogitsInOrder) {
   p.id = 0;
   p.banned = 1;
   EXPECT_EQ(run(x, r, {p}).tokens[0], 1);
+  // logit_bias: added after the penalties (3 / 2 + 1.2 = 2.7 > 2.5), and a ban still wins over it.
+  r = draw(0.0f, 0.0);
+  r.repetition_penalty = 2.0f;
+  p = SamplePenalty{};
+  p.id = 0;
+  p.seen = 1;
+  p.bias = 1.2f;
+  EXPECT_EQ(run(x, r, {p}).tokens[0], 0);
+  p.bias = 0.9f;  // 2.4 < 2.5
+  EXPECT_EQ(run(x, r, {p}).tokens[0], 1);
+  SamplePenalty q;
+  q.id = 3;
+  q.bias = 100.0f;
+  EXPECT_EQ(run(x, draw(0.0f, 0.0), {q}).tokens[0], 3);
+  q.banned = 1;
+  EXPECT_EQ(run(x, draw(0.0f, 0.0), {q}).tokens[0], 0);
 }
 
 TEST(Sampling, LogprobsAreOfTheRawRow) {

@@ -407,6 +407,9 @@ class BatchEngine final : public Engine {
     for (size_t i = 0; i < req.input_ids.size(); ++i)
       if (req.input_ids[i] < 0 || req.input_ids[i] >= cfg_.vocab_size)
         return error("token id ", req.input_ids[i], " at index ", i, " is outside the vocabulary [0, ", cfg_.vocab_size, ")");
+    for (const auto& [t, bias] : req.sampling.logit_bias)
+      if (t < 0 || t >= cfg_.vocab_size)
+        return error("logit_bias token id ", t, " is outside the vocabulary [0, ", cfg_.vocab_size, ")");
     if (req.top_logprobs_num < 0) return error("top_logprobs_num must be >= 0");
     if (req.logprob_start_len >= static_cast<int32_t>(req.input_ids.size()))
       return error("logprob_start_len ", req.logprob_start_len, " must be smaller than the prompt length ", req.input_ids.size());

@@ -415,5 +415,40 @@ TEST(BatchEngine, RepetitionPenaltyDiscouragesSeenTokens) {
   EXPECT_LT(with, without) << "repeated tokens with penalty " << with << ", without " << without;
 }
 
+// logit_bias: +100 on one token makes greedy decoding emit it every step, -100 on a request's own greedy tokens
+// keeps them out, the reported logprobs stay the raw logits'; an id past the vocabulary is refused by name.
+TEST(BatchEngine, LogitBiasSteersSampling) {
+  BatchEngineOptions o;
+  o.model_path = fixture("v2_lite");
+  o.verbose = false;
+  auto engine = make_batch_engine(o).value();
+  std::mt19937 rng(12);
+  const std::vector<int32_t> prompt = random_prompt(rng, 20, 1024);
+  Collector col;
+  EngineRequest plain = greedy("plain", prompt, 8);
+  plain.return_logprob = true;
+  ASSERT_TRUE(engine->submit(plain, col.callback()).is_ok());
+  ASSERT_TRUE(col.wait(1));
+  const std::vector<int32_t> base = col.tokens["plain"];
+  ASSERT_EQ(base.size(), 8u);
+  EngineRequest forced = greedy("forced", prompt, 8);
+  forced.sampling.logit_bias = {{77, 100.0f}};
+  forced.return_logprob = true;
+  EngineRequest avoid = greedy("avoid", prompt, 8);
+  for (int32_t t : base) avoid.sampling.logit_bias.emplace_back(t, -100.0f);
+  ASSERT_TRUE(engine->submit(forced, col.callback()).is_ok());
+  ASSERT_TRUE(engine->submit(avoid, col.callback()).is_ok());
+  ASSERT_TRUE(col.wait(3));
+  EXPECT_EQ(col.tokens["forced"], std::vector<int32_t>(8, 77));
+  for (int32_t t : col.tokens["avoid"]) EXPECT_EQ(std::count(base.begin(), base.end(), t), 0) << t;
+  ASSERT_FALSE(col.output_lps["forced"].empty());
+  EXPECT_LT(col.output_lps["forced"][0].logprob, -0.01) << "a logprob of the raw logits, not of the biased ones";
+  EngineRequest bad = greedy("bad", prompt, 4);
+  bad.sampling.logit_bias = {{1 << 20, 1.0f}};
+  const Status st = engine->submit(bad, col.callback());
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("logit_bias token id 1048576"), std::string::npos) << st.message();
+}
+
 }  // namespace
 }  // namespace ds

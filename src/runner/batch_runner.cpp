@@ -243,6 +243,8 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
       for (TokenId t : drafts_before)
         if (SamplePenalty* e = entry(t)) e->seen = 1;
     }
+    for (const auto& [t, bias] : sp.logit_bias)
+      if (SamplePenalty* e = entry(t)) e->bias += bias;
     // Outputs before the token sampled now: the appended ones plus those of steps in flight (overlap), less this,
     // plus the drafts before a verification row.
     if (req.num_output() + std::max(req.pending - 1, 0) + before < sp.min_new_tokens) {

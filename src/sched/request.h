@@ -6,6 +6,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cache/page_pool.h"
@@ -30,6 +31,7 @@ struct SamplingParams {
   float presence_penalty = 0.0f;
   float repetition_penalty = 1.0f;  // > 1 discourages every token already in the prompt or output
   uint64_t seed = 0;
+  std::vector<std::pair<TokenId, float>> logit_bias;  // OpenAI logit_bias: added to those tokens' logits (sampling)
 };
 
 // SGLang's meta_info.finish_reason: {type: stop|length|abort, matched}.

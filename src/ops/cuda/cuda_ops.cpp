@@ -1579,7 +1579,7 @@ class CudaOps final : public Ops {
     for (size_t i = 0; i < pens.size(); ++i) {
       const SamplePenalty& q = batch.penalties[i];
       DS_CHECK(q.id >= 0 && q.id < V, "penalty token id ", q.id, " out of range");
-      pens[i] = kernels::SamplePenaltyParams{q.id, q.output_count, q.seen, q.banned, 0, 0};
+      pens[i] = kernels::SamplePenaltyParams{q.id, q.output_count, q.seen, q.banned, 0, 0, q.bias};
     }
     static_assert(sizeof(kernels::SampleRowParams) % 4 == 0 && sizeof(kernels::SamplePenaltyParams) % 4 == 0);
     auto words = [](size_t bytes) { return static_cast<int64_t>(std::max<size_t>((bytes + 3) / 4, 1)); };

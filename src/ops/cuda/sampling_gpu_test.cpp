@@ -66,6 +66,7 @@ void add_penalties(Case& c, int b, int n, uint32_t seed) {
     p.output_count = k % 3;
     p.seen = k % 2 == 0;
     p.banned = k % 7 == 3;
+    p.bias = k % 5 == 1 ? static_cast<float>(k % 11) - 5.0f : 0.0f;  // logit_bias
     c.batch.penalties.push_back(p);
     ++k;
   }
