@@ -41,3 +41,18 @@ b1b_run() {
     --load-format dummy --input-len 256 "$@" > "$OUT/$name.log" 2>&1
   echo "== $name rc=$? $(grep -E 'Decode\.  median' "$OUT/$name.log" | sed 's/.*throughput: //' | tr '\n' ' ')$(grep -ho 'for [0-9]* batch sizes[^:]*' "$OUT/$name.log")"
 }
+# wait_ready LOG PID [SECONDS]: waits until a `dserve serve` started in the background logs "ready on" (or exits, or
+# SECONDS pass, default 240).
+wait_ready() {
+  local i
+  for i in $(seq "${3:-240}"); do grep -q "ready on" "$1" && return 0; kill -0 "$2" 2>/dev/null || return 1; sleep 1; done
+  return 1
+}
+# bench_random PORT CONCURRENCY IN OUT: bench-serving random-ids (IN tokens in, OUT out, 4 x CONCURRENCY prompts) at
+# that concurrency, its throughput / TPOT / ITL (and acceptance) lines.
+bench_random() {
+  timeout 100 $B/dserve bench-serving --backend sglang --port "$1" --dataset-name random-ids \
+    --random-ids-vocab-size 100000 --random-input-len "$3" --random-output-len "$4" --random-range-ratio 1.0 \
+    --num-prompts $(($2 * 4)) --max-concurrency "$2" --seed 1 --disable-tqdm 2>&1 |
+    grep -E "Successful|Output token throughput|Mean TPOT|Median ITL|Accept length"
+}

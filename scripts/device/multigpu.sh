@@ -22,14 +22,11 @@ for tp in 1 2 2dp; do
     --skip-tokenizer-init --port $port "${par[@]}" --max-running-requests 32 \
     --cuda-graph-max-bs 32 > "$OUT/serve_tp$tp.log" 2>&1 &
   pid=$!
-  for i in $(seq 150); do grep -q "ready on" "$OUT/serve_tp$tp.log" && break; kill -0 $pid 2>/dev/null || break; sleep 1; done
+  wait_ready "$OUT/serve_tp$tp.log" $pid 150
   grep -E "ready|rror|NCCL|graphs|tensor parallel" "$OUT/serve_tp$tp.log" | head -6
   for conc in 1 16; do
     echo "== tp $tp concurrency $conc"
-    timeout 100 $B/dserve bench-serving --backend sglang --port $port --dataset-name random-ids \
-      --random-ids-vocab-size 100000 --random-input-len 128 --random-output-len 128 --random-range-ratio 1.0 \
-      --num-prompts $((conc * 4)) --max-concurrency $conc --seed 1 --disable-tqdm 2>&1 |
-      grep -E "Successful|Output token throughput|Mean TPOT|Median ITL"
+    bench_random $port $conc 128 128
   done
   kill $pid; wait $pid 2>/dev/null
 done

@@ -27,14 +27,11 @@ for cfg in plain spec spec_eagerdraft spec_eager ngram; do
     --skip-tokenizer-init --port $port --max-running-requests 16 --max-total-tokens 65536 --cuda-graph-max-bs 16 \
     "${extra[@]}" > "$OUT/serve_$cfg.log" 2>&1 &
   pid=$!
-  for i in $(seq 240); do grep -q "ready on" "$OUT/serve_$cfg.log" && break; kill -0 $pid 2>/dev/null || break; sleep 1; done
+  wait_ready "$OUT/serve_$cfg.log" $pid
   grep -E "ready|rror|captured|speculative" "$OUT/serve_$cfg.log" | head -4
   for conc in 1 8; do
     echo "== $cfg concurrency $conc"
-    timeout 100 $B/dserve bench-serving --backend sglang --port $port --dataset-name random-ids \
-      --random-ids-vocab-size 100000 --random-input-len 64 --random-output-len 64 --random-range-ratio 1.0 \
-      --num-prompts $((conc * 4)) --max-concurrency $conc --seed 1 --disable-tqdm 2>&1 |
-      grep -E "Successful|Output token throughput|Mean TPOT|Median ITL|Accept length"
+    bench_random $port $conc 64 64
   done
   kill $pid; wait $pid 2>/dev/null
 done

@@ -174,15 +174,20 @@ TEST_P(TensorParallel, DataParallelAttentionGivesEachRankItsSequencesLogits) {
 // Block-FP8 shards: DeepSeek-V3's config cut down so that every rank's slice is whole 128-blocks (2 heads of 192 /
 // 256 / 128 rows and columns, MLP intermediates of 128 a rank), dummy e4m3 weights with their scales: TP 2 gives
 // the single rank's logits.
-TEST(TensorParallelFp8, BlockScaledShardsGiveTheSingleRankLogits) {
+// DeepSeek-V3's block-FP8 config at 256 wide (whole 128-blocks for two ranks' slices), 2 layers, `mtp` MTP layers.
+ModelConfig small_fp8_v3(int mtp) {
   std::ifstream f(std::string(DSERVE_SOURCE_DIR) + "/tests/data/configs/deepseek-v3.json");
   nlohmann::json c = nlohmann::json::parse(f);
   c.update({{"hidden_size", 256}, {"intermediate_size", 256}, {"moe_intermediate_size", 256},
             {"num_attention_heads", 4}, {"num_key_value_heads", 4}, {"n_routed_experts", 8},
             {"num_experts_per_tok", 2}, {"n_group", 2}, {"topk_group", 1}, {"q_lora_rank", 256},
             {"kv_lora_rank", 128}, {"num_hidden_layers", 2}, {"first_k_dense_replace", 1},
-            {"num_nextn_predict_layers", 0}, {"vocab_size", 1024}});
-  const ModelConfig cfg = parse_model_config(c.dump()).value();
+            {"num_nextn_predict_layers", mtp}, {"vocab_size", 1024}});
+  return parse_model_config(c.dump()).value();
+}
+
+TEST(TensorParallelFp8, BlockScaledShardsGiveTheSingleRankLogits) {
+  const ModelConfig cfg = small_fp8_v3(0);
   const ModelWeights w = make_dummy_weights(cfg, 7, false);
   ASSERT_TRUE(w.layers[0].attn.o_proj.is_block_fp8());
   std::mt19937 rng(4);
@@ -228,14 +233,7 @@ bool same_bits(const Tensor& a, const Tensor& b) {
 // out the same bits as the whole model's, so the ranks compute one replicated state; the cut ones have the rank's
 // shape. A config whose rank slice is not whole FP8 blocks is refused by name.
 TEST(TensorParallelShard, DummyShardsShareTheReplicatedTensors) {
-  std::ifstream f(std::string(DSERVE_SOURCE_DIR) + "/tests/data/configs/deepseek-v3.json");
-  nlohmann::json c = nlohmann::json::parse(f);
-  c.update({{"hidden_size", 256}, {"intermediate_size", 256}, {"moe_intermediate_size", 256},
-            {"num_attention_heads", 4}, {"num_key_value_heads", 4}, {"n_routed_experts", 8},
-            {"num_experts_per_tok", 2}, {"n_group", 2}, {"topk_group", 1}, {"q_lora_rank", 256},
-            {"kv_lora_rank", 128}, {"num_hidden_layers", 2}, {"first_k_dense_replace", 1},
-            {"num_nextn_predict_layers", 1}, {"vocab_size", 1024}});
-  const ModelConfig cfg = parse_model_config(c.dump()).value();
+  const ModelConfig cfg = small_fp8_v3(1);
   auto rank_cfg = tensor_parallel_config(cfg, 2, false, false, /*fp8_blocks=*/true);
   ASSERT_TRUE(rank_cfg.is_ok()) << rank_cfg.status().message();
   EXPECT_EQ(rank_cfg->num_attention_heads, 2);
