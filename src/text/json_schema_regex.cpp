@@ -1,0 +1,236 @@
+// The schema walk: each keyword to its regex piece (see json_schema_regex.h).
+#include "text/json_schema_regex.h"
+
+#include <string_view>
+
+namespace ds {
+namespace {
+
+using Json = nlohmann::ordered_json;
+
+const std::string kWs = "[ ]?";
+const std::string kChar = R"(([^"\\\x00-\x1f]|\\["\\/bfnrt]|\\u[0-9a-fA-F]{4}))";
+const std::string kString = "\"" + kChar + "*\"";
+const std::string kInteger = "-?(0|[1-9][0-9]*)";
+const std::string kNumber = "-?(0|[1-9][0-9]*)(\\.[0-9]+)?([eE][+-]?[0-9]+)?";
+const std::string kBoolean = "(true|false)";
+const std::string kNull = "null";
+
+std::string any_value(int depth) {
+  std::string scalar = "(" + kString + "|" + kNumber + "|" + kBoolean + "|" + kNull + ")";
+  if (depth <= 0) return scalar;
+  const std::string inner = any_value(depth - 1);
+  const std::string array = "\\[" + kWs + "(" + inner + "(" + kWs + "," + kWs + inner + ")*)?" + kWs + "\\]";
+  const std::string member = kString + kWs + ":" + kWs + inner;
+  const std::string object = "\\{" + kWs + "(" + member + "(" + kWs + "," + kWs + member + ")*)?" + kWs + "\\}";
+  return "(" + scalar + "|" + array + "|" + object + ")";
+}
+
+std::string repeat_bounds(int64_t lo, int64_t hi) {  // hi < 0: unbounded
+  if (hi < 0) return "{" + std::to_string(lo) + ",}";
+  if (lo == hi) return "{" + std::to_string(lo) + "}";
+  return "{" + std::to_string(lo) + "," + std::to_string(hi) + "}";
+}
+
+class Converter {
+ public:
+  explicit Converter(const Json& root) : root_(root) {}
+
+  Result<std::string> value(const Json& s, const std::string& at, int depth) {
+    if (depth > 16) return error("json_schema: nested deeper than 16 levels (a recursive $ref?) at ", at);
+    if (s.is_boolean()) {
+      if (s.get<bool>()) return any_value(2);
+      return error("json_schema: 'false' admits nothing at ", at);
+    }
+    if (!s.is_object()) return error("json_schema: a schema must be an object at ", at);
+    if (s.contains("$ref")) return ref(s["$ref"], at, depth);
+    if (s.contains("const")) return regex_escape(s["const"].dump());
+    if (s.contains("enum")) {
+      const Json& e = s["enum"];
+      if (!e.is_array() || e.empty()) return error("json_schema: 'enum' must be a non-empty list at ", at);
+      std::string out = "(";
+      for (size_t i = 0; i < e.size(); ++i) out += (i ? "|" : "") + regex_escape(e[i].dump());
+      return out + ")";
+    }
+    for (const char* key : {"anyOf", "oneOf"})
+      if (s.contains(key)) return alternatives(s[key], at + "/" + key, depth);
+    if (s.contains("allOf")) {
+      const Json& a = s["allOf"];
+      if (!a.is_array() || a.size() != 1)
+        return error("json_schema: 'allOf' of ", a.is_array() ? a.size() : 0, " schemas is not supported (one only) at ", at);
+      return value(a[0], at + "/allOf/0", depth + 1);
+    }
+    if (!s.contains("type")) {
+      if (s.contains("properties")) return object(s, at, depth);
+      if (s.contains("items")) return array(s, at, depth);
+      return any_value(2);
+    }
+    const Json& t = s["type"];
+    if (t.is_array()) {
+      std::string out = "(";
+      for (size_t i = 0; i < t.size(); ++i) {
+        Json one = s;
+        one["type"] = t[i];
+        DS_ASSIGN_OR_RETURN(std::string r, value(one, at, depth));
+        out += (i ? "|" : "") + r;
+      }
+      return out + ")";
+    }
+    if (!t.is_string()) return error("json_schema: 'type' must be a string or a list at ", at);
+    const std::string type = t.get<std::string>();
+    if (type == "string") return string(s, at);
+    if (type == "integer") return kInteger;
+    if (type == "number") return kNumber;
+    if (type == "boolean") return kBoolean;
+    if (type == "null") return kNull;
+    if (type == "array") return array(s, at, depth);
+    if (type == "object") return object(s, at, depth);
+    return error("json_schema: unknown type '", type, "' at ", at);
+  }
+
+ private:
+  Result<std::string> ref(const Json& r, const std::string& at, int depth) {
+    if (!r.is_string()) return error("json_schema: '$ref' must be a string at ", at);
+    const std::string p = r.get<std::string>();
+    if (p != "#" && p.rfind("#/", 0) != 0) return error("json_schema: only local '$ref's (#/...) are supported, got '", p, "' at ", at);
+    const Json* node = &root_;
+    try {
+      node = &root_.at(Json::json_pointer(p.substr(1)));
+    } catch (const std::exception&) {
+      return error("json_schema: '$ref' ", p, " points at nothing, at ", at);
+    }
+    return value(*node, p.substr(1), depth + 1);
+  }
+
+  Result<std::string> alternatives(const Json& list, const std::string& at, int depth) {
+    if (!list.is_array() || list.empty()) return error("json_schema: expected a non-empty list at ", at);
+    std::string out = "(";
+    for (size_t i = 0; i < list.size(); ++i) {
+      DS_ASSIGN_OR_RETURN(std::string r, value(list[i], at + "/" + std::to_string(i), depth + 1));
+      out += (i ? "|" : "") + r;
+    }
+    return out + ")";
+  }
+
+  static Result<int64_t> count(const Json& s, const char* key, int64_t fallback, const std::string& at) {
+    if (!s.contains(key)) return fallback;
+    const Json& v = s[key];
+    if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 10000)
+      return error("json_schema: '", key, "' must be an integer in [0, 10000] at ", at);
+    return v.get<int64_t>();
+  }
+
+  Result<std::string> string(const Json& s, const std::string& at) {
+    if (s.contains("pattern")) {
+      if (!s["pattern"].is_string()) return error("json_schema: 'pattern' must be a string at ", at);
+      std::string p = s["pattern"].get<std::string>();
+      if (!p.empty() && p.front() == '^') p.erase(0, 1);
+      if (!p.empty() && p.back() == '$' && (p.size() < 2 || p[p.size() - 2] != '\\')) p.pop_back();
+      return "\"(" + p + ")\"";
+    }
+    if (s.contains("format")) {
+      const std::string f = s["format"].is_string() ? s["format"].get<std::string>() : "";
+      const std::string date = "[0-9]{4}-(0[1-9]|1[0-2])-(0[1-9]|[12][0-9]|3[01])";
+      const std::string time = "([01][0-9]|2[0-3]):[0-5][0-9]:[0-5][0-9](\\.[0-9]+)?(Z|[+-]([01][0-9]|2[0-3]):[0-5][0-9])?";
+      if (f == "date") return "\"" + date + "\"";
+      if (f == "time") return "\"" + time + "\"";
+      if (f == "date-time") return "\"" + date + "T" + time + "\"";
+      if (f == "uuid") return std::string("\"[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\"");
+      if (f == "email") return std::string("\"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\\.[A-Za-z]{2,}\"");
+      // Other formats constrain nothing beyond a string (as JSON Schema makes formats annotations).
+    }
+    DS_ASSIGN_OR_RETURN(int64_t lo, count(s, "minLength", 0, at));
+    DS_ASSIGN_OR_RETURN(int64_t hi, count(s, "maxLength", -1, at));
+    if (hi >= 0 && hi < lo) return error("json_schema: maxLength < minLength at ", at);
+    if (lo == 0 && hi < 0) return kString;
+    return "\"" + kChar + repeat_bounds(lo, hi) + "\"";
+  }
+
+  Result<std::string> array(const Json& s, const std::string& at, int depth) {
+    DS_ASSIGN_OR_RETURN(int64_t lo, count(s, "minItems", 0, at));
+    DS_ASSIGN_OR_RETURN(int64_t hi, count(s, "maxItems", -1, at));
+    if (hi >= 0 && hi < lo) return error("json_schema: maxItems < minItems at ", at);
+    const std::string sep = kWs + "," + kWs;
+    if (s.contains("prefixItems")) {  // a tuple: exactly those items
+      const Json& p = s["prefixItems"];
+      if (!p.is_array()) return error("json_schema: 'prefixItems' must be a list at ", at);
+      std::string out = "\\[" + kWs;
+      for (size_t i = 0; i < p.size(); ++i) {
+        DS_ASSIGN_OR_RETURN(std::string r, value(p[i], at + "/prefixItems/" + std::to_string(i), depth + 1));
+        out += (i ? sep : "") + r;
+      }
+      return out + kWs + "\\]";
+    }
+    std::string item = any_value(1);
+    if (s.contains("items")) {
+      DS_ASSIGN_OR_RETURN(item, value(s["items"], at + "/items", depth + 1));
+    }
+    if (hi == 0) return "\\[" + kWs + "\\]";
+    // [ item (, item){lo-1, hi-1} ], the whole list optional when lo is 0.
+    const std::string rest = "(" + sep + item + ")" + repeat_bounds(lo > 0 ? lo - 1 : 0, hi < 0 ? -1 : hi - 1);
+    const std::string some = item + rest;
+    return "\\[" + kWs + (lo == 0 ? "(" + some + ")?" : some) + kWs + "\\]";
+  }
+
+  Result<std::string> object(const Json& s, const std::string& at, int depth) {
+    if (!s.contains("properties")) return "\\{" + kWs + "(" + member_any() + "(" + kWs + "," + kWs + member_any() + ")*)?" + kWs + "\\}";
+    const Json& props = s["properties"];
+    if (!props.is_object()) return error("json_schema: 'properties' must be an object at ", at);
+    std::vector<std::string> names, parts;
+    std::vector<bool> required;
+    const Json req = s.value("required", Json::array());
+    if (!req.is_array()) return error("json_schema: 'required' must be a list at ", at);
+    for (auto it = props.begin(); it != props.end(); ++it) {
+      DS_ASSIGN_OR_RETURN(std::string v, value(it.value(), at + "/properties/" + it.key(), depth + 1));
+      names.push_back(it.key());
+      parts.push_back(regex_escape(Json(it.key()).dump()) + kWs + ":" + kWs + v);
+      bool r = false;
+      for (const Json& q : req) r = r || (q.is_string() && q.get<std::string>() == it.key());
+      required.push_back(r);
+    }
+    for (const Json& q : req)
+      if (!q.is_string() || !props.contains(q.get<std::string>()))
+        return error("json_schema: required property ", q.dump(), " is not among the properties at ", at);
+    const std::string sep = kWs + "," + kWs;
+    // The first property present is one up to the first required; every later one follows a comma.
+    size_t first_required = names.size();
+    for (size_t i = 0; i < names.size(); ++i)
+      if (required[i]) {
+        first_required = i;
+        break;
+      }
+    std::string body = "(";
+    for (size_t first = 0; first < names.size() && first <= first_required; ++first) {
+      std::string alt = parts[first];
+      for (size_t j = first + 1; j < names.size(); ++j)
+        alt += required[j] ? sep + parts[j] : "(" + sep + parts[j] + ")?";
+      body += (first ? "|" : "") + alt;
+    }
+    body += ")";
+    if (first_required == names.size()) body += "?";  // nothing required: {} too
+    if (names.empty()) body = "";
+    return "\\{" + kWs + body + kWs + "\\}";
+  }
+
+  static std::string member_any() { return kString + kWs + ":" + kWs + any_value(1); }
+
+  const Json& root_;
+};
+
+}  // namespace
+
+std::string regex_escape(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (std::string_view("\\.^$|?*+()[]{}-").find(c) != std::string_view::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+Result<std::string> json_schema_to_regex(const nlohmann::ordered_json& schema) {
+  Converter c(schema);
+  return c.value(schema, "#", 0);
+}
+
+}  // namespace ds

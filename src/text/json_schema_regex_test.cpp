@@ -1,0 +1,79 @@
+// JSON schemas through their regex and ByteDfa: texts the schema admits match, texts it does not (a missing
+// required property, a wrong type, an extra property, out-of-bounds counts) do not; unsupported schemas are named.
+#include "text/json_schema_regex.h"
+
+#include <gtest/gtest.h>
+
+#include "text/regex_dfa.h"
+
+namespace ds {
+namespace {
+
+ByteDfa dfa_of(const char* schema) {
+  auto re = json_schema_to_regex(nlohmann::ordered_json::parse(schema));
+  EXPECT_TRUE(re.is_ok()) << re.status().message();
+  auto d = ByteDfa::compile(re.is_ok() ? *re : "x");
+  EXPECT_TRUE(d.is_ok()) << (re.is_ok() ? *re : "") << ": " << d.status().message();
+  return std::move(*d);
+}
+
+TEST(JsonSchemaRegex, ObjectsWithRequiredAndOptionalProperties) {
+  const ByteDfa d = dfa_of(R"({"type": "object", "properties": {
+      "name": {"type": "string", "maxLength": 8}, "age": {"type": "integer"},
+      "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 2}, "ok": {"type": "boolean"}},
+      "required": ["name", "ok"]})");
+  for (const char* good : {R"({"name": "Ann", "ok": true})", R"({"name":"Ann","age":-3,"ok":false})",
+                           R"({"name": "", "age": 41, "tags": ["a", "b"], "ok": true})",
+                           R"({"name": "\u00e9\"x", "tags": [], "ok": false})"})
+    EXPECT_TRUE(d.matches(good)) << good;
+  for (const char* bad : {R"({"ok": true})", R"({"name": "Ann"})", R"({"ok": true, "name": "Ann"})",
+                          R"({"name": "Ann", "ok": 1})", R"({"name": "Ann", "age": 1.5, "ok": true})",
+                          R"({"name": "123456789", "ok": true})", R"({"name": "A", "tags": ["a","b","a"], "ok": true})",
+                          R"({"name": "A", "ok": true, "x": 1})", R"({"name": "A",, "ok": true})"})
+    EXPECT_FALSE(d.matches(bad)) << bad;
+}
+
+TEST(JsonSchemaRegex, ScalarsEnumsRefsAndUnions) {
+  const ByteDfa num = dfa_of(R"({"type": "number"})");
+  for (const char* good : {"0", "-1.25", "3e10", "2.5E-3"}) EXPECT_TRUE(num.matches(good)) << good;
+  for (const char* bad : {"01", "1.", ".5", "+1", "1e"}) EXPECT_FALSE(num.matches(bad)) << bad;
+  const ByteDfa u = dfa_of(R"({"anyOf": [{"type": "null"}, {"$ref": "#/$defs/p"}],
+                               "$defs": {"p": {"type": "object", "properties": {"x": {"const": 7}}}}})");
+  EXPECT_TRUE(u.matches("null"));
+  EXPECT_TRUE(u.matches(R"({"x": 7})"));
+  EXPECT_TRUE(u.matches("{}"));
+  EXPECT_FALSE(u.matches(R"({"x": 8})"));
+  const ByteDfa t = dfa_of(R"({"type": ["integer", "string"]})");
+  EXPECT_TRUE(t.matches("12"));
+  EXPECT_TRUE(t.matches("\"12\""));
+  EXPECT_FALSE(t.matches("true"));
+  const ByteDfa date = dfa_of(R"({"type": "string", "format": "date"})");
+  EXPECT_TRUE(date.matches("\"2026-12-05\""));
+  EXPECT_FALSE(date.matches("\"2026-13-05\""));
+  const ByteDfa pat = dfa_of(R"({"type": "string", "pattern": "^[A-Z]{2}[0-9]+$"})");
+  EXPECT_TRUE(pat.matches("\"AB12\""));
+  EXPECT_FALSE(pat.matches("\"A12\""));
+  const ByteDfa any = dfa_of("{}");
+  EXPECT_TRUE(any.matches(R"({"a": [1, "x"], "b": null})"));
+  EXPECT_FALSE(any.matches(R"({"a": })"));
+}
+
+TEST(JsonSchemaRegex, UnsupportedSchemasAreNamed) {
+  const std::pair<const char*, const char*> cases[] = {
+      {R"({"type": "tuple"})", "unknown type 'tuple'"},
+      {R"({"allOf": [{"type": "string"}, {"maxLength": 3}]})", "'allOf' of 2"},
+      {R"({"$ref": "http://x/y"})", "only local"},
+      {R"({"$ref": "#/$defs/missing"})", "points at nothing"},
+      {R"({"$ref": "#", "type": "object"})", "deeper than 16"},
+      {R"({"type": "object", "properties": {"a": {}}, "required": ["b"]})", "\"b\" is not among"},
+      {R"({"type": "string", "minLength": 5, "maxLength": 2})", "maxLength < minLength"},
+  };
+  for (const auto& [schema, want] : cases) {
+    auto re = json_schema_to_regex(nlohmann::ordered_json::parse(schema));
+    ASSERT_FALSE(re.is_ok()) << schema;
+    EXPECT_NE(re.status().message().find(want), std::string::npos) << schema << ": " << re.status().message();
+  }
+}
+
+}  // namespace
+}  // namespace ds
