@@ -407,6 +407,10 @@ class BatchEngine final : public Engine {
     for (size_t i = 0; i < req.input_ids.size(); ++i)
       if (req.input_ids[i] < 0 || req.input_ids[i] >= cfg_.vocab_size)
         return error("token id ", req.input_ids[i], " at index ", i, " is outside the vocabulary [0, ", cfg_.vocab_size, ")");
+    if (req.grammar && spec_steps_ > 0)
+      return error("constrained decoding (regex / json_schema) does not run with speculative decoding yet");
+    if (req.grammar && req.grammar->num_ids() != cfg_.vocab_size)
+      return error("the grammar was made for ", req.grammar->num_ids(), " token ids, the model has ", cfg_.vocab_size);
     for (const auto& [t, bias] : req.sampling.logit_bias)
       if (t < 0 || t >= cfg_.vocab_size)
         return error("logit_bias token id ", t, " is outside the vocabulary [0, ", cfg_.vocab_size, ")");
@@ -419,9 +423,10 @@ class BatchEngine final : public Engine {
     DS_RETURN_IF_ERROR(sched_->add_request(req.rid, std::move(prompt), req.sampling, reuse));
     Live& l = live_[req.rid];
     l.callback = std::move(on_event);
-    l.info = RunnerRequestInfo{req.return_logprob, req.logprob_start_len, req.top_logprobs_num};
+    l.info = RunnerRequestInfo{req.return_logprob, req.logprob_start_len, req.top_logprobs_num, req.grammar};
+    // (Penalties and grammars read the output so far on the host: such steps are not overlapped.)
     l.penalized = req.sampling.frequency_penalty != 0.0f || req.sampling.presence_penalty != 0.0f ||
-                  req.sampling.repetition_penalty != 1.0f;
+                  req.sampling.repetition_penalty != 1.0f || req.grammar;
     if (req.return_logprob && req.logprob_start_len >= 0) l.input_logprobs.resize(num_prompt);
     ++num_requests_total_;
     wake_locked();

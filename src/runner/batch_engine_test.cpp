@@ -450,5 +450,48 @@ TEST(BatchEngine, LogitBiasSteersSampling) {
   EXPECT_NE(st.message().find("logit_bias token id 1048576"), std::string::npos) << st.message();
 }
 
+// Constrained decoding on a synthetic vocabulary (token id -> one letter, id 1 the EOS and ids past 600 without
+// bytes): greedy and seeded sampled outputs spell a whole match of the regex and end with the EOS once nothing can
+// follow; a request whose grammar was made for another vocabulary size is refused.
+TEST(BatchEngine, GrammarConstrainsTheOutput) {
+  BatchEngineOptions o;
+  o.model_path = fixture("v2_lite");
+  o.verbose = false;
+  auto engine = make_batch_engine(o).value();
+  const int32_t vocab = engine->model_config().vocab_size;
+  std::vector<std::string> bytes(static_cast<size_t>(vocab));
+  for (int32_t id = 2; id < 600; ++id) bytes[static_cast<size_t>(id)] = std::string(1, static_cast<char>('a' + id % 26));
+  auto trie = std::make_shared<const VocabTrie>(bytes);
+  auto dfa = ByteDfa::compile("(ab|c){2,4}(x|yz)");
+  ASSERT_TRUE(dfa.is_ok());
+  auto fsm = std::make_shared<const TokenFsm>(*dfa, trie);
+  std::mt19937 rng(13);
+  Collector col;
+  std::vector<std::string> rids;
+  for (int i = 0; i < 6; ++i) {
+    EngineRequest r = greedy(id_of("g", i, ""), random_prompt(rng, 10 + 7 * i, 1024), 24);
+    r.sampling.ignore_eos = false;
+    if (i % 2) r.sampling.temperature = 1.0f, r.sampling.seed = 70 + i;
+    r.grammar = fsm;
+    rids.push_back(r.rid);
+    ASSERT_TRUE(engine->submit(r, col.callback()).is_ok());
+  }
+  ASSERT_TRUE(col.wait(rids.size()));
+  for (const std::string& rid : rids) {
+    const auto& toks = col.tokens[rid];
+    ASSERT_FALSE(toks.empty()) << rid << ": " << col.final_event[rid].error << " " << col.final_event[rid].reason.matched_text;
+    EXPECT_EQ(toks.back(), 1) << rid << " ends with the EOS";
+    std::string text;
+    for (size_t k = 0; k + 1 < toks.size(); ++k) text += bytes[static_cast<size_t>(toks[k])];
+    EXPECT_TRUE(dfa->matches(text)) << rid << ": '" << text << "'";
+    EXPECT_EQ(col.final_event[rid].reason.kind, FinishReason::Kind::kStop) << rid;
+  }
+  EngineRequest bad = greedy("bad", {5, 6, 7}, 4);
+  bad.grammar = std::make_shared<const TokenFsm>(*dfa, std::make_shared<const VocabTrie>(std::vector<std::string>(10)));
+  const Status st = engine->submit(bad, col.callback());
+  ASSERT_FALSE(st.is_ok());
+  EXPECT_NE(st.message().find("made for 10 token ids"), std::string::npos) << st.message();
+}
+
 }  // namespace
 }  // namespace ds

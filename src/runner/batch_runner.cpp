@@ -255,6 +255,7 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
           if (SamplePenalty* e = entry(static_cast<TokenId>(t))) e->banned = 1;
     }
     row.penalty_begin = static_cast<int32_t>(batch.penalties.size());
+    if (ri.grammar) constrain(*ri.grammar, req, vocab, pens, batch.penalties);  // (bans past pens' ids appended)
     for (const auto& [t, e] : pens) batch.penalties.push_back(e);
     row.penalty_end = static_cast<int32_t>(batch.penalties.size());
     batch.rows.push_back(row);
@@ -275,6 +276,38 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
   }
   step.sample = ops_.sample_async(dev_logits, batch, token_store_);
   return step;
+}
+
+void BatchRunner::constrain(const TokenFsm& g, const Request& req, int64_t vocab,
+                            std::unordered_map<int32_t, SamplePenalty>& pens, std::vector<SamplePenalty>& out) {
+  DS_CHECK(req.pending <= 1, "constrained request '", req.rid, "' with ", req.pending - 1, " earlier tokens in flight");
+  auto [it, fresh] = grammar_state_.try_emplace(req.rid);
+  GrammarState& gs = it->second;
+  if (fresh) gs.state = g.start();
+  const auto output = req.output();
+  if (gs.read > output.size()) gs = GrammarState{g.start(), 0};  // (outputs only grow; defensive)
+  for (; gs.read < output.size(); ++gs.read) gs.state = g.advance(gs.state, output[gs.read]);
+  const auto& eos = model_.config().eos_token_ids;
+  const bool done = g.complete(gs.state), end_ok = done || g.accepting(gs.state);
+  const std::vector<uint64_t>* bits = done ? nullptr : &g.allowed(gs.state);
+  auto allowed = [&](int32_t id) {
+    if (end_ok && std::find(eos.begin(), eos.end(), id) != eos.end()) return true;
+    return bits && id < g.num_ids() && TokenFsm::test(*bits, id);
+  };
+  bool any = false;
+  for (int32_t id = 0; id < vocab && !any; ++id) any = allowed(id);
+  for (int32_t id = 0; id < vocab; ++id) {
+    // (Nothing allowed - the vocabulary cannot spell a continuation: the end of sequence is.)
+    if (any ? allowed(id) : std::find(eos.begin(), eos.end(), id) != eos.end()) continue;
+    if (auto p = pens.find(id); p != pens.end()) {
+      p->second.banned = 1;
+    } else {
+      SamplePenalty b;
+      b.id = id;
+      b.banned = 1;
+      out.push_back(b);
+    }
+  }
 }
 
 void BatchRunner::idle_step() {

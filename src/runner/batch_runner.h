@@ -22,6 +22,7 @@ struct RunnerRequestInfo {
   bool return_logprob = false;
   int32_t logprob_start_len = -1;
   int32_t top_logprobs_num = 0;
+  std::shared_ptr<const TokenFsm> grammar;  // constrained decoding (EngineRequest::grammar)
 };
 
 struct SeqOutput {
@@ -84,6 +85,7 @@ class BatchRunner {
   // Forgets a finished request's sampler state.
   void release(const std::string& rid) {
     samplers_.erase(rid);
+    grammar_state_.erase(rid);
     if (ngram_) ngram_->release(rid);
   }
   // MTP speculative decoding (the model has an MTP layer and the cache its layer): every step then also runs the
@@ -104,11 +106,20 @@ class BatchRunner {
   // The drafts of a graph verify step from the draft graphs, or false where a sequence does not fit them (a failed
   // one, one that drafts nothing).
   bool graph_drafts(const StepPlan& plan, const std::vector<DraftSeq>& d, std::vector<SeqOutput>& out);
+  // Constrained decoding: bans every id of [0, vocab) the grammar does not allow after req's output so far (its
+  // state advanced over the outputs not yet read), into pens where the id has an entry, else appended to out.
+  void constrain(const TokenFsm& g, const Request& req, int64_t vocab, std::unordered_map<int32_t, SamplePenalty>& pens,
+                 std::vector<SamplePenalty>& out);
 
   DeepseekModel& model_;
   Ops& ops_;
   KvCache cache_;
   std::unordered_map<std::string, Sampler> samplers_;  // per request: seeded generator state
+  struct GrammarState {
+    int state = 0;      // TokenFsm state after the first `read` outputs
+    size_t read = 0;
+  };
+  std::unordered_map<std::string, GrammarState> grammar_state_;  // constrained requests
   Tensor token_store_;                 // [max_rows] I32 on the backend
   std::vector<uint8_t> row_sampled_;   // [max_rows] a launched step sampled this row (placeholder check)
   std::unique_ptr<CudaGraphRunner> graphs_;            // null: eager decode

@@ -4,6 +4,7 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <utility>
 #include <vector>
@@ -11,6 +12,7 @@
 #include "core/status.h"
 #include "model/config.h"
 #include "sched/request.h"
+#include "text/token_fsm.h"
 
 namespace ds {
 
@@ -21,6 +23,9 @@ struct EngineRequest {
   bool return_logprob = false;
   int32_t logprob_start_len = -1;    // -1: output tokens only; k >= 0: also prompt tokens [k, n)
   int32_t top_logprobs_num = 0;      // top-k alternatives per reported position
+  // Constrained decoding (SGLang's regex / json_schema): only tokens that keep the output a prefix of the grammar's
+  // language are sampled, and the end of sequence only once it is a whole match. Null: unconstrained.
+  std::shared_ptr<const TokenFsm> grammar;
 };
 
 struct TokenLogprob {
