@@ -326,10 +326,19 @@ void read_sampling(Reader& r, bool openai, SamplingSpec* s) {
       s->seed_set = true;
     }
   }
-  r.unsupported("json_schema", "constrained decoding");
-  r.unsupported("regex", "constrained decoding");
-  r.unsupported("ebnf", "constrained decoding");
-  r.unsupported("structural_tag", "constrained decoding");
+  r.get_string("regex", &s->regex);
+  if (const Json* js = r.find("json_schema"); js && !js->is_null()) {  // SGLang: a string; an object is taken too
+    if (js->is_string())
+      s->json_schema = js->get<std::string>();
+    else if (js->is_object())
+      s->json_schema = js->dump();
+    else
+      r.fail("'" + r.param("json_schema") + "' must be a JSON schema (a string or an object)", "json_schema");
+  }
+  if (!s->regex.empty() && !s->json_schema.empty())
+    r.fail("'" + r.param("regex") + "' and 'json_schema' cannot both constrain one request", "regex");
+  r.unsupported("ebnf", "EBNF grammars: use regex or json_schema");
+  r.unsupported("structural_tag", "structural tags: use regex or json_schema");
   read_logit_bias(r, "logit_bias", &e.logit_bias);
   r.unsupported("custom_params");
   r.ignore("stream_interval");
@@ -705,9 +714,22 @@ std::optional<ApiError> parse_chat_request(const Json& body, ChatRequest* out) {
   }
   r.get_bool("separate_reasoning", &out->separate_reasoning);
   r.get_string("rid", &out->rid);
-  if (const Json* rf = r.find("response_format")) {
-    if (!rf->is_object() || rf->value("type", "") != "text")
-      r.fail("'response_format' other than {\"type\": \"text\"} is not supported by this server", "response_format");
+  if (const Json* rf = r.find("response_format"); rf && !rf->is_null()) {
+    // OpenAI's structured outputs: json_schema (its "schema"), json_object (any JSON object), text (none).
+    const std::string type = rf->is_object() ? rf->value("type", "") : "";
+    if (type == "json_schema") {
+      const Json* js = rf->contains("json_schema") ? &(*rf)["json_schema"] : nullptr;
+      if (!js || !js->is_object() || !js->contains("schema") || !(*js)["schema"].is_object())
+        r.fail("'response_format.json_schema.schema' must be a JSON schema object", "response_format");
+      else
+        out->sampling.json_schema = (*js)["schema"].dump(), out->sampling.json_schema_from_response_format = true;
+    } else if (type == "json_object") {
+      out->sampling.json_schema = R"({"type": "object"})";
+    } else if (type != "text") {
+      r.fail("'response_format.type' must be text, json_object or json_schema", "response_format");
+    }
+    if (type != "text" && !out->sampling.regex.empty())
+      r.fail("'response_format' and 'regex' cannot both constrain one request", "response_format");
   }
   r.unsupported("continue_final_message");
   r.unsupported("functions", "use 'tools'");

@@ -46,6 +46,10 @@ struct SamplingSpec {
   float repetition_penalty = 1.0f;
   TextOptions text;
   int32_t n = 1;
+  // Constrained decoding (SGLang's sampling parameters; OpenAI's response_format): at most one of them.
+  std::string regex;
+  std::string json_schema;  // the schema's JSON text
+  bool json_schema_from_response_format = false;  // (the server re-reads it in the body's own property order)
 };
 
 struct PromptSpec {

@@ -123,7 +123,7 @@ TEST(GenerateRequest, RejectsInvalidInput) {
       {R"({"input_ids": [1], "sampling_params": {"stop_token_ids": [-1]}})", "sampling_params.stop_token_ids"},
       {R"({"input_ids": [1], "sampling_params": {"ignore_eos": "yes"}})", "sampling_params.ignore_eos"},
       {R"({"input_ids": [1], "sampling_params": {"bogus": 1}})", "sampling_params.bogus"},
-      {R"({"input_ids": [1], "sampling_params": {"regex": "a+"}})", "sampling_params.regex"},
+      {R"({"input_ids": [1], "sampling_params": {"regex": 7}})", "sampling_params.regex"},
       {R"({"input_ids": [1], "sampling_params": [{}, {}]})", "sampling_params"},
       {R"({"input_ids": [1], "sampling_params": 3})", "sampling_params"},
       {R"({"input_ids": [1], "stream": 1})", "stream"},
@@ -244,6 +244,29 @@ TEST(ChatRequest, FieldsToolsAndThinking) {
   EXPECT_EQ(u.tools[0]["function"]["name"], "g");
 }
 
+// Constraints: SGLang's regex / json_schema (string or object) sampling parameters, OpenAI's response_format.
+TEST(ChatRequest, ConstraintsFromSamplingParametersAndResponseFormat) {
+  ChatRequest c;
+  ASSERT_FALSE(parse_chat_request(parse(R"({"messages": [{"role": "user", "content": "x"}],
+      "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {"type": "integer"}}}})"), &c)
+                   .has_value());
+  EXPECT_EQ(nlohmann::json::parse(c.sampling.json_schema), nlohmann::json::parse(R"({"type": "integer"})"));
+  EXPECT_TRUE(c.sampling.json_schema_from_response_format);
+  ChatRequest o;
+  ASSERT_FALSE(parse_chat_request(parse(R"({"messages": [{"role": "user", "content": "x"}],
+      "response_format": {"type": "json_object"}})"), &o).has_value());
+  EXPECT_EQ(nlohmann::json::parse(o.sampling.json_schema)["type"], "object");
+  ChatRequest t;
+  ASSERT_FALSE(parse_chat_request(parse(R"({"messages": [{"role": "user", "content": "x"}],
+      "response_format": {"type": "text"}, "regex": "[ab]+"})"), &t).has_value());
+  EXPECT_EQ(t.sampling.regex, "[ab]+");
+  EXPECT_TRUE(t.sampling.json_schema.empty());
+  GenerateRequest g;
+  ASSERT_FALSE(parse_generate_request(parse(R"({"input_ids": [1, 2], "sampling_params":
+      {"json_schema": {"type": "string"}}})"), &g).has_value());
+  EXPECT_EQ(nlohmann::json::parse(g.sampling[0].json_schema)["type"], "string");
+}
+
 TEST(ChatRequest, RejectsInvalidInput) {
   const BadCase cases[] = {
       {R"({"model": "m"})", "messages"},
@@ -259,7 +282,10 @@ TEST(ChatRequest, RejectsInvalidInput) {
       {R"({"messages": [{"role": "user", "content": "x"}], "tools": [{"function": {"name": 3}}]})", "tools[0]"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "required"})", "tool_choice"},
       {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": "sometimes"})", "tool_choice"},
-      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_object"}})", "response_format"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "xml"}})", "response_format"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema"}})", "response_format"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "regex": "a", "json_schema": "{}"})", "regex"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "ebnf": "root ::= x"})", "ebnf"},
       {R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"thinking": "yes"}})", "chat_template_kwargs"},
       {R"({"messages": [{"role": "user", "content": "x"}], "max_tokens": 0})", "max_tokens"},
       {R"({"messages": [{"role": "user", "content": "x"}], "n": 1000})", "n"},

@@ -18,6 +18,7 @@
 #include "text/chat_format.h"
 #include "text/chat_output_parser.h"
 #include "text/detokenizer.h"
+#include "http/grammar_cache.h"
 
 namespace ds {
 
@@ -79,6 +80,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
   std::atomic<bool> shutting_down{false};
   Engine* engine = nullptr;
   const Tokenizer* tok = nullptr;
+  std::unique_ptr<GrammarCache> grammars;  // constrained decoding (with a tokenizer)
   std::optional<ChatTemplateInfo> chat;
   std::string chat_error;  // why `chat` is absent
   std::optional<ReasoningFormat> reasoning;
@@ -148,6 +150,7 @@ struct Seq {
   std::vector<int32_t> prompt_ids;
   std::string prompt_text;  // echo
   SamplingSpec sampling;
+  std::shared_ptr<const TokenFsm> grammar;  // regex / json_schema, compiled
   std::optional<Detokenizer> detok;
   std::vector<int32_t> output_ids;
   std::vector<TokenLogprob> out_lp;
@@ -331,6 +334,7 @@ void Job::start() {
     req.return_logprob = return_logprob;
     req.logprob_start_len = logprob_start_len;
     req.top_logprobs_num = top_logprobs_num;
+    req.grammar = s.grammar;
     std::shared_ptr<HttpResponder> out = out_;
     Status st = engine().submit(std::move(req), [self, i, out](EngineEvent ev) {
       out->post([self, i, ev = std::move(ev)]() mutable { self->on_event(i, std::move(ev)); });
@@ -865,6 +869,16 @@ std::optional<ApiError> prepare_seq(ApiServer::Impl& srv, Seq& s, bool default_f
                              std::to_string(vocab) + ")",
                          "stop_token_ids");
   if (!s.sampling.seed_set) e.seed = srv.next_seed();
+  if (!s.sampling.regex.empty() || !s.sampling.json_schema.empty()) {
+    const bool regex = !s.sampling.regex.empty();
+    const char* param = regex ? "regex" : s.sampling.json_schema_from_response_format ? "response_format" : "json_schema";
+    if (!srv.grammars)
+      return bad_request(std::string(param) + ": constrained decoding needs the tokenizer; this server runs with "
+                         "--skip-tokenizer-init", param);
+    auto g = srv.grammars->get(regex ? "regex" : "json_schema", regex ? s.sampling.regex : s.sampling.json_schema);
+    if (!g) return bad_request(std::string(param) + ": " + g.status().message(), param);
+    s.grammar = *g;
+  }
   if (srv.tok) {
     DetokenizerOptions d;
     d.skip_special_tokens = s.sampling.text.skip_special_tokens;
@@ -1000,6 +1014,13 @@ void ApiServer::Impl::handle_chat(HttpRequest& req, std::shared_ptr<HttpResponde
   ChatRequest c;
   if (auto e = parse_json_body(req.body, &body)) return send_error(*out, route, *e);
   if (auto e = parse_chat_request(body, &c)) return send_error(*out, route, *e);
+  if (c.sampling.json_schema_from_response_format) {  // the schema again, in the body's property order
+    try {
+      c.sampling.json_schema =
+          nlohmann::ordered_json::parse(req.body).at("response_format").at("json_schema").at("schema").dump();
+    } catch (const std::exception&) {
+    }
+  }
   apply_sampling_defaults(opt.chat_sampling_defaults, &c.sampling);
   if (!model_name_ok(c.model)) return send_error(*out, route, model_not_found(c.model));
   if (!tok)
@@ -1227,6 +1248,7 @@ Status ApiServer::set_backend(Engine* engine, const Tokenizer* tokenizer) {
   Impl& m = *impl_;
   m.engine = engine;
   m.tok = tokenizer;
+  if (tokenizer) m.grammars = std::make_unique<GrammarCache>(*tokenizer, static_cast<int32_t>(engine->model_config().vocab_size));
   for (int64_t id : engine->model_config().eos_token_ids) m.eos_ids.insert(static_cast<int32_t>(id));
   if (engine->model_config().eos_token_id >= 0) m.eos_ids.insert(static_cast<int32_t>(engine->model_config().eos_token_id));
   if (tokenizer) {

@@ -1,0 +1,46 @@
+// Compiling and keeping constraints (grammar_cache.h).
+#include "http/grammar_cache.h"
+
+#include <nlohmann/json.hpp>
+
+#include "text/json_schema_regex.h"
+#include "text/regex_dfa.h"
+
+namespace ds {
+
+Result<std::shared_ptr<const TokenFsm>> GrammarCache::get(const std::string& kind, const std::string& text) {
+  const std::string key = kind + '\n' + text;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (auto it = map_.find(key); it != map_.end()) {
+      lru_.splice(lru_.begin(), lru_, it->second.second);
+      return it->second.first;
+    }
+  }
+  std::string pattern = text;
+  if (kind == "json_schema") {
+    nlohmann::ordered_json schema;
+    try {
+      schema = nlohmann::ordered_json::parse(text);
+    } catch (const std::exception& e) {
+      return error("json_schema is not valid JSON: ", e.what());
+    }
+    DS_ASSIGN_OR_RETURN(pattern, json_schema_to_regex(schema));
+  } else if (kind != "regex") {
+    return error("unknown constraint kind '", kind, "'");
+  }
+  DS_ASSIGN_OR_RETURN(ByteDfa dfa, ByteDfa::compile(pattern));
+  std::lock_guard<std::mutex> lock(mu_);
+  if (!vocab_) vocab_ = VocabTrie::from_tokenizer(tok_, num_ids_);
+  auto fsm = std::make_shared<const TokenFsm>(std::move(dfa), vocab_);
+  if (auto it = map_.find(key); it != map_.end()) return it->second.first;  // compiled meanwhile
+  lru_.push_front(key);
+  map_.emplace(key, std::make_pair(fsm, lru_.begin()));
+  while (map_.size() > capacity_) {
+    map_.erase(lru_.back());
+    lru_.pop_back();
+  }
+  return std::shared_ptr<const TokenFsm>(fsm);
+}
+
+}  // namespace ds
