@@ -13,6 +13,8 @@
 
 #include <gtest/gtest.h>
 
+#include "runner/engine_test_util.h"
+
 #include "model/deepseek_model.h"
 #include "runner/sequence_runner.h"
 
@@ -458,13 +460,7 @@ TEST(BatchEngine, GrammarConstrainsTheOutput) {
   o.model_path = fixture("v2_lite");
   o.verbose = false;
   auto engine = make_batch_engine(o).value();
-  const int32_t vocab = engine->model_config().vocab_size;
-  std::vector<std::string> bytes(static_cast<size_t>(vocab));
-  for (int32_t id = 2; id < 600; ++id) bytes[static_cast<size_t>(id)] = std::string(1, static_cast<char>('a' + id % 26));
-  auto trie = std::make_shared<const VocabTrie>(bytes);
-  auto dfa = ByteDfa::compile("(ab|c){2,4}(x|yz)");
-  ASSERT_TRUE(dfa.is_ok());
-  auto fsm = std::make_shared<const TokenFsm>(*dfa, trie);
+  const test::LetterGrammar g = test::letter_grammar(engine->model_config().vocab_size);
   std::mt19937 rng(13);
   Collector col;
   std::vector<std::string> rids;
@@ -472,7 +468,7 @@ TEST(BatchEngine, GrammarConstrainsTheOutput) {
     EngineRequest r = greedy(id_of("g", i, ""), random_prompt(rng, 10 + 7 * i, 1024), 24);
     r.sampling.ignore_eos = false;
     if (i % 2) r.sampling.temperature = 1.0f, r.sampling.seed = 70 + i;
-    r.grammar = fsm;
+    r.grammar = g.fsm;
     rids.push_back(r.rid);
     ASSERT_TRUE(engine->submit(r, col.callback()).is_ok());
   }
@@ -481,13 +477,12 @@ TEST(BatchEngine, GrammarConstrainsTheOutput) {
     const auto& toks = col.tokens[rid];
     ASSERT_FALSE(toks.empty()) << rid << ": " << col.final_event[rid].error << " " << col.final_event[rid].reason.matched_text;
     EXPECT_EQ(toks.back(), 1) << rid << " ends with the EOS";
-    std::string text;
-    for (size_t k = 0; k + 1 < toks.size(); ++k) text += bytes[static_cast<size_t>(toks[k])];
-    EXPECT_TRUE(dfa->matches(text)) << rid << ": '" << text << "'";
+    const std::string text = g.text_before_eos(toks);
+    EXPECT_TRUE(g.dfa.matches(text)) << rid << ": '" << text << "'";
     EXPECT_EQ(col.final_event[rid].reason.kind, FinishReason::Kind::kStop) << rid;
   }
   EngineRequest bad = greedy("bad", {5, 6, 7}, 4);
-  bad.grammar = std::make_shared<const TokenFsm>(*dfa, std::make_shared<const VocabTrie>(std::vector<std::string>(10)));
+  bad.grammar = std::make_shared<const TokenFsm>(g.dfa, std::make_shared<const VocabTrie>(std::vector<std::string>(10)));
   const Status st = engine->submit(bad, col.callback());
   ASSERT_FALSE(st.is_ok());
   EXPECT_NE(st.message().find("made for 10 token ids"), std::string::npos) << st.message();

@@ -44,4 +44,25 @@ inline EngineRun run_engine(const BatchEngineOptions& o, const std::vector<Engin
   return out;
 }
 
+// A constraint over a synthetic vocabulary for the engine's grammar tests: ids 2..599 spell one letter each
+// ('a' + id % 26), the others nothing (id 1 is the fixtures' EOS); the regex (ab|c){2,4}(x|yz).
+struct LetterGrammar {
+  std::vector<std::string> bytes;  // by token id
+  ByteDfa dfa;
+  std::shared_ptr<const TokenFsm> fsm;
+  // The text of `toks` before its last token (the EOS).
+  std::string text_before_eos(const std::vector<int32_t>& toks) const {
+    std::string text;
+    for (size_t k = 0; k + 1 < toks.size(); ++k) text += bytes[static_cast<size_t>(toks[k])];
+    return text;
+  }
+};
+inline LetterGrammar letter_grammar(int32_t vocab) {
+  std::vector<std::string> bytes(static_cast<size_t>(vocab));
+  for (int32_t id = 2; id < 600 && id < vocab; ++id) bytes[static_cast<size_t>(id)] = std::string(1, static_cast<char>('a' + id % 26));
+  ByteDfa dfa = ByteDfa::compile("(ab|c){2,4}(x|yz)").value();
+  auto fsm = std::make_shared<const TokenFsm>(dfa, std::make_shared<const VocabTrie>(bytes));
+  return LetterGrammar{std::move(bytes), std::move(dfa), std::move(fsm)};
+}
+
 }  // namespace ds::test

@@ -19,12 +19,7 @@ TEST(ConstrainedGpu, OutputsMatchTheRegex) {
     o.max_total_tokens = 8192;
     o.verbose = false;
     o.disable_cuda_graph = !graphs;
-    const int32_t vocab = 1024;
-    std::vector<std::string> bytes(vocab);
-    for (int32_t id = 2; id < 600; ++id) bytes[static_cast<size_t>(id)] = std::string(1, static_cast<char>('a' + id % 26));
-    auto dfa = ByteDfa::compile("(ab|c){2,4}(x|yz)");
-    ASSERT_TRUE(dfa.is_ok());
-    auto fsm = std::make_shared<const TokenFsm>(*dfa, std::make_shared<const VocabTrie>(bytes));
+    const test::LetterGrammar g = test::letter_grammar(1024);  // the fixture's vocabulary
     std::mt19937 rng(13);
     std::vector<EngineRequest> reqs;
     for (int i = 0; i < 6; ++i) {
@@ -34,7 +29,7 @@ TEST(ConstrainedGpu, OutputsMatchTheRegex) {
       r.sampling.max_new_tokens = 24;
       r.sampling.temperature = i % 2 ? 1.0f : 0.0f;
       r.sampling.seed = 90 + i;
-      r.grammar = fsm;
+      r.grammar = g.fsm;
       reqs.push_back(r);
     }
     const test::EngineRun run = test::run_engine(o, reqs);
@@ -42,9 +37,8 @@ TEST(ConstrainedGpu, OutputsMatchTheRegex) {
       const auto& toks = run.tokens.at(r.rid);
       ASSERT_FALSE(toks.empty()) << r.rid;
       EXPECT_EQ(toks.back(), 1) << r.rid;
-      std::string text;
-      for (size_t k = 0; k + 1 < toks.size(); ++k) text += bytes[static_cast<size_t>(toks[k])];
-      EXPECT_TRUE(dfa->matches(text)) << r.rid << " graphs " << graphs << ": '" << text << "'";
+      const std::string text = g.text_before_eos(toks);
+      EXPECT_TRUE(g.dfa.matches(text)) << r.rid << " graphs " << graphs << ": '" << text << "'";
     }
   }
 }
