@@ -344,6 +344,26 @@ void read_sampling(Reader& r, bool openai, SamplingSpec* s) {
   r.ignore("stream_interval");
 }
 
+// OpenAI's structured outputs (response_format): json_schema (its "schema"), json_object (any JSON object), text.
+void read_response_format(Reader& r, SamplingSpec* s) {
+  const Json* rf = r.find("response_format");
+  if (!rf || rf->is_null()) return;
+  const std::string type = rf->is_object() ? rf->value("type", "") : "";
+  if (type == "json_schema") {
+    const Json* js = rf->contains("json_schema") ? &(*rf)["json_schema"] : nullptr;
+    if (!js || !js->is_object() || !js->contains("schema") || !(*js)["schema"].is_object())
+      return r.fail("'response_format.json_schema.schema' must be a JSON schema object", "response_format");
+    s->json_schema = (*js)["schema"].dump();
+    s->json_schema_from_response_format = true;
+  } else if (type == "json_object") {
+    s->json_schema = R"({"type": "object"})";
+  } else if (type != "text") {
+    return r.fail("'response_format.type' must be text, json_object or json_schema", "response_format");
+  }
+  if (type != "text" && !s->regex.empty())
+    r.fail("'response_format' and 'regex' cannot both constrain one request", "response_format");
+}
+
 // One token-id list; `what` names the field in errors.
 bool read_ids(Reader& r, const Json& v, const std::string& key, std::vector<int32_t>* out) {
   if (!v.is_array()) {
@@ -544,7 +564,7 @@ std::optional<ApiError> parse_completion_request(const Json& body, CompletionReq
       r.fail("'best_of' different from 'n' is not supported by this server", "best_of");
   }
   r.unsupported("suffix");
-  r.unsupported("response_format", "constrained decoding");
+  read_response_format(r, &out->sampling);
   ignore_openai_metadata(r);
   r.reject_unknown();
   return r.err;
@@ -714,23 +734,7 @@ std::optional<ApiError> parse_chat_request(const Json& body, ChatRequest* out) {
   }
   r.get_bool("separate_reasoning", &out->separate_reasoning);
   r.get_string("rid", &out->rid);
-  if (const Json* rf = r.find("response_format"); rf && !rf->is_null()) {
-    // OpenAI's structured outputs: json_schema (its "schema"), json_object (any JSON object), text (none).
-    const std::string type = rf->is_object() ? rf->value("type", "") : "";
-    if (type == "json_schema") {
-      const Json* js = rf->contains("json_schema") ? &(*rf)["json_schema"] : nullptr;
-      if (!js || !js->is_object() || !js->contains("schema") || !(*js)["schema"].is_object())
-        r.fail("'response_format.json_schema.schema' must be a JSON schema object", "response_format");
-      else
-        out->sampling.json_schema = (*js)["schema"].dump(), out->sampling.json_schema_from_response_format = true;
-    } else if (type == "json_object") {
-      out->sampling.json_schema = R"({"type": "object"})";
-    } else if (type != "text") {
-      r.fail("'response_format.type' must be text, json_object or json_schema", "response_format");
-    }
-    if (type != "text" && !out->sampling.regex.empty())
-      r.fail("'response_format' and 'regex' cannot both constrain one request", "response_format");
-  }
+  read_response_format(r, &out->sampling);
   r.unsupported("continue_final_message");
   r.unsupported("functions", "use 'tools'");
   r.unsupported("function_call", "use 'tool_choice'");

@@ -198,6 +198,7 @@ TEST(CompletionRequest, RejectsInvalidInput) {
       {R"({"prompt": "x", "stream_options": {"include_usage": true}})", "stream_options"},
       {R"({"prompt": "x", "stream": true, "stream_options": {"bad": true}})", "stream_options.bad"},
       {R"({"prompt": "x", "suffix": "tail"})", "suffix"},
+      {R"({"prompt": "x", "response_format": {"type": "yaml"}})", "response_format"},
       {R"({"prompt": "x", "best_of": 2})", "best_of"},
       {R"({"prompt": "x", "logit_bias": {"a5": 1}})", "logit_bias"},
       {R"({"prompt": "x", "logit_bias": {"-5": 1}})", "logit_bias"},

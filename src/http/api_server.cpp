@@ -938,6 +938,16 @@ std::optional<ApiError> tokenize_prompt(ApiServer::Impl& srv, const PromptSpec& 
   return std::nullopt;
 }
 
+// The request bodies are parsed into sorted objects; a response_format schema is read again from the body in its own
+// property order (the order the constrained output's properties take).
+void reread_schema_in_body_order(const std::string& body, SamplingSpec* s) {
+  if (!s->json_schema_from_response_format) return;
+  try {
+    s->json_schema = nlohmann::ordered_json::parse(body).at("response_format").at("json_schema").at("schema").dump();
+  } catch (const std::exception&) {
+  }
+}
+
 bool json_content_type(const HttpRequest& req) {
   const std::string* ct = req.header("content-type");
   if (!ct) return false;
@@ -979,6 +989,7 @@ void ApiServer::Impl::handle_completion(HttpRequest& req, std::shared_ptr<HttpRe
   CompletionRequest c;
   if (auto e = parse_json_body(req.body, &body)) return send_error(*out, route, *e);
   if (auto e = parse_completion_request(body, &c)) return send_error(*out, route, *e);
+  reread_schema_in_body_order(req.body, &c.sampling);
   if (!model_name_ok(c.model)) return send_error(*out, route, model_not_found(c.model));
   if (auto e = admission(*this)) return send_error(*out, route, *e);
   std::vector<std::vector<int32_t>> ids(c.prompts.size());
@@ -1014,13 +1025,7 @@ void ApiServer::Impl::handle_chat(HttpRequest& req, std::shared_ptr<HttpResponde
   ChatRequest c;
   if (auto e = parse_json_body(req.body, &body)) return send_error(*out, route, *e);
   if (auto e = parse_chat_request(body, &c)) return send_error(*out, route, *e);
-  if (c.sampling.json_schema_from_response_format) {  // the schema again, in the body's property order
-    try {
-      c.sampling.json_schema =
-          nlohmann::ordered_json::parse(req.body).at("response_format").at("json_schema").at("schema").dump();
-    } catch (const std::exception&) {
-    }
-  }
+  reread_schema_in_body_order(req.body, &c.sampling);
   apply_sampling_defaults(opt.chat_sampling_defaults, &c.sampling);
   if (!model_name_ok(c.model)) return send_error(*out, route, model_not_found(c.model));
   if (!tok)

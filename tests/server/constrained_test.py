@@ -87,6 +87,15 @@ class ConstrainedTest(unittest.TestCase):
         self.assertEqual(choice["finish_reason"], "stop", choice)
         self.assertIsInstance(json.loads(choice["message"]["content"]), dict)
 
+    def test_completions_response_format(self):
+        schema = {"type": "object", "properties": {"b": {"type": "boolean"}, "a": {"type": "null"}},
+                  "required": ["b", "a"]}
+        r = H.post(self.server, "/v1/completions", {"prompt": "x", "max_tokens": 32, "temperature": 0,
+                                                   "response_format": {"type": "json_schema",
+                                                                       "json_schema": {"name": "t", "schema": schema}}})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(list(json.loads(r.json()["choices"][0]["text"])), ["b", "a"])
+
     def test_bad_constraints_are_named(self):
         cases = [({"regex": "(ab"}, "missing )"), ({"json_schema": "{not json"}, "not valid JSON"),
                  ({"json_schema": json.dumps({"type": "tuple"})}, "unknown type"),
