@@ -479,7 +479,25 @@ TEST(BatchEngine, GrammarConstrainsTheOutput) {
     EXPECT_EQ(toks.back(), 1) << rid << " ends with the EOS";
     const std::string text = g.text_before_eos(toks);
     EXPECT_TRUE(g.dfa.matches(text)) << rid << ": '" << text << "'";
+    EXPECT_EQ(text.size() + 1, toks.size()) << rid << ": a token that spells nothing";
     EXPECT_EQ(col.final_event[rid].reason.kind, FinishReason::Kind::kStop) << rid;
+  }
+  // min_new_tokens past the grammar's end: the end of sequence still comes once nothing else can.
+  EngineRequest early = greedy("early", random_prompt(rng, 12, 1024), 24);
+  early.sampling.ignore_eos = false;
+  early.sampling.min_new_tokens = 20;
+  early.grammar = g.fsm;
+  ASSERT_TRUE(engine->submit(early, col.callback()).is_ok());
+  ASSERT_TRUE(col.wait(rids.size() + 1));
+  {  // the match, then EOS ids (which end nothing before min_new_tokens) until the request may stop
+    const auto& toks = col.tokens["early"];
+    const auto first_eos = std::find(toks.begin(), toks.end(), 1);
+    ASSERT_NE(first_eos, toks.end());
+    const std::vector<int32_t> head(toks.begin(), first_eos + 1);
+    EXPECT_TRUE(g.dfa.matches(g.text_before_eos(head))) << g.text_before_eos(head);
+    EXPECT_EQ(g.text_before_eos(head).size() + 1, head.size()) << "a token that spells nothing";
+    EXPECT_TRUE(std::all_of(first_eos, toks.end(), [](int32_t t) { return t == 1; }));
+    EXPECT_GE(toks.size(), 20u);
   }
   EngineRequest bad = greedy("bad", {5, 6, 7}, 4);
   bad.grammar = std::make_shared<const TokenFsm>(g.dfa, std::make_shared<const VocabTrie>(std::vector<std::string>(10)));

@@ -308,6 +308,14 @@ void BatchRunner::constrain(const TokenFsm& g, const Request& req, int64_t vocab
       out.push_back(b);
     }
   }
+  // Where the grammar allows nothing but the end (complete, or nothing spellable), it overrides min_new_tokens' ban
+  // of the EOS ids: otherwise no token could be sampled at all.
+  bool other = false;
+  for (int32_t id = 0; id < vocab && any && !other; ++id)
+    other = allowed(id) && std::find(eos.begin(), eos.end(), id) == eos.end();
+  if (!other)
+    for (int64_t e : eos)
+      if (auto p = pens.find(static_cast<int32_t>(e)); p != pens.end()) p->second.banned = 0;
 }
 
 void BatchRunner::idle_step() {

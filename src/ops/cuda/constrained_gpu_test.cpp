@@ -39,6 +39,7 @@ TEST(ConstrainedGpu, OutputsMatchTheRegex) {
       EXPECT_EQ(toks.back(), 1) << r.rid;
       const std::string text = g.text_before_eos(toks);
       EXPECT_TRUE(g.dfa.matches(text)) << r.rid << " graphs " << graphs << ": '" << text << "'";
+      EXPECT_EQ(text.size() + 1, toks.size()) << r.rid << ": a token that spells nothing";
     }
   }
 }
