@@ -288,17 +288,22 @@ void BatchRunner::constrain(const TokenFsm& g, const Request& req, int64_t vocab
   if (gs.read > output.size()) gs = GrammarState{g.start(), 0};  // (outputs only grow; defensive)
   for (; gs.read < output.size(); ++gs.read) gs.state = g.advance(gs.state, output[gs.read]);
   const auto& eos = model_.config().eos_token_ids;
-  const bool done = g.complete(gs.state), end_ok = done || g.accepting(gs.state);
+  auto is_eos = [&](int32_t id) { return std::find(eos.begin(), eos.end(), id) != eos.end(); };
+  const bool done = g.complete(gs.state);
   const std::vector<uint64_t>* bits = done ? nullptr : &g.allowed(gs.state);
-  auto allowed = [&](int32_t id) {
-    if (end_ok && std::find(eos.begin(), eos.end(), id) != eos.end()) return true;
-    return bits && id < g.num_ids() && TokenFsm::test(*bits, id);
-  };
-  bool any = false;
-  for (int32_t id = 0; id < vocab && !any; ++id) any = allowed(id);
-  for (int32_t id = 0; id < vocab; ++id) {
-    // (Nothing allowed - the vocabulary cannot spell a continuation: the end of sequence is.)
-    if (any ? allowed(id) : std::find(eos.begin(), eos.end(), id) != eos.end()) continue;
+  const int64_t words = bits ? std::min<int64_t>(static_cast<int64_t>(bits->size()), (vocab + 63) / 64) : 0;
+  // Whether any token but an EOS id is allowed (EOS ids spell nothing, so the grammar's bits never hold them).
+  bool other = false;
+  for (int64_t w = 0; w < words && !other; ++w) {
+    uint64_t m = (*bits)[static_cast<size_t>(w)];
+    if (w * 64 + 64 > vocab) m &= (uint64_t{1} << (vocab - w * 64)) - 1;
+    for (; m && !other; m &= m - 1) other = !is_eos(static_cast<int32_t>(w * 64 + __builtin_ctzll(m)));
+  }
+  // The end of sequence: at a whole match, or when nothing else can be spelled. Then it also overrides
+  // min_new_tokens' ban of the EOS ids (otherwise no token could be sampled at all).
+  const bool end_ok = done || g.accepting(gs.state) || !other;
+  auto ban = [&](int32_t id) {
+    if (end_ok && is_eos(id)) return;
     if (auto p = pens.find(id); p != pens.end()) {
       p->second.banned = 1;
     } else {
@@ -307,12 +312,12 @@ void BatchRunner::constrain(const TokenFsm& g, const Request& req, int64_t vocab
       b.banned = 1;
       out.push_back(b);
     }
+  };
+  for (int64_t w = 0; w * 64 < vocab; ++w) {  // the clear bits of each word: the banned ids
+    uint64_t z = ~(w < words ? (*bits)[static_cast<size_t>(w)] : uint64_t{0});
+    if (w * 64 + 64 > vocab) z &= (uint64_t{1} << (vocab - w * 64)) - 1;
+    for (; z; z &= z - 1) ban(static_cast<int32_t>(w * 64 + __builtin_ctzll(z)));
   }
-  // Where the grammar allows nothing but the end (complete, or nothing spellable), it overrides min_new_tokens' ban
-  // of the EOS ids: otherwise no token could be sampled at all.
-  bool other = false;
-  for (int32_t id = 0; id < vocab && any && !other; ++id)
-    other = allowed(id) && std::find(eos.begin(), eos.end(), id) == eos.end();
   if (!other)
     for (int64_t e : eos)
       if (auto p = pens.find(static_cast<int32_t>(e)); p != pens.end()) p->second.banned = 0;
