@@ -702,12 +702,16 @@ std::optional<ApiError> parse_chat_request(const Json& body, ChatRequest* out) {
   if (const Json* tc = r.find("tool_choice")) {
     if (tc->is_string()) {
       const std::string c = tc->get<std::string>();
-      if (c == "required") return bad_request("'tool_choice' \"required\" is not supported by this server", "tool_choice");
-      if (c != "auto" && c != "none")
+      if (c != "auto" && c != "none" && c != "required")
         return bad_request("'tool_choice' must be \"none\", \"auto\" or \"required\", got \"" + c + "\"", "tool_choice");
       out->tool_choice = c;
-    } else if (tc->is_object()) {
-      return bad_request("'tool_choice' naming a function is not supported by this server", "tool_choice");
+    } else if (tc->is_object()) {  // {"type": "function", "function": {"name": ...}}
+      const Json* f = tc->contains("function") ? &(*tc)["function"] : nullptr;
+      if (tc->value("type", "") != "function" || !f || !f->is_object() || !f->contains("name") ||
+          !(*f)["name"].is_string())
+        return bad_request("'tool_choice' must be {\"type\": \"function\", \"function\": {\"name\": ...}}", "tool_choice");
+      out->tool_choice = "function";
+      out->tool_choice_name = (*f)["name"].get<std::string>();
     } else {
       return bad_request("'tool_choice' must be a string or an object", "tool_choice");
     }

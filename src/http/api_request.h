@@ -50,6 +50,7 @@ struct SamplingSpec {
   std::string regex;
   std::string json_schema;  // the schema's JSON text
   bool json_schema_from_response_format = false;  // (the server re-reads it in the body's own property order)
+  bool regex_with_tool_markers = false;  // tool_choice's constraint: the tool-call marker tokens may spell it
 };
 
 struct PromptSpec {
@@ -86,7 +87,9 @@ struct ChatRequest {
   std::string model;
   Json messages;            // array (validated further by the chat renderer)
   Json tools;               // null or array
-  std::string tool_choice;  // "auto" (default) or "none"
+  std::string tool_choice;  // "auto" (default), "none", "required" (at least one call), or "function" (one call of
+                            // tool_choice_name); the last two constrain the output to the tool-call format
+  std::string tool_choice_name;
   SamplingSpec sampling;
   bool stream = false;
   bool include_usage = false;

@@ -19,6 +19,7 @@
 #include "text/chat_output_parser.h"
 #include "text/detokenizer.h"
 #include "http/grammar_cache.h"
+#include "text/tool_call_grammar.h"
 
 namespace ds {
 
@@ -875,7 +876,8 @@ std::optional<ApiError> prepare_seq(ApiServer::Impl& srv, Seq& s, bool default_f
     if (!srv.grammars)
       return bad_request(std::string(param) + ": constrained decoding needs the tokenizer; this server runs with "
                          "--skip-tokenizer-init", param);
-    auto g = srv.grammars->get(regex ? "regex" : "json_schema", regex ? s.sampling.regex : s.sampling.json_schema);
+    auto g = srv.grammars->get(!regex ? "json_schema" : s.sampling.regex_with_tool_markers ? "tool_regex" : "regex",
+                               regex ? s.sampling.regex : s.sampling.json_schema);
     if (!g) return bad_request(std::string(param) + ": " + g.status().message(), param);
     s.grammar = *g;
   }
@@ -1034,6 +1036,24 @@ void ApiServer::Impl::handle_chat(HttpRequest& req, std::shared_ptr<HttpResponde
   if (!chat) return send_error(*out, route, bad_request("chat completions are unavailable: " + chat_error));
   if (auto e = admission(*this)) return send_error(*out, route, *e);
   const bool use_tools = !c.tools.is_null() && c.tool_choice != "none";
+  if (c.tool_choice == "required" || c.tool_choice == "function") {
+    // The output constrained to the tool-call format (SGLang constrains it with a grammar too).
+    if (!tool_format)
+      return send_error(*out, route, bad_request("tool_choice \"required\" or a named function needs the server's "
+                                                 "--tool-call-parser", "tool_choice"));
+    if (!c.sampling.regex.empty() || !c.sampling.json_schema.empty())
+      return send_error(*out, route, bad_request("tool_choice \"required\" or a named function cannot be combined "
+                                                 "with regex, json_schema or response_format", "tool_choice"));
+    nlohmann::ordered_json tools;
+    try {
+      tools = nlohmann::ordered_json::parse(req.body).at("tools");  // the schemas in the body's property order
+    } catch (const std::exception&) {
+    }
+    auto re = tool_call_regex(*tool_format, tools, c.tool_choice == "function" ? c.tool_choice_name : "");
+    if (!re) return send_error(*out, route, bad_request(re.status().message(), "tool_choice"));
+    c.sampling.regex = *re;
+    c.sampling.regex_with_tool_markers = true;
+  }
   ChatRenderOptions ro;
   ro.add_generation_prompt = true;
   ro.thinking = c.thinking;

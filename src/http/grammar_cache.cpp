@@ -8,6 +8,9 @@
 
 namespace ds {
 
+const std::vector<std::string> kToolMarkers = {"<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>",
+                                               "<｜tool▁call▁end｜>", "<｜tool▁sep｜>"};
+
 Result<std::shared_ptr<const TokenFsm>> GrammarCache::get(const std::string& kind, const std::string& text) {
   const std::string key = kind + '\n' + text;
   {
@@ -26,13 +29,14 @@ Result<std::shared_ptr<const TokenFsm>> GrammarCache::get(const std::string& kin
       return error("json_schema is not valid JSON: ", e.what());
     }
     DS_ASSIGN_OR_RETURN(pattern, json_schema_to_regex(schema));
-  } else if (kind != "regex") {
+  } else if (kind != "regex" && kind != "tool_regex") {
     return error("unknown constraint kind '", kind, "'");
   }
   DS_ASSIGN_OR_RETURN(ByteDfa dfa, ByteDfa::compile(pattern));
   std::lock_guard<std::mutex> lock(mu_);
-  if (!vocab_) vocab_ = VocabTrie::from_tokenizer(tok_, num_ids_);
-  auto fsm = std::make_shared<const TokenFsm>(std::move(dfa), vocab_);
+  std::shared_ptr<const VocabTrie>& vocab = kind == "tool_regex" ? tool_vocab_ : vocab_;
+  if (!vocab) vocab = VocabTrie::from_tokenizer(tok_, num_ids_, kind == "tool_regex" ? kToolMarkers : std::vector<std::string>{});
+  auto fsm = std::make_shared<const TokenFsm>(std::move(dfa), vocab);
   if (auto it = map_.find(key); it != map_.end()) return it->second.first;  // compiled meanwhile
   lru_.push_front(key);
   map_.emplace(key, std::make_pair(fsm, lru_.begin()));

@@ -15,11 +15,16 @@ namespace ds {
 
 class Tokenizer;
 
+// DeepSeek's tool-call markers (added tokens, allowed only by tool_choice constraints).
+extern const std::vector<std::string> kToolMarkers;
+
 class GrammarCache {
  public:
   // num_ids: the model's logits columns (token ids past the tokenizer's are never allowed).
   GrammarCache(const Tokenizer& tok, int32_t num_ids, size_t capacity = 64) : tok_(tok), num_ids_(num_ids), capacity_(capacity) {}
-  // kind "regex" (the pattern) or "json_schema" (the schema's JSON text); an error names what is wrong with it.
+  // kind "regex" (the pattern), "json_schema" (the schema's JSON text) or "tool_regex" (a pattern over the
+  // vocabulary with the tool-call marker tokens, kToolMarkers, spelled by their content); an error names what is
+  // wrong with it.
   Result<std::shared_ptr<const TokenFsm>> get(const std::string& kind, const std::string& text);
 
  private:
@@ -27,7 +32,7 @@ class GrammarCache {
   const int32_t num_ids_;
   const size_t capacity_;
   std::mutex mu_;
-  std::shared_ptr<const VocabTrie> vocab_;
+  std::shared_ptr<const VocabTrie> vocab_, tool_vocab_;
   std::list<std::string> lru_;  // most recent first
   std::unordered_map<std::string, std::pair<std::shared_ptr<const TokenFsm>, std::list<std::string>::iterator>> map_;
 };

@@ -52,10 +52,18 @@ VocabTrie::VocabTrie(std::vector<std::string> bytes) : bytes_(std::move(bytes)) 
   }
 }
 
-std::shared_ptr<const VocabTrie> VocabTrie::from_tokenizer(const Tokenizer& tok, int32_t num_ids) {
+std::shared_ptr<const VocabTrie> VocabTrie::from_tokenizer(const Tokenizer& tok, int32_t num_ids,
+                                                           const std::vector<std::string>& added) {
   std::vector<std::string> bytes(static_cast<size_t>(std::max(num_ids, 0)));
-  for (int32_t id = 0; id < num_ids && id < tok.vocab_size(); ++id)
-    if (tok.has_id(id) && !tok.is_added(id)) bytes[static_cast<size_t>(id)] = tok.token_bytes(id);
+  for (int32_t id = 0; id < num_ids && id < tok.vocab_size(); ++id) {
+    if (!tok.has_id(id)) continue;
+    if (!tok.is_added(id)) {
+      bytes[static_cast<size_t>(id)] = tok.token_bytes(id);
+    } else if (const std::string* content = tok.id_to_token(id);
+               content && std::find(added.begin(), added.end(), *content) != added.end()) {
+      bytes[static_cast<size_t>(id)] = *content;
+    }
+  }
   return std::make_shared<const VocabTrie>(std::move(bytes));
 }
 

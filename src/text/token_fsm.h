@@ -21,8 +21,10 @@ class VocabTrie {
   // bytes[id]: the token's bytes; empty for ids a constraint never allows (special and added tokens, ids past the
   // tokenizer's vocabulary).
   explicit VocabTrie(std::vector<std::string> bytes);
-  // The tokenizer's model vocabulary (added tokens left out) over `num_ids` ids (the model's logits columns).
-  static std::shared_ptr<const VocabTrie> from_tokenizer(const Tokenizer& tok, int32_t num_ids);
+  // The tokenizer's model vocabulary over `num_ids` ids (the model's logits columns); added tokens are left out
+  // except those whose content is in `added` (spelled by their content: tool-call markers for tool_choice).
+  static std::shared_ptr<const VocabTrie> from_tokenizer(const Tokenizer& tok, int32_t num_ids,
+                                                         const std::vector<std::string>& added = {});
 
   int32_t num_ids() const { return static_cast<int32_t>(bytes_.size()); }
   const std::string& bytes(int32_t id) const { return bytes_[static_cast<size_t>(id)]; }
