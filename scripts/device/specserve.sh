@@ -23,7 +23,7 @@ for cfg in plain spec spec_eagerdraft spec_eager ngram; do
   [ "$cfg" = ngram ] && extra=(--speculative-algorithm NGRAM --speculative-num-draft-tokens 4)
   [ "$cfg" = spec_eager ] && extra=(--speculative-algorithm NEXTN --speculative-num-steps 3 --disable-cuda-graph)
   port=$((port + 1))
-  env DSERVE_SPECULATIVE_CUDA=1 "${envs[@]}" $B/dserve serve --device cuda --model-path "$OUT/v3mtp.json" --load-format dummy \
+  env "${envs[@]}" $B/dserve serve --device cuda --model-path "$OUT/v3mtp.json" --load-format dummy \
     --skip-tokenizer-init --port $port --max-running-requests 16 --max-total-tokens 65536 --cuda-graph-max-bs 16 \
     "${extra[@]}" > "$OUT/serve_$cfg.log" 2>&1 &
   pid=$!

@@ -161,11 +161,7 @@ class BatchEngine final : public Engine {
         return error("speculative decoding (--speculative-algorithm) drafts with the checkpoint's MTP (NextN) layer, "
                      "and ", o.model_path, " has none (num_nextn_predict_layers = ", cfg_.num_nextn_predict_layers,
                      ", no model.layers.", cfg_.num_hidden_layers, ".* tensors)");
-      // The GPU case (ds_ops_cuda_gpu_test's Speculative*) sets DSERVE_SPECULATIVE_CUDA=1 until it has passed.
     }
-    if (o.speculative_num_steps > 0 && ops_->device() != Device::kCpu && !env_flag("DSERVE_SPECULATIVE_CUDA", false))
-      return error("speculative decoding runs on --device cpu only so far: its CUDA path (verify steps, the MTP "
-                   "drafter) has not been checked against the CPU backend yet");
     // Tensor parallelism (--tp-size): rank r runs its shard of the weights on a backend of its own; rank 0 is
     // ops_ / model_ / runner_, the others run beside it every step (runner/tp_ranks.h).
     if (o.tp_size < 1) return error("--tp-size must be >= 1, got ", o.tp_size);

