@@ -11,7 +11,7 @@ namespace ds {
 namespace {
 
 constexpr uint32_t kMaxCodePoint = 0x10FFFF;
-constexpr int kMaxNfaStates = 400000;
+constexpr int kMaxNfaStates = 200000;
 
 using Ranges = std::vector<std::pair<uint32_t, uint32_t>>;  // code point ranges, inclusive
 
@@ -489,7 +489,13 @@ Result<ByteDfa> ByteDfa::compile(std::string_view pattern, int max_states) {
   ids.emplace(s0, 0);
   sets.push_back(s0);
   std::vector<std::vector<int32_t>> by_cls;  // [state][class]
+  // A bound on the construction's work (NFA states visited), so that a hostile pattern costs a request, not a
+  // server thread's seconds (well under a second here).
+  constexpr int64_t kMaxWork = 30'000'000;
+  int64_t work = 0;
   for (size_t at = 0; at < sets.size(); ++at) {
+    work += static_cast<int64_t>(sets[at].size()) * num_cls;
+    if (work > kMaxWork) return error("regex: too complex to compile (its automaton's construction ran past its budget)");
     std::vector<int32_t> row(static_cast<size_t>(num_cls), kDead);
     for (int c = 0; c < num_cls; ++c) {
       const uint8_t b = rep[static_cast<size_t>(c)];

@@ -2,6 +2,7 @@
 // pruning of dead ends, and errors that name the problem.
 #include "text/regex_dfa.h"
 
+#include <chrono>
 #include <regex>
 
 #include <gtest/gtest.h>
@@ -96,6 +97,13 @@ TEST(ByteDfa, ErrorsNameTheProblem) {
     ASSERT_FALSE(d.is_ok()) << p;
     EXPECT_NE(d.status().message().find(want), std::string::npos) << p << ": " << d.status().message();
   }
+  // Hostile patterns end in an error quickly: many states with large NFA sets, a huge NFA.
+  const auto t0 = std::chrono::steady_clock::now();
+  auto slow = ByteDfa::compile("(a?){9000}a{9000}");
+  EXPECT_FALSE(slow.is_ok());
+  auto huge = ByteDfa::compile("(.{1000}){100}");
+  ASSERT_FALSE(huge.is_ok());
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count(), 30.0);  // (sanitizer builds too)
   auto big = ByteDfa::compile("[ab]*a[ab]{12}", 1000);  // 2^13 states when determinized
   ASSERT_FALSE(big.is_ok());
   EXPECT_NE(big.status().message().find("over 1000 states"), std::string::npos) << big.status().message();
