@@ -6,13 +6,16 @@ B=${DEVBIN:-.devbin}
 OUT=${OUT:-/tmp/$(basename "$0" .sh)_out}
 mkdir -p "$OUT"
 export DSERVE_SOURCE_DIR=$PWD
-# v3_config PATH LAYERS [bf16]: the real DeepSeek-V3 config cut to LAYERS layers (the first dense, no MTP layer) for
-# `--load-format dummy` runs; with bf16, without its quantization_config (dummy bf16 weights, else block-FP8).
+# v3_config PATH LAYERS [bf16|mtp]: the real DeepSeek-V3 config cut to LAYERS layers (the first dense, no MTP layer)
+# for `--load-format dummy` runs; with bf16, without its quantization_config (dummy bf16 weights, else block-FP8);
+# with mtp, its MTP layer kept (speculative decoding).
 v3_config() {
   python3 - "$@" <<'PY'
 import json, sys
 c = json.load(open("tests/data/configs/deepseek-v3.json"))
 c.update(num_hidden_layers=int(sys.argv[2]), first_k_dense_replace=1, num_nextn_predict_layers=0)
+if len(sys.argv) > 3 and sys.argv[3] == "mtp":
+    c["num_nextn_predict_layers"] = 1
 if len(sys.argv) > 3 and sys.argv[3] == "bf16":
     c.pop("quantization_config", None)
 json.dump(c, open(sys.argv[1], "w"), indent=1)

@@ -8,12 +8,7 @@ gtest_run spec 280 '*SpeculativeGpu*:*VerifyGraphs*:*CudaDraftGraphs*'
 grep -h "SPECLP\|Failure\|which exceeds\|evaluates to\|first .* tokens\|OK \]\|FAILED \]" "$OUT/spec.log" | head -80
 # CUDA speculative decoding is no longer gated (DSERVE_SPECULATIVE_CUDA gone): a served V3 3-layer + MTP dummy model
 # with NEXTN at concurrency 4.
-python3 - "$OUT/v3mtp.json" <<'PY'
-import json, sys
-c = json.load(open("tests/data/configs/deepseek-v3.json"))
-c.update(num_hidden_layers=3, first_k_dense_replace=1, num_nextn_predict_layers=1)
-json.dump(c, open(sys.argv[1], "w"), indent=1)
-PY
+v3_config "$OUT/v3mtp.json" 3 mtp
 if [ -x "$B/dserve" ]; then
   $B/dserve serve --device cuda --model-path "$OUT/v3mtp.json" --load-format dummy --skip-tokenizer-init --port 31201 \
     --max-running-requests 16 --cuda-graph-max-bs 16 --speculative-algorithm NEXTN > "$OUT/serve_spec.log" 2>&1 &

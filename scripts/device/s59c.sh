@@ -4,12 +4,7 @@
 # speculative step runs), concurrency 1 and 8.
 set -u
 source "$(dirname "$0")/lib.sh"
-python3 - "$OUT/v3mtp.json" <<'PY'
-import json, sys
-c = json.load(open("tests/data/configs/deepseek-v3.json"))
-c.update(num_hidden_layers=3, first_k_dense_replace=1, num_nextn_predict_layers=1)
-json.dump(c, open(sys.argv[1], "w"), indent=1)
-PY
+v3_config "$OUT/v3mtp.json" 3 mtp
 $B/dserve serve --device cuda --model-path "$OUT/v3mtp.json" --load-format dummy --skip-tokenizer-init --port 31301 \
   --max-running-requests 16 --max-total-tokens 65536 --cuda-graph-max-bs 16 --disable-overlap-schedule \
   > "$OUT/serve_nooverlap.log" 2>&1 &

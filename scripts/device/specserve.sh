@@ -7,12 +7,7 @@
 # concurrency 1 and 8. Logs under $OUT.
 set -u
 source "$(dirname "$0")/lib.sh"
-python3 - "$OUT/v3mtp.json" <<'PY'
-import json, sys
-c = json.load(open("tests/data/configs/deepseek-v3.json"))
-c.update(num_hidden_layers=3, first_k_dense_replace=1, num_nextn_predict_layers=1)
-json.dump(c, open(sys.argv[1], "w"), indent=1)
-PY
+v3_config "$OUT/v3mtp.json" 3 mtp
 port=31100
 for cfg in plain spec spec_eagerdraft spec_eager ngram; do
   extra=()

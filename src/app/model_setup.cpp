@@ -294,15 +294,8 @@ Result<ModelSetup> setup_model(const Flags& flags) {
   if (format == "auto") {
     DS_ASSIGN_OR_RETURN(weights, load_weights(dir, s.config));
   } else if (format == "dummy") {
-    // Dummy weights for `--quantization fp8` are made in block-FP8 directly (the layout quantizing random bf16
-    // weights would give, minus minutes of e4m3 encoding per full-size model); quantize_weights_fp8 then finds
-    // nothing left to do. Not for ue8m0 configs, whose quantized scales are powers of two.
-    ModelConfig made = s.config;
-    if (flags.get_string("quantization") == "fp8" && !made.fp8.enabled && !made.fp8.ue8m0) {
-      made.fp8.enabled = true;
-      made.fp8.block_n = made.fp8.block_k = 128;
-    }
-    weights = make_dummy_weights(made, static_cast<uint64_t>(flags.get_int("seed")));
+    weights = make_dummy_weights(dummy_weights_config(s.config, flags.get_string("quantization")),
+                                 static_cast<uint64_t>(flags.get_int("seed")));
   } else {
     return error("--load-format must be auto or dummy, got '", format, "'");
   }

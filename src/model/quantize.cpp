@@ -54,6 +54,15 @@ void quantize_weights_fp8(ModelWeights* w, ModelConfig* cfg) {
   cfg->fp8.block_n = cfg->fp8.block_k = 128;
 }
 
+ModelConfig dummy_weights_config(const ModelConfig& cfg, const std::string& quantization) {
+  ModelConfig made = cfg;
+  if (quantization == "fp8" && !made.fp8.enabled && !made.fp8.ue8m0) {
+    made.fp8.enabled = true;
+    made.fp8.block_n = made.fp8.block_k = 128;
+  }
+  return made;
+}
+
 Status apply_quantization_flag(const std::string& value, ModelWeights* w, ModelConfig* cfg) {
   if (value.empty() || value == "none") return Status::ok();
   if (value == "fp8") {

@@ -13,6 +13,11 @@ namespace ds {
 // and shared expert of the main layers and MTP layers; sets cfg->fp8 (enabled, 128x128 blocks).
 void quantize_weights_fp8(ModelWeights* w, ModelConfig* cfg);
 
+// The config dummy weights are made for under `quantization`: with "fp8" on a BF16 config (not a ue8m0 one, whose
+// quantized scales are powers of two) the block-FP8 layout directly (what quantizing random bf16 weights would give,
+// minus minutes of e4m3 encoding per full-size model; apply_quantization_flag then finds nothing left to do).
+ModelConfig dummy_weights_config(const ModelConfig& cfg, const std::string& quantization);
+
 // Validates --quantization: "" / "none" leaves the model as stored, "fp8" quantizes BF16 linears.
 Status apply_quantization_flag(const std::string& value, ModelWeights* w, ModelConfig* cfg);
 

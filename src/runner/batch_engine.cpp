@@ -145,10 +145,7 @@ class BatchEngine final : public Engine {
     if (o.load_format == "auto") {
       DS_ASSIGN_OR_RETURN(weights, load_weights(o.model_path, cfg_));
     } else if (dummy_shards) {
-      if (o.quantization == "fp8" && !cfg_.fp8.enabled && !cfg_.fp8.ue8m0) {  // made in block-FP8 directly
-        cfg_.fp8.enabled = true;
-        cfg_.fp8.block_n = cfg_.fp8.block_k = 128;
-      }
+      cfg_ = dummy_weights_config(cfg_, o.quantization);  // (each rank's shard is made from it below)
     } else if (o.load_format == "dummy") {
       weights = make_dummy_weights(cfg_, o.seed);
     } else {
