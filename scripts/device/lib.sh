@@ -21,6 +21,16 @@ if len(sys.argv) > 3 and sys.argv[3] == "bf16":
 json.dump(c, open(sys.argv[1], "w"), indent=1)
 PY
 }
+# v32_config PATH LAYERS: the real DeepSeek-V3.2-Exp config cut to LAYERS layers (its own first three dense, no MTP
+# layer), block-FP8, for `--load-format dummy` runs of the sparse attention.
+v32_config() {
+  python3 - "$@" <<'PY'
+import json, sys
+c = json.load(open("tests/data/configs/deepseek-v3.2-exp.json"))
+c.update(num_hidden_layers=int(sys.argv[2]), num_nextn_predict_layers=0)
+json.dump(c, open(sys.argv[1], "w"), indent=1)
+PY
+}
 # gtest_run NAME SECONDS FILTER: ds_ops_cuda_gpu_test with that gtest filter under a time limit, its output in
 # $OUT/NAME.log, and one line "== NAME: rc=<exit status> <its PASSED / FAILED summary lines>".
 gtest_run() {

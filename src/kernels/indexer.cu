@@ -1,9 +1,13 @@
 // Lightning-indexer scores and top-k selection (see indexer.h).
+#include <algorithm>
+
 #include <cuda_bf16.h>
 
 #include "kernels/block_reduce.cuh"
 #include "kernels/indexer.h"
 #include "kernels/pdl.cuh"
+#include "kernels/per_device.h"
+#include "kernels/ptx.cuh"
 
 namespace ds::kernels {
 namespace {
@@ -11,6 +15,12 @@ namespace {
 constexpr int kScoreThreads = 256;
 constexpr int kPositionsPerBlock = 64;
 constexpr int kSelectThreads = 1024;
+constexpr int kMmaThreads = 128;  // four warps, 16 positions of a 64-position tile each
+constexpr int kMmaTile = 64;
+constexpr int kMmaBlocksPerSm = 6;  // resident at 35 KB of shared memory each: enough tiles in flight to stream keys
+constexpr int kSelectBuckets = 4096;     // 12-bit digits
+constexpr int kSelectCandidates = 4096;  // keys of the first digit's bucket listed in shared memory (16 KB)
+constexpr int kSelectStage = 40960;      // keys staged in shared memory (160 KB); a longer context reads the rest again
 
 __device__ __forceinline__ int seq_of(const int32_t* q_starts, int num_seqs, int64_t t) {
   int lo = 0, hi = num_seqs - 1;  // largest s with q_starts[s] <= t
@@ -21,6 +31,13 @@ __device__ __forceinline__ int seq_of(const int32_t* q_starts, int num_seqs, int
   return lo;
 }
 
+__device__ __forceinline__ float head_weight(const IndexerParams& p, int64_t t, int64_t h) {
+  return (p.w_f32 ? static_cast<const float*>(p.w)[t * p.heads + h]
+                  : __bfloat162float(static_cast<const __nv_bfloat16*>(p.w)[t * p.heads + h])) *
+         p.w_scale;
+}
+
+// CUDA cores: a warp per position, every head's dot product reduced across the warp. Any heads / dim.
 __global__ void indexer_scores_kernel(IndexerParams p) {
   extern __shared__ float sq[];  // [heads * dim] q as fp32, then [heads] scaled weights
   float* sw = sq + p.heads * p.dim;
@@ -30,9 +47,7 @@ __global__ void indexer_scores_kernel(IndexerParams p) {
   if (first >= n) return;
   const __nv_bfloat16* q = static_cast<const __nv_bfloat16*>(p.q) + t * p.heads * p.dim;
   for (int64_t i = threadIdx.x; i < p.heads * p.dim; i += blockDim.x) sq[i] = __bfloat162float(q[i]);
-  for (int64_t h = threadIdx.x; h < p.heads; h += blockDim.x)
-    sw[h] = (p.w_f32 ? static_cast<const float*>(p.w)[t * p.heads + h]
-                     : __bfloat162float(static_cast<const __nv_bfloat16*>(p.w)[t * p.heads + h])) * p.w_scale;
+  for (int64_t h = threadIdx.x; h < p.heads; h += blockDim.x) sw[h] = head_weight(p, t, h);
   __syncthreads();
   const int s = seq_of(p.q_starts, p.num_seqs, t);
   const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
@@ -48,7 +63,76 @@ __global__ void indexer_scores_kernel(IndexerParams p) {
       d = warp_sum(d);
       acc += sw[h] * fmaxf(0.0f, d * p.q_scale);
     }
-    if (lane == 0) p.scores[r * p.max_seq_len + j] = acc;
+    if (lane == 0) p.scores[r * p.score_cols + j] = acc;
+  }
+}
+
+// Tensor cores: a block walks tiles of 64 positions (blockIdx.y, + gridDim.y, ...) of one token. Each warp computes
+// S^T = K Q^T for 16 positions x HP heads (bf16 m16n8k16, fp32 accumulators: positions are the M rows, so a head's
+// weight and ReLU apply per column and the head sum is a quad reduction). Heads past p.heads are zero rows.
+template <int HP, int D>
+__global__ void __launch_bounds__(kMmaThreads) indexer_scores_mma_kernel(IndexerParams p) {
+  constexpr int LD = D + 8;  // row stride (bf16): rows 16 bytes apart mod 128, so ldmatrix's 8 rows hit distinct banks
+  constexpr int kChunks = D / 8;  // 16-byte pieces of a row
+  extern __shared__ __align__(16) unsigned char smem[];
+  __nv_bfloat16* qs = reinterpret_cast<__nv_bfloat16*>(smem);  // [HP][LD]
+  __nv_bfloat16* ks = qs + HP * LD;                             // [kMmaTile][LD]
+  float* ws = reinterpret_cast<float*>(ks + kMmaTile * LD);     // [HP] scaled head weights (0 past p.heads)
+  const int64_t r = blockIdx.x, t = p.token_begin + r;
+  const int n = p.positions[t] + 1;
+  if (static_cast<int>(blockIdx.y) * kMmaTile >= n) return;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const __nv_bfloat16* q = static_cast<const __nv_bfloat16*>(p.q) + t * p.heads * D;
+  for (int c = tid; c < HP * kChunks; c += kMmaThreads) {
+    const int h = c / kChunks, part = c % kChunks;
+    ptx::cp_async16(qs + h * LD + part * 8, h < p.heads ? q + h * D + part * 8 : q, h < p.heads);
+  }
+  for (int h = tid; h < HP; h += kMmaThreads) ws[h] = h < p.heads ? head_weight(p, t, h) : 0.0f;
+  const int32_t* table = p.block_table + static_cast<int64_t>(seq_of(p.q_starts, p.num_seqs, t)) * p.max_pages;
+  const __nv_bfloat16* kc = static_cast<const __nv_bfloat16*>(p.k_cache);
+  float* out = p.scores + r * p.score_cols;
+  for (int tile = blockIdx.y; tile * kMmaTile < n; tile += gridDim.y) {
+    for (int c = tid; c < kMmaTile * kChunks; c += kMmaThreads) {
+      const int row = c / kChunks, part = c % kChunks, j = tile * kMmaTile + row;
+      const bool valid = j < n;  // positions past the token's own are zero-filled, their pages never read
+      const __nv_bfloat16* src =
+          valid ? kc + (static_cast<int64_t>(table[j / p.page_size]) * p.page_size + j % p.page_size) * D + part * 8
+                : kc;
+      ptx::cp_async16(ks + row * LD + part * 8, src, valid);
+    }
+    ptx::cp_async_commit();
+    ptx::cp_async_wait<0>();
+    __syncthreads();
+    float acc[HP / 8][4] = {};
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t a[4];
+      ptx::ldmatrix_x4(a, ks + (warp * 16 + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
+#pragma unroll
+      for (int np = 0; np < HP / 16; ++np) {
+        uint32_t b[4];
+        ptx::ldmatrix_x4(b, qs + (np * 16 + lane % 8 + (lane / 16) * 8) * LD + kk * 16 + ((lane / 8) % 2) * 8);
+        ptx::mma_bf16(acc[2 * np], a, b[0], b[1]);
+        ptx::mma_bf16(acc[2 * np + 1], a, b[2], b[3]);
+      }
+    }
+    float s0 = 0.0f, s1 = 0.0f;  // positions lane / 4 and lane / 4 + 8 of the warp's 16, this lane's heads
+#pragma unroll
+    for (int j = 0; j < HP / 8; ++j) {
+      const int h = j * 8 + 2 * (lane % 4);
+      s0 += ws[h] * fmaxf(0.0f, acc[j][0] * p.q_scale) + ws[h + 1] * fmaxf(0.0f, acc[j][1] * p.q_scale);
+      s1 += ws[h] * fmaxf(0.0f, acc[j][2] * p.q_scale) + ws[h + 1] * fmaxf(0.0f, acc[j][3] * p.q_scale);
+    }
+    s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
+    s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
+    s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+    s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+    if (lane % 4 == 0) {
+      const int j0 = tile * kMmaTile + warp * 16 + lane / 4;
+      if (j0 < n) out[j0] = s0;
+      if (j0 + 8 < n) out[j0 + 8] = s1;
+    }
+    __syncthreads();  // the next tile's loads overwrite ks
   }
 }
 
@@ -58,109 +142,220 @@ __device__ __forceinline__ uint32_t order_key(float f) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-__global__ void indexer_select_kernel(IndexerParams p) {
-  __shared__ int hist[256];
-  __shared__ unsigned long long cand[kIndexerMaxTopk];
-  __shared__ int n_cand;
-  __shared__ int chosen_bucket, chosen_remaining;
-  __shared__ int warp_counts[kSelectThreads / 32];
+// hist[bucket] += 1 for every lane with `match`, one shared atomic per distinct bucket of the warp (scores crowd a
+// few buckets). All 32 lanes call it.
+__device__ __forceinline__ void add_bucket(int* hist, bool match, int bucket) {
+  const unsigned peers = __match_any_sync(0xffffffffu, match ? bucket : -1);
+  if (match && static_cast<int>(threadIdx.x % 32) == __ffs(peers) - 1) atomicAdd(&hist[bucket], __popc(peers));
+}
+
+// Block-wide, over a complete histogram of nb buckets (256 or 4096): the bucket where the count from the top reaches
+// `remaining`, into *bucket, and how many of its keys are still to take, into *left. Ends synchronised.
+__device__ __forceinline__ void find_bucket(const int* hist, int nb, int remaining, int* warp_sums, int* bucket,
+                                           int* left) {
+  const int per = nb >= kSelectThreads ? nb / kSelectThreads : 1;  // buckets a thread holds, highest first
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int top = nb - 1 - tid * per;
+  int sum = 0;
+  if (top >= 0)
+    for (int i = 0; i < per; ++i) sum += hist[top - i];
+  int incl = sum;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int v = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += v;
+  }
+  if (lane == 31) warp_sums[warp] = incl;
+  __syncthreads();
+  incl += __reduce_add_sync(0xffffffffu, lane < warp ? warp_sums[lane] : 0);
+  int acc = incl - sum;
+  if (top >= 0 && acc < remaining && remaining <= incl)
+    for (int i = 0; i < per; ++i) {
+      const int c = hist[top - i];
+      if (acc + c >= remaining) {
+        *bucket = top - i;
+        *left = remaining - acc;
+        break;
+      }
+      acc += c;
+    }
+  __syncthreads();
+}
+
+// One block per token: a radix select over the order keys (digits of 12, 12 and 8 bits) finds the keep-th largest,
+// then one pass writes the chosen positions in ascending order (every key above it, and the lowest positions of those
+// equal to it). The first min(n, staged_cap) keys are staged in shared memory; after the first digit only the keys
+// of its bucket are walked (kept in shared memory when they fit).
+__global__ void __launch_bounds__(kSelectThreads, 1) indexer_select_kernel(IndexerParams p, int staged_cap) {
+  extern __shared__ __align__(16) unsigned char select_smem[];
+  int* hist = reinterpret_cast<int*>(select_smem);                               // [kSelectBuckets]
+  uint32_t* cand = reinterpret_cast<uint32_t*>(hist + kSelectBuckets);            // [kSelectCandidates]
+  uint32_t* stage = cand + kSelectCandidates;                                     // [staged_cap]
+  __shared__ int warp_a[kSelectThreads / 32], warp_b[kSelectThreads / 32];
+  __shared__ int s_bucket, s_left, s_cands;
   const int64_t r = blockIdx.x, t = p.token_begin + r;
   const int n = p.positions[t] + 1;
   const int keep = min(p.topk, n);
-  const float* sc = p.scores + r * p.max_seq_len;
-  uint32_t prefix = 0, mask = 0;
-  int remaining = keep;  // how many of the keys matching prefix/mask are still to take
-  for (int shift = 24; shift >= 0; shift -= 8) {
-    for (int i = threadIdx.x; i < 256; i += blockDim.x) hist[i] = 0;
-    __syncthreads();
-    for (int j = threadIdx.x; j < n; j += blockDim.x) {
-      const uint32_t k = order_key(sc[j]);
-      if ((k & mask) == prefix) atomicAdd(&hist[(k >> shift) & 0xFF], 1);
-    }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-      int acc = 0, b = 255;
-      for (; b > 0; --b) {
-        if (acc + hist[b] >= remaining) break;
-        acc += hist[b];
-      }
-      chosen_bucket = b;
-      chosen_remaining = remaining - acc;
-    }
-    __syncthreads();
-    prefix |= static_cast<uint32_t>(chosen_bucket) << shift;
-    mask |= 0xFFu << shift;
-    remaining = chosen_remaining;
-    __syncthreads();
-  }
-  // prefix is the keep-th largest key: take every larger key and the `remaining` lowest positions equal to it.
-  if (threadIdx.x == 0) n_cand = 0;
-  __syncthreads();
-  for (int j = threadIdx.x; j < n; j += blockDim.x) {
-    const uint32_t k = order_key(sc[j]);
-    if (k > prefix) cand[atomicAdd(&n_cand, 1)] = (static_cast<unsigned long long>(k) << 32) | (0xFFFFFFFFu - j);
-  }
-  __syncthreads();
-  int taken = 0;  // ties taken so far (uniform across the block)
-  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
-  for (int base = 0; base < n && taken < remaining; base += blockDim.x) {
-    const int j = base + threadIdx.x;
-    const bool tie = j < n && order_key(sc[j]) == prefix;
-    const unsigned ballot = __ballot_sync(0xffffffffu, tie);
-    if (lane == 0) warp_counts[warp] = __popc(ballot);
-    __syncthreads();
-    int before = 0, total = 0;
-    for (int w = 0; w < kSelectThreads / 32; ++w) {
-      if (w < warp) before += warp_counts[w];
-      total += warp_counts[w];
-    }
-    const int rank = taken + before + __popc(ballot & ((1u << lane) - 1));
-    const int slot_base = keep - remaining;
-    if (tie && rank < remaining) cand[slot_base + rank] = (static_cast<unsigned long long>(prefix) << 32) | (0xFFFFFFFFu - j);
-    taken += total;
-    __syncthreads();
-  }
-  // Bitonic sort of the keep candidates, descending (score, then lower position first).
-  int size = 1;
-  while (size < keep) size <<= 1;
-  for (int i = keep + threadIdx.x; i < size; i += blockDim.x) cand[i] = 0ull;
-  __syncthreads();
-  for (int k = 2; k <= size; k <<= 1)
-    for (int j = k >> 1; j > 0; j >>= 1) {
-      for (int i = threadIdx.x; i < size; i += blockDim.x) {
-        const int partner = i ^ j;
-        if (partner > i) {
-          const bool desc = (i & k) == 0;
-          const unsigned long long a = cand[i], b = cand[partner];
-          if (desc ? a < b : a > b) {
-            cand[i] = b;
-            cand[partner] = a;
-          }
-        }
-      }
-      __syncthreads();
-    }
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const unsigned below = (1u << lane) - 1;
   int32_t* out = p.out + t * p.topk;
-  for (int k = threadIdx.x; k < p.topk; k += blockDim.x)
-    out[k] = k < keep ? static_cast<int32_t>(0xFFFFFFFFu - static_cast<uint32_t>(cand[k] & 0xFFFFFFFFull)) : -1;
+  for (int k = keep + tid; k < p.topk; k += kSelectThreads) out[k] = -1;
+  if (n <= p.topk) {  // the whole context
+    for (int k = tid; k < n; k += kSelectThreads) out[k] = k;
+    return;
+  }
+  const float* sc = p.scores + r * p.score_cols;
+  const int staged = min(n, staged_cap);
+  for (int j = tid; j < staged; j += kSelectThreads) stage[j] = order_key(sc[j]);
+  for (int i = tid; i < kSelectBuckets; i += kSelectThreads) hist[i] = 0;
+  if (tid == 0) s_cands = 0;
+  __syncthreads();
+  const auto key_at = [&](int j) { return j < staged ? stage[j] : order_key(sc[j]); };
+  // Digit 1: bits 31..20 of every key.
+  for (int base = 0; base < n; base += kSelectThreads) {
+    const int j = base + tid;
+    add_bucket(hist, j < n, j < n ? static_cast<int>(key_at(j) >> 20) : 0);
+  }
+  __syncthreads();
+  find_bucket(hist, kSelectBuckets, keep, warp_a, &s_bucket, &s_left);
+  uint32_t prefix = static_cast<uint32_t>(s_bucket) << 20, mask = 0xFFF00000u;
+  int remaining = s_left;
+  const bool listed = hist[s_bucket] <= kSelectCandidates;
+  __syncthreads();  // hist is cleared below
+  if (listed) {
+    for (int base = 0; base < n; base += kSelectThreads) {
+      const int j = base + tid;
+      const uint32_t k = j < n ? key_at(j) : 0u;
+      const bool in = j < n && (k & mask) == prefix;
+      const unsigned ballot = __ballot_sync(0xffffffffu, in);
+      int at = 0;
+      if (lane == 0 && ballot) at = atomicAdd(&s_cands, __popc(ballot));
+      at = __shfl_sync(0xffffffffu, at, 0);
+      if (in) cand[at + __popc(ballot & below)] = k;
+    }
+  }
+  __syncthreads();
+  const int m = listed ? s_cands : n;
+  const auto key_i = [&](int i) { return listed ? cand[i] : key_at(i); };
+  // Digits 2 (bits 19..8) and 3 (bits 7..0) over the first digit's bucket.
+  for (int digit = 2; digit <= 3; ++digit) {
+    const int shift = digit == 2 ? 8 : 0, nb = digit == 2 ? kSelectBuckets : 256;
+    for (int i = tid; i < nb; i += kSelectThreads) hist[i] = 0;
+    __syncthreads();
+    for (int base = 0; base < m; base += kSelectThreads) {
+      const int i = base + tid;
+      const uint32_t k = i < m ? key_i(i) : 0u;
+      add_bucket(hist, i < m && (k & mask) == prefix, static_cast<int>((k >> shift) & (nb - 1)));
+    }
+    __syncthreads();
+    find_bucket(hist, nb, remaining, warp_a, &s_bucket, &s_left);
+    prefix |= static_cast<uint32_t>(s_bucket) << shift;
+    mask |= static_cast<uint32_t>(nb - 1) << shift;
+    remaining = s_left;
+    __syncthreads();  // hist is cleared next
+  }
+  // prefix is the keep-th largest key: keep - remaining keys above it, `remaining` of those equal to it.
+  int gt_total = 0, tie_total = 0;  // over the chunks before this one (uniform across the block)
+  for (int base = 0; base < n && gt_total + min(tie_total, remaining) < keep; base += kSelectThreads) {
+    const int j = base + tid;
+    const uint32_t k = j < n ? key_at(j) : 0u;
+    const bool gt = j < n && k > prefix, tie = j < n && k == prefix;
+    const unsigned bg = __ballot_sync(0xffffffffu, gt), bt = __ballot_sync(0xffffffffu, tie);
+    if (lane == 0) {
+      warp_a[warp] = __popc(bg);
+      warp_b[warp] = __popc(bt);
+    }
+    __syncthreads();
+    const int wg = warp_a[lane], wt = warp_b[lane];
+    const int gt_before = gt_total + __reduce_add_sync(0xffffffffu, lane < warp ? wg : 0) + __popc(bg & below);
+    const int tie_before = tie_total + __reduce_add_sync(0xffffffffu, lane < warp ? wt : 0) + __popc(bt & below);
+    if (gt)
+      out[gt_before + min(tie_before, remaining)] = j;
+    else if (tie && tie_before < remaining)
+      out[gt_before + tie_before] = j;
+    gt_total += __reduce_add_sync(0xffffffffu, wg);
+    tie_total += __reduce_add_sync(0xffffffffu, wt);
+    __syncthreads();  // warp_a / warp_b are rewritten by the next chunk
+  }
+}
+
+template <int HP, int D>
+cudaError_t launch_mma(const IndexerParams& p, dim3 grid, cudaStream_t stream) {
+  constexpr size_t smem = sizeof(__nv_bfloat16) * (HP + kMmaTile) * (D + 8) + sizeof(float) * HP;
+  static_assert(smem <= 48 * 1024, "indexer mma tile over the default shared-memory limit");
+  return launch_plain(indexer_scores_mma_kernel<HP, D>, grid, kMmaThreads, smem, stream, p);
+}
+
+template <int HP>
+cudaError_t launch_mma_dim(const IndexerParams& p, dim3 grid, cudaStream_t stream) {
+  switch (p.dim) {
+    case 32: return launch_mma<HP, 32>(p, grid, stream);
+    case 64: return launch_mma<HP, 64>(p, grid, stream);
+    case 128: return launch_mma<HP, 128>(p, grid, stream);
+    default: return cudaErrorInvalidValue;
+  }
 }
 
 }  // namespace
 
-cudaError_t launch_indexer_topk(const IndexerParams& p, cudaStream_t stream) {
+bool indexer_mma_supported(int64_t heads, int64_t dim) {
+  return heads >= 1 && heads <= 64 && (dim == 32 || dim == 64 || dim == 128);
+}
+
+cudaError_t launch_indexer_scores(const IndexerParams& p, bool mma, cudaStream_t stream) {
   if (p.token_count == 0) return cudaSuccess;
-  if (p.topk > kIndexerMaxTopk || p.topk < 1) return cudaErrorInvalidValue;
-  const size_t smem = sizeof(float) * (p.heads * p.dim + p.heads);
-  if (smem > 48 * 1024) {
-    cudaError_t e = cudaFuncSetAttribute(indexer_scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         static_cast<int>(smem));
+  if (p.score_cols < 1) return cudaErrorInvalidValue;
+  if (mma && indexer_mma_supported(p.heads, p.dim)) {
+    // Tiles spread over ~kMmaBlocksPerSm blocks an SM; a block past its token's context returns at once.
+    const int64_t tiles = (p.score_cols + kMmaTile - 1) / kMmaTile;
+    int64_t per_token = tiles;
+    if (p.num_sms > 0)
+      per_token = std::min<int64_t>(
+          tiles, std::max<int64_t>(1, (int64_t{p.num_sms} * kMmaBlocksPerSm + p.token_count - 1) / p.token_count));
+    const dim3 grid(static_cast<unsigned>(p.token_count), static_cast<unsigned>(per_token));
+    const cudaError_t e = p.heads <= 16   ? launch_mma_dim<16>(p, grid, stream)
+                          : p.heads <= 32 ? launch_mma_dim<32>(p, grid, stream)
+                                          : launch_mma_dim<64>(p, grid, stream);
     if (e != cudaSuccess) return e;
+  } else {
+    const size_t smem = sizeof(float) * (p.heads * p.dim + p.heads);
+    if (smem > 48 * 1024) {
+      static PerDevice<cudaError_t> attr;
+      const cudaError_t e = attr.get([] {
+        return cudaFuncSetAttribute(indexer_scores_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    227 * 1024);
+      });
+      if (e != cudaSuccess) return e;
+      if (smem > 227 * 1024) return cudaErrorInvalidValue;
+    }
+    const dim3 grid(static_cast<unsigned>(p.token_count),
+                    static_cast<unsigned>((p.score_cols + kPositionsPerBlock - 1) / kPositionsPerBlock));
+    if (const cudaError_t e = launch_plain(indexer_scores_kernel, grid, kScoreThreads, smem, stream, p);
+        e != cudaSuccess)
+      return e;
   }
-  dim3 grid(static_cast<unsigned>(p.token_count),
-            static_cast<unsigned>((p.max_seq_len + kPositionsPerBlock - 1) / kPositionsPerBlock));
-  if (const cudaError_t e = launch_plain(indexer_scores_kernel, grid, kScoreThreads, smem, stream, p); e != cudaSuccess)
+  return cudaSuccess;
+}
+
+cudaError_t launch_indexer_select(const IndexerParams& p, cudaStream_t stream) {
+  if (p.token_count == 0) return cudaSuccess;
+  if (p.topk > kIndexerMaxTopk || p.topk < 1 || p.score_cols < 1) return cudaErrorInvalidValue;
+  const int staged_cap = std::min(p.score_cols, kSelectStage);
+  const size_t select_smem = sizeof(int) * (kSelectBuckets + kSelectCandidates + size_t{1} * staged_cap);
+  static PerDevice<cudaError_t> select_attr;
+  if (const cudaError_t e = select_attr.get([] {
+        return cudaFuncSetAttribute(indexer_select_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    static_cast<int>(sizeof(int) * (kSelectBuckets + kSelectCandidates + kSelectStage)));
+      });
+      e != cudaSuccess)
     return e;
-  return launch_plain(indexer_select_kernel, static_cast<unsigned>(p.token_count), kSelectThreads, 0, stream, p);
+  return launch_plain(indexer_select_kernel, static_cast<unsigned>(p.token_count), kSelectThreads, select_smem, stream,
+                      p, staged_cap);
+}
+
+cudaError_t launch_indexer_topk(const IndexerParams& p, bool mma, cudaStream_t stream) {
+  if (const cudaError_t e = launch_indexer_scores(p, mma, stream); e != cudaSuccess) return e;
+  return launch_indexer_select(p, stream);
 }
 
 }  // namespace ds::kernels

@@ -1,6 +1,7 @@
-// The V3.2 lightning indexer's selection: per-token scores over the paged index-key cache and the top-k
-// context positions (descending score, ties to the lower position, -1 padded). A plain correct version:
-// scores go through a global scratch buffer, selection is a radix select plus a bitonic sort per token.
+// The V3.2 lightning indexer's selection: per-token scores over the paged index-key cache and the top-k context
+// positions (in ascending position order, ties to the lower position, -1 padded). Scores go through a global scratch
+// buffer; the grid and the scratch rows are sized by the block table's capacity, not the batch's longest context, so
+// one launch serves every context a CUDA graph replays with.
 #pragma once
 #include <cstdint>
 
@@ -19,13 +20,22 @@ struct IndexerParams {
   const int32_t* q_starts;    // [num_seqs + 1]
   const int32_t* block_table; // [num_seqs, max_pages]
   int32_t* out;               // [tokens, topk]
-  float* scores;              // scratch [token_count, max_seq_len]
+  float* scores;              // scratch [token_count, score_cols]
   int64_t token_begin, token_count;  // the tokens handled by this launch (scratch row r = token_begin + r)
   int64_t heads, dim, max_pages;
-  int num_seqs, page_size, max_seq_len, topk;
+  int num_seqs, page_size;
+  int score_cols;             // scratch row length: > every position (max_pages * page_size)
+  int topk;
+  int num_sms;                // sizes the scoring grid (0: one block per 64 positions)
   float q_scale, w_scale;
 };
 // score[t, s] = sum_h (w[t, h] * w_scale) * relu(q_scale * q[t, h, :] . k[slot(s), :]) for s <= positions[t].
-cudaError_t launch_indexer_topk(const IndexerParams& p, cudaStream_t stream);
+// Heads <= 64 and dim in {32, 64, 128} score on the tensor cores (bf16 mma, fp32 accumulation); other shapes, or
+// DSERVE_INDEXER_MMA=0 at the launcher's caller (mma = false), on CUDA cores.
+cudaError_t launch_indexer_topk(const IndexerParams& p, bool mma, cudaStream_t stream);
+// Its two launches: the scores into p.scores, then the selection from them into p.out.
+cudaError_t launch_indexer_scores(const IndexerParams& p, bool mma, cudaStream_t stream);
+cudaError_t launch_indexer_select(const IndexerParams& p, cudaStream_t stream);
+bool indexer_mma_supported(int64_t heads, int64_t dim);
 
 }  // namespace ds::kernels

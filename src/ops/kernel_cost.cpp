@@ -107,6 +107,14 @@ Cost mla_decode_cost(int64_t batch, int64_t context, int64_t heads, int64_t head
   return c;
 }
 
+Cost indexer_cost(int64_t batch, int64_t context, int64_t heads, int64_t dim, int64_t topk) {
+  Cost c;
+  c.flops = 2.0 * batch * context * double(heads) * dim;
+  c.bytes = kBf16 * (double(batch) * context * dim + double(batch) * heads * dim) + 4.0 * batch * heads +
+            4.0 * batch * std::min(topk, context);
+  return c;
+}
+
 Cost mla_prefill_cost(int64_t tokens, int64_t heads, int64_t nope, int64_t rope, int64_t v) {
   const double pairs = double(tokens) * double(tokens + 1) / 2;  // causal (query, key) pairs
   Cost c;

@@ -368,7 +368,8 @@ class Ops {
 
   // ---- V3.2 lightning indexer ----
   // score[t, s] = sum_h (w[t, h] * w_scale) * relu(q_scale * q[t, h, :] . k_cache[slot(s), :]) over context
-  // positions s <= positions[t]; returns the top min(topk, positions[t] + 1) positions per token, -1 padded.
+  // positions s <= positions[t]; returns the top min(topk, positions[t] + 1) positions per token (ties to the lower
+  // position), in ascending position order, -1 padded.
   virtual Tensor indexer_topk(const Tensor& q /*[T, Hi, D]*/, const Tensor& w /*[T, Hi] F32*/,
                               const Tensor& k_cache /*[slots, D]*/, const AttnMetadata& m, int topk,
                               float q_scale, float w_scale) = 0;

@@ -148,8 +148,6 @@ CudaGraphRunner::~CudaGraphRunner() = default;
 Result<std::unique_ptr<CudaGraphRunner>> CudaGraphRunner::create(DeepseekModel& model, Ops& ops,
                                                                  const KvCache& cache, CudaGraphOptions o) {
   if (ops.device() != Device::kCuda) return error("CUDA graphs need --device cuda");
-  if (model.config().has_indexer())
-    return error("CUDA graphs are not supported for DSA (V3.2) models yet: the indexer plan depends on the context");
   if (!env_flag("DSERVE_MOE_GROUPED", true))
     return error("CUDA graphs need the grouped MoE kernel (DSERVE_MOE_GROUPED=0 is set)");
   if (cache.page_size < 1 || o.dummy_page < 0 || o.dummy_page >= cache.num_pages)

@@ -88,8 +88,8 @@ struct CudaGraphStats {
 
 class CudaGraphRunner {
  public:
-  // Error when graphs cannot be used: not a CUDA backend, the DSA indexer (its plan depends on the
-  // context length), no dummy page.
+  // Error when graphs cannot be used: not a CUDA backend, no dummy page, bad options. (V3.2's indexer sizes its
+  // grid and scratch by the static block table's capacity, so its graphs replay with any context.)
   static Result<std::unique_ptr<CudaGraphRunner>> create(DeepseekModel& model, Ops& ops, const KvCache& cache,
                                                          CudaGraphOptions opts);
   ~CudaGraphRunner();

@@ -499,6 +499,7 @@ class CpuOps final : public Ops {
         std::partial_sort(order.begin(), order.begin() + keep, order.end(), [&](int32_t a, int32_t b) {
           return score[a] > score[b] || (score[a] == score[b] && a < b);
         });
+        std::sort(order.begin(), order.begin() + keep);  // the chosen positions in ascending order
         for (int64_t k = 0; k < keep; ++k) o[t * topk + k] = order[k];
       }
     return out;

@@ -22,6 +22,7 @@
 #include "kernels/gemm_small_m.h"
 #include "kernels/moe_fp8.h"
 #include "kernels/moe_fp8_prefill.h"
+#include "kernels/pdl.cuh"
 #include "kernels/moe_gemm.h"
 #include "kernels/rms_norm.h"
 #include "kernels/rope_cache.h"
@@ -1053,10 +1054,16 @@ class CudaOps final : public Ops {
     DS_CHECK(w.dtype() == DType::kBF16 || w.dtype() == DType::kF32, "indexer w ", w.describe());
     Tensor out = empty({T, topk}, DType::kI32);
     if (T == 0) return out;
-    const int64_t max_len = std::max(m.max_seq_len, 1);
+    // Scratch rows as long as the block table's capacity: a CUDA graph replays this launch with any context up to
+    // it (the batch's own max_seq_len sizes only the attention's split plan there).
+    const int64_t cols = std::max<int64_t>(m.block_table.dim(1) * m.page_size, 1);
+    DS_CHECK(cols >= m.max_seq_len && cols <= INT32_MAX, "indexer block table ", m.block_table.describe(),
+             " for contexts up to ", m.max_seq_len);
     // Scores go through a scratch buffer of at most 256 MiB: tokens in chunks.
-    const int64_t chunk = std::clamp<int64_t>((int64_t{64} << 20) / max_len, 1, T);
-    Tensor scratch = empty({chunk, max_len}, DType::kF32);
+    const int64_t chunk = std::clamp<int64_t>((int64_t{64} << 20) / cols, 1, T);
+    Tensor scratch = empty({chunk, cols}, DType::kF32);
+    // DSERVE_INDEXER_MMA=0 (A/B runs, read per call): scores on CUDA cores.
+    const bool mma = env_flag("DSERVE_INDEXER_MMA", true);
     for (int64_t t0 = 0; t0 < T; t0 += chunk) {
       kernels::IndexerParams p{};
       p.q = q.data();
@@ -1075,11 +1082,12 @@ class CudaOps final : public Ops {
       p.max_pages = m.block_table.dim(1);
       p.num_seqs = m.num_seqs;
       p.page_size = m.page_size;
-      p.max_seq_len = static_cast<int>(max_len);
+      p.score_cols = static_cast<int>(cols);
       p.topk = topk;
+      p.num_sms = kernels::device_sm_count();
       p.q_scale = q_scale;
       p.w_scale = w_scale;
-      DS_CUDA_CHECK(kernels::launch_indexer_topk(p, stream()));
+      DS_CUDA_CHECK(kernels::launch_indexer_topk(p, mma, stream()));
     }
     return out;
   }

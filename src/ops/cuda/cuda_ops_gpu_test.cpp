@@ -285,66 +285,76 @@ TEST_F(CudaOpsTest, IndexerTopk) {
     int topk;
   };
   const int page_size = 64;
-  for (const Case& c : std::vector<Case>{{{{0, 130}, {40, 3}}, 16, 32, 64},
-                                         {{{2400, 2}, {0, 70}, {700, 1}}, 64, 128, 2048},
-                                         {{{0, 200}}, 2, 32, 64},  // few heads: many exact-zero scores (ties)
-                                         {{{90, 1}, {10, 1}}, 16, 32, 64}}) {
-    int64_t tokens = 0, max_len = 0;
-    for (auto& s : c.seqs) tokens += s.second, max_len = std::max(max_len, s.first + s.second);
-    const int num_pages = static_cast<int>(c.seqs.size() * ((max_len + page_size - 1) / page_size) + 2);
-    Batch b = make_batch(c.seqs, page_size, num_pages, rng_);
-    AttnMetadata gm = build_attn_metadata(b.seqs, page_size, gpu());
-    AttnMetadata cm = build_attn_metadata(b.seqs, page_size, cpu());
-    Tensor k = make_cache(b, page_size, num_pages, c.D, rng_);
-    Tensor q = randn({tokens, c.Hi, c.D}, rng_), w = randn({tokens, c.Hi}, rng_, 1.0f, 0.5f);
-    const float qs = 1.0f / std::sqrt(static_cast<float>(c.D)), ws = 1.0f / std::sqrt(static_cast<float>(c.Hi));
-    Tensor got = cuda_download(gpu().indexer_topk(to_device(q), to_device(w), to_device(k), gm, c.topk, qs, ws));
-    Tensor want = cpu().indexer_topk(q, w, k, cm, c.topk, qs, ws);
-    // Exact scores in double for judging near-ties.
-    const int32_t* pos = cm.positions.data_as<int32_t>();
-    int64_t differ = 0, t = 0;
-    for (size_t s = 0; s < b.seqs.size(); ++s)
-      for (int64_t i = 0; i < b.seqs[s].num_new; ++i, ++t) {
-        const int64_t n = pos[t] + 1, keep = std::min<int64_t>(c.topk, n);
-        std::vector<double> score(n);
-        for (int64_t j = 0; j < n; ++j) {
-          const int64_t slot = static_cast<int64_t>(b.pages[s][j / page_size]) * page_size + j % page_size;
-          double acc = 0;
-          for (int64_t h = 0; h < c.Hi; ++h) {
-            double d = 0;
-            for (int64_t e = 0; e < c.D; ++e) d += double(q.f32()[(t * c.Hi + h) * c.D + e]) * k.f32()[slot * c.D + e];
-            acc += double(w.f32()[t * c.Hi + h]) * ws * std::max(0.0, d * qs);
+  const std::vector<Case> cases{
+      {{{0, 130}, {40, 3}}, 16, 32, 64},
+      {{{2400, 2}, {0, 70}, {700, 1}}, 64, 128, 2048},
+      {{{0, 200}}, 2, 32, 64},  // few heads: many exact-zero scores (ties)
+      {{{90, 1}, {10, 1}}, 16, 32, 64},
+      {{{4000, 1}, {0, 1}, {3000, 2}, {2047, 1}}, 64, 128, 2048},  // decode rows past top-k: the radix select
+      {{{0, 300}}, 48, 64, 128},                                    // heads padded to the tile's 64
+      {{{150, 2}}, 80, 64, 64},                                     // more heads than the tensor-core path takes
+  };
+  for (const bool mma : {true, false})
+    for (const Case& c : cases) {
+      test::ScopedEnv env("DSERVE_INDEXER_MMA", mma ? "1" : "0");
+      int64_t tokens = 0, max_len = 0;
+      for (auto& s : c.seqs) tokens += s.second, max_len = std::max(max_len, s.first + s.second);
+      const int num_pages = static_cast<int>(c.seqs.size() * ((max_len + page_size - 1) / page_size) + 2);
+      Batch b = make_batch(c.seqs, page_size, num_pages, rng_);
+      AttnMetadata gm = build_attn_metadata(b.seqs, page_size, gpu());
+      AttnMetadata cm = build_attn_metadata(b.seqs, page_size, cpu());
+      Tensor k = make_cache(b, page_size, num_pages, c.D, rng_);
+      Tensor q = randn({tokens, c.Hi, c.D}, rng_), w = randn({tokens, c.Hi}, rng_, 1.0f, 0.5f);
+      const float qs = 1.0f / std::sqrt(static_cast<float>(c.D)), ws = 1.0f / std::sqrt(static_cast<float>(c.Hi));
+      Tensor got = cuda_download(gpu().indexer_topk(to_device(q), to_device(w), to_device(k), gm, c.topk, qs, ws));
+      Tensor want = cpu().indexer_topk(q, w, k, cm, c.topk, qs, ws);
+      // Exact scores in double for judging near-ties.
+      const int32_t* pos = cm.positions.data_as<int32_t>();
+      int64_t differ = 0, t = 0;
+      for (size_t s = 0; s < b.seqs.size(); ++s)
+        for (int64_t i = 0; i < b.seqs[s].num_new; ++i, ++t) {
+          const int64_t n = pos[t] + 1, keep = std::min<int64_t>(c.topk, n);
+          std::vector<double> score(n);
+          for (int64_t j = 0; j < n; ++j) {
+            const int64_t slot = static_cast<int64_t>(b.pages[s][j / page_size]) * page_size + j % page_size;
+            double acc = 0;
+            for (int64_t h = 0; h < c.Hi; ++h) {
+              double d = 0;
+              for (int64_t e = 0; e < c.D; ++e)
+                d += double(q.f32()[(t * c.Hi + h) * c.D + e]) * k.f32()[slot * c.D + e];
+              acc += double(w.f32()[t * c.Hi + h]) * ws * std::max(0.0, d * qs);
+            }
+            score[j] = acc;
           }
-          score[j] = acc;
-        }
-        const int32_t* g = got.data_as<int32_t>() + t * c.topk;
-        std::set<int32_t> chosen;
-        for (int64_t j = 0; j < c.topk; ++j) {
-          if (j >= keep) {
-            ASSERT_EQ(g[j], -1) << "padding at " << j;
-            continue;
+          const int32_t* g = got.data_as<int32_t>() + t * c.topk;
+          const int32_t* cw = want.data_as<int32_t>() + t * c.topk;
+          std::set<int32_t> chosen;
+          for (int64_t j = 0; j < c.topk; ++j) {
+            if (j >= keep) {
+              ASSERT_EQ(g[j], -1) << "padding at " << j;
+              ASSERT_EQ(cw[j], -1) << "cpu padding at " << j;
+              continue;
+            }
+            ASSERT_TRUE(g[j] >= 0 && g[j] < n) << "token " << t << " picked " << g[j] << " of " << n;
+            ASSERT_TRUE(j == 0 || g[j] > g[j - 1]) << "token " << t << ": positions not ascending at " << j;
+            ASSERT_TRUE(j == 0 || cw[j] > cw[j - 1]) << "token " << t << ": cpu positions not ascending at " << j;
+            chosen.insert(g[j]);
           }
-          ASSERT_TRUE(g[j] >= 0 && g[j] < n) << "token " << t << " picked " << g[j] << " of " << n;
-          ASSERT_TRUE(chosen.insert(g[j]).second) << "duplicate " << g[j];
-          if (j > 0) {
-            EXPECT_LE(score[g[j]], score[g[j - 1]] + 1e-4) << "order at " << j;
+          for (int64_t j = 0; j < keep; ++j) differ += chosen.count(cw[j]) == 0;
+          double min_in = INFINITY, max_out = -INFINITY;
+          for (int64_t j = 0; j < n; ++j) {
+            if (chosen.count(static_cast<int32_t>(j)))
+              min_in = std::min(min_in, score[j]);
+            else
+              max_out = std::max(max_out, score[j]);
           }
-          if (g[j] != want.data_as<int32_t>()[t * c.topk + j]) ++differ;
+          EXPECT_GE(min_in, max_out - 1e-4) << "token " << t << ": a better position was left out";
         }
-        double min_in = INFINITY, max_out = -INFINITY;
-        for (int64_t j = 0; j < n; ++j) {
-          if (chosen.count(static_cast<int32_t>(j)))
-            min_in = std::min(min_in, score[j]);
-          else
-            max_out = std::max(max_out, score[j]);
-        }
-        EXPECT_GE(min_in, max_out - 1e-4) << "token " << t << ": a better position was left out";
-      }
-    std::printf("ERR indexer_topk Hi %lld D %lld topk %d: entries differing from cpu %lld of %lld\n",
-                static_cast<long long>(c.Hi), static_cast<long long>(c.D), c.topk, static_cast<long long>(differ),
-                static_cast<long long>(tokens * c.topk));
-    EXPECT_LE(differ, tokens * c.topk / 100) << "more than 1% of entries differ from the CPU order";
-  }
+      std::printf("ERR indexer_topk %s Hi %lld D %lld topk %d: cpu picks the gpu left out %lld of %lld\n",
+                  mma ? "mma" : "cuda-core", static_cast<long long>(c.Hi), static_cast<long long>(c.D), c.topk,
+                  static_cast<long long>(differ), static_cast<long long>(tokens * c.topk));
+      EXPECT_LE(differ, tokens * c.topk / 100) << "more than 1% of the cpu's picks left out";
+    }
 }
 
 // ---- MoE ----

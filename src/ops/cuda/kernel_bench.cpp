@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <iterator>
 #include <memory>
 #include <numeric>
 #include <random>
@@ -26,10 +27,12 @@
 #include "core/dtype.h"
 #include "kernels/basic.h"
 #include "kernels/fp8_wgmma_probe.h"
+#include "kernels/indexer.h"
 #include "kernels/l2_prefetch.h"
 #include "kernels/mla_decode.h"
 #include "kernels/mla_prefill.h"
 #include "kernels/moe.h"
+#include "kernels/pdl.cuh"
 #include "kernels/read_probe.h"
 #include "ops/cuda/attention.h"
 #include "ops/cuda/copy_bandwidth.h"
@@ -735,6 +738,88 @@ class Runner {
     }
   }
 
+  // V3.2's lightning indexer at decode (64 heads of 128, top-2048, page 64): ours = the tensor-core scores + the
+  // radix select, baseline = the CUDA-core scores + the same select (DSERVE_INDEXER_MMA=0's path); max_rel = the
+  // share of chosen positions the two disagree on (near-ties).
+  void indexer_cases() {
+    struct Shape {
+      int batch, context;
+    };
+    const std::vector<Shape> shapes = bench_.quick ? std::vector<Shape>{{1, 32768}, {64, 4096}}
+                                                   : std::vector<Shape>{{1, 4096}, {1, 32768}, {8, 32768}, {64, 4096}};
+    const int H = 64, D = 128, topk = 2048;
+    for (const Shape& s : shapes) {
+      char shape[128];
+      std::snprintf(shape, sizeof shape, "batch=%d context=%d heads=%d dim=%d topk=%d", s.batch, s.context, H, D, topk);
+      run_case("indexer_topk", "v3.2", shape, kbench::indexer_cost(s.batch, s.context, H, D, topk), [&](Row& r) {
+        std::mt19937 rng(s.batch * 977 + s.context);
+        kcases::Batch bt = kcases::make_batch(std::vector<int>(s.batch, s.context), std::vector<int>(s.batch, 1), 64, rng);
+        const int inst = instances_for(double(bt.slots) * D * 2, bench_, 8);
+        std::vector<Tensor> keys, qs;
+        for (int i = 0; i < inst; ++i) {
+          keys.push_back(rnd().make({bt.slots, D}, DType::kBF16, 4000 + i));
+          qs.push_back(rnd().make({s.batch, H, D}, DType::kBF16, 5000 + i));
+        }
+        Tensor w = rnd().make({s.batch, H}, DType::kF32, 6000);
+        const int64_t cols = bt.dev.block_table.dim(1) * 64;
+        Tensor scratch = Tensor::empty({s.batch, cols}, DType::kF32, Device::kCuda);
+        Tensor mine = Tensor::empty({s.batch, topk}, DType::kI32, Device::kCuda);
+        Tensor theirs = Tensor::empty({s.batch, topk}, DType::kI32, Device::kCuda);
+        kernels::IndexerParams p{};
+        p.w = w.data();
+        p.w_f32 = true;
+        p.positions = bt.dev.positions.data_as<int32_t>();
+        p.q_starts = bt.dev.q_starts.data_as<int32_t>();
+        p.block_table = bt.dev.block_table.data_as<int32_t>();
+        p.scores = scratch.data_as<float>();
+        p.token_count = s.batch;
+        p.heads = H;
+        p.dim = D;
+        p.max_pages = bt.dev.block_table.dim(1);
+        p.num_seqs = s.batch;
+        p.page_size = 64;
+        p.score_cols = static_cast<int>(cols);
+        p.topk = topk;
+        p.num_sms = kernels::device_sm_count();
+        p.q_scale = 1.0f / std::sqrt(float(D));
+        p.w_scale = 0.125f;
+        auto call = [&](int i, bool mma, Tensor& out) {
+          kernels::IndexerParams pi = p;
+          pi.q = qs[i].data();
+          pi.k_cache = keys[i].data();
+          pi.out = out.data_as<int32_t>();
+          CK(kernels::launch_indexer_topk(pi, mma, stream()));
+        };
+        r.us = time_calls([&](int i) { call(i, true, mine); }, inst, bench_);
+        r.baseline = "cuda-core-scores";
+        r.baseline_us = time_calls([&](int i) { call(i, false, theirs); }, inst, bench_, true, 20);
+        call(0, true, mine);
+        call(0, false, theirs);
+        const Tensor a = cuda_download(mine), b = cuda_download(theirs);
+        int64_t differ = 0;
+        for (int64_t t = 0; t < s.batch; ++t) {
+          const int32_t* x = a.data_as<int32_t>() + t * topk;
+          const int32_t* y = b.data_as<int32_t>() + t * topk;
+          std::vector<int32_t> inter;
+          std::set_intersection(x, x + topk, y, y + topk, std::back_inserter(inter));
+          differ += topk - static_cast<int64_t>(inter.size());
+        }
+        r.max_rel = double(differ) / (double(s.batch) * topk);
+        // The scores alone (the select's share is the difference), printed beside the row.
+        auto scores = [&](int i, bool mma) {
+          kernels::IndexerParams pi = p;
+          pi.q = qs[i].data();
+          pi.k_cache = keys[i].data();
+          CK(kernels::launch_indexer_scores(pi, mma, stream()));
+        };
+        const double s_mma = time_calls([&](int i) { scores(i, true); }, inst, bench_);
+        const double s_core = time_calls([&](int i) { scores(i, false); }, inst, bench_, true, 20);
+        std::printf("  indexer scores alone: tensor cores %.2f us (%.0f GB/s of keys), cuda cores %.2f us\n", s_mma,
+                    double(s.batch) * s.context * D * 2 / (s_mma * 1e3), s_core);
+      });
+    }
+  }
+
   void mla_prefill_cases(const ModelDims& m) {
     const int H = static_cast<int>(m.heads);
     const int nope = static_cast<int>(m.qk_nope), rope = static_cast<int>(m.qk_rope), v = static_cast<int>(m.v_head);
@@ -1079,6 +1164,7 @@ int main(int argc, char** argv) {
     for (const auto& m : models) run.bmm_cases(m);
     for (const auto& m : models) run.mla_decode_cases(m);
     for (const auto& m : models) run.mla_prefill_cases(m);
+    run.indexer_cases();
     for (const auto& m : models) run.moe_cases(m);
     for (const auto& m : models) run.membound_cases(m);
     std::printf("done: %d failed case(s)\n", run.failures());
