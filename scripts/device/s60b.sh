@@ -4,7 +4,7 @@
 # each row), bench-one-batch on the V3.2-Exp config cut to 4 layers.
 set -u
 source "$(dirname "$0")/lib.sh"
-gtest_run idx 300 '*IndexerTopk*:Fixtures/CudaGraphTest.*/4:Fixtures/FixtureGpuTest.*/4'
+gtest_run idx 300 '*IndexerTopk*:Fixtures/CudaGraphTest.*/4:Fixtures/FixtureGpuTest.*/4:Fixtures/CudaGraphEngine.*'
 grep -E "^ERR indexer|GRAPH |GRAPHSTATS|FAILED|Failure" "$OUT/idx.log" | head -40
 memcheck_run idx_mc 200 '*IndexerTopk*:Fixtures/CudaGraphTest.ReplayMatchesEagerDecode/4'
 timeout 120 $B/dserve_kernel_bench --filter indexer --csv "$OUT/kb.csv" 2>&1 | tail -10

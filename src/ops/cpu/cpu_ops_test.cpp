@@ -216,5 +216,45 @@ TEST(CpuOps, RmsNormQuantizationFeedsTheW8A8Ops) {
   EXPECT_FALSE(off.defined());
 }
 
+
+// The V3.2 indexer's selection (what the CUDA select kernel is checked against): a token's top-k positions by score,
+// ties to the lower position, written in ascending position order and -1 padded; a context no longer than k is
+// taken whole. One head of one dimension makes each score q * w * relu(k[s]) exact: keys chosen by hand.
+TEST(CpuOps, IndexerTopkInPositionOrder) {
+  auto ops = make_cpu_ops();
+  const int page = 4, topk = 4;
+  // Position s of the 10-token context lives on page table[s / 4]: pages shuffled, a spare page 1 never used.
+  const std::vector<int32_t> table = {3, 0, 2};
+  const float key[10] = {0.5f, 3.0f, -1.0f, 2.0f, 0.25f, 2.0f, 4.0f, 1.0f, 2.0f, 0.0f};  // 2.0 three times
+  Tensor k_cache = Tensor::empty({4 * page, 1}, DType::kF32);
+  std::fill(k_cache.f32(), k_cache.f32() + k_cache.numel(), NAN);  // slots outside the context
+  for (int s = 0; s < 10; ++s) k_cache.f32()[table[s / page] * page + s % page] = key[s];
+  auto i32 = [](std::vector<int32_t> v, Shape shape) {
+    Tensor t = Tensor::empty(std::move(shape), DType::kI32);
+    std::copy(v.begin(), v.end(), t.data_as<int32_t>());
+    return t;
+  };
+  AttnMetadata m;
+  m.num_seqs = 1;
+  m.num_tokens = 2;
+  m.page_size = page;
+  m.max_seq_len = 10;
+  m.max_q_len = 2;
+  m.positions = i32({2, 9}, {2});  // a token seeing 3 positions, one seeing all 10
+  m.slot_mapping = i32({table[0] * page + 2, table[2] * page + 1}, {2});
+  m.q_starts = i32({0, 2}, {2});
+  m.seq_lens = i32({10}, {1});
+  m.block_table = i32(table, {1, 3});
+  Tensor q = Tensor::empty({2, 1, 1}, DType::kF32), w = Tensor::empty({2, 1}, DType::kF32);
+  q.f32()[0] = q.f32()[1] = 1.0f;
+  w.f32()[0] = w.f32()[1] = 1.0f;
+  const Tensor out = ops->indexer_topk(q, w, k_cache, m, topk, 1.0f, 1.0f);
+  ASSERT_EQ(out.dim(0), 2);
+  ASSERT_EQ(out.dim(1), topk);
+  const int32_t* o = out.data_as<int32_t>();
+  // Scores relu(key): 4.0 (6), 3.0 (1), then 2.0 at 3, 5, 8 of which the lower two.
+  EXPECT_EQ(std::vector<int32_t>(o, o + topk), (std::vector<int32_t>{0, 1, 2, -1}));
+  EXPECT_EQ(std::vector<int32_t>(o + topk, o + 2 * topk), (std::vector<int32_t>{1, 3, 5, 6}));
+}
 }  // namespace
 }  // namespace ds
