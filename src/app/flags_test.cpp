@@ -105,6 +105,24 @@ TEST(Flags, ParallelSizesOtherThanOneAreRefused) {
   }
 }
 
+// The ranks' GPU ids (--base-gpu-id + r x --gpu-id-step): a negative or huge base, a step below 1, refused by name.
+TEST(Flags, GpuIdFlagsOutOfRangeAreRefused) {
+  for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
+           {"--base-gpu-id", "-1"}, {"--base-gpu-id", "1024"}, {"--gpu-id-step", "0"}, {"--gpu-id-step", "5000"}}) {
+    for (bool serve : {false, true}) {
+      Flags f = model_flags();
+      ASSERT_TRUE(parse(f, args).is_ok()) << args[0];
+      const Status st = check_parallel_flags(f, serve);
+      ASSERT_FALSE(st.is_ok()) << args[0] << " " << args[1];
+      EXPECT_NE(st.message().find(args[0]), std::string::npos) << st.message();
+      EXPECT_NE(st.message().find(args[1]), std::string::npos) << st.message();
+    }
+  }
+  Flags f = model_flags();
+  ASSERT_TRUE(parse(f, {"--base-gpu-id", "3", "--gpu-id-step", "2"}).is_ok());
+  EXPECT_TRUE(check_parallel_flags(f, true).is_ok());
+}
+
 // SGLang's feature flags: its attention backend names and --enable-torch-compile are accepted; an unknown backend, DP
 // attention and speculative decoding (not built yet) are refused with the flag named.
 TEST(Flags, SglangFeatureFlags) {

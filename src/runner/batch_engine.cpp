@@ -121,13 +121,11 @@ class BatchEngine final : public Engine {
       ops_ = make_cpu_ops();
     } else if (o.device == "cuda") {
 #ifdef DSERVE_WITH_CUDA
-      if (o.base_gpu_id < 0 || o.gpu_id_step < 1)
-        return error("--base-gpu-id must be >= 0 and --gpu-id-step >= 1, got ", o.base_gpu_id, " and ", o.gpu_id_step);
       // A data-parallel rank runs on its own GPU; tensor-parallel ranks from the first on (made below).
-      const int first = o.base_gpu_id + (o.dp_group ? o.dp_rank * o.gpu_id_step : 0);
-      for (int r = 0; r < (o.dp_group ? 1 : std::max(o.tp_size, 1)); ++r)
-        DS_RETURN_IF_ERROR(check_cuda_device(first + r * o.gpu_id_step));
-      ops_ = make_cuda_ops(first);
+      DS_ASSIGN_OR_RETURN(const std::vector<int> gpus,
+                          rank_gpus(o, o.dp_group ? o.dp_rank : 0, o.dp_group ? 1 : std::max(o.tp_size, 1)));
+      for (int g : gpus) DS_RETURN_IF_ERROR(check_cuda_device(g));
+      ops_ = make_cuda_ops(gpus[0]);
 #else
       return error("--device cuda: this build has no CUDA backend (CUDA toolkit not found at build time)");
 #endif
@@ -203,8 +201,7 @@ class BatchEngine final : public Engine {
         abort_group_ = [group](const std::string& why) { group->abort(why); };
       } else {
 #ifdef DSERVE_WITH_CUDA
-        std::vector<int> devices;
-        for (int r = 0; r < o.tp_size; ++r) devices.push_back(o.base_gpu_id + r * o.gpu_id_step);
+        DS_ASSIGN_OR_RETURN(const std::vector<int> devices, rank_gpus(o, 0, o.tp_size));
         for (int r = 1; r < o.tp_size; ++r) all_ops.push_back(make_cuda_ops(devices[r]));
         all_ops[0]->bind_thread();
         DS_ASSIGN_OR_RETURN(std::shared_ptr<NcclGroup> group, NcclGroup::create(devices));
@@ -915,6 +912,14 @@ class BatchEngine final : public Engine {
 }  // namespace
 
 Result<std::unique_ptr<Engine>> make_dp_engine(const BatchEngineOptions& opts);  // runner/dp_engine.cpp
+
+Result<std::vector<int>> rank_gpus(const BatchEngineOptions& o, int first, int n) {
+  if (o.base_gpu_id < 0 || o.gpu_id_step < 1)
+    return error("--base-gpu-id must be >= 0 and --gpu-id-step >= 1, got ", o.base_gpu_id, " and ", o.gpu_id_step);
+  std::vector<int> out;
+  for (int r = first; r < first + n; ++r) out.push_back(o.base_gpu_id + r * o.gpu_id_step);
+  return out;
+}
 
 Result<std::unique_ptr<Engine>> make_batch_engine(const BatchEngineOptions& opts) {
   if (opts.dp_size > 1) return make_dp_engine(opts);

@@ -71,4 +71,8 @@ struct BatchEngineOptions {
 
 Result<std::unique_ptr<Engine>> make_batch_engine(const BatchEngineOptions& opts);
 
+// The GPUs of ranks first .. first + n - 1: base_gpu_id + r * gpu_id_step each (one rule for the tensor-parallel
+// ranks, a data-parallel rank and the DP controller's NCCL group). Errors name a negative base or a step below 1.
+Result<std::vector<int>> rank_gpus(const BatchEngineOptions& opts, int first, int n);
+
 }  // namespace ds

@@ -23,13 +23,10 @@ class DpEngine final : public Engine {
     std::function<void(const std::string&)> nccl_abort;
     if (o.device == "cuda") {
 #ifdef DSERVE_WITH_CUDA
-      if (o.base_gpu_id < 0 || o.gpu_id_step < 1)
-        return error("--base-gpu-id must be >= 0 and --gpu-id-step >= 1, got ", o.base_gpu_id, " and ", o.gpu_id_step);
-      std::vector<int> devices;
-      for (int r = 0; r < o.dp_size; ++r) {
-        devices.push_back(o.base_gpu_id + r * o.gpu_id_step);
-        DS_RETURN_IF_ERROR(check_cuda_device(devices.back()));
-        init_cuda_device(devices.back());
+      DS_ASSIGN_OR_RETURN(const std::vector<int> devices, rank_gpus(o, 0, o.dp_size));
+      for (int g : devices) {
+        DS_RETURN_IF_ERROR(check_cuda_device(g));
+        init_cuda_device(g);
       }
       bind_cuda_device(devices[0]);
       DS_ASSIGN_OR_RETURN(std::shared_ptr<NcclGroup> nccl, NcclGroup::create(devices));

@@ -55,6 +55,28 @@ void expect_same(const Outcome& a, const Outcome& b, const std::vector<EngineReq
   }
 }
 
+// Rank r's GPU is --base-gpu-id + r x --gpu-id-step, from any first rank (a data-parallel rank's own); a negative base
+// or a step below 1 is an error naming both flags.
+TEST(RankGpus, BasePlusRankTimesStep) {
+  BatchEngineOptions o;
+  o.base_gpu_id = 2;
+  o.gpu_id_step = 3;
+  auto all = rank_gpus(o, 0, 3);
+  ASSERT_TRUE(all.is_ok()) << all.status().message();
+  EXPECT_EQ(*all, (std::vector<int>{2, 5, 8}));
+  auto one = rank_gpus(o, 2, 1);
+  ASSERT_TRUE(one.is_ok());
+  EXPECT_EQ(*one, (std::vector<int>{8}));
+  for (auto [base, step] : std::vector<std::pair<int, int>>{{-1, 1}, {0, 0}}) {
+    o.base_gpu_id = base;
+    o.gpu_id_step = step;
+    auto bad = rank_gpus(o, 0, 2);
+    ASSERT_FALSE(bad.is_ok());
+    EXPECT_NE(bad.status().message().find("--base-gpu-id"), std::string::npos) << bad.status().message();
+    EXPECT_NE(bad.status().message().find("--gpu-id-step"), std::string::npos) << bad.status().message();
+  }
+}
+
 TEST(TensorParallelEngine, SameResultsAsOneRank) {
   const auto reqs = requests();
   for (const char* fx : {"v3", "v2_lite"}) {
