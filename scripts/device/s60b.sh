@@ -15,3 +15,5 @@ for spec in "1 32768" "16 4096" "64 2048"; do
     --output-len 16 --batch-size $1 --input-len $2 > "$OUT/v32_b$1_$2.log" 2>&1
   echo "== v32 batch $1 input $2 rc=$? $(grep -E 'Prefill\. latency|Decode\.  median' "$OUT/v32_b$1_$2.log" | sed 's/.*latency: //' | tr '\n' ' ')"
 done
+# Issue 7's batch-64 line and batch 1 on this tree (V2-Lite FP8, dummy), as a regression check.
+b1b_run v2lite_fp8 --quantization fp8 --batch-size 1 64 --output-len 32

@@ -142,13 +142,6 @@ __device__ __forceinline__ uint32_t order_key(float f) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
-// hist[bucket] += 1 for every lane with `match`, one shared atomic per distinct bucket of the warp (scores crowd a
-// few buckets). All 32 lanes call it.
-__device__ __forceinline__ void add_bucket(int* hist, bool match, int bucket) {
-  const unsigned peers = __match_any_sync(0xffffffffu, match ? bucket : -1);
-  if (match && static_cast<int>(threadIdx.x % 32) == __ffs(peers) - 1) atomicAdd(&hist[bucket], __popc(peers));
-}
-
 // Block-wide, over a complete histogram of nb buckets (256 or 4096): the bucket where the count from the top reaches
 // `remaining`, into *bucket, and how many of its keys are still to take, into *left. Ends synchronised.
 __device__ __forceinline__ void find_bucket(const int* hist, int nb, int remaining, int* warp_sums, int* bucket,
@@ -182,22 +175,43 @@ __device__ __forceinline__ void find_bucket(const int* hist, int nb, int remaini
   __syncthreads();
 }
 
+// Block-wide exclusive scan in thread order of v (and the block's total in *total): warp scans, then the warps'
+// totals through warp_sums. Ends synchronised (warp_sums free again).
+__device__ __forceinline__ int block_exclusive_scan(int v, int* warp_sums, int* total) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  int incl = v;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int u = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += u;
+  }
+  if (lane == 31) warp_sums[warp] = incl;
+  __syncthreads();
+  const int w = warp_sums[lane];
+  const int before = __reduce_add_sync(0xffffffffu, lane < warp ? w : 0);
+  *total = __reduce_add_sync(0xffffffffu, w);
+  __syncthreads();
+  return before + incl - v;
+}
+
 // One block per token: a radix select over the order keys (digits of 12, 12 and 8 bits) finds the keep-th largest,
 // then one pass writes the chosen positions in ascending order (every key above it, and the lowest positions of those
-// equal to it). The first min(n, staged_cap) keys are staged in shared memory; after the first digit only the keys
-// of its bucket are walked (kept in shared memory when they fit).
+// equal to it). Each thread takes four consecutive keys at a time. The first min(n, staged_cap) keys are staged in
+// shared memory (a longer context reads the rest from the scratch again); after the first digit only the keys of its
+// bucket are walked, listed in shared memory when they fit. Histograms take one shared atomic a key: aggregating a
+// warp's equal buckets with __match_any_sync first cost more than the conflicts it saved (1 x 32K: 50 vs 28 us).
 __global__ void __launch_bounds__(kSelectThreads, 1) indexer_select_kernel(IndexerParams p, int staged_cap) {
+  constexpr int kGroup = 4;  // consecutive keys a thread takes per round
   extern __shared__ __align__(16) unsigned char select_smem[];
-  int* hist = reinterpret_cast<int*>(select_smem);                               // [kSelectBuckets]
-  uint32_t* cand = reinterpret_cast<uint32_t*>(hist + kSelectBuckets);            // [kSelectCandidates]
-  uint32_t* stage = cand + kSelectCandidates;                                     // [staged_cap]
-  __shared__ int warp_a[kSelectThreads / 32], warp_b[kSelectThreads / 32];
+  int* hist = reinterpret_cast<int*>(select_smem);                     // [kSelectBuckets]
+  uint32_t* cand = reinterpret_cast<uint32_t*>(hist + kSelectBuckets);  // [kSelectCandidates]
+  uint32_t* stage = cand + kSelectCandidates;                           // [staged_cap]
+  __shared__ int warp_sums[kSelectThreads / 32];
   __shared__ int s_bucket, s_left, s_cands;
   const int64_t r = blockIdx.x, t = p.token_begin + r;
   const int n = p.positions[t] + 1;
   const int keep = min(p.topk, n);
-  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
-  const unsigned below = (1u << lane) - 1;
+  const int tid = threadIdx.x;
   int32_t* out = p.out + t * p.topk;
   for (int k = keep + tid; k < p.topk; k += kSelectThreads) out[k] = -1;
   if (n <= p.topk) {  // the whole context
@@ -206,76 +220,129 @@ __global__ void __launch_bounds__(kSelectThreads, 1) indexer_select_kernel(Index
   }
   const float* sc = p.scores + r * p.score_cols;
   const int staged = min(n, staged_cap);
-  for (int j = tid; j < staged; j += kSelectThreads) stage[j] = order_key(sc[j]);
+  {  // 16-byte loads, eight in flight a thread
+    const int n4 = p.score_cols % 4 == 0 ? staged / 4 : 0;  // rows start 16-byte aligned when score_cols is
+    const float4* sc4 = reinterpret_cast<const float4*>(sc);
+    for (int base = 0; base < n4; base += 8 * kSelectThreads) {
+      float4 v[8];
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int i = base + u * kSelectThreads + tid;
+        if (i < n4) v[u] = sc4[i];
+      }
+#pragma unroll
+      for (int u = 0; u < 8; ++u) {
+        const int i = base + u * kSelectThreads + tid;
+        if (i < n4)
+          reinterpret_cast<uint4*>(stage)[i] =
+              make_uint4(order_key(v[u].x), order_key(v[u].y), order_key(v[u].z), order_key(v[u].w));
+      }
+    }
+    for (int j = n4 * 4 + tid; j < staged; j += kSelectThreads) stage[j] = order_key(sc[j]);
+  }
   for (int i = tid; i < kSelectBuckets; i += kSelectThreads) hist[i] = 0;
   if (tid == 0) s_cands = 0;
   __syncthreads();
-  const auto key_at = [&](int j) { return j < staged ? stage[j] : order_key(sc[j]); };
+  // Keys g * 4 .. g * 4 + 3 (0 past the context: callers test the position against n).
+  const auto keys4 = [&](int g, uint32_t (&k)[kGroup]) {
+    const int j = g * kGroup;
+    if (j + kGroup <= staged) {
+      const uint4 v = reinterpret_cast<const uint4*>(stage)[g];
+      k[0] = v.x, k[1] = v.y, k[2] = v.z, k[3] = v.w;
+    } else {
+#pragma unroll
+      for (int e = 0; e < kGroup; ++e)
+        k[e] = j + e < staged ? stage[j + e] : j + e < n ? order_key(sc[j + e]) : 0u;
+    }
+  };
+  const int rounds = (n + kGroup * kSelectThreads - 1) / (kGroup * kSelectThreads);
   // Digit 1: bits 31..20 of every key.
-  for (int base = 0; base < n; base += kSelectThreads) {
-    const int j = base + tid;
-    add_bucket(hist, j < n, j < n ? static_cast<int>(key_at(j) >> 20) : 0);
+  for (int c = 0; c < rounds; ++c) {
+    const int g = c * kSelectThreads + tid;
+    uint32_t k[kGroup];
+    keys4(g, k);
+#pragma unroll
+    for (int e = 0; e < kGroup; ++e)
+      if (g * kGroup + e < n) atomicAdd(&hist[k[e] >> 20], 1);
   }
   __syncthreads();
-  find_bucket(hist, kSelectBuckets, keep, warp_a, &s_bucket, &s_left);
+  find_bucket(hist, kSelectBuckets, keep, warp_sums, &s_bucket, &s_left);
   uint32_t prefix = static_cast<uint32_t>(s_bucket) << 20, mask = 0xFFF00000u;
   int remaining = s_left;
   const bool listed = hist[s_bucket] <= kSelectCandidates;
   __syncthreads();  // hist is cleared below
   if (listed) {
-    for (int base = 0; base < n; base += kSelectThreads) {
-      const int j = base + tid;
-      const uint32_t k = j < n ? key_at(j) : 0u;
-      const bool in = j < n && (k & mask) == prefix;
-      const unsigned ballot = __ballot_sync(0xffffffffu, in);
-      int at = 0;
-      if (lane == 0 && ballot) at = atomicAdd(&s_cands, __popc(ballot));
-      at = __shfl_sync(0xffffffffu, at, 0);
-      if (in) cand[at + __popc(ballot & below)] = k;
+    for (int c = 0; c < rounds; ++c) {
+      const int g = c * kSelectThreads + tid;
+      uint32_t k[kGroup];
+      keys4(g, k);
+      bool in[kGroup];
+      int count = 0;
+#pragma unroll
+      for (int e = 0; e < kGroup; ++e) count += in[e] = g * kGroup + e < n && (k[e] & mask) == prefix;
+      int total = 0;
+      int at = block_exclusive_scan(count, warp_sums, &total) + s_cands;
+#pragma unroll
+      for (int e = 0; e < kGroup; ++e)
+        if (in[e]) cand[at++] = k[e];
+      __syncthreads();  // every thread has read s_cands
+      if (tid == 0) s_cands += total;
     }
   }
   __syncthreads();
-  const int m = listed ? s_cands : n;
-  const auto key_i = [&](int i) { return listed ? cand[i] : key_at(i); };
   // Digits 2 (bits 19..8) and 3 (bits 7..0) over the first digit's bucket.
   for (int digit = 2; digit <= 3; ++digit) {
     const int shift = digit == 2 ? 8 : 0, nb = digit == 2 ? kSelectBuckets : 256;
     for (int i = tid; i < nb; i += kSelectThreads) hist[i] = 0;
     __syncthreads();
-    for (int base = 0; base < m; base += kSelectThreads) {
-      const int i = base + tid;
-      const uint32_t k = i < m ? key_i(i) : 0u;
-      add_bucket(hist, i < m && (k & mask) == prefix, static_cast<int>((k >> shift) & (nb - 1)));
+    if (listed) {
+      for (int i = tid; i < s_cands; i += kSelectThreads)
+        if ((cand[i] & mask) == prefix) atomicAdd(&hist[(cand[i] >> shift) & (nb - 1)], 1);
+    } else {
+      for (int c = 0; c < rounds; ++c) {
+        const int g = c * kSelectThreads + tid;
+        uint32_t k[kGroup];
+        keys4(g, k);
+#pragma unroll
+        for (int e = 0; e < kGroup; ++e)
+          if (g * kGroup + e < n && (k[e] & mask) == prefix) atomicAdd(&hist[(k[e] >> shift) & (nb - 1)], 1);
+      }
     }
     __syncthreads();
-    find_bucket(hist, nb, remaining, warp_a, &s_bucket, &s_left);
+    find_bucket(hist, nb, remaining, warp_sums, &s_bucket, &s_left);
     prefix |= static_cast<uint32_t>(s_bucket) << shift;
     mask |= static_cast<uint32_t>(nb - 1) << shift;
     remaining = s_left;
     __syncthreads();  // hist is cleared next
   }
-  // prefix is the keep-th largest key: keep - remaining keys above it, `remaining` of those equal to it.
-  int gt_total = 0, tie_total = 0;  // over the chunks before this one (uniform across the block)
-  for (int base = 0; base < n && gt_total + min(tie_total, remaining) < keep; base += kSelectThreads) {
-    const int j = base + tid;
-    const uint32_t k = j < n ? key_at(j) : 0u;
-    const bool gt = j < n && k > prefix, tie = j < n && k == prefix;
-    const unsigned bg = __ballot_sync(0xffffffffu, gt), bt = __ballot_sync(0xffffffffu, tie);
-    if (lane == 0) {
-      warp_a[warp] = __popc(bg);
-      warp_b[warp] = __popc(bt);
+  // prefix is the keep-th largest key: keep - remaining keys above it, `remaining` of those equal to it. Each thread
+  // counts its four (above, equal) packed in one int (at most 4096 a round each), scanned across the block.
+  int gt_total = 0, tie_total = 0;  // over the rounds before this one (uniform across the block)
+  for (int c = 0; c < rounds && gt_total + min(tie_total, remaining) < keep; ++c) {
+    const int g = c * kSelectThreads + tid;
+    uint32_t k[kGroup];
+    keys4(g, k);
+    int packed = 0;
+#pragma unroll
+    for (int e = 0; e < kGroup; ++e)
+      if (g * kGroup + e < n) packed += k[e] > prefix ? 1 : k[e] == prefix ? (1 << 16) : 0;
+    int total = 0;
+    const int before = block_exclusive_scan(packed, warp_sums, &total);
+    int gt_before = gt_total + (before & 0xFFFF), tie_before = tie_total + (before >> 16);
+#pragma unroll
+    for (int e = 0; e < kGroup; ++e) {
+      const int j = g * kGroup + e;
+      if (j >= n) break;
+      if (k[e] > prefix) {
+        out[gt_before + min(tie_before, remaining)] = j;
+        ++gt_before;
+      } else if (k[e] == prefix) {
+        if (tie_before < remaining) out[gt_before + tie_before] = j;
+        ++tie_before;
+      }
     }
-    __syncthreads();
-    const int wg = warp_a[lane], wt = warp_b[lane];
-    const int gt_before = gt_total + __reduce_add_sync(0xffffffffu, lane < warp ? wg : 0) + __popc(bg & below);
-    const int tie_before = tie_total + __reduce_add_sync(0xffffffffu, lane < warp ? wt : 0) + __popc(bt & below);
-    if (gt)
-      out[gt_before + min(tie_before, remaining)] = j;
-    else if (tie && tie_before < remaining)
-      out[gt_before + tie_before] = j;
-    gt_total += __reduce_add_sync(0xffffffffu, wg);
-    tie_total += __reduce_add_sync(0xffffffffu, wt);
-    __syncthreads();  // warp_a / warp_b are rewritten by the next chunk
+    gt_total += total & 0xFFFF;
+    tie_total += total >> 16;
   }
 }
 
