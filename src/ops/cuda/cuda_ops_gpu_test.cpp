@@ -293,6 +293,7 @@ TEST_F(CudaOpsTest, IndexerTopk) {
       {{{4000, 1}, {0, 1}, {3000, 2}, {2047, 1}}, 64, 128, 2048},  // decode rows past top-k: the radix select
       {{{0, 300}}, 48, 64, 128},                                    // heads padded to the tile's 64
       {{{150, 2}}, 80, 64, 64},                                     // more heads than the tensor-core path takes
+      {{{45000, 1}}, 64, 128, 2048},  // a row past the select's 40960 keys staged in shared memory
   };
   for (const bool mma : {true, false})
     for (const Case& c : cases) {
