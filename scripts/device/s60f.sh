@@ -3,6 +3,7 @@
 # summed through distributed shared memory) while the tokens' clusters fit one wave. The indexer cases (every mode,
 # + memcheck), v32's graph cases, the kernel alone with the launcher's clusters and with one block a token
 # (DSERVE_INDEXER_SELECT_CLUSTER=1), V3.2 4 layers at batch 1 x 32K and 16 x 4K.
+# Measured and removed: the cluster path and DSERVE_INDEXER_SELECT_CLUSTER are gone (BENCHMARKS.md, session 60).
 set -u
 source "$(dirname "$0")/lib.sh"
 gtest_run idx 240 '*IndexerTopk*:Fixtures/CudaGraphTest.*/4:Fixtures/CudaGraphEngine.*/1:Fixtures/FixtureGpuTest.*/4'
