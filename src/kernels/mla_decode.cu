@@ -143,14 +143,15 @@ __device__ __forceinline__ void dequant_tile(const uint8_t* stage, uint8_t* tile
 
 // kTma: dense context with page_size % 64 == 0 (each tile is 64 consecutive slots of one page), loaded by
 // the tensor map `tmap` over the cache; otherwise per-row cp.async (tmap unused). kFormat: the cache rows
-// (packed formats: no top-k, no tensor map; see dequant_tile).
+// (packed formats: no tensor map; see dequant_tile; with top-k lists (V3.2 on an FP8 cache) the gathered rows are
+// dequantised like dense ones).
 template <bool kTopk, bool kTma, int kFormat = kKvBf16>
 __global__ void __launch_bounds__(kThreads, 1)
     mla_decode_kernel(const MlaDecodeParams p, const __grid_constant__ CUtensorMap tmap) {
   pdl_enter();
   static_assert(!(kTopk && kTma), "top-k rows are gathered: no tensor-map path");
   constexpr bool kPacked = kFormat != kKvBf16;
-  static_assert(!(kPacked && (kTopk || kTma)), "packed rows: dense contexts by cp.async only");
+  static_assert(!(kPacked && kTma), "packed rows: by cp.async only");
   constexpr int kPackedRow = kv_row_layout(kFormat, kMlaValueDim, kMlaHeadDim - kMlaValueDim).row_bytes;
   static_assert(kPackedRow % 16 == 0 && kTile * kPackedRow <= kTileBytes, "a packed tile fits a tile buffer");
   extern __shared__ uint8_t smem_raw[];
@@ -261,10 +262,13 @@ __global__ void __launch_bounds__(kThreads, 1)
     }
     if (kTopk && wg == 0 && (lt & 1) == 0) tile_pos[buf * kTile + ra] = pa;
   };
-  // Packed path: raw rows of tile u into the second buffer (four threads per row, 16-byte chunks).
-  auto load_packed = [&](int u) {
+  // Packed path: raw rows of tile u into the second buffer (four threads per row, 16-byte chunks); with top-k
+  // lists the rows' positions into tile_pos slot `slot` (the bf16 tile is always buffer 0 here, so the positions
+  // alternate between the two slots: tile i + 1's are written while tile i's are still to be read).
+  auto load_packed = [&](int u, int slot) {
     const int r = tid >> 2, part = tid & 3;
     const int pos = row_pos(u, r);
+    if (kTopk && part == 0) tile_pos[slot * kTile + r] = pos;
     const uint8_t* src = static_cast<const uint8_t*>(p.cache);
     if (pos >= 0)
       src += (static_cast<int64_t>(btab[pos / p.page_size]) * p.page_size + pos % p.page_size) * kPackedRow;
@@ -342,8 +346,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   };
   // Masked online softmax of S (tile in `buf`); writes P to shared memory. Two block barriers: the row-max
   // exchange between the warpgroups, and P complete before either warpgroup's P V reads it.
-  auto softmax = [&](int buf, int u) {
-    const int* tp = tile_pos + buf * kTile + wg * 32;
+  auto softmax = [&](int buf, int u, int pos_slot) {
+    const int* tp = tile_pos + pos_slot * kTile + wg * 32;
     float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
     for (int j = 0; j < 4; ++j)
@@ -425,7 +429,7 @@ __global__ void __launch_bounds__(kThreads, 1)
 
   if (kPacked && n > 0) {
     load_q();
-    load_packed(u_begin);
+    load_packed(u_begin, 0);
     cp_async_commit();
     for (int i = 0; i < n; ++i) {
       if (i > 0) {  // P V of tile i - 1
@@ -439,12 +443,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       dequant_tile<kFormat>(smem + kSmemKv + kTileBytes, smem + kSmemKv, tid);
       fence_proxy_async();
       __syncthreads();  // the bf16 tile complete; the staging rows free
-      if (i + 1 < n) load_packed(u_begin + i + 1);
+      if (i + 1 < n) load_packed(u_begin + i + 1, (i + 1) & 1);
       cp_async_commit();
       issue_qk(0);
       wgmma_wait<0>();
       fence_regs(s);
-      softmax(0, u_begin + i);
+      softmax(0, u_begin + i, i & 1);
     }
     fence_regs(o);
     issue_pv(0);
@@ -481,7 +485,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     issue_qk(0);
     wgmma_wait<0>();
     fence_regs(s);
-    softmax(0, u_begin);
+    softmax(0, u_begin, 0);
 
     for (int i = 0; i < n; ++i) {
       const int buf = i & 1;
@@ -508,7 +512,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         issue_qk(buf ^ 1);
         wgmma_wait<0>();
         fence_regs(s);
-        softmax(buf ^ 1, u_begin + i + 1);
+        softmax(buf ^ 1, u_begin + i + 1, buf ^ 1);
       }
     }
   }
@@ -1059,7 +1063,6 @@ cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream) {
   static const bool tma_disabled = env_flag("DSERVE_MLA_NO_TMA", false);
   const bool m16_forced = mla_decode_m16_mode() == 1;
   CUtensorMap map{};
-  if (p.cache_format != kKvBf16 && topk) return cudaErrorInvalidValue;  // packed rows + top-k: the reference kernel
   // At most 16 query rows per sequence on a bf16 cache: the transposed kernel (no padded tensor work).
   const bool t16 = !m16_forced && p.use_tma && !tma_disabled && mla_decode_t16_supported(p) && make_cache_map(p, &map);
   const bool m16 = !t16 && mla_decode_m16_supported(p);
@@ -1068,8 +1071,10 @@ cudaError_t launch_mla_decode(const MlaDecodeParams& p, cudaStream_t stream) {
   int merged = 1;  // splits the decode kernel merged itself (the transposed kernel's clusters)
   cudaError_t e = t16                          ? launch_mla_decode_t16(p, &map, stream, &merged)
                   : m16                        ? launch_mla_decode_m16(p, stream)
-                  : p.cache_format == kKvE4M3  ? launch_variant<false, false, kKvE4M3>(p, map, grid, stream)
-                  : p.cache_format == kKvE5M2  ? launch_variant<false, false, kKvE5M2>(p, map, grid, stream)
+                  : p.cache_format == kKvE4M3  ? (topk ? launch_variant<true, false, kKvE4M3>(p, map, grid, stream)
+                                                        : launch_variant<false, false, kKvE4M3>(p, map, grid, stream))
+                  : p.cache_format == kKvE5M2  ? (topk ? launch_variant<true, false, kKvE5M2>(p, map, grid, stream)
+                                                        : launch_variant<false, false, kKvE5M2>(p, map, grid, stream))
                   : topk                       ? launch_variant<true, false>(p, map, grid, stream)
                   : tma                        ? launch_variant<false, true>(p, map, grid, stream)
                                                : launch_variant<false, false>(p, map, grid, stream);

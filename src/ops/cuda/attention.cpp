@@ -113,12 +113,12 @@ Tensor absorbed_impl(const Tensor& q, const Tensor& cache, int64_t v_dim, const 
   p.cache_format = format;
 
   // Packed caches: the tensor-core kernels dequantise tiles in shared memory (16 query rows per block when a
-  // sequence's rows fit, else 64); with top-k lists, the reference kernel.
+  // sequence's rows fit, else 64; top-k lists (V3.2) take the 64-row kernel, its rows gathered).
   // For packed caches the mma.sync kernel's choice does not depend on the split plan, so it can size the plan.
   const bool packed = format != kernels::kKvBf16;
   const bool rows16 = packed && kernels::mla_decode_m16_supported(p);
   const bool fast = kernels::mla_decode_fast_supported(p.head_dim, p.v_dim) && aligned16(q.data()) &&
-                    aligned16(cache.data()) && !(packed && p.topk);
+                    aligned16(cache.data());
   if (fast) {
     const int context = p.topk ? p.topk_k : m.max_seq_len;
     p.num_splits = kernels::mla_decode_num_splits(p.num_seqs, p.num_tokens, p.max_q_len, p.num_heads, context,

@@ -725,7 +725,7 @@ TEST_P(MlaAbsorbedFp8Gpu, MatchesCpu) {
   expect_close(got, want, "absorbed " + name);
   const Err e32 = compare(got, cpu->mla_attention_absorbed(in.q, cpu_cache, nope, in.batch.host, in.scale, topk_h));
   std::printf("INFO %-43s vs fp32 values: max_rel %.3e l2_rel %.3e\n", name.c_str(), e32.max_rel, e32.l2_rel);
-  if (c.forced_splits > 0 && D == kernels::kMlaHeadDim && !topk_d)
+  if (c.forced_splits > 0 && D == kernels::kMlaHeadDim)
     check_forced_splits(c, in, cache, dt == KvCacheDtype::kFp8E4M3 ? kernels::kKvE4M3 : kernels::kKvE5M2, topk_d,
                         want);
 }
@@ -736,11 +736,11 @@ std::vector<Fp8Case> fp8_cases() {
     static const char* kNames[] = {"lite_decode_b8", "v3_decode_b4", "v3_long_b1", "lite_decode_b64",
                                    "lite_multi_token", "v3_multi_token", "v3_chunk_absorbed", "lite_topk_short",
                                    "lite_page16", "v3_page128", "m16_long_b1", "m16_h13_page128", "m16_sharp",
-                                   "fixture_dims", "fixture_dims_topk"};
+                                   "fixture_dims", "fixture_dims_topk", "v3_topk", "v3_long_topk"};
     if (std::find(std::begin(kNames), std::end(kNames), c.name) == std::end(kNames)) continue;
     v.push_back({c, KvCacheDtype::kFp8E4M3});
     if (c.name == "lite_decode_b8" || c.name == "v3_multi_token" || c.name == "fixture_dims" ||
-        c.name == "m16_long_b1")
+        c.name == "m16_long_b1" || c.name == "v3_long_topk")
       v.push_back({c, KvCacheDtype::kFp8E5M2});
   }
   return v;
