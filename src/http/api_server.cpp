@@ -11,8 +11,11 @@
 #include <mutex>
 #include <random>
 #include <set>
+#include <thread>
 
+#include "core/env.h"
 #include "core/logging.h"
+#include "core/worker_pool.h"
 #include "http/api_request.h"
 #include "http/text_endpoints.h"
 #include "text/chat_format.h"
@@ -82,6 +85,9 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
   Engine* engine = nullptr;
   const Tokenizer* tok = nullptr;
   std::unique_ptr<GrammarCache> grammars;  // constrained decoding (with a tokenizer)
+  // Constraint compiles (a large schema takes up to ~1 s): off the I/O threads, each connection's request resumed on
+  // its strand when its constraints are ready.
+  std::unique_ptr<WorkerPool> compile_pool;
   std::optional<ChatTemplateInfo> chat;
   std::string chat_error;  // why `chat` is absent
   std::optional<ReasoningFormat> reasoning;
@@ -152,6 +158,11 @@ struct Seq {
   std::string prompt_text;  // echo
   SamplingSpec sampling;
   std::shared_ptr<const TokenFsm> grammar;  // regex / json_schema, compiled
+  // A constraint not compiled yet: compiled on the server's worker pool before the sequence is submitted.
+  struct PendingGrammar {
+    std::string kind, text, param;
+  };
+  std::optional<PendingGrammar> grammar_pending;
   std::optional<Detokenizer> detok;
   std::vector<int32_t> output_ids;
   std::vector<TokenLogprob> out_lp;
@@ -205,9 +216,12 @@ class Job : public std::enable_shared_from_this<Job> {
   std::string model;
   int64_t created = static_cast<int64_t>(std::time(nullptr));
 
+  // Compiles the sequences' pending constraints (on the server's worker pool), then submits them.
   void start();
 
  private:
+  void submit_all();
+  void on_grammar(const std::string& key, Result<std::shared_ptr<const TokenFsm>> fsm);
   Engine& engine() { return *srv_->engine; }
   void on_event(size_t i, EngineEvent ev);
   void on_disconnect();
@@ -239,6 +253,8 @@ class Job : public std::enable_shared_from_this<Job> {
   bool responded_ = false;
   bool client_gone_ = false;
   bool timed_out_ = false;  // --request-timeout fired: aborted sequences finish with an error
+  size_t grammars_left_ = 0;  // distinct constraints still compiling
+  std::optional<ApiError> grammar_error_;
   std::vector<size_t> completion_offsets_;  // per seq: text_offset for streamed completion logprobs
 };
 
@@ -324,6 +340,57 @@ void Job::start() {
   out_->set_on_disconnect([weak = std::weak_ptr<Job>(self)] {
     if (auto job = weak.lock()) job->on_disconnect();
   });
+  std::set<std::string> keys;  // n > 1 samples share a constraint: compiled once
+  std::vector<const Seq::PendingGrammar*> todo;
+  for (const Seq& s : seqs)
+    if (s.grammar_pending && keys.insert(s.grammar_pending->kind + '\n' + s.grammar_pending->text).second)
+      todo.push_back(&*s.grammar_pending);
+  if (todo.empty()) return submit_all();
+  grammars_left_ = todo.size();
+  for (const Seq::PendingGrammar* g : todo) {
+    std::string key = g->kind + '\n' + g->text;
+    GrammarCache* cache = srv_->grammars.get();  // alive while this job (which owns the server's state) is
+    const bool queued = srv_->compile_pool->post([self, cache, kind = g->kind, text = g->text, key] {
+      // DSERVE_TEST_COMPILE_DELAY_MS (tests only): every compile takes this much longer, so a test can watch the I/O
+      // thread serve others meanwhile.
+      static const int64_t delay_ms = std::clamp<int64_t>(env_int("DSERVE_TEST_COMPILE_DELAY_MS", 0), 0, 60000);
+      if (delay_ms > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms));
+      auto fsm = cache->get(kind, text);
+      self->out_->post([self, key, fsm = std::move(fsm)]() mutable { self->on_grammar(key, std::move(fsm)); });
+    });
+    if (!queued) {
+      grammars_left_ = 0;  // the compiles already queued find the job answered
+      responded_ = true;
+      return srv_->send_error(*out_, route_, make_error(503, "too many constraints (regex, json_schema, tool_choice) "
+                                                            "are waiting to compile; retry", "server_error"));
+    }
+  }
+}
+
+// On the connection's strand, once for each distinct constraint.
+void Job::on_grammar(const std::string& key, Result<std::shared_ptr<const TokenFsm>> fsm) {
+  if (responded_ || grammars_left_ == 0) return;
+  for (Seq& s : seqs) {
+    if (!s.grammar_pending || s.grammar_pending->kind + '\n' + s.grammar_pending->text != key) continue;
+    if (!fsm) {
+      if (!grammar_error_) grammar_error_ = bad_request(s.grammar_pending->param + ": " + fsm.status().message(),
+                                                        s.grammar_pending->param);
+    } else {
+      s.grammar = *fsm;
+    }
+    s.grammar_pending.reset();
+  }
+  if (--grammars_left_ > 0) return;
+  if (client_gone_) return;  // nothing submitted yet: nothing to abort
+  if (grammar_error_) {
+    responded_ = true;
+    return srv_->send_error(*out_, route_, *grammar_error_);
+  }
+  submit_all();
+}
+
+void Job::submit_all() {
+  auto self = shared_from_this();
   remaining_ = seqs.size();
   completion_offsets_.assign(seqs.size(), 0);
   for (size_t i = 0; i < seqs.size(); ++i) {
@@ -876,10 +943,12 @@ std::optional<ApiError> prepare_seq(ApiServer::Impl& srv, Seq& s, bool default_f
     if (!srv.grammars)
       return bad_request(std::string(param) + ": constrained decoding needs the tokenizer; this server runs with "
                          "--skip-tokenizer-init", param);
-    auto g = srv.grammars->get(!regex ? "json_schema" : s.sampling.regex_with_tool_markers ? "tool_regex" : "regex",
-                               regex ? s.sampling.regex : s.sampling.json_schema);
-    if (!g) return bad_request(std::string(param) + ": " + g.status().message(), param);
-    s.grammar = *g;
+    const std::string kind = !regex ? "json_schema" : s.sampling.regex_with_tool_markers ? "tool_regex" : "regex";
+    const std::string& text = regex ? s.sampling.regex : s.sampling.json_schema;
+    if (auto kept = srv.grammars->peek(kind, text))
+      s.grammar = std::move(kept);
+    else
+      s.grammar_pending = Seq::PendingGrammar{kind, text, param};  // compiled by Job::start, off this thread
   }
   if (srv.tok) {
     DetokenizerOptions d;
@@ -1273,7 +1342,10 @@ Status ApiServer::set_backend(Engine* engine, const Tokenizer* tokenizer) {
   Impl& m = *impl_;
   m.engine = engine;
   m.tok = tokenizer;
-  if (tokenizer) m.grammars = std::make_unique<GrammarCache>(*tokenizer, static_cast<int32_t>(engine->model_config().vocab_size));
+  if (tokenizer) {
+    m.grammars = std::make_unique<GrammarCache>(*tokenizer, static_cast<int32_t>(engine->model_config().vocab_size));
+    m.compile_pool = std::make_unique<WorkerPool>(2, 256);
+  }
   for (int64_t id : engine->model_config().eos_token_ids) m.eos_ids.insert(static_cast<int32_t>(id));
   if (engine->model_config().eos_token_id >= 0) m.eos_ids.insert(static_cast<int32_t>(engine->model_config().eos_token_id));
   if (tokenizer) {

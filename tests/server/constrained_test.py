@@ -10,6 +10,8 @@ import json
 import os
 import re
 import sys
+import threading
+import time
 import unittest
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
@@ -145,6 +147,58 @@ class ConstrainedTest(unittest.TestCase):
             self.assertIn(needle, r.body.decode(), sampling)
         out = self.generate("still serving", max_new_tokens=3, ignore_eos=True)
         self.assertEqual(out["meta_info"]["completion_tokens"], 3)
+
+
+class CompilesOffTheIoThreadTest(unittest.TestCase):
+    """One I/O thread and every constraint compile made 1.5 s slower (DSERVE_TEST_COMPILE_DELAY_MS): while a
+    constrained request compiles, the same thread still answers others; the constrained request then completes, and
+    the same constraint again is served from the cache without the delay."""
+    server = None
+
+    @classmethod
+    def setUpClass(cls):
+        os.environ["DSERVE_TEST_COMPILE_DELAY_MS"] = "1500"
+        try:
+            cls.server = H.Server(BINARY, ["--model-path", DEMO, "--page-size", "16", "--max-total-tokens", "16384",
+                                           "--io-threads", "1"]).start()
+        finally:
+            del os.environ["DSERVE_TEST_COMPILE_DELAY_MS"]
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.server.stop(timeout=30)
+        assert code == 0, "server exit code %r; stderr: %s" % (code, cls.server.stderr_lines[-10:])
+
+    def test_other_requests_answered_while_a_constraint_compiles(self):
+        pattern = r"(yes|no)!"
+        body = {"text": "Answer:", "sampling_params": {"max_new_tokens": 8, "temperature": 0, "regex": pattern}}
+        result = {}
+
+        def constrained():
+            t = time.time()
+            result["reply"] = H.post(self.server, "/generate", body)
+            result["seconds"] = time.time() - t
+
+        th = threading.Thread(target=constrained)
+        th.start()
+        time.sleep(0.3)  # the constrained request is in its compile
+        t = time.time()
+        health = H.request(self.server, "GET", "/health", None)
+        plain = H.post(self.server, "/generate", {"text": "x", "sampling_params": {"max_new_tokens": 2,
+                                                                                  "ignore_eos": True}})
+        others = time.time() - t
+        th.join(30)
+        self.assertEqual(health.status, 200, health)
+        self.assertEqual(plain.status, 200, plain)
+        self.assertLess(others, 1.0, "requests waited for the compile")
+        self.assertEqual(result["reply"].status, 200, result["reply"])
+        self.assertGreater(result["seconds"], 1.4)
+        self.assertIsNotNone(re.fullmatch(pattern, result["reply"].json()["text"]), result["reply"].json())
+        t = time.time()
+        again = H.post(self.server, "/generate", body)  # compiled and kept: no compile, no delay
+        self.assertEqual(again.status, 200, again)
+        self.assertLess(time.time() - t, 1.0)
+        self.assertEqual(again.json()["text"], result["reply"].json()["text"])
 
 
 if __name__ == "__main__":
