@@ -150,14 +150,14 @@ class ConstrainedTest(unittest.TestCase):
 
 
 class CompilesOffTheIoThreadTest(unittest.TestCase):
-    """One I/O thread and every constraint compile made 1.5 s slower (DSERVE_TEST_COMPILE_DELAY_MS): while a
+    """One I/O thread and every constraint compile made 3 s slower (DSERVE_TEST_COMPILE_DELAY_MS): while a
     constrained request compiles, the same thread still answers others; the constrained request then completes, and
     the same constraint again is served from the cache without the delay."""
     server = None
 
     @classmethod
     def setUpClass(cls):
-        os.environ["DSERVE_TEST_COMPILE_DELAY_MS"] = "1500"
+        os.environ["DSERVE_TEST_COMPILE_DELAY_MS"] = "3000"
         try:
             cls.server = H.Server(BINARY, ["--model-path", DEMO, "--page-size", "16", "--max-total-tokens", "16384",
                                            "--io-threads", "1"]).start()
@@ -190,14 +190,14 @@ class CompilesOffTheIoThreadTest(unittest.TestCase):
         th.join(30)
         self.assertEqual(health.status, 200, health)
         self.assertEqual(plain.status, 200, plain)
-        self.assertLess(others, 1.0, "requests waited for the compile")
+        self.assertLess(others, 2.0, "requests waited for the compile")
         self.assertEqual(result["reply"].status, 200, result["reply"])
-        self.assertGreater(result["seconds"], 1.4)
+        self.assertGreater(result["seconds"], 2.9)
         self.assertIsNotNone(re.fullmatch(pattern, result["reply"].json()["text"]), result["reply"].json())
         t = time.time()
         again = H.post(self.server, "/generate", body)  # compiled and kept: no compile, no delay
         self.assertEqual(again.status, 200, again)
-        self.assertLess(time.time() - t, 1.0)
+        self.assertLess(time.time() - t, 2.0)
         self.assertEqual(again.json()["text"], result["reply"].json()["text"])
 
 
