@@ -108,6 +108,12 @@ TEST(KernelCost, AttentionCounts) {
   const Cost p = mla_prefill_cost(T, H, 128, 64, 128);
   EXPECT_DOUBLE_EQ(p.flops, 2.0 * H * pairs * (128 + 64 + 128));
   EXPECT_DOUBLE_EQ(p.bytes, 2.0 * (T * H * 192 + T * H * 256 + T * 64 + T * H * 128));
+  // V3.2's indexer at decode, batch 8 x 32K: bf16 keys read once, q, f32 head weights, i32 picks (top-2048, or the
+  // whole context when shorter: 100 positions keep 100).
+  const Cost ix = indexer_cost(8, 32768, 64, 128, 2048);
+  EXPECT_DOUBLE_EQ(ix.flops, 2.0 * 8 * 32768 * 64 * 128);
+  EXPECT_DOUBLE_EQ(ix.bytes, 2.0 * (8.0 * 32768 * 128 + 8.0 * 64 * 128) + 4.0 * 8 * 64 + 4.0 * 8 * 2048);
+  EXPECT_DOUBLE_EQ(indexer_cost(1, 100, 64, 128, 2048).bytes, 2.0 * (100.0 * 128 + 64.0 * 128) + 4.0 * 64 + 4.0 * 100);
 }
 
 TEST(KernelCost, MoeCountsAndActiveExperts) {
