@@ -1,15 +1,60 @@
 // Tool-call block regexes (tool_call_grammar.h), matching what text/tool_call_parser.cpp reads.
 #include "text/tool_call_grammar.h"
 
+#include <set>
+
 #include "text/json_schema_regex.h"
 
 namespace ds {
 
+namespace {
+
+// DSML (V3.2) parameters, one a line in the schema's property order (required ones always, the others optional): a
+// plain string (or an enum of strings) written raw, string="true" (any text without '<', within the schema's length
+// bounds; one of the enum's values), every other value as JSON of its schema, string="false" (the parser inserts it
+// as written).
+Result<std::string> dsml_params(const nlohmann::ordered_json& schema) {
+  if (!schema.is_object() || !schema.contains("properties")) return std::string();  // no parameters
+  const auto& props = schema["properties"];
+  if (!props.is_object()) return error("'properties' must be an object");
+  std::set<std::string> required;
+  if (schema.contains("required") && schema["required"].is_array())
+    for (const auto& r : schema["required"])
+      if (r.is_string()) required.insert(r.get<std::string>());
+  std::string out;
+  for (const auto& [key, s] : props.items()) {
+    std::string value;
+    const bool is_string = s.is_object() && s.contains("type") && s["type"] == "string" && !s.contains("pattern") &&
+                           !s.contains("format") && !s.contains("const");
+    bool enum_of_strings = s.is_object() && s.contains("enum") && s["enum"].is_array() && !s["enum"].empty();
+    if (enum_of_strings)
+      for (const auto& e : s["enum"]) enum_of_strings = enum_of_strings && e.is_string();
+    if (enum_of_strings) {
+      std::string alts;
+      for (const auto& e : s["enum"]) alts += (alts.empty() ? "" : "|") + regex_escape(e.get<std::string>());
+      value = "string=\"true\">(" + alts + ")";
+    } else if (is_string) {
+      const int64_t lo = s.contains("minLength") && s["minLength"].is_number_integer() ? s["minLength"].get<int64_t>() : 0;
+      const int64_t hi = s.contains("maxLength") && s["maxLength"].is_number_integer() ? s["maxLength"].get<int64_t>() : -1;
+      if (lo < 0 || (hi >= 0 && hi < lo)) return error("'", key, "': bad minLength / maxLength");
+      value = "string=\"true\">[^<]" + (lo == 0 && hi < 0 ? std::string("*")
+                                                         : "{" + std::to_string(lo) + "," +
+                                                               (hi >= 0 ? std::to_string(hi) : std::string()) + "}");
+    } else {
+      auto json = json_schema_to_regex(s);
+      if (!json) return error("'", key, "': ", json.status().message());
+      value = "string=\"false\">" + *json;
+    }
+    const std::string p = "<｜DSML｜parameter name=\"" + regex_escape(key) + "\" " + value + "</｜DSML｜parameter>\n";
+    out += "(" + p + ")" + (required.count(key) ? "" : "?");
+  }
+  return out;
+}
+
+}  // namespace
+
 Result<std::string> tool_call_regex(ToolCallFormat format, const nlohmann::ordered_json& tools,
                                     const std::string& only_name) {
-  if (format == ToolCallFormat::kDeepSeekV32)
-    return error("tool_choice \"required\" or a named function: the deepseekv32 (DSML) format cannot be "
-                 "constrained yet; use tool_choice \"auto\"");
   if (!tools.is_array() || tools.empty()) return error("tool_choice \"required\" or a named function needs 'tools'");
   std::string calls;
   for (size_t i = 0; i < tools.size(); ++i) {
@@ -21,9 +66,16 @@ Result<std::string> tool_call_regex(ToolCallFormat format, const nlohmann::order
     if (!only_name.empty() && name != only_name) continue;
     const nlohmann::ordered_json params =
         f->contains("parameters") && !(*f)["parameters"].is_null() ? (*f)["parameters"] : nlohmann::ordered_json{{"type", "object"}};
+    const std::string n = regex_escape(name);
+    if (format == ToolCallFormat::kDeepSeekV32) {
+      auto dsml = dsml_params(params);
+      if (!dsml) return error("tools[", i, "] (", name, ") parameters: ", dsml.status().message());
+      calls += (calls.empty() ? "" : "|") + std::string("(<｜DSML｜invoke name=\"") + n + "\">\n" + *dsml +
+               "</｜DSML｜invoke>\n)";
+      continue;
+    }
     auto args = json_schema_to_regex(params);
     if (!args) return error("tools[", i, "] (", name, ") parameters: ", args.status().message());
-    const std::string n = regex_escape(name);
     std::string call;
     if (format == ToolCallFormat::kDeepSeekV3)
       call = "<｜tool▁call▁begin｜>function<｜tool▁sep｜>" + n + "\n```json\n" + *args + "\n```<｜tool▁call▁end｜>";
@@ -33,6 +85,8 @@ Result<std::string> tool_call_regex(ToolCallFormat format, const nlohmann::order
   }
   if (calls.empty()) return error("tool_choice names the function '", only_name, "', which is not among the tools");
   calls = "(" + calls + ")";
+  if (format == ToolCallFormat::kDeepSeekV32)  // the blank line V3.2's template writes before a block is optional
+    return "(\n\n)?<｜DSML｜function_calls>\n" + calls + (only_name.empty() ? "+" : "") + "</｜DSML｜function_calls>";
   if (only_name.empty()) return "<｜tool▁calls▁begin｜>" + calls + "(\n?" + calls + ")*<｜tool▁calls▁end｜>";
   return "<｜tool▁calls▁begin｜>" + calls + "<｜tool▁calls▁end｜>";
 }

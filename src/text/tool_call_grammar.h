@@ -1,6 +1,7 @@
 // The regex of a tool-call block in DeepSeek's formats, for tool_choice "required" (one call or more, any of the
 // tools) and a named function (exactly one call of it): the markers, each call's name and its arguments as JSON of
-// the tool's parameter schema (text/json_schema_regex.h). DSML (V3.2) is not built.
+// the tool's parameter schema (text/json_schema_regex.h); in DSML (V3.2) each call an invoke with one parameter line a
+// property (plain strings raw, other values as JSON of their schema).
 #pragma once
 #include <string>
 

@@ -1,5 +1,6 @@
 // Tool-call block regexes: what the parser reads matches (V3, V3.1; one or several calls for "required", exactly
-// one of the named function), other text and other functions do not; DSML and unknown names are refused by name.
+// one of the named function), other text and other functions do not; DSML (V3.2) likewise, parsed back into the
+// arguments; unknown names and bad parameter schemas are refused by name.
 #include "text/tool_call_grammar.h"
 
 #include <gtest/gtest.h>
@@ -39,10 +40,63 @@ TEST(ToolCallGrammar, MatchesWhatTheParserReads) {
                            "<｜tool▁call▁end｜><｜tool▁calls▁end｜>"));  // city is required
 }
 
+// DSML (V3.2): invokes with one parameter line a property in the schema's order, plain strings raw (string="true"),
+// other values as JSON (string="false"), optional parameters left out or not; what matches parses into the
+// arguments a client expects.
+TEST(ToolCallGrammar, DsmlMatchesWhatTheParserReads) {
+  const nlohmann::ordered_json tools = nlohmann::ordered_json::parse(R"([
+    {"type": "function", "function": {"name": "book", "parameters": {"type": "object", "properties": {
+       "city": {"type": "string", "maxLength": 12}, "nights": {"type": "integer"},
+       "class": {"enum": ["economy", "first"]}, "tags": {"type": "array", "items": {"type": "string"}}},
+       "required": ["city", "nights"]}}},
+    {"type": "function", "function": {"name": "now"}}])");
+  auto re = tool_call_regex(ToolCallFormat::kDeepSeekV32, tools, "");
+  ASSERT_TRUE(re.is_ok()) << re.status().message();
+  const ByteDfa any = ByteDfa::compile(*re).value();
+  const std::string book =
+      "<｜DSML｜invoke name=\"book\">\n<｜DSML｜parameter name=\"city\" string=\"true\">Nice, FR</｜DSML｜parameter>\n"
+      "<｜DSML｜parameter name=\"nights\" string=\"false\">3</｜DSML｜parameter>\n"
+      "<｜DSML｜parameter name=\"class\" string=\"true\">first</｜DSML｜parameter>\n</｜DSML｜invoke>\n";
+  const std::string now = "<｜DSML｜invoke name=\"now\">\n</｜DSML｜invoke>\n";
+  const std::string block = "\n\n<｜DSML｜function_calls>\n" + book + now + "</｜DSML｜function_calls>";
+  ASSERT_TRUE(any.matches(block));
+  EXPECT_TRUE(any.matches("<｜DSML｜function_calls>\n" + now + "</｜DSML｜function_calls>"));
+  EXPECT_FALSE(any.matches("<｜DSML｜function_calls>\n</｜DSML｜function_calls>"));  // one call at least
+  // nights is required; city is raw text of at most 12 characters without '<'; class is one of the enum's values.
+  auto with = [&](const std::string& from, const std::string& to) {
+    std::string b = block;
+    b.replace(b.find(from), from.size(), to);
+    return b;
+  };
+  EXPECT_FALSE(any.matches(with("<｜DSML｜parameter name=\"nights\" string=\"false\">3</｜DSML｜parameter>\n", "")));
+  EXPECT_FALSE(any.matches(with("Nice, FR", "Nice, FR, France")));
+  EXPECT_FALSE(any.matches(with("Nice, FR", "Nice<FR")));
+  EXPECT_FALSE(any.matches(with(">first<", ">second<")));
+  EXPECT_FALSE(any.matches(with(">3<", ">three<")));
+  EXPECT_TRUE(any.matches(with("<｜DSML｜parameter name=\"class\" string=\"true\">first</｜DSML｜parameter>\n",
+                               "<｜DSML｜parameter name=\"tags\" string=\"false\">[\"sea\"]</｜DSML｜parameter>\n")));
+  ToolCallParser parser(ToolCallFormat::kDeepSeekV32);
+  parser.feed(block);
+  parser.finish();
+  ASSERT_EQ(parser.calls().size(), 2u);
+  EXPECT_EQ(parser.calls()[0].name, "book");
+  EXPECT_EQ(nlohmann::json::parse(parser.calls()[0].arguments),
+            nlohmann::json::parse(R"({"city": "Nice, FR", "nights": 3, "class": "first"})"));
+  EXPECT_EQ(parser.calls()[1].name, "now");
+  EXPECT_EQ(nlohmann::json::parse(parser.calls()[1].arguments), nlohmann::json::object());
+  // A named function: exactly one invoke of it.
+  const ByteDfa named = ByteDfa::compile(tool_call_regex(ToolCallFormat::kDeepSeekV32, tools, "now").value()).value();
+  EXPECT_TRUE(named.matches("<｜DSML｜function_calls>\n" + now + "</｜DSML｜function_calls>"));
+  EXPECT_FALSE(named.matches("<｜DSML｜function_calls>\n" + now + now + "</｜DSML｜function_calls>"));
+  EXPECT_FALSE(named.matches(block));
+}
+
 TEST(ToolCallGrammar, RefusalsNameTheProblem) {
-  auto dsml = tool_call_regex(ToolCallFormat::kDeepSeekV32, kTools, "");
-  ASSERT_FALSE(dsml.is_ok());
-  EXPECT_NE(dsml.status().message().find("deepseekv32"), std::string::npos);
+  auto bad = tool_call_regex(ToolCallFormat::kDeepSeekV32, nlohmann::ordered_json::parse(R"([
+    {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+       "n": {"type": "string", "minLength": 5, "maxLength": 2}}}}}])"), "");
+  ASSERT_FALSE(bad.is_ok());
+  EXPECT_NE(bad.status().message().find("'n'"), std::string::npos) << bad.status().message();
   auto unknown = tool_call_regex(ToolCallFormat::kDeepSeekV3, kTools, "later");
   ASSERT_FALSE(unknown.is_ok());
   EXPECT_NE(unknown.status().message().find("'later'"), std::string::npos);

@@ -149,6 +149,53 @@ class ConstrainedTest(unittest.TestCase):
         self.assertEqual(out["meta_info"]["completion_tokens"], 3)
 
 
+class DsmlToolChoiceTest(unittest.TestCase):
+    """tool_choice with --tool-call-parser deepseekv32: the output constrained to DSML (V3.2's invoke / parameter
+    markup, plain strings raw, integers as JSON) and parsed back into tool calls."""
+    server = None
+
+    @classmethod
+    def setUpClass(cls):
+        cls.server = H.Server(BINARY, ["--model-path", DEMO, "--page-size", "16", "--max-total-tokens", "16384",
+                                       "--tool-call-parser", "deepseekv32"]).start()
+
+    @classmethod
+    def tearDownClass(cls):
+        code = cls.server.stop(timeout=30)
+        assert code == 0, "server exit code %r; stderr: %s" % (code, cls.server.stderr_lines[-10:])
+
+    def test_named_functions(self):
+        # Integers from an enum: the demo model, never trained on tools, would write digits until the budget ends.
+        tools = [{"type": "function", "function": {"name": "get_weather", "parameters": {
+                     "type": "object", "properties": {"city": {"type": "string", "maxLength": 12}},
+                     "required": ["city"]}}},
+                 {"type": "function", "function": {"name": "add", "parameters": {
+                     "type": "object", "properties": {"b": {"type": "integer", "enum": [17, 25]},
+                                                      "a": {"type": "integer", "enum": [17, 25]}},
+                     "required": ["b", "a"]}}}]
+        base = {"messages": [{"role": "user", "content": "What is 17 plus 25?"}], "max_tokens": 400, "temperature": 0,
+                "tools": tools}
+        for name in ("add", "get_weather"):
+            r = H.post(self.server, "/v1/chat/completions",
+                       dict(base, tool_choice={"type": "function", "function": {"name": name}}))
+            self.assertEqual(r.status, 200, r)
+            choice = r.json()["choices"][0]
+            self.assertEqual(choice["finish_reason"], "tool_calls", choice)
+            calls = choice["message"]["tool_calls"]
+            self.assertEqual(len(calls), 1, choice)
+            self.assertEqual(calls[0]["function"]["name"], name)
+            args = json.loads(calls[0]["function"]["arguments"])
+            if name == "add":
+                self.assertEqual(list(args), ["b", "a"])
+                self.assertIn(args["a"], (17, 25))
+                self.assertIn(args["b"], (17, 25))
+            else:
+                self.assertEqual(list(args), ["city"])
+                self.assertIsInstance(args["city"], str)
+                self.assertLessEqual(len(args["city"]), 12)
+                self.assertNotIn("<", args["city"])
+
+
 class CompilesOffTheIoThreadTest(unittest.TestCase):
     """One I/O thread and every constraint compile made 3 s slower (DSERVE_TEST_COMPILE_DELAY_MS): while a
     constrained request compiles, the same thread still answers others; the constrained request then completes, and
