@@ -1,7 +1,11 @@
 // The schema walk: each keyword to its regex piece (see json_schema_regex.h).
 #include "text/json_schema_regex.h"
 
+#include <algorithm>
+#include <cmath>
+#include <optional>
 #include <string_view>
+#include <vector>
 
 namespace ds {
 namespace {
@@ -30,6 +34,49 @@ std::string repeat_bounds(int64_t lo, int64_t hi) {  // hi < 0: unbounded
   if (hi < 0) return "{" + std::to_string(lo) + ",}";
   if (lo == hi) return "{" + std::to_string(lo) + "}";
   return "{" + std::to_string(lo) + "," + std::to_string(hi) + "}";
+}
+
+// Equal-length digit strings lo <= hi (leading zeros allowed): a regex of the strings of that length between them.
+std::string digits_between(const std::string& lo, const std::string& hi) {
+  if (lo.empty()) return "";
+  if (lo[0] == hi[0]) return std::string(1, lo[0]) + digits_between(lo.substr(1), hi.substr(1));
+  const size_t m = lo.size() - 1;
+  const auto cls = [](char a, char b) { return a == b ? std::string(1, a) : "[" + std::string(1, a) + "-" + b + "]"; };
+  const std::string any = m ? "[0-9]{" + std::to_string(m) + "}" : "";
+  if (lo.substr(1) == std::string(m, '0') && hi.substr(1) == std::string(m, '9')) return cls(lo[0], hi[0]) + any;
+  std::string out = "(" + std::string(1, lo[0]) + digits_between(lo.substr(1), std::string(m, '9'));
+  if (lo[0] + 1 <= hi[0] - 1) out += "|" + cls(static_cast<char>(lo[0] + 1), static_cast<char>(hi[0] - 1)) + any;
+  return out + "|" + std::string(1, hi[0]) + digits_between(std::string(m, '0'), hi.substr(1)) + ")";
+}
+
+// Decimal numerals (no sign, no leading zeros) of the integers in [a, b], 0 <= a, b < 0 meaning unbounded.
+std::string naturals_between(int64_t a, int64_t b) {
+  const std::string sa = std::to_string(a);
+  const size_t da = sa.size(), db = b < 0 ? da : std::to_string(b).size();
+  std::string out;
+  int64_t first = a;
+  for (size_t d = da; d <= db; ++d) {
+    int64_t ten = 1;
+    for (size_t i = 0; i < d; ++i) ten *= 10;
+    const int64_t last = (b >= 0 && d == db) ? b : ten - 1;
+    out += (out.empty() ? "" : "|") + digits_between(std::to_string(first), std::to_string(last));
+    first = ten;
+  }
+  if (b < 0) out += "|[1-9][0-9]{" + std::to_string(da) + ",}";  // every longer numeral
+  return "(" + out + ")";
+}
+
+// An integer's regex within [lo, hi] (std::nullopt: unbounded on that side).
+std::string integers_between(std::optional<int64_t> lo, std::optional<int64_t> hi) {
+  std::vector<std::string> alts;
+  if (!lo || *lo < 0) {  // negatives: magnitudes [max(1, -hi), -lo]
+    const int64_t mag_lo = hi && *hi < 0 ? -*hi : 1;
+    alts.push_back("-" + naturals_between(mag_lo, lo ? -*lo : -1));
+  }
+  if (!hi || *hi >= 0) alts.push_back(naturals_between(lo && *lo > 0 ? *lo : 0, hi ? *hi : -1));
+  std::string out = "(";
+  for (size_t i = 0; i < alts.size(); ++i) out += (i ? "|" : "") + alts[i];
+  return out + ")";
 }
 
 class Converter {
@@ -79,7 +126,7 @@ class Converter {
     if (!t.is_string()) return error("json_schema: 'type' must be a string or a list at ", at);
     const std::string type = t.get<std::string>();
     if (type == "string") return string(s, at);
-    if (type == "integer") return kInteger;
+    if (type == "integer") return integer(s, at);
     if (type == "number") return kNumber;
     if (type == "boolean") return kBoolean;
     if (type == "null") return kNull;
@@ -118,6 +165,36 @@ class Converter {
     if (!v.is_number_integer() || v.get<int64_t>() < 0 || v.get<int64_t>() > 10000)
       return error("json_schema: '", key, "' must be an integer in [0, 10000] at ", at);
     return v.get<int64_t>();
+  }
+
+  // minimum / maximum / exclusiveMinimum / exclusiveMaximum (numbers, or draft 4's boolean exclusives) bound the
+  // integers exactly; beyond +-1e17 they are refused rather than ignored.
+  Result<std::string> integer(const Json& s, const std::string& at) {
+    std::optional<int64_t> lo, hi;
+    constexpr double kLimit = 1e17;
+    const auto bound = [&](const char* key, bool upper, bool exclusive) -> Status {
+      const Json& v = s[key];
+      if (!v.is_number()) return error("json_schema: '", key, "' must be a number at ", at);
+      const double x = v.get<double>();
+      if (!(std::fabs(x) <= kLimit)) return error("json_schema: '", key, "' beyond +-1e17 is not supported at ", at);
+      double b = upper ? std::floor(x) : std::ceil(x);
+      if (exclusive && b == x) b += upper ? -1 : 1;
+      const int64_t n = static_cast<int64_t>(b);
+      if (upper) hi = hi ? std::min(*hi, n) : n;
+      else lo = lo ? std::max(*lo, n) : n;
+      return Status::ok();
+    };
+    const bool draft4_min = s.contains("exclusiveMinimum") && s["exclusiveMinimum"].is_boolean();
+    const bool draft4_max = s.contains("exclusiveMaximum") && s["exclusiveMaximum"].is_boolean();
+    if (s.contains("minimum"))
+      DS_RETURN_IF_ERROR(bound("minimum", false, draft4_min && s["exclusiveMinimum"].get<bool>()));
+    if (s.contains("maximum"))
+      DS_RETURN_IF_ERROR(bound("maximum", true, draft4_max && s["exclusiveMaximum"].get<bool>()));
+    if (s.contains("exclusiveMinimum") && !draft4_min) DS_RETURN_IF_ERROR(bound("exclusiveMinimum", false, true));
+    if (s.contains("exclusiveMaximum") && !draft4_max) DS_RETURN_IF_ERROR(bound("exclusiveMaximum", true, true));
+    if (!lo && !hi) return kInteger;
+    if (lo && hi && *lo > *hi) return error("json_schema: no integer lies in [", *lo, ", ", *hi, "] at ", at);
+    return integers_between(lo, hi);
   }
 
   Result<std::string> string(const Json& s, const std::string& at) {

@@ -2,6 +2,10 @@
 // required property, a wrong type, an extra property, out-of-bounds counts) do not; unsupported schemas are named.
 #include "text/json_schema_regex.h"
 
+#include <optional>
+#include <string>
+#include <vector>
+
 #include <gtest/gtest.h>
 
 #include "text/regex_dfa.h"
@@ -56,6 +60,43 @@ TEST(JsonSchemaRegex, ScalarsEnumsRefsAndUnions) {
   const ByteDfa any = dfa_of("{}");
   EXPECT_TRUE(any.matches(R"({"a": [1, "x"], "b": null})"));
   EXPECT_FALSE(any.matches(R"({"a": })"));
+}
+
+// Integer bounds against brute force: every integer in [-1200, 12500] matches exactly when the bounds admit it, for
+// bounds on digit-count edges, negative / positive / straddling ranges, one side open, and the exclusive and
+// fractional forms (draft 6 numbers, draft 4 booleans).
+TEST(JsonSchemaRegex, IntegerBoundsAreExact) {
+  const std::vector<std::optional<int64_t>> edges = {std::nullopt, -1005, -100, -99, -10, -1, 0, 1, 9, 10, 99, 100,
+                                                    101, 999, 1000, 12345};
+  int ranges = 0;
+  for (const auto& lo : edges)
+    for (const auto& hi : edges) {
+      if (lo && hi && *lo > *hi) continue;
+      nlohmann::ordered_json schema = {{"type", "integer"}};
+      if (lo) schema["minimum"] = *lo;
+      if (hi) schema["maximum"] = *hi;
+      auto re = json_schema_to_regex(schema);
+      ASSERT_TRUE(re.is_ok()) << schema.dump() << ": " << re.status().message();
+      const ByteDfa d = ByteDfa::compile(*re).value();
+      for (int64_t v = -1200; v <= 12500; ++v) {
+        const bool in = (!lo || v >= *lo) && (!hi || v <= *hi);
+        ASSERT_EQ(d.matches(std::to_string(v)), in) << schema.dump() << " at " << v << ": " << *re;
+      }
+      EXPECT_FALSE(d.matches("007")) << schema.dump();  // no leading zeros
+      ++ranges;
+    }
+  EXPECT_GT(ranges, 100);
+  const ByteDfa ex = dfa_of(R"({"type": "integer", "exclusiveMinimum": -3, "exclusiveMaximum": 7.5})");
+  const ByteDfa d4 = dfa_of(R"({"type": "integer", "minimum": 2.5, "maximum": 9, "exclusiveMaximum": true})");
+  for (int64_t v = -10; v <= 20; ++v) {
+    EXPECT_EQ(ex.matches(std::to_string(v)), v > -3 && v < 7.5) << v;
+    EXPECT_EQ(d4.matches(std::to_string(v)), v >= 3 && v < 9) << v;
+  }
+  for (const char* bad : {R"({"type": "integer", "minimum": 5, "maximum": 4})",
+                          R"({"type": "integer", "maximum": 1e30})", R"({"type": "integer", "minimum": "3"})"}) {
+    auto re = json_schema_to_regex(nlohmann::ordered_json::parse(bad));
+    EXPECT_FALSE(re.is_ok()) << bad;
+  }
 }
 
 TEST(JsonSchemaRegex, UnsupportedSchemasAreNamed) {
