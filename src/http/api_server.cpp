@@ -343,12 +343,12 @@ void Job::start() {
   std::set<std::string> keys;  // n > 1 samples share a constraint: compiled once
   std::vector<const Seq::PendingGrammar*> todo;
   for (const Seq& s : seqs)
-    if (s.grammar_pending && keys.insert(s.grammar_pending->kind + '\n' + s.grammar_pending->text).second)
+    if (s.grammar_pending && keys.insert(GrammarCache::key(s.grammar_pending->kind, s.grammar_pending->text)).second)
       todo.push_back(&*s.grammar_pending);
   if (todo.empty()) return submit_all();
   grammars_left_ = todo.size();
   for (const Seq::PendingGrammar* g : todo) {
-    std::string key = g->kind + '\n' + g->text;
+    std::string key = GrammarCache::key(g->kind, g->text);
     GrammarCache* cache = srv_->grammars.get();  // alive while this job (which owns the server's state) is
     const bool queued = srv_->compile_pool->post([self, cache, kind = g->kind, text = g->text, key] {
       // DSERVE_TEST_COMPILE_DELAY_MS (tests only): every compile takes this much longer, so a test can watch the I/O
@@ -371,7 +371,7 @@ void Job::start() {
 void Job::on_grammar(const std::string& key, Result<std::shared_ptr<const TokenFsm>> fsm) {
   if (responded_ || grammars_left_ == 0) return;
   for (Seq& s : seqs) {
-    if (!s.grammar_pending || s.grammar_pending->kind + '\n' + s.grammar_pending->text != key) continue;
+    if (!s.grammar_pending || GrammarCache::key(s.grammar_pending->kind, s.grammar_pending->text) != key) continue;
     if (!fsm) {
       if (!grammar_error_) grammar_error_ = bad_request(s.grammar_pending->param + ": " + fsm.status().message(),
                                                         s.grammar_pending->param);

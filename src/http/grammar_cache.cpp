@@ -13,14 +13,14 @@ const std::vector<std::string> kToolMarkers = {"<｜tool▁calls▁begin｜>", "
 
 std::shared_ptr<const TokenFsm> GrammarCache::peek(const std::string& kind, const std::string& text) {
   std::lock_guard<std::mutex> lock(mu_);
-  auto it = map_.find(kind + '\n' + text);
+  auto it = map_.find(key(kind, text));
   if (it == map_.end()) return nullptr;
   lru_.splice(lru_.begin(), lru_, it->second.second);
   return it->second.first;
 }
 
 Result<std::shared_ptr<const TokenFsm>> GrammarCache::get(const std::string& kind, const std::string& text) {
-  const std::string key = kind + '\n' + text;
+  const std::string key = GrammarCache::key(kind, text);
   {
     std::lock_guard<std::mutex> lock(mu_);
     if (auto it = map_.find(key); it != map_.end()) {

@@ -26,6 +26,8 @@ class GrammarCache {
   // vocabulary with the tool-call marker tokens, kToolMarkers, spelled by their content); an error names what is
   // wrong with it.
   Result<std::shared_ptr<const TokenFsm>> get(const std::string& kind, const std::string& text);
+  // What a constraint is kept by (and what identifies one compile in flight).
+  static std::string key(const std::string& kind, const std::string& text) { return kind + '\n' + text; }
   // The compiled constraint when it is kept, else null (never compiles: the server compiles off its I/O threads).
   std::shared_ptr<const TokenFsm> peek(const std::string& kind, const std::string& text);
 

@@ -21,18 +21,26 @@ BINARY = H.dserve_binary(sys.argv)
 DEMO = os.path.join(H.SOURCE_DIR, "models", "dserve-demo")
 
 
-class ConstrainedTest(unittest.TestCase):
+class DemoServerTest(unittest.TestCase):
+    """A `dserve serve` on the demo model for the class's tests: EXTRA_ARGS after the common flags, ENV added to its
+    environment; it must exit cleanly."""
+    EXTRA_ARGS = []
+    ENV = None
     server = None
 
     @classmethod
     def setUpClass(cls):
-        cls.server = H.Server(BINARY, ["--model-path", DEMO, "--page-size", "16", "--max-total-tokens", "16384",
-                                       "--tool-call-parser", "deepseekv3"]).start()
+        cls.server = H.Server(BINARY, ["--model-path", DEMO, "--page-size", "16", "--max-total-tokens", "16384"] +
+                              cls.EXTRA_ARGS, env=cls.ENV).start()
 
     @classmethod
     def tearDownClass(cls):
         code = cls.server.stop(timeout=30)
         assert code == 0, "server exit code %r; stderr: %s" % (code, cls.server.stderr_lines[-10:])
+
+
+class ConstrainedTest(DemoServerTest):
+    EXTRA_ARGS = ["--tool-call-parser", "deepseekv3"]
 
     def generate(self, text, **sampling):
         params = {"max_new_tokens": 48, "temperature": 0}
@@ -149,20 +157,10 @@ class ConstrainedTest(unittest.TestCase):
         self.assertEqual(out["meta_info"]["completion_tokens"], 3)
 
 
-class DsmlToolChoiceTest(unittest.TestCase):
+class DsmlToolChoiceTest(DemoServerTest):
     """tool_choice with --tool-call-parser deepseekv32: the output constrained to DSML (V3.2's invoke / parameter
     markup, plain strings raw, integers as JSON) and parsed back into tool calls."""
-    server = None
-
-    @classmethod
-    def setUpClass(cls):
-        cls.server = H.Server(BINARY, ["--model-path", DEMO, "--page-size", "16", "--max-total-tokens", "16384",
-                                       "--tool-call-parser", "deepseekv32"]).start()
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.server.stop(timeout=30)
-        assert code == 0, "server exit code %r; stderr: %s" % (code, cls.server.stderr_lines[-10:])
+    EXTRA_ARGS = ["--tool-call-parser", "deepseekv32"]
 
     def test_named_functions(self):
         # Integers from an enum: the demo model, never trained on tools, would write digits until the budget ends.
@@ -196,25 +194,12 @@ class DsmlToolChoiceTest(unittest.TestCase):
                 self.assertNotIn("<", args["city"])
 
 
-class CompilesOffTheIoThreadTest(unittest.TestCase):
+class CompilesOffTheIoThreadTest(DemoServerTest):
     """One I/O thread and every constraint compile made 3 s slower (DSERVE_TEST_COMPILE_DELAY_MS): while a
     constrained request compiles, the same thread still answers others; the constrained request then completes, and
     the same constraint again is served from the cache without the delay."""
-    server = None
-
-    @classmethod
-    def setUpClass(cls):
-        os.environ["DSERVE_TEST_COMPILE_DELAY_MS"] = "3000"
-        try:
-            cls.server = H.Server(BINARY, ["--model-path", DEMO, "--page-size", "16", "--max-total-tokens", "16384",
-                                           "--io-threads", "1"]).start()
-        finally:
-            del os.environ["DSERVE_TEST_COMPILE_DELAY_MS"]
-
-    @classmethod
-    def tearDownClass(cls):
-        code = cls.server.stop(timeout=30)
-        assert code == 0, "server exit code %r; stderr: %s" % (code, cls.server.stderr_lines[-10:])
+    EXTRA_ARGS = ["--io-threads", "1"]
+    ENV = {"DSERVE_TEST_COMPILE_DELAY_MS": "3000"}
 
     def test_other_requests_answered_while_a_constraint_compiles(self):
         pattern = r"(yes|no)!"

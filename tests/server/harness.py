@@ -42,9 +42,10 @@ SANITIZED = os.environ.get("DSERVE_TEST_SANITIZED") == "1"
 class Server:
     """A `dserve serve` child process. port 0 -> the port is read from its 'ready on' line."""
 
-    def __init__(self, binary, args, ready_timeout=180):
+    def __init__(self, binary, args, ready_timeout=180, env=None):
         self.binary = binary
         self.args = list(args)
+        self.env = env  # extra environment variables of the child (added to this process's)
         self.ready_timeout = ready_timeout
         self.proc = None
         self.host = "127.0.0.1"
@@ -57,7 +58,8 @@ class Server:
         # DSERVE_TEST_SERVE_ARGS (e.g. "--device cuda") runs the same tests on another backend.
         extra = os.environ.get("DSERVE_TEST_SERVE_ARGS", "").split()
         cmd = [self.binary, "serve", "--host", self.host, "--port", "0"] + self.args + extra
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        env = dict(os.environ, **self.env) if self.env else None
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
         def read_out():
             for line in self.proc.stdout:

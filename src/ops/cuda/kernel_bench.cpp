@@ -783,10 +783,14 @@ class Runner {
         p.num_sms = kernels::device_sm_count();
         p.q_scale = 1.0f / std::sqrt(float(D));
         p.w_scale = 0.125f;
-        auto call = [&](int i, bool mma, Tensor& out) {
+        auto params = [&](int i) {  // instance i's inputs
           kernels::IndexerParams pi = p;
           pi.q = qs[i].data();
           pi.k_cache = keys[i].data();
+          return pi;
+        };
+        auto call = [&](int i, bool mma, Tensor& out) {
+          kernels::IndexerParams pi = params(i);
           pi.out = out.data_as<int32_t>();
           CK(kernels::launch_indexer_topk(pi, mma, stream()));
         };
@@ -806,12 +810,7 @@ class Runner {
         }
         r.max_rel = double(differ) / (double(s.batch) * topk);
         // The scores alone (the select's share is the difference), printed beside the row.
-        auto scores = [&](int i, bool mma) {
-          kernels::IndexerParams pi = p;
-          pi.q = qs[i].data();
-          pi.k_cache = keys[i].data();
-          CK(kernels::launch_indexer_scores(pi, mma, stream()));
-        };
+        auto scores = [&](int i, bool mma) { CK(kernels::launch_indexer_scores(params(i), mma, stream())); };
         const double s_mma = time_calls([&](int i) { scores(i, true); }, inst, bench_);
         const double s_core = time_calls([&](int i) { scores(i, false); }, inst, bench_, true, 20);
         std::printf("  indexer scores alone: tensor cores %.2f us (%.0f GB/s of keys), cuda cores %.2f us\n", s_mma,
