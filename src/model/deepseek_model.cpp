@@ -45,11 +45,13 @@ ModelOptions model_options(bool disable_shared_experts_fusion) {
   if (env_text("DSERVE_SHARED_AFTER_ROUTE"))
     o.shared_fork = env_flag("DSERVE_SHARED_AFTER_ROUTE", false) ? ModelOptions::SharedFork::kAfterRoute
                                                                   : ModelOptions::SharedFork::kBeforeRoute;
+  o.sparse_prefill_min_context = env_int("DSERVE_SPARSE_PREFILL_MIN_CONTEXT", o.sparse_prefill_min_context);
   return o;
 }
 
 DeepseekModel::DeepseekModel(const ModelConfig& cfg, const ModelWeights& w, Ops& ops, const ModelOptions& options)
-    : cfg_(cfg), ops_(ops), shared_fork_(options.shared_fork), dp_attention_(options.dp_attention && ops.tp_size() > 1) {
+    : cfg_(cfg), ops_(ops), shared_fork_(options.shared_fork), dp_attention_(options.dp_attention && ops.tp_size() > 1),
+      sparse_prefill_min_context_(options.sparse_prefill_min_context) {
   // Shared-experts fusion for every MoE layer (one routing for all of them) or none.
   bool fuse = options.shared_experts_fusion && cfg_.n_shared_experts > 0;
   bool any_moe = false;
@@ -284,7 +286,10 @@ Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tenso
   }
   Tensor q3 = q.reshape({T, H, dqk});  // rope part not rotated yet: each attention form below does it
 
-  if (mode == AttnMode::kAuto) mode = meta.max_q_len > 1 ? AttnMode::kMha : AttnMode::kAbsorbed;
+  if (mode == AttnMode::kAuto) {
+    const bool sparse_prefill = a.has_indexer && meta.max_seq_len >= sparse_prefill_min_context_;
+    mode = meta.max_q_len > 1 && !sparse_prefill ? AttnMode::kMha : AttnMode::kAbsorbed;
+  }
   // Latent KV row [normalised c | rotated k_pe] written to the cache, beside the query's rope and absorption
   // (independent until attention reads the cache: joined right before that). The absorbed form with bf16 w_kc
   // hands both to one op (one launch at decode sizes on CUDA).

@@ -36,10 +36,16 @@ struct ModelOptions {
   // parallelism shards them) run over every rank's tokens, gathered before and summed and scattered back after.
   // A rank with nothing to run calls forward with zero tokens (an idle step) so that the others' MLPs meet it.
   bool dp_attention = false;
+  // V3.2 prefill attends in the absorbed MQA form over each token's top-k latent rows (sparse: at most index_topk
+  // keys a token, 128 heads sharing each gathered row) once the batch's longest context reaches this many
+  // positions; below it, in the MHA form over every position with the top-k as a mask (fewer FLOPs a key: dense
+  // wins until the context is a few times index_topk). Measured on the device: BENCHMARKS.md, session 61.
+  int64_t sparse_prefill_min_context = 8192;
 };
 // The options of a run: DSERVE_SHARED_EXPERTS_FUSION=1 turns the fusion on (A/B runs, tests) unless
 // --disable-shared-experts-fusion (SGLang's flag, `disable_shared_experts_fusion`) is given;
-// DSERVE_SHARED_AFTER_ROUTE=1 / =0 forces shared_fork after / before the routing (unset: kAuto).
+// DSERVE_SHARED_AFTER_ROUTE=1 / =0 forces shared_fork after / before the routing (unset: kAuto);
+// DSERVE_SPARSE_PREFILL_MIN_CONTEXT=n replaces sparse_prefill_min_context (A/B runs).
 ModelOptions model_options(bool disable_shared_experts_fusion);
 
 class DeepseekModel {
@@ -137,6 +143,7 @@ class DeepseekModel {
   MoeRouting routing_;
   ModelOptions::SharedFork shared_fork_ = ModelOptions::SharedFork::kAuto;
   bool dp_attention_ = false;
+  int64_t sparse_prefill_min_context_ = 0;
   std::vector<int64_t> dp_counts_;  // tokens per rank this step (data-parallel attention)
   int64_t dp_offset_ = 0, dp_total_ = 0;
 };

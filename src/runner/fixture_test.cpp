@@ -186,6 +186,30 @@ TEST_P(FixtureTest, AbsorbedAndChunkedPathsMatchTransformers) {
   EXPECT_LE(score_diff(runner.score(ids, 0, AttnMode::kAbsorbed, 77), *longest), kTol) << "chunked absorbed";
 }
 
+// V3.2's prefill form by context length (ModelOptions::sparse_prefill_min_context): at or past the threshold the
+// automatic choice is the absorbed sparse form, below it the MHA form with the top-k mask; both match transformers.
+TEST(FixtureV32, SparsePrefillFormByContext) {
+  ModelOptions sparse_opts, dense_opts;
+  sparse_opts.sparse_prefill_min_context = 1;
+  dense_opts.sparse_prefill_min_context = int64_t{1} << 40;
+  Loaded sparse = load("v32", sparse_opts), dense = load("v32", dense_opts);
+  ASSERT_TRUE(sparse.model && dense.model);
+  const nlohmann::json* longest = nullptr;
+  for (const auto& e : sparse.ref["score"])
+    if (!longest || e["input_ids"].size() > (*longest)["input_ids"].size()) longest = &e;
+  const std::vector<int32_t> ids = ids_of((*longest)["input_ids"]);
+  ASSERT_GT(ids.size(), static_cast<size_t>(sparse.cfg.index_topk));  // the top-k selects
+  SequenceRunner rs(*sparse.model, *sparse.ops), rd(*dense.model, *dense.ops);
+  const ScoreResult a = rs.score(ids, 0), b = rd.score(ids, 0);
+  EXPECT_LE(score_diff(a, *longest), kTol) << "sparse";
+  EXPECT_LE(score_diff(b, *longest), kTol) << "dense";
+  // Each automatic choice is exactly the forced form (same backend, same order of operations)...
+  EXPECT_EQ(a.token_logprobs, rs.score(ids, 0, AttnMode::kAbsorbed).token_logprobs);
+  EXPECT_EQ(b.token_logprobs, rd.score(ids, 0, AttnMode::kMha).token_logprobs);
+  // ...and the two forms round differently, so the threshold did choose.
+  EXPECT_NE(a.token_logprobs, b.token_logprobs);
+}
+
 TEST_P(FixtureTest, GreedyGenerationMatchesTransformers) {
   Loaded l = load(GetParam());
   SequenceRunner runner(*l.model, *l.ops);
