@@ -18,6 +18,9 @@ constexpr int kSelectThreads = 1024;
 constexpr int kMmaThreads = 128;  // four warps, 16 positions of a 64-position tile each
 constexpr int kMmaTile = 64;
 constexpr int kMmaBlocksPerSm = 6;  // resident at 35 KB of shared memory each: enough tiles in flight to stream keys
+constexpr int kMtTokens = 4;             // multi-token scores: consecutive query rows of one sequence a block
+constexpr int kMtWarps = 8;              // four 16-position row groups x two pairs of tokens
+constexpr int kMtThreads = kMtWarps * 32;
 constexpr int kSelectBuckets = 4096;     // 12-bit digits
 constexpr int kSelectCandidates = 4096;  // keys of the first digit's bucket listed in shared memory (16 KB)
 constexpr int kSelectStage = 40960;      // keys staged in shared memory (160 KB); a longer context reads the rest again
@@ -133,6 +136,125 @@ __global__ void __launch_bounds__(kMmaThreads) indexer_scores_mma_kernel(Indexer
       if (j0 + 8 < n) out[j0 + 8] = s1;
     }
     __syncthreads();  // the next tile's loads overwrite ks
+  }
+}
+
+// Prefill: the same tensor-core scores for kMtTokens consecutive query rows of one sequence (grid: row groups x
+// sequences), which share each key tile, so a tile is read once for four tokens instead of once a token; the tiles
+// double-buffered (cp.async). Warp w takes positions (w % 4) * 16 of the tile for tokens 2 (w / 4) and 2 (w / 4) + 1.
+// Rows outside this launch's chunk [token_begin, token_begin + token_count) are skipped (another launch covers them).
+template <int HP, int D>
+__global__ void __launch_bounds__(kMtThreads) indexer_scores_mt_kernel(IndexerParams p) {
+  constexpr int LD = D + 8;
+  constexpr int kChunks = D / 8;
+  extern __shared__ __align__(16) unsigned char smem[];
+  __nv_bfloat16* qs = reinterpret_cast<__nv_bfloat16*>(smem);  // [kMtTokens][HP][LD]
+  __nv_bfloat16* ks = qs + kMtTokens * HP * LD;                 // [2][kMmaTile][LD]
+  float* ws = reinterpret_cast<float*>(ks + 2 * kMmaTile * LD); // [kMtTokens][HP] scaled head weights
+  __shared__ int s_n[kMtTokens];                               // context length a row (0: not this launch's)
+  const int seq = blockIdx.y;
+  const int q0 = p.q_starts[seq], qn = p.q_starts[seq + 1] - q0;
+  const int g0 = static_cast<int>(blockIdx.x) * kMtTokens;
+  if (g0 >= qn) return;
+  const int64_t tbase = int64_t{q0} + g0;  // token of row slot 0
+  const int64_t t_lo = max(tbase, p.token_begin);
+  const int64_t t_hi = min(int64_t{q0} + min(g0 + kMtTokens, qn), p.token_begin + p.token_count);
+  if (t_lo >= t_hi) return;
+  const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+  const auto mine = [&](int slot) { return tbase + slot >= t_lo && tbase + slot < t_hi; };
+  if (tid < kMtTokens) s_n[tid] = mine(tid) ? p.positions[tbase + tid] + 1 : 0;
+  const __nv_bfloat16* q = static_cast<const __nv_bfloat16*>(p.q);
+  for (int c = tid; c < kMtTokens * HP * kChunks; c += kMtThreads) {
+    const int slot = c / (HP * kChunks), h = (c / kChunks) % HP, part = c % kChunks;
+    const bool valid = mine(slot) && h < p.heads;
+    ptx::cp_async16(qs + (slot * HP + h) * LD + part * 8, valid ? q + ((tbase + slot) * p.heads + h) * D + part * 8 : q,
+                    valid);
+  }
+  for (int i = tid; i < kMtTokens * HP; i += kMtThreads) {
+    const int slot = i / HP, h = i % HP;
+    ws[i] = mine(slot) && h < p.heads ? head_weight(p, tbase + slot, h) : 0.0f;
+  }
+  ptx::cp_async_commit();
+  __syncthreads();  // s_n
+  int n_max = 0;
+#pragma unroll
+  for (int i = 0; i < kMtTokens; ++i) n_max = max(n_max, s_n[i]);
+  const int32_t* table = p.block_table + static_cast<int64_t>(seq) * p.max_pages;
+  const __nv_bfloat16* kc = static_cast<const __nv_bfloat16*>(p.k_cache);
+  const auto load_tile = [&](int tile) {
+    __nv_bfloat16* dst = ks + (tile % 2) * kMmaTile * LD;
+    for (int c = tid; c < kMmaTile * kChunks; c += kMtThreads) {
+      const int row = c / kChunks, part = c % kChunks, j = tile * kMmaTile + row;
+      const bool valid = j < n_max;
+      const __nv_bfloat16* src =
+          valid ? kc + (static_cast<int64_t>(table[j / p.page_size]) * p.page_size + j % p.page_size) * D + part * 8
+                : kc;
+      ptx::cp_async16(dst + row * LD + part * 8, src, valid);
+    }
+    ptx::cp_async_commit();
+  };
+  const int tiles = (n_max + kMmaTile - 1) / kMmaTile;
+  const int pg = warp % 4, pair = warp / 4;
+  int n_slot[2];
+#pragma unroll
+  for (int s = 0; s < 2; ++s) n_slot[s] = s_n[2 * pair + s];
+  load_tile(0);
+  for (int tile = 0; tile < tiles; ++tile) {
+    if (tile + 1 < tiles) {
+      load_tile(tile + 1);
+      ptx::cp_async_wait<1>();
+    } else {
+      ptx::cp_async_wait<0>();
+    }
+    __syncthreads();
+    const __nv_bfloat16* kt = ks + (tile % 2) * kMmaTile * LD;
+    const int first = tile * kMmaTile + pg * 16;  // this warp's first position
+    bool live[2];
+#pragma unroll
+    for (int s = 0; s < 2; ++s) live[s] = first < n_slot[s];
+    if (live[0] || live[1]) {  // warp-uniform
+      float acc[2][HP / 8][4] = {};
+#pragma unroll
+      for (int kk = 0; kk < D / 16; ++kk) {
+        uint32_t a[4];
+        ptx::ldmatrix_x4(a, kt + (pg * 16 + lane % 16) * LD + kk * 16 + (lane / 16) * 8);
+#pragma unroll
+        for (int s = 0; s < 2; ++s) {
+          if (!live[s]) continue;
+          const __nv_bfloat16* qb = qs + (2 * pair + s) * HP * LD;
+#pragma unroll
+          for (int np = 0; np < HP / 16; ++np) {
+            uint32_t b[4];
+            ptx::ldmatrix_x4(b, qb + (np * 16 + lane % 8 + (lane / 16) * 8) * LD + kk * 16 + ((lane / 8) % 2) * 8);
+            ptx::mma_bf16(acc[s][2 * np], a, b[0], b[1]);
+            ptx::mma_bf16(acc[s][2 * np + 1], a, b[2], b[3]);
+          }
+        }
+      }
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {
+        if (!live[s]) continue;
+        const float* w = ws + (2 * pair + s) * HP;
+        float s0 = 0.0f, s1 = 0.0f;  // positions first + lane / 4 and + 8, this lane's heads
+#pragma unroll
+        for (int j = 0; j < HP / 8; ++j) {
+          const int h = j * 8 + 2 * (lane % 4);
+          s0 += w[h] * fmaxf(0.0f, acc[s][j][0] * p.q_scale) + w[h + 1] * fmaxf(0.0f, acc[s][j][1] * p.q_scale);
+          s1 += w[h] * fmaxf(0.0f, acc[s][j][2] * p.q_scale) + w[h + 1] * fmaxf(0.0f, acc[s][j][3] * p.q_scale);
+        }
+        s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
+        s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
+        s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+        s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+        if (lane % 4 == 0) {
+          float* out = p.scores + (tbase + 2 * pair + s - p.token_begin) * p.score_cols;
+          const int j0 = first + lane / 4;
+          if (j0 < n_slot[s]) out[j0] = s0;
+          if (j0 + 8 < n_slot[s]) out[j0 + 8] = s1;
+        }
+      }
+    }
+    __syncthreads();  // the next iteration's load overwrites this buffer
   }
 }
 
@@ -353,12 +475,30 @@ cudaError_t launch_mma(const IndexerParams& p, dim3 grid, cudaStream_t stream) {
   return launch_plain(indexer_scores_mma_kernel<HP, D>, grid, kMmaThreads, smem, stream, p);
 }
 
+template <int HP, int D>
+cudaError_t launch_mt(const IndexerParams& p, cudaStream_t stream) {
+  constexpr size_t smem =
+      sizeof(__nv_bfloat16) * (kMtTokens * HP + 2 * kMmaTile) * (D + 8) + sizeof(float) * kMtTokens * HP;
+  static_assert(smem <= 227 * 1024, "indexer multi-token tiles over the shared-memory limit");
+  if constexpr (smem > 48 * 1024) {
+    static PerDevice<cudaError_t> attr;
+    if (const cudaError_t e = attr.get([] {
+          return cudaFuncSetAttribute(indexer_scores_mt_kernel<HP, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                      static_cast<int>(smem));
+        });
+        e != cudaSuccess)
+      return e;
+  }
+  const dim3 grid(static_cast<unsigned>((p.max_q_len + kMtTokens - 1) / kMtTokens), static_cast<unsigned>(p.num_seqs));
+  return launch_plain(indexer_scores_mt_kernel<HP, D>, grid, kMtThreads, smem, stream, p);
+}
+
 template <int HP>
-cudaError_t launch_mma_dim(const IndexerParams& p, dim3 grid, cudaStream_t stream) {
+cudaError_t launch_mma_dim(const IndexerParams& p, dim3 grid, bool multi_token, cudaStream_t stream) {
   switch (p.dim) {
-    case 32: return launch_mma<HP, 32>(p, grid, stream);
-    case 64: return launch_mma<HP, 64>(p, grid, stream);
-    case 128: return launch_mma<HP, 128>(p, grid, stream);
+    case 32: return multi_token ? launch_mt<HP, 32>(p, stream) : launch_mma<HP, 32>(p, grid, stream);
+    case 64: return multi_token ? launch_mt<HP, 64>(p, stream) : launch_mma<HP, 64>(p, grid, stream);
+    case 128: return multi_token ? launch_mt<HP, 128>(p, stream) : launch_mma<HP, 128>(p, grid, stream);
     default: return cudaErrorInvalidValue;
   }
 }
@@ -380,9 +520,11 @@ cudaError_t launch_indexer_scores(const IndexerParams& p, bool mma, cudaStream_t
       per_token = std::min<int64_t>(
           tiles, std::max<int64_t>(1, (int64_t{p.num_sms} * kMmaBlocksPerSm + p.token_count - 1) / p.token_count));
     const dim3 grid(static_cast<unsigned>(p.token_count), static_cast<unsigned>(per_token));
-    const cudaError_t e = p.heads <= 16   ? launch_mma_dim<16>(p, grid, stream)
-                          : p.heads <= 32 ? launch_mma_dim<32>(p, grid, stream)
-                                          : launch_mma_dim<64>(p, grid, stream);
+    // Prefill-sized rows per sequence: the multi-token kernel (DSERVE_INDEXER_MT=0 at the caller: never).
+    const bool mt = p.multi_token && p.max_q_len >= kIndexerMultiTokenMinRows;
+    const cudaError_t e = p.heads <= 16   ? launch_mma_dim<16>(p, grid, mt, stream)
+                          : p.heads <= 32 ? launch_mma_dim<32>(p, grid, mt, stream)
+                                          : launch_mma_dim<64>(p, grid, mt, stream);
     if (e != cudaSuccess) return e;
   } else {
     const size_t smem = sizeof(float) * (p.heads * p.dim + p.heads);

@@ -10,6 +10,8 @@
 namespace ds::kernels {
 
 constexpr int kIndexerMaxTopk = 4096;
+// Sequences with at least this many query rows in the batch score several rows a block (sharing key tiles).
+constexpr int kIndexerMultiTokenMinRows = 8;
 
 struct IndexerParams {
   const void* q;              // [tokens, heads, dim] bf16
@@ -24,6 +26,8 @@ struct IndexerParams {
   int64_t token_begin, token_count;  // the tokens handled by this launch (scratch row r = token_begin + r)
   int64_t heads, dim, max_pages;
   int num_seqs, page_size;
+  int max_q_len;              // the longest sequence's query rows in the batch
+  bool multi_token;           // allow the multi-token scoring kernel (tensor-core path, max_q_len large enough)
   int score_cols;             // scratch row length: > every position (max_pages * page_size)
   int topk;
   int num_sms;                // sizes the scoring grid (0: one block per 64 positions)

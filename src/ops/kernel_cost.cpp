@@ -107,11 +107,17 @@ Cost mla_decode_cost(int64_t batch, int64_t context, int64_t heads, int64_t head
   return c;
 }
 
-Cost indexer_cost(int64_t batch, int64_t context, int64_t heads, int64_t dim, int64_t topk) {
+Cost indexer_cost(int64_t batch, int64_t context, int64_t heads, int64_t dim, int64_t topk, int64_t q_len) {
+  double positions = 0, picks = 0;  // over one sequence's rows
+  for (int64_t i = 0; i < q_len; ++i) {
+    const int64_t n = context - q_len + i + 1;
+    positions += double(n);
+    picks += double(std::min(topk, n));
+  }
+  const double rows = double(batch) * q_len;
   Cost c;
-  c.flops = 2.0 * batch * context * double(heads) * dim;
-  c.bytes = kBf16 * (double(batch) * context * dim + double(batch) * heads * dim) + 4.0 * batch * heads +
-            4.0 * batch * std::min(topk, context);
+  c.flops = 2.0 * batch * positions * double(heads) * dim;
+  c.bytes = kBf16 * (double(batch) * context * dim + rows * heads * dim) + 4.0 * rows * heads + 4.0 * batch * picks;
   return c;
 }
 

@@ -59,10 +59,11 @@ Cost linear_cost(int64_t M, int64_t in, int64_t out);
 // Absorbed MLA decode: batch sequences of `context` cached rows of head_dim (latent | rope) values, one query
 // token each; value = first v_dim columns. Each cached row is read once for all heads.
 Cost mla_decode_cost(int64_t batch, int64_t context, int64_t heads, int64_t head_dim = 576, int64_t v_dim = 512);
-// V3.2 lightning indexer at decode: batch tokens each scoring `context` cached index keys of `dim` bf16 values with
-// `heads` query heads (q [batch, heads, dim], weights [batch, heads] f32), the top-k positions written (i32). The
-// scores' scratch is the kernel's business, not counted.
-Cost indexer_cost(int64_t batch, int64_t context, int64_t heads, int64_t dim, int64_t topk);
+// V3.2 lightning indexer: batch sequences of `context` cached index keys of `dim` bf16 values, each with q_len query
+// rows (the last at position context - 1; decode: 1) of `heads` query heads (q [rows, heads, dim], weights [rows,
+// heads] f32); row i scores its n_i = context - q_len + i + 1 positions and writes its top min(topk, n_i) (i32). Keys
+// count once a sequence; the scores' scratch is the kernel's business, not counted.
+Cost indexer_cost(int64_t batch, int64_t context, int64_t heads, int64_t dim, int64_t topk, int64_t q_len = 1);
 // MHA-form MLA prefill of one causal sequence of `tokens` (no cached prefix): q [T, H, nope + rope],
 // kv [T, H, nope + v], the shared rope key [T, rope] (read from the context rows), out [T, H, v].
 Cost mla_prefill_cost(int64_t tokens, int64_t heads, int64_t nope = 128, int64_t rope = 64, int64_t v = 128);

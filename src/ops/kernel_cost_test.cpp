@@ -114,6 +114,10 @@ TEST(KernelCost, AttentionCounts) {
   EXPECT_DOUBLE_EQ(ix.flops, 2.0 * 8 * 32768 * 64 * 128);
   EXPECT_DOUBLE_EQ(ix.bytes, 2.0 * (8.0 * 32768 * 128 + 8.0 * 64 * 128) + 4.0 * 8 * 64 + 4.0 * 8 * 2048);
   EXPECT_DOUBLE_EQ(indexer_cost(1, 100, 64, 128, 2048).bytes, 2.0 * (100.0 * 128 + 64.0 * 128) + 4.0 * 64 + 4.0 * 100);
+  // At prefill, 3 rows over a context of 5: rows score 3, 4 and 5 positions (keep 2, 2, 2 with top-2); the keys once.
+  const Cost pf = indexer_cost(2, 5, 4, 8, 2, 3);
+  EXPECT_DOUBLE_EQ(pf.flops, 2.0 * 2 * (3 + 4 + 5) * 4 * 8);
+  EXPECT_DOUBLE_EQ(pf.bytes, 2.0 * (2.0 * 5 * 8 + 6.0 * 4 * 8) + 4.0 * 6 * 4 + 4.0 * 2 * 6);
 }
 
 TEST(KernelCost, MoeCountsAndActiveExperts) {

@@ -1060,10 +1060,15 @@ class CudaOps final : public Ops {
     DS_CHECK(cols >= m.max_seq_len && cols <= INT32_MAX, "indexer block table ", m.block_table.describe(),
              " for contexts up to ", m.max_seq_len);
     // Scores go through a scratch buffer of at most 256 MiB: tokens in chunks.
-    const int64_t chunk = std::clamp<int64_t>((int64_t{64} << 20) / cols, 1, T);
+    // DSERVE_INDEXER_CHUNK_ROWS=n (tests, read per call) caps the rows a launch: chunk boundaries inside the
+    // multi-token kernel's row groups.
+    const int64_t cap = env_int("DSERVE_INDEXER_CHUNK_ROWS", 0);
+    const int64_t chunk = std::clamp<int64_t>((int64_t{64} << 20) / cols, 1, cap > 0 ? std::min(cap, T) : T);
     Tensor scratch = empty({chunk, cols}, DType::kF32);
     // DSERVE_INDEXER_MMA=0 (A/B runs, read per call): scores on CUDA cores.
     const bool mma = env_flag("DSERVE_INDEXER_MMA", true);
+    // DSERVE_INDEXER_MT=0 (A/B runs): prefill rows scored one token a block, as decode rows are.
+    const bool multi_token = env_flag("DSERVE_INDEXER_MT", true);
     for (int64_t t0 = 0; t0 < T; t0 += chunk) {
       kernels::IndexerParams p{};
       p.q = q.data();
@@ -1082,6 +1087,8 @@ class CudaOps final : public Ops {
       p.max_pages = m.block_table.dim(1);
       p.num_seqs = m.num_seqs;
       p.page_size = m.page_size;
+      p.max_q_len = m.max_q_len;
+      p.multi_token = multi_token;
       p.score_cols = static_cast<int>(cols);
       p.topk = topk;
       p.num_sms = kernels::device_sm_count();

@@ -294,10 +294,24 @@ TEST_F(CudaOpsTest, IndexerTopk) {
       {{{0, 300}}, 48, 64, 128},                                    // heads padded to the tile's 64
       {{{150, 2}}, 80, 64, 64},                                     // more heads than the tensor-core path takes
       {{{45000, 1}}, 64, 128, 2048},  // a row past the select's 40960 keys staged in shared memory
+      // prefill rows of several sequences, counts not multiples of the multi-token kernel's 4, cached prefixes
+      {{{100, 37}, {0, 9}, {2100, 70}, {5, 1}}, 64, 128, 2048},
+      {{{0, 21}, {64, 11}}, 32, 64, 16},
   };
-  for (const bool mma : {true, false})
+  // Modes: the tensor cores with several prefill rows a block; the same with 5 rows a launch (chunk boundaries
+  // inside a block's rows); one row a block; CUDA cores.
+  struct Mode {
+    const char* name;
+    bool mma, mt;
+    const char* chunk_rows;
+  };
+  for (const Mode mode : {Mode{"mma-multi-token", true, true, "0"}, Mode{"mma-multi-token-chunk5", true, true, "5"},
+                          Mode{"mma", true, false, "0"}, Mode{"cuda-core", false, false, "0"}})
     for (const Case& c : cases) {
+      const bool mma = mode.mma;
       test::ScopedEnv env("DSERVE_INDEXER_MMA", mma ? "1" : "0");
+      test::ScopedEnv env_mt("DSERVE_INDEXER_MT", mode.mt ? "1" : "0");
+      test::ScopedEnv env_rows("DSERVE_INDEXER_CHUNK_ROWS", mode.chunk_rows);
       int64_t tokens = 0, max_len = 0;
       for (auto& s : c.seqs) tokens += s.second, max_len = std::max(max_len, s.first + s.second);
       const int num_pages = static_cast<int>(c.seqs.size() * ((max_len + page_size - 1) / page_size) + 2);
@@ -352,7 +366,7 @@ TEST_F(CudaOpsTest, IndexerTopk) {
           EXPECT_GE(min_in, max_out - 1e-4) << "token " << t << ": a better position was left out";
         }
       std::printf("ERR indexer_topk %s Hi %lld D %lld topk %d: cpu picks the gpu left out %lld of %lld\n",
-                  mma ? "mma" : "cuda-core", static_cast<long long>(c.Hi), static_cast<long long>(c.D), c.topk,
+                  mode.name, static_cast<long long>(c.Hi), static_cast<long long>(c.D), c.topk,
                   static_cast<long long>(differ), static_cast<long long>(tokens * c.topk));
       EXPECT_LE(differ, tokens * c.topk / 100) << "more than 1% of the cpu's picks left out";
     }

@@ -738,33 +738,42 @@ class Runner {
     }
   }
 
-  // V3.2's lightning indexer at decode (64 heads of 128, top-2048, page 64): ours = the tensor-core scores + the
-  // radix select, baseline = the CUDA-core scores + the same select (DSERVE_INDEXER_MMA=0's path); max_rel = the
-  // share of chosen positions the two disagree on (near-ties).
+  // V3.2's lightning indexer (64 heads of 128, top-2048, page 64). Decode rows: ours = the tensor-core scores + the
+  // radix select, baseline = the CUDA-core scores + the same select (DSERVE_INDEXER_MMA=0's path). Prefill rows
+  // (q_len query rows a sequence): ours = the multi-token tensor-core scores + the select, baseline = the one-token
+  // tensor-core scores + the select (DSERVE_INDEXER_MT=0's path). max_rel = the share of chosen positions the two
+  // disagree on (near-ties).
   void indexer_cases() {
     struct Shape {
-      int batch, context;
+      int batch, context, q_len;
     };
-    const std::vector<Shape> shapes = bench_.quick ? std::vector<Shape>{{1, 32768}, {64, 4096}}
-                                                   : std::vector<Shape>{{1, 4096}, {1, 32768}, {8, 32768}, {64, 4096}};
+    const std::vector<Shape> shapes =
+        bench_.quick ? std::vector<Shape>{{1, 32768, 1}, {64, 4096, 1}, {1, 8192, 8192}}
+                     : std::vector<Shape>{{1, 4096, 1},    {1, 32768, 1},    {8, 32768, 1},
+                                          {64, 4096, 1},   {1, 8192, 8192}, {1, 32768, 2048}};
     const int H = 64, D = 128, topk = 2048;
     for (const Shape& s : shapes) {
       char shape[128];
-      std::snprintf(shape, sizeof shape, "batch=%d context=%d heads=%d dim=%d topk=%d", s.batch, s.context, H, D, topk);
-      run_case("indexer_topk", "v3.2", shape, kbench::indexer_cost(s.batch, s.context, H, D, topk), [&](Row& r) {
-        std::mt19937 rng(s.batch * 977 + s.context);
-        kcases::Batch bt = kcases::make_batch(std::vector<int>(s.batch, s.context), std::vector<int>(s.batch, 1), 64, rng);
-        const int inst = instances_for(double(bt.slots) * D * 2, bench_, 8);
+      const bool prefill = s.q_len > 1;
+      const int rows = s.batch * s.q_len;
+      std::snprintf(shape, sizeof shape, "batch=%d context=%d%s heads=%d dim=%d topk=%d", s.batch, s.context,
+                    prefill ? (" q_len=" + std::to_string(s.q_len)).c_str() : "", H, D, topk);
+      run_case(prefill ? "indexer_prefill" : "indexer_topk", "v3.2", shape,
+               kbench::indexer_cost(s.batch, s.context, H, D, topk, s.q_len), [&](Row& r) {
+        std::mt19937 rng(s.batch * 977 + s.context + s.q_len);
+        kcases::Batch bt =
+            kcases::make_batch(std::vector<int>(s.batch, s.context), std::vector<int>(s.batch, s.q_len), 64, rng);
+        const int inst = prefill ? 1 : instances_for(double(bt.slots) * D * 2, bench_, 8);
         std::vector<Tensor> keys, qs;
         for (int i = 0; i < inst; ++i) {
           keys.push_back(rnd().make({bt.slots, D}, DType::kBF16, 4000 + i));
-          qs.push_back(rnd().make({s.batch, H, D}, DType::kBF16, 5000 + i));
+          qs.push_back(rnd().make({rows, H, D}, DType::kBF16, 5000 + i));
         }
-        Tensor w = rnd().make({s.batch, H}, DType::kF32, 6000);
+        Tensor w = rnd().make({rows, H}, DType::kF32, 6000);
         const int64_t cols = bt.dev.block_table.dim(1) * 64;
-        Tensor scratch = Tensor::empty({s.batch, cols}, DType::kF32, Device::kCuda);
-        Tensor mine = Tensor::empty({s.batch, topk}, DType::kI32, Device::kCuda);
-        Tensor theirs = Tensor::empty({s.batch, topk}, DType::kI32, Device::kCuda);
+        Tensor scratch = Tensor::empty({rows, cols}, DType::kF32, Device::kCuda);
+        Tensor mine = Tensor::empty({rows, topk}, DType::kI32, Device::kCuda);
+        Tensor theirs = Tensor::empty({rows, topk}, DType::kI32, Device::kCuda);
         kernels::IndexerParams p{};
         p.w = w.data();
         p.w_f32 = true;
@@ -772,12 +781,13 @@ class Runner {
         p.q_starts = bt.dev.q_starts.data_as<int32_t>();
         p.block_table = bt.dev.block_table.data_as<int32_t>();
         p.scores = scratch.data_as<float>();
-        p.token_count = s.batch;
+        p.token_count = rows;
         p.heads = H;
         p.dim = D;
         p.max_pages = bt.dev.block_table.dim(1);
         p.num_seqs = s.batch;
         p.page_size = 64;
+        p.max_q_len = s.q_len;
         p.score_cols = static_cast<int>(cols);
         p.topk = topk;
         p.num_sms = kernels::device_sm_count();
@@ -789,32 +799,40 @@ class Runner {
           pi.k_cache = keys[i].data();
           return pi;
         };
-        auto call = [&](int i, bool mma, Tensor& out) {
+        // ours: tensor cores, several rows a block where there are; theirs: see above.
+        auto call = [&](int i, bool ours, Tensor& out) {
           kernels::IndexerParams pi = params(i);
           pi.out = out.data_as<int32_t>();
-          CK(kernels::launch_indexer_topk(pi, mma, stream()));
+          pi.multi_token = ours;
+          CK(kernels::launch_indexer_topk(pi, ours || prefill, stream()));
         };
         r.us = time_calls([&](int i) { call(i, true, mine); }, inst, bench_);
-        r.baseline = "cuda-core-scores";
-        r.baseline_us = time_calls([&](int i) { call(i, false, theirs); }, inst, bench_, true, 20);
+        r.baseline = prefill ? "one-token-mma-scores" : "cuda-core-scores";
+        r.baseline_us = time_calls([&](int i) { call(i, false, theirs); }, inst, bench_, true, prefill ? 3 : 20);
         call(0, true, mine);
         call(0, false, theirs);
         const Tensor a = cuda_download(mine), b = cuda_download(theirs);
         int64_t differ = 0;
-        for (int64_t t = 0; t < s.batch; ++t) {
+        for (int64_t t = 0; t < rows; ++t) {
           const int32_t* x = a.data_as<int32_t>() + t * topk;
           const int32_t* y = b.data_as<int32_t>() + t * topk;
           std::vector<int32_t> inter;
           std::set_intersection(x, x + topk, y, y + topk, std::back_inserter(inter));
           differ += topk - static_cast<int64_t>(inter.size());
         }
-        r.max_rel = double(differ) / (double(s.batch) * topk);
+        r.max_rel = double(differ) / (double(rows) * topk);
         // The scores alone (the select's share is the difference), printed beside the row.
-        auto scores = [&](int i, bool mma) { CK(kernels::launch_indexer_scores(params(i), mma, stream())); };
-        const double s_mma = time_calls([&](int i) { scores(i, true); }, inst, bench_);
-        const double s_core = time_calls([&](int i) { scores(i, false); }, inst, bench_, true, 20);
-        std::printf("  indexer scores alone: tensor cores %.2f us (%.0f GB/s of keys), cuda cores %.2f us\n", s_mma,
-                    double(s.batch) * s.context * D * 2 / (s_mma * 1e3), s_core);
+        auto scores = [&](int i, bool ours) {
+          kernels::IndexerParams pi = params(i);
+          pi.multi_token = ours;
+          CK(kernels::launch_indexer_scores(pi, ours || prefill, stream()));
+        };
+        const double s_mine = time_calls([&](int i) { scores(i, true); }, inst, bench_);
+        const double s_theirs = time_calls([&](int i) { scores(i, false); }, inst, bench_, true, prefill ? 3 : 20);
+        const double flops = kbench::indexer_cost(s.batch, s.context, H, D, topk, s.q_len).flops;
+        std::printf("  indexer scores alone: ours %.2f us (%.0f GB/s of keys, %.1f TFLOP/s), %s %.2f us (%.1f TFLOP/s)\n",
+                    s_mine, double(s.batch) * s.context * D * 2 / (s_mine * 1e3), flops / (s_mine * 1e6),
+                    prefill ? "one-token mma" : "cuda cores", s_theirs, flops / (s_theirs * 1e6));
       });
     }
   }
