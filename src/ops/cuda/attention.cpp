@@ -256,7 +256,11 @@ Tensor cuda_mla_attention_mha(const Tensor& q, const Tensor& kv, const Tensor& c
   }
   const bool fast = kernels::mla_prefill_fast_supported(p.nope, p.rope, p.v, p.ctx_dim, p.rope_offset) &&
                     aligned16(q.data()) && aligned16(kv.data()) && aligned16(ctx.data());
-  DS_CUDA_CHECK(fast ? kernels::launch_mla_prefill(p, stream) : kernels::launch_mla_prefill_reference(p, stream));
+  // DSERVE_MLA_PREFILL_WGMMA=0 (A/B runs and tests, read per call): the mma.sync kernel.
+  const bool wgmma = env_flag("DSERVE_MLA_PREFILL_WGMMA", true);
+  DS_CUDA_CHECK(!fast    ? kernels::launch_mla_prefill_reference(p, stream)
+                : wgmma ? kernels::launch_mla_prefill_wgmma(p, stream)
+                        : kernels::launch_mla_prefill(p, stream));
   return out;
 }
 

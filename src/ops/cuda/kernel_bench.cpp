@@ -880,6 +880,12 @@ class Runner {
         r.baseline_us = time_calls(ref, 1, bench_, false, 3);
         ref(0);
         r.max_rel = max_rel(cuda_mla_attention_mha(q, kv, ctx, rope_off, bt.dev, scale, nullptr, stream()), out);
+        // The two tensor-core kernels alone (ours = the op's default, wgmma), printed beside the row.
+        const double flops = kbench::mla_prefill_cost(T, H, nope, rope, v).flops;
+        const double us_wg = time_calls([&](int) { CK(kernels::launch_mla_prefill_wgmma(p, stream())); }, 1, bench_, false);
+        const double us_mma = time_calls([&](int) { CK(kernels::launch_mla_prefill(p, stream())); }, 1, bench_, false);
+        std::printf("  mla prefill kernels: wgmma %.1f us (%.1f TFLOP/s), mma.sync %.1f us (%.1f TFLOP/s)\n", us_wg,
+                    flops / (us_wg * 1e6), us_mma, flops / (us_mma * 1e6));
       });
     }
   }

@@ -786,13 +786,18 @@ TEST_P(MlaMhaGpu, MatchesCpu) {
   Tensor want = cpu->mla_attention_mha(q, kv, ctx, c.rope_offset, b.host, scale, c.topk_k > 0 ? &topk : nullptr);
   Tensor topk_dev = c.topk_k > 0 ? cuda_upload(topk) : Tensor();
   Tensor q_dev = to_device_bf16(q), kv_dev = to_device_bf16(kv), ctx_dev = to_device_bf16(ctx);
-  Tensor got = cuda_mla_attention_mha(q_dev, kv_dev, ctx_dev, c.rope_offset, b.dev, scale,
-                                      c.topk_k > 0 ? &topk_dev : nullptr, cuda_stream());
-  ASSERT_EQ(got.shape(), want.shape());
-  expect_close(got, want, "mha " + c.name);
+  // The op on both tensor-core kernels (wgmma, the default, and mma.sync; the reference kernel for other dims).
+  for (const bool wgmma : {true, false}) {
+    test::ScopedEnv env("DSERVE_MLA_PREFILL_WGMMA", wgmma ? "1" : "0");
+    Tensor got = cuda_mla_attention_mha(q_dev, kv_dev, ctx_dev, c.rope_offset, b.dev, scale,
+                                        c.topk_k > 0 ? &topk_dev : nullptr, cuda_stream());
+    ASSERT_EQ(got.shape(), want.shape());
+    expect_close(got, want, std::string(wgmma ? "mha wgmma " : "mha mma.sync ") + c.name);
+  }
 
-  // Kernel API into a NaN-filled output with one extra row (no DSA: the op already covered it).
-  if (c.topk_k == 0) {
+  // Kernel API into a NaN-filled output with one extra row (no DSA: the op already covered it), each kernel.
+  const bool fast = kernels::mla_prefill_fast_supported(c.nope, c.rope, c.v, c.ctx_dim, c.rope_offset);
+  for (int kernel = 0; kernel < (fast ? 2 : 1) && c.topk_k == 0; ++kernel) {
     Tensor poison = Tensor::empty({T * H + 1, c.v}, DType::kF32);
     std::fill(poison.f32(), poison.f32() + poison.numel(), NAN);
     Tensor out = to_device_bf16(poison);
@@ -814,12 +819,15 @@ TEST_P(MlaMhaGpu, MatchesCpu) {
     p.ctx_dim = c.ctx_dim;
     p.rope_offset = c.rope_offset;
     p.scale = scale;
-    const bool fast = kernels::mla_prefill_fast_supported(c.nope, c.rope, c.v, c.ctx_dim, c.rope_offset);
-    DS_CUDA_CHECK(fast ? kernels::launch_mla_prefill(p, cuda_stream())
-                       : kernels::launch_mla_prefill_reference(p, cuda_stream()));
+    const char* name = !fast ? "reference" : kernel == 0 ? "wgmma" : "mma.sync";
+    DS_CUDA_CHECK(!fast         ? kernels::launch_mla_prefill_reference(p, cuda_stream())
+                  : kernel == 0 ? kernels::launch_mla_prefill_wgmma(p, cuda_stream())
+                                : kernels::launch_mla_prefill(p, cuda_stream()));
     Tensor all = to_f32(cuda_download(out));
-    for (int64_t i = T * H * c.v; i < all.numel(); ++i) ASSERT_TRUE(std::isnan(all.f32()[i])) << "wrote past the output";
-    expect_close(out.reshape({T * H + 1, c.v}).rows(0, T * H).reshape({T, H, c.v}), want, "mha kernel " + c.name);
+    for (int64_t i = T * H * c.v; i < all.numel(); ++i)
+      ASSERT_TRUE(std::isnan(all.f32()[i])) << name << " wrote past the output";
+    expect_close(out.reshape({T * H + 1, c.v}).rows(0, T * H).reshape({T, H, c.v}), want,
+                 std::string("mha kernel ") + name + " " + c.name);
   }
 }
 
@@ -828,6 +836,9 @@ std::vector<MhaCase> mha_cases() {
   v.push_back({"lite_prefill", 16, 128, 64, 128, 576, 512, {100, 300, 1, 257}, {100, 37, 1, 257}, 0});
   v.push_back({"v3_chunked", 128, 128, 64, 128, 576, 512, {700, 64}, {128, 64}, 0});
   v.push_back({"lite_prefill_topk", 16, 128, 64, 128, 576, 512, {300, 129}, {50, 129}, 64});
+  // Many 64-key tiles, row counts around the wgmma kernel's 128-row blocks, a long cached prefix.
+  v.push_back({"lite_long", 16, 128, 64, 128, 576, 512, {1200, 1100, 130}, {77, 1100, 129}, 0});
+  v.push_back({"lite_long_topk", 16, 128, 64, 128, 576, 512, {900}, {300}, 200});
   v.push_back({"fixture_dims", 4, 32, 16, 32, 80, 64, {5, 40}, {5, 7}, 0});
   v.push_back({"fixture_dims_topk", 4, 32, 16, 32, 80, 64, {5, 40}, {5, 7}, 8});
   return v;
