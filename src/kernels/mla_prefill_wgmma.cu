@@ -3,7 +3,8 @@
 // m64n64k16 with Q and the key tile K-major in shared memory (128-byte swizzle), the online softmax in fp32 registers,
 // then O += P V as m64n128k16 with P taken straight from the S accumulators as the register A operand and the value
 // tile MN-major. Key / value tiles of 64 positions stream through a ring of cp.async stages; the row tiles run longest
-// first (the causal tail).
+// first (the causal tail). Measured and removed (session 61, BENCHMARKS.md): the next tile's S issued before this
+// tile's softmax (a tie), one warpgroup a block at two blocks an SM (0.68x).
 #include <cuda_bf16.h>
 
 #include "kernels/mla_prefill.h"
@@ -17,9 +18,7 @@ namespace {
 
 using namespace ptx;
 
-constexpr int kThreads = 256;  // two warpgroups
-constexpr int kBq = 128;       // query rows a block, 64 a warpgroup (the wgmma M)
-constexpr int kBk = 64;        // keys a tile
+constexpr int kBk = 64;  // keys a tile
 constexpr int kNope = 128, kQk = 192, kV = 128;  // qk = nope + rope (64)
 constexpr int kQkChunks = kQk / 8;  // 16-byte chunks of a Q / K row: 24 (three 128-byte panels)
 constexpr int kVChunks = kV / 8;    // 16 (two panels)
@@ -28,8 +27,10 @@ constexpr int kQWgBytes = 3 * kPanel;  // a warpgroup's 64 Q rows
 constexpr int kKBytes = 3 * kPanel;
 constexpr int kVBytes = 2 * kPanel;
 constexpr int kStageBytes = kKBytes + kVBytes;  // 40 KB
+constexpr int kThreads = 256;  // two warpgroups
+constexpr int kBq = 128;       // query rows a block, 64 a warpgroup (the wgmma M)
 constexpr int kStages = 3;
-constexpr int kSmemKv = 2 * kQWgBytes;  // after Q (48 KB)
+constexpr int kSmemKv = 2 * kQWgBytes;                             // after Q (48 KB)
 constexpr int kSmemBytes = kSmemKv + kStages * kStageBytes + 1024;  // + alignment slack: 169 KB
 static_assert(kSmemBytes <= 232448, "exceeds the 227 KB opt-in shared memory of sm_90");
 constexpr float kLog2e = 1.4426950408889634f;
@@ -148,34 +149,38 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_wgmma_kernel(const Ml
   float o[64];  // O rows r0 / r1, value columns 8 j + 2 (lane % 4) + {0, 1}: o[4 j + {0, 1}] and o[4 j + {2, 3}]
 #pragma unroll
   for (int i = 0; i < 64; ++i) o[i] = 0.0f;
-  float s[32];  // S rows r0 / r1, tile columns 8 j + 2 (lane % 4) + {0, 1}, the same way
+  fence_regs(o);  // zeroed here, not sunk among the wgmma (ptxas would serialise them: C7515)
+  // S, the wgmma's target (copied out before the softmax): rows r0 / r1, tile columns 8 j + 2 (lane % 4) + {0, 1},
+  // laid out as O.
+  float sn[32];
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
-
-  // Prologue: Q with tile 0 in the first group, tiles 1 .. kStages - 2 one group each.
-#pragma unroll
-  for (int i = 0; i < kStages - 1; ++i) {
-    if (i < n_kt) load_tile(i);
-    cp_async_commit();
-  }
   const uint64_t dq = make_desc(sbase + wg * kQWgBytes, 16, 1024);
-  for (int kt = 0; kt < n_kt; ++kt) {
-    cp_async_wait<kStages - 2>();  // tile kt (and Q) landed for this thread
-    fence_proxy_async();
-    __syncthreads();  // ... for every thread; tile kt - 1's stage read by both warpgroups
-    if (kt + kStages - 1 < n_kt) load_tile(kt + kStages - 1);
-    cp_async_commit();
-
-    const uint32_t kbase = sbase + kSmemKv + (kt % kStages) * kStageBytes;
-    const uint64_t dk = opaque(make_desc(kbase, 16, 1024));
+  const auto stage_of = [&](int kt) { return sbase + kSmemKv + (kt % kStages) * kStageBytes; };
+  const auto issue_qk = [&](int kt) {
+    const uint64_t dk = opaque(make_desc(stage_of(kt), 16, 1024));
     wgmma_fence();
 #pragma unroll
     for (int k = 0; k < kQk / 16; ++k) {
       const uint32_t off = ((k >> 2) * kPanel + (k & 3) * 32) >> 4;  // in the descriptor's 16-byte units
-      wgmma_m64n64k16_ss(s, dq + off, dk + off, k > 0);
+      wgmma_m64n64k16_ss(sn, dq + off, dk + off, k > 0);
     }
     wgmma_commit();
+  };
+
+  // One tile: S(kt) issued and waited -> masked online softmax -> O += P V(kt) waited. Stage reuse: tile
+  // kt + kStages - 1 goes into tile kt - 1's stage once every thread has waited for its wgmma.
+  const auto step = [&](int kt) {
+    cp_async_wait<kStages - 2>();  // tile kt landed for this thread
+    fence_proxy_async();
+    __syncthreads();  // ... for every thread; both warpgroups done with tile kt - 1's stage
+    if (kt + kStages - 1 < n_kt) load_tile(kt + kStages - 1);
+    cp_async_commit();
+    issue_qk(kt);
     wgmma_wait<0>();
-    fence_regs(s);
+    fence_regs(sn);
+    float s[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) s[i] = sn[i];
 
     // Mask (context end, causality, DSA bits) where the tile reaches past the block's first row, then the online
     // softmax in log2 units.
@@ -223,6 +228,7 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_wgmma_kernel(const Ml
       o[4 * j + 2] *= a1;
       o[4 * j + 3] *= a1;
     }
+    fence_regs(o);
     uint32_t pf[4][4];  // P as the A fragments of the four k16 steps over the tile's keys
 #pragma unroll
     for (int j = 0; j < 8; ++j) {
@@ -234,15 +240,24 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_wgmma_kernel(const Ml
       pf[j >> 1][(j & 1) * 2 + 1] = pack_bf16(p10, p11);
     }
 
-    const uint64_t dv = opaque(make_desc(kbase + kKBytes, kPanel, 1024));
-    fence_regs(o);
+    const uint64_t dv = opaque(make_desc(stage_of(kt) + kKBytes, kPanel, 1024));
     wgmma_fence();
 #pragma unroll
     for (int k = 0; k < kBk / 16; ++k) wgmma_m64n128k16_rs_tnsp_b(o, pf[k], dv + ((k * 16 * 128) >> 4));
     wgmma_commit();
     wgmma_wait<0>();
     fence_regs(o);
+  };
+
+  // Prologue: Q with tile 0 in the first group, tiles 1 .. kStages - 2 one group each.
+#pragma unroll
+  for (int i = 0; i < kStages - 1; ++i) {
+    if (i < n_kt) load_tile(i);
+    cp_async_commit();
   }
+  for (int kt = 0; kt < n_kt; ++kt) step(kt);
+  wgmma_wait<0>();
+  fence_regs(o);
   cp_async_wait<0>();
 
   l0 += __shfl_xor_sync(0xffffffffu, l0, 1);

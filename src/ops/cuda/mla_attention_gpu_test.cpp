@@ -819,7 +819,7 @@ TEST_P(MlaMhaGpu, MatchesCpu) {
     p.ctx_dim = c.ctx_dim;
     p.rope_offset = c.rope_offset;
     p.scale = scale;
-    const char* name = !fast ? "reference" : kernel == 0 ? "wgmma" : "mma.sync";
+    const std::string name = !fast ? "reference" : kernel == 0 ? "wgmma" : "mma.sync";
     DS_CUDA_CHECK(!fast         ? kernels::launch_mla_prefill_reference(p, cuda_stream())
                   : kernel == 0 ? kernels::launch_mla_prefill_wgmma(p, cuda_stream())
                                 : kernels::launch_mla_prefill(p, cuda_stream()));
@@ -827,7 +827,7 @@ TEST_P(MlaMhaGpu, MatchesCpu) {
     for (int64_t i = T * H * c.v; i < all.numel(); ++i)
       ASSERT_TRUE(std::isnan(all.f32()[i])) << name << " wrote past the output";
     expect_close(out.reshape({T * H + 1, c.v}).rows(0, T * H).reshape({T, H, c.v}), want,
-                 std::string("mha kernel ") + name + " " + c.name);
+                 "mha kernel " + name + " " + c.name);
   }
 }
 
