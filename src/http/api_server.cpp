@@ -1344,7 +1344,9 @@ Status ApiServer::set_backend(Engine* engine, const Tokenizer* tokenizer) {
   m.tok = tokenizer;
   if (tokenizer) {
     m.grammars = std::make_unique<GrammarCache>(*tokenizer, static_cast<int32_t>(engine->model_config().vocab_size));
-    m.compile_pool = std::make_unique<WorkerPool>(2, 256);
+    // DSERVE_TEST_COMPILE_QUEUE (tests only, 1-256): fewer compiles may wait, so a test can reach the queue-full 503.
+    const size_t queue = static_cast<size_t>(std::clamp<int64_t>(env_int("DSERVE_TEST_COMPILE_QUEUE", 256), 1, 256));
+    m.compile_pool = std::make_unique<WorkerPool>(2, queue);
   }
   for (int64_t id : engine->model_config().eos_token_ids) m.eos_ids.insert(static_cast<int32_t>(id));
   if (engine->model_config().eos_token_id >= 0) m.eos_ids.insert(static_cast<int32_t>(engine->model_config().eos_token_id));

@@ -233,5 +233,43 @@ class CompilesOffTheIoThreadTest(DemoServerTest):
         self.assertEqual(again.json()["text"], result["reply"].json()["text"])
 
 
+class CompileQueueFullTest(DemoServerTest):
+    """Two compile workers, one waiting place (DSERVE_TEST_COMPILE_QUEUE) and every compile 2 s long: of five
+    requests with distinct constraints sent together, those that find the queue full get 503 with Retry-After and
+    nothing else happens to them or to the others; the accepted ones complete, and the server keeps serving."""
+    ENV = {"DSERVE_TEST_COMPILE_DELAY_MS": "2000", "DSERVE_TEST_COMPILE_QUEUE": "1"}
+
+    def test_a_full_compile_queue_answers_503(self):
+        words = ["alpha", "beta", "gamma", "delta", "omega"]
+        replies = {}
+
+        def send(word):
+            body = {"text": "Say:", "sampling_params": {"max_new_tokens": 8, "temperature": 0, "regex": word + "!"}}
+            replies[word] = H.post(self.server, "/generate", body)
+
+        threads = [threading.Thread(target=send, args=(w,)) for w in words]
+        for th in threads:
+            th.start()
+        for th in threads:
+            th.join(60)
+        statuses = sorted(r.status for r in replies.values())
+        self.assertEqual(len(replies), len(words))
+        rejected = [w for w, r in replies.items() if r.status == 503]
+        accepted = [w for w, r in replies.items() if r.status == 200]
+        self.assertEqual(len(rejected) + len(accepted), len(words), statuses)
+        self.assertGreaterEqual(len(rejected), 2, statuses)  # at most two compiling and one waiting
+        self.assertGreaterEqual(len(accepted), 1, statuses)
+        for w in rejected:
+            self.assertIn("waiting to compile", replies[w].body.decode())
+            self.assertEqual(replies[w].headers.get("retry-after"), "1", replies[w].headers)
+        for w in accepted:
+            self.assertEqual(replies[w].json()["text"], w + "!", replies[w].json())
+        # A rejected constraint is accepted once the queue has room; plain requests never queued behind it.
+        again = H.post(self.server, "/generate", {"text": "Say:", "sampling_params": {
+            "max_new_tokens": 8, "temperature": 0, "regex": rejected[0] + "!"}})
+        self.assertEqual(again.status, 200, again)
+        self.assertEqual(again.json()["text"], rejected[0] + "!")
+
+
 if __name__ == "__main__":
     unittest.main(argv=[sys.argv[0]], verbosity=2)
