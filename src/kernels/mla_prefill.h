@@ -43,8 +43,10 @@ cudaError_t launch_mla_topk_bitmask(const int32_t* topk, int num_tokens, int top
 // Flash-attention kernel (mma.sync bf16, fp32 softmax and accumulation); fast dims only.
 cudaError_t launch_mla_prefill(const MlaPrefillParams& p, cudaStream_t stream);
 // The same on Hopper's wgmma (mla_prefill_wgmma.cu: 128 query rows a block, P from registers); fast dims only.
-// keys_per_tile: 64 (three stages) or 128 (two stages).
-cudaError_t launch_mla_prefill_wgmma(const MlaPrefillParams& p, cudaStream_t stream, int keys_per_tile = 64);
+// keys_per_tile: 64 (three stages) or 128 (two stages); split_loads: the tile loads as shift-mapped loops (opt-in,
+// not yet measured; see the kernel).
+cudaError_t launch_mla_prefill_wgmma(const MlaPrefillParams& p, cudaStream_t stream, int keys_per_tile = 64,
+                                     bool split_loads = false);
 
 // Reference kernel: one block per (head, token), CUDA cores, any nope/rope/v (v <= 1024).
 cudaError_t launch_mla_prefill_reference(const MlaPrefillParams& p, cudaStream_t stream);

@@ -882,11 +882,13 @@ class Runner {
         r.max_rel = max_rel(cuda_mla_attention_mha(q, kv, ctx, rope_off, bt.dev, scale, nullptr, stream()), out);
         // The two tensor-core kernels alone (ours = the op's default, wgmma), printed beside the row.
         const double flops = kbench::mla_prefill_cost(T, H, nope, rope, v).flops;
-        for (const int keys : {64, 128}) {
-          const double us =
-              time_calls([&](int) { CK(kernels::launch_mla_prefill_wgmma(p, stream(), keys)); }, 1, bench_, false);
-          std::printf("  mla prefill kernel wgmma, %d-key tiles: %.1f us (%.1f TFLOP/s)\n", keys, us, flops / (us * 1e6));
-        }
+        for (const bool split : {false, true})
+          for (const int keys : {64, 128}) {
+            const double us = time_calls(
+                [&](int) { CK(kernels::launch_mla_prefill_wgmma(p, stream(), keys, split)); }, 1, bench_, false);
+            std::printf("  mla prefill kernel wgmma, %d-key tiles%s: %.1f us (%.1f TFLOP/s)\n", keys,
+                        split ? ", split loads" : "", us, flops / (us * 1e6));
+          }
         const double us_mma = time_calls([&](int) { CK(kernels::launch_mla_prefill(p, stream())); }, 1, bench_, false);
         std::printf("  mla prefill kernel mma.sync: %.1f us (%.1f TFLOP/s)\n", us_mma, flops / (us_mma * 1e6));
       });
