@@ -31,6 +31,26 @@ c.update(num_hidden_layers=int(sys.argv[2]), num_nextn_predict_layers=0)
 json.dump(c, open(sys.argv[1], "w"), indent=1)
 PY
 }
+# v3_cut_config PATH LAYERS: the real DeepSeek-V3 config cut to LAYERS layers with its own first three dense (the
+# sparse-attention runs' counterpart of v32_config: the same layers with dense MLA), no MTP layer, block-FP8.
+v3_cut_config() {
+  python3 - "$@" <<'PY'
+import json, sys
+c = json.load(open("tests/data/configs/deepseek-v3.json"))
+c.update(num_hidden_layers=int(sys.argv[2]), first_k_dense_replace=3, num_nextn_predict_layers=0)
+json.dump(c, open(sys.argv[1], "w"), indent=1)
+PY
+}
+# prefill_run NAME CONFIG INPUT [VAR=VALUE...]: bench-one-batch of one sequence of INPUT tokens on CONFIG (dummy
+# weights, 2 output tokens) with those environment settings, its output in $OUT/NAME.log, and one line
+# "== NAME rc=<exit status> <prefill latency and throughput>".
+prefill_run() {
+  local name=$1 config=$2 input=$3
+  shift 3
+  timeout 120 env "$@" "$B/dserve" bench-one-batch --device cuda --model-path "$config" --load-format dummy \
+    --output-len 2 --batch-size 1 --input-len "$input" > "$OUT/$name.log" 2>&1
+  echo "== $name rc=$? $(grep -E 'Prefill\. latency' "$OUT/$name.log" | sed 's/.*latency: //')"
+}
 # gtest_run NAME SECONDS FILTER: ds_ops_cuda_gpu_test with that gtest filter under a time limit, its output in
 # $OUT/NAME.log, and one line "== NAME: rc=<exit status> <its PASSED / FAILED summary lines>".
 gtest_run() {

@@ -15,14 +15,5 @@ DSERVE_TEST_NO_TIMING=1 timeout 90 "$CS" --tool memcheck $B/ds_ops_cuda_gpu_test
   --gtest_filter='Cases/MlaMhaGpu.*lite_prefill:Cases/MlaMhaGpu.*v3_chunked' > "$OUT/mha_mc.log" 2>&1
 echo "== mha_mc rc=$? $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$OUT/mha_mc.log" | tr '\n' ' ')"
 timeout 90 $B/dserve_kernel_bench --filter mla_prefill 2>&1 | grep -E "mla_prefill|mla prefill"
-python3 - "$OUT/v3.json" <<'PY'
-import json, sys
-c = json.load(open("tests/data/configs/deepseek-v3.json"))
-c.update(num_hidden_layers=4, first_k_dense_replace=3, num_nextn_predict_layers=0)
-json.dump(c, open(sys.argv[1], "w"), indent=1)
-PY
-for split in 1 0 1 0; do
-  timeout 60 env DSERVE_MLA_PREFILL_SPLIT_LOADS=$split $B/dserve bench-one-batch --device cuda --model-path "$OUT/v3.json" \
-    --load-format dummy --output-len 2 --batch-size 1 --input-len 32768 > "$OUT/v3_split$split.log" 2>&1
-  echo "== v3 32K split loads $split rc=$? $(grep -E 'Prefill\. latency' "$OUT/v3_split$split.log" | sed 's/.*latency: //')"
-done
+v3_cut_config "$OUT/v3.json" 4
+for split in 1 0 1 0; do prefill_run v3_32k_split$split "$OUT/v3.json" 32768 DSERVE_MLA_PREFILL_SPLIT_LOADS=$split; done
