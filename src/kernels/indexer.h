@@ -28,6 +28,7 @@ struct IndexerParams {
   int num_seqs, page_size;
   int max_q_len;              // the longest sequence's query rows in the batch
   bool multi_token;           // allow the multi-token scoring kernel (tensor-core path, max_q_len large enough)
+  bool wgmma;                 // ... on wgmma where it applies (indexer_wgmma.cu; opt-in, not yet measured)
   int score_cols;             // scratch row length: > every position (max_pages * page_size)
   int topk;
   int num_sms;                // sizes the scoring grid (0: one block per 64 positions)
@@ -41,5 +42,8 @@ cudaError_t launch_indexer_topk(const IndexerParams& p, bool mma, cudaStream_t s
 cudaError_t launch_indexer_scores(const IndexerParams& p, bool mma, cudaStream_t stream);
 cudaError_t launch_indexer_select(const IndexerParams& p, cudaStream_t stream);
 bool indexer_mma_supported(int64_t heads, int64_t dim);
+// The multi-token scores on wgmma (indexer_wgmma.cu): heads <= 64 of dim 128.
+bool indexer_wgmma_supported(int64_t heads, int64_t dim);
+cudaError_t launch_indexer_scores_wgmma(const IndexerParams& p, cudaStream_t stream);
 
 }  // namespace ds::kernels

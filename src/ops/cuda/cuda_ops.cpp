@@ -1069,6 +1069,8 @@ class CudaOps final : public Ops {
     const bool mma = env_flag("DSERVE_INDEXER_MMA", true);
     // DSERVE_INDEXER_MT=0 (A/B runs): prefill rows scored one token a block, as decode rows are.
     const bool multi_token = env_flag("DSERVE_INDEXER_MT", true);
+    // DSERVE_INDEXER_WGMMA=1: those prefill rows on wgmma (opt-in until measured).
+    const bool wgmma = env_flag("DSERVE_INDEXER_WGMMA", false);
     for (int64_t t0 = 0; t0 < T; t0 += chunk) {
       kernels::IndexerParams p{};
       p.q = q.data();
@@ -1089,6 +1091,7 @@ class CudaOps final : public Ops {
       p.page_size = m.page_size;
       p.max_q_len = m.max_q_len;
       p.multi_token = multi_token;
+      p.wgmma = wgmma;
       p.score_cols = static_cast<int>(cols);
       p.topk = topk;
       p.num_sms = kernels::device_sm_count();

@@ -833,6 +833,14 @@ class Runner {
         std::printf("  indexer scores alone: ours %.2f us (%.0f GB/s of keys, %.1f TFLOP/s), %s %.2f us (%.1f TFLOP/s)\n",
                     s_mine, double(s.batch) * s.context * D * 2 / (s_mine * 1e3), flops / (s_mine * 1e6),
                     prefill ? "one-token mma" : "cuda cores", s_theirs, flops / (s_theirs * 1e6));
+        if (prefill) {  // the opt-in wgmma form of the multi-token scores (DSERVE_INDEXER_WGMMA=1)
+          const double s_wg = time_calls([&](int i) {
+            kernels::IndexerParams pi = params(i);
+            pi.multi_token = pi.wgmma = true;
+            CK(kernels::launch_indexer_scores(pi, true, stream()));
+          }, inst, bench_);
+          std::printf("  indexer scores alone on wgmma: %.2f us (%.1f TFLOP/s)\n", s_wg, flops / (s_wg * 1e6));
+        }
       });
     }
   }

@@ -1,0 +1,195 @@
+// V3.2 lightning-indexer scores at prefill on Hopper's wgmma (see indexer.h): the multi-token kernel's work (four
+// query rows of one sequence a block, each 64-head query scored against a shared key tile) with the products read by
+// the tensor cores straight from shared memory instead of through ldmatrix (ncu, session 61: the mma.sync kernel is
+// bound by its shared-memory loads, 74%). A block of two warpgroups takes 128 positions a tile, 64 a warpgroup: S^T
+// [64 positions x (4 tokens x 64 heads)] = K Q^T as m64n256k16 (keys A, queries B, both K-major, 128-byte swizzle),
+// then the weighted ReLU sum over each token's heads in registers. 64 heads of 128 dims only (V3.2's shape).
+// Opt-in (DSERVE_INDEXER_WGMMA=1), written without a device: scripts/device/s62a.sh tests and measures it.
+#include <cuda_bf16.h>
+
+#include "kernels/indexer.h"
+#include "kernels/pdl.cuh"
+#include "kernels/per_device.h"
+#include "kernels/ptx.cuh"
+#include "kernels/wgmma.cuh"
+
+namespace ds::kernels {
+namespace {
+
+using namespace ptx;
+
+constexpr int kThreads = 256;  // two warpgroups
+constexpr int kTokens = 4;     // query rows a block
+constexpr int kHeads = 64, kDim = 128;
+constexpr int kCols = kTokens * kHeads;  // 256: the wgmma N
+constexpr int kTile = 128;               // positions a tile, 64 a warpgroup (the wgmma M)
+constexpr int kChunks = kDim / 8;        // 16-byte chunks of a row: 16, two 128-byte panels
+constexpr int kQPanel = kCols * 128;     // 32 KB
+constexpr int kKPanel = kTile * 128;     // 16 KB
+constexpr int kSmemQ = 0;
+constexpr int kSmemK = 2 * kQPanel;                  // two stages of 2 x kKPanel after Q
+constexpr int kStageBytes = 2 * kKPanel;
+constexpr int kSmemW = kSmemK + 2 * kStageBytes;     // float [kTokens][kHeads] scaled head weights
+constexpr int kSmemBytes = kSmemW + kCols * 4 + 1024;  // + alignment slack: 130 KB
+static_assert(kSmemBytes <= 232448, "exceeds the 227 KB opt-in shared memory of sm_90");
+
+// Byte offset of 16-byte chunk c of row r in a [2 panels][rows][128 B] tile (panel bytes given), 128-byte swizzle.
+__device__ __forceinline__ uint32_t tile_offset(int r, int c, int panel) {
+  return (c >> 3) * panel + r * 128 + (((c & 7) ^ (r & 7)) << 4);
+}
+
+// D[64 x 256] (+)= A[64 x 16] B[16 x 256], A and B K-major in shared memory (128-byte swizzle).
+__device__ __forceinline__ void wgmma_m64n256k16_ss(float (&d)[128], uint64_t desc_a, uint64_t desc_b, int accumulate) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %130, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+      "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, %48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63, %64, %65, %66, %67, %68, %69, %70, %71, %72, %73, %74, %75, %76, %77, %78, %79, %80, %81, %82, %83, %84, %85, %86, %87, %88, %89, %90, %91, %92, %93, %94, %95, %96, %97, %98, %99, %100, %101, %102, %103, %104, %105, %106, %107, %108, %109, %110, %111, %112, %113, %114, %115, %116, %117, %118, %119, %120, %121, %122, %123, %124, %125, %126, %127"
+      "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]),
+        "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]),
+        "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]),
+        "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]),
+        "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]),
+        "+f"(d[96]), "+f"(d[97]), "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]),
+        "+f"(d[104]), "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+        "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]), "+f"(d[119]),
+        "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]), "+f"(d[126]), "+f"(d[127])
+      : "l"(desc_a), "l"(desc_b), "r"(accumulate));
+}
+
+__device__ __forceinline__ float head_weight_of(const IndexerParams& p, int64_t t, int h) {
+  return (p.w_f32 ? static_cast<const float*>(p.w)[t * p.heads + h]
+                  : __bfloat162float(static_cast<const __nv_bfloat16*>(p.w)[t * p.heads + h])) *
+         p.w_scale;
+}
+
+__global__ void __launch_bounds__(kThreads, 1) indexer_scores_wgmma_kernel(IndexerParams p) {
+  extern __shared__ uint8_t smem_raw[];
+  uint8_t* smem = smem_align1024(smem_raw);
+  const uint32_t sbase = smem_u32(smem);
+  float* ws = reinterpret_cast<float*>(smem + kSmemW);
+  __shared__ int s_n[kTokens];  // context length a row (0: not this launch's)
+  const int seq = blockIdx.y;
+  const int q0 = p.q_starts[seq], qn = p.q_starts[seq + 1] - q0;
+  const int g0 = static_cast<int>(blockIdx.x) * kTokens;
+  if (g0 >= qn) return;
+  const int64_t tbase = int64_t{q0} + g0;  // token of row slot 0
+  const int64_t t_lo = max(tbase, p.token_begin);
+  const int64_t t_hi = min(int64_t{q0} + min(g0 + kTokens, qn), p.token_begin + p.token_count);
+  if (t_lo >= t_hi) return;
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wg = warp / 4;
+  const auto mine = [&](int slot) { return tbase + slot >= t_lo && tbase + slot < t_hi; };
+  if (tid < kTokens) s_n[tid] = mine(tid) ? p.positions[tbase + tid] + 1 : 0;
+  const __nv_bfloat16* q = static_cast<const __nv_bfloat16*>(p.q);
+  for (int c = tid; c < kCols * kChunks; c += kThreads) {  // Q row (slot, head) = wgmma column slot * 64 + head
+    const int row = c / kChunks, part = c % kChunks, slot = row / kHeads, h = row % kHeads;
+    const bool valid = mine(slot) && h < p.heads;
+    cp_async16(sbase + kSmemQ + tile_offset(row, part, kQPanel),
+               valid ? q + ((tbase + slot) * p.heads + h) * kDim + part * 8 : q, valid);
+  }
+  for (int i = tid; i < kCols; i += kThreads) {
+    const int slot = i / kHeads, h = i % kHeads;
+    ws[i] = mine(slot) && h < p.heads ? head_weight_of(p, tbase + slot, h) : 0.0f;
+  }
+  __syncthreads();  // s_n
+  int n_max = 0;
+#pragma unroll
+  for (int i = 0; i < kTokens; ++i) n_max = max(n_max, s_n[i]);
+  const int32_t* table = p.block_table + static_cast<int64_t>(seq) * p.max_pages;
+  const __nv_bfloat16* kc = static_cast<const __nv_bfloat16*>(p.k_cache);
+  const auto load_tile = [&](int tile) {
+    const uint32_t dst = sbase + kSmemK + (tile % 2) * kStageBytes;
+    for (int c = tid; c < kTile * kChunks; c += kThreads) {
+      const int row = c / kChunks, part = c % kChunks, j = tile * kTile + row;
+      const bool valid = j < n_max;  // positions past every row's context are zero-filled, their pages never read
+      const __nv_bfloat16* src =
+          valid ? kc + (static_cast<int64_t>(table[j / p.page_size]) * p.page_size + j % p.page_size) * kDim + part * 8
+                : kc;
+      cp_async16(dst + tile_offset(row, part, kKPanel), src, valid);
+    }
+    cp_async_commit();
+  };
+  const int tiles = (n_max + kTile - 1) / kTile;
+  int n_slot[kTokens];
+#pragma unroll
+  for (int i = 0; i < kTokens; ++i) n_slot[i] = s_n[i];
+  const uint64_t dq = make_desc(sbase + kSmemQ, 16, 1024);
+  const int r0 = wg * 64 + (warp % 4) * 16 + lane / 4;  // this thread's positions of the tile: r0 and r0 + 8
+  float acc[128];
+  if (tiles > 0) load_tile(0);  // with Q in its group
+  for (int tile = 0; tile < tiles; ++tile) {
+    if (tile + 1 < tiles) {
+      load_tile(tile + 1);
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    fence_proxy_async();
+    __syncthreads();  // tile (and Q, the weights) in place for every thread
+    const int first = tile * kTile + wg * 64;  // this warpgroup's first position
+    if (first < n_max) {                       // warpgroup-uniform
+      const uint64_t dk = opaque(make_desc(sbase + kSmemK + (tile % 2) * kStageBytes + wg * 64 * 128, 16, 1024));
+      wgmma_fence();
+#pragma unroll
+      for (int k = 0; k < kDim / 16; ++k) {
+        const uint32_t off_k = ((k >> 2) * kKPanel + (k & 3) * 32) >> 4;  // in the descriptor's 16-byte units
+        const uint32_t off_q = ((k >> 2) * kQPanel + (k & 3) * 32) >> 4;
+        wgmma_m64n256k16_ss(acc, dk + off_k, dq + off_q, k > 0);
+      }
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(acc);
+      // acc[4 j + e]: position r0, column 8 j + 2 (lane % 4) + e; acc[4 j + 2 + e]: position r0 + 8. Column = slot
+      // x 64 + head: slot j / 8.
+#pragma unroll
+      for (int slot = 0; slot < kTokens; ++slot) {
+        float s0 = 0.0f, s1 = 0.0f;
+#pragma unroll
+        for (int jj = 0; jj < 8; ++jj) {
+          const int j = slot * 8 + jj, col = 8 * j + 2 * (lane % 4);
+          s0 += ws[col] * fmaxf(0.0f, acc[4 * j] * p.q_scale) + ws[col + 1] * fmaxf(0.0f, acc[4 * j + 1] * p.q_scale);
+          s1 += ws[col] * fmaxf(0.0f, acc[4 * j + 2] * p.q_scale) +
+                ws[col + 1] * fmaxf(0.0f, acc[4 * j + 3] * p.q_scale);
+        }
+        s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
+        s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
+        s1 += __shfl_xor_sync(0xffffffffu, s1, 1);
+        s1 += __shfl_xor_sync(0xffffffffu, s1, 2);
+        if (lane % 4 == 0 && n_slot[slot] > 0) {
+          float* out = p.scores + (tbase + slot - p.token_begin) * p.score_cols;
+          const int j0 = tile * kTile + r0;
+          if (j0 < n_slot[slot]) out[j0] = s0;
+          if (j0 + 8 < n_slot[slot]) out[j0 + 8] = s1;
+        }
+      }
+    }
+    __syncthreads();  // the next iteration's load overwrites this stage
+  }
+}
+
+}  // namespace
+
+bool indexer_wgmma_supported(int64_t heads, int64_t dim) { return heads >= 1 && heads <= kHeads && dim == kDim; }
+
+cudaError_t launch_indexer_scores_wgmma(const IndexerParams& p, cudaStream_t stream) {
+  if (p.token_count == 0) return cudaSuccess;
+  if (!indexer_wgmma_supported(p.heads, p.dim) || p.score_cols < 1) return cudaErrorInvalidValue;
+  static PerDevice<cudaError_t> attr;
+  if (const cudaError_t e = attr.get([] {
+        return cudaFuncSetAttribute(indexer_scores_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                    kSmemBytes);
+      });
+      e != cudaSuccess)
+    return e;
+  const dim3 grid(static_cast<unsigned>((p.max_q_len + kTokens - 1) / kTokens), static_cast<unsigned>(p.num_seqs));
+  return launch_plain(indexer_scores_wgmma_kernel, grid, kThreads, kSmemBytes, stream, p);
+}
+
+}  // namespace ds::kernels
