@@ -248,10 +248,12 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_wgmma_kernel(const Ml
         if (masked) {
           const int col = j_first + 8 * j + 2 * (lane & 3) + e;
           const bool in = col < kv_end;
-          const bool va = in && col <= pos0 &&
-                          (!p.allow || ((p.allow[static_cast<int64_t>(t0) * p.allow_words + (col >> 5)] >> (col & 31)) & 1u));
-          const bool vb = in && col <= pos1 &&
-                          (!p.allow || ((p.allow[static_cast<int64_t>(t1) * p.allow_words + (col >> 5)] >> (col & 31)) & 1u));
+          const bool va =
+              in && col <= pos0 &&
+              (!p.allow || ((p.allow[static_cast<int64_t>(t0) * p.allow_words + (col >> 5)] >> (col & 31)) & 1u));
+          const bool vb =
+              in && col <= pos1 &&
+              (!p.allow || ((p.allow[static_cast<int64_t>(t1) * p.allow_words + (col >> 5)] >> (col & 31)) & 1u));
           a = va ? a * sl2 : -INFINITY;
           b = vb ? b * sl2 : -INFINITY;
         } else {
@@ -322,7 +324,8 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_wgmma_kernel(const Ml
     const float inv = l0 > 0.0f ? 1.0f / l0 : 0.0f;
     __nv_bfloat16* dst = out + (static_cast<int64_t>(t0) * H + h) * kV + col;
 #pragma unroll
-    for (int j = 0; j < 16; ++j) *reinterpret_cast<uint32_t*>(dst + 8 * j) = pack_bf16(o[4 * j] * inv, o[4 * j + 1] * inv);
+    for (int j = 0; j < 16; ++j)
+      *reinterpret_cast<uint32_t*>(dst + 8 * j) = pack_bf16(o[4 * j] * inv, o[4 * j + 1] * inv);
   }
   if (pos1 >= 0) {
     const float inv = l1 > 0.0f ? 1.0f / l1 : 0.0f;

@@ -397,8 +397,6 @@ class BatchEngine final : public Engine {
     for (size_t i = 0; i < req.input_ids.size(); ++i)
       if (req.input_ids[i] < 0 || req.input_ids[i] >= cfg_.vocab_size)
         return error("token id ", req.input_ids[i], " at index ", i, " is outside the vocabulary [0, ", cfg_.vocab_size, ")");
-    if (req.grammar && spec_steps_ > 0)
-      return error("constrained decoding (regex / json_schema) does not run with speculative decoding yet");
     if (req.grammar && req.grammar->num_ids() != cfg_.vocab_size)
       return error("the grammar was made for ", req.grammar->num_ids(), " token ids, the model has ", cfg_.vocab_size);
     for (const auto& [t, bias] : req.sampling.logit_bias)

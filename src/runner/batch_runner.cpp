@@ -255,7 +255,7 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
           if (SamplePenalty* e = entry(static_cast<TokenId>(t))) e->banned = 1;
     }
     row.penalty_begin = static_cast<int32_t>(batch.penalties.size());
-    if (ri.grammar) constrain(*ri.grammar, req, vocab, pens, batch.penalties);  // (bans past pens' ids appended)
+    if (ri.grammar) constrain(*ri.grammar, req, drafts_before, vocab, pens, batch.penalties);  // (bans appended)
     for (const auto& [t, e] : pens) batch.penalties.push_back(e);
     row.penalty_end = static_cast<int32_t>(batch.penalties.size());
     batch.rows.push_back(row);
@@ -278,8 +278,9 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
   return step;
 }
 
-void BatchRunner::constrain(const TokenFsm& g, const Request& req, int64_t vocab,
-                            std::unordered_map<int32_t, SamplePenalty>& pens, std::vector<SamplePenalty>& out) {
+void BatchRunner::constrain(const TokenFsm& g, const Request& req, std::span<const int32_t> drafts_before,
+                            int64_t vocab, std::unordered_map<int32_t, SamplePenalty>& pens,
+                            std::vector<SamplePenalty>& out) {
   DS_CHECK(req.pending <= 1, "constrained request '", req.rid, "' with ", req.pending - 1, " earlier tokens in flight");
   auto [it, fresh] = grammar_state_.try_emplace(req.rid);
   GrammarState& gs = it->second;
@@ -287,10 +288,15 @@ void BatchRunner::constrain(const TokenFsm& g, const Request& req, int64_t vocab
   const auto output = req.output();
   if (gs.read > output.size()) gs = GrammarState{g.start(), 0};  // (outputs only grow; defensive)
   for (; gs.read < output.size(); ++gs.read) gs.state = g.advance(gs.state, output[gs.read]);
+  // A verification row: the state after the drafts before it too (not kept: they may be rejected). After a draft the
+  // grammar does not allow, the state is dead and the row forced to the end of sequence: its sample is never used,
+  // since that draft's own row, constrained, cannot have sampled it.
+  int state = gs.state;
+  for (int32_t t : drafts_before) state = g.advance(state, t);
   const auto& eos = model_.config().eos_token_ids;
   auto is_eos = [&](int32_t id) { return std::find(eos.begin(), eos.end(), id) != eos.end(); };
-  const bool done = g.complete(gs.state);
-  const std::vector<uint64_t>* bits = done ? nullptr : &g.allowed(gs.state);
+  const bool done = g.complete(state);
+  const std::vector<uint64_t>* bits = done ? nullptr : &g.allowed(state);
   const int64_t words = bits ? std::min<int64_t>(static_cast<int64_t>(bits->size()), (vocab + 63) / 64) : 0;
   // Whether any token but an EOS id is allowed (EOS ids spell nothing, so the grammar's bits never hold them).
   bool other = false;
@@ -301,7 +307,7 @@ void BatchRunner::constrain(const TokenFsm& g, const Request& req, int64_t vocab
   }
   // The end of sequence: at a whole match, or when nothing else can be spelled. Then it also overrides
   // min_new_tokens' ban of the EOS ids (otherwise no token could be sampled at all).
-  const bool end_ok = done || g.accepting(gs.state) || !other;
+  const bool end_ok = done || g.accepting(state) || !other;
   auto ban = [&](int32_t id) {
     if (end_ok && is_eos(id)) return;
     if (auto p = pens.find(id); p != pens.end()) {

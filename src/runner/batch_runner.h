@@ -3,6 +3,7 @@
 #pragma once
 #include <atomic>
 #include <memory>
+#include <span>
 #include <string>
 #include <unordered_map>
 #include <vector>
@@ -107,9 +108,10 @@ class BatchRunner {
   // one, one that drafts nothing).
   bool graph_drafts(const StepPlan& plan, const std::vector<DraftSeq>& d, std::vector<SeqOutput>& out);
   // Constrained decoding: bans every id of [0, vocab) the grammar does not allow after req's output so far (its
-  // state advanced over the outputs not yet read), into pens where the id has an entry, else appended to out.
-  void constrain(const TokenFsm& g, const Request& req, int64_t vocab, std::unordered_map<int32_t, SamplePenalty>& pens,
-                 std::vector<SamplePenalty>& out);
+  // state advanced over the outputs not yet read) and, for a verification row, the drafts before it, into pens where
+  // the id has an entry, else appended to out.
+  void constrain(const TokenFsm& g, const Request& req, std::span<const int32_t> drafts_before, int64_t vocab,
+                 std::unordered_map<int32_t, SamplePenalty>& pens, std::vector<SamplePenalty>& out);
 
   DeepseekModel& model_;
   Ops& ops_;

@@ -245,5 +245,58 @@ TEST(Speculative, AcceptedDraftsContinueExactly) {
   }
 }
 
+// Constrained decoding with drafts (the letter grammar of engine_test_util.h): each verification row is constrained by
+// the grammar's state after the output and the drafts before it. Greedy and seeded requests give the tokens and
+// logprobs of undrafted constrained decoding, every output matches the grammar; with the MTP layer's own drafts
+// (which the grammar mostly refuses) and with drafts that are the undrafted run's tokens, every fourth one turned
+// into a letter the grammar refuses at that point or into the end of sequence.
+TEST(Speculative, ConstrainedDecodingWithDrafts) {
+  const int32_t vocab = 1024;  // the v3 fixture's
+  const test::LetterGrammar g = test::letter_grammar(vocab);
+  std::mt19937 rng(71);
+  std::vector<EngineRequest> reqs;
+  for (int i = 0; i < 6; ++i) {
+    EngineRequest r;
+    r.rid = "g" + std::to_string(i);
+    r.input_ids = random_prompt(rng, 8 + 11 * i);
+    r.sampling.max_new_tokens = 16;
+    r.sampling.temperature = 0;
+    if (i % 2) r.sampling.temperature = 0.9f, r.sampling.seed = 300 + i;
+    r.return_logprob = i % 3 == 0;
+    r.grammar = g.fsm;
+    reqs.push_back(r);
+  }
+  const Outcome base = run("v3", 0, reqs);
+  for (const auto& r : reqs) {
+    const auto& toks = base.tokens.at(r.rid);
+    ASSERT_FALSE(toks.empty()) << r.rid;
+    EXPECT_TRUE(g.dfa.matches(g.text_before_eos(toks))) << r.rid << ": '" << g.text_before_eos(toks) << "'";
+  }
+  for (int steps : {1, 3}) {
+    SCOPED_TRACE("steps " + std::to_string(steps));
+    const Outcome own = run("v3", steps, reqs);
+    expect_same(own, base, reqs);
+    EXPECT_GT(own.stats.spec_draft_tokens, 0u);
+    int n = 0;
+    DraftHook oracle = [&](const std::string& rid, int32_t num_output, std::vector<int32_t>& drafts) {
+      const auto& want = base.tokens.at(rid);
+      for (size_t j = 0; j < drafts.size(); ++j) {
+        const size_t at = static_cast<size_t>(num_output) + j;
+        drafts[j] = at < want.size() ? want[at] : 1;
+        // Every fourth: the EOS, or the id spelling 'q' (in no word of the grammar).
+        if (++n % 4 == 0) drafts[j] = n % 8 == 0 ? 1 : 'q' - 'a';
+      }
+    };
+    const Outcome oracled = run("v3", steps, reqs, 48, 0, 64, oracle);
+    expect_same(oracled, base, reqs);
+    EXPECT_GT(oracled.stats.spec_accepted_tokens, 0u);
+    EXPECT_LT(oracled.stats.spec_accepted_tokens, oracled.stats.spec_draft_tokens);
+    std::printf("steps %d: own drafts %llu of %llu accepted; oracle drafts %llu of %llu\n", steps,
+                (unsigned long long)own.stats.spec_accepted_tokens, (unsigned long long)own.stats.spec_draft_tokens,
+                (unsigned long long)oracled.stats.spec_accepted_tokens,
+                (unsigned long long)oracled.stats.spec_draft_tokens);
+  }
+}
+
 }  // namespace
 }  // namespace ds

@@ -256,9 +256,9 @@ Tensor cuda_mla_attention_mha(const Tensor& q, const Tensor& kv, const Tensor& c
   }
   const bool fast = kernels::mla_prefill_fast_supported(p.nope, p.rope, p.v, p.ctx_dim, p.rope_offset) &&
                     aligned16(q.data()) && aligned16(kv.data()) && aligned16(ctx.data());
-  // The wgmma kernel's key tiles: 128 keys past 2K of context, else 64 (H100, session 61: V3 128 heads x 4,096 tokens
-  // 185.5 vs 177.7 TFLOP/s, x 512 96.3 vs 98.4). DSERVE_MLA_PREFILL_KEYS=64 / 128 forces one, DSERVE_MLA_PREFILL_WGMMA=0
-  // the mma.sync kernel (A/B runs and tests, read per call).
+  // The wgmma kernel's key tiles: 128 keys past 2K of context, else 64 (H100, session 61: V3 128 heads x 4,096
+  // tokens 185.5 vs 177.7 TFLOP/s, x 512 96.3 vs 98.4). DSERVE_MLA_PREFILL_KEYS=64 / 128 forces one,
+  // DSERVE_MLA_PREFILL_WGMMA=0 the mma.sync kernel (A/B runs and tests, read per call).
   const bool wgmma = env_flag("DSERVE_MLA_PREFILL_WGMMA", true);
   const int keys = static_cast<int>(env_int("DSERVE_MLA_PREFILL_KEYS", m.max_seq_len >= 2048 ? 128 : 64));
   // DSERVE_MLA_PREFILL_SPLIT_LOADS=1: the tile loads as shift-mapped loops (opt-in until measured).
