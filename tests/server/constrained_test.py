@@ -233,6 +233,37 @@ class CompilesOffTheIoThreadTest(DemoServerTest):
         self.assertEqual(again.json()["text"], result["reply"].json()["text"])
 
 
+class ConstrainedSpeculativeTest(DemoServerTest):
+    """Constraints with NGRAM speculative decoding (each verification row constrained by the grammar's state after
+    the drafts before it): outputs match; the demo model's greedy answer is the same as without drafts; drafts ran."""
+    EXTRA_ARGS = ["--speculative-algorithm", "NGRAM", "--speculative-num-draft-tokens", "4"]
+
+    def test_constraints_with_drafts(self):
+        body = {"messages": [{"role": "user", "content": "What is 17 plus 25?"}], "max_tokens": 16, "temperature": 0,
+                "regex": r"[0-9]+ (plus|minus) [0-9]+ is -?[0-9]{1,4}\."}
+        r = H.post(self.server, "/v1/chat/completions", body)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json()["choices"][0]["message"]["content"], "17 plus 25 is 42.")
+        pattern = r"(yes|no), [0-9]{2,3}( items)?"
+        for seed, temperature in ((None, 0), (3, 1.0)):
+            params = {"max_new_tokens": 48, "temperature": temperature, "regex": pattern}
+            if seed is not None:
+                params["sampling_seed"] = seed
+            r = H.post(self.server, "/generate", {"text": "Answer:", "sampling_params": params})
+            self.assertEqual(r.status, 200, r)
+            self.assertIsNotNone(re.fullmatch(pattern, r.json()["text"]), r.json())
+            self.assertGreater(r.json()["meta_info"]["spec_verify_ct"], 0, r.json()["meta_info"])  # drafts verified
+        schema = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 6}, "ok": {"type": "boolean"}},
+                  "required": ["name", "ok"]}
+        r = H.post(self.server, "/generate", {"text": "JSON:", "sampling_params": {
+            "max_new_tokens": 64, "temperature": 0, "json_schema": json.dumps(schema)}})
+        self.assertEqual(r.status, 200, r)
+        value = json.loads(r.json()["text"])
+        self.assertEqual(sorted(value), ["name", "ok"])
+        info = H.request(self.server, "GET", "/get_server_info", None).json()
+        self.assertEqual(info["speculative_algorithm"], "NGRAM")
+
+
 class CompileQueueFullTest(DemoServerTest):
     """Two compile workers, one waiting place (DSERVE_TEST_COMPILE_QUEUE) and every compile 2 s long: of five
     requests with distinct constraints sent together, those that find the queue full get 503 with Retry-After and
