@@ -2,6 +2,7 @@
 #include "text/json_schema_regex.h"
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
 #include <optional>
 #include <string_view>
@@ -59,7 +60,8 @@ std::string naturals_between(int64_t a, int64_t b) {
     int64_t ten = 1;
     for (size_t i = 0; i < d; ++i) ten *= 10;
     const int64_t last = (b >= 0 && d == db) ? b : ten - 1;
-    out += (out.empty() ? "" : "|") + digits_between(std::to_string(first), std::to_string(last));
+    if (!out.empty()) out += '|';  // (appending, not `"|" + ...`: GCC 12's -Wrestrict misfires on that)
+    out += digits_between(std::to_string(first), std::to_string(last));
     first = ten;
   }
   if (b < 0) out += "|[1-9][0-9]{" + std::to_string(da) + ",}";  // every longer numeral
@@ -79,6 +81,151 @@ std::string integers_between(std::optional<int64_t> lo, std::optional<int64_t> h
   return out + ")";
 }
 
+// ---- number bounds: decimal numerals (no exponent) compared with decimal bounds digit by digit ----
+
+// A set of fraction digit strings (what follows the '.', the empty string standing for no fraction: value 0): a
+// regex of its non-empty members ("" when none) and whether the empty string belongs.
+struct Fractions {
+  std::string nonempty;
+  bool empty = false;
+};
+
+std::string digit_class(char a, char b) {  // [a-b]; a <= b
+  return a == b ? std::string(1, a) : "[" + std::string(1, a) + "-" + std::string(1, b) + "]";
+}
+
+// Non-empty strings: `head` followed by a member of f (f's empty member leaves `head` alone).
+std::string then(const std::string& head, const Fractions& f) {
+  if (f.nonempty.empty()) return f.empty ? head : "";
+  return head + "(" + f.nonempty + ")" + (f.empty ? "?" : "");
+}
+
+std::string either(const std::vector<std::string>& alts) {
+  std::string out;
+  for (const std::string& a : alts)
+    if (!a.empty()) out += (out.empty() ? "" : "|") + a;
+  return out.empty() ? out : "(" + out + ")";
+}
+
+bool all_zero(std::string_view d) { return d.find_first_not_of('0') == std::string_view::npos; }
+
+// Fraction strings f with a < f < b / a <= f <= b (per strictness) as decimal fractions 0.f, a and b digit strings
+// (shorter ones padded with zeros); `hi_open`: no upper bound (b ignored).
+Fractions fractions_between(std::string_view a, bool a_strict, std::string_view b, bool b_strict, bool hi_open) {
+  Fractions out;
+  // The empty string (value 0): 0 >= a only when a is 0, 0 <= b always.
+  out.empty = all_zero(a) && !a_strict && (hi_open || !all_zero(b) || !b_strict);
+  if (!hi_open && a.empty() && b.empty()) {  // [0, 0]: all-zero strings, unless either side is strict
+    if (!a_strict && !b_strict) out.nonempty = "0+";
+    return out;
+  }
+  if (hi_open && a.empty()) {  // everything (>= 0), or every string with a non-zero digit (> 0)
+    out.nonempty = a_strict ? "[0-9]*[1-9][0-9]*" : "[0-9]+";
+    return out;
+  }
+  const char x = a.empty() ? '0' : a[0];
+  const std::string_view ar = a.empty() ? a : a.substr(1);
+  if (hi_open) {  // first digit above x: anything after; equal to x: the rest above a's rest
+    std::vector<std::string> alts;
+    if (x < '9') alts.push_back(digit_class(static_cast<char>(x + 1), '9') + "[0-9]*");
+    alts.push_back(then(std::string(1, x), fractions_between(ar, a_strict, {}, false, true)));
+    out.nonempty = either(alts);
+    return out;
+  }
+  const char y = b.empty() ? '0' : b[0];
+  const std::string_view br = b.empty() ? b : b.substr(1);
+  std::vector<std::string> alts;
+  if (x == y) {
+    alts.push_back(then(std::string(1, x), fractions_between(ar, a_strict, br, b_strict, false)));
+  } else {  // x < y
+    alts.push_back(then(std::string(1, x), fractions_between(ar, a_strict, {}, false, true)));
+    if (x + 1 <= y - 1) alts.push_back(digit_class(static_cast<char>(x + 1), static_cast<char>(y - 1)) + "[0-9]*");
+    alts.push_back(then(std::string(1, y), fractions_between({}, false, br, b_strict, false)));
+  }
+  out.nonempty = either(alts);
+  return out;
+}
+
+// A non-negative decimal bound: integer part and fraction digits (no trailing zeros), strict or not.
+struct Magnitude {
+  int64_t ip = 0;
+  std::string frac;
+  bool strict = false;
+};
+
+// Unsigned decimal numerals I(.F)? with lo <= I.F <= hi (per strictness; hi unset: unbounded); "" when none.
+std::string magnitudes_between(const Magnitude& lo, const std::optional<Magnitude>& hi) {
+  const auto with = [](const std::string& numeral, const Fractions& f) -> std::string {
+    if (f.nonempty.empty()) return f.empty ? numeral : "";
+    return numeral + "(\\.(" + f.nonempty + "))" + (f.empty ? "?" : "");
+  };
+  std::vector<std::string> alts;
+  if (hi && hi->ip == lo.ip) {
+    alts.push_back(with(std::to_string(lo.ip), fractions_between(lo.frac, lo.strict, hi->frac, hi->strict, false)));
+  } else {
+    alts.push_back(with(std::to_string(lo.ip), fractions_between(lo.frac, lo.strict, {}, false, true)));
+    if (!hi) {
+      alts.push_back(naturals_between(lo.ip + 1, -1) + "(\\.[0-9]+)?");
+    } else {
+      if (lo.ip + 1 <= hi->ip - 1) alts.push_back(naturals_between(lo.ip + 1, hi->ip - 1) + "(\\.[0-9]+)?");
+      alts.push_back(with(std::to_string(hi->ip), fractions_between({}, false, hi->frac, hi->strict, false)));
+    }
+  }
+  return either(alts);
+}
+
+// A JSON number bound as a sign and a Magnitude: its shortest round-trip decimal, spelled out without an exponent.
+Result<std::pair<bool, Magnitude>> decimal_bound(double x, bool strict) {
+  char buf[64];
+  const auto [end, ec] = std::to_chars(buf, buf + sizeof buf, x);
+  if (ec != std::errc()) return error("unrepresentable bound");
+  std::string_view t(buf, static_cast<size_t>(end - buf));
+  const bool neg = !t.empty() && t[0] == '-';
+  if (neg) t.remove_prefix(1);
+  int exp = 0;
+  if (const size_t e = t.find_first_of("eE"); e != std::string_view::npos) {
+    exp = std::stoi(std::string(t.substr(e + 1)));
+    t = t.substr(0, e);
+  }
+  std::string digits;
+  int point = 0;  // digits before the decimal point
+  bool seen_point = false;
+  for (char c : t) {
+    if (c == '.') {
+      seen_point = true;
+      continue;
+    }
+    digits += c;
+    if (!seen_point) ++point;
+  }
+  point += exp;
+  if (point > 18 || static_cast<int>(digits.size()) - point > 30) return error("too many digits");
+  std::string ip = point > 0 ? digits.substr(0, std::min<size_t>(digits.size(), static_cast<size_t>(point))) : "";
+  while (static_cast<int>(ip.size()) < point) ip += '0';
+  std::string frac;
+  if (point < 0) frac = std::string(static_cast<size_t>(-point), '0') + digits;
+  else if (static_cast<size_t>(point) < digits.size()) frac = digits.substr(static_cast<size_t>(point));
+  while (!frac.empty() && frac.back() == '0') frac.pop_back();
+  Magnitude m;
+  m.ip = ip.empty() ? 0 : std::stoll(ip);
+  m.frac = frac;
+  m.strict = strict;
+  return std::make_pair(neg && (m.ip != 0 || !m.frac.empty()), m);
+}
+
+// Signed decimal bounds compared: a < b.
+bool less_than(const std::pair<bool, Magnitude>& a, const std::pair<bool, Magnitude>& b) {
+  const auto mag_less = [](const Magnitude& x, const Magnitude& y) {
+    if (x.ip != y.ip) return x.ip < y.ip;
+    std::string fx = x.frac, fy = y.frac;
+    fx.resize(std::max(fx.size(), fy.size()), '0');
+    fy.resize(fx.size(), '0');
+    return fx < fy;
+  };
+  if (a.first != b.first) return a.first;  // negative < non-negative
+  return a.first ? mag_less(b.second, a.second) : mag_less(a.second, b.second);
+}
+
 class Converter {
  public:
   explicit Converter(const Json& root) : root_(root) {}
@@ -96,7 +243,10 @@ class Converter {
       const Json& e = s["enum"];
       if (!e.is_array() || e.empty()) return error("json_schema: 'enum' must be a non-empty list at ", at);
       std::string out = "(";
-      for (size_t i = 0; i < e.size(); ++i) out += (i ? "|" : "") + regex_escape(e[i].dump());
+      for (size_t i = 0; i < e.size(); ++i) {
+        if (i) out += '|';
+        out += regex_escape(e[i].dump());
+      }
       return out + ")";
     }
     for (const char* key : {"anyOf", "oneOf"})
@@ -127,7 +277,7 @@ class Converter {
     const std::string type = t.get<std::string>();
     if (type == "string") return string(s, at);
     if (type == "integer") return integer(s, at);
-    if (type == "number") return kNumber;
+    if (type == "number") return number(s, at);
     if (type == "boolean") return kBoolean;
     if (type == "null") return kNull;
     if (type == "array") return array(s, at, depth);
@@ -195,6 +345,58 @@ class Converter {
     if (!lo && !hi) return kInteger;
     if (lo && hi && *lo > *hi) return error("json_schema: no integer lies in [", *lo, ", ", *hi, "] at ", at);
     return integers_between(lo, hi);
+  }
+
+  // The same keywords bound numbers exactly: with any bound the numerals are plain decimals (no exponent), compared
+  // with each bound's shortest decimal digit by digit. Bounds past +-1e17 or with more than 30 fraction digits are
+  // refused rather than ignored.
+  Result<std::string> number(const Json& s, const std::string& at) {
+    using Bound = std::pair<bool, Magnitude>;  // (negative, magnitude)
+    std::optional<Bound> lo, hi;
+    const auto bound = [&](const char* key, bool upper, bool exclusive) -> Status {
+      const Json& v = s[key];
+      if (!v.is_number()) return error("json_schema: '", key, "' must be a number at ", at);
+      const double x = v.get<double>();
+      if (!(std::fabs(x) <= 1e17)) return error("json_schema: '", key, "' beyond +-1e17 is not supported at ", at);
+      auto b = decimal_bound(x, exclusive);
+      if (!b) return error("json_schema: '", key, "' has too many digits (", b.status().message(), ") at ", at);
+      std::optional<Bound>& slot = upper ? hi : lo;
+      // The tighter of two bounds on one side (equal values: the strict one).
+      const bool tighter = !slot || (upper ? less_than(*b, *slot) : less_than(*slot, *b)) ||
+                           (!less_than(*b, *slot) && !less_than(*slot, *b) && exclusive);
+      if (tighter) slot = *b;
+      return Status::ok();
+    };
+    const bool draft4_min = s.contains("exclusiveMinimum") && s["exclusiveMinimum"].is_boolean();
+    const bool draft4_max = s.contains("exclusiveMaximum") && s["exclusiveMaximum"].is_boolean();
+    if (s.contains("minimum"))
+      DS_RETURN_IF_ERROR(bound("minimum", false, draft4_min && s["exclusiveMinimum"].get<bool>()));
+    if (s.contains("maximum"))
+      DS_RETURN_IF_ERROR(bound("maximum", true, draft4_max && s["exclusiveMaximum"].get<bool>()));
+    if (s.contains("exclusiveMinimum") && !draft4_min) DS_RETURN_IF_ERROR(bound("exclusiveMinimum", false, true));
+    if (s.contains("exclusiveMaximum") && !draft4_max) DS_RETURN_IF_ERROR(bound("exclusiveMaximum", true, true));
+    if (!lo && !hi) return kNumber;
+    if (lo && hi && (less_than(*hi, *lo) || (!less_than(*lo, *hi) && (lo->second.strict || hi->second.strict))))
+      return error("json_schema: no number lies within the bounds at ", at);
+    std::vector<std::string> alts;
+    // Non-negative numerals: from max(lo, 0) up to hi, when hi is not negative.
+    if (!hi || !hi->first) {
+      Magnitude from;  // 0 inclusive
+      if (lo && !lo->first) from = lo->second;
+      alts.push_back(magnitudes_between(from, hi ? std::optional<Magnitude>(hi->second) : std::nullopt));
+    }
+    // Negative numerals -m: m from max(-hi, 0 exclusive) up to -lo, when lo is negative or absent.
+    if (!lo || lo->first) {
+      Magnitude from;
+      from.strict = true;  // m > 0: no "-0"
+      if (hi && hi->first) from = hi->second;
+      const std::string neg =
+          magnitudes_between(from, lo ? std::optional<Magnitude>(lo->second) : std::nullopt);
+      if (!neg.empty()) alts.push_back("-" + neg);
+    }
+    const std::string out = either(alts);
+    if (out.empty()) return error("json_schema: no number lies within the bounds at ", at);
+    return out;
   }
 
   Result<std::string> string(const Json& s, const std::string& at) {

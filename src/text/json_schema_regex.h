@@ -2,9 +2,9 @@
 // OpenAI's response_format {"type": "json_schema"}), for ByteDfa. Compact JSON with at most one space after ':' and
 // ',' (the regex stays small), object properties in the schema's order (required ones present, optional ones
 // omissible, no others). Handled: type (one or a list), string (minLength, maxLength, pattern, format date-time /
-// date / time / uuid / email), integer (minimum, maximum, exclusiveMinimum, exclusiveMaximum: exact bounds),
-// number (its bounds not enforced), boolean, null, enum, const, array (items, minItems, maxItems,
-// prefixItems), object (properties, required), anyOf / oneOf, allOf of one schema, $ref into #/$defs or
+// date / time / uuid / email), integer and number (minimum, maximum, exclusiveMinimum, exclusiveMaximum: exact
+// bounds; a bounded number is a plain decimal, no exponent), boolean, null, enum, const, array (items, minItems,
+// maxItems, prefixItems), object (properties, required), anyOf / oneOf, allOf of one schema, $ref into #/$defs or
 // #/definitions (not recursive). A schema without a type admits any JSON value nested at most two levels.
 #pragma once
 #include <string>

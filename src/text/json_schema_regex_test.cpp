@@ -99,6 +99,74 @@ TEST(JsonSchemaRegex, IntegerBoundsAreExact) {
   }
 }
 
+// Number bounds against brute force: decimals with 0-3 fraction digits (some with trailing zeros) and both signs match
+// exactly when the bounds admit their value ("-0..." never: no negative zero), for inclusive and exclusive bounds on
+// both sides, fractional, integral, zero and one-sided; bounded numbers are plain decimals (no exponent).
+TEST(JsonSchemaRegex, NumberBoundsAreExact) {
+  const std::vector<std::optional<double>> edges = {std::nullopt, -12.5, -3, -0.5, 0, 0.25, 1, 2.5, 3.75, 10, 19.99,
+                                                    24};
+  const std::vector<std::string> fracs = {"", "0", "1", "15", "3", "5", "25", "05", "6", "8", "999", "001", "250",
+                                          "75", "99", "5001"};
+  std::vector<std::pair<std::string, int64_t>> numerals;  // text, value x 10000
+  for (int ip = 0; ip <= 26; ++ip)
+    for (const std::string& f : fracs) {
+      std::string scaled = f;
+      scaled.resize(4, '0');
+      const int64_t mag = ip * 10000 + std::stoll(scaled);
+      std::string text = std::to_string(ip);
+      if (!f.empty()) text.append(".").append(f);
+      numerals.emplace_back(text, mag);
+      numerals.emplace_back(std::string("-").append(text), -mag);
+    }
+  int ranges = 0;
+  for (const auto& lo : edges)
+    for (const auto& hi : edges)
+      for (int strict = 0; strict < 4; ++strict) {
+        if (lo && hi && *lo > *hi) continue;
+        const bool lo_strict = strict & 1, hi_strict = strict & 2;
+        if ((lo_strict && !lo) || (hi_strict && !hi) || (!lo && !hi)) continue;  // (unbounded: any JSON number)
+        nlohmann::ordered_json schema = {{"type", "number"}};
+        if (lo) schema[lo_strict ? "exclusiveMinimum" : "minimum"] = *lo;
+        if (hi) schema[hi_strict ? "exclusiveMaximum" : "maximum"] = *hi;
+        const int64_t L = lo ? std::llround(*lo * 10000) : 0, H = hi ? std::llround(*hi * 10000) : 0;
+        const auto admits = [&](int64_t v) {
+          return (!lo || (lo_strict ? v > L : v >= L)) && (!hi || (hi_strict ? v < H : v <= H));
+        };
+        bool any = false;
+        for (const auto& [text, v] : numerals) any = any || (admits(v) && !(text[0] == '-' && v == 0));
+        auto re = json_schema_to_regex(schema);
+        if (!any && lo && hi && *lo == *hi) {  // an empty range is refused
+          EXPECT_FALSE(re.is_ok()) << schema.dump();
+          continue;
+        }
+        ASSERT_TRUE(re.is_ok()) << schema.dump() << ": " << re.status().message();
+        const ByteDfa d = ByteDfa::compile(*re).value();
+        for (const auto& [text, v] : numerals) {
+          const bool want = admits(v) && !(text[0] == '-' && v == 0);
+          ASSERT_EQ(d.matches(text), want) << schema.dump() << " at " << text << ": " << *re;
+        }
+        EXPECT_FALSE(d.matches("01")) << schema.dump();  // no leading zeros
+        EXPECT_FALSE(d.matches("1e1")) << schema.dump();  // no exponent once bounded
+        ++ranges;
+      }
+  EXPECT_GT(ranges, 200);
+  EXPECT_TRUE(dfa_of(R"({"type": "number"})").matches("1e1"));  // unbounded: any JSON number
+  // Draft 4 booleans, two bounds on one side (the tighter wins), and the refusals.
+  const ByteDfa d4 = dfa_of(R"({"type": "number", "minimum": 1.5, "exclusiveMinimum": true, "maximum": 2})");
+  EXPECT_FALSE(d4.matches("1.5"));
+  EXPECT_TRUE(d4.matches("1.5001"));
+  EXPECT_TRUE(d4.matches("2.000"));
+  const ByteDfa both = dfa_of(R"({"type": "number", "minimum": 3, "exclusiveMinimum": 3})");
+  EXPECT_FALSE(both.matches("3"));
+  EXPECT_TRUE(both.matches("3.01"));
+  for (const char* bad : {R"({"type": "number", "minimum": 2, "maximum": 1.5})",
+                          R"({"type": "number", "exclusiveMinimum": 1, "exclusiveMaximum": 1})",
+                          R"({"type": "number", "maximum": 1e30})", R"({"type": "number", "minimum": "1"})"}) {
+    auto re = json_schema_to_regex(nlohmann::ordered_json::parse(bad));
+    EXPECT_FALSE(re.is_ok()) << bad;
+  }
+}
+
 TEST(JsonSchemaRegex, UnsupportedSchemasAreNamed) {
   const std::pair<const char*, const char*> cases[] = {
       {R"({"type": "tuple"})", "unknown type 'tuple'"},
