@@ -340,6 +340,12 @@ void Job::start() {
   out_->set_on_disconnect([weak = std::weak_ptr<Job>(self)] {
     if (auto job = weak.lock()) job->on_disconnect();
   });
+  // --request-timeout counts from here, constraint compiles included.
+  if (srv_->opt.request_timeout_ms > 0) {
+    out_->post_after(std::chrono::milliseconds(srv_->opt.request_timeout_ms), [weak = std::weak_ptr<Job>(self)] {
+      if (auto job = weak.lock()) job->on_timeout();
+    });
+  }
   std::set<std::string> keys;  // n > 1 samples share a constraint: compiled once
   std::vector<const Seq::PendingGrammar*> todo;
   for (const Seq& s : seqs)
@@ -418,11 +424,6 @@ void Job::submit_all() {
     s.submitted = true;
     srv_->metrics.add_running(1);
   }
-  if (srv_->opt.request_timeout_ms > 0) {
-    out_->post_after(std::chrono::milliseconds(srv_->opt.request_timeout_ms), [weak = std::weak_ptr<Job>(self)] {
-      if (auto job = weak.lock()) job->on_timeout();
-    });
-  }
   if (!stream) return;
   srv_->metrics.on_http_request(route_, 200);
   out_->start_stream(200, "text/event-stream");
@@ -455,8 +456,17 @@ void Job::submit_all() {
 }
 
 void Job::on_timeout() {
+  if (client_gone_) return;
+  if (grammars_left_ > 0 && !responded_) {  // still compiling its constraints: nothing submitted, answered here
+    grammars_left_ = 0;                     // the compiles still running find the job answered
+    responded_ = true;
+    return srv_->send_error(*out_, route_,
+                            make_error(500, "request timed out after " + format_seconds(srv_->opt.request_timeout_ms) +
+                                                " s (--request-timeout) while its constraints compiled",
+                                       "server_error"));
+  }
   // Only sequences still in the engine are aborted; finish_seq turns their abort into the timeout error.
-  if (remaining_ == 0 || client_gone_) return;
+  if (remaining_ == 0) return;
   timed_out_ = true;
   for (Seq& s : seqs)
     if (s.submitted && !s.finished) engine().abort(s.rid);

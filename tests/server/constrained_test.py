@@ -264,6 +264,31 @@ class ConstrainedSpeculativeTest(DemoServerTest):
         self.assertEqual(info["speculative_algorithm"], "NGRAM")
 
 
+class CompileTimeoutTest(DemoServerTest):
+    """--request-timeout counts the constraint's compile too: with every compile 3 s long and a 1 s timeout, a
+    constrained request is answered 500 "request timed out ... while its constraints compiled" after ~1 s (the compile
+    finishes later and submits nothing); plain requests are untouched."""
+    EXTRA_ARGS = ["--request-timeout", "1"]
+    ENV = {"DSERVE_TEST_COMPILE_DELAY_MS": "3000"}
+
+    def test_the_timeout_includes_the_compile(self):
+        t = time.time()
+        r = H.post(self.server, "/generate", {"text": "Answer:", "sampling_params": {
+            "max_new_tokens": 8, "temperature": 0, "regex": "(yes|no)!"}})
+        took = time.time() - t
+        self.assertEqual(r.status, 500, r)
+        self.assertIn("request timed out after 1 s (--request-timeout) while its constraints compiled",
+                      r.body.decode())
+        self.assertLess(took, 2.5)
+        time.sleep(2.5)  # the compile ends: nothing is submitted for the answered request
+        plain = H.post(self.server, "/generate", {"text": "x", "sampling_params": {"max_new_tokens": 2,
+                                                                                  "ignore_eos": True}})
+        self.assertEqual(plain.status, 200, plain)
+        info = H.request(self.server, "GET", "/get_server_info", None).json()
+        stats = info["internal_states"][0]
+        self.assertEqual((stats["num_running_reqs"], stats["num_waiting_reqs"]), (0, 0), stats)
+
+
 class CompileQueueFullTest(DemoServerTest):
     """Two compile workers, one waiting place (DSERVE_TEST_COMPILE_QUEUE) and every compile 2 s long: of five
     requests with distinct constraints sent together, those that find the queue full get 503 with Retry-After and
