@@ -19,8 +19,12 @@ Result<std::string> dsml_params(const nlohmann::ordered_json& schema) {
   if (!props.is_object()) return error("'properties' must be an object");
   std::set<std::string> required;
   if (schema.contains("required") && schema["required"].is_array())
-    for (const auto& r : schema["required"])
-      if (r.is_string()) required.insert(r.get<std::string>());
+    for (const auto& r : schema["required"]) {
+      // As the JSON-schema form (json_schema_to_regex) refuses it: a required name no property spells.
+      if (!r.is_string() || !props.contains(r.get<std::string>()))
+        return error("'required' names ", r.dump(), ", which is not among the properties");
+      required.insert(r.get<std::string>());
+    }
   std::string out;
   for (const auto& [key, s] : props.items()) {
     std::string value;

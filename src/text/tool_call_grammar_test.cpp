@@ -97,6 +97,15 @@ TEST(ToolCallGrammar, RefusalsNameTheProblem) {
        "n": {"type": "string", "minLength": 5, "maxLength": 2}}}}}])"), "");
   ASSERT_FALSE(bad.is_ok());
   EXPECT_NE(bad.status().message().find("'n'"), std::string::npos) << bad.status().message();
+  // A required name that no property spells, in both formats (DSML's own walk and the JSON schema converter).
+  const auto missing = nlohmann::ordered_json::parse(R"([
+    {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "properties": {
+       "n": {"type": "integer"}}, "required": ["n", "m"]}}}])");
+  for (const ToolCallFormat f : {ToolCallFormat::kDeepSeekV32, ToolCallFormat::kDeepSeekV3}) {
+    auto r = tool_call_regex(f, missing, "");
+    ASSERT_FALSE(r.is_ok());
+    EXPECT_NE(r.status().message().find("\"m\""), std::string::npos) << r.status().message();
+  }
   auto unknown = tool_call_regex(ToolCallFormat::kDeepSeekV3, kTools, "later");
   ASSERT_FALSE(unknown.is_ok());
   EXPECT_NE(unknown.status().message().find("'later'"), std::string::npos);
