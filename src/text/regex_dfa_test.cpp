@@ -3,6 +3,8 @@
 #include "text/regex_dfa.h"
 
 #include <chrono>
+#include <functional>
+#include <random>
 #include <regex>
 
 #include <gtest/gtest.h>
@@ -29,6 +31,8 @@ TEST(ByteDfa, MatchesWhatStdRegexMatches) {
       "a*b",           "(ab|a)*c?",      "[a-c]{2,3}",   "a{2}|b{1,}",    "(a|b)*abb",     "[^ab]+",
       "x?(y|z)+x",     "\\d+(\\.\\d+)?", "[\\d.]{1,2}a", "(?:ab)+",       "a.b",           "[-a]b*",
       "\\s*x\\s*",     "\\w\\W?",        "(a|)b",        "a{0,2}b{2,}",   "[a\\-c]+",      "((a|b)c|x)*",
+      // Loops one after another (each must be left for good: "a*b*" never matches "ba").
+      "a*b*",          "[^a]*a*",        "a+b*a",        "(a*b)*c*",      "x*(ab)*[a-c]*", "(a|b)*c+a*",
   };
   const std::string alphabet = "abcx1. -";
   for (const char* p : patterns) {
@@ -44,6 +48,40 @@ TEST(ByteDfa, MatchesWhatStdRegexMatches) {
     });
     EXPECT_GT(checked, 30000);
   }
+}
+
+// Random patterns (seeded) of literals, classes, groups, alternation and every quantifier, nested, against std::regex on
+// every string of up to 5 characters over their alphabet.
+TEST(ByteDfa, RandomPatternsMatchWhatStdRegexMatches) {
+  std::mt19937 rng(2026);
+  const auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
+  std::function<std::string(int)> gen = [&](int depth) -> std::string {
+    std::string atom;
+    switch (depth <= 0 ? pick(3) : pick(6)) {
+      case 0: atom = std::string(1, "abc"[pick(3)]); break;
+      case 1: atom = std::vector<std::string>{"[ab]", "[^a]", "[b-c]", "[^bc]"}[static_cast<size_t>(pick(4))]; break;
+      case 2: atom = "."; break;
+      case 3: atom = "(" + gen(depth - 1) + gen(depth - 1) + ")"; break;
+      case 4: atom = "(" + gen(depth - 1) + "|" + gen(depth - 1) + ")"; break;
+      default: atom = "(?:" + gen(depth - 1) + ")"; break;
+    }
+    static const char* quant[] = {"", "", "*", "+", "?", "{2}", "{0,2}", "{1,}"};
+    return atom + quant[pick(8)];
+  };
+  int patterns = 0;
+  for (int i = 0; i < 100; ++i) {
+    std::string p;
+    for (int k = 1 + pick(3); k > 0; --k) p += gen(2);
+    SCOPED_TRACE(p);
+    auto dfa = ByteDfa::compile(p);
+    ASSERT_TRUE(dfa.is_ok()) << dfa.status().message();
+    const std::regex re(p, std::regex::ECMAScript);
+    all_strings("abc", 5, [&](const std::string& s) {
+      if (dfa->matches(s) != std::regex_match(s, re)) ADD_FAILURE() << "'" << s << "'";
+    });
+    ++patterns;
+  }
+  EXPECT_EQ(patterns, 100);
 }
 
 TEST(ByteDfa, CodePointsMatchAsUtf8Sequences) {
