@@ -2,6 +2,8 @@
 #include "text/tool_call_grammar.h"
 
 #include <set>
+#include <string>
+#include <vector>
 
 #include "text/json_schema_regex.h"
 
@@ -9,10 +11,30 @@ namespace ds {
 
 namespace {
 
+// Raw text that never contains `tag` (whose only '<' is its first character: the parameter's closing tag), so that
+// the tag after it is where the parser ends the value: runs without '<', each '<' followed by a '<'-free run that is a
+// proper prefix of the tag's rest or leaves it at some character.
+std::string text_without_tag(const std::string& tag) {
+  std::vector<std::string> rest;  // the tag after its '<', a UTF-8 character each
+  for (size_t i = 1; i < tag.size();) {
+    const unsigned char c = static_cast<unsigned char>(tag[i]);
+    const size_t n = c < 0x80 ? 1 : c < 0xE0 ? 2 : c < 0xF0 ? 3 : 4;
+    rest.push_back(tag.substr(i, n));
+    i += n;
+  }
+  std::string alts, prefix;
+  for (const std::string& ch : rest) {
+    if (!prefix.empty()) alts += "|" + regex_escape(prefix);  // a proper prefix (the empty one: the group's '?')
+    alts += (alts.empty() ? "" : "|") + regex_escape(prefix) + "[^" + ch + "<][^<]*";  // leaves the tag here
+    prefix += ch;
+  }
+  return "[^<]*(<(" + alts + ")?)*";
+}
+
 // DSML (V3.2) parameters, one a line in the schema's property order (required ones always, the others optional): a
-// plain string (or an enum of strings) written raw, string="true" (any text without '<', within the schema's length
-// bounds; one of the enum's values), every other value as JSON of its schema, string="false" (the parser inserts it
-// as written).
+// plain string (or an enum of strings) written raw, string="true" (any text without the closing tag; with length
+// bounds, any text without '<' within them; one of the enum's values), every other value as JSON of its schema,
+// string="false" (the parser inserts it as written).
 Result<std::string> dsml_params(const nlohmann::ordered_json& schema) {
   if (!schema.is_object() || !schema.contains("properties")) return std::string();  // no parameters
   const auto& props = schema["properties"];
@@ -41,9 +63,9 @@ Result<std::string> dsml_params(const nlohmann::ordered_json& schema) {
       const int64_t lo = s.contains("minLength") && s["minLength"].is_number_integer() ? s["minLength"].get<int64_t>() : 0;
       const int64_t hi = s.contains("maxLength") && s["maxLength"].is_number_integer() ? s["maxLength"].get<int64_t>() : -1;
       if (lo < 0 || (hi >= 0 && hi < lo)) return error("'", key, "': bad minLength / maxLength");
-      value = "string=\"true\">[^<]" + (lo == 0 && hi < 0 ? std::string("*")
-                                                         : "{" + std::to_string(lo) + "," +
-                                                               (hi >= 0 ? std::to_string(hi) : std::string()) + "}");
+      value = lo == 0 && hi < 0 ? "string=\"true\">" + text_without_tag("</｜DSML｜parameter>")
+                                : "string=\"true\">[^<]{" + std::to_string(lo) + "," +
+                                      (hi >= 0 ? std::to_string(hi) : std::string()) + "}";
     } else {
       auto json = json_schema_to_regex(s);
       if (!json) return error("'", key, "': ", json.status().message());

@@ -84,6 +84,27 @@ TEST(ToolCallGrammar, DsmlMatchesWhatTheParserReads) {
             nlohmann::json::parse(R"({"city": "Nice, FR", "nights": 3, "class": "first"})"));
   EXPECT_EQ(parser.calls()[1].name, "now");
   EXPECT_EQ(nlohmann::json::parse(parser.calls()[1].arguments), nlohmann::json::object());
+  // Raw strings without length bounds may hold '<' and any part of the closing tag, not the whole of it; each parses
+  // back as written.
+  const nlohmann::ordered_json code_tools = nlohmann::ordered_json::parse(R"([
+    {"type": "function", "function": {"name": "run", "parameters": {"type": "object", "properties": {
+       "code": {"type": "string"}}, "required": ["code"]}}}])");
+  const ByteDfa code = ByteDfa::compile(tool_call_regex(ToolCallFormat::kDeepSeekV32, code_tools, "").value()).value();
+  const auto call_with = [](const std::string& value) {
+    return "<｜DSML｜function_calls>\n<｜DSML｜invoke name=\"run\">\n<｜DSML｜parameter name=\"code\" string=\"true\">" +
+           value + "</｜DSML｜parameter>\n</｜DSML｜invoke>\n</｜DSML｜function_calls>";
+  };
+  for (const std::string value : {"a < b", "<div>x</div>", "<", "<<", "</", "if (a<b) {}\n", "</｜DSML", "x</｜DSML｜param",
+                                  "</｜DSML｜parameter", "<｜DSML｜parameter>", "</｜DSML｜parameter<", ""}) {
+    SCOPED_TRACE(value);
+    ASSERT_TRUE(code.matches(call_with(value)));
+    ToolCallParser p(ToolCallFormat::kDeepSeekV32);
+    p.feed(call_with(value));
+    p.finish();
+    ASSERT_EQ(p.calls().size(), 1u);
+    EXPECT_EQ(nlohmann::json::parse(p.calls()[0].arguments), (nlohmann::json{{"code", value}}));
+  }
+  EXPECT_FALSE(code.matches(call_with("a</｜DSML｜parameter>b")));  // the tag itself ends the value
   // A named function: exactly one invoke of it.
   const ByteDfa named = ByteDfa::compile(tool_call_regex(ToolCallFormat::kDeepSeekV32, tools, "now").value()).value();
   EXPECT_TRUE(named.matches("<｜DSML｜function_calls>\n" + now + "</｜DSML｜function_calls>"));
