@@ -419,15 +419,17 @@ int build(Nfa& nfa, const Node& n, int start) {
       const Node& k = *n.kids[0];
       int at = start;
       for (int i = 0; i < n.min && !nfa.overflow; ++i) at = build(nfa, k, at);
-      if (n.max < 0) {  // at -> (k -> at)* : a loop, left through a fresh end state
+      if (n.max < 0) {  // at -> loop -> (k -> loop)* -> end, loop and end fresh states
+        // A loop through `at` itself would share it with what the enclosing pattern hangs on `at` (the skip of an
+        // enclosing '?': "(b*c)?" matching "b") or on the returned end (a following loop: "x*y*" matching "yx").
+        const int loop = nfa.add();
+        nfa.eps[static_cast<size_t>(at)].push_back(loop);
         const int s = nfa.add();
-        nfa.eps[static_cast<size_t>(at)].push_back(s);
+        nfa.eps[static_cast<size_t>(loop)].push_back(s);
         const int e = build(nfa, k, s);
-        nfa.eps[static_cast<size_t>(e)].push_back(at);
-        // Not `at` itself: what follows would start at the loop's state, and a loop of its own (x*y*) would come
-        // back there too, letting the two interleave (x*y* matching "yx").
+        nfa.eps[static_cast<size_t>(e)].push_back(loop);
         const int end = nfa.add();
-        nfa.eps[static_cast<size_t>(at)].push_back(end);
+        nfa.eps[static_cast<size_t>(loop)].push_back(end);
         return end;
       }
       const int end = nfa.add();

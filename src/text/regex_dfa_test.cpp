@@ -31,8 +31,10 @@ TEST(ByteDfa, MatchesWhatStdRegexMatches) {
       "a*b",           "(ab|a)*c?",      "[a-c]{2,3}",   "a{2}|b{1,}",    "(a|b)*abb",     "[^ab]+",
       "x?(y|z)+x",     "\\d+(\\.\\d+)?", "[\\d.]{1,2}a", "(?:ab)+",       "a.b",           "[-a]b*",
       "\\s*x\\s*",     "\\w\\W?",        "(a|)b",        "a{0,2}b{2,}",   "[a\\-c]+",      "((a|b)c|x)*",
-      // Loops one after another (each must be left for good: "a*b*" never matches "ba").
+      // Loops one after another (each must be left for good: "a*b*" never matches "ba"), and loops inside an
+      // optional or repeated group (the group's skip is no way out of the loop: "(b*c)?" never matches "b").
       "a*b*",          "[^a]*a*",        "a+b*a",        "(a*b)*c*",      "x*(ab)*[a-c]*", "(a|b)*c+a*",
+      "(b*c)?",        "(([b-c]?c?)*c)?[ab]?",           "(a*b){0,2}c",   "((a|b)*c)*x",   "(x?a*)?b",
   };
   const std::string alphabet = "abcx1. -";
   for (const char* p : patterns) {
