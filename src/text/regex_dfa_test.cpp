@@ -58,13 +58,25 @@ TEST(ByteDfa, RandomPatternsMatchWhatStdRegexMatches) {
   std::mt19937 rng(2026);
   const auto pick = [&](int n) { return static_cast<int>(rng() % static_cast<uint32_t>(n)); };
   std::function<std::string(int)> gen = [&](int depth) -> std::string {
+    // (Each draw its own statement: the order of operands is unspecified, and the patterns must not depend on the
+    // compiler.)
     std::string atom;
     switch (depth <= 0 ? pick(3) : pick(6)) {
       case 0: atom = std::string(1, "abc"[pick(3)]); break;
       case 1: atom = std::vector<std::string>{"[ab]", "[^a]", "[b-c]", "[^bc]"}[static_cast<size_t>(pick(4))]; break;
       case 2: atom = "."; break;
-      case 3: atom = "(" + gen(depth - 1) + gen(depth - 1) + ")"; break;
-      case 4: atom = "(" + gen(depth - 1) + "|" + gen(depth - 1) + ")"; break;
+      case 3: {
+        const std::string x = gen(depth - 1);
+        const std::string y = gen(depth - 1);
+        atom = "(" + x + y + ")";
+        break;
+      }
+      case 4: {
+        const std::string x = gen(depth - 1);
+        const std::string y = gen(depth - 1);
+        atom = "(" + x + "|" + y + ")";
+        break;
+      }
       default: atom = "(?:" + gen(depth - 1) + ")"; break;
     }
     static const char* quant[] = {"", "", "*", "+", "?", "{2}", "{0,2}", "{1,}"};
