@@ -53,6 +53,14 @@ double score_diff(const ScoreResult& r, const nlohmann::json& entry) {
   return worst;
 }
 
+// The reference's score entry with the longest prompt (the first of equals).
+const nlohmann::json* longest_score_entry(const nlohmann::json& ref) {
+  const nlohmann::json* longest = nullptr;
+  for (const auto& e : ref["score"])
+    if (!longest || e["input_ids"].size() > (*longest)["input_ids"].size()) longest = &e;
+  return longest;
+}
+
 class FixtureTest : public ::testing::TestWithParam<std::string> {};
 
 // The W8A8 oracle (DSERVE_FP8_NATIVE=1) on the FP8 fixture with 128-multiple dims: the norms' FP8 activations
@@ -177,9 +185,7 @@ TEST_P(FixtureTest, AbsorbedAndChunkedPathsMatchTransformers) {
   SequenceRunner runner(*l.model, *l.ops);
   // The longest prompt through (a) the absorbed MQA form for the whole prefill and (b) chunked prefill in
   // MHA form over a cached prefix; both must still match the reference.
-  const nlohmann::json* longest = nullptr;
-  for (const auto& e : l.ref["score"])
-    if (!longest || e["input_ids"].size() > (*longest)["input_ids"].size()) longest = &e;
+  const nlohmann::json* longest = longest_score_entry(l.ref);
   std::vector<int32_t> ids = ids_of((*longest)["input_ids"]);
   EXPECT_LE(score_diff(runner.score(ids, 0, AttnMode::kAbsorbed), *longest), kTol) << "absorbed";
   EXPECT_LE(score_diff(runner.score(ids, 0, AttnMode::kMha, 100), *longest), kTol) << "chunked mha";
@@ -194,9 +200,7 @@ TEST(FixtureV32, SparsePrefillFormByContext) {
   dense_opts.sparse_prefill_min_context = int64_t{1} << 40;
   Loaded sparse = load("v32", sparse_opts), dense = load("v32", dense_opts);
   ASSERT_TRUE(sparse.model && dense.model);
-  const nlohmann::json* longest = nullptr;
-  for (const auto& e : sparse.ref["score"])
-    if (!longest || e["input_ids"].size() > (*longest)["input_ids"].size()) longest = &e;
+  const nlohmann::json* longest = longest_score_entry(sparse.ref);
   const std::vector<int32_t> ids = ids_of((*longest)["input_ids"]);
   ASSERT_GT(ids.size(), static_cast<size_t>(sparse.cfg.index_topk));  // the top-k selects
   SequenceRunner rs(*sparse.model, *sparse.ops), rd(*dense.model, *dense.ops);

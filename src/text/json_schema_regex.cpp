@@ -317,6 +317,21 @@ class Converter {
     return v.get<int64_t>();
   }
 
+  // Calls bound(key, upper, exclusive) for each of minimum / maximum / exclusiveMinimum / exclusiveMaximum present:
+  // draft 6's numeric exclusives, or draft 4's booleans making minimum / maximum exclusive.
+  template <typename Bound>
+  static Status for_each_bound(const Json& s, const Bound& bound) {
+    const bool draft4_min = s.contains("exclusiveMinimum") && s["exclusiveMinimum"].is_boolean();
+    const bool draft4_max = s.contains("exclusiveMaximum") && s["exclusiveMaximum"].is_boolean();
+    if (s.contains("minimum"))
+      DS_RETURN_IF_ERROR(bound("minimum", false, draft4_min && s["exclusiveMinimum"].get<bool>()));
+    if (s.contains("maximum"))
+      DS_RETURN_IF_ERROR(bound("maximum", true, draft4_max && s["exclusiveMaximum"].get<bool>()));
+    if (s.contains("exclusiveMinimum") && !draft4_min) DS_RETURN_IF_ERROR(bound("exclusiveMinimum", false, true));
+    if (s.contains("exclusiveMaximum") && !draft4_max) DS_RETURN_IF_ERROR(bound("exclusiveMaximum", true, true));
+    return Status::ok();
+  }
+
   // minimum / maximum / exclusiveMinimum / exclusiveMaximum (numbers, or draft 4's boolean exclusives) bound the
   // integers exactly; beyond +-1e17 they are refused rather than ignored.
   Result<std::string> integer(const Json& s, const std::string& at) {
@@ -334,14 +349,7 @@ class Converter {
       else lo = lo ? std::max(*lo, n) : n;
       return Status::ok();
     };
-    const bool draft4_min = s.contains("exclusiveMinimum") && s["exclusiveMinimum"].is_boolean();
-    const bool draft4_max = s.contains("exclusiveMaximum") && s["exclusiveMaximum"].is_boolean();
-    if (s.contains("minimum"))
-      DS_RETURN_IF_ERROR(bound("minimum", false, draft4_min && s["exclusiveMinimum"].get<bool>()));
-    if (s.contains("maximum"))
-      DS_RETURN_IF_ERROR(bound("maximum", true, draft4_max && s["exclusiveMaximum"].get<bool>()));
-    if (s.contains("exclusiveMinimum") && !draft4_min) DS_RETURN_IF_ERROR(bound("exclusiveMinimum", false, true));
-    if (s.contains("exclusiveMaximum") && !draft4_max) DS_RETURN_IF_ERROR(bound("exclusiveMaximum", true, true));
+    DS_RETURN_IF_ERROR(for_each_bound(s, bound));
     if (!lo && !hi) return kInteger;
     if (lo && hi && *lo > *hi) return error("json_schema: no integer lies in [", *lo, ", ", *hi, "] at ", at);
     return integers_between(lo, hi);
@@ -367,14 +375,7 @@ class Converter {
       if (tighter) slot = *b;
       return Status::ok();
     };
-    const bool draft4_min = s.contains("exclusiveMinimum") && s["exclusiveMinimum"].is_boolean();
-    const bool draft4_max = s.contains("exclusiveMaximum") && s["exclusiveMaximum"].is_boolean();
-    if (s.contains("minimum"))
-      DS_RETURN_IF_ERROR(bound("minimum", false, draft4_min && s["exclusiveMinimum"].get<bool>()));
-    if (s.contains("maximum"))
-      DS_RETURN_IF_ERROR(bound("maximum", true, draft4_max && s["exclusiveMaximum"].get<bool>()));
-    if (s.contains("exclusiveMinimum") && !draft4_min) DS_RETURN_IF_ERROR(bound("exclusiveMinimum", false, true));
-    if (s.contains("exclusiveMaximum") && !draft4_max) DS_RETURN_IF_ERROR(bound("exclusiveMaximum", true, true));
+    DS_RETURN_IF_ERROR(for_each_bound(s, bound));
     if (!lo && !hi) return kNumber;
     if (lo && hi && (less_than(*hi, *lo) || (!less_than(*lo, *hi) && (lo->second.strict || hi->second.strict))))
       return error("json_schema: no number lies within the bounds at ", at);
