@@ -60,6 +60,7 @@ __global__ void fallback_attention_kernel(FallbackAttnParams p) {
   for (int c = threadIdx.x; c < n_cand; c += kThreads) sum += sc[c] == -INFINITY ? 0.0f : expf(sc[c] - mx);
   sum = block_sum(sum, scratch);
   __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out) + (t * p.heads + h) * p.v;
+  if (p.lse && threadIdx.x == 0) p.lse[t * p.heads + h] = sum > 0.0f ? mx + logf(sum) : -INFINITY;
   for (int64_t i = threadIdx.x; i < p.v; i += kThreads) {
     float acc = 0.0f;
     for (int c = 0; c < n_cand; ++c) {
@@ -69,7 +70,7 @@ __global__ void fallback_attention_kernel(FallbackAttnParams p) {
       const float val = p.absorbed ? bf(cache_row(j), i) : bf(kv + ((ctx_base + j) * p.heads + h) * (p.nope + p.v) + p.nope, i);
       acc += w * val;
     }
-    out[i] = __float2bfloat16(acc / sum);
+    out[i] = __float2bfloat16(sum > 0.0f ? acc / sum : 0.0f);
   }
 }
 

@@ -20,6 +20,7 @@ struct FallbackAttnParams {
   const int32_t* block_table;
   const int32_t* topk;       // [T, topk_k] or null
   void* out;                 // [T, H, v] bf16
+  float* lse;                // MHA: [T, H] ln sum exp(scale * score) (-inf: no key; out 0), or null
   float* scores;             // scratch [T * H, max_cand]
   int64_t tokens, heads, dq, nope, v, ctx_dim, rope_offset, max_pages;
   int num_seqs, page_size, max_cand, topk_k;

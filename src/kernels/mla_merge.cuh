@@ -1,6 +1,6 @@
-// The split-KV merge step shared by the split combine kernels (mla_decode.cu) and the transposed decode kernel's
-// in-cluster merge (mla_decode_t16.cu): the weighted sum of several splits' normalised partials against their
-// largest log2-sum-exp.
+// The split-KV merge step shared by the split combine kernels (mla_decode.cu), the transposed decode kernel's
+// in-cluster merge (mla_decode_t16.cu) and the prefill's context-chunk merge (mla_prefill.cu): the weighted sum of
+// several splits' normalised partials against their largest log2-sum-exp.
 #pragma once
 #include <cuda_runtime.h>
 
@@ -33,6 +33,12 @@ __device__ __forceinline__ float4 weigh_splits(const float (&lse)[kN], const flo
   *m = mx;
   *l = sum;
   return acc;
+}
+
+// The natural log-sum-exp of a row whose online softmax ended at maximum m and sum l = sum_j 2^(s_j - m), s_j in
+// log2 units (the prefill kernels' scores times scale * log2(e)): -inf where the row attended nothing (l = 0).
+__device__ __forceinline__ float natural_lse(float m, float l) {
+  return l > 0.0f ? (m + log2f(l)) * 0.6931471805599453f : -INFINITY;
 }
 
 }  // namespace ds::kernels

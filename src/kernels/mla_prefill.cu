@@ -5,6 +5,7 @@
 // O += P V run on mma.sync m16n8k16 with P taken straight from the S accumulators.
 #include <cuda_bf16.h>
 
+#include "kernels/mla_merge.cuh"
 #include "kernels/mla_prefill.h"
 #include "kernels/per_device.h"
 #include "kernels/pdl.cuh"
@@ -209,6 +210,7 @@ __global__ void __launch_bounds__(kThreads) mla_prefill_kernel(const MlaPrefillP
     }
     __syncthreads();  // the next iteration refills this buffer
   }
+  cp_async_wait<0>();  // (no key tile: a sequence of no positions, a context part's; Q's copies still in flight)
 
   l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
   l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
@@ -216,6 +218,10 @@ __global__ void __launch_bounds__(kThreads) mla_prefill_kernel(const MlaPrefillP
   l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
   __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out);
   const int col = 2 * (lane & 3);
+  if (p.lse && (lane & 3) == 0) {
+    if (pos_a >= 0) p.lse[static_cast<int64_t>(ta) * H + h] = natural_lse(m_a, l_a);
+    if (pos_b >= 0) p.lse[static_cast<int64_t>(tb) * H + h] = natural_lse(m_b, l_b);
+  }
   if (pos_a >= 0) {
     const float inv = l_a > 0.0f ? 1.0f / l_a : 0.0f;
     __nv_bfloat16* dst = out + (static_cast<int64_t>(ta) * H + h) * kV + col;
@@ -308,6 +314,7 @@ __global__ void __launch_bounds__(kRefThreads) mla_prefill_reference_kernel(cons
   }
   __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out) + (static_cast<int64_t>(t) * H + h) * p.v;
   const float inv = l > 0.0f ? 1.0f / l : 0.0f;
+  if (p.lse && tid == 0) p.lse[static_cast<int64_t>(t) * H + h] = natural_lse(m, l);
 #pragma unroll
   for (int k = 0; k < kRefMaxV / kRefThreads; ++k) {
     const int d = tid + k * kRefThreads;
@@ -315,7 +322,40 @@ __global__ void __launch_bounds__(kRefThreads) mla_prefill_reference_kernel(cons
   }
 }
 
+// One warp a row (token, head): both parts' weights from their lse, then the row's columns.
+constexpr int kMergeThreads = 256;
+__global__ void __launch_bounds__(kMergeThreads) merge_parts_kernel(__nv_bfloat16* out, float* lse,
+                                                                    const __nv_bfloat16* out_part,
+                                                                    const float* lse_part, int64_t rows, int v) {
+  const int64_t row = static_cast<int64_t>(blockIdx.x) * (kMergeThreads / 32) + threadIdx.x / 32;
+  const int lane = threadIdx.x & 31;
+  if (row >= rows) return;
+  const float la = lse[row] * kLog2e, lb = lse_part[row] * kLog2e;  // -inf stays -inf
+  const float mx = fmaxf(la, lb);
+  if (mx == -INFINITY) return;  // neither part attended anything: out stays 0
+  const float wa = la == -INFINITY ? 0.0f : exp2f(la - mx), wb = lb == -INFINITY ? 0.0f : exp2f(lb - mx);
+  const float inv = 1.0f / (wa + wb);
+  __nv_bfloat16* o = out + row * v;
+  const __nv_bfloat16* op = out_part + row * v;
+  for (int c = lane; c < v; c += 32) {
+    // A part of zero weight may hold anything (never read: 0 * NaN would poison the sum).
+    const float a = wa == 0.0f ? 0.0f : wa * __bfloat162float(o[c]);
+    const float b = wb == 0.0f ? 0.0f : wb * __bfloat162float(op[c]);
+    o[c] = __float2bfloat16((a + b) * inv);
+  }
+  if (lane == 0) lse[row] = (mx + log2f(wa + wb)) * 0.6931471805599453f;
+}
+
 }  // namespace
+
+cudaError_t launch_mla_merge_parts(void* out, float* lse, const void* out_part, const float* lse_part, int64_t rows,
+                                   int v, cudaStream_t stream) {
+  if (rows == 0 || v == 0) return cudaSuccess;
+  const int64_t blocks = (rows + kMergeThreads / 32 - 1) / (kMergeThreads / 32);
+  return launch_plain(merge_parts_kernel, static_cast<unsigned>(blocks), kMergeThreads, 0, stream,
+                      static_cast<__nv_bfloat16*>(out), lse, static_cast<const __nv_bfloat16*>(out_part), lse_part,
+                      rows, v);
+}
 
 bool mla_prefill_fast_supported(int nope, int rope, int v, int64_t ctx_dim, int64_t rope_offset) {
   return nope == kNope && rope == kRope && v == kV && ctx_dim % 8 == 0 && rope_offset % 8 == 0 &&

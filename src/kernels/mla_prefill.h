@@ -10,12 +10,14 @@ namespace ds::kernels {
 
 // Semantics of ops/ops.h mla_attention_mha: sequence s owns query tokens [q_starts[s], q_starts[s+1]) and
 // context rows [sum_{s'<s} seq_lens[s'], + seq_lens[s]) of kv/ctx (its positions 0 .. seq_lens[s]-1); query
-// t attends positions j <= positions[t] (and, with `allow`, only those whose bit is set).
+// t attends positions j <= positions[t] (and, with `allow`, only those whose bit is set). A row that attends no
+// position (a sequence of length 0) gets zeros, and a -inf log-sum-exp.
 struct MlaPrefillParams {
   const void* q = nullptr;             // [num_tokens, num_heads, nope + rope] bf16
   const void* kv = nullptr;            // [ctx_rows, num_heads, nope + v] bf16 (k_nope | v per head)
   const void* ctx = nullptr;           // [ctx_rows, ctx_dim] bf16; rope key at [rope_offset, rope_offset + rope)
   void* out = nullptr;                 // [num_tokens, num_heads, v] bf16
+  float* lse = nullptr;                // [num_tokens, num_heads] ln sum_j exp(scale * score_j) (-inf: none), or null
   const int32_t* q_starts = nullptr;   // [num_seqs + 1]
   const int32_t* seq_lens = nullptr;   // [num_seqs]
   const int32_t* positions = nullptr;  // [num_tokens]
@@ -47,6 +49,13 @@ cudaError_t launch_mla_prefill(const MlaPrefillParams& p, cudaStream_t stream);
 // not yet measured; see the kernel).
 cudaError_t launch_mla_prefill_wgmma(const MlaPrefillParams& p, cudaStream_t stream, int keys_per_tile = 64,
                                      bool split_loads = false);
+
+// The attention over two disjoint parts of the context from each part's (out, lse) as the kernels above give them
+// (a context cut into chunks, one launch each): out = (e^lse out + e^lse_part out_part) / (e^lse + e^lse_part),
+// lse = ln(e^lse + e^lse_part), in place. out / out_part [rows, v] bf16, lse / lse_part [rows] f32 (rows = tokens x
+// heads); a -inf part adds nothing.
+cudaError_t launch_mla_merge_parts(void* out, float* lse, const void* out_part, const float* lse_part, int64_t rows,
+                                   int v, cudaStream_t stream);
 
 // Reference kernel: one block per (head, token), CUDA cores, any nope/rope/v (v <= 1024).
 cudaError_t launch_mla_prefill_reference(const MlaPrefillParams& p, cudaStream_t stream);

@@ -8,6 +8,7 @@
 // SM (0.68x).
 #include <cuda_bf16.h>
 
+#include "kernels/mla_merge.cuh"
 #include "kernels/mla_prefill.h"
 #include "kernels/pdl.cuh"
 #include "kernels/per_device.h"
@@ -259,6 +260,10 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_wgmma_kernel(const Ml
   l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
   __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out);
   const int col = 2 * (lane & 3);
+  if (p.lse && (lane & 3) == 0) {
+    if (pos0 >= 0) p.lse[static_cast<int64_t>(t0) * H + h] = natural_lse(m0, l0);
+    if (pos1 >= 0) p.lse[static_cast<int64_t>(t1) * H + h] = natural_lse(m1, l1);
+  }
   if (pos0 >= 0) {
     const float inv = l0 > 0.0f ? 1.0f / l0 : 0.0f;
     __nv_bfloat16* dst = out + (static_cast<int64_t>(t0) * H + h) * kV + col;

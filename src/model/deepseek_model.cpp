@@ -2,10 +2,12 @@
 // residual) -> final norm -> lm_head, plus the V3.2 indexer and the MTP module.
 #include "model/deepseek_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
 #include "core/env.h"
+#include "model/mha_chunks.h"
 #include "model/shared_fusion.h"
 
 namespace ds {
@@ -46,12 +48,14 @@ ModelOptions model_options(bool disable_shared_experts_fusion) {
     o.shared_fork = env_flag("DSERVE_SHARED_AFTER_ROUTE", false) ? ModelOptions::SharedFork::kAfterRoute
                                                                   : ModelOptions::SharedFork::kBeforeRoute;
   o.sparse_prefill_min_context = env_int("DSERVE_SPARSE_PREFILL_MIN_CONTEXT", o.sparse_prefill_min_context);
+  o.mha_chunk_bytes = env_int("DSERVE_MHA_CHUNK_BYTES", o.mha_chunk_bytes);
   return o;
 }
 
 DeepseekModel::DeepseekModel(const ModelConfig& cfg, const ModelWeights& w, Ops& ops, const ModelOptions& options)
     : cfg_(cfg), ops_(ops), shared_fork_(options.shared_fork), dp_attention_(options.dp_attention && ops.tp_size() > 1),
-      sparse_prefill_min_context_(options.sparse_prefill_min_context) {
+      sparse_prefill_min_context_(options.sparse_prefill_min_context), mha_chunk_bytes_(options.mha_chunk_bytes) {
+  DS_CHECK(mha_chunk_bytes_ > 0, "mha_chunk_bytes ", mha_chunk_bytes_);
   // Shared-experts fusion for every MoE layer (one routing for all of them) or none.
   bool fuse = options.shared_experts_fusion && cfg_.n_shared_experts > 0;
   bool any_moe = false;
@@ -188,6 +192,7 @@ Tensor DeepseekModel::forward(const Tensor& token_ids, const AttnMetadata& meta,
       return Tensor();
     }
   }
+  plan_mha_chunks_for(meta, mode);
   Tensor h = ops_.embedding(embed_, token_ids);  // [T, d] residual stream
   MlpOut pending;  // [T, d] the previous layer's MLP output, added by the next norm (one kernel fewer per layer)
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) pending = decoder_layer_open(layers_[l], l, h, pending, meta, cache, mode);
@@ -216,6 +221,7 @@ Tensor DeepseekModel::mtp_forward(int i, const Tensor& next_ids, const Tensor& h
     }
   }
   const float eps = static_cast<float>(cfg_.rms_norm_eps);
+  plan_mha_chunks_for(meta, mode);
   Tensor e = ops_.embedding(m.embed, next_ids);                        // [T, d]
   Tensor eh = ops_.concat_cols(ops_.rms_norm(e, m.enorm, eps),         // embedding first, then hidden
                                ops_.rms_norm(hidden, m.hnorm, eps));   // [T, 2d]
@@ -311,9 +317,13 @@ Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tenso
     ops_.rope_(q3, nope, rope, meta.positions, inv_freq_, rope_factor_, RopeStyle::kInterleaved);
     ops_.side_join();
     Tensor ctx = ops_.gather_latent_context(cache.latent[cache_layer], meta, lora, cache.dtype);  // [S, lora + rope]
-    const int64_t S = ctx.dim(0);
-    Tensor kv = ops_.linear(ops_.slice_cols(ctx, 0, lora), a.kv_b_proj).reshape({S, H, nope + v});  // [S, H, nope + v]
-    o = ops_.mla_attention_mha(q3, kv, ctx, lora, meta, softmax_scale_, topk_ptr);          // [T, H, v]
+    if (!mha_chunks_.empty() && !topk_ptr) {
+      o = mha_chunked(a, q3, ctx);  // [T, H, v]
+    } else {
+      const int64_t S = ctx.dim(0);
+      Tensor kv = ops_.linear(ops_.slice_cols(ctx, 0, lora), a.kv_b_proj).reshape({S, H, nope + v});  // [S, H, nope + v]
+      o = ops_.mla_attention_mha(q3, kv, ctx, lora, meta, softmax_scale_, topk_ptr, nullptr);  // [T, H, v]
+    }
   } else if (store_with_q) {
     Tensor q_abs = ops_.mla_store_absorb_q(kv_a, a.kv_a_norm, eps, cache.latent[cache_layer], meta.slot_mapping,
                                            cache.dtype, q3, a.w_kc, meta.positions, inv_freq_, rope_factor_);
@@ -330,6 +340,75 @@ Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tenso
   Tensor out = ops_.linear_q(o.reshape({T, H * v}), oq, a.o_proj);  // [T, d]; over this rank's heads with TP
   if (!dp_attention_) ops_.all_reduce_(out);  // (data-parallel attention: whole heads, this rank's tokens)
   return out;
+}
+
+void DeepseekModel::plan_mha_chunks_for(const AttnMetadata& meta, AttnMode mode) {
+  mha_chunks_.clear();
+  // Decode steps (CUDA graphs among them) and the absorbed form never get here past this line; nor V3.2 (top-k
+  // masks are by absolute position: its long contexts take the absorbed form).
+  if (mode == AttnMode::kAbsorbed || (mode == AttnMode::kAuto && meta.max_q_len <= 1) || cfg_.has_indexer()) return;
+  const int64_t row_bytes =
+      cfg_.num_attention_heads * (cfg_.qk_nope_head_dim + cfg_.v_head_dim) * dtype_size(ops_.activation_dtype());
+  const int64_t max_rows = std::max<int64_t>(mha_chunk_bytes_ / row_bytes, 1);
+  if (meta.total_context >= 0 && meta.total_context <= max_rows) return;  // one pass (the common case: no reads)
+  // Host copies of the metadata (the runner's builders keep them; otherwise read back: a sync, prefill only).
+  const auto host = [&](const Tensor& h, const Tensor& dev) { return h.defined() ? h : ops_.to_host(dev); };
+  const Tensor lens = host(meta.host_seq_lens, meta.seq_lens), starts = host(meta.host_q_starts, meta.q_starts),
+               pos = host(meta.host_positions, meta.positions);
+  const std::vector<MhaChunk> plan = plan_mha_chunks(
+      {lens.data_as<int32_t>(), static_cast<size_t>(meta.num_seqs)},
+      {starts.data_as<int32_t>(), static_cast<size_t>(meta.num_seqs) + 1},
+      {pos.data_as<int32_t>(), static_cast<size_t>(meta.num_tokens)}, max_rows);
+  if (plan.empty()) return;
+  // Every chunk's shifted positions, lengths and rows in one host buffer, one upload, then views.
+  const int64_t T = meta.num_tokens, n = meta.num_seqs;
+  int64_t total = 0;
+  for (const MhaChunk& c : plan) total += T + n + c.num_rows();
+  Tensor buf = Tensor::empty({total}, DType::kI32);
+  int32_t* w = buf.data_as<int32_t>();
+  for (const MhaChunk& c : plan) {
+    for (int64_t s = 0; s < n; ++s)
+      for (int32_t t = starts.data_as<int32_t>()[s]; t < starts.data_as<int32_t>()[s + 1]; ++t)
+        w[t] = pos.data_as<int32_t>()[t] - c.shift[s];
+    std::copy(c.seq_lens.begin(), c.seq_lens.end(), w + T);
+    std::copy(c.rows.begin(), c.rows.end(), w + T + n);
+    w += T + n + c.num_rows();
+  }
+  const Tensor dev = ops_.upload(buf);
+  int64_t at = 0;
+  for (const MhaChunk& c : plan) {
+    MhaChunkRun r;
+    r.meta = meta;
+    r.meta.positions = dev.rows(at, at + T);
+    r.meta.seq_lens = dev.rows(at + T, at + T + n);
+    r.rows = dev.rows(at + T + n, at + T + n + c.num_rows());
+    r.meta.max_seq_len = *std::max_element(c.seq_lens.begin(), c.seq_lens.end());
+    r.meta.total_context = c.num_rows();
+    r.meta.host_positions = r.meta.host_seq_lens = Tensor();  // (not the chunk's: nothing reads them further)
+    r.meta.slot_mapping = Tensor();
+    at += T + n + c.num_rows();
+    mha_chunks_.push_back(std::move(r));
+  }
+}
+
+Tensor DeepseekModel::mha_chunked(const Attention& a, const Tensor& q3, const Tensor& ctx) {
+  const int64_t H = cfg_.num_attention_heads, nope = cfg_.qk_nope_head_dim, v = cfg_.v_head_dim;
+  const int64_t lora = cfg_.kv_lora_rank;
+  Tensor o, lse;  // [T, H, v], [T, H]: the chunks so far
+  for (const MhaChunkRun& c : mha_chunks_) {
+    const int64_t rows = c.rows.numel();
+    Tensor part_ctx = ops_.embedding(ctx, c.rows);  // [rows, lora + rope]
+    Tensor kv = ops_.linear(ops_.slice_cols(part_ctx, 0, lora), a.kv_b_proj).reshape({rows, H, nope + v});
+    Tensor part_lse;                                                                                    // [T, H]
+    Tensor part = ops_.mla_attention_mha(q3, kv, part_ctx, lora, c.meta, softmax_scale_, nullptr, &part_lse);  // [T, H, v]
+    if (!o.defined()) {
+      o = part;
+      lse = part_lse;
+    } else {
+      ops_.merge_attention_parts_(o, lse, part, part_lse);
+    }
+  }
+  return o;
 }
 
 Tensor DeepseekModel::indexer(const Attention& a, int cache_layer, const Tensor& x, const Tensor& q_resid,

@@ -41,11 +41,17 @@ struct ModelOptions {
   // positions; below it, in the MHA form over every position with the top-k as a mask (fewer FLOPs a key: dense
   // wins until the context is a few times index_topk). Measured on the device: BENCHMARKS.md, session 61.
   int64_t sparse_prefill_min_context = 8192;
+  // The MHA-form prefill expands the context's latents with kv_b_proj into [rows, H, nope + v] (64 KiB a position
+  // for V3's 128 heads in bf16: 8.6 GB at a 128K context) at most this many bytes at a time: past it, the context
+  // is attended chunk by chunk and the parts merged by log-sum-exp (model/mha_chunks.h; SGLang's chunked prefix
+  // attention). Not with the V3.2 indexer's top-k masks (its long prefills attend in the absorbed form).
+  int64_t mha_chunk_bytes = int64_t{1} << 30;
 };
 // The options of a run: DSERVE_SHARED_EXPERTS_FUSION=1 turns the fusion on (A/B runs, tests) unless
 // --disable-shared-experts-fusion (SGLang's flag, `disable_shared_experts_fusion`) is given;
 // DSERVE_SHARED_AFTER_ROUTE=1 / =0 forces shared_fork after / before the routing (unset: kAuto);
-// DSERVE_SPARSE_PREFILL_MIN_CONTEXT=n replaces sparse_prefill_min_context (A/B runs).
+// DSERVE_SPARSE_PREFILL_MIN_CONTEXT=n replaces sparse_prefill_min_context (A/B runs), DSERVE_MHA_CHUNK_BYTES=n
+// mha_chunk_bytes (A/B runs, tests).
 ModelOptions model_options(bool disable_shared_experts_fusion);
 
 class DeepseekModel {
@@ -124,6 +130,11 @@ class DeepseekModel {
                    KvCache& cache, AttnMode mode);
   Tensor indexer(const Attention& a, int cache_layer, const Tensor& x, const Tensor& q_resid,
                  const AttnMetadata& meta, KvCache& cache);
+  // The step's MHA context chunks (mha_chunks_; cleared where one pass fits ModelOptions::mha_chunk_bytes), planned
+  // once a forward / mtp_forward for all its layers.
+  void plan_mha_chunks_for(const AttnMetadata& meta, AttnMode mode);
+  // MHA-form attention chunk by chunk over ctx [S, lora + rope] (the gathered context): [T, H, v].
+  Tensor mha_chunked(const Attention& a, const Tensor& q3, const Tensor& ctx);
   MlpOut mlp(const Layer& layer, const Tensor& x, const Fp8Act& xq);
   // Data-parallel attention: the MLP of every rank's tokens (x: this rank's [T, d], undefined when idle); returns
   // this rank's rows of the summed output (undefined when idle).
@@ -144,6 +155,12 @@ class DeepseekModel {
   ModelOptions::SharedFork shared_fork_ = ModelOptions::SharedFork::kAuto;
   bool dp_attention_ = false;
   int64_t sparse_prefill_min_context_ = 0;
+  int64_t mha_chunk_bytes_ = 0;
+  struct MhaChunkRun {
+    AttnMetadata meta;  // the chunk's seq_lens and shifted positions; the step's q_starts
+    Tensor rows;        // [rows] I32: its rows of the gathered context
+  };
+  std::vector<MhaChunkRun> mha_chunks_;
   std::vector<int64_t> dp_counts_;  // tokens per rank this step (data-parallel attention)
   int64_t dp_offset_ = 0, dp_total_ = 0;
 };

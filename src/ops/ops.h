@@ -44,6 +44,9 @@ struct AttnMetadata {
   Tensor q_starts;       // [num_seqs + 1]
   Tensor seq_lens;       // [num_seqs]
   Tensor block_table;    // [num_seqs, max_pages]
+  // Host copies where the builder has them (the runner's do; tests' may not), for host-side plans that need the
+  // per-sequence numbers (DeepseekModel's MHA context chunks) without reading the device tensors back.
+  Tensor host_positions, host_q_starts, host_seq_lens;
 };
 
 // MoE routing parameters (from the config).
@@ -343,8 +346,14 @@ class Ops {
   // context latents, S = sum(seq_lens)); ctx [S, D] gathered cache rows whose columns
   // [rope_offset, rope_offset + rope) hold the rotated shared key. Causal by position. topk (optional,
   // [T, K] I32, -1 padded): the only context positions a query may attend (V3.2 DSA). -> [T, H, v]
+  // lse (optional): *lse = [T, H] F32, each row's ln sum_j exp(scale * score_j) over the positions it attended
+  // (-inf where it attended none: its output row is then 0), for merge_attention_parts_.
   virtual Tensor mla_attention_mha(const Tensor& q, const Tensor& kv, const Tensor& ctx, int64_t rope_offset,
-                                   const AttnMetadata& m, float scale, const Tensor* topk) = 0;
+                                   const AttnMetadata& m, float scale, const Tensor* topk, Tensor* lse) = 0;
+  // The attention over two disjoint sets of positions from each one's (out, lse) as mla_attention_mha gives them:
+  // o [T, H, v] and lse [T, H] become the union's, in place (a -inf part adds nothing). The MHA prefill over a
+  // long context runs one context chunk at a time with it (DeepseekModel: kv_b_proj's output for one chunk).
+  virtual void merge_attention_parts_(Tensor& o, Tensor& lse, const Tensor& o_part, const Tensor& lse_part) = 0;
   // MLA in absorbed (MQA) form over the paged cache: q [T, H, D] (absorbed nope part | rope part),
   // cache [slots, D] (or empty_latent_cache's packed rows with nope = v_dim); value = first v_dim columns of
   // each cache row. -> [T, H, v_dim]

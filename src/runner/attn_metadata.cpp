@@ -68,6 +68,9 @@ void upload_attn_metadata(AttnMetadata& m, const Tensor& positions, const Tensor
   m.q_starts = view(2);
   m.seq_lens = view(3);
   m.block_table = view(4);
+  m.host_positions = positions;
+  m.host_q_starts = q_starts;
+  m.host_seq_lens = seq_lens;
 }
 
 }  // namespace ds

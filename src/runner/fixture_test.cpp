@@ -214,6 +214,84 @@ TEST(FixtureV32, SparsePrefillFormByContext) {
   EXPECT_NE(a.token_logprobs, b.token_logprobs);
 }
 
+// The MHA prefill over the context in chunks (ModelOptions::mha_chunk_bytes small enough for chunks of a few
+// positions), merged by log-sum-exp: the transformers reference within kTol, the one-pass results within fp32
+// rounding, and not bit for bit the one-pass results (so the chunks did run). Prefill chunks of 7 tokens give
+// every step after the first a prefix to cut.
+TEST(FixtureV3, MhaContextChunksMatchOnePass) {
+  Loaded whole = load("v3");
+  ASSERT_TRUE(whole.model);
+  const int64_t row_bytes =
+      whole.cfg.num_attention_heads * (whole.cfg.qk_nope_head_dim + whole.cfg.v_head_dim) * int64_t{4};
+  ModelOptions chunked_opts;
+  chunked_opts.mha_chunk_bytes = 3 * row_bytes;  // 3 context rows a chunk
+  Loaded chunked = load("v3", chunked_opts);
+  ASSERT_TRUE(chunked.model);
+  const nlohmann::json* longest = longest_score_entry(whole.ref);
+  const std::vector<int32_t> ids = ids_of((*longest)["input_ids"]);
+  ASSERT_GT(ids.size(), 14u);
+  SequenceRunner rw(*whole.model, *whole.ops), rc(*chunked.model, *chunked.ops);
+  const ScoreResult a = rw.score(ids, 0, AttnMode::kAuto, 7), b = rc.score(ids, 0, AttnMode::kAuto, 7);
+  EXPECT_LE(score_diff(b, *longest), kTol);
+  ASSERT_EQ(a.token_logprobs.size(), b.token_logprobs.size());
+  for (size_t i = 1; i < a.token_logprobs.size(); ++i) EXPECT_NEAR(a.token_logprobs[i], b.token_logprobs[i], 1e-4) << i;
+  EXPECT_NE(a.token_logprobs, b.token_logprobs);
+}
+
+// The same over a batch of sequences with different prefixes in one step (chunks cutting across sequences and
+// leaving some of them out: empty runs), with the metadata's host copies and without them (read back).
+TEST(FixtureV3, MhaContextChunksAcrossSequences) {
+  Loaded whole = load("v3");
+  ASSERT_TRUE(whole.model);
+  ModelOptions chunked_opts;
+  chunked_opts.mha_chunk_bytes =
+      4 * whole.cfg.num_attention_heads * (whole.cfg.qk_nope_head_dim + whole.cfg.v_head_dim) * int64_t{4};
+  Loaded chunked = load("v3", chunked_opts);
+  ASSERT_TRUE(chunked.model);
+  const std::vector<int32_t> ids = ids_of(longest_score_entry(whole.ref)->operator[]("input_ids"));
+  ASSERT_GT(ids.size(), 14u);
+  // Three sequences: prefixes of 11, 2 and 6 tokens, then 3, 5 and 2 new ones in one step.
+  const int64_t prefix[3] = {11, 2, 6}, fresh[3] = {3, 5, 2};
+  std::vector<int32_t> pages[3] = {{0}, {1}, {2}};
+  const auto tokens = [&](const std::vector<int64_t>& from, const std::vector<int64_t>& count) {
+    std::vector<int32_t> t;
+    for (size_t s = 0; s < from.size(); ++s)
+      for (int64_t i = 0; i < count[s]; ++i) t.push_back(ids[(from[s] + i + 3 * s) % ids.size()]);
+    Tensor out = Tensor::empty({static_cast<int64_t>(t.size())}, DType::kI32);
+    std::copy(t.begin(), t.end(), out.data_as<int32_t>());
+    return out;
+  };
+  std::vector<Tensor> outs;
+  for (int run = 0; run < 3; ++run) {  // one pass; chunks with host copies; chunks reading the metadata back
+    Loaded& l = run == 0 ? whole : chunked;
+    KvCache cache = make_kv_cache(*l.ops, l.cfg, 64, 3, 0);
+    AttnMetadata first = build_attn_metadata(
+        {SeqSlice{0, prefix[0], &pages[0]}, SeqSlice{0, prefix[1], &pages[1]}, SeqSlice{0, prefix[2], &pages[2]}}, 64,
+        *l.ops);
+    (void)l.model->forward(tokens({0, 0, 0}, {prefix[0], prefix[1], prefix[2]}), first, cache);
+    AttnMetadata step = build_attn_metadata({SeqSlice{prefix[0], fresh[0], &pages[0]},
+                                             SeqSlice{prefix[1], fresh[1], &pages[1]},
+                                             SeqSlice{prefix[2], fresh[2], &pages[2]}},
+                                            64, *l.ops);
+    if (run == 2) step.host_positions = step.host_q_starts = step.host_seq_lens = Tensor();
+    outs.push_back(l.model->forward(tokens({prefix[0], prefix[1], prefix[2]}, {fresh[0], fresh[1], fresh[2]}), step,
+                                    cache));  // [10, d]
+  }
+  for (int run = 1; run < 3; ++run) {
+    ASSERT_EQ(outs[run].shape(), outs[0].shape());
+    double worst = 0;
+    bool identical = true;
+    for (int64_t i = 0; i < outs[0].numel(); ++i) {
+      worst = std::max(worst, static_cast<double>(std::fabs(outs[run].f32()[i] - outs[0].f32()[i])));
+      identical = identical && outs[run].f32()[i] == outs[0].f32()[i];
+    }
+    EXPECT_LE(worst, 1e-4) << "run " << run;
+    EXPECT_FALSE(identical) << "run " << run;
+  }
+  EXPECT_EQ(std::vector<float>(outs[1].f32(), outs[1].f32() + outs[1].numel()),
+            std::vector<float>(outs[2].f32(), outs[2].f32() + outs[2].numel()));
+}
+
 TEST_P(FixtureTest, GreedyGenerationMatchesTransformers) {
   Loaded l = load(GetParam());
   SequenceRunner runner(*l.model, *l.ops);

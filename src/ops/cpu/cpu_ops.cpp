@@ -74,7 +74,17 @@ void softmax_inplace(std::vector<float>& s) {
     v = (v == kNegInf) ? 0.0f : std::exp(v - mx);
     sum += v;
   }
-  for (float& v : s) v = static_cast<float>(v / sum);
+  for (float& v : s) v = sum > 0 ? static_cast<float>(v / sum) : 0.0f;  // nothing attended: zeros
+}
+
+// ln sum exp(s) over the scores softmax_inplace would weigh (-inf where all are masked or there are none).
+float log_sum_exp(const std::vector<float>& s) {
+  float mx = kNegInf;
+  for (float v : s) mx = std::max(mx, v);
+  if (mx == kNegInf) return kNegInf;
+  double sum = 0;
+  for (float v : s) sum += v == kNegInf ? 0.0 : std::exp(static_cast<double>(v - mx));
+  return mx + static_cast<float>(std::log(sum));
 }
 
 // allowed[s] for one query from its DSA top-k list (all allowed when topk is null).
@@ -391,7 +401,7 @@ class CpuOps final : public Ops {
   }
 
   Tensor mla_attention_mha(const Tensor& q, const Tensor& kv, const Tensor& ctx, int64_t rope_offset,
-                           const AttnMetadata& m, float scale, const Tensor* topk) override {
+                           const AttnMetadata& m, float scale, const Tensor* topk, Tensor* lse) override {
     const int64_t T = q.dim(0), H = q.dim(1), dqk = q.dim(2);
     const int64_t S = kv.dim(0), dkv = kv.dim(2);
     const int64_t rope = ctx.dim(1) - rope_offset;
@@ -402,6 +412,7 @@ class CpuOps final : public Ops {
     const int32_t* lens = i32(m.seq_lens);
     const int32_t* pos = i32(m.positions);
     Tensor out = Tensor::empty({T, H, v}, DType::kF32);
+    if (lse) *lse = Tensor::empty({T, H}, DType::kF32);
     std::vector<float> sc;
     std::vector<char> allowed;
     int64_t ctx_base = 0;
@@ -418,6 +429,7 @@ class CpuOps final : public Ops {
             const float* kr = ctx.f32() + (ctx_base + j) * ctx.dim(1) + rope_offset;
             sc[j] = (dot(qv, kn, nope) + dot(qv + nope, kr, rope)) * scale;
           }
+          if (lse) lse->f32()[t * H + h] = log_sum_exp(sc);
           softmax_inplace(sc);
           float* o = out.f32() + (t * H + h) * v;
           std::fill(o, o + v, 0.0f);
@@ -431,6 +443,24 @@ class CpuOps final : public Ops {
       ctx_base += L;
     }
     return out;
+  }
+
+  void merge_attention_parts_(Tensor& o, Tensor& lse, const Tensor& o_part, const Tensor& lse_part) override {
+    DS_CHECK(o.ndim() == 3 && o.shape() == o_part.shape() && lse.ndim() == 2 && lse.shape() == lse_part.shape() &&
+                 lse.dim(0) == o.dim(0) && lse.dim(1) == o.dim(1),
+             "merge_attention_parts_ o ", o.describe(), " lse ", lse.describe(), " parts ", o_part.describe(), " ",
+             lse_part.describe());
+    const int64_t rows = lse.numel(), v = o.dim(2);
+    for (int64_t r = 0; r < rows; ++r) {
+      const float la = lse.f32()[r], lb = lse_part.f32()[r];
+      const float mx = std::max(la, lb);
+      if (mx == kNegInf) continue;
+      const float wa = la == kNegInf ? 0.0f : std::exp(la - mx), wb = lb == kNegInf ? 0.0f : std::exp(lb - mx);
+      float* a = o.f32() + r * v;
+      const float* b = o_part.f32() + r * v;
+      for (int64_t c = 0; c < v; ++c) a[c] = ((wa == 0.0f ? 0.0f : wa * a[c]) + (wb == 0.0f ? 0.0f : wb * b[c])) / (wa + wb);
+      lse.f32()[r] = mx + std::log(wa + wb);
+    }
   }
 
   Tensor mla_attention_absorbed(const Tensor& q, const Tensor& cache, int64_t v_dim, const AttnMetadata& m,

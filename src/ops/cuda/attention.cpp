@@ -206,7 +206,7 @@ Tensor cuda_mla_attention_absorbed_vc(const Tensor& q, const Tensor& cache, int6
 
 
 Tensor cuda_mla_attention_mha(const Tensor& q, const Tensor& kv, const Tensor& ctx, int64_t rope_offset,
-                              const AttnMetadata& m, float scale, const Tensor* topk, cudaStream_t stream) {
+                              const AttnMetadata& m, float scale, const Tensor* topk, cudaStream_t stream, Tensor* lse) {
   DS_CHECK(q.ndim() == 3 && kv.ndim() == 3 && ctx.ndim() == 2, "mha attention q ", q.describe(), " kv ",
            kv.describe(), " ctx ", ctx.describe());
   check_bf16(q, "q");
@@ -246,6 +246,10 @@ Tensor cuda_mla_attention_mha(const Tensor& q, const Tensor& kv, const Tensor& c
   const size_t scratch_bytes = static_cast<size_t>(T) * p.allow_words * 4;
   void* scratch = nullptr;
   Tensor out = output_with_scratch({T, H, v}, scratch_bytes, &scratch);
+  if (lse) {
+    *lse = Tensor::empty({T, H}, DType::kF32, Device::kCuda);
+    p.lse = lse->data_as<float>();
+  }
   if (T == 0) return out;
   p.out = out.data();
   if (use_topk) {
@@ -267,6 +271,22 @@ Tensor cuda_mla_attention_mha(const Tensor& q, const Tensor& kv, const Tensor& c
                 : wgmma ? kernels::launch_mla_prefill_wgmma(p, stream, keys, split_loads)
                         : kernels::launch_mla_prefill(p, stream));
   return out;
+}
+
+void cuda_merge_attention_parts(Tensor& o, Tensor& lse, const Tensor& o_part, const Tensor& lse_part,
+                                cudaStream_t stream) {
+  DS_CHECK(o.ndim() == 3 && o.shape() == o_part.shape() && lse.ndim() == 2 && lse.shape() == lse_part.shape() &&
+               lse.dim(0) == o.dim(0) && lse.dim(1) == o.dim(1),
+           "merge_attention_parts_ o ", o.describe(), " lse ", lse.describe(), " parts ", o_part.describe(), " ",
+           lse_part.describe());
+  check_bf16(o, "o");
+  check_bf16(o_part, "o_part");
+  DS_CHECK(lse.dtype() == DType::kF32 && lse_part.dtype() == DType::kF32 && lse.device() == Device::kCuda &&
+               lse_part.device() == Device::kCuda,
+           "merge_attention_parts_ lse ", lse.describe(), " ", lse_part.describe());
+  DS_CUDA_CHECK(kernels::launch_mla_merge_parts(o.data(), lse.data_as<float>(), o_part.data(),
+                                                lse_part.data_as<float>(), lse.numel(), static_cast<int>(o.dim(2)),
+                                                stream));
 }
 
 }  // namespace ds

@@ -9,9 +9,13 @@
 namespace ds {
 
 // q [T, H, nope + rope] bf16; kv [S, H, nope + v] bf16; ctx [S, D] bf16 (rope at [rope_offset, D));
-// topk [T, K] I32 or null. Returns [T, H, v] bf16, allocated on `stream`.
+// topk [T, K] I32 or null. Returns [T, H, v] bf16, allocated on `stream`; lse (or null): [T, H] F32 as Ops's.
 Tensor cuda_mla_attention_mha(const Tensor& q, const Tensor& kv, const Tensor& ctx, int64_t rope_offset,
-                              const AttnMetadata& m, float scale, const Tensor* topk, cudaStream_t stream);
+                              const AttnMetadata& m, float scale, const Tensor* topk, cudaStream_t stream,
+                              Tensor* lse = nullptr);
+// Ops::merge_attention_parts_ on bf16 o [T, H, v] and F32 lse [T, H].
+void cuda_merge_attention_parts(Tensor& o, Tensor& lse, const Tensor& o_part, const Tensor& lse_part,
+                                cudaStream_t stream);
 
 // The KvFormat (kernels/kv_fp8.h) of a latent cache tensor, told by its dtype: BF16 rows, or the packed rows of
 // Ops::empty_latent_cache (F8_E4M3: FlashMLA's layout; F8_E5M2: a plain cast).

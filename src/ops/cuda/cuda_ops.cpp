@@ -1006,9 +1006,13 @@ class CudaOps final : public Ops {
 
   // ---- attention (src/ops/cuda/attention.h) ----
   Tensor mla_attention_mha(const Tensor& q, const Tensor& kv, const Tensor& ctx, int64_t rope_offset,
-                           const AttnMetadata& m, float scale, const Tensor* topk) override {
-    if (fallback_attention_) return cuda_mla_attention_mha_fallback(q, kv, ctx, rope_offset, m, scale, topk, stream());
-    return cuda_mla_attention_mha(q, kv, ctx, rope_offset, m, scale, topk, stream());
+                           const AttnMetadata& m, float scale, const Tensor* topk, Tensor* lse) override {
+    if (fallback_attention_)
+      return cuda_mla_attention_mha_fallback(q, kv, ctx, rope_offset, m, scale, topk, stream(), lse);
+    return cuda_mla_attention_mha(q, kv, ctx, rope_offset, m, scale, topk, stream(), lse);
+  }
+  void merge_attention_parts_(Tensor& o, Tensor& lse, const Tensor& o_part, const Tensor& lse_part) override {
+    cuda_merge_attention_parts(o, lse, o_part, lse_part, stream());
   }
   Tensor mla_attention_absorbed(const Tensor& q, const Tensor& cache, int64_t v_dim, const AttnMetadata& m, float scale,
                                 const Tensor* topk) override {

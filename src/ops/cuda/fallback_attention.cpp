@@ -46,7 +46,8 @@ Tensor run(kernels::FallbackAttnParams p, int64_t v, cudaStream_t stream) {
 }  // namespace
 
 Tensor cuda_mla_attention_mha_fallback(const Tensor& q, const Tensor& kv, const Tensor& ctx, int64_t rope_offset,
-                                       const AttnMetadata& m, float scale, const Tensor* topk, cudaStream_t stream) {
+                                       const AttnMetadata& m, float scale, const Tensor* topk, cudaStream_t stream,
+                                       Tensor* lse) {
   kernels::FallbackAttnParams p = base_params(q, m, scale, topk);
   const int64_t rope = ctx.dim(1) - rope_offset;
   p.nope = p.dq - rope;
@@ -57,6 +58,10 @@ Tensor cuda_mla_attention_mha_fallback(const Tensor& q, const Tensor& kv, const 
   p.ctx = ctx.data();
   p.ctx_dim = ctx.dim(1);
   p.rope_offset = rope_offset;
+  if (lse) {
+    *lse = Tensor::empty({p.tokens, p.heads}, DType::kF32, Device::kCuda);
+    p.lse = lse->data_as<float>();
+  }
   return run(p, v, stream);
 }
 
@@ -73,8 +78,8 @@ Tensor cuda_mla_attention_absorbed_fallback(const Tensor& q, const Tensor& cache
 
 #ifdef DSERVE_ATTENTION_FALLBACK
 Tensor cuda_mla_attention_mha(const Tensor& q, const Tensor& kv, const Tensor& ctx, int64_t rope_offset,
-                              const AttnMetadata& m, float scale, const Tensor* topk, cudaStream_t stream) {
-  return cuda_mla_attention_mha_fallback(q, kv, ctx, rope_offset, m, scale, topk, stream);
+                              const AttnMetadata& m, float scale, const Tensor* topk, cudaStream_t stream, Tensor* lse) {
+  return cuda_mla_attention_mha_fallback(q, kv, ctx, rope_offset, m, scale, topk, stream, lse);
 }
 Tensor cuda_mla_attention_absorbed(const Tensor& q, const Tensor& cache, int64_t v_dim, const AttnMetadata& m,
                                    float scale, const Tensor* topk, cudaStream_t stream) {

@@ -9,7 +9,8 @@
 namespace ds {
 
 Tensor cuda_mla_attention_mha_fallback(const Tensor& q, const Tensor& kv, const Tensor& ctx, int64_t rope_offset,
-                                       const AttnMetadata& m, float scale, const Tensor* topk, cudaStream_t stream);
+                                       const AttnMetadata& m, float scale, const Tensor* topk, cudaStream_t stream,
+                                       Tensor* lse = nullptr);
 Tensor cuda_mla_attention_absorbed_fallback(const Tensor& q, const Tensor& cache, int64_t v_dim, const AttnMetadata& m,
                                             float scale, const Tensor* topk, cudaStream_t stream);
 

@@ -5,6 +5,7 @@
 // Error metric: max |gpu - cpu| / max |cpu| and ||gpu - cpu|| / ||cpu|| over the whole output; bound 2e-2
 // and 1e-2 (bf16 output and bf16 P give ~2^-9 relative per term; measured values are printed as "ERR").
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <functional>
@@ -89,6 +90,25 @@ void expect_close(const Tensor& got_dev, const Tensor& want, const std::string& 
   EXPECT_EQ(e.bad, 0) << what;
   EXPECT_LE(e.max_rel, kMaxRelTol) << what;
   EXPECT_LE(e.l2_rel, kL2RelTol) << what;
+}
+
+// Log-sum-exps: -inf exactly where the oracle's is, else within bf16 inputs' reach of it.
+void expect_lse_close(const Tensor& got_dev, const Tensor& want, const std::string& what) {
+  Tensor got = cuda_download(got_dev);
+  ASSERT_EQ(got.numel(), want.numel()) << what;
+  double worst = 0;
+  int64_t bad = 0;
+  for (int64_t i = 0; i < want.numel(); ++i) {
+    const float a = got.f32()[i], b = want.f32()[i];
+    if (std::isinf(b) || std::isinf(a) || std::isnan(a)) {
+      bad += !(a == b);
+      continue;
+    }
+    worst = std::max(worst, std::fabs(static_cast<double>(a) - b) / (1.0 + std::fabs(b)));
+  }
+  std::printf("ERR %-44s lse max_rel %.3e\n", what.c_str(), worst);
+  EXPECT_EQ(bad, 0) << what << ": -inf / NaN where the oracle differs";
+  EXPECT_LE(worst, 2e-2) << what;
 }
 
 // Paged batches over shuffled pages with spare ones (shared with dserve_kernel_bench).
@@ -783,7 +803,9 @@ TEST_P(MlaMhaGpu, MatchesCpu) {
   const float scale = 0.1147214f;
 
   auto cpu = make_cpu_ops();
-  Tensor want = cpu->mla_attention_mha(q, kv, ctx, c.rope_offset, b.host, scale, c.topk_k > 0 ? &topk : nullptr);
+  Tensor want_lse;
+  Tensor want = cpu->mla_attention_mha(q, kv, ctx, c.rope_offset, b.host, scale, c.topk_k > 0 ? &topk : nullptr,
+                                       &want_lse);
   Tensor topk_dev = c.topk_k > 0 ? cuda_upload(topk) : Tensor();
   Tensor q_dev = to_device_bf16(q), kv_dev = to_device_bf16(kv), ctx_dev = to_device_bf16(ctx);
   // The op on both tensor-core kernels (wgmma, the default, and mma.sync; the reference kernel for other dims).
@@ -794,10 +816,12 @@ TEST_P(MlaMhaGpu, MatchesCpu) {
     test::ScopedEnv env("DSERVE_MLA_PREFILL_WGMMA", wgmma ? "1" : "0");
     test::ScopedEnv env_keys("DSERVE_MLA_PREFILL_KEYS", wgmma ? k.substr(0, split ? k.size() - 1 : k.size()).c_str() : "64");
     test::ScopedEnv env_split("DSERVE_MLA_PREFILL_SPLIT_LOADS", split ? "1" : "0");
+    Tensor got_lse;
     Tensor got = cuda_mla_attention_mha(q_dev, kv_dev, ctx_dev, c.rope_offset, b.dev, scale,
-                                        c.topk_k > 0 ? &topk_dev : nullptr, cuda_stream());
+                                        c.topk_k > 0 ? &topk_dev : nullptr, cuda_stream(), &got_lse);
     ASSERT_EQ(got.shape(), want.shape());
     expect_close(got, want, std::string(wgmma ? "mha wgmma keys " : "mha ") + keys + " " + c.name);
+    expect_lse_close(got_lse, want_lse, std::string("mha lse ") + keys + " " + c.name);
   }
 
   // Kernel API into a NaN-filled output with one extra row (no DSA: the op already covered it), each kernel.
@@ -807,7 +831,11 @@ TEST_P(MlaMhaGpu, MatchesCpu) {
     Tensor poison = Tensor::empty({T * H + 1, c.v}, DType::kF32);
     std::fill(poison.f32(), poison.f32() + poison.numel(), NAN);
     Tensor out = to_device_bf16(poison);
+    Tensor lse_poison = Tensor::empty({T * H + 1}, DType::kF32);
+    std::fill(lse_poison.f32(), lse_poison.f32() + lse_poison.numel(), NAN);
+    Tensor lse = cuda_upload(lse_poison);
     kernels::MlaPrefillParams p;
+    p.lse = lse.data_as<float>();
     p.q = q_dev.data();
     p.kv = kv_dev.data();
     p.ctx = ctx_dev.data();
@@ -838,6 +866,83 @@ TEST_P(MlaMhaGpu, MatchesCpu) {
       ASSERT_TRUE(std::isnan(all.f32()[i])) << name << " wrote past the output";
     expect_close(out.reshape({T * H + 1, c.v}).rows(0, T * H).reshape({T, H, c.v}), want,
                  "mha kernel " + name + " " + c.name);
+    Tensor lse_all = cuda_download(lse);
+    ASSERT_TRUE(std::isnan(lse_all.f32()[T * H])) << name << " wrote past the lse";
+    expect_lse_close(lse.rows(0, T * H).reshape({T, H}), want_lse, "mha kernel lse " + name + " " + c.name);
+  }
+}
+
+// The context cut into parts as DeepseekModel's chunked MHA prefill cuts it (model/mha_chunks.h): each sequence's
+// positions from its first query on, then the earlier ones in two halves (empty runs for a sequence without them;
+// its queries attend nothing there: zeros and a -inf lse); each part's attention with its lse on every kernel,
+// merged with merge_attention_parts_, must give the whole context's.
+// (Cases without top-k masks: DeepseekModel never cuts those.)
+class MlaMhaPartsGpu : public ::testing::TestWithParam<MhaCase> {};
+
+TEST_P(MlaMhaPartsGpu, ContextPartsMergeToTheWhole) {
+  const MhaCase& c = GetParam();
+  init_cuda_device(0);
+  std::mt19937 rng(std::hash<std::string>()(c.name + "parts") & 0xffffffu);
+  Batch b = make_batch(c.seq_lens, c.q_lens, 64, rng);
+  const int64_t T = b.host.num_tokens, H = c.heads, ns = b.host.num_seqs;
+  int64_t S = 0;
+  for (int len : c.seq_lens) S += len;
+  Tensor q = randn({T, H, c.nope + c.rope}, rng, 1.0f);
+  Tensor kv = randn({S, H, c.nope + c.v}, rng, 1.0f);
+  Tensor ctx = randn({S, c.ctx_dim}, rng, 1.0f);
+  const float scale = 0.1147214f;
+  auto cpu = make_cpu_ops();
+  Tensor want_lse;
+  Tensor want = cpu->mla_attention_mha(q, kv, ctx, c.rope_offset, b.host, scale, nullptr, &want_lse);
+  Tensor q_dev = to_device_bf16(q);
+
+  // Part k of sequence s: positions [lo, hi).
+  std::vector<std::array<int, 2>> ranges[3];
+  for (int64_t s = 0; s < ns; ++s) {
+    const int len = c.seq_lens[s], first = len - c.q_lens[s];
+    ranges[0].push_back({first, len});
+    ranges[1].push_back({0, first / 2});
+    ranges[2].push_back({first / 2, first});
+  }
+  for (const char* mode : {"wgmma64", "wgmma128", "mma.sync"}) {
+    const std::string m(mode);
+    test::ScopedEnv env("DSERVE_MLA_PREFILL_WGMMA", m[0] == 'w' ? "1" : "0");
+    test::ScopedEnv env_keys("DSERVE_MLA_PREFILL_KEYS", m == "wgmma128" ? "128" : "64");
+    Tensor o, lse;
+    for (int k = 0; k < 3; ++k) {
+      std::vector<int32_t> rows, lens, pos;
+      int64_t base = 0;
+      for (int64_t s = 0; s < ns; ++s) {
+        const auto [lo, hi] = ranges[k][s];
+        for (int p = lo; p < hi; ++p) rows.push_back(static_cast<int32_t>(base + p));
+        lens.push_back(hi - lo);
+        for (int32_t t = b.host.q_starts.data_as<int32_t>()[s]; t < b.host.q_starts.data_as<int32_t>()[s + 1]; ++t)
+          pos.push_back(b.host.positions.data_as<int32_t>()[t] - lo);
+        base += c.seq_lens[s];
+      }
+      const int64_t R = static_cast<int64_t>(rows.size());
+      Tensor kv_part = Tensor::empty({R, H, c.nope + c.v}, DType::kF32), ctx_part = Tensor::empty({R, c.ctx_dim}, DType::kF32);
+      for (int64_t r = 0; r < R; ++r) {
+        std::copy_n(kv.f32() + rows[r] * H * (c.nope + c.v), H * (c.nope + c.v), kv_part.f32() + r * H * (c.nope + c.v));
+        std::copy_n(ctx.f32() + rows[r] * c.ctx_dim, c.ctx_dim, ctx_part.f32() + r * c.ctx_dim);
+      }
+      AttnMetadata meta = b.dev;
+      meta.positions = cuda_upload(i32_tensor(pos, {T}));
+      meta.seq_lens = cuda_upload(i32_tensor(lens, {ns}));
+      meta.max_seq_len = *std::max_element(lens.begin(), lens.end());
+      meta.total_context = R;
+      Tensor part_lse;
+      Tensor part = cuda_mla_attention_mha(q_dev, to_device_bf16(kv_part), to_device_bf16(ctx_part), c.rope_offset,
+                                           meta, scale, nullptr, cuda_stream(), &part_lse);
+      if (k == 0) {
+        o = part;
+        lse = part_lse;
+      } else {
+        cuda_merge_attention_parts(o, lse, part, part_lse, cuda_stream());
+      }
+    }
+    expect_close(o, want, "mha parts " + m + " " + c.name);
+    expect_lse_close(lse, want_lse, "mha parts lse " + m + " " + c.name);
   }
 }
 
@@ -855,6 +960,15 @@ std::vector<MhaCase> mha_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, MlaMhaGpu, ::testing::ValuesIn(mha_cases()),
+                         [](const ::testing::TestParamInfo<MhaCase>& i) { return i.param.name; });
+
+std::vector<MhaCase> mha_cases_without_topk() {
+  std::vector<MhaCase> v;
+  for (const MhaCase& c : mha_cases())
+    if (c.topk_k == 0) v.push_back(c);
+  return v;
+}
+INSTANTIATE_TEST_SUITE_P(Cases, MlaMhaPartsGpu, ::testing::ValuesIn(mha_cases_without_topk()),
                          [](const ::testing::TestParamInfo<MhaCase>& i) { return i.param.name; });
 
 // The split planner fills the machine for small batches and does not split a full batch.
