@@ -530,7 +530,33 @@ std::optional<ApiError> parse_generate_request(const Json& body, GenerateRequest
   r.get_int_as("logprob_start_len", -1, kMaxTokensCap, &out->logprob_start_len);
   r.get_int_as("top_logprobs_num", 0, 1000, &out->top_logprobs_num);
   r.get_bool("return_text_in_logprobs", &out->return_text_in_logprobs);
-  r.unsupported("token_ids_logprob");
+  if (const Json* ids = r.find("token_ids_logprob"); ids && !ids->is_null() && np > 0) {
+    // [int] for every prompt, or [[int]] one per prompt. (Ids past the vocabulary: the engine says so.)
+    const auto read_list = [&](const Json& l, std::vector<int32_t>* out_ids) -> std::optional<ApiError> {
+      if (!l.is_array()) return bad_request("'token_ids_logprob' must be a list of token ids or of such lists",
+                                            "token_ids_logprob");
+      if (l.size() > 1000) return bad_request("'token_ids_logprob' may hold at most 1000 ids a prompt", "token_ids_logprob");
+      for (const Json& x : l) {
+        if (!x.is_number_integer() || x.get<int64_t>() < 0 || x.get<int64_t>() > INT32_MAX)
+          return bad_request("'token_ids_logprob' entries must be non-negative token ids", "token_ids_logprob");
+        out_ids->push_back(static_cast<int32_t>(x.get<int64_t>()));
+      }
+      return std::nullopt;
+    };
+    const bool nested = ids->is_array() && !ids->empty() && (*ids)[0].is_array();
+    out->token_ids_logprob.resize(np);
+    if (nested) {
+      if (ids->size() != np)
+        return bad_request("'token_ids_logprob' has " + std::to_string(ids->size()) + " lists for " +
+                               std::to_string(np) + " prompts",
+                           "token_ids_logprob");
+      for (size_t i = 0; i < np; ++i)
+        if (auto e = read_list((*ids)[i], &out->token_ids_logprob[i])) return e;
+    } else {
+      if (auto e = read_list(*ids, &out->token_ids_logprob[0])) return e;
+      for (size_t i = 1; i < np; ++i) out->token_ids_logprob[i] = out->token_ids_logprob[0];
+    }
+  }
   r.unsupported("image_data", "text-only models");
   r.unsupported("audio_data", "text-only models");
   r.unsupported("video_data", "text-only models");

@@ -69,6 +69,9 @@ struct GenerateRequest {
   int32_t logprob_start_len = -1;
   int32_t top_logprobs_num = 0;
   bool return_text_in_logprobs = false;
+  // SGLang's token_ids_logprob: ids whose logprobs every reported position also gives, one list per prompt
+  // (empty: none). The request holds one list for every prompt or a list of lists, one per prompt.
+  std::vector<std::vector<int32_t>> token_ids_logprob;
 };
 
 struct CompletionRequest {

@@ -158,6 +158,7 @@ struct Seq {
   std::string prompt_text;  // echo
   SamplingSpec sampling;
   std::shared_ptr<const TokenFsm> grammar;  // regex / json_schema, compiled
+  std::vector<int32_t> token_ids_logprob;   // /generate's: these ids' logprobs at every reported position
   // A constraint not compiled yet: compiled on the server's worker pool before the sequence is submitted.
   struct PendingGrammar {
     std::string kind, text, param;
@@ -239,7 +240,10 @@ class Job : public std::enable_shared_from_this<Job> {
   std::string finish_reason_openai(const Seq& s) const;
   Json matched_stop(const Seq& s) const;
   Json generate_object(size_t i) const;
-  Json lp_tuples(const std::vector<TokenLogprob>& lps, size_t from, size_t to, bool top) const;
+  // (logprob, id, text) tuples of positions [from, to): each position's own token (kToken), or a list per position
+  // of its top alternatives (kTop) or of its token_ids_logprob ids (kIds).
+  enum class LpPart { kToken, kTop, kIds };
+  Json lp_tuples(const std::vector<TokenLogprob>& lps, size_t from, size_t to, LpPart part) const;
   Json completion_logprobs(const Seq& s, size_t from, size_t to, bool with_prompt, size_t* text_offset) const;
   Json chat_logprobs(const Seq& s, size_t from, size_t to) const;
   Json usage() const;
@@ -408,6 +412,7 @@ void Job::submit_all() {
     req.return_logprob = return_logprob;
     req.logprob_start_len = logprob_start_len;
     req.top_logprobs_num = top_logprobs_num;
+    req.token_ids_logprob = s.token_ids_logprob;
     req.grammar = s.grammar;
     std::shared_ptr<HttpResponder> out = out_;
     Status st = engine().submit(std::move(req), [self, i, out](EngineEvent ev) {
@@ -565,7 +570,7 @@ Json Job::matched_stop(const Seq& s) const {
   return nullptr;
 }
 
-Json Job::lp_tuples(const std::vector<TokenLogprob>& lps, size_t from, size_t to, bool top) const {
+Json Job::lp_tuples(const std::vector<TokenLogprob>& lps, size_t from, size_t to, LpPart part) const {
   Json arr = Json::array();
   auto text_of = [&](int32_t id) -> Json {
     if (!return_text_in_logprobs || !srv_->tok) return nullptr;
@@ -573,11 +578,12 @@ Json Job::lp_tuples(const std::vector<TokenLogprob>& lps, size_t from, size_t to
   };
   for (size_t k = from; k < to && k < lps.size(); ++k) {
     const TokenLogprob& lp = lps[k];
-    if (!top) {
+    if (part == LpPart::kToken) {
       arr.push_back(Json::array({nullable_logprob(lp.logprob), lp.id, text_of(lp.id)}));
     } else {
       Json alts = Json::array();
-      for (const auto& [v, id] : lp.top) alts.push_back(Json::array({nullable_logprob(v), id, text_of(id)}));
+      for (const auto& [v, id] : part == LpPart::kTop ? lp.top : lp.ids)
+        alts.push_back(Json::array({nullable_logprob(v), id, text_of(id)}));
       arr.push_back(std::move(alts));
     }
   }
@@ -609,10 +615,16 @@ Json Job::generate_object(size_t i) const {
     m["spec_accept_histogram"] = s.spec_histogram;
   }
   if (return_logprob) {
-    m["input_token_logprobs"] = lp_tuples(s.in_lp, 0, s.in_lp.size(), false);
-    m["output_token_logprobs"] = lp_tuples(s.out_lp, 0, s.out_lp.size(), false);
-    m["input_top_logprobs"] = top_logprobs_num > 0 ? lp_tuples(s.in_lp, 0, s.in_lp.size(), true) : Json::array();
-    m["output_top_logprobs"] = top_logprobs_num > 0 ? lp_tuples(s.out_lp, 0, s.out_lp.size(), true) : Json::array();
+    m["input_token_logprobs"] = lp_tuples(s.in_lp, 0, s.in_lp.size(), LpPart::kToken);
+    m["output_token_logprobs"] = lp_tuples(s.out_lp, 0, s.out_lp.size(), LpPart::kToken);
+    m["input_top_logprobs"] =
+        top_logprobs_num > 0 ? lp_tuples(s.in_lp, 0, s.in_lp.size(), LpPart::kTop) : Json::array();
+    m["output_top_logprobs"] =
+        top_logprobs_num > 0 ? lp_tuples(s.out_lp, 0, s.out_lp.size(), LpPart::kTop) : Json::array();
+    if (!s.token_ids_logprob.empty()) {  // (SGLang: only where the request gave ids)
+      m["input_token_ids_logprobs"] = lp_tuples(s.in_lp, 0, s.in_lp.size(), LpPart::kIds);
+      m["output_token_ids_logprobs"] = lp_tuples(s.out_lp, 0, s.out_lp.size(), LpPart::kIds);
+    }
   }
   if (!s.error.empty()) m["error"] = s.error;
   o["meta_info"] = std::move(m);
@@ -698,10 +710,15 @@ void Job::stream_update(size_t i, bool finished_now) {
         s.text_sent = s.text.size();
         if (return_logprob) {  // the new output logprobs; the prompt's in the first chunk only
           Json& m = o["meta_info"];
-          m["output_token_logprobs"] = lp_tuples(s.out_lp, s.lp_sent, s.out_lp.size(), false);
+          m["output_token_logprobs"] = lp_tuples(s.out_lp, s.lp_sent, s.out_lp.size(), LpPart::kToken);
           m["output_top_logprobs"] =
-              top_logprobs_num > 0 ? lp_tuples(s.out_lp, s.lp_sent, s.out_lp.size(), true) : Json::array();
-          if (s.ids_sent > 0) m["input_token_logprobs"] = m["input_top_logprobs"] = Json::array();
+              top_logprobs_num > 0 ? lp_tuples(s.out_lp, s.lp_sent, s.out_lp.size(), LpPart::kTop) : Json::array();
+          if (!s.token_ids_logprob.empty())
+            m["output_token_ids_logprobs"] = lp_tuples(s.out_lp, s.lp_sent, s.out_lp.size(), LpPart::kIds);
+          if (s.ids_sent > 0) {
+            m["input_token_logprobs"] = m["input_top_logprobs"] = Json::array();
+            if (!s.token_ids_logprob.empty()) m["input_token_ids_logprobs"] = Json::array();
+          }
           s.lp_sent = s.out_lp.size();
         }
       }
@@ -1054,8 +1071,10 @@ void ApiServer::Impl::handle_generate(HttpRequest& req, std::shared_ptr<HttpResp
   }
   auto job = std::make_shared<Job>(shared_from_this(), ApiKind::kGenerate, out, route);
   job->seqs = expand(g.prompts, g.sampling, ids, rids);
-  for (Seq& s : job->seqs)
+  for (Seq& s : job->seqs) {
     if (auto e = prepare_seq(*this, s, false)) return send_error(*out, route, *e);
+    if (!g.token_ids_logprob.empty()) s.token_ids_logprob = g.token_ids_logprob[s.prompt_index];
+  }
   job->stream = g.stream;
   job->list_response = g.batch || job->seqs.size() > 1;
   job->return_logprob = g.return_logprob;

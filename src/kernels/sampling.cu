@@ -328,6 +328,10 @@ __global__ void sample_logprob_kernel(SampleParams p) {
   if (r.want_logprob && p.out.bad_id[b] < 0)
     lp = load_logit(p.logits, p.type, static_cast<int64_t>(r.logits_row) * p.ld + p.out.tokens[b]) - p.lse[b];
   p.out.logprobs[b] = lp;
+  for (int e = r.ids_begin; e < r.ids_end; ++e)
+    p.lp_ids_out[e] = p.out.bad_id[b] < 0
+                          ? load_logit(p.logits, p.type, static_cast<int64_t>(r.logits_row) * p.ld + p.lp_ids[e]) - p.lse[b]
+                          : NAN;
   if (r.store_index >= 0) p.token_store[r.store_index] = p.out.tokens[b];
 }
 

@@ -36,6 +36,7 @@ struct SampleRowParams {
   int32_t slot;          // row of `work` holding the adjusted logits
   int32_t raw_slot;      // row of `work` holding a copy of the raw logits (top_n > 0), else -1
   int32_t store_index;   // >= 0: tokens[b] is also written to token_store[store_index]
+  int32_t ids_begin, ids_end;  // [begin, end) of SampleParams::lp_ids whose logprobs this row reports
 };
 struct SamplePenaltyParams {
   int32_t id, output_count;
@@ -79,6 +80,8 @@ struct SampleParams {
   float* top_lp;            // [num_rows, max_top_n]
   int32_t* top_id;          // [num_rows, max_top_n]
   int32_t* token_store;     // rows' store_index targets (may be null when no row has one)
+  const int32_t* lp_ids;    // rows' requested ids (SampleRowParams::ids_begin / ids_end), each in [0, vocab)
+  float* lp_ids_out;        // [their count] raw log-softmax value of each (NaN: a non-finite row)
 };
 
 constexpr int kSampleSortChunk = 16;

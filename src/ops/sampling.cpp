@@ -66,9 +66,14 @@ SampleResult sample_reference(const float* logits, int64_t ld, const SampleBatch
   res.top.resize(B);
   res.bad_id.assign(B, -1);
   res.bad_value.assign(B, 0.0f);
+  res.id_logprobs.assign(batch.logprob_ids.size(), std::numeric_limits<float>::quiet_NaN());
+  for (int32_t id : batch.logprob_ids) DS_CHECK(id >= 0 && id < V, "logprob token id ", id, " out of range");
   std::vector<float> work(V);
   for (int64_t b = 0; b < B; ++b) {
     const SampleRow& row = batch.rows[b];
+    DS_CHECK(row.ids_begin >= 0 && row.ids_begin <= row.ids_end &&
+                 row.ids_end <= static_cast<int32_t>(batch.logprob_ids.size()),
+             "sampling logprob id range");
     const float* z = logits + row.logits_row * ld;
     for (int64_t i = 0; i < V; ++i)
       if (!std::isfinite(z[i])) {
@@ -93,7 +98,7 @@ SampleResult sample_reference(const float* logits, int64_t ld, const SampleBatch
     }
     const int32_t tok = sample_row_reference(work.data(), V, row);
     res.tokens[b] = tok;
-    if (!row.want_logprob && row.top_logprobs <= 0) continue;
+    if (!row.want_logprob && row.top_logprobs <= 0 && row.ids_begin == row.ids_end) continue;
     // log_softmax of the raw row, as CpuOps::log_softmax computes it.
     const float mx = *std::max_element(z, z + V);
     double sum = 0;
@@ -101,6 +106,7 @@ SampleResult sample_reference(const float* logits, int64_t ld, const SampleBatch
     const double lse = mx + std::log(sum);
     auto lp = [&](int64_t i) { return static_cast<float>(z[i] - lse); };
     if (row.want_logprob) res.logprobs[b] = lp(tok);
+    for (int32_t e = row.ids_begin; e < row.ids_end; ++e) res.id_logprobs[e] = lp(batch.logprob_ids[e]);
     if (row.top_logprobs > 0) {
       const int64_t k = std::min<int64_t>(row.top_logprobs, V);
       std::vector<int32_t> idx(V);

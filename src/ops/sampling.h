@@ -33,6 +33,8 @@ struct SampleRow {
   double uniform = 0.0;       // in [0, 1), from the request's seeded generator (unused when greedy)
   bool want_logprob = false;  // log_softmax(raw logits)[token]
   int32_t top_logprobs = 0;   // the n largest raw log-softmax values (value desc, id asc)
+  int32_t ids_begin = 0;      // [begin, end) in SampleBatch::logprob_ids: raw log-softmax values of those ids too
+  int32_t ids_end = 0;        // (SGLang's token_ids_logprob)
   int32_t penalty_begin = 0;  // [begin, end) in SampleBatch::penalties
   int32_t penalty_end = 0;
   int32_t store_index = -1;   // >= 0: the token is also written to token_store[store_index] on the backend
@@ -42,12 +44,14 @@ struct SampleBatch {
   int64_t vocab = 0;  // columns [0, vocab) of the logits are the vocabulary; any further columns are padding
   std::vector<SampleRow> rows;
   std::vector<SamplePenalty> penalties;
+  std::vector<int32_t> logprob_ids;  // rows' [ids_begin, ids_end) ranges, each id in [0, vocab)
 };
 
 struct SampleResult {
   std::vector<int32_t> tokens;   // [B]
   std::vector<float> logprobs;   // [B] (NaN where not wanted)
   std::vector<std::vector<std::pair<float, int32_t>>> top;  // [B] (logprob, id), top_logprobs entries
+  std::vector<float> id_logprobs;  // [logprob_ids.size()] the raw log-softmax value of each (NaN: a non-finite row)
   // First non-finite raw logit of the row (lowest id), -1 when the row is finite: the runner fails that
   // request (RELIABILITY.md). The row's token is then 0 and meaningless.
   std::vector<int32_t> bad_id;

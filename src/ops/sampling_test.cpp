@@ -156,5 +156,38 @@ TEST(Sampling, PaddingColumnsAndRowsAreIgnored) {
   EXPECT_EQ(s.tokens[0], 1);
 }
 
+// token_ids_logprob: each requested id's raw log-softmax value (whatever the row samples or its penalties), in the
+// order asked, repeats included; NaN on a non-finite row.
+TEST(Sampling, RequestedIdsGetTheirRawLogprobs) {
+  SampleBatch b;
+  b.vocab = 4;
+  const std::vector<float> x = {1.0f, 3.0f, -2.0f, 0.5f, std::numeric_limits<float>::quiet_NaN(), 0, 0, 0};
+  b.logprob_ids = {2, 0, 2, 3, 1};
+  SampleRow r0;
+  r0.temperature = 0.0f;
+  r0.ids_begin = 0;
+  r0.ids_end = 4;
+  r0.penalty_begin = 0;
+  r0.penalty_end = 1;
+  b.penalties.push_back(SamplePenalty{2, 0, 0, 1, 0.0f});  // banned for sampling: its logprob is still the raw one
+  SampleRow r1;
+  r1.logits_row = 1;
+  r1.ids_begin = 4;
+  r1.ids_end = 5;
+  b.rows = {r0, r1};
+  const SampleResult s = sample_reference(x.data(), 4, b);
+  double z = 0;
+  for (int i = 0; i < 4; ++i) z += std::exp(static_cast<double>(x[i]));
+  const double lse = std::log(z);
+  ASSERT_EQ(s.id_logprobs.size(), 5u);
+  EXPECT_NEAR(s.id_logprobs[0], x[2] - lse, 1e-6);
+  EXPECT_NEAR(s.id_logprobs[1], x[0] - lse, 1e-6);
+  EXPECT_EQ(s.id_logprobs[2], s.id_logprobs[0]);
+  EXPECT_NEAR(s.id_logprobs[3], x[3] - lse, 1e-6);
+  EXPECT_TRUE(std::isnan(s.id_logprobs[4]));  // row 1 is not finite
+  EXPECT_EQ(s.bad_id[1], 0);
+  EXPECT_EQ(s.tokens[0], 1);
+}
+
 }  // namespace
 }  // namespace ds

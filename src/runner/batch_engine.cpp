@@ -403,6 +403,10 @@ class BatchEngine final : public Engine {
       if (t < 0 || t >= cfg_.vocab_size)
         return error("logit_bias token id ", t, " is outside the vocabulary [0, ", cfg_.vocab_size, ")");
     if (req.top_logprobs_num < 0) return error("top_logprobs_num must be >= 0");
+    for (size_t i = 0; i < req.token_ids_logprob.size(); ++i)
+      if (req.token_ids_logprob[i] < 0 || req.token_ids_logprob[i] >= cfg_.vocab_size)
+        return error("token_ids_logprob[", i, "] = ", req.token_ids_logprob[i], " is outside the vocabulary [0, ",
+                     cfg_.vocab_size, ")");
     if (req.logprob_start_len >= static_cast<int32_t>(req.input_ids.size()))
       return error("logprob_start_len ", req.logprob_start_len, " must be smaller than the prompt length ", req.input_ids.size());
     const int32_t num_prompt = static_cast<int32_t>(req.input_ids.size());
@@ -411,7 +415,8 @@ class BatchEngine final : public Engine {
     DS_RETURN_IF_ERROR(sched_->add_request(req.rid, std::move(prompt), req.sampling, reuse));
     Live& l = live_[req.rid];
     l.callback = std::move(on_event);
-    l.info = RunnerRequestInfo{req.return_logprob, req.logprob_start_len, req.top_logprobs_num, req.grammar};
+    l.info = RunnerRequestInfo{req.return_logprob, req.logprob_start_len, req.top_logprobs_num, req.grammar,
+                               req.token_ids_logprob};
     // (Penalties and grammars read the output so far on the host: such steps are not overlapped.)
     l.penalized = req.sampling.frequency_penalty != 0.0f || req.sampling.presence_penalty != 0.0f ||
                   req.sampling.repetition_penalty != 1.0f || req.grammar;

@@ -202,7 +202,9 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
     const RunnerRequestInfo ri = it != info.end() ? it->second : RunnerRequestInfo{};
     if (pos + 1 < req.num_prompt) {  // a prompt row: the logprob of the next prompt token (never a sampling row)
       const float* lp = logprobs.f32() + r * vocab;
-      out[s].input_logprobs.emplace_back(pos + 1, logprob_at(lp, vocab, req.tokens[pos + 1], ri.top_logprobs_num));
+      TokenLogprob t = logprob_at(lp, vocab, req.tokens[pos + 1], ri.top_logprobs_num);
+      for (int32_t id : ri.token_ids_logprob) t.ids.emplace_back(id >= 0 && id < vocab ? lp[id] : NAN, id);
+      out[s].input_logprobs.emplace_back(pos + 1, std::move(t));
       continue;
     }
     // Verification rows: the drafts before this row count as output already (penalties, min_new_tokens).
@@ -222,6 +224,13 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
     SampleRow row = sit->second.next_row(static_cast<int32_t>(r));
     row.want_logprob = ri.return_logprob;
     row.top_logprobs = ri.return_logprob ? ri.top_logprobs_num : 0;
+    row.ids_begin = row.ids_end = static_cast<int32_t>(batch.logprob_ids.size());
+    if (ri.return_logprob)
+      for (int32_t id : ri.token_ids_logprob)
+        if (id >= 0 && id < vocab) {  // (the engine refused others; the logits' padding columns are not ids)
+          batch.logprob_ids.push_back(id);
+          row.ids_end = static_cast<int32_t>(batch.logprob_ids.size());
+        }
     // Penalties over the output so far (frequency/presence), prompt + output (repetition), and stop tokens
     // masked until min_new_tokens: one entry per touched id.
     pens.clear();
@@ -266,6 +275,7 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
     const auto [s, pos] = row_owner[batch_row[b]];
     step.sampled.emplace_back(s, pos);
     step.want_logprob.push_back(batch.rows[b].want_logprob ? 1 : 0);
+    step.id_ranges.emplace_back(batch.rows[b].ids_begin, batch.rows[b].ids_end);
     const int32_t row = plan.seqs[s].row;
     // (A plan from a test without rows: nothing can refer to its token. Drafts: no overlap, no placeholders.)
     if (row < 0 || plan.seqs[s].num_draft > 0) continue;
@@ -274,6 +284,7 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
     batch.rows[b].store_index = row;
     row_sampled_[row] = 1;
   }
+  step.logprob_ids = batch.logprob_ids;
   step.sample = ops_.sample_async(dev_logits, batch, token_store_);
   return step;
 }
@@ -369,7 +380,11 @@ std::vector<SeqOutput> BatchRunner::finish(LaunchedStep step) {
       continue;
     }
     TokenLogprob lp;
-    if (step.want_logprob[b]) lp = TokenLogprob{res.tokens[b], res.logprobs[b], std::move(res.top[b])};
+    if (step.want_logprob[b]) {
+      lp = TokenLogprob{res.tokens[b], res.logprobs[b], std::move(res.top[b]), {}};
+      for (int32_t e = step.id_ranges[b].first; e < step.id_ranges[b].second; ++e)
+        lp.ids.emplace_back(res.id_logprobs[e], step.logprob_ids[e]);
+    }
     if (b + 1 < step.sampled.size() && step.sampled[b + 1].first == s) {
       DS_CHECK(step.plan, "several sampled rows of one sequence without a speculative plan");
       const StepPlan::SeqStep& sq = step.plan->seqs[s];

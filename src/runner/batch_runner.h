@@ -24,6 +24,7 @@ struct RunnerRequestInfo {
   int32_t logprob_start_len = -1;
   int32_t top_logprobs_num = 0;
   std::shared_ptr<const TokenFsm> grammar;  // constrained decoding (EngineRequest::grammar)
+  std::vector<int32_t> token_ids_logprob;   // EngineRequest::token_ids_logprob
 };
 
 struct SeqOutput {
@@ -45,6 +46,8 @@ struct LaunchedStep {
   std::unique_ptr<PendingSample> sample;      // null when nothing was sampled
   std::vector<std::pair<size_t, int32_t>> sampled;  // per sampled row: (seq index, position)
   std::vector<uint8_t> want_logprob;          // per sampled row
+  std::vector<std::pair<int32_t, int32_t>> id_ranges;  // per sampled row: its [begin, end) of logprob_ids
+  std::vector<int32_t> logprob_ids;           // the batch's requested ids (SampleBatch::logprob_ids)
   // Speculative decoding: what finish() needs to verify and draft (the step's target hidden states, the plan,
   // and the samplers of sequences that drew a uniform for every draft, as they were before the step).
   Tensor hidden;                              // [plan tokens, d]

@@ -23,6 +23,7 @@ struct EngineRequest {
   bool return_logprob = false;
   int32_t logprob_start_len = -1;    // -1: output tokens only; k >= 0: also prompt tokens [k, n)
   int32_t top_logprobs_num = 0;      // top-k alternatives per reported position
+  std::vector<int32_t> token_ids_logprob;  // also these ids' logprobs at every reported position (SGLang's)
   // Constrained decoding (SGLang's regex / json_schema): only tokens that keep the output a prefix of the grammar's
   // language are sampled, and the end of sequence only once it is a whole match. Null: unconstrained.
   std::shared_ptr<const TokenFsm> grammar;
@@ -32,6 +33,7 @@ struct TokenLogprob {
   int32_t id = -1;
   float logprob = 0.0f;                            // NaN for prompt token 0 (no prefix to predict it)
   std::vector<std::pair<float, int32_t>> top;      // (logprob, id), top_logprobs_num of them
+  std::vector<std::pair<float, int32_t>> ids;      // (logprob, id) of each token_ids_logprob id, in its order
 };
 
 struct EngineEvent {

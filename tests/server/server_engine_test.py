@@ -132,6 +132,69 @@ class EngineServerTest(unittest.TestCase):
         self.assertEqual(r.status, 200, r)
         self.assertEqual(H.engine_state(self.server)["used_tokens"], 0)
 
+    def test_token_ids_logprob(self):
+        """SGLang's token_ids_logprob: every reported position (prompt and output, plain and streamed, greedy and
+        sampled, a batch with a list per prompt) gives the asked ids' logprobs in their order, the same values as
+        that position's top logprobs and own token's where those name the same id."""
+        g = REF["generate"][0]
+        ids = [0, 1023, 17, 0, 500] + g["input_ids"][:6]
+        every = 1000  # top logprobs of nearly the whole 1024-token vocabulary: almost every id is checked by value
+
+        def check(meta, want_ids):
+            for part in ("input", "output"):
+                tops, own = meta[part + "_top_logprobs"], meta[part + "_token_logprobs"]
+                got = meta[part + "_token_ids_logprobs"]
+                self.assertEqual(len(got), len(own), part)
+                for k, entries in enumerate(got):
+                    if part == "input" and k == 0:  # nothing predicts the first prompt token
+                        continue
+                    self.assertEqual([e[1] for e in entries], want_ids, (part, k))
+                    known = {t[1]: t[0] for t in tops[k]}
+                    known[own[k][1]] = own[k][0]
+                    floor = min(t[0] for t in tops[k])
+                    checked = 0
+                    for lp, tid, _ in entries:
+                        self.assertLessEqual(lp, 0.0)
+                        if tid in known:
+                            self.assertAlmostEqual(lp, known[tid], delta=1e-5)
+                            checked += 1
+                        else:
+                            self.assertLessEqual(lp, floor + 1e-6)
+                    self.assertGreaterEqual(checked, len(want_ids) - 2, (part, k))
+
+        for extra in ({}, {"sampling_params": {"max_new_tokens": 6, "temperature": 0.8, "seed": 3}}):
+            body = {"input_ids": g["input_ids"], "return_logprob": True, "logprob_start_len": 0,
+                    "top_logprobs_num": every, "token_ids_logprob": ids,
+                    "sampling_params": {"max_new_tokens": 6, "temperature": 0, "ignore_eos": True}}
+            body.update(extra)
+            r = H.post(self.server, "/generate", body)
+            self.assertEqual(r.status, 200, r)
+            check(r.json()["meta_info"], ids)
+        # Streamed: the last chunk holds every position (cumulative lists).
+        status, events, done = H.stream(self.server, "/generate", {
+            "input_ids": g["input_ids"], "return_logprob": True, "logprob_start_len": 0, "top_logprobs_num": every,
+            "token_ids_logprob": ids, "stream": True, "sampling_params": {"max_new_tokens": 5, "temperature": 0}})
+        self.assertEqual((status, done), (200, True), events)
+        check(events[-1]["meta_info"], ids)
+        # A batch with one list per prompt.
+        prompts = [g["input_ids"], g["input_ids"][:5]]
+        r = H.post(self.server, "/generate", {"input_ids": prompts, "return_logprob": True, "top_logprobs_num": every,
+                                              "logprob_start_len": 1, "token_ids_logprob": [[3], [9, 8]],
+                                              "sampling_params": {"max_new_tokens": 3, "temperature": 0}})
+        self.assertEqual(r.status, 200, r)
+        for item, want in zip(r.json(), [[3], [9, 8]]):
+            check(item["meta_info"], want)
+        # Without return_logprob nothing is reported; bad lists are refused by name.
+        r = H.post(self.server, "/generate", {"input_ids": g["input_ids"], "token_ids_logprob": ids,
+                                              "sampling_params": {"max_new_tokens": 2}})
+        self.assertEqual(r.status, 200, r)
+        self.assertNotIn("output_token_ids_logprobs", r.json()["meta_info"])
+        for bad in ([1024], [-1], "7", [[1], [2]], [1.5]):
+            r = H.post(self.server, "/generate", {"input_ids": g["input_ids"], "return_logprob": True,
+                                                  "token_ids_logprob": bad})
+            self.assertEqual(r.status, 400, (bad, r))
+            self.assertIn("token_ids_logprob", r.json()["error"]["message"], bad)
+
     def test_bad_requests_then_still_serving(self):
         for body, status in [({"input_ids": [5000]}, 400),  # vocabulary is 1024
                              ({"input_ids": [1] * 2048}, 400),  # context 2048

@@ -87,21 +87,23 @@ struct CudaPendingSample final : PendingSample {
   PinnedSlot slot;
   bool recorded = false;
   int64_t B = 0, n = 0;           // rows; top-logprob columns copied back (0: none)
+  int64_t num_ids = 0;            // requested ids' logprobs copied back after them
   std::vector<int32_t> top_n;     // per row, entries wanted
   ~CudaPendingSample() override {
     if (recorded) (void)cudaEventSynchronize(slot.done);  // the copy must land before the slot is reused
     release_pinned(slot);
   }
   // The launch's output block (kernels::sample_outputs' [4, rows] words, then [2, rows, top_columns] top logprobs
-  // when top_columns > 0) copied into a pinned slot behind the event, on `stream`.
-  void copy_back(const int32_t* words, int64_t rows, int64_t top_columns, cudaStream_t stream) {
-    const size_t bytes = static_cast<size_t>(4 * rows + 2 * rows * top_columns) * 4;
+  // when top_columns > 0, then the ids' logprobs [ids]) copied into a pinned slot behind the event, on `stream`.
+  void copy_back(const int32_t* words, int64_t rows, int64_t top_columns, cudaStream_t stream, int64_t ids = 0) {
+    const size_t bytes = static_cast<size_t>(4 * rows + 2 * rows * top_columns + ids) * 4;
     slot = acquire_pinned(bytes);
     DS_CUDA_CHECK(cudaMemcpyAsync(slot.host, words, bytes, cudaMemcpyDeviceToHost, stream));
     DS_CUDA_CHECK(cudaEventRecord(slot.done, stream));
     recorded = true;
     B = rows;
     n = top_columns;
+    num_ids = ids;
   }
   SampleResult wait() override {
     SampleResult res;
@@ -120,6 +122,7 @@ struct CudaPendingSample final : PendingSample {
       for (int64_t i = 0; i < top_n[b]; ++i)
         res.top[b].emplace_back(f32(w + 4 * B + B * n)[b * n + i], w[4 * B + b * n + i]);
     }
+    res.id_logprobs.assign(f32(w + 4 * B + 2 * B * n), f32(w + 4 * B + 2 * B * n) + num_ids);
     return res;
   }
 };
@@ -1567,10 +1570,12 @@ class CudaOps final : public Ops {
       DS_CHECK(r.logits_row >= 0 && r.logits_row < logits.dim(0), "sample row ", r.logits_row, " of ", logits.describe());
       DS_CHECK(r.penalty_begin >= 0 && r.penalty_begin <= r.penalty_end &&
                    r.penalty_end <= static_cast<int32_t>(batch.penalties.size()), "sampling penalty range");
+      DS_CHECK(r.ids_begin >= 0 && r.ids_begin <= r.ids_end &&
+                   r.ids_end <= static_cast<int32_t>(batch.logprob_ids.size()), "sampling logprob id range");
       rows[b] = kernels::SampleRowParams{r.logits_row, r.temperature, r.top_k, r.top_p, r.min_p, r.frequency_penalty,
                                          r.presence_penalty, r.repetition_penalty, r.uniform, r.penalty_begin,
                                          r.penalty_end, std::max(0, r.top_logprobs), r.want_logprob ? 1 : 0, -1, -1,
-                                         r.store_index};
+                                         r.store_index, r.ids_begin, r.ids_end};
       if (r.store_index >= 0)
         DS_CHECK(token_store.defined() && token_store.device() == Device::kCuda && token_store.dtype() == DType::kI32 &&
                      r.store_index < token_store.numel(),
@@ -1590,7 +1595,8 @@ class CudaOps final : public Ops {
       }
     const bool greedy_only =
         greedy_fast_ && B <= kernels::kSampleGreedyMaxRows && std::all_of(rows.begin(), rows.end(), [](const auto& r) {
-          return r.temperature <= 0.0f && r.top_n == 0 && !r.want_logprob && r.penalty_begin == r.penalty_end;
+          return r.temperature <= 0.0f && r.top_n == 0 && !r.want_logprob && r.penalty_begin == r.penalty_end &&
+                 r.ids_begin == r.ids_end;
         });
     if (greedy_only) return sample_greedy(logits, rows, V, token_store, std::move(pending));
     const int num_jobs = static_cast<int>(job_row.size());
@@ -1626,8 +1632,11 @@ class CudaOps final : public Ops {
     // tokens [B], bad_id [B], logprobs [B], bad_value [B], top_id [B, n], top_lp [B, n] (4-byte words).
     const int64_t n = max_top_n;
     const bool want_top = std::any_of(rows.begin(), rows.end(), [](const auto& r) { return r.top_n > 0; });
-    Tensor back = empty({4 * B + 2 * B * n}, DType::kI32);
+    for (int32_t id : batch.logprob_ids) DS_CHECK(id >= 0 && id < V, "logprob token id ", id, " out of range");
+    const int64_t num_ids = static_cast<int64_t>(batch.logprob_ids.size());
+    Tensor back = empty({4 * B + 2 * B * n + num_ids}, DType::kI32);
     int32_t* wb = back.data_as<int32_t>();
+    Tensor d_ids = to_dev(batch.logprob_ids.data(), batch.logprob_ids.size() * 4);
     Tensor lse = empty({B}, DType::kF32);
     Tensor part = scan_parts(B);
     kernels::SampleParams p{};
@@ -1655,8 +1664,12 @@ class CudaOps final : public Ops {
     p.top_id = wb + 4 * B;
     p.top_lp = reinterpret_cast<float*>(wb + 4 * B + B * n);
     p.token_store = token_store.defined() ? token_store.data_as<int32_t>() : nullptr;
+    p.lp_ids = d_ids.data_as<int32_t>();
+    // The ids' logprobs right after what comes back before them (the top arrays only where some row wants them:
+    // otherwise nothing writes those).
+    p.lp_ids_out = reinterpret_cast<float*>(wb + 4 * B + (want_top ? 2 * B * n : 0));
     DS_CUDA_CHECK(kernels::launch_sample(p, stream()));
-    pending->copy_back(wb, B, want_top ? n : 0, stream());
+    pending->copy_back(wb, B, want_top ? n : 0, stream(), num_ids);
     pending->top_n.resize(B);
     for (int64_t b = 0; b < B; ++b) pending->top_n[b] = static_cast<int32_t>(std::min<int64_t>(rows[b].top_n, V));
     return pending;

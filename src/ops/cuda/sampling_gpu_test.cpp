@@ -116,8 +116,18 @@ void run_case(const char* name, const Case& c, bool bf16, Ops& cpu, Ops& gpu) {
       EXPECT_NEAR(got.top[b][i].first, want.top[b][i].first, 2e-4) << name << " row " << b << " top " << i;
     }
   }
-  std::printf("SAMPLE %-28s rows %zu vocab %lld mismatches %d worst |logprob diff| %.3g\n", name, B,
-              static_cast<long long>(c.vocab), mismatches, worst_lp);
+  // Requested ids' logprobs (token_ids_logprob): NaN exactly on non-finite rows.
+  ASSERT_EQ(got.id_logprobs.size(), want.id_logprobs.size()) << name;
+  for (size_t e = 0; e < want.id_logprobs.size(); ++e) {
+    if (std::isnan(want.id_logprobs[e])) {
+      EXPECT_TRUE(std::isnan(got.id_logprobs[e])) << name << " id entry " << e;
+      continue;
+    }
+    worst_lp = std::max(worst_lp, static_cast<double>(std::fabs(got.id_logprobs[e] - want.id_logprobs[e])));
+    EXPECT_NEAR(got.id_logprobs[e], want.id_logprobs[e], 2e-4) << name << " id entry " << e;
+  }
+  std::printf("SAMPLE %-28s rows %zu vocab %lld ids %zu mismatches %d worst |logprob diff| %.3g\n", name, B,
+              static_cast<long long>(c.vocab), want.id_logprobs.size(), mismatches, worst_lp);
 }
 
 class SampleGpu : public ::testing::Test {
@@ -156,6 +166,15 @@ void mixed_params(Case& c) {
   }
   for (int b = 0; b < B; ++b)
     if (b % 10 >= 7 || b % 5 == 1) add_penalties(c, b, 1 + (b * 37) % 60, 100 + b);
+  // token_ids_logprob on some rows (alone on a greedy row too: b = 20), ids spread over the vocabulary with a repeat.
+  for (int b = 0; b < B; ++b) {
+    SampleRow& r = c.batch.rows[b];
+    r.ids_begin = r.ids_end = static_cast<int32_t>(c.batch.logprob_ids.size());
+    if (b % 3 != 2 && b % 7 != 0) continue;
+    for (int64_t id : {int64_t{0}, c.vocab - 1, (b * 7919) % c.vocab, c.vocab / 2, int64_t{0}})
+      c.batch.logprob_ids.push_back(static_cast<int32_t>(id));
+    r.ids_end = static_cast<int32_t>(c.batch.logprob_ids.size());
+  }
 }
 
 TEST_F(SampleGpu, LargeVocabF32) {
@@ -413,6 +432,16 @@ TEST_F(SampleGpu, GreedyToStoreMatchesCpu) {
   }
 }
 
+// A batch of greedy rows without logprobs (the one-launch greedy path) but for one row's token_ids_logprob: that
+// batch takes the general path, and the ids' logprobs come back.
+TEST_F(SampleGpu, IdsOnAGreedyBatch) {
+  Case c = make_case(129280, 4, 19, 2.0f, false);
+  c.batch.logprob_ids = {5, 129279, 4242};
+  c.batch.rows[1].ids_begin = 0;
+  c.batch.rows[1].ids_end = 3;
+  run_case("greedy_with_ids", c, false, *cpu_, *gpu_);
+}
+
 TEST_F(SampleGpu, AsyncStoreFeedsPlaceholders) {
   Case c = make_case(129280, 12, 18, 2.0f, false);
   mixed_params(c);
@@ -454,6 +483,9 @@ TEST_F(SampleGpu, AsyncStoreFeedsPlaceholders) {
       EXPECT_NEAR(got1.logprobs[b], want1.logprobs[b], 2e-4) << b;
     }
   }
+  ASSERT_EQ(got1.id_logprobs.size(), want1.id_logprobs.size());
+  ASSERT_FALSE(want1.id_logprobs.empty());
+  for (size_t e = 0; e < want1.id_logprobs.size(); ++e) EXPECT_NEAR(got1.id_logprobs[e], want1.id_logprobs[e], 2e-4) << e;
 }
 
 }  // namespace
