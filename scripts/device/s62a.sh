@@ -11,6 +11,8 @@
 # over 8K tokens in 2,048-token steps with 1,024-row context chunks vs one pass (same logprobs, time).
 set -u
 source "$(dirname "$0")/lib.sh"
+gtest_run sample 120 'SampleGpu.*'
+grep -E "^SAMPLE|Failure" "$OUT/sample.log" | head -30
 timeout 150 $B/ds_ops_cuda_gpu_test --gtest_filter='Cases/MlaMha*:*IndexerTopk*' > "$OUT/mha.log" 2>&1
 echo "== mha rc=$? $(grep -E '^\[  (PASSED|FAILED)' "$OUT/mha.log" | tr '\n' ' ')"
 grep -E "^ERR.*(split|wgmma-multi|lse|parts)|Failure" "$OUT/mha.log" | head -80
