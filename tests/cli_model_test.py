@@ -138,6 +138,25 @@ for extra, bound in ((["--quantization", "fp8"], 0.5), (["--kv-cache-dtype", "fp
         check(0 < mean < bound, f"score {extra}: mean |diff| {mean} not in (0, {bound})")
 
 
+# ---- the MHA prefill's context chunks: on by default past their byte limit (DSERVE_MHA_CHUNK_BYTES, set tiny
+# here), off with --disable-chunked-prefix-cache (one pass: exactly the results of an unbounded limit) ----
+def score_lps(*extra, env=None):
+    p = subprocess.run([DSERVE, "score", "--model-path", os.path.join(FIXTURES, "v3"), "--input-ids",
+                        ids_arg(list(range(3, 40))), "--chunk-size", "6", "--json", *extra], capture_output=True,
+                       text=True, timeout=300, cwd=WORK, env={**os.environ, **(env or {})})
+    check(p.returncode == 0, f"score {extra} {env}: rc={p.returncode} {p.stderr.strip()}")
+    return json.loads(p.stdout)["input_token_logprobs"][1:] if p.returncode == 0 else None
+
+
+one_pass = score_lps(env={"DSERVE_MHA_CHUNK_BYTES": str(1 << 60)})
+chunked = score_lps(env={"DSERVE_MHA_CHUNK_BYTES": "100"})
+flagged = score_lps("--disable-chunked-prefix-cache", env={"DSERVE_MHA_CHUNK_BYTES": "100"})
+if one_pass and chunked and flagged:
+    check(flagged == one_pass, "--disable-chunked-prefix-cache: not the one-pass results")
+    check(chunked != one_pass and max(abs(a - b) for a, b in zip(chunked, one_pass)) < 1e-4,
+          "context chunks: not close to (or exactly) the one-pass results")
+
+
 # ---- 2. bad input: one clear line, non-zero exit ----
 def expect_error(args, needle, what):
     rc, out, err = run(*args)

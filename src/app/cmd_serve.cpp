@@ -62,6 +62,9 @@ void add_serve_flags(Flags& f) {
   f.add_string("kv-cache-dtype", "auto", "latent cache storage: auto, bf16, fp8_e4m3 or fp8_e5m2");
   f.add_bool("disable-shared-experts-fusion",
              "run the shared experts apart, not as extra routed experts (the default; DSERVE_SHARED_EXPERTS_FUSION=1: fused)");
+  f.add_bool("disable-chunked-prefix-cache",
+             "MHA-form prefill over the whole context in one pass instead of chunks of at most 1 GiB of expanded keys "
+             "and values merged by log-sum-exp");
   f.add_bool("disable-cuda-graph", "decode eagerly instead of replaying CUDA graphs (--device cuda)");
   f.add_bool("disable-overlap-schedule", "complete each step before planning the next (no step planned ahead)");
   f.add_int("cuda-graph-max-bs", 0, "largest decode batch captured in a CUDA graph (0: default from GPU memory)");
@@ -246,6 +249,7 @@ int run_serve(int argc, char** argv) {
     a["quantization"] = flags.get_string("quantization");
     a["kv_cache_dtype"] = flags.get_string("kv-cache-dtype");
     a["disable_shared_experts_fusion"] = flags.get_bool("disable-shared-experts-fusion");
+    a["disable_chunked_prefix_cache"] = flags.get_bool("disable-chunked-prefix-cache");
     a["random_seed"] = flags.get_int("seed");
     a["tp_size"] = flags.get_int("tp-size");
     a["dp_size"] = flags.get_int("dp-size");
@@ -354,6 +358,7 @@ int run_serve(int argc, char** argv) {
       eo.quantization = flags.get_string("quantization");
       eo.kv_cache_dtype = flags.get_string("kv-cache-dtype");
       eo.disable_shared_experts_fusion = flags.get_bool("disable-shared-experts-fusion");
+      eo.disable_chunked_prefix_cache = flags.get_bool("disable-chunked-prefix-cache");
       eo.disable_cuda_graph = flags.get_bool("disable-cuda-graph");
       eo.disable_overlap_schedule = flags.get_bool("disable-overlap-schedule");
       eo.cuda_graph_max_bs = static_cast<int32_t>(graph_max_bs);

@@ -44,6 +44,8 @@ void add_model_flags(Flags& flags) {
   flags.add_string("kv-cache-dtype", "auto", "latent cache storage: auto, bf16, fp8_e4m3 or fp8_e5m2");
   flags.add_bool("disable-shared-experts-fusion",
                  "run the shared experts apart, not as extra routed experts (the default; DSERVE_SHARED_EXPERTS_FUSION=1: fused)");
+  flags.add_bool("disable-chunked-prefix-cache",
+                 "MHA-form prefill over the whole context in one pass instead of chunks merged by log-sum-exp");
   flags.add_bool("json", "print JSON");
   add_sglang_compat_flags(flags);
 }
@@ -306,7 +308,8 @@ Result<ModelSetup> setup_model(const Flags& flags) {
   DS_ASSIGN_OR_RETURN(s.kv_dtype, parse_kv_cache_dtype(flags.get_string("kv-cache-dtype")));
   t0 = Clock::now();
   s.model = std::make_unique<DeepseekModel>(s.config, weights, *s.ops,
-                                            model_options(flags.get_bool("disable-shared-experts-fusion")));
+                                            model_options(flags.get_bool("disable-shared-experts-fusion"),
+                                                          flags.get_bool("disable-chunked-prefix-cache")));
   const double t_prep = since(t0);
   // A line for full-size models only (>= 1B parameters, decided by the config, not the clock): small ones keep
   // their output to what they were asked.

@@ -41,14 +41,14 @@ KvCache make_kv_cache(Ops& ops, const ModelConfig& cfg, int page_size, int num_p
   return c;
 }
 
-ModelOptions model_options(bool disable_shared_experts_fusion) {
+ModelOptions model_options(bool disable_shared_experts_fusion, bool disable_chunked_prefix_cache) {
   ModelOptions o;
   o.shared_experts_fusion = !disable_shared_experts_fusion && env_flag("DSERVE_SHARED_EXPERTS_FUSION", false);
   if (env_text("DSERVE_SHARED_AFTER_ROUTE"))
     o.shared_fork = env_flag("DSERVE_SHARED_AFTER_ROUTE", false) ? ModelOptions::SharedFork::kAfterRoute
                                                                   : ModelOptions::SharedFork::kBeforeRoute;
   o.sparse_prefill_min_context = env_int("DSERVE_SPARSE_PREFILL_MIN_CONTEXT", o.sparse_prefill_min_context);
-  o.mha_chunk_bytes = env_int("DSERVE_MHA_CHUNK_BYTES", o.mha_chunk_bytes);
+  o.mha_chunk_bytes = disable_chunked_prefix_cache ? INT64_MAX : env_int("DSERVE_MHA_CHUNK_BYTES", o.mha_chunk_bytes);
   return o;
 }
 

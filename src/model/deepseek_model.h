@@ -52,7 +52,8 @@ struct ModelOptions {
 // DSERVE_SHARED_AFTER_ROUTE=1 / =0 forces shared_fork after / before the routing (unset: kAuto);
 // DSERVE_SPARSE_PREFILL_MIN_CONTEXT=n replaces sparse_prefill_min_context (A/B runs), DSERVE_MHA_CHUNK_BYTES=n
 // mha_chunk_bytes (A/B runs, tests).
-ModelOptions model_options(bool disable_shared_experts_fusion);
+// --disable-chunked-prefix-cache (SGLang's flag) attends the whole context in one pass (mha_chunk_bytes unbounded).
+ModelOptions model_options(bool disable_shared_experts_fusion, bool disable_chunked_prefix_cache = false);
 
 class DeepseekModel {
  public:

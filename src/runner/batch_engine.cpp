@@ -178,7 +178,7 @@ class BatchEngine final : public Engine {
       DS_ASSIGN_OR_RETURN(TpShard shard, shard_for_tensor_parallel(cfg_, weights, o.dp_rank, o.dp_group->size(), ep,
                                                                    /*attention_whole=*/true));
       ops_->set_collective(o.dp_collective ? o.dp_collective : o.dp_group->member(o.dp_rank));
-      ModelOptions mo = model_options(o.disable_shared_experts_fusion);
+      ModelOptions mo = model_options(o.disable_shared_experts_fusion, o.disable_chunked_prefix_cache);
       mo.dp_attention = true;
       model_ = std::make_unique<DeepseekModel>(shard.config, shard.weights, *ops_, mo);
       rank_cfg = shard.config;
@@ -222,7 +222,7 @@ class BatchEngine final : public Engine {
         ops->bind_thread();  // the rank's weights go to its GPU
         ops->set_collective(members[r]);
         auto model = std::make_unique<DeepseekModel>(shard.config, shard.weights, *ops,
-                                                     model_options(o.disable_shared_experts_fusion));
+                                                     model_options(o.disable_shared_experts_fusion, o.disable_chunked_prefix_cache));
         if (r == 0) {
           ops_ = std::move(ops);
           model_ = std::move(model);
@@ -237,7 +237,7 @@ class BatchEngine final : public Engine {
         DS_INFO("tensor parallelism: ", o.tp_size, " ranks (threads), ", rank_cfg.num_attention_heads,
                 " attention heads each", ep ? ", routed experts dealt out whole (--ep-size)" : "");
     } else {
-      model_ = std::make_unique<DeepseekModel>(cfg_, weights, *ops_, model_options(o.disable_shared_experts_fusion));
+      model_ = std::make_unique<DeepseekModel>(cfg_, weights, *ops_, model_options(o.disable_shared_experts_fusion, o.disable_chunked_prefix_cache));
     }
     if (o.verbose) DS_INFO("weights ready: ", cfg_.num_hidden_layers, " layers, vocab ", cfg_.vocab_size);
 

@@ -32,6 +32,7 @@ struct BatchEngineOptions {
   std::string quantization;          // "" or "fp8" (--quantization)
   std::string kv_cache_dtype = "auto";
   bool disable_shared_experts_fusion = false;  // --disable-shared-experts-fusion (ModelOptions)
+  bool disable_chunked_prefix_cache = false;   // --disable-chunked-prefix-cache (ModelOptions::mha_chunk_bytes)
   bool disable_cuda_graph = false;   // --disable-cuda-graph: eager decode on CUDA
   bool disable_overlap_schedule = false;  // --disable-overlap-schedule: complete each step before planning the next
   int32_t cuda_graph_max_bs = 0;     // --cuda-graph-max-bs (0: SGLang's default from GPU memory)
