@@ -7,6 +7,7 @@
 
 #include "kernels/mla_merge.cuh"
 #include "kernels/mla_prefill.h"
+#include "kernels/mla_prefill_rows.cuh"
 #include "kernels/per_device.h"
 #include "kernels/pdl.cuh"
 #include "kernels/ptx.cuh"
@@ -212,28 +213,8 @@ __global__ void __launch_bounds__(kThreads) mla_prefill_kernel(const MlaPrefillP
   }
   cp_async_wait<0>();  // (no key tile: a sequence of no positions, a context part's; Q's copies still in flight)
 
-  l_a += __shfl_xor_sync(0xffffffffu, l_a, 1);
-  l_a += __shfl_xor_sync(0xffffffffu, l_a, 2);
-  l_b += __shfl_xor_sync(0xffffffffu, l_b, 1);
-  l_b += __shfl_xor_sync(0xffffffffu, l_b, 2);
-  __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out);
-  const int col = 2 * (lane & 3);
-  if (p.lse && (lane & 3) == 0) {
-    if (pos_a >= 0) p.lse[static_cast<int64_t>(ta) * H + h] = natural_lse(m_a, l_a);
-    if (pos_b >= 0) p.lse[static_cast<int64_t>(tb) * H + h] = natural_lse(m_b, l_b);
-  }
-  if (pos_a >= 0) {
-    const float inv = l_a > 0.0f ? 1.0f / l_a : 0.0f;
-    __nv_bfloat16* dst = out + (static_cast<int64_t>(ta) * H + h) * kV + col;
-#pragma unroll
-    for (int i = 0; i < kV / 8; ++i) *reinterpret_cast<uint32_t*>(dst + 8 * i) = pack_bf16(o[i][0] * inv, o[i][1] * inv);
-  }
-  if (pos_b >= 0) {
-    const float inv = l_b > 0.0f ? 1.0f / l_b : 0.0f;
-    __nv_bfloat16* dst = out + (static_cast<int64_t>(tb) * H + h) * kV + col;
-#pragma unroll
-    for (int i = 0; i < kV / 8; ++i) *reinterpret_cast<uint32_t*>(dst + 8 * i) = pack_bf16(o[i][2] * inv, o[i][3] * inv);
-  }
+  store_prefill_row<kV>(p, h, lane, ta, pos_a, m_a, l_a, [&](int i) { return make_float2(o[i][0], o[i][1]); });
+  store_prefill_row<kV>(p, h, lane, tb, pos_b, m_b, l_b, [&](int i) { return make_float2(o[i][2], o[i][3]); });
 }
 
 __global__ void topk_bitmask_kernel(const int32_t* topk, int topk_k, uint32_t* allow, int allow_words) {

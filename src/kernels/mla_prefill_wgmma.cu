@@ -10,6 +10,7 @@
 
 #include "kernels/mla_merge.cuh"
 #include "kernels/mla_prefill.h"
+#include "kernels/mla_prefill_rows.cuh"
 #include "kernels/pdl.cuh"
 #include "kernels/per_device.h"
 #include "kernels/ptx.cuh"
@@ -254,30 +255,8 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_wgmma_kernel(const Ml
   fence_regs(o);
   cp_async_wait<0>();
 
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-  __nv_bfloat16* out = static_cast<__nv_bfloat16*>(p.out);
-  const int col = 2 * (lane & 3);
-  if (p.lse && (lane & 3) == 0) {
-    if (pos0 >= 0) p.lse[static_cast<int64_t>(t0) * H + h] = natural_lse(m0, l0);
-    if (pos1 >= 0) p.lse[static_cast<int64_t>(t1) * H + h] = natural_lse(m1, l1);
-  }
-  if (pos0 >= 0) {
-    const float inv = l0 > 0.0f ? 1.0f / l0 : 0.0f;
-    __nv_bfloat16* dst = out + (static_cast<int64_t>(t0) * H + h) * kV + col;
-#pragma unroll
-    for (int j = 0; j < 16; ++j)
-      *reinterpret_cast<uint32_t*>(dst + 8 * j) = pack_bf16(o[4 * j] * inv, o[4 * j + 1] * inv);
-  }
-  if (pos1 >= 0) {
-    const float inv = l1 > 0.0f ? 1.0f / l1 : 0.0f;
-    __nv_bfloat16* dst = out + (static_cast<int64_t>(t1) * H + h) * kV + col;
-#pragma unroll
-    for (int j = 0; j < 16; ++j)
-      *reinterpret_cast<uint32_t*>(dst + 8 * j) = pack_bf16(o[4 * j + 2] * inv, o[4 * j + 3] * inv);
-  }
+  store_prefill_row<kV>(p, h, lane, t0, pos0, m0, l0, [&](int j) { return make_float2(o[4 * j], o[4 * j + 1]); });
+  store_prefill_row<kV>(p, h, lane, t1, pos1, m1, l1, [&](int j) { return make_float2(o[4 * j + 2], o[4 * j + 3]); });
 }
 
 template <int BK, bool kSplitLoads>
