@@ -28,7 +28,7 @@ struct IndexerParams {
   int num_seqs, page_size;
   int max_q_len;              // the longest sequence's query rows in the batch
   bool multi_token;           // allow the multi-token scoring kernel (tensor-core path, max_q_len large enough)
-  bool wgmma;                 // ... on wgmma where it applies (indexer_wgmma.cu; opt-in, not yet measured)
+  bool wgmma;                 // ... on wgmma where it applies (indexer_wgmma.cu; the op's default)
   int score_cols;             // scratch row length: > every position (max_pages * page_size)
   int topk;
   int num_sms;                // sizes the scoring grid (0: one block per 64 positions)

@@ -45,10 +45,8 @@ cudaError_t launch_mla_topk_bitmask(const int32_t* topk, int num_tokens, int top
 // Flash-attention kernel (mma.sync bf16, fp32 softmax and accumulation); fast dims only.
 cudaError_t launch_mla_prefill(const MlaPrefillParams& p, cudaStream_t stream);
 // The same on Hopper's wgmma (mla_prefill_wgmma.cu: 128 query rows a block, P from registers); fast dims only.
-// keys_per_tile: 64 (three stages) or 128 (two stages); split_loads: the tile loads as shift-mapped loops (opt-in,
-// not yet measured; see the kernel).
-cudaError_t launch_mla_prefill_wgmma(const MlaPrefillParams& p, cudaStream_t stream, int keys_per_tile = 64,
-                                     bool split_loads = false);
+// keys_per_tile: 64 (three stages) or 128 (two stages).
+cudaError_t launch_mla_prefill_wgmma(const MlaPrefillParams& p, cudaStream_t stream, int keys_per_tile = 64);
 
 // The attention over two disjoint parts of the context from each part's (out, lse) as the kernels above give them
 // (a context cut into chunks, one launch each): out = (e^lse out + e^lse_part out_part) / (e^lse + e^lse_part),

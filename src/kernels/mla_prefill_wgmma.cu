@@ -23,7 +23,6 @@ using namespace ptx;
 
 constexpr int kNope = 128, kQk = 192, kV = 128;  // qk = nope + rope (64)
 constexpr int kQkChunks = kQk / 8;  // 16-byte chunks of a Q / K row: 24 (three 128-byte panels)
-constexpr int kVChunks = kV / 8;    // 16 (two panels)
 constexpr int kQWgBytes = 3 * 64 * 128;  // a warpgroup's 64 Q rows: three panels of 64 rows x 128 B
 constexpr int kThreads = 256;            // two warpgroups
 constexpr int kBq = 128;                 // query rows a block, 64 a warpgroup (the wgmma M)
@@ -57,10 +56,11 @@ __device__ int64_t context_base(const int32_t* seq_lens, int seq) {
   return base_sh;
 }
 
-// kSplitLoads (opt-in, session 61, not yet measured): the key / value tile loaded as three loops whose thread -> (row,
-// chunk) maps are shifts (k_nope with v, then the rope key), instead of one loop over 40 chunks a row with a division,
-// a remainder and three branches that split warps (ncu, s61g: ALU the busiest pipe at 28%, 20 of 32 threads active).
-template <int BK, bool kSplitLoads = false>
+// The key / value tile loads as two loops whose thread -> (row, chunk) maps are shifts (k_nope with v, then the rope
+// key). One loop over 40 chunks a row with a division, a remainder and three branches that split warps made ALU the
+// busiest pipe (ncu, s61g: 28%, 20 of 32 threads active); the shifts doubled the kernel (H100, session 62: V3 128
+// heads x 4,096 185 -> 370 TFLOP/s; V3 4 layers 32K prefill 1.05 -> 0.61 s).
+template <int BK>
 __global__ void __launch_bounds__(kThreads, 1) mla_prefill_wgmma_kernel(const MlaPrefillParams p) {
   using T = Tiles<BK>;
   extern __shared__ uint8_t smem_raw[];
@@ -94,39 +94,20 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_wgmma_kernel(const Ml
   // One tile of keys: K = [k_nope | rope key] and V, zero rows past the block's context end.
   auto load_tile = [&](int kt) {
     const uint32_t dk = sbase + kSmemKv + (kt % T::kStages) * T::kStageBytes, dv = dk + T::kKBytes;
-    if constexpr (kSplitLoads) {
-      static_assert(kThreads == 256 && BK % 32 == 0, "16 rows of k_nope / v, 32 of rope keys a pass");
-      const int c16 = tid & 15, c8 = tid & 7;
-      for (int r = tid >> 4; r < BK; r += kThreads / 16) {  // k_nope chunk c16 and v chunk c16 of row r
-        const int j = kt * BK + r;
-        const bool ok = j < kv_end;
-        const __nv_bfloat16* kvrow = kv + ((cb + (ok ? j : 0)) * H + h) * (kNope + kV);
-        cp_async16(dk + tile_offset(r, c16, T::kPanel), ok ? kvrow + c16 * 8 : kv, ok);
-        cp_async16(dv + tile_offset(r, c16, T::kPanel), ok ? kvrow + kNope + c16 * 8 : kv, ok);
-      }
-      for (int r = tid >> 3; r < BK; r += kThreads / 8) {  // rope key chunk c8 of row r
-        const int j = kt * BK + r;
-        const bool ok = j < kv_end;
-        const __nv_bfloat16* rope = ctx + (cb + (ok ? j : 0)) * p.ctx_dim + p.rope_offset;
-        cp_async16(dk + tile_offset(r, kNope / 8 + c8, T::kPanel), ok ? rope + c8 * 8 : ctx, ok);
-      }
-    } else {
-      for (int idx = tid; idx < BK * (kQkChunks + kVChunks); idx += kThreads) {
-        const int r = idx / (kQkChunks + kVChunks), c = idx % (kQkChunks + kVChunks);
-        const int j = kt * BK + r;
-        const bool ok = j < kv_end;
-        const int64_t row = cb + (ok ? j : 0);
-        const __nv_bfloat16* kvrow = kv + (row * H + h) * (kNope + kV);
-        if (c < kNope / 8) {
-          cp_async16(dk + tile_offset(r, c, T::kPanel), ok ? kvrow + c * 8 : kv, ok);
-        } else if (c < kQkChunks) {
-          cp_async16(dk + tile_offset(r, c, T::kPanel),
-                     ok ? ctx + row * p.ctx_dim + p.rope_offset + (c - kNope / 8) * 8 : ctx, ok);
-        } else {
-          const int cv = c - kQkChunks;
-          cp_async16(dv + tile_offset(r, cv, T::kPanel), ok ? kvrow + kNope + cv * 8 : kv, ok);
-        }
-      }
+    static_assert(kThreads == 256 && BK % 32 == 0, "16 rows of k_nope / v, 32 of rope keys a pass");
+    const int c16 = tid & 15, c8 = tid & 7;
+    for (int r = tid >> 4; r < BK; r += kThreads / 16) {  // k_nope chunk c16 and v chunk c16 of row r
+      const int j = kt * BK + r;
+      const bool ok = j < kv_end;
+      const __nv_bfloat16* kvrow = kv + ((cb + (ok ? j : 0)) * H + h) * (kNope + kV);
+      cp_async16(dk + tile_offset(r, c16, T::kPanel), ok ? kvrow + c16 * 8 : kv, ok);
+      cp_async16(dv + tile_offset(r, c16, T::kPanel), ok ? kvrow + kNope + c16 * 8 : kv, ok);
+    }
+    for (int r = tid >> 3; r < BK; r += kThreads / 8) {  // rope key chunk c8 of row r
+      const int j = kt * BK + r;
+      const bool ok = j < kv_end;
+      const __nv_bfloat16* rope = ctx + (cb + (ok ? j : 0)) * p.ctx_dim + p.rope_offset;
+      cp_async16(dk + tile_offset(r, kNope / 8 + c8, T::kPanel), ok ? rope + c8 * 8 : ctx, ok);
     }
   };
 
@@ -259,27 +240,26 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_wgmma_kernel(const Ml
   store_prefill_row<kV>(p, h, lane, t1, pos1, m1, l1, [&](int j) { return make_float2(o[4 * j + 2], o[4 * j + 3]); });
 }
 
-template <int BK, bool kSplitLoads>
+template <int BK>
 cudaError_t launch_bk(const MlaPrefillParams& p, cudaStream_t stream) {
   static PerDevice<cudaError_t> attrs;
   const cudaError_t e = attrs.get([] {
-    return cudaFuncSetAttribute(mla_prefill_wgmma_kernel<BK, kSplitLoads>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    return cudaFuncSetAttribute(mla_prefill_wgmma_kernel<BK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                 Tiles<BK>::kSmemBytes);
   });
   if (e != cudaSuccess) return e;
   const dim3 grid(static_cast<unsigned>((p.max_q_len + kBq - 1) / kBq), static_cast<unsigned>(p.num_heads),
                   static_cast<unsigned>(p.num_seqs));
-  return launch_plain(mla_prefill_wgmma_kernel<BK, kSplitLoads>, grid, kThreads, Tiles<BK>::kSmemBytes, stream, p);
+  return launch_plain(mla_prefill_wgmma_kernel<BK>, grid, kThreads, Tiles<BK>::kSmemBytes, stream, p);
 }
 
 }  // namespace
 
-cudaError_t launch_mla_prefill_wgmma(const MlaPrefillParams& p, cudaStream_t stream, int keys_per_tile,
-                                     bool split_loads) {
+cudaError_t launch_mla_prefill_wgmma(const MlaPrefillParams& p, cudaStream_t stream, int keys_per_tile) {
   if (p.num_tokens == 0 || p.num_seqs == 0 || p.max_q_len == 0) return cudaSuccess;
   if (!mla_prefill_fast_supported(p.nope, p.rope, p.v, p.ctx_dim, p.rope_offset)) return cudaErrorInvalidValue;
-  if (keys_per_tile == 64) return split_loads ? launch_bk<64, true>(p, stream) : launch_bk<64, false>(p, stream);
-  if (keys_per_tile == 128) return split_loads ? launch_bk<128, true>(p, stream) : launch_bk<128, false>(p, stream);
+  if (keys_per_tile == 64) return launch_bk<64>(p, stream);
+  if (keys_per_tile == 128) return launch_bk<128>(p, stream);
   return cudaErrorInvalidValue;
 }
 

@@ -39,8 +39,10 @@ struct ModelOptions {
   // V3.2 prefill attends in the absorbed MQA form over each token's top-k latent rows (sparse: at most index_topk
   // keys a token, 128 heads sharing each gathered row) once the batch's longest context reaches this many
   // positions; below it, in the MHA form over every position with the top-k as a mask (fewer FLOPs a key: dense
-  // wins until the context is a few times index_topk). Measured on the device: BENCHMARKS.md, session 61.
-  int64_t sparse_prefill_min_context = 8192;
+  // wins until the context is a few times index_topk). Measured on the device (H100, 4 layers of V3.2-Exp, session
+  // 62 with the MHA kernel's faster loads): dense / sparse 0.120 / 0.127 s at 8K, 0.148 / 0.160 at 10K, 0.204 / 0.198
+  // at 12K, 0.328 / 0.275 at 16K (BENCHMARKS.md, sessions 61-62).
+  int64_t sparse_prefill_min_context = 12288;
   // The MHA-form prefill expands the context's latents with kv_b_proj into [rows, H, nope + v] (64 KiB a position
   // for V3's 128 heads in bf16: 8.6 GB at a 128K context) at most this many bytes at a time: past it, the context
   // is attended chunk by chunk and the parts merged by log-sum-exp (model/mha_chunks.h; SGLang's chunked prefix

@@ -265,10 +265,8 @@ Tensor cuda_mla_attention_mha(const Tensor& q, const Tensor& kv, const Tensor& c
   // DSERVE_MLA_PREFILL_WGMMA=0 the mma.sync kernel (A/B runs and tests, read per call).
   const bool wgmma = env_flag("DSERVE_MLA_PREFILL_WGMMA", true);
   const int keys = static_cast<int>(env_int("DSERVE_MLA_PREFILL_KEYS", m.max_seq_len >= 2048 ? 128 : 64));
-  // DSERVE_MLA_PREFILL_SPLIT_LOADS=1: the tile loads as shift-mapped loops (opt-in until measured).
-  const bool split_loads = env_flag("DSERVE_MLA_PREFILL_SPLIT_LOADS", false);
   DS_CUDA_CHECK(!fast    ? kernels::launch_mla_prefill_reference(p, stream)
-                : wgmma ? kernels::launch_mla_prefill_wgmma(p, stream, keys, split_loads)
+                : wgmma ? kernels::launch_mla_prefill_wgmma(p, stream, keys)
                         : kernels::launch_mla_prefill(p, stream));
   return out;
 }

@@ -1076,8 +1076,9 @@ class CudaOps final : public Ops {
     const bool mma = env_flag("DSERVE_INDEXER_MMA", true);
     // DSERVE_INDEXER_MT=0 (A/B runs): prefill rows scored one token a block, as decode rows are.
     const bool multi_token = env_flag("DSERVE_INDEXER_MT", true);
-    // DSERVE_INDEXER_WGMMA=1: those prefill rows on wgmma (opt-in until measured).
-    const bool wgmma = env_flag("DSERVE_INDEXER_WGMMA", false);
+    // DSERVE_INDEXER_WGMMA=0 (A/B runs): those prefill rows on mma.sync instead of wgmma (where wgmma applies: heads
+    // <= 64 of dim 128; H100, session 62: V3.2 scores 8K x 8K 2,222 -> 2,000 us, 4 layers 32K prefill -1..2%).
+    const bool wgmma = env_flag("DSERVE_INDEXER_WGMMA", true);
     for (int64_t t0 = 0; t0 < T; t0 += chunk) {
       kernels::IndexerParams p{};
       p.q = q.data();

@@ -799,11 +799,12 @@ class Runner {
           pi.k_cache = keys[i].data();
           return pi;
         };
-        // ours: tensor cores, several rows a block where there are; theirs: see above.
+        // ours: tensor cores, several rows a block where there are (on wgmma where it applies, as the op's default);
+        // theirs: see above.
         auto call = [&](int i, bool ours, Tensor& out) {
           kernels::IndexerParams pi = params(i);
           pi.out = out.data_as<int32_t>();
-          pi.multi_token = ours;
+          pi.multi_token = pi.wgmma = ours;
           CK(kernels::launch_indexer_topk(pi, ours || prefill, stream()));
         };
         r.us = time_calls([&](int i) { call(i, true, mine); }, inst, bench_);
@@ -824,7 +825,7 @@ class Runner {
         // The scores alone (the select's share is the difference), printed beside the row.
         auto scores = [&](int i, bool ours) {
           kernels::IndexerParams pi = params(i);
-          pi.multi_token = ours;
+          pi.multi_token = pi.wgmma = ours;
           CK(kernels::launch_indexer_scores(pi, ours || prefill, stream()));
         };
         const double s_mine = time_calls([&](int i) { scores(i, true); }, inst, bench_);
@@ -833,13 +834,15 @@ class Runner {
         std::printf("  indexer scores alone: ours %.2f us (%.0f GB/s of keys, %.1f TFLOP/s), %s %.2f us (%.1f TFLOP/s)\n",
                     s_mine, double(s.batch) * s.context * D * 2 / (s_mine * 1e3), flops / (s_mine * 1e6),
                     prefill ? "one-token mma" : "cuda cores", s_theirs, flops / (s_theirs * 1e6));
-        if (prefill) {  // the opt-in wgmma form of the multi-token scores (DSERVE_INDEXER_WGMMA=1)
-          const double s_wg = time_calls([&](int i) {
+        if (prefill) {  // the multi-token scores on mma.sync (DSERVE_INDEXER_WGMMA=0)
+          const double s_mt = time_calls([&](int i) {
             kernels::IndexerParams pi = params(i);
-            pi.multi_token = pi.wgmma = true;
+            pi.multi_token = true;
+            pi.wgmma = false;
             CK(kernels::launch_indexer_scores(pi, true, stream()));
           }, inst, bench_);
-          std::printf("  indexer scores alone on wgmma: %.2f us (%.1f TFLOP/s)\n", s_wg, flops / (s_wg * 1e6));
+          std::printf("  indexer scores alone, multi-token mma.sync: %.2f us (%.1f TFLOP/s)\n", s_mt,
+                      flops / (s_mt * 1e6));
         }
       });
     }
@@ -890,13 +893,11 @@ class Runner {
         r.max_rel = max_rel(cuda_mla_attention_mha(q, kv, ctx, rope_off, bt.dev, scale, nullptr, stream()), out);
         // The two tensor-core kernels alone (ours = the op's default, wgmma), printed beside the row.
         const double flops = kbench::mla_prefill_cost(T, H, nope, rope, v).flops;
-        for (const bool split : {false, true})
-          for (const int keys : {64, 128}) {
-            const double us = time_calls(
-                [&](int) { CK(kernels::launch_mla_prefill_wgmma(p, stream(), keys, split)); }, 1, bench_, false);
-            std::printf("  mla prefill kernel wgmma, %d-key tiles%s: %.1f us (%.1f TFLOP/s)\n", keys,
-                        split ? ", split loads" : "", us, flops / (us * 1e6));
-          }
+        for (const int keys : {64, 128}) {
+          const double us =
+              time_calls([&](int) { CK(kernels::launch_mla_prefill_wgmma(p, stream(), keys)); }, 1, bench_, false);
+          std::printf("  mla prefill kernel wgmma, %d-key tiles: %.1f us (%.1f TFLOP/s)\n", keys, us, flops / (us * 1e6));
+        }
         const double us_mma = time_calls([&](int) { CK(kernels::launch_mla_prefill(p, stream())); }, 1, bench_, false);
         std::printf("  mla prefill kernel mma.sync: %.1f us (%.1f TFLOP/s)\n", us_mma, flops / (us_mma * 1e6));
       });
