@@ -80,7 +80,8 @@ class SpeculativeServerTest(unittest.TestCase):
 
     def test_seeded_sampling_and_logprobs_equal_plain_server(self):
         p = REF["generate"][0]["input_ids"]
-        body = {"input_ids": p, "return_logprob": True, "top_logprobs_num": 2,
+        ids = [0, 5, 900, p[0]]
+        body = {"input_ids": p, "return_logprob": True, "top_logprobs_num": 2, "token_ids_logprob": ids,
                 "sampling_params": {"max_new_tokens": 16, "temperature": 0.9, "top_p": 0.95, "seed": 1234,
                                     "ignore_eos": True}}
         a = H.post(self.spec, "/generate", body).json()
@@ -91,6 +92,14 @@ class SpeculativeServerTest(unittest.TestCase):
         self.assertEqual(len(la), 16)
         for x, y in zip(la, lb):
             self.assertAlmostEqual(x, y, delta=1e-4)
+        # token_ids_logprob on every output position, accepted drafts' included (their own verification rows).
+        ia, ib = a["meta_info"]["output_token_ids_logprobs"], b["meta_info"]["output_token_ids_logprobs"]
+        self.assertEqual(len(ia), 16)
+        for ea, eb in zip(ia, ib):
+            self.assertEqual([e[1] for e in ea], ids)
+            self.assertEqual([e[1] for e in eb], ids)
+            for x, y in zip(ea, eb):
+                self.assertAlmostEqual(x[0], y[0], delta=1e-4)
 
     def test_server_info_reports_accept_length(self):
         H.generate_ids(self.spec, REF["generate"][0]["input_ids"], 8)
