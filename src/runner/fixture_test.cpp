@@ -292,6 +292,25 @@ TEST(FixtureV3, MhaContextChunksAcrossSequences) {
             std::vector<float>(outs[2].f32(), outs[2].f32() + outs[2].numel()));
 }
 
+// `score` turns a step's hidden rows into log-probabilities 1,024 rows at a time: a 1,500-token step (two blocks)
+// gives what 700-token prefill steps (one block each) give, to prefill-order rounding.
+TEST(FixtureV3, ScoreLogitBlocks) {
+  Loaded l = load("v3");
+  ASSERT_TRUE(l.model);
+  std::vector<int32_t> ids(1500);
+  for (size_t i = 0; i < ids.size(); ++i) ids[i] = static_cast<int32_t>((i * 7919 + 13) % l.cfg.vocab_size);
+  SequenceRunner runner(*l.model, *l.ops);
+  const ScoreResult one = runner.score(ids, 2), chunked = runner.score(ids, 2, AttnMode::kAuto, 700);
+  ASSERT_EQ(one.token_logprobs.size(), ids.size());
+  for (size_t i = 1; i < ids.size(); ++i) {
+    ASSERT_NEAR(one.token_logprobs[i], chunked.token_logprobs[i], 1e-4) << i;
+    ASSERT_EQ(one.top_logprobs[i].size(), 2u) << i;
+    EXPECT_NEAR(one.top_logprobs[i][0].first, chunked.top_logprobs[i][0].first, 1e-4) << i;
+  }
+  ASSERT_FALSE(one.next_top.empty());
+  EXPECT_EQ(one.next_top[0].second, chunked.next_top[0].second);
+}
+
 TEST_P(FixtureTest, GreedyGenerationMatchesTransformers) {
   Loaded l = load(GetParam());
   SequenceRunner runner(*l.model, *l.ops);

@@ -44,6 +44,10 @@ Tensor SequenceRunner::step(const std::vector<int32_t>& ids, int64_t start, Attn
   return model_.forward(ops_.upload(host_ids), meta, cache_, mode);
 }
 
+namespace {
+constexpr int64_t kScoreLogitRows = 1024;
+}  // namespace
+
 ScoreResult SequenceRunner::score(const std::vector<int32_t>& ids, int top_k, AttnMode mode, int chunk) {
   DS_CHECK(!ids.empty());
   reset(static_cast<int64_t>(ids.size()));
@@ -55,16 +59,21 @@ ScoreResult SequenceRunner::score(const std::vector<int32_t>& ids, int top_k, At
   for (int64_t begin = 0; begin < n; begin += step_len) {
     const int64_t end = std::min(n, begin + step_len);
     std::vector<int32_t> part(ids.begin() + begin, ids.begin() + end);
-    Tensor hidden = step(part, begin, mode);                                 // [end - begin, d]
-    Tensor lp = ops_.to_host(ops_.log_softmax(model_.logits(hidden)));       // [end - begin, vocab]
-    const int64_t vocab = lp.dim(1);
-    for (int64_t i = begin; i < end; ++i) {
-      const float* row = lp.f32() + (i - begin) * vocab;  // distribution of token i + 1
-      if (i + 1 < n) {
-        r.token_logprobs[i + 1] = row[ids[i + 1]];
-        if (top_k > 0) r.top_logprobs[i + 1] = top_of(row, vocab, top_k);
-      } else {
-        r.next_top = top_of(row, vocab, std::max(top_k, 1));
+    Tensor hidden = step(part, begin, mode);  // [end - begin, d]
+    // The logits and their log-softmax a block of rows at a time (0.5 GB each at V3's vocabulary): a whole
+    // 32K-token step's would be 2 x 17 GB of fp32.
+    for (int64_t b0 = begin; b0 < end; b0 += kScoreLogitRows) {
+      const int64_t b1 = std::min(end, b0 + kScoreLogitRows);
+      Tensor lp = ops_.to_host(ops_.log_softmax(model_.logits(hidden.rows(b0 - begin, b1 - begin))));  // [b1 - b0, V]
+      const int64_t vocab = lp.dim(1);
+      for (int64_t i = b0; i < b1; ++i) {
+        const float* row = lp.f32() + (i - b0) * vocab;  // distribution of token i + 1
+        if (i + 1 < n) {
+          r.token_logprobs[i + 1] = row[ids[i + 1]];
+          if (top_k > 0) r.top_logprobs[i + 1] = top_of(row, vocab, top_k);
+        } else {
+          r.next_top = top_of(row, vocab, std::max(top_k, 1));
+        }
       }
     }
   }
