@@ -195,6 +195,41 @@ TEST(BatchEngine, PromptLogprobsMatchScoreAndPrefixCacheIsUsed) {
     EXPECT_NEAR(col.input_lps["c"][i - 100].logprob, ref.token_logprobs[i], 1e-4) << i;
 }
 
+// A prompt of 1,300 tokens in one prefill step: its prompt-row log-softmax comes back 1,024 rows at a time (two
+// blocks); every position (past the first block too) matches SequenceRunner::score, and the asked ids' logprobs
+// come with each.
+TEST(BatchEngine, PromptLogprobsAcrossLogSoftmaxBlocks) {
+  auto cfg = load_model_config(fixture("v3")).value();
+  auto w = load_weights(fixture("v3"), cfg).value();
+  auto ops = make_cpu_ops();
+  DeepseekModel model(cfg, w, *ops);
+  SequenceRunner runner(model, *ops);
+  std::mt19937 rng(5);
+  std::vector<int32_t> prompt = random_prompt(rng, 1300, 1024);
+  ScoreResult ref = runner.score(prompt, 1);
+
+  BatchEngineOptions o;
+  o.model_path = fixture("v3");
+  o.chunked_prefill_size = 2048;
+  o.verbose = false;
+  auto engine = make_batch_engine(o).value();
+  Collector col;
+  EngineRequest r = greedy("a", prompt, 1);
+  r.return_logprob = true;
+  r.logprob_start_len = 0;
+  r.token_ids_logprob = {prompt[1100], 3};
+  ASSERT_TRUE(engine->submit(r, col.callback()).is_ok());
+  ASSERT_TRUE(col.wait(1));
+  ASSERT_EQ(col.input_lps["a"].size(), prompt.size());
+  for (size_t i = 1; i < prompt.size(); ++i) {
+    const TokenLogprob& t = col.input_lps["a"][i];
+    ASSERT_NEAR(t.logprob, ref.token_logprobs[i], 1e-4) << i;
+    ASSERT_EQ(t.ids.size(), 2u) << i;
+    EXPECT_EQ(t.ids[0].second, prompt[1100]);
+    if (prompt[i] == prompt[1100]) EXPECT_EQ(t.ids[0].first, t.logprob) << i;
+  }
+}
+
 // Overlap scheduling (each step planned and run before the previous one completes) changes nothing a client
 // sees: the same tokens for greedy and seeded sampling, the same logprobs, stops and min_new_tokens found a
 // step late discard that step's token, and a penalised request (which turns overlap off while it runs) too.

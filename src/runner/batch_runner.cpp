@@ -187,8 +187,14 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
   const bool any_prompt_row = std::any_of(row_owner.begin(), row_owner.end(), [&](const auto& o) {
     return o.second + 1 < plan.seqs[o.first].req->num_prompt;
   });
-  Tensor logprobs;
-  if (any_prompt_row) logprobs = ops_.to_host(ops_.log_softmax(dev_logits));
+  // Their log-softmax 1,024 rows at a time (a whole 8,192-row chunk's would be another 4 GB of fp32 on the device at
+  // V3's vocabulary beside the logits).
+  constexpr int64_t kLogprobBlockRows = 1024;
+  std::vector<Tensor> logprob_blocks;  // [ceil(rows / kLogprobBlockRows)] host [<= kLogprobBlockRows, vocab]
+  if (any_prompt_row)
+    for (int64_t r0 = 0; r0 < dev_logits.dim(0); r0 += kLogprobBlockRows)
+      logprob_blocks.push_back(
+          ops_.to_host(ops_.log_softmax(dev_logits.rows(r0, std::min(dev_logits.dim(0), r0 + kLogprobBlockRows)))));
   const auto& eos = model_.config().eos_token_ids;
   SampleBatch batch;
   batch.vocab = vocab;
@@ -201,7 +207,8 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
     auto it = info.find(req.rid);
     const RunnerRequestInfo ri = it != info.end() ? it->second : RunnerRequestInfo{};
     if (pos + 1 < req.num_prompt) {  // a prompt row: the logprob of the next prompt token (never a sampling row)
-      const float* lp = logprobs.f32() + r * vocab;
+      const int64_t rr = static_cast<int64_t>(r);
+      const float* lp = logprob_blocks[rr / kLogprobBlockRows].f32() + (rr % kLogprobBlockRows) * vocab;
       TokenLogprob t = logprob_at(lp, vocab, req.tokens[pos + 1], ri.top_logprobs_num);
       for (int32_t id : ri.token_ids_logprob) t.ids.emplace_back(id >= 0 && id < vocab ? lp[id] : NAN, id);
       out[s].input_logprobs.emplace_back(pos + 1, std::move(t));
