@@ -343,10 +343,12 @@ Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tenso
 }
 
 void DeepseekModel::plan_mha_chunks_for(const AttnMetadata& meta, AttnMode mode) {
-  mha_chunks_.clear();
-  // Decode steps (CUDA graphs among them) and the absorbed form never get here past this line; nor V3.2 (top-k
-  // masks are by absolute position: its long contexts take the absorbed form).
+  // Decode steps and the absorbed form leave the last plan alone (attention() reads it only in the MHA form, which plans
+  // afresh every step): a CUDA graph captures those steps, and dropping the plan's device tensors there would free
+  // memory inside the capture. Nor V3.2 (top-k masks are by absolute position: its long contexts take the absorbed
+  // form).
   if (mode == AttnMode::kAbsorbed || (mode == AttnMode::kAuto && meta.max_q_len <= 1) || cfg_.has_indexer()) return;
+  mha_chunks_.clear();
   const int64_t row_bytes =
       cfg_.num_attention_heads * (cfg_.qk_nope_head_dim + cfg_.v_head_dim) * dtype_size(ops_.activation_dtype());
   const int64_t max_rows = std::max<int64_t>(mha_chunk_bytes_ / row_bytes, 1);
