@@ -249,7 +249,7 @@ TEST(FixtureGpuChunks, ChunkedPrefillThenGraphDecode) {
   for (size_t i = 1; i < ids.size(); ++i)
     worst = std::max(worst, static_cast<double>(std::fabs(a.token_logprobs[i] - b.token_logprobs[i])));
   std::printf("FIXTURE v3 chunked vs one-pass MHA prefill (7-token steps): max |logprob diff| %.4f\n", worst);
-  EXPECT_LE(worst, 2e-2);  // bf16 merges of bf16 partial outputs
+  EXPECT_LE(worst, kTol);  // bf16 merges of bf16 partial outputs: the bf16 tolerance of the transformers checks
   GenerateOptions g;
   g.max_new_tokens = 8;
   g.sampling.ignore_eos = true;
