@@ -57,9 +57,26 @@ int32_t sample_row_reference(const float* x, int64_t vocab, const SampleRow& row
   return order[keep - 1];
 }
 
+void check_sample_batch(const SampleBatch& batch, int64_t rows, int64_t ld) {
+  const int64_t V = batch.vocab;
+  DS_CHECK(V > 0 && V <= ld, "sampling vocab ", V, " outside the logits' ", ld, " columns");
+  for (const SampleRow& r : batch.rows) {
+    DS_CHECK(r.logits_row >= 0 && (rows < 0 || r.logits_row < rows), "sample row ", r.logits_row, " outside the logits' ",
+             rows, " rows");
+    DS_CHECK(r.penalty_begin >= 0 && r.penalty_begin <= r.penalty_end &&
+                 r.penalty_end <= static_cast<int32_t>(batch.penalties.size()),
+             "sampling penalty range");
+    DS_CHECK(r.ids_begin >= 0 && r.ids_begin <= r.ids_end &&
+                 r.ids_end <= static_cast<int32_t>(batch.logprob_ids.size()),
+             "sampling logprob id range");
+  }
+  for (const SamplePenalty& p : batch.penalties) DS_CHECK(p.id >= 0 && p.id < V, "penalty token id ", p.id, " out of range");
+  for (int32_t id : batch.logprob_ids) DS_CHECK(id >= 0 && id < V, "logprob token id ", id, " out of range");
+}
+
 SampleResult sample_reference(const float* logits, int64_t ld, const SampleBatch& batch) {
   const int64_t V = batch.vocab, B = static_cast<int64_t>(batch.rows.size());
-  DS_CHECK(V > 0 && V <= ld, "sampling vocab ", V, " outside the logits' ", ld, " columns");
+  check_sample_batch(batch, -1, ld);
   SampleResult res;
   res.tokens.assign(B, 0);
   res.logprobs.assign(B, std::numeric_limits<float>::quiet_NaN());
@@ -67,13 +84,9 @@ SampleResult sample_reference(const float* logits, int64_t ld, const SampleBatch
   res.bad_id.assign(B, -1);
   res.bad_value.assign(B, 0.0f);
   res.id_logprobs.assign(batch.logprob_ids.size(), std::numeric_limits<float>::quiet_NaN());
-  for (int32_t id : batch.logprob_ids) DS_CHECK(id >= 0 && id < V, "logprob token id ", id, " out of range");
   std::vector<float> work(V);
   for (int64_t b = 0; b < B; ++b) {
     const SampleRow& row = batch.rows[b];
-    DS_CHECK(row.ids_begin >= 0 && row.ids_begin <= row.ids_end &&
-                 row.ids_end <= static_cast<int32_t>(batch.logprob_ids.size()),
-             "sampling logprob id range");
     const float* z = logits + row.logits_row * ld;
     for (int64_t i = 0; i < V; ++i)
       if (!std::isfinite(z[i])) {
@@ -83,12 +96,8 @@ SampleResult sample_reference(const float* logits, int64_t ld, const SampleBatch
       }
     if (res.bad_id[b] >= 0) continue;
     std::copy(z, z + V, work.begin());
-    DS_CHECK(row.penalty_begin >= 0 && row.penalty_begin <= row.penalty_end &&
-                 row.penalty_end <= static_cast<int32_t>(batch.penalties.size()),
-             "sampling penalty range");
     for (int32_t e = row.penalty_begin; e < row.penalty_end; ++e) {
       const SamplePenalty& p = batch.penalties[e];
-      DS_CHECK(p.id >= 0 && p.id < V, "penalty token id ", p.id, " out of range");
       float v = work[p.id];
       if (p.output_count > 0) v -= row.frequency_penalty * static_cast<float>(p.output_count) + row.presence_penalty;
       if (p.seen && row.repetition_penalty != 1.0f) v = v > 0 ? v / row.repetition_penalty : v * row.repetition_penalty;

@@ -78,6 +78,11 @@ class PendingSample {
 // double rounding of a boundary. Greedy: argmax of x, lowest id on ties.
 int32_t sample_row_reference(const float* adjusted, int64_t vocab, const SampleRow& row);
 
+// The batch's internal consistency, checked by every backend's sampling before it runs (DS_CHECK): the vocabulary
+// within the logits' ld columns, each row's logits row below `rows` (-1: not known to the caller), its penalty and
+// logprob-id ranges within the batch's lists, every penalty and logprob id within the vocabulary.
+void check_sample_batch(const SampleBatch& batch, int64_t rows, int64_t ld);
+
 // The whole op on host fp32 logits [rows, ld] (ld >= batch.vocab): what CpuOps::sample does.
 SampleResult sample_reference(const float* logits, int64_t ld, const SampleBatch& batch);
 

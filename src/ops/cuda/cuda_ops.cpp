@@ -1559,7 +1559,7 @@ class CudaOps final : public Ops {
     DS_CHECK(logits.ndim() == 2 && (logits.dtype() == DType::kF32 || logits.dtype() == DType::kBF16), "sample of ",
              logits.describe());
     const int64_t V = batch.vocab, B = static_cast<int64_t>(batch.rows.size());
-    DS_CHECK(V > 0 && V <= logits.dim(1), "sampling vocab ", V, " outside ", logits.describe());
+    check_sample_batch(batch, logits.dim(0), logits.dim(1));
     auto pending = std::make_unique<CudaPendingSample>();
     if (B == 0) return pending;
     // Jobs (rows to sort) take the first work slots: draw rows, then raw copies for top logprobs.
@@ -1568,11 +1568,6 @@ class CudaOps final : public Ops {
     int max_top_n = 1;
     for (int64_t b = 0; b < B; ++b) {
       const SampleRow& r = batch.rows[b];
-      DS_CHECK(r.logits_row >= 0 && r.logits_row < logits.dim(0), "sample row ", r.logits_row, " of ", logits.describe());
-      DS_CHECK(r.penalty_begin >= 0 && r.penalty_begin <= r.penalty_end &&
-                   r.penalty_end <= static_cast<int32_t>(batch.penalties.size()), "sampling penalty range");
-      DS_CHECK(r.ids_begin >= 0 && r.ids_begin <= r.ids_end &&
-                   r.ids_end <= static_cast<int32_t>(batch.logprob_ids.size()), "sampling logprob id range");
       rows[b] = kernels::SampleRowParams{r.logits_row, r.temperature, r.top_k, r.top_p, r.min_p, r.frequency_penalty,
                                          r.presence_penalty, r.repetition_penalty, r.uniform, r.penalty_begin,
                                          r.penalty_end, std::max(0, r.top_logprobs), r.want_logprob ? 1 : 0, -1, -1,
@@ -1607,7 +1602,6 @@ class CudaOps final : public Ops {
     std::vector<kernels::SamplePenaltyParams> pens(batch.penalties.size());
     for (size_t i = 0; i < pens.size(); ++i) {
       const SamplePenalty& q = batch.penalties[i];
-      DS_CHECK(q.id >= 0 && q.id < V, "penalty token id ", q.id, " out of range");
       pens[i] = kernels::SamplePenaltyParams{q.id, q.output_count, q.seen, q.banned, 0, 0, q.bias};
     }
     static_assert(sizeof(kernels::SampleRowParams) % 4 == 0 && sizeof(kernels::SamplePenaltyParams) % 4 == 0);
@@ -1633,7 +1627,6 @@ class CudaOps final : public Ops {
     // tokens [B], bad_id [B], logprobs [B], bad_value [B], top_id [B, n], top_lp [B, n] (4-byte words).
     const int64_t n = max_top_n;
     const bool want_top = std::any_of(rows.begin(), rows.end(), [](const auto& r) { return r.top_n > 0; });
-    for (int32_t id : batch.logprob_ids) DS_CHECK(id >= 0 && id < V, "logprob token id ", id, " out of range");
     const int64_t num_ids = static_cast<int64_t>(batch.logprob_ids.size());
     Tensor back = empty({4 * B + 2 * B * n + num_ids}, DType::kI32);
     int32_t* wb = back.data_as<int32_t>();
