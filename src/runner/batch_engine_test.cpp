@@ -226,7 +226,9 @@ TEST(BatchEngine, PromptLogprobsAcrossLogSoftmaxBlocks) {
     ASSERT_NEAR(t.logprob, ref.token_logprobs[i], 1e-4) << i;
     ASSERT_EQ(t.ids.size(), 2u) << i;
     EXPECT_EQ(t.ids[0].second, prompt[1100]);
-    if (prompt[i] == prompt[1100]) EXPECT_EQ(t.ids[0].first, t.logprob) << i;
+    if (prompt[i] == prompt[1100]) {
+      EXPECT_EQ(t.ids[0].first, t.logprob) << i;
+    }
   }
 }
 

@@ -113,7 +113,7 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
       }
     }
     if (want_input && sq.start_pos == 0 && want_input->logprob_start_len == 0)  // token 0 has no prediction
-      out[s].input_logprobs.emplace_back(0, TokenLogprob{sq.req->tokens[0], std::numeric_limits<float>::quiet_NaN(), {}});
+      out[s].input_logprobs.emplace_back(0, TokenLogprob{sq.req->tokens[0], std::numeric_limits<float>::quiet_NaN(), {}, {}});
   }
   // Overlap scheduling: a decode planned while the previous step was in flight feeds kPlaceholderToken for the
   // token that step sampled. It becomes -(row + 1) here and the token store's entry on the device
