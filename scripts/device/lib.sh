@@ -66,6 +66,20 @@ memcheck_run() {
     > "$OUT/$1.log" 2>&1
   echo "== $1 rc=$? $(grep -E 'ERROR SUMMARY|PASSED|FAILED' "$OUT/$1.log" | tr '\n' ' ')"
 }
+# ncu_run NAME SECONDS KERNEL_REGEX BENCH_FILTER HEADER_REGEX LINES [EXTRA_NCU_ARGS...]: ncu (no clock control; speed of
+# light, pipes, memory, warp states, scheduler, occupancy, launch) on the first launch of the kernels matching
+# KERNEL_REGEX in `dserve_kernel_bench --filter BENCH_FILTER`, the report in $OUT/NAME.txt, a line "== NAME rc=..."
+# and the report's first LINES lines less the bench's own output (lines matching HEADER_REGEX) and ncu's noise.
+ncu_run() {
+  local name=$1 secs=$2 kernel=$3 filter=$4 header=$5 lines=$6 ncu
+  shift 6
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
+  timeout "$secs" "$ncu" --clock-control none --kernel-name "regex:$kernel" --launch-count 1 --section SpeedOfLight \
+    --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
+    --section Occupancy --section LaunchStats "$@" "$B/dserve_kernel_bench" --filter "$filter" > "$OUT/$name.txt" 2>&1
+  echo "== $name rc=$?"
+  grep -vE "^==PROF==|^\s*\$|$header|^ceiling|^device|^done|^    ---" "$OUT/$name.txt" | head -"$lines"
+}
 # b1b_run NAME ARGS...: bench-one-batch on the V2-Lite config (dummy weights, input 256, graphs) with ARGS, its
 # output in $OUT/NAME.log, and one line "== NAME rc=<exit status> <each decode median tok/s> <graphs captured>".
 b1b_run() {
