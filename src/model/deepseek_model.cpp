@@ -342,6 +342,10 @@ Tensor DeepseekModel::attention(const Attention& a, int cache_layer, const Tenso
   return out;
 }
 
+int64_t DeepseekModel::mha_row_bytes(const ModelConfig& cfg, DType dtype) {
+  return cfg.num_attention_heads * (cfg.qk_nope_head_dim + cfg.v_head_dim) * static_cast<int64_t>(dtype_size(dtype));
+}
+
 void DeepseekModel::plan_mha_chunks_for(const AttnMetadata& meta, AttnMode mode) {
   // Decode steps and the absorbed form leave the last plan alone (attention() reads it only in the MHA form, which plans
   // afresh every step): a CUDA graph captures those steps, and dropping the plan's device tensors there would free
@@ -349,9 +353,7 @@ void DeepseekModel::plan_mha_chunks_for(const AttnMetadata& meta, AttnMode mode)
   // form).
   if (mode == AttnMode::kAbsorbed || (mode == AttnMode::kAuto && meta.max_q_len <= 1) || cfg_.has_indexer()) return;
   mha_chunks_.clear();
-  const int64_t row_bytes =
-      cfg_.num_attention_heads * (cfg_.qk_nope_head_dim + cfg_.v_head_dim) * dtype_size(ops_.activation_dtype());
-  const int64_t max_rows = std::max<int64_t>(mha_chunk_bytes_ / row_bytes, 1);
+  const int64_t max_rows = std::max<int64_t>(mha_chunk_bytes_ / mha_row_bytes(cfg_, ops_.activation_dtype()), 1);
   if (meta.total_context >= 0 && meta.total_context <= max_rows) return;  // one pass (the common case: no reads)
   // Host copies of the metadata (the runner's builders keep them; otherwise read back: a sync, prefill only).
   const auto host = [&](const Tensor& h, const Tensor& dev) { return h.defined() ? h : ops_.to_host(dev); };

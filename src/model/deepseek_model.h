@@ -69,6 +69,9 @@ class DeepseekModel {
   // Data-parallel attention (ModelOptions::dp_attention over a group of more than one rank): every rank makes the
   // same forward / mtp_forward calls in the same order, those with nothing to run with zero tokens.
   bool dp_attention() const { return dp_attention_; }
+  // Bytes of one context position of the MHA prefill's kv_b_proj expansion ([H, nope + v] in `dtype`): the unit
+  // ModelOptions::mha_chunk_bytes is divided by.
+  static int64_t mha_row_bytes(const ModelConfig& cfg, DType dtype);
 
   // One forward step over a batch of new tokens: writes their latent (and indexer) rows into `cache` at
   // meta.slot_mapping, and returns the final hidden states after model.norm: [T, d].

@@ -221,10 +221,8 @@ TEST(FixtureV32, SparsePrefillFormByContext) {
 TEST(FixtureV3, MhaContextChunksMatchOnePass) {
   Loaded whole = load("v3");
   ASSERT_TRUE(whole.model);
-  const int64_t row_bytes =
-      whole.cfg.num_attention_heads * (whole.cfg.qk_nope_head_dim + whole.cfg.v_head_dim) * int64_t{4};
   ModelOptions chunked_opts;
-  chunked_opts.mha_chunk_bytes = 3 * row_bytes;  // 3 context rows a chunk
+  chunked_opts.mha_chunk_bytes = 3 * DeepseekModel::mha_row_bytes(whole.cfg, DType::kF32);  // 3 context rows a chunk
   Loaded chunked = load("v3", chunked_opts);
   ASSERT_TRUE(chunked.model);
   const nlohmann::json* longest = longest_score_entry(whole.ref);
@@ -244,8 +242,7 @@ TEST(FixtureV3, MhaContextChunksAcrossSequences) {
   Loaded whole = load("v3");
   ASSERT_TRUE(whole.model);
   ModelOptions chunked_opts;
-  chunked_opts.mha_chunk_bytes =
-      4 * whole.cfg.num_attention_heads * (whole.cfg.qk_nope_head_dim + whole.cfg.v_head_dim) * int64_t{4};
+  chunked_opts.mha_chunk_bytes = 4 * DeepseekModel::mha_row_bytes(whole.cfg, DType::kF32);  // 4 rows a chunk
   Loaded chunked = load("v3", chunked_opts);
   ASSERT_TRUE(chunked.model);
   const std::vector<int32_t> ids = ids_of(longest_score_entry(whole.ref)->operator[]("input_ids"));

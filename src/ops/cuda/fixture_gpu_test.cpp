@@ -237,7 +237,7 @@ TEST_P(FixtureGpuTest, AbsorbedAndChunkedPathsMatchTransformers) {
 TEST(FixtureGpuChunks, ChunkedPrefillThenGraphDecode) {
   Loaded whole = load("v3", true);
   ModelOptions opts;
-  opts.mha_chunk_bytes = 5 * whole.cfg.num_attention_heads * (whole.cfg.qk_nope_head_dim + whole.cfg.v_head_dim) * 2;
+  opts.mha_chunk_bytes = 5 * DeepseekModel::mha_row_bytes(whole.cfg, DType::kBF16);  // 5 rows a chunk
   Loaded chunked = load("v3", true, opts);
   const nlohmann::json* longest = nullptr;
   for (const auto& e : whole.ref["score"])
