@@ -142,21 +142,28 @@ INSTANTIATE_TEST_SUITE_P(Configs, BatchEngineTest,
                          ::testing::Values(Case{"v3", 65536, 8192}, Case{"v2_lite", 65536, 40},
                                            Case{"v32", 65536, 64}, Case{"v3", 320, 8192, 16, 48}));
 
-TEST(BatchEngine, PromptLogprobsMatchScoreAndPrefixCacheIsUsed) {
+// The prompt-logprob tests' reference: SequenceRunner::score of `prompt` on the v3 fixture (CPU), and an engine on
+// the same fixture prefilling chunked_prefill_size tokens a step.
+ScoreResult v3_score(const std::vector<int32_t>& prompt, int top_k) {
   auto cfg = load_model_config(fixture("v3")).value();
   auto w = load_weights(fixture("v3"), cfg).value();
   auto ops = make_cpu_ops();
   DeepseekModel model(cfg, w, *ops);
-  SequenceRunner runner(model, *ops);
-  std::mt19937 rng(3);
-  std::vector<int32_t> prompt = random_prompt(rng, 150, 1024);
-  ScoreResult ref = runner.score(prompt, 3);
-
+  return SequenceRunner(model, *ops).score(prompt, top_k);
+}
+std::unique_ptr<Engine> v3_engine(int64_t chunked_prefill_size) {
   BatchEngineOptions o;
   o.model_path = fixture("v3");
-  o.chunked_prefill_size = 64;
+  o.chunked_prefill_size = chunked_prefill_size;
   o.verbose = false;
-  auto engine = make_batch_engine(o).value();
+  return make_batch_engine(o).value();
+}
+
+TEST(BatchEngine, PromptLogprobsMatchScoreAndPrefixCacheIsUsed) {
+  std::mt19937 rng(3);
+  std::vector<int32_t> prompt = random_prompt(rng, 150, 1024);
+  ScoreResult ref = v3_score(prompt, 3);
+  auto engine = v3_engine(64);
   Collector col;
   EngineRequest r = greedy("a", prompt, 4);
   r.return_logprob = true;
@@ -199,20 +206,10 @@ TEST(BatchEngine, PromptLogprobsMatchScoreAndPrefixCacheIsUsed) {
 // blocks); every position (past the first block too) matches SequenceRunner::score, and the asked ids' logprobs
 // come with each.
 TEST(BatchEngine, PromptLogprobsAcrossLogSoftmaxBlocks) {
-  auto cfg = load_model_config(fixture("v3")).value();
-  auto w = load_weights(fixture("v3"), cfg).value();
-  auto ops = make_cpu_ops();
-  DeepseekModel model(cfg, w, *ops);
-  SequenceRunner runner(model, *ops);
   std::mt19937 rng(5);
   std::vector<int32_t> prompt = random_prompt(rng, 1300, 1024);
-  ScoreResult ref = runner.score(prompt, 1);
-
-  BatchEngineOptions o;
-  o.model_path = fixture("v3");
-  o.chunked_prefill_size = 2048;
-  o.verbose = false;
-  auto engine = make_batch_engine(o).value();
+  ScoreResult ref = v3_score(prompt, 1);
+  auto engine = v3_engine(2048);
   Collector col;
   EngineRequest r = greedy("a", prompt, 1);
   r.return_logprob = true;
