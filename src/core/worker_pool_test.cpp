@@ -5,6 +5,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <thread>
 
@@ -13,49 +14,53 @@
 namespace ds {
 namespace {
 
-TEST(WorkerPool, RunsOffTheCallersThread) {
-  WorkerPool pool(2, 16);
+// What a closure and the test share lives in a shared_ptr each closure holds: the pool joins nothing, so a closure
+// may still be unlocking (or, after the pool is gone, waking) when the test returns.
+struct Shared {
   std::mutex mu;
   std::condition_variable cv;
   int done = 0;
-  bool other_thread = true;
+  bool other_thread = true, started = false, release = false;
+};
+
+TEST(WorkerPool, RunsOffTheCallersThread) {
+  WorkerPool pool(2, 16);
+  auto sh = std::make_shared<Shared>();
   const auto caller = std::this_thread::get_id();
   for (int i = 0; i < 8; ++i)
-    ASSERT_TRUE(pool.post([&] {
-      std::lock_guard<std::mutex> lock(mu);
-      other_thread = other_thread && std::this_thread::get_id() != caller;
-      ++done;
-      cv.notify_all();
+    ASSERT_TRUE(pool.post([sh, caller] {
+      std::lock_guard<std::mutex> lock(sh->mu);
+      sh->other_thread = sh->other_thread && std::this_thread::get_id() != caller;
+      ++sh->done;
+      sh->cv.notify_all();
     }));
-  std::unique_lock<std::mutex> lock(mu);
-  ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return done == 8; }));
-  EXPECT_TRUE(other_thread);
+  std::unique_lock<std::mutex> lock(sh->mu);
+  ASSERT_TRUE(sh->cv.wait_for(lock, std::chrono::seconds(10), [&] { return sh->done == 8; }));
+  EXPECT_TRUE(sh->other_thread);
 }
 
 // One worker held by a closure that waits: the queue takes max_queued more, then refuses.
 TEST(WorkerPool, RefusesPastItsQueueBound) {
   WorkerPool pool(1, 2);
-  std::mutex mu;
-  std::condition_variable cv;
-  bool started = false, release = false;
-  ASSERT_TRUE(pool.post([&] {
-    std::unique_lock<std::mutex> lock(mu);
-    started = true;
-    cv.notify_all();
-    cv.wait(lock, [&] { return release; });
+  auto sh = std::make_shared<Shared>();
+  ASSERT_TRUE(pool.post([sh] {
+    std::unique_lock<std::mutex> lock(sh->mu);
+    sh->started = true;
+    sh->cv.notify_all();
+    sh->cv.wait(lock, [&] { return sh->release; });
   }));
   {
-    std::unique_lock<std::mutex> lock(mu);
-    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(10), [&] { return started; }));
+    std::unique_lock<std::mutex> lock(sh->mu);
+    ASSERT_TRUE(sh->cv.wait_for(lock, std::chrono::seconds(10), [&] { return sh->started; }));
   }
   EXPECT_TRUE(pool.post([] {}));
   EXPECT_TRUE(pool.post([] {}));
   EXPECT_FALSE(pool.post([] {}));
   {
-    std::lock_guard<std::mutex> lock(mu);
-    release = true;
+    std::lock_guard<std::mutex> lock(sh->mu);
+    sh->release = true;
   }
-  cv.notify_all();
+  sh->cv.notify_all();
 }
 
 // The pool's last owner is a closure on its worker: destroying it there neither deadlocks nor touches freed state.
