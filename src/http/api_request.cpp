@@ -778,4 +778,82 @@ std::optional<ApiError> parse_chat_request(const Json& body, ChatRequest* out) {
   return r.err;
 }
 
+std::optional<ApiError> parse_score_request(const Json& body, ScoreRequest* out) {
+  Reader r(body, "");
+  r.get_string("model", &out->model);
+  const Json* q = r.find("query");
+  if (!q) return bad_request("'query' (a string or a list of token ids) is required", "query");
+  if (q->is_string()) {
+    out->query = PromptSpec{true, q->get<std::string>(), {}};
+  } else if (q->is_array() && (q->empty() || !(*q)[0].is_array())) {
+    if (!read_ids(r, *q, "query", &out->query.ids)) return r.err;
+  } else {
+    return bad_request(std::string("'query' must be a string or a list of token ids, got ") + type_name(*q), "query");
+  }
+  const Json* items = r.find("items");
+  if (!items) return bad_request("'items' (a string, a list of strings or a list of token-id lists) is required", "items");
+  const char* items_kinds = "a string, a list of strings or a list of token-id lists";
+  if (items->is_string()) {
+    out->items.push_back(PromptSpec{true, items->get<std::string>(), {}});
+  } else if (!items->is_array() || items->empty()) {
+    return bad_request(std::string("'items' must be ") + items_kinds + (items->is_array() ? ", not empty" : ""),
+                       "items");
+  } else {
+    const bool text = (*items)[0].is_string();
+    for (const Json& x : *items) {
+      if (text && x.is_string()) {
+        out->items.push_back(PromptSpec{true, x.get<std::string>(), {}});
+      } else if (!text && x.is_array()) {
+        PromptSpec p;
+        if (!read_ids(r, x, "items", &p.ids)) return r.err;
+        out->items.push_back(std::move(p));
+      } else {
+        return bad_request(std::string("'items' must be ") + items_kinds + " (entry " +
+                               std::to_string(out->items.size()) + " is " + type_name(x) + ")",
+                           "items");
+      }
+    }
+  }
+  if (out->items[0].is_text != out->query.is_text)
+    return bad_request("'query' and 'items' must both be text or both token ids", "items");
+  const Json* labels = r.find("label_token_ids");
+  if (!labels) return bad_request("'label_token_ids' (a list of token ids) is required", "label_token_ids");
+  if (!labels->is_array() || labels->empty())
+    return bad_request("'label_token_ids' must be a non-empty list of token ids", "label_token_ids");
+  if (labels->size() > 1000) return bad_request("'label_token_ids' may hold at most 1000 ids", "label_token_ids");
+  if (!read_ids(r, *labels, "label_token_ids", &out->label_token_ids)) return r.err;
+  r.get_bool("apply_softmax", &out->apply_softmax);
+  r.get_bool("item_first", &out->item_first);
+  ignore_openai_metadata(r);
+  r.reject_unknown();
+  return r.err;
+}
+
+PromptSpec score_prompt(const ScoreRequest& r, size_t item) {
+  const PromptSpec& a = r.item_first ? r.items[item] : r.query;
+  const PromptSpec& b = r.item_first ? r.query : r.items[item];
+  PromptSpec p;
+  p.is_text = r.query.is_text;
+  p.text = a.text + b.text;
+  p.ids = a.ids;
+  p.ids.insert(p.ids.end(), b.ids.begin(), b.ids.end());
+  return p;
+}
+
+std::vector<double> label_scores(const std::vector<double>& logprobs, bool apply_softmax) {
+  std::vector<double> out(logprobs.size(), 0.0);
+  double mx = -std::numeric_limits<double>::infinity();
+  for (double lp : logprobs) mx = std::max(mx, lp);
+  if (apply_softmax && !std::isfinite(mx)) return out;
+  double sum = 0.0;
+  for (size_t i = 0; i < logprobs.size(); ++i) {
+    if (!std::isfinite(logprobs[i])) continue;
+    out[i] = std::exp(apply_softmax ? logprobs[i] - mx : logprobs[i]);
+    sum += out[i];
+  }
+  if (apply_softmax)
+    for (double& x : out) x /= sum;
+  return out;
+}
+
 }  // namespace ds

@@ -104,6 +104,23 @@ struct ChatRequest {
   std::string rid;
 };
 
+// SGLang's /v1/score: for each item, the probabilities of label_token_ids as the next token after query + item
+// (item + query with item_first). query is a string or token ids, items a string, strings or token-id lists, of the
+// same kind as query.
+struct ScoreRequest {
+  std::string model;  // "" when absent
+  PromptSpec query;
+  std::vector<PromptSpec> items;
+  std::vector<int32_t> label_token_ids;
+  bool apply_softmax = false;  // renormalise over the labels (softmax of their logprobs) instead of exp(logprob)
+  bool item_first = false;
+};
+// The prompt of item i: the two strings or id lists joined in the request's order.
+PromptSpec score_prompt(const ScoreRequest& r, size_t item);
+// One item's scores from its labels' next-token logprobs (in label order; -inf where absent): exp of each, or their
+// softmax. A label with logprob -inf scores 0; with apply_softmax and every label -inf, all score 0.
+std::vector<double> label_scores(const std::vector<double>& logprobs, bool apply_softmax);
+
 // The sampling fields a model's generation_config.json recommends, which chat requests that leave them unset take
 // (SGLang's --sampling-defaults model: temperature, top_p, top_k, min_p, repetition_penalty; other fields ignored).
 struct SamplingDefaults {
@@ -133,6 +150,7 @@ std::optional<ApiError> check_tools(const Json& tools, std::vector<std::string>*
 std::optional<ApiError> parse_generate_request(const Json& body, GenerateRequest* out);
 std::optional<ApiError> parse_completion_request(const Json& body, CompletionRequest* out);
 std::optional<ApiError> parse_chat_request(const Json& body, ChatRequest* out);
+std::optional<ApiError> parse_score_request(const Json& body, ScoreRequest* out);
 
 // Parses request body text (400 for malformed JSON, or a top-level value that is not an object).
 std::optional<ApiError> parse_json_body(const std::string& body, Json* out);

@@ -1,6 +1,8 @@
 // Request parsing and validation: field types, ranges, defaults, batch shapes and unknown/unsupported fields.
 #include "http/api_request.h"
 
+#include <cmath>
+#include <limits>
 #include <map>
 
 #include <gtest/gtest.h>
@@ -378,6 +380,90 @@ TEST(PreferredSamplingParams, FillWhatGenerateRequestsLack) {
 TEST(DumpJson, InvalidUtf8IsReplacedNotThrown) {
   Json j = std::string("a\xff" "b");
   EXPECT_EQ(dump_json(j), "\"a\xEF\xBF\xBD" "b\"");
+}
+
+TEST(ScoreRequest, TextAndIdFormsAndTheirPrompts) {
+  ScoreRequest t;
+  auto err = parse_score_request(parse(R"({"query": "Is it ", "items": ["red", "blue"], "label_token_ids": [7, 3],
+      "apply_softmax": true, "model": "m"})"), &t);
+  ASSERT_FALSE(err.has_value()) << err->message;
+  EXPECT_TRUE(t.query.is_text);
+  ASSERT_EQ(t.items.size(), 2u);
+  EXPECT_EQ(t.label_token_ids, (std::vector<int32_t>{7, 3}));
+  EXPECT_TRUE(t.apply_softmax);
+  EXPECT_FALSE(t.item_first);
+  EXPECT_EQ(t.model, "m");
+  EXPECT_EQ(score_prompt(t, 1).text, "Is it blue");
+  t.item_first = true;
+  EXPECT_EQ(score_prompt(t, 0).text, "redIs it ");
+  EXPECT_TRUE(score_prompt(t, 0).is_text);
+
+  ScoreRequest one;  // a single string item
+  ASSERT_FALSE(parse_score_request(parse(R"({"query": "q", "items": "x", "label_token_ids": [1]})"), &one));
+  ASSERT_EQ(one.items.size(), 1u);
+  EXPECT_EQ(score_prompt(one, 0).text, "qx");
+
+  ScoreRequest ids;
+  err = parse_score_request(parse(R"({"query": [1, 2], "items": [[3], [], [4, 5]], "label_token_ids": [9],
+      "item_first": true})"), &ids);
+  ASSERT_FALSE(err.has_value()) << err->message;
+  EXPECT_FALSE(ids.query.is_text);
+  ASSERT_EQ(ids.items.size(), 3u);
+  EXPECT_EQ(score_prompt(ids, 2).ids, (std::vector<int32_t>{4, 5, 1, 2}));
+  EXPECT_EQ(score_prompt(ids, 1).ids, (std::vector<int32_t>{1, 2}));
+  ids.item_first = false;
+  EXPECT_EQ(score_prompt(ids, 0).ids, (std::vector<int32_t>{1, 2, 3}));
+  EXPECT_FALSE(score_prompt(ids, 0).is_text);
+}
+
+TEST(ScoreRequest, BadBodiesNameTheField) {
+  const std::map<std::string, std::string> bad = {
+      {R"({"items": ["a"], "label_token_ids": [1]})", "query"},
+      {R"({"query": 5, "items": ["a"], "label_token_ids": [1]})", "query"},
+      {R"({"query": ["a"], "items": ["a"], "label_token_ids": [1]})", "query"},
+      {R"({"query": "q", "label_token_ids": [1]})", "items"},
+      {R"({"query": "q", "items": [], "label_token_ids": [1]})", "items"},
+      {R"({"query": "q", "items": 3, "label_token_ids": [1]})", "items"},
+      {R"({"query": [1], "items": [1, 2], "label_token_ids": [1]})", "items"},
+      {R"({"query": "q", "items": ["a", [1]], "label_token_ids": [1]})", "items"},
+      {R"({"query": [1], "items": [[1], [-2]], "label_token_ids": [1]})", "items"},
+      {R"({"query": "q", "items": [[1]], "label_token_ids": [1]})", "items"},
+      {R"({"query": [1], "items": ["a"], "label_token_ids": [1]})", "items"},
+      {R"({"query": "q", "items": ["a"]})", "label_token_ids"},
+      {R"({"query": "q", "items": ["a"], "label_token_ids": []})", "label_token_ids"},
+      {R"({"query": "q", "items": ["a"], "label_token_ids": [1.5]})", "label_token_ids"},
+      {R"({"query": "q", "items": ["a"], "label_token_ids": 3})", "label_token_ids"},
+      {R"({"query": "q", "items": ["a"], "label_token_ids": [1], "apply_softmax": "yes"})", "apply_softmax"},
+      {R"({"query": "q", "items": ["a"], "label_token_ids": [1], "item_first": 1})", "item_first"},
+      {R"({"query": "q", "items": ["a"], "label_token_ids": [1], "temperature": 0})", "temperature"},
+  };
+  for (const auto& [body, param] : bad) {
+    ScoreRequest r;
+    auto err = parse_score_request(parse(body), &r);
+    ASSERT_TRUE(err.has_value()) << body;
+    EXPECT_EQ(err->status, 400) << body;
+    EXPECT_EQ(err->param, param) << body << ": " << err->message;
+    EXPECT_NE(err->message.find(param), std::string::npos) << body << ": " << err->message;
+  }
+}
+
+TEST(ScoreRequest, LabelScoresAreProbabilitiesOrTheirSoftmax) {
+  const double inf = std::numeric_limits<double>::infinity();
+  const std::vector<double> lps = {std::log(0.5), std::log(0.1), -inf};
+  const std::vector<double> p = label_scores(lps, false);
+  ASSERT_EQ(p.size(), 3u);
+  EXPECT_NEAR(p[0], 0.5, 1e-12);
+  EXPECT_NEAR(p[1], 0.1, 1e-12);
+  EXPECT_EQ(p[2], 0.0);
+  const std::vector<double> s = label_scores(lps, true);
+  EXPECT_NEAR(s[0], 0.5 / 0.6, 1e-12);
+  EXPECT_NEAR(s[1], 0.1 / 0.6, 1e-12);
+  EXPECT_EQ(s[2], 0.0);
+  // Far below exp's range: the softmax still normalises (shifted by the largest).
+  const std::vector<double> tiny = label_scores({-2000.0, -2000.0 - std::log(3.0)}, true);
+  EXPECT_NEAR(tiny[0], 0.75, 1e-12);
+  EXPECT_NEAR(tiny[1], 0.25, 1e-12);
+  EXPECT_EQ(label_scores({-inf, -inf}, true), (std::vector<double>{0.0, 0.0}));
 }
 
 }  // namespace

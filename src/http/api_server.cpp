@@ -74,7 +74,7 @@ ApiError make_error(int status, std::string message, std::string type, std::stri
   return e;
 }
 
-enum class ApiKind { kGenerate, kCompletion, kChat };
+enum class ApiKind { kGenerate, kCompletion, kChat, kScore };
 
 }  // namespace
 
@@ -134,6 +134,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
   void handle_generate(HttpRequest& req, std::shared_ptr<HttpResponder> out, const std::string& route);
   void handle_completion(HttpRequest& req, std::shared_ptr<HttpResponder> out, const std::string& route);
   void handle_chat(HttpRequest& req, std::shared_ptr<HttpResponder> out, const std::string& route);
+  void handle_score(HttpRequest& req, std::shared_ptr<HttpResponder> out, const std::string& route);
   void handle_health(std::shared_ptr<HttpResponder> out, const std::string& route);
   void handle_tokenize(HttpRequest& req, HttpResponder& out, const std::string& route);
   void handle_detokenize(HttpRequest& req, HttpResponder& out, const std::string& route);
@@ -213,6 +214,8 @@ class Job : public std::enable_shared_from_this<Job> {
   bool chat_thinking = false;
   bool chat_tools = false;
   bool chat_reasoning = false;
+  // /v1/score: each sequence's first output position gives its labels' logprobs (its token_ids_logprob)
+  bool score_softmax = false;
   std::string id;
   std::string model;
   int64_t created = static_cast<int64_t>(std::time(nullptr));
@@ -247,6 +250,7 @@ class Job : public std::enable_shared_from_this<Job> {
   Json completion_logprobs(const Seq& s, size_t from, size_t to, bool with_prompt, size_t* text_offset) const;
   Json chat_logprobs(const Seq& s, size_t from, size_t to) const;
   Json usage() const;
+  Json score_body() const;
   Json chunk_base(const char* object) const;
 
   std::shared_ptr<ApiServer::Impl> srv_;
@@ -694,6 +698,26 @@ Json Job::usage() const {
   return u;
 }
 
+// SGLang's ScoringResponse: one list of label probabilities per item, in label order.
+Json Job::score_body() const {
+  Json scores = Json::array();
+  for (const Seq& s : seqs) {
+    std::vector<double> lps(s.token_ids_logprob.size(), -std::numeric_limits<double>::infinity());
+    if (!s.out_lp.empty()) {
+      const auto& got = s.out_lp[0].ids;  // (logprob, id) in the asked order
+      for (size_t k = 0; k < lps.size() && k < got.size(); ++k)
+        if (got[k].second == s.token_ids_logprob[k]) lps[k] = got[k].first;
+    }
+    scores.push_back(label_scores(lps, score_softmax));
+  }
+  Json body = Json::object();
+  body["scores"] = std::move(scores);
+  body["model"] = model;
+  body["usage"] = usage();
+  body["object"] = "scoring";
+  return body;
+}
+
 void Job::stream_update(size_t i, bool finished_now) {
   Seq& s = seqs[i];
   if (finished_now && !s.error.empty()) {
@@ -804,6 +828,8 @@ void Job::stream_update(size_t i, bool finished_now) {
       }
       break;
     }
+    case ApiKind::kScore:  // never streamed
+      break;
   }
   s.ids_sent = s.output_ids.size();
 }
@@ -925,6 +951,9 @@ void Job::complete() {
       body["usage"] = usage();
       break;
     }
+    case ApiKind::kScore:
+      body = score_body();
+      break;
   }
   srv_->send_json(*out_, route_, 200, body);
 }
@@ -1181,6 +1210,48 @@ void ApiServer::Impl::handle_chat(HttpRequest& req, std::shared_ptr<HttpResponde
   job->start();
 }
 
+// SGLang's /v1/score: one greedy one-token sequence per item, asking its labels' logprobs at that token.
+void ApiServer::Impl::handle_score(HttpRequest& req, std::shared_ptr<HttpResponder> out, const std::string& route) {
+  Json body;
+  ScoreRequest sr;
+  if (auto e = parse_json_body(req.body, &body)) return send_error(*out, route, *e);
+  if (auto e = parse_score_request(body, &sr)) return send_error(*out, route, *e);
+  if (!model_name_ok(sr.model)) return send_error(*out, route, model_not_found(sr.model));
+  const int64_t vocab = engine->model_config().vocab_size;
+  for (size_t k = 0; k < sr.label_token_ids.size(); ++k)
+    if (sr.label_token_ids[k] >= vocab)
+      return send_error(*out, route, bad_request("label_token_ids[" + std::to_string(k) + "] = " +
+                                                     std::to_string(sr.label_token_ids[k]) +
+                                                     " is outside the vocabulary [0, " + std::to_string(vocab) + ")",
+                                                 "label_token_ids"));
+  if (auto e = admission(*this)) return send_error(*out, route, *e);
+  const size_t n = sr.items.size();
+  std::vector<PromptSpec> prompts(n);
+  std::vector<std::vector<int32_t>> ids(n);
+  for (size_t i = 0; i < n; ++i) {
+    prompts[i] = score_prompt(sr, i);
+    if (auto e = tokenize_prompt(*this, prompts[i], true, &ids[i], "items")) return send_error(*out, route, *e);
+  }
+  SamplingSpec one;
+  one.engine.max_new_tokens = 1;
+  one.max_new_tokens_set = true;
+  one.engine.temperature = 0.0f;
+  one.temperature_set = true;
+  auto job = std::make_shared<Job>(shared_from_this(), ApiKind::kScore, out, route);
+  job->id = "score-" + random_hex(32);
+  std::vector<std::string> rids(n);
+  for (size_t i = 0; i < n; ++i) rids[i] = job->id + "-" + std::to_string(i);
+  job->seqs = expand(prompts, std::vector<SamplingSpec>(n, one), ids, rids);
+  for (Seq& s : job->seqs) {
+    if (auto e = prepare_seq(*this, s, false)) return send_error(*out, route, *e);
+    s.token_ids_logprob = sr.label_token_ids;
+  }
+  job->model = opt.served_model_name;
+  job->return_logprob = true;
+  job->score_softmax = sr.apply_softmax;
+  job->start();
+}
+
 void ApiServer::Impl::handle_health(std::shared_ptr<HttpResponder> out, const std::string& route) {
   if (shutting_down) return send_error(*out, route, make_error(503, "the server is shutting down", "service_unavailable"));
   struct State {
@@ -1414,6 +1485,7 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<HttpResponder> out) {
       {"/generate", "POST PUT"},
       {"/v1/completions", "POST"},
       {"/v1/chat/completions", "POST"},
+      {"/v1/score", "POST"},
       {"/v1/models", "GET"},
       {"/get_model_info", "GET"},
       {"/get_server_info", "GET"},
@@ -1474,6 +1546,7 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<HttpResponder> out) {
   if (name == "/generate") return m.handle_generate(req, out, name);
   if (name == "/v1/completions") return m.handle_completion(req, out, name);
   if (name == "/v1/chat/completions") return m.handle_chat(req, out, name);
+  if (name == "/v1/score") return m.handle_score(req, out, name);
   if (name == "/health" || name == "/health_generate") return m.handle_health(out, name);
   if (name == "/v1/tokenize") return m.handle_tokenize(req, *out, name);
   if (name == "/v1/detokenize") return m.handle_detokenize(req, *out, name);

@@ -5,6 +5,7 @@ with n > 1), and a client that disconnects mid-stream must give its KV pages bac
 Usage: server_engine_test.py [path/to/dserve] [fixture dir]."""
 import concurrent.futures
 import json
+import math
 import os
 import socket
 import sys
@@ -194,6 +195,60 @@ class EngineServerTest(unittest.TestCase):
                                                   "token_ids_logprob": bad})
             self.assertEqual(r.status, 400, (bad, r))
             self.assertIn("token_ids_logprob", r.json()["error"]["message"], bad)
+
+    def test_score(self):
+        """SGLang's /v1/score on token ids: an item's label scores are the next-token probabilities after query + item
+        (transformers' for the reference's first token), exp of /generate's token_ids_logprob at the first output
+        position, in label order; apply_softmax renormalises over the labels; item_first puts the item first."""
+        g = REF["generate"][0]
+        query, item, other = g["input_ids"][:3], g["input_ids"][3:], [7, 8, 9]
+        first = g["output_ids"][0]
+        labels = [first, 5, 1023, first]
+
+        def score(**extra):
+            body = {"query": query, "items": [item, other], "label_token_ids": labels}
+            body.update(extra)
+            r = H.post(self.server, "/v1/score", body)
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.json()["object"], "scoring")
+            return r.json()["scores"]
+
+        def generate_probs(ids):
+            r = H.post(self.server, "/generate", {"input_ids": ids, "return_logprob": True, "token_ids_logprob": labels,
+                                                  "sampling_params": {"max_new_tokens": 1, "temperature": 0}})
+            self.assertEqual(r.status, 200, r)
+            entries = r.json()["meta_info"]["output_token_ids_logprobs"][0]
+            self.assertEqual([e[1] for e in entries], labels)
+            return [math.exp(e[0]) for e in entries]
+
+        plain = score()
+        self.assertEqual(len(plain), 2)
+        self.assertAlmostEqual(math.log(plain[0][0]), g["output_logprobs"][0], delta=H.GEN_LOGPROB_TOL)
+        for got, ids in zip(plain, [query + item, query + other]):
+            self.assertEqual(len(got), len(labels))
+            for a, b in zip(got, generate_probs(ids)):
+                self.assertAlmostEqual(a, b, delta=1e-4 * b)
+            self.assertEqual(got[0], got[3])
+            self.assertLess(sum(got[:3]), 1.0)
+        soft = score(apply_softmax=True)
+        for p, s in zip(plain, soft):
+            self.assertAlmostEqual(sum(s), 1.0, delta=1e-6)
+            for k in range(len(labels)):
+                self.assertAlmostEqual(s[k], p[k] / sum(p), delta=1e-6)
+        flipped = score(item_first=True)
+        for got, ids in zip(flipped, [item + query, other + query]):
+            for a, b in zip(got, generate_probs(ids)):
+                self.assertAlmostEqual(a, b, delta=1e-4 * b)
+        self.assertNotAlmostEqual(flipped[0][0], plain[0][0], delta=1e-3 * plain[0][0])
+        # Refused by name: a label past the vocabulary (1024), text without a tokenizer, another model's name.
+        for body, status, word in [({"query": query, "items": [item], "label_token_ids": [3, 1024]}, 400, "label_token_ids"),
+                                   ({"query": "a", "items": ["b"], "label_token_ids": [3]}, 400, "tokenizer"),
+                                   ({"query": query, "items": [item], "label_token_ids": [3], "model": "x"}, 404, "model"),
+                                   ({"query": query, "items": [[]], "label_token_ids": [3], "item_first": True}, 200, "")]:
+            r = H.post(self.server, "/v1/score", body)
+            self.assertEqual(r.status, status, (body, r))
+            if status != 200:
+                self.assertIn(word, r.json()["error"]["message"], body)
 
     def test_bad_requests_then_still_serving(self):
         for body, status in [({"input_ids": [5000]}, 400),  # vocabulary is 1024
