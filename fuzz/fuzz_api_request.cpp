@@ -1,4 +1,4 @@
-// libFuzzer target: arbitrary bytes as the JSON body of /generate, /v1/completions, /v1/chat/completions,
+// libFuzzer target: arbitrary bytes as the JSON body of /generate, /v1/completions, /v1/chat/completions, /v1/score,
 // /separate_reasoning and /parse_function_call (src/http/api_request.*, text_endpoints.*), and as a
 // generation_config.json / --preferred-sampling-params. A body is either refused with a 4xx error naming a message,
 // or accepted with values the engine can use: finite sampling values in range, n and logprobs within their limits,
@@ -70,6 +70,22 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       require(!c.prompts.empty(), "a completion request has a prompt");
       check_sampling(c.sampling);
       require(c.logprobs >= -1 && c.logprobs <= 20, "logprobs in [-1, 20]");
+    }
+  }
+  {
+    ds::ScoreRequest sr;
+    if (auto e = ds::parse_score_request(body, &sr)) {
+      check_error(*e);
+    } else {
+      require(!sr.items.empty() && !sr.label_token_ids.empty(), "a score request has items and labels");
+      for (size_t i = 0; i < sr.items.size(); ++i) {
+        require(sr.items[i].is_text == sr.query.is_text, "query and items of one kind");
+        const ds::PromptSpec p = ds::score_prompt(sr, i);
+        require(p.is_text ? p.text.size() == sr.query.text.size() + sr.items[i].text.size()
+                          : p.ids.size() == sr.query.ids.size() + sr.items[i].ids.size(),
+                "a score prompt joins query and item");
+      }
+      for (int32_t id : sr.label_token_ids) require(id >= 0, "label ids non-negative");
     }
   }
   // The same bytes as a generation_config.json: accepted defaults keep a chat request's sampling in range.

@@ -163,8 +163,14 @@ void FakeEngine::loop() {
         l.output.push_back(tok);
         totals_.generation_tokens_total++;
         ev.new_tokens.push_back(tok);
-        if (req.return_logprob)
-          ev.output_logprobs.push_back(make_logprob(tok, req.top_logprobs_num, options_.vocab_size));
+        if (req.return_logprob) {
+          TokenLogprob lp = make_logprob(tok, req.top_logprobs_num, options_.vocab_size);
+          // token_ids_logprob: the position's own token at its logprob, others at values that depend on the
+          // context's last token too (so that different prompts give different lists).
+          for (int32_t id : req.token_ids_logprob)
+            lp.ids.emplace_back(id == tok ? lp.logprob : -1.0f - static_cast<float>((id * 7 + last) % 11) * 0.3f, id);
+          ev.output_logprobs.push_back(std::move(lp));
+        }
         const bool may_stop = static_cast<int32_t>(l.output.size()) >= req.sampling.min_new_tokens;
         bool is_stop = false;
         for (int32_t s : req.sampling.stop_token_ids) is_stop |= (s == tok);

@@ -4,6 +4,7 @@ input (status asserted, then the server must still serve), streaming, client dis
 --skip-tokenizer-init and shutdown. Usage: server_api_test.py [path/to/dserve] [unittest args]."""
 import concurrent.futures
 import json
+import math
 import os
 import socket
 import subprocess
@@ -133,6 +134,41 @@ class FakeServerTest(unittest.TestCase):
         for t in m["output_token_logprobs"]:
             self.assertLess(t[0], 0)
             self.assertIsNone(t[2])  # no return_text_in_logprobs
+
+    def test_score_on_text(self):
+        """/v1/score with text: each item's prompt is query + item (item + query with item_first) as /generate
+        tokenizes that text, and its scores are exp of that prompt's first-output token_ids_logprob; the usage counts
+        every item's prompt and its one token."""
+        labels = [5, 40, 5]
+
+        def generate_probs(text):
+            r = self.post("/generate", {"text": text, "return_logprob": True, "token_ids_logprob": labels,
+                                        "sampling_params": {"max_new_tokens": 1, "temperature": 0}})
+            self.assertEqual(r.status, 200, r)
+            return [math.exp(e[0]) for e in r.json()["meta_info"]["output_token_ids_logprobs"][0]]
+
+        for item_first in (False, True):
+            r = self.post("/v1/score", {"query": "ab", "items": ["c", "xyz"], "label_token_ids": labels,
+                                        "item_first": item_first, "model": "tiny"})
+            self.assertEqual(r.status, 200, r)
+            j = r.json()
+            self.assertEqual((j["object"], j["model"]), ("scoring", "tiny"))
+            texts = ["cab", "xyzab"] if item_first else ["abc", "abxyz"]
+            for got, text in zip(j["scores"], texts):
+                want = generate_probs(text)
+                self.assertEqual(len(got), len(labels))
+                for a, b in zip(got, want):
+                    self.assertAlmostEqual(a, b, delta=1e-6)
+            if not item_first:  # (the fake engine's values follow the prompt's last token)
+                self.assertNotEqual(j["scores"][0], j["scores"][1])
+            prompt = sum(len(self.post("/v1/tokenize", {"prompt": t}).json()["tokens"]) for t in texts)
+            self.assertEqual((j["usage"]["prompt_tokens"], j["usage"]["completion_tokens"]), (prompt, 2))
+        for body in ({"query": "ab", "items": ["c"], "label_token_ids": [32000]},
+                     {"query": "ab", "items": ["c"], "label_token_ids": []},
+                     {"query": "ab", "items": [[1]], "label_token_ids": [3]}):
+            self.assert_error(self.post("/v1/score", body), 400)
+        self.assert_error(self.post("/v1/score", {"query": "ab", "items": ["c"], "label_token_ids": [3],
+                                                  "model": "other"}), 404)
 
     def test_completions(self):
         r = self.post("/v1/completions", {"model": "tiny", "prompt": "Hi", "max_tokens": 6, "n": 2, "logprobs": 1,
