@@ -856,4 +856,21 @@ std::vector<double> label_scores(const std::vector<double>& logprobs, bool apply
   return out;
 }
 
+std::optional<ApiError> parse_pause_mode(const std::string& body, PauseMode* mode) {
+  *mode = PauseMode::kAbort;
+  if (body.find_first_not_of(" \t\r\n") == std::string::npos) return std::nullopt;
+  Json j;
+  if (auto e = parse_json_body(body, &j)) return e;
+  Reader r(j, "");
+  std::string m;
+  if (r.get_string("mode", &m)) {
+    if (m == "abort") *mode = PauseMode::kAbort;
+    else if (m == "retract") *mode = PauseMode::kRetract;
+    else if (m == "in_place") *mode = PauseMode::kInPlace;
+    else r.fail("'mode' must be abort, retract or in_place, got '" + m + "'", "mode");
+  }
+  r.reject_unknown();
+  return r.err;
+}
+
 }  // namespace ds

@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/status.h"
+#include "runner/engine.h"
 #include "sched/request.h"
 
 namespace ds {
@@ -151,6 +152,8 @@ std::optional<ApiError> parse_generate_request(const Json& body, GenerateRequest
 std::optional<ApiError> parse_completion_request(const Json& body, CompletionRequest* out);
 std::optional<ApiError> parse_chat_request(const Json& body, ChatRequest* out);
 std::optional<ApiError> parse_score_request(const Json& body, ScoreRequest* out);
+// /pause_generation's body: empty, or {"mode": "abort" | "retract" | "in_place"} (SGLang's default: abort).
+std::optional<ApiError> parse_pause_mode(const std::string& body, PauseMode* mode);
 
 // Parses request body text (400 for malformed JSON, or a top-level value that is not an object).
 std::optional<ApiError> parse_json_body(const std::string& body, Json* out);

@@ -466,5 +466,25 @@ TEST(ScoreRequest, LabelScoresAreProbabilitiesOrTheirSoftmax) {
   EXPECT_EQ(label_scores({-inf, -inf}, true), (std::vector<double>{0.0, 0.0}));
 }
 
+TEST(PauseMode, DefaultAbortAndTheThreeNames) {
+  PauseMode m = PauseMode::kInPlace;
+  EXPECT_FALSE(parse_pause_mode("", &m).has_value());
+  EXPECT_EQ(m, PauseMode::kAbort);
+  EXPECT_FALSE(parse_pause_mode(" {} ", &m).has_value());
+  EXPECT_EQ(m, PauseMode::kAbort);
+  EXPECT_FALSE(parse_pause_mode(R"({"mode": "retract"})", &m).has_value());
+  EXPECT_EQ(m, PauseMode::kRetract);
+  EXPECT_FALSE(parse_pause_mode(R"({"mode": "in_place"})", &m).has_value());
+  EXPECT_EQ(m, PauseMode::kInPlace);
+  EXPECT_FALSE(parse_pause_mode(R"({"mode": "abort"})", &m).has_value());
+  EXPECT_EQ(m, PauseMode::kAbort);
+  for (const char* bad : {R"({"mode": "later"})", R"({"mode": 1})", R"({"modes": "abort"})", "[1]", "{"}) {
+    auto e = parse_pause_mode(bad, &m);
+    ASSERT_TRUE(e.has_value()) << bad;
+    EXPECT_EQ(e->status, 400) << bad;
+  }
+  EXPECT_NE(parse_pause_mode(R"({"mode": "later"})", &m)->message.find("in_place"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace ds

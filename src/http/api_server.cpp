@@ -1254,6 +1254,8 @@ void ApiServer::Impl::handle_score(HttpRequest& req, std::shared_ptr<HttpRespond
 
 void ApiServer::Impl::handle_health(std::shared_ptr<HttpResponder> out, const std::string& route) {
   if (shutting_down) return send_error(*out, route, make_error(503, "the server is shutting down", "service_unavailable"));
+  // Paused by /pause_generation (a weight update, say): alive on purpose, so healthy without a generation.
+  if (engine->stats().paused) return send_text(*out, route, 200, "");
   struct State {
     bool done = false;
   };
@@ -1496,6 +1498,8 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<HttpResponder> out) {
       {"/v1/tokenize", "POST"},
       {"/v1/detokenize", "POST"},
       {"/abort_request", "POST"},
+      {"/pause_generation", "POST"},
+      {"/continue_generation", "POST"},
       {"/separate_reasoning", "POST"},
       {"/parse_function_call", "POST"},
   };
@@ -1598,13 +1602,34 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<HttpResponder> out) {
       return m.send_error(*out, name, *e);
     return m.send_json(*out, name, 200, result);
   }
-  if (name == "/abort_request") {
+  if (name == "/abort_request") {  // SGLang's AbortReq: {"rid": ...} or {"abort_all": true}
     Json body;
     if (auto e = parse_json_body(req.body, &body)) return m.send_error(*out, name, *e);
+    const bool all = body.contains("abort_all") && body["abort_all"].is_boolean() && body["abort_all"].get<bool>();
+    if (body.contains("abort_all") && !body["abort_all"].is_boolean() && !body["abort_all"].is_null())
+      return m.send_error(*out, name, bad_request("'abort_all' must be a boolean", "abort_all"));
+    if (all) {
+      m.engine->abort_all();
+      return m.send_text(*out, name, 200, "");
+    }
     if (!body.contains("rid") || !body["rid"].is_string())
-      return m.send_error(*out, name, bad_request("'rid' (a string) is required", "rid"));
+      return m.send_error(*out, name, bad_request("'rid' (a string) is required, or 'abort_all': true", "rid"));
     m.engine->abort(body["rid"].get<std::string>());
     return m.send_text(*out, name, 200, "");
+  }
+  if (name == "/pause_generation" || name == "/continue_generation") {
+    const bool pause = name == "/pause_generation";
+    PauseMode mode = PauseMode::kAbort;
+    if (pause) {
+      if (auto e = parse_pause_mode(req.body, &mode)) return m.send_error(*out, name, *e);
+      m.engine->pause(mode);
+    } else {
+      m.engine->resume();
+    }
+    Json r = Json::object();
+    r["message"] = pause ? "Generation paused successfully." : "Generation continued successfully.";
+    r["status"] = "ok";
+    return m.send_json(*out, name, 200, r);
   }
   m.send_error(*out, name, make_error(404, "no route " + path, "invalid_request_error", "not_found"));
 }

@@ -80,6 +80,26 @@ void FakeEngine::finish_with_stop(const std::string& rid, std::string matched_st
   cv_.notify_all();
 }
 
+void FakeEngine::abort_all() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [rid, l] : live_) l.abort = true;
+  cv_.notify_all();
+}
+
+void FakeEngine::pause(PauseMode mode) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (mode == PauseMode::kAbort)
+    for (auto& [rid, l] : live_) l.abort = true;
+  paused_ = true;  // (no KV to retract: kRetract is kInPlace here)
+  cv_.notify_all();
+}
+
+void FakeEngine::resume() {
+  std::lock_guard<std::mutex> lock(mu_);
+  paused_ = false;
+  cv_.notify_all();
+}
+
 Status FakeEngine::flush_cache() {
   std::lock_guard<std::mutex> lock(mu_);
   if (!live_.empty()) return error("cannot flush the cache while ", live_.size(), " requests are running or waiting");
@@ -89,6 +109,7 @@ Status FakeEngine::flush_cache() {
 EngineStats FakeEngine::stats() const {
   std::lock_guard<std::mutex> lock(mu_);
   EngineStats s = totals_;
+  s.paused = paused_;
   const int32_t live = static_cast<int32_t>(live_.size());
   s.num_running = options_.max_running > 0 ? std::min(live, options_.max_running) : live;
   s.num_waiting = live - s.num_running;
@@ -122,6 +143,10 @@ void FakeEngine::loop() {
     int running = 0;
     for (auto it = live_.begin(); it != live_.end();) {
       Live& l = it->second;
+      if (paused_ && !l.abort && !l.stop && !stopping_) {  // paused: only endings go on
+        ++it;
+        continue;
+      }
       if (options_.max_running > 0 && running >= options_.max_running && !l.abort && !stopping_) {
         ++it;  // waiting for a slot
         continue;
@@ -195,6 +220,10 @@ void FakeEngine::loop() {
       } else {
         ++it;
       }
+    }
+    if (out.empty() && paused_ && !stopping_) {  // until an abort, a stop, a resume or a shutdown
+      cv_.wait(lock);
+      continue;
     }
     // Callbacks run without the lock (they may call abort / finish_with_stop).
     lock.unlock();

@@ -36,6 +36,9 @@ class FakeEngine : public Engine {
   Status submit(EngineRequest req, Callback on_event) override;
   void abort(const std::string& rid) override;
   void finish_with_stop(const std::string& rid, std::string matched_stop) override;
+  void abort_all() override;
+  void pause(PauseMode mode) override;
+  void resume() override;
   Status flush_cache() override;
   EngineStats stats() const override;
   const ModelConfig& model_config() const override { return config_; }
@@ -73,6 +76,7 @@ class FakeEngine : public Engine {
   std::condition_variable cv_;
   std::map<std::string, Live> live_;
   bool stopping_ = false;
+  bool paused_ = false;
   std::thread thread_;
   std::atomic<uint64_t> num_aborts_{0};
   std::atomic<uint64_t> num_stop_finishes_{0};

@@ -442,9 +442,30 @@ class BatchEngine final : public Engine {
     wake_locked();
   }
 
+  void abort_all() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    abort_all_locked("aborted by client (abort_all)");
+  }
+
+  void pause(PauseMode mode) override {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (mode == PauseMode::kAbort) abort_all_locked("aborted: generation paused (/pause_generation)");
+    paused_ = true;
+    retract_pending_ = mode == PauseMode::kRetract;  // done by the loop between steps
+    wake_locked();
+  }
+
+  void resume() override {
+    std::lock_guard<std::mutex> lock(mu_);
+    paused_ = false;
+    retract_pending_ = false;
+    wake_locked();
+  }
+
   Status flush_cache() override {
     std::lock_guard<std::mutex> lock(mu_);
-    return sched_->flush_cache();
+    if (paused_ && retract_pending_) return error("flush_cache refused: the running requests are being retracted; retry");
+    return sched_->flush_cache(/*allow_waiting=*/paused_);
   }
 
   EngineStats stats() const override {
@@ -463,6 +484,7 @@ class BatchEngine final : public Engine {
     e.generation_tokens_total = generation_tokens_total_;
     e.num_requests_total = num_requests_total_;
     e.num_retractions = s.num_retractions;
+    e.paused = paused_;
     e.num_steps = s.num_steps;
     e.num_steps_planned_ahead = planned_ahead_;
     e.num_graph_steps = runner_ ? runner_->graph_steps() : 0;
@@ -507,6 +529,20 @@ class BatchEngine final : public Engine {
     EngineEvent event;
   };
 
+  void abort_all_locked(const std::string& why) {
+    for (const auto& [rid, l] : live_)
+      if (sched_->abort(rid, why).is_ok()) events_pending_ = true;
+    wake_locked();
+  }
+  // Steps may be planned: not paused, and something to run.
+  bool runnable_locked() const { return !paused_ && sched_->has_work(); }
+  // A pause in mode retract, once no step is in flight.
+  void retract_if_pending_locked() {
+    if (!retract_pending_ || sched_->step_in_flight()) return;
+    sched_->retract_all();
+    retract_pending_ = false;
+  }
+
   // DS_CHECK failures (CUDA errors included) on this thread throw (core/check.h), so a broken invariant
   // anywhere in a step fails every live request with its file:line message before the server exits,
   // instead of aborting with clients left waiting.
@@ -548,7 +584,7 @@ class BatchEngine final : public Engine {
       Tensor flags = Tensor::empty({2}, DType::kF32);
       {
         std::lock_guard<std::mutex> lock(mu_);
-        flags.f32()[0] = sched_->has_work() || events_pending_ ? 1.0f : 0.0f;
+        flags.f32()[0] = runnable_locked() || events_pending_ || retract_pending_ ? 1.0f : 0.0f;
         flags.f32()[1] = stopping_ ? 1.0f : 0.0f;
       }
       Tensor agreed = ops_->upload(flags);
@@ -574,7 +610,8 @@ class BatchEngine final : public Engine {
       {
         std::lock_guard<std::mutex> lock(mu_);
         events_pending_ = false;
-        if (sched_->has_work()) plan = sched_->next_step();
+        retract_if_pending_locked();  // (steps are serial here: none in flight)
+        if (runnable_locked()) plan = sched_->next_step();
         for (const auto& sq : plan.seqs)
           if (auto it = live_.find(sq.req->rid); it != live_.end()) info.emplace(sq.req->rid, it->second.info);
         if (plan.empty()) {
@@ -632,7 +669,7 @@ class BatchEngine final : public Engine {
       std::vector<Outgoing> out;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        if (!prev) cv_.wait(lock, [&] { return stopping_ || events_pending_ || sched_->has_work(); });
+        if (!prev) cv_.wait(lock, [&] { return stopping_ || events_pending_ || runnable_locked() || retract_pending_; });
         events_pending_ = false;
         if (stopping_) {
           if (prev) out = complete_locked(std::move(*prev));
@@ -643,11 +680,12 @@ class BatchEngine final : public Engine {
           deliver(out);
           return;
         }
-        if (prev && (!overlap_now() || !sched_->has_work())) {  // serial mode, or nothing to plan ahead of it
+        if (prev && (!overlap_now() || !runnable_locked())) {  // serial mode, or nothing to plan ahead of it
           out = complete_locked(std::move(*prev));
           prev.reset();
         }
-        if (!sched_->has_work()) {  // nothing to run: only events from outside a step (an abort while queued)
+        retract_if_pending_locked();
+        if (!runnable_locked()) {  // nothing to run: only events from outside a step (an abort while queued)
           append(out, convert(sched_->take_events(), {}, nullptr));
           lock.unlock();
           deliver(out);
@@ -902,6 +940,8 @@ class BatchEngine final : public Engine {
   uint64_t num_requests_total_ = 0;
   bool stopping_ = false;
   bool events_pending_ = false;  // an abort produced events outside a step
+  bool paused_ = false;          // pause(): no step is planned until resume()
+  bool retract_pending_ = false;  // pause(kRetract): the loop retracts the running requests once no step is in flight
   bool overlap_ = true;          // --disable-overlap-schedule turns it off
   uint64_t planned_ahead_ = 0;
   int32_t spec_steps_ = 0;  // speculative decoding's draft tokens a step (0: off)

@@ -2,7 +2,9 @@
 // execution must give exactly what the single-sequence runner gives.
 #include "runner/batch_engine.h"
 
+#include <atomic>
 #include <chrono>
+#include <functional>
 #include <cstdlib>
 #include <condition_variable>
 #include <cmath>
@@ -10,6 +12,7 @@
 #include <mutex>
 #include <random>
 #include <set>
+#include <thread>
 
 #include <gtest/gtest.h>
 
@@ -340,6 +343,73 @@ TEST(BatchEngine, AbortReturnsPagesAndRejectsBadInput) {
   ASSERT_TRUE(engine->submit(greedy("after", random_prompt(rng, 6, 1024), 3), col.callback()).is_ok());
   ASSERT_TRUE(col.wait(2));
   EXPECT_EQ(col.tokens["after"].size(), 3u);
+}
+
+// SGLang's /pause_generation modes, paused from the request's own event (its third token) so the pause lands
+// mid-generation: no token comes while paused (a request submitted meanwhile waits too), in_place keeps the request
+// running with its pages, retract moves it to the waiting queue (a flush is then allowed), abort ends it; after
+// resume the kept requests end with exactly the unpaused greedy tokens.
+TEST(BatchEngine, PauseModesHoldRetractOrAbort) {
+  std::mt19937 rng(9);
+  const std::vector<int32_t> prompt = random_prompt(rng, 40, 1024);
+  const int kNew = 48;
+  const std::vector<int32_t> want = reference("v3", {prompt}, kNew)[0];
+  auto wait_for = [](const std::function<bool()>& ok) {
+    for (int i = 0; i < 1000 && !ok(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    return ok();
+  };
+  for (PauseMode mode : {PauseMode::kInPlace, PauseMode::kRetract, PauseMode::kAbort}) {
+    SCOPED_TRACE(mode == PauseMode::kInPlace ? "in_place" : mode == PauseMode::kRetract ? "retract" : "abort");
+    auto engine = v3_engine(8192);
+    Engine* e = engine.get();
+    Collector col;
+    Engine::Callback collect = col.callback();
+    std::atomic<int> seen{0};
+    ASSERT_TRUE(e->submit(greedy("a", prompt, kNew), [&, collect](EngineEvent ev) {
+                  const int k = static_cast<int>(ev.new_tokens.size());
+                  const int n = seen += k;
+                  collect(std::move(ev));
+                  if (n >= 3 && n - k < 3) e->pause(mode);
+                }).is_ok());
+    ASSERT_TRUE(wait_for([&] { return e->stats().paused; }));
+    if (mode == PauseMode::kAbort) {
+      ASSERT_TRUE(col.wait(1));
+      EXPECT_EQ(col.final_event["a"].reason.kind, FinishReason::Kind::kAbort);
+    }
+    // The step in flight at the pause completes; after that nothing moves.
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    const int held = seen.load();
+    EXPECT_GE(held, 3);
+    EXPECT_LT(held, kNew);
+    ASSERT_TRUE(e->submit(greedy("b", prompt, 5), col.callback()).is_ok());
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    EXPECT_EQ(seen.load(), held);
+    {
+      std::lock_guard<std::mutex> lock(col.mu);
+      EXPECT_TRUE(col.tokens["b"].empty());
+    }
+    const bool kept = mode != PauseMode::kAbort;
+    if (mode == PauseMode::kRetract) {
+      ASSERT_TRUE(wait_for([&] { return e->stats().num_waiting == 2; }));
+      EXPECT_EQ(e->stats().num_running, 0);
+      EXPECT_TRUE(e->flush_cache().is_ok());  // nothing holds KV
+      EXPECT_EQ(e->stats().used_tokens, 0);
+    } else if (mode == PauseMode::kInPlace) {
+      EXPECT_EQ(e->stats().num_running, 1);
+      EXPECT_FALSE(e->flush_cache().is_ok());  // the running request holds its pages
+    }
+    e->resume();
+    EXPECT_FALSE(e->stats().paused);
+    ASSERT_TRUE(col.wait(2));
+    std::lock_guard<std::mutex> lock(col.mu);
+    EXPECT_EQ(col.tokens["b"], std::vector<int32_t>(want.begin(), want.begin() + 5));
+    if (kept) {
+      EXPECT_EQ(col.final_event["a"].reason.kind, FinishReason::Kind::kLength);
+      EXPECT_EQ(col.tokens["a"], want);
+    } else {
+      EXPECT_EQ(col.tokens["a"], std::vector<int32_t>(want.begin(), want.begin() + held));
+    }
+  }
 }
 
 }  // namespace

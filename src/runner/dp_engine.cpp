@@ -88,6 +88,15 @@ class DpEngine final : public Engine {
   void finish_with_stop(const std::string& rid, std::string matched) override {
     if (Engine* e = rank_of(rid)) e->finish_with_stop(rid, std::move(matched));
   }
+  void abort_all() override {
+    for (auto& e : ranks_) e->abort_all();
+  }
+  void pause(PauseMode mode) override {
+    for (auto& e : ranks_) e->pause(mode);
+  }
+  void resume() override {
+    for (auto& e : ranks_) e->resume();
+  }
   Status flush_cache() override {
     for (auto& e : ranks_) DS_RETURN_IF_ERROR(e->flush_cache());
     return Status::ok();
@@ -107,6 +116,7 @@ class DpEngine final : public Engine {
       t.generation_tokens_total += s.generation_tokens_total;
       t.num_requests_total += s.num_requests_total;
       t.num_retractions += s.num_retractions;
+      t.paused = t.paused || s.paused;
       t.num_steps = std::max(t.num_steps, s.num_steps);  // lockstep: the ranks' step counts agree
       t.num_graph_steps += s.num_graph_steps;
       t.speculative_num_steps = s.speculative_num_steps;

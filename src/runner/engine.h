@@ -68,6 +68,7 @@ struct EngineStats {
   uint64_t generation_tokens_total = 0;
   uint64_t num_requests_total = 0;
   uint64_t num_retractions = 0;
+  bool paused = false;               // between pause() and resume()
   uint64_t num_steps = 0;
   uint64_t num_steps_planned_ahead = 0;  // overlap scheduling: steps planned while the previous one was in flight
   uint64_t num_graph_steps = 0;  // steps replayed from CUDA graphs (decode, or speculative decoding's verify steps)
@@ -78,6 +79,11 @@ struct EngineStats {
   uint64_t spec_draft_tokens = 0;
   uint64_t spec_accepted_tokens = 0;
 };
+
+// SGLang's /pause_generation modes: kAbort ends every live request (reason abort) and pauses; kRetract pauses and
+// moves the running requests back to the waiting queue (their KV pages freed: they prefill again after resume, from
+// the prefix cache while it lasts); kInPlace pauses with every request kept as it is.
+enum class PauseMode { kAbort, kRetract, kInPlace };
 
 class Engine {
  public:
@@ -92,7 +98,14 @@ class Engine {
   // Its pages return to the pool; a final event with finished = true follows. Unknown rids are ignored.
   virtual void abort(const std::string& rid) = 0;
   virtual void finish_with_stop(const std::string& rid, std::string matched_stop) = 0;
-  // Drops the prefix cache; refused while requests are running or waiting.
+  // Ends every live request (reason abort), as abort() each (SGLang's abort_request with abort_all).
+  virtual void abort_all() = 0;
+  // No step runs from a pause until resume(); requests submitted meanwhile wait (PauseMode says what happens to the
+  // live ones). The step in flight, if any, completes first. Both idempotent.
+  virtual void pause(PauseMode mode) = 0;
+  virtual void resume() = 0;
+  // Drops the prefix cache; refused while requests are running or waiting (while paused: while any holds KV pages,
+  // so a retracted queue may wait through a flush, as in SGLang).
   virtual Status flush_cache() = 0;
   virtual EngineStats stats() const = 0;
   virtual const ModelConfig& model_config() const = 0;

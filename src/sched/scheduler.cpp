@@ -540,9 +540,14 @@ void Scheduler::drop(Request* r) {
   requests_.erase(r->rid);  // r is gone from here on
 }
 
-Status Scheduler::flush_cache() {
+void Scheduler::retract_all() {
+  DS_CHECK(flights_.empty(), "retract_all with a step in flight");
+  while (!running_.empty()) retract(running_.back());
+}
+
+Status Scheduler::flush_cache(bool allow_waiting) {
   if (!flights_.empty()) return error("flush_cache refused: a step is in flight");
-  if (has_work())
+  if (!running_.empty() || (!allow_waiting && !waiting_.empty()))
     return error("flush_cache refused: ", running_.size(), " requests running and ", waiting_.size(), " waiting");
   if (tree_) tree_->clear();
   return Status::ok();

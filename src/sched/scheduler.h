@@ -149,8 +149,12 @@ class Scheduler {
   // Events produced outside a step (aborts while idle).
   std::vector<RequestEvent> take_events();
 
-  // Drops the radix cache; refused while requests are waiting or running (as SGLang's /flush_cache).
-  Status flush_cache();
+  // Takes every running request back to the waiting queue, newest first, as a retraction under memory pressure does
+  // (SGLang's pause_generation mode "retract"). Only between steps: none may be in flight.
+  void retract_all();
+  // Drops the radix cache; refused while requests are waiting or running (as SGLang's /flush_cache). With
+  // allow_waiting (a paused engine) only running requests refuse it: waiting ones hold no KV pages.
+  Status flush_cache(bool allow_waiting = false);
 
   bool has_work() const { return !waiting_.empty() || !running_.empty(); }
   bool step_in_flight() const { return !flights_.empty(); }

@@ -440,6 +440,33 @@ TEST(Scheduler, RetractionUnderASmallPoolKeepsTokensWithRadixCache) { retraction
 TEST(Scheduler, RetractionUnderASmallPoolKeepsTokensWithoutRadixCache) { retraction_case(false, 32); }
 TEST(Scheduler, RetractionUnderASmallPoolKeepsTokensWithoutChunking) { retraction_case(true, -1); }
 
+// Pausing with mode "retract": every running request (mid-prompt and decoding) goes back to the waiting queue with
+// its pages freed; a flush that allows waiting requests then empties the cache; the requests resume with the
+// reference tokens (prefilled again from scratch).
+TEST(Scheduler, RetractAllThenFlushKeepsTokens) {
+  auto s = make(small_config(8, 64, 24));
+  std::mt19937 rng(12);
+  const auto pa = random_tokens(rng, 20), pb = random_tokens(rng, 40);
+  ASSERT_TRUE(s->add_request("a", pa, params(12)).is_ok());
+  ASSERT_TRUE(s->add_request("b", pb, params(12)).is_ok());
+  Driver d(*s);
+  for (int i = 0; i < 2; ++i) d.step();  // a decoding, b's prompt in chunks
+  ASSERT_EQ(s->stats().num_running, 2);
+  EXPECT_FALSE(s->flush_cache(true).is_ok());  // running requests hold pages
+  s->retract_all();
+  EXPECT_EQ(s->stats().num_running, 0);
+  EXPECT_EQ(s->stats().num_waiting, 2);
+  EXPECT_EQ(s->stats().num_retractions, 2u);
+  EXPECT_FALSE(s->flush_cache().is_ok());  // requests wait
+  ASSERT_TRUE(s->flush_cache(true).is_ok());
+  EXPECT_EQ(s->pool().num_free(), 64);
+  EXPECT_EQ(s->find("a")->kv_len, 0);
+  d.run_to_idle();
+  EXPECT_EQ(d.out["a"].tokens, reference(pa, 12));
+  EXPECT_EQ(d.out["b"].tokens, reference(pb, 12));
+  expect_idle(*s);
+}
+
 TEST(Scheduler, AbortFreesPagesWhetherWaitingRunningOrInFlight) {
   for (bool radix : {false, true}) {
     auto cfg = small_config(8, 64, 64, /*max_running=*/2);
