@@ -1393,6 +1393,7 @@ Json ApiServer::Impl::server_info() const {
   Json st = Json::object();
   st["num_running_reqs"] = s.num_running;
   st["num_waiting_reqs"] = s.num_waiting;
+  st["paused"] = s.paused;  // /pause_generation until /continue_generation
   st["max_total_num_tokens"] = s.max_total_tokens;
   st["max_running_requests"] = s.max_running_requests;  // in effect (capped by the pool), not the flag's value
   st["used_tokens"] = s.used_tokens;

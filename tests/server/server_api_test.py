@@ -170,6 +170,57 @@ class FakeServerTest(unittest.TestCase):
         self.assert_error(self.post("/v1/score", {"query": "ab", "items": ["c"], "label_token_ids": [3],
                                                   "model": "other"}), 404)
 
+    def test_pause_and_continue(self):
+        """/pause_generation: in_place and retract hold a live request (it completes after /continue_generation with
+        its whole output), abort (the default) ends it with finish_reason abort; a request sent while paused waits
+        for the continue; /health_generate answers 200 while paused; abort_request's abort_all ends every live
+        request; a bad mode is refused by name."""
+        pool = concurrent.futures.ThreadPoolExecutor(4)
+
+        def gen(first, n):
+            return pool.submit(self.post, "/generate", {"input_ids": [first], "sampling_params": {"max_new_tokens": n}})
+
+        def paused():
+            return H.engine_state(self.server)["paused"]
+
+        for mode in ("in_place", "retract", None):
+            body = {"mode": mode} if mode else {}
+            live = gen(5, 150)  # 150 steps of 1 ms
+            self.assertTrue(H.wait_until(lambda: H.engine_state(self.server)["num_running_reqs"] == 1, 10))
+            r = self.post("/pause_generation", body)
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.json(), {"message": "Generation paused successfully.", "status": "ok"})
+            self.assertTrue(paused())
+            self.assertEqual(H.request(self.server, "GET", "/health_generate").status, 200)
+            late = gen(9, 3)
+            time.sleep(0.3)
+            self.assertFalse(late.done())
+            if mode:
+                self.assertFalse(live.done())
+            else:
+                j = live.result(10).json()
+                self.assertEqual(j["meta_info"]["finish_reason"]["type"], "abort")
+                self.assertLess(len(j["output_ids"]), 150)
+                self.assertEqual(j["output_ids"], H.continuation(5, len(j["output_ids"])))
+            r = self.post("/continue_generation", {})
+            self.assertEqual((r.status, r.json()["message"]), (200, "Generation continued successfully."))
+            self.assertFalse(paused())
+            self.assertEqual(late.result(10).json()["output_ids"], H.continuation(9, 3))
+            j = live.result(10).json()
+            if mode:
+                self.assertEqual(j["output_ids"], H.continuation(5, 150))
+                self.assertEqual(j["meta_info"]["finish_reason"]["type"], "length")
+        many = [gen(k, 2000) for k in (3, 4, 6)]
+        self.assertTrue(H.wait_until(lambda: H.engine_state(self.server)["num_running_reqs"] == 3, 10))
+        self.assertEqual(self.post("/abort_request", {"abort_all": True}).status, 200)
+        for f in many:
+            self.assertEqual(f.result(10).json()["meta_info"]["finish_reason"]["type"], "abort")
+        self.assert_error(self.post("/pause_generation", {"mode": "later"}), 400)
+        self.assert_error(self.post("/abort_request", {"abort_all": "yes"}), 400)
+        self.assert_error(self.post("/abort_request", {}), 400)
+        self.assertFalse(paused())
+        pool.shutdown()
+
     def test_completions(self):
         r = self.post("/v1/completions", {"model": "tiny", "prompt": "Hi", "max_tokens": 6, "n": 2, "logprobs": 1,
                                           "stop": None, "user": "x"})

@@ -250,6 +250,30 @@ class EngineServerTest(unittest.TestCase):
             if status != 200:
                 self.assertIn(word, r.json()["error"]["message"], body)
 
+    def test_pause_retract_flush_continue(self):
+        """The real engine under /pause_generation mode retract mid-generation: the request goes back to the waiting
+        queue with its KV freed (so /flush_cache is allowed while paused), and after /continue_generation it finishes
+        with the reference's greedy tokens (prefilled again from prompt + output so far)."""
+        g = REF["generate"][0]
+        n = 2000  # (the context is 2048) several seconds of steps: the pause lands mid-generation
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            fut = pool.submit(H.post, self.server, "/generate", {"input_ids": g["input_ids"], "sampling_params": {
+                "max_new_tokens": n, "temperature": 0, "ignore_eos": True}})
+            self.assertTrue(H.wait_until(lambda: H.engine_state(self.server)["num_running_reqs"] == 1, 30))
+            self.assertEqual(H.post(self.server, "/pause_generation", {"mode": "retract"}).status, 200)
+            self.assertTrue(H.wait_until(lambda: H.engine_state(self.server)["num_waiting_reqs"] == 1, 30))
+            self.assertFalse(fut.done())
+            r = H.request(self.server, "POST", "/flush_cache")
+            self.assertEqual(r.status, 200, r)
+            st = H.engine_state(self.server)
+            self.assertEqual((st["used_tokens"], st["num_running_reqs"], st["paused"]), (0, 0, True))
+            self.assertEqual(H.post(self.server, "/continue_generation", {}).status, 200)
+            j = fut.result(120).json()
+        self.assertEqual(j["meta_info"]["finish_reason"]["type"], "length")
+        self.assertEqual(len(j["output_ids"]), n)
+        want = trusted_prefix(g)
+        self.assertEqual(j["output_ids"][:len(want)], want)
+
     def test_bad_requests_then_still_serving(self):
         for body, status in [({"input_ids": [5000]}, 400),  # vocabulary is 1024
                              ({"input_ids": [1] * 2048}, 400),  # context 2048
