@@ -335,9 +335,10 @@ void read_sampling(Reader& r, bool openai, SamplingSpec* s) {
     else
       r.fail("'" + r.param("json_schema") + "' must be a JSON schema (a string or an object)", "json_schema");
   }
-  if (!s->regex.empty() && !s->json_schema.empty())
-    r.fail("'" + r.param("regex") + "' and 'json_schema' cannot both constrain one request", "regex");
-  r.unsupported("ebnf", "EBNF grammars: use regex or json_schema");
+  r.get_string("ebnf", &s->ebnf);
+  if (!s->regex.empty() + !s->json_schema.empty() + !s->ebnf.empty() > 1)
+    r.fail("only one of '" + r.param("regex") + "', 'json_schema' and 'ebnf' may constrain one request",
+           !s->regex.empty() ? "regex" : "json_schema");
   r.unsupported("structural_tag", "structural tags: use regex or json_schema");
   read_logit_bias(r, "logit_bias", &e.logit_bias);
   r.unsupported("custom_params");
@@ -360,8 +361,9 @@ void read_response_format(Reader& r, SamplingSpec* s) {
   } else if (type != "text") {
     return r.fail("'response_format.type' must be text, json_object or json_schema", "response_format");
   }
-  if (type != "text" && !s->regex.empty())
-    r.fail("'response_format' and 'regex' cannot both constrain one request", "response_format");
+  if (type != "text" && (!s->regex.empty() || !s->ebnf.empty()))
+    r.fail("'response_format' and '" + std::string(s->regex.empty() ? "ebnf" : "regex") +
+               "' cannot both constrain one request", "response_format");
 }
 
 // One token-id list; `what` names the field in errors.

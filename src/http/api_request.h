@@ -50,6 +50,7 @@ struct SamplingSpec {
   // Constrained decoding (SGLang's sampling parameters; OpenAI's response_format): at most one of them.
   std::string regex;
   std::string json_schema;  // the schema's JSON text
+  std::string ebnf;         // an EBNF (GBNF) grammar from its `root` rule (text/ebnf_regex.h)
   bool json_schema_from_response_format = false;  // (the server re-reads it in the body's own property order)
   bool regex_with_tool_markers = false;  // tool_choice's constraint: the tool-call marker tokens may spell it
 };

@@ -3,6 +3,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "text/ebnf_regex.h"
 #include "text/json_schema_regex.h"
 #include "text/regex_dfa.h"
 
@@ -37,6 +38,8 @@ Result<std::shared_ptr<const TokenFsm>> GrammarCache::get(const std::string& kin
       return error("json_schema is not valid JSON: ", e.what());
     }
     DS_ASSIGN_OR_RETURN(pattern, json_schema_to_regex(schema));
+  } else if (kind == "ebnf") {
+    DS_ASSIGN_OR_RETURN(pattern, ebnf_to_regex(text));
   } else if (kind != "regex" && kind != "tool_regex") {
     return error("unknown constraint kind '", kind, "'");
   }

@@ -143,10 +143,34 @@ class ConstrainedTest(DemoServerTest):
         self.assertEqual(r.status, 400, r)
         self.assertIn("'nope'", r.body.decode())
 
+    def test_ebnf(self):
+        """SGLang's `ebnf` (GBNF, from rule root): greedy and sampled outputs are whole sentences of the grammar, a
+        recursive one within its unrolled depth; also as an extra field of a chat completion."""
+        grammar = 'root ::= answer ", " number\nanswer ::= "yes" | "no"\nnumber ::= [1-9] [0-9]{0,2}\n'
+        for seed, temperature in ((None, 0), (5, 1.0), (6, 1.0)):
+            extra = {"sampling_seed": seed} if seed is not None else {}
+            out = self.generate("Answer:", ebnf=grammar, temperature=temperature, **extra)
+            self.assertIsNotNone(re.fullmatch(r"(yes|no), [1-9][0-9]{0,2}", out["text"]), out["text"])
+            self.assertEqual(out["meta_info"]["finish_reason"]["type"], "stop", out["meta_info"])
+        nested = 'root ::= "(" root ")" | "x"'
+        for seed in (1, 2, 3):
+            out = self.generate("Nest:", ebnf=nested, temperature=1.0, sampling_seed=seed, max_new_tokens=32)
+            t = out["text"]
+            d = len(t) - len(t.lstrip("("))
+            self.assertEqual(t, "(" * d + "x" + ")" * d)
+            self.assertLessEqual(d, 4)  # root inside itself at most 4 times
+        r = H.post(self.server, "/v1/chat/completions", {"messages": [{"role": "user", "content": "2+2?"}],
+                                                         "max_tokens": 16, "temperature": 0, "ebnf": grammar})
+        self.assertEqual(r.status, 200, r)
+        self.assertIsNotNone(re.fullmatch(r"(yes|no), [1-9][0-9]{0,2}",
+                                          r.json()["choices"][0]["message"]["content"]), r.json())
+
     def test_bad_constraints_are_named(self):
         cases = [({"regex": "(ab"}, "missing )"), ({"json_schema": "{not json"}, "not valid JSON"),
                  ({"json_schema": json.dumps({"type": "tuple"})}, "unknown type"),
-                 ({"regex": "a", "json_schema": "{}"}, "cannot both"), ({"ebnf": "root ::= \"a\""}, "ebnf")]
+                 ({"regex": "a", "json_schema": "{}"}, "only one of"), ({"ebnf": "root ::= item"}, "'item' is not defined"),
+                 ({"ebnf": "start ::= \"a\""}, "no 'root' rule"), ({"ebnf": "root ::= \"a\" root"}, "admits no text"),
+                 ({"ebnf": "root ::= \"a\"", "regex": "a"}, "only one of")]
         for sampling, needle in cases:
             params = {"max_new_tokens": 4}
             params.update(sampling)
