@@ -2,6 +2,8 @@
 // sequences) -> DFA by subset construction over byte classes -> dead states pruned.
 #include "text/regex_dfa.h"
 
+#include <array>
+
 #include <algorithm>
 #include <cctype>
 #include <map>
@@ -326,7 +328,9 @@ class Parser {
 
 // ---- NFA ----
 
-struct Nfa {
+}  // namespace
+
+struct ByteDfa::Nfa {
   struct Edge {
     uint8_t lo, hi;
     int to;
@@ -342,6 +346,10 @@ struct Nfa {
     return static_cast<int>(eps.size()) - 1;
   }
 };
+
+namespace {
+
+using Nfa = ByteDfa::Nfa;
 
 int utf8_len(uint32_t cp) { return cp < 0x80 ? 1 : cp < 0x800 ? 2 : cp < 0x10000 ? 3 : 4; }
 
@@ -468,6 +476,85 @@ Result<ByteDfa> ByteDfa::compile(std::string_view pattern, int max_states) {
   Nfa nfa;
   const int start = nfa.add();
   const int accept = build(nfa, *root, start);
+  return determinize(nfa, start, accept, max_states);
+}
+
+Result<ByteDfa> ByteDfa::compile_triggered(const std::vector<Trigger>& triggers, int max_states) {
+  if (triggers.empty()) return error("structural tag: no triggers");
+  // The triggers' Aho-Corasick automaton over bytes: trie nodes, their failure links, and for each node the first
+  // trigger (in the given order) that ends there or at a suffix of it (-1: none).
+  std::vector<std::array<int, 256>> go(1);
+  go[0].fill(-1);
+  std::vector<int> ends(1, -1);
+  for (size_t k = 0; k < triggers.size(); ++k) {
+    const std::string& t = triggers[k].text;
+    if (t.empty()) return error("structural tag: an empty trigger");
+    int u = 0;
+    for (char c : t) {
+      const uint8_t b = static_cast<uint8_t>(c);
+      if (go[static_cast<size_t>(u)][b] < 0) {
+        go[static_cast<size_t>(u)][b] = static_cast<int>(go.size());
+        go.emplace_back().fill(-1);
+        ends.push_back(-1);
+      }
+      u = go[static_cast<size_t>(u)][b];
+    }
+    if (ends[static_cast<size_t>(u)] < 0) ends[static_cast<size_t>(u)] = static_cast<int>(k);
+  }
+  const size_t n = go.size();
+  std::vector<int> fail(n, 0), order;
+  for (int b = 0; b < 256; ++b) {
+    int& v = go[0][static_cast<size_t>(b)];
+    if (v < 0) v = 0;
+    else order.push_back(v);
+  }
+  for (size_t at = 0; at < order.size(); ++at) {
+    const int u = order[at];
+    if (ends[static_cast<size_t>(u)] < 0) ends[static_cast<size_t>(u)] = ends[static_cast<size_t>(fail[static_cast<size_t>(u)])];
+    for (int b = 0; b < 256; ++b) {
+      int& v = go[static_cast<size_t>(u)][static_cast<size_t>(b)];
+      const int via = go[static_cast<size_t>(fail[static_cast<size_t>(u)])][static_cast<size_t>(b)];
+      if (v < 0) {
+        v = via;
+      } else {
+        fail[static_cast<size_t>(v)] = via;
+        order.push_back(v);
+      }
+    }
+  }
+  // Free text: the automaton's states where no trigger has ended (each accepting: text may end there). A byte that
+  // completes trigger k enters k's rest, whose end returns to free text from the root.
+  Nfa nfa;
+  std::vector<int> state(n, -1);
+  for (size_t u = 0; u < n; ++u)
+    if (ends[u] < 0) state[u] = nfa.add();
+  const int accept = nfa.add();
+  std::vector<int> entry(triggers.size());
+  for (size_t k = 0; k < triggers.size(); ++k) {
+    Parser parser(triggers[k].rest);
+    auto node = parser.parse();
+    if (!node) return error("structural tag: trigger '", triggers[k].text, "': ", node.status().message());
+    entry[k] = nfa.add();
+    const int end = build(nfa, **node, entry[k]);
+    nfa.eps[static_cast<size_t>(end)].push_back(state[0]);
+  }
+  for (size_t u = 0; u < n; ++u) {
+    if (state[u] < 0) continue;
+    nfa.eps[static_cast<size_t>(state[u])].push_back(accept);
+    for (int lo = 0; lo < 256;) {  // runs of bytes with one target as one edge
+      const int v = go[u][static_cast<size_t>(lo)];
+      int hi = lo;
+      while (hi + 1 < 256 && go[u][static_cast<size_t>(hi + 1)] == v) ++hi;
+      const int to = ends[static_cast<size_t>(v)] >= 0 ? entry[static_cast<size_t>(ends[static_cast<size_t>(v)])]
+                                                       : state[static_cast<size_t>(v)];
+      nfa.edges[static_cast<size_t>(state[u])].push_back({static_cast<uint8_t>(lo), static_cast<uint8_t>(hi), to});
+      lo = hi + 1;
+    }
+  }
+  return determinize(nfa, state[0], accept, max_states);
+}
+
+Result<ByteDfa> ByteDfa::determinize(const Nfa& nfa, int start, int accept, int max_states) {
   if (nfa.overflow) return error("regex: too large (over ", kMaxNfaStates, " automaton states before determinizing)");
   // Byte classes: bytes no edge boundary separates behave alike.
   std::vector<uint8_t> cls(256, 0);

@@ -20,6 +20,16 @@ class ByteDfa {
   // An error names the problem and its offset in the pattern (or that the automaton outgrew max_states).
   static Result<ByteDfa> compile(std::string_view pattern, int max_states = 20000);
 
+  // Free text in which every occurrence of a trigger goes on with that trigger's `rest` (a pattern) before free text
+  // resumes (SGLang's structural_tag: a trigger opens one of its structures). The text may end anywhere in free
+  // text, never inside a rest. Where triggers overlap, the first to end is taken (the longest of those ending
+  // together). Errors name the trigger whose rest does not compile.
+  struct Trigger {
+    std::string text;
+    std::string rest;
+  };
+  static Result<ByteDfa> compile_triggered(const std::vector<Trigger>& triggers, int max_states = 20000);
+
   static constexpr int kDead = -1;
   int start() const { return 0; }
   // The state after byte b from s; kDead when no match can continue (dead ends are pruned: every live state can
@@ -33,7 +43,11 @@ class ByteDfa {
   int walk(int s, std::string_view bytes) const;
   bool matches(std::string_view text) const;
 
+  struct Nfa;  // the construction's automaton (regex_dfa.cpp)
+
  private:
+  static Result<ByteDfa> determinize(const Nfa& nfa, int start, int accept, int max_states);
+
   std::vector<int32_t> trans_;   // [states * 256]
   std::vector<uint8_t> accept_;  // [states]
   std::vector<uint8_t> has_next_;

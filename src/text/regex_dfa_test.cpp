@@ -161,5 +161,42 @@ TEST(ByteDfa, ErrorsNameTheProblem) {
   EXPECT_NE(big.status().message().find("over 1000 states"), std::string::npos) << big.status().message();
 }
 
+// Free text with triggers: against a direct reading of the rule (find the first trigger to end, the longest of those
+// ending there; its rest must match some stretch after it, then free text again) on every string up to length 7.
+TEST(ByteDfa, TriggeredRestsMatchTheirDefinition) {
+  const std::vector<ByteDfa::Trigger> triggers = {{"<a", "x*>"}, {"<b>", "a|bb"}, {"b<a", "b"}};
+  auto dfa = ByteDfa::compile_triggered(triggers);
+  ASSERT_TRUE(dfa.is_ok()) << dfa.status().message();
+  std::vector<std::regex> rests;
+  for (const auto& t : triggers) rests.emplace_back(t.rest);
+  std::function<bool(const std::string&, size_t)> free_from = [&](const std::string& s, size_t i) {
+    for (size_t e = i + 1; e <= s.size(); ++e) {
+      int pick = -1;
+      for (size_t k = 0; k < triggers.size(); ++k) {
+        const std::string& t = triggers[k].text;
+        if (t.size() <= e - i && s.compare(e - t.size(), t.size(), t) == 0 &&
+            (pick < 0 || t.size() > triggers[static_cast<size_t>(pick)].text.size()))
+          pick = static_cast<int>(k);
+      }
+      if (pick < 0) continue;
+      for (size_t j = e; j <= s.size(); ++j)
+        if (std::regex_match(s.substr(e, j - e), rests[static_cast<size_t>(pick)]) && free_from(s, j)) return true;
+      return false;
+    }
+    return true;  // no trigger: free text to the end
+  };
+  int accepted = 0, refused = 0;
+  all_strings("ab<>x", 7, [&](const std::string& s) {
+    const bool want = free_from(s, 0);
+    EXPECT_EQ(dfa->matches(s), want) << "'" << s << "'";
+    (want ? accepted : refused)++;
+  });
+  EXPECT_GT(accepted, 1000);
+  EXPECT_GT(refused, 1000);
+  EXPECT_FALSE(ByteDfa::compile_triggered({{"<a", "(x"}}).is_ok());
+  EXPECT_FALSE(ByteDfa::compile_triggered({{"", "x"}}).is_ok());
+  EXPECT_FALSE(ByteDfa::compile_triggered({}).is_ok());
+}
+
 }  // namespace
 }  // namespace ds
