@@ -164,7 +164,8 @@ TEST(ByteDfa, ErrorsNameTheProblem) {
 // Free text with triggers: against a direct reading of the rule (find the first trigger to end, the longest of those
 // ending there; its rest must match some stretch after it, then free text again) on every string up to length 7.
 TEST(ByteDfa, TriggeredRestsMatchTheirDefinition) {
-  const std::vector<ByteDfa::Trigger> triggers = {{"<a", "x*>"}, {"<b>", "a|bb"}, {"b<a", "b"}};
+  // ("xb<ax" holds "<a" inside it: reading it, "<a" ends first.)
+  const std::vector<ByteDfa::Trigger> triggers = {{"<a", "x*>"}, {"<b>", "a|bb"}, {"b<a", "b"}, {"xb<ax", "a"}};
   auto dfa = ByteDfa::compile_triggered(triggers);
   ASSERT_TRUE(dfa.is_ok()) << dfa.status().message();
   std::vector<std::regex> rests;
