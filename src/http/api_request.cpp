@@ -336,16 +336,25 @@ void read_sampling(Reader& r, bool openai, SamplingSpec* s) {
       r.fail("'" + r.param("json_schema") + "' must be a JSON schema (a string or an object)", "json_schema");
   }
   r.get_string("ebnf", &s->ebnf);
-  if (!s->regex.empty() + !s->json_schema.empty() + !s->ebnf.empty() > 1)
-    r.fail("only one of '" + r.param("regex") + "', 'json_schema' and 'ebnf' may constrain one request",
-           !s->regex.empty() ? "regex" : "json_schema");
-  r.unsupported("structural_tag", "structural tags: use regex or json_schema");
+  if (const Json* st = r.find("structural_tag")) {  // SGLang: a JSON string; an object is taken too
+    if (st->is_string())
+      s->structural_tag = st->get<std::string>();
+    else if (st->is_object())
+      s->structural_tag = st->dump();
+    else
+      r.fail("'" + r.param("structural_tag") + "' must be {\"structures\": [...], \"triggers\": [...]} (an object or "
+             "its JSON text)", "structural_tag");
+  }
+  if (s->constraints() > 1)
+    r.fail("only one of '" + r.param("regex") + "', 'json_schema', 'ebnf' and 'structural_tag' may constrain one request",
+           !s->regex.empty() ? "regex" : !s->json_schema.empty() ? "json_schema" : "ebnf");
   read_logit_bias(r, "logit_bias", &e.logit_bias);
   r.unsupported("custom_params");
   r.ignore("stream_interval");
 }
 
-// OpenAI's structured outputs (response_format): json_schema (its "schema"), json_object (any JSON object), text.
+// OpenAI's structured outputs (response_format): json_schema (its "schema"), json_object (any JSON object), text, and
+// SGLang's structural_tag (its structures and triggers).
 void read_response_format(Reader& r, SamplingSpec* s) {
   const Json* rf = r.find("response_format");
   if (!rf || rf->is_null()) return;
@@ -358,11 +367,20 @@ void read_response_format(Reader& r, SamplingSpec* s) {
     s->json_schema_from_response_format = true;
   } else if (type == "json_object") {
     s->json_schema = R"({"type": "object"})";
+  } else if (type == "structural_tag") {  // SGLang's: {"type", "structures", "triggers"}
+    Json spec = Json::object();
+    for (const char* k : {"structures", "triggers"})
+      if (rf->contains(k)) spec[k] = (*rf)[k];
+    if (!s->structural_tag.empty())
+      return r.fail("'response_format' and 'structural_tag' cannot both constrain one request", "response_format");
+    s->structural_tag = spec.dump();
+    s->structural_tag_from_response_format = true;
   } else if (type != "text") {
-    return r.fail("'response_format.type' must be text, json_object or json_schema", "response_format");
+    return r.fail("'response_format.type' must be text, json_object, json_schema or structural_tag", "response_format");
   }
-  if (type != "text" && (!s->regex.empty() || !s->ebnf.empty()))
-    r.fail("'response_format' and '" + std::string(s->regex.empty() ? "ebnf" : "regex") +
+  if (type != "text" && s->constraints() > 1)
+    r.fail("'response_format' and '" +
+               std::string(!s->regex.empty() ? "regex" : !s->ebnf.empty() ? "ebnf" : "json_schema") +
                "' cannot both constrain one request", "response_format");
 }
 

@@ -51,6 +51,11 @@ struct SamplingSpec {
   std::string regex;
   std::string json_schema;  // the schema's JSON text
   std::string ebnf;         // an EBNF (GBNF) grammar from its `root` rule (text/ebnf_regex.h)
+  std::string structural_tag;  // {"structures", "triggers"} as JSON text (text/structural_tag.h)
+  bool structural_tag_from_response_format = false;
+  int constraints() const {
+    return !regex.empty() + !json_schema.empty() + !ebnf.empty() + !structural_tag.empty();
+  }
   bool json_schema_from_response_format = false;  // (the server re-reads it in the body's own property order)
   bool regex_with_tool_markers = false;  // tool_choice's constraint: the tool-call marker tokens may spell it
 };

@@ -488,5 +488,44 @@ TEST(PauseMode, DefaultAbortAndTheThreeNames) {
   EXPECT_NE(parse_pause_mode(R"({"mode": "later"})", &m)->message.find("in_place"), std::string::npos);
 }
 
+TEST(StructuralTagRequest, SamplingParamsAndResponseFormat) {
+  GenerateRequest g;
+  auto err = parse_generate_request(parse(R"({"text": "x", "sampling_params": {"structural_tag":
+      {"structures": [{"begin": "<a>", "schema": {"type": "integer"}, "end": "</a>"}], "triggers": ["<a"]}}})"), &g);
+  ASSERT_FALSE(err.has_value()) << err->message;
+  const Json tag = Json::parse(g.sampling[0].structural_tag);
+  EXPECT_EQ(tag["triggers"][0], "<a");
+  EXPECT_EQ(g.sampling[0].constraints(), 1);
+  GenerateRequest text;  // SGLang sends it as JSON text
+  ASSERT_FALSE(parse_generate_request(parse(R"({"text": "x", "sampling_params": {"structural_tag": "{\"triggers\": []}"}})"),
+                                      &text));
+  EXPECT_EQ(text.sampling[0].structural_tag, R"({"triggers": []})");
+
+  ChatRequest c;
+  err = parse_chat_request(parse(R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type":
+      "structural_tag", "structures": [{"begin": "<a>", "end": "</a>"}], "triggers": ["<a"]}})"), &c);
+  ASSERT_FALSE(err.has_value()) << err->message;
+  EXPECT_TRUE(c.sampling.structural_tag_from_response_format);
+  EXPECT_EQ(Json::parse(c.sampling.structural_tag)["structures"][0]["end"], "</a>");
+  EXPECT_FALSE(Json::parse(c.sampling.structural_tag).contains("type"));
+
+  const std::pair<const char*, const char*> bad[] = {
+      {R"({"text": "x", "sampling_params": {"structural_tag": 5}})", "sampling_params.structural_tag"},
+      {R"({"text": "x", "sampling_params": {"structural_tag": "{}", "regex": "a"}})", "sampling_params.regex"},
+      {R"({"text": "x", "sampling_params": {"structural_tag": "{}", "ebnf": "root ::= \"a\""}})", "sampling_params.ebnf"},
+  };
+  for (const auto& [body, param] : bad) {
+    GenerateRequest r;
+    auto e = parse_generate_request(parse(body), &r);
+    ASSERT_TRUE(e.has_value()) << body;
+    EXPECT_EQ(e->param, param) << body << ": " << e->message;
+  }
+  ChatRequest both;
+  auto e = parse_chat_request(parse(R"({"messages": [{"role": "user", "content": "x"}], "structural_tag": "{}",
+      "response_format": {"type": "structural_tag", "structures": [], "triggers": []}})"), &both);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "response_format");
+}
+
 }  // namespace
 }  // namespace ds

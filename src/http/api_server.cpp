@@ -375,7 +375,7 @@ void Job::start() {
     if (!queued) {
       grammars_left_ = 0;  // the compiles already queued find the job answered
       responded_ = true;
-      return srv_->send_error(*out_, route_, make_error(503, "too many constraints (regex, json_schema, ebnf, tool_choice) "
+      return srv_->send_error(*out_, route_, make_error(503, "too many constraints (regex, json_schema, ebnf, structural_tag, tool_choice) "
                                                             "are waiting to compile; retry", "server_error"));
     }
   }
@@ -993,16 +993,20 @@ std::optional<ApiError> prepare_seq(ApiServer::Impl& srv, Seq& s, bool default_f
                              std::to_string(vocab) + ")",
                          "stop_token_ids");
   if (!s.sampling.seed_set) e.seed = srv.next_seed();
-  if (!s.sampling.regex.empty() || !s.sampling.json_schema.empty() || !s.sampling.ebnf.empty()) {
-    const bool regex = !s.sampling.regex.empty(), ebnf = !s.sampling.ebnf.empty();
+  if (s.sampling.constraints() > 0) {
+    const bool regex = !s.sampling.regex.empty(), ebnf = !s.sampling.ebnf.empty(),
+               tag = !s.sampling.structural_tag.empty();
     const char* param = regex ? "regex"
                         : ebnf ? "ebnf"
+                        : tag ? (s.sampling.structural_tag_from_response_format ? "response_format" : "structural_tag")
                         : s.sampling.json_schema_from_response_format ? "response_format" : "json_schema";
     if (!srv.grammars)
       return bad_request(std::string(param) + ": constrained decoding needs the tokenizer; this server runs with "
                          "--skip-tokenizer-init", param);
-    const std::string kind = ebnf ? "ebnf" : !regex ? "json_schema" : s.sampling.regex_with_tool_markers ? "tool_regex" : "regex";
-    const std::string& text = regex ? s.sampling.regex : ebnf ? s.sampling.ebnf : s.sampling.json_schema;
+    const std::string kind = ebnf ? "ebnf" : tag ? "structural_tag" : !regex ? "json_schema"
+                             : s.sampling.regex_with_tool_markers ? "tool_regex" : "regex";
+    const std::string& text = regex ? s.sampling.regex : ebnf ? s.sampling.ebnf
+                              : tag ? s.sampling.structural_tag : s.sampling.json_schema;
     if (auto kept = srv.grammars->peek(kind, text))
       s.grammar = std::move(kept);
     else
@@ -1170,9 +1174,9 @@ void ApiServer::Impl::handle_chat(HttpRequest& req, std::shared_ptr<HttpResponde
     if (!tool_format)
       return send_error(*out, route, bad_request("tool_choice \"required\" or a named function needs the server's "
                                                  "--tool-call-parser", "tool_choice"));
-    if (!c.sampling.regex.empty() || !c.sampling.json_schema.empty() || !c.sampling.ebnf.empty())
+    if (c.sampling.constraints() > 0)
       return send_error(*out, route, bad_request("tool_choice \"required\" or a named function cannot be combined "
-                                                 "with regex, json_schema, ebnf or response_format", "tool_choice"));
+                                                 "with regex, json_schema, ebnf, structural_tag or response_format", "tool_choice"));
     nlohmann::ordered_json tools;
     try {
       tools = nlohmann::ordered_json::parse(req.body).at("tools");  // the schemas in the body's property order

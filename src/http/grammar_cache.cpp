@@ -1,11 +1,14 @@
 // Compiling and keeping constraints (grammar_cache.h).
 #include "http/grammar_cache.h"
 
+#include <optional>
+
 #include <nlohmann/json.hpp>
 
 #include "text/ebnf_regex.h"
 #include "text/json_schema_regex.h"
 #include "text/regex_dfa.h"
+#include "text/structural_tag.h"
 
 namespace ds {
 
@@ -30,7 +33,19 @@ Result<std::shared_ptr<const TokenFsm>> GrammarCache::get(const std::string& kin
     }
   }
   std::string pattern = text;
-  if (kind == "json_schema") {
+  std::optional<ByteDfa> made;  // kinds built as an automaton directly
+  bool markers = kind == "tool_regex";  // the vocabulary spells the tool-call marker tokens
+  if (kind == "structural_tag") {
+    nlohmann::ordered_json spec;
+    try {
+      spec = nlohmann::ordered_json::parse(text);
+    } catch (const std::exception& e) {
+      return error("structural_tag is not valid JSON: ", e.what());
+    }
+    DS_ASSIGN_OR_RETURN(ByteDfa dfa, structural_tag_dfa(spec));
+    made = std::move(dfa);
+    for (const std::string& m : kToolMarkers) markers = markers || text.find(m) != std::string::npos;
+  } else if (kind == "json_schema") {
     nlohmann::ordered_json schema;
     try {
       schema = nlohmann::ordered_json::parse(text);
@@ -43,10 +58,14 @@ Result<std::shared_ptr<const TokenFsm>> GrammarCache::get(const std::string& kin
   } else if (kind != "regex" && kind != "tool_regex") {
     return error("unknown constraint kind '", kind, "'");
   }
-  DS_ASSIGN_OR_RETURN(ByteDfa dfa, ByteDfa::compile(pattern));
+  if (!made) {
+    DS_ASSIGN_OR_RETURN(ByteDfa dfa, ByteDfa::compile(pattern));
+    made = std::move(dfa);
+  }
+  ByteDfa dfa = std::move(*made);
   std::lock_guard<std::mutex> lock(mu_);
-  std::shared_ptr<const VocabTrie>& vocab = kind == "tool_regex" ? tool_vocab_ : vocab_;
-  if (!vocab) vocab = VocabTrie::from_tokenizer(tok_, num_ids_, kind == "tool_regex" ? kToolMarkers : std::vector<std::string>{});
+  std::shared_ptr<const VocabTrie>& vocab = markers ? tool_vocab_ : vocab_;
+  if (!vocab) vocab = VocabTrie::from_tokenizer(tok_, num_ids_, markers ? kToolMarkers : std::vector<std::string>{});
   auto fsm = std::make_shared<const TokenFsm>(std::move(dfa), vocab);
   if (auto it = map_.find(key); it != map_.end()) return it->second.first;  // compiled meanwhile
   lru_.push_front(key);

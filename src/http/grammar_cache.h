@@ -22,7 +22,8 @@ class GrammarCache {
  public:
   // num_ids: the model's logits columns (token ids past the tokenizer's are never allowed).
   GrammarCache(const Tokenizer& tok, int32_t num_ids, size_t capacity = 64) : tok_(tok), num_ids_(num_ids), capacity_(capacity) {}
-  // kind "regex" (the pattern), "json_schema" (the schema's JSON text), "ebnf" (a grammar) or "tool_regex" (a pattern over the
+  // kind "regex" (the pattern), "json_schema" (the schema's JSON text), "ebnf" (a grammar), "structural_tag" (its JSON
+  // spec; with the marker-spelling vocabulary when it names a tool-call marker) or "tool_regex" (a pattern over the
   // vocabulary with the tool-call marker tokens, kToolMarkers, spelled by their content); an error names what is
   // wrong with it.
   Result<std::shared_ptr<const TokenFsm>> get(const std::string& kind, const std::string& text);

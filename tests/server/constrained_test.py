@@ -165,6 +165,30 @@ class ConstrainedTest(DemoServerTest):
         self.assertIsNotNone(re.fullmatch(r"(yes|no), [1-9][0-9]{0,2}",
                                           r.json()["choices"][0]["message"]["content"]), r.json())
 
+    def test_structural_tag(self):
+        """SGLang's structural_tag (sampling_params in /generate, response_format in chat): free text in which each
+        trigger opens a structure - its begin, a JSON value of its schema, its end. Here the trigger is a comma, which
+        the demo model (trained on the King James Bible) writes all the time: each one must go on with a digit and a
+        space."""
+        tag = {"structures": [{"begin": ",", "schema": {"type": "integer", "minimum": 1, "maximum": 9}, "end": " "}],
+               "triggers": [","]}
+        shape = re.compile(r"(?:[^,]|,[1-9] )*")
+        for seed, temperature in ((None, 0), (7, 1.0)):
+            extra = {"sampling_seed": seed} if seed is not None else {}
+            out = self.generate("In the beginning God created the heaven and the earth.", max_new_tokens=40,
+                                structural_tag=json.dumps(tag), temperature=temperature, ignore_eos=True, **extra)
+            self.assertIsNotNone(shape.fullmatch(out["text"]), out["text"])
+            self.assertRegex(out["text"], ",[1-9] ")
+        r = H.post(self.server, "/v1/chat/completions", {
+            "messages": [{"role": "user", "content": "Tell me about the earth."}], "max_tokens": 40, "temperature": 0,
+            "response_format": dict(type="structural_tag", **tag)})
+        self.assertEqual(r.status, 200, r)
+        self.assertIsNotNone(shape.fullmatch(r.json()["choices"][0]["message"]["content"]), r.json())
+        bad = dict(tag, triggers=[",", "#"])
+        r = H.post(self.server, "/generate", {"text": "x", "sampling_params": {"structural_tag": bad}})
+        self.assertEqual(r.status, 400, r)
+        self.assertIn("triggers[1] '#' opens no structure", r.body.decode())
+
     def test_bad_constraints_are_named(self):
         cases = [({"regex": "(ab"}, "missing )"), ({"json_schema": "{not json"}, "not valid JSON"),
                  ({"json_schema": json.dumps({"type": "tuple"})}, "unknown type"),
