@@ -785,7 +785,7 @@ std::optional<ApiError> parse_chat_request(const Json& body, ChatRequest* out) {
   r.get_bool("separate_reasoning", &out->separate_reasoning);
   r.get_string("rid", &out->rid);
   read_response_format(r, &out->sampling);
-  r.unsupported("continue_final_message");
+  r.get_bool("continue_final_message", &out->continue_final_message);
   r.unsupported("functions", "use 'tools'");
   r.unsupported("function_call", "use 'tool_choice'");
   r.unsupported("audio");

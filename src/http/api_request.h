@@ -108,6 +108,9 @@ struct ChatRequest {
   int32_t top_logprobs = 0;
   bool thinking = false;    // chat_template_kwargs {"thinking": true} (or "enable_thinking")
   bool separate_reasoning = true;
+  // The last message (the assistant's) is a prefix of the reply to continue: the prompt is the conversation before
+  // it with the generation prompt, then its content's tokens (SGLang's and vLLM's continue_final_message).
+  bool continue_final_message = false;
   std::string rid;
 };
 

@@ -1192,11 +1192,30 @@ void ApiServer::Impl::handle_chat(HttpRequest& req, std::shared_ptr<HttpResponde
   ro.thinking = c.thinking;
   ro.bos_token = chat->bos_token;
   ro.eos_token = chat->eos_token;
-  auto prompt = render_chat(chat->format, c.messages, use_tools ? c.tools : Json(nullptr), ro);
+  Json messages = c.messages;
+  std::string reply_prefix;  // continue_final_message: the assistant's unfinished reply
+  if (c.continue_final_message) {
+    if (!messages.is_array() || messages.empty() || !messages.back().is_object() ||
+        messages.back().value("role", Json("")) != "assistant")
+      return send_error(*out, route, bad_request("continue_final_message needs the last message to be the "
+                                                 "assistant's (the reply to continue)", "continue_final_message"));
+    auto text = chat_message_text(messages.back(), "messages[" + std::to_string(messages.size() - 1) + "]");
+    if (!text) return send_error(*out, route, bad_request(text.status().message(), "messages"));
+    reply_prefix = *text;
+    messages.erase(messages.size() - 1);
+  }
+  auto prompt = render_chat(chat->format, messages, use_tools ? c.tools : Json(nullptr), ro);
   if (!prompt) return send_error(*out, route, bad_request(prompt.status().message(), "messages"));
   PromptSpec p{true, prompt.value(), {}};
   std::vector<std::vector<int32_t>> ids(1);
   if (auto e = tokenize_prompt(*this, p, false, &ids[0], "messages")) return send_error(*out, route, *e);
+  if (!reply_prefix.empty()) {  // its own tokens after the rendered prompt's, as SGLang encodes it
+    std::vector<int32_t> more;
+    if (auto e = tokenize_prompt(*this, PromptSpec{true, reply_prefix, {}}, false, &more, "messages"))
+      return send_error(*out, route, *e);
+    ids[0].insert(ids[0].end(), more.begin(), more.end());
+    p.text += reply_prefix;
+  }
   auto job = std::make_shared<Job>(shared_from_this(), ApiKind::kChat, out, route);
   job->id = "chatcmpl-" + random_hex(32);
   job->seqs = expand({p}, {c.sampling}, ids, {c.rid.empty() ? job->id : c.rid});

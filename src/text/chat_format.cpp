@@ -79,6 +79,16 @@ Result<std::optional<std::string>> text_field(const OrderedJson& m, const char* 
   return error(where, ".", key, " must be a string, null or a list of text parts");
 }
 
+}  // namespace
+
+Result<std::string> chat_message_text(const OrderedJson& message, const std::string& where) {
+  if (!message.is_object()) return error(where, " must be an object");
+  DS_ASSIGN_OR_RETURN(std::optional<std::string> text, text_field(message, "content", where));
+  return text.value_or("");
+}
+
+namespace {
+
 Result<std::vector<Msg>> read_messages(const OrderedJson& messages) {
   if (!messages.is_array()) return error("messages must be a JSON array");
   std::vector<Msg> out;

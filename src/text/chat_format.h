@@ -61,4 +61,7 @@ struct ChatRenderOptions {
 Result<std::string> render_chat(ChatFormat format, const OrderedJson& messages, const OrderedJson& tools,
                                 const ChatRenderOptions& options);
 
+// A message's content as text (a string, null, or text parts joined); the error names `where`.
+Result<std::string> chat_message_text(const OrderedJson& message, const std::string& where);
+
 }  // namespace ds

@@ -265,6 +265,23 @@ class FakeServerTest(unittest.TestCase):
         self.assertEqual(j["usage"]["prompt_tokens"], 1 + len(prompt.encode()) - len(H.TINY_BOS.encode()))
         self.assertEqual(msg["content"], H.text_of(H.continuation(ord(">"), 9)))
 
+    def test_chat_continue_final_message(self):
+        """continue_final_message: the prompt is the conversation before the assistant's last message with the
+        generation prompt, then that message's text; the reply continues from its last byte (the fake engine's output
+        follows the last prompt token)."""
+        msgs = [{"role": "user", "content": "Hello"}, {"role": "assistant", "content": [{"type": "text", "text": "Sure"},
+                                                                                     {"type": "text", "text": ", b"}]}]
+        r = self.post("/v1/chat/completions", {"model": "tiny", "messages": msgs, "max_tokens": 6,
+                                               "continue_final_message": True})
+        self.assertEqual(r.status, 200, r)
+        j = r.json()
+        prompt = "<｜User｜>Hello<｜Assistant｜>Sure, b"
+        self.assertEqual(j["usage"]["prompt_tokens"], 1 + len(prompt.encode()))
+        self.assertEqual(j["choices"][0]["message"]["content"], H.text_of(H.continuation(ord("b"), 6)))
+        for bad in ({"messages": msgs[:1], "continue_final_message": True},
+                    {"messages": msgs, "continue_final_message": "yes"}):
+            self.assert_error(self.post("/v1/chat/completions", dict(bad, max_tokens=2)), 400)
+
     def test_chat_stream(self):
         status, events, done = H.stream(self.server, "/v1/chat/completions", {
             "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5, "stream": True,
