@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "text/json_schema_regex.h"
+#include "text/unicode.h"
 
 namespace ds {
 namespace {
@@ -21,34 +22,12 @@ using Ranges = std::vector<std::pair<uint32_t, uint32_t>>;
 struct Expr {
   enum Kind { kLiteral, kClass, kRef, kSeq, kAlt, kRepeat } kind = kSeq;
   std::string text;  // kLiteral: the UTF-8 string; kRef: the rule name
-  Ranges ranges;     // kClass: normalized code point ranges (empty: matches nothing)
+  Ranges ranges;     // kClass: code point ranges, as written
+  bool negate = false;  // kClass: [^...]
   std::vector<Expr> kids;
   int min = 0, max = -1;  // kRepeat: bounds (-1: unbounded)
   int line = 0;
 };
-
-Ranges normalize(Ranges r) {
-  std::sort(r.begin(), r.end());
-  Ranges out;
-  for (const auto& [lo, hi] : r) {
-    if (!out.empty() && lo <= out.back().second + 1)
-      out.back().second = std::max(out.back().second, hi);
-    else
-      out.emplace_back(lo, hi);
-  }
-  return out;
-}
-
-Ranges complement(const Ranges& r) {
-  Ranges out;
-  uint32_t next = 0;
-  for (const auto& [lo, hi] : r) {
-    if (lo > next) out.emplace_back(next, lo - 1);
-    next = hi + 1;
-  }
-  if (next <= kMaxCodePoint) out.emplace_back(next, kMaxCodePoint);
-  return out;
-}
 
 class Parser {
  public:
@@ -191,7 +170,7 @@ class Parser {
         if (g_[i_] == '\n') return fail("newline inside a string");
         uint32_t cp = 0;
         DS_RETURN_IF_ERROR(character(&cp));
-        append_utf8(cp, &out->text);
+        append_utf8(&out->text, cp);
       }
       if (at_end()) return fail("unterminated string");
       ++i_;
@@ -217,7 +196,8 @@ class Parser {
       }
       if (at_end()) return fail("unterminated character class");
       ++i_;
-      out->ranges = negate ? complement(normalize(r)) : normalize(r);
+      out->ranges = std::move(r);
+      out->negate = negate;
       return Status::ok();
     }
     if (c == '(') {
@@ -282,24 +262,6 @@ class Parser {
     return Status::ok();
   }
 
-  static void append_utf8(uint32_t cp, std::string* s) {
-    if (cp < 0x80) {
-      s->push_back(static_cast<char>(cp));
-    } else if (cp < 0x800) {
-      s->push_back(static_cast<char>(0xC0 | (cp >> 6)));
-      s->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else if (cp < 0x10000) {
-      s->push_back(static_cast<char>(0xE0 | (cp >> 12)));
-      s->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      s->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    } else {
-      s->push_back(static_cast<char>(0xF0 | (cp >> 18)));
-      s->push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-      s->push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-      s->push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-    }
-  }
-
   std::string_view g_;
   size_t i_ = 0;
   int line_ = 1;
@@ -316,8 +278,11 @@ class Emitter {
     switch (e.kind) {
       case Expr::kLiteral: return std::optional<std::string>(escape_literal(e.text));
       case Expr::kClass: {
-        if (e.ranges.empty()) return std::optional<std::string>();
-        std::string s = "[";
+        if (e.ranges.empty()) {  // [] admits nothing, [^] any character
+          if (!e.negate) return std::optional<std::string>();
+          return std::optional<std::string>("[\\x00-\\U0010FFFF]");
+        }
+        std::string s = e.negate ? "[^" : "[";
         char buf[32];
         for (const auto& [lo, hi] : e.ranges) {
           std::snprintf(buf, sizeof buf, lo == hi ? "\\U%08X" : "\\U%08X-\\U%08X", lo, hi);

@@ -9,22 +9,10 @@
 
 #include <gtest/gtest.h>
 
+#include "text/all_strings_test_util.h"
+
 namespace ds {
 namespace {
-
-void all_strings(const std::string& alphabet, int max_len, const std::function<void(const std::string&)>& f) {
-  std::vector<std::string> level = {""};
-  f("");
-  for (int len = 1; len <= max_len; ++len) {
-    std::vector<std::string> next;
-    for (const std::string& s : level)
-      for (char c : alphabet) {
-        next.push_back(s + c);
-        f(next.back());
-      }
-    level = std::move(next);
-  }
-}
 
 TEST(ByteDfa, MatchesWhatStdRegexMatches) {
   const char* patterns[] = {
