@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <ctime>
 #include <limits>
 #include <mutex>
@@ -22,6 +23,7 @@
 #include "text/chat_output_parser.h"
 #include "text/detokenizer.h"
 #include "http/grammar_cache.h"
+#include "http/responses_api.h"
 #include "text/tool_call_grammar.h"
 
 namespace ds {
@@ -74,9 +76,11 @@ ApiError make_error(int status, std::string message, std::string type, std::stri
   return e;
 }
 
-enum class ApiKind { kGenerate, kCompletion, kChat, kScore };
+enum class ApiKind { kGenerate, kCompletion, kChat, kScore, kResponses };
 
 }  // namespace
+
+struct ResponsesCtx;
 
 struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
   ApiServerOptions opt;
@@ -94,6 +98,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
   std::optional<ToolCallFormat> tool_format;
   std::set<int32_t> eos_ids;
   ServerMetrics metrics;
+  ResponseStore responses;  // /v1/responses with store (the default), for previous_response_id and GET
   std::atomic<uint64_t> seed_counter{0};
   int64_t created_time = static_cast<int64_t>(std::time(nullptr));
 
@@ -134,6 +139,11 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
   void handle_generate(HttpRequest& req, std::shared_ptr<HttpResponder> out, const std::string& route);
   void handle_completion(HttpRequest& req, std::shared_ptr<HttpResponder> out, const std::string& route);
   void handle_chat(HttpRequest& req, std::shared_ptr<HttpResponder> out, const std::string& route);
+  void handle_responses(HttpRequest& req, std::shared_ptr<HttpResponder> out, const std::string& route);
+  // A chat request, answered as a chat completion, or as a Responses API response when `resp` is set. `body_text`:
+  // the request body (tool and response_format schemas are read again from it in their property order).
+  void run_chat(ChatRequest c, const std::string& body_text, std::shared_ptr<HttpResponder> out,
+                const std::string& route, std::shared_ptr<ResponsesCtx> resp);
   void handle_score(HttpRequest& req, std::shared_ptr<HttpResponder> out, const std::string& route);
   void handle_health(std::shared_ptr<HttpResponder> out, const std::string& route);
   void handle_tokenize(HttpRequest& req, HttpResponder& out, const std::string& route);
@@ -193,6 +203,21 @@ struct Seq {
   int tool_call_count = 0;
 };
 
+}  // namespace
+
+// One /v1/responses request in flight: its parsed form, the conversation it continues (input side), its ids and, while
+// it runs, its output items.
+struct ResponsesCtx {
+  ResponsesRequest req;
+  Json conversation = Json::array();
+  std::string id;
+  int64_t created = 0;
+  std::unique_ptr<ResponseItems> items;
+  uint64_t seq = 0;  // the events' sequence_number
+};
+
+namespace {
+
 class Job : public std::enable_shared_from_this<Job> {
  public:
   Job(std::shared_ptr<ApiServer::Impl> srv, ApiKind kind, std::shared_ptr<HttpResponder> out, std::string route)
@@ -216,6 +241,7 @@ class Job : public std::enable_shared_from_this<Job> {
   bool chat_reasoning = false;
   // /v1/score: each sequence's first output position gives its labels' logprobs (its token_ids_logprob)
   bool score_softmax = false;
+  std::shared_ptr<ResponsesCtx> responses;  // /v1/responses (kind kResponses)
   std::string id;
   std::string model;
   int64_t created = static_cast<int64_t>(std::time(nullptr));
@@ -251,6 +277,9 @@ class Job : public std::enable_shared_from_this<Job> {
   Json chat_logprobs(const Seq& s, size_t from, size_t to) const;
   Json usage() const;
   Json score_body() const;
+  ChatDelta take_chat_delta(Seq& s, bool finished_now);
+  void responses_event(const char* type, Json payload);
+  Json responses_body(const Json& output, const char* status) const;
   Json chunk_base(const char* object) const;
 
   std::shared_ptr<ApiServer::Impl> srv_;
@@ -436,7 +465,13 @@ void Job::submit_all() {
   if (!stream) return;
   srv_->metrics.on_http_request(route_, 200);
   out_->start_stream(200, "text/event-stream");
-  if (kind_ == ApiKind::kChat) {
+  if (kind_ == ApiKind::kResponses) {
+    Json r = responses_body(Json::array(), "in_progress");
+    responses_event("response.created", Json{{"response", r}});
+    responses_event("response.in_progress", Json{{"response", r}});
+    responses->items = std::make_unique<ResponseItems>(
+        [this](const char* type, Json payload) { responses_event(type, std::move(payload)); });
+  } else if (kind_ == ApiKind::kChat) {
     for (size_t i = 0; i < seqs.size(); ++i) {
       Json c = chunk_base("chat.completion.chunk");
       Json choice = Json::object();
@@ -698,6 +733,40 @@ Json Job::usage() const {
   return u;
 }
 
+// The chat output parser's delta for the text since the last update (all of it, the parser's tail too, at the end).
+ChatDelta Job::take_chat_delta(Seq& s, bool finished_now) {
+  ChatDelta d;
+  const std::string piece = s.text.substr(s.text_sent);
+  s.text_sent = s.text.size();
+  if (!s.chat_parser) {
+    d.content = piece;
+    return d;
+  }
+  d = s.chat_parser->feed(piece);
+  if (finished_now) {
+    ChatDelta f = s.chat_parser->finish();
+    d.reasoning += f.reasoning;
+    d.content += f.content;
+    for (auto& t : f.tool_calls) d.tool_calls.push_back(std::move(t));
+  }
+  return d;
+}
+
+// A Responses API stream event: `event:` line and data with its type and sequence number.
+void Job::responses_event(const char* type, Json payload) {
+  Json e = Json::object();
+  e["type"] = type;
+  e["sequence_number"] = responses->seq++;
+  for (auto it = payload.begin(); it != payload.end(); ++it) e[it.key()] = it.value();
+  out_->stream_write(std::string("event: ") + type + "\ndata: " + dump_json(e) + "\n\n");
+}
+
+Json Job::responses_body(const Json& output, const char* status) const {
+  const bool done = std::string_view(status) != "in_progress";
+  return response_object(responses->id, responses->created, model, status, output,
+                         done ? responses_usage(usage(), 0) : Json(nullptr), responses->req);
+}
+
 // SGLang's ScoringResponse: one list of label probabilities per item, in label order.
 Json Job::score_body() const {
   Json scores = Json::array();
@@ -722,7 +791,10 @@ void Job::stream_update(size_t i, bool finished_now) {
   Seq& s = seqs[i];
   if (finished_now && !s.error.empty()) {
     ApiError e = make_error(500, s.error, "server_error");
-    sse(error_json(e));
+    if (kind_ == ApiKind::kResponses)
+      responses_event("error", Json{{"code", "server_error"}, {"message", s.error}, {"param", nullptr}});
+    else
+      sse(error_json(e));
   }
   switch (kind_) {
     case ApiKind::kGenerate: {
@@ -768,21 +840,11 @@ void Job::stream_update(size_t i, bool finished_now) {
       sse(c);
       break;
     }
+    case ApiKind::kResponses:
+      responses->items->feed(take_chat_delta(s, finished_now));
+      break;
     case ApiKind::kChat: {
-      ChatDelta d;
-      const std::string piece = s.text.substr(s.text_sent);
-      s.text_sent = s.text.size();
-      if (s.chat_parser) {
-        d = s.chat_parser->feed(piece);
-        if (finished_now) {
-          ChatDelta f = s.chat_parser->finish();
-          d.reasoning += f.reasoning;
-          d.content += f.content;
-          for (auto& t : f.tool_calls) d.tool_calls.push_back(std::move(t));
-        }
-      } else {
-        d.content = piece;
-      }
+      ChatDelta d = take_chat_delta(s, finished_now);
       const bool has_lp = return_logprob && s.lp_sent < s.out_lp.size();
       if (!d.empty() || has_lp) {
         Json delta = Json::object();
@@ -861,6 +923,23 @@ void Job::log_finished() const {
 void Job::complete() {
   responded_ = true;
   log_finished();
+  const char* resp_status = !seqs.empty() && seqs[0].reason.kind == FinishReason::Kind::kLength ? "incomplete"
+                                                                                                : "completed";
+  auto store_response = [&](const Json& r) {
+    if (!responses->req.store) return;
+    Json conversation = responses->conversation;
+    for (const Json& m : responses->items->as_messages()) conversation.push_back(m);
+    srv_->responses.put(responses->id, ResponseStore::Entry{r, std::move(conversation)});
+  };
+  if (stream && kind_ == ApiKind::kResponses) {
+    responses->items->close();
+    const bool failed = !seqs.empty() && !seqs[0].error.empty();
+    Json r = responses_body(responses->items->items(), failed ? "failed" : resp_status);
+    if (!failed) store_response(r);
+    responses_event(failed ? "response.failed" : "response.completed", Json{{"response", r}});
+    out_->stream_end();
+    return;
+  }
   if (stream) {
     if (include_usage && kind_ != ApiKind::kGenerate) {
       Json c = chunk_base(kind_ == ApiKind::kChat ? "chat.completion.chunk" : "text_completion");
@@ -954,6 +1033,29 @@ void Job::complete() {
     case ApiKind::kScore:
       body = score_body();
       break;
+    case ApiKind::kResponses: {
+      Seq& s = seqs[0];
+      ChatMessageOut msg;
+      if (s.chat_parser) {
+        s.chat_parser->feed(s.text);
+        s.chat_parser->finish();
+        msg = s.chat_parser->message();
+      } else {
+        msg.content = s.text;
+      }
+      ChatDelta whole;
+      whole.reasoning = msg.reasoning_content;
+      whole.content = msg.content;
+      for (size_t k = 0; k < msg.tool_calls.size(); ++k)
+        whole.tool_calls.push_back(ToolCallDelta{static_cast<int>(k), msg.tool_calls[k].id, msg.tool_calls[k].name,
+                                                 msg.tool_calls[k].arguments});
+      responses->items = std::make_unique<ResponseItems>();
+      responses->items->feed(whole);
+      responses->items->close();
+      body = responses_body(responses->items->items(), resp_status);
+      store_response(body);
+      break;
+    }
   }
   srv_->send_json(*out_, route_, 200, body);
 }
@@ -1160,7 +1262,12 @@ void ApiServer::Impl::handle_chat(HttpRequest& req, std::shared_ptr<HttpResponde
   ChatRequest c;
   if (auto e = parse_json_body(req.body, &body)) return send_error(*out, route, *e);
   if (auto e = parse_chat_request(body, &c)) return send_error(*out, route, *e);
-  reread_schema_in_body_order(req.body, &c.sampling);
+  run_chat(std::move(c), req.body, out, route, nullptr);
+}
+
+void ApiServer::Impl::run_chat(ChatRequest c, const std::string& body_text, std::shared_ptr<HttpResponder> out,
+                               const std::string& route, std::shared_ptr<ResponsesCtx> resp) {
+  reread_schema_in_body_order(body_text, &c.sampling);
   apply_sampling_defaults(opt.chat_sampling_defaults, &c.sampling);
   if (!model_name_ok(c.model)) return send_error(*out, route, model_not_found(c.model));
   if (!tok)
@@ -1179,7 +1286,7 @@ void ApiServer::Impl::handle_chat(HttpRequest& req, std::shared_ptr<HttpResponde
                                                  "with regex, json_schema, ebnf, structural_tag or response_format", "tool_choice"));
     nlohmann::ordered_json tools;
     try {
-      tools = nlohmann::ordered_json::parse(req.body).at("tools");  // the schemas in the body's property order
+      tools = nlohmann::ordered_json::parse(body_text).at("tools");  // the schemas in the body's property order
     } catch (const std::exception&) {
     }
     auto re = tool_call_regex(*tool_format, tools, c.tool_choice == "function" ? c.tool_choice_name : "");
@@ -1216,8 +1323,9 @@ void ApiServer::Impl::handle_chat(HttpRequest& req, std::shared_ptr<HttpResponde
     ids[0].insert(ids[0].end(), more.begin(), more.end());
     p.text += reply_prefix;
   }
-  auto job = std::make_shared<Job>(shared_from_this(), ApiKind::kChat, out, route);
-  job->id = "chatcmpl-" + random_hex(32);
+  auto job = std::make_shared<Job>(shared_from_this(), resp ? ApiKind::kResponses : ApiKind::kChat, out, route);
+  job->id = resp ? resp->id : "chatcmpl-" + random_hex(32);
+  job->responses = resp;
   job->seqs = expand({p}, {c.sampling}, ids, {c.rid.empty() ? job->id : c.rid});
   const bool thinking = reasoning == ReasoningFormat::kDeepSeekR1 ? true : c.thinking;
   for (Seq& s : job->seqs) {
@@ -1233,6 +1341,47 @@ void ApiServer::Impl::handle_chat(HttpRequest& req, std::shared_ptr<HttpResponde
   job->return_logprob = c.logprobs;
   job->top_logprobs_num = c.top_logprobs;
   job->start();
+}
+
+// OpenAI's Responses API as a chat request (responses_api.h), continuing a stored conversation by previous_response_id.
+void ApiServer::Impl::handle_responses(HttpRequest& req, std::shared_ptr<HttpResponder> out, const std::string& route) {
+  Json body;
+  if (auto e = parse_json_body(req.body, &body)) return send_error(*out, route, *e);
+  auto ctx = std::make_shared<ResponsesCtx>();
+  ResponsesRequest& r = ctx->req;
+  if (auto e = parse_responses_request(body, &r)) return send_error(*out, route, *e);
+  Json messages = Json::array();
+  if (!r.instructions.empty()) messages.push_back(Json{{"role", "system"}, {"content", r.instructions}});
+  if (!r.previous_response_id.empty()) {
+    auto prev = responses.get(r.previous_response_id);
+    if (!prev) {
+      ApiError e = make_error(404, "Previous response with id '" + r.previous_response_id + "' not found (responses "
+                              "are kept in this server's memory, the last 1024 stored, until it restarts)",
+                              "invalid_request_error", "previous_response_not_found");
+      e.param = "previous_response_id";
+      return send_error(*out, route, e);
+    }
+    ctx->conversation = prev->conversation;
+  }
+  for (const Json& m : r.input_messages) ctx->conversation.push_back(m);
+  for (const Json& m : ctx->conversation) messages.push_back(m);
+  r.chat_body["messages"] = messages;
+  ChatRequest c;
+  if (auto e = parse_chat_request(r.chat_body, &c)) {  // named as the Responses fields they came from
+    ApiError err = *e;
+    static const std::pair<const char*, const char*> kNames[] = {
+        {"max_tokens", "max_output_tokens"}, {"response_format", "text"}, {"chat_template_kwargs", "reasoning"}};
+    for (const auto& [from, to] : kNames)
+      if (err.param == from) {
+        err.param = to;
+        for (size_t at; (at = err.message.find(from)) != std::string::npos;) err.message.replace(at, strlen(from), to);
+      }
+    if (err.param.rfind("messages", 0) == 0) err.param = "input";
+    return send_error(*out, route, err);
+  }
+  ctx->id = "resp_" + random_hex(48);
+  ctx->created = static_cast<int64_t>(std::time(nullptr));
+  run_chat(std::move(c), dump_json(r.chat_body), out, route, ctx);
 }
 
 // SGLang's /v1/score: one greedy one-token sequence per item, asking its labels' logprobs at that token.
@@ -1514,6 +1663,7 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<HttpResponder> out) {
       {"/v1/completions", "POST"},
       {"/v1/chat/completions", "POST"},
       {"/v1/score", "POST"},
+      {"/v1/responses", "POST"},
       {"/v1/models", "GET"},
       {"/get_model_info", "GET"},
       {"/get_server_info", "GET"},
@@ -1539,6 +1689,15 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<HttpResponder> out) {
     static const Route kModel{"/v1/models/{model}", "GET"};
     route = &kModel;
     model_suffix = path.substr(std::string("/v1/models/").size());
+  }
+  std::string response_id;  // /v1/responses/{id}[/cancel]
+  if (!route && path.rfind("/v1/responses/", 0) == 0) {
+    static const Route kResponse{"/v1/responses/{id}", "GET DELETE"};
+    static const Route kCancel{"/v1/responses/{id}/cancel", "POST"};
+    response_id = path.substr(std::string("/v1/responses/").size());
+    const bool cancel = response_id.size() > 7 && response_id.compare(response_id.size() - 7, 7, "/cancel") == 0;
+    if (cancel) response_id.resize(response_id.size() - 7);
+    if (response_id.find('/') == std::string::npos) route = cancel ? &kCancel : &kResponse;
   }
   if (!route || (std::string_view(route->path) == "/metrics" && !m.opt.enable_metrics)) {
     return m.send_error(*out, "unknown",
@@ -1577,6 +1736,27 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<HttpResponder> out) {
   if (name == "/v1/completions") return m.handle_completion(req, out, name);
   if (name == "/v1/chat/completions") return m.handle_chat(req, out, name);
   if (name == "/v1/score") return m.handle_score(req, out, name);
+  if (name == "/v1/responses") return m.handle_responses(req, out, name);
+  if (name == "/v1/responses/{id}" || name == "/v1/responses/{id}/cancel") {
+    auto not_found = [&] {
+      ApiError e = make_error(404, "No response with id '" + response_id + "' (responses are kept in this server's "
+                              "memory, the last 1024 stored)", "invalid_request_error", "not_found");
+      return m.send_error(*out, name, e);
+    };
+    if (name == "/v1/responses/{id}/cancel") {
+      if (!m.responses.get(response_id)) return not_found();
+      return m.send_error(*out, name, bad_request("only background responses can be cancelled; this server runs none "
+                                                  "(this one has completed)"));
+    }
+    if (req.method == "DELETE") {
+      if (!m.responses.erase(response_id)) return not_found();
+      return m.send_json(*out, name, 200,
+                         Json{{"id", response_id}, {"object", "response.deleted"}, {"deleted", true}});
+    }
+    auto e = m.responses.get(response_id);
+    if (!e) return not_found();
+    return m.send_json(*out, name, 200, e->response);
+  }
   if (name == "/health" || name == "/health_generate") return m.handle_health(out, name);
   if (name == "/v1/tokenize") return m.handle_tokenize(req, *out, name);
   if (name == "/v1/detokenize") return m.handle_detokenize(req, *out, name);

@@ -161,13 +161,20 @@ def post(server, path, body, **kw):
 
 
 def sse_events(body):
-    """The data payloads of an SSE body, in order ('[DONE]' included)."""
+    """The data payloads of an SSE body, in order ('[DONE]' included). A block may name its event first (the
+    Responses API's `event: <type>` line), which must be its data's "type"."""
     if isinstance(body, bytes):
         body = body.decode("utf-8")
     out = []
     for block in body.split("\n\n"):
+        event = None
+        if block.startswith("event: ") and "\n" in block:
+            event, block = block.split("\n", 1)
+            event = event[len("event: "):]
         if block.startswith("data: "):
             out.append(block[len("data: "):])
+            if event is not None and json.loads(out[-1]).get("type") != event:
+                raise AssertionError("SSE event %r carries data of type %r" % (event, json.loads(out[-1]).get("type")))
         elif block.strip():
             raise AssertionError("malformed SSE block: %r" % block[:200])
     return out

@@ -98,6 +98,36 @@ test("chat.completions.create stream", async () => {
   if (exact) assert.equal(content, continuation(">".charCodeAt(0), 10));
 });
 
+test("responses.create, retrieve, continue, delete", async () => {
+  const r = await client.responses.create({ model, input: "Hello", instructions: "Be brief.", max_output_tokens: 7 });
+  assert.equal(r.object, "response");
+  assert.equal(r.status, "incomplete");
+  assert.equal(r.usage.output_tokens, 7);
+  if (exact) assert.equal(r.output_text, continuation(">".charCodeAt(0), 7));
+  const again = await client.responses.retrieve(r.id);
+  assert.equal(again.id, r.id);
+  assert.equal(again.output_text, r.output_text);
+  const next = await client.responses.create({ model, input: "More", previous_response_id: r.id, max_output_tokens: 3 });
+  assert.equal(next.previous_response_id, r.id);
+  assert.ok(next.usage.input_tokens > r.usage.input_tokens);
+  await client.responses.delete(r.id);
+  await assert.rejects(client.responses.retrieve(r.id), (e) => e instanceof OpenAI.NotFoundError && e.status === 404);
+});
+
+test("responses.create stream and the stream helper", async () => {
+  const s = await client.responses.create({ model, input: "Hello", max_output_tokens: 6, stream: true });
+  let text = "";
+  let completed = null;
+  for await (const ev of s) {
+    if (ev.type === "response.output_text.delta") text += ev.delta;
+    if (ev.type === "response.completed") completed = ev.response;
+  }
+  assert.equal(completed.output[0].content[0].text, text);
+  if (exact) assert.equal(text, continuation(">".charCodeAt(0), 6));
+  const final = await client.responses.stream({ model, input: "Hello", max_output_tokens: 6 }).finalResponse();
+  assert.equal(final.output_text, text);
+});
+
 test("chat stream helper (runner API)", async () => {
   const runner = client.chat.completions.stream({ model, messages: [{ role: "user", content: "Hi" }], max_tokens: 6 });
   const final = await runner.finalChatCompletion();

@@ -282,6 +282,68 @@ class FakeServerTest(unittest.TestCase):
                     {"messages": msgs, "continue_final_message": "yes"}):
             self.assert_error(self.post("/v1/chat/completions", dict(bad, max_tokens=2)), 400)
 
+    def test_responses_api(self):
+        """OpenAI's /v1/responses over the chat path: instructions + input as the chat prompt, output_text items,
+        status incomplete at max_output_tokens, a stored response continued by previous_response_id (its reply in
+        the prompt), GET and DELETE by id, the streamed events in order with the same text, errors by field."""
+        r = self.post("/v1/responses", {"model": "tiny", "input": "Hello", "instructions": "Be brief.",
+                                        "max_output_tokens": 7, "metadata": {"k": "v"}})
+        self.assertEqual(r.status, 200, r)
+        j = r.json()
+        self.assertEqual((j["object"], j["status"], j["model"]), ("response", "incomplete", "tiny"))
+        self.assertEqual(j["incomplete_details"], {"reason": "max_output_tokens"})
+        self.assertEqual((j["instructions"], j["max_output_tokens"], j["metadata"]), ("Be brief.", 7, {"k": "v"}))
+        [item] = j["output"]
+        self.assertEqual((item["type"], item["role"], item["status"]), ("message", "assistant", "completed"))
+        first = H.text_of(H.continuation(ord(">"), 7))
+        self.assertEqual(item["content"][0], {"type": "output_text", "text": first, "annotations": []})
+        prompt1 = H.TINY_BOS + "Be brief.<｜User｜>Hello<｜Assistant｜>"
+        self.assertEqual(j["usage"]["input_tokens"], 1 + len(prompt1.encode()) - len(H.TINY_BOS.encode()))
+        self.assertEqual((j["usage"]["output_tokens"], j["usage"]["total_tokens"]), (7, j["usage"]["input_tokens"] + 7))
+        # Continued: the earlier input and reply come first (the earlier instructions do not carry over).
+        r2 = self.post("/v1/responses", {"input": [{"role": "user", "content": [{"type": "input_text", "text": "More"}]}],
+                                         "previous_response_id": j["id"], "max_output_tokens": 3})
+        self.assertEqual(r2.status, 200, r2)
+        prompt2 = "<｜User｜>Hello<｜Assistant｜>" + first + "<｜User｜>More<｜Assistant｜>"
+        self.assertEqual(r2.json()["usage"]["input_tokens"], 1 + len(prompt2.encode()) + 1)  # BOS, bytes, the EOS
+        self.assertEqual(r2.json()["previous_response_id"], j["id"])
+        got = H.request(self.server, "GET", "/v1/responses/" + j["id"])
+        self.assertEqual((got.status, got.json()), (200, j))
+        gone = H.request(self.server, "DELETE", "/v1/responses/" + j["id"])
+        self.assertEqual(gone.json(), {"id": j["id"], "object": "response.deleted", "deleted": True})
+        self.assertEqual(H.request(self.server, "GET", "/v1/responses/" + j["id"]).status, 404)
+        r3 = self.post("/v1/responses", {"input": "x", "previous_response_id": j["id"]})
+        self.assertEqual((r3.status, r3.json()["error"]["param"]), (404, "previous_response_id"))
+        # store=false: answered, not kept.
+        r4 = self.post("/v1/responses", {"input": "x", "store": False, "max_output_tokens": 2}).json()
+        self.assertEqual(H.request(self.server, "GET", "/v1/responses/" + r4["id"]).status, 404)
+        # Streamed: created, in_progress, the item's events, completed; deltas add up to the stored text.
+        status, events, _ = H.stream(self.server, "/v1/responses", {"input": "Hello", "stream": True,
+                                                                     "max_output_tokens": 6})
+        self.assertEqual(status, 200, events)
+        types = [e["type"] for e in events]
+        self.assertEqual(types[:5], ["response.created", "response.in_progress", "response.output_item.added",
+                                     "response.content_part.added", "response.output_text.delta"])
+        self.assertEqual(types[-4:], ["response.output_text.done", "response.content_part.done",
+                                      "response.output_item.done", "response.completed"])
+        self.assertEqual([e["sequence_number"] for e in events], list(range(len(events))))
+        text = "".join(e["delta"] for e in events if e["type"] == "response.output_text.delta")
+        self.assertEqual(text, H.text_of(H.continuation(ord(">"), 6)))
+        done = events[-1]["response"]
+        self.assertEqual(done["output"][0]["content"][0]["text"], text)
+        self.assertEqual(done["output"][0]["id"], events[2]["item"]["id"])
+        self.assertEqual(H.request(self.server, "GET", "/v1/responses/" + done["id"]).json(), done)
+        for body, param in [({}, "input"), ({"input": 5}, "input"), ({"input": [{"role": "robot", "content": "x"}]}, "input"),
+                            ({"input": [{"type": "input_image"}]}, "input"),
+                            ({"input": "x", "tools": [{"type": "web_search"}]}, "tools[0]"),
+                            ({"input": "x", "max_output_tokens": 0}, "max_output_tokens"),
+                            ({"input": "x", "text": {"format": {"type": "xml"}}}, "text"),
+                            ({"input": "x", "background": True}, "background"),
+                            ({"input": "x", "frobnicate": 1}, "frobnicate")]:
+            r = self.post("/v1/responses", body)
+            self.assert_error(r, 400)
+            self.assertEqual(r.json()["error"]["param"], param, body)
+
     def test_chat_stream(self):
         status, events, done = H.stream(self.server, "/v1/chat/completions", {
             "messages": [{"role": "user", "content": "Hi"}], "max_tokens": 5, "stream": True,
@@ -533,6 +595,27 @@ class ParserTest(unittest.TestCase):
             self.assertEqual(reasoning, "I should call the tool.")
             self.assertEqual([t["function"]["name"] for t in calls], ["get_weather"])
             self.assertEqual(events[-1]["choices"][0]["finish_reason"], "tool_calls")
+            # The Responses API: a reasoning item, then a function_call item; streamed, the same items by events.
+            rtools = [dict(type="function", **tools[0]["function"])]
+            j = H.post(srv, "/v1/responses", {"input": "Weather?", "tools": rtools}).json()
+            self.assertEqual([o["type"] for o in j["output"]], ["reasoning", "function_call"])
+            self.assertEqual(j["output"][0]["content"][0]["text"], "I should call the tool.")
+            fc = j["output"][1]
+            self.assertEqual((fc["name"], json.loads(fc["arguments"])), ("get_weather", {"city": "Paris"}))
+            self.assertTrue(fc["call_id"].startswith("call_"))
+            status, events, _ = H.stream(srv, "/v1/responses", {"input": "Weather?", "tools": rtools, "stream": True})
+            self.assertEqual(status, 200, events)
+            final = events[-1]["response"]
+            self.assertEqual([o["type"] for o in final["output"]], ["reasoning", "function_call"])
+            args = "".join(e["delta"] for e in events if e["type"] == "response.function_call_arguments.delta")
+            self.assertEqual(json.loads(args), {"city": "Paris"})
+            added = [e["item"]["type"] for e in events if e["type"] == "response.output_item.added"]
+            self.assertEqual(added, ["reasoning", "function_call"])
+            # The call's output goes back as a function_call_output item (a tool message after the call).
+            j2 = H.post(srv, "/v1/responses", {"input": [fc, {"type": "function_call_output", "call_id": fc["call_id"],
+                                                              "output": "sunny"}], "previous_response_id": j["id"],
+                                               "tools": rtools})
+            self.assertEqual(j2.status, 200, j2)
             # Without tools in the request, the parser leaves the text alone.
             j = H.post(srv, "/v1/chat/completions", {"messages": [{"role": "user", "content": "x"}],
                                                      "separate_reasoning": False}).json()
