@@ -1,4 +1,5 @@
 // libFuzzer target: arbitrary bytes as the JSON body of /generate, /v1/completions, /v1/chat/completions, /v1/score,
+// /v1/responses (and the chat request it becomes),
 // /separate_reasoning and /parse_function_call (src/http/api_request.*, text_endpoints.*), and as a
 // generation_config.json / --preferred-sampling-params. A body is either refused with a 4xx error naming a message,
 // or accepted with values the engine can use: finite sampling values in range, n and logprobs within their limits,
@@ -10,6 +11,7 @@
 #include <string>
 
 #include "http/api_request.h"
+#include "http/responses_api.h"
 #include "http/text_endpoints.h"
 
 namespace {
@@ -86,6 +88,19 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
                 "a score prompt joins query and item");
       }
       for (int32_t id : sr.label_token_ids) require(id >= 0, "label ids non-negative");
+    }
+  }
+  {
+    ds::ResponsesRequest rr;
+    if (auto e = ds::parse_responses_request(body, &rr)) {
+      check_error(*e);
+    } else {
+      require(rr.input_messages.is_array(), "a Responses request's input becomes messages");
+      ds::Json chat = rr.chat_body;
+      chat["messages"] = rr.input_messages;
+      ds::ChatRequest c;  // what the server then parses: refused with a 4xx or accepted in range
+      if (auto ce = ds::parse_chat_request(chat, &c)) check_error(*ce);
+      else check_sampling(c.sampling);
     }
   }
   // The same bytes as a generation_config.json: accepted defaults keep a chat request's sampling in range.

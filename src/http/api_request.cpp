@@ -30,6 +30,12 @@ ApiError bad_request(std::string message, std::string param) {
 
 std::string dump_json(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
 
+std::string string_field(const Json& obj, const char* key, const std::string& fallback) {
+  if (!obj.is_object()) return fallback;
+  auto it = obj.find(key);
+  return it != obj.end() && it->is_string() ? it->get<std::string>() : fallback;
+}
+
 std::optional<ApiError> parse_json_body(const std::string& body, Json* out) {
   if (body.empty()) return bad_request("the request body is empty; expected a JSON object");
   Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
@@ -358,7 +364,7 @@ void read_sampling(Reader& r, bool openai, SamplingSpec* s) {
 void read_response_format(Reader& r, SamplingSpec* s) {
   const Json* rf = r.find("response_format");
   if (!rf || rf->is_null()) return;
-  const std::string type = rf->is_object() ? rf->value("type", "") : "";
+  const std::string type = string_field(*rf, "type");
   if (type == "json_schema") {
     const Json* js = rf->contains("json_schema") ? &(*rf)["json_schema"] : nullptr;
     if (!js || !js->is_object() || !js->contains("schema") || !(*js)["schema"].is_object())
@@ -753,7 +759,7 @@ std::optional<ApiError> parse_chat_request(const Json& body, ChatRequest* out) {
       out->tool_choice = c;
     } else if (tc->is_object()) {  // {"type": "function", "function": {"name": ...}}
       const Json* f = tc->contains("function") ? &(*tc)["function"] : nullptr;
-      if (tc->value("type", "") != "function" || !f || !f->is_object() || !f->contains("name") ||
+      if (string_field(*tc, "type") != "function" || !f || !f->is_object() || !f->contains("name") ||
           !(*f)["name"].is_string())
         return bad_request("'tool_choice' must be {\"type\": \"function\", \"function\": {\"name\": ...}}", "tool_choice");
       out->tool_choice = "function";

@@ -290,6 +290,9 @@ TEST(ChatRequest, RejectsInvalidInput) {
       {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": "json_schema"}})", "response_format"},
       {R"({"messages": [{"role": "user", "content": "x"}], "regex": "a", "json_schema": "{}"})", "regex"},
       {R"({"messages": [{"role": "user", "content": "x"}], "ebnf": 5})", "ebnf"},
+      // Fields of the wrong type inside objects (these threw out of the parser and aborted the server).
+      {R"({"messages": [{"role": "user", "content": "x"}], "response_format": {"type": 5}})", "response_format"},
+      {R"({"messages": [{"role": "user", "content": "x"}], "tool_choice": {"type": 5, "function": {"name": "f"}}})", "tool_choice"},
       {R"({"messages": [{"role": "user", "content": "x"}], "regex": "a", "ebnf": "root ::= \"a\""})", "regex"},
       {R"({"messages": [{"role": "user", "content": "x"}], "ebnf": "root ::= \"a\"", "response_format": {"type": "json_object"}})", "response_format"},
       {R"({"messages": [{"role": "user", "content": "x"}], "chat_template_kwargs": {"thinking": "yes"}})", "chat_template_kwargs"},

@@ -1470,7 +1470,7 @@ void ApiServer::Impl::handle_tokenize(HttpRequest& req, HttpResponder& out, cons
   Json body;
   if (auto e = parse_json_body(req.body, &body)) return send_error(out, route, *e);
   if (!tok) return send_error(out, route, bad_request("no tokenizer: this server runs with --skip-tokenizer-init"));
-  const std::string model = body.value("model", Json("")).is_string() ? body.value("model", "") : "";
+  const std::string model = string_field(body, "model");
   if (!model_name_ok(model)) return send_error(out, route, model_not_found(model));
   bool add_special = true;
   if (body.contains("add_special_tokens") && !body["add_special_tokens"].is_null()) {
@@ -1515,7 +1515,7 @@ void ApiServer::Impl::handle_detokenize(HttpRequest& req, HttpResponder& out, co
   Json body;
   if (auto e = parse_json_body(req.body, &body)) return send_error(out, route, *e);
   if (!tok) return send_error(out, route, bad_request("no tokenizer: this server runs with --skip-tokenizer-init"));
-  const std::string model = body.value("model", Json("")).is_string() ? body.value("model", "") : "";
+  const std::string model = string_field(body, "model");
   if (!model_name_ok(model)) return send_error(out, route, model_not_found(model));
   for (auto it = body.begin(); it != body.end(); ++it)
     if (it.key() != "model" && it.key() != "tokens")

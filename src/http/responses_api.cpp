@@ -31,7 +31,7 @@ std::optional<ApiError> content_text(const Json& c, const std::string& where, st
   if (!c.is_array()) return field_error("input", "'" + where + "' must be a string or a list of text parts");
   for (size_t j = 0; j < c.size(); ++j) {
     const Json& p = c[j];
-    const std::string type = p.is_object() ? p.value("type", "") : "";
+    const std::string type = string_field(p, "type");
     if (type == "input_image" || type == "input_file" || type == "input_audio")
       return field_error("input", "'" + where + "[" + std::to_string(j) + "]' is " + type +
                                       ": this server serves a text-only model");
@@ -54,9 +54,9 @@ std::optional<ApiError> input_messages(const Json& input, Json* messages) {
     const Json& it = input[i];
     const std::string where = "input[" + std::to_string(i) + "]";
     if (!it.is_object()) return field_error("input", "'" + where + "' must be an object");
-    const std::string type = it.value("type", "message");
+    const std::string type = string_field(it, "type", "message");
     if (type == "message") {
-      const std::string role = it.value("role", "");
+      const std::string role = string_field(it, "role");
       if (role != "user" && role != "assistant" && role != "system" && role != "developer")
         return field_error("input", "'" + where + ".role' must be user, assistant, system or developer");
       std::string text;
@@ -71,7 +71,7 @@ std::optional<ApiError> input_messages(const Json& input, Json* messages) {
                    {"type", "function"},
                    {"function", Json{{"name", it["name"]}, {"arguments", it["arguments"]}}}};
       // Consecutive calls are one assistant turn.
-      if (!messages->empty() && messages->back().value("role", "") == "assistant" &&
+      if (!messages->empty() && string_field(messages->back(), "role") == "assistant" &&
           messages->back().contains("tool_calls"))
         messages->back()["tool_calls"].push_back(std::move(call));
       else
@@ -128,7 +128,7 @@ std::optional<ApiError> parse_responses_request(const Json& body, ResponsesReque
       for (size_t i = 0; i < v.size(); ++i) {
         const Json& t = v[i];
         const std::string where = "tools[" + std::to_string(i) + "]";
-        if (!t.is_object() || t.value("type", "") != "function")
+        if (!t.is_object() || string_field(t, "type") != "function")
           return field_error(where, "'" + where + "': only function tools ({\"type\": \"function\", \"name\", "
                                     "\"parameters\"}) are supported");
         if (!t.contains("name") || !t["name"].is_string()) return field_error(where, "'" + where + ".name' must be a string");
@@ -142,7 +142,7 @@ std::optional<ApiError> parse_responses_request(const Json& body, ResponsesReque
     } else if (k == "tool_choice") {
       if (v.is_string()) {
         chat[k] = v;
-      } else if (v.is_object() && v.value("type", "") == "function" && v.contains("name") && v["name"].is_string()) {
+      } else if (v.is_object() && string_field(v, "type") == "function" && v.contains("name") && v["name"].is_string()) {
         chat[k] = Json{{"type", "function"}, {"function", Json{{"name", v["name"]}}}};
       } else {
         return field_error(k, "'tool_choice' must be auto, none, required or {\"type\": \"function\", \"name\": ...}");
@@ -154,12 +154,12 @@ std::optional<ApiError> parse_responses_request(const Json& body, ResponsesReque
     } else if (k == "text") {
       if (!v.is_object()) return field_error(k, "'text' must be an object ({\"format\": ...})");
       if (const auto f = v.find("format"); f != v.end() && !f->is_null()) {
-        const std::string type = f->is_object() ? f->value("type", "") : "";
+        const std::string type = string_field(*f, "type");
         if (type == "json_schema") {
           if (!f->contains("schema") || !(*f)["schema"].is_object())
             return field_error(k, "'text.format.schema' must be a JSON schema object");
           chat["response_format"] = Json{{"type", "json_schema"},
-                                         {"json_schema", Json{{"name", f->value("name", "response")},
+                                         {"json_schema", Json{{"name", string_field(*f, "name", "response")},
                                                               {"schema", (*f)["schema"]}}}};
         } else if (type == "json_object") {
           chat["response_format"] = Json{{"type", "json_object"}};

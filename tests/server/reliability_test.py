@@ -318,7 +318,8 @@ class HostileInputTest(unittest.TestCase):
                   ("GET", "/v1/models/x"), ("GET", "/get_model_info"), ("GET", "/get_server_info"),
                   ("GET", "/server_info"), ("GET", "/flush_cache"), ("POST", "/flush_cache"),
                   ("POST", "/v1/tokenize"), ("POST", "/v1/detokenize"), ("POST", "/abort_request"), ("POST", "/v1/score"),
-                  ("POST", "/pause_generation"), ("POST", "/continue_generation"),
+                  ("POST", "/pause_generation"), ("POST", "/continue_generation"), ("POST", "/v1/responses"),
+                  ("GET", "/v1/responses/resp_x"), ("DELETE", "/v1/responses/resp_x"),
                   ("GET", "/generate")]  # a wrong method is refused for the key first
         for method, path in routes:
             # (A trailing space would be optional whitespace that HTTP strips from header values.)
