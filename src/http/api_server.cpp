@@ -278,6 +278,7 @@ class Job : public std::enable_shared_from_this<Job> {
   Json usage() const;
   Json score_body() const;
   ChatDelta take_chat_delta(Seq& s, bool finished_now);
+  static ChatMessageOut chat_message(Seq& s);
   void responses_event(const char* type, Json payload);
   Json responses_body(const Json& output, const char* status) const;
   Json chunk_base(const char* object) const;
@@ -733,6 +734,18 @@ Json Job::usage() const {
   return u;
 }
 
+// A finished sequence's whole text through its chat output parser (content alone without one).
+ChatMessageOut Job::chat_message(Seq& s) {
+  ChatMessageOut msg;
+  if (!s.chat_parser) {
+    msg.content = s.text;
+    return msg;
+  }
+  s.chat_parser->feed(s.text);
+  s.chat_parser->finish();
+  return s.chat_parser->message();
+}
+
 // The chat output parser's delta for the text since the last update (all of it, the parser's tail too, at the end).
 ChatDelta Job::take_chat_delta(Seq& s, bool finished_now) {
   ChatDelta d;
@@ -995,14 +1008,7 @@ void Job::complete() {
       Json choices = Json::array();
       for (size_t i = 0; i < seqs.size(); ++i) {
         Seq& s = seqs[i];
-        ChatMessageOut msg;
-        if (s.chat_parser) {
-          s.chat_parser->feed(s.text);
-          s.chat_parser->finish();
-          msg = s.chat_parser->message();
-        } else {
-          msg.content = s.text;
-        }
+        const ChatMessageOut msg = chat_message(s);
         s.had_tool_calls = !msg.tool_calls.empty();
         Json m = Json::object();
         m["role"] = "assistant";
@@ -1034,15 +1040,7 @@ void Job::complete() {
       body = score_body();
       break;
     case ApiKind::kResponses: {
-      Seq& s = seqs[0];
-      ChatMessageOut msg;
-      if (s.chat_parser) {
-        s.chat_parser->feed(s.text);
-        s.chat_parser->finish();
-        msg = s.chat_parser->message();
-      } else {
-        msg.content = s.text;
-      }
+      const ChatMessageOut msg = chat_message(seqs[0]);
       ChatDelta whole;
       whole.reasoning = msg.reasoning_content;
       whole.content = msg.content;
