@@ -151,6 +151,97 @@ class StepErrorTest(unittest.TestCase):
             srv.stop()
 
 
+class TypeConfusionTest(unittest.TestCase):
+    """Every field of a rich request to each JSON endpoint replaced, one at a time, by values of every JSON type:
+    each answer is a 200 or a 4xx and the server stays up. (A wrong-typed "type" inside response_format aborted the
+    server through an exception out of the parser, session 63; the fuzzers had not found it.)"""
+    ALTS = [None, True, False, 0, -1, 7, 1.5, "x", "", [], {}, [1], ["a"], {"a": 1}, [[1]],
+            [{"type": "text", "text": "y"}]]
+    TOOLS = [{"type": "function", "function": {"name": "get_weather", "description": "d", "parameters": {
+        "type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}}}]
+    TEMPLATES = [
+        ("/generate", {"text": "ab", "sampling_params": {
+            "max_new_tokens": 2, "temperature": 0.5, "top_p": 0.9, "top_k": 3, "min_p": 0.1, "stop": ["zz"],
+            "stop_token_ids": [3], "n": 1, "regex": "[a-c]+", "logit_bias": {"5": 1.0}}, "return_logprob": True,
+            "top_logprobs_num": 2, "token_ids_logprob": [1, 2], "logprob_start_len": 0, "rid": "r1"}),
+        ("/generate", {"input_ids": [[5, 6], [7]], "sampling_params": [
+            {"max_new_tokens": 2}, {"max_new_tokens": 1, "json_schema": {"type": "object", "properties": {
+                "a": {"type": "integer"}}}}], "stream": True}),
+        ("/generate", {"text": "ab", "sampling_params": {"max_new_tokens": 2, "ebnf": "root ::= \"a\"", "structural_tag": {
+            "structures": [{"begin": "<a>", "schema": {"type": "integer"}, "end": "</a>"}], "triggers": ["<a"]}}}),
+        ("/v1/completions", {"model": "tiny", "prompt": ["Hi", "Yo"], "max_tokens": 2, "logprobs": 1, "echo": True,
+                             "stream": True, "stream_options": {"include_usage": True}, "stop": "x", "seed": 3}),
+        ("/v1/chat/completions", {"model": "tiny", "messages": [
+            {"role": "system", "content": "s"}, {"role": "user", "content": [{"type": "text", "text": "Hello"}]},
+            {"role": "assistant", "content": None, "tool_calls": [{"id": "call_1", "type": "function", "function": {
+                "name": "get_weather", "arguments": "{\"city\": \"P\"}"}}]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "sunny"}], "tools": TOOLS,
+            "tool_choice": {"type": "function", "function": {"name": "get_weather"}}, "max_tokens": 2, "logprobs": True,
+            "top_logprobs": 1, "response_format": {"type": "json_schema", "json_schema": {"name": "n", "schema": {
+                "type": "object"}}}, "chat_template_kwargs": {"thinking": True}}),
+        ("/v1/chat/completions", {"model": "tiny", "messages": [{"role": "user", "content": "Hi"},
+                                                                {"role": "assistant", "content": "Su"}],
+                                  "continue_final_message": True, "max_tokens": 2, "stream": True, "response_format": {
+                                      "type": "structural_tag", "structures": [{"begin": "<a>", "end": "</a>"}],
+                                      "triggers": ["<a"]}}),
+        ("/v1/responses", {"model": "tiny", "input": [
+            {"role": "user", "content": [{"type": "input_text", "text": "Hi"}]},
+            {"type": "function_call", "call_id": "c1", "name": "get_weather", "arguments": "{}"},
+            {"type": "function_call_output", "call_id": "c1", "output": "ok"}], "instructions": "i",
+            "tools": [{"type": "function", "name": "get_weather", "parameters": {"type": "object"}}],
+            "tool_choice": {"type": "function", "name": "get_weather"}, "max_output_tokens": 2,
+            "text": {"format": {"type": "json_schema", "name": "x", "schema": {"type": "object"}}},
+            "reasoning": {"effort": "low"}, "metadata": {"a": "b"}, "stream": True}),
+        ("/v1/score", {"query": "ab", "items": ["c", "d"], "label_token_ids": [3, 4], "apply_softmax": True,
+                       "item_first": False, "model": "tiny"}),
+        ("/v1/score", {"query": [1, 2], "items": [[3], [4]], "label_token_ids": [3]}),
+        ("/v1/tokenize", {"prompt": "ab", "add_special_tokens": True, "model": "tiny"}),
+        ("/v1/detokenize", {"tokens": [97, 98], "model": "tiny"}),
+        ("/separate_reasoning", {"text": "a</think>b", "reasoning_parser": "deepseek-r1"}),
+        ("/parse_function_call", {"text": "x", "tool_call_parser": "deepseekv3", "tools": TOOLS}),
+        ("/abort_request", {"rid": "nope", "abort_all": False}),
+    ]
+
+    @staticmethod
+    def paths(v, prefix=()):
+        yield prefix
+        items = v.items() if isinstance(v, dict) else enumerate(v) if isinstance(v, list) else []
+        for k, x in items:
+            yield from TypeConfusionTest.paths(x, prefix + (k,))
+
+    @staticmethod
+    def replaced(v, path, alt):
+        if not path:
+            return alt
+        v = json.loads(json.dumps(v))
+        at = v
+        for k in path[:-1]:
+            at = at[k]
+        at[path[-1]] = alt
+        return v
+
+    def test_every_field_of_every_type(self):
+        srv = H.Server(BINARY, H.fake_server_args(TOKENIZER, [
+            "--context-length", "100000", "--fake-step-us", "0", "--reasoning-parser", "deepseek-r1",
+            "--tool-call-parser", "deepseekv3"])).start()
+        sent = 0
+        try:
+            for url, tmpl in self.TEMPLATES:
+                for path in list(self.paths(tmpl)):
+                    for alt in self.ALTS:
+                        if not path and not isinstance(alt, (list, dict)):
+                            continue  # (a body that is not an object: RawHttp tests)
+                        body = self.replaced(tmpl, path, alt)
+                        r = H.post(srv, url, body, timeout=60)
+                        sent += 1
+                        self.assertIn(r.status, (200, 400, 404), (url, path, alt, r))
+                        self.assertIsNone(srv.proc.poll(), (url, path, alt))
+            self.assertGreater(sent, 3000)
+            self.assertEqual(H.request(srv, "GET", "/health").status, 200)
+        finally:
+            self.assertEqual(srv.stop(), 0)
+
+
 class RequestTimeoutTest(unittest.TestCase):
     def test_fake_engine_timeout(self):
         srv = H.Server(BINARY, H.fake_server_args(TOKENIZER, ["--request-timeout", "1", "--fake-step-us", "20000"])).start()
