@@ -232,14 +232,18 @@ class TypeConfusionTest(unittest.TestCase):
                         if not path and not isinstance(alt, (list, dict)):
                             continue  # (a body that is not an object: RawHttp tests)
                         body = self.replaced(tmpl, path, alt)
-                        r = H.post(srv, url, body, timeout=60)
+                        try:
+                            r = H.post(srv, url, body, timeout=60)
+                        except Exception as e:  # the server died on it
+                            self.fail("%s %r = %r: %s" % (url, path, alt, e))
                         sent += 1
                         self.assertIn(r.status, (200, 400, 404), (url, path, alt, r))
                         self.assertIsNone(srv.proc.poll(), (url, path, alt))
             self.assertGreater(sent, 3000)
             self.assertEqual(H.request(srv, "GET", "/health").status, 200)
         finally:
-            self.assertEqual(srv.stop(), 0)
+            code = srv.stop()
+        self.assertEqual(code, 0)
 
 
 class RequestTimeoutTest(unittest.TestCase):
