@@ -123,13 +123,23 @@ TEST(Flags, GpuIdFlagsOutOfRangeAreRefused) {
   EXPECT_TRUE(check_parallel_flags(f, true).is_ok());
 }
 
-// SGLang's feature flags: its attention backend names and --enable-torch-compile are accepted; an unknown backend, DP
-// attention and speculative decoding (not built yet) are refused with the flag named.
+// SGLang's feature flags: its attention backend names, --enable-torch-compile and its DeepSeek deployment flags (kernel,
+// overlap and balancing choices) are accepted; an unknown backend, DP attention without its size, unbuilt speculative
+// forms, deprecated spellings, multi-node and expert placements other than the trivial one are refused by flag.
 TEST(Flags, SglangFeatureFlags) {
   for (const std::vector<std::string>& args : std::vector<std::vector<std::string>>{
            {}, {"--attention-backend", "fa3"}, {"--decode-attention-backend", "flashmla", "--prefill-attention-backend",
                                                  "fa4"},
-           {"--attention-backend", "flashinfer", "--enable-torch-compile", "--torch-compile-max-bs", "16"}}) {
+           {"--attention-backend", "flashinfer", "--enable-torch-compile", "--torch-compile-max-bs", "16"},
+           // SGLang's DeepSeek-V3 EP deployment line and V3.2's backends: accepted, logged as no effect.
+           {"--tp", "8", "--ep", "8", "--moe-a2a-backend", "deepep", "--deepep-mode", "low_latency",
+            "--enable-two-batch-overlap", "--tbo-token-distribution-threshold", "0.5", "--enable-eplb",
+            "--eplb-rebalance-num-iterations", "500", "--moe-dense-tp-size", "1", "--enable-dp-lm-head",
+            "--dist-timeout", "3600", "--moe-runner-backend", "deep_gemm", "--fp8-gemm-backend", "deep_gemm",
+            "--init-expert-location", "trivial", "--dist-init-addr", "10.0.0.1:5000", "--nnodes", "1"},
+           {"--nsa-prefill-backend", "flashmla_sparse", "--nsa-decode-backend", "fa3", "--dsa-prefill-backend", "x",
+            "--enable-nsa-prefill-context-parallel", "--nsa-prefill-cp-mode", "in-seq-split",
+            "--triton-attention-num-kv-splits", "16", "--enable-single-batch-overlap"}}) {
     Flags f = model_flags();
     ASSERT_TRUE(parse(f, args).is_ok());
     EXPECT_TRUE(check_sglang_feature_flags(f).is_ok()) << (args.empty() ? "none" : args.back());
@@ -142,7 +152,19 @@ TEST(Flags, SglangFeatureFlags) {
            {{"--speculative-algorithm", "STANDALONE"}, "NGRAM"},
            {{"--speculative-algorithm", "MEDUSA"}, "'MEDUSA'"},
            {{"--speculative-eagle-topk", "1"}, "need --speculative-algorithm"},
-           {{"--enable-torch-compile", "--torch-compile-max-bs", "0"}, "--torch-compile-max-bs"}}) {
+           {{"--enable-torch-compile", "--torch-compile-max-bs", "0"}, "--torch-compile-max-bs"},
+           {{"--enable-ep-moe"}, "--ep-size"},
+           {{"--enable-deepep-moe"}, "--moe-a2a-backend deepep"},
+           {{"--tp", "8", "--moe-a2a-backend", "deepep"}, "--ep-size = --tp-size"},
+           {{"--deepep-mode", "fast"}, "--deepep-mode"},
+           {{"--tbo-token-distribution-threshold", "2"}, "--tbo-token-distribution-threshold"},
+           {{"--triton-attention-num-kv-splits", "0"}, "--triton-attention-num-kv-splits"},
+           {{"--moe-dense-tp-size", "2"}, "only 1"},
+           {{"--ep-num-redundant-experts", "32"}, "redundant experts"},
+           {{"--init-expert-location", "/tmp/loc.json"}, "only trivial"},
+           {{"--expert-distribution-recorder-mode", "stat"}, "recorder"},
+           {{"--nnodes", "2", "--node-rank", "1"}, "multi-node"},
+           {{"--node-rank", "1"}, "--node-rank"}}) {
     Flags f = model_flags();
     ASSERT_TRUE(parse(f, args).is_ok()) << args[0];
     const Status st = check_sglang_feature_flags(f);

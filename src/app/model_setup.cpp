@@ -87,6 +87,82 @@ void add_sglang_compat_flags(Flags& flags) {
   flags.add_int("speculative-ngram-max-match-window-size", 12, "NGRAM: the longest suffix tried (longest first)");
   flags.add_string("speculative-draft-model-path", "",
                    "the draft's checkpoint: --model-path's own MTP layer (default; another path is refused)");
+  // SGLang's DeepSeek deployment flags (docs/basic_usage/deepseek_v3.md, deepseek_v32.md, expert_parallelism.md): kernel
+  // and overlap choices are accepted and named in the log as having no effect here; what would change the answer or
+  // the machine layout is checked (check_sglang_feature_flags).
+  for (const char* name : {"nsa-prefill-backend", "nsa-decode-backend", "dsa-prefill-backend", "dsa-decode-backend",
+                           "nsa-prefill", "nsa-decode", "fp8-gemm-backend", "moe-runner-backend",
+                           "speculative-attention-mode", "speculative-moe-runner-backend",
+                           "speculative-moe-a2a-backend", "nsa-prefill-cp-mode", "eplb-algorithm",
+                           "ep-dispatch-algorithm"})
+    flags.add_string(name, "", "SGLang's kernel / schedule choice: accepted, no effect (dserve runs its own kernels)");
+  flags.add_string("moe-a2a-backend", "none", "SGLang's MoE all-to-all (deepep, mooncake, ...): accepted with "
+                                              "--ep-size = --tp-size; dserve's expert parallelism all-reduces instead");
+  flags.add_string("deepep-mode", "auto", "with --moe-a2a-backend deepep: auto, normal or low_latency (no effect)");
+  for (const char* name : {"enable-two-batch-overlap", "enable-single-batch-overlap", "enable-dp-lm-head",
+                           "enable-eplb", "enable-nsa-prefill-context-parallel", "enable-dsa-prefill-context-parallel"})
+    flags.add_bool(name, "SGLang's overlap / balancing / layout option: accepted, not built here (no effect)");
+  flags.add_bool("enable-ep-moe", "SGLang's deprecated spelling of --ep-size = --tp-size (refused: give --ep-size)");
+  flags.add_bool("enable-deepep-moe", "SGLang's deprecated spelling of --moe-a2a-backend deepep (refused)");
+  flags.add_double("tbo-token-distribution-threshold", 0.48, "with --enable-two-batch-overlap (no effect)");
+  flags.add_int("triton-attention-num-kv-splits", 8, "SGLang's Triton split-KV count (no effect: dserve plans splits)");
+  flags.add_int("moe-dense-tp-size", 0, "SGLang's dense-FFN TP size under DP attention: only 1, as SGLang (no effect)");
+  flags.add_int("eplb-rebalance-num-iterations", 1000, "with --enable-eplb (no effect)");
+  flags.add_int("ep-num-redundant-experts", 0, "with --enable-eplb: only 0 (no redundant experts here)");
+  flags.add_string("init-expert-location", "trivial", "only trivial (experts where --ep-size deals them)");
+  flags.add_string("expert-distribution-recorder-mode", "", "SGLang's expert-load recorder: not built (refused)");
+  flags.add_int("nnodes", 1, "nodes of one server: 1 (multi-node serving is not built)");
+  flags.add_int("node-rank", 0, "this node's rank: 0 with --nnodes 1");
+  flags.add_string("dist-init-addr", "", "multi-node rendezvous: accepted with --nnodes 1 (no effect)");
+  flags.add_int("dist-timeout", 0, "collectives' timeout in s (accepted; no effect in one process)");
+}
+
+// The DeepSeek deployment flags add_sglang_compat_flags declares after the speculative ones.
+static Status check_sglang_deployment_flags(const Flags& flags) {
+  if (flags.get_bool("enable-ep-moe"))
+    return error("--enable-ep-moe is SGLang's deprecated spelling: give --ep-size N (= --tp-size N)");
+  if (flags.get_bool("enable-deepep-moe"))
+    return error("--enable-deepep-moe is SGLang's deprecated spelling: give --moe-a2a-backend deepep (with --ep-size = "
+                 "--tp-size)");
+  const std::string a2a = flags.get_string("moe-a2a-backend");
+  if (a2a != "none" && flags.get_int("ep-size") != flags.get_int("tp-size"))
+    return error("--moe-a2a-backend ", a2a, " needs --ep-size = --tp-size (as SGLang), got --ep-size ",
+                 flags.get_int("ep-size"), " and --tp-size ", flags.get_int("tp-size"));
+  if (const std::string m = flags.get_string("deepep-mode"); m != "auto" && m != "normal" && m != "low_latency")
+    return error("--deepep-mode must be auto, normal or low_latency, got '", m, "'");
+  if (const double t = flags.get_double("tbo-token-distribution-threshold"); !(t >= 0.0 && t <= 1.0))
+    return error("--tbo-token-distribution-threshold must be in [0, 1], got ", t);
+  if (flags.get_int("triton-attention-num-kv-splits") < 1)
+    return error("--triton-attention-num-kv-splits must be positive, got ", flags.get_int("triton-attention-num-kv-splits"));
+  if (flags.was_set("moe-dense-tp-size") && flags.get_int("moe-dense-tp-size") != 1)
+    return error("--moe-dense-tp-size ", flags.get_int("moe-dense-tp-size"), ": only 1 is supported (as in SGLang)");
+  if (flags.get_int("eplb-rebalance-num-iterations") < 1)
+    return error("--eplb-rebalance-num-iterations must be positive, got ", flags.get_int("eplb-rebalance-num-iterations"));
+  if (flags.get_int("ep-num-redundant-experts") != 0)
+    return error("--ep-num-redundant-experts ", flags.get_int("ep-num-redundant-experts"), ": redundant experts are not "
+                 "built (each routed expert lives on one rank)");
+  if (flags.get_string("init-expert-location") != "trivial")
+    return error("--init-expert-location '", flags.get_string("init-expert-location"), "': only trivial (experts where "
+                 "--ep-size deals them; no expert-location files are read)");
+  if (!flags.get_string("expert-distribution-recorder-mode").empty())
+    return error("--expert-distribution-recorder-mode: the expert-load recorder is not built");
+  if (flags.get_int("nnodes") != 1)
+    return error("--nnodes ", flags.get_int("nnodes"), ": multi-node serving is not built (one node, up to its GPUs)");
+  if (flags.get_int("node-rank") != 0) return error("--node-rank must be 0 with --nnodes 1, got ", flags.get_int("node-rank"));
+  if (flags.get_int("dist-timeout") < 0) return error("--dist-timeout must be >= 0, got ", flags.get_int("dist-timeout"));
+  std::string no_effect;
+  for (const char* name : {"nsa-prefill-backend", "nsa-decode-backend", "dsa-prefill-backend", "dsa-decode-backend",
+                           "nsa-prefill", "nsa-decode", "fp8-gemm-backend", "moe-runner-backend",
+                           "speculative-attention-mode", "speculative-moe-runner-backend", "speculative-moe-a2a-backend",
+                           "nsa-prefill-cp-mode", "eplb-algorithm", "ep-dispatch-algorithm", "moe-a2a-backend",
+                           "deepep-mode", "enable-two-batch-overlap", "enable-single-batch-overlap", "enable-dp-lm-head",
+                           "enable-eplb", "enable-nsa-prefill-context-parallel", "enable-dsa-prefill-context-parallel",
+                           "tbo-token-distribution-threshold", "triton-attention-num-kv-splits", "moe-dense-tp-size",
+                           "eplb-rebalance-num-iterations", "dist-init-addr", "dist-timeout"})
+    if (flags.was_set(name)) no_effect += std::string(no_effect.empty() ? "" : ", ") + "--" + name;
+  if (!no_effect.empty())
+    DS_INFO(no_effect, ": accepted for SGLang command lines; no effect here (dserve's own kernels and schedule)");
+  return Status::ok();
 }
 
 Status check_sglang_feature_flags(const Flags& flags) {
@@ -118,6 +194,7 @@ Status check_sglang_feature_flags(const Flags& flags) {
                  "--speculative-algorithm");
   if (flags.get_int("torch-compile-max-bs") < 1)
     return error("--torch-compile-max-bs must be positive, got ", flags.get_int("torch-compile-max-bs"));
+  DS_RETURN_IF_ERROR(check_sglang_deployment_flags(flags));
   if (flags.get_bool("enable-torch-compile"))
     DS_INFO("--enable-torch-compile: accepted; dserve's decode steps replay CUDA graphs instead");
   return Status::ok();
