@@ -38,6 +38,9 @@ std::string string_field(const Json& obj, const char* key, const std::string& fa
 
 std::optional<ApiError> parse_json_body(const std::string& body, Json* out) {
   if (body.empty()) return bad_request("the request body is empty; expected a JSON object");
+  if (json_nests_deeper(body))
+    return bad_request("the request body nests arrays and objects deeper than " + std::to_string(kMaxJsonDepth) +
+                       " levels");
   Json j = Json::parse(body, nullptr, /*allow_exceptions=*/false);
   if (j.is_discarded()) return bad_request("the request body is not valid JSON");
   if (!j.is_object()) return bad_request("the request body must be a JSON object");

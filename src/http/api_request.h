@@ -5,10 +5,12 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
+#include "core/json_depth.h"
 #include "core/status.h"
 #include "runner/engine.h"
 #include "sched/request.h"
@@ -168,7 +170,8 @@ std::optional<ApiError> parse_pause_mode(const std::string& body, PauseMode* mod
 // callers then refuse by name; nlohmann's value() would throw on it).
 std::string string_field(const Json& obj, const char* key, const std::string& fallback = "");
 
-// Parses request body text (400 for malformed JSON, or a top-level value that is not an object).
+// Parses request body text (400 for malformed JSON, JSON nested deeper than kMaxJsonDepth, or a top-level value that
+// is not an object).
 std::optional<ApiError> parse_json_body(const std::string& body, Json* out);
 
 // JSON text for responses; invalid UTF-8 (never expected) becomes U+FFFD instead of throwing.

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "http/api_request.h"
 #include "text/ebnf_regex.h"
 #include "text/json_schema_regex.h"
 #include "text/regex_dfa.h"
@@ -35,6 +36,8 @@ Result<std::shared_ptr<const TokenFsm>> GrammarCache::get(const std::string& kin
   std::string pattern = text;
   std::optional<ByteDfa> made;  // kinds built as an automaton directly
   bool markers = kind == "tool_regex";  // the vocabulary spells the tool-call marker tokens
+  if ((kind == "structural_tag" || kind == "json_schema") && json_nests_deeper(text))
+    return error(kind, " nests deeper than ", kMaxJsonDepth, " levels");
   if (kind == "structural_tag") {
     nlohmann::ordered_json spec;
     try {

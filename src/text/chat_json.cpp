@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "core/json_depth.h"
+
 namespace ds {
 
 void py_json_append_string(std::string& out, std::string_view s) {
@@ -124,6 +126,7 @@ std::string py_json_dumps(const OrderedJson& value) {
 }
 
 Result<OrderedJson> parse_json_text(std::string_view text, std::string_view what) {
+  if (json_nests_deeper(text)) return error(what, " nests arrays and objects deeper than ", kMaxJsonDepth, " levels");
   OrderedJson v = OrderedJson::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
   if (v.is_discarded()) return error(what, " is not valid JSON");
   return v;

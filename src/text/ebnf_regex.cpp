@@ -17,6 +17,10 @@ namespace ds {
 namespace {
 
 constexpr uint32_t kMaxCodePoint = 0x10FFFF;
+// Parsing and emitting recurse once a nesting level: bounds that keep a hostile grammar off the stack's end.
+constexpr int kMaxGroupDepth = 500;
+constexpr int kMaxStackedQuantifiers = 64;
+constexpr int kMaxEmitDepth = 1000;
 using Ranges = std::vector<std::pair<uint32_t, uint32_t>>;
 
 struct Expr {
@@ -118,8 +122,10 @@ class Parser {
   }
 
   Status quantifiers(Expr* item) {
-    for (;;) {
+    for (int stacked = 0;; ++stacked) {
       if (at_end()) return Status::ok();
+      if (stacked == kMaxStackedQuantifiers)
+        return fail("more than " + std::to_string(kMaxStackedQuantifiers) + " quantifiers on one item");
       const char c = g_[i_];
       int lo = 0, hi = -1;
       if (c == '*' || c == '+' || c == '?') {
@@ -201,8 +207,11 @@ class Parser {
       return Status::ok();
     }
     if (c == '(') {
+      if (depth_ >= kMaxGroupDepth) return fail("groups nested deeper than " + std::to_string(kMaxGroupDepth));
       ++i_;
+      ++depth_;
       DS_RETURN_IF_ERROR(alternatives(out));
+      --depth_;
       skip_space();
       if (at_end() || g_[i_] != ')') return fail("expected ')'");
       ++i_;
@@ -265,6 +274,7 @@ class Parser {
   std::string_view g_;
   size_t i_ = 0;
   int line_ = 1;
+  int depth_ = 0;  // groups open at i_
 };
 
 class Emitter {
@@ -275,6 +285,16 @@ class Emitter {
   // The regex of `e`, or nullopt when it admits nothing within the recursion bound.
   Result<std::optional<std::string>> emit(const Expr& e) {
     if (++emitted_ > 4'000'000) return error("ebnf: the grammar is too large once its recursion is unrolled");
+    if (nesting_ >= kMaxEmitDepth)
+      return error("ebnf: rules and groups nest deeper than ", kMaxEmitDepth, " levels once recursion is unrolled");
+    ++nesting_;
+    auto r = emit_at(e);
+    --nesting_;
+    return r;
+  }
+
+ private:
+  Result<std::optional<std::string>> emit_at(const Expr& e) {
     switch (e.kind) {
       case Expr::kLiteral: return std::optional<std::string>(escape_literal(e.text));
       case Expr::kClass: {
@@ -345,7 +365,6 @@ class Emitter {
     return std::optional<std::string>();
   }
 
- private:
   Status too_large() const {
     return error("ebnf: the grammar's regular form exceeds ", max_bytes_,
                  " bytes once its recursion is unrolled (nest fewer recursive rules)");
@@ -370,6 +389,7 @@ class Emitter {
   const size_t max_bytes_;
   std::map<std::string, int> depth_;  // expansions of each rule on the current path
   size_t emitted_ = 0;
+  int nesting_ = 0;  // emit calls on the current path
 };
 
 }  // namespace

@@ -176,5 +176,26 @@ number ::= "-"? ([0-9] | [1-9] [0-9]*) ("." [0-9]+)? ([eE] [-+]? [0-9]+)?
   EXPECT_FALSE(g.matches(R"G({"a":01})G"));
 }
 
+// Nesting bounds (the parser and emitter recurse once a level): deep groups, stacked quantifiers and long rule chains
+// are refused by name instead of overflowing the stack.
+TEST(EbnfRegex, DeepNestingIsRefusedNotACrash) {
+  auto groups = ebnf_to_regex("root ::= " + std::string(100000, '(') + "\"a\"" + std::string(100000, ')'));
+  ASSERT_FALSE(groups.is_ok());
+  EXPECT_NE(groups.status().message().find("nested deeper than 500"), std::string::npos) << groups.status().message();
+  auto quants = ebnf_to_regex("root ::= \"a\"" + std::string(100000, '?'));
+  ASSERT_FALSE(quants.is_ok());
+  EXPECT_NE(quants.status().message().find("quantifiers on one item"), std::string::npos) << quants.status().message();
+  std::string chain = "root ::= r0\n";
+  for (int i = 0; i < 5000; ++i) chain += "r" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + "\n";
+  chain += "r5000 ::= \"x\"\n";
+  auto deep = ebnf_to_regex(chain);
+  ASSERT_FALSE(deep.is_ok());
+  EXPECT_NE(deep.status().message().find("nest deeper than"), std::string::npos) << deep.status().message();
+  std::string short_chain = "root ::= r0\n";
+  for (int i = 0; i < 100; ++i) short_chain += "r" + std::to_string(i) + " ::= r" + std::to_string(i + 1) + "\n";
+  short_chain += "r100 ::= \"x\"\n";
+  EXPECT_TRUE(compile(short_chain).matches("x"));
+}
+
 }  // namespace
 }  // namespace ds

@@ -14,6 +14,10 @@ namespace {
 
 constexpr uint32_t kMaxCodePoint = 0x10FFFF;
 constexpr int kMaxNfaStates = 200000;
+// Groups inside groups, and quantifiers on one atom: the parser, the NFA construction and the tree's destruction
+// recurse once a level, so a hostile pattern ("(((...a...)))" 100,000 deep) would overflow the stack.
+constexpr int kMaxGroupDepth = 1000;
+constexpr int kMaxStackedQuantifiers = 64;
 
 using Ranges = std::vector<std::pair<uint32_t, uint32_t>>;  // code point ranges, inclusive
 
@@ -109,6 +113,7 @@ class Parser {
   }
 
   NodePtr quantified(NodePtr a) {
+    int stacked = 0;
     while (!at_end() && err_.empty()) {
       const char q = p_[i_];
       int mn = 0, mx = 0;
@@ -123,6 +128,10 @@ class Parser {
         break;
       }
       if (!at_end() && (p_[i_] == '?' || p_[i_] == '+')) ++i_;  // lazy / possessive: the same strings
+      if (++stacked > kMaxStackedQuantifiers) {
+        fail("more than " + std::to_string(kMaxStackedQuantifiers) + " quantifiers on one atom");
+        break;
+      }
       NodePtr r = make(Node::kRepeat);
       r->min = mn;
       r->max = mx;
@@ -239,6 +248,10 @@ class Parser {
   NodePtr atom() {
     const char c = p_[i_];
     if (c == '(') {
+      if (depth_ >= kMaxGroupDepth) {
+        fail("groups nested deeper than " + std::to_string(kMaxGroupDepth));
+        return nullptr;
+      }
       ++i_;
       if (p_.substr(i_, 2) == "?:") {
         i_ += 2;
@@ -246,7 +259,9 @@ class Parser {
         fail("unsupported group syntax (?");
         return nullptr;
       }
+      ++depth_;
       NodePtr inner = alt();
+      --depth_;
       if (at_end() || p_[i_] != ')') {
         fail("missing )");
         return nullptr;
@@ -323,6 +338,7 @@ class Parser {
 
   std::string_view p_;
   size_t i_ = 0;
+  int depth_ = 0;  // groups open at i_
   std::string err_;
 };
 

@@ -187,5 +187,21 @@ TEST(ByteDfa, TriggeredRestsMatchTheirDefinition) {
   EXPECT_FALSE(ByteDfa::compile_triggered({}).is_ok());
 }
 
+// Nesting bounds: 100,000 nested groups or quantifiers would overflow the stack of the recursive parser (a crash a
+// request could cause); they are refused by name, and the deepest allowed nesting still compiles.
+TEST(ByteDfa, DeepNestingIsRefusedNotACrash) {
+  const std::string deep = std::string(100000, '(') + "a" + std::string(100000, ')');
+  auto d = ByteDfa::compile(deep);
+  ASSERT_FALSE(d.is_ok());
+  EXPECT_NE(d.status().message().find("nested deeper than 1000"), std::string::npos) << d.status().message();
+  auto q = ByteDfa::compile("a" + std::string(100000, '*'));
+  ASSERT_FALSE(q.is_ok());
+  EXPECT_NE(q.status().message().find("quantifiers on one atom"), std::string::npos) << q.status().message();
+  auto ok = ByteDfa::compile(std::string(1000, '(') + "ab" + std::string(1000, ')') + std::string(64, '?'));
+  ASSERT_TRUE(ok.is_ok()) << ok.status().message();
+  EXPECT_TRUE(ok->matches("ab"));
+  EXPECT_TRUE(ok->matches(""));
+}
+
 }  // namespace
 }  // namespace ds

@@ -246,6 +246,46 @@ class TypeConfusionTest(unittest.TestCase):
         self.assertEqual(code, 0)
 
 
+class DeepNestingTest(unittest.TestCase):
+    """JSON nested 200,000 levels deep in a body, or in a JSON-valued string field (a schema, tool-call arguments),
+    and a regex / ebnf grammar of 100,000 nested groups: each a 400 that says so, the server up. (Each of these
+    overflowed the stack and killed the server before session 63: nlohmann's copy / dump and the recursive
+    regex and grammar parsers recurse once a level.)"""
+
+    def test_deep_bodies_and_fields(self):
+        srv = H.Server(BINARY, H.fake_server_args(TOKENIZER, ["--tool-call-parser", "deepseekv3",
+                                                              "--chat-template", "v32"])).start()
+        n = 200000
+        obj, arr = '{"a":' * n + '1' + '}' * n, '[' * n + ']' * n
+        tool = '[{"type":"function","function":{"name":"f","parameters":%s}}]'
+        call = ('{"role":"assistant","content":null,"tool_calls":[{"id":"c","type":"function","function":'
+                '{"name":"f","arguments":%s}}]}')
+        cases = [
+            ("/v1/chat/completions", '{"messages":[{"role":"user","content":"x"}],"tools":%s}' % (tool % obj), "512"),
+            ("/generate", '{"text":"x","sampling_params":{"json_schema":%s}}' % obj, "512"),
+            ("/v1/responses", '{"input":"x","metadata":%s}' % obj, "512"),
+            ("/v1/score", '{"query":"x","items":%s,"label_token_ids":[1]}' % arr, "512"),
+            ("/generate", '{"text":"x","sampling_params":{"json_schema":%s}}' % json.dumps(obj), "json_schema"),
+            ("/generate", '{"text":"x","sampling_params":{"structural_tag":%s}}' % json.dumps(obj), "structural_tag"),
+            ("/v1/chat/completions", '{"messages":[{"role":"user","content":"x"},%s]}' % (call % json.dumps(obj)),
+             "arguments"),
+            ("/generate", '{"text":"x","sampling_params":{"regex":"%s"}}' % ("(" * 100000 + "a" + ")" * 100000),
+             "nested deeper"),
+            ("/generate", '{"text":"x","sampling_params":{"ebnf":"root ::= %s"}}' % ("(" * 100000 + "\\\"a\\\"" +
+                                                                                  ")" * 100000), "nested deeper"),
+        ]
+        try:
+            for path, body, word in cases:
+                r = H.request(srv, "POST", path, body.encode(), headers={"Content-Type": "application/json"})
+                self.assertEqual(r.status, 400, (path, word, r))
+                self.assertIn(word, r.json()["error"]["message"], (path, word))
+                self.assertIsNone(srv.proc.poll(), (path, word))
+            self.assertEqual(H.post(srv, "/generate", {"text": "x", "sampling_params": {"max_new_tokens": 2}}).status, 200)
+        finally:
+            code = srv.stop()
+        self.assertEqual(code, 0)
+
+
 class RequestTimeoutTest(unittest.TestCase):
     def test_fake_engine_timeout(self):
         srv = H.Server(BINARY, H.fake_server_args(TOKENIZER, ["--request-timeout", "1", "--fake-step-us", "20000"])).start()
