@@ -554,6 +554,15 @@ std::optional<ApiError> parse_generate_request(const Json& body, GenerateRequest
       if (id.empty()) return bad_request("'rid' must not be empty", "rid");
   }
   out->rids.resize(np);
+  {
+    size_t seqs = 0;
+    for (const SamplingSpec& s : out->sampling) seqs += static_cast<size_t>(s.n);
+    if (seqs > kMaxSequencesPerRequest)
+      return bad_request("a request may start at most " + std::to_string(kMaxSequencesPerRequest) +
+                             " sequences (prompts x n); this one asks for " + std::to_string(seqs) +
+                             ": send the prompts in several requests",
+                         has_text ? "text" : "input_ids");
+  }
   r.get_bool("stream", &out->stream);
   r.get_bool("return_logprob", &out->return_logprob);
   r.get_int_as("logprob_start_len", -1, kMaxTokensCap, &out->logprob_start_len);
@@ -622,6 +631,12 @@ std::optional<ApiError> parse_completion_request(const Json& body, CompletionReq
   read_response_format(r, &out->sampling);
   ignore_openai_metadata(r);
   r.reject_unknown();
+  if (!r.err && out->prompts.size() * static_cast<size_t>(out->sampling.n) > kMaxSequencesPerRequest)
+    return bad_request("a request may start at most " + std::to_string(kMaxSequencesPerRequest) +
+                           " sequences (prompts x n); this one asks for " +
+                           std::to_string(out->prompts.size() * static_cast<size_t>(out->sampling.n)) +
+                           ": send the prompts in several requests",
+                       "prompt");
   return r.err;
 }
 
@@ -843,6 +858,10 @@ std::optional<ApiError> parse_score_request(const Json& body, ScoreRequest* out)
       }
     }
   }
+  if (out->items.size() > kMaxSequencesPerRequest)
+    return bad_request("'items' may hold at most " + std::to_string(kMaxSequencesPerRequest) + " items, got " +
+                           std::to_string(out->items.size()),
+                       "items");
   if (out->items[0].is_text != out->query.is_text)
     return bad_request("'query' and 'items' must both be text or both token ids", "items");
   const Json* labels = r.find("label_token_ids");

@@ -158,6 +158,10 @@ void merge_preferred_sampling(const Json& preferred, Json* generate_body);
 // defaults it). The names in order into *names when given; the error names the entry (param "tools[i]").
 std::optional<ApiError> check_tools(const Json& tools, std::vector<std::string>* names = nullptr);
 
+// The most sequences (prompts x n, or /v1/score items) one request may start: each holds a few KB of state until it
+// ends, so a 32 MB body of 6 million tiny prompts held tens of GB.
+constexpr size_t kMaxSequencesPerRequest = 65536;
+
 // Each returns nullopt on success.
 std::optional<ApiError> parse_generate_request(const Json& body, GenerateRequest* out);
 std::optional<ApiError> parse_completion_request(const Json& body, CompletionRequest* out);

@@ -530,5 +530,37 @@ TEST(StructuralTagRequest, SamplingParamsAndResponseFormat) {
   EXPECT_EQ(e->param, "response_format");
 }
 
+TEST(RequestLimits, SequencesPerRequestAreBounded) {
+  Json ids = Json::array();
+  for (size_t i = 0; i <= kMaxSequencesPerRequest; ++i) ids.push_back(Json::array({1}));
+  GenerateRequest g;
+  auto e = parse_generate_request(Json{{"input_ids", ids}}, &g);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "input_ids");
+  EXPECT_NE(e->message.find("65537"), std::string::npos) << e->message;
+  ids.erase(ids.size() - 1);
+  GenerateRequest ok;
+  EXPECT_FALSE(parse_generate_request(Json{{"input_ids", ids}}, &ok).has_value());
+  // prompts x n
+  Json texts = Json::array();
+  for (int i = 0; i < 600; ++i) texts.push_back("x");
+  GenerateRequest gn;
+  e = parse_generate_request(Json{{"text", texts}, {"sampling_params", Json{{"n", 128}}}}, &gn);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "text");
+  CompletionRequest c;
+  e = parse_completion_request(Json{{"prompt", texts}, {"n", 128}}, &c);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "prompt");
+  CompletionRequest c_ok;
+  EXPECT_FALSE(parse_completion_request(Json{{"prompt", texts}, {"n", 100}}, &c_ok).has_value());
+  Json items = Json::array();
+  for (size_t i = 0; i <= kMaxSequencesPerRequest; ++i) items.push_back("a");
+  ScoreRequest sr;
+  e = parse_score_request(Json{{"query", "q"}, {"items", items}, {"label_token_ids", Json::array({1})}}, &sr);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "items");
+}
+
 }  // namespace
 }  // namespace ds
