@@ -6,6 +6,9 @@
 #include <gtest/gtest.h>
 
 #include <fstream>
+#include <optional>
+#include <random>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -270,6 +273,59 @@ TEST(ToolCallParser, NamesParse) {
   auto none = tool_call_format_or_none("");
   ASSERT_TRUE(none.is_ok());
   EXPECT_FALSE(none->has_value());
+}
+
+// Random model outputs made of the formats' markers, JSON pieces and multi-byte characters, streamed in random chunks
+// through every parser combination: never a crash, and the streamed reasoning, content and calls equal the whole
+// parse (the chat and Responses streams rely on it).
+TEST(ChatOutputParser, RandomOutputsStreamLikeTheWholeParse) {
+  const std::vector<std::string> pieces = {
+      "<think>", "</think>", "<｜tool▁calls▁begin｜>", "<｜tool▁calls▁end｜>", "<｜tool▁call▁begin｜>",
+      "<｜tool▁call▁end｜>", "<｜tool▁sep｜>", "function", "get_weather", "\n```json\n", "\n```", "{\"city\": \"Oslo\"}",
+      "{", "}", "\"", ":", "<｜DSML｜function_calls>", "</｜DSML｜function_calls>", "<｜DSML｜invoke name=\"f\">",
+      "</｜DSML｜invoke>", "<｜DSML｜parameter name=\"a\" string=\"true\">", "</｜DSML｜parameter>", "x", " ", "\n",
+      "é", "日本", "<", "｜", "<｜", "think", "<｜tool"};
+  std::mt19937 rng(63);
+  const std::vector<std::optional<ReasoningFormat>> reasonings = {std::nullopt, ReasoningFormat::kDeepSeekR1,
+                                                                  ReasoningFormat::kDeepSeekV3};
+  const std::vector<std::optional<ToolCallFormat>> tool_formats = {std::nullopt, kV3, kV31, kV32};
+  for (int trial = 0; trial < 1000; ++trial) {
+    std::string text;
+    const int n = std::uniform_int_distribution<int>(0, 24)(rng);
+    for (int i = 0; i < n; ++i) text += pieces[std::uniform_int_distribution<size_t>(0, pieces.size() - 1)(rng)];
+    for (const auto& rf : reasonings)
+      for (const auto& tf : tool_formats)
+        for (bool thinking : {false, true}) {
+          const ChatMessageOut whole = ChatOutputParser::parse(rf, thinking, tf, text, 9);
+          ChatOutputParser p(rf, thinking, tf, 9);
+          std::string reasoning, content;
+          std::vector<ToolCallDelta> calls;
+          auto take = [&](const ChatDelta& d) {
+            reasoning += d.reasoning;
+            content += d.content;
+            for (const auto& c : d.tool_calls) calls.push_back(c);
+          };
+          for (size_t at = 0; at < text.size();) {  // random cuts, multi-byte characters split too
+            const size_t len = std::uniform_int_distribution<size_t>(1, 9)(rng);
+            take(p.feed(std::string_view(text).substr(at, len)));
+            at += len;
+          }
+          take(p.finish());
+          const std::string how = "'" + text + "' thinking " + std::to_string(thinking);
+          ASSERT_EQ(reasoning, whole.reasoning_content) << how;
+          ASSERT_EQ(content, whole.content) << how;
+          ASSERT_EQ(p.message().content, whole.content) << how;
+          ASSERT_EQ(p.message().tool_calls.size(), whole.tool_calls.size()) << how;
+          for (size_t k = 0; k < whole.tool_calls.size(); ++k) {
+            EXPECT_EQ(p.message().tool_calls[k].name, whole.tool_calls[k].name) << how;
+            EXPECT_EQ(p.message().tool_calls[k].arguments, whole.tool_calls[k].arguments) << how;
+          }
+          std::map<int, std::string> args;  // the streamed deltas add up to the calls
+          for (const auto& c : calls) args[c.index] += c.arguments;
+          ASSERT_EQ(args.size(), whole.tool_calls.size()) << how;
+          for (const auto& [k, a] : args) EXPECT_EQ(a, whole.tool_calls[static_cast<size_t>(k)].arguments) << how;
+        }
+  }
 }
 
 }  // namespace
