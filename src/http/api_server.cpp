@@ -1354,7 +1354,8 @@ void ApiServer::Impl::handle_responses(HttpRequest& req, std::shared_ptr<HttpRes
     auto prev = responses.get(r.previous_response_id);
     if (!prev) {
       ApiError e = make_error(404, "Previous response with id '" + r.previous_response_id + "' not found (responses "
-                              "are kept in this server's memory, the last 1024 stored, until it restarts)",
+                              "are kept in this server's memory: the most recent, up to 1024 or 256 MB, until it "
+                              "restarts)",
                               "invalid_request_error", "previous_response_not_found");
       e.param = "previous_response_id";
       return send_error(*out, route, e);
@@ -1738,7 +1739,7 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<HttpResponder> out) {
   if (name == "/v1/responses/{id}" || name == "/v1/responses/{id}/cancel") {
     auto not_found = [&] {
       ApiError e = make_error(404, "No response with id '" + response_id + "' (responses are kept in this server's "
-                              "memory, the last 1024 stored)", "invalid_request_error", "not_found");
+                              "memory: the most recent, up to 1024 or 256 MB)", "invalid_request_error", "not_found");
       return m.send_error(*out, name, e);
     };
     if (name == "/v1/responses/{id}/cancel") {

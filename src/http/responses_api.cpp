@@ -349,34 +349,37 @@ Json responses_usage(const Json& chat_usage, int64_t reasoning_tokens) {
               {"total_tokens", in + out}};
 }
 
-void ResponseStore::put(const std::string& id, Entry e) {
+void ResponseStore::drop(std::unordered_map<std::string, Slot>::iterator it) {
+  bytes_ -= it->second.bytes;
+  lru_.erase(it->second.at);
+  map_.erase(it);
+}
+
+bool ResponseStore::put(const std::string& id, Entry e) {
+  const size_t bytes = e.response.dump().size() + e.conversation.dump().size();
   std::lock_guard<std::mutex> lock(mu_);
-  if (auto it = map_.find(id); it != map_.end()) {
-    lru_.erase(it->second.second);
-    map_.erase(it);
-  }
+  if (auto it = map_.find(id); it != map_.end()) drop(it);
+  if (bytes > max_bytes_) return false;
   lru_.push_front(id);
-  map_.emplace(id, std::make_pair(std::move(e), lru_.begin()));
-  while (map_.size() > capacity_) {
-    map_.erase(lru_.back());
-    lru_.pop_back();
-  }
+  map_.emplace(id, Slot{std::move(e), bytes, lru_.begin()});
+  bytes_ += bytes;
+  while (map_.size() > capacity_ || bytes_ > max_bytes_) drop(map_.find(lru_.back()));
+  return true;
 }
 
 std::optional<ResponseStore::Entry> ResponseStore::get(const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = map_.find(id);
   if (it == map_.end()) return std::nullopt;
-  lru_.splice(lru_.begin(), lru_, it->second.second);
-  return it->second.first;
+  lru_.splice(lru_.begin(), lru_, it->second.at);
+  return it->second.entry;
 }
 
 bool ResponseStore::erase(const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
   auto it = map_.find(id);
   if (it == map_.end()) return false;
-  lru_.erase(it->second.second);
-  map_.erase(it);
+  drop(it);
   return true;
 }
 

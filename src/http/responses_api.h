@@ -64,23 +64,32 @@ Json response_object(const std::string& id, int64_t created_at, const std::strin
 // Chat usage {prompt_tokens, completion_tokens, prompt_tokens_details} as the Responses usage object.
 Json responses_usage(const Json& chat_usage, int64_t reasoning_tokens);
 
-// Stored responses and the conversations they continue (least recently used dropped past `capacity`).
+// Stored responses and the conversations they continue: the least recently used dropped past `capacity` entries or
+// `max_bytes` of JSON (a chain's every response holds the whole conversation so far, so entries grow with it); an
+// entry larger than max_bytes alone is not kept.
 class ResponseStore {
  public:
-  explicit ResponseStore(size_t capacity = 1024) : capacity_(capacity) {}
+  explicit ResponseStore(size_t capacity = 1024, size_t max_bytes = size_t{256} << 20)
+      : capacity_(capacity), max_bytes_(max_bytes) {}
   struct Entry {
     Json response;
     Json conversation;  // messages: earlier input and replies, this response's reply last (no instructions)
   };
-  void put(const std::string& id, Entry e);
+  bool put(const std::string& id, Entry e);  // false: too large to keep
   std::optional<Entry> get(const std::string& id);
   bool erase(const std::string& id);
 
  private:
+  struct Slot {
+    Entry entry;
+    size_t bytes = 0;
+    std::list<std::string>::iterator at;
+  };
+  void drop(std::unordered_map<std::string, Slot>::iterator it);
   std::mutex mu_;
-  size_t capacity_;
+  size_t capacity_, max_bytes_, bytes_ = 0;
   std::list<std::string> lru_;
-  std::unordered_map<std::string, std::pair<Entry, std::list<std::string>::iterator>> map_;
+  std::unordered_map<std::string, Slot> map_;
 };
 
 }  // namespace ds

@@ -115,6 +115,17 @@ TEST(ResponsesApi, StoreKeepsTheMostRecent) {
   EXPECT_EQ(store.get("a")->response, 1);
   EXPECT_TRUE(store.erase("c"));
   EXPECT_FALSE(store.erase("c"));
+  // The byte bound: a chain's growing conversations push the oldest out; one too large alone is not kept.
+  ResponseStore small(100, 200);
+  const Json turn = Json::array({Json{{"role", "user"}, {"content", std::string(60, 'x')}}});
+  EXPECT_TRUE(small.put("r1", {Json(1), turn}));
+  EXPECT_TRUE(small.put("r2", {Json(2), turn}));
+  EXPECT_TRUE(small.put("r3", {Json(3), turn}));
+  EXPECT_FALSE(small.get("r1"));  // 3 x ~90 bytes > 200
+  EXPECT_TRUE(small.get("r3"));
+  EXPECT_FALSE(small.put("big", {Json(4), Json::array({std::string(300, 'y')})}));
+  EXPECT_FALSE(small.get("big"));
+  EXPECT_TRUE(small.get("r3"));
 }
 
 }  // namespace
