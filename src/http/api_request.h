@@ -161,6 +161,9 @@ std::optional<ApiError> check_tools(const Json& tools, std::vector<std::string>*
 // The most sequences (prompts x n, or /v1/score items) one request may start: each holds a few KB of state until it
 // ends, so a 32 MB body of 6 million tiny prompts held tens of GB.
 constexpr size_t kMaxSequencesPerRequest = 65536;
+// The most logprob entries (positions x (1 + top_logprobs_num + token_ids_logprob ids)) one /generate may ask for:
+// a 160K-token prompt with top_logprobs_num 1000 would hold 160M of them (GBs on the host and in the response).
+constexpr int64_t kMaxLogprobEntries = int64_t{32} << 20;
 
 // Each returns nullopt on success.
 std::optional<ApiError> parse_generate_request(const Json& body, GenerateRequest* out);

@@ -1206,10 +1206,22 @@ void ApiServer::Impl::handle_generate(HttpRequest& req, std::shared_ptr<HttpResp
   }
   auto job = std::make_shared<Job>(shared_from_this(), ApiKind::kGenerate, out, route);
   job->seqs = expand(g.prompts, g.sampling, ids, rids);
+  int64_t logprob_entries = 0;  // what the reported logprobs hold, all sequences together
   for (Seq& s : job->seqs) {
     if (auto e = prepare_seq(*this, s, false)) return send_error(*out, route, *e);
     if (!g.token_ids_logprob.empty()) s.token_ids_logprob = g.token_ids_logprob[s.prompt_index];
+    if (!g.return_logprob) continue;
+    const int64_t n = static_cast<int64_t>(s.prompt_ids.size());
+    const int64_t positions = (g.logprob_start_len >= 0 ? std::max<int64_t>(n - g.logprob_start_len, 0) : 0) +
+                              s.sampling.engine.max_new_tokens;
+    logprob_entries += positions * (1 + g.top_logprobs_num + static_cast<int64_t>(s.token_ids_logprob.size()));
   }
+  if (logprob_entries > kMaxLogprobEntries)
+    return send_error(*out, route, bad_request("the logprobs asked for (" + std::to_string(logprob_entries) +
+                                                   " entries: positions x (1 + top_logprobs_num + token_ids_logprob)) "
+                                                   "exceed " + std::to_string(kMaxLogprobEntries) + " a request; ask "
+                                                   "fewer alternatives or positions (logprob_start_len, max_new_tokens)",
+                                               "top_logprobs_num"));
   job->stream = g.stream;
   job->list_response = g.batch || job->seqs.size() > 1;
   job->return_logprob = g.return_logprob;

@@ -404,6 +404,9 @@ class FakeServerTest(unittest.TestCase):
             ("/generate", b"", 400),
             ("/generate", b"[1]", 400),
             ("/generate", {"input_ids": [1], "sampling_params": {"temperature": -0.5}}, 400),
+            # 40,000 positions x 1,001 logprobs each: past the 32M-entry bound (GBs of host memory)
+            ("/generate", {"input_ids": [1], "return_logprob": True, "top_logprobs_num": 1000,
+                           "sampling_params": {"max_new_tokens": 40000}}, 400),
             ("/generate", {"input_ids": [1], "sampling_params": {"top_p": 0}}, 400),
             ("/generate", {"input_ids": [1], "sampling_params": {"top_k": 0}}, 400),
             ("/generate", {"input_ids": [1], "sampling_params": {"min_p": -1}}, 400),
