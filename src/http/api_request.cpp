@@ -870,6 +870,11 @@ std::optional<ApiError> parse_score_request(const Json& body, ScoreRequest* out)
     return bad_request("'label_token_ids' must be a non-empty list of token ids", "label_token_ids");
   if (labels->size() > 1000) return bad_request("'label_token_ids' may hold at most 1000 ids", "label_token_ids");
   if (!read_ids(r, *labels, "label_token_ids", &out->label_token_ids)) return r.err;
+  if (static_cast<int64_t>(out->items.size() * out->label_token_ids.size()) > kMaxLogprobEntries)
+    return bad_request("items x label_token_ids (" + std::to_string(out->items.size()) + " x " +
+                           std::to_string(out->label_token_ids.size()) + ") exceed " +
+                           std::to_string(kMaxLogprobEntries) + " scores a request",
+                       "label_token_ids");
   r.get_bool("apply_softmax", &out->apply_softmax);
   r.get_bool("item_first", &out->item_first);
   ignore_openai_metadata(r);

@@ -560,6 +560,14 @@ TEST(RequestLimits, SequencesPerRequestAreBounded) {
   e = parse_score_request(Json{{"query", "q"}, {"items", items}, {"label_token_ids", Json::array({1})}}, &sr);
   ASSERT_TRUE(e.has_value());
   EXPECT_EQ(e->param, "items");
+  // items x labels: 40,000 x 1,000 scores (each a logprob the engine reports) past the entry bound
+  items.erase(items.begin() + 40000, items.end());
+  Json labels = Json::array();
+  for (int i = 0; i < 1000; ++i) labels.push_back(i);
+  ScoreRequest many;
+  e = parse_score_request(Json{{"query", "q"}, {"items", items}, {"label_token_ids", labels}}, &many);
+  ASSERT_TRUE(e.has_value());
+  EXPECT_EQ(e->param, "label_token_ids");
 }
 
 }  // namespace
