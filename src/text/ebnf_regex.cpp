@@ -16,7 +16,6 @@
 namespace ds {
 namespace {
 
-constexpr uint32_t kMaxCodePoint = 0x10FFFF;
 // Parsing and emitting recurse once a nesting level: bounds that keep a hostile grammar off the stack's end.
 constexpr int kMaxGroupDepth = 500;
 constexpr int kMaxStackedQuantifiers = 64;
@@ -227,8 +226,7 @@ class Parser {
 
   // One character of a string or class: an escape or a UTF-8 sequence.
   Status character(uint32_t* cp) {
-    const unsigned char c = static_cast<unsigned char>(g_[i_]);
-    if (c == '\\') {
+    if (g_[i_] == '\\') {
       ++i_;
       if (at_end()) return fail("trailing backslash");
       const char e = g_[i_++];
@@ -246,16 +244,9 @@ class Parser {
         default: return fail(std::string("unsupported escape \\") + e);
       }
     }
-    const int n = c < 0x80 ? 1 : (c >> 5) == 6 ? 2 : (c >> 4) == 14 ? 3 : (c >> 3) == 30 ? 4 : 0;
-    if (n == 0 || i_ + static_cast<size_t>(n) > g_.size()) return fail("invalid UTF-8");
-    uint32_t v = n == 1 ? c : c & (0xFF >> (n + 1));
-    for (int k = 1; k < n; ++k) {
-      const unsigned char b = static_cast<unsigned char>(g_[i_ + k]);
-      if ((b >> 6) != 2) return fail("invalid UTF-8");
-      v = (v << 6) | (b & 0x3F);
-    }
+    const int n = utf8_sequence_length(g_, i_, cp);
+    if (n == 0) return fail("invalid UTF-8");
     i_ += static_cast<size_t>(n);
-    *cp = v;
     return Status::ok();
   }
 

@@ -2,17 +2,17 @@
 // sequences) -> DFA by subset construction over byte classes -> dead states pruned.
 #include "text/regex_dfa.h"
 
-#include <array>
-
 #include <algorithm>
+#include <array>
 #include <cctype>
 #include <map>
 #include <memory>
 
+#include "text/unicode.h"
+
 namespace ds {
 namespace {
 
-constexpr uint32_t kMaxCodePoint = 0x10FFFF;
 constexpr int kMaxNfaStates = 200000;
 // Groups inside groups, and quantifiers on one atom: the parser, the NFA construction and the tree's destruction
 // recurse once a level, so a hostile pattern ("(((...a...)))" 100,000 deep) would overflow the stack.

@@ -9,6 +9,8 @@
 
 namespace ds {
 
+constexpr uint32_t kMaxCodePoint = 0x10FFFF;
+
 // Appends the UTF-8 encoding of code point `cp` (must be a scalar value <= 0x10FFFF).
 void append_utf8(std::string* out, uint32_t cp);
 
