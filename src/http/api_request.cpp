@@ -3,8 +3,10 @@
 #include "http/api_request.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <limits>
+#include <random>
 #include <set>
 
 namespace ds {
@@ -29,6 +31,21 @@ ApiError bad_request(std::string message, std::string param) {
 }
 
 std::string dump_json(const Json& j) { return j.dump(-1, ' ', false, Json::error_handler_t::replace); }
+
+std::string random_hex(size_t n) {
+  thread_local std::mt19937_64 rng{std::random_device{}() ^
+                                   (static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())
+                                    << 1)};
+  static const char* kHex = "0123456789abcdef";
+  std::string s(n, '0');
+  uint64_t bits = 0;
+  for (size_t i = 0; i < n; ++i) {
+    if (i % 16 == 0) bits = rng();
+    s[i] = kHex[bits & 15];
+    bits >>= 4;
+  }
+  return s;
+}
 
 std::string string_field(const Json& obj, const char* key, const std::string& fallback) {
   if (!obj.is_object()) return fallback;
@@ -479,6 +496,15 @@ void read_stream_options(Reader& r, bool stream, bool* include_usage, bool* cont
   if (s.err && !r.err) r.err = s.err;
 }
 
+// kMaxSequencesPerRequest, named by the prompts' field.
+std::optional<ApiError> check_sequence_count(size_t seqs, const char* param) {
+  if (seqs <= kMaxSequencesPerRequest) return std::nullopt;
+  return bad_request("a request may start at most " + std::to_string(kMaxSequencesPerRequest) +
+                         " sequences (prompts x n); this one asks for " + std::to_string(seqs) +
+                         ": send the prompts in several requests",
+                     param);
+}
+
 // Fields OpenAI accepts that do not change the output here.
 void ignore_openai_metadata(Reader& r) {
   for (const char* k : {"user", "store", "metadata", "service_tier", "parallel_tool_calls", "stream_reasoning",
@@ -557,11 +583,7 @@ std::optional<ApiError> parse_generate_request(const Json& body, GenerateRequest
   {
     size_t seqs = 0;
     for (const SamplingSpec& s : out->sampling) seqs += static_cast<size_t>(s.n);
-    if (seqs > kMaxSequencesPerRequest)
-      return bad_request("a request may start at most " + std::to_string(kMaxSequencesPerRequest) +
-                             " sequences (prompts x n); this one asks for " + std::to_string(seqs) +
-                             ": send the prompts in several requests",
-                         has_text ? "text" : "input_ids");
+    if (auto e = check_sequence_count(seqs, has_text ? "text" : "input_ids")) return e;
   }
   r.get_bool("stream", &out->stream);
   r.get_bool("return_logprob", &out->return_logprob);
@@ -631,13 +653,8 @@ std::optional<ApiError> parse_completion_request(const Json& body, CompletionReq
   read_response_format(r, &out->sampling);
   ignore_openai_metadata(r);
   r.reject_unknown();
-  if (!r.err && out->prompts.size() * static_cast<size_t>(out->sampling.n) > kMaxSequencesPerRequest)
-    return bad_request("a request may start at most " + std::to_string(kMaxSequencesPerRequest) +
-                           " sequences (prompts x n); this one asks for " +
-                           std::to_string(out->prompts.size() * static_cast<size_t>(out->sampling.n)) +
-                           ": send the prompts in several requests",
-                       "prompt");
-  return r.err;
+  if (r.err) return r.err;
+  return check_sequence_count(out->prompts.size() * static_cast<size_t>(out->sampling.n), "prompt");
 }
 
 std::string SamplingDefaults::describe() const {

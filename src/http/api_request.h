@@ -173,6 +173,9 @@ std::optional<ApiError> parse_score_request(const Json& body, ScoreRequest* out)
 // /pause_generation's body: empty, or {"mode": "abort" | "retract" | "in_place"} (SGLang's default: abort).
 std::optional<ApiError> parse_pause_mode(const std::string& body, PauseMode* mode);
 
+// n random hex digits (request, response and item ids).
+std::string random_hex(size_t n);
+
 // obj[key] when obj is an object holding a string there, else `fallback` (a wrong type reads as the fallback, which
 // callers then refuse by name; nlohmann's value() would throw on it).
 std::string string_field(const Json& obj, const char* key, const std::string& fallback = "");

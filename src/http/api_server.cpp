@@ -10,7 +10,6 @@
 #include <ctime>
 #include <limits>
 #include <mutex>
-#include <random>
 #include <set>
 #include <thread>
 
@@ -33,19 +32,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 
 double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
-
-std::string random_hex(size_t n) {
-  thread_local std::mt19937_64 rng{std::random_device{}() ^ (static_cast<uint64_t>(Clock::now().time_since_epoch().count()) << 1)};
-  static const char* kHex = "0123456789abcdef";
-  std::string s(n, '0');
-  uint64_t bits = 0;
-  for (size_t i = 0; i < n; ++i) {
-    if (i % 16 == 0) bits = rng();
-    s[i] = kHex[bits & 15];
-    bits >>= 4;
-  }
-  return s;
-}
 
 uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;

@@ -1,24 +1,12 @@
 // The Responses API's translation to and from chat completions (responses_api.h).
 #include "http/responses_api.h"
 
-#include <chrono>
-#include <random>
 #include <set>
 
 namespace ds {
 namespace {
 
-std::string item_id(const char* prefix) {
-  thread_local std::mt19937_64 rng{std::random_device{}() ^
-                                   static_cast<uint64_t>(std::chrono::steady_clock::now().time_since_epoch().count())};
-  static const char* kHex = "0123456789abcdef";
-  std::string s = prefix;
-  uint64_t bits = rng();
-  for (int i = 0; i < 16; ++i, bits >>= 4) s += kHex[bits & 15];
-  bits = rng();
-  for (int i = 0; i < 16; ++i, bits >>= 4) s += kHex[bits & 15];
-  return s;
-}
+std::string item_id(const char* prefix) { return prefix + random_hex(32); }
 
 ApiError field_error(const std::string& param, const std::string& message) { return bad_request(message, param); }
 
@@ -208,7 +196,6 @@ std::optional<ApiError> parse_responses_request(const Json& body, ResponsesReque
       return field_error(k, "Unrecognized request argument supplied: " + k);
     }
   }
-  out->stream = body.value("stream", Json(false)) == true;
   return std::nullopt;
 }
 

@@ -24,7 +24,6 @@ struct ResponsesRequest {
   std::string instructions;
   std::string previous_response_id;
   bool store = true;
-  bool stream = false;
   Json echo = Json::object();  // request fields the response object repeats (model, tools, text, metadata, ...)
 };
 
