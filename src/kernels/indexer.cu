@@ -264,6 +264,39 @@ __device__ __forceinline__ uint32_t order_key(float f) {
   return (u & 0x80000000u) ? ~u : (u | 0x80000000u);
 }
 
+// Block-wide, over a complete histogram of nb buckets (256 or 4096): the bucket where the count from the top reaches
+// `remaining`, into *bucket, and how many of its keys are still to take, into *left. Ends synchronised.
+__device__ __forceinline__ void find_bucket(const int* hist, int nb, int remaining, int* warp_sums, int* bucket,
+                                           int* left) {
+  const int per = nb >= kSelectThreads ? nb / kSelectThreads : 1;  // buckets a thread holds, highest first
+  const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32;
+  const int top = nb - 1 - tid * per;
+  int sum = 0;
+  if (top >= 0)
+    for (int i = 0; i < per; ++i) sum += hist[top - i];
+  int incl = sum;
+#pragma unroll
+  for (int o = 1; o < 32; o <<= 1) {
+    const int v = __shfl_up_sync(0xffffffffu, incl, o);
+    if (lane >= o) incl += v;
+  }
+  if (lane == 31) warp_sums[warp] = incl;
+  __syncthreads();
+  incl += __reduce_add_sync(0xffffffffu, lane < warp ? warp_sums[lane] : 0);
+  int acc = incl - sum;
+  if (top >= 0 && acc < remaining && remaining <= incl)
+    for (int i = 0; i < per; ++i) {
+      const int c = hist[top - i];
+      if (acc + c >= remaining) {
+        *bucket = top - i;
+        *left = remaining - acc;
+        break;
+      }
+      acc += c;
+    }
+  __syncthreads();
+}
+
 // Block-wide exclusive scan in thread order of v (and the block's total in *total): warp scans, then the warps'
 // totals through warp_sums. Ends synchronised (warp_sums free again).
 __device__ __forceinline__ int block_exclusive_scan(int v, int* warp_sums, int* total) {
@@ -282,32 +315,6 @@ __device__ __forceinline__ int block_exclusive_scan(int v, int* warp_sums, int* 
   __syncthreads();
   return before + incl - v;
 }
-
-// Block-wide, over a complete histogram of nb buckets (256 or 4096): the bucket where the count from the top reaches
-// `remaining`, into *bucket, and how many of its keys are still to take, into *left. Ends synchronised.
-__device__ __forceinline__ void find_bucket(const int* hist, int nb, int remaining, int* warp_sums, int* bucket,
-                                           int* left) {
-  const int per = nb >= kSelectThreads ? nb / kSelectThreads : 1;  // buckets a thread holds, highest first
-  const int top = nb - 1 - static_cast<int>(threadIdx.x) * per;
-  int sum = 0;
-  if (top >= 0)
-    for (int i = 0; i < per; ++i) sum += hist[top - i];
-  int total;
-  int acc = block_exclusive_scan(sum, warp_sums, &total);  // the count above this thread's buckets
-  const int incl = acc + sum;
-  if (top >= 0 && acc < remaining && remaining <= incl)
-    for (int i = 0; i < per; ++i) {
-      const int c = hist[top - i];
-      if (acc + c >= remaining) {
-        *bucket = top - i;
-        *left = remaining - acc;
-        break;
-      }
-      acc += c;
-    }
-  __syncthreads();
-}
-
 
 // One block per token: a radix select over the order keys (digits of 12, 12 and 8 bits) finds the keep-th largest,
 // then one pass writes the chosen positions in ascending order (every key above it, and the lowest positions of those
