@@ -46,9 +46,7 @@ cudaError_t launch_mla_topk_bitmask(const int32_t* topk, int num_tokens, int top
 cudaError_t launch_mla_prefill(const MlaPrefillParams& p, cudaStream_t stream);
 // The same on Hopper's wgmma (mla_prefill_wgmma.cu: 128 query rows a block, P from registers); fast dims only.
 // keys_per_tile: 64 (three stages) or 128 (two stages).
-// overlap: the overlapped schedule (64-key tiles only; an A/B of session 64, DSERVE_MLA_PREFILL_OVERLAP=1 in the op).
-cudaError_t launch_mla_prefill_wgmma(const MlaPrefillParams& p, cudaStream_t stream, int keys_per_tile = 64,
-                                     bool overlap = false);
+cudaError_t launch_mla_prefill_wgmma(const MlaPrefillParams& p, cudaStream_t stream, int keys_per_tile = 64);
 
 // The attention over two disjoint parts of the context from each part's (out, lse) as the kernels above give them
 // (a context cut into chunks, one launch each): out = (e^lse out + e^lse_part out_part) / (e^lse + e^lse_part),

@@ -5,10 +5,10 @@
 // the register A operand and the value tile MN-major. Key / value tiles stream through a ring of cp.async stages
 // (three of 64 keys, two of 128); the row tiles run longest first (the causal tail). Measured and removed (session 61,
 // BENCHMARKS.md): the next tile's S issued before this tile's softmax (a tie), one warpgroup a block at two blocks an
-// SM (0.68x).
+// SM (0.68x); session 64 (H100, after the shift-mapped loads): FlashAttention-3's intra-warpgroup overlap (S(kt) issued,
+// then P V(kt - 1) beside tile kt's softmax, four 64-key stages) 350 TFLOP/s at V3 128 heads x 4,096 against 336 for
+// 64-key and 370 for 128-key tiles without it (V3 4 layers 32K prefill 0.64-0.65 vs 0.62 s): not the bound.
 #include <cuda_bf16.h>
-
-#include <type_traits>
 
 #include "kernels/mla_merge.cuh"
 #include "kernels/mla_prefill.h"
@@ -30,14 +30,11 @@ constexpr int kThreads = 256;            // two warpgroups
 constexpr int kBq = 128;                 // query rows a block, 64 a warpgroup (the wgmma M)
 constexpr int kSmemKv = 2 * kQWgBytes;   // key / value stages after Q (48 KB)
 // Keys a tile BK (64 or 128): the key tile is three panels of BK rows, the value tile two.
-// kOv: the overlapped schedule (the next tile's S issued before this tile's softmax, this tile's P V left in flight
-// across the next tile's softmax): four stages of 64 keys (tile kt - 1 under P V, kt, kt + 1 under S, kt + 2 loading).
-template <int BK, bool kOv = false>
+template <int BK>
 struct Tiles {
-  static_assert(!kOv || BK == 64, "the overlapped schedule holds four stages: 64-key tiles only");
   static constexpr int kPanel = BK * 128;
   static constexpr int kKBytes = 3 * kPanel, kVBytes = 2 * kPanel, kStageBytes = kKBytes + kVBytes;  // 40 / 80 KB
-  static constexpr int kStages = kOv ? 4 : BK == 64 ? 3 : 2;
+  static constexpr int kStages = BK == 64 ? 3 : 2;
   static constexpr int kSmemBytes = kSmemKv + kStages * kStageBytes + 1024;  // + alignment slack: 169 / 209 KB
   static_assert(kSmemBytes <= 232448, "exceeds the 227 KB opt-in shared memory of sm_90");
 };
@@ -65,9 +62,9 @@ __device__ int64_t context_base(const int32_t* seq_lens, int seq) {
 // key). One loop over 40 chunks a row with a division, a remainder and three branches that split warps made ALU the
 // busiest pipe (ncu, s61g: 28%, 20 of 32 threads active); the shifts doubled the kernel (H100, session 62: V3 128
 // heads x 4,096 185 -> 370 TFLOP/s; V3 4 layers 32K prefill 1.05 -> 0.61 s).
-template <int BK, bool kOv>
+template <int BK>
 __global__ void __launch_bounds__(kThreads, 1) mla_prefill_wgmma_kernel(const MlaPrefillParams p) {
-  using T = Tiles<BK, kOv>;
+  using T = Tiles<BK>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_align1024(smem_raw);
   const uint32_t sbase = smem_u32(smem);
@@ -230,121 +227,13 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_wgmma_kernel(const Ml
     fence_regs(o);
   };
 
-  // The overlapped schedule (FlashAttention-3's intra-warpgroup overlap), tile kt: issue S(kt), then rescale O for
-  // tile kt - 1's maximum and issue P V(kt - 1); wait for S(kt) only, so its softmax runs beside P V(kt - 1) on the
-  // tensor cores; then wait for P V(kt - 1) and pack P(kt) into registers it no longer reads. Tile kt + 2 loads into
-  // tile kt - 2's stage (four stages), free once every thread passed this tile's barrier. kFirst: no P V before.
-  float a0 = 1.0f, a1 = 1.0f;  // the previous tile's rescale factors
-  uint32_t pf_ov[BK / 16][4];  // P(kt - 1) as the A fragments of P V
-  const auto rescale_issue_pv = [&](int kt) {  // O *= a, then O += P(kt) V(kt)
+  // Prologue: Q with tile 0 in the first group, tiles 1 .. kStages - 2 one group each.
 #pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      o[4 * j] *= a0;
-      o[4 * j + 1] *= a0;
-      o[4 * j + 2] *= a1;
-      o[4 * j + 3] *= a1;
-    }
-    fence_regs(o);
-    const uint64_t dv = opaque(make_desc(stage_of(kt) + T::kKBytes, T::kPanel, 1024));
-    wgmma_fence();
-#pragma unroll
-    for (int k = 0; k < BK / 16; ++k) wgmma_bf16_rs_tnsp_b(o, pf_ov[k], dv + ((k * 16 * 128) >> 4));
-    wgmma_commit();
-  };
-  const auto step_ov = [&](auto first, int kt) {  // first: std::bool_constant
-    constexpr bool kFirst = decltype(first)::value;
-    cp_async_wait<1>();  // tile kt landed for this thread (tile kt + 1 may still load)
-    fence_proxy_async();
-    __syncthreads();  // ... for every thread; every thread past P V(kt - 2)
-    if (kt + 2 < n_kt) load_tile(kt + 2);
+  for (int i = 0; i < T::kStages - 1; ++i) {
+    if (i < n_kt) load_tile(i);
     cp_async_commit();
-    issue_qk(kt);
-    if constexpr (!kFirst) {
-      rescale_issue_pv(kt - 1);
-      wgmma_wait<1>();  // S(kt) done; P V(kt - 1) runs on
-    } else {
-      wgmma_wait<0>();
-    }
-    fence_regs(sn);
-    const int j_first = kt * BK;
-    const bool masked = p.allow != nullptr || j_first + BK - 1 > first_pos || j_first + BK > kv_end;
-    float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < BK / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float& a = sn[4 * j + e];
-        float& b = sn[4 * j + 2 + e];
-        if (masked) {
-          const int col = j_first + 8 * j + 2 * (lane & 3) + e;
-          const bool in = col < kv_end;
-          const bool va =
-              in && col <= pos0 &&
-              (!p.allow || ((p.allow[static_cast<int64_t>(t0) * p.allow_words + (col >> 5)] >> (col & 31)) & 1u));
-          const bool vb =
-              in && col <= pos1 &&
-              (!p.allow || ((p.allow[static_cast<int64_t>(t1) * p.allow_words + (col >> 5)] >> (col & 31)) & 1u));
-          a = va ? a * sl2 : -INFINITY;
-          b = vb ? b * sl2 : -INFINITY;
-        } else {
-          a *= sl2;
-          b *= sl2;
-        }
-        mx0 = fmaxf(mx0, a);
-        mx1 = fmaxf(mx1, b);
-      }
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
-    a0 = n0 == -INFINITY ? 1.0f : fast_exp2(m0 - n0);
-    a1 = n1 == -INFINITY ? 1.0f : fast_exp2(m1 - n1);
-    m0 = n0;
-    m1 = n1;
-    const float b0 = m0 == -INFINITY ? 0.0f : m0, b1 = m1 == -INFINITY ? 0.0f : m1;
-    l0 *= a0;
-    l1 *= a1;
-#pragma unroll
-    for (int j = 0; j < BK / 8; ++j) {
-      sn[4 * j] = fast_exp2(sn[4 * j] - b0);
-      sn[4 * j + 1] = fast_exp2(sn[4 * j + 1] - b0);
-      sn[4 * j + 2] = fast_exp2(sn[4 * j + 2] - b1);
-      sn[4 * j + 3] = fast_exp2(sn[4 * j + 3] - b1);
-      l0 += sn[4 * j] + sn[4 * j + 1];
-      l1 += sn[4 * j + 2] + sn[4 * j + 3];
-    }
-    if constexpr (!kFirst) {
-      wgmma_wait<0>();  // P V(kt - 1) done: its P registers are free
-      fence_regs(o);
-    }
-#pragma unroll
-    for (int j = 0; j < BK / 8; ++j) {
-      pf_ov[j >> 1][(j & 1) * 2] = pack_bf16(sn[4 * j], sn[4 * j + 1]);
-      pf_ov[j >> 1][(j & 1) * 2 + 1] = pack_bf16(sn[4 * j + 2], sn[4 * j + 3]);
-    }
-  };
-
-  if constexpr (kOv) {
-    // Prologue: Q with tile 0 in the first group, tile 1 in the second.
-    if (0 < n_kt) load_tile(0);
-    cp_async_commit();
-    if (1 < n_kt) load_tile(1);
-    cp_async_commit();
-    if (n_kt > 0) {
-      step_ov(std::true_type{}, 0);
-      for (int kt = 1; kt < n_kt; ++kt) step_ov(std::false_type{}, kt);
-      rescale_issue_pv(n_kt - 1);
-    }
-  } else {
-    // Prologue: Q with tile 0 in the first group, tiles 1 .. kStages - 2 one group each.
-#pragma unroll
-    for (int i = 0; i < T::kStages - 1; ++i) {
-      if (i < n_kt) load_tile(i);
-      cp_async_commit();
-    }
-    for (int kt = 0; kt < n_kt; ++kt) step(kt);
   }
+  for (int kt = 0; kt < n_kt; ++kt) step(kt);
   wgmma_wait<0>();
   fence_regs(o);
   cp_async_wait<0>();
@@ -353,27 +242,26 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_wgmma_kernel(const Ml
   store_prefill_row<kV>(p, h, lane, t1, pos1, m1, l1, [&](int j) { return make_float2(o[4 * j + 2], o[4 * j + 3]); });
 }
 
-template <int BK, bool kOv>
+template <int BK>
 cudaError_t launch_bk(const MlaPrefillParams& p, cudaStream_t stream) {
   static PerDevice<cudaError_t> attrs;
   const cudaError_t e = attrs.get([] {
-    return cudaFuncSetAttribute(mla_prefill_wgmma_kernel<BK, kOv>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                Tiles<BK, kOv>::kSmemBytes);
+    return cudaFuncSetAttribute(mla_prefill_wgmma_kernel<BK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                Tiles<BK>::kSmemBytes);
   });
   if (e != cudaSuccess) return e;
   const dim3 grid(static_cast<unsigned>((p.max_q_len + kBq - 1) / kBq), static_cast<unsigned>(p.num_heads),
                   static_cast<unsigned>(p.num_seqs));
-  return launch_plain(mla_prefill_wgmma_kernel<BK, kOv>, grid, kThreads, Tiles<BK, kOv>::kSmemBytes, stream, p);
+  return launch_plain(mla_prefill_wgmma_kernel<BK>, grid, kThreads, Tiles<BK>::kSmemBytes, stream, p);
 }
 
 }  // namespace
 
-cudaError_t launch_mla_prefill_wgmma(const MlaPrefillParams& p, cudaStream_t stream, int keys_per_tile, bool overlap) {
+cudaError_t launch_mla_prefill_wgmma(const MlaPrefillParams& p, cudaStream_t stream, int keys_per_tile) {
   if (p.num_tokens == 0 || p.num_seqs == 0 || p.max_q_len == 0) return cudaSuccess;
   if (!mla_prefill_fast_supported(p.nope, p.rope, p.v, p.ctx_dim, p.rope_offset)) return cudaErrorInvalidValue;
-  if (overlap) return keys_per_tile == 64 ? launch_bk<64, true>(p, stream) : cudaErrorInvalidValue;
-  if (keys_per_tile == 64) return launch_bk<64, false>(p, stream);
-  if (keys_per_tile == 128) return launch_bk<128, false>(p, stream);
+  if (keys_per_tile == 64) return launch_bk<64>(p, stream);
+  if (keys_per_tile == 128) return launch_bk<128>(p, stream);
   return cudaErrorInvalidValue;
 }
 

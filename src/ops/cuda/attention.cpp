@@ -264,12 +264,9 @@ Tensor cuda_mla_attention_mha(const Tensor& q, const Tensor& kv, const Tensor& c
   // tokens 185.5 vs 177.7 TFLOP/s, x 512 96.3 vs 98.4). DSERVE_MLA_PREFILL_KEYS=64 / 128 forces one,
   // DSERVE_MLA_PREFILL_WGMMA=0 the mma.sync kernel (A/B runs and tests, read per call).
   const bool wgmma = env_flag("DSERVE_MLA_PREFILL_WGMMA", true);
-  // DSERVE_MLA_PREFILL_OVERLAP=1: the overlapped schedule on 64-key tiles (session 64's A/B).
-  const bool overlap = env_flag("DSERVE_MLA_PREFILL_OVERLAP", false);
-  const int keys =
-      overlap ? 64 : static_cast<int>(env_int("DSERVE_MLA_PREFILL_KEYS", m.max_seq_len >= 2048 ? 128 : 64));
+  const int keys = static_cast<int>(env_int("DSERVE_MLA_PREFILL_KEYS", m.max_seq_len >= 2048 ? 128 : 64));
   DS_CUDA_CHECK(!fast    ? kernels::launch_mla_prefill_reference(p, stream)
-                : wgmma ? kernels::launch_mla_prefill_wgmma(p, stream, keys, overlap)
+                : wgmma ? kernels::launch_mla_prefill_wgmma(p, stream, keys)
                         : kernels::launch_mla_prefill(p, stream));
   return out;
 }

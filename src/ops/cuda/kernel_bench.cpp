@@ -898,10 +898,6 @@ class Runner {
               time_calls([&](int) { CK(kernels::launch_mla_prefill_wgmma(p, stream(), keys)); }, 1, bench_, false);
           std::printf("  mla prefill kernel wgmma, %d-key tiles: %.1f us (%.1f TFLOP/s)\n", keys, us, flops / (us * 1e6));
         }
-        const double us_ov =
-            time_calls([&](int) { CK(kernels::launch_mla_prefill_wgmma(p, stream(), 64, true)); }, 1, bench_, false);
-        std::printf("  mla prefill kernel wgmma, 64-key tiles overlapped: %.1f us (%.1f TFLOP/s)\n", us_ov,
-                    flops / (us_ov * 1e6));
         const double us_mma = time_calls([&](int) { CK(kernels::launch_mla_prefill(p, stream())); }, 1, bench_, false);
         std::printf("  mla prefill kernel mma.sync: %.1f us (%.1f TFLOP/s)\n", us_mma, flops / (us_mma * 1e6));
       });
