@@ -32,6 +32,7 @@ struct MlaPrefillParams {
   int v = 128;
   int64_t ctx_dim = 0;
   int64_t rope_offset = 0;
+  int64_t ctx_rows = 0;  // rows of kv / ctx (the TMA path's map extent)
   float scale = 1.0f;
 };
 
@@ -46,7 +47,9 @@ cudaError_t launch_mla_topk_bitmask(const int32_t* topk, int num_tokens, int top
 cudaError_t launch_mla_prefill(const MlaPrefillParams& p, cudaStream_t stream);
 // The same on Hopper's wgmma (mla_prefill_wgmma.cu: 128 query rows a block, P from registers); fast dims only.
 // keys_per_tile: 64 (three stages) or 128 (two stages).
-cudaError_t launch_mla_prefill_wgmma(const MlaPrefillParams& p, cudaStream_t stream, int keys_per_tile = 64);
+// tma: the stages filled by a producer warp's TMA boxes (needs ctx_rows; session 64's A/B, DSERVE_MLA_PREFILL_TMA=1).
+cudaError_t launch_mla_prefill_wgmma(const MlaPrefillParams& p, cudaStream_t stream, int keys_per_tile = 64,
+                                     bool tma = false);
 
 // The attention over two disjoint parts of the context from each part's (out, lse) as the kernels above give them
 // (a context cut into chunks, one launch each): out = (e^lse out + e^lse_part out_part) / (e^lse + e^lse_part),

@@ -16,6 +16,7 @@
 #include "kernels/pdl.cuh"
 #include "kernels/per_device.h"
 #include "kernels/ptx.cuh"
+#include "kernels/tensor_map.h"
 #include "kernels/wgmma.cuh"
 
 namespace ds::kernels {
@@ -30,14 +31,18 @@ constexpr int kThreads = 256;            // two warpgroups
 constexpr int kBq = 128;                 // query rows a block, 64 a warpgroup (the wgmma M)
 constexpr int kSmemKv = 2 * kQWgBytes;   // key / value stages after Q (48 KB)
 // Keys a tile BK (64 or 128): the key tile is three panels of BK rows, the value tile two.
-template <int BK>
+// kTma: the stages filled by a producer warp's TMA boxes (mbarriers full / empty per stage after them) instead of
+// every thread's cp.async with a block barrier a tile (session 64's A/B, DSERVE_MLA_PREFILL_TMA=1).
+template <int BK, bool kTma = false>
 struct Tiles {
   static constexpr int kPanel = BK * 128;
   static constexpr int kKBytes = 3 * kPanel, kVBytes = 2 * kPanel, kStageBytes = kKBytes + kVBytes;  // 40 / 80 KB
   static constexpr int kStages = BK == 64 ? 3 : 2;
-  static constexpr int kSmemBytes = kSmemKv + kStages * kStageBytes + 1024;  // + alignment slack: 169 / 209 KB
+  static constexpr int kSmemBar = kSmemKv + kStages * kStageBytes;  // uint64 full[kStages], empty[kStages] (kTma)
+  static constexpr int kSmemBytes = kSmemBar + (kTma ? 16 * kStages : 0) + 1024;  // + alignment slack: 169 / 209 KB
   static_assert(kSmemBytes <= 232448, "exceeds the 227 KB opt-in shared memory of sm_90");
 };
+constexpr int kTmaThreads = kThreads + 32;  // the consumers' two warpgroups, then the producer warp
 constexpr float kLog2e = 1.4426950408889634f;
 
 // Byte offset of 16-byte chunk c of row r in a [panels][rows][128 B] tile (panel = rows x 128 B), 128-byte swizzle:
@@ -62,9 +67,12 @@ __device__ int64_t context_base(const int32_t* seq_lens, int seq) {
 // key). One loop over 40 chunks a row with a division, a remainder and three branches that split warps made ALU the
 // busiest pipe (ncu, s61g: 28%, 20 of 32 threads active); the shifts doubled the kernel (H100, session 62: V3 128
 // heads x 4,096 185 -> 370 TFLOP/s; V3 4 layers 32K prefill 1.05 -> 0.61 s).
-template <int BK>
-__global__ void __launch_bounds__(kThreads, 1) mla_prefill_wgmma_kernel(const MlaPrefillParams p) {
-  using T = Tiles<BK>;
+// kv_map / ctx_map (kTma only): kv as [ctx_rows, H * (nope + v)] and ctx as [ctx_rows, ctx_dim], boxes of 64 columns
+// x BK rows, 128-byte swizzle (the tiles' layout), zeros past the last row.
+template <int BK, bool kTma>
+__device__ __forceinline__ void mla_prefill_wgmma_body(const MlaPrefillParams& p, const CUtensorMap* kv_map,
+                                                       const CUtensorMap* ctx_map) {
+  using T = Tiles<BK, kTma>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_align1024(smem_raw);
   const uint32_t sbase = smem_u32(smem);
@@ -73,7 +81,11 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_wgmma_kernel(const Ml
   const int q0 = p.q_starts[seq];
   const int qn = p.q_starts[seq + 1] - q0;
   if (qt * kBq >= qn) return;  // block-uniform
-  const int64_t cb = context_base(p.seq_lens, seq);
+  const uint32_t full_bar = sbase + T::kSmemBar, empty_bar = full_bar + 8 * T::kStages;
+  if constexpr (kTma) {
+    if (threadIdx.x == 0) mbar_init_ring(full_bar, empty_bar, T::kStages, kThreads);  // every consumer releases
+  }
+  const int64_t cb = context_base(p.seq_lens, seq);  // (its barrier also publishes the mbarriers)
   const int seq_len = p.seq_lens[seq];
   const int H = p.num_heads;
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, wg = warp >> 2;
@@ -81,6 +93,27 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_wgmma_kernel(const Ml
   const int kv_end = min(seq_len, p.positions[q0 + min(row_first + kBq - 1, qn - 1)] + 1);
   const int n_kt = (max(kv_end, 0) + BK - 1) / BK;
   const int first_pos = p.positions[q0 + row_first];  // rows of a sequence hold increasing positions
+
+  if constexpr (kTma) {
+    if (warp == kThreads / 32) {  // the producer warp: one lane streams every tile's five boxes through the ring
+      if (lane == 0) {
+        for (int kt = 0; kt < n_kt; ++kt) {
+          const int st = kt % T::kStages, round = kt / T::kStages;
+          if (round > 0) mbar_wait(empty_bar + st * 8, (round - 1) & 1);
+          const uint32_t full = full_bar + st * 8, dk = sbase + kSmemKv + st * T::kStageBytes, dv = dk + T::kKBytes;
+          mbar_expect_tx(full, T::kStageBytes);
+          // Rows past the sequence's context are other sequences' (masked out of S, so P is 0 there) or zeros.
+          const int row = static_cast<int>(cb) + kt * BK, col = h * (kNope + kV);
+          tma_load_box(dk, kv_map, col, row, full);
+          tma_load_box(dk + T::kPanel, kv_map, col + 64, row, full);
+          tma_load_box(dk + 2 * T::kPanel, ctx_map, static_cast<int>(p.rope_offset), row, full);
+          tma_load_box(dv, kv_map, col + kNope, row, full);
+          tma_load_box(dv + T::kPanel, kv_map, col + kNope + 64, row, full);
+        }
+      }
+      return;  // no block-wide barrier follows: the consumers sync on named barrier 1 and the mbarriers
+    }
+  }
 
   const __nv_bfloat16* q = static_cast<const __nv_bfloat16*>(p.q);
   const __nv_bfloat16* kv = static_cast<const __nv_bfloat16*>(p.kv);
@@ -146,11 +179,15 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_wgmma_kernel(const Ml
   // One tile: S(kt) issued and waited -> masked online softmax -> O += P V(kt) waited. Stage reuse: tile
   // kt + kStages - 1 goes into tile kt - 1's stage once every thread has waited for its wgmma.
   const auto step = [&](int kt) {
-    cp_async_wait<T::kStages - 2>();  // tile kt landed for this thread
-    fence_proxy_async();
-    __syncthreads();  // ... for every thread; both warpgroups done with tile kt - 1's stage
-    if (kt + T::kStages - 1 < n_kt) load_tile(kt + T::kStages - 1);
-    cp_async_commit();
+    if constexpr (kTma) {
+      mbar_wait(full_bar + (kt % T::kStages) * 8, (kt / T::kStages) & 1);  // tile kt's boxes landed
+    } else {
+      cp_async_wait<T::kStages - 2>();  // tile kt landed for this thread
+      fence_proxy_async();
+      __syncthreads();  // ... for every thread; both warpgroups done with tile kt - 1's stage
+      if (kt + T::kStages - 1 < n_kt) load_tile(kt + T::kStages - 1);
+      cp_async_commit();
+    }
     issue_qk(kt);
     wgmma_wait<0>();
     fence_regs(sn);
@@ -225,13 +262,22 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_wgmma_kernel(const Ml
     wgmma_commit();
     wgmma_wait<0>();
     fence_regs(o);
+    if constexpr (kTma) mbar_arrive(empty_bar + (kt % T::kStages) * 8);  // this thread is done with the stage
   };
 
-  // Prologue: Q with tile 0 in the first group, tiles 1 .. kStages - 2 one group each.
-#pragma unroll
-  for (int i = 0; i < T::kStages - 1; ++i) {
-    if (i < n_kt) load_tile(i);
+  if constexpr (kTma) {
+    // Q alone in the first group, visible to both warpgroups' wgmma before the first tile.
     cp_async_commit();
+    cp_async_wait<0>();
+    fence_proxy_async();
+    named_barrier(1, kThreads);
+  } else {
+    // Prologue: Q with tile 0 in the first group, tiles 1 .. kStages - 2 one group each.
+#pragma unroll
+    for (int i = 0; i < T::kStages - 1; ++i) {
+      if (i < n_kt) load_tile(i);
+      cp_async_commit();
+    }
   }
   for (int kt = 0; kt < n_kt; ++kt) step(kt);
   wgmma_wait<0>();
@@ -243,25 +289,54 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_wgmma_kernel(const Ml
 }
 
 template <int BK>
-cudaError_t launch_bk(const MlaPrefillParams& p, cudaStream_t stream) {
+__global__ void __launch_bounds__(kThreads, 1) mla_prefill_wgmma_kernel(const MlaPrefillParams p) {
+  mla_prefill_wgmma_body<BK, false>(p, nullptr, nullptr);
+}
+
+template <int BK>
+__global__ void __launch_bounds__(kTmaThreads, 1)
+    mla_prefill_tma_kernel(const MlaPrefillParams p, const __grid_constant__ CUtensorMap kv_map,
+                           const __grid_constant__ CUtensorMap ctx_map) {
+  mla_prefill_wgmma_body<BK, true>(p, &kv_map, &ctx_map);
+}
+
+template <int BK>
+cudaError_t launch_bk(const MlaPrefillParams& p, cudaStream_t stream, bool tma) {
   static PerDevice<cudaError_t> attrs;
   const cudaError_t e = attrs.get([] {
-    return cudaFuncSetAttribute(mla_prefill_wgmma_kernel<BK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                Tiles<BK>::kSmemBytes);
+    const cudaError_t a = cudaFuncSetAttribute(mla_prefill_wgmma_kernel<BK>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, Tiles<BK>::kSmemBytes);
+    return a != cudaSuccess ? a
+                            : cudaFuncSetAttribute(mla_prefill_tma_kernel<BK>,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   Tiles<BK, true>::kSmemBytes);
   });
   if (e != cudaSuccess) return e;
   const dim3 grid(static_cast<unsigned>((p.max_q_len + kBq - 1) / kBq), static_cast<unsigned>(p.num_heads),
                   static_cast<unsigned>(p.num_seqs));
-  return launch_plain(mla_prefill_wgmma_kernel<BK>, grid, kThreads, Tiles<BK>::kSmemBytes, stream, p);
+  if (!tma) return launch_plain(mla_prefill_wgmma_kernel<BK>, grid, kThreads, Tiles<BK>::kSmemBytes, stream, p);
+  // The maps' rows are the context rows the box coordinates (int) address; 16-byte aligned bases and strides.
+  const int64_t kv_cols = int64_t{p.num_heads} * (kNope + kV);
+  if (p.ctx_rows <= 0 || p.ctx_rows > INT32_MAX || (reinterpret_cast<uintptr_t>(p.kv) & 15) ||
+      (reinterpret_cast<uintptr_t>(p.ctx) & 15) || (p.ctx_dim * 2) % 16 != 0)
+    return cudaErrorInvalidValue;
+  CUtensorMap kv_map, ctx_map;
+  if (!encode_2d_swizzle128(&kv_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, p.kv, static_cast<uint64_t>(kv_cols),
+                            static_cast<uint64_t>(p.ctx_rows), static_cast<uint64_t>(kv_cols) * 2, 64, BK) ||
+      !encode_2d_swizzle128(&ctx_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, p.ctx, static_cast<uint64_t>(p.ctx_dim),
+                            static_cast<uint64_t>(p.ctx_rows), static_cast<uint64_t>(p.ctx_dim) * 2, 64, BK))
+    return cudaErrorInvalidValue;
+  return launch_plain(mla_prefill_tma_kernel<BK>, grid, kTmaThreads, Tiles<BK, true>::kSmemBytes, stream, p, kv_map,
+                      ctx_map);
 }
 
 }  // namespace
 
-cudaError_t launch_mla_prefill_wgmma(const MlaPrefillParams& p, cudaStream_t stream, int keys_per_tile) {
+cudaError_t launch_mla_prefill_wgmma(const MlaPrefillParams& p, cudaStream_t stream, int keys_per_tile, bool tma) {
   if (p.num_tokens == 0 || p.num_seqs == 0 || p.max_q_len == 0) return cudaSuccess;
   if (!mla_prefill_fast_supported(p.nope, p.rope, p.v, p.ctx_dim, p.rope_offset)) return cudaErrorInvalidValue;
-  if (keys_per_tile == 64) return launch_bk<64>(p, stream);
-  if (keys_per_tile == 128) return launch_bk<128>(p, stream);
+  if (keys_per_tile == 64) return launch_bk<64>(p, stream, tma);
+  if (keys_per_tile == 128) return launch_bk<128>(p, stream, tma);
   return cudaErrorInvalidValue;
 }
 

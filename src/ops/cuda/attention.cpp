@@ -238,6 +238,7 @@ Tensor cuda_mla_attention_mha(const Tensor& q, const Tensor& kv, const Tensor& c
   p.v = static_cast<int>(v);
   p.ctx_dim = ctx.dim(1);
   p.rope_offset = rope_offset;
+  p.ctx_rows = kv.dim(0);
   p.scale = scale;
 
   // DSA: the per-token top-k lists become bitmasks over positions [0, max_seq_len).
@@ -265,8 +266,10 @@ Tensor cuda_mla_attention_mha(const Tensor& q, const Tensor& kv, const Tensor& c
   // DSERVE_MLA_PREFILL_WGMMA=0 the mma.sync kernel (A/B runs and tests, read per call).
   const bool wgmma = env_flag("DSERVE_MLA_PREFILL_WGMMA", true);
   const int keys = static_cast<int>(env_int("DSERVE_MLA_PREFILL_KEYS", m.max_seq_len >= 2048 ? 128 : 64));
+  // DSERVE_MLA_PREFILL_TMA=1: the stages filled by a producer warp's TMA boxes (session 64's A/B).
+  const bool tma = env_flag("DSERVE_MLA_PREFILL_TMA", false);
   DS_CUDA_CHECK(!fast    ? kernels::launch_mla_prefill_reference(p, stream)
-                : wgmma ? kernels::launch_mla_prefill_wgmma(p, stream, keys)
+                : wgmma ? kernels::launch_mla_prefill_wgmma(p, stream, keys, tma)
                         : kernels::launch_mla_prefill(p, stream));
   return out;
 }

@@ -886,6 +886,7 @@ class Runner {
         p.v = v;
         p.ctx_dim = ctx_dim;
         p.rope_offset = rope_off;
+        p.ctx_rows = T;
         p.scale = scale;
         auto ref = [&](int) { CK(kernels::launch_mla_prefill_reference(p, stream())); };
         r.baseline_us = time_calls(ref, 1, bench_, false, 3);
@@ -897,6 +898,10 @@ class Runner {
           const double us =
               time_calls([&](int) { CK(kernels::launch_mla_prefill_wgmma(p, stream(), keys)); }, 1, bench_, false);
           std::printf("  mla prefill kernel wgmma, %d-key tiles: %.1f us (%.1f TFLOP/s)\n", keys, us, flops / (us * 1e6));
+          const double us_tma =
+              time_calls([&](int) { CK(kernels::launch_mla_prefill_wgmma(p, stream(), keys, true)); }, 1, bench_, false);
+          std::printf("  mla prefill kernel wgmma, %d-key tiles, TMA producer: %.1f us (%.1f TFLOP/s)\n", keys, us_tma,
+                      flops / (us_tma * 1e6));
         }
         const double us_mma = time_calls([&](int) { CK(kernels::launch_mla_prefill(p, stream())); }, 1, bench_, false);
         std::printf("  mla prefill kernel mma.sync: %.1f us (%.1f TFLOP/s)\n", us_mma, flops / (us_mma * 1e6));
