@@ -47,7 +47,8 @@ cudaError_t launch_mla_topk_bitmask(const int32_t* topk, int num_tokens, int top
 cudaError_t launch_mla_prefill(const MlaPrefillParams& p, cudaStream_t stream);
 // The same on Hopper's wgmma (mla_prefill_wgmma.cu: 128 query rows a block, P from registers); fast dims only.
 // keys_per_tile: 64 (three stages) or 128 (two stages).
-// tma: the stages filled by a producer warp's TMA boxes (needs ctx_rows; session 64's A/B, DSERVE_MLA_PREFILL_TMA=1).
+// tma: the stages filled by a producer warp's TMA boxes (the op's default; needs ctx_rows, else, or where the driver
+// cannot make the tensor maps, every thread's cp.async).
 cudaError_t launch_mla_prefill_wgmma(const MlaPrefillParams& p, cudaStream_t stream, int keys_per_tile = 64,
                                      bool tma = false);
 

@@ -2,12 +2,15 @@
 // one block of two warpgroups per (128 query rows, head, sequence), each warpgroup owning 64 rows. S = Q K^T as
 // m64n64k16 or m64n128k16 (64- or 128-key tiles) with Q and the key tile K-major in shared memory (128-byte swizzle),
 // the online softmax in fp32 registers, then O += P V as m64n128k16 with P taken straight from the S accumulators as
-// the register A operand and the value tile MN-major. Key / value tiles stream through a ring of cp.async stages
-// (three of 64 keys, two of 128); the row tiles run longest first (the causal tail). Measured and removed (session 61,
-// BENCHMARKS.md): the next tile's S issued before this tile's softmax (a tie), one warpgroup a block at two blocks an
-// SM (0.68x); session 64 (H100, after the shift-mapped loads): FlashAttention-3's intra-warpgroup overlap (S(kt) issued,
-// then P V(kt - 1) beside tile kt's softmax, four 64-key stages) 350 TFLOP/s at V3 128 heads x 4,096 against 336 for
-// 64-key and 370 for 128-key tiles without it (V3 4 layers 32K prefill 0.64-0.65 vs 0.62 s): not the bound.
+// the register A operand and the value tile MN-major. Key / value tiles stream through a ring of stages (three of 64
+// keys, two of 128) filled by a producer warp's TMA boxes, full / empty mbarriers a stage, so the two consumer
+// warpgroups never meet at a block barrier (session 64, H100, one run: V3 128 heads x 4,096 459.5 vs 285.5 TFLOP/s for
+// the first form, every thread's cp.async and a block barrier a tile, whose barrier stalls ncu had put first; that form
+// stays for where the tensor maps cannot be made). The row tiles run longest first (the causal tail). Measured and
+// removed (BENCHMARKS.md): the next tile's S issued before this tile's softmax (session 61: a tie), one warpgroup a
+// block at two blocks an SM (0.68x); FlashAttention-3's intra-warpgroup overlap (session 64, cp.async form: S(kt)
+// issued, then P V(kt - 1) beside tile kt's softmax, four 64-key stages: 350 TFLOP/s at V3 128 x 4,096 vs 336 for
+// 64-key and 370 for 128-key tiles without it).
 #include <cuda_bf16.h>
 
 #include "kernels/mla_merge.cuh"
@@ -32,7 +35,7 @@ constexpr int kBq = 128;                 // query rows a block, 64 a warpgroup (
 constexpr int kSmemKv = 2 * kQWgBytes;   // key / value stages after Q (48 KB)
 // Keys a tile BK (64 or 128): the key tile is three panels of BK rows, the value tile two.
 // kTma: the stages filled by a producer warp's TMA boxes (mbarriers full / empty per stage after them) instead of
-// every thread's cp.async with a block barrier a tile (session 64's A/B, DSERVE_MLA_PREFILL_TMA=1).
+// every thread's cp.async with a block barrier a tile.
 template <int BK, bool kTma = false>
 struct Tiles {
   static constexpr int kPanel = BK * 128;
@@ -314,18 +317,19 @@ cudaError_t launch_bk(const MlaPrefillParams& p, cudaStream_t stream, bool tma) 
   if (e != cudaSuccess) return e;
   const dim3 grid(static_cast<unsigned>((p.max_q_len + kBq - 1) / kBq), static_cast<unsigned>(p.num_heads),
                   static_cast<unsigned>(p.num_seqs));
-  if (!tma) return launch_plain(mla_prefill_wgmma_kernel<BK>, grid, kThreads, Tiles<BK>::kSmemBytes, stream, p);
-  // The maps' rows are the context rows the box coordinates (int) address; 16-byte aligned bases and strides.
+  // The maps' rows are the context rows the box coordinates (int) address; 16-byte aligned bases and strides. Where
+  // they cannot be made (no row count, a driver without the encoder), every thread's cp.async loads the tiles.
   const int64_t kv_cols = int64_t{p.num_heads} * (kNope + kV);
-  if (p.ctx_rows <= 0 || p.ctx_rows > INT32_MAX || (reinterpret_cast<uintptr_t>(p.kv) & 15) ||
-      (reinterpret_cast<uintptr_t>(p.ctx) & 15) || (p.ctx_dim * 2) % 16 != 0)
-    return cudaErrorInvalidValue;
   CUtensorMap kv_map, ctx_map;
-  if (!encode_2d_swizzle128(&kv_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, p.kv, static_cast<uint64_t>(kv_cols),
-                            static_cast<uint64_t>(p.ctx_rows), static_cast<uint64_t>(kv_cols) * 2, 64, BK) ||
-      !encode_2d_swizzle128(&ctx_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, p.ctx, static_cast<uint64_t>(p.ctx_dim),
-                            static_cast<uint64_t>(p.ctx_rows), static_cast<uint64_t>(p.ctx_dim) * 2, 64, BK))
-    return cudaErrorInvalidValue;
+  const bool maps = tma && p.ctx_rows > 0 && p.ctx_rows <= INT32_MAX && !(reinterpret_cast<uintptr_t>(p.kv) & 15) &&
+                    !(reinterpret_cast<uintptr_t>(p.ctx) & 15) && (p.ctx_dim * 2) % 16 == 0 &&
+                    encode_2d_swizzle128(&kv_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, p.kv,
+                                         static_cast<uint64_t>(kv_cols), static_cast<uint64_t>(p.ctx_rows),
+                                         static_cast<uint64_t>(kv_cols) * 2, 64, BK) &&
+                    encode_2d_swizzle128(&ctx_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, p.ctx,
+                                         static_cast<uint64_t>(p.ctx_dim), static_cast<uint64_t>(p.ctx_rows),
+                                         static_cast<uint64_t>(p.ctx_dim) * 2, 64, BK);
+  if (!maps) return launch_plain(mla_prefill_wgmma_kernel<BK>, grid, kThreads, Tiles<BK>::kSmemBytes, stream, p);
   return launch_plain(mla_prefill_tma_kernel<BK>, grid, kTmaThreads, Tiles<BK, true>::kSmemBytes, stream, p, kv_map,
                       ctx_map);
 }
