@@ -80,6 +80,18 @@ ncu_run() {
   echo "== $name rc=$?"
   grep -vE "^==PROF==|^\s*\$|$header|^ceiling|^device|^done|^    ---" "$OUT/$name.txt" | head -"$lines"
 }
+# ncu_stalls NAME SECONDS KERNEL_REGEX BENCH_FILTER: the stall reasons (average warps stalled a issued instruction, by
+# reason) of the first launch of the kernels matching KERNEL_REGEX in `dserve_kernel_bench --filter BENCH_FILTER`, the
+# report in $OUT/NAME.txt, a line "== NAME rc=..." and the eight largest reasons.
+ncu_stalls() {
+  local name=$1 secs=$2 kernel=$3 filter=$4 ncu
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
+  timeout "$secs" "$ncu" --clock-control none --kernel-name "regex:$kernel" --launch-count 1 \
+    --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
+    "$B/dserve_kernel_bench" --filter "$filter" > "$OUT/$name.txt" 2>&1
+  echo "== $name rc=$?"
+  grep -E "stalled" "$OUT/$name.txt" | awk '{print $1, $NF}' | sort -k2 -g -r | head -8
+}
 # b1b_run NAME ARGS...: bench-one-batch on the V2-Lite config (dummy weights, input 256, graphs) with ARGS, its
 # output in $OUT/NAME.log, and one line "== NAME rc=<exit status> <each decode median tok/s> <graphs captured>".
 b1b_run() {

@@ -8,10 +8,5 @@ set -u
 source "$(dirname "$0")/lib.sh"
 timeout 200 "$B/ds_ops_cuda_gpu_test" --gtest_filter='*GreedyMatchesEager*' --gtest_repeat=3 > "$OUT/graph_eager.log" 2>&1
 echo "== graph_eager rc=$? $(grep -cE '^\[       OK' "$OUT/graph_eager.log") ok, $(grep -cE '^\[  FAILED  \].*ms\)' "$OUT/graph_eager.log") failed"
-ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
-timeout 90 "$ncu" --clock-control none --kernel-name "regex:mla_prefill_wgmma" --launch-count 1 \
-  --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
-  "$B/dserve_kernel_bench" --filter 'mla_prefill v3 tokens=4096' > "$OUT/ncu_stalls.txt" 2>&1
-echo "== ncu_stalls rc=$?"
-grep -E "stalled" "$OUT/ncu_stalls.txt" | awk '{print $1, $NF}' | sort -k2 -g -r | head -14
+ncu_stalls ncu_stalls 90 mla_prefill_wgmma 'mla_prefill v3 tokens=4096'
 OUT="$OUT/trace" TRACE_EXTRA="--quantization fp8" timeout 120 bash scripts/device/trace.sh 2>&1 | head -60

@@ -21,9 +21,4 @@ prefill_run v3_8k_ov "$OUT/v3.json" 8192 DSERVE_MLA_PREFILL_OVERLAP=1
 prefill_run v3_8k_def "$OUT/v3.json" 8192
 # The indexer's wgmma scores: the same block barrier a tile (both warpgroups read disjoint halves of each tile, so the
 # barrier only serves the cp.async ring): its stall reasons, before giving it the MHA prefill's TMA producer form.
-ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
-timeout 90 "$ncu" --clock-control none --kernel-name "regex:indexer_scores_wgmma" --launch-count 1 \
-  --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
-  "$B/dserve_kernel_bench" --filter 'indexer_prefill v3.2 batch=1 context=8192' > "$OUT/ncu_indexer_stalls.txt" 2>&1
-echo "== ncu_indexer_stalls rc=$?"
-grep -E "stalled" "$OUT/ncu_indexer_stalls.txt" | awk '{print $1, $NF}' | sort -k2 -g -r | head -8
+ncu_stalls ncu_indexer_stalls 90 indexer_scores_wgmma 'indexer_prefill v3.2 batch=1 context=8192'

@@ -184,36 +184,19 @@ __device__ __forceinline__ void mla_prefill_wgmma_body(const MlaPrefillParams& p
     wgmma_commit();
   };
 
-  // One tile: S(kt) issued and waited -> masked online softmax -> O += P V(kt) waited. Stage reuse: tile
-  // kt + kStages - 1 goes into tile kt - 1's stage once every thread has waited for its wgmma.
-  const auto step = [&](int kt) {
-    if constexpr (kTma) {
-      mbar_wait(full_bar + (kt % T::kStages) * 8, (kt / T::kStages) & 1);  // tile kt's boxes landed
-    } else {
-      cp_async_wait<T::kStages - 2>();  // tile kt landed for this thread
-      fence_proxy_async();
-      __syncthreads();  // ... for every thread; both warpgroups done with tile kt - 1's stage
-      if (kt + T::kStages - 1 < n_kt) load_tile(kt + T::kStages - 1);
-      cp_async_commit();
-    }
-    issue_qk(kt);
-    wgmma_wait<0>();
-    fence_regs(sn);
-    float s[BK / 2];
-#pragma unroll
-    for (int i = 0; i < BK / 2; ++i) s[i] = sn[i];
-
-    // Mask (context end, causality, DSA bits) where the tile reaches past the block's first row, then the online
-    // softmax in log2 units.
+  // Tile kt's scores in log2 units, masked (context end, causality, DSA bits) where the tile reaches past the block's
+  // first row, and each of this thread's two rows' maximum over the tile.
+  const auto mask_scale_max = [&](float (&x)[BK / 2], int kt, float& mx0, float& mx1) {
     const int j_first = kt * BK;
     const bool masked = p.allow != nullptr || j_first + BK - 1 > first_pos || j_first + BK > kv_end;
-    float mx0 = -INFINITY, mx1 = -INFINITY;
+    mx0 = -INFINITY;
+    mx1 = -INFINITY;
 #pragma unroll
     for (int j = 0; j < BK / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        float& a = s[4 * j + e];
-        float& b = s[4 * j + 2 + e];
+        float& a = x[4 * j + e];
+        float& b = x[4 * j + 2 + e];
         if (masked) {
           const int col = j_first + 8 * j + 2 * (lane & 3) + e;
           const bool in = col < kv_end;
@@ -236,6 +219,29 @@ __device__ __forceinline__ void mla_prefill_wgmma_body(const MlaPrefillParams& p
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+  };
+
+  // One tile: S(kt) issued and waited -> masked online softmax -> O += P V(kt) waited. Stage reuse: tile
+  // kt + kStages - 1 goes into tile kt - 1's stage once every thread has waited for its wgmma.
+  const auto step = [&](int kt) {
+    if constexpr (kTma) {
+      mbar_wait(full_bar + (kt % T::kStages) * 8, (kt / T::kStages) & 1);  // tile kt's boxes landed
+    } else {
+      cp_async_wait<T::kStages - 2>();  // tile kt landed for this thread
+      fence_proxy_async();
+      __syncthreads();  // ... for every thread; both warpgroups done with tile kt - 1's stage
+      if (kt + T::kStages - 1 < n_kt) load_tile(kt + T::kStages - 1);
+      cp_async_commit();
+    }
+    issue_qk(kt);
+    wgmma_wait<0>();
+    fence_regs(sn);
+    float s[BK / 2];
+#pragma unroll
+    for (int i = 0; i < BK / 2; ++i) s[i] = sn[i];
+
+    float mx0, mx1;  // then the online softmax in log2 units
+    mask_scale_max(s, kt, mx0, mx1);
     const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
     const float a0 = n0 == -INFINITY ? 1.0f : fast_exp2(m0 - n0);
     const float a1 = n1 == -INFINITY ? 1.0f : fast_exp2(m1 - n1);
@@ -305,37 +311,8 @@ __device__ __forceinline__ void mla_prefill_wgmma_body(const MlaPrefillParams& p
       wgmma_wait<0>();
     }
     fence_regs(sn);
-    const int j_first = kt * BK;
-    const bool masked = p.allow != nullptr || j_first + BK - 1 > first_pos || j_first + BK > kv_end;
-    float mx0 = -INFINITY, mx1 = -INFINITY;
-#pragma unroll
-    for (int j = 0; j < BK / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float& a = sn[4 * j + e];
-        float& b = sn[4 * j + 2 + e];
-        if (masked) {
-          const int col = j_first + 8 * j + 2 * (lane & 3) + e;
-          const bool in = col < kv_end;
-          const bool va =
-              in && col <= pos0 &&
-              (!p.allow || ((p.allow[static_cast<int64_t>(t0) * p.allow_words + (col >> 5)] >> (col & 31)) & 1u));
-          const bool vb =
-              in && col <= pos1 &&
-              (!p.allow || ((p.allow[static_cast<int64_t>(t1) * p.allow_words + (col >> 5)] >> (col & 31)) & 1u));
-          a = va ? a * sl2 : -INFINITY;
-          b = vb ? b * sl2 : -INFINITY;
-        } else {
-          a *= sl2;
-          b *= sl2;
-        }
-        mx0 = fmaxf(mx0, a);
-        mx1 = fmaxf(mx1, b);
-      }
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+    float mx0, mx1;
+    mask_scale_max(sn, kt, mx0, mx1);
     const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
     a0 = n0 == -INFINITY ? 1.0f : fast_exp2(m0 - n0);
     a1 = n1 == -INFINITY ? 1.0f : fast_exp2(m1 - n1);
