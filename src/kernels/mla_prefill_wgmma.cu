@@ -4,9 +4,9 @@
 // the online softmax in fp32 registers, then O += P V as m64n128k16 with P taken straight from the S accumulators as
 // the register A operand and the value tile MN-major. Key / value tiles stream through a ring of stages (three of 64
 // keys, two of 128) filled by a producer warp's TMA boxes, full / empty mbarriers a stage, so the two consumer
-// warpgroups never meet at a block barrier (session 64, H100, one run: V3 128 heads x 4,096 459.5 vs 285.5 TFLOP/s for
-// the first form, every thread's cp.async and a block barrier a tile, whose barrier stalls ncu had put first; that form
-// stays for where the tensor maps cannot be made). The row tiles run longest first (the causal tail). Measured and
+// warpgroups never meet at a block barrier (session 64, H100: V3 128 heads x 4,096 459.5 TFLOP/s vs 370.0 for the first
+// form, every thread's cp.async and a block barrier a tile, whose barrier stalls ncu had put first; that form stays for
+// where the tensor maps cannot be made). The row tiles run longest first (the causal tail). Measured and
 // removed (BENCHMARKS.md): the next tile's S issued before this tile's softmax (session 61: a tie), one warpgroup a
 // block at two blocks an SM (0.68x); FlashAttention-3's intra-warpgroup overlap (session 64, cp.async form: S(kt)
 // issued, then P V(kt - 1) beside tile kt's softmax, four 64-key stages: 350 TFLOP/s at V3 128 x 4,096 vs 336 for

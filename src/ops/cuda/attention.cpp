@@ -266,8 +266,8 @@ Tensor cuda_mla_attention_mha(const Tensor& q, const Tensor& kv, const Tensor& c
   // DSERVE_MLA_PREFILL_WGMMA=0 the mma.sync kernel (A/B runs and tests, read per call).
   const bool wgmma = env_flag("DSERVE_MLA_PREFILL_WGMMA", true);
   const int keys = static_cast<int>(env_int("DSERVE_MLA_PREFILL_KEYS", m.max_seq_len >= 2048 ? 128 : 64));
-  // The stages filled by a producer warp's TMA boxes (H100, session 64: V3 128 heads x 4,096 459.5 vs 285.5 TFLOP/s
-  // in one run, V3 4 layers 32K prefill 0.52 vs 0.72 s); DSERVE_MLA_PREFILL_TMA=0 every thread's cp.async instead.
+  // The stages filled by a producer warp's TMA boxes (H100, session 64: V3 128 heads x 4,096 459.5 vs 370.0 TFLOP/s,
+  // V3 4 layers 32K prefill 0.52 vs 0.62 s); DSERVE_MLA_PREFILL_TMA=0 every thread's cp.async instead.
   const bool tma = env_flag("DSERVE_MLA_PREFILL_TMA", true);
   // DSERVE_MLA_PREFILL_OVERLAP=1 (opt-in, not yet run on a GPU): the intra-warpgroup overlap on 64-key TMA tiles.
   const bool overlap = tma && env_flag("DSERVE_MLA_PREFILL_OVERLAP", false);
