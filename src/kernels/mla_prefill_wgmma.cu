@@ -76,10 +76,13 @@ __device__ int64_t context_base(const int32_t* seq_lens, int seq) {
 // x BK rows, 128-byte swizzle (the tiles' layout), zeros past the last row.
 // kOv (kTma only; an opt-in of session 64, not yet run on a GPU): FlashAttention-3's intra-warpgroup overlap, S(kt)
 // issued, then P V(kt - 1), tile kt's softmax beside it on the tensor cores (step_ov below).
-template <int BK, bool kTma, bool kOv = false>
+// kPp (kTma only; an opt-in of session 64, not yet run on a GPU): FlashAttention-3's ping-pong, the two warpgroups
+// taking turns to issue S = Q K^T (named barriers 2 and 3), so one's softmax runs while the other's product does.
+template <int BK, bool kTma, bool kOv = false, bool kPp = false>
 __device__ __forceinline__ void mla_prefill_wgmma_body(const MlaPrefillParams& p, const CUtensorMap* kv_map,
                                                        const CUtensorMap* ctx_map) {
   static_assert(!kOv || kTma, "the overlapped schedule releases stages through the TMA ring's mbarriers");
+  static_assert(!kPp || (kTma && !kOv), "the ping-pong takes the TMA ring's serial step");
   using T = Tiles<BK, kTma>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_align1024(smem_raw);
@@ -233,7 +236,13 @@ __device__ __forceinline__ void mla_prefill_wgmma_body(const MlaPrefillParams& p
       if (kt + T::kStages - 1 < n_kt) load_tile(kt + T::kStages - 1);
       cp_async_commit();
     }
+    if constexpr (kPp) named_barrier(2 + wg, kThreads);  // this warpgroup's turn
     issue_qk(kt);
+    // The other's turn (warpgroup 1's last arrival would have no wait to meet: warpgroup 0 syncs once a tile, and
+    // warpgroup 1 arrived once before the first).
+    if constexpr (kPp) {
+      if (wg == 0 || kt + 1 < n_kt) named_barrier_arrive(2 + (wg ^ 1), kThreads);
+    }
     wgmma_wait<0>();
     fence_regs(sn);
     float s[BK / 2];
@@ -356,6 +365,9 @@ __device__ __forceinline__ void mla_prefill_wgmma_body(const MlaPrefillParams& p
       cp_async_commit();
     }
   }
+  if constexpr (kPp) {
+    if (wg == 1 && n_kt > 0) named_barrier_arrive(2, kThreads);  // warpgroup 0 takes the first turn
+  }
   if constexpr (kOv) {
     if (n_kt > 0) {
       step_ov(std::true_type{}, 0);
@@ -378,15 +390,15 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_wgmma_kernel(const Ml
   mla_prefill_wgmma_body<BK, false>(p, nullptr, nullptr);
 }
 
-template <int BK, bool kOv>
+template <int BK, bool kOv, bool kPp = false>
 __global__ void __launch_bounds__(kTmaThreads, 1)
     mla_prefill_tma_kernel(const MlaPrefillParams p, const __grid_constant__ CUtensorMap kv_map,
                            const __grid_constant__ CUtensorMap ctx_map) {
-  mla_prefill_wgmma_body<BK, true, kOv>(p, &kv_map, &ctx_map);
+  mla_prefill_wgmma_body<BK, true, kOv, kPp>(p, &kv_map, &ctx_map);
 }
 
 template <int BK>
-cudaError_t launch_bk(const MlaPrefillParams& p, cudaStream_t stream, bool tma, bool overlap) {
+cudaError_t launch_bk(const MlaPrefillParams& p, cudaStream_t stream, bool tma, bool overlap, bool pingpong) {
   static PerDevice<cudaError_t> attrs;
   const cudaError_t e = attrs.get([] {
     cudaError_t a = cudaFuncSetAttribute(mla_prefill_wgmma_kernel<BK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
@@ -399,6 +411,9 @@ cudaError_t launch_bk(const MlaPrefillParams& p, cudaStream_t stream, bool tma, 
         a = cudaFuncSetAttribute(mla_prefill_tma_kernel<BK, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  Tiles<BK, true>::kSmemBytes);
     }
+    if (a == cudaSuccess)
+      a = cudaFuncSetAttribute(mla_prefill_tma_kernel<BK, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                               Tiles<BK, true>::kSmemBytes);
     return a;
   });
   if (e != cudaSuccess) return e;
@@ -422,6 +437,9 @@ cudaError_t launch_bk(const MlaPrefillParams& p, cudaStream_t stream, bool tma, 
       return launch_plain(mla_prefill_tma_kernel<BK, true>, grid, kTmaThreads, Tiles<BK, true>::kSmemBytes, stream, p,
                           kv_map, ctx_map);
   }
+  if (pingpong)
+    return launch_plain(mla_prefill_tma_kernel<BK, false, true>, grid, kTmaThreads, Tiles<BK, true>::kSmemBytes,
+                        stream, p, kv_map, ctx_map);
   return launch_plain(mla_prefill_tma_kernel<BK, false>, grid, kTmaThreads, Tiles<BK, true>::kSmemBytes, stream, p,
                       kv_map, ctx_map);
 }
@@ -429,11 +447,11 @@ cudaError_t launch_bk(const MlaPrefillParams& p, cudaStream_t stream, bool tma, 
 }  // namespace
 
 cudaError_t launch_mla_prefill_wgmma(const MlaPrefillParams& p, cudaStream_t stream, int keys_per_tile, bool tma,
-                                     bool overlap) {
+                                     bool overlap, bool pingpong) {
   if (p.num_tokens == 0 || p.num_seqs == 0 || p.max_q_len == 0) return cudaSuccess;
   if (!mla_prefill_fast_supported(p.nope, p.rope, p.v, p.ctx_dim, p.rope_offset)) return cudaErrorInvalidValue;
-  if (keys_per_tile == 64) return launch_bk<64>(p, stream, tma, overlap);
-  if (keys_per_tile == 128) return launch_bk<128>(p, stream, tma, overlap);
+  if (keys_per_tile == 64) return launch_bk<64>(p, stream, tma, overlap, pingpong);
+  if (keys_per_tile == 128) return launch_bk<128>(p, stream, tma, overlap, pingpong);
   return cudaErrorInvalidValue;
 }
 

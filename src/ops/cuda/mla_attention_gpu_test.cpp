@@ -809,13 +809,15 @@ TEST_P(MlaMhaGpu, MatchesCpu) {
   Tensor topk_dev = c.topk_k > 0 ? cuda_upload(topk) : Tensor();
   Tensor q_dev = to_device_bf16(q), kv_dev = to_device_bf16(kv), ctx_dev = to_device_bf16(ctx);
   // The op on both tensor-core kernels (wgmma, the default, and mma.sync; the reference kernel for other dims).
-  for (const char* keys : {"64", "128", "64 tma", "128 tma", "64 tma overlapped", "mma.sync"}) {
+  for (const char* keys : {"64", "128", "64 tma", "128 tma", "64 tma overlapped", "64 tma pingpong", "128 tma pingpong",
+                           "mma.sync"}) {
     const bool wgmma = keys[0] != 'm';
     const std::string k = keys;
     test::ScopedEnv env("DSERVE_MLA_PREFILL_WGMMA", wgmma ? "1" : "0");
     test::ScopedEnv env_keys("DSERVE_MLA_PREFILL_KEYS", keys[0] == '1' ? "128" : "64");
     test::ScopedEnv env_tma("DSERVE_MLA_PREFILL_TMA", k.find("tma") != std::string::npos ? "1" : "0");
     test::ScopedEnv env_overlap("DSERVE_MLA_PREFILL_OVERLAP", k.find("overlapped") != std::string::npos ? "1" : "0");
+    test::ScopedEnv env_pingpong("DSERVE_MLA_PREFILL_PINGPONG", k.find("pingpong") != std::string::npos ? "1" : "0");
     Tensor got_lse;
     Tensor got = cuda_mla_attention_mha(q_dev, kv_dev, ctx_dev, c.rope_offset, b.dev, scale,
                                         c.topk_k > 0 ? &topk_dev : nullptr, cuda_stream(), &got_lse);
@@ -826,8 +828,9 @@ TEST_P(MlaMhaGpu, MatchesCpu) {
 
   // Kernel API into a NaN-filled output with one extra row (no DSA: the op already covered it), each kernel.
   const bool fast = kernels::mla_prefill_fast_supported(c.nope, c.rope, c.v, c.ctx_dim, c.rope_offset);
-  // fast: wgmma 64 / 128 keys, mma.sync, wgmma 64 / 128 keys with the TMA producer, 64 with it overlapped
-  for (int kernel = 0; kernel < (fast ? 6 : 1) && c.topk_k == 0; ++kernel) {
+  // fast: wgmma 64 / 128 keys, mma.sync, wgmma 64 / 128 keys with the TMA producer, 64 with it overlapped, 64 / 128
+  // with it in ping-pong
+  for (int kernel = 0; kernel < (fast ? 8 : 1) && c.topk_k == 0; ++kernel) {
     Tensor poison = Tensor::empty({T * H + 1, c.v}, DType::kF32);
     std::fill(poison.f32(), poison.f32() + poison.numel(), NAN);
     Tensor out = to_device_bf16(poison);
@@ -854,14 +857,14 @@ TEST_P(MlaMhaGpu, MatchesCpu) {
     p.rope_offset = c.rope_offset;
     p.ctx_rows = kv_dev.dim(0);
     p.scale = scale;
-    const int keys = kernel == 1 || kernel == 4 ? 128 : 64;
-    const bool tma = kernel >= 3, overlap = kernel == 5;
+    const int keys = kernel == 1 || kernel == 4 || kernel == 7 ? 128 : 64;
+    const bool tma = kernel >= 3, overlap = kernel == 5, pingpong = kernel >= 6;
     const std::string name = !fast        ? "reference"
                              : kernel == 2 ? "mma.sync"
                                            : "wgmma" + std::to_string(keys) + (tma ? " tma" : "") +
-                                                 (overlap ? " overlapped" : "");
+                                                 (overlap ? " overlapped" : "") + (pingpong ? " pingpong" : "");
     DS_CUDA_CHECK(!fast         ? kernels::launch_mla_prefill_reference(p, cuda_stream())
-                  : kernel != 2 ? kernels::launch_mla_prefill_wgmma(p, cuda_stream(), keys, tma, overlap)
+                  : kernel != 2 ? kernels::launch_mla_prefill_wgmma(p, cuda_stream(), keys, tma, overlap, pingpong)
                                 : kernels::launch_mla_prefill(p, cuda_stream()));
     Tensor all = to_f32(cuda_download(out));
     for (int64_t i = T * H * c.v; i < all.numel(); ++i)
