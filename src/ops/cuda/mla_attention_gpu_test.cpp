@@ -808,29 +808,39 @@ TEST_P(MlaMhaGpu, MatchesCpu) {
                                        &want_lse);
   Tensor topk_dev = c.topk_k > 0 ? cuda_upload(topk) : Tensor();
   Tensor q_dev = to_device_bf16(q), kv_dev = to_device_bf16(kv), ctx_dev = to_device_bf16(ctx);
-  // The op on both tensor-core kernels (wgmma, the default, and mma.sync; the reference kernel for other dims).
-  for (const char* keys : {"64", "128", "64 tma", "128 tma", "64 tma overlapped", "64 tma pingpong", "128 tma pingpong",
-                           "mma.sync"}) {
-    const bool wgmma = keys[0] != 'm';
-    const std::string k = keys;
-    test::ScopedEnv env("DSERVE_MLA_PREFILL_WGMMA", wgmma ? "1" : "0");
-    test::ScopedEnv env_keys("DSERVE_MLA_PREFILL_KEYS", keys[0] == '1' ? "128" : "64");
-    test::ScopedEnv env_tma("DSERVE_MLA_PREFILL_TMA", k.find("tma") != std::string::npos ? "1" : "0");
-    test::ScopedEnv env_overlap("DSERVE_MLA_PREFILL_OVERLAP", k.find("overlapped") != std::string::npos ? "1" : "0");
-    test::ScopedEnv env_pingpong("DSERVE_MLA_PREFILL_PINGPONG", k.find("pingpong") != std::string::npos ? "1" : "0");
+  // Every form of the tensor-core prefill (keys 0: the mma.sync kernel; the reference kernel for other dims), through the
+  // op (its switches) and through the kernel API.
+  struct Form {
+    const char* name;
+    int keys;
+    bool tma = false, overlap = false, pingpong = false;
+  };
+  const Form forms[] = {{"wgmma64", 64},
+                        {"wgmma128", 128},
+                        {"mma.sync", 0},
+                        {"wgmma64 tma", 64, true},
+                        {"wgmma128 tma", 128, true},
+                        {"wgmma64 tma overlapped", 64, true, true},
+                        {"wgmma64 tma pingpong", 64, true, false, true},
+                        {"wgmma128 tma pingpong", 128, true, false, true}};
+  for (const Form& f : forms) {
+    test::ScopedEnv env("DSERVE_MLA_PREFILL_WGMMA", f.keys > 0 ? "1" : "0");
+    test::ScopedEnv env_keys("DSERVE_MLA_PREFILL_KEYS", f.keys == 128 ? "128" : "64");
+    test::ScopedEnv env_tma("DSERVE_MLA_PREFILL_TMA", f.tma ? "1" : "0");
+    test::ScopedEnv env_overlap("DSERVE_MLA_PREFILL_OVERLAP", f.overlap ? "1" : "0");
+    test::ScopedEnv env_pingpong("DSERVE_MLA_PREFILL_PINGPONG", f.pingpong ? "1" : "0");
     Tensor got_lse;
     Tensor got = cuda_mla_attention_mha(q_dev, kv_dev, ctx_dev, c.rope_offset, b.dev, scale,
                                         c.topk_k > 0 ? &topk_dev : nullptr, cuda_stream(), &got_lse);
     ASSERT_EQ(got.shape(), want.shape());
-    expect_close(got, want, std::string(wgmma ? "mha wgmma keys " : "mha ") + keys + " " + c.name);
-    expect_lse_close(got_lse, want_lse, std::string("mha lse ") + keys + " " + c.name);
+    expect_close(got, want, std::string("mha ") + f.name + " " + c.name);
+    expect_lse_close(got_lse, want_lse, std::string("mha lse ") + f.name + " " + c.name);
   }
 
   // Kernel API into a NaN-filled output with one extra row (no DSA: the op already covered it), each kernel.
   const bool fast = kernels::mla_prefill_fast_supported(c.nope, c.rope, c.v, c.ctx_dim, c.rope_offset);
-  // fast: wgmma 64 / 128 keys, mma.sync, wgmma 64 / 128 keys with the TMA producer, 64 with it overlapped, 64 / 128
-  // with it in ping-pong
-  for (int kernel = 0; kernel < (fast ? 8 : 1) && c.topk_k == 0; ++kernel) {
+  for (size_t i = 0; i < (fast ? std::size(forms) : 1) && c.topk_k == 0; ++i) {
+    const Form& f = forms[i];
     Tensor poison = Tensor::empty({T * H + 1, c.v}, DType::kF32);
     std::fill(poison.f32(), poison.f32() + poison.numel(), NAN);
     Tensor out = to_device_bf16(poison);
@@ -857,15 +867,11 @@ TEST_P(MlaMhaGpu, MatchesCpu) {
     p.rope_offset = c.rope_offset;
     p.ctx_rows = kv_dev.dim(0);
     p.scale = scale;
-    const int keys = kernel == 1 || kernel == 4 || kernel == 7 ? 128 : 64;
-    const bool tma = kernel >= 3, overlap = kernel == 5, pingpong = kernel >= 6;
-    const std::string name = !fast        ? "reference"
-                             : kernel == 2 ? "mma.sync"
-                                           : "wgmma" + std::to_string(keys) + (tma ? " tma" : "") +
-                                                 (overlap ? " overlapped" : "") + (pingpong ? " pingpong" : "");
+    const std::string name = fast ? f.name : "reference";
     DS_CUDA_CHECK(!fast         ? kernels::launch_mla_prefill_reference(p, cuda_stream())
-                  : kernel != 2 ? kernels::launch_mla_prefill_wgmma(p, cuda_stream(), keys, tma, overlap, pingpong)
-                                : kernels::launch_mla_prefill(p, cuda_stream()));
+                  : f.keys == 0 ? kernels::launch_mla_prefill(p, cuda_stream())
+                                : kernels::launch_mla_prefill_wgmma(p, cuda_stream(), f.keys, f.tma, f.overlap,
+                                                                    f.pingpong));
     Tensor all = to_f32(cuda_download(out));
     for (int64_t i = T * H * c.v; i < all.numel(); ++i)
       ASSERT_TRUE(std::isnan(all.f32()[i])) << name << " wrote past the output";
