@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# Run in session 65 (BENCHMARKS.md); both opt-ins were then removed, so their rows now measure the default.
 # Prepared in session 64 (no device time left) for the next session, after the GPU suite (`SUITE_LIMIT=300 all.sh
 # gpusuite:330 s65a:240`): the intra-warpgroup overlap on the TMA-ring MHA prefill (DSERVE_MLA_PREFILL_OVERLAP=1, 64-key
 # tiles) and the warpgroups' ping-pong (DSERVE_MLA_PREFILL_PINGPONG=1), both written in session 64 and not yet run:

@@ -49,13 +49,8 @@ cudaError_t launch_mla_prefill(const MlaPrefillParams& p, cudaStream_t stream);
 // keys_per_tile: 64 (three stages) or 128 (two stages).
 // tma: the stages filled by a producer warp's TMA boxes (the op's default; needs ctx_rows, else, or where the driver
 // cannot make the tensor maps, every thread's cp.async).
-// overlap (64-key tiles with the TMA ring only; an opt-in of session 64 not yet run on a GPU,
-// DSERVE_MLA_PREFILL_OVERLAP=1 in the op): the next tile's S and this tile's P V in flight beside the softmax
-// (FlashAttention-3's intra-warpgroup overlap).
-// pingpong (with the TMA ring, not with overlap; an opt-in of session 64 not yet run on a GPU,
-// DSERVE_MLA_PREFILL_PINGPONG=1 in the op): the two warpgroups take turns to issue S (FlashAttention-3's ping-pong).
 cudaError_t launch_mla_prefill_wgmma(const MlaPrefillParams& p, cudaStream_t stream, int keys_per_tile = 64,
-                                     bool tma = false, bool overlap = false, bool pingpong = false);
+                                     bool tma = false);
 
 // The attention over two disjoint parts of the context from each part's (out, lse) as the kernels above give them
 // (a context cut into chunks, one launch each): out = (e^lse out + e^lse_part out_part) / (e^lse + e^lse_part),

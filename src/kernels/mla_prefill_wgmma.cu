@@ -8,12 +8,12 @@
 // form, every thread's cp.async and a block barrier a tile, whose barrier stalls ncu had put first; that form stays for
 // where the tensor maps cannot be made). The row tiles run longest first (the causal tail). Measured and
 // removed (BENCHMARKS.md): the next tile's S issued before this tile's softmax (session 61: a tie), one warpgroup a
-// block at two blocks an SM (0.68x); FlashAttention-3's intra-warpgroup overlap (session 64, cp.async form: S(kt)
-// issued, then P V(kt - 1) beside tile kt's softmax, four 64-key stages: 350 TFLOP/s at V3 128 x 4,096 vs 336 for
-// 64-key and 370 for 128-key tiles without it).
+// block at two blocks an SM (0.68x); FlashAttention-3's intra-warpgroup overlap, twice (session 64, cp.async form,
+// four 64-key stages: 350 TFLOP/s at V3 128 x 4,096 vs 370 for 128-key tiles without it; session 65, TMA ring, 64-key
+// tiles: 424 vs 467 TFLOP/s, V3 4 layers 32K prefill 0.546 vs 0.520 s) and its warpgroup ping-pong (session 65, named
+// barriers handing the turn to issue S: 453 vs 467 TFLOP/s, 32K prefill 0.525 vs 0.520 s). The softmax beside the
+// tensor cores is not what bounds this kernel.
 #include <cuda_bf16.h>
-
-#include <type_traits>
 
 #include "kernels/mla_merge.cuh"
 #include "kernels/mla_prefill.h"
@@ -74,15 +74,9 @@ __device__ int64_t context_base(const int32_t* seq_lens, int seq) {
 // heads x 4,096 185 -> 370 TFLOP/s; V3 4 layers 32K prefill 1.05 -> 0.61 s).
 // kv_map / ctx_map (kTma only): kv as [ctx_rows, H * (nope + v)] and ctx as [ctx_rows, ctx_dim], boxes of 64 columns
 // x BK rows, 128-byte swizzle (the tiles' layout), zeros past the last row.
-// kOv (kTma only; an opt-in of session 64, not yet run on a GPU): FlashAttention-3's intra-warpgroup overlap, S(kt)
-// issued, then P V(kt - 1), tile kt's softmax beside it on the tensor cores (step_ov below).
-// kPp (kTma only; an opt-in of session 64, not yet run on a GPU): FlashAttention-3's ping-pong, the two warpgroups
-// taking turns to issue S = Q K^T (named barriers 2 and 3), so one's softmax runs while the other's product does.
-template <int BK, bool kTma, bool kOv = false, bool kPp = false>
+template <int BK, bool kTma>
 __device__ __forceinline__ void mla_prefill_wgmma_body(const MlaPrefillParams& p, const CUtensorMap* kv_map,
                                                        const CUtensorMap* ctx_map) {
-  static_assert(!kOv || kTma, "the overlapped schedule releases stages through the TMA ring's mbarriers");
-  static_assert(!kPp || (kTma && !kOv), "the ping-pong takes the TMA ring's serial step");
   using T = Tiles<BK, kTma>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_align1024(smem_raw);
@@ -187,19 +181,36 @@ __device__ __forceinline__ void mla_prefill_wgmma_body(const MlaPrefillParams& p
     wgmma_commit();
   };
 
-  // Tile kt's scores in log2 units, masked (context end, causality, DSA bits) where the tile reaches past the block's
-  // first row, and each of this thread's two rows' maximum over the tile.
-  const auto mask_scale_max = [&](float (&x)[BK / 2], int kt, float& mx0, float& mx1) {
+  // One tile: S(kt) issued and waited -> masked online softmax -> O += P V(kt) waited. Stage reuse: tile
+  // kt + kStages - 1 goes into tile kt - 1's stage once every thread has waited for its wgmma.
+  const auto step = [&](int kt) {
+    if constexpr (kTma) {
+      mbar_wait(full_bar + (kt % T::kStages) * 8, (kt / T::kStages) & 1);  // tile kt's boxes landed
+    } else {
+      cp_async_wait<T::kStages - 2>();  // tile kt landed for this thread
+      fence_proxy_async();
+      __syncthreads();  // ... for every thread; both warpgroups done with tile kt - 1's stage
+      if (kt + T::kStages - 1 < n_kt) load_tile(kt + T::kStages - 1);
+      cp_async_commit();
+    }
+    issue_qk(kt);
+    wgmma_wait<0>();
+    fence_regs(sn);
+    float s[BK / 2];
+#pragma unroll
+    for (int i = 0; i < BK / 2; ++i) s[i] = sn[i];
+
+    // Mask (context end, causality, DSA bits) where the tile reaches past the block's first row, then the online
+    // softmax in log2 units.
     const int j_first = kt * BK;
     const bool masked = p.allow != nullptr || j_first + BK - 1 > first_pos || j_first + BK > kv_end;
-    mx0 = -INFINITY;
-    mx1 = -INFINITY;
+    float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
     for (int j = 0; j < BK / 8; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
-        float& a = x[4 * j + e];
-        float& b = x[4 * j + 2 + e];
+        float& a = s[4 * j + e];
+        float& b = s[4 * j + 2 + e];
         if (masked) {
           const int col = j_first + 8 * j + 2 * (lane & 3) + e;
           const bool in = col < kv_end;
@@ -222,35 +233,6 @@ __device__ __forceinline__ void mla_prefill_wgmma_body(const MlaPrefillParams& p
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-  };
-
-  // One tile: S(kt) issued and waited -> masked online softmax -> O += P V(kt) waited. Stage reuse: tile
-  // kt + kStages - 1 goes into tile kt - 1's stage once every thread has waited for its wgmma.
-  const auto step = [&](int kt) {
-    if constexpr (kTma) {
-      mbar_wait(full_bar + (kt % T::kStages) * 8, (kt / T::kStages) & 1);  // tile kt's boxes landed
-    } else {
-      cp_async_wait<T::kStages - 2>();  // tile kt landed for this thread
-      fence_proxy_async();
-      __syncthreads();  // ... for every thread; both warpgroups done with tile kt - 1's stage
-      if (kt + T::kStages - 1 < n_kt) load_tile(kt + T::kStages - 1);
-      cp_async_commit();
-    }
-    if constexpr (kPp) named_barrier(2 + wg, kThreads);  // this warpgroup's turn
-    issue_qk(kt);
-    // The other's turn (warpgroup 1's last arrival would have no wait to meet: warpgroup 0 syncs once a tile, and
-    // warpgroup 1 arrived once before the first).
-    if constexpr (kPp) {
-      if (wg == 0 || kt + 1 < n_kt) named_barrier_arrive(2 + (wg ^ 1), kThreads);
-    }
-    wgmma_wait<0>();
-    fence_regs(sn);
-    float s[BK / 2];
-#pragma unroll
-    for (int i = 0; i < BK / 2; ++i) s[i] = sn[i];
-
-    float mx0, mx1;  // then the online softmax in log2 units
-    mask_scale_max(s, kt, mx0, mx1);
     const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
     const float a0 = n0 == -INFINITY ? 1.0f : fast_exp2(m0 - n0);
     const float a1 = n1 == -INFINITY ? 1.0f : fast_exp2(m1 - n1);
@@ -288,69 +270,6 @@ __device__ __forceinline__ void mla_prefill_wgmma_body(const MlaPrefillParams& p
     if constexpr (kTma) mbar_arrive(empty_bar + (kt % T::kStages) * 8);  // this thread is done with the stage
   };
 
-  // The overlapped schedule, tile kt: issue S(kt), then rescale O for tile kt - 1's maximum and issue P V(kt - 1); wait
-  // for S(kt) only, so its softmax runs beside P V(kt - 1); then wait for P V(kt - 1), release its stage and pack P(kt)
-  // into registers P V(kt - 1) no longer reads. first (std::bool_constant): tile 0, no P V before it (peeled, so every
-  // wgmma wait count is a constant: ptxas serialises the wgmma, C7514, where it cannot tell which group a wait ends).
-  float a0 = 1.0f, a1 = 1.0f;  // the previous tile's rescale factors
-  uint32_t pf_ov[BK / 16][4];  // P(kt - 1) as the A fragments of P V
-  const auto rescale_issue_pv = [&](int kt) {  // O *= a, then O += P(kt) V(kt)
-#pragma unroll
-    for (int j = 0; j < 16; ++j) {
-      o[4 * j] *= a0;
-      o[4 * j + 1] *= a0;
-      o[4 * j + 2] *= a1;
-      o[4 * j + 3] *= a1;
-    }
-    fence_regs(o);
-    const uint64_t dv = opaque(make_desc(stage_of(kt) + T::kKBytes, T::kPanel, 1024));
-    wgmma_fence();
-#pragma unroll
-    for (int k = 0; k < BK / 16; ++k) wgmma_bf16_rs_tnsp_b(o, pf_ov[k], dv + ((k * 16 * 128) >> 4));
-    wgmma_commit();
-  };
-  const auto step_ov = [&](auto first, int kt) {
-    constexpr bool kFirst = decltype(first)::value;
-    mbar_wait(full_bar + (kt % T::kStages) * 8, (kt / T::kStages) & 1);  // tile kt's boxes landed
-    issue_qk(kt);
-    if constexpr (!kFirst) {
-      rescale_issue_pv(kt - 1);
-      wgmma_wait<1>();  // S(kt) done; P V(kt - 1) runs on
-    } else {
-      wgmma_wait<0>();
-    }
-    fence_regs(sn);
-    float mx0, mx1;
-    mask_scale_max(sn, kt, mx0, mx1);
-    const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
-    a0 = n0 == -INFINITY ? 1.0f : fast_exp2(m0 - n0);
-    a1 = n1 == -INFINITY ? 1.0f : fast_exp2(m1 - n1);
-    m0 = n0;
-    m1 = n1;
-    const float b0 = m0 == -INFINITY ? 0.0f : m0, b1 = m1 == -INFINITY ? 0.0f : m1;
-    l0 *= a0;
-    l1 *= a1;
-#pragma unroll
-    for (int j = 0; j < BK / 8; ++j) {
-      sn[4 * j] = fast_exp2(sn[4 * j] - b0);
-      sn[4 * j + 1] = fast_exp2(sn[4 * j + 1] - b0);
-      sn[4 * j + 2] = fast_exp2(sn[4 * j + 2] - b1);
-      sn[4 * j + 3] = fast_exp2(sn[4 * j + 3] - b1);
-      l0 += sn[4 * j] + sn[4 * j + 1];
-      l1 += sn[4 * j + 2] + sn[4 * j + 3];
-    }
-    if constexpr (!kFirst) {
-      wgmma_wait<0>();  // P V(kt - 1) done: its stage and its P registers are free
-      fence_regs(o);
-      mbar_arrive(empty_bar + ((kt - 1) % T::kStages) * 8);
-    }
-#pragma unroll
-    for (int j = 0; j < BK / 8; ++j) {
-      pf_ov[j >> 1][(j & 1) * 2] = pack_bf16(sn[4 * j], sn[4 * j + 1]);
-      pf_ov[j >> 1][(j & 1) * 2 + 1] = pack_bf16(sn[4 * j + 2], sn[4 * j + 3]);
-    }
-  };
-
   if constexpr (kTma) {
     // Q alone in the first group, visible to both warpgroups' wgmma before the first tile.
     cp_async_commit();
@@ -365,18 +284,7 @@ __device__ __forceinline__ void mla_prefill_wgmma_body(const MlaPrefillParams& p
       cp_async_commit();
     }
   }
-  if constexpr (kPp) {
-    if (wg == 1 && n_kt > 0) named_barrier_arrive(2, kThreads);  // warpgroup 0 takes the first turn
-  }
-  if constexpr (kOv) {
-    if (n_kt > 0) {
-      step_ov(std::true_type{}, 0);
-      for (int kt = 1; kt < n_kt; ++kt) step_ov(std::false_type{}, kt);
-      rescale_issue_pv(n_kt - 1);
-    }
-  } else {
-    for (int kt = 0; kt < n_kt; ++kt) step(kt);
-  }
+  for (int kt = 0; kt < n_kt; ++kt) step(kt);
   wgmma_wait<0>();
   fence_regs(o);
   cp_async_wait<0>();
@@ -390,31 +298,23 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_wgmma_kernel(const Ml
   mla_prefill_wgmma_body<BK, false>(p, nullptr, nullptr);
 }
 
-template <int BK, bool kOv, bool kPp = false>
+template <int BK>
 __global__ void __launch_bounds__(kTmaThreads, 1)
     mla_prefill_tma_kernel(const MlaPrefillParams p, const __grid_constant__ CUtensorMap kv_map,
                            const __grid_constant__ CUtensorMap ctx_map) {
-  mla_prefill_wgmma_body<BK, true, kOv, kPp>(p, &kv_map, &ctx_map);
+  mla_prefill_wgmma_body<BK, true>(p, &kv_map, &ctx_map);
 }
 
 template <int BK>
-cudaError_t launch_bk(const MlaPrefillParams& p, cudaStream_t stream, bool tma, bool overlap, bool pingpong) {
+cudaError_t launch_bk(const MlaPrefillParams& p, cudaStream_t stream, bool tma) {
   static PerDevice<cudaError_t> attrs;
   const cudaError_t e = attrs.get([] {
-    cudaError_t a = cudaFuncSetAttribute(mla_prefill_wgmma_kernel<BK>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         Tiles<BK>::kSmemBytes);
-    if (a == cudaSuccess)
-      a = cudaFuncSetAttribute(mla_prefill_tma_kernel<BK, false>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               Tiles<BK, true>::kSmemBytes);
-    if constexpr (BK == 64) {
-      if (a == cudaSuccess)
-        a = cudaFuncSetAttribute(mla_prefill_tma_kernel<BK, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 Tiles<BK, true>::kSmemBytes);
-    }
-    if (a == cudaSuccess)
-      a = cudaFuncSetAttribute(mla_prefill_tma_kernel<BK, false, true>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               Tiles<BK, true>::kSmemBytes);
-    return a;
+    const cudaError_t a = cudaFuncSetAttribute(mla_prefill_wgmma_kernel<BK>,
+                                               cudaFuncAttributeMaxDynamicSharedMemorySize, Tiles<BK>::kSmemBytes);
+    return a != cudaSuccess ? a
+                            : cudaFuncSetAttribute(mla_prefill_tma_kernel<BK>,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                   Tiles<BK, true>::kSmemBytes);
   });
   if (e != cudaSuccess) return e;
   const dim3 grid(static_cast<unsigned>((p.max_q_len + kBq - 1) / kBq), static_cast<unsigned>(p.num_heads),
@@ -432,26 +332,17 @@ cudaError_t launch_bk(const MlaPrefillParams& p, cudaStream_t stream, bool tma, 
                                          static_cast<uint64_t>(p.ctx_dim), static_cast<uint64_t>(p.ctx_rows),
                                          static_cast<uint64_t>(p.ctx_dim) * 2, 64, BK);
   if (!maps) return launch_plain(mla_prefill_wgmma_kernel<BK>, grid, kThreads, Tiles<BK>::kSmemBytes, stream, p);
-  if constexpr (BK == 64) {  // (128-key tiles: ptxas serialises the overlapped wgmma for want of registers, C7512)
-    if (overlap)
-      return launch_plain(mla_prefill_tma_kernel<BK, true>, grid, kTmaThreads, Tiles<BK, true>::kSmemBytes, stream, p,
-                          kv_map, ctx_map);
-  }
-  if (pingpong)
-    return launch_plain(mla_prefill_tma_kernel<BK, false, true>, grid, kTmaThreads, Tiles<BK, true>::kSmemBytes,
-                        stream, p, kv_map, ctx_map);
-  return launch_plain(mla_prefill_tma_kernel<BK, false>, grid, kTmaThreads, Tiles<BK, true>::kSmemBytes, stream, p,
-                      kv_map, ctx_map);
+  return launch_plain(mla_prefill_tma_kernel<BK>, grid, kTmaThreads, Tiles<BK, true>::kSmemBytes, stream, p, kv_map,
+                      ctx_map);
 }
 
 }  // namespace
 
-cudaError_t launch_mla_prefill_wgmma(const MlaPrefillParams& p, cudaStream_t stream, int keys_per_tile, bool tma,
-                                     bool overlap, bool pingpong) {
+cudaError_t launch_mla_prefill_wgmma(const MlaPrefillParams& p, cudaStream_t stream, int keys_per_tile, bool tma) {
   if (p.num_tokens == 0 || p.num_seqs == 0 || p.max_q_len == 0) return cudaSuccess;
   if (!mla_prefill_fast_supported(p.nope, p.rope, p.v, p.ctx_dim, p.rope_offset)) return cudaErrorInvalidValue;
-  if (keys_per_tile == 64) return launch_bk<64>(p, stream, tma, overlap, pingpong);
-  if (keys_per_tile == 128) return launch_bk<128>(p, stream, tma, overlap, pingpong);
+  if (keys_per_tile == 64) return launch_bk<64>(p, stream, tma);
+  if (keys_per_tile == 128) return launch_bk<128>(p, stream, tma);
   return cudaErrorInvalidValue;
 }
 
