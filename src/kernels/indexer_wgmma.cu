@@ -11,6 +11,7 @@
 #include "kernels/pdl.cuh"
 #include "kernels/per_device.h"
 #include "kernels/ptx.cuh"
+#include "kernels/tensor_map.h"
 #include "kernels/wgmma.cuh"
 
 namespace ds::kernels {
@@ -27,11 +28,21 @@ constexpr int kChunks = kDim / 8;        // 16-byte chunks of a row: 16, two 128
 constexpr int kQPanel = kCols * 128;     // 32 KB
 constexpr int kKPanel = kTile * 128;     // 16 KB
 constexpr int kSmemQ = 0;
-constexpr int kSmemK = 2 * kQPanel;                  // two stages of 2 x kKPanel after Q
+constexpr int kSmemK = 2 * kQPanel;                  // the stages of 2 x kKPanel after Q
 constexpr int kStageBytes = 2 * kKPanel;
-constexpr int kSmemW = kSmemK + 2 * kStageBytes;     // float [kTokens][kHeads] scaled head weights
-constexpr int kSmemBytes = kSmemW + kCols * 4 + 1024;  // + alignment slack: 130 KB
-static_assert(kSmemBytes <= 232448, "exceeds the 227 KB opt-in shared memory of sm_90");
+// kTma (an opt-in of session 64, not yet run on a GPU): the stages filled by a producer warp's TMA boxes through full /
+// empty mbarriers (one page of 64 positions x 64 dims a box), so the warpgroups, which read disjoint halves of each
+// tile, never meet at a block barrier; four stages.
+template <bool kTma>
+struct Layout {
+  static constexpr int kStages = kTma ? 4 : 2;
+  static constexpr int kSmemW = kSmemK + kStages * kStageBytes;  // float [kTokens][kHeads] scaled head weights
+  static constexpr int kSmemBar = kSmemW + kCols * 4;            // uint64 full[kStages], empty[kStages] (kTma)
+  static constexpr int kSmemBytes = kSmemBar + (kTma ? 16 * kStages : 0) + 1024;  // + alignment slack: 130 / 194 KB
+  static_assert(kSmemBytes <= 232448, "exceeds the 227 KB opt-in shared memory of sm_90");
+};
+constexpr int kTmaThreads = kThreads + 32;  // the consumers' two warpgroups, then the producer warp
+constexpr int kTmaPage = 64;                // positions a page (a box's rows)
 
 // Byte offset of 16-byte chunk c of row r in a [2 panels][rows][128 B] tile (panel bytes given), 128-byte swizzle.
 __device__ __forceinline__ uint32_t tile_offset(int r, int c, int panel) {
@@ -44,11 +55,15 @@ __device__ __forceinline__ float head_weight_of(const IndexerParams& p, int64_t 
          p.w_scale;
 }
 
-__global__ void __launch_bounds__(kThreads, 1) indexer_scores_wgmma_kernel(IndexerParams p) {
+// k_map (kTma only): the key cache as [k_slots, 128] bf16, boxes of 64 dims x 64 rows, 128-byte swizzle.
+template <bool kTma>
+__device__ __forceinline__ void indexer_scores_wgmma_body(const IndexerParams p, const CUtensorMap* k_map) {
+  using L = Layout<kTma>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_align1024(smem_raw);
   const uint32_t sbase = smem_u32(smem);
-  float* ws = reinterpret_cast<float*>(smem + kSmemW);
+  float* ws = reinterpret_cast<float*>(smem + L::kSmemW);
+  const uint32_t full_bar = sbase + L::kSmemBar, empty_bar = full_bar + 8 * L::kStages;
   __shared__ int s_n[kTokens];  // context length a row (0: not this launch's)
   const int seq = blockIdx.y;
   const int q0 = p.q_starts[seq], qn = p.q_starts[seq + 1] - q0;
@@ -61,6 +76,32 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_scores_wgmma_kernel(Index
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wg = warp / 4;
   const auto mine = [&](int slot) { return tbase + slot >= t_lo && tbase + slot < t_hi; };
   if (tid < kTokens) s_n[tid] = mine(tid) ? p.positions[tbase + tid] + 1 : 0;
+  if constexpr (kTma) {
+    if (tid == 0) mbar_init_ring(full_bar, empty_bar, L::kStages, kThreads);  // every consumer releases
+    __syncthreads();  // s_n, the mbarriers
+    int n_all = 0;
+#pragma unroll
+    for (int i = 0; i < kTokens; ++i) n_all = max(n_all, s_n[i]);
+    if (warp == kThreads / 32) {  // the producer warp: one lane streams each tile's pages through the ring
+      if (lane == 0) {
+        const int32_t* tbl = p.block_table + static_cast<int64_t>(seq) * p.max_pages;
+        for (int tile = 0; tile * kTile < n_all; ++tile) {
+          const int st = tile % L::kStages, round = tile / L::kStages;
+          if (round > 0) mbar_wait(empty_bar + st * 8, (round - 1) & 1);
+          const uint32_t full = full_bar + st * 8, dst = sbase + kSmemK + st * kStageBytes;
+          // A page past every row's context is never read (its warpgroup skips the tile), so it is not loaded.
+          const int halves = tile * kTile + kTmaPage < n_all ? 2 : 1;
+          mbar_expect_tx(full, halves * kStageBytes / 2);
+          for (int half = 0; half < halves; ++half) {
+            const int row = tbl[(tile * kTile + half * kTmaPage) / kTmaPage] * kTmaPage;
+            tma_load_box(dst + half * kTmaPage * 128, k_map, 0, row, full);
+            tma_load_box(dst + kKPanel + half * kTmaPage * 128, k_map, 64, row, full);
+          }
+        }
+      }
+      return;  // no block-wide barrier follows: the consumers sync on named barrier 1 and the mbarriers
+    }
+  }
   const __nv_bfloat16* q = static_cast<const __nv_bfloat16*>(p.q);
   for (int c = tid; c < kCols * kChunks; c += kThreads) {  // Q row (slot, head) = wgmma column slot * 64 + head
     const int row = c / kChunks, part = c % kChunks, slot = row / kHeads, h = row % kHeads;
@@ -72,7 +113,14 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_scores_wgmma_kernel(Index
     const int slot = i / kHeads, h = i % kHeads;
     ws[i] = mine(slot) && h < p.heads ? head_weight_of(p, tbase + slot, h) : 0.0f;
   }
-  __syncthreads();  // s_n
+  if constexpr (kTma) {
+    cp_async_commit();  // Q alone, visible to both warpgroups' wgmma (and ws) before the first tile
+    cp_async_wait<0>();
+    fence_proxy_async();
+    named_barrier(1, kThreads);
+  } else {
+    __syncthreads();  // s_n
+  }
   int n_max = 0;
 #pragma unroll
   for (int i = 0; i < kTokens; ++i) n_max = max(n_max, s_n[i]);
@@ -97,19 +145,26 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_scores_wgmma_kernel(Index
   const uint64_t dq = make_desc(sbase + kSmemQ, 16, 1024);
   const int r0 = wg * 64 + (warp % 4) * 16 + lane / 4;  // this thread's positions of the tile: r0 and r0 + 8
   float acc[128];
-  if (tiles > 0) load_tile(0);  // with Q in its group
+  if constexpr (!kTma) {
+    if (tiles > 0) load_tile(0);  // with Q in its group
+  }
   for (int tile = 0; tile < tiles; ++tile) {
-    if (tile + 1 < tiles) {
-      load_tile(tile + 1);
-      cp_async_wait<1>();
+    if constexpr (kTma) {
+      mbar_wait(full_bar + (tile % L::kStages) * 8, (tile / L::kStages) & 1);  // the tile's pages landed
     } else {
-      cp_async_wait<0>();
+      if (tile + 1 < tiles) {
+        load_tile(tile + 1);
+        cp_async_wait<1>();
+      } else {
+        cp_async_wait<0>();
+      }
+      fence_proxy_async();
+      __syncthreads();  // tile (and Q, the weights) in place for every thread
     }
-    fence_proxy_async();
-    __syncthreads();  // tile (and Q, the weights) in place for every thread
     const int first = tile * kTile + wg * 64;  // this warpgroup's first position
     if (first < n_max) {                       // warpgroup-uniform
-      const uint64_t dk = opaque(make_desc(sbase + kSmemK + (tile % 2) * kStageBytes + wg * 64 * 128, 16, 1024));
+      const uint64_t dk =
+          opaque(make_desc(sbase + kSmemK + (tile % L::kStages) * kStageBytes + wg * 64 * 128, 16, 1024));
       wgmma_fence();
 #pragma unroll
       for (int k = 0; k < kDim / 16; ++k) {
@@ -144,8 +199,21 @@ __global__ void __launch_bounds__(kThreads, 1) indexer_scores_wgmma_kernel(Index
         }
       }
     }
-    __syncthreads();  // the next iteration's load overwrites this stage
+    if constexpr (kTma) {
+      mbar_arrive(empty_bar + (tile % L::kStages) * 8);  // this thread is done with the stage
+    } else {
+      __syncthreads();  // the next iteration's load overwrites this stage
+    }
   }
+}
+
+__global__ void __launch_bounds__(kThreads, 1) indexer_scores_wgmma_kernel(IndexerParams p) {
+  indexer_scores_wgmma_body<false>(p, nullptr);
+}
+
+__global__ void __launch_bounds__(kTmaThreads, 1)
+    indexer_scores_tma_kernel(IndexerParams p, const __grid_constant__ CUtensorMap k_map) {
+  indexer_scores_wgmma_body<true>(p, &k_map);
 }
 
 }  // namespace
@@ -157,13 +225,24 @@ cudaError_t launch_indexer_scores_wgmma(const IndexerParams& p, cudaStream_t str
   if (!indexer_wgmma_supported(p.heads, p.dim) || p.score_cols < 1) return cudaErrorInvalidValue;
   static PerDevice<cudaError_t> attr;
   if (const cudaError_t e = attr.get([] {
-        return cudaFuncSetAttribute(indexer_scores_wgmma_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                    kSmemBytes);
+        const cudaError_t a = cudaFuncSetAttribute(indexer_scores_wgmma_kernel,
+                                                   cudaFuncAttributeMaxDynamicSharedMemorySize, Layout<false>::kSmemBytes);
+        return a != cudaSuccess ? a
+                                : cudaFuncSetAttribute(indexer_scores_tma_kernel,
+                                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       Layout<true>::kSmemBytes);
       });
       e != cudaSuccess)
     return e;
   const dim3 grid(static_cast<unsigned>((p.max_q_len + kTokens - 1) / kTokens), static_cast<unsigned>(p.num_seqs));
-  return launch_plain(indexer_scores_wgmma_kernel, grid, kThreads, kSmemBytes, stream, p);
+  // The TMA form where asked and its map can be made (64-position pages, a known row count), else cp.async.
+  CUtensorMap k_map;
+  const bool tma = p.tma && p.page_size == kTmaPage && p.k_slots > 0 && p.k_slots <= INT32_MAX &&
+                   !(reinterpret_cast<uintptr_t>(p.k_cache) & 15) &&
+                   encode_2d_swizzle128(&k_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, p.k_cache, kDim,
+                                        static_cast<uint64_t>(p.k_slots), kDim * 2, 64, kTmaPage);
+  if (!tma) return launch_plain(indexer_scores_wgmma_kernel, grid, kThreads, Layout<false>::kSmemBytes, stream, p);
+  return launch_plain(indexer_scores_tma_kernel, grid, kTmaThreads, Layout<true>::kSmemBytes, stream, p, k_map);
 }
 
 }  // namespace ds::kernels

@@ -1079,6 +1079,9 @@ class CudaOps final : public Ops {
     // DSERVE_INDEXER_WGMMA=0 (A/B runs): those prefill rows on mma.sync instead of wgmma (where wgmma applies: heads
     // <= 64 of dim 128; H100, session 62: V3.2 scores 8K x 8K 2,222 -> 2,000 us, 4 layers 32K prefill -1..2%).
     const bool wgmma = env_flag("DSERVE_INDEXER_WGMMA", true);
+    // DSERVE_INDEXER_TMA=1 (opt-in of session 64, not yet run on a GPU): the wgmma scores' key tiles from a TMA
+    // producer warp (64-position pages).
+    const bool tma = env_flag("DSERVE_INDEXER_TMA", false);
     for (int64_t t0 = 0; t0 < T; t0 += chunk) {
       kernels::IndexerParams p{};
       p.q = q.data();
@@ -1100,6 +1103,8 @@ class CudaOps final : public Ops {
       p.max_q_len = m.max_q_len;
       p.multi_token = multi_token;
       p.wgmma = wgmma;
+      p.tma = tma;
+      p.k_slots = k_cache.dim(0);
       p.score_cols = static_cast<int>(cols);
       p.topk = topk;
       p.num_sms = kernels::device_sm_count();

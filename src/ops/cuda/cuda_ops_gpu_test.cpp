@@ -305,16 +305,20 @@ TEST_F(CudaOpsTest, IndexerTopk) {
     bool mma, mt;
     const char* chunk_rows;
     bool wgmma = false;
+    bool tma = false;
   };
   for (const Mode mode : {Mode{"mma-multi-token", true, true, "0"}, Mode{"mma-multi-token-chunk5", true, true, "5"},
                           Mode{"wgmma-multi-token", true, true, "0", true},
-                          Mode{"wgmma-multi-token-chunk5", true, true, "5", true}, Mode{"mma", true, false, "0"},
+                          Mode{"wgmma-multi-token-chunk5", true, true, "5", true},
+                          Mode{"wgmma-tma-multi-token", true, true, "0", true, true},
+                          Mode{"wgmma-tma-multi-token-chunk5", true, true, "5", true, true}, Mode{"mma", true, false, "0"},
                           Mode{"cuda-core", false, false, "0"}})
     for (const Case& c : cases) {
       const bool mma = mode.mma;
       test::ScopedEnv env("DSERVE_INDEXER_MMA", mma ? "1" : "0");
       test::ScopedEnv env_mt("DSERVE_INDEXER_MT", mode.mt ? "1" : "0");
       test::ScopedEnv env_wgmma("DSERVE_INDEXER_WGMMA", mode.wgmma ? "1" : "0");
+      test::ScopedEnv env_tma("DSERVE_INDEXER_TMA", mode.tma ? "1" : "0");
       test::ScopedEnv env_rows("DSERVE_INDEXER_CHUNK_ROWS", mode.chunk_rows);
       int64_t tokens = 0, max_len = 0;
       for (auto& s : c.seqs) tokens += s.second, max_len = std::max(max_len, s.first + s.second);

@@ -843,6 +843,14 @@ class Runner {
           }, inst, bench_);
           std::printf("  indexer scores alone, multi-token mma.sync: %.2f us (%.1f TFLOP/s)\n", s_mt,
                       flops / (s_mt * 1e6));
+          const double s_tma = time_calls([&](int i) {  // the wgmma scores with the TMA producer (opt-in)
+            kernels::IndexerParams pi = params(i);
+            pi.multi_token = pi.wgmma = pi.tma = true;
+            pi.k_slots = keys[i].dim(0);
+            CK(kernels::launch_indexer_scores(pi, true, stream()));
+          }, inst, bench_);
+          std::printf("  indexer scores alone, wgmma with the TMA producer: %.2f us (%.1f TFLOP/s)\n", s_tma,
+                      flops / (s_tma * 1e6));
         }
       });
     }
