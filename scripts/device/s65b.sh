@@ -7,7 +7,7 @@ set -u
 source "$(dirname "$0")/lib.sh"
 gtest_run idx 150 '*IndexerTopk*'
 grep -E "tma" "$OUT/idx.log" | head -4
-memcheck_run idx_mc 150 '*IndexerTopk*'
+memcheck_run idx_mc 100 '*IndexerTopk*'
 for bin in "$B" "$B/main"; do
   tag=$([ "$bin" = "$B" ] && echo branch || echo main)
   timeout 100 "$bin/dserve_kernel_bench" --filter indexer_prefill > "$OUT/kbench_$tag.log" 2>&1
