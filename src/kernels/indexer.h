@@ -33,7 +33,7 @@ struct IndexerParams {
   int topk;
   int num_sms;                // sizes the scoring grid (0: one block per 64 positions)
   float q_scale, w_scale;
-  bool tma;                   // the wgmma scores' key tiles from a TMA producer warp (64-position pages; an opt-in)
+  bool tma;                   // the wgmma scores' key tiles from a TMA producer warp (64-position pages)
   int64_t k_slots;            // rows of k_cache (the TMA map's extent)
 };
 // score[t, s] = sum_h (w[t, h] * w_scale) * relu(q_scale * q[t, h, :] . k[slot(s), :]) for s <= positions[t].
