@@ -15,6 +15,8 @@
 // tensor cores is not what bounds this kernel.
 #include <cuda_bf16.h>
 
+#include <type_traits>
+
 #include "kernels/mla_merge.cuh"
 #include "kernels/mla_prefill.h"
 #include "kernels/mla_prefill_rows.cuh"
@@ -74,7 +76,9 @@ __device__ int64_t context_base(const int32_t* seq_lens, int seq) {
 // heads x 4,096 185 -> 370 TFLOP/s; V3 4 layers 32K prefill 1.05 -> 0.61 s).
 // kv_map / ctx_map (kTma only): kv as [ctx_rows, H * (nope + v)] and ctx as [ctx_rows, ctx_dim], boxes of 64 columns
 // x BK rows, 128-byte swizzle (the tiles' layout), zeros past the last row.
-template <int BK, bool kTma>
+// kAllow: p.allow is set (DSA top-k masks): every tile masked, its bits read a word a row per 32 columns. Its own kernel:
+// the word loads' registers made the plain kernel spill (168, the cap of 9 warps, 3 on a scheduler).
+template <int BK, bool kTma, bool kAllow>
 __device__ __forceinline__ void mla_prefill_wgmma_body(const MlaPrefillParams& p, const CUtensorMap* kv_map,
                                                        const CUtensorMap* ctx_map) {
   using T = Tiles<BK, kTma>;
@@ -201,39 +205,43 @@ __device__ __forceinline__ void mla_prefill_wgmma_body(const MlaPrefillParams& p
     for (int i = 0; i < BK / 2; ++i) s[i] = sn[i];
 
     // Mask (context end, causality, DSA bits) where the tile reaches past the block's first row, then the online
-    // softmax in log2 units.
+    // softmax in log2 units. The test is made once a tile, outside the unrolled loops: inside them ptxas branched
+    // around the mask per pair of scores, and those branches' instruction-fetch stalls drew 29% of the kernel's stall
+    // samples (ncu source page, s65c). The scale goes into the exponent's FFMA (p = 2^(s sl2 - max)), so an unmasked
+    // tile is only its maxima; sl2 > 0, so max(s) sl2 = max(s sl2).
     const int j_first = kt * BK;
-    const bool masked = p.allow != nullptr || j_first + BK - 1 > first_pos || j_first + BK > kv_end;
+    if (kAllow || j_first + BK - 1 > first_pos || j_first + BK > kv_end) {
+#pragma unroll
+      for (int w = 0; w < BK / 32; ++w) {  // 32 columns a pass: one word of DSA bits a row (none past its rows)
+        uint32_t w0 = ~0u, w1 = ~0u;
+        if constexpr (kAllow) {
+          const int word = (j_first >> 5) + w;  // j_first is a multiple of 32
+          w0 = pos0 >= 0 && word < p.allow_words ? p.allow[static_cast<int64_t>(t0) * p.allow_words + word] : 0u;
+          w1 = pos1 >= 0 && word < p.allow_words ? p.allow[static_cast<int64_t>(t1) * p.allow_words + word] : 0u;
+        }
+#pragma unroll
+        for (int j = 4 * w; j < 4 * w + 4; ++j)
+#pragma unroll
+          for (int e = 0; e < 2; ++e) {
+            const int bit = (8 * j + 2 * (lane & 3) + e) & 31, col = j_first + 8 * j + 2 * (lane & 3) + e;
+            const bool va = col < kv_end && col <= pos0 && ((w0 >> bit) & 1u);
+            const bool vb = col < kv_end && col <= pos1 && ((w1 >> bit) & 1u);
+            s[4 * j + e] = va ? s[4 * j + e] : -INFINITY;
+            s[4 * j + 2 + e] = vb ? s[4 * j + 2 + e] : -INFINITY;
+          }
+      }
+    }
     float mx0 = -INFINITY, mx1 = -INFINITY;
 #pragma unroll
-    for (int j = 0; j < BK / 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 2; ++e) {
-        float& a = s[4 * j + e];
-        float& b = s[4 * j + 2 + e];
-        if (masked) {
-          const int col = j_first + 8 * j + 2 * (lane & 3) + e;
-          const bool in = col < kv_end;
-          const bool va =
-              in && col <= pos0 &&
-              (!p.allow || ((p.allow[static_cast<int64_t>(t0) * p.allow_words + (col >> 5)] >> (col & 31)) & 1u));
-          const bool vb =
-              in && col <= pos1 &&
-              (!p.allow || ((p.allow[static_cast<int64_t>(t1) * p.allow_words + (col >> 5)] >> (col & 31)) & 1u));
-          a = va ? a * sl2 : -INFINITY;
-          b = vb ? b * sl2 : -INFINITY;
-        } else {
-          a *= sl2;
-          b *= sl2;
-        }
-        mx0 = fmaxf(mx0, a);
-        mx1 = fmaxf(mx1, b);
-      }
+    for (int j = 0; j < BK / 8; ++j) {
+      mx0 = fmaxf(mx0, fmaxf(s[4 * j], s[4 * j + 1]));
+      mx1 = fmaxf(mx1, fmaxf(s[4 * j + 2], s[4 * j + 3]));
+    }
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
     mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
     mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    const float n0 = fmaxf(m0, mx0), n1 = fmaxf(m1, mx1);
+    const float n0 = fmaxf(m0, mx0 * sl2), n1 = fmaxf(m1, mx1 * sl2);
     const float a0 = n0 == -INFINITY ? 1.0f : fast_exp2(m0 - n0);
     const float a1 = n1 == -INFINITY ? 1.0f : fast_exp2(m1 - n1);
     m0 = n0;
@@ -252,8 +260,8 @@ __device__ __forceinline__ void mla_prefill_wgmma_body(const MlaPrefillParams& p
     uint32_t pf[BK / 16][4];  // P as the A fragments of the k16 steps over the tile's keys
 #pragma unroll
     for (int j = 0; j < BK / 8; ++j) {
-      const float p00 = fast_exp2(s[4 * j] - b0), p01 = fast_exp2(s[4 * j + 1] - b0);
-      const float p10 = fast_exp2(s[4 * j + 2] - b1), p11 = fast_exp2(s[4 * j + 3] - b1);
+      const float p00 = fast_exp2(fmaf(s[4 * j], sl2, -b0)), p01 = fast_exp2(fmaf(s[4 * j + 1], sl2, -b0));
+      const float p10 = fast_exp2(fmaf(s[4 * j + 2], sl2, -b1)), p11 = fast_exp2(fmaf(s[4 * j + 3], sl2, -b1));
       l0 += p00 + p01;
       l1 += p10 + p11;
       pf[j >> 1][(j & 1) * 2] = pack_bf16(p00, p01);
@@ -293,26 +301,26 @@ __device__ __forceinline__ void mla_prefill_wgmma_body(const MlaPrefillParams& p
   store_prefill_row<kV>(p, h, lane, t1, pos1, m1, l1, [&](int j) { return make_float2(o[4 * j + 2], o[4 * j + 3]); });
 }
 
-template <int BK>
+template <int BK, bool kAllow>
 __global__ void __launch_bounds__(kThreads, 1) mla_prefill_wgmma_kernel(const MlaPrefillParams p) {
-  mla_prefill_wgmma_body<BK, false>(p, nullptr, nullptr);
+  mla_prefill_wgmma_body<BK, false, kAllow>(p, nullptr, nullptr);
 }
 
-template <int BK>
+template <int BK, bool kAllow>
 __global__ void __launch_bounds__(kTmaThreads, 1)
     mla_prefill_tma_kernel(const MlaPrefillParams p, const __grid_constant__ CUtensorMap kv_map,
                            const __grid_constant__ CUtensorMap ctx_map) {
-  mla_prefill_wgmma_body<BK, true>(p, &kv_map, &ctx_map);
+  mla_prefill_wgmma_body<BK, true, kAllow>(p, &kv_map, &ctx_map);
 }
 
-template <int BK>
+template <int BK, bool kAllow>
 cudaError_t launch_bk(const MlaPrefillParams& p, cudaStream_t stream, bool tma) {
   static PerDevice<cudaError_t> attrs;
   const cudaError_t e = attrs.get([] {
-    const cudaError_t a = cudaFuncSetAttribute(mla_prefill_wgmma_kernel<BK>,
+    const cudaError_t a = cudaFuncSetAttribute(mla_prefill_wgmma_kernel<BK, kAllow>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, Tiles<BK>::kSmemBytes);
     return a != cudaSuccess ? a
-                            : cudaFuncSetAttribute(mla_prefill_tma_kernel<BK>,
+                            : cudaFuncSetAttribute(mla_prefill_tma_kernel<BK, kAllow>,
                                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    Tiles<BK, true>::kSmemBytes);
   });
@@ -331,8 +339,9 @@ cudaError_t launch_bk(const MlaPrefillParams& p, cudaStream_t stream, bool tma) 
                     encode_2d_swizzle128(&ctx_map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, p.ctx,
                                          static_cast<uint64_t>(p.ctx_dim), static_cast<uint64_t>(p.ctx_rows),
                                          static_cast<uint64_t>(p.ctx_dim) * 2, 64, BK);
-  if (!maps) return launch_plain(mla_prefill_wgmma_kernel<BK>, grid, kThreads, Tiles<BK>::kSmemBytes, stream, p);
-  return launch_plain(mla_prefill_tma_kernel<BK>, grid, kTmaThreads, Tiles<BK, true>::kSmemBytes, stream, p, kv_map,
+  if (!maps)
+    return launch_plain(mla_prefill_wgmma_kernel<BK, kAllow>, grid, kThreads, Tiles<BK>::kSmemBytes, stream, p);
+  return launch_plain(mla_prefill_tma_kernel<BK, kAllow>, grid, kTmaThreads, Tiles<BK, true>::kSmemBytes, stream, p, kv_map,
                       ctx_map);
 }
 
@@ -341,8 +350,10 @@ cudaError_t launch_bk(const MlaPrefillParams& p, cudaStream_t stream, bool tma) 
 cudaError_t launch_mla_prefill_wgmma(const MlaPrefillParams& p, cudaStream_t stream, int keys_per_tile, bool tma) {
   if (p.num_tokens == 0 || p.num_seqs == 0 || p.max_q_len == 0) return cudaSuccess;
   if (!mla_prefill_fast_supported(p.nope, p.rope, p.v, p.ctx_dim, p.rope_offset)) return cudaErrorInvalidValue;
-  if (keys_per_tile == 64) return launch_bk<64>(p, stream, tma);
-  if (keys_per_tile == 128) return launch_bk<128>(p, stream, tma);
+  const bool allow = p.allow != nullptr;
+  if (keys_per_tile == 64) return allow ? launch_bk<64, true>(p, stream, tma) : launch_bk<64, false>(p, stream, tma);
+  if (keys_per_tile == 128)
+    return allow ? launch_bk<128, true>(p, stream, tma) : launch_bk<128, false>(p, stream, tma);
   return cudaErrorInvalidValue;
 }
 
