@@ -17,7 +17,7 @@ page() {  # NAME KERNEL_REGEX COMMAND...
   timeout 60 "$ncu" -i "$OUT/$name.ncu-rep" --page details > "$OUT/${name}_details.txt" 2>&1
   grep -E "Duration|DRAM Throughput|Memory Throughput|Warp Cycles Per Issued" "$OUT/${name}_details.txt" | head -6
 }
-page decode 'mla_decode' "$B/dserve_kernel_bench" --filter 'mla_decode v2-lite batch=1 context=32768'
+page decode 'mla_decode_(t16_|m16_)?kernel' "$B/dserve_kernel_bench" --filter 'mla_decode v2-lite batch=1 context=32768'
 page walk 'moe_fp8_small_m' "$B/ds_ops_cuda_gpu_test" --gtest_filter=MoeFp8Test.SmallMColumnTilesAgree
 v3_cut_config "$OUT/v3.json" 4
 v32_config "$OUT/v32.json" 4
