@@ -40,7 +40,9 @@ def text_sections(cubin):
 
 
 def normalize_name(name):
-    return re.sub(r"_GLOBAL__N__[0-9a-f_]+", "G", name)
+    # The anonymous namespace's name: a hash of the path, then the file name and a hash that follows the file's
+    # content (cu_<8 hex digits>), so it differs between any two revisions of a file.
+    return re.sub(r"_cu_[0-9a-f]{8}", "_cu_H", re.sub(r"_GLOBAL__N__[0-9a-f_]+", "G", name))
 
 
 def ptx_bodies(ptx):
@@ -49,7 +51,7 @@ def ptx_bodies(ptx):
     for m in re.finditer(r"\.entry\s+(\S+)\((.*?)\)\s*(\.maxntid[^{]*)?\{(.*?)\n\}", src, re.S):
         name = m.group(1)
         body = m.group(4).replace(name, "KERNEL")
-        body = re.sub(r"_GLOBAL__N__[0-9a-f_]+", "G", body)
+        body = normalize_name(body)
         body = re.sub(r"\$L__BB\d+_", "$L__BB_", body)
         body = re.sub(r"_param_\d+", "_param_N", body)
         out[normalize_name(name)] = body

@@ -522,7 +522,8 @@ cudaError_t launch_indexer_scores(const IndexerParams& p, bool mma, cudaStream_t
     const dim3 grid(static_cast<unsigned>(p.token_count), static_cast<unsigned>(per_token));
     // Prefill-sized rows per sequence: the multi-token kernel (DSERVE_INDEXER_MT=0 at the caller: never).
     const bool mt = p.multi_token && p.max_q_len >= kIndexerMultiTokenMinRows;
-    if (mt && p.wgmma && indexer_wgmma_supported(p.heads, p.dim)) return launch_indexer_scores_wgmma(p, stream);
+    if (mt && p.wgmma && p.q_scale >= 0.0f && indexer_wgmma_supported(p.heads, p.dim))
+      return launch_indexer_scores_wgmma(p, stream);
     const cudaError_t e = p.heads <= 16   ? launch_mma_dim<16>(p, grid, mt, stream)
                           : p.heads <= 32 ? launch_mma_dim<32>(p, grid, mt, stream)
                                           : launch_mma_dim<64>(p, grid, mt, stream);

@@ -32,7 +32,7 @@ struct IndexerParams {
   int score_cols;             // scratch row length: > every position (max_pages * page_size)
   int topk;
   int num_sms;                // sizes the scoring grid (0: one block per 64 positions)
-  float q_scale, w_scale;
+  float q_scale, w_scale;     // q_scale >= 0 (the wgmma scores fold it into the head weights)
   bool tma;                   // the wgmma scores' key tiles from a TMA producer warp (64-position pages)
   int64_t k_slots;            // rows of k_cache (the TMA map's extent)
 };

@@ -114,7 +114,8 @@ __device__ __forceinline__ void indexer_scores_wgmma_body(const IndexerParams p,
   }
   for (int i = tid; i < kCols; i += kThreads) {
     const int slot = i / kHeads, h = i % kHeads;
-    ws[i] = mine(slot) && h < p.heads ? head_weight_of(p, tbase + slot, h) : 0.0f;
+    // q_scale >= 0 folded in: w relu(q_scale x) = (w q_scale) relu(x), one multiply a head instead of one a score.
+    ws[i] = mine(slot) && h < p.heads ? head_weight_of(p, tbase + slot, h) * p.q_scale : 0.0f;
   }
   if constexpr (kTma) {
     cp_async_commit();  // Q alone, visible to both warpgroups' wgmma (and ws) before the first tile
@@ -186,9 +187,8 @@ __device__ __forceinline__ void indexer_scores_wgmma_body(const IndexerParams p,
 #pragma unroll
         for (int jj = 0; jj < 8; ++jj) {
           const int j = slot * 8 + jj, col = 8 * j + 2 * (lane % 4);
-          s0 += ws[col] * fmaxf(0.0f, acc[4 * j] * p.q_scale) + ws[col + 1] * fmaxf(0.0f, acc[4 * j + 1] * p.q_scale);
-          s1 += ws[col] * fmaxf(0.0f, acc[4 * j + 2] * p.q_scale) +
-                ws[col + 1] * fmaxf(0.0f, acc[4 * j + 3] * p.q_scale);
+          s0 += ws[col] * fmaxf(0.0f, acc[4 * j]) + ws[col + 1] * fmaxf(0.0f, acc[4 * j + 1]);
+          s1 += ws[col] * fmaxf(0.0f, acc[4 * j + 2]) + ws[col + 1] * fmaxf(0.0f, acc[4 * j + 3]);
         }
         s0 += __shfl_xor_sync(0xffffffffu, s0, 1);
         s0 += __shfl_xor_sync(0xffffffffu, s0, 2);
@@ -225,7 +225,8 @@ bool indexer_wgmma_supported(int64_t heads, int64_t dim) { return heads >= 1 && 
 
 cudaError_t launch_indexer_scores_wgmma(const IndexerParams& p, cudaStream_t stream) {
   if (p.token_count == 0) return cudaSuccess;
-  if (!indexer_wgmma_supported(p.heads, p.dim) || p.score_cols < 1) return cudaErrorInvalidValue;
+  if (!indexer_wgmma_supported(p.heads, p.dim) || p.score_cols < 1 || !(p.q_scale >= 0.0f))
+    return cudaErrorInvalidValue;
   static PerDevice<cudaError_t> attr;
   if (const cudaError_t e = attr.get([] {
         const cudaError_t a = cudaFuncSetAttribute(indexer_scores_wgmma_kernel,
