@@ -49,10 +49,8 @@ cudaError_t launch_mla_prefill(const MlaPrefillParams& p, cudaStream_t stream);
 // keys_per_tile: 64 (three stages) or 128 (two stages).
 // tma: the stages filled by a producer warp's TMA boxes (the op's default; needs ctx_rows, else, or where the driver
 // cannot make the tensor maps, every thread's cp.async).
-// pingpong (with the TMA ring; an opt-in of session 65, DSERVE_MLA_PREFILL_PINGPONG=1 in the op): the two warpgroups
-// take turns to issue S (FlashAttention-3's ping-pong).
 cudaError_t launch_mla_prefill_wgmma(const MlaPrefillParams& p, cudaStream_t stream, int keys_per_tile = 64,
-                                     bool tma = false, bool pingpong = false);
+                                     bool tma = false);
 
 // The attention over two disjoint parts of the context from each part's (out, lse) as the kernels above give them
 // (a context cut into chunks, one launch each): out = (e^lse out + e^lse_part out_part) / (e^lse + e^lse_part),

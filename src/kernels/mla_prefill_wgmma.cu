@@ -12,7 +12,8 @@
 // four 64-key stages: 350 TFLOP/s at V3 128 x 4,096 vs 370 for 128-key tiles without it; session 65, TMA ring, 64-key
 // tiles: 424 vs 467 TFLOP/s, V3 4 layers 32K prefill 0.546 vs 0.520 s) and its warpgroup ping-pong (session 65, named
 // barriers handing the turn to issue S: 453 vs 467 TFLOP/s, 32K prefill 0.525 vs 0.520 s). What bounded it was the
-// mask test inside the unrolled score loops (see step; session 65: 476 -> 567 TFLOP/s, 0.72 of cuBLASLt's 790).
+// mask test inside the unrolled score loops (see step; session 65: 476 -> 567 TFLOP/s, 0.72 of cuBLASLt's 790). The
+// ping-pong measured again after that fix still loses (549 vs 584 TFLOP/s, 8K prefill 0.067 vs 0.066 s).
 #include <cuda_bf16.h>
 
 #include <type_traits>
@@ -78,13 +79,9 @@ __device__ int64_t context_base(const int32_t* seq_lens, int seq) {
 // x BK rows, 128-byte swizzle (the tiles' layout), zeros past the last row.
 // kAllow: p.allow is set (DSA top-k masks): every tile masked, its bits read a word a row per 32 columns. Its own kernel:
 // the word loads' registers made the plain kernel spill (168, the cap of 9 warps, 3 on a scheduler).
-// kPp (kTma only; an opt-in of session 65, DSERVE_MLA_PREFILL_PINGPONG=1): FlashAttention-3's ping-pong, the two
-// warpgroups taking turns to issue S = Q K^T (named barriers 2 and 3), so one's softmax runs while the other's
-// product does (measured a tie or a loss in session 65's first run, before the mask fix; measured again after it).
-template <int BK, bool kTma, bool kAllow, bool kPp = false>
+template <int BK, bool kTma, bool kAllow>
 __device__ __forceinline__ void mla_prefill_wgmma_body(const MlaPrefillParams& p, const CUtensorMap* kv_map,
                                                        const CUtensorMap* ctx_map) {
-  static_assert(!kPp || kTma, "the ping-pong takes the TMA ring");
   using T = Tiles<BK, kTma>;
   extern __shared__ uint8_t smem_raw[];
   uint8_t* smem = smem_align1024(smem_raw);
@@ -201,13 +198,7 @@ __device__ __forceinline__ void mla_prefill_wgmma_body(const MlaPrefillParams& p
       if (kt + T::kStages - 1 < n_kt) load_tile(kt + T::kStages - 1);
       cp_async_commit();
     }
-    if constexpr (kPp) named_barrier(2 + wg, kThreads);  // this warpgroup's turn
     issue_qk(kt);
-    // The other's turn (warpgroup 1's last arrival would have no wait to meet: warpgroup 0 syncs once a tile, and
-    // warpgroup 1 arrived once before the first).
-    if constexpr (kPp) {
-      if (wg == 0 || kt + 1 < n_kt) named_barrier_arrive(2 + (wg ^ 1), kThreads);
-    }
     wgmma_wait<0>();
     fence_regs(sn);
     float s[BK / 2];
@@ -302,9 +293,6 @@ __device__ __forceinline__ void mla_prefill_wgmma_body(const MlaPrefillParams& p
       cp_async_commit();
     }
   }
-  if constexpr (kPp) {
-    if (wg == 1 && n_kt > 0) named_barrier_arrive(2, kThreads);  // warpgroup 0 takes the first turn
-  }
   for (int kt = 0; kt < n_kt; ++kt) step(kt);
   wgmma_wait<0>();
   fence_regs(o);
@@ -319,25 +307,21 @@ __global__ void __launch_bounds__(kThreads, 1) mla_prefill_wgmma_kernel(const Ml
   mla_prefill_wgmma_body<BK, false, kAllow>(p, nullptr, nullptr);
 }
 
-template <int BK, bool kAllow, bool kPp = false>
+template <int BK, bool kAllow>
 __global__ void __launch_bounds__(kTmaThreads, 1)
     mla_prefill_tma_kernel(const MlaPrefillParams p, const __grid_constant__ CUtensorMap kv_map,
                            const __grid_constant__ CUtensorMap ctx_map) {
-  mla_prefill_wgmma_body<BK, true, kAllow, kPp>(p, &kv_map, &ctx_map);
+  mla_prefill_wgmma_body<BK, true, kAllow>(p, &kv_map, &ctx_map);
 }
 
 template <int BK, bool kAllow>
-cudaError_t launch_bk(const MlaPrefillParams& p, cudaStream_t stream, bool tma, bool pingpong) {
+cudaError_t launch_bk(const MlaPrefillParams& p, cudaStream_t stream, bool tma) {
   static PerDevice<cudaError_t> attrs;
   const cudaError_t e = attrs.get([] {
     const cudaError_t a = cudaFuncSetAttribute(mla_prefill_wgmma_kernel<BK, kAllow>,
                                                cudaFuncAttributeMaxDynamicSharedMemorySize, Tiles<BK>::kSmemBytes);
-    const cudaError_t b = a != cudaSuccess ? a
-                                           : cudaFuncSetAttribute(mla_prefill_tma_kernel<BK, kAllow>,
-                                                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                                                  Tiles<BK, true>::kSmemBytes);
-    return b != cudaSuccess ? b
-                            : cudaFuncSetAttribute(mla_prefill_tma_kernel<BK, kAllow, true>,
+    return a != cudaSuccess ? a
+                            : cudaFuncSetAttribute(mla_prefill_tma_kernel<BK, kAllow>,
                                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                    Tiles<BK, true>::kSmemBytes);
   });
@@ -358,24 +342,19 @@ cudaError_t launch_bk(const MlaPrefillParams& p, cudaStream_t stream, bool tma, 
                                          static_cast<uint64_t>(p.ctx_dim) * 2, 64, BK);
   if (!maps)
     return launch_plain(mla_prefill_wgmma_kernel<BK, kAllow>, grid, kThreads, Tiles<BK>::kSmemBytes, stream, p);
-  if (pingpong)
-    return launch_plain(mla_prefill_tma_kernel<BK, kAllow, true>, grid, kTmaThreads, Tiles<BK, true>::kSmemBytes,
-                        stream, p, kv_map, ctx_map);
   return launch_plain(mla_prefill_tma_kernel<BK, kAllow>, grid, kTmaThreads, Tiles<BK, true>::kSmemBytes, stream, p, kv_map,
                       ctx_map);
 }
 
 }  // namespace
 
-cudaError_t launch_mla_prefill_wgmma(const MlaPrefillParams& p, cudaStream_t stream, int keys_per_tile, bool tma,
-                                     bool pingpong) {
+cudaError_t launch_mla_prefill_wgmma(const MlaPrefillParams& p, cudaStream_t stream, int keys_per_tile, bool tma) {
   if (p.num_tokens == 0 || p.num_seqs == 0 || p.max_q_len == 0) return cudaSuccess;
   if (!mla_prefill_fast_supported(p.nope, p.rope, p.v, p.ctx_dim, p.rope_offset)) return cudaErrorInvalidValue;
   const bool allow = p.allow != nullptr;
-  if (keys_per_tile == 64)
-    return allow ? launch_bk<64, true>(p, stream, tma, pingpong) : launch_bk<64, false>(p, stream, tma, pingpong);
+  if (keys_per_tile == 64) return allow ? launch_bk<64, true>(p, stream, tma) : launch_bk<64, false>(p, stream, tma);
   if (keys_per_tile == 128)
-    return allow ? launch_bk<128, true>(p, stream, tma, pingpong) : launch_bk<128, false>(p, stream, tma, pingpong);
+    return allow ? launch_bk<128, true>(p, stream, tma) : launch_bk<128, false>(p, stream, tma);
   return cudaErrorInvalidValue;
 }
 

@@ -83,10 +83,6 @@ __device__ __forceinline__ void tma_load_box_hint(uint32_t dst, const CUtensorMa
 __device__ __forceinline__ void named_barrier(int id, int threads) {
   asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
 }
-// Arrives at named barrier `id` without waiting (the other side of a named_barrier with the same count).
-__device__ __forceinline__ void named_barrier_arrive(int id, int threads) {
-  asm volatile("bar.arrive %0, %1;\n" ::"r"(id), "r"(threads) : "memory");
-}
 
 // Keeps the compiler from moving accumulator reads/writes across the asynchronous wgmma window.
 template <int N>

@@ -269,10 +269,8 @@ Tensor cuda_mla_attention_mha(const Tensor& q, const Tensor& kv, const Tensor& c
   // The stages filled by a producer warp's TMA boxes (H100, session 64: V3 128 heads x 4,096 459.5 vs 370.0 TFLOP/s,
   // V3 4 layers 32K prefill 0.52 vs 0.62 s); DSERVE_MLA_PREFILL_TMA=0 every thread's cp.async instead.
   const bool tma = env_flag("DSERVE_MLA_PREFILL_TMA", true);
-  // DSERVE_MLA_PREFILL_PINGPONG=1 (opt-in, session 65): the TMA form's warpgroups take turns to issue S.
-  const bool pingpong = tma && env_flag("DSERVE_MLA_PREFILL_PINGPONG", false);
   DS_CUDA_CHECK(!fast    ? kernels::launch_mla_prefill_reference(p, stream)
-                : wgmma ? kernels::launch_mla_prefill_wgmma(p, stream, keys, tma, pingpong)
+                : wgmma ? kernels::launch_mla_prefill_wgmma(p, stream, keys, tma)
                         : kernels::launch_mla_prefill(p, stream));
   return out;
 }

@@ -912,10 +912,6 @@ class Runner {
               time_calls([&](int) { CK(kernels::launch_mla_prefill_wgmma(p, stream(), keys, true)); }, 1, bench_, false);
           std::printf("  mla prefill kernel wgmma, %d-key tiles, TMA producer: %.1f us (%.1f TFLOP/s)\n", keys, us_tma,
                       flops / (us_tma * 1e6));
-          const double us_pp = time_calls(
-              [&](int) { CK(kernels::launch_mla_prefill_wgmma(p, stream(), keys, true, true)); }, 1, bench_, false);
-          std::printf("  mla prefill kernel wgmma, %d-key tiles, TMA producer, ping-pong: %.1f us (%.1f TFLOP/s)\n",
-                      keys, us_pp, flops / (us_pp * 1e6));
         }
         const double us_mma = time_calls([&](int) { CK(kernels::launch_mla_prefill(p, stream())); }, 1, bench_, false);
         std::printf("  mla prefill kernel mma.sync: %.1f us (%.1f TFLOP/s)\n", us_mma, flops / (us_mma * 1e6));

@@ -813,20 +813,17 @@ TEST_P(MlaMhaGpu, MatchesCpu) {
   struct Form {
     const char* name;
     int keys;
-    bool tma = false, pingpong = false;
+    bool tma = false;
   };
   const Form forms[] = {{"wgmma64", 64},
                         {"wgmma128", 128},
                         {"mma.sync", 0},
                         {"wgmma64 tma", 64, true},
-                        {"wgmma128 tma", 128, true},
-                        {"wgmma64 tma pingpong", 64, true, true},
-                        {"wgmma128 tma pingpong", 128, true, true}};
+                        {"wgmma128 tma", 128, true}};
   for (const Form& f : forms) {
     test::ScopedEnv env("DSERVE_MLA_PREFILL_WGMMA", f.keys > 0 ? "1" : "0");
     test::ScopedEnv env_keys("DSERVE_MLA_PREFILL_KEYS", f.keys == 128 ? "128" : "64");
     test::ScopedEnv env_tma("DSERVE_MLA_PREFILL_TMA", f.tma ? "1" : "0");
-    test::ScopedEnv env_pingpong("DSERVE_MLA_PREFILL_PINGPONG", f.pingpong ? "1" : "0");
     Tensor got_lse;
     Tensor got = cuda_mla_attention_mha(q_dev, kv_dev, ctx_dev, c.rope_offset, b.dev, scale,
                                         c.topk_k > 0 ? &topk_dev : nullptr, cuda_stream(), &got_lse);
@@ -868,8 +865,7 @@ TEST_P(MlaMhaGpu, MatchesCpu) {
     const std::string name = fast ? f.name : "reference";
     DS_CUDA_CHECK(!fast         ? kernels::launch_mla_prefill_reference(p, cuda_stream())
                   : f.keys == 0 ? kernels::launch_mla_prefill(p, cuda_stream())
-                                : kernels::launch_mla_prefill_wgmma(p, cuda_stream(), f.keys, f.tma,
-                                                                    f.pingpong));
+                                : kernels::launch_mla_prefill_wgmma(p, cuda_stream(), f.keys, f.tma));
     Tensor all = to_f32(cuda_download(out));
     for (int64_t i = T * H * c.v; i < all.numel(); ++i)
       ASSERT_TRUE(std::isnan(all.f32()[i])) << name << " wrote past the output";
