@@ -3,7 +3,7 @@
 # the MLA decode at V2-Lite batch 1 x 32K (the issue's 0.70 line) and the FP8 routed gate|up walk at one row
 # (MoeFp8Test.SmallMColumnTilesAgree's first launch, as s38e); then repeats: V3.2 8K prefill with 64- / 128-key tiles
 # (the DSA-masked kernel spills at 128), V3 8K prefill against main's binary ($B/main).
-# (The walk page took the mma.sync fallback: the model's batch-1 walk is the wgmma one, kernels/moe_fp8_wgmma.cu.)
+# (The walk page took the mma.sync fallback: the model's batch-1 walk is the wgmma one, kernels/moe_wgmma.cu.)
 set -u
 source "$(dirname "$0")/lib.sh"
 ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
