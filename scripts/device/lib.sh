@@ -80,6 +80,18 @@ ncu_run() {
   echo "== $name rc=$?"
   grep -vE "^==PROF==|^\s*\$|$header|^ceiling|^device|^done|^    ---" "$OUT/$name.txt" | head -"$lines"
 }
+# kbench_ab NAME FILTER REGEX: `dserve_kernel_bench --filter FILTER` from this build ($B) and from main's ($B/main),
+# their outputs in $OUT/NAME_new.log and $OUT/NAME_main.log, a line "== NAME new|main rc=..." each and the lines of
+# each matching REGEX (A/B runs of a kernel change in one call).
+kbench_ab() {
+  local name=$1 filter=$2 regex=$3 bin tag
+  for bin in "$B" "$B/main"; do
+    tag=$([ "$bin" = "$B" ] && echo new || echo main)
+    timeout 100 "$bin/dserve_kernel_bench" --filter "$filter" > "$OUT/${name}_$tag.log" 2>&1
+    echo "== $name $tag rc=$?"
+    grep -E "$regex" "$OUT/${name}_$tag.log"
+  done
+}
 # ncu_stalls NAME SECONDS KERNEL_REGEX BENCH_FILTER: the stall reasons (average warps stalled a issued instruction, by
 # reason) of the first launch of the kernels matching KERNEL_REGEX in `dserve_kernel_bench --filter BENCH_FILTER`, the
 # report in $OUT/NAME.txt, a line "== NAME rc=..." and the eight largest reasons.

@@ -8,11 +8,7 @@ source "$(dirname "$0")/lib.sh"
 gtest_run idx 150 '*IndexerTopk*'
 grep -E "tma" "$OUT/idx.log" | head -4
 memcheck_run idx_mc 100 '*IndexerTopk*'
-for bin in "$B" "$B/main"; do
-  tag=$([ "$bin" = "$B" ] && echo branch || echo main)
-  timeout 100 "$bin/dserve_kernel_bench" --filter indexer_prefill > "$OUT/kbench_$tag.log" 2>&1
-  echo "== kbench $tag rc=$?"; grep -E "^indexer_prefill|indexer scores alone" "$OUT/kbench_$tag.log"
-done
+kbench_ab kbench indexer_prefill "^indexer_prefill|indexer scores alone"
 v32_config "$OUT/v32.json" 4
 for round in 1 2; do
   prefill_run v32_32k_tma$round "$OUT/v32.json" 32768 DSERVE_INDEXER_TMA=1

@@ -7,11 +7,7 @@ set -u
 source "$(dirname "$0")/lib.sh"
 gtest_run mha 120 '*MlaMha*'
 memcheck_run mha_mc 100 '*MlaMhaGpu*'
-for bin in "$B" "$B/main"; do
-  tag=$([ "$bin" = "$B" ] && echo new || echo main)
-  timeout 100 "$bin/dserve_kernel_bench" --filter mla_prefill > "$OUT/kbench_$tag.log" 2>&1
-  echo "== kbench $tag rc=$?"; grep -E "^mla_prefill|TMA producer:|^ceiling" "$OUT/kbench_$tag.log"
-done
+kbench_ab kbench mla_prefill "^mla_prefill|TMA producer:|^ceiling"
 v3_cut_config "$OUT/v3.json" 4
 v32_config "$OUT/v32.json" 4
 for round in 1 2; do

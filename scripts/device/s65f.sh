@@ -10,11 +10,7 @@ grep -E "pingpong" "$OUT/mha.log" | head -8
 memcheck_run mha_mc 100 '*MlaMhaGpu*'
 timeout 100 "$B/dserve_kernel_bench" --filter mla_prefill > "$OUT/kbench.log" 2>&1
 echo "== kbench rc=$?"; grep -E "^mla_prefill|TMA producer|^ceilings" "$OUT/kbench.log"
-for bin in "$B" "$B/main"; do
-  tag=$([ "$bin" = "$B" ] && echo new || echo main)
-  timeout 100 "$bin/dserve_kernel_bench" --filter indexer_prefill > "$OUT/kbench_idx_$tag.log" 2>&1
-  echo "== kbench idx $tag rc=$?"; grep -E "^indexer_prefill|indexer scores alone" "$OUT/kbench_idx_$tag.log"
-done
+kbench_ab kbench_idx indexer_prefill "^indexer_prefill|indexer scores alone"
 v3_cut_config "$OUT/v3.json" 4
 v32_config "$OUT/v32.json" 4
 for round in 1 2; do
