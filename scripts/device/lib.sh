@@ -92,6 +92,24 @@ kbench_ab() {
     grep -E "$regex" "$OUT/${name}_$tag.log"
   done
 }
+# ncu_source_page NAME KERNEL_REGEX COMMAND...: ncu's warp-state samples per SASS instruction (WarpStateStats,
+# SourceCounters, SpeedOfLight) on the first launch of the kernels matching KERNEL_REGEX while COMMAND runs
+# (DSERVE_TEST_NO_TIMING=1 set for gtest commands), the report in $OUT/NAME.ncu-rep, the source page as
+# $OUT/NAME_sass.csv, the details page as $OUT/NAME_details.txt, then the duration / throughput lines and
+# scripts/ncu_source_top.py's summary (stall reasons, no_instruction share, top instructions).
+ncu_source_page() {
+  local name=$1 kernel=$2 ncu
+  shift 2
+  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
+  DSERVE_TEST_NO_TIMING=1 timeout 100 "$ncu" --clock-control none --kernel-name "regex:$kernel" --launch-count 1 \
+    --section WarpStateStats --section SourceCounters --section SpeedOfLight -o "$OUT/$name" "$@" \
+    > "$OUT/${name}_collect.log" 2>&1
+  echo "== $name collect rc=$?"
+  timeout 60 "$ncu" -i "$OUT/$name.ncu-rep" --page source --print-source sass --csv > "$OUT/${name}_sass.csv" 2>&1
+  timeout 60 "$ncu" -i "$OUT/$name.ncu-rep" --page details > "$OUT/${name}_details.txt" 2>&1
+  grep -E "Duration|DRAM Throughput|Warp Cycles Per Issued" "$OUT/${name}_details.txt" | head -4
+  python3 scripts/ncu_source_top.py "$OUT/${name}_sass.csv" 8 | head -14
+}
 # ncu_stalls NAME SECONDS KERNEL_REGEX BENCH_FILTER: the stall reasons (average warps stalled a issued instruction, by
 # reason) of the first launch of the kernels matching KERNEL_REGEX in `dserve_kernel_bench --filter BENCH_FILTER`, the
 # report in $OUT/NAME.txt, a line "== NAME rc=..." and the eight largest reasons.

@@ -6,20 +6,8 @@
 # (The walk page took the mma.sync fallback: the model's batch-1 walk is the wgmma one, kernels/moe_wgmma.cu.)
 set -u
 source "$(dirname "$0")/lib.sh"
-ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
-page() {  # NAME KERNEL_REGEX COMMAND...
-  local name=$1 kernel=$2
-  shift 2
-  DSERVE_TEST_NO_TIMING=1 timeout 100 "$ncu" --clock-control none --kernel-name "regex:$kernel" --launch-count 1 \
-    --section WarpStateStats --section SourceCounters --section SpeedOfLight -o "$OUT/$name" "$@" \
-    > "$OUT/${name}_collect.log" 2>&1
-  echo "== $name collect rc=$?"
-  timeout 60 "$ncu" -i "$OUT/$name.ncu-rep" --page source --print-source sass --csv > "$OUT/${name}_sass.csv" 2>&1
-  timeout 60 "$ncu" -i "$OUT/$name.ncu-rep" --page details > "$OUT/${name}_details.txt" 2>&1
-  grep -E "Duration|DRAM Throughput|Memory Throughput|Warp Cycles Per Issued" "$OUT/${name}_details.txt" | head -6
-}
-page decode 'mla_decode_(t16_|m16_)?kernel' "$B/dserve_kernel_bench" --filter 'mla_decode v2-lite batch=1 context=32768'
-page walk 'moe_fp8_small_m' "$B/ds_ops_cuda_gpu_test" --gtest_filter=MoeFp8Test.SmallMColumnTilesAgree
+ncu_source_page decode 'mla_decode_(t16_|m16_)?kernel' "$B/dserve_kernel_bench" --filter 'mla_decode v2-lite batch=1 context=32768'
+ncu_source_page walk 'moe_fp8_small_m' "$B/ds_ops_cuda_gpu_test" --gtest_filter=MoeFp8Test.SmallMColumnTilesAgree
 v3_cut_config "$OUT/v3.json" 4
 v32_config "$OUT/v32.json" 4
 for round in 1 2; do
