@@ -943,4 +943,35 @@ std::optional<ApiError> parse_pause_mode(const std::string& body, PauseMode* mod
   return r.err;
 }
 
+std::optional<ApiError> parse_profile_request(const std::string& body, ProfileOptions* out) {
+  *out = ProfileOptions{};
+  if (body.find_first_not_of(" \t\r\n") == std::string::npos) return std::nullopt;
+  Json j;
+  if (auto e = parse_json_body(body, &j)) return e;
+  Reader r(j, "");
+  r.get_string("output_dir", &out->output_dir);
+  r.get_int("num_steps", 1, 1000000000, &out->num_steps);
+  if (const Json* a = r.find("activities")) {
+    if (!a->is_array()) {
+      r.fail("'activities' must be a list of strings", "activities");
+    } else {
+      for (const Json& x : *a) {
+        if (!x.is_string()) {
+          r.fail("'activities' must be a list of strings", "activities");
+          break;
+        }
+        out->activities.push_back(x.get<std::string>());
+      }
+    }
+  }
+  // SGLang's torch-profiler switches: a step span has no stacks, shapes or stages to add.
+  for (const char* k : {"with_stack", "record_shapes", "profile_by_stage", "merge_profiles"}) {
+    bool ignored = false;
+    r.get_bool(k, &ignored);
+  }
+  r.unsupported("start_step", "profiling starts with the next step");
+  r.reject_unknown();
+  return r.err;
+}
+
 }  // namespace ds

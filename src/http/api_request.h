@@ -172,6 +172,9 @@ std::optional<ApiError> parse_chat_request(const Json& body, ChatRequest* out);
 std::optional<ApiError> parse_score_request(const Json& body, ScoreRequest* out);
 // /pause_generation's body: empty, or {"mode": "abort" | "retract" | "in_place"} (SGLang's default: abort).
 std::optional<ApiError> parse_pause_mode(const std::string& body, PauseMode* mode);
+// /start_profile's body: empty, or SGLang's ProfileReqInput: output_dir, num_steps, activities (checked by the
+// engine's StepProfiler); with_stack / record_shapes / profile_by_stage / merge_profiles accepted and without effect.
+std::optional<ApiError> parse_profile_request(const std::string& body, ProfileOptions* out);
 
 // n random hex digits (request, response and item ids).
 std::string random_hex(size_t n);

@@ -1675,6 +1675,8 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<HttpResponder> out) {
       {"/continue_generation", "POST"},
       {"/separate_reasoning", "POST"},
       {"/parse_function_call", "POST"},
+      {"/start_profile", "GET POST"},
+      {"/stop_profile", "GET POST"},
   };
   std::string path = req.path;
   if (path.size() > 1 && path.back() == '/') path.pop_back();
@@ -1833,6 +1835,21 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<HttpResponder> out) {
     r["message"] = pause ? "Generation paused successfully." : "Generation continued successfully.";
     r["status"] = "ok";
     return m.send_json(*out, name, 200, r);
+  }
+  if (name == "/start_profile") {  // SGLang's answers: plain text
+    ProfileOptions options;
+    if (auto e = parse_profile_request(req.body, &options)) return m.send_error(*out, name, *e);
+    if (Status s = m.engine->start_profile(options); !s.is_ok())
+      return m.send_error(*out, name, bad_request(s.message(), ""));
+    return m.send_text(*out, name, 200, "Start profiling.\n");
+  }
+  if (name == "/stop_profile") {
+    std::vector<std::string> paths;
+    if (Status s = m.engine->stop_profile(&paths); !s.is_ok())
+      return m.send_error(*out, name, bad_request(s.message(), ""));
+    std::string text = "Stop profiling. This will take some time.\n";
+    for (const std::string& p : paths) text += "Profile written to " + p + "\n";
+    return m.send_text(*out, name, 200, text);
   }
   m.send_error(*out, name, make_error(404, "no route " + path, "invalid_request_error", "not_found"));
 }

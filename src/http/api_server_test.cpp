@@ -777,5 +777,47 @@ TEST(ApiServerInit, RejectsUnknownParserNames) {
   EXPECT_FALSE(ApiServer(t).init().is_ok());
 }
 
+// SGLang's /start_profile and /stop_profile: plain-text answers, the trace file (a span a step) in the requested
+// directory, errors for the wrong state or a bad option, and the server serving on.
+TEST_F(ApiServerTest, StartAndStopProfileWriteAStepTrace) {
+  start();
+  const std::filesystem::path out_dir = dir_ / "profiles";
+  std::filesystem::create_directories(out_dir);
+  HttpReply r = http_call(port_, "POST", "/stop_profile");
+  EXPECT_EQ(r.status, 400);
+  EXPECT_NE(r.body.find("not in progress"), std::string::npos) << r.body;
+  post_json("/start_profile", R"({"output_dir": ")" + (dir_ / "missing").string() + R"("})", 400);
+  post_json("/start_profile", R"({"activities": ["CPU", "TPU"], "output_dir": ")" + out_dir.string() + R"("})", 400);
+  post_json("/start_profile", R"({"num_steps": 0})", 400);
+  post_json("/start_profile", R"({"start_step": 3})", 400);
+  post_json("/start_profile", R"({"activity": ["CPU"]})", 400);  // a misspelt key
+  r = post("/start_profile", R"({"activities": ["CPU", "GPU"], "with_stack": true, "output_dir": ")" +
+                                 out_dir.string() + R"("})");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, "Start profiling.\n");
+  EXPECT_EQ(post("/start_profile", "").status, 400);  // already on
+  Json g = post_json("/generate", R"({"input_ids": [1, 2, 3], "sampling_params": {"max_new_tokens": 3}})");
+  EXPECT_EQ(g["output_ids"].size(), 3u);
+  r = http_call(port_, "GET", "/stop_profile");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body.rfind("Stop profiling.", 0), 0u) << r.body;
+  std::vector<std::filesystem::path> files;
+  for (const auto& f : std::filesystem::directory_iterator(out_dir)) files.push_back(f.path());
+  ASSERT_EQ(files.size(), 1u);
+  EXPECT_NE(r.body.find(files[0].string()), std::string::npos) << r.body;  // the answer names the file
+  std::ifstream in(files[0]);
+  const Json trace = Json::parse(in, nullptr, false);
+  ASSERT_FALSE(trace.is_discarded());
+  int prefill = 0, decode = 0;
+  for (const Json& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    prefill += e["name"] == "prefill";
+    decode += e["name"] == "decode";
+  }
+  EXPECT_EQ(prefill, 1);  // the fake engine: the prompt's step, then a step a further token
+  EXPECT_GE(decode, 2);
+  expect_still_serving();
+}
+
 }  // namespace
 }  // namespace ds

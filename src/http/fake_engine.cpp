@@ -141,6 +141,9 @@ void FakeEngine::loop() {
     if (stopping_ && live_.empty()) return;
     std::vector<std::pair<Callback, EngineEvent>> out;
     int running = 0;
+    StepSpan span;  // this step as a profile shows it: first tokens are "prefill", the others "decode"
+    span.step_id = ++steps_;
+    profiler_.step_planned(span.step_id);
     for (auto it = live_.begin(); it != live_.end();) {
       Live& l = it->second;
       if (paused_ && !l.abort && !l.stop && !stopping_) {  // paused: only endings go on
@@ -155,6 +158,14 @@ void FakeEngine::loop() {
       EngineEvent ev;
       ev.rid = it->first;
       const auto& req = l.req;
+      if (l.first) {
+        span.num_prefill_tokens += static_cast<int32_t>(req.input_ids.size());
+        span.num_tokens += static_cast<int32_t>(req.input_ids.size());
+      } else {
+        span.num_decode_seqs++;
+        span.num_tokens++;
+      }
+      span.num_seqs++;
       if (l.first) {
         l.first = false;
         if (req.return_logprob && req.logprob_start_len >= 0) {
@@ -225,6 +236,9 @@ void FakeEngine::loop() {
       cv_.wait(lock);
       continue;
     }
+    // The step's span ends before its events go out, as in the batch engine: a client that saw its last token
+    // finds the step in a profile stopped next.
+    if (span.num_seqs > 0) profiler_.step_completed(span);
     // Callbacks run without the lock (they may call abort / finish_with_stop).
     lock.unlock();
     for (auto& [cb, ev] : out) cb(std::move(ev));

@@ -40,6 +40,13 @@ class FakeEngine : public Engine {
   void pause(PauseMode mode) override;
   void resume() override;
   Status flush_cache() override;
+  Status start_profile(const ProfileOptions& options) override { return profiler_.start(options); }
+  Status stop_profile(std::vector<std::string>* paths) override {
+    std::string path;
+    DS_RETURN_IF_ERROR(profiler_.stop(&path));
+    if (paths) paths->push_back(path);
+    return Status::ok();
+  }
   EngineStats stats() const override;
   const ModelConfig& model_config() const override { return config_; }
   int64_t context_length() const override { return options_.context_length; }
@@ -77,6 +84,8 @@ class FakeEngine : public Engine {
   std::map<std::string, Live> live_;
   bool stopping_ = false;
   bool paused_ = false;
+  uint64_t steps_ = 0;
+  StepProfiler profiler_;
   std::thread thread_;
   std::atomic<uint64_t> num_aborts_{0};
   std::atomic<uint64_t> num_stop_finishes_{0};

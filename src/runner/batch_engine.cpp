@@ -468,6 +468,14 @@ class BatchEngine final : public Engine {
     return sched_->flush_cache(/*allow_waiting=*/paused_);
   }
 
+  Status start_profile(const ProfileOptions& options) override { return profiler_.start(options); }
+  Status stop_profile(std::vector<std::string>* paths) override {
+    std::string path;
+    DS_RETURN_IF_ERROR(profiler_.stop(&path));
+    if (paths) paths->push_back(path);
+    return Status::ok();
+  }
+
   EngineStats stats() const override {
     std::lock_guard<std::mutex> lock(mu_);
     SchedulerStats s = sched_->stats();
@@ -612,6 +620,7 @@ class BatchEngine final : public Engine {
         events_pending_ = false;
         retract_if_pending_locked();  // (steps are serial here: none in flight)
         if (runnable_locked()) plan = sched_->next_step();
+        if (!plan.empty()) profiler_.step_planned(plan.step_id);
         for (const auto& sq : plan.seqs)
           if (auto it = live_.find(sq.req->rid); it != live_.end()) info.emplace(sq.req->rid, it->second.info);
         if (plan.empty()) {
@@ -692,6 +701,7 @@ class BatchEngine final : public Engine {
           continue;
         }
         plan = sched_->next_step();
+        if (!plan.empty()) profiler_.step_planned(plan.step_id);
         if (prev && !plan.empty()) ++planned_ahead_;
         serial_step = !overlap_now();
         if (plan.empty()) {
@@ -811,6 +821,11 @@ class BatchEngine final : public Engine {
       if (it == live_.end()) continue;
       for (auto& [pos, lp] : outputs[i].input_logprobs)
         if (pos < static_cast<int32_t>(it->second.input_logprobs.size())) it->second.input_logprobs[pos] = lp;
+    }
+    if (profiler_.active()) {
+      StepSpan span{plan.step_id, plan.num_seqs(), plan.num_tokens(), plan.num_decode_seqs, plan.num_prefill_tokens, 0};
+      for (const auto& sq : plan.seqs) span.num_draft_tokens += sq.num_draft;
+      profiler_.step_completed(span);
     }
     // Request pointers in the plan die in complete_step: keep the rids.
     std::vector<std::string> rids;
@@ -933,6 +948,7 @@ class BatchEngine final : public Engine {
   int64_t max_total_tokens_ = 0;
 
   mutable std::mutex mu_;  // guards sched_, live_ and the counters
+  StepProfiler profiler_;  // its own lock: /start_profile and /stop_profile come from API threads
   std::condition_variable cv_;
   std::unique_ptr<Scheduler> sched_;
   std::unordered_map<std::string, Live> live_;

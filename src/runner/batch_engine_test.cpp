@@ -8,6 +8,8 @@
 #include <cstdlib>
 #include <condition_variable>
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
@@ -15,6 +17,9 @@
 #include <thread>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <nlohmann/json.hpp>
 
 #include "runner/engine_test_util.h"
 
@@ -312,6 +317,59 @@ TEST(BatchEngine, OverlapScheduleGivesTheSameResults) {
       }
     }
   }
+}
+
+// /start_profile and /stop_profile on the real loop (overlap schedule, chunked prefill): every step of the requests
+// run while on is a span with its shape, the steps' token counts add up to the prompts' and outputs' tokens, and a
+// step planned while the previous was in flight overlaps it on the other track.
+TEST(BatchEngine, ProfileRecordsEveryStepWithItsShape) {
+  BatchEngineOptions o;
+  o.model_path = fixture("v3");
+  o.chunked_prefill_size = 16;
+  o.verbose = false;
+  auto engine = make_batch_engine(o).value();
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("dserve_engine_profile_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  ProfileOptions po;
+  po.output_dir = dir.string();
+  ASSERT_TRUE(engine->start_profile(po).is_ok());
+  EXPECT_FALSE(engine->start_profile(po).is_ok());
+  std::mt19937 rng(5);
+  Collector col;
+  const int prompt_lens[2] = {40, 9}, max_new[2] = {5, 8};
+  for (int i = 0; i < 2; ++i)
+    ASSERT_TRUE(engine->submit(greedy(id_of("p", i), random_prompt(rng, prompt_lens[i], 1024), max_new[i]),
+                               col.callback())
+                    .is_ok());
+  ASSERT_TRUE(col.wait(2));
+  std::vector<std::string> paths;
+  ASSERT_TRUE(engine->stop_profile(&paths).is_ok());
+  ASSERT_EQ(paths.size(), 1u);
+  std::ifstream in(paths[0]);
+  const nlohmann::json trace = nlohmann::json::parse(in);
+  int64_t prefill_tokens = 0, decode_tokens = 0, steps = 0, overlapping = 0;
+  double prev_end = -1;
+  for (const auto& e : trace["traceEvents"]) {
+    if (e["ph"] != "X") continue;
+    ++steps;
+    const auto& a = e["args"];
+    EXPECT_LE(a["prefill_tokens"].get<int64_t>(), 16) << "chunked prefill: at most 16 prompt tokens a step";
+    prefill_tokens += a["prefill_tokens"].get<int64_t>();
+    decode_tokens += a["decode_seqs"].get<int64_t>();
+    EXPECT_EQ(a["tokens"].get<int64_t>(), a["prefill_tokens"].get<int64_t>() + a["decode_seqs"].get<int64_t>());
+    const double ts = e["ts"].get<double>();
+    if (ts < prev_end) ++overlapping;
+    prev_end = ts + e["dur"].get<double>();
+  }
+  EXPECT_EQ(prefill_tokens, prompt_lens[0] + prompt_lens[1]);
+  // Each output token but a request's first (sampled by its last prefill chunk) is a decode step's.
+  EXPECT_EQ(decode_tokens, max_new[0] - 1 + max_new[1] - 1);
+  EXPECT_GE(steps, 4);
+  EXPECT_GT(overlapping, 0) << "with the overlap schedule some step is planned while the previous runs";
+  EXPECT_FALSE(engine->stop_profile(&paths).is_ok());
+  std::filesystem::remove_all(dir);
 }
 
 TEST(BatchEngine, AbortReturnsPagesAndRejectsBadInput) {

@@ -2,6 +2,7 @@
 // thread, stepping in lockstep over one LocalGroup; on CUDA one GPU a rank, their collectives over NCCL); a new
 // request goes to the least loaded rank, and everything about a request afterwards to the rank that has it.
 #include <algorithm>
+#include <cstdio>
 #include <mutex>
 #include <unordered_map>
 
@@ -100,6 +101,28 @@ class DpEngine final : public Engine {
   Status flush_cache() override {
     for (auto& e : ranks_) DS_RETURN_IF_ERROR(e->flush_cache());
     return Status::ok();
+  }
+  // Every rank profiles its own steps into its own file (<ms>-DP-<rank>.trace.json); all or none start.
+  Status start_profile(const ProfileOptions& options) override {
+    for (size_t r = 0; r < ranks_.size(); ++r) {
+      ProfileOptions o = options;
+      o.tag = "DP-" + std::to_string(r);
+      if (Status s = ranks_[r]->start_profile(o); !s.is_ok()) {
+        for (size_t q = 0; q < r; ++q) {
+          std::vector<std::string> dropped;
+          if (ranks_[q]->stop_profile(&dropped).is_ok())
+            for (const std::string& f : dropped) std::remove(f.c_str());
+        }
+        return s;
+      }
+    }
+    return Status::ok();
+  }
+  Status stop_profile(std::vector<std::string>* paths) override {
+    Status first;
+    for (auto& e : ranks_)
+      if (Status s = e->stop_profile(paths); !s.is_ok() && first.is_ok()) first = s;
+    return first;
   }
   EngineStats stats() const override {
     EngineStats t;

@@ -11,6 +11,7 @@
 
 #include "core/status.h"
 #include "model/config.h"
+#include "runner/step_profiler.h"
 #include "sched/request.h"
 #include "text/token_fsm.h"
 
@@ -107,6 +108,17 @@ class Engine {
   // Drops the prefix cache; refused while requests are running or waiting (while paused: while any holds KV pages,
   // so a retracted queue may wait through a flush, as in SGLang).
   virtual Status flush_cache() = 0;
+  // SGLang's /start_profile and /stop_profile: while on, a span a step (runner/step_profiler.h), written as a Chrome
+  // trace when stopped or after options.num_steps steps; stop_profile gives the files written (one a rank). Errors
+  // name the problem: already on / not on, a bad option. Engines without step spans refuse.
+  virtual Status start_profile(const ProfileOptions& options) {
+    (void)options;
+    return error("this engine does not profile");
+  }
+  virtual Status stop_profile(std::vector<std::string>* paths) {
+    (void)paths;
+    return error("this engine does not profile");
+  }
   virtual EngineStats stats() const = 0;
   virtual const ModelConfig& model_config() const = 0;
   virtual int64_t context_length() const = 0;  // longest prompt + output accepted

@@ -1,8 +1,15 @@
 // The batch engine with tensor parallelism on the CPU backend (ranks as threads, runner/tp_ranks.h): what a client
 // sees equals the single-rank engine's, greedy and seeded, with logprobs, chunked prefill, and MTP drafts.
+#include <unistd.h>
+
+#include <condition_variable>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
 #include <random>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "runner/batch_engine.h"
 #include "runner/engine_test_util.h"
@@ -130,6 +137,61 @@ TEST(DataParallelAttentionEngine, SpeculativeDecodingSameResultsAsOneRank) {
       EXPECT_EQ(got.stats.used_tokens, got.stats.cached_tokens);
     }
   }
+}
+
+// /start_profile with data-parallel attention: each rank writes its own trace (-DP-<rank>), all ranks start or
+// none (a refused start leaves none on), and the ranks' spans together cover every request's prompt tokens.
+TEST(DataParallelAttentionEngine, ProfileWritesATraceARank) {
+  BatchEngineOptions o;
+  o.model_path = std::string(DSERVE_SOURCE_DIR) + "/tests/fixtures/v3";
+  o.page_size = 16;
+  o.max_total_tokens = 4096;
+  o.verbose = false;
+  o.tp_size = 2;
+  o.dp_size = 2;
+  auto engine = make_batch_engine(o).value();
+  const std::filesystem::path dir =
+      std::filesystem::temp_directory_path() / ("dserve_dp_profile_" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+  ProfileOptions po;
+  po.output_dir = (dir / "missing").string();
+  EXPECT_FALSE(engine->start_profile(po).is_ok());
+  po.output_dir = dir.string();
+  ASSERT_TRUE(engine->start_profile(po).is_ok()) << "the refused start left no rank on";
+  const auto reqs = requests();
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t finished = 0;
+  int64_t prompt_tokens = 0;
+  for (const auto& r : reqs) {
+    ASSERT_TRUE(engine
+                    ->submit(r,
+                             [&](EngineEvent e) {
+                               std::lock_guard<std::mutex> lock(mu);
+                               finished += e.finished;
+                               cv.notify_all();
+                             })
+                    .is_ok());
+    prompt_tokens += static_cast<int64_t>(r.input_ids.size());
+  }
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(300), [&] { return finished == reqs.size(); }));
+  }
+  std::vector<std::string> paths;
+  ASSERT_TRUE(engine->stop_profile(&paths).is_ok());
+  ASSERT_EQ(paths.size(), 2u);
+  int64_t prefill = 0;
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_NE(paths[r].find("-DP-" + std::to_string(r) + ".trace.json"), std::string::npos) << paths[r];
+    std::ifstream in(paths[r]);
+    const nlohmann::json trace = nlohmann::json::parse(in);
+    for (const auto& e : trace["traceEvents"])
+      if (e["ph"] == "X") prefill += e["args"]["prefill_tokens"].get<int64_t>();
+  }
+  EXPECT_EQ(prefill, prompt_tokens);
+  std::filesystem::remove_all(dir);
 }
 
 // --load-format dummy with --tp-size: each rank makes its own shard (no whole model in memory); the ranks agree on
