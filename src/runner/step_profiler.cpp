@@ -54,9 +54,19 @@ Status StepProfiler::start(const ProfileOptions& options) {
 }
 
 Status StepProfiler::stop(std::string* path) {
+  Trace t;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!on_) return error("Profiling is not in progress. Call /start_profile first.");
+    t = take_locked();
+  }
+  // Written outside the lock: the engine loop's hooks do not wait for the file.
+  std::string file;
+  DS_RETURN_IF_ERROR(write(t, &file));
   std::lock_guard<std::mutex> lock(mu_);
-  if (!on_) return error("Profiling is not in progress. Call /start_profile first.");
-  return write_locked(path);
+  last_path_ = file;
+  if (path) *path = file;
+  return Status::ok();
 }
 
 bool StepProfiler::active() const {
@@ -78,8 +88,11 @@ void StepProfiler::step_completed(const StepSpan& span) {
   spans_.push_back({span, it->second, end});
   planned_.erase(it);
   if (options_.num_steps > 0 && static_cast<int64_t>(spans_.size()) >= options_.num_steps) {
-    std::string path;
-    if (Status s = write_locked(&path); !s.is_ok()) DS_ERROR("profile: ", s.message());
+    std::string path;  // (num_steps bounds what this engine-thread write holds up)
+    if (Status s = write(take_locked(), &path); !s.is_ok())
+      DS_ERROR("profile: ", s.message());
+    else
+      last_path_ = path;
   }
 }
 
@@ -88,21 +101,31 @@ std::string StepProfiler::last_path() const {
   return last_path_;
 }
 
+StepProfiler::Trace StepProfiler::take_locked() {
+  on_ = false;
+  Trace t;
+  t.file = (std::filesystem::path(dir_) / (std::to_string(wall_origin_ms_) + "-" + options_.tag + ".trace.json"))
+               .string();
+  t.tag = options_.tag;
+  t.origin = origin_;
+  t.spans = std::move(spans_);
+  spans_.clear();
+  planned_.clear();
+  return t;
+}
+
 // Chrome trace: one complete ("X") event a step, microseconds from the start. A step planned while the previous one
 // is in flight overlaps it, and events on one track must nest: steps alternate between two tracks.
-Status StepProfiler::write_locked(std::string* path) {
-  on_ = false;
-  const std::string file =
-      (std::filesystem::path(dir_) / (std::to_string(wall_origin_ms_) + "-" + options_.tag + ".trace.json")).string();
-  std::ofstream out(file);
-  const auto us = [&](Clock::time_point t) {
-    return std::chrono::duration<double, std::micro>(t - origin_).count();
+Status StepProfiler::write(const Trace& t, std::string* path) {
+  std::ofstream out(t.file);
+  const auto us = [&](Clock::time_point x) {
+    return std::chrono::duration<double, std::micro>(x - t.origin).count();
   };
   out << "{\"traceEvents\": [\n";
-  out << R"x(  {"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "dserve engine )x" << options_.tag
+  out << R"x(  {"name": "process_name", "ph": "M", "pid": 0, "args": {"name": "dserve engine )x" << t.tag
       << R"x( (host-side step spans)"}})x";
   char buf[512];
-  for (const Span& sp : spans_) {
+  for (const Span& sp : t.spans) {
     const StepSpan& s = sp.s;
     std::snprintf(buf, sizeof buf,
                   ",\n  {\"name\": \"%s\", \"ph\": \"X\", \"pid\": 0, \"tid\": %d, \"ts\": %.3f, \"dur\": %.3f, "
@@ -115,13 +138,9 @@ Status StepProfiler::write_locked(std::string* path) {
   }
   out << "\n], \"displayTimeUnit\": \"ms\"}\n";
   out.close();
-  const size_t n = spans_.size();
-  spans_.clear();
-  planned_.clear();
-  if (!out) return error("cannot write the profile '", file, "'");
-  last_path_ = file;
-  if (path) *path = file;
-  DS_INFO("profile: ", n, " steps written to ", file);
+  if (!out) return error("cannot write the profile '", t.file, "'");
+  if (path) *path = t.file;
+  DS_INFO("profile: ", t.spans.size(), " steps written to ", t.file);
   return Status::ok();
 }
 

@@ -53,7 +53,13 @@ class StepProfiler {
     StepSpan s;
     Clock::time_point begin, end;
   };
-  Status write_locked(std::string* path);
+  struct Trace {  // what a stop writes
+    std::string file, tag;
+    Clock::time_point origin;
+    std::vector<Span> spans;
+  };
+  Trace take_locked();  // turns off; the spans and the file name
+  static Status write(const Trace& t, std::string* path);
 
   mutable std::mutex mu_;
   bool on_ = false;
