@@ -41,12 +41,7 @@ class FakeEngine : public Engine {
   void resume() override;
   Status flush_cache() override;
   Status start_profile(const ProfileOptions& options) override { return profiler_.start(options); }
-  Status stop_profile(std::vector<std::string>* paths) override {
-    std::string path;
-    DS_RETURN_IF_ERROR(profiler_.stop(&path));
-    if (paths) paths->push_back(path);
-    return Status::ok();
-  }
+  Status stop_profile(std::vector<std::string>* paths) override { return profiler_.stop(paths); }
   EngineStats stats() const override;
   const ModelConfig& model_config() const override { return config_; }
   int64_t context_length() const override { return options_.context_length; }

@@ -469,12 +469,7 @@ class BatchEngine final : public Engine {
   }
 
   Status start_profile(const ProfileOptions& options) override { return profiler_.start(options); }
-  Status stop_profile(std::vector<std::string>* paths) override {
-    std::string path;
-    DS_RETURN_IF_ERROR(profiler_.stop(&path));
-    if (paths) paths->push_back(path);
-    return Status::ok();
-  }
+  Status stop_profile(std::vector<std::string>* paths) override { return profiler_.stop(paths); }
 
   EngineStats stats() const override {
     std::lock_guard<std::mutex> lock(mu_);

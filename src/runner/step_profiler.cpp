@@ -69,6 +69,13 @@ Status StepProfiler::stop(std::string* path) {
   return Status::ok();
 }
 
+Status StepProfiler::stop(std::vector<std::string>* paths) {
+  std::string path;
+  DS_RETURN_IF_ERROR(stop(&path));
+  if (paths) paths->push_back(path);
+  return Status::ok();
+}
+
 bool StepProfiler::active() const {
   std::lock_guard<std::mutex> lock(mu_);
   return on_;

@@ -40,6 +40,7 @@ class StepProfiler {
   Status start(const ProfileOptions& options);
   // Writes the trace; its path in *path. Error: not on (or the file cannot be written: the spans are dropped).
   Status stop(std::string* path);
+  Status stop(std::vector<std::string>* paths);  // the same, its path appended (Engine::stop_profile's form)
   bool active() const;
 
   // The engine loop's hooks (no-ops while off).
