@@ -274,6 +274,27 @@ class EngineServerTest(unittest.TestCase):
         want = trusted_prefix(g)
         self.assertEqual(j["output_ids"][:len(want)], want)
 
+    def test_profile_step_trace(self):
+        """SGLang's /start_profile and /stop_profile on the real engine: the answer names the Chrome trace it wrote,
+        whose spans hold the request's prompt tokens (prefill) and one decode step a further output token."""
+        import tempfile
+        g = REF["generate"][0]
+        with tempfile.TemporaryDirectory() as d:
+            r = H.post(self.server, "/start_profile", {"output_dir": d, "activities": ["CPU", "GPU"]})
+            self.assertEqual((r.status, r.body), (200, b"Start profiling.\n"))
+            self.assertEqual(H.post(self.server, "/start_profile", {}).status, 400)  # already on
+            j = self.generate(g).json()
+            r = H.post(self.server, "/stop_profile", {})
+            self.assertEqual(r.status, 200, r)
+            files = os.listdir(d)
+            self.assertEqual(len(files), 1, files)
+            self.assertIn(os.path.join(d, files[0]), r.body.decode())
+            with open(os.path.join(d, files[0])) as f:
+                spans = [e for e in json.load(f)["traceEvents"] if e["ph"] == "X"]
+        self.assertEqual(sum(e["args"]["prefill_tokens"] for e in spans), len(g["input_ids"]))
+        self.assertEqual(sum(e["args"]["decode_seqs"] for e in spans), len(j["output_ids"]) - 1)
+        self.assertEqual(H.post(self.server, "/stop_profile", {}).status, 400)  # not on
+
     def test_bad_requests_then_still_serving(self):
         for body, status in [({"input_ids": [5000]}, 400),  # vocabulary is 1024
                              ({"input_ids": [1] * 2048}, 400),  # context 2048
