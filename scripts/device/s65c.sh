@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Session 65: where the TMA-producer kernels wait, instruction by instruction: ncu's warp-state sampling (SourceCounters)
+# Session 65: where the TMA-producer kernels wait, instruction by instruction: ncu's warp-state sampling
+# (SourceCounters)
 # of the MHA prefill (V3 128 heads x 4,096, first mla_prefill_tma_kernel launch) and of the indexer scores (V3.2 8K),
 # each report printed as a per-SASS-instruction CSV (stall samples by reason) for reading after the call.
 # Binaries: dserve_kernel_bench (~90 s).

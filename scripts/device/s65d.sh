@@ -23,8 +23,4 @@ done
 prefill_run v32_8k_new_k64 "$OUT/v32.json" 8192 DSERVE_MLA_PREFILL_KEYS=64
 prefill_run v32_32k_new "$OUT/v32.json" 32768
 B=$B/main prefill_run v32_32k_main "$OUT/v32.json" 32768
-ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
-timeout 100 "$ncu" --clock-control none --kernel-name regex:mla_prefill_tma_kernel --launch-count 1 --section WarpStateStats \
-  --section SourceCounters -o "$OUT/mha" "$B/dserve_kernel_bench" --filter 'mla_prefill v3 tokens=4096' > "$OUT/mha_collect.log" 2>&1
-timeout 60 "$ncu" -i "$OUT/mha.ncu-rep" --page source --print-source sass --csv > "$OUT/mha_sass.csv" 2>&1
-echo "== ncu source page rc=$? lines=$(wc -l < "$OUT/mha_sass.csv")"
+ncu_source_page mha mla_prefill_tma_kernel "$B/dserve_kernel_bench" --filter 'mla_prefill v3 tokens=4096'

@@ -6,7 +6,8 @@
 # (The walk page took the mma.sync fallback: the model's batch-1 walk is the wgmma one, kernels/moe_wgmma.cu.)
 set -u
 source "$(dirname "$0")/lib.sh"
-ncu_source_page decode 'mla_decode_(t16_|m16_)?kernel' "$B/dserve_kernel_bench" --filter 'mla_decode v2-lite batch=1 context=32768'
+ncu_source_page decode 'mla_decode_(t16_|m16_)?kernel' "$B/dserve_kernel_bench" \
+  --filter 'mla_decode v2-lite batch=1 context=32768'
 ncu_source_page walk 'moe_fp8_small_m' "$B/ds_ops_cuda_gpu_test" --gtest_filter=MoeFp8Test.SmallMColumnTilesAgree
 v3_cut_config "$OUT/v3.json" 4
 v32_config "$OUT/v32.json" 4

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Run in session 65 (BENCHMARKS.md); the ping-pong opt-in was then removed, so its rows now measure the default.
-# Session 65, after the mask fix: FlashAttention-3's ping-pong again on the TMA MHA prefill (DSERVE_MLA_PREFILL_PINGPONG=1,
-# a tie before the fix), and the indexer's q_scale folded into its head weights: consistency + memcheck, kernel bench,
-# V3 / V3.2 4 layers 32K prefill A/Bs (main's binaries = 573f3fd in $B/main).
+# Session 65, after the mask fix: FlashAttention-3's ping-pong again on the TMA MHA prefill
+# (DSERVE_MLA_PREFILL_PINGPONG=1, a tie before the fix), and the indexer's q_scale folded into its head weights:
+# consistency + memcheck, kernel bench, V3 / V3.2 4 layers 32K prefill A/Bs (main's binaries = 573f3fd in $B/main).
 set -u
 source "$(dirname "$0")/lib.sh"
 gtest_run mha 150 '*MlaMha*:*IndexerTopk*'
