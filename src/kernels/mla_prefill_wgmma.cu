@@ -16,8 +16,6 @@
 // ping-pong measured again after that fix still loses (549 vs 584 TFLOP/s, 8K prefill 0.067 vs 0.066 s).
 #include <cuda_bf16.h>
 
-#include <type_traits>
-
 #include "kernels/mla_merge.cuh"
 #include "kernels/mla_prefill.h"
 #include "kernels/mla_prefill_rows.cuh"
