@@ -158,15 +158,13 @@ void FakeEngine::loop() {
       EngineEvent ev;
       ev.rid = it->first;
       const auto& req = l.req;
-      if (l.first) {
-        span.num_prefill_tokens += static_cast<int32_t>(req.input_ids.size());
-        span.num_tokens += static_cast<int32_t>(req.input_ids.size());
-      } else {
+      span.num_seqs++;
+      if (!l.first) {
         span.num_decode_seqs++;
         span.num_tokens++;
-      }
-      span.num_seqs++;
-      if (l.first) {
+      } else {
+        span.num_prefill_tokens += static_cast<int32_t>(req.input_ids.size());
+        span.num_tokens += static_cast<int32_t>(req.input_ids.size());
         l.first = false;
         if (req.return_logprob && req.logprob_start_len >= 0) {
           for (size_t i = static_cast<size_t>(req.logprob_start_len); i < req.input_ids.size(); ++i) {

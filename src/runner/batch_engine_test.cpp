@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <condition_variable>
 #include <cmath>
-#include <filesystem>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -17,7 +16,6 @@
 #include <thread>
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -328,12 +326,9 @@ TEST(BatchEngine, ProfileRecordsEveryStepWithItsShape) {
   o.chunked_prefill_size = 16;
   o.verbose = false;
   auto engine = make_batch_engine(o).value();
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("dserve_engine_profile_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const test::ScopedTempDir dir("dserve_engine_profile");
   ProfileOptions po;
-  po.output_dir = dir.string();
+  po.output_dir = dir.path.string();
   ASSERT_TRUE(engine->start_profile(po).is_ok());
   EXPECT_FALSE(engine->start_profile(po).is_ok());
   std::mt19937 rng(5);
@@ -369,7 +364,6 @@ TEST(BatchEngine, ProfileRecordsEveryStepWithItsShape) {
   EXPECT_GE(steps, 4);
   EXPECT_GT(overlapping, 0) << "with the overlap schedule some step is planned while the previous runs";
   EXPECT_FALSE(engine->stop_profile(&paths).is_ok());
-  std::filesystem::remove_all(dir);
 }
 
 TEST(BatchEngine, AbortReturnsPagesAndRejectsBadInput) {

@@ -2,16 +2,35 @@
 #pragma once
 #include <chrono>
 #include <condition_variable>
+#include <filesystem>
 #include <map>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "runner/batch_engine.h"
 
 namespace ds::test {
+
+// An empty directory of its own under the system's temporary one (name + the pid), removed with its contents when
+// the test ends, an early failed ASSERT included.
+struct ScopedTempDir {
+  explicit ScopedTempDir(const std::string& name)
+      : path(std::filesystem::temp_directory_path() / (name + "_" + std::to_string(::getpid()))) {
+    std::filesystem::remove_all(path);
+    std::filesystem::create_directories(path);
+  }
+  ~ScopedTempDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  ScopedTempDir(const ScopedTempDir&) = delete;
+  ScopedTempDir& operator=(const ScopedTempDir&) = delete;
+  std::filesystem::path path;
+};
 
 struct EngineRun {
   std::map<std::string, std::vector<int32_t>> tokens;

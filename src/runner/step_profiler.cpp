@@ -76,17 +76,16 @@ Status StepProfiler::stop(std::vector<std::string>* paths) {
   return Status::ok();
 }
 
-bool StepProfiler::active() const {
-  std::lock_guard<std::mutex> lock(mu_);
-  return on_;
-}
+bool StepProfiler::active() const { return on_.load(std::memory_order_relaxed); }
 
 void StepProfiler::step_planned(uint64_t step_id) {
+  if (!active()) return;
   std::lock_guard<std::mutex> lock(mu_);
   if (on_) planned_[step_id] = Clock::now();
 }
 
 void StepProfiler::step_completed(const StepSpan& span) {
+  if (!active()) return;
   std::lock_guard<std::mutex> lock(mu_);
   if (!on_) return;
   const Clock::time_point end = Clock::now();

@@ -3,6 +3,7 @@
 // steps) writes them as a Chrome trace (chrome://tracing, ui.perfetto.dev). Spans are host-side: a step's span covers
 // its device time, not kernel by kernel (scripts/device/trace.sh does that). Thread-safe.
 #pragma once
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
@@ -63,7 +64,8 @@ class StepProfiler {
   static Status write(const Trace& t, std::string* path);
 
   mutable std::mutex mu_;
-  bool on_ = false;
+  // Written under mu_; read without it by the hooks, so a step costs no lock while profiling is off.
+  std::atomic<bool> on_{false};
   ProfileOptions options_;
   std::string dir_;
   Clock::time_point origin_;

@@ -1,7 +1,5 @@
 // The batch engine with tensor parallelism on the CPU backend (ranks as threads, runner/tp_ranks.h): what a client
 // sees equals the single-rank engine's, greedy and seeded, with logprobs, chunked prefill, and MTP drafts.
-#include <unistd.h>
-
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -150,14 +148,11 @@ TEST(DataParallelAttentionEngine, ProfileWritesATraceARank) {
   o.tp_size = 2;
   o.dp_size = 2;
   auto engine = make_batch_engine(o).value();
-  const std::filesystem::path dir =
-      std::filesystem::temp_directory_path() / ("dserve_dp_profile_" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  const test::ScopedTempDir dir("dserve_dp_profile");
   ProfileOptions po;
-  po.output_dir = (dir / "missing").string();
+  po.output_dir = (dir.path / "missing").string();
   EXPECT_FALSE(engine->start_profile(po).is_ok());
-  po.output_dir = dir.string();
+  po.output_dir = dir.path.string();
   ASSERT_TRUE(engine->start_profile(po).is_ok()) << "the refused start left no rank on";
   const auto reqs = requests();
   std::mutex mu;
@@ -191,7 +186,6 @@ TEST(DataParallelAttentionEngine, ProfileWritesATraceARank) {
       if (e["ph"] == "X") prefill += e["args"]["prefill_tokens"].get<int64_t>();
   }
   EXPECT_EQ(prefill, prompt_tokens);
-  std::filesystem::remove_all(dir);
 }
 
 // --load-format dummy with --tp-size: each rank makes its own shard (no whole model in memory); the ranks agree on
