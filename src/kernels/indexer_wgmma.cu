@@ -79,21 +79,24 @@ __device__ __forceinline__ void indexer_scores_wgmma_body(const IndexerParams p,
   const int tid = threadIdx.x, lane = tid % 32, warp = tid / 32, wg = warp / 4;
   const auto mine = [&](int slot) { return tbase + slot >= t_lo && tbase + slot < t_hi; };
   if (tid < kTokens) s_n[tid] = mine(tid) ? p.positions[tbase + tid] + 1 : 0;
+  int n_max = 0;  // the longest context of the block's rows (after the barrier that publishes s_n)
+  const auto longest = [&] {
+#pragma unroll
+    for (int i = 0; i < kTokens; ++i) n_max = max(n_max, s_n[i]);
+  };
   if constexpr (kTma) {
     if (tid == 0) mbar_init_ring(full_bar, empty_bar, L::kStages, kThreads);  // every consumer releases
     __syncthreads();  // s_n, the mbarriers
-    int n_all = 0;
-#pragma unroll
-    for (int i = 0; i < kTokens; ++i) n_all = max(n_all, s_n[i]);
+    longest();
     if (warp == kThreads / 32) {  // the producer warp: one lane streams each tile's pages through the ring
       if (lane == 0) {
         const int32_t* tbl = p.block_table + static_cast<int64_t>(seq) * p.max_pages;
-        for (int tile = 0; tile * kTile < n_all; ++tile) {
+        for (int tile = 0; tile * kTile < n_max; ++tile) {
           const int st = tile % L::kStages, round = tile / L::kStages;
           if (round > 0) mbar_wait(empty_bar + st * 8, (round - 1) & 1);
           const uint32_t full = full_bar + st * 8, dst = sbase + kSmemK + st * kStageBytes;
           // A page past every row's context is never read (its warpgroup skips the tile), so it is not loaded.
-          const int halves = tile * kTile + kTmaPage < n_all ? 2 : 1;
+          const int halves = tile * kTile + kTmaPage < n_max ? 2 : 1;
           mbar_expect_tx(full, halves * kStageBytes / 2);
           for (int half = 0; half < halves; ++half) {
             const int row = tbl[(tile * kTile + half * kTmaPage) / kTmaPage] * kTmaPage;
@@ -124,10 +127,8 @@ __device__ __forceinline__ void indexer_scores_wgmma_body(const IndexerParams p,
     named_barrier(1, kThreads);
   } else {
     __syncthreads();  // s_n
+    longest();
   }
-  int n_max = 0;
-#pragma unroll
-  for (int i = 0; i < kTokens; ++i) n_max = max(n_max, s_n[i]);
   const int32_t* table = p.block_table + static_cast<int64_t>(seq) * p.max_pages;
   const __nv_bfloat16* kc = static_cast<const __nv_bfloat16*>(p.k_cache);
   const auto load_tile = [&](int tile) {

@@ -1,6 +1,5 @@
 // Fused absorbed-MLA input kernels (see mla_fused.h).
 #include "kernels/mla_fused.h"
-#include "kernels/per_device.h"
 #include "kernels/fp8_quant.cuh"
 #include "kernels/kv_fp8.h"
 #include "kernels/pdl.cuh"
@@ -161,10 +160,13 @@ __global__ void __launch_bounds__(kStoreThreads) rope_copy_kernel(RopeCopyParams
 
 // The absorbed-query product of one (head, 128 output columns) CTA: 16 column groups of 8 x 8 k groups; the
 // weights (never written by a forward) are loaded into registers before the dependency wait, q after it; the k
-// groups' sums meet in shared memory (sm: T * nope + 8 * T * 128 floats).
+// groups' sums meet in shared memory (sm: T * nope + 8 * T * 128 floats). kT: the token bucket (T <= kT; 1, 2, 4 or
+// 8): one body unrolled for 8 tokens with early exits left batch 1 a long cold straight line (s65g's source page:
+// 24-28% of its samples on no_instruction).
 constexpr int kPrepCols = 128;
 constexpr int kPrepKGroups = kStoreThreads / (kPrepCols / 8);  // 8
 constexpr int kPrepKIter = kMlaPrepMaxNope / kPrepKGroups;     // 16
+template <int kT>
 __device__ void absorb_product(const MlaAbsorbPrepParams& p, int64_t b, float* sm) {
   const RopeCopyParams& r = p.rope;
   const int64_t T = r.tokens, H = r.heads, nope = p.nope, lora = p.lora;
@@ -189,7 +191,7 @@ __device__ void absorb_product(const MlaAbsorbPrepParams& p, int64_t b, float* s
     q_s[idx] = __bfloat162float(q[(t * H + h) * r.src_head_dim + k]);
   }
   __syncthreads();
-  float acc[kMlaPrepMaxTokens][8] = {};
+  float acc[kT][8] = {};
 #pragma unroll
   for (int i = 0; i < kPrepKIter; ++i) {
     const int64_t k = kg + kPrepKGroups * i;
@@ -197,7 +199,7 @@ __device__ void absorb_product(const MlaAbsorbPrepParams& p, int64_t b, float* s
     ptx::fma_bf16x8(acc, wv[i], q_s + k, static_cast<int>(nope), static_cast<int>(T));
   }
 #pragma unroll
-  for (int t = 0; t < kMlaPrepMaxTokens; ++t) {
+  for (int t = 0; t < kT; ++t) {
     if (t >= T) break;
 #pragma unroll
     for (int j = 0; j < 8; ++j) red[(kg * T + t) * kPrepCols + 8 * cg + j] = acc[t][j];
@@ -215,6 +217,7 @@ __device__ void absorb_product(const MlaAbsorbPrepParams& p, int64_t b, float* s
 }
 
 // Blocks [0, T): the latent rows (when stored); [T, 2 T): the query's rope parts; then the products.
+template <int kT>
 __global__ void __launch_bounds__(kStoreThreads) mla_absorb_prep_kernel(MlaAbsorbPrepParams p) {
   extern __shared__ float prep_s[];
   const int64_t T = p.rope.tokens, b = blockIdx.x;
@@ -224,7 +227,7 @@ __global__ void __launch_bounds__(kStoreThreads) mla_absorb_prep_kernel(MlaAbsor
   } else if (b < stores + T) {
     rope_copy_token(p.rope, b - stores);
   } else {
-    absorb_product(p, b - stores - T, prep_s);
+    absorb_product<kT>(p, b - stores - T, prep_s);
   }
 }
 
@@ -283,13 +286,16 @@ cudaError_t launch_mla_absorb_prep(const MlaAbsorbPrepParams& p, cudaStream_t st
   const int64_t products = r.heads * ((p.lora + kPrepCols - 1) / kPrepCols);
   size_t smem = static_cast<size_t>(r.tokens) * (p.nope + kPrepKGroups * kPrepCols) * 4;
   if (st.tokens > 0 && st.format != kKvBf16) smem = std::max(smem, static_cast<size_t>(st.lora + st.rope) * 4);
-  static PerDevice<cudaError_t> attrs;
-  const cudaError_t attr = attrs.get(
-      [] { return cudaFuncSetAttribute(mla_absorb_prep_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, 48 * 1024); });
-  if (attr != cudaSuccess) return attr;
   if (smem > 48 * 1024) return cudaErrorInvalidValue;
-  return launch_pdl(mla_absorb_prep_kernel, static_cast<unsigned>(st.tokens + r.tokens + products), kStoreThreads,
-                    smem, stream, p);
+  const unsigned grid = static_cast<unsigned>(st.tokens + r.tokens + products);
+  auto launch = [&](auto kernel) { return launch_pdl(kernel, grid, kStoreThreads, smem, stream, p); };
+  switch (r.tokens) {
+    case 1: return launch(mla_absorb_prep_kernel<1>);
+    case 2: return launch(mla_absorb_prep_kernel<2>);
+    case 3:
+    case 4: return launch(mla_absorb_prep_kernel<4>);
+    default: return launch(mla_absorb_prep_kernel<kMlaPrepMaxTokens>);
+  }
 }
 
 cudaError_t launch_rope_copy(const RopeCopyParams& p, cudaStream_t stream) {
