@@ -611,6 +611,7 @@ __global__ void __launch_bounds__(kCombineMaxGroups * 32) mla_combine_kernel(con
 // splits (1-4 tokens) the merge is one round of loads instead (combine_vc_merge_one_round).
 constexpr int kCvThreads = 128;
 constexpr int kCvCols = 32;
+constexpr int kGroupBlocks = 128 / kCvCols;  // blocks of one 128-column quantization group (a cluster)
 constexpr int kCvKGroups = kCvThreads / (kCvCols / 8);  // 32
 constexpr int kCvKIter = kMlaValueDim / kCvKGroups;     // 16
 // The merge of kT tokens' (kT == p.tokens) head-h O rows with one round of loads after the wait, for up to kS splits:
@@ -719,7 +720,10 @@ __device__ __forceinline__ void combine_vc_merge_general(const MlaCombineVcParam
 __device__ __forceinline__ void combine_vc_store_quantized(const MlaCombineVcParams& p, int h, int c0,
                                                            const float (*red)[kMlaCombineVcMaxTokens][kCvCols]) {
   static_assert(kMlaCombineVcMaxTokens <= kCvThreads / 32, "a warp per token");
-  __shared__ float amax_sh[kMlaCombineVcMaxTokens];
+  // [token][rank]: every quarter's |max|, pushed into each block of the cluster by its owner, so one cluster barrier
+  // publishes them (read back locally, no block's shared memory is read after it: no second barrier before exit;
+  // s66b's source page: the two barriers' fences and waits were 27% of the kernel's samples at batch 1).
+  __shared__ float amax_sh[kMlaCombineVcMaxTokens][kGroupBlocks];
   const int lane = threadIdx.x & 31, t = threadIdx.x >> 5;
   const bool live = t < p.tokens;
   const int64_t K = static_cast<int64_t>(p.heads) * p.v, col = static_cast<int64_t>(h) * p.v + c0 + lane;
@@ -733,16 +737,17 @@ __device__ __forceinline__ void combine_vc_store_quantized(const MlaCombineVcPar
     v = __bfloat162float(b);
   }
   const float mine = warp_max(fabsf(v));
-  if (lane == 0) amax_sh[t] = mine;
-  cluster_sync();  // every quarter's maxima written (release / acquire across the cluster)
-  const uint32_t at = static_cast<uint32_t>(__cvta_generic_to_shared(&amax_sh[t]));
-  const float amax = warp_max(lane < 4 ? ld_cluster_f32(cluster_map(at, lane)) : 0.0f);
+  const uint32_t at = static_cast<uint32_t>(__cvta_generic_to_shared(&amax_sh[t][cluster_ctarank()]));
+  if (lane < kGroupBlocks) st_cluster_f32(cluster_map(at, lane), mine);
+  cluster_sync();  // every quarter's maxima written into every block (release / acquire across the cluster)
+  float amax = 0.0f;
+#pragma unroll
+  for (int r = 0; r < kGroupBlocks; ++r) amax = fmaxf(amax, amax_sh[t][r]);
   if (live) {
     const float sc = fp8::block_scale(amax, p.q_ue8m0);
     p.q[t * K + col] = fp8::to_e4m3(__fdiv_rn(v, sc));
     if (lane == 0 && c0 % 128 == 0) p.q_scales[t * (K / 128) + col / 128] = sc;
   }
-  cluster_sync();  // this block's maxima stay until the cluster has read them
 }
 
 // Splits the one-round merge takes at 1-2 and at 3-4 tokens (registers: at most 24 float4 of O rows).
@@ -1099,8 +1104,7 @@ cudaError_t launch_mla_combine_vc(const MlaCombineVcParams& p, cudaStream_t stre
   else if (T == 4 && (counted || S <= kCvOneRoundSplits34) && combine_vc_one_wave<4, kCvOneRoundSplits34>(blocks))
     kernel = mla_combine_vc_kernel<4, kCvOneRoundSplits34>;
   // With the quantization, a cluster is the 4 blocks of one 128-column group (v % 128 == 0: groups stay in a head).
-  constexpr unsigned kGroupBlocks = 128 / kCvCols;
-  return launch_pdl_cluster(kernel, grid, dim3(q.q ? kGroupBlocks : 1), kCvThreads, 0, stream, q);
+  return launch_pdl_cluster(kernel, grid, dim3(q.q ? kGroupBlocks : 1u), kCvThreads, 0, stream, q);
 }
 
 cudaError_t launch_mla_decode_reference(const MlaDecodeParams& p, cudaStream_t stream) {

@@ -157,7 +157,7 @@ __device__ __forceinline__ float fast_exp2(float x) {
 // Thread-block clusters (sm_90): this CTA's rank in its cluster, a barrier of every thread of every CTA of the
 // cluster (release / acquire: shared-memory writes before it are visible to the other CTAs' reads after it), and
 // loads from another CTA's shared memory (addr: this CTA's shared address of the same variable; volatile, so they
-// stay after the barrier that published what they read).
+// stay after the barrier that published what they read) and stores into it (made visible by the next barrier).
 __device__ __forceinline__ uint32_t cluster_ctarank() {
   uint32_t r;
   asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
@@ -175,6 +175,9 @@ __device__ __forceinline__ float ld_cluster_f32(uint32_t addr) {
   float v;
   asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(addr));
   return v;
+}
+__device__ __forceinline__ void st_cluster_f32(uint32_t addr, float v) {
+  asm volatile("st.shared::cluster.f32 [%0], %1;\n" ::"r"(addr), "f"(v) : "memory");
 }
 __device__ __forceinline__ float4 ld_cluster_f32x4(uint32_t addr) {
   float4 v;
