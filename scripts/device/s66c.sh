@@ -5,7 +5,7 @@
 # model the down walk took 9.9 us vs 5.9 alone). Consistency + memcheck, the walk's timing lines, V2-Lite FP8 and
 # V3-shaped FP8 decode alternating with $B/main (= c614e5f, s66a's kernels), a trace of the winner.
 # Binaries: dserve, ds_ops_cuda_gpu_test, libds_cupti_trace.so (~280 s). Run once (BENCHMARKS.md "Session 66"): the
-# 16-stage down ring lost and was removed with its switch, so its rows now fail to select anything different.
+# 16-stage down ring lost and was removed with its switch, so its rows now measure the default.
 set -u
 source "$(dirname "$0")/lib.sh"
 gtest_run ops 150 'MoeFp8Test.WgmmaWalk*:MlaAbsorbedVc.*:*Fp8Fixture*:*MlaDecode*'
