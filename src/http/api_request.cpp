@@ -624,9 +624,38 @@ std::optional<ApiError> parse_generate_request(const Json& body, GenerateRequest
   r.unsupported("custom_logit_processor");
   r.unsupported("return_hidden_states");
   r.unsupported("lora_path");
-  for (const char* k : {"modalities", "log_metrics", "session_params", "data_parallel_rank", "bootstrap_host",
-                        "bootstrap_port", "bootstrap_room", "stream_output", "no_logs"})
+  if (const Json* sp = r.find("session_params")) {
+    if (!sp->is_object())
+      return bad_request(std::string("'session_params' must be an object, got ") + type_name(*sp), "session_params");
+    Reader sr(*sp, "session_params");
+    SessionParams p;
+    if (!sr.get_string("id", &p.id) && !sr.err)
+      return bad_request("'session_params.id' (the session, from /open_session) is required", "session_params.id");
+    std::string rid;
+    if (sr.get_string("rid", &rid)) p.rid = rid;
+    sr.get_int("offset", 0, INT32_MAX, &p.offset, "a non-negative number of ids");
+    sr.get_bool("replace", &p.replace);
+    sr.get_bool("drop_previous_output", &p.drop_previous_output);
+    sr.reject_unknown();
+    if (sr.err) return sr.err;
+    if (p.id.empty()) return bad_request("'session_params.id' must not be empty", "session_params.id");
+    if (np != 1 || out->sampling[0].n != 1)
+      return bad_request("'session_params' continues one sequence: give one prompt and n = 1", "session_params");
+    out->session = std::move(p);
+  }
+  for (const char* k : {"modalities", "log_metrics", "data_parallel_rank", "bootstrap_host", "bootstrap_port",
+                        "bootstrap_room", "stream_output", "no_logs"})
     r.ignore(k);
+  r.reject_unknown();
+  return r.err;
+}
+
+std::optional<ApiError> parse_open_session(const Json& body, std::string* session_id) {
+  Reader r(body, "");
+  int64_t capacity = 0;  // SGLang's capacity_of_str_len: accepted, not used (the session holds ids, not text)
+  r.get_int("capacity_of_str_len", 0, INT64_MAX, &capacity, "a non-negative integer");
+  if (r.get_string("session_id", session_id) && session_id->empty())
+    return bad_request("'session_id' must not be empty (leave it out for a fresh id)", "session_id");
   r.reject_unknown();
   return r.err;
 }

@@ -12,6 +12,7 @@
 
 #include "core/json_depth.h"
 #include "core/status.h"
+#include "http/sessions.h"
 #include "runner/engine.h"
 #include "sched/request.h"
 
@@ -81,6 +82,8 @@ struct GenerateRequest {
   // SGLang's token_ids_logprob: ids whose logprobs every reported position also gives, one list per prompt
   // (empty: none). The request holds one list for every prompt or a list of lists, one per prompt.
   std::vector<std::vector<int32_t>> token_ids_logprob;
+  // SGLang's session_params: continue a request of an open session (one prompt, n = 1; see http/sessions.h).
+  std::optional<SessionParams> session;
 };
 
 struct CompletionRequest {
@@ -168,6 +171,9 @@ constexpr int64_t kMaxLogprobEntries = int64_t{32} << 20;
 // Each returns nullopt on success.
 std::optional<ApiError> parse_generate_request(const Json& body, GenerateRequest* out);
 std::optional<ApiError> parse_completion_request(const Json& body, CompletionRequest* out);
+// /open_session's body (SGLang's OpenSessionReqInput): capacity_of_str_len (accepted, unused) and an optional
+// session_id (*session_id: "" when absent).
+std::optional<ApiError> parse_open_session(const Json& body, std::string* session_id);
 std::optional<ApiError> parse_chat_request(const Json& body, ChatRequest* out);
 std::optional<ApiError> parse_score_request(const Json& body, ScoreRequest* out);
 // /pause_generation's body: empty, or {"mode": "abort" | "retract" | "in_place"} (SGLang's default: abort).

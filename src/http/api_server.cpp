@@ -85,6 +85,7 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
   std::set<int32_t> eos_ids;
   ServerMetrics metrics;
   ResponseStore responses;  // /v1/responses with store (the default), for previous_response_id and GET
+  SessionStore sessions;    // /open_session, /close_session, /generate's session_params
   std::atomic<uint64_t> seed_counter{0};
   int64_t created_time = static_cast<int64_t>(std::time(nullptr));
 
@@ -208,6 +209,10 @@ class Job : public std::enable_shared_from_this<Job> {
  public:
   Job(std::shared_ptr<ApiServer::Impl> srv, ApiKind kind, std::shared_ptr<HttpResponder> out, std::string route)
       : kind_(kind), srv_(std::move(srv)), out_(std::move(out)), route_(std::move(route)), t0_(Clock::now()) {}
+  // A session request refused before it reached the engine (its submit or its constraint failed) is not kept.
+  ~Job() {
+    if (!session_id.empty() && !seqs.empty() && !seqs[0].submitted) srv_->sessions.cancel(session_id, seqs[0].rid);
+  }
 
   const ApiKind kind_;
   std::vector<Seq> seqs;
@@ -228,6 +233,7 @@ class Job : public std::enable_shared_from_this<Job> {
   // /v1/score: each sequence's first output position gives its labels' logprobs (its token_ids_logprob)
   bool score_softmax = false;
   std::shared_ptr<ResponsesCtx> responses;  // /v1/responses (kind kResponses)
+  std::string session_id;  // /generate with session_params: the session its one sequence is recorded in
   std::string id;
   std::string model;
   int64_t created = static_cast<int64_t>(std::time(nullptr));
@@ -353,6 +359,13 @@ void Job::finish_seq(Seq& s, const EngineEvent& ev) {
     s.reason.matched_text = s.matched_stop;
   }
   s.finished = true;
+  // A session keeps the ids generated (SGLang: at most max_new_tokens of them; a stop token included).
+  if (!session_id.empty()) {
+    std::vector<int32_t> out = s.output_ids;
+    if (static_cast<int32_t>(out.size()) > s.sampling.engine.max_new_tokens)
+      out.resize(static_cast<size_t>(s.sampling.engine.max_new_tokens));
+    srv_->sessions.finish(session_id, s.rid, std::move(out));
+  }
   srv_->metrics.add_running(-1);
   srv_->metrics.on_request_finished(finish_kind_name(s.reason.kind), s.first_of_prompt ? s.prompt_tokens : 0,
                                     static_cast<int64_t>(s.output_ids.size()), s.first_of_prompt ? s.cached_tokens : 0,
@@ -1191,6 +1204,27 @@ void ApiServer::Impl::handle_generate(HttpRequest& req, std::shared_ptr<HttpResp
     if (rids[p].empty()) rids[p] = random_hex(32);
   }
   auto job = std::make_shared<Job>(shared_from_this(), ApiKind::kGenerate, out, route);
+  // A session request: its prompt continues the session's request (recorded now; forgotten again if a check below
+  // refuses the request), and the branches a replace dropped are aborted once it is accepted.
+  std::vector<std::string> session_aborts;
+  struct SessionGuard {
+    SessionStore* store = nullptr;
+    std::string session, rid;
+    ~SessionGuard() {
+      if (store) store->cancel(session, rid);
+    }
+  } guard;
+  if (g.session) {
+    const int32_t bos = tok && tok->bos_id() ? *tok->bos_id() : -1;
+    Result<SessionPlan> plan = sessions.begin(*g.session, rids[0], ids[0], bos);
+    if (!plan) return send_error(*out, route, bad_request(plan.status().message(), "session_params"));
+    ids[0] = std::move(plan.value().prompt_ids);
+    session_aborts = std::move(plan.value().to_abort);
+    guard.session = g.session->id;
+    guard.rid = rids[0];
+    guard.store = &sessions;
+    job->session_id = g.session->id;
+  }
   job->seqs = expand(g.prompts, g.sampling, ids, rids);
   int64_t logprob_entries = 0;  // what the reported logprobs hold, all sequences together
   for (Seq& s : job->seqs) {
@@ -1214,6 +1248,8 @@ void ApiServer::Impl::handle_generate(HttpRequest& req, std::shared_ptr<HttpResp
   job->logprob_start_len = g.logprob_start_len;
   job->top_logprobs_num = g.top_logprobs_num;
   job->return_text_in_logprobs = g.return_text_in_logprobs;
+  guard.store = nullptr;  // accepted: the session keeps the request
+  for (const std::string& r : session_aborts) engine->abort(r);
   job->start();
 }
 
@@ -1677,6 +1713,8 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<HttpResponder> out) {
       {"/parse_function_call", "POST"},
       {"/start_profile", "GET POST"},
       {"/stop_profile", "GET POST"},
+      {"/open_session", "GET POST"},
+      {"/close_session", "GET POST"},
   };
   std::string path = req.path;
   if (path.size() > 1 && path.back() == '/') path.pop_back();
@@ -1850,6 +1888,26 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<HttpResponder> out) {
     std::string text = "Stop profiling. This will take some time.\n";
     for (const std::string& p : paths) text += "Profile written to " + p + "\n";
     return m.send_text(*out, name, 200, text);
+  }
+  if (name == "/open_session") {  // SGLang's OpenSessionReqInput; answers the session id as a JSON string
+    Json body = Json::object();
+    if (!req.body.empty())
+      if (auto e = parse_json_body(req.body, &body)) return m.send_error(*out, name, *e);
+    std::string id;
+    if (auto e = parse_open_session(body, &id)) return m.send_error(*out, name, *e);
+    Result<std::string> sid = m.sessions.open(id);
+    if (!sid) return m.send_error(*out, name, bad_request(sid.status().message(), "session_id"));
+    return m.send_json(*out, name, 200, Json(sid.value()));
+  }
+  if (name == "/close_session") {  // SGLang's CloseSessionReqInput: {"session_id": ...}
+    Json body;
+    if (auto e = parse_json_body(req.body, &body)) return m.send_error(*out, name, *e);
+    if (!body.is_object() || !body.contains("session_id") || !body["session_id"].is_string())
+      return m.send_error(*out, name, bad_request("'session_id' (a string) is required", "session_id"));
+    const std::string id = body["session_id"].get<std::string>();
+    if (!m.sessions.close(id))
+      return m.send_error(*out, name, bad_request("session '" + id + "' is not open", "session_id"));
+    return m.send_text(*out, name, 200, "");
   }
   m.send_error(*out, name, make_error(404, "no route " + path, "invalid_request_error", "not_found"));
 }

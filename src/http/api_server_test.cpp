@@ -819,5 +819,99 @@ TEST_F(ApiServerTest, StartAndStopProfileWriteAStepTrace) {
   expect_still_serving();
 }
 
+
+// The prompt a /generate answer says it ran on: its input_token_logprobs' ids (return_logprob, logprob_start_len 0).
+std::vector<int32_t> prompt_of(const Json& j) {
+  std::vector<int32_t> ids;
+  for (const Json& t : j["meta_info"]["input_token_logprobs"]) ids.push_back(t[1].get<int32_t>());
+  return ids;
+}
+
+// SGLang's sessions: /open_session answers an id, /generate's session_params continue one of the session's finished
+// requests (its prompt and output, cut by offset, or its prompt alone, then the new input without its BOS), replace
+// drops a request's other branches and aborts the running ones, /close_session ends it; every misuse is a 400 naming
+// the problem and the server serves on.
+TEST_F(ApiServerTest, SessionsContinueTheirRequests) {
+  start();
+  HttpReply r = http_call(port_, "POST", "/open_session", R"({"capacity_of_str_len": 1000})",
+                          {"Content-Type: application/json"});
+  ASSERT_EQ(r.status, 200) << r.body;
+  const std::string sid = Json::parse(r.body).get<std::string>();
+  EXPECT_EQ(sid.size(), 32u);
+  post_json("/open_session", R"({"session_id": "named"})");
+  post_json("/open_session", R"({"session_id": "named"})", 400);  // already open
+  post_json("/open_session", R"({"capacity": 5})", 400);           // unknown key
+
+  auto gen = [&](const std::string& body, int status = 200) { return post_json("/generate", body, status); };
+  const std::string lp = R"("return_logprob": true, "logprob_start_len": 0)";
+  Json a = gen(R"({"input_ids": [3, 4, 5], "rid": "r1", "sampling_params": {"max_new_tokens": 4}, )" + lp +
+               R"(, "session_params": {"id": ")" + sid + R"("}})");
+  const std::vector<int32_t> out1 = a["output_ids"].get<std::vector<int32_t>>();
+  ASSERT_EQ(out1, continuation(5, 4));
+  EXPECT_EQ(prompt_of(a), (std::vector<int32_t>{3, 4, 5}));
+
+  // Continue r1: its prompt, its output, then the new ids.
+  Json b = gen(R"({"input_ids": [9], "rid": "r2", "sampling_params": {"max_new_tokens": 2}, )" + lp +
+               R"(, "session_params": {"id": ")" + sid + R"(", "rid": "r1"}})");
+  std::vector<int32_t> want = {3, 4, 5};
+  want.insert(want.end(), out1.begin(), out1.end());
+  want.push_back(9);
+  EXPECT_EQ(prompt_of(b), want);
+  EXPECT_EQ(b["output_ids"].get<std::vector<int32_t>>(), continuation(9, 2));
+  // A text turn appended drops its BOS; offset cuts r1's ids; drop_previous_output keeps r1's prompt alone.
+  Json c = gen(R"({"text": "hi", "rid": "r3", "sampling_params": {"max_new_tokens": 1}, )" + lp +
+               R"(, "session_params": {"id": ")" + sid + R"(", "rid": "r1", "offset": 2}})");
+  EXPECT_EQ(prompt_of(c), (std::vector<int32_t>{3, 4, 'h', 'i'}));
+  Json d = gen(R"({"input_ids": [7], "rid": "r4", "sampling_params": {"max_new_tokens": 1}, )" + lp +
+               R"(, "session_params": {"id": ")" + sid + R"(", "rid": "r1", "drop_previous_output": true}})");
+  EXPECT_EQ(prompt_of(d), (std::vector<int32_t>{3, 4, 5, 7}));
+
+  // Misuse: unknown session, unknown or duplicate rid, offset past the ids, a batch, a bad field; then still serving.
+  const std::string bad_cases[] = {
+      R"({"input_ids": [1], "session_params": {"id": "nope"}})",
+      R"({"input_ids": [1], "session_params": {"id": ")" + sid + R"(", "rid": "zz"}})",
+      R"({"input_ids": [1], "rid": "r1", "session_params": {"id": ")" + sid + R"("}})",
+      R"({"input_ids": [1], "session_params": {"id": ")" + sid + R"(", "rid": "r1", "offset": 100}})",
+      R"({"input_ids": [[1], [2]], "session_params": {"id": ")" + sid + R"("}})",
+      R"({"input_ids": [1], "session_params": {"id": ")" + sid + R"(", "offset": -1}})",
+      R"({"input_ids": [1], "session_params": {"rid": "r1"}})",
+      R"({"input_ids": [1], "session_params": "s"})",
+  };
+  for (const std::string& body : bad_cases) {
+    Json e = gen(body, 400);
+    EXPECT_TRUE(e.contains("error")) << body;
+  }
+  // A request refused by the server's own checks (prompt past the context) is not kept: r5 can be used again.
+  gen(R"({"input_ids": [1], "rid": "r5", "sampling_params": {"max_new_tokens": 100000}, "session_params": {"id": ")" +
+          sid + R"(", "rid": "r1"}})",
+      400);
+  gen(R"({"input_ids": [1], "rid": "r5", "sampling_params": {"max_new_tokens": 1}, "session_params": {"id": ")" + sid +
+      R"(", "rid": "r1"}})");
+  expect_still_serving();
+
+  // Replace: a running branch of r1 is aborted when a new request replaces r1's children.
+  std::thread slow([&] {
+    gen(R"({"input_ids": [2], "rid": "long", "sampling_params": {"max_new_tokens": 3000, "ignore_eos": true},
+            "session_params": {"id": ")" + sid + R"(", "rid": "r1"}})");
+  });
+  ASSERT_TRUE(wait_for([&] { return engine_->num_live() > 0; }));
+  const uint64_t aborts = engine_->num_aborts();
+  Json f = gen(R"({"input_ids": [8], "rid": "r6", "sampling_params": {"max_new_tokens": 1}, )" + lp +
+               R"(, "session_params": {"id": ")" + sid + R"(", "rid": "r1", "replace": true}})");
+  std::vector<int32_t> want_f = {3, 4, 5};
+  want_f.insert(want_f.end(), out1.begin(), out1.end());
+  want_f.push_back(8);
+  EXPECT_EQ(prompt_of(f), want_f);
+  slow.join();
+  EXPECT_GT(engine_->num_aborts(), aborts);
+
+  // Closing: the session is gone for later requests; closing twice is an error.
+  EXPECT_EQ(http_call(port_, "POST", "/close_session", R"({"session_id": ")" + sid + R"("})").status, 200);
+  EXPECT_EQ(http_call(port_, "POST", "/close_session", R"({"session_id": ")" + sid + R"("})").status, 400);
+  EXPECT_EQ(http_call(port_, "POST", "/close_session", "{}").status, 400);
+  gen(R"({"input_ids": [1], "session_params": {"id": ")" + sid + R"(", "rid": "r1"}})", 400);
+  expect_still_serving();
+}
+
 }  // namespace
 }  // namespace ds

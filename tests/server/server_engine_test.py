@@ -295,6 +295,30 @@ class EngineServerTest(unittest.TestCase):
         self.assertEqual(sum(e["args"]["decode_seqs"] for e in spans), len(j["output_ids"]) - 1)
         self.assertEqual(H.post(self.server, "/stop_profile", {}).status, 400)  # not on
 
+    def test_session_continues_a_request(self):
+        """SGLang's sessions on the real engine: a request continuing the first one's prompt and output ids (cut by
+        offset, then its next id as the new input) generates the reference's continuation from there, with the
+        continued prefix found in the radix cache."""
+        g = REF["generate"][0]
+        r = H.post(self.server, "/open_session", {"capacity_of_str_len": 4096})
+        self.assertEqual(r.status, 200, r)
+        sid = r.json()
+        first = self.generate(g, rid="s-first", session_params={"id": sid}).json()
+        self.assert_matches_reference(first["output_ids"], g)
+        want = trusted_prefix(g)
+        k = 10  # the continued prompt (8 + 10 + 1 ids) spans a whole 16-token page of the first request's ids
+        self.assertGreater(len(want), k + 1)
+        j = H.post(self.server, "/generate", {
+            "input_ids": [first["output_ids"][k]], "rid": "s-second",
+            "sampling_params": {"max_new_tokens": len(want) - k - 1, "temperature": 0, "ignore_eos": True},
+            "session_params": {"id": sid, "rid": "s-first", "offset": len(g["input_ids"]) + k}}).json()
+        self.assertEqual(j["meta_info"]["prompt_tokens"], len(g["input_ids"]) + k + 1)
+        self.assertEqual(j["output_ids"], want[k + 1:])
+        self.assertGreater(j["meta_info"]["cached_tokens"], 0)
+        self.assertEqual(H.post(self.server, "/close_session", {"session_id": sid}).status, 200)
+        r = H.post(self.server, "/generate", {"input_ids": [1], "session_params": {"id": sid, "rid": "s-first"}})
+        self.assertEqual(r.status, 400, r)
+
     def test_bad_requests_then_still_serving(self):
         for body, status in [({"input_ids": [5000]}, 400),  # vocabulary is 1024
                              ({"input_ids": [1] * 2048}, 400),  # context 2048

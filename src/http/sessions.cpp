@@ -1,0 +1,137 @@
+// SessionStore (sessions.h).
+#include "http/sessions.h"
+
+#include <random>
+
+namespace ds {
+namespace {
+
+std::string fresh_id() {
+  static thread_local std::mt19937_64 rng{std::random_device{}()};
+  static const char* kHex = "0123456789abcdef";
+  std::string s(32, '0');
+  for (char& c : s) c = kHex[rng() & 15];
+  return s;
+}
+
+}  // namespace
+
+Result<std::string> SessionStore::open(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (sessions_.size() >= kMaxSessions)
+    return Status::error("too many open sessions (" + std::to_string(kMaxSessions) + "); close some first");
+  std::string sid = id;
+  if (sid.empty()) {
+    do sid = fresh_id();
+    while (sessions_.count(sid));
+  } else if (sessions_.count(sid)) {
+    return Status::error("session '" + sid + "' is already open");
+  }
+  sessions_.emplace(sid, Session{});
+  return sid;
+}
+
+bool SessionStore::close(const std::string& id) {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sessions_.erase(id) > 0;
+}
+
+bool SessionStore::is_open(const std::string& id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return sessions_.count(id) > 0;
+}
+
+void SessionStore::drop(Session& s, const std::string& rid, std::vector<std::string>* aborted) {
+  auto it = s.nodes.find(rid);
+  if (it == s.nodes.end()) return;
+  const std::vector<std::string> children = it->second.children;
+  if (!it->second.finished) aborted->push_back(rid);
+  s.nodes.erase(it);
+  for (const std::string& c : children) drop(s, c, aborted);
+}
+
+Result<SessionPlan> SessionStore::begin(const SessionParams& p, const std::string& rid,
+                                        const std::vector<int32_t>& input, int32_t bos) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto sit = sessions_.find(p.id);
+  if (sit == sessions_.end()) return Status::error("session '" + p.id + "' is not open (open it with /open_session)");
+  Session& s = sit->second;
+  if (s.nodes.count(rid)) return Status::error("request '" + rid + "' is already in session '" + p.id + "'");
+  SessionPlan plan;
+  const Node* parent = nullptr;
+  if (p.rid) {
+    auto pit = s.nodes.find(*p.rid);
+    if (pit == s.nodes.end())
+      return Status::error("session '" + p.id + "' has no request '" + *p.rid + "' (to continue)");
+    if (!pit->second.finished)
+      return Status::error("request '" + *p.rid + "' of session '" + p.id +
+                             "' is still running; continue it once it has finished");
+    parent = &pit->second;
+    std::vector<int32_t> ids = parent->prompt;
+    if (!p.drop_previous_output) ids.insert(ids.end(), parent->output.begin(), parent->output.end());
+    if (p.offset > static_cast<int64_t>(ids.size()))
+      return Status::error("session_params.offset " + std::to_string(p.offset) + " is past the " +
+                             std::to_string(ids.size()) + " ids of request '" + *p.rid + "'");
+    if (p.offset > 0) ids.resize(static_cast<size_t>(p.offset));
+    const size_t skip = !input.empty() && bos >= 0 && input[0] == bos ? 1 : 0;
+    ids.insert(ids.end(), input.begin() + static_cast<std::ptrdiff_t>(skip), input.end());
+    plan.prompt_ids = std::move(ids);
+  } else {
+    plan.prompt_ids = input;
+  }
+  if (p.replace) {
+    if (p.rid) {
+      const std::vector<std::string> children = s.nodes[*p.rid].children;
+      for (const std::string& c : children) drop(s, c, &plan.to_abort);
+      s.nodes[*p.rid].children.clear();
+    } else {
+      for (auto& [r, n] : s.nodes)
+        if (!n.finished) plan.to_abort.push_back(r);
+      s.nodes.clear();
+    }
+  }
+  if (s.nodes.size() >= kMaxRequestsPerSession)
+    return Status::error("session '" + p.id + "' holds " + std::to_string(kMaxRequestsPerSession) +
+                           " requests, its most; continue with replace or open another");
+  Node n;
+  n.prompt = plan.prompt_ids;
+  if (p.rid) {
+    n.parent = *p.rid;
+    s.nodes[*p.rid].children.push_back(rid);
+  }
+  s.nodes.emplace(rid, std::move(n));
+  return plan;
+}
+
+void SessionStore::cancel(const std::string& session_id, const std::string& rid) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto sit = sessions_.find(session_id);
+  if (sit == sessions_.end()) return;
+  Session& s = sit->second;
+  auto it = s.nodes.find(rid);
+  if (it == s.nodes.end()) return;
+  if (!it->second.parent.empty()) {
+    auto pit = s.nodes.find(it->second.parent);
+    if (pit != s.nodes.end()) std::erase(pit->second.children, rid);
+  }
+  std::vector<std::string> ignored;
+  drop(s, rid, &ignored);
+}
+
+void SessionStore::finish(const std::string& session_id, const std::string& rid, std::vector<int32_t> output) {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto sit = sessions_.find(session_id);
+  if (sit == sessions_.end()) return;
+  auto it = sit->second.nodes.find(rid);
+  if (it == sit->second.nodes.end()) return;
+  it->second.output = std::move(output);
+  it->second.finished = true;
+}
+
+size_t SessionStore::requests(const std::string& session_id) const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto sit = sessions_.find(session_id);
+  return sit == sessions_.end() ? 0 : sit->second.nodes.size();
+}
+
+}  // namespace ds
