@@ -1205,8 +1205,7 @@ void ApiServer::Impl::handle_generate(HttpRequest& req, std::shared_ptr<HttpResp
   }
   auto job = std::make_shared<Job>(shared_from_this(), ApiKind::kGenerate, out, route);
   // A session request: its prompt continues the session's request (recorded now; forgotten again if a check below
-  // refuses the request), and the branches a replace dropped are aborted once it is accepted.
-  std::vector<std::string> session_aborts;
+  // refuses the request); once accepted, a replace drops the continued request's other branches (aborting them).
   struct SessionGuard {
     SessionStore* store = nullptr;
     std::string session, rid;
@@ -1219,7 +1218,6 @@ void ApiServer::Impl::handle_generate(HttpRequest& req, std::shared_ptr<HttpResp
     Result<SessionPlan> plan = sessions.begin(*g.session, rids[0], ids[0], bos);
     if (!plan) return send_error(*out, route, bad_request(plan.status().message(), "session_params"));
     ids[0] = std::move(plan.value().prompt_ids);
-    session_aborts = std::move(plan.value().to_abort);
     guard.session = g.session->id;
     guard.rid = rids[0];
     guard.store = &sessions;
@@ -1248,8 +1246,10 @@ void ApiServer::Impl::handle_generate(HttpRequest& req, std::shared_ptr<HttpResp
   job->logprob_start_len = g.logprob_start_len;
   job->top_logprobs_num = g.top_logprobs_num;
   job->return_text_in_logprobs = g.return_text_in_logprobs;
-  guard.store = nullptr;  // accepted: the session keeps the request
-  for (const std::string& r : session_aborts) engine->abort(r);
+  if (g.session) {
+    guard.store = nullptr;  // accepted: the session keeps the request
+    for (const std::string& r : sessions.accept(*g.session, rids[0])) engine->abort(r);
+  }
   job->start();
 }
 

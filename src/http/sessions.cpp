@@ -33,7 +33,11 @@ Result<std::string> SessionStore::open(const std::string& id) {
 
 bool SessionStore::close(const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
-  return sessions_.erase(id) > 0;
+  auto it = sessions_.find(id);
+  if (it == sessions_.end()) return false;
+  for (const auto& [r, n] : it->second.nodes) ids_ -= held(n);
+  sessions_.erase(it);
+  return true;
 }
 
 bool SessionStore::is_open(const std::string& id) const {
@@ -46,6 +50,7 @@ void SessionStore::drop(Session& s, const std::string& rid, std::vector<std::str
   if (it == s.nodes.end()) return;
   const std::vector<std::string> children = it->second.children;
   if (!it->second.finished) aborted->push_back(rid);
+  ids_ -= held(it->second);
   s.nodes.erase(it);
   for (const std::string& c : children) drop(s, c, aborted);
 }
@@ -79,20 +84,13 @@ Result<SessionPlan> SessionStore::begin(const SessionParams& p, const std::strin
   } else {
     plan.prompt_ids = input;
   }
-  if (p.replace) {
-    if (p.rid) {
-      const std::vector<std::string> children = s.nodes[*p.rid].children;
-      for (const std::string& c : children) drop(s, c, &plan.to_abort);
-      s.nodes[*p.rid].children.clear();
-    } else {
-      for (auto& [r, n] : s.nodes)
-        if (!n.finished) plan.to_abort.push_back(r);
-      s.nodes.clear();
-    }
-  }
-  if (s.nodes.size() >= kMaxRequestsPerSession)
+  // (A replace without a rid empties the session once accepted: it may go past the caps by itself.)
+  if (s.nodes.size() >= kMaxRequestsPerSession && !(p.replace && !p.rid))
     return Status::error("session '" + p.id + "' holds " + std::to_string(kMaxRequestsPerSession) +
-                           " requests, its most; continue with replace or open another");
+                         " requests, its most; open another (or replace without a rid)");
+  if (ids_ + plan.prompt_ids.size() > kMaxIds && !(p.replace && !p.rid))
+    return Status::error("the open sessions hold " + std::to_string(ids_) + " token ids, their most; close some");
+  ids_ += plan.prompt_ids.size();
   Node n;
   n.prompt = plan.prompt_ids;
   if (p.rid) {
@@ -101,6 +99,35 @@ Result<SessionPlan> SessionStore::begin(const SessionParams& p, const std::strin
   }
   s.nodes.emplace(rid, std::move(n));
   return plan;
+}
+
+std::vector<std::string> SessionStore::accept(const SessionParams& p, const std::string& rid) {
+  std::vector<std::string> aborted;
+  if (!p.replace) return aborted;
+  std::lock_guard<std::mutex> lock(mu_);
+  auto sit = sessions_.find(p.id);
+  if (sit == sessions_.end()) return aborted;
+  Session& s = sit->second;
+  if (p.rid) {
+    auto pit = s.nodes.find(*p.rid);
+    if (pit == s.nodes.end()) return aborted;
+    const std::vector<std::string> children = pit->second.children;
+    for (const std::string& c : children)
+      if (c != rid) drop(s, c, &aborted);
+    pit->second.children = {rid};
+  } else {
+    auto keep = s.nodes.find(rid);
+    if (keep == s.nodes.end()) return aborted;
+    Node mine = std::move(keep->second);
+    s.nodes.erase(keep);
+    for (auto& [r, n] : s.nodes) {
+      if (!n.finished) aborted.push_back(r);
+      ids_ -= held(n);
+    }
+    s.nodes.clear();
+    s.nodes.emplace(rid, std::move(mine));
+  }
+  return aborted;
 }
 
 void SessionStore::cancel(const std::string& session_id, const std::string& rid) {
@@ -124,14 +151,21 @@ void SessionStore::finish(const std::string& session_id, const std::string& rid,
   if (sit == sessions_.end()) return;
   auto it = sit->second.nodes.find(rid);
   if (it == sit->second.nodes.end()) return;
+  ids_ -= held(it->second);
   it->second.output = std::move(output);
   it->second.finished = true;
+  ids_ += held(it->second);
 }
 
 size_t SessionStore::requests(const std::string& session_id) const {
   std::lock_guard<std::mutex> lock(mu_);
   auto sit = sessions_.find(session_id);
   return sit == sessions_.end() ? 0 : sit->second.nodes.size();
+}
+
+size_t SessionStore::ids_held() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return ids_;
 }
 
 }  // namespace ds

@@ -24,18 +24,18 @@ struct SessionParams {
   bool drop_previous_output = false;  // continue the request's prompt without its output
 };
 
-// What a session request starts from: the prompt to submit, and the unfinished requests the replace dropped (the
-// server aborts them).
+// What a session request starts from: the prompt to submit.
 struct SessionPlan {
   std::vector<int32_t> prompt_ids;
-  std::vector<std::string> to_abort;
 };
 
 class SessionStore {
  public:
-  // Caps: open sessions, and requests a session keeps (each holds its ids until the session closes).
+  // Caps: open sessions, requests a session keeps and ids all keep (each request holds its prompt and output ids
+  // until the session closes or a replace drops it).
   static constexpr size_t kMaxSessions = 4096;
   static constexpr size_t kMaxRequestsPerSession = 4096;
+  static constexpr size_t kMaxIds = size_t{1} << 26;  // token ids kept by all sessions together (256 MB)
 
   // Opens `id` (empty: a fresh random one) and returns it; an error when it is already open or too many are.
   Result<std::string> open(const std::string& id);
@@ -46,11 +46,13 @@ class SessionStore {
   // Starts request `rid` of session p.id with `input` (its own tokenized input): the prompt is the continued
   // request's ids (its prompt and output ids, cut to p.offset, or its prompt alone with drop_previous_output) then
   // `input` less a leading `bos` (an appended turn's BOS, as SGLang trims it); without p.rid, `input` alone. Records
-  // the request as the continued one's child (replace: after dropping that one's children; with no rid, every
-  // request of the session). Errors name the problem: session not open, unknown rid, rid already in the session,
-  // the continued request still running (without replace), offset past its ids, the session full.
+  // the request as the continued one's child. Errors name the problem: session not open, unknown rid, rid already in
+  // the session, the continued request still running, offset past its ids, the session full.
   Result<SessionPlan> begin(const SessionParams& p, const std::string& rid, const std::vector<int32_t>& input,
                             int32_t bos);
+  // The server accepted request `rid` (begun with p): with p.replace, the continued request's other branches (without
+  // p.rid, every other request of the session) are dropped; returns the unfinished ones among them (to abort).
+  std::vector<std::string> accept(const SessionParams& p, const std::string& rid);
   // Forgets a request begun but never submitted (its prompt failed the server's checks).
   void cancel(const std::string& session_id, const std::string& rid);
   // Request `rid` ended with `output` (the ids it generated, at most its max_new_tokens): later requests may continue
@@ -58,6 +60,7 @@ class SessionStore {
   void finish(const std::string& session_id, const std::string& rid, std::vector<int32_t> output);
 
   size_t requests(const std::string& session_id) const;  // recorded in the session (tests)
+  size_t ids_held() const;                                // by every open session (tests)
 
  private:
   struct Node {
@@ -70,10 +73,12 @@ class SessionStore {
     std::map<std::string, Node> nodes;
   };
   // Drops `rid` and its descendants from `s`, listing the unfinished ones in *aborted.
-  static void drop(Session& s, const std::string& rid, std::vector<std::string>* aborted);
+  void drop(Session& s, const std::string& rid, std::vector<std::string>* aborted);
+  static size_t held(const Node& n) { return n.prompt.size() + n.output.size(); }
 
   mutable std::mutex mu_;
   std::map<std::string, Session> sessions_;
+  size_t ids_ = 0;  // held() over every node of every session
 };
 
 }  // namespace ds

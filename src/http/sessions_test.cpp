@@ -101,7 +101,7 @@ TEST(SessionStoreTest, RefusesWhatItCannotContinue) {
   EXPECT_EQ(st.requests("s"), 0u);
 }
 
-TEST(SessionStoreTest, ReplaceDropsTheBranchesAndNamesTheRunningOnes) {
+TEST(SessionStoreTest, ReplaceDropsTheBranchesOnceAcceptedAndNamesTheRunningOnes) {
   SessionStore st;
   ASSERT_TRUE(st.open("s").is_ok());
   ASSERT_TRUE(st.begin(params("s"), "root", Ids{1}, kBos).is_ok());
@@ -113,21 +113,75 @@ TEST(SessionStoreTest, ReplaceDropsTheBranchesAndNamesTheRunningOnes) {
   EXPECT_EQ(st.requests("s"), 4u);
   SessionParams p = params("s", "root");
   p.replace = true;
+  // Begun and cancelled (refused by the server): nothing is dropped.
+  ASSERT_TRUE(st.begin(p, "c", Ids{7}, kBos).is_ok());
+  st.cancel("s", "c");
+  EXPECT_EQ(st.requests("s"), 4u);
   Result<SessionPlan> r = st.begin(p, "c", Ids{7}, kBos);
   ASSERT_TRUE(r.is_ok());
   EXPECT_EQ(r.value().prompt_ids, (Ids{1, 2, 7}));
-  std::vector<std::string> aborted = r.value().to_abort;
+  std::vector<std::string> aborted = st.accept(p, "c");
   std::sort(aborted.begin(), aborted.end());
   EXPECT_EQ(aborted, (std::vector<std::string>{"a1", "b"}));
   EXPECT_EQ(st.requests("s"), 2u);  // root and c
+  // c is still root's child: finished, it can be continued.
+  st.finish("s", "c", Ids{9});
+  Result<SessionPlan> cc = st.begin(params("s", "c"), "cc", Ids{10}, kBos);
+  ASSERT_TRUE(cc.is_ok());
+  EXPECT_EQ(cc.value().prompt_ids, (Ids{1, 2, 7, 9, 10}));
   // Replace without a rid clears the session: the new request is its only one.
   SessionParams all = params("s");
   all.replace = true;
   Result<SessionPlan> fresh = st.begin(all, "d", Ids{8}, kBos);
   ASSERT_TRUE(fresh.is_ok());
-  EXPECT_EQ(fresh.value().to_abort, (std::vector<std::string>{"c"}));
   EXPECT_EQ(fresh.value().prompt_ids, (Ids{8}));
+  EXPECT_EQ(st.accept(all, "d"), (std::vector<std::string>{"cc"}));
   EXPECT_EQ(st.requests("s"), 1u);
+  // Without replace, accept drops nothing.
+  st.finish("s", "d", Ids{});
+  ASSERT_TRUE(st.begin(params("s", "d"), "e", Ids{1}, kBos).is_ok());
+  EXPECT_TRUE(st.accept(params("s", "d"), "e").empty());
+  EXPECT_EQ(st.requests("s"), 2u);
+}
+
+TEST(SessionStoreTest, CapsTheRequestsOfASession) {
+  SessionStore st;
+  ASSERT_TRUE(st.open("s").is_ok());
+  for (size_t i = 0; i < SessionStore::kMaxRequestsPerSession; ++i)
+    ASSERT_TRUE(st.begin(params("s"), "r" + std::to_string(i), Ids{1}, kBos).is_ok());
+  Result<SessionPlan> full = st.begin(params("s"), "more", Ids{1}, kBos);
+  ASSERT_FALSE(full.is_ok());
+  EXPECT_NE(full.status().message().find("its most"), std::string::npos);
+  SessionParams all = params("s");  // a replace without a rid empties it, so it is let in
+  all.replace = true;
+  ASSERT_TRUE(st.begin(all, "more", Ids{1}, kBos).is_ok());
+  EXPECT_EQ(st.accept(all, "more").size(), SessionStore::kMaxRequestsPerSession);
+  EXPECT_EQ(st.requests("s"), 1u);
+}
+
+// The ids every request holds are counted while kept and given back as requests go (replace, cancel, close).
+TEST(SessionStoreTest, CountsTheIdsItHolds) {
+  SessionStore st;
+  ASSERT_TRUE(st.open("s").is_ok());
+  ASSERT_TRUE(st.open("t").is_ok());
+  ASSERT_TRUE(st.begin(params("s"), "r1", Ids{1, 2, 3}, kBos).is_ok());
+  EXPECT_EQ(st.ids_held(), 3u);
+  st.finish("s", "r1", Ids{4, 5});
+  EXPECT_EQ(st.ids_held(), 5u);
+  ASSERT_TRUE(st.begin(params("s", "r1"), "r2", Ids{6}, kBos).is_ok());  // 1 2 3 4 5 6
+  EXPECT_EQ(st.ids_held(), 11u);
+  st.cancel("s", "r2");
+  EXPECT_EQ(st.ids_held(), 5u);
+  ASSERT_TRUE(st.begin(params("t"), "x", Ids{7, 8}, kBos).is_ok());
+  EXPECT_EQ(st.ids_held(), 7u);
+  SessionParams all = params("s");
+  all.replace = true;
+  ASSERT_TRUE(st.begin(all, "r3", Ids{9}, kBos).is_ok());
+  st.accept(all, "r3");
+  EXPECT_EQ(st.ids_held(), 3u);  // r3's 1 and x's 2
+  EXPECT_TRUE(st.close("s"));
+  EXPECT_TRUE(st.close("t"));
+  EXPECT_EQ(st.ids_held(), 0u);
 }
 
 }  // namespace
