@@ -1,7 +1,6 @@
-// SGLang's sessions (/open_session, /close_session, /generate's session_params): a session keeps each of its
-// requests' prompt and output ids, so a later request continues one of them (its ids, a prefix of them, or its
-// prompt alone, then the new input) without the client sending the conversation again; the radix cache finds the
-// continued prefix's KV. Thread-safe; the store holds ids only, never engine state.
+// SGLang's sessions (/open_session, /close_session, /generate's session_params): each request's prompt and output
+// ids, so a later request continues one of them without the client sending the conversation again (the radix cache
+// finds the continued prefix's KV). Thread-safe; ids only, never engine state.
 #pragma once
 #include <cstdint>
 #include <map>
