@@ -209,9 +209,10 @@ class Job : public std::enable_shared_from_this<Job> {
  public:
   Job(std::shared_ptr<ApiServer::Impl> srv, ApiKind kind, std::shared_ptr<HttpResponder> out, std::string route)
       : kind_(kind), srv_(std::move(srv)), out_(std::move(out)), route_(std::move(route)), t0_(Clock::now()) {}
-  // A session request refused before it reached the engine (its submit or its constraint failed) is not kept.
+  // A session request refused before it reached the engine (a check, its submit or its constraint failed) is not
+  // kept: the one place that forgets it.
   ~Job() {
-    if (!session_id.empty() && !seqs.empty() && !seqs[0].submitted) srv_->sessions.cancel(session_id, seqs[0].rid);
+    if (!session_id.empty() && (seqs.empty() || !seqs[0].submitted)) srv_->sessions.cancel(session_id, session_rid);
   }
 
   const ApiKind kind_;
@@ -233,7 +234,8 @@ class Job : public std::enable_shared_from_this<Job> {
   // /v1/score: each sequence's first output position gives its labels' logprobs (its token_ids_logprob)
   bool score_softmax = false;
   std::shared_ptr<ResponsesCtx> responses;  // /v1/responses (kind kResponses)
-  std::string session_id;  // /generate with session_params: the session its one sequence is recorded in
+  std::string session_id;  // /generate with session_params: the session its one sequence is recorded in, as
+  std::string session_rid;  // this request
   std::string id;
   std::string model;
   int64_t created = static_cast<int64_t>(std::time(nullptr));
@@ -1204,24 +1206,15 @@ void ApiServer::Impl::handle_generate(HttpRequest& req, std::shared_ptr<HttpResp
     if (rids[p].empty()) rids[p] = random_hex(32);
   }
   auto job = std::make_shared<Job>(shared_from_this(), ApiKind::kGenerate, out, route);
-  // A session request: its prompt continues the session's request (recorded now; forgotten again if a check below
-  // refuses the request); once accepted, a replace drops the continued request's other branches (aborting them).
-  struct SessionGuard {
-    SessionStore* store = nullptr;
-    std::string session, rid;
-    ~SessionGuard() {
-      if (store) store->cancel(session, rid);
-    }
-  } guard;
+  // A session request: its prompt continues the session's request (recorded now; the job forgets it again if it
+  // never reaches the engine); once accepted, a replace drops the continued request's other branches (aborting them).
   if (g.session) {
     const int32_t bos = tok && tok->bos_id() ? *tok->bos_id() : -1;
     Result<SessionPlan> plan = sessions.begin(*g.session, rids[0], ids[0], bos);
     if (!plan) return send_error(*out, route, bad_request(plan.status().message(), "session_params"));
     ids[0] = std::move(plan.value().prompt_ids);
-    guard.session = g.session->id;
-    guard.rid = rids[0];
-    guard.store = &sessions;
     job->session_id = g.session->id;
+    job->session_rid = rids[0];
   }
   job->seqs = expand(g.prompts, g.sampling, ids, rids);
   int64_t logprob_entries = 0;  // what the reported logprobs hold, all sequences together
@@ -1246,10 +1239,8 @@ void ApiServer::Impl::handle_generate(HttpRequest& req, std::shared_ptr<HttpResp
   job->logprob_start_len = g.logprob_start_len;
   job->top_logprobs_num = g.top_logprobs_num;
   job->return_text_in_logprobs = g.return_text_in_logprobs;
-  if (g.session) {
-    guard.store = nullptr;  // accepted: the session keeps the request
+  if (g.session)
     for (const std::string& r : sessions.accept(*g.session, rids[0])) engine->abort(r);
-  }
   job->start();
 }
 
