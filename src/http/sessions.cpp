@@ -1,20 +1,9 @@
 // SessionStore (sessions.h).
 #include "http/sessions.h"
 
-#include <random>
+#include "http/api_request.h"  // random_hex
 
 namespace ds {
-namespace {
-
-std::string fresh_id() {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  static const char* kHex = "0123456789abcdef";
-  std::string s(32, '0');
-  for (char& c : s) c = kHex[rng() & 15];
-  return s;
-}
-
-}  // namespace
 
 Result<std::string> SessionStore::open(const std::string& id) {
   std::lock_guard<std::mutex> lock(mu_);
@@ -22,7 +11,7 @@ Result<std::string> SessionStore::open(const std::string& id) {
     return Status::error("too many open sessions (" + std::to_string(kMaxSessions) + "); close some first");
   std::string sid = id;
   if (sid.empty()) {
-    do sid = fresh_id();
+    do sid = random_hex(32);
     while (sessions_.count(sid));
   } else if (sessions_.count(sid)) {
     return Status::error("session '" + sid + "' is already open");
@@ -63,20 +52,20 @@ Result<SessionPlan> SessionStore::begin(const SessionParams& p, const std::strin
   Session& s = sit->second;
   if (s.nodes.count(rid)) return Status::error("request '" + rid + "' is already in session '" + p.id + "'");
   SessionPlan plan;
-  const Node* parent = nullptr;
+  Node* parent = nullptr;
   if (p.rid) {
     auto pit = s.nodes.find(*p.rid);
     if (pit == s.nodes.end())
       return Status::error("session '" + p.id + "' has no request '" + *p.rid + "' (to continue)");
-    if (!pit->second.finished)
-      return Status::error("request '" + *p.rid + "' of session '" + p.id +
-                             "' is still running; continue it once it has finished");
     parent = &pit->second;
+    if (!parent->finished)
+      return Status::error("request '" + *p.rid + "' of session '" + p.id +
+                           "' is still running; continue it once it has finished");
     std::vector<int32_t> ids = parent->prompt;
     if (!p.drop_previous_output) ids.insert(ids.end(), parent->output.begin(), parent->output.end());
     if (p.offset > static_cast<int64_t>(ids.size()))
       return Status::error("session_params.offset " + std::to_string(p.offset) + " is past the " +
-                             std::to_string(ids.size()) + " ids of request '" + *p.rid + "'");
+                           std::to_string(ids.size()) + " ids of request '" + *p.rid + "'");
     if (p.offset > 0) ids.resize(static_cast<size_t>(p.offset));
     const size_t skip = !input.empty() && bos >= 0 && input[0] == bos ? 1 : 0;
     ids.insert(ids.end(), input.begin() + static_cast<std::ptrdiff_t>(skip), input.end());
@@ -93,9 +82,9 @@ Result<SessionPlan> SessionStore::begin(const SessionParams& p, const std::strin
   ids_ += plan.prompt_ids.size();
   Node n;
   n.prompt = plan.prompt_ids;
-  if (p.rid) {
+  if (parent) {
     n.parent = *p.rid;
-    s.nodes[*p.rid].children.push_back(rid);
+    parent->children.push_back(rid);
   }
   s.nodes.emplace(rid, std::move(n));
   return plan;

@@ -737,7 +737,7 @@ __device__ __forceinline__ void combine_vc_store_quantized(const MlaCombineVcPar
     v = __bfloat162float(b);
   }
   const float mine = warp_max(fabsf(v));
-  const uint32_t at = static_cast<uint32_t>(__cvta_generic_to_shared(&amax_sh[t][cluster_ctarank()]));
+  const uint32_t at = smem_u32(&amax_sh[t][cluster_ctarank()]);
   if (lane < kGroupBlocks) st_cluster_f32(cluster_map(at, lane), mine);
   cluster_sync();  // every quarter's maxima written into every block (release / acquire across the cluster)
   float amax = 0.0f;

@@ -2,12 +2,13 @@
 #include "runner/step_profiler.h"
 
 #include <gtest/gtest.h>
-#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+
+#include "runner/engine_test_util.h"  // test::ScopedTempDir
 
 namespace ds {
 namespace {
@@ -16,12 +17,6 @@ namespace fs = std::filesystem;
 
 class StepProfilerTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("dserve_profile_test_" + std::to_string(::getpid()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
   ProfileOptions opts() const {
     ProfileOptions o;
     o.output_dir = dir_.string();
@@ -40,7 +35,8 @@ class StepProfilerTest : public ::testing::Test {
       if (e.at("ph") == "X") out.push_back(e);
     return out;
   }
-  fs::path dir_;
+  const test::ScopedTempDir tmp_{"dserve_profile_test"};
+  const fs::path& dir_ = tmp_.path;
 };
 
 TEST_F(StepProfilerTest, WritesOneSpanPerStepWithItsShape) {
