@@ -6,6 +6,7 @@ B=${DEVBIN:-.devbin}
 OUT=${OUT:-/tmp/$(basename "$0" .sh)_out}
 mkdir -p "$OUT"
 export DSERVE_SOURCE_DIR=$PWD
+NCU=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)  # Nsight Compute (the ncu_* helpers)
 # v3_config PATH LAYERS [bf16|mtp]: the real DeepSeek-V3 config cut to LAYERS layers (the first dense, no MTP layer)
 # for `--load-format dummy` runs; with bf16, without its quantization_config (dummy bf16 weights, else block-FP8);
 # with mtp, its MTP layer kept (speculative decoding).
@@ -71,10 +72,9 @@ memcheck_run() {
 # KERNEL_REGEX in `dserve_kernel_bench --filter BENCH_FILTER`, the report in $OUT/NAME.txt, a line "== NAME rc=..."
 # and the report's first LINES lines less the bench's own output (lines matching HEADER_REGEX) and ncu's noise.
 ncu_run() {
-  local name=$1 secs=$2 kernel=$3 filter=$4 header=$5 lines=$6 ncu
+  local name=$1 secs=$2 kernel=$3 filter=$4 header=$5 lines=$6
   shift 6
-  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
-  timeout "$secs" "$ncu" --clock-control none --kernel-name "regex:$kernel" --launch-count 1 --section SpeedOfLight \
+  timeout "$secs" "$NCU" --clock-control none --kernel-name "regex:$kernel" --launch-count 1 --section SpeedOfLight \
     --section ComputeWorkloadAnalysis --section MemoryWorkloadAnalysis --section WarpStateStats --section SchedulerStats \
     --section Occupancy --section LaunchStats "$@" "$B/dserve_kernel_bench" --filter "$filter" > "$OUT/$name.txt" 2>&1
   echo "== $name rc=$?"
@@ -98,15 +98,14 @@ kbench_ab() {
 # $OUT/NAME_sass.csv, the details page as $OUT/NAME_details.txt, then the duration / throughput lines and
 # scripts/ncu_source_top.py's summary (stall reasons, no_instruction share, top instructions).
 ncu_source_page() {
-  local name=$1 kernel=$2 ncu
+  local name=$1 kernel=$2
   shift 2
-  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
-  DSERVE_TEST_NO_TIMING=1 timeout 100 "$ncu" --clock-control none --kernel-name "regex:$kernel" --launch-count 1 \
+  DSERVE_TEST_NO_TIMING=1 timeout 100 "$NCU" --clock-control none --kernel-name "regex:$kernel" --launch-count 1 \
     --section WarpStateStats --section SourceCounters --section SpeedOfLight -o "$OUT/$name" "$@" \
     > "$OUT/${name}_collect.log" 2>&1
   echo "== $name collect rc=$?"
-  timeout 60 "$ncu" -i "$OUT/$name.ncu-rep" --page source --print-source sass --csv > "$OUT/${name}_sass.csv" 2>&1
-  timeout 60 "$ncu" -i "$OUT/$name.ncu-rep" --page details > "$OUT/${name}_details.txt" 2>&1
+  timeout 60 "$NCU" -i "$OUT/$name.ncu-rep" --page source --print-source sass --csv > "$OUT/${name}_sass.csv" 2>&1
+  timeout 60 "$NCU" -i "$OUT/$name.ncu-rep" --page details > "$OUT/${name}_details.txt" 2>&1
   grep -E "Duration|DRAM Throughput|Warp Cycles Per Issued" "$OUT/${name}_details.txt" | head -4
   python3 scripts/ncu_source_top.py "$OUT/${name}_sass.csv" 8 | head -14
 }
@@ -114,21 +113,44 @@ ncu_source_page() {
 # reason) of the first launch of the kernels matching KERNEL_REGEX in `dserve_kernel_bench --filter BENCH_FILTER`, the
 # report in $OUT/NAME.txt, a line "== NAME rc=..." and the eight largest reasons.
 ncu_stalls() {
-  local name=$1 secs=$2 kernel=$3 filter=$4 ncu
-  ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
-  timeout "$secs" "$ncu" --clock-control none --kernel-name "regex:$kernel" --launch-count 1 \
+  local name=$1 secs=$2 kernel=$3 filter=$4
+  timeout "$secs" "$NCU" --clock-control none --kernel-name "regex:$kernel" --launch-count 1 \
     --metrics 'regex:smsp__average_warps_issue_stalled_.*_per_issue_active\.ratio' \
     "$B/dserve_kernel_bench" --filter "$filter" > "$OUT/$name.txt" 2>&1
   echo "== $name rc=$?"
   grep -E "stalled" "$OUT/$name.txt" | awk '{print $1, $NF}' | sort -k2 -g -r | head -8
 }
-# b1b_run NAME ARGS...: bench-one-batch on the V2-Lite config (dummy weights, input 256, graphs) with ARGS, its
-# output in $OUT/NAME.log, and one line "== NAME rc=<exit status> <each decode median tok/s> <graphs captured>".
-b1b_run() {
-  local name=$1; shift
-  timeout 90 "$B/dserve" bench-one-batch --device cuda --model-path tests/data/configs/deepseek-v2-lite.json \
-    --load-format dummy --input-len 256 "$@" > "$OUT/$name.log" 2>&1
+# ncu_decode_pages NAME ARGS...: ncu's warp-state samples per SASS instruction of the first 40 kernels of one eager
+# decode step (bench-one-batch's "decode/" NVTX range; V2-Lite config, dummy weights, batch 1, input 256, ARGS added),
+# the report in $OUT/NAME.ncu-rep, the source page as $OUT/NAME_sass.csv, scripts/ncu_source_top.py's summary in
+# $OUT/NAME_top.txt, and each kernel's stall reasons and no_instruction share.
+ncu_decode_pages() {
+  local name=$1
+  shift
+  timeout 130 "$NCU" --clock-control none --nvtx --nvtx-include "decode/" --launch-skip 0 --launch-count 40 \
+    --section WarpStateStats --section SourceCounters -o "$OUT/$name" "$B/dserve" bench-one-batch --device cuda \
+    --model-path tests/data/configs/deepseek-v2-lite.json --load-format dummy --batch-size 1 --input-len 256 \
+    --output-len 2 --disable-cuda-graph "$@" > "$OUT/${name}_collect.log" 2>&1
+  echo "== $name collect rc=$?"
+  timeout 40 "$NCU" -i "$OUT/$name.ncu-rep" --page source --print-source sass --csv > "$OUT/${name}_sass.csv" 2>&1
+  echo "== $name sass rc=$? lines=$(wc -l < "$OUT/${name}_sass.csv")"
+  python3 scripts/ncu_source_top.py "$OUT/${name}_sass.csv" 6 > "$OUT/${name}_top.txt"
+  grep -E "^==|by reason|no_instruction" "$OUT/${name}_top.txt" | cut -c1-200
+}
+# decode_run NAME CONFIG ARGS...: bench-one-batch on CONFIG (dummy weights, input 256, graphs) with ARGS, its output in
+# $OUT/NAME.log, and one line "== NAME rc=<exit status> <each decode median tok/s> <graphs captured>".
+decode_run() {
+  local name=$1 config=$2
+  shift 2
+  timeout 100 "$B/dserve" bench-one-batch --device cuda --model-path "$config" --load-format dummy --input-len 256 \
+    "$@" > "$OUT/$name.log" 2>&1
   echo "== $name rc=$? $(grep -E 'Decode\.  median' "$OUT/$name.log" | sed 's/.*throughput: //' | tr '\n' ' ')$(grep -ho 'for [0-9]* batch sizes[^:]*' "$OUT/$name.log")"
+}
+# b1b_run NAME ARGS...: decode_run on the V2-Lite config.
+b1b_run() {
+  local name=$1
+  shift
+  decode_run "$name" tests/data/configs/deepseek-v2-lite.json "$@"
 }
 # wait_ready LOG PID [SECONDS]: waits until a `dserve serve` started in the background logs "ready on" (or exits, or
 # SECONDS pass, default 240).

@@ -19,12 +19,8 @@ b1b_run bf16_new --batch-size 1 --output-len 32
 B=$B/main b1b_run bf16_main --batch-size 1 --output-len 32
 v3_config "$OUT/v3.json" 4
 for round in 1 2; do
-  for tag in new main; do
-    bin=$B; [ $tag = main ] && bin=$B/main
-    timeout 100 "$bin/dserve" bench-one-batch --device cuda --model-path "$OUT/v3.json" --load-format dummy \
-      --batch-size 1 8 --input-len 256 --output-len 32 > "$OUT/v3_${tag}$round.log" 2>&1
-    echo "== v3_${tag}$round rc=$? $(grep -E 'Decode\.  median' "$OUT/v3_${tag}$round.log" | sed 's/.*throughput: //' | tr '\n' ' ')"
-  done
+  decode_run v3_new$round "$OUT/v3.json" --batch-size 1 8 --output-len 32
+  B=$B/main decode_run v3_main$round "$OUT/v3.json" --batch-size 1 8 --output-len 32
 done
 ncu_source_page walk_src 'moe_wgmma_walk' "$B/dserve" bench-one-batch --device cuda \
   --model-path tests/data/configs/deepseek-v2-lite.json --load-format dummy --quantization fp8 --batch-size 1 \

@@ -15,13 +15,4 @@ for tag in new main; do
   python3 scripts/device/trace_summary.py "$OUT/trace_$tag.csv" > "$OUT/summary_$tag.txt" 2>&1
   head -40 "$OUT/summary_$tag.txt"
 done
-ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null || echo ncu)
-timeout 130 "$ncu" --clock-control none --nvtx --nvtx-include "decode/" --launch-skip 0 --launch-count 40 \
-  --section WarpStateStats --section SourceCounters -o "$OUT/decode_fp8" "$B/dserve" bench-one-batch --device cuda \
-  --model-path tests/data/configs/deepseek-v2-lite.json --load-format dummy --quantization fp8 --batch-size 1 \
-  --input-len 256 --output-len 2 --disable-cuda-graph > "$OUT/decode_fp8_collect.log" 2>&1
-echo "== collect rc=$?"
-timeout 40 "$ncu" -i "$OUT/decode_fp8.ncu-rep" --page source --print-source sass --csv > "$OUT/decode_fp8_sass.csv" 2>&1
-echo "== sass rc=$? lines=$(wc -l < "$OUT/decode_fp8_sass.csv")"
-python3 scripts/ncu_source_top.py "$OUT/decode_fp8_sass.csv" 6 > "$OUT/decode_fp8_top.txt"
-grep -E "^==|by reason|no_instruction" "$OUT/decode_fp8_top.txt" | cut -c1-200
+ncu_decode_pages decode_fp8 --quantization fp8

@@ -19,13 +19,9 @@ for round in 1 2; do
 done
 v3_config "$OUT/v3.json" 4
 for round in 1 2; do
-  for tag in new down16 main; do
-    bin=$B; [ $tag = main ] && bin=$B/main
-    env=(); [ $tag = down16 ] && env=(DSERVE_MOE_DOWN_STAGES=16)
-    timeout 100 env "${env[@]}" "$bin/dserve" bench-one-batch --device cuda --model-path "$OUT/v3.json" \
-      --load-format dummy --batch-size 1 8 --input-len 256 --output-len 32 > "$OUT/v3_${tag}$round.log" 2>&1
-    echo "== v3_${tag}$round rc=$? $(grep -E 'Decode\.  median' "$OUT/v3_${tag}$round.log" | sed 's/.*throughput: //' | tr '\n' ' ')"
-  done
+  decode_run v3_new$round "$OUT/v3.json" --batch-size 1 8 --output-len 32
+  DSERVE_MOE_DOWN_STAGES=16 decode_run v3_down16$round "$OUT/v3.json" --batch-size 1 8 --output-len 32
+  B=$B/main decode_run v3_main$round "$OUT/v3.json" --batch-size 1 8 --output-len 32
 done
 for tag in new down16; do
   env=(); [ $tag = down16 ] && env=(DSERVE_MOE_DOWN_STAGES=16)

@@ -9,9 +9,5 @@ for round in 1 2; do
   DSERVE_MOE_WGMMA_STAGES=8 b1b_run st8_$round --quantization fp8 --batch-size 16 32 64 --output-len 32
 done
 v3_config "$OUT/v3.json" 4
-for tag in def st8; do
-  env=(); [ $tag = st8 ] && env=(DSERVE_MOE_WGMMA_STAGES=8)
-  timeout 100 env "${env[@]}" "$B/dserve" bench-one-batch --device cuda --model-path "$OUT/v3.json" \
-    --load-format dummy --batch-size 1 8 32 --input-len 256 --output-len 32 > "$OUT/v3_$tag.log" 2>&1
-  echo "== v3_$tag rc=$? $(grep -E 'Decode\.  median' "$OUT/v3_$tag.log" | sed 's/.*throughput: //' | tr '\n' ' ')"
-done
+decode_run v3_def "$OUT/v3.json" --batch-size 1 8 32 --output-len 32
+DSERVE_MOE_WGMMA_STAGES=8 decode_run v3_st8 "$OUT/v3.json" --batch-size 1 8 32 --output-len 32
