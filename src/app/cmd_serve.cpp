@@ -65,6 +65,11 @@ void add_serve_flags(Flags& f) {
   f.add_bool("disable-chunked-prefix-cache",
              "MHA-form prefill over the whole context in one pass instead of chunks of at most 1 GiB of expanded keys "
              "and values merged by log-sum-exp");
+  f.add_string("expert-distribution-recorder-mode", "",
+               "stat: count each layer's routed expert picks for /start_, /stop_ and "
+               "/dump_expert_distribution_record (JSON under $SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR, else /tmp)");
+  f.add_int("expert-distribution-recorder-buffer-size", -1,
+            "accepted as -1 only: stat mode keeps every step since the recording started");
   f.add_bool("disable-cuda-graph", "decode eagerly instead of replaying CUDA graphs (--device cuda)");
   f.add_bool("disable-overlap-schedule", "complete each step before planning the next (no step planned ahead)");
   f.add_int("cuda-graph-max-bs", 0, "largest decode batch captured in a CUDA graph (0: default from GPU memory)");
@@ -159,6 +164,11 @@ int run_serve(int argc, char** argv) {
     if (flags.get_int(name) < 0) return fail(error("--", name, " must be >= 0, got ", flags.get_int(name)));
   if (Status st = check_mem_fraction_flag(flags); !st) return fail(st);
   if (Status st = check_parallel_flags(flags, /*tp_on_cpu=*/true); !st) return fail(st);
+  if (Status st = check_expert_recorder_flags(flags.get_string("expert-distribution-recorder-mode"),
+                                              flags.get_int("expert-distribution-recorder-buffer-size"),
+                                              flags.was_set("expert-distribution-recorder-buffer-size"));
+      !st)
+    return fail(st);
   if (Status st = apply_log_level_flag(flags); !st) return fail(st);
   // Parallel sizes the model cannot be sharded by: refused before the server starts (the engine checks again).
   if (const int64_t tp = flags.get_int("tp-size"); tp > 1 && !fake)
@@ -250,6 +260,10 @@ int run_serve(int argc, char** argv) {
     a["kv_cache_dtype"] = flags.get_string("kv-cache-dtype");
     a["disable_shared_experts_fusion"] = flags.get_bool("disable-shared-experts-fusion");
     a["disable_chunked_prefix_cache"] = flags.get_bool("disable-chunked-prefix-cache");
+    if (const std::string m = flags.get_string("expert-distribution-recorder-mode"); !m.empty())
+      a["expert_distribution_recorder_mode"] = m;
+    else
+      a["expert_distribution_recorder_mode"] = nullptr;
     a["random_seed"] = flags.get_int("seed");
     a["tp_size"] = flags.get_int("tp-size");
     a["dp_size"] = flags.get_int("dp-size");
@@ -315,6 +329,7 @@ int run_serve(int argc, char** argv) {
       if (flags.get_int("max-total-tokens") > 0) fo.max_total_tokens = flags.get_int("max-total-tokens");
       fo.step_us = static_cast<int>(flags.get_int("fake-step-us"));
       fo.output_vocab = flags.get_int("fake-output-vocab");
+      fo.expert_recorder = !flags.get_string("expert-distribution-recorder-mode").empty();
       if (const std::string script = flags.get_string("fake-output"); !script.empty()) {
         if (!tokenizer) {
           load_status = error("--fake-output needs a tokenizer");
@@ -359,6 +374,7 @@ int run_serve(int argc, char** argv) {
       eo.kv_cache_dtype = flags.get_string("kv-cache-dtype");
       eo.disable_shared_experts_fusion = flags.get_bool("disable-shared-experts-fusion");
       eo.disable_chunked_prefix_cache = flags.get_bool("disable-chunked-prefix-cache");
+      eo.expert_recorder_mode = flags.get_string("expert-distribution-recorder-mode");
       eo.disable_cuda_graph = flags.get_bool("disable-cuda-graph");
       eo.disable_overlap_schedule = flags.get_bool("disable-overlap-schedule");
       eo.cuda_graph_max_bs = static_cast<int32_t>(graph_max_bs);

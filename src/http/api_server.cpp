@@ -1704,6 +1704,9 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<HttpResponder> out) {
       {"/parse_function_call", "POST"},
       {"/start_profile", "GET POST"},
       {"/stop_profile", "GET POST"},
+      {"/start_expert_distribution_record", "GET POST"},
+      {"/stop_expert_distribution_record", "GET POST"},
+      {"/dump_expert_distribution_record", "GET POST"},
       {"/open_session", "GET POST"},
       {"/close_session", "GET POST"},
   };
@@ -1879,6 +1882,19 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<HttpResponder> out) {
     std::string text = "Stop profiling. This will take some time.\n";
     for (const std::string& p : paths) text += "Profile written to " + p + "\n";
     return m.send_text(*out, name, 200, text);
+  }
+  if (name == "/start_expert_distribution_record" || name == "/stop_expert_distribution_record" ||
+      name == "/dump_expert_distribution_record") {  // SGLang's answers: plain text
+    const ExpertRecordOp op = name == "/start_expert_distribution_record"  ? ExpertRecordOp::kStart
+                              : name == "/stop_expert_distribution_record" ? ExpertRecordOp::kStop
+                                                                            : ExpertRecordOp::kDump;
+    std::string path;
+    if (Status s = m.engine->expert_distribution(op, &path); !s.is_ok())
+      return m.send_error(*out, name, bad_request(s.message(), ""));
+    return m.send_text(*out, name, 200,
+                       op == ExpertRecordOp::kStart  ? "Start recording the expert distribution.\n"
+                       : op == ExpertRecordOp::kStop ? "Stop recording the expert distribution.\n"
+                                                     : "Dump expert distribution record.\nWritten to " + path + "\n");
   }
   if (name == "/open_session") {  // SGLang's OpenSessionReqInput; answers the session id as a JSON string
     Json body = Json::object();

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <numeric>
 #include <thread>
 
 #include "http/api_request.h"
@@ -817,6 +818,89 @@ TEST_F(ApiServerTest, StartAndStopProfileWriteAStepTrace) {
   EXPECT_EQ(prefill, 1);  // the fake engine: the prompt's step, then a step a further token
   EXPECT_GE(decode, 2);
   expect_still_serving();
+}
+
+
+// SGLang's expert distribution recorder: refused (400, naming the flag) without a recorder; with one, /start_ then
+// /stop_ keep the picks of the steps between them (the fake engine's pretend MoE: token t picks expert (t >> 2l) % 4
+// in layer l), /dump_ writes them as JSON [1, layers, experts] and forgets them, and a dump while recording goes on
+// recording.
+TEST_F(ApiServerTest, ExpertDistributionRecorderRefusedWhenOff) {
+  start();
+  for (const char* p : {"/start_expert_distribution_record", "/stop_expert_distribution_record",
+                        "/dump_expert_distribution_record"}) {
+    HttpReply r = post(p, "");
+    EXPECT_EQ(r.status, 400) << p;
+    EXPECT_NE(r.body.find("--expert-distribution-recorder-mode"), std::string::npos) << r.body;
+  }
+  expect_still_serving();
+}
+
+TEST_F(ApiServerTest, ExpertDistributionRecorderCountsTheStepsRecorded) {
+  TestSetup s;
+  s.engine.expert_recorder = true;
+  s.engine.expert_recorder_dir = (std::filesystem::temp_directory_path() /
+                                  ("dserve_expert_rec_" + std::to_string(::getpid()))).string();
+  std::filesystem::remove_all(s.engine.expert_recorder_dir);
+  start(s);
+  const std::string gen = R"({"input_ids": [3, 4, 5], "sampling_params": {"max_new_tokens": 6, "ignore_eos": true}})";
+  const auto picks = [](const Json& j, std::vector<int64_t>& counts) {
+    for (const Json& t : j["output_ids"]) {
+      const int32_t tok = t.get<int32_t>();
+      for (int l = 0; l < 2; ++l) ++counts[static_cast<size_t>(l * 4 + ((tok >> (2 * l)) % 4))];
+    }
+  };
+  const auto dump = [&](std::vector<int64_t>* counts) {
+    HttpReply r = http_call(port_, "GET", "/dump_expert_distribution_record");
+    ASSERT_EQ(r.status, 200) << r.body;
+    EXPECT_EQ(r.body.rfind("Dump expert distribution record.\n", 0), 0u) << r.body;
+    const size_t at = r.body.find("Written to ");
+    ASSERT_NE(at, std::string::npos) << r.body;
+    const std::string file = r.body.substr(at + 11, r.body.size() - at - 12);
+    EXPECT_EQ(std::filesystem::path(file).parent_path(), std::filesystem::path(s.engine.expert_recorder_dir));
+    std::ifstream in(file);
+    const Json d = Json::parse(in, nullptr, false);
+    ASSERT_FALSE(d.is_discarded()) << file;
+    EXPECT_EQ(d["mode"], "stat");
+    EXPECT_EQ(d["num_layers"], 2);
+    EXPECT_EQ(d["num_logical_experts"], 4);
+    ASSERT_EQ(d["logical_count"].size(), 1u);
+    ASSERT_EQ(d["logical_count"][0].size(), 2u);
+    counts->clear();
+    for (const Json& row : d["logical_count"][0]) {
+      ASSERT_EQ(row.size(), 4u);
+      for (const Json& c : row) counts->push_back(c.get<int64_t>());
+    }
+  };
+  (void)post_json("/generate", gen);  // before any start: not recorded
+  HttpReply r = post("/start_expert_distribution_record", "");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, "Start recording the expert distribution.\n");
+  std::vector<int64_t> want(8, 0), got;
+  picks(post_json("/generate", gen), want);
+  picks(post_json("/generate", R"({"input_ids": [9, 10], "sampling_params": {"max_new_tokens": 5, "ignore_eos": true}})"), want);
+  r = post("/stop_expert_distribution_record", "");
+  ASSERT_EQ(r.status, 200) << r.body;
+  EXPECT_EQ(r.body, "Stop recording the expert distribution.\n");
+  (void)post_json("/generate", gen);  // after the stop: not recorded
+  dump(&got);
+  EXPECT_EQ(got, want);
+  EXPECT_EQ(std::accumulate(got.begin(), got.begin() + 4, int64_t{0}), 11);  // a pick a layer a generated token
+  dump(&got);
+  EXPECT_EQ(got, std::vector<int64_t>(8, 0));  // a dump forgets what it wrote
+  // A dump while recording: the picks so far, then recording goes on from zero.
+  ASSERT_EQ(post("/start_expert_distribution_record", "").status, 200);
+  std::fill(want.begin(), want.end(), 0);
+  picks(post_json("/generate", gen), want);
+  dump(&got);
+  EXPECT_EQ(got, want);
+  std::fill(want.begin(), want.end(), 0);
+  picks(post_json("/generate", R"({"input_ids": [7], "sampling_params": {"max_new_tokens": 3, "ignore_eos": true}})"), want);
+  ASSERT_EQ(post("/stop_expert_distribution_record", "").status, 200);
+  dump(&got);
+  EXPECT_EQ(got, want);
+  expect_still_serving();
+  std::filesystem::remove_all(s.engine.expert_recorder_dir);
 }
 
 

@@ -17,6 +17,11 @@ FakeEngine::FakeEngine(FakeEngineOptions options) : options_(std::move(options))
   for (int32_t id : options_.eos_token_ids) config_.eos_token_ids.push_back(id);
   totals_.max_total_tokens = options_.max_total_tokens;
   totals_.max_running_requests = options_.max_running;  // 0: unbounded
+  if (options_.expert_recorder) {
+    recorder_ = std::make_unique<ExpertRecorder>(
+        2, 4, options_.expert_recorder_dir.empty() ? expert_recorder_dir() : options_.expert_recorder_dir);
+    expert_counts_.assign(8, 0);
+  }
   thread_ = std::thread([this] { loop(); });
 }
 
@@ -196,6 +201,8 @@ void FakeEngine::loop() {
         const int32_t tok = k < options_.script.size() ? options_.script[k] : next_token(last, modulus);
         l.output.push_back(tok);
         totals_.generation_tokens_total++;
+        if (recorder_)
+          for (int layer = 0; layer < 2; ++layer) ++expert_counts_[static_cast<size_t>(layer * 4 + ((tok >> (2 * layer)) % 4))];
         ev.new_tokens.push_back(tok);
         if (req.return_logprob) {
           TokenLogprob lp = make_logprob(tok, req.top_logprobs_num, options_.vocab_size);
@@ -243,6 +250,19 @@ void FakeEngine::loop() {
     if (options_.step_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(options_.step_us));
     lock.lock();
   }
+}
+
+Status FakeEngine::expert_distribution(ExpertRecordOp op, std::string* path) {
+  if (!recorder_) return error(kNoExpertRecorder);
+  std::lock_guard<std::mutex> lock(mu_);
+  return recorder_->apply(
+      op,
+      [&] {
+        std::vector<int64_t> v = expert_counts_;
+        std::fill(expert_counts_.begin(), expert_counts_.end(), 0);
+        return v;
+      },
+      path);
 }
 
 SamplingParams FakeEngine::last_sampling() const {

@@ -26,6 +26,10 @@ struct FakeEngineOptions {
   int step_us = 2000;                  // sleep per step while requests are live
   int max_running = 0;                 // > 0: requests beyond this many wait (counted in num_waiting)
   std::vector<int32_t> script;         // when set, output token k is script[k] (then the recurrence goes on)
+  // An expert distribution recorder over a pretend MoE of 2 layers x 4 experts: each generated token t picks expert
+  // (t >> 2l) % 4 in layer l.
+  bool expert_recorder = false;
+  std::string expert_recorder_dir;  // its dumps' directory (empty: expert_recorder_dir())
 };
 
 class FakeEngine : public Engine {
@@ -42,6 +46,7 @@ class FakeEngine : public Engine {
   Status flush_cache() override;
   Status start_profile(const ProfileOptions& options) override { return profiler_.start(options); }
   Status stop_profile(std::vector<std::string>* paths) override { return profiler_.stop(paths); }
+  Status expert_distribution(ExpertRecordOp op, std::string* path) override;
   EngineStats stats() const override;
   const ModelConfig& model_config() const override { return config_; }
   int64_t context_length() const override { return options_.context_length; }
@@ -77,6 +82,8 @@ class FakeEngine : public Engine {
   mutable std::mutex mu_;
   std::condition_variable cv_;
   std::map<std::string, Live> live_;
+  std::unique_ptr<ExpertRecorder> recorder_;  // options_.expert_recorder
+  std::vector<int64_t> expert_counts_;          // its pretend device counts [2 * 4], guarded by mu_
   bool stopping_ = false;
   bool paused_ = false;
   uint64_t steps_ = 0;

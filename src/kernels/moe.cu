@@ -1,5 +1,7 @@
 // MoE routing and permutation kernels (see moe.h). Routing follows CpuOps::moe_route step by step,
 // including the double-precision softmax sum and the order of the selected experts.
+#include <algorithm>
+
 #include <cuda_bf16.h>
 
 #include "kernels/moe.h"
@@ -31,6 +33,24 @@ __global__ void moe_permute_kernel(MoePermuteParams p) {
   extern __shared__ int32_t perm_smem[];
   __shared__ uint64_t warp_tot[32];
   permute_block(p, perm_smem, warp_tot);
+}
+
+__global__ void moe_count_kernel(MoeCountParams p) {
+  pdl_enter();
+  extern __shared__ int32_t count_smem[];
+  for (int e = threadIdx.x; e < p.experts; e += blockDim.x) count_smem[e] = 0;
+  __syncthreads();
+  int64_t rows = p.tokens;
+  if (p.real_rows) rows = min(rows, static_cast<int64_t>(max(*p.real_rows, 0)));
+  const int64_t n = rows * p.width;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int32_t id = p.topk_ids[i];
+    if (id >= 0 && id < p.experts) atomicAdd(&count_smem[id], 1);
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < p.experts; e += blockDim.x)
+    if (count_smem[e]) atomicAdd(&p.counts[e], count_smem[e]);
 }
 
 constexpr int kRoutePermuteWarps = 8;
@@ -193,6 +213,15 @@ cudaError_t launch_moe_permute(const MoePermuteParams& p, cudaStream_t stream) {
   const size_t smem = permute_smem_bytes(p.experts);
   if (p.experts < 1 || smem > 48 * 1024 || !moe_detail::slots_ok(p)) return cudaErrorInvalidValue;
   return launch_pdl(moe_permute_kernel, 1, 1024, smem, stream, p);
+}
+
+cudaError_t launch_moe_count_experts(const MoeCountParams& p, cudaStream_t stream) {
+  const size_t smem = sizeof(int32_t) * static_cast<size_t>(p.experts);
+  if (p.experts < 1 || p.width < 1 || p.tokens < 0 || smem > 48 * 1024 || !p.topk_ids || !p.counts)
+    return cudaErrorInvalidValue;
+  if (p.tokens == 0) return cudaSuccess;
+  const int64_t blocks = std::min<int64_t>((p.tokens * p.width + 255) / 256, 32);
+  return launch_pdl(moe_count_kernel, static_cast<unsigned>(blocks), 256, smem, stream, p);
 }
 
 cudaError_t launch_gather_rows(const void* x, const int32_t* src, void* out, int64_t rows, int64_t dim,

@@ -29,6 +29,18 @@ struct MoeRouteParams {
 __host__ __device__ inline int route_width(const MoeRouteParams& p) { return p.top_k + p.shared; }
 cudaError_t launch_moe_route(const MoeRouteParams& p, cudaStream_t stream);
 
+// SGLang's expert distribution recorder (stat mode): counts[e] += the entries of expert e in [0, experts) among the
+// first rows of topk_ids (*real_rows where given: a CUDA graph's padded batch; else all tokens); other ids (fused
+// shared experts) are not counted. Shared-memory histogram a block, then one atomic a block and expert.
+struct MoeCountParams {
+  const int32_t* topk_ids;   // [tokens, width]
+  const int32_t* real_rows;  // [1] or null
+  int32_t* counts;           // [experts], accumulated
+  int64_t tokens;
+  int width, experts;
+};
+cudaError_t launch_moe_count_experts(const MoeCountParams& p, cudaStream_t stream);
+
 // Groups the tokens * top_k (token, expert) entries by expert (with fused shared experts: top_k = route_width,
 // experts = routed + shared): counts[e], offsets[e] (exclusive prefix
 // sum), row_of[i] = the entry's row in the permuted order (-1 for an id outside [0, experts)), and

@@ -72,6 +72,7 @@ DeepseekModel::DeepseekModel(const ModelConfig& cfg, const ModelWeights& w, Ops&
   final_norm_ = ops_.prepare_param(w.final_norm);
   lm_head_ = ops_.prepare_linear(w.lm_head);
   for (const LayerWeights& lw : w.layers) layers_.push_back(prepare_layer(lw));
+  for (size_t l = 0; l < layers_.size(); ++l) layers_[l].counted = static_cast<int>(l);
   for (const MtpWeights& mw : w.mtp) {
     Mtp m;
     m.enorm = ops_.prepare_param(mw.enorm);
@@ -193,6 +194,7 @@ Tensor DeepseekModel::forward(const Tensor& token_ids, const AttnMetadata& meta,
     }
   }
   plan_mha_chunks_for(meta, mode);
+  count_real_rows_ = meta.real_rows;
   Tensor h = ops_.embedding(embed_, token_ids);  // [T, d] residual stream
   MlpOut pending;  // [T, d] the previous layer's MLP output, added by the next norm (one kernel fewer per layer)
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) pending = decoder_layer_open(layers_[l], l, h, pending, meta, cache, mode);
@@ -202,6 +204,12 @@ Tensor DeepseekModel::forward(const Tensor& token_ids, const AttnMetadata& meta,
                                  : ops_.rms_norm(h, final_norm_, eps);  // [T, d]
   ops_.side_flush();
   return out;
+}
+
+void DeepseekModel::enable_expert_counts() {
+  if (expert_counts_.defined()) return;
+  expert_counts_ = ops_.empty({cfg_.num_hidden_layers, std::max<int64_t>(cfg_.n_routed_experts, 1)}, DType::kI32);
+  ops_.zero_(expert_counts_);
 }
 
 // fp32 logits whatever the activation dtype (a bf16 logit of magnitude 10 is off by up to 0.03).
@@ -454,6 +462,10 @@ MlpOut DeepseekModel::mlp(const Layer& layer, const Tensor& x, const Fp8Act& xq)
   if (!after) shared_mlp();
   Tensor ids, weights;  // [T, top_k + shared_experts]
   ops_.moe_gate_route(x, layer.router, layer.correction_bias, routing_, &ids, &weights);  // logits [T, E] unused
+  if (expert_counts_.defined() && layer.counted >= 0) {
+    Tensor counts = expert_counts_.row(layer.counted);  // [E]
+    ops_.moe_count_experts(ids, routing_.num_experts, count_real_rows_, counts);
+  }
   if (after) shared_mlp();
   // [T, d], maybe left for the next norm to sum; joins the side chain
   return ops_.moe_experts_open(x, xq, ids, weights, layer.experts, shared);

@@ -94,6 +94,13 @@ class DeepseekModel {
   Tensor mtp_norm(int i, const Tensor& z);
   Tensor mtp_head(int i, const Tensor& zn);
 
+  // SGLang's expert distribution recorder (stat mode): from now on every forward adds, for each MoE layer l of the
+  // main model (not the MTP layers), how many of its real tokens' picks went to each routed expert into
+  // expert_counts() [num_hidden_layers, n_routed_experts] I32 on the backend (zeroed here; dense layers' rows stay
+  // 0). Call before capturing CUDA graphs (their padded rows are left out through AttnMetadata::real_rows).
+  void enable_expert_counts();
+  Tensor& expert_counts() { return expert_counts_; }
+
  private:
   struct Attention {
     LinearWeight q_proj, q_a_proj, q_b_proj, kv_a_proj, kv_b_proj, o_proj;
@@ -111,6 +118,7 @@ class DeepseekModel {
     Tensor input_norm, post_attn_norm;
     Attention attn;
     bool is_moe = false;
+    int counted = -1;  // its row of expert_counts_ (main layers), -1 for the MTP layers
     PreparedMlp dense;
     Tensor router;  // [E, d] fp32 on the device
     Tensor correction_bias;
@@ -158,6 +166,8 @@ class DeepseekModel {
   float rope_factor_ = 1.0f;
   float softmax_scale_ = 1.0f;
   MoeRouting routing_;
+  Tensor expert_counts_;    // [num_hidden_layers, n_routed_experts] I32 (enable_expert_counts), else undefined
+  Tensor count_real_rows_;  // this forward's AttnMetadata::real_rows (for mlp's counts)
   ModelOptions::SharedFork shared_fork_ = ModelOptions::SharedFork::kAuto;
   bool dp_attention_ = false;
   int64_t sparse_prefill_min_context_ = 0;

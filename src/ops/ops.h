@@ -47,6 +47,9 @@ struct AttnMetadata {
   // Host copies where the builder has them (the runner's do; tests' may not), for host-side plans that need the
   // per-sequence numbers (DeepseekModel's MHA context chunks) without reading the device tensors back.
   Tensor host_positions, host_q_starts, host_seq_lens;
+  // [1] I32 on the backend where rows past it are padding (a CUDA graph's batch padded to its captured size; read
+  // by the expert counts, ops that must not count padding); undefined: every row is real.
+  Tensor real_rows;
 };
 
 // MoE routing parameters (from the config).
@@ -134,6 +137,7 @@ class Ops {
   virtual Tensor upload(const Tensor& host) = 0;   // host tensor -> device copy (same dtype)
   virtual Tensor to_host(const Tensor& t) = 0;     // device -> host copy (CPU: returns t)
   virtual void fill(Tensor& t, float value) = 0;   // float tensors; NaN poisoning in tests
+  virtual void zero_(Tensor& t) = 0;              // every byte 0, any dtype (counters)
 
   // Forward passes over more tokens than this wait for the device inside (CUDA: prefill-sized MoE reads the
   // per-expert counts back); the engine then finishes the step before them first, or its tokens would wait for
@@ -398,6 +402,11 @@ class Ops {
     moe_route(logits, bias, r, topk_ids, topk_weights);
     return logits;
   }
+  // SGLang's expert distribution recorder (stat mode): counts[e] += the entries of expert e in [0, num_experts)
+  // among topk_ids' first rows: *real_rows of them ([1] I32 on the backend: a CUDA graph's padded batch), or all
+  // where real_rows is undefined. Fused shared experts' entries (ids >= num_experts) are not counted.
+  virtual void moe_count_experts(const Tensor& topk_ids /*[T, W] I32*/, int num_experts, const Tensor& real_rows,
+                                 Tensor& counts /*[num_experts] I32*/) = 0;
   // sum_k topk_weights[t, k] * expert[topk_ids[t, k]](x[t]) -> [T, d]. An undefined expert (expert parallelism:
   // another rank holds it) adds nothing (CPU backend; CUDA takes no such list yet).
   virtual Tensor moe_experts(const Tensor& x /*[T, d]*/, const Tensor& topk_ids, const Tensor& topk_weights,

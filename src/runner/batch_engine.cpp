@@ -6,8 +6,10 @@
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
+#include <deque>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <sstream>
 #include <stdexcept>
 #include <mutex>
@@ -317,6 +319,15 @@ class BatchEngine final : public Engine {
     // CUDA graphs: one extra cache page (never handed out) takes the padding rows' writes.
     // (Data-parallel attention: its MLP gathers read the ranks' token counts on the host inside the forward, which a
     // graph cannot; its steps run eager.)
+    // The expert counts are made before any graph is captured (the graphs count with them).
+    if (!o.expert_recorder_mode.empty()) {
+      DS_RETURN_IF_ERROR(check_expert_recorder_flags(o.expert_recorder_mode, -1, false));
+      if (cfg_.n_routed_experts <= 0)
+        return error("--expert-distribution-recorder-mode: ", o.model_path, " has no routed experts to record");
+      ops_->bind_thread();
+      model_->enable_expert_counts();
+      recorder_ = std::make_unique<ExpertRecorder>(cfg_.num_hidden_layers, cfg_.n_routed_experts, expert_recorder_dir());
+    }
     const bool graphs = ops_->device() == Device::kCuda && !o.disable_cuda_graph && !dp_;
     if (dp_ && ops_->device() == Device::kCuda && !o.disable_cuda_graph && o.verbose && o.dp_rank == 0)
       DS_INFO("CUDA graphs off with --enable-dp-attention (its steps run eager so far)");
@@ -471,6 +482,25 @@ class BatchEngine final : public Engine {
   Status start_profile(const ProfileOptions& options) override { return profiler_.start(options); }
   Status stop_profile(std::vector<std::string>* paths) override { return profiler_.stop(paths); }
 
+  // Queued for the loop, which runs it between steps (the device counts are read in stream order there).
+  Status expert_distribution(ExpertRecordOp op, std::string* path) override {
+    if (!recorder_) return error(kNoExpertRecorder);
+    auto cmd = std::make_shared<RecordCmd>();
+    cmd->op = op;
+    std::future<std::pair<Status, std::string>> done = cmd->done.get_future();
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (stopping_ || loop_ended_) return error("the engine has stopped");
+      record_cmds_.push_back(cmd);
+      wake_locked();
+    }
+    if (done.wait_for(std::chrono::seconds(kRecordWaitSeconds)) != std::future_status::ready)
+      return error("the engine loop did not take the expert distribution request within ", kRecordWaitSeconds, " s");
+    auto [st, file] = done.get();
+    if (path) *path = file;
+    return st;
+  }
+
   EngineStats stats() const override {
     std::lock_guard<std::mutex> lock(mu_);
     SchedulerStats s = sched_->stats();
@@ -560,6 +590,41 @@ class BatchEngine final : public Engine {
     } catch (const std::exception& e) {
       fail_all(StepPlan{}, e.what());
     }
+    std::deque<std::shared_ptr<RecordCmd>> left;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      loop_ended_ = true;
+      left.swap(record_cmds_);
+    }
+    for (auto& c : left) c->done.set_value({error("the engine has stopped"), ""});
+  }
+
+  // The expert distribution requests queued since the last look (on the loop's thread, between steps).
+  void serve_expert_records() {
+    std::deque<std::shared_ptr<RecordCmd>> cmds;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      cmds.swap(record_cmds_);
+    }
+    for (size_t i = 0; i < cmds.size(); ++i) {
+      std::string path;
+      try {
+        Status st = recorder_->apply(cmds[i]->op, [&] { return drain_expert_counts(); }, &path);
+        cmds[i]->done.set_value({st, path});
+      } catch (const std::exception& e) {  // a device error: this and the rest fail, then the loop does
+        for (size_t j = i; j < cmds.size(); ++j) cmds[j]->done.set_value({error(e.what()), ""});
+        throw;
+      }
+    }
+  }
+  // The model's device counts, read (waiting for the steps queued before) and zeroed.
+  std::vector<int64_t> drain_expert_counts() {
+    Tensor& c = model_->expert_counts();
+    Tensor h = ops_->to_host(c);  // (the CPU backend's is the tensor itself: copied out before the zeroing)
+    std::vector<int64_t> v(static_cast<size_t>(h.numel()));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = h.data_as<int32_t>()[i];
+    ops_->zero_(c);
+    return v;
   }
 
   // DSERVE_FAULT_INJECT's step faults for the plan's requests: an exception, or a failed internal check.
@@ -583,6 +648,7 @@ class BatchEngine final : public Engine {
 
   void run_loop_dp() {
     for (;;) {
+      if (recorder_) serve_expert_records();
       const uint64_t rings = group_->rings();  // before looking for work: a ring after it ends the idle wait below
       Tensor flags = Tensor::empty({2}, DType::kF32);
       {
@@ -667,13 +733,17 @@ class BatchEngine final : public Engine {
   void run_loop() {
     std::optional<Done> prev;
     while (true) {
+      if (recorder_) serve_expert_records();
       bool serial_step = false;  // finish this step before completing under the lock (nothing overlaps it)
       StepPlan plan;
       std::unordered_map<std::string, RunnerRequestInfo> info;
       std::vector<Outgoing> out;
       {
         std::unique_lock<std::mutex> lock(mu_);
-        if (!prev) cv_.wait(lock, [&] { return stopping_ || events_pending_ || runnable_locked() || retract_pending_; });
+        if (!prev)
+          cv_.wait(lock, [&] {
+            return stopping_ || events_pending_ || runnable_locked() || retract_pending_ || !record_cmds_.empty();
+          });
         events_pending_ = false;
         if (stopping_) {
           if (prev) out = complete_locked(std::move(*prev));
@@ -960,6 +1030,15 @@ class BatchEngine final : public Engine {
   std::function<void(const std::string&, int32_t, std::vector<int32_t>&)> test_draft_hook_;
   uint64_t spec_verify_steps_ = 0, spec_draft_tokens_ = 0, spec_accepted_tokens_ = 0;
   std::function<void(const std::string&)> on_fatal_;
+  // --expert-distribution-recorder-mode: the recorder (used on the loop's thread) and the requests for it.
+  struct RecordCmd {
+    ExpertRecordOp op = ExpertRecordOp::kStart;
+    std::promise<std::pair<Status, std::string>> done;
+  };
+  static constexpr int kRecordWaitSeconds = 300;
+  std::unique_ptr<ExpertRecorder> recorder_;
+  std::deque<std::shared_ptr<RecordCmd>> record_cmds_;  // guarded by mu_
+  bool loop_ended_ = false;                            // guarded by mu_
   std::thread loop_;
 };
 

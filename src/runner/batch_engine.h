@@ -64,6 +64,9 @@ struct BatchEngineOptions {
   // Tests of verification only: may rewrite the drafts made for request `rid` whose output will hold `num_output`
   // tokens when they are verified (random fixtures' MTP layers draft nothing a target accepts).
   std::function<void(const std::string& rid, int32_t num_output, std::vector<int32_t>& drafts)> test_draft_hook;
+  // --expert-distribution-recorder-mode: "" (off) or "stat" (checked by check_expert_recorder_flags): the main
+  // model counts its routed picks (its CUDA graphs with them) for Engine::expert_distribution.
+  std::string expert_recorder_mode;
   bool verbose = true;               // loading progress on stderr
   // Called once on the engine thread after a step failed (every live request already got an error event);
   // the server should exit non-zero. Unset: the engine just stops.

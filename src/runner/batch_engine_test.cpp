@@ -366,6 +366,64 @@ TEST(BatchEngine, ProfileRecordsEveryStepWithItsShape) {
   EXPECT_FALSE(engine->stop_profile(&paths).is_ok());
 }
 
+// SGLang's expert distribution recorder on the real loop (overlap schedule, chunked prefill): the steps between
+// /start_ and /stop_ count top_k picks in every MoE layer for each token they forward (prompts, and outputs but each
+// request's last), the dense layer none; a request before the start or after the stop adds nothing; the dump lands
+// in $SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR. Without the mode, or with a mode this server lacks, it is refused.
+TEST(BatchEngine, ExpertRecorderCountsTheRecordedSteps) {
+  EXPECT_FALSE(check_expert_recorder_flags("per_token", -1, false).is_ok());
+  EXPECT_FALSE(check_expert_recorder_flags("stat", 1000, true).is_ok());
+  EXPECT_FALSE(check_expert_recorder_flags("", -1, true).is_ok());
+  EXPECT_TRUE(check_expert_recorder_flags("stat", -1, true).is_ok());
+  BatchEngineOptions o;
+  o.model_path = fixture("v3");
+  o.chunked_prefill_size = 16;
+  o.disable_radix_cache = true;  // every prompt token forwarded
+  o.verbose = false;
+  {
+    auto off = make_batch_engine(o).value();
+    std::string path;
+    const Status st = off->expert_distribution(ExpertRecordOp::kStart, &path);
+    EXPECT_NE(st.message().find("--expert-distribution-recorder-mode"), std::string::npos) << st.message();
+  }
+  const test::ScopedTempDir dir("dserve_engine_experts");
+  ::setenv("SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR", dir.path.c_str(), 1);
+  o.expert_recorder_mode = "stat";
+  auto engine = make_batch_engine(o).value();
+  ::unsetenv("SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR");
+  const ModelConfig cfg = engine->model_config();
+  std::mt19937 rng(9);
+  Collector col;
+  std::string path;
+  size_t submitted = 0;
+  const auto run = [&](int prompt_len, int max_new) {
+    ASSERT_TRUE(engine->submit(greedy(id_of("e", static_cast<int>(submitted)), random_prompt(rng, prompt_len, 1024), max_new),
+                               col.callback())
+                    .is_ok());
+    ASSERT_TRUE(col.wait(++submitted));
+  };
+  run(20, 4);  // before the start
+  ASSERT_TRUE(engine->expert_distribution(ExpertRecordOp::kStart, &path).is_ok());
+  run(40, 5);
+  run(9, 8);
+  ASSERT_TRUE(engine->expert_distribution(ExpertRecordOp::kStop, &path).is_ok());
+  run(12, 3);  // after the stop
+  ASSERT_TRUE(engine->expert_distribution(ExpertRecordOp::kDump, &path).is_ok());
+  EXPECT_EQ(std::filesystem::path(path).parent_path(), dir.path);
+  std::ifstream in(path);
+  const nlohmann::json d = nlohmann::json::parse(in);
+  ASSERT_EQ(d["logical_count"].size(), 1u);
+  const auto& rows = d["logical_count"][0];
+  ASSERT_EQ(static_cast<int>(rows.size()), cfg.num_hidden_layers);
+  const int64_t forwarded = 40 + 4 + 9 + 7;
+  for (int layer = 0; layer < cfg.num_hidden_layers; ++layer) {
+    ASSERT_EQ(static_cast<int>(rows[layer].size()), cfg.n_routed_experts);
+    int64_t sum = 0;
+    for (const auto& c : rows[layer]) sum += c.get<int64_t>();
+    EXPECT_EQ(sum, cfg.is_moe_layer(layer) ? forwarded * cfg.num_experts_per_tok : 0) << "layer " << layer;
+  }
+}
+
 TEST(BatchEngine, AbortReturnsPagesAndRejectsBadInput) {
   BatchEngineOptions o;
   o.model_path = fixture("v2_lite");

@@ -367,6 +367,7 @@ Status CudaGraphRunner::capture() {
     m.slot_mapping = im.io.rows(im.lay.slot_off, im.lay.slot_off + T);
     m.seq_lens = im.io.rows(im.lay.len_off, im.lay.len_off + bs);
     m.q_starts = im.io.rows(im.lay.q_off, im.lay.q_off + bs + 1);
+    m.real_rows = im.io.rows(im.lay.real_off, im.lay.real_off + 1);
     m.block_table = im.io.rows(im.lay.table_off, im.lay.table_off + bs * im.lay.max_pages).reshape({bs, im.lay.max_pages});
     Tensor ids = im.io.rows(0, T);  // [T] I32
     if (im.lay.steps > 0) {

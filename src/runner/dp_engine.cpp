@@ -39,6 +39,9 @@ class DpEngine final : public Engine {
       BatchEngineOptions ro = o;
       ro.dp_size = 1;
       ro.dp_rank = r;
+      // Each rank's MLPs run over every rank's tokens (ModelOptions::dp_attention), so rank 0's counts are the
+      // group's: only it records.
+      if (r > 0) ro.expert_recorder_mode.clear();
       ro.dp_group = group;
       if (!members.empty()) {
         ro.dp_collective = members[r];
@@ -123,6 +126,9 @@ class DpEngine final : public Engine {
     for (auto& e : ranks_)
       if (Status s = e->stop_profile(paths); !s.is_ok() && first.is_ok()) first = s;
     return first;
+  }
+  Status expert_distribution(ExpertRecordOp op, std::string* path) override {
+    return ranks_[0]->expert_distribution(op, path);
   }
   EngineStats stats() const override {
     EngineStats t;

@@ -11,6 +11,7 @@
 
 #include "core/status.h"
 #include "model/config.h"
+#include "runner/expert_recorder.h"
 #include "runner/step_profiler.h"
 #include "sched/request.h"
 #include "text/token_fsm.h"
@@ -119,6 +120,16 @@ class Engine {
     (void)paths;
     return error("this engine does not profile");
   }
+  // SGLang's /start_, /stop_ and /dump_expert_distribution_record (runner/expert_recorder.h), done on the engine
+  // thread between steps; a dump's file in *path. Errors: no recorder (the server was started without
+  // --expert-distribution-recorder-mode), a dump that cannot be written.
+  virtual Status expert_distribution(ExpertRecordOp op, std::string* path) {
+    (void)op;
+    (void)path;
+    return error(kNoExpertRecorder);
+  }
+  static constexpr const char* kNoExpertRecorder =
+      "the expert distribution recorder is off: start the server with --expert-distribution-recorder-mode stat";
   virtual EngineStats stats() const = 0;
   virtual const ModelConfig& model_config() const = 0;
   virtual int64_t context_length() const = 0;  // longest prompt + output accepted

@@ -289,6 +289,51 @@ TEST(FixtureV3, MhaContextChunksAcrossSequences) {
             std::vector<float>(outs[2].f32(), outs[2].f32() + outs[2].numel()));
 }
 
+// The expert counts (SGLang's expert distribution recorder): a MoE layer's row gains top_k picks a real row, rows past
+// AttnMetadata::real_rows (a CUDA graph's padding) none, the dense layer's row stays 0, fused shared experts are not
+// counted, and the first 3 rows of a 7-token forward count as those 3 tokens forwarded alone (the model is causal).
+TEST(FixtureV3, ExpertCountsLeaveOutPaddingRows) {
+  for (bool fused : {false, true}) {
+    ModelOptions mo;
+    mo.shared_experts_fusion = fused;
+    Loaded l = load("v3", mo);
+    ASSERT_TRUE(l.model);
+    EXPECT_EQ(l.model->shared_experts_fused(), fused);
+    l.model->enable_expert_counts();
+    const std::vector<int32_t> ids = ids_of(longest_score_entry(l.ref)->operator[]("input_ids"));
+    ASSERT_GE(ids.size(), 7u);
+    const std::vector<int32_t> page = {0};
+    const auto counts_of = [&](int64_t n, int32_t real) {
+      Tensor& c = l.model->expert_counts();
+      l.ops->zero_(c);
+      KvCache cache = make_kv_cache(*l.ops, l.cfg, 64, 1, 0);
+      AttnMetadata meta = build_attn_metadata({SeqSlice{0, n, &page}}, 64, *l.ops);
+      if (real >= 0) {
+        meta.real_rows = Tensor::empty({1}, DType::kI32);
+        meta.real_rows.data_as<int32_t>()[0] = real;
+      }
+      Tensor tok = Tensor::empty({n}, DType::kI32);
+      std::copy(ids.begin(), ids.begin() + n, tok.data_as<int32_t>());
+      (void)l.model->forward(tok, meta, cache);
+      EXPECT_EQ(c.shape(), (Shape{l.cfg.num_hidden_layers, l.cfg.n_routed_experts}));
+      return std::vector<int32_t>(c.data_as<int32_t>(), c.data_as<int32_t>() + c.numel());
+    };
+    const std::vector<int32_t> padded = counts_of(7, 3), alone = counts_of(3, -1), all = counts_of(7, -1);
+    EXPECT_EQ(padded, alone) << "fused " << fused;
+    const int64_t E = l.cfg.n_routed_experts, K = l.cfg.num_experts_per_tok;
+    for (int layer = 0; layer < l.cfg.num_hidden_layers; ++layer) {
+      int64_t sum3 = 0, sum7 = 0;
+      for (int64_t e = 0; e < E; ++e) {
+        sum3 += padded[static_cast<size_t>(layer * E + e)];
+        sum7 += all[static_cast<size_t>(layer * E + e)];
+      }
+      const bool moe = l.cfg.is_moe_layer(layer);
+      EXPECT_EQ(sum3, moe ? 3 * K : 0) << "layer " << layer << " fused " << fused;
+      EXPECT_EQ(sum7, moe ? 7 * K : 0) << "layer " << layer << " fused " << fused;
+    }
+  }
+}
+
 // `score` turns a step's hidden rows into log-probabilities 1,024 rows at a time: a 1,500-token step (two blocks)
 // gives what 700-token prefill steps (one block each) give, to prefill-order rounding.
 TEST(FixtureV3, ScoreLogitBlocks) {

@@ -19,7 +19,8 @@ GraphInputLayout GraphInputLayout::make(int max_bs, int q, int steps, int64_t ma
   l.slot_off = 2 * rows;
   l.len_off = 3 * rows;
   l.q_off = l.len_off + max_bs;
-  int64_t end = l.q_off + max_bs + 1;
+  l.real_off = l.q_off + max_bs + 1;
+  int64_t end = l.real_off + 1;
   if (steps > 0) {
     const int64_t chain = static_cast<int64_t>(steps - 1) * max_bs;
     l.last_off = end;
@@ -86,6 +87,7 @@ int64_t GraphInputLayout::fill(int32_t* buf, const std::vector<DecodeSeq>& seqs,
       buf[clen_off + k] = p + 1;
     }
   };
+  buf[real_off] = n * q;
   for (int i = 0; i < bs; ++i) {
     int32_t* row = table + i * max_pages;
     if (i < n) {

@@ -9,12 +9,12 @@
 namespace ds {
 
 // Offsets (in I32 elements) of the inputs: ids | positions | slots ([max_bs * q] each) | seq lens [max_bs] |
-// q_starts [max_bs + 1] | draft runners: last accepted rows [max_bs], chained positions / slots / seq lens
+// q_starts [max_bs + 1] | real rows [1] (the batch's rows before its padding) | draft runners: last accepted rows [max_bs], chained positions / slots / seq lens
 // ([steps - 1, max_bs] each), chained q_starts [max_bs + 1] | block table [max_bs, max_pages] (64-aligned).
 struct GraphInputLayout {
   int max_bs = 0, q = 1, steps = 0;
   int64_t max_pages = 0;
-  int64_t pos_off = 0, slot_off = 0, len_off = 0, q_off = 0;
+  int64_t pos_off = 0, slot_off = 0, len_off = 0, q_off = 0, real_off = 0;
   int64_t last_off = 0, cpos_off = 0, cslot_off = 0, clen_off = 0, cq_off = 0;
   int64_t table_off = 0, size = 0;
 

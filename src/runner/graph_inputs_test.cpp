@@ -1,5 +1,6 @@
 // CUDA-graph inputs on the host (graph_inputs.h): the layout's regions, verify rows (q a sequence), the draft
-// runners' last rows and chained steps (the dummy page past a sequence's pages), padding sequences.
+// runners' last rows and chained steps (the dummy page past a sequence's pages), padding sequences and the real
+// row count before them.
 #include "runner/graph_inputs.h"
 
 #include <gtest/gtest.h>
@@ -12,7 +13,7 @@ TEST(GraphInputs, LayoutRegionsAreDisjoint) {
     const GraphInputLayout l = GraphInputLayout::make(8, 4, steps, 10);
     std::vector<std::pair<int64_t, int64_t>> regions = {
         {0, 32}, {l.pos_off, l.pos_off + 32}, {l.slot_off, l.slot_off + 32}, {l.len_off, l.len_off + 8},
-        {l.q_off, l.q_off + 9}, {l.table_off, l.table_off + 80}};
+        {l.q_off, l.q_off + 9}, {l.real_off, l.real_off + 1}, {l.table_off, l.table_off + 80}};
     if (steps > 0)
       for (auto r : std::vector<std::pair<int64_t, int64_t>>{{l.last_off, l.last_off + 8}, {l.cpos_off, l.cpos_off + 16},
                                                            {l.cslot_off, l.cslot_off + 16}, {l.clen_off, l.clen_off + 16},
@@ -48,6 +49,7 @@ TEST(GraphInputs, VerifyRowsAndPadding) {
   b.slots = slot_b.data();
   const int64_t width = l.fill(buf.data(), {a, b}, 4, 4, 99);
   EXPECT_EQ(width, 3);
+  EXPECT_EQ(buf[l.real_off], 6);  // two sequences of 3 rows before the padding
   EXPECT_EQ(std::vector<int32_t>(buf.begin(), buf.begin() + 6), (std::vector<int32_t>{11, 12, 13, 21, 22, 23}));
   EXPECT_EQ(std::vector<int32_t>(buf.begin() + l.pos_off, buf.begin() + l.pos_off + 6),
             (std::vector<int32_t>{6, 7, 8, 0, 1, 2}));
@@ -88,6 +90,7 @@ TEST(GraphInputs, DraftChainsUseTheDummyPagePastASequencesPages) {
   b.valid = 1;
   const int64_t width = l.fill(buf.data(), {a, b}, 3, 4, 50);
   EXPECT_EQ(width, 3);
+  EXPECT_EQ(buf[l.real_off], 8);
   EXPECT_EQ(buf[l.last_off + 0], 3);
   EXPECT_EQ(buf[l.last_off + 1], 4 + 0);
   EXPECT_EQ(buf[l.last_off + 2], 8 + 0);  // padding: its first row

@@ -167,6 +167,7 @@ class CpuOps final : public Ops {
     float* p = t.f32();
     std::fill(p, p + t.numel(), value);
   }
+  void zero_(Tensor& t) override { std::memset(t.data(), 0, t.nbytes()); }
 
   Tensor embedding(const Tensor& table, const Tensor& ids) override {
     DS_CHECK_SHAPE(table, {-1, -1});
@@ -533,6 +534,18 @@ class CpuOps final : public Ops {
         for (int64_t k = 0; k < keep; ++k) o[t * topk + k] = order[k];
       }
     return out;
+  }
+
+  void moe_count_experts(const Tensor& topk_ids, int num_experts, const Tensor& real_rows, Tensor& counts) override {
+    DS_CHECK_SHAPE(topk_ids, {-1, -1});
+    DS_CHECK_SHAPE(counts, {num_experts});
+    (void)i32(counts);  // checks the dtype and device
+    int32_t* count = counts.data_as<int32_t>();
+    int64_t rows = topk_ids.dim(0);
+    if (real_rows.defined()) rows = std::min<int64_t>(rows, std::max<int32_t>(i32(real_rows)[0], 0));
+    const int32_t* id = i32(topk_ids);
+    for (int64_t i = 0; i < rows * topk_ids.dim(1); ++i)
+      if (id[i] >= 0 && id[i] < num_experts) ++count[id[i]];
   }
 
   void moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& r, Tensor* topk_ids,

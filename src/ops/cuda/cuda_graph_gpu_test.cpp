@@ -8,12 +8,15 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdlib>
+#include <cstdio>
+#include <fstream>
 #include <map>
 #include <mutex>
 #include <random>
 #include <string>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "kernels/pdl_probe.h"
 #include "model/deepseek_model.h"
@@ -631,6 +634,71 @@ TEST_P(CudaGraphEngine, GreedyMatchesEager) {
               "steps planned ahead %llu / %llu\n", model.c_str(), compared, static_cast<unsigned long long>(graphed.planned_ahead),
               static_cast<unsigned long long>(eager_overlap.planned_ahead));
   EXPECT_GT(compared, 20);
+}
+
+// The expert distribution recorder through the CUDA graphs: 3 running sequences replay the graph of 5 (two padding
+// rows a decode step), and every MoE layer still counts exactly top_k picks for each token forwarded (prompts, and
+// outputs but each request's last), eager or graphed; the dense layer none.
+TEST(CudaGraphExperts, RecorderLeavesOutThePadding) {
+  const auto counts = [](bool graphs) {
+    BatchEngineOptions o;
+    o.model_path = fixture_dir("v3");
+    o.device = "cuda";
+    o.max_total_tokens = 4096;
+    o.max_running_requests = 8;
+    o.disable_cuda_graph = !graphs;
+    o.cuda_graph_bs = {1, 5, 16};
+    o.cuda_graph_max_bs = 16;
+    o.disable_radix_cache = true;
+    o.expert_recorder_mode = "stat";
+    o.verbose = false;
+    auto e = make_batch_engine(o);
+    EXPECT_TRUE(e.is_ok()) << e.status().message();
+    std::vector<int64_t> sums;
+    if (!e.is_ok()) return sums;
+    std::string path;
+    EXPECT_TRUE((*e)->expert_distribution(ExpertRecordOp::kStart, &path).is_ok());
+    std::mutex mu;
+    std::condition_variable cv;
+    size_t finished = 0;
+    const int lens[3] = {7, 30, 12};
+    (*e)->pause(PauseMode::kInPlace);
+    for (int i = 0; i < 3; ++i) {
+      EngineRequest r;
+      r.rid = "x" + std::to_string(i);
+      r.input_ids.assign(static_cast<size_t>(lens[i]), 5 + i);
+      r.sampling.max_new_tokens = 9;
+      r.sampling.temperature = 0;
+      r.sampling.ignore_eos = true;
+      EXPECT_TRUE((*e)->submit(r, [&](EngineEvent ev) {
+                       std::lock_guard<std::mutex> lock(mu);
+                       if (ev.finished) ++finished;
+                       cv.notify_all();
+                     }).is_ok());
+    }
+    (*e)->resume();
+    {
+      std::unique_lock<std::mutex> lock(mu);
+      EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(120), [&] { return finished == 3; }));
+    }
+    if (graphs) EXPECT_GT((*e)->stats().num_graph_steps, 5u);
+    EXPECT_TRUE((*e)->expert_distribution(ExpertRecordOp::kDump, &path).is_ok());
+    std::ifstream in(path);
+    const nlohmann::json d = nlohmann::json::parse(in);
+    std::remove(path.c_str());
+    for (const auto& row : d["logical_count"][0]) {
+      int64_t sum = 0;
+      for (const auto& c : row) sum += c.get<int64_t>();
+      sums.push_back(sum);
+    }
+    return sums;
+  };
+  const ModelConfig cfg = load_model_config(fixture_dir("v3")).value();
+  const int64_t forwarded = 7 + 30 + 12 + 3 * 8;
+  std::vector<int64_t> want;
+  for (int l = 0; l < cfg.num_hidden_layers; ++l) want.push_back(cfg.is_moe_layer(l) ? forwarded * cfg.num_experts_per_tok : 0);
+  EXPECT_EQ(counts(false), want);
+  EXPECT_EQ(counts(true), want);
 }
 
 INSTANTIATE_TEST_SUITE_P(Fixtures, CudaGraphEngine, ::testing::Values("v3", "v32"));

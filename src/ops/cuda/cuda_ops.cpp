@@ -330,6 +330,11 @@ class CudaOps final : public Ops {
       DS_CHECK(false, "fill of ", t.describe());
   }
 
+  void zero_(Tensor& t) override {
+    check_cuda(t, "zero_");
+    DS_CUDA_CHECK(cudaMemsetAsync(t.data(), 0, t.nbytes(), stream()));
+  }
+
   // ---- elementwise / norms ----
   Tensor embedding(const Tensor& table, const Tensor& ids) override {
     DS_CHECK_SHAPE(table, {-1, -1});
@@ -1142,6 +1147,20 @@ class CudaOps final : public Ops {
     }
     *topk_ids = empty({T, W}, DType::kI32);
     DS_CUDA_CHECK(kernels::launch_moe_route(route_params(r, logits, bias32, *topk_ids, *topk_weights), stream()));
+  }
+  void moe_count_experts(const Tensor& topk_ids, int num_experts, const Tensor& real_rows, Tensor& counts) override {
+    DS_CHECK_SHAPE(topk_ids, {-1, -1});
+    DS_CHECK_SHAPE(counts, {num_experts});
+    check_cuda(counts, "expert counts");
+    DS_CHECK(counts.dtype() == DType::kI32, "expert counts ", counts.describe());
+    kernels::MoeCountParams p{};
+    p.topk_ids = i32(topk_ids, "counted expert ids");
+    p.real_rows = real_rows.defined() ? i32(real_rows, "real rows") : nullptr;
+    p.counts = counts.data_as<int32_t>();
+    p.tokens = topk_ids.dim(0);
+    p.width = static_cast<int>(topk_ids.dim(1));
+    p.experts = num_experts;
+    DS_CUDA_CHECK(kernels::launch_moe_count_experts(p, stream()));
   }
   // The correction bias (selection only) as the routing kernels read it: fp32 [E] on the device, or undefined.
   Tensor router_bias_f32(const Tensor& bias, int64_t E) {

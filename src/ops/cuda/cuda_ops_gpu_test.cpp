@@ -436,6 +436,40 @@ TEST_F(CudaOpsTest, MoeRoute) {
   EXPECT_EQ(std::vector<int32_t>(hi.data_as<int32_t>(), hi.data_as<int32_t>() + 4), (std::vector<int32_t>{0, 1, 2, 3}));
 }
 
+// The expert counts (SGLang's expert distribution recorder) against the CPU's, exactly: picks of [0, E) counted,
+// other ids (fused shared experts, -1) not, only the first *real_rows rows where given, accumulated over calls.
+TEST_F(CudaOpsTest, MoeCountExperts) {
+  for (int E : {16, 64, 256}) {
+    for (int64_t T : {1, 5, 300, 5000}) {
+      const int W = 9;
+      Tensor ids = Tensor::empty({T, W}, DType::kI32);
+      std::uniform_int_distribution<int32_t> pick(-1, E + 1);
+      for (int64_t i = 0; i < ids.numel(); ++i) ids.data_as<int32_t>()[i] = pick(rng_);
+      for (int32_t real : {-1, 0, 3, static_cast<int32_t>(T) + 2}) {
+        Tensor rows_h = Tensor::empty({1}, DType::kI32);
+        rows_h.data_as<int32_t>()[0] = real;
+        const Tensor rows_cpu = real >= 0 ? rows_h : Tensor(), rows_gpu = real >= 0 ? cuda_upload(rows_h) : Tensor();
+        Tensor cc = Tensor::empty({E}, DType::kI32), gc = gpu().empty({E}, DType::kI32);
+        cpu().zero_(cc);
+        gpu().zero_(gc);
+        const Tensor gids = cuda_upload(ids);
+        for (int rep = 0; rep < 2; ++rep) {  // accumulates
+          cpu().moe_count_experts(ids, E, rows_cpu, cc);
+          gpu().moe_count_experts(gids, E, rows_gpu, gc);
+        }
+        Tensor hc = cuda_download(gc);
+        const std::vector<int32_t> a(cc.data_as<int32_t>(), cc.data_as<int32_t>() + E),
+            b(hc.data_as<int32_t>(), hc.data_as<int32_t>() + E);
+        EXPECT_EQ(a, b) << "E " << E << " T " << T << " real " << real;
+        int64_t total = 0;
+        for (int32_t v : a) total += v;
+        if (real == 0) EXPECT_EQ(total, 0);
+        if (real < 0) EXPECT_GT(total, 0);
+      }
+    }
+  }
+}
+
 TEST_F(CudaOpsTest, MoeExperts) {
   struct Case {
     int64_t T, d, inter;
