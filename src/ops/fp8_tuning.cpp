@@ -81,6 +81,11 @@ Result<MoeFp8Tuning> parse_moe_fp8_tuning(const std::string& json_text) {
     if (!tokens_ok(m)) return error(where, ": grouped_max_tokens must be in [16, ", kMaxTokens, "], got ", m);
     if (!t.grouped_max.emplace(std::make_tuple(e, d, inter), m).second)
       return error(where, ": shape ", e, " x ", d, " x ", inter, " repeated");
+    if (s.contains("walk_stages")) {
+      DS_ASSIGN_OR_RETURN(int64_t st, int_field(s, "walk_stages", where));
+      if (st != 4 && st != 6 && st != 8) return error(where, ": walk_stages must be 4, 6 or 8, got ", st);
+      t.walk_stages[std::make_tuple(e, d, inter)] = static_cast<int>(st);
+    }
   }
   return t;
 }
@@ -90,16 +95,19 @@ Result<std::string> merge_moe_fp8_tuning(const std::string& existing, const std:
   nlohmann::json out = {{"device", device},
                         {"default_grouped_max_tokens", MoeFp8Tuning{}.default_grouped_max},
                         {"shapes", nlohmann::json::array()}};
-  const nlohmann::json entry = nlohmann::json::parse(entry_json, nullptr, /*allow_exceptions=*/false);
+  nlohmann::json entry = nlohmann::json::parse(entry_json, nullptr, /*allow_exceptions=*/false);
   if (!entry.is_object()) return error("FP8 MoE tuning entry is not a JSON object");
   if (!existing.empty()) {
     if (Result<MoeFp8Tuning> t = parse_moe_fp8_tuning(existing); !t) return t.status();
     const nlohmann::json old = nlohmann::json::parse(existing);  // valid: parsed above
     if (old.contains("default_grouped_max_tokens")) out["default_grouped_max_tokens"] = old["default_grouped_max_tokens"];
-    for (const auto& s : old.value("shapes", nlohmann::json::array()))
+    for (const auto& s : old.value("shapes", nlohmann::json::array())) {
       if (s["experts"] != entry.value("experts", -1) || s["hidden"] != entry.value("hidden", -1) ||
           s["inter"] != entry.value("inter", -1))
         out["shapes"].push_back(s);
+      else if (s.contains("walk_stages") && !entry.contains("walk_stages"))  // measured in the model, not by tune-moe
+        entry["walk_stages"] = s["walk_stages"];
+    }
   }
   out["shapes"].push_back(entry);
   std::string text = out.dump(1) + "\n";

@@ -37,19 +37,28 @@ struct MoeFp8Tuning {
   std::string device;
   int64_t default_grouped_max = 1024;  // shapes not in the table
   std::map<std::tuple<int64_t, int64_t, int64_t>, int64_t> grouped_max;  // (experts, hidden, inter) -> tokens
+  // (experts, hidden, inter) -> the FP8 walks' ring depth (4, 6 or 8; absent: the kernels' choice by token columns):
+  // measured in the model (bench-one-batch), since it moves the walks beside their neighbours more than alone.
+  std::map<std::tuple<int64_t, int64_t, int64_t>, int> walk_stages;
 
   int64_t lookup(int64_t experts, int64_t hidden, int64_t inter) const {
     auto it = grouped_max.find({experts, hidden, inter});
     return it == grouped_max.end() ? default_grouped_max : it->second;
   }
+  int walk_stages_for(int64_t experts, int64_t hidden, int64_t inter) const {
+    auto it = walk_stages.find({experts, hidden, inter});
+    return it == walk_stages.end() ? 0 : it->second;
+  }
 };
 
 // {"device": "...", "default_grouped_max_tokens": 1024, "shapes": [{"experts": 64, "hidden": 2048, "inter": 1408,
-// "grouped_max_tokens": 512, ...}]} (extra keys ignored). Token counts in [16, 2^20], inter a multiple of 128.
+// "grouped_max_tokens": 512, "walk_stages": 8 (optional), ...}]} (extra keys ignored). Token counts in [16, 2^20],
+// inter a multiple of 128, walk_stages 4, 6 or 8.
 Result<MoeFp8Tuning> parse_moe_fp8_tuning(const std::string& json_text);
 
 // The table text with `entry_json` (one shapes[] object) added to `existing` (a table's text, or "" for none):
-// an entry of the same (experts, hidden, inter) is replaced, other shapes kept; "device" becomes `device`.
+// an entry of the same (experts, hidden, inter) is replaced (its walk_stages kept unless the new entry has one),
+// other shapes kept; "device" becomes `device`.
 // Errors when `existing` or the result is not a valid table.
 Result<std::string> merge_moe_fp8_tuning(const std::string& existing, const std::string& device,
                                          const std::string& entry_json);

@@ -45,11 +45,15 @@ TEST(Fp8GemmTuning, ErrorsNameTheProblem) {
 
 TEST(MoeFp8Tuning, ParsesShapesAndFallsBackToTheDefault) {
   auto t = parse_moe_fp8_tuning(R"({"device": "GPU X", "default_grouped_max_tokens": 512, "shapes": [
-      {"experts": 64, "hidden": 2048, "inter": 1408, "grouped_max_tokens": 256, "us": {"16": [1, 2]}}]})");
+      {"experts": 64, "hidden": 2048, "inter": 1408, "grouped_max_tokens": 256, "walk_stages": 8, "us": {"16": [1, 2]}},
+      {"experts": 8, "hidden": 256, "inter": 128, "grouped_max_tokens": 16}]})");
   ASSERT_TRUE(t.is_ok()) << t.status().message();
   EXPECT_EQ(t->device, "GPU X");
   EXPECT_EQ(t->lookup(64, 2048, 1408), 256);
   EXPECT_EQ(t->lookup(256, 7168, 2048), 512);
+  EXPECT_EQ(t->walk_stages_for(64, 2048, 1408), 8);
+  EXPECT_EQ(t->walk_stages_for(8, 256, 128), 0);  // no depth given: the kernels' choice
+  EXPECT_EQ(t->walk_stages_for(256, 7168, 2048), 0);
   auto empty = parse_moe_fp8_tuning("{}");
   ASSERT_TRUE(empty.is_ok());
   EXPECT_EQ(empty->lookup(64, 2048, 1408), 1024);
@@ -70,6 +74,9 @@ TEST(MoeFp8Tuning, ErrorsNameTheProblem) {
   EXPECT_NE(msg(R"({"shapes": [{"experts": 64, "hidden": 2048, "inter": 1408, "grouped_max_tokens": 8}]})").find("[16, "),
             std::string::npos);
   EXPECT_NE(msg(R"({"default_grouped_max_tokens": "x"})").find("must be an integer"), std::string::npos);
+  EXPECT_NE(msg(R"({"shapes": [{"experts": 8, "hidden": 256, "inter": 128, "grouped_max_tokens": 16, "walk_stages": 5}]})")
+                .find("walk_stages must be 4, 6 or 8"),
+            std::string::npos);
   EXPECT_NE(msg(R"({"shapes": [{"experts": 8, "hidden": 256, "inter": 128, "grouped_max_tokens": 16},
                                {"experts": 8, "hidden": 256, "inter": 128, "grouped_max_tokens": 32}]})")
                 .find("repeated"),
@@ -92,6 +99,18 @@ TEST(MoeFp8Tuning, MergeReplacesTheSameShapeAndKeepsOthers) {
   EXPECT_EQ(t->grouped_max.size(), 2u);
   EXPECT_EQ(t->lookup(64, 2048, 1408), 512);
   EXPECT_EQ(t->lookup(256, 7168, 2048), 2048);
+  // A depth measured in the model stays through tune-moe's merge of the same shape, unless the entry has its own.
+  auto staged = merge_moe_fp8_tuning(*again, "GPU X",
+                                     R"({"experts": 64, "hidden": 2048, "inter": 1408, "grouped_max_tokens": 512, "walk_stages": 8})");
+  ASSERT_TRUE(staged.is_ok());
+  auto retuned = merge_moe_fp8_tuning(*staged, "GPU X", v2);
+  ASSERT_TRUE(retuned.is_ok());
+  EXPECT_EQ(parse_moe_fp8_tuning(*retuned)->walk_stages_for(64, 2048, 1408), 8);
+  EXPECT_EQ(parse_moe_fp8_tuning(*retuned)->lookup(64, 2048, 1408), 256);
+  auto changed = merge_moe_fp8_tuning(*staged, "GPU X",
+                                      R"({"experts": 64, "hidden": 2048, "inter": 1408, "grouped_max_tokens": 512, "walk_stages": 4})");
+  ASSERT_TRUE(changed.is_ok());
+  EXPECT_EQ(parse_moe_fp8_tuning(*changed)->walk_stages_for(64, 2048, 1408), 4);
   EXPECT_FALSE(merge_moe_fp8_tuning("not json", "GPU X", v2).is_ok());
   EXPECT_FALSE(merge_moe_fp8_tuning("", "GPU X", R"({"experts": 64})").is_ok());  // the result must be valid
 }

@@ -1509,7 +1509,8 @@ class CudaOps final : public Ops {
     g.num_active = r.num_active;
     g.slots = r.slots;
     kernels::set_moe_bounds(g, N, E, T);
-    g.wgmma_stages = wgmma_stages_;
+    // DSERVE_MOE_WGMMA_STAGES (A/B runs), else the per-GPU table's depth for this shape, else the kernels' choice.
+    g.wgmma_stages = wgmma_stages_ ? wgmma_stages_ : moe_fp8_tuning_.walk_stages_for(E, d, inter);
     g.wgmma_evict_first = fp8_walk_evict_first_;
     g.walk_tile_counter = walk_counter(T);
     auto gemm = [&](const Tensor& in /*[rows, k] bf16*/, bool ue8m0, const Fp8Act* made, const CUtensorMap* maps) {
