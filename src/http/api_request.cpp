@@ -1003,4 +1003,29 @@ std::optional<ApiError> parse_profile_request(const std::string& body, ProfileOp
   return r.err;
 }
 
+std::optional<ApiError> parse_update_weights_request(const std::string& body, UpdateWeightsRequest* out) {
+  *out = UpdateWeightsRequest{};
+  Json j;
+  if (auto e = parse_json_body(body, &j)) return e;
+  Reader r(j, "");
+  if (!r.get_string("model_path", &out->model_path) && !r.err) r.fail("'model_path' (a string) is required", "model_path");
+  if (!r.err && out->model_path.empty()) r.fail("'model_path' must not be empty", "model_path");
+  std::string load_format = "auto";
+  r.get_string("load_format", &load_format);
+  if (!r.err && load_format != "auto")
+    r.fail("'load_format' " + load_format + ": only auto (safetensors) is supported", "load_format");
+  r.get_bool("flush_cache", &out->flush_cache);
+  r.get_bool("abort_all_requests", &out->abort_all_requests);
+  r.get_string("weight_version", &out->weight_version);
+  bool ignored = false;
+  r.get_bool("recapture_cuda_graph", &ignored);
+  r.get_bool("torch_empty_cache", &ignored);
+  int64_t step = 0;
+  r.get_int("token_step", 0, INT64_MAX, &step);
+  r.unsupported("is_async", "the update answers when it is done");
+  r.unsupported("keep_pause", "the engine does not pause for an update: it holds new requests until it is done");
+  r.reject_unknown();
+  return r.err;
+}
+
 }  // namespace ds

@@ -182,6 +182,18 @@ std::optional<ApiError> parse_pause_mode(const std::string& body, PauseMode* mod
 // engine's StepProfiler); with_stack / record_shapes / profile_by_stage / merge_profiles accepted and without effect.
 std::optional<ApiError> parse_profile_request(const std::string& body, ProfileOptions* out);
 
+// /update_weights_from_disk's body: SGLang's UpdateWeightFromDiskReqInput. model_path (required); load_format null or
+// "auto"; flush_cache (default true); abort_all_requests; weight_version (what responses then report);
+// recapture_cuda_graph / torch_empty_cache / token_step accepted and ignored (the weights change in place: the
+// graphs stay valid); is_async and keep_pause refused.
+struct UpdateWeightsRequest {
+  std::string model_path;
+  bool flush_cache = true;
+  bool abort_all_requests = false;
+  std::string weight_version;  // empty: unchanged
+};
+std::optional<ApiError> parse_update_weights_request(const std::string& body, UpdateWeightsRequest* out);
+
 // n random hex digits (request, response and item ids).
 std::string random_hex(size_t n);
 

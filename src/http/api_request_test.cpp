@@ -491,6 +491,38 @@ TEST(PauseMode, DefaultAbortAndTheThreeNames) {
   EXPECT_NE(parse_pause_mode(R"({"mode": "later"})", &m)->message.find("in_place"), std::string::npos);
 }
 
+// /update_weights_from_disk's body (SGLang's UpdateWeightFromDiskReqInput): defaults, the accepted and ignored
+// switches, and each refusal naming its field.
+TEST(UpdateWeightsRequest, FieldsDefaultsAndRefusals) {
+  UpdateWeightsRequest u;
+  ASSERT_FALSE(parse_update_weights_request(R"({"model_path": "/m"})", &u).has_value());
+  EXPECT_EQ(u.model_path, "/m");
+  EXPECT_TRUE(u.flush_cache);
+  EXPECT_FALSE(u.abort_all_requests);
+  EXPECT_EQ(u.weight_version, "");
+  ASSERT_FALSE(parse_update_weights_request(R"({"model_path": "/m", "load_format": "auto", "flush_cache": false,
+      "abort_all_requests": true, "weight_version": "step-7", "recapture_cuda_graph": true, "torch_empty_cache": true,
+      "token_step": 3, "is_async": false, "keep_pause": false})", &u).has_value());
+  EXPECT_FALSE(u.flush_cache);
+  EXPECT_TRUE(u.abort_all_requests);
+  EXPECT_EQ(u.weight_version, "step-7");
+  const auto msg = [&](const char* body) {
+    auto e = parse_update_weights_request(body, &u);
+    EXPECT_TRUE(e.has_value()) << body;
+    if (e) EXPECT_EQ(e->status, 400) << body;
+    return e ? e->message : std::string();
+  };
+  EXPECT_NE(msg("{}").find("'model_path' (a string) is required"), std::string::npos);
+  EXPECT_NE(msg(R"({"model_path": ""})").find("must not be empty"), std::string::npos);
+  EXPECT_NE(msg(R"({"model_path": 3})").find("must be a string"), std::string::npos);
+  EXPECT_NE(msg(R"({"model_path": "/m", "load_format": "dummy"})").find("only auto"), std::string::npos);
+  EXPECT_NE(msg(R"({"model_path": "/m", "is_async": true})").find("is_async"), std::string::npos);
+  EXPECT_NE(msg(R"({"model_path": "/m", "keep_pause": true})").find("keep_pause"), std::string::npos);
+  EXPECT_NE(msg(R"({"model_path": "/m", "flush": true})").find("Unrecognized request argument supplied: flush"),
+            std::string::npos);
+  EXPECT_NE(msg("not json").find("JSON"), std::string::npos);
+}
+
 TEST(StructuralTagRequest, SamplingParamsAndResponseFormat) {
   GenerateRequest g;
   auto err = parse_generate_request(parse(R"({"text": "x", "sampling_params": {"structural_tag":

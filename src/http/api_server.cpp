@@ -86,6 +86,14 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
   ServerMetrics metrics;
   ResponseStore responses;  // /v1/responses with store (the default), for previous_response_id and GET
   SessionStore sessions;    // /open_session, /close_session, /generate's session_params
+  // /update_weights_from_disk runs here (it takes as long as loading a checkpoint), one at a time, off the I/O threads.
+  std::unique_ptr<WorkerPool> admin_pool = std::make_unique<WorkerPool>(1, 4);
+  mutable std::mutex weight_version_mu;
+  std::string weight_version_ = "default";  // SGLang's weight_version (set by a weight update)
+  std::string weight_version() const {
+    std::lock_guard<std::mutex> lock(weight_version_mu);
+    return weight_version_;
+  }
   std::atomic<uint64_t> seed_counter{0};
   int64_t created_time = static_cast<int64_t>(std::time(nullptr));
 
@@ -643,7 +651,7 @@ Json Job::generate_object(size_t i) const {
   m["completion_tokens"] = s.output_ids.size();
   m["cached_tokens"] = s.cached_tokens;
   m["e2e_latency"] = seconds_since(t0_);
-  m["weight_version"] = "default";
+  m["weight_version"] = srv_->weight_version();
   if (s.spec_verify_ct >= 0) {  // SGLang's speculative fields: accept length = completion tokens per verify step
     m["spec_verify_ct"] = s.spec_verify_ct;
     const double n = static_cast<double>(s.output_ids.size());
@@ -1707,6 +1715,7 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<HttpResponder> out) {
       {"/start_expert_distribution_record", "GET POST"},
       {"/stop_expert_distribution_record", "GET POST"},
       {"/dump_expert_distribution_record", "GET POST"},
+      {"/update_weights_from_disk", "POST"},
       {"/open_session", "GET POST"},
       {"/close_session", "GET POST"},
   };
@@ -1809,7 +1818,7 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<HttpResponder> out) {
     info["is_generation"] = true;
     info["preferred_sampling_params"] =
         m.opt.preferred_sampling_params.empty() ? Json(nullptr) : m.opt.preferred_sampling_params;
-    info["weight_version"] = "default";
+    info["weight_version"] = m.weight_version();
     info["max_context_length"] = m.engine->context_length();
     return m.send_json(*out, name, 200, info);
   }
@@ -1895,6 +1904,29 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<HttpResponder> out) {
                        op == ExpertRecordOp::kStart  ? "Start recording the expert distribution.\n"
                        : op == ExpertRecordOp::kStop ? "Stop recording the expert distribution.\n"
                                                      : "Dump expert distribution record.\nWritten to " + path + "\n");
+  }
+  if (name == "/update_weights_from_disk") {  // SGLang's answer: {success, message, num_paused_requests}
+    const auto answer = [](bool ok, const std::string& message) {
+      return Json{{"success", ok}, {"message", message}, {"num_paused_requests", 0}};
+    };
+    UpdateWeightsRequest u;
+    if (auto e = parse_update_weights_request(req.body, &u)) return m.send_json(*out, name, 400, answer(false, e->message));
+    auto self = m.shared_from_this();
+    const bool queued = m.admin_pool->post([self, out, u, name, answer] {
+      if (u.abort_all_requests) self->engine->abort_all();
+      const Status st = self->engine->update_weights_from_disk(u.model_path, u.flush_cache);
+      if (st.is_ok() && !u.weight_version.empty()) {
+        std::lock_guard<std::mutex> lock(self->weight_version_mu);
+        self->weight_version_ = u.weight_version;
+      }
+      if (st.is_ok()) DS_INFO("weights updated from ", u.model_path);
+      out->post([self, out, name, st, answer] {
+        self->send_json(*out, name, st.is_ok() ? 200 : 400,
+                        answer(st.is_ok(), st.is_ok() ? "Succeeded to update model weights." : st.message()));
+      });
+    });
+    if (!queued) return m.send_json(*out, name, 503, answer(false, "weight updates are queued already; retry"));
+    return;
   }
   if (name == "/open_session") {  // SGLang's OpenSessionReqInput; answers the session id as a JSON string
     Json body = Json::object();

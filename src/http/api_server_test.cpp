@@ -904,6 +904,40 @@ TEST_F(ApiServerTest, ExpertDistributionRecorderCountsTheStepsRecorded) {
 }
 
 
+// SGLang's /update_weights_from_disk: {success, message, num_paused_requests}; a bad body or a checkpoint the engine
+// refuses is a 400 of that shape naming the problem; a good one reaches the engine with its flush flag, and its
+// weight_version is what /get_model_info and /generate's meta_info report from then on.
+TEST_F(ApiServerTest, UpdateWeightsFromDiskAnswersAsSglang) {
+  start();
+  HttpReply r = post("/update_weights_from_disk", R"({"model_path": 5})");
+  EXPECT_EQ(r.status, 400);
+  Json j = Json::parse(r.body, nullptr, false);
+  EXPECT_EQ(j["success"], false);
+  EXPECT_NE(j["message"].get<std::string>().find("model_path"), std::string::npos) << r.body;
+  r = post("/update_weights_from_disk", R"({"model_path": "/no/such/dir"})");
+  EXPECT_EQ(r.status, 400);
+  j = Json::parse(r.body, nullptr, false);
+  EXPECT_EQ(j["success"], false);
+  EXPECT_NE(j["message"].get<std::string>().find("not a directory"), std::string::npos) << r.body;
+  EXPECT_EQ(post_json("/generate", R"({"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 1}})")
+                ["meta_info"]["weight_version"], "default");
+  j = post_json("/update_weights_from_disk",
+                R"({"model_path": ")" + dir_.string() + R"(", "weight_version": "step-2", "flush_cache": false})");
+  EXPECT_EQ(j["success"], true);
+  EXPECT_EQ(j["message"], "Succeeded to update model weights.");
+  EXPECT_EQ(j["num_paused_requests"], 0);
+  const auto seen = engine_->weight_updates();
+  ASSERT_EQ(seen.size(), 1u);
+  EXPECT_EQ(seen[0].first, dir_.string());
+  EXPECT_FALSE(seen[0].second);
+  EXPECT_EQ(Json::parse(http_call(port_, "GET", "/get_model_info").body)["weight_version"], "step-2");
+  EXPECT_EQ(post_json("/generate", R"({"input_ids": [1, 2], "sampling_params": {"max_new_tokens": 1}})")
+                ["meta_info"]["weight_version"], "step-2");
+  EXPECT_EQ(http_call(port_, "GET", "/update_weights_from_disk").status, 405);
+  expect_still_serving();
+}
+
+
 // The prompt a /generate answer says it ran on: its input_token_logprobs' ids (return_logprob, logprob_start_len 0).
 std::vector<int32_t> prompt_of(const Json& j) {
   std::vector<int32_t> ids;

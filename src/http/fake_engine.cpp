@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <limits>
 
 namespace ds {
@@ -263,6 +264,18 @@ Status FakeEngine::expert_distribution(ExpertRecordOp op, std::string* path) {
         return v;
       },
       path);
+}
+
+Status FakeEngine::update_weights_from_disk(const std::string& model_path, bool flush_cache) {
+  if (!std::filesystem::is_directory(model_path)) return error("model_path '", model_path, "' is not a directory");
+  std::lock_guard<std::mutex> lock(mu_);
+  weight_updates_.emplace_back(model_path, flush_cache);
+  return Status::ok();
+}
+
+std::vector<std::pair<std::string, bool>> FakeEngine::weight_updates() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return weight_updates_;
 }
 
 SamplingParams FakeEngine::last_sampling() const {

@@ -47,6 +47,9 @@ class FakeEngine : public Engine {
   Status start_profile(const ProfileOptions& options) override { return profiler_.start(options); }
   Status stop_profile(std::vector<std::string>* paths) override { return profiler_.stop(paths); }
   Status expert_distribution(ExpertRecordOp op, std::string* path) override;
+  // Takes any existing directory (counted, with the flush flags seen); others are an error, as a missing checkpoint.
+  Status update_weights_from_disk(const std::string& model_path, bool flush_cache) override;
+  std::vector<std::pair<std::string, bool>> weight_updates() const;
   EngineStats stats() const override;
   const ModelConfig& model_config() const override { return config_; }
   int64_t context_length() const override { return options_.context_length; }
@@ -84,6 +87,7 @@ class FakeEngine : public Engine {
   std::map<std::string, Live> live_;
   std::unique_ptr<ExpertRecorder> recorder_;  // options_.expert_recorder
   std::vector<int64_t> expert_counts_;          // its pretend device counts [2 * 4], guarded by mu_
+  std::vector<std::pair<std::string, bool>> weight_updates_;  // guarded by mu_
   bool stopping_ = false;
   bool paused_ = false;
   uint64_t steps_ = 0;

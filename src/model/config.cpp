@@ -493,4 +493,64 @@ double ModelConfig::softmax_scale() const {
   return scale;
 }
 
+Status check_same_architecture(const ModelConfig& a, const ModelConfig& b) {
+  std::string diff;
+  const auto same = [&](const char* name, const auto& x, const auto& y) {
+    if (diff.empty() && !(x == y)) {
+      std::ostringstream m;
+      m << name << " " << y << " (the running model's: " << x << ")";
+      diff = m.str();
+    }
+  };
+  same("model family", static_cast<int>(a.family), static_cast<int>(b.family));
+  same("vocab_size", a.vocab_size, b.vocab_size);
+  same("hidden_size", a.hidden_size, b.hidden_size);
+  same("intermediate_size", a.intermediate_size, b.intermediate_size);
+  same("moe_intermediate_size", a.moe_intermediate_size, b.moe_intermediate_size);
+  same("num_hidden_layers", a.num_hidden_layers, b.num_hidden_layers);
+  same("num_attention_heads", a.num_attention_heads, b.num_attention_heads);
+  same("num_key_value_heads", a.num_key_value_heads, b.num_key_value_heads);
+  same("q_lora_rank", a.q_lora_rank, b.q_lora_rank);
+  same("kv_lora_rank", a.kv_lora_rank, b.kv_lora_rank);
+  same("qk_nope_head_dim", a.qk_nope_head_dim, b.qk_nope_head_dim);
+  same("qk_rope_head_dim", a.qk_rope_head_dim, b.qk_rope_head_dim);
+  same("v_head_dim", a.v_head_dim, b.v_head_dim);
+  same("n_routed_experts", a.n_routed_experts, b.n_routed_experts);
+  same("n_shared_experts", a.n_shared_experts, b.n_shared_experts);
+  same("num_experts_per_tok", a.num_experts_per_tok, b.num_experts_per_tok);
+  same("n_group", a.n_group, b.n_group);
+  same("topk_group", a.topk_group, b.topk_group);
+  same("topk_method", static_cast<int>(a.topk_method), static_cast<int>(b.topk_method));
+  same("scoring_func", static_cast<int>(a.scoring_func), static_cast<int>(b.scoring_func));
+  same("norm_topk_prob", a.norm_topk_prob, b.norm_topk_prob);
+  same("routed_scaling_factor", a.routed_scaling_factor, b.routed_scaling_factor);
+  same("first_k_dense_replace", a.first_k_dense_replace, b.first_k_dense_replace);
+  same("moe_layer_freq", a.moe_layer_freq, b.moe_layer_freq);
+  same("rms_norm_eps", a.rms_norm_eps, b.rms_norm_eps);
+  same("rope_theta", a.rope_theta, b.rope_theta);
+  same("rope_scaling type", a.rope_scaling.type, b.rope_scaling.type);
+  same("rope_scaling factor", a.rope_scaling.factor, b.rope_scaling.factor);
+  same("rope_scaling original_max_position_embeddings", a.rope_scaling.original_max_position_embeddings,
+       b.rope_scaling.original_max_position_embeddings);
+  same("rope_scaling beta_fast", a.rope_scaling.beta_fast, b.rope_scaling.beta_fast);
+  same("rope_scaling beta_slow", a.rope_scaling.beta_slow, b.rope_scaling.beta_slow);
+  same("rope_scaling mscale", a.rope_scaling.mscale, b.rope_scaling.mscale);
+  same("rope_scaling mscale_all_dim", a.rope_scaling.mscale_all_dim, b.rope_scaling.mscale_all_dim);
+  same("rope_scaling attention_factor", a.rope_scaling.attention_factor, b.rope_scaling.attention_factor);
+  same("rope_scaling truncate", a.rope_scaling.truncate, b.rope_scaling.truncate);
+  same("max_position_embeddings", a.max_position_embeddings, b.max_position_embeddings);
+  same("rope_interleave", a.rope_interleave, b.rope_interleave);
+  same("num_nextn_predict_layers", a.num_nextn_predict_layers, b.num_nextn_predict_layers);
+  same("index_n_heads", a.index_n_heads, b.index_n_heads);
+  same("index_head_dim", a.index_head_dim, b.index_head_dim);
+  same("index_topk", a.index_topk, b.index_topk);
+  same("tie_word_embeddings", a.tie_word_embeddings, b.tie_word_embeddings);
+  same("FP8 quantization (quantization_config)", a.fp8.enabled, b.fp8.enabled);
+  same("FP8 weight_block_size[0]", a.fp8.block_n, b.fp8.block_n);
+  same("FP8 weight_block_size[1]", a.fp8.block_k, b.fp8.block_k);
+  same("FP8 scale_fmt ue8m0", a.fp8.ue8m0, b.fp8.ue8m0);
+  if (!diff.empty()) return error("the checkpoint is another model: ", diff);
+  return Status::ok();
+}
+
 }  // namespace ds

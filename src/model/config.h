@@ -104,4 +104,9 @@ Result<ModelConfig> parse_model_config(const std::string& json_text);
 // Reads DIR/config.json.
 Result<ModelConfig> load_model_config(const std::string& model_dir);
 
+// Whether `other` describes the same model as `running` (every field the forward or the weight layout reads: sizes,
+// routing, rope, norms, MTP, indexer, FP8 format; not the token ids): what an in-place weight update needs. The
+// error names the first field that differs with both values.
+Status check_same_architecture(const ModelConfig& running, const ModelConfig& other);
+
 }  // namespace ds

@@ -93,6 +93,25 @@ TEST(Config, ParsesV2Lite) {
   EXPECT_FALSE(c.tie_word_embeddings);
 }
 
+// An in-place weight update needs the same model: the same config passes (token ids may differ), and any field the
+// forward reads is named with both values when it differs.
+TEST(Config, SameArchitectureNamesTheFirstDifference) {
+  const ModelConfig v3 = load("deepseek-v3.json");
+  ModelConfig same = v3;
+  same.bos_token_id = 7;
+  EXPECT_TRUE(check_same_architecture(v3, same).is_ok());
+  EXPECT_ERROR_HAS(check_same_architecture(v3, load("deepseek-v2-lite.json")).message(), "another model");
+  json j = base_json("deepseek-v3.json");
+  j["routed_scaling_factor"] = 3.5;
+  EXPECT_ERROR_HAS(check_same_architecture(v3, parse_ok(j.dump())).message(), "routed_scaling_factor 3.5 (the running model's: 2.5)");
+  j = base_json("deepseek-v3.json");
+  j["num_nextn_predict_layers"] = 0;
+  EXPECT_ERROR_HAS(check_same_architecture(v3, parse_ok(j.dump())).message(), "num_nextn_predict_layers 0");
+  j = base_json("deepseek-v3.json");
+  j.erase("quantization_config");
+  EXPECT_ERROR_HAS(check_same_architecture(v3, parse_ok(j.dump())).message(), "FP8 quantization");
+}
+
 TEST(Config, ParsesV2) {
   ModelConfig c = load("deepseek-v2.json");
   EXPECT_EQ(c.family, ModelFamily::kDeepseekV2);

@@ -94,6 +94,12 @@ class DeepseekModel {
   Tensor mtp_norm(int i, const Tensor& z);
   Tensor mtp_head(int i, const Tensor& zn);
 
+  // /update_weights_from_disk: every prepared weight takes the values of `w` (a checkpoint of the same config,
+  // loaded and quantized as this model's was), in place: the backend memory (and so CUDA graphs, tensor maps and
+  // expert tables) stays. One layer is prepared at a time beside the model. Errors: a tensor prepared in another
+  // shape or format (the layers before it are then already updated).
+  Status update_weights(const ModelWeights& w);
+
   // SGLang's expert distribution recorder (stat mode): from now on every forward adds, for each MoE layer l of the
   // main model (not the MTP layers), how many of its real tokens' picks went to each routed expert into
   // expert_counts() [num_hidden_layers, n_routed_experts] I32 on the backend (zeroed here; dense layers' rows stay
@@ -133,6 +139,7 @@ class DeepseekModel {
   };
 
   Layer prepare_layer(const LayerWeights& w);
+  Status update_layer(Layer& dst, const Layer& src);  // (update_weights; model/weight_update.cpp)
   // hidden [T, d] -> hidden after one decoder layer; `cache_layer` indexes cache.latent / cache.index_k.
   Tensor decoder_layer(const Layer& layer, int cache_layer, Tensor hidden, const AttnMetadata& meta,
                        KvCache& cache, AttnMode mode);

@@ -7,6 +7,7 @@
 #include <memory>
 #include <vector>
 
+#include "core/status.h"
 #include "core/tensor.h"
 #include "ops/collective.h"
 #include "ops/fp8.h"
@@ -113,6 +114,24 @@ class Ops {
   }
 
   // ---- weights (host checkpoint tensors -> backend layout) ----
+  // In-place weight updates (/update_weights_from_disk): `dst` (prepared earlier) takes the values of `src`, prepared
+  // the same way from new host weights, keeping dst's memory (CUDA graphs, tensor maps and expert tables hold its
+  // addresses); what the backend derived from src for its own kernels follows, and src's backend state is released.
+  // Errors: the two were not prepared alike (shape, dtype, format).
+  virtual Status update_prepared(LinearWeight& dst, const LinearWeight& src) {
+    if (dst.weight.defined() != src.weight.defined() || dst.scale_inv.defined() != src.scale_inv.defined())
+      return error("prepared weights differ in form");
+    if (!dst.weight.defined()) return Status::ok();
+    if (dst.weight.shape() != src.weight.shape() || dst.weight.dtype() != src.weight.dtype())
+      return error("weight ", dst.weight.describe(), " cannot take ", src.weight.describe());
+    copy_(dst.weight, src.weight);
+    if (dst.scale_inv.defined()) {
+      if (dst.scale_inv.shape() != src.scale_inv.shape() || dst.scale_inv.dtype() != src.scale_inv.dtype())
+        return error("scales ", dst.scale_inv.describe(), " cannot take ", src.scale_inv.describe());
+      copy_(dst.scale_inv, src.scale_inv);
+    }
+    return Status::ok();
+  }
   virtual Tensor prepare_param(const Tensor& host) = 0;           // norms, biases, embeddings
   virtual LinearWeight prepare_linear(const LinearWeight& host) = 0;
   // [gate; up] stacked into one linear (both [inter, d]).
@@ -138,6 +157,8 @@ class Ops {
   virtual Tensor to_host(const Tensor& t) = 0;     // device -> host copy (CPU: returns t)
   virtual void fill(Tensor& t, float value) = 0;   // float tensors; NaN poisoning in tests
   virtual void zero_(Tensor& t) = 0;              // every byte 0, any dtype (counters)
+  // dst's bytes = src's (same shape and dtype, both on this backend), stream-ordered.
+  virtual void copy_(Tensor& dst, const Tensor& src) = 0;
 
   // Forward passes over more tokens than this wait for the device inside (CUDA: prefill-sized MoE reads the
   // per-expert counts back); the engine then finishes the step before them first, or its tokens would wait for

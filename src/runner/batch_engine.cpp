@@ -119,6 +119,9 @@ class BatchEngine final : public Engine {
       if (!std::filesystem::is_directory(o.model_path)) return error("--model-path '", o.model_path, "' is not a directory");
       DS_ASSIGN_OR_RETURN(cfg_, load_model_config(o.model_path));
     }
+    loaded_cfg_ = cfg_;
+    quantization_ = o.quantization;
+    verbose_ = o.verbose;
     if (o.device == "cpu") {
       ops_ = make_cpu_ops();
     } else if (o.device == "cuda") {
@@ -485,20 +488,31 @@ class BatchEngine final : public Engine {
   // Queued for the loop, which runs it between steps (the device counts are read in stream order there).
   Status expert_distribution(ExpertRecordOp op, std::string* path) override {
     if (!recorder_) return error(kNoExpertRecorder);
-    auto cmd = std::make_shared<RecordCmd>();
-    cmd->op = op;
-    std::future<std::pair<Status, std::string>> done = cmd->done.get_future();
-    {
-      std::lock_guard<std::mutex> lock(mu_);
-      if (stopping_ || loop_ended_) return error("the engine has stopped");
-      record_cmds_.push_back(cmd);
-      wake_locked();
-    }
-    if (done.wait_for(std::chrono::seconds(kRecordWaitSeconds)) != std::future_status::ready)
-      return error("the engine loop did not take the expert distribution request within ", kRecordWaitSeconds, " s");
-    auto [st, file] = done.get();
-    if (path) *path = file;
-    return st;
+    return run_task(false, 300, [this, op](std::string* file) {
+      return recorder_->apply(op, [&] { return drain_expert_counts(); }, file);
+    }, path);
+  }
+
+  Status update_weights_from_disk(const std::string& model_path, bool flush_cache) override {
+    if (tp_ || dp_ || !rank_models_.empty())
+      return error("/update_weights_from_disk with several ranks (--tp-size, --dp-size) is not supported yet");
+    if (!std::filesystem::is_directory(model_path)) return error("model_path '", model_path, "' is not a directory");
+    DS_ASSIGN_OR_RETURN(ModelConfig cfg, load_model_config(model_path));
+    if (Status st = check_same_architecture(loaded_cfg_, cfg); !st) return error(model_path, ": ", st.message());
+    return run_task(true, 3600, [this, model_path, cfg, flush_cache](std::string*) -> Status {
+      if (verbose_) DS_INFO("updating the weights from ", model_path);
+      ModelConfig c = cfg;
+      DS_ASSIGN_OR_RETURN(ModelWeights w, load_weights(model_path, c));
+      DS_RETURN_IF_ERROR(apply_quantization_flag(quantization_, &w, &c));
+      DS_RETURN_IF_ERROR(model_->update_weights(w));
+      (void)ops_->to_host(ops_->upload(Tensor::zeros({1}, DType::kF32)));  // the copies done before the host weights go
+      if (flush_cache) {
+        std::lock_guard<std::mutex> lock(mu_);
+        DS_RETURN_IF_ERROR(sched_->flush_cache(/*allow_waiting=*/true));
+      }
+      if (verbose_) DS_INFO("weights updated from ", model_path);
+      return Status::ok();
+    }, nullptr);
   }
 
   EngineStats stats() const override {
@@ -590,32 +604,69 @@ class BatchEngine final : public Engine {
     } catch (const std::exception& e) {
       fail_all(StepPlan{}, e.what());
     }
-    std::deque<std::shared_ptr<RecordCmd>> left;
+    std::deque<std::shared_ptr<EngineTask>> left;
     {
       std::lock_guard<std::mutex> lock(mu_);
       loop_ended_ = true;
-      left.swap(record_cmds_);
+      left.swap(tasks_);
     }
-    for (auto& c : left) c->done.set_value({error("the engine has stopped"), ""});
+    for (auto& t : left) t->done.set_value({error("the engine has stopped"), ""});
   }
 
-  // The expert distribution requests queued since the last look (on the loop's thread, between steps).
-  void serve_expert_records() {
-    std::deque<std::shared_ptr<RecordCmd>> cmds;
+  // A task for the loop's thread, run between steps (needs_idle: also with no request running and no step in
+  // flight; admissions are held meanwhile, so the running requests drain). The caller waits up to `seconds`.
+  Status run_task(bool needs_idle, int seconds, std::function<Status(std::string*)> fn, std::string* out) {
+    auto t = std::make_shared<EngineTask>();
+    t->needs_idle = needs_idle;
+    t->run = std::move(fn);
+    std::future<std::pair<Status, std::string>> done = t->done.get_future();
     {
       std::lock_guard<std::mutex> lock(mu_);
-      cmds.swap(record_cmds_);
+      if (stopping_ || loop_ended_) return error("the engine has stopped");
+      tasks_.push_back(t);
+      if (needs_idle) sched_->hold_new_admissions();
+      wake_locked();
     }
-    for (size_t i = 0; i < cmds.size(); ++i) {
-      std::string path;
+    if (done.wait_for(std::chrono::seconds(seconds)) != std::future_status::ready)
+      return error("the engine loop did not finish the request within ", seconds, " s");
+    auto [st, text] = done.get();
+    if (out) *out = text;
+    return st;
+  }
+  // Every request from before the held admissions is done and no step is in flight (called with mu_ held;
+  // `in_flight`: the loop's own step).
+  bool idle_locked(bool in_flight) const { return !in_flight && !sched_->busy_before_hold(); }
+  bool task_ready_locked(bool idle) const {
+    for (const auto& t : tasks_)
+      if (!t->needs_idle || idle) return true;
+    return false;
+  }
+  // The tasks that can run now, in order (an idle task waits, and the ones after it too, until the engine is idle).
+  void serve_tasks(bool in_flight) {
+    std::deque<std::shared_ptr<EngineTask>> now;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      const bool idle = idle_locked(in_flight);
+      while (!tasks_.empty() && (!tasks_.front()->needs_idle || idle)) {
+        now.push_back(tasks_.front());
+        tasks_.pop_front();
+      }
+    }
+    for (size_t i = 0; i < now.size(); ++i) {
+      std::string text;
       try {
-        Status st = recorder_->apply(cmds[i]->op, [&] { return drain_expert_counts(); }, &path);
-        cmds[i]->done.set_value({st, path});
+        Status st = now[i]->run(&text);
+        now[i]->done.set_value({st, text});
       } catch (const std::exception& e) {  // a device error: this and the rest fail, then the loop does
-        for (size_t j = i; j < cmds.size(); ++j) cmds[j]->done.set_value({error(e.what()), ""});
+        for (size_t j = i; j < now.size(); ++j) now[j]->done.set_value({error(e.what()), ""});
         throw;
       }
     }
+    std::lock_guard<std::mutex> lock(mu_);
+    bool held = false;
+    for (const auto& t : tasks_) held = held || t->needs_idle;
+    if (!held) sched_->release_admissions();
+    if (!now.empty()) wake_locked();
   }
   // The model's device counts, read (waiting for the steps queued before) and zeroed.
   std::vector<int64_t> drain_expert_counts() {
@@ -648,7 +699,7 @@ class BatchEngine final : public Engine {
 
   void run_loop_dp() {
     for (;;) {
-      if (recorder_) serve_expert_records();
+      serve_tasks(false);
       const uint64_t rings = group_->rings();  // before looking for work: a ring after it ends the idle wait below
       Tensor flags = Tensor::empty({2}, DType::kF32);
       {
@@ -733,7 +784,7 @@ class BatchEngine final : public Engine {
   void run_loop() {
     std::optional<Done> prev;
     while (true) {
-      if (recorder_) serve_expert_records();
+      serve_tasks(prev.has_value());
       bool serial_step = false;  // finish this step before completing under the lock (nothing overlaps it)
       StepPlan plan;
       std::unordered_map<std::string, RunnerRequestInfo> info;
@@ -742,7 +793,8 @@ class BatchEngine final : public Engine {
         std::unique_lock<std::mutex> lock(mu_);
         if (!prev)
           cv_.wait(lock, [&] {
-            return stopping_ || events_pending_ || runnable_locked() || retract_pending_ || !record_cmds_.empty();
+            return stopping_ || events_pending_ || runnable_locked() || retract_pending_ ||
+                   task_ready_locked(idle_locked(false));
           });
         events_pending_ = false;
         if (stopping_) {
@@ -1030,15 +1082,19 @@ class BatchEngine final : public Engine {
   std::function<void(const std::string&, int32_t, std::vector<int32_t>&)> test_draft_hook_;
   uint64_t spec_verify_steps_ = 0, spec_draft_tokens_ = 0, spec_accepted_tokens_ = 0;
   std::function<void(const std::string&)> on_fatal_;
-  // --expert-distribution-recorder-mode: the recorder (used on the loop's thread) and the requests for it.
-  struct RecordCmd {
-    ExpertRecordOp op = ExpertRecordOp::kStart;
+  // --expert-distribution-recorder-mode's recorder (used on the loop's thread).
+  std::unique_ptr<ExpertRecorder> recorder_;
+  // Work for the loop's thread from API threads (run_task): the recorder's requests, weight updates.
+  struct EngineTask {
+    bool needs_idle = false;
+    std::function<Status(std::string*)> run;
     std::promise<std::pair<Status, std::string>> done;
   };
-  static constexpr int kRecordWaitSeconds = 300;
-  std::unique_ptr<ExpertRecorder> recorder_;
-  std::deque<std::shared_ptr<RecordCmd>> record_cmds_;  // guarded by mu_
-  bool loop_ended_ = false;                            // guarded by mu_
+  std::deque<std::shared_ptr<EngineTask>> tasks_;  // guarded by mu_
+  bool loop_ended_ = false;                        // guarded by mu_
+  ModelConfig loaded_cfg_;   // the checkpoint's config as read (before --quantization): what an update must match
+  std::string quantization_;  // --quantization, applied to updates too
+  bool verbose_ = true;
   std::thread loop_;
 };
 

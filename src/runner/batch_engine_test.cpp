@@ -424,6 +424,64 @@ TEST(BatchEngine, ExpertRecorderCountsTheRecordedSteps) {
   }
 }
 
+// /update_weights_from_disk on the real loop: after an update to another checkpoint of the same config the engine
+// generates what a fresh engine on that checkpoint does (the prefix cache dropped: the same prompt again is not
+// served from the old weights' KV), and back again; a request running when the update comes finishes on the old
+// weights first; another config, a missing directory and a malformed checkpoint are refused with the model intact.
+TEST(BatchEngine, UpdateWeightsFromDiskSwapsTheModelInPlace) {
+  const test::ScopedTempDir dir("dserve_engine_update");
+  const std::string a = fixture("v3"), b = (dir.path / "reversed").string();
+  ASSERT_TRUE(test::write_reversed_checkpoint(a, b));
+  BatchEngineOptions o;
+  o.model_path = a;
+  o.chunked_prefill_size = 16;
+  o.verbose = false;
+  std::mt19937 rng(17);
+  const std::vector<int32_t> prompt = random_prompt(rng, 30, 1024), other = random_prompt(rng, 9, 1024);
+  const auto alone = [&](const std::string& model, const std::vector<int32_t>& p, int n) {
+    BatchEngineOptions f = o;
+    f.model_path = model;
+    return test::run_engine(f, {greedy("x", p, n)}).tokens["x"];
+  };
+  const std::vector<int32_t> on_a = alone(a, prompt, 8), on_b = alone(b, prompt, 8), long_a = alone(a, other, 24);
+  ASSERT_EQ(on_a.size(), 8u);
+  ASSERT_NE(on_a, on_b) << "the reversed checkpoint must be another model";
+  auto engine = make_batch_engine(o).value();
+  Collector col;
+  size_t n = 0;
+  const auto gen = [&](const std::vector<int32_t>& p, int max_new) {
+    const std::string rid = id_of("u", static_cast<int>(n));
+    EXPECT_TRUE(engine->submit(greedy(rid, p, max_new), col.callback()).is_ok());
+    EXPECT_TRUE(col.wait(++n));
+    std::lock_guard<std::mutex> lock(col.mu);
+    return col.tokens[rid];
+  };
+  EXPECT_EQ(gen(prompt, 8), on_a);
+  // A request running when the update comes: the update waits for it (its tokens are all the old weights').
+  ASSERT_TRUE(engine->submit(greedy("running", other, 24), col.callback()).is_ok());
+  ++n;
+  ASSERT_TRUE(engine->update_weights_from_disk(b, true).is_ok());
+  ASSERT_TRUE(col.wait(n));
+  {
+    std::lock_guard<std::mutex> lock(col.mu);
+    EXPECT_EQ(col.tokens["running"], long_a);
+  }
+  EXPECT_EQ(gen(prompt, 8), on_b);  // the prompt's old KV was dropped with the cache
+  ASSERT_TRUE(engine->update_weights_from_disk(a, true).is_ok());
+  EXPECT_EQ(gen(prompt, 8), on_a);
+  // Refusals name the problem and leave the model as it was.
+  Status st = engine->update_weights_from_disk((dir.path / "missing").string(), true);
+  EXPECT_NE(st.message().find("not a directory"), std::string::npos) << st.message();
+  st = engine->update_weights_from_disk(fixture("v2_lite"), true);
+  EXPECT_NE(st.message().find("another model"), std::string::npos) << st.message();
+  const std::filesystem::path broken = dir.path / "broken";
+  std::filesystem::create_directories(broken);
+  std::filesystem::copy_file(a + "/config.json", broken / "config.json");
+  st = engine->update_weights_from_disk(broken.string(), true);
+  EXPECT_FALSE(st.is_ok());
+  EXPECT_EQ(gen(prompt, 8), on_a);
+}
+
 TEST(BatchEngine, AbortReturnsPagesAndRejectsBadInput) {
   BatchEngineOptions o;
   o.model_path = fixture("v2_lite");

@@ -127,6 +127,11 @@ class DpEngine final : public Engine {
       if (Status s = e->stop_profile(paths); !s.is_ok() && first.is_ok()) first = s;
     return first;
   }
+  Status update_weights_from_disk(const std::string& model_path, bool flush_cache) override {
+    (void)model_path;
+    (void)flush_cache;
+    return error("/update_weights_from_disk with several ranks (--dp-size) is not supported yet");
+  }
   Status expert_distribution(ExpertRecordOp op, std::string* path) override {
     return ranks_[0]->expert_distribution(op, path);
   }

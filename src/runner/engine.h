@@ -128,6 +128,16 @@ class Engine {
     (void)path;
     return error(kNoExpertRecorder);
   }
+  // SGLang's /update_weights_from_disk: the checkpoint at model_path (the same config as the running model's; its
+  // weights loaded and quantized as at start) replaces the weights in place, once no request is running (new ones
+  // wait meanwhile), then the prefix cache is dropped unless !flush_cache. Errors name the problem: another config,
+  // a missing or malformed checkpoint, an engine that cannot (several ranks), a tensor of another format (the
+  // model may then be partly updated: load a good checkpoint again).
+  virtual Status update_weights_from_disk(const std::string& model_path, bool flush_cache) {
+    (void)model_path;
+    (void)flush_cache;
+    return error("this engine cannot update its weights");
+  }
   static constexpr const char* kNoExpertRecorder =
       "the expert distribution recorder is off: start the server with --expert-distribution-recorder-mode stat";
   virtual EngineStats stats() const = 0;

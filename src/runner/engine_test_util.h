@@ -2,6 +2,7 @@
 #pragma once
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -11,6 +12,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "model/safetensors.h"
 #include "runner/batch_engine.h"
 
 namespace ds::test {
@@ -82,6 +84,34 @@ inline LetterGrammar letter_grammar(int32_t vocab) {
   ByteDfa dfa = ByteDfa::compile("(ab|c){2,4}(x|yz)").value();
   auto fsm = std::make_shared<const TokenFsm>(dfa, std::make_shared<const VocabTrie>(bytes));
   return LetterGrammar{std::move(bytes), std::move(dfa), std::move(fsm)};
+}
+
+// Another checkpoint of fixture `src_dir`'s config (for weight updates): its config.json, and every tensor of its
+// model.safetensors with its elements in reverse order (same names, shapes, dtypes and value sets; another model).
+// False (a test failure) when the fixture cannot be read or the copy written.
+inline bool write_reversed_checkpoint(const std::string& src_dir, const std::filesystem::path& dst_dir) {
+  std::filesystem::create_directories(dst_dir);
+  std::filesystem::copy_file(src_dir + "/config.json", dst_dir / "config.json",
+                             std::filesystem::copy_options::overwrite_existing);
+  auto f = SafetensorsFile::open(src_dir + "/model.safetensors");
+  EXPECT_TRUE(f.is_ok()) << f.status().message();
+  if (!f.is_ok()) return false;
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (const TensorInfo& info : (*f)->tensors()) {
+    auto t = (*f)->get(info.name);
+    EXPECT_TRUE(t.is_ok()) << t.status().message();
+    if (!t.is_ok()) return false;
+    Tensor r = Tensor::empty(t->shape(), t->dtype());
+    const int64_t n = t->numel();
+    const size_t elem = n > 0 ? t->nbytes() / static_cast<size_t>(n) : 0;
+    const auto* from = static_cast<const uint8_t*>(t->data());
+    auto* to = static_cast<uint8_t*>(r.data());
+    for (int64_t i = 0; i < n; ++i) std::memcpy(to + static_cast<size_t>(i) * elem, from + static_cast<size_t>(n - 1 - i) * elem, elem);
+    out.emplace_back(info.name, r);
+  }
+  const Status st = save_safetensors((dst_dir / "model.safetensors").string(), out);
+  EXPECT_TRUE(st.is_ok()) << st.message();
+  return st.is_ok();
 }
 
 }  // namespace ds::test

@@ -188,6 +188,7 @@ void Scheduler::plan_prompts(StepPlan& plan, int32_t budget, bool& retracted) {
   // retract again (or re-admit what was just retracted).
   if (!retracted) {
     for (Request* r : admission_order()) {
+      if (r->arrival >= hold_from_) continue;  // added after a hold (a weight update): waits for its release
       // (A finished request draining its last step in flight still holds its row.)
       if (static_cast<int32_t>(running_.size()) >= cfg_.max_running_requests || free_rows_.empty()) break;
       if (budget <= 0) break;
@@ -543,6 +544,13 @@ void Scheduler::drop(Request* r) {
 void Scheduler::retract_all() {
   DS_CHECK(flights_.empty(), "retract_all with a step in flight");
   while (!running_.empty()) retract(running_.back());
+}
+
+bool Scheduler::busy_before_hold() const {
+  if (!flights_.empty() || !running_.empty()) return true;
+  for (const Request* r : waiting_)
+    if (r->arrival < hold_from_) return true;
+  return false;
 }
 
 Status Scheduler::flush_cache(bool allow_waiting) {

@@ -3,6 +3,7 @@
 // the step writes; turns sampled tokens into per-request events. No CUDA, no model: page ids only.
 #pragma once
 #include <climits>
+#include <algorithm>
 #include <cstdint>
 #include <deque>
 #include <memory>
@@ -156,6 +157,12 @@ class Scheduler {
   // allow_waiting (a paused engine) only running requests refuse it: waiting ones hold no KV pages.
   Status flush_cache(bool allow_waiting = false);
 
+  // What a weight update waits behind: while held, requests added from now on are not admitted; those added before
+  // run on (admitted as usual) until done. Holding again keeps the first hold's boundary.
+  void hold_new_admissions() { hold_from_ = std::min(hold_from_, next_arrival_); }
+  void release_admissions() { hold_from_ = UINT64_MAX; }
+  // A request added before the hold is running or waiting (or a step is in flight).
+  bool busy_before_hold() const;
   bool has_work() const { return !waiting_.empty() || !running_.empty(); }
   bool step_in_flight() const { return !flights_.empty(); }
   int num_steps_in_flight() const { return static_cast<int>(flights_.size()); }
@@ -167,6 +174,7 @@ class Scheduler {
 
  private:
   explicit Scheduler(SchedulerConfig config);
+  uint64_t hold_from_ = UINT64_MAX;  // hold_new_admissions: the first arrival not admitted
 
   std::vector<Request*> admission_order();
   bool admit(Request* r, int32_t budget, StepPlan& plan, int32_t* fed);

@@ -376,6 +376,40 @@ TEST(Scheduler, ChunkedPrefillSplitsALongPromptWhileDecodesContinue) {
   expect_idle(*s);
 }
 
+// Holding new admissions (a weight update waiting for the requests before it): a request added before the hold
+// runs to the end (a waiting one is still admitted), one added after it waits until the release, then every one
+// gives the reference tokens.
+TEST(Scheduler, HeldAdmissionsLetTheEarlierRequestsFinish) {
+  auto s = make(small_config(16, 128, 32));
+  std::mt19937 rng(7);
+  const auto pa = random_tokens(rng, 70), pb = random_tokens(rng, 12), pc = random_tokens(rng, 20);
+  ASSERT_TRUE(s->add_request("a", pa, params(6)).is_ok());
+  Driver d(*s);
+  d.step();  // a's first chunk: a runs
+  ASSERT_TRUE(s->add_request("b", pb, params(3)).is_ok());  // waiting when the hold comes: still admitted
+  s->hold_new_admissions();
+  ASSERT_TRUE(s->add_request("c", pc, params(4)).is_ok());
+  s->hold_new_admissions();  // a second hold keeps the first boundary
+  int steps = 0;
+  while (s->busy_before_hold() && steps < 50) {
+    d.step([&](const StepPlan& plan) {
+      for (const auto& q : plan.seqs) EXPECT_NE(q.req->rid, "c") << "admitted while held";
+    });
+    ++steps;
+  }
+  EXPECT_TRUE(d.out["a"].finished);
+  EXPECT_TRUE(d.out["b"].finished);
+  EXPECT_FALSE(d.out["c"].finished);
+  EXPECT_EQ(s->stats().num_waiting, 1);
+  EXPECT_TRUE(s->flush_cache(/*allow_waiting=*/true).is_ok());
+  s->release_admissions();
+  d.run_to_idle();
+  EXPECT_EQ(d.out["a"].tokens, reference(pa, 6));
+  EXPECT_EQ(d.out["b"].tokens, reference(pb, 3));
+  EXPECT_EQ(d.out["c"].tokens, reference(pc, 4));
+  expect_idle(*s);
+}
+
 TEST(Scheduler, TokenBudgetAndMaxRunningAreRespected) {
   auto cfg = small_config(8, 400, 48, /*max_running=*/3);
   auto s = make(cfg);

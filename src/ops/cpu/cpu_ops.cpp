@@ -168,6 +168,11 @@ class CpuOps final : public Ops {
     std::fill(p, p + t.numel(), value);
   }
   void zero_(Tensor& t) override { std::memset(t.data(), 0, t.nbytes()); }
+  void copy_(Tensor& dst, const Tensor& src) override {
+    DS_CHECK(dst.shape() == src.shape() && dst.dtype() == src.dtype(), "copy_ of ", src.describe(), " into ",
+             dst.describe());
+    std::memcpy(dst.data(), src.data(), src.nbytes());
+  }
 
   Tensor embedding(const Tensor& table, const Tensor& ids) override {
     DS_CHECK_SHAPE(table, {-1, -1});

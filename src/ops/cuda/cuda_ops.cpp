@@ -334,6 +334,18 @@ class CudaOps final : public Ops {
     check_cuda(t, "zero_");
     DS_CUDA_CHECK(cudaMemsetAsync(t.data(), 0, t.nbytes(), stream()));
   }
+  void copy_(Tensor& dst, const Tensor& src) override {
+    check_cuda(dst, "copy_ destination");
+    check_cuda(src, "copy_ source");
+    DS_CHECK(dst.shape() == src.shape() && dst.dtype() == src.dtype(), "copy_ of ", src.describe(), " into ",
+             dst.describe());
+    DS_CUDA_CHECK(cudaMemcpyAsync(dst.data(), src.data(), src.nbytes(), cudaMemcpyDeviceToDevice, stream()));
+  }
+  // Native FP8 weights live in Fp8Gemm's registry with their padded copy and scale layouts: all of them follow.
+  Status update_prepared(LinearWeight& dst, const LinearWeight& src) override {
+    if (fp8_ && (fp8_->owns(dst) || fp8_->owns(src))) return fp8_->update(dst, src, stream());
+    return Ops::update_prepared(dst, src);
+  }
 
   // ---- elementwise / norms ----
   Tensor embedding(const Tensor& table, const Tensor& ids) override {

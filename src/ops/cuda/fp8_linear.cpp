@@ -92,6 +92,29 @@ LinearWeight Fp8Gemm::prepare(const LinearWeight& host) {
   return out;
 }
 
+Status Fp8Gemm::update(const LinearWeight& dst, const LinearWeight& src, cudaStream_t stream) {
+  std::lock_guard<std::mutex> lock(reg_mu_);
+  auto d = dst.weight.defined() ? registry_.find(dst.weight.data()) : registry_.end();
+  auto s = src.weight.defined() ? registry_.find(src.weight.data()) : registry_.end();
+  if (d == registry_.end() || s == registry_.end())
+    return error("an FP8 weight cannot take a weight prepared in another format (", dst.weight.describe(), " <- ",
+                 src.weight.describe(), ")");
+  Fp8Weight& a = d->second.w;
+  const Fp8Weight& b = s->second.w;
+  if (a.N != b.N || a.K != b.K || a.Np != b.Np || a.Kp != b.Kp)
+    return error("FP8 weight [", a.N, ", ", a.K, "] cannot take [", b.N, ", ", b.K, "]");
+  for (auto [x, y] : {std::pair<Tensor*, const Tensor*>{&a.w, &b.w}, {&a.sw, &b.sw}, {&a.sw_t, &b.sw_t},
+                      {&a.sw_lt, &b.sw_lt}}) {
+    DS_CHECK(x->nbytes() == y->nbytes(), "FP8 weight layouts ", x->describe(), " vs ", y->describe());
+    DS_CUDA_CHECK(cudaMemcpyAsync(x->data(), y->data(), y->nbytes(), cudaMemcpyDeviceToDevice, stream));
+  }
+  d->second.ue8m0 = s->second.ue8m0;
+  // src's copies are freed once the copies above have run (the stream orders the free after them).
+  DS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  registry_.erase(s);
+  return Status::ok();
+}
+
 bool Fp8Gemm::owns(const LinearWeight& w) const {
   std::lock_guard<std::mutex> lock(reg_mu_);
   return w.weight.defined() && registry_.count(w.weight.data()) > 0;

@@ -66,6 +66,9 @@ class Fp8Gemm {
   // and --quantization fp8 under ue8m0; the op interface carries no config).
   LinearWeight prepare(const LinearWeight& host);
   bool owns(const LinearWeight& w) const;
+  // In-place weight update (Ops::update_prepared): dst's registered copies (padded weight, scale layouts, ue8m0)
+  // take src's values, dst's memory kept; src leaves the registry. Errors: either not prepared here, other sizes.
+  Status update(const LinearWeight& dst, const LinearWeight& src, cudaStream_t stream);
   // Whether a prepared weight's activations take ue8m0 scales (see prepare).
   bool ue8m0_of(const LinearWeight& prepared) const;
   // Whether kAuto runs `prepared` at M tokens on the wgmma GEMM (which reads a producer's token-major quantization:
