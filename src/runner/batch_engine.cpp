@@ -172,6 +172,7 @@ class BatchEngine final : public Engine {
       return error("--ep-size ", o.ep_size, " must be 1 or --tp-size (", o.tp_size, "): expert parallelism deals the "
                    "routed experts out over the tensor-parallel ranks");
     const bool ep = o.ep_size > 1;
+    expert_parallel_ = ep;
     if (ep && ops_->device() != Device::kCpu)
       return error("--ep-size ", o.ep_size, " on --device cuda: the CUDA MoE kernels do not yet skip the routed experts "
                    "another rank holds; use --ep-size 1 (every rank a slice of every expert)");
@@ -494,8 +495,7 @@ class BatchEngine final : public Engine {
   }
 
   Status update_weights_from_disk(const std::string& model_path, bool flush_cache) override {
-    if (tp_ || dp_ || !rank_models_.empty())
-      return error("/update_weights_from_disk with several ranks (--tp-size, --dp-size) is not supported yet");
+    if (dp_) return error("/update_weights_from_disk with --dp-size > 1 is not supported yet");
     if (!std::filesystem::is_directory(model_path)) return error("model_path '", model_path, "' is not a directory");
     DS_ASSIGN_OR_RETURN(ModelConfig cfg, load_model_config(model_path));
     if (Status st = check_same_architecture(loaded_cfg_, cfg); !st) return error(model_path, ": ", st.message());
@@ -504,7 +504,19 @@ class BatchEngine final : public Engine {
       ModelConfig c = cfg;
       DS_ASSIGN_OR_RETURN(ModelWeights w, load_weights(model_path, c));
       DS_RETURN_IF_ERROR(apply_quantization_flag(quantization_, &w, &c));
-      DS_RETURN_IF_ERROR(model_->update_weights(w));
+      if (!tp_) {
+        DS_RETURN_IF_ERROR(model_->update_weights(w));
+      } else {  // each rank its shard, cut as at start, on the rank's own thread (its device)
+        const int n = 1 + static_cast<int>(rank_models_.size());
+        std::vector<Status> st(static_cast<size_t>(n));
+        tp_->run_all([&](int r) {
+          Result<TpShard> shard = shard_for_tensor_parallel(c, w, r, n, expert_parallel_);
+          DeepseekModel& m = r == 0 ? *model_ : *rank_models_[static_cast<size_t>(r) - 1];
+          st[static_cast<size_t>(r)] = shard ? m.update_weights(shard->weights) : shard.status();
+        });
+        for (int r = 0; r < n; ++r)
+          if (!st[static_cast<size_t>(r)]) return error("rank ", r, ": ", st[static_cast<size_t>(r)].message());
+      }
       (void)ops_->to_host(ops_->upload(Tensor::zeros({1}, DType::kF32)));  // the copies done before the host weights go
       if (flush_cache) {
         std::lock_guard<std::mutex> lock(mu_);
@@ -1094,6 +1106,7 @@ class BatchEngine final : public Engine {
   bool loop_ended_ = false;                        // guarded by mu_
   ModelConfig loaded_cfg_;   // the checkpoint's config as read (before --quantization): what an update must match
   std::string quantization_;  // --quantization, applied to updates too
+  bool expert_parallel_ = false;  // --ep-size > 1: updates are cut as the start's weights were
   bool verbose_ = true;
   std::thread loop_;
 };

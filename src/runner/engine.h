@@ -131,7 +131,7 @@ class Engine {
   // SGLang's /update_weights_from_disk: the checkpoint at model_path (the same config as the running model's; its
   // weights loaded and quantized as at start) replaces the weights in place, once no request is running (new ones
   // wait meanwhile), then the prefix cache is dropped unless !flush_cache. Errors name the problem: another config,
-  // a missing or malformed checkpoint, an engine that cannot (several ranks), a tensor of another format (the
+  // a missing or malformed checkpoint, an engine that cannot (--dp-size > 1), a tensor of another format (the
   // model may then be partly updated: load a good checkpoint again).
   virtual Status update_weights_from_disk(const std::string& model_path, bool flush_cache) {
     (void)model_path;

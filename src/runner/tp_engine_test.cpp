@@ -99,6 +99,59 @@ TEST(TensorParallelEngine, SameResultsAsOneRank) {
   EXPECT_EQ(spec_two.stats.spec_draft_tokens, spec_one.stats.spec_draft_tokens);
 }
 
+// /update_weights_from_disk with tensor parallelism (2 ranks; and experts dealt out whole): every rank takes its
+// shard of the new checkpoint, so the engine then gives what one rank on that checkpoint gives; data-parallel
+// attention refuses it by name.
+TEST(TensorParallelEngine, UpdateWeightsFromDiskShardsTheCheckpoint) {
+  const test::ScopedTempDir dir("dserve_tp_update");
+  const std::string a = std::string(DSERVE_SOURCE_DIR) + "/tests/fixtures/v3";
+  const std::string b = (dir.path / "reversed").string();
+  ASSERT_TRUE(test::write_reversed_checkpoint(a, b));
+  auto reqs = requests();
+  reqs.resize(3);
+  BatchEngineOptions one;
+  one.model_path = b;
+  one.chunked_prefill_size = 40;
+  one.page_size = 16;
+  one.max_total_tokens = 4096;
+  one.verbose = false;
+  const Outcome want = test::run_engine(one, reqs);
+  for (int ep : {1, 2}) {
+    SCOPED_TRACE(ep);
+    BatchEngineOptions o = one;
+    o.model_path = a;
+    o.tp_size = 2;
+    o.ep_size = ep;
+    auto engine = make_batch_engine(o);
+    ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+    const Status st = (*engine)->update_weights_from_disk(b, true);
+    ASSERT_TRUE(st.is_ok()) << st.message();
+    std::mutex mu;
+    std::condition_variable cv;
+    Outcome got;
+    for (const auto& r : reqs)
+      ASSERT_TRUE((*engine)->submit(r, [&](EngineEvent e) {
+                     std::lock_guard<std::mutex> lock(mu);
+                     auto& t = got.tokens[e.rid];
+                     t.insert(t.end(), e.new_tokens.begin(), e.new_tokens.end());
+                     auto& l = got.lps[e.rid];
+                     l.insert(l.end(), e.output_logprobs.begin(), e.output_logprobs.end());
+                     if (e.finished) got.final_event[e.rid] = e;
+                     cv.notify_all();
+                   }).is_ok());
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(120), [&] { return got.final_event.size() == reqs.size(); }));
+    expect_same(got, want, reqs);
+  }
+  BatchEngineOptions dp = one;
+  dp.model_path = a;
+  dp.tp_size = 2;
+  dp.dp_size = 2;
+  auto engine = make_batch_engine(dp);
+  ASSERT_TRUE(engine.is_ok()) << engine.status().message();
+  EXPECT_NE((*engine)->update_weights_from_disk(b, true).message().find("--dp-size"), std::string::npos);
+}
+
 // Data-parallel attention: two or four ranks, each with its own scheduler and pool and the requests the controller
 // gave it, stepping in lockstep (idle ranks too); MLPs sharded over the ranks (or experts dealt out): a client sees
 // the one-rank engine's tokens and logprobs, and every pool ends idle.
