@@ -1023,7 +1023,7 @@ std::optional<ApiError> parse_update_weights_request(const std::string& body, Up
   int64_t step = 0;
   r.get_int("token_step", 0, INT64_MAX, &step);
   r.unsupported("is_async", "the update answers when it is done");
-  r.unsupported("keep_pause", "the engine does not pause for an update: it holds new requests until it is done");
+  r.get_bool("keep_pause", &out->keep_pause);
   r.reject_unknown();
   return r.err;
 }

@@ -184,12 +184,13 @@ std::optional<ApiError> parse_profile_request(const std::string& body, ProfileOp
 
 // /update_weights_from_disk's body: SGLang's UpdateWeightFromDiskReqInput. model_path (required); load_format null or
 // "auto"; flush_cache (default true); abort_all_requests; weight_version (what responses then report);
-// recapture_cuda_graph / torch_empty_cache / token_step accepted and ignored (the weights change in place: the
-// graphs stay valid); is_async and keep_pause refused.
+// keep_pause; recapture_cuda_graph / torch_empty_cache / token_step accepted and ignored (the weights change in
+// place: the graphs stay valid); is_async refused.
 struct UpdateWeightsRequest {
   std::string model_path;
   bool flush_cache = true;
   bool abort_all_requests = false;
+  bool keep_pause = false;     // a paused engine stays paused after the update
   std::string weight_version;  // empty: unchanged
 };
 std::optional<ApiError> parse_update_weights_request(const std::string& body, UpdateWeightsRequest* out);

@@ -505,7 +505,10 @@ TEST(UpdateWeightsRequest, FieldsDefaultsAndRefusals) {
       "token_step": 3, "is_async": false, "keep_pause": false})", &u).has_value());
   EXPECT_FALSE(u.flush_cache);
   EXPECT_TRUE(u.abort_all_requests);
+  EXPECT_FALSE(u.keep_pause);
   EXPECT_EQ(u.weight_version, "step-7");
+  ASSERT_FALSE(parse_update_weights_request(R"({"model_path": "/m", "keep_pause": true})", &u).has_value());
+  EXPECT_TRUE(u.keep_pause);
   const auto msg = [&](const char* body) {
     auto e = parse_update_weights_request(body, &u);
     EXPECT_TRUE(e.has_value()) << body;
@@ -517,7 +520,7 @@ TEST(UpdateWeightsRequest, FieldsDefaultsAndRefusals) {
   EXPECT_NE(msg(R"({"model_path": 3})").find("must be a string"), std::string::npos);
   EXPECT_NE(msg(R"({"model_path": "/m", "load_format": "dummy"})").find("only auto"), std::string::npos);
   EXPECT_NE(msg(R"({"model_path": "/m", "is_async": true})").find("is_async"), std::string::npos);
-  EXPECT_NE(msg(R"({"model_path": "/m", "keep_pause": true})").find("keep_pause"), std::string::npos);
+  EXPECT_NE(msg(R"({"model_path": "/m", "keep_pause": 1})").find("keep_pause"), std::string::npos);
   EXPECT_NE(msg(R"({"model_path": "/m", "flush": true})").find("Unrecognized request argument supplied: flush"),
             std::string::npos);
   EXPECT_NE(msg("not json").find("JSON"), std::string::npos);

@@ -1914,7 +1914,7 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<HttpResponder> out) {
     auto self = m.shared_from_this();
     const bool queued = m.admin_pool->post([self, out, u, name, answer] {
       if (u.abort_all_requests) self->engine->abort_all();
-      const Status st = self->engine->update_weights_from_disk(u.model_path, u.flush_cache);
+      const Status st = self->engine->update_weights_from_disk(u.model_path, u.flush_cache, u.keep_pause);
       if (st.is_ok() && !u.weight_version.empty()) {
         std::lock_guard<std::mutex> lock(self->weight_version_mu);
         self->weight_version_ = u.weight_version;

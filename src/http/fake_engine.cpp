@@ -266,7 +266,8 @@ Status FakeEngine::expert_distribution(ExpertRecordOp op, std::string* path) {
       path);
 }
 
-Status FakeEngine::update_weights_from_disk(const std::string& model_path, bool flush_cache) {
+Status FakeEngine::update_weights_from_disk(const std::string& model_path, bool flush_cache, bool keep_pause) {
+  (void)keep_pause;
   if (!std::filesystem::is_directory(model_path)) return error("model_path '", model_path, "' is not a directory");
   std::lock_guard<std::mutex> lock(mu_);
   weight_updates_.emplace_back(model_path, flush_cache);

@@ -48,7 +48,7 @@ class FakeEngine : public Engine {
   Status stop_profile(std::vector<std::string>* paths) override { return profiler_.stop(paths); }
   Status expert_distribution(ExpertRecordOp op, std::string* path) override;
   // Takes any existing directory (counted, with the flush flags seen); others are an error, as a missing checkpoint.
-  Status update_weights_from_disk(const std::string& model_path, bool flush_cache) override;
+  Status update_weights_from_disk(const std::string& model_path, bool flush_cache, bool keep_pause) override;
   std::vector<std::pair<std::string, bool>> weight_updates() const;
   EngineStats stats() const override;
   const ModelConfig& model_config() const override { return config_; }

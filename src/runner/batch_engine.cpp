@@ -494,12 +494,12 @@ class BatchEngine final : public Engine {
     }, path);
   }
 
-  Status update_weights_from_disk(const std::string& model_path, bool flush_cache) override {
+  Status update_weights_from_disk(const std::string& model_path, bool flush_cache, bool keep_pause) override {
     if (dp_) return error("/update_weights_from_disk with --dp-size > 1 is not supported yet");
     if (!std::filesystem::is_directory(model_path)) return error("model_path '", model_path, "' is not a directory");
     DS_ASSIGN_OR_RETURN(ModelConfig cfg, load_model_config(model_path));
     if (Status st = check_same_architecture(loaded_cfg_, cfg); !st) return error(model_path, ": ", st.message());
-    return run_task(true, 3600, [this, model_path, cfg, flush_cache](std::string*) -> Status {
+    return run_task(true, 3600, [this, model_path, cfg, flush_cache, keep_pause](std::string*) -> Status {
       if (verbose_) DS_INFO("updating the weights from ", model_path);
       ModelConfig c = cfg;
       DS_ASSIGN_OR_RETURN(ModelWeights w, load_weights(model_path, c));
@@ -518,9 +518,12 @@ class BatchEngine final : public Engine {
           if (!st[static_cast<size_t>(r)]) return error("rank ", r, ": ", st[static_cast<size_t>(r)].message());
       }
       (void)ops_->to_host(ops_->upload(Tensor::zeros({1}, DType::kF32)));  // the copies done before the host weights go
-      if (flush_cache) {
-        std::lock_guard<std::mutex> lock(mu_);
-        DS_RETURN_IF_ERROR(sched_->flush_cache(/*allow_waiting=*/true));
+      std::lock_guard<std::mutex> lock(mu_);
+      if (flush_cache)  // (refused while paused requests hold KV pages, as in SGLang: their KV stays)
+        if (Status f = sched_->flush_cache(/*allow_waiting=*/true); !f) DS_WARN("weight update: ", f.message());
+      if (paused_ && !keep_pause) {  // SGLang's default: generation resumes after an update made while paused
+        paused_ = false;
+        retract_pending_ = false;
       }
       if (verbose_) DS_INFO("weights updated from ", model_path);
       return Status::ok();
@@ -639,15 +642,26 @@ class BatchEngine final : public Engine {
       if (needs_idle) sched_->hold_new_admissions();
       wake_locked();
     }
-    if (done.wait_for(std::chrono::seconds(seconds)) != std::future_status::ready)
+    if (done.wait_for(std::chrono::seconds(seconds)) != std::future_status::ready) {
+      // Not taken yet: withdrawn (with its hold on new requests); taken: it finishes unseen.
+      std::lock_guard<std::mutex> lock(mu_);
+      if (auto it = std::find(tasks_.begin(), tasks_.end(), t); it != tasks_.end()) {
+        tasks_.erase(it);
+        if (std::none_of(tasks_.begin(), tasks_.end(), [](const auto& x) { return x->needs_idle; }))
+          sched_->release_admissions();
+        wake_locked();
+      }
       return error("the engine loop did not finish the request within ", seconds, " s");
+    }
     auto [st, text] = done.get();
     if (out) *out = text;
     return st;
   }
-  // Every request from before the held admissions is done and no step is in flight (called with mu_ held;
-  // `in_flight`: the loop's own step).
-  bool idle_locked(bool in_flight) const { return !in_flight && !sched_->busy_before_hold(); }
+  // Every request from before the held admissions is done, or generation is paused, and no step is in flight (called
+  // with mu_ held; `in_flight`: the loop's own step).
+  bool idle_locked(bool in_flight) const {
+    return !in_flight && (paused_ ? !sched_->step_in_flight() : !sched_->busy_before_hold());
+  }
   bool task_ready_locked(bool idle) const {
     for (const auto& t : tasks_)
       if (!t->needs_idle || idle) return true;

@@ -460,26 +460,50 @@ TEST(BatchEngine, UpdateWeightsFromDiskSwapsTheModelInPlace) {
   // A request running when the update comes: the update waits for it (its tokens are all the old weights').
   ASSERT_TRUE(engine->submit(greedy("running", other, 24), col.callback()).is_ok());
   ++n;
-  ASSERT_TRUE(engine->update_weights_from_disk(b, true).is_ok());
+  ASSERT_TRUE(engine->update_weights_from_disk(b, true, false).is_ok());
   ASSERT_TRUE(col.wait(n));
   {
     std::lock_guard<std::mutex> lock(col.mu);
     EXPECT_EQ(col.tokens["running"], long_a);
   }
   EXPECT_EQ(gen(prompt, 8), on_b);  // the prompt's old KV was dropped with the cache
-  ASSERT_TRUE(engine->update_weights_from_disk(a, true).is_ok());
+  ASSERT_TRUE(engine->update_weights_from_disk(a, true, false).is_ok());
   EXPECT_EQ(gen(prompt, 8), on_a);
   // Refusals name the problem and leave the model as it was.
-  Status st = engine->update_weights_from_disk((dir.path / "missing").string(), true);
+  Status st = engine->update_weights_from_disk((dir.path / "missing").string(), true, false);
   EXPECT_NE(st.message().find("not a directory"), std::string::npos) << st.message();
-  st = engine->update_weights_from_disk(fixture("v2_lite"), true);
+  st = engine->update_weights_from_disk(fixture("v2_lite"), true, false);
   EXPECT_NE(st.message().find("another model"), std::string::npos) << st.message();
   const std::filesystem::path broken = dir.path / "broken";
   std::filesystem::create_directories(broken);
   std::filesystem::copy_file(a + "/config.json", broken / "config.json");
-  st = engine->update_weights_from_disk(broken.string(), true);
+  st = engine->update_weights_from_disk(broken.string(), true, false);
   EXPECT_FALSE(st.is_ok());
   EXPECT_EQ(gen(prompt, 8), on_a);
+  // SGLang's RL flow, pause_generation (in place) / update / continue_generation: paused, the update does not wait for
+  // the paused request (its KV kept, so the cache is not flushed under it); keep_pause leaves the engine paused, the
+  // default resumes it, and the request finishes on the new weights.
+  ASSERT_TRUE(engine->submit(greedy("paused", other, 40), col.callback()).is_ok());
+  ++n;
+  for (int i = 0; i < 500; ++i) {
+    {
+      std::lock_guard<std::mutex> lock(col.mu);
+      if (col.tokens["paused"].size() >= 3) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  engine->pause(PauseMode::kInPlace);
+  ASSERT_TRUE(engine->update_weights_from_disk(b, true, /*keep_pause=*/true).is_ok());
+  EXPECT_TRUE(engine->stats().paused);
+  EXPECT_EQ(engine->stats().num_running, 1);
+  ASSERT_TRUE(engine->update_weights_from_disk(b, true, /*keep_pause=*/false).is_ok());
+  EXPECT_FALSE(engine->stats().paused);
+  ASSERT_TRUE(col.wait(n));
+  {
+    std::lock_guard<std::mutex> lock(col.mu);
+    EXPECT_EQ(col.tokens["paused"].size(), 40u);
+  }
+  EXPECT_EQ(gen(prompt, 8), on_b);
 }
 
 TEST(BatchEngine, AbortReturnsPagesAndRejectsBadInput) {

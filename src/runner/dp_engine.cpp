@@ -127,9 +127,10 @@ class DpEngine final : public Engine {
       if (Status s = e->stop_profile(paths); !s.is_ok() && first.is_ok()) first = s;
     return first;
   }
-  Status update_weights_from_disk(const std::string& model_path, bool flush_cache) override {
+  Status update_weights_from_disk(const std::string& model_path, bool flush_cache, bool keep_pause) override {
     (void)model_path;
     (void)flush_cache;
+    (void)keep_pause;
     return error("/update_weights_from_disk with several ranks (--dp-size) is not supported yet");
   }
   Status expert_distribution(ExpertRecordOp op, std::string* path) override {

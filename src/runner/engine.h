@@ -129,13 +129,16 @@ class Engine {
     return error(kNoExpertRecorder);
   }
   // SGLang's /update_weights_from_disk: the checkpoint at model_path (the same config as the running model's; its
-  // weights loaded and quantized as at start) replaces the weights in place, once no request is running (new ones
-  // wait meanwhile), then the prefix cache is dropped unless !flush_cache. Errors name the problem: another config,
+  // weights loaded and quantized as at start) replaces the weights in place, then the prefix cache is dropped unless
+  // !flush_cache (or paused requests still hold KV). Not paused: once the requests sent before it are done (newer ones
+  // wait meanwhile). Paused (SGLang's pause_generation, update, continue_generation flow): at once, the paused
+  // requests kept as they are, and generation resumes after it unless keep_pause. Errors name the problem: another config,
   // a missing or malformed checkpoint, an engine that cannot (--dp-size > 1), a tensor of another format (the
   // model may then be partly updated: load a good checkpoint again).
-  virtual Status update_weights_from_disk(const std::string& model_path, bool flush_cache) {
+  virtual Status update_weights_from_disk(const std::string& model_path, bool flush_cache, bool keep_pause) {
     (void)model_path;
     (void)flush_cache;
+    (void)keep_pause;
     return error("this engine cannot update its weights");
   }
   static constexpr const char* kNoExpertRecorder =

@@ -124,7 +124,7 @@ TEST(TensorParallelEngine, UpdateWeightsFromDiskShardsTheCheckpoint) {
     o.ep_size = ep;
     auto engine = make_batch_engine(o);
     ASSERT_TRUE(engine.is_ok()) << engine.status().message();
-    const Status st = (*engine)->update_weights_from_disk(b, true);
+    const Status st = (*engine)->update_weights_from_disk(b, true, false);
     ASSERT_TRUE(st.is_ok()) << st.message();
     std::mutex mu;
     std::condition_variable cv;
@@ -149,7 +149,7 @@ TEST(TensorParallelEngine, UpdateWeightsFromDiskShardsTheCheckpoint) {
   dp.dp_size = 2;
   auto engine = make_batch_engine(dp);
   ASSERT_TRUE(engine.is_ok()) << engine.status().message();
-  EXPECT_NE((*engine)->update_weights_from_disk(b, true).message().find("--dp-size"), std::string::npos);
+  EXPECT_NE((*engine)->update_weights_from_disk(b, true, false).message().find("--dp-size"), std::string::npos);
 }
 
 // Data-parallel attention: two or four ranks, each with its own scheduler and pool and the requests the controller

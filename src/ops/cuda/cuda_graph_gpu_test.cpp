@@ -773,9 +773,9 @@ TEST_P(CudaWeightUpdate, MatchesAFreshEngine) {
   auto e = make_batch_engine(o);
   ASSERT_TRUE(e.is_ok()) << e.status().message();
   const Out first = run(**e);
-  ASSERT_TRUE((*e)->update_weights_from_disk(b, true).is_ok());
+  ASSERT_TRUE((*e)->update_weights_from_disk(b, true, false).is_ok());
   const Out updated = run(**e);
-  ASSERT_TRUE((*e)->update_weights_from_disk(a, true).is_ok());
+  ASSERT_TRUE((*e)->update_weights_from_disk(a, true, false).is_ok());
   const Out back = run(**e);
   EXPECT_GT((*e)->stats().num_graph_steps, 10u);
   int compared = 0, differ = 0;
