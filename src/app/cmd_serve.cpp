@@ -65,11 +65,6 @@ void add_serve_flags(Flags& f) {
   f.add_bool("disable-chunked-prefix-cache",
              "MHA-form prefill over the whole context in one pass instead of chunks of at most 1 GiB of expanded keys "
              "and values merged by log-sum-exp");
-  f.add_string("expert-distribution-recorder-mode", "",
-               "stat: count each layer's routed expert picks for /start_, /stop_ and "
-               "/dump_expert_distribution_record (JSON under $SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR, else /tmp)");
-  f.add_int("expert-distribution-recorder-buffer-size", -1,
-            "accepted as -1 only: stat mode keeps every step since the recording started");
   f.add_bool("disable-cuda-graph", "decode eagerly instead of replaying CUDA graphs (--device cuda)");
   f.add_bool("disable-overlap-schedule", "complete each step before planning the next (no step planned ahead)");
   f.add_int("cuda-graph-max-bs", 0, "largest decode batch captured in a CUDA graph (0: default from GPU memory)");
@@ -164,11 +159,6 @@ int run_serve(int argc, char** argv) {
     if (flags.get_int(name) < 0) return fail(error("--", name, " must be >= 0, got ", flags.get_int(name)));
   if (Status st = check_mem_fraction_flag(flags); !st) return fail(st);
   if (Status st = check_parallel_flags(flags, /*tp_on_cpu=*/true); !st) return fail(st);
-  if (Status st = check_expert_recorder_flags(flags.get_string("expert-distribution-recorder-mode"),
-                                              flags.get_int("expert-distribution-recorder-buffer-size"),
-                                              flags.was_set("expert-distribution-recorder-buffer-size"));
-      !st)
-    return fail(st);
   if (Status st = apply_log_level_flag(flags); !st) return fail(st);
   // Parallel sizes the model cannot be sharded by: refused before the server starts (the engine checks again).
   if (const int64_t tp = flags.get_int("tp-size"); tp > 1 && !fake)

@@ -162,7 +162,8 @@ TEST(Flags, SglangFeatureFlags) {
            {{"--moe-dense-tp-size", "2"}, "only 1"},
            {{"--ep-num-redundant-experts", "32"}, "redundant experts"},
            {{"--init-expert-location", "/tmp/loc.json"}, "only trivial"},
-           {{"--expert-distribution-recorder-mode", "stat"}, "recorder"},
+           {{"--expert-distribution-recorder-mode", "per_token"}, "not supported"},
+           {{"--expert-distribution-recorder-buffer-size", "1000"}, "needs --expert-distribution-recorder-mode"},
            {{"--nnodes", "2", "--node-rank", "1"}, "multi-node"},
            {{"--node-rank", "1"}, "--node-rank"}}) {
     Flags f = model_flags();

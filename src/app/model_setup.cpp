@@ -14,6 +14,7 @@
 #include "ops/cuda/cuda_runtime.h"
 #endif
 #include "model/quantize.h"
+#include "runner/expert_recorder.h"
 #include "runner/mem_plan.h"
 #include "sched/scheduler.h"
 
@@ -110,7 +111,12 @@ void add_sglang_compat_flags(Flags& flags) {
   flags.add_int("eplb-rebalance-num-iterations", 1000, "with --enable-eplb (no effect)");
   flags.add_int("ep-num-redundant-experts", 0, "with --enable-eplb: only 0 (no redundant experts here)");
   flags.add_string("init-expert-location", "trivial", "only trivial (experts where --ep-size deals them)");
-  flags.add_string("expert-distribution-recorder-mode", "", "SGLang's expert-load recorder: not built (refused)");
+  flags.add_string("expert-distribution-recorder-mode", "",
+                   "stat: count each layer's routed expert picks for the server's /start_, /stop_ and "
+                   "/dump_expert_distribution_record (JSON under $SGLANG_EXPERT_DISTRIBUTION_RECORDER_DIR, else /tmp); "
+                   "per_pass, per_token and stat_approx are not built");
+  flags.add_int("expert-distribution-recorder-buffer-size", -1,
+                "accepted as -1 only: stat mode keeps every step since the recording started");
   flags.add_int("nnodes", 1, "nodes of one server: 1 (multi-node serving is not built)");
   flags.add_int("node-rank", 0, "this node's rank: 0 with --nnodes 1");
   flags.add_string("dist-init-addr", "", "multi-node rendezvous: accepted with --nnodes 1 (no effect)");
@@ -144,8 +150,9 @@ static Status check_sglang_deployment_flags(const Flags& flags) {
   if (flags.get_string("init-expert-location") != "trivial")
     return error("--init-expert-location '", flags.get_string("init-expert-location"), "': only trivial (experts where "
                  "--ep-size deals them; no expert-location files are read)");
-  if (!flags.get_string("expert-distribution-recorder-mode").empty())
-    return error("--expert-distribution-recorder-mode: the expert-load recorder is not built");
+  DS_RETURN_IF_ERROR(check_expert_recorder_flags(flags.get_string("expert-distribution-recorder-mode"),
+                                                 flags.get_int("expert-distribution-recorder-buffer-size"),
+                                                 flags.was_set("expert-distribution-recorder-buffer-size")));
   if (flags.get_int("nnodes") != 1)
     return error("--nnodes ", flags.get_int("nnodes"), ": multi-node serving is not built (one node, up to its GPUs)");
   if (flags.get_int("node-rank") != 0) return error("--node-rank must be 0 with --nnodes 1, got ", flags.get_int("node-rank"));

@@ -30,7 +30,8 @@ class EngineServerTest(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.server = H.Server(BINARY, ["--model-path", FIXTURE, "--skip-tokenizer-init", "--page-size", "16",
-                                       "--max-total-tokens", "16384", "--enable-metrics"]).start()
+                                       "--max-total-tokens", "16384", "--enable-metrics",
+                                       "--expert-distribution-recorder-mode", "stat"]).start()
 
     @classmethod
     def tearDownClass(cls):
@@ -294,6 +295,42 @@ class EngineServerTest(unittest.TestCase):
         self.assertEqual(sum(e["args"]["prefill_tokens"] for e in spans), len(g["input_ids"]))
         self.assertEqual(sum(e["args"]["decode_seqs"] for e in spans), len(j["output_ids"]) - 1)
         self.assertEqual(H.post(self.server, "/stop_profile", {}).status, 400)  # not on
+
+    def test_expert_recorder_and_weight_update(self):
+        """SGLang's expert distribution recorder and /update_weights_from_disk on the real engine: between /start_ and
+        /stop_ every MoE layer counts top_k picks for each token forwarded (the dense ones none), the dump names its
+        file; an update to the same checkpoint succeeds and generates the reference again under its weight_version,
+        one to another model's checkpoint is a 400 naming the difference."""
+        with open(os.path.join(FIXTURE, "config.json")) as f:
+            cfg = json.load(f)
+        g = REF["generate"][0]
+        r = H.post(self.server, "/start_expert_distribution_record", {})
+        self.assertEqual((r.status, r.body), (200, b"Start recording the expert distribution.\n"))
+        j = self.generate(g).json()
+        self.assertEqual(H.post(self.server, "/stop_expert_distribution_record", {}).status, 200)
+        self.generate(g)  # after the stop: not counted
+        r = H.post(self.server, "/dump_expert_distribution_record", {})
+        self.assertEqual(r.status, 200, r)
+        path = r.body.decode().split("Written to ")[1].strip()
+        with open(path) as f:
+            dump = json.load(f)
+        os.remove(path)
+        forwarded = len(g["input_ids"]) - j["meta_info"]["cached_tokens"] + len(j["output_ids"]) - 1
+        want = [0 if layer < cfg["first_k_dense_replace"] else forwarded * cfg["num_experts_per_tok"]
+                for layer in range(cfg["num_hidden_layers"])]
+        self.assertEqual([sum(row) for row in dump["logical_count"][0]], want)
+        r = H.post(self.server, "/update_weights_from_disk", {"model_path": FIXTURE, "weight_version": "w2"})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json(), {"success": True, "message": "Succeeded to update model weights.",
+                                    "num_paused_requests": 0})
+        j = self.generate(g).json()
+        self.assert_matches_reference(j["output_ids"], g)
+        self.assertEqual(j["meta_info"]["weight_version"], "w2")
+        r = H.post(self.server, "/update_weights_from_disk",
+                   {"model_path": os.path.join(H.SOURCE_DIR, "tests", "fixtures", "v3")})
+        self.assertEqual(r.status, 400, r)
+        self.assertFalse(r.json()["success"])
+        self.assertIn("another model", r.json()["message"])
 
     def test_session_continues_a_request(self):
         """SGLang's sessions on the real engine: a request continuing the first one's prompt and output ids (cut by
