@@ -1919,7 +1919,6 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<HttpResponder> out) {
         std::lock_guard<std::mutex> lock(self->weight_version_mu);
         self->weight_version_ = u.weight_version;
       }
-      if (st.is_ok()) DS_INFO("weights updated from ", u.model_path);
       out->post([self, out, name, st, answer] {
         self->send_json(*out, name, st.is_ok() ? 200 : 400,
                         answer(st.is_ok(), st.is_ok() ? "Succeeded to update model weights." : st.message()));
