@@ -6,13 +6,9 @@
 namespace ds {
 namespace {
 
-// Plain tensors (norms, biases, embeddings, the absorbed products): same shape and dtype, or neither defined.
+// Plain tensors (norms, biases, embeddings, the absorbed products), named in errors.
 Status update_tensor(Ops& ops, Tensor& dst, const Tensor& src, const char* what) {
-  if (dst.defined() != src.defined()) return error(what, ": present in one checkpoint only");
-  if (!dst.defined()) return Status::ok();
-  if (dst.shape() != src.shape() || dst.dtype() != src.dtype())
-    return error(what, ": ", dst.describe(), " cannot take ", src.describe());
-  ops.copy_(dst, src);
+  if (Status st = ops.update_tensor(dst, src); !st) return error(what, ": ", st.message());
   return Status::ok();
 }
 

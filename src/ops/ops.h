@@ -119,17 +119,16 @@ class Ops {
   // addresses); what the backend derived from src for its own kernels follows, and src's backend state is released.
   // Errors: the two were not prepared alike (shape, dtype, format).
   virtual Status update_prepared(LinearWeight& dst, const LinearWeight& src) {
-    if (dst.weight.defined() != src.weight.defined() || dst.scale_inv.defined() != src.scale_inv.defined())
-      return error("prepared weights differ in form");
-    if (!dst.weight.defined()) return Status::ok();
-    if (dst.weight.shape() != src.weight.shape() || dst.weight.dtype() != src.weight.dtype())
-      return error("weight ", dst.weight.describe(), " cannot take ", src.weight.describe());
-    copy_(dst.weight, src.weight);
-    if (dst.scale_inv.defined()) {
-      if (dst.scale_inv.shape() != src.scale_inv.shape() || dst.scale_inv.dtype() != src.scale_inv.dtype())
-        return error("scales ", dst.scale_inv.describe(), " cannot take ", src.scale_inv.describe());
-      copy_(dst.scale_inv, src.scale_inv);
-    }
+    DS_RETURN_IF_ERROR(update_tensor(dst.weight, src.weight));
+    return update_tensor(dst.scale_inv, src.scale_inv);
+  }
+  // The same for one tensor: same shape and dtype (or neither defined), copied with copy_.
+  Status update_tensor(Tensor& dst, const Tensor& src) {
+    if (dst.defined() != src.defined()) return error("present in one checkpoint only");
+    if (!dst.defined()) return Status::ok();
+    if (dst.shape() != src.shape() || dst.dtype() != src.dtype())
+      return error(dst.describe(), " cannot take ", src.describe());
+    copy_(dst, src);
     return Status::ok();
   }
   virtual Tensor prepare_param(const Tensor& host) = 0;           // norms, biases, embeddings

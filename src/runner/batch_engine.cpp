@@ -517,7 +517,8 @@ class BatchEngine final : public Engine {
         for (int r = 0; r < n; ++r)
           if (!st[static_cast<size_t>(r)]) return error("rank ", r, ": ", st[static_cast<size_t>(r)].message());
       }
-      (void)ops_->to_host(ops_->upload(Tensor::zeros({1}, DType::kF32)));  // the copies done before the host weights go
+      // Waits for the queued copies, so that a device error is this update's answer, not the next step's.
+      (void)ops_->to_host(ops_->upload(Tensor::zeros({1}, DType::kF32)));
       std::lock_guard<std::mutex> lock(mu_);
       if (flush_cache)  // (refused while paused requests hold KV pages, as in SGLang: their KV stays)
         if (Status f = sched_->flush_cache(/*allow_waiting=*/true); !f) DS_WARN("weight update: ", f.message());

@@ -41,11 +41,9 @@ struct EngineRun {
   EngineStats stats;  // after the last request finished
 };
 
-// Makes the engine (a failure is a test failure: an empty result), submits every request, waits for all to finish.
-inline EngineRun run_engine(const BatchEngineOptions& o, const std::vector<EngineRequest>& reqs) {
-  auto engine = make_batch_engine(o);
-  EXPECT_TRUE(engine.is_ok()) << engine.status().message();
-  if (!engine.is_ok()) return {};
+// Submits every request to `engine` and waits for all to finish (a submit refused or a wait past 300 s is a test
+// failure).
+inline EngineRun run_requests(Engine& engine, const std::vector<EngineRequest>& reqs) {
   std::mutex mu;
   std::condition_variable cv;
   EngineRun out;
@@ -58,11 +56,19 @@ inline EngineRun run_engine(const BatchEngineOptions& o, const std::vector<Engin
     if (e.finished) out.final_event[e.rid] = e;
     cv.notify_all();
   };
-  for (const auto& r : reqs) EXPECT_TRUE((*engine)->submit(r, on_event).is_ok()) << r.rid;
+  for (const auto& r : reqs) EXPECT_TRUE(engine.submit(r, on_event).is_ok()) << r.rid;
   std::unique_lock<std::mutex> lock(mu);
   EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(300), [&] { return out.final_event.size() == reqs.size(); }));
-  out.stats = (*engine)->stats();
+  out.stats = engine.stats();
   return out;
+}
+
+// Makes the engine (a failure is a test failure: an empty result), then run_requests.
+inline EngineRun run_engine(const BatchEngineOptions& o, const std::vector<EngineRequest>& reqs) {
+  auto engine = make_batch_engine(o);
+  EXPECT_TRUE(engine.is_ok()) << engine.status().message();
+  if (!engine.is_ok()) return {};
+  return run_requests(**engine, reqs);
 }
 
 // A constraint over a synthetic vocabulary for the engine's grammar tests: ids 2..599 spell one letter each

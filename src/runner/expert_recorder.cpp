@@ -30,16 +30,14 @@ std::string expert_recorder_dir() {
 }
 
 void ExpertRecorder::add(const std::vector<int64_t>& more) {
-  const size_t n = static_cast<size_t>(layers_) * static_cast<size_t>(experts_);
-  if (total_.size() != n) total_.assign(n, 0);
-  for (size_t i = 0; i < n && i < more.size(); ++i) total_[i] += more[i];
+  for (size_t i = 0; i < total_.size() && i < more.size(); ++i) total_[i] += more[i];
 }
 
 Status ExpertRecorder::apply(ExpertRecordOp op, const Drain& drain, std::string* path) {
   switch (op) {
     case ExpertRecordOp::kStart:
       (void)drain();  // what the device counted while off
-      total_.assign(static_cast<size_t>(layers_) * static_cast<size_t>(experts_), 0);
+      total_.assign(total_.size(), 0);
       recording_ = true;
       return Status::ok();
     case ExpertRecordOp::kStop:
@@ -50,7 +48,6 @@ Status ExpertRecorder::apply(ExpertRecordOp op, const Drain& drain, std::string*
       break;
   }
   if (recording_) add(drain());
-  add({});  // shaped even when nothing was recorded
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   const double now = std::chrono::duration<double>(std::chrono::system_clock::now().time_since_epoch()).count();

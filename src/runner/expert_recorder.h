@@ -27,7 +27,9 @@ class ExpertRecorder {
   // already queued.
   using Drain = std::function<std::vector<int64_t>()>;
 
-  ExpertRecorder(int layers, int experts, std::string dir) : layers_(layers), experts_(experts), dir_(std::move(dir)) {}
+  ExpertRecorder(int layers, int experts, std::string dir)
+      : layers_(layers), experts_(experts), dir_(std::move(dir)),
+        total_(static_cast<size_t>(layers) * static_cast<size_t>(experts), 0) {}
 
   // kStart: from now on (again, if already on: the counts so far dropped, as SGLang). kStop: keeps the counts so
   // far for a dump (stopping when off: nothing). kDump: writes the counts kept (and, while on, those since the
@@ -44,7 +46,7 @@ class ExpertRecorder {
   int layers_, experts_;
   std::string dir_;
   bool recording_ = false;
-  std::vector<int64_t> total_;
+  std::vector<int64_t> total_;  // [layers * experts]
   uint64_t dumps_ = 0;
 };
 

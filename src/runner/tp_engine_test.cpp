@@ -126,22 +126,7 @@ TEST(TensorParallelEngine, UpdateWeightsFromDiskShardsTheCheckpoint) {
     ASSERT_TRUE(engine.is_ok()) << engine.status().message();
     const Status st = (*engine)->update_weights_from_disk(b, true, false);
     ASSERT_TRUE(st.is_ok()) << st.message();
-    std::mutex mu;
-    std::condition_variable cv;
-    Outcome got;
-    for (const auto& r : reqs)
-      ASSERT_TRUE((*engine)->submit(r, [&](EngineEvent e) {
-                     std::lock_guard<std::mutex> lock(mu);
-                     auto& t = got.tokens[e.rid];
-                     t.insert(t.end(), e.new_tokens.begin(), e.new_tokens.end());
-                     auto& l = got.lps[e.rid];
-                     l.insert(l.end(), e.output_logprobs.begin(), e.output_logprobs.end());
-                     if (e.finished) got.final_event[e.rid] = e;
-                     cv.notify_all();
-                   }).is_ok());
-    std::unique_lock<std::mutex> lock(mu);
-    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(120), [&] { return got.final_event.size() == reqs.size(); }));
-    expect_same(got, want, reqs);
+    expect_same(test::run_requests(**engine, reqs), want, reqs);
   }
   BatchEngineOptions dp = one;
   dp.model_path = a;

@@ -109,8 +109,8 @@ Status Fp8Gemm::update(const LinearWeight& dst, const LinearWeight& src, cudaStr
     DS_CUDA_CHECK(cudaMemcpyAsync(x->data(), y->data(), y->nbytes(), cudaMemcpyDeviceToDevice, stream));
   }
   d->second.ue8m0 = s->second.ue8m0;
-  // src's copies are freed once the copies above have run (the stream orders the free after them).
-  DS_CUDA_CHECK(cudaStreamSynchronize(stream));
+  // src's copies are freed once the copies above have run: device frees are stream-ordered (cudaFreeAsync on this
+  // thread's stream, the one given here), so no wait a weight.
   registry_.erase(s);
   return Status::ok();
 }
