@@ -622,7 +622,7 @@ std::optional<ApiError> parse_generate_request(const Json& body, GenerateRequest
   r.unsupported("video_data", "text-only models");
   r.unsupported("input_embeds");
   r.unsupported("custom_logit_processor");
-  r.unsupported("return_hidden_states");
+  r.get_bool("return_hidden_states", &out->return_hidden_states);
   r.unsupported("lora_path");
   if (const Json* sp = r.find("session_params")) {
     if (!sp->is_object())
@@ -672,6 +672,7 @@ std::optional<ApiError> parse_completion_request(const Json& body, CompletionReq
   read_stream_options(r, out->stream, &out->include_usage, &out->continuous_usage_stats);
   r.get_int_as("logprobs", 0, 20, &out->logprobs);
   r.get_bool("echo", &out->echo);
+  r.get_bool("return_hidden_states", &out->return_hidden_states);
   r.get_string("rid", &out->rid);
   {
     int64_t best_of = 0;
@@ -856,6 +857,7 @@ std::optional<ApiError> parse_chat_request(const Json& body, ChatRequest* out) {
   r.get_string("rid", &out->rid);
   read_response_format(r, &out->sampling);
   r.get_bool("continue_final_message", &out->continue_final_message);
+  r.get_bool("return_hidden_states", &out->return_hidden_states);
   r.unsupported("functions", "use 'tools'");
   r.unsupported("function_call", "use 'tool_choice'");
   r.unsupported("audio");

@@ -82,6 +82,8 @@ struct GenerateRequest {
   // SGLang's token_ids_logprob: ids whose logprobs every reported position also gives, one list per prompt
   // (empty: none). The request holds one list for every prompt or a list of lists, one per prompt.
   std::vector<std::vector<int32_t>> token_ids_logprob;
+  // SGLang's return_hidden_states (the server needs --enable-return-hidden-states): meta_info.hidden_states.
+  bool return_hidden_states = false;
   // SGLang's session_params: continue a request of an open session (one prompt, n = 1; see http/sessions.h).
   std::optional<SessionParams> session;
 };
@@ -95,6 +97,7 @@ struct CompletionRequest {
   bool continuous_usage_stats = false;
   int32_t logprobs = -1;  // -1: none; k >= 0: token logprobs with k alternatives
   bool echo = false;
+  bool return_hidden_states = false;  // SGLang's: each choice's hidden_states (its last fed token's row)
   std::string rid;
 };
 
@@ -116,6 +119,7 @@ struct ChatRequest {
   // The last message (the assistant's) is a prefix of the reply to continue: the prompt is the conversation before
   // it with the generation prompt, then its content's tokens (SGLang's and vLLM's continue_final_message).
   bool continue_final_message = false;
+  bool return_hidden_states = false;  // SGLang's: each choice's hidden_states (its last fed token's row)
   std::string rid;
 };
 

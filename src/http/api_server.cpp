@@ -3,6 +3,7 @@
 #include "http/api_server.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -52,6 +53,28 @@ bool constant_time_equal(std::string_view a, std::string_view b) {
 }
 
 Json nullable_logprob(float lp) { return std::isfinite(lp) ? Json(lp) : Json(nullptr); }
+
+// A hidden row as JSON numbers: each float's shortest decimal (a float widened to double would print 17 digits of
+// noise: 0.1f as 0.10000000149011612), non-finite values as null.
+Json hidden_json(const std::vector<float>& row) {
+  Json a = Json::array();
+  char buf[32];
+  for (float v : row) {
+    if (!std::isfinite(v)) {
+      a.push_back(nullptr);
+      continue;
+    }
+    const auto r = std::to_chars(buf, buf + sizeof(buf), v);
+    *r.ptr = '\0';
+    a.push_back(std::strtod(buf, nullptr));
+  }
+  return a;
+}
+Json hidden_json(const std::vector<std::vector<float>>& rows) {
+  Json a = Json::array();
+  for (const auto& row : rows) a.push_back(hidden_json(row));
+  return a;
+}
 
 ApiError make_error(int status, std::string message, std::string type, std::string code = "") {
   ApiError e;
@@ -191,6 +214,10 @@ struct Seq {
   int32_t spec_accepted = 0;
   int32_t spec_proposed = 0;
   std::vector<int32_t> spec_histogram;
+  // return_hidden_states: SGLang's meta_info.hidden_states so far ([prompt rows] first, then a row a fed output
+  // token), and how many entries went out in incremental stream chunks.
+  Json hidden = Json::array();
+  size_t hidden_sent = 0;
   bool got_token = false;
   Clock::time_point last_token;
   std::optional<ChatOutputParser> chat_parser;
@@ -232,6 +259,7 @@ class Job : public std::enable_shared_from_this<Job> {
   int32_t logprob_start_len = -1;
   int32_t top_logprobs_num = 0;
   bool return_text_in_logprobs = false;
+  bool return_hidden_states = false;
   bool echo = false;
   bool include_usage = false;
   bool continuous_usage = false;
@@ -270,6 +298,9 @@ class Job : public std::enable_shared_from_this<Job> {
   Json finish_reason_generate(const Seq& s) const;
   std::string finish_reason_openai(const Seq& s) const;
   Json matched_stop(const Seq& s) const;
+  // An OpenAI choice's hidden_states (SGLang's): the last entry (the last fed token's row), or [] when only the
+  // prompt's entry exists.
+  static Json last_hidden(const Seq& s) { return s.hidden.size() > 1 ? s.hidden.back() : Json::array(); }
   Json generate_object(size_t i) const;
   // (logprob, id, text) tuples of positions [from, to): each position's own token (kToken), or a list per position
   // of its top alternatives (kTop) or of its token_ids_logprob ids (kIds).
@@ -457,6 +488,7 @@ void Job::submit_all() {
     req.top_logprobs_num = top_logprobs_num;
     req.token_ids_logprob = s.token_ids_logprob;
     req.grammar = s.grammar;
+    req.return_hidden_states = return_hidden_states;
     std::shared_ptr<HttpResponder> out = out_;
     Status st = engine().submit(std::move(req), [self, i, out](EngineEvent ev) {
       out->post([self, i, ev = std::move(ev)]() mutable { self->on_event(i, std::move(ev)); });
@@ -539,6 +571,8 @@ void Job::on_event(size_t i, EngineEvent ev) {
   if (!ev.input_logprobs.empty())
     for (auto& lp : ev.input_logprobs) s.in_lp.push_back(std::move(lp));
   if (ev.prompt_tokens > 0) s.prompt_tokens = ev.prompt_tokens;
+  if (!ev.hidden_prompt.empty()) s.hidden.push_back(hidden_json(ev.hidden_prompt));
+  for (const auto& row : ev.hidden_output) s.hidden.push_back(hidden_json(row));
   s.cached_tokens = std::max(s.cached_tokens, ev.cached_tokens);
   if (ev.spec_verify_ct >= 0) {
     s.spec_verify_ct = ev.spec_verify_ct;
@@ -675,6 +709,7 @@ Json Job::generate_object(size_t i) const {
       m["output_token_ids_logprobs"] = lp_tuples(s.out_lp, 0, s.out_lp.size(), LpPart::kIds);
     }
   }
+  if (return_hidden_states) m["hidden_states"] = s.hidden;
   if (!s.error.empty()) m["error"] = s.error;
   o["meta_info"] = std::move(m);
   if (stream && seqs.size() > 1) o["index"] = i;
@@ -839,6 +874,12 @@ void Job::stream_update(size_t i, bool finished_now) {
           }
           s.lp_sent = s.out_lp.size();
         }
+        if (return_hidden_states) {  // the entries new since the previous chunk
+          Json fresh = Json::array();
+          for (size_t k = s.hidden_sent; k < s.hidden.size(); ++k) fresh.push_back(s.hidden[k]);
+          o["meta_info"]["hidden_states"] = std::move(fresh);
+          s.hidden_sent = s.hidden.size();
+        }
       }
       sse(o);
       break;
@@ -963,6 +1004,21 @@ void Job::complete() {
     return;
   }
   if (stream) {
+    if (return_hidden_states && (kind_ == ApiKind::kChat || kind_ == ApiKind::kCompletion)) {
+      for (size_t i = 0; i < seqs.size(); ++i) {  // SGLang's: a chunk a choice with its last row, after the choices
+        Json c = chunk_base(kind_ == ApiKind::kChat ? "chat.completion.chunk" : "text_completion");
+        Json choice = Json::object();
+        choice["index"] = i;
+        if (kind_ == ApiKind::kChat) choice["delta"] = Json{{"hidden_states", last_hidden(seqs[i])}};
+        else {
+          choice["text"] = "";
+          choice["hidden_states"] = last_hidden(seqs[i]);
+        }
+        choice["finish_reason"] = nullptr;
+        c["choices"] = Json::array({choice});
+        sse(c);
+      }
+    }
     if (include_usage && kind_ != ApiKind::kGenerate) {
       Json c = chunk_base(kind_ == ApiKind::kChat ? "chat.completion.chunk" : "text_completion");
       c["choices"] = Json::array();
@@ -1006,6 +1062,7 @@ void Job::complete() {
         }
         choice["finish_reason"] = finish_reason_openai(s);
         choice["matched_stop"] = matched_stop(s);
+        if (return_hidden_states) choice["hidden_states"] = last_hidden(s);
         choices.push_back(std::move(choice));
       }
       body["choices"] = std::move(choices);
@@ -1039,6 +1096,7 @@ void Job::complete() {
         choice["logprobs"] = return_logprob ? chat_logprobs(s, 0, s.out_lp.size()) : Json(nullptr);
         choice["finish_reason"] = finish_reason_openai(s);
         choice["matched_stop"] = matched_stop(s);
+        if (return_hidden_states) choice["hidden_states"] = last_hidden(s);
         choices.push_back(std::move(choice));
       }
       body["choices"] = std::move(choices);
@@ -1247,6 +1305,7 @@ void ApiServer::Impl::handle_generate(HttpRequest& req, std::shared_ptr<HttpResp
   job->logprob_start_len = g.logprob_start_len;
   job->top_logprobs_num = g.top_logprobs_num;
   job->return_text_in_logprobs = g.return_text_in_logprobs;
+  job->return_hidden_states = g.return_hidden_states;
   if (g.session)
     for (const std::string& r : sessions.accept(*g.session, rids[0])) engine->abort(r);
   job->start();
@@ -1283,6 +1342,7 @@ void ApiServer::Impl::handle_completion(HttpRequest& req, std::shared_ptr<HttpRe
   job->continuous_usage = c.continuous_usage_stats;
   job->echo = c.echo;
   job->return_logprob = c.logprobs >= 0;
+  job->return_hidden_states = c.return_hidden_states;
   job->top_logprobs_num = std::max(c.logprobs, 0);
   job->logprob_start_len = (c.echo && c.logprobs >= 0) ? 0 : -1;
   job->start();
@@ -1370,6 +1430,7 @@ void ApiServer::Impl::run_chat(ChatRequest c, const std::string& body_text, std:
   job->include_usage = c.include_usage;
   job->continuous_usage = c.continuous_usage_stats;
   job->return_logprob = c.logprobs;
+  job->return_hidden_states = c.return_hidden_states;
   job->top_logprobs_num = c.top_logprobs;
   job->start();
 }

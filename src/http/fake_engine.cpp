@@ -52,6 +52,7 @@ Status FakeEngine::submit(EngineRequest req, Callback on_event) {
                  ") exceeds the context length ", options_.context_length);
   if (total > options_.max_total_tokens)
     return error("the request needs ", total, " KV slots but the capacity is ", options_.max_total_tokens);
+  if (req.return_hidden_states && !options_.return_hidden_states) return error(kHiddenStatesOff);
   if (req.logprob_start_len >= static_cast<int32_t>(req.input_ids.size()))
     return error("logprob_start_len ", req.logprob_start_len, " is not below the prompt length ", req.input_ids.size());
   std::lock_guard<std::mutex> lock(mu_);
@@ -180,6 +181,9 @@ void FakeEngine::loop() {
           }
         }
         totals_.prompt_tokens_total += req.input_ids.size();
+        if (req.return_hidden_states)
+          for (size_t i = 0; i < req.input_ids.size(); ++i)
+            ev.hidden_prompt.push_back(fake_hidden(static_cast<int32_t>(i), req.input_ids[i]));
       }
       bool done = false;
       if (stopping_ || l.abort) {
@@ -198,6 +202,8 @@ void FakeEngine::loop() {
       } else {
         const int32_t last = l.output.empty() ? req.input_ids.back() : l.output.back();
         const size_t k = l.output.size();
+        if (req.return_hidden_states && k > 0)  // the fed output token's row
+          ev.hidden_output.push_back(fake_hidden(static_cast<int32_t>(req.input_ids.size() + k - 1), l.output[k - 1]));
         const int64_t modulus = options_.output_vocab > 0 ? options_.output_vocab : options_.vocab_size;
         const int32_t tok = k < options_.script.size() ? options_.script[k] : next_token(last, modulus);
         l.output.push_back(tok);

@@ -29,6 +29,8 @@ struct FakeEngineOptions {
   // An expert distribution recorder over a pretend MoE of 2 layers x 4 experts: each generated token t picks expert
   // (t >> 2l) % 4 in layer l.
   bool expert_recorder = false;
+  // --enable-return-hidden-states: requests may ask for hidden states, each row fake_hidden(position, token).
+  bool return_hidden_states = false;
   std::string expert_recorder_dir;  // its dumps' directory (empty: expert_recorder_dir())
 };
 
@@ -58,6 +60,9 @@ class FakeEngine : public Engine {
   // The deterministic model: next token after `last`, its logprob, and the top-k alternatives.
   static int32_t next_token(int32_t last, int64_t vocab) {
     return static_cast<int32_t>((static_cast<int64_t>(last) * 31 + 7) % vocab);
+  }
+  static std::vector<float> fake_hidden(int32_t position, int32_t token) {
+    return {static_cast<float>(position), static_cast<float>(token), 0.5f};
   }
   static float token_logprob(int32_t id) { return -0.05f - static_cast<float>(id % 13) * 0.25f; }
   static TokenLogprob make_logprob(int32_t id, int32_t top_k, int64_t vocab);

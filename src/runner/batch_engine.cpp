@@ -316,6 +316,7 @@ class BatchEngine final : public Engine {
     sc.context_length = static_cast<int32_t>(std::min<int64_t>(context_length_, INT32_MAX));
     sc.speculative_num_steps = o.speculative_num_steps;
     spec_steps_ = o.speculative_num_steps;
+    return_hidden_states_ = o.enable_return_hidden_states;
     test_draft_hook_ = o.test_draft_hook;
     for (int64_t e : cfg_.eos_token_ids) sc.eos_token_ids.push_back(static_cast<TokenId>(e));
     DS_ASSIGN_OR_RETURN(sched_, Scheduler::create(sc));
@@ -366,6 +367,7 @@ class BatchEngine final : public Engine {
       go.dummy_page = sc.num_pages;
       go.verbose = o.verbose;
       go.tokens_per_seq = spec_steps_ + 1;  // speculative decoding: verify graphs (the token and its drafts)
+      go.keep_hidden = o.enable_return_hidden_states;
       // Every rank captures its own graphs at once (their warm-up forwards meet in the all-reduces), and replays
       // them or none: a padded graph batch on one rank and an eager one on another would all-reduce unequal rows.
       const int n = 1 + static_cast<int>(rank_runners_.size());
@@ -426,12 +428,18 @@ class BatchEngine final : public Engine {
       return error("logprob_start_len ", req.logprob_start_len, " must be smaller than the prompt length ", req.input_ids.size());
     const int32_t num_prompt = static_cast<int32_t>(req.input_ids.size());
     std::vector<TokenId> prompt(req.input_ids.begin(), req.input_ids.end());
-    const int32_t reuse = req.return_logprob && req.logprob_start_len >= 0 ? req.logprob_start_len : INT32_MAX;
+    if (req.return_hidden_states && !return_hidden_states_)
+      return error(Engine::kHiddenStatesOff);
+    // Prompt logprobs from k need the rows before k computed; hidden states every prompt row.
+    const int32_t reuse = req.return_hidden_states                                 ? 0
+                          : req.return_logprob && req.logprob_start_len >= 0 ? req.logprob_start_len
+                                                                              : INT32_MAX;
     DS_RETURN_IF_ERROR(sched_->add_request(req.rid, std::move(prompt), req.sampling, reuse));
     Live& l = live_[req.rid];
     l.callback = std::move(on_event);
     l.info = RunnerRequestInfo{req.return_logprob, req.logprob_start_len, req.top_logprobs_num, req.grammar,
-                               req.token_ids_logprob};
+                               req.token_ids_logprob, req.return_hidden_states};
+    if (req.return_hidden_states) l.hidden.resize(num_prompt);
     // (Penalties and grammars read the output so far on the host: such steps are not overlapped.)
     l.penalized = req.sampling.frequency_penalty != 0.0f || req.sampling.presence_penalty != 0.0f ||
                   req.sampling.repetition_penalty != 1.0f || req.grammar;
@@ -578,6 +586,10 @@ class BatchEngine final : public Engine {
     RunnerRequestInfo info;
     std::vector<TokenLogprob> input_logprobs;  // by prompt position, filled as prefill chunks run
     bool input_sent = false;
+    // return_hidden_states: rows by position (prompt, then fed output tokens), filled as steps complete (a retracted
+    // request's recomputed rows land on their own positions again), and the first position not yet in an event.
+    std::vector<std::vector<float>> hidden;
+    int32_t hidden_sent = 0;
     bool stopped = false;
     std::string stop_matched;
     std::string error;  // the runner failed this request (non-finite logits)
@@ -965,6 +977,11 @@ class BatchEngine final : public Engine {
       if (it == live_.end()) continue;
       for (auto& [pos, lp] : outputs[i].input_logprobs)
         if (pos < static_cast<int32_t>(it->second.input_logprobs.size())) it->second.input_logprobs[pos] = lp;
+      auto& hidden = it->second.hidden;
+      for (auto& [pos, row] : outputs[i].hidden_rows) {
+        if (pos >= static_cast<int32_t>(hidden.size())) hidden.resize(static_cast<size_t>(pos) + 1);
+        hidden[static_cast<size_t>(pos)] = std::move(row);
+      }
     }
     if (profiler_.active()) {
       StepSpan span{plan.step_id, plan.num_seqs(), plan.num_tokens(), plan.num_decode_seqs, plan.num_prefill_tokens, 0};
@@ -1021,6 +1038,7 @@ class BatchEngine final : public Engine {
         e.input_logprobs.assign(l.input_logprobs.begin() + l.info.logprob_start_len, l.input_logprobs.end());
         l.input_sent = true;
       }
+      if (l.info.return_hidden_states) add_hidden_states(l, ev, e);
       if (e.finished && l.stopped) e.reason = FinishReason{FinishReason::Kind::kStop, -1, l.stop_matched};
       if (!l.error.empty()) {  // a failed sequence: its placeholder token is not output
         e.new_tokens.clear();
@@ -1038,6 +1056,22 @@ class BatchEngine final : public Engine {
       }
     }
     return out;
+  }
+
+  // return_hidden_states: the prompt's rows with the first token (or the end), then the rows of the output tokens fed
+  // before this event's last one: each row made the token after it, so an event up to n tokens reports rows < n - 1.
+  static void add_hidden_states(Live& l, const RequestEvent& ev, EngineEvent& e) {
+    const int32_t num_prompt = ev.prompt_tokens;
+    const int32_t end = num_prompt + ev.completion_tokens - 1;  // rows [0, end) made the tokens so far
+    if (l.hidden_sent == 0 && (end >= num_prompt || ev.finished)) {
+      const int32_t n = std::min<int32_t>(num_prompt, static_cast<int32_t>(l.hidden.size()));
+      e.hidden_prompt.assign(std::make_move_iterator(l.hidden.begin()), std::make_move_iterator(l.hidden.begin() + n));
+      l.hidden_sent = num_prompt;
+    }
+    for (; l.hidden_sent >= num_prompt && l.hidden_sent < end; ++l.hidden_sent) {
+      if (l.hidden_sent >= static_cast<int32_t>(l.hidden.size())) break;
+      e.hidden_output.push_back(std::move(l.hidden[static_cast<size_t>(l.hidden_sent)]));
+    }
   }
 
   // An engine step threw (an internal check, a CUDA error, an injected fault): the KV cache and the
@@ -1105,6 +1139,7 @@ class BatchEngine final : public Engine {
   bool overlap_ = true;          // --disable-overlap-schedule turns it off
   uint64_t planned_ahead_ = 0;
   int32_t spec_steps_ = 0;  // speculative decoding's draft tokens a step (0: off)
+  bool return_hidden_states_ = false;  // --enable-return-hidden-states
   bool dp_ = false;         // one rank of data-parallel attention (run_loop_dp)
   std::function<void(const std::string&, int32_t, std::vector<int32_t>&)> test_draft_hook_;
   uint64_t spec_verify_steps_ = 0, spec_draft_tokens_ = 0, spec_accepted_tokens_ = 0;

@@ -67,6 +67,9 @@ struct BatchEngineOptions {
   // --expert-distribution-recorder-mode: "" (off) or "stat" (checked by check_expert_recorder_flags): the main
   // model counts its routed picks (its CUDA graphs with them) for Engine::expert_distribution.
   std::string expert_recorder_mode;
+  // --enable-return-hidden-states: requests may ask for their hidden states (EngineRequest::return_hidden_states;
+  // refused otherwise, as SGLang). On CUDA the decode graphs then keep their hidden rows (one copy a replay).
+  bool enable_return_hidden_states = false;
   bool verbose = true;               // loading progress on stderr
   // Called once on the engine thread after a step failed (every live request already got an error event);
   // the server should exit non-zero. Unset: the engine just stops.

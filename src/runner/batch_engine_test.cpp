@@ -44,6 +44,8 @@ struct Collector {
   std::map<std::string, std::vector<int32_t>> tokens;
   std::map<std::string, std::vector<TokenLogprob>> input_lps, output_lps;
   std::map<std::string, EngineEvent> final_event;
+  std::map<std::string, std::vector<std::vector<float>>> hidden_prompt, hidden_output;
+  std::map<std::string, int> hidden_prompt_events;  // events that carried prompt rows
 
   Engine::Callback callback() {
     return [this](EngineEvent e) {
@@ -54,6 +56,12 @@ struct Collector {
       in.insert(in.end(), e.input_logprobs.begin(), e.input_logprobs.end());
       auto& o = output_lps[e.rid];
       o.insert(o.end(), e.output_logprobs.begin(), e.output_logprobs.end());
+      if (!e.hidden_prompt.empty()) {
+        hidden_prompt[e.rid] = e.hidden_prompt;
+        ++hidden_prompt_events[e.rid];
+      }
+      auto& ho = hidden_output[e.rid];
+      ho.insert(ho.end(), e.hidden_output.begin(), e.hidden_output.end());
       if (e.finished) final_event[e.rid] = e;
       cv.notify_all();
     };
@@ -206,6 +214,74 @@ TEST(BatchEngine, PromptLogprobsMatchScoreAndPrefixCacheIsUsed) {
   ASSERT_EQ(col.input_lps["c"].size(), prompt.size() - 100);
   for (size_t i = 100; i < prompt.size(); ++i)
     EXPECT_NEAR(col.input_lps["c"][i - 100].logprob, ref.token_logprobs[i], 1e-4) << i;
+}
+
+// return_hidden_states: every prompt row, then one row a fed output token, equal to one prefill of the prompt and the
+// output but its last token; the prompt prefilled in 64-token chunks under overlap scheduling, a second request on the
+// same prompt computed whole (no prefix-cache reuse), and a request beside them that did not ask gets no rows.
+TEST(BatchEngine, HiddenStatesAreTheFinalNormedRowsOfPromptAndFedOutput) {
+  std::mt19937 rng(11);
+  const std::vector<int32_t> prompt = random_prompt(rng, 150, 1024);
+  BatchEngineOptions o;
+  o.model_path = fixture("v3");
+  o.chunked_prefill_size = 64;
+  o.verbose = false;
+  {
+    auto off = make_batch_engine(o).value();
+    EngineRequest r = greedy("x", prompt, 2);
+    r.return_hidden_states = true;
+    const Status st = off->submit(r, [](EngineEvent) {});
+    ASSERT_FALSE(st.is_ok());
+    EXPECT_NE(st.message().find("--enable-return-hidden-states"), std::string::npos) << st.message();
+  }
+  o.enable_return_hidden_states = true;
+  auto engine = make_batch_engine(o).value();
+  Collector col;
+  constexpr int kNew = 6;
+  EngineRequest a = greedy("a", prompt, kNew);
+  a.return_hidden_states = true;
+  ASSERT_TRUE(engine->submit(a, col.callback()).is_ok());
+  ASSERT_TRUE(engine->submit(greedy("plain", prompt, kNew), col.callback()).is_ok());
+  ASSERT_TRUE(col.wait(2));
+  EngineRequest b = a;
+  b.rid = "b";
+  ASSERT_TRUE(engine->submit(b, col.callback()).is_ok());
+  ASSERT_TRUE(col.wait(3));
+  EXPECT_EQ(col.final_event["b"].cached_tokens, 0);
+  EXPECT_TRUE(col.hidden_prompt["plain"].empty());
+  EXPECT_TRUE(col.hidden_output["plain"].empty());
+
+  auto cfg = load_model_config(fixture("v3")).value();
+  auto w = load_weights(fixture("v3"), cfg).value();
+  auto ops = make_cpu_ops();
+  DeepseekModel model(cfg, w, *ops);
+  for (const std::string rid : {"a", "b"}) {
+    SCOPED_TRACE(rid);
+    const std::vector<int32_t>& out = col.tokens[rid];
+    ASSERT_EQ(out.size(), static_cast<size_t>(kNew));
+    EXPECT_EQ(out, col.tokens["plain"]);
+    std::vector<int32_t> fed = prompt;
+    fed.insert(fed.end(), out.begin(), out.end() - 1);
+    const Tensor ref = SequenceRunner(model, *ops).hidden_states(fed);  // [prompt + kNew - 1, d]
+    const int64_t d = ref.dim(1);
+    EXPECT_EQ(col.hidden_prompt_events[rid], 1);
+    ASSERT_EQ(col.hidden_prompt[rid].size(), prompt.size());
+    ASSERT_EQ(col.hidden_output[rid].size(), static_cast<size_t>(kNew - 1));
+    double worst = 0, scale = 0;
+    for (int64_t p = 0; p < ref.dim(0); ++p) {
+      const std::vector<float>& row = p < static_cast<int64_t>(prompt.size())
+                                          ? col.hidden_prompt[rid][static_cast<size_t>(p)]
+                                          : col.hidden_output[rid][static_cast<size_t>(p) - prompt.size()];
+      ASSERT_EQ(static_cast<int64_t>(row.size()), d) << p;
+      for (int64_t k = 0; k < d; ++k) {
+        const double r = ref.f32()[p * d + k];
+        worst = std::max(worst, std::fabs(row[static_cast<size_t>(k)] - r));
+        scale = std::max(scale, std::fabs(r));
+      }
+    }
+    EXPECT_GT(scale, 0.1);
+    EXPECT_LT(worst, 1e-3 * scale) << "max |diff| " << worst << " of max |ref| " << scale;
+  }
 }
 
 // A prompt of 1,300 tokens in one prefill step: its prompt-row log-softmax comes back 1,024 rows at a time (two

@@ -133,12 +133,25 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
         DS_CHECK(id >= 0, "negative input token ", id);
       }
     }
+  // return_hidden_states: every row of the sequences that asked (which of a verification's are kept is known after
+  // sampling, in finish()).
+  std::vector<int64_t> hidden_rows;
+  for (size_t s = 0; s < plan.seqs.size(); ++s) {
+    const auto& sq = plan.seqs[s];
+    auto it = info.find(sq.req->rid);
+    if (it == info.end() || !it->second.return_hidden_states) continue;
+    for (int32_t j = 0; j < sq.num_tokens; ++j) {
+      hidden_rows.push_back(sq.token_begin + j);
+      step.hidden_owner.push_back({s, sq.start_pos + j, sq.start_pos + sq.num_tokens - sq.num_draft});
+    }
+  }
   Tensor dev_logits;  // [R, vocab] on the backend
   // A decode-only step (one sampled token per sequence, no prompt rows) replays a CUDA graph when one fits. With
   // speculative decoding the graphs are verify graphs of q rows a sequence (the token and its drafts, every row
   // sampled): a step whose every sequence feeds q - 1 drafts replays one.
   const int64_t q = graphs_ ? graphs_->tokens_per_seq() : 1;
   bool graph = graphs_ && speculative() == (q > 1) && graphs_->can_run(plan.num_seqs()) &&
+               (hidden_rows.empty() || graphs_->keeps_hidden()) &&
                static_cast<int64_t>(rows.size()) == plan.num_seqs() * q &&
                (!any_placeholder || graphs_->resolves_placeholders());
   for (size_t s = 0; graph && s < plan.seqs.size(); ++s) {
@@ -159,6 +172,7 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
     }
     dev_logits = graphs_->replay(seqs).rows(0, plan.num_seqs() * q);
     graph_steps_.fetch_add(1, std::memory_order_relaxed);
+    if (!hidden_rows.empty()) step.hidden_rows = ops_.select_rows(graphs_->hidden(), hidden_rows);
     if (speculative()) {  // the graph's static hidden rows: read by finish()'s drafter before the next replay
       step.hidden = graphs_->hidden().rows(0, plan.num_seqs() * q);
       step.plan = std::make_shared<const StepPlan>(plan);
@@ -178,6 +192,7 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
       step.hidden = hidden;
       step.plan = std::make_shared<const StepPlan>(plan);
     }
+    if (!hidden_rows.empty()) step.hidden_rows = ops_.select_rows(hidden, hidden_rows);
     if (rows.empty()) return step;
     dev_logits = model_.logits(ops_.select_rows(hidden, rows));
   }
@@ -408,6 +423,16 @@ std::vector<SeqOutput> BatchRunner::finish(LaunchedStep step) {
     out[s].token = res.tokens[b];
     if (step.want_logprob[b]) out[s].logprob = std::move(lp);
     decided[s] = 1;
+  }
+  if (step.hidden_rows.defined()) {  // the rows whose tokens are final: not those of rejected drafts
+    const Tensor host = to_f32(ops_.to_host(step.hidden_rows));  // [rows, d]
+    const int64_t d = host.dim(1);
+    for (size_t r = 0; r < step.hidden_owner.size(); ++r) {
+      const auto [s, pos, draft_from] = step.hidden_owner[r];
+      if (pos >= draft_from + static_cast<int32_t>(out[s].accepted_drafts.size()) || !out[s].error.empty()) continue;
+      const float* row = host.f32() + static_cast<int64_t>(r) * d;
+      out[s].hidden_rows.emplace_back(pos, std::vector<float>(row, row + d));
+    }
   }
   if (!step.plan) return out;
   const StepPlan& plan = *step.plan;

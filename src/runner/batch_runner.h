@@ -25,6 +25,7 @@ struct RunnerRequestInfo {
   int32_t top_logprobs_num = 0;
   std::shared_ptr<const TokenFsm> grammar;  // constrained decoding (EngineRequest::grammar)
   std::vector<int32_t> token_ids_logprob;   // EngineRequest::token_ids_logprob
+  bool return_hidden_states = false;        // EngineRequest::return_hidden_states
 };
 
 struct SeqOutput {
@@ -37,6 +38,9 @@ struct SeqOutput {
   std::vector<int32_t> next_drafts;
   // (prompt position, its logprob) for prompt positions this step computed, when requested
   std::vector<std::pair<int32_t, TokenLogprob>> input_logprobs;
+  // return_hidden_states: (position, final-normed hidden row) of every row this step computed whose token is final
+  // (prompt rows, the fed token, accepted drafts; not rejected drafts), in position order.
+  std::vector<std::pair<int32_t, std::vector<float>>> hidden_rows;
   std::string error;  // non-empty: this sequence's logits were not finite; the engine fails the request
 };
 
@@ -54,6 +58,16 @@ struct LaunchedStep {
   std::shared_ptr<const StepPlan> plan;
   std::vector<std::pair<size_t, Sampler>> rewind;
   bool graph_verify = false;  // replayed from a verify graph: its hidden rows are the draft graphs' input
+  // return_hidden_states: the hidden rows of the requests that asked, gathered on the backend at launch (so a later
+  // replay cannot overwrite them), and each row's sequence, position and its sequence's first draft position (rows
+  // from there on are kept only for accepted drafts).
+  struct HiddenOwner {
+    size_t seq = 0;
+    int32_t pos = 0;
+    int32_t draft_from = 0;
+  };
+  Tensor hidden_rows;                         // [hidden_owner.size(), d]
+  std::vector<HiddenOwner> hidden_owner;
 };
 
 class BatchRunner {

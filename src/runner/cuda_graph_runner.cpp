@@ -380,7 +380,7 @@ Status CudaGraphRunner::capture() {
     Tensor logits = im.logits.rows(0, T);  // [T, vocab] F32: every graph writes the shared output buffer
     model_.logits_into(hidden, logits);
     if (opts_.greedy_ids) ops_.greedy_to_store_(logits, model_.config().vocab_size, ids);  // next replay's tokens
-    if (im.lay.q > 1) {
+    if (keeps_hidden()) {
       // The first run is the largest batch's warm-up, outside any capture: the buffer is made there.
       if (!im.hidden.defined()) im.hidden = ops_.empty({im.lay.max_bs * int64_t{im.lay.q}, hidden.dim(1)}, hidden.dtype());
       DS_CUDA_CHECK(cudaMemcpyAsync(im.hidden.data(), hidden.data(), hidden.nbytes(), cudaMemcpyDeviceToDevice,
@@ -521,7 +521,7 @@ std::vector<std::vector<int32_t>> CudaGraphRunner::replay_drafts(const std::vect
 }
 
 Tensor CudaGraphRunner::hidden() const {
-  DS_CHECK(impl_->hidden.defined(), "CUDA graph hidden rows: a tokens_per_seq 1 runner keeps none");
+  DS_CHECK(impl_->hidden.defined(), "CUDA graph hidden rows: a tokens_per_seq 1 runner without keep_hidden keeps none");
   return impl_->hidden;
 }
 

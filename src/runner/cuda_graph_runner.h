@@ -54,6 +54,9 @@ struct CudaGraphOptions {
   // place by every replay: replay a draft graph after its verify step, before the next verify replay).
   int draft_steps = 0;
   Tensor draft_hidden;
+  // Keep every replay's final hidden rows (hidden()) at tokens_per_seq 1 too: --enable-return-hidden-states (one
+  // device copy a replay, only then). Verify graphs (tokens_per_seq > 1) always keep them.
+  bool keep_hidden = false;
 };
 
 // One sequence of a decode step.
@@ -118,6 +121,7 @@ class CudaGraphRunner {
   // The last replay's final hidden rows, [padded_bs * tokens_per_seq, hidden] on the device (laid out as the
   // logits): a static buffer, valid until the next replay.
   Tensor hidden() const;
+  bool keeps_hidden() const { return opts_.tokens_per_seq > 1 || opts_.keep_hidden; }
   int tokens_per_seq() const { return opts_.tokens_per_seq; }
   int draft_steps() const { return opts_.draft_steps; }
 

@@ -29,6 +29,10 @@ struct EngineRequest {
   // Constrained decoding (SGLang's regex / json_schema): only tokens that keep the output a prefix of the grammar's
   // language are sampled, and the end of sequence only once it is a whole match. Null: unconstrained.
   std::shared_ptr<const TokenFsm> grammar;
+  // SGLang's return_hidden_states (the engine must be started with it enabled): the final-normed hidden state of
+  // every prompt position and of every fed output token, reported in the events (EngineEvent::hidden_*). The prompt
+  // is then computed whole (no prefix-cache reuse), so every prompt row exists.
+  bool return_hidden_states = false;
 };
 
 struct TokenLogprob {
@@ -43,6 +47,11 @@ struct EngineEvent {
   std::vector<int32_t> new_tokens;            // appended since the previous event of this request
   std::vector<TokenLogprob> output_logprobs;  // one per new token, when return_logprob
   std::vector<TokenLogprob> input_logprobs;   // prompt positions [logprob_start_len, n), in the first event
+  // return_hidden_states: the prompt's rows [prompt_tokens][hidden] once, in the first event with a token (or the
+  // final one), then the rows of the output tokens fed since (output token k's row made output token k + 1; the last
+  // output token is never fed): SGLang's meta_info.hidden_states is [prompt rows, then one row a decode step].
+  std::vector<std::vector<float>> hidden_prompt;
+  std::vector<std::vector<float>> hidden_output;
   bool finished = false;
   FinishReason reason;                        // meaningful when finished
   std::string error;                          // non-empty: the request failed (reason kind abort)
@@ -141,6 +150,8 @@ class Engine {
     (void)keep_pause;
     return error("this engine cannot update its weights");
   }
+  static constexpr const char* kHiddenStatesOff =
+      "return_hidden_states: the server was started without --enable-return-hidden-states";
   static constexpr const char* kNoExpertRecorder =
       "the expert distribution recorder is off: start the server with --expert-distribution-recorder-mode stat";
   virtual EngineStats stats() const = 0;

@@ -44,6 +44,12 @@ Tensor SequenceRunner::step(const std::vector<int32_t>& ids, int64_t start, Attn
   return model_.forward(ops_.upload(host_ids), meta, cache_, mode);
 }
 
+Tensor SequenceRunner::hidden_states(const std::vector<int32_t>& ids, AttnMode mode) {
+  DS_CHECK(!ids.empty());
+  reset(static_cast<int64_t>(ids.size()));
+  return to_f32(ops_.to_host(step(ids, 0, mode)));  // [n, d]
+}
+
 namespace {
 constexpr int64_t kScoreLogitRows = 1024;
 }  // namespace

@@ -35,6 +35,8 @@ class SequenceRunner {
   // Log-probabilities of every token given its prefix. chunk > 0 prefills in chunks of that many tokens
   // (each chunk attends to the cached prefix), else in one step.
   ScoreResult score(const std::vector<int32_t>& ids, int top_k, AttnMode mode = AttnMode::kAuto, int chunk = 0);
+  // The final-normed hidden rows of `ids` in one prefill ([n, d] fp32 on the host): return_hidden_states' reference.
+  Tensor hidden_states(const std::vector<int32_t>& ids, AttnMode mode = AttnMode::kAuto);
   // generate() decodes through a CUDA graph (batch size 1, captured per call) on the CUDA backend.
   void set_use_cuda_graphs(bool on) { use_cuda_graphs_ = on; }
   // Prefill the prompt, then decode one token per step over the latent cache.
