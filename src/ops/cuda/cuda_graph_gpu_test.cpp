@@ -25,6 +25,7 @@
 #include "runner/batch_engine.h"
 #include "runner/engine_test_util.h"
 #include "runner/cuda_graph_runner.h"
+#include "runner/sequence_runner.h"
 
 namespace ds {
 namespace {
@@ -700,6 +701,90 @@ TEST(CudaGraphExperts, RecorderLeavesOutThePadding) {
   for (int l = 0; l < cfg.num_hidden_layers; ++l) want.push_back(cfg.is_moe_layer(l) ? forwarded * cfg.num_experts_per_tok : 0);
   EXPECT_EQ(counts(false), want);
   EXPECT_EQ(counts(true), want);
+}
+
+// return_hidden_states on the GPU: 3 requests decoding through the graph of 5 (graphs kept their hidden rows, overlap
+// scheduling on) and one through eager steps beside them get every prompt row and one row a fed output token, each
+// within bf16 rounding of the CPU backend's one prefill of the same tokens; a request that did not ask gets none.
+TEST(CudaGraphHidden, RowsMatchTheCpuPrefill) {
+  BatchEngineOptions o;
+  o.model_path = fixture_dir("v3");
+  o.device = "cuda";
+  o.max_total_tokens = 4096;
+  o.max_running_requests = 8;
+  o.cuda_graph_bs = {1, 5, 16};
+  o.cuda_graph_max_bs = 16;
+  o.enable_return_hidden_states = true;
+  o.verbose = false;
+  auto e = make_batch_engine(o);
+  ASSERT_TRUE(e.is_ok()) << e.status().message();
+  std::mutex mu;
+  std::condition_variable cv;
+  size_t finished = 0;
+  std::map<std::string, std::vector<int32_t>> tokens;
+  std::map<std::string, std::vector<std::vector<float>>> rows;  // prompt rows, then output rows
+  std::map<std::string, std::vector<int32_t>> prompts;
+  const int lens[4] = {7, 30, 12, 19};
+  constexpr int kNew = 9;
+  (*e)->pause(PauseMode::kInPlace);
+  for (int i = 0; i < 4; ++i) {
+    EngineRequest r;
+    r.rid = "h" + std::to_string(i);
+    std::mt19937 rng(40 + i);
+    std::uniform_int_distribution<int32_t> tok(2, 1000);
+    for (int k = 0; k < lens[i]; ++k) r.input_ids.push_back(tok(rng));
+    r.sampling.max_new_tokens = kNew;
+    r.sampling.temperature = 0;
+    r.sampling.ignore_eos = true;
+    r.return_hidden_states = i != 3;
+    ASSERT_TRUE((*e)->submit(r, [&](EngineEvent ev) {
+                     std::lock_guard<std::mutex> lock(mu);
+                     auto& t = tokens[ev.rid];
+                     t.insert(t.end(), ev.new_tokens.begin(), ev.new_tokens.end());
+                     auto& h = rows[ev.rid];
+                     h.insert(h.end(), ev.hidden_prompt.begin(), ev.hidden_prompt.end());
+                     h.insert(h.end(), ev.hidden_output.begin(), ev.hidden_output.end());
+                     if (ev.finished) ++finished;
+                     cv.notify_all();
+                   }).is_ok());
+    prompts[r.rid] = r.input_ids;
+  }
+  (*e)->resume();
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    ASSERT_TRUE(cv.wait_for(lock, std::chrono::seconds(120), [&] { return finished == 4; }));
+  }
+  EXPECT_GT((*e)->stats().num_graph_steps, 5u);
+  (*e)->shutdown();
+  EXPECT_TRUE(rows["h3"].empty());
+  const ModelConfig cfg = load_model_config(fixture_dir("v3")).value();
+  auto w = load_weights(fixture_dir("v3"), cfg).value();
+  auto cpu = make_cpu_ops();
+  DeepseekModel model(cfg, w, *cpu);
+  double worst = 0;
+  for (int i = 0; i < 3; ++i) {
+    const std::string rid = "h" + std::to_string(i);
+    const std::vector<int32_t>& p = prompts[rid];
+    std::vector<int32_t> fed = p;
+    ASSERT_EQ(tokens[rid].size(), static_cast<size_t>(kNew));
+    fed.insert(fed.end(), tokens[rid].begin(), tokens[rid].end() - 1);
+    ASSERT_EQ(rows[rid].size(), fed.size()) << rid;
+    const Tensor ref = SequenceRunner(model, *cpu).hidden_states(fed);  // [fed, d]
+    const int64_t d = ref.dim(1);
+    for (size_t r = 0; r < fed.size(); ++r) {
+      ASSERT_EQ(static_cast<int64_t>(rows[rid][r].size()), d);
+      double num = 0, den = 0;
+      for (int64_t k = 0; k < d; ++k) {
+        const double x = rows[rid][r][static_cast<size_t>(k)], y = ref.f32()[static_cast<int64_t>(r) * d + k];
+        num += (x - y) * (x - y);
+        den += y * y;
+      }
+      const double rel = std::sqrt(num / std::max(den, 1e-30));
+      worst = std::max(worst, rel);
+      EXPECT_LT(rel, 3e-2) << rid << " row " << r << " (prompt " << p.size() << ")";
+    }
+  }
+  std::printf("GRAPH hidden rows: worst relative L2 error vs the CPU prefill %.3e\n", worst);
 }
 
 // /update_weights_from_disk on the GPU (bf16, and native FP8 whose weights live in Fp8Gemm's registry with their
