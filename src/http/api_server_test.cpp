@@ -825,6 +825,81 @@ TEST_F(ApiServerTest, StartAndStopProfileWriteAStepTrace) {
 // /stop_ keep the picks of the steps between them (the fake engine's pretend MoE: token t picks expert (t >> 2l) % 4
 // in layer l), /dump_ writes them as JSON [1, layers, experts] and forgets them, and a dump while recording goes on
 // recording.
+// return_hidden_states (SGLang's): refused with 400 naming the flag unless the server has it; then /generate's
+// meta_info.hidden_states is [prompt rows, then a row a fed output token] (the fake engine's rows are (position, token,
+// 0.5)), cumulative in stream chunks and split over them with --incremental-streaming-output; OpenAI choices carry the
+// last fed token's row ([] with one output token), streamed as one chunk a choice at the end.
+TEST_F(ApiServerTest, ReturnHiddenStatesAnswersAsSglang) {
+  start();
+  HttpReply off = post("/generate", R"({"input_ids": [9, 4], "return_hidden_states": true})");
+  EXPECT_EQ(off.status, 400) << off.body;
+  EXPECT_NE(off.body.find("--enable-return-hidden-states"), std::string::npos) << off.body;
+  HttpReply bad = post("/generate", R"({"input_ids": [9, 4], "return_hidden_states": 1})");
+  EXPECT_EQ(bad.status, 400) << bad.body;
+  expect_still_serving();
+}
+
+TEST_F(ApiServerTest, ReturnHiddenStatesRowsAndShapes) {
+  TestSetup s;
+  s.engine.return_hidden_states = true;
+  s.api.incremental_streaming_output = false;
+  start(s);
+  const std::vector<int32_t> out = continuation(4, 3);
+  auto row = [](int pos, int tok) { return Json::array({pos, tok, 0.5}); };
+  Json want = Json::array({Json::array({row(0, 9), row(1, 4)}), row(2, out[0]), row(3, out[1])});
+  Json g = post_json("/generate", R"({"input_ids": [9, 4], "return_hidden_states": true,
+      "sampling_params": {"max_new_tokens": 3, "ignore_eos": true}})");
+  EXPECT_EQ(g["meta_info"]["hidden_states"], want) << g.dump();
+  Json plain = post_json("/generate", R"({"input_ids": [9, 4], "sampling_params": {"max_new_tokens": 3}})");
+  EXPECT_FALSE(plain["meta_info"].contains("hidden_states"));
+  // Streamed: each chunk has the list so far; the last the whole of it.
+  HttpReply r = post("/generate", R"({"input_ids": [9, 4], "return_hidden_states": true, "stream": true,
+      "sampling_params": {"max_new_tokens": 3, "ignore_eos": true}})");
+  auto events = sse_events(r.body);
+  ASSERT_EQ(events.size(), 4u) << r.body;
+  for (size_t i = 0; i < 3; ++i) {
+    Json c = Json::parse(events[i]);
+    EXPECT_EQ(c["meta_info"]["hidden_states"].size(), i + 1) << events[i];
+  }
+  EXPECT_EQ(Json::parse(events[2])["meta_info"]["hidden_states"], want);
+  // OpenAI: the last entry (the last fed token's row); [] when only the prompt's entry exists.
+  Json c = post_json("/v1/completions", R"({"prompt": [9, 4], "max_tokens": 3, "return_hidden_states": true,
+      "ignore_eos": true})");
+  EXPECT_EQ(c["choices"][0]["hidden_states"], row(3, out[1])) << c.dump();
+  Json one = post_json("/v1/completions", R"({"prompt": [9, 4], "max_tokens": 1, "return_hidden_states": true})");
+  EXPECT_EQ(one["choices"][0]["hidden_states"], Json::array()) << one.dump();
+  Json chat = post_json("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
+      "return_hidden_states": true, "ignore_eos": true})");
+  ASSERT_EQ(chat["choices"][0]["hidden_states"].size(), 3u) << chat.dump();
+  HttpReply cs = post("/v1/chat/completions", R"({"messages": [{"role": "user", "content": "hi"}], "max_tokens": 2,
+      "return_hidden_states": true, "ignore_eos": true, "stream": true})");
+  auto cevents = sse_events(cs.body);
+  ASSERT_GE(cevents.size(), 3u) << cs.body;
+  Json last = Json::parse(cevents[cevents.size() - 2]);  // the hidden-states chunk, then [DONE]
+  EXPECT_EQ(last["choices"][0]["delta"]["hidden_states"], chat["choices"][0]["hidden_states"]) << cs.body;
+  Json none = post_json("/v1/completions", R"({"prompt": [9, 4], "max_tokens": 2})");
+  EXPECT_FALSE(none["choices"][0].contains("hidden_states"));
+}
+
+TEST_F(ApiServerTest, ReturnHiddenStatesIncrementalChunksAreDisjoint) {
+  TestSetup s;
+  s.engine.return_hidden_states = true;
+  s.api.incremental_streaming_output = true;
+  start(s);
+  HttpReply r = post("/generate", R"({"input_ids": [9, 4], "return_hidden_states": true, "stream": true,
+      "sampling_params": {"max_new_tokens": 4, "ignore_eos": true}})");
+  auto events = sse_events(r.body);
+  ASSERT_EQ(events.size(), 5u) << r.body;
+  Json all = Json::array();
+  for (size_t i = 0; i + 1 < events.size(); ++i) {
+    const Json c = Json::parse(events[i]);
+    for (const Json& e : c["meta_info"]["hidden_states"]) all.push_back(e);
+  }
+  ASSERT_EQ(all.size(), 4u) << r.body;  // the prompt's entry and the rows of the three fed outputs
+  EXPECT_EQ(all[0].size(), 2u);
+  for (size_t k = 1; k < 4; ++k) EXPECT_EQ(all[k][0], static_cast<int>(k) + 1) << all.dump();
+}
+
 TEST_F(ApiServerTest, ExpertDistributionRecorderRefusedWhenOff) {
   start();
   for (const char* p : {"/start_expert_distribution_record", "/stop_expert_distribution_record",
