@@ -38,6 +38,10 @@ struct EngineRun {
   std::map<std::string, std::vector<int32_t>> tokens;
   std::map<std::string, std::vector<TokenLogprob>> lps;  // output logprobs
   std::map<std::string, EngineEvent> final_event;
+  // return_hidden_states: the events' rows in order (the prompt's, then the fed outputs'), and the events carrying
+  // prompt rows (one expected).
+  std::map<std::string, std::vector<std::vector<float>>> hidden;
+  std::map<std::string, int> hidden_prompt_events;
   EngineStats stats;  // after the last request finished
 };
 
@@ -53,6 +57,10 @@ inline EngineRun run_requests(Engine& engine, const std::vector<EngineRequest>& 
     t.insert(t.end(), e.new_tokens.begin(), e.new_tokens.end());
     auto& l = out.lps[e.rid];
     l.insert(l.end(), e.output_logprobs.begin(), e.output_logprobs.end());
+    if (!e.hidden_prompt.empty()) ++out.hidden_prompt_events[e.rid];
+    auto& h = out.hidden[e.rid];
+    h.insert(h.end(), e.hidden_prompt.begin(), e.hidden_prompt.end());
+    h.insert(h.end(), e.hidden_output.begin(), e.hidden_output.end());
     if (e.finished) out.final_event[e.rid] = e;
     cv.notify_all();
   };

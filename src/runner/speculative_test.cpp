@@ -42,6 +42,7 @@ Outcome run(const std::string& fx, int steps, const std::vector<EngineRequest>& 
   o.speculative_num_steps = steps;
   o.speculative_ngram = ngram;
   o.ngram = NgramOptions{1, 6};
+  o.enable_return_hidden_states = true;  // (requests that ask: HiddenStatesWithDrafts)
   Outcome out = test::run_engine(o, reqs);
   EXPECT_EQ(out.stats.used_tokens, out.stats.cached_tokens) << "pool idle after the last event";
   return out;
@@ -241,6 +242,49 @@ TEST(Speculative, AcceptedDraftsContinueExactly) {
                   small_pool ? " (small pool)" : "", (unsigned long long)spec.stats.spec_verify_steps,
                   (unsigned long long)spec.stats.spec_accepted_tokens,
                   (unsigned long long)spec.stats.spec_draft_tokens, (unsigned long long)spec.stats.num_retractions);
+    }
+  }
+}
+
+// return_hidden_states with drafts: a verification step computes rows for its drafts too, and only those of accepted
+// drafts are final; a retracted request recomputes rows it already reported. Every request then gets the rows an
+// undrafted run gives (the prompt's, one a fed output token), to float rounding, once each.
+TEST(Speculative, HiddenStatesWithDrafts) {
+  auto reqs = mixed_requests(53, 8);
+  for (auto& r : reqs) {
+    r.sampling.max_new_tokens += 10;
+    r.return_hidden_states = true;
+  }
+  const Outcome base = run("v3", 0, reqs, 48, 0, 4);
+  int corrupt = 0;
+  DraftHook oracle = [&](const std::string& rid, int32_t num_output, std::vector<int32_t>& drafts) {
+    const auto& want = base.tokens.at(rid);
+    for (size_t j = 0; j < drafts.size(); ++j) {
+      const size_t at = static_cast<size_t>(num_output) + j;
+      drafts[j] = at < want.size() ? want[at] : 5;
+      if (++corrupt % 4 == 0) drafts[j] = (drafts[j] + 1) % 1024;
+    }
+  };
+  const Outcome spec = run("v3", 3, reqs, 48, 160, 4, oracle);
+  expect_same(spec, base, reqs);
+  EXPECT_GT(spec.stats.spec_accepted_tokens, 0u);
+  EXPECT_LT(spec.stats.spec_accepted_tokens, spec.stats.spec_draft_tokens);
+  EXPECT_GT(spec.stats.num_retractions, 0u);
+  for (const auto& r : reqs) {
+    SCOPED_TRACE(r.rid);
+    const auto& a = spec.hidden.at(r.rid);
+    const auto& b = base.hidden.at(r.rid);
+    EXPECT_EQ(spec.hidden_prompt_events.at(r.rid), 1);
+    ASSERT_EQ(b.size(), r.input_ids.size() + base.tokens.at(r.rid).size() - 1);
+    ASSERT_EQ(a.size(), b.size());
+    for (size_t p = 0; p < a.size(); ++p) {
+      ASSERT_EQ(a[p].size(), b[p].size()) << p;
+      double num = 0, den = 0;
+      for (size_t k = 0; k < a[p].size(); ++k) {
+        num += std::pow(a[p][k] - b[p][k], 2);
+        den += std::pow(b[p][k], 2);
+      }
+      EXPECT_LT(std::sqrt(num / std::max(den, 1e-30)), 1e-4) << "row " << p;
     }
   }
 }

@@ -31,7 +31,8 @@ class EngineServerTest(unittest.TestCase):
     def setUpClass(cls):
         cls.server = H.Server(BINARY, ["--model-path", FIXTURE, "--skip-tokenizer-init", "--page-size", "16",
                                        "--max-total-tokens", "16384", "--enable-metrics",
-                                       "--expert-distribution-recorder-mode", "stat"]).start()
+                                       "--expert-distribution-recorder-mode", "stat",
+                                       "--enable-return-hidden-states"]).start()
 
     @classmethod
     def tearDownClass(cls):
@@ -331,6 +332,29 @@ class EngineServerTest(unittest.TestCase):
         self.assertEqual(r.status, 400, r)
         self.assertFalse(r.json()["success"])
         self.assertIn("another model", r.json()["message"])
+
+    def test_return_hidden_states(self):
+        """SGLang's return_hidden_states through the CLI flag: meta_info.hidden_states is the prompt's rows, then a row
+        a fed output token (hidden_size numbers each); the same prompt again is computed whole (no cached tokens) and
+        gives the same rows; OpenAI's choice carries the last row; a request that does not ask gets none."""
+        with open(os.path.join(FIXTURE, "config.json")) as f:
+            cfg = json.load(f)
+        g = REF["generate"][0]
+        first = self.generate(g).json()  # the prompt is now in the radix cache
+        self.assertNotIn("hidden_states", first["meta_info"])
+        j = self.generate(g, return_hidden_states=True).json()
+        hs = j["meta_info"]["hidden_states"]
+        self.assertEqual(j["meta_info"]["cached_tokens"], 0)
+        self.assertEqual(len(hs), 1 + g["max_new_tokens"] - 1)
+        self.assertEqual(len(hs[0]), len(g["input_ids"]))
+        for row in hs[0] + hs[1:]:
+            self.assertEqual(len(row), cfg["hidden_size"])
+            self.assertTrue(all(isinstance(v, float) and math.isfinite(v) for v in row))
+        self.assertEqual(self.generate(g, return_hidden_states=True).json()["meta_info"]["hidden_states"], hs)
+        c = H.post(self.server, "/v1/completions", {"prompt": g["input_ids"], "max_tokens": g["max_new_tokens"],
+                                                    "temperature": 0, "ignore_eos": True,
+                                                    "return_hidden_states": True}).json()
+        self.assertEqual(c["choices"][0]["hidden_states"], hs[-1])
 
     def test_session_continues_a_request(self):
         """SGLang's sessions on the real engine: a request continuing the first one's prompt and output ids (cut by
