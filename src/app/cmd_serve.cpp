@@ -70,6 +70,9 @@ void add_serve_flags(Flags& f) {
   f.add_bool("enable-return-hidden-states",
              "requests may set return_hidden_states: meta_info.hidden_states (the final-normed hidden state of every "
              "prompt token, then one a decode step; their prompts are computed whole, not from the prefix cache)");
+  f.add_bool("enable-return-routed-experts",
+             "requests may set return_routed_experts: meta_info.routed_experts (base64 of int32 [tokens - 1, layers, "
+             "top_k]: every fed token's routed experts, for RL routing replay; not with --dp-size > 1)");
   f.add_int("cuda-graph-max-bs", 0, "largest decode batch captured in a CUDA graph (0: default from GPU memory)");
   f.add_int_list("cuda-graph-bs", "",
                  "the decode batch sizes captured in CUDA graphs (a list: --cuda-graph-bs 1 2 4 8; as SGLang, its "
@@ -254,6 +257,7 @@ int run_serve(int argc, char** argv) {
     a["disable_shared_experts_fusion"] = flags.get_bool("disable-shared-experts-fusion");
     a["disable_chunked_prefix_cache"] = flags.get_bool("disable-chunked-prefix-cache");
     a["enable_return_hidden_states"] = flags.get_bool("enable-return-hidden-states");
+    a["enable_return_routed_experts"] = flags.get_bool("enable-return-routed-experts");
     if (const std::string m = flags.get_string("expert-distribution-recorder-mode"); !m.empty())
       a["expert_distribution_recorder_mode"] = m;
     else
@@ -325,6 +329,7 @@ int run_serve(int argc, char** argv) {
       fo.output_vocab = flags.get_int("fake-output-vocab");
       fo.expert_recorder = !flags.get_string("expert-distribution-recorder-mode").empty();
       fo.return_hidden_states = flags.get_bool("enable-return-hidden-states");
+      fo.return_routed_experts = flags.get_bool("enable-return-routed-experts");
       if (const std::string script = flags.get_string("fake-output"); !script.empty()) {
         if (!tokenizer) {
           load_status = error("--fake-output needs a tokenizer");
@@ -371,6 +376,7 @@ int run_serve(int argc, char** argv) {
       eo.disable_chunked_prefix_cache = flags.get_bool("disable-chunked-prefix-cache");
       eo.expert_recorder_mode = flags.get_string("expert-distribution-recorder-mode");
       eo.enable_return_hidden_states = flags.get_bool("enable-return-hidden-states");
+      eo.enable_return_routed_experts = flags.get_bool("enable-return-routed-experts");
       eo.disable_cuda_graph = flags.get_bool("disable-cuda-graph");
       eo.disable_overlap_schedule = flags.get_bool("disable-overlap-schedule");
       eo.cuda_graph_max_bs = static_cast<int32_t>(graph_max_bs);

@@ -623,6 +623,7 @@ std::optional<ApiError> parse_generate_request(const Json& body, GenerateRequest
   r.unsupported("input_embeds");
   r.unsupported("custom_logit_processor");
   r.get_bool("return_hidden_states", &out->return_hidden_states);
+  r.get_bool("return_routed_experts", &out->return_routed_experts);
   r.unsupported("lora_path");
   if (const Json* sp = r.find("session_params")) {
     if (!sp->is_object())

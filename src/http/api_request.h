@@ -84,6 +84,8 @@ struct GenerateRequest {
   std::vector<std::vector<int32_t>> token_ids_logprob;
   // SGLang's return_hidden_states (the server needs --enable-return-hidden-states): meta_info.hidden_states.
   bool return_hidden_states = false;
+  // SGLang's return_routed_experts (the server needs --enable-return-routed-experts): meta_info.routed_experts.
+  bool return_routed_experts = false;
   // SGLang's session_params: continue a request of an open session (one prompt, n = 1; see http/sessions.h).
   std::optional<SessionParams> session;
 };

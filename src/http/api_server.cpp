@@ -3,6 +3,7 @@
 #include "http/api_server.h"
 
 #include <algorithm>
+#include <bit>
 #include <charconv>
 #include <chrono>
 #include <cmath>
@@ -70,6 +71,24 @@ Json hidden_json(const std::vector<float>& row) {
   }
   return a;
 }
+static_assert(std::endian::native == std::endian::little, "routed_experts is sent as little-endian int32 bytes");
+
+// Standard base64 (RFC 4648, padded) of bytes: SGLang's meta_info.routed_experts carries its int32 array so.
+std::string base64(const void* data, size_t n) {
+  static constexpr char kAlphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  const auto* b = static_cast<const unsigned char*>(data);
+  std::string out;
+  out.reserve((n + 2) / 3 * 4);
+  for (size_t i = 0; i < n; i += 3) {
+    const uint32_t v = uint32_t{b[i]} << 16 | (i + 1 < n ? uint32_t{b[i + 1]} << 8 : 0u) | (i + 2 < n ? b[i + 2] : 0u);
+    out += kAlphabet[v >> 18 & 63];
+    out += kAlphabet[v >> 12 & 63];
+    out += i + 1 < n ? kAlphabet[v >> 6 & 63] : '=';
+    out += i + 2 < n ? kAlphabet[v & 63] : '=';
+  }
+  return out;
+}
+
 Json hidden_json(const std::vector<std::vector<float>>& rows) {
   Json a = Json::array();
   for (const auto& row : rows) a.push_back(hidden_json(row));
@@ -218,6 +237,7 @@ struct Seq {
   // token), and how many entries went out in incremental stream chunks.
   Json hidden = Json::array();
   size_t hidden_sent = 0;
+  std::vector<int32_t> routed_experts;  // return_routed_experts: the final event's picks (SGLang's, before base64)
   bool got_token = false;
   Clock::time_point last_token;
   std::optional<ChatOutputParser> chat_parser;
@@ -260,6 +280,7 @@ class Job : public std::enable_shared_from_this<Job> {
   int32_t top_logprobs_num = 0;
   bool return_text_in_logprobs = false;
   bool return_hidden_states = false;
+  bool return_routed_experts = false;
   bool echo = false;
   bool include_usage = false;
   bool continuous_usage = false;
@@ -489,6 +510,7 @@ void Job::submit_all() {
     req.token_ids_logprob = s.token_ids_logprob;
     req.grammar = s.grammar;
     req.return_hidden_states = return_hidden_states;
+    req.return_routed_experts = return_routed_experts;
     std::shared_ptr<HttpResponder> out = out_;
     Status st = engine().submit(std::move(req), [self, i, out](EngineEvent ev) {
       out->post([self, i, ev = std::move(ev)]() mutable { self->on_event(i, std::move(ev)); });
@@ -573,6 +595,7 @@ void Job::on_event(size_t i, EngineEvent ev) {
   if (ev.prompt_tokens > 0) s.prompt_tokens = ev.prompt_tokens;
   if (!ev.hidden_prompt.empty()) s.hidden.push_back(hidden_json(ev.hidden_prompt));
   for (const auto& row : ev.hidden_output) s.hidden.push_back(hidden_json(row));
+  if (!ev.routed_experts.empty()) s.routed_experts = std::move(ev.routed_experts);
   s.cached_tokens = std::max(s.cached_tokens, ev.cached_tokens);
   if (ev.spec_verify_ct >= 0) {
     s.spec_verify_ct = ev.spec_verify_ct;
@@ -710,6 +733,9 @@ Json Job::generate_object(size_t i) const {
     }
   }
   if (return_hidden_states) m["hidden_states"] = s.hidden;
+  // SGLang's routed_experts: base64 of the little-endian int32 [prompt + output - 1, layers, top_k] array, once done.
+  if (return_routed_experts && s.finished)
+    m["routed_experts"] = base64(s.routed_experts.data(), s.routed_experts.size() * sizeof(int32_t));
   if (!s.error.empty()) m["error"] = s.error;
   o["meta_info"] = std::move(m);
   if (stream && seqs.size() > 1) o["index"] = i;
@@ -1306,6 +1332,7 @@ void ApiServer::Impl::handle_generate(HttpRequest& req, std::shared_ptr<HttpResp
   job->top_logprobs_num = g.top_logprobs_num;
   job->return_text_in_logprobs = g.return_text_in_logprobs;
   job->return_hidden_states = g.return_hidden_states;
+  job->return_routed_experts = g.return_routed_experts;
   if (g.session)
     for (const std::string& r : sessions.accept(*g.session, rids[0])) engine->abort(r);
   job->start();

@@ -6,6 +6,7 @@
 
 #include <chrono>
 #include <filesystem>
+#include <cstring>
 #include <fstream>
 #include <numeric>
 #include <thread>
@@ -898,6 +899,58 @@ TEST_F(ApiServerTest, ReturnHiddenStatesIncrementalChunksAreDisjoint) {
   ASSERT_EQ(all.size(), 4u) << r.body;  // the prompt's entry and the rows of the three fed outputs
   EXPECT_EQ(all[0].size(), 2u);
   for (size_t k = 1; k < 4; ++k) EXPECT_EQ(all[k][0], static_cast<int>(k) + 1) << all.dump();
+}
+
+// return_routed_experts (SGLang's): 400 naming the flag without it; with it, meta_info.routed_experts is base64 of the
+// little-endian int32 [prompt + output - 1, layers, top_k] picks (the fake engine's pretend MoE: 2 layers, one pick:
+// token t picks (t >> 2l) % 4 in layer l), in the final response / chunk only.
+TEST_F(ApiServerTest, ReturnRoutedExpertsIsBase64OfThePicks) {
+  {
+    start();
+    HttpReply off = post("/generate", R"({"input_ids": [9, 4], "return_routed_experts": true})");
+    EXPECT_EQ(off.status, 400) << off.body;
+    EXPECT_NE(off.body.find("--enable-return-routed-experts"), std::string::npos) << off.body;
+    TearDown();
+  }
+  TestSetup s;
+  s.engine.return_routed_experts = true;
+  start(s);
+  const std::vector<int32_t> out = continuation(4, 3);
+  std::vector<int32_t> fed = {9, 4, out[0], out[1]};
+  std::vector<int32_t> want;
+  for (int32_t t : fed)
+    for (int l = 0; l < 2; ++l) want.push_back((t >> (2 * l)) % 4);
+  auto decode = [](const std::string& b64) {
+    static const std::string kAlphabet = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    std::string bytes;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (char c : b64) {
+      if (c == '=') break;
+      acc = acc << 6 | static_cast<uint32_t>(kAlphabet.find(c));
+      bits += 6;
+      if (bits >= 8) {
+        bits -= 8;
+        bytes += static_cast<char>((acc >> bits) & 0xff);
+      }
+    }
+    std::vector<int32_t> v(bytes.size() / 4);
+    std::memcpy(v.data(), bytes.data(), v.size() * 4);
+    return v;
+  };
+  Json g = post_json("/generate", R"({"input_ids": [9, 4], "return_routed_experts": true,
+      "sampling_params": {"max_new_tokens": 3, "ignore_eos": true}})");
+  ASSERT_TRUE(g["meta_info"]["routed_experts"].is_string()) << g.dump();
+  EXPECT_EQ(decode(g["meta_info"]["routed_experts"].get<std::string>()), want);
+  EXPECT_EQ(g["meta_info"]["routed_experts"].get<std::string>().size() % 4, 0u);
+  HttpReply r = post("/generate", R"({"input_ids": [9, 4], "return_routed_experts": true, "stream": true,
+      "sampling_params": {"max_new_tokens": 3, "ignore_eos": true}})");
+  auto events = sse_events(r.body);
+  ASSERT_EQ(events.size(), 4u) << r.body;
+  for (size_t i = 0; i < 2; ++i) EXPECT_FALSE(Json::parse(events[i])["meta_info"].contains("routed_experts"));
+  EXPECT_EQ(decode(Json::parse(events[2])["meta_info"]["routed_experts"].get<std::string>()), want);
+  Json plain = post_json("/generate", R"({"input_ids": [9, 4], "sampling_params": {"max_new_tokens": 3}})");
+  EXPECT_FALSE(plain["meta_info"].contains("routed_experts"));
 }
 
 TEST_F(ApiServerTest, ExpertDistributionRecorderRefusedWhenOff) {

@@ -53,6 +53,7 @@ Status FakeEngine::submit(EngineRequest req, Callback on_event) {
   if (total > options_.max_total_tokens)
     return error("the request needs ", total, " KV slots but the capacity is ", options_.max_total_tokens);
   if (req.return_hidden_states && !options_.return_hidden_states) return error(kHiddenStatesOff);
+  if (req.return_routed_experts && !options_.return_routed_experts) return error(kRoutedExpertsOff);
   if (req.logprob_start_len >= static_cast<int32_t>(req.input_ids.size()))
     return error("logprob_start_len ", req.logprob_start_len, " is not below the prompt length ", req.input_ids.size());
   std::lock_guard<std::mutex> lock(mu_);
@@ -234,6 +235,13 @@ void FakeEngine::loop() {
         }
       }
       ev.finished = done;
+      if (done && req.return_routed_experts) {  // every fed token: the prompt, the output but its last token
+        std::vector<int32_t> fed(req.input_ids.begin(), req.input_ids.end());
+        fed.insert(fed.end(), l.output.begin(), l.output.end());
+        fed.pop_back();
+        for (int32_t t : fed)
+          for (int layer = 0; layer < 2; ++layer) ev.routed_experts.push_back((t >> (2 * layer)) % 4);
+      }
       ev.prompt_tokens = static_cast<int32_t>(req.input_ids.size());
       ev.completion_tokens = static_cast<int32_t>(l.output.size());
       ev.cached_tokens = 0;

@@ -31,6 +31,9 @@ struct FakeEngineOptions {
   bool expert_recorder = false;
   // --enable-return-hidden-states: requests may ask for hidden states, each row fake_hidden(position, token).
   bool return_hidden_states = false;
+  // --enable-return-routed-experts: the pretend MoE's picks (the recorder's rule: token t picks (t >> 2l) % 4 in
+  // layer l, one a layer) of every fed token, in the final event.
+  bool return_routed_experts = false;
   std::string expert_recorder_dir;  // its dumps' directory (empty: expert_recorder_dir())
 };
 

@@ -53,6 +53,17 @@ __global__ void moe_count_kernel(MoeCountParams p) {
     if (count_smem[e]) atomicAdd(&p.counts[e], count_smem[e]);
 }
 
+__global__ void moe_record_kernel(MoeRecordParams p) {
+  pdl_enter();
+  const int64_t n = p.tokens * p.k;
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < n;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const int64_t t = i / p.k;
+    const int j = static_cast<int>(i % p.k);
+    p.out[t * p.out_stride + p.column + j] = p.topk_ids[t * p.width + j];
+  }
+}
+
 constexpr int kRoutePermuteWarps = 8;
 
 // One CTA: warp w routes tokens w, w + 8, ...; once every id is written (the block barrier also makes the block's
@@ -222,6 +233,15 @@ cudaError_t launch_moe_count_experts(const MoeCountParams& p, cudaStream_t strea
   if (p.tokens == 0) return cudaSuccess;
   const int64_t blocks = std::min<int64_t>((p.tokens * p.width + 255) / 256, 32);
   return launch_pdl(moe_count_kernel, static_cast<unsigned>(blocks), 256, smem, stream, p);
+}
+
+cudaError_t launch_moe_record_ids(const MoeRecordParams& p, cudaStream_t stream) {
+  if (p.tokens < 0 || p.k < 0 || p.k > p.width || p.column < 0 || p.column + p.k > p.out_stride || !p.topk_ids ||
+      !p.out)
+    return cudaErrorInvalidValue;
+  if (p.tokens == 0 || p.k == 0) return cudaSuccess;
+  const int64_t blocks = std::min<int64_t>((p.tokens * p.k + 255) / 256, 64);
+  return launch_pdl(moe_record_kernel, static_cast<unsigned>(blocks), 256, 0, stream, p);
 }
 
 cudaError_t launch_gather_rows(const void* x, const int32_t* src, void* out, int64_t rows, int64_t dim,

@@ -41,6 +41,15 @@ struct MoeCountParams {
 };
 cudaError_t launch_moe_count_experts(const MoeCountParams& p, cudaStream_t stream);
 
+// SGLang's return_routed_experts: out[t * out_stride + column + j] = topk_ids[t * width + j], t < tokens, j < k.
+struct MoeRecordParams {
+  const int32_t* topk_ids;  // [tokens, width]
+  int32_t* out;             // [>= tokens, out_stride]
+  int64_t tokens, out_stride, column;
+  int width, k;
+};
+cudaError_t launch_moe_record_ids(const MoeRecordParams& p, cudaStream_t stream);
+
 // Groups the tokens * top_k (token, expert) entries by expert (with fused shared experts: top_k = route_width,
 // experts = routed + shared): counts[e], offsets[e] (exclusive prefix
 // sum), row_of[i] = the entry's row in the permuted order (-1 for an id outside [0, experts)), and

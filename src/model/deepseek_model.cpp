@@ -195,6 +195,14 @@ Tensor DeepseekModel::forward(const Tensor& token_ids, const AttnMetadata& meta,
   }
   plan_mha_chunks_for(meta, mode);
   count_real_rows_ = meta.real_rows;
+  if (routed_.defined()) {
+    const int64_t T = token_ids.numel();
+    if (T > routed_.dim(0)) {  // (eager only: graphs are captured within the capacity)
+      routed_big_ = ops_.empty({T, routed_.dim(1)}, DType::kI32);
+      ops_.zero_(routed_big_);  // dense layers' columns stay 0
+    }
+    routed_out_ = routed_ids(T);
+  }
   Tensor h = ops_.embedding(embed_, token_ids);  // [T, d] residual stream
   MlpOut pending;  // [T, d] the previous layer's MLP output, added by the next norm (one kernel fewer per layer)
   for (int l = 0; l < cfg_.num_hidden_layers; ++l) pending = decoder_layer_open(layers_[l], l, h, pending, meta, cache, mode);
@@ -210,6 +218,14 @@ void DeepseekModel::enable_expert_counts() {
   if (expert_counts_.defined()) return;
   expert_counts_ = ops_.empty({cfg_.num_hidden_layers, std::max<int64_t>(cfg_.n_routed_experts, 1)}, DType::kI32);
   ops_.zero_(expert_counts_);
+}
+
+void DeepseekModel::enable_routed_capture(int64_t capacity) {
+  if (routed_.defined()) return;
+  DS_CHECK(!dp_attention_, "routed-expert capture with data-parallel attention (the MLPs route every rank's tokens)");
+  routed_ = ops_.empty({std::max<int64_t>(capacity, 1), cfg_.num_hidden_layers * int64_t{cfg_.num_experts_per_tok}},
+                       DType::kI32);
+  ops_.zero_(routed_);  // dense layers' columns are never written
 }
 
 // fp32 logits whatever the activation dtype (a bf16 logit of magnitude 10 is off by up to 0.03).
@@ -466,6 +482,8 @@ MlpOut DeepseekModel::mlp(const Layer& layer, const Tensor& x, const Fp8Act& xq)
     Tensor counts = expert_counts_.row(layer.counted);  // [E]
     ops_.moe_count_experts(ids, routing_.num_experts, count_real_rows_, counts);
   }
+  if (routed_out_.defined() && layer.counted >= 0)
+    ops_.moe_record_ids(ids, cfg_.num_experts_per_tok, int64_t{layer.counted} * cfg_.num_experts_per_tok, routed_out_);
   if (after) shared_mlp();
   // [T, d], maybe left for the next norm to sum; joins the side chain
   return ops_.moe_experts_open(x, xq, ids, weights, layer.experts, shared);

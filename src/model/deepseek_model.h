@@ -106,6 +106,13 @@ class DeepseekModel {
   // 0). Call before capturing CUDA graphs (their padded rows are left out through AttnMetadata::real_rows).
   void enable_expert_counts();
   Tensor& expert_counts() { return expert_counts_; }
+  // SGLang's return_routed_experts: from now on every forward of the main model writes each token's routed picks
+  // (top_k logical expert ids a MoE layer, 0 for dense layers) into routed_ids(T) [T, num_hidden_layers * top_k] I32
+  // on the backend: rows [0, T) of a buffer of `capacity` rows made here (before CUDA graphs are captured: they write
+  // it too), or of a fresh one for a larger forward (eager). Valid until the next forward (or graph replay).
+  void enable_routed_capture(int64_t capacity);
+  bool routed_capture() const { return routed_.defined(); }
+  Tensor routed_ids(int64_t T) const { return T <= routed_.dim(0) ? routed_.rows(0, T) : routed_big_.rows(0, T); }
 
  private:
   struct Attention {
@@ -175,6 +182,9 @@ class DeepseekModel {
   MoeRouting routing_;
   Tensor expert_counts_;    // [num_hidden_layers, n_routed_experts] I32 (enable_expert_counts), else undefined
   Tensor count_real_rows_;  // this forward's AttnMetadata::real_rows (for mlp's counts)
+  Tensor routed_;           // [capacity, num_hidden_layers * top_k] I32 (enable_routed_capture), else undefined
+  Tensor routed_big_;       // a forward's beyond the capacity
+  Tensor routed_out_;       // where this forward records (rows of routed_ or routed_big_)
   ModelOptions::SharedFork shared_fork_ = ModelOptions::SharedFork::kAuto;
   bool dp_attention_ = false;
   int64_t sparse_prefill_min_context_ = 0;

@@ -427,6 +427,10 @@ class Ops {
   // where real_rows is undefined. Fused shared experts' entries (ids >= num_experts) are not counted.
   virtual void moe_count_experts(const Tensor& topk_ids /*[T, W] I32*/, int num_experts, const Tensor& real_rows,
                                  Tensor& counts /*[num_experts] I32*/) = 0;
+  // SGLang's return_routed_experts: out[t, column + j] = topk_ids[t, j] for every row t of topk_ids and j < k (the
+  // routed picks; fused shared experts' entries after them are left out).
+  virtual void moe_record_ids(const Tensor& topk_ids /*[T, W] I32*/, int k, int64_t column,
+                              Tensor& out /*[>= T, >= column + k] I32*/) = 0;
   // sum_k topk_weights[t, k] * expert[topk_ids[t, k]](x[t]) -> [T, d]. An undefined expert (expert parallelism:
   // another rank holds it) adds nothing (CPU backend; CUDA takes no such list yet).
   virtual Tensor moe_experts(const Tensor& x /*[T, d]*/, const Tensor& topk_ids, const Tensor& topk_weights,

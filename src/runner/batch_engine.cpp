@@ -334,6 +334,18 @@ class BatchEngine final : public Engine {
       recorder_ = std::make_unique<ExpertRecorder>(cfg_.num_hidden_layers, cfg_.n_routed_experts, expert_recorder_dir());
     }
     const bool graphs = ops_->device() == Device::kCuda && !o.disable_cuda_graph && !dp_;
+    // Routed-expert capture, before any graph is captured (they record too): a buffer for the largest graph batch and
+    // a chunk (larger eager steps record into a fresh one).
+    if (o.enable_return_routed_experts) {
+      if (dp_) return error("--enable-return-routed-experts is not built with --dp-size > 1 (DP attention)");
+      if (cfg_.n_routed_experts <= 0)
+        return error("--enable-return-routed-experts: ", o.model_path, " has no routed experts");
+      const int64_t graph_rows = graphs ? int64_t{sc.max_running_requests} * (spec_steps_ + 1) : 0;
+      ops_->bind_thread();
+      model_->enable_routed_capture(std::max<int64_t>(
+          {graph_rows, std::min<int64_t>(std::max(o.chunked_prefill_size, 1), 16384), 256}));
+      return_routed_experts_ = true;
+    }
     if (dp_ && ops_->device() == Device::kCuda && !o.disable_cuda_graph && o.verbose && o.dp_rank == 0)
       DS_INFO("CUDA graphs off with --enable-dp-attention (its steps run eager so far)");
     // Speculative decoding: the MTP layer's latent cache beside the main layers' (same pages).
@@ -430,15 +442,17 @@ class BatchEngine final : public Engine {
     std::vector<TokenId> prompt(req.input_ids.begin(), req.input_ids.end());
     if (req.return_hidden_states && !return_hidden_states_)
       return error(Engine::kHiddenStatesOff);
+    if (req.return_routed_experts && !return_routed_experts_)
+      return error(Engine::kRoutedExpertsOff);
     // Prompt logprobs from k need the rows before k computed; hidden states every prompt row.
-    const int32_t reuse = req.return_hidden_states                                 ? 0
+    const int32_t reuse = req.return_hidden_states || req.return_routed_experts ? 0
                           : req.return_logprob && req.logprob_start_len >= 0 ? req.logprob_start_len
                                                                               : INT32_MAX;
     DS_RETURN_IF_ERROR(sched_->add_request(req.rid, std::move(prompt), req.sampling, reuse));
     Live& l = live_[req.rid];
     l.callback = std::move(on_event);
     l.info = RunnerRequestInfo{req.return_logprob, req.logprob_start_len, req.top_logprobs_num, req.grammar,
-                               req.token_ids_logprob, req.return_hidden_states};
+                               req.token_ids_logprob, req.return_hidden_states, req.return_routed_experts};
     if (req.return_hidden_states) l.hidden.resize(num_prompt);
     // (Penalties and grammars read the output so far on the host: such steps are not overlapped.)
     l.penalized = req.sampling.frequency_penalty != 0.0f || req.sampling.presence_penalty != 0.0f ||
@@ -590,6 +604,7 @@ class BatchEngine final : public Engine {
     // request's recomputed rows land on their own positions again), and the first position not yet in an event.
     std::vector<std::vector<float>> hidden;
     int32_t hidden_sent = 0;
+    std::vector<std::vector<int32_t>> routed;  // return_routed_experts: picks by position, as `hidden`
     bool stopped = false;
     std::string stop_matched;
     std::string error;  // the runner failed this request (non-finite logits)
@@ -982,6 +997,11 @@ class BatchEngine final : public Engine {
         if (pos >= static_cast<int32_t>(hidden.size())) hidden.resize(static_cast<size_t>(pos) + 1);
         hidden[static_cast<size_t>(pos)] = std::move(row);
       }
+      auto& routed = it->second.routed;
+      for (auto& [pos, row] : outputs[i].routed_rows) {
+        if (pos >= static_cast<int32_t>(routed.size())) routed.resize(static_cast<size_t>(pos) + 1);
+        routed[static_cast<size_t>(pos)] = std::move(row);
+      }
     }
     if (profiler_.active()) {
       StepSpan span{plan.step_id, plan.num_seqs(), plan.num_tokens(), plan.num_decode_seqs, plan.num_prefill_tokens, 0};
@@ -1039,6 +1059,7 @@ class BatchEngine final : public Engine {
         l.input_sent = true;
       }
       if (l.info.return_hidden_states) add_hidden_states(l, ev, e);
+      if (l.info.return_routed_experts && e.finished && l.error.empty()) add_routed_experts(l, ev, e);
       if (e.finished && l.stopped) e.reason = FinishReason{FinishReason::Kind::kStop, -1, l.stop_matched};
       if (!l.error.empty()) {  // a failed sequence: its placeholder token is not output
         e.new_tokens.clear();
@@ -1072,6 +1093,17 @@ class BatchEngine final : public Engine {
       if (l.hidden_sent >= static_cast<int32_t>(l.hidden.size())) break;
       e.hidden_output.push_back(std::move(l.hidden[static_cast<size_t>(l.hidden_sent)]));
     }
+  }
+
+  // return_routed_experts, at the end: the picks of positions [0, n - 1) (n = prompt + output), flat.
+  void add_routed_experts(Live& l, const RequestEvent& ev, EngineEvent& e) const {
+    const int32_t fed = ev.prompt_tokens + ev.completion_tokens - 1;
+    const size_t width = static_cast<size_t>(cfg_.num_hidden_layers) * static_cast<size_t>(cfg_.num_experts_per_tok);
+    e.routed_experts.assign(static_cast<size_t>(std::max(fed, 0)) * width, 0);
+    for (int32_t p = 0; p < fed && p < static_cast<int32_t>(l.routed.size()); ++p)
+      if (l.routed[static_cast<size_t>(p)].size() == width)
+        std::copy(l.routed[static_cast<size_t>(p)].begin(), l.routed[static_cast<size_t>(p)].end(),
+                  e.routed_experts.begin() + static_cast<std::ptrdiff_t>(p * width));
   }
 
   // An engine step threw (an internal check, a CUDA error, an injected fault): the KV cache and the
@@ -1140,6 +1172,7 @@ class BatchEngine final : public Engine {
   uint64_t planned_ahead_ = 0;
   int32_t spec_steps_ = 0;  // speculative decoding's draft tokens a step (0: off)
   bool return_hidden_states_ = false;  // --enable-return-hidden-states
+  bool return_routed_experts_ = false;  // --enable-return-routed-experts
   bool dp_ = false;         // one rank of data-parallel attention (run_loop_dp)
   std::function<void(const std::string&, int32_t, std::vector<int32_t>&)> test_draft_hook_;
   uint64_t spec_verify_steps_ = 0, spec_draft_tokens_ = 0, spec_accepted_tokens_ = 0;

@@ -70,6 +70,10 @@ struct BatchEngineOptions {
   // --enable-return-hidden-states: requests may ask for their hidden states (EngineRequest::return_hidden_states;
   // refused otherwise, as SGLang). On CUDA the decode graphs then keep their hidden rows (one copy a replay).
   bool enable_return_hidden_states = false;
+  // --enable-return-routed-experts: requests may ask for the experts their tokens were routed to
+  // (EngineRequest::return_routed_experts). The model then records every forward's picks (one small kernel a MoE
+  // layer, in the CUDA graphs too). Not with --dp-size > 1.
+  bool enable_return_routed_experts = false;
   bool verbose = true;               // loading progress on stderr
   // Called once on the engine thread after a step failed (every live request already got an error event);
   // the server should exit non-zero. Unset: the engine just stops.

@@ -284,6 +284,66 @@ TEST(BatchEngine, HiddenStatesAreTheFinalNormedRowsOfPromptAndFedOutput) {
   }
 }
 
+// return_routed_experts: at the end, the routed picks of every fed token (the prompt, the output but its last token)
+// in every layer, equal to one prefill's of those tokens (0 in the dense layers); the prompt prefilled in chunks, the
+// same prompt cached before still computed whole; refused without the option.
+TEST(BatchEngine, RoutedExpertsAreEveryFedTokensPicks) {
+  std::mt19937 rng(13);
+  const std::vector<int32_t> prompt = random_prompt(rng, 90, 1024);
+  BatchEngineOptions o;
+  o.model_path = fixture("v3");
+  o.chunked_prefill_size = 32;
+  o.verbose = false;
+  {
+    auto off = make_batch_engine(o).value();
+    EngineRequest r = greedy("x", prompt, 2);
+    r.return_routed_experts = true;
+    const Status st = off->submit(r, [](EngineEvent) {});
+    ASSERT_FALSE(st.is_ok());
+    EXPECT_NE(st.message().find("--enable-return-routed-experts"), std::string::npos) << st.message();
+  }
+  o.enable_return_routed_experts = true;
+  auto engine = make_batch_engine(o).value();
+  Collector col;
+  constexpr int kNew = 7;
+  ASSERT_TRUE(engine->submit(greedy("plain", prompt, kNew), col.callback()).is_ok());
+  ASSERT_TRUE(col.wait(1));
+  EngineRequest a = greedy("a", prompt, kNew);
+  a.return_routed_experts = true;
+  ASSERT_TRUE(engine->submit(a, col.callback()).is_ok());
+  ASSERT_TRUE(col.wait(2));
+  EXPECT_EQ(col.final_event["a"].cached_tokens, 0);
+  EXPECT_TRUE(col.final_event["plain"].routed_experts.empty());
+  ASSERT_EQ(col.tokens["a"], col.tokens["plain"]);
+
+  auto cfg = load_model_config(fixture("v3")).value();
+  auto w = load_weights(fixture("v3"), cfg).value();
+  auto ops = make_cpu_ops();
+  DeepseekModel model(cfg, w, *ops);
+  std::vector<int32_t> fed = prompt;
+  fed.insert(fed.end(), col.tokens["a"].begin(), col.tokens["a"].end() - 1);
+  const Tensor ref = SequenceRunner(model, *ops).routed_experts(fed);  // [fed, layers * top_k]
+  const int64_t L = cfg.num_hidden_layers, k = cfg.num_experts_per_tok;
+  ASSERT_EQ(ref.dim(1), L * k);
+  const std::vector<int32_t>& got = col.final_event["a"].routed_experts;
+  ASSERT_EQ(static_cast<int64_t>(got.size()), static_cast<int64_t>(fed.size()) * L * k);
+  for (int64_t t = 0; t < static_cast<int64_t>(fed.size()); ++t)
+    for (int64_t l = 0; l < L; ++l) {
+      std::set<int32_t> picks;
+      for (int64_t j = 0; j < k; ++j) {
+        const int32_t g = got[static_cast<size_t>((t * L + l) * k + j)];
+        EXPECT_EQ(g, ref.data_as<int32_t>()[(t * L + l) * k + j]) << "token " << t << " layer " << l;
+        if (cfg.is_moe_layer(static_cast<int>(l))) {
+          EXPECT_TRUE(g >= 0 && g < cfg.n_routed_experts) << g;
+          picks.insert(g);
+        } else {
+          EXPECT_EQ(g, 0) << "dense layer " << l;
+        }
+      }
+      if (cfg.is_moe_layer(static_cast<int>(l))) EXPECT_EQ(static_cast<int64_t>(picks.size()), k);
+    }
+}
+
 // A prompt of 1,300 tokens in one prefill step: its prompt-row log-softmax comes back 1,024 rows at a time (two
 // blocks); every position (past the first block too) matches SequenceRunner::score, and the asked ids' logprobs
 // come with each.

@@ -135,14 +135,21 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
     }
   // return_hidden_states: every row of the sequences that asked (which of a verification's are kept is known after
   // sampling, in finish()).
-  std::vector<int64_t> hidden_rows;
+  std::vector<int64_t> hidden_rows, routed_rows;
   for (size_t s = 0; s < plan.seqs.size(); ++s) {
     const auto& sq = plan.seqs[s];
     auto it = info.find(sq.req->rid);
-    if (it == info.end() || !it->second.return_hidden_states) continue;
+    if (it == info.end()) continue;
     for (int32_t j = 0; j < sq.num_tokens; ++j) {
-      hidden_rows.push_back(sq.token_begin + j);
-      step.hidden_owner.push_back({s, sq.start_pos + j, sq.start_pos + sq.num_tokens - sq.num_draft});
+      const LaunchedStep::RowOwner owner{s, sq.start_pos + j, sq.start_pos + sq.num_tokens - sq.num_draft};
+      if (it->second.return_hidden_states) {
+        hidden_rows.push_back(sq.token_begin + j);
+        step.hidden_owner.push_back(owner);
+      }
+      if (it->second.return_routed_experts && model_.routed_capture()) {
+        routed_rows.push_back(sq.token_begin + j);
+        step.routed_owner.push_back(owner);
+      }
     }
   }
   Tensor dev_logits;  // [R, vocab] on the backend
@@ -173,6 +180,7 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
     dev_logits = graphs_->replay(seqs).rows(0, plan.num_seqs() * q);
     graph_steps_.fetch_add(1, std::memory_order_relaxed);
     if (!hidden_rows.empty()) step.hidden_rows = ops_.select_rows(graphs_->hidden(), hidden_rows);
+    if (!routed_rows.empty()) step.routed_rows = ops_.select_rows(model_.routed_ids(plan.num_seqs() * q), routed_rows);
     if (speculative()) {  // the graph's static hidden rows: read by finish()'s drafter before the next replay
       step.hidden = graphs_->hidden().rows(0, plan.num_seqs() * q);
       step.plan = std::make_shared<const StepPlan>(plan);
@@ -193,6 +201,7 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
       step.plan = std::make_shared<const StepPlan>(plan);
     }
     if (!hidden_rows.empty()) step.hidden_rows = ops_.select_rows(hidden, hidden_rows);
+    if (!routed_rows.empty()) step.routed_rows = ops_.select_rows(model_.routed_ids(plan.num_tokens()), routed_rows);
     if (rows.empty()) return step;
     dev_logits = model_.logits(ops_.select_rows(hidden, rows));
   }
@@ -424,14 +433,26 @@ std::vector<SeqOutput> BatchRunner::finish(LaunchedStep step) {
     if (step.want_logprob[b]) out[s].logprob = std::move(lp);
     decided[s] = 1;
   }
-  if (step.hidden_rows.defined()) {  // the rows whose tokens are final: not those of rejected drafts
+  // The rows whose tokens are final: not those of rejected drafts.
+  const auto final_row = [&](const LaunchedStep::RowOwner& o) {
+    return o.pos < o.draft_from + static_cast<int32_t>(out[o.seq].accepted_drafts.size()) && out[o.seq].error.empty();
+  };
+  if (step.hidden_rows.defined()) {
     const Tensor host = to_f32(ops_.to_host(step.hidden_rows));  // [rows, d]
     const int64_t d = host.dim(1);
     for (size_t r = 0; r < step.hidden_owner.size(); ++r) {
-      const auto [s, pos, draft_from] = step.hidden_owner[r];
-      if (pos >= draft_from + static_cast<int32_t>(out[s].accepted_drafts.size()) || !out[s].error.empty()) continue;
+      if (!final_row(step.hidden_owner[r])) continue;
       const float* row = host.f32() + static_cast<int64_t>(r) * d;
-      out[s].hidden_rows.emplace_back(pos, std::vector<float>(row, row + d));
+      out[step.hidden_owner[r].seq].hidden_rows.emplace_back(step.hidden_owner[r].pos, std::vector<float>(row, row + d));
+    }
+  }
+  if (step.routed_rows.defined()) {
+    const Tensor host = ops_.to_host(step.routed_rows);  // [rows, layers * top_k] I32
+    const int64_t n = host.dim(1);
+    for (size_t r = 0; r < step.routed_owner.size(); ++r) {
+      if (!final_row(step.routed_owner[r])) continue;
+      const int32_t* row = host.data_as<int32_t>() + static_cast<int64_t>(r) * n;
+      out[step.routed_owner[r].seq].routed_rows.emplace_back(step.routed_owner[r].pos, std::vector<int32_t>(row, row + n));
     }
   }
   if (!step.plan) return out;

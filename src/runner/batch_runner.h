@@ -26,6 +26,7 @@ struct RunnerRequestInfo {
   std::shared_ptr<const TokenFsm> grammar;  // constrained decoding (EngineRequest::grammar)
   std::vector<int32_t> token_ids_logprob;   // EngineRequest::token_ids_logprob
   bool return_hidden_states = false;        // EngineRequest::return_hidden_states
+  bool return_routed_experts = false;       // EngineRequest::return_routed_experts
 };
 
 struct SeqOutput {
@@ -41,6 +42,8 @@ struct SeqOutput {
   // return_hidden_states: (position, final-normed hidden row) of every row this step computed whose token is final
   // (prompt rows, the fed token, accepted drafts; not rejected drafts), in position order.
   std::vector<std::pair<int32_t, std::vector<float>>> hidden_rows;
+  // return_routed_experts: (position, its token's routed picks [num_hidden_layers * top_k]) for the same rows.
+  std::vector<std::pair<int32_t, std::vector<int32_t>>> routed_rows;
   std::string error;  // non-empty: this sequence's logits were not finite; the engine fails the request
 };
 
@@ -58,16 +61,18 @@ struct LaunchedStep {
   std::shared_ptr<const StepPlan> plan;
   std::vector<std::pair<size_t, Sampler>> rewind;
   bool graph_verify = false;  // replayed from a verify graph: its hidden rows are the draft graphs' input
-  // return_hidden_states: the hidden rows of the requests that asked, gathered on the backend at launch (so a later
-  // replay cannot overwrite them), and each row's sequence, position and its sequence's first draft position (rows
-  // from there on are kept only for accepted drafts).
-  struct HiddenOwner {
+  // return_hidden_states / return_routed_experts: the rows of the requests that asked, gathered on the backend at
+  // launch (so a later replay cannot overwrite them), and each row's sequence, position and its sequence's first draft
+  // position (rows from there on are kept only for accepted drafts).
+  struct RowOwner {
     size_t seq = 0;
     int32_t pos = 0;
     int32_t draft_from = 0;
   };
   Tensor hidden_rows;                         // [hidden_owner.size(), d]
-  std::vector<HiddenOwner> hidden_owner;
+  std::vector<RowOwner> hidden_owner;
+  Tensor routed_rows;                         // [routed_owner.size(), num_hidden_layers * top_k] I32
+  std::vector<RowOwner> routed_owner;
 };
 
 class BatchRunner {

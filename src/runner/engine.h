@@ -33,6 +33,9 @@ struct EngineRequest {
   // every prompt position and of every fed output token, reported in the events (EngineEvent::hidden_*). The prompt
   // is then computed whole (no prefix-cache reuse), so every prompt row exists.
   bool return_hidden_states = false;
+  // SGLang's return_routed_experts (the engine must be started with it enabled): the routed experts each fed token
+  // picked in every layer (EngineEvent::routed_experts); the prompt is computed whole, as for hidden states.
+  bool return_routed_experts = false;
 };
 
 struct TokenLogprob {
@@ -52,6 +55,10 @@ struct EngineEvent {
   // output token is never fed): SGLang's meta_info.hidden_states is [prompt rows, then one row a decode step].
   std::vector<std::vector<float>> hidden_prompt;
   std::vector<std::vector<float>> hidden_output;
+  // return_routed_experts, in the final event: [prompt_tokens + completion_tokens - 1][num_hidden_layers][top_k]
+  // logical expert ids, flat (SGLang's meta_info.routed_experts before its base64): the picks of every fed token
+  // (all but the last output token), 0 in dense layers.
+  std::vector<int32_t> routed_experts;
   bool finished = false;
   FinishReason reason;                        // meaningful when finished
   std::string error;                          // non-empty: the request failed (reason kind abort)
@@ -152,6 +159,8 @@ class Engine {
   }
   static constexpr const char* kHiddenStatesOff =
       "return_hidden_states: the server was started without --enable-return-hidden-states";
+  static constexpr const char* kRoutedExpertsOff =
+      "return_routed_experts: the server was started without --enable-return-routed-experts";
   static constexpr const char* kNoExpertRecorder =
       "the expert distribution recorder is off: start the server with --expert-distribution-recorder-mode stat";
   virtual EngineStats stats() const = 0;

@@ -50,6 +50,14 @@ Tensor SequenceRunner::hidden_states(const std::vector<int32_t>& ids, AttnMode m
   return to_f32(ops_.to_host(step(ids, 0, mode)));  // [n, d]
 }
 
+Tensor SequenceRunner::routed_experts(const std::vector<int32_t>& ids) {
+  DS_CHECK(!ids.empty());
+  model_.enable_routed_capture(static_cast<int64_t>(ids.size()));
+  reset(static_cast<int64_t>(ids.size()));
+  (void)step(ids, 0, AttnMode::kAuto);
+  return ops_.to_host(model_.routed_ids(static_cast<int64_t>(ids.size())));  // [n, layers * top_k]
+}
+
 namespace {
 constexpr int64_t kScoreLogitRows = 1024;
 }  // namespace

@@ -37,6 +37,9 @@ class SequenceRunner {
   ScoreResult score(const std::vector<int32_t>& ids, int top_k, AttnMode mode = AttnMode::kAuto, int chunk = 0);
   // The final-normed hidden rows of `ids` in one prefill ([n, d] fp32 on the host): return_hidden_states' reference.
   Tensor hidden_states(const std::vector<int32_t>& ids, AttnMode mode = AttnMode::kAuto);
+  // The routed experts of `ids` in one prefill ([n, layers * top_k] I32 on the host; the model's routed capture is
+  // turned on here): return_routed_experts' reference.
+  Tensor routed_experts(const std::vector<int32_t>& ids);
   // generate() decodes through a CUDA graph (batch size 1, captured per call) on the CUDA backend.
   void set_use_cuda_graphs(bool on) { use_cuda_graphs_ = on; }
   // Prefill the prompt, then decode one token per step over the latent cache.

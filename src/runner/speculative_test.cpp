@@ -43,6 +43,7 @@ Outcome run(const std::string& fx, int steps, const std::vector<EngineRequest>& 
   o.speculative_ngram = ngram;
   o.ngram = NgramOptions{1, 6};
   o.enable_return_hidden_states = true;  // (requests that ask: HiddenStatesWithDrafts)
+  o.enable_return_routed_experts = true;
   Outcome out = test::run_engine(o, reqs);
   EXPECT_EQ(out.stats.used_tokens, out.stats.cached_tokens) << "pool idle after the last event";
   return out;
@@ -246,14 +247,16 @@ TEST(Speculative, AcceptedDraftsContinueExactly) {
   }
 }
 
-// return_hidden_states with drafts: a verification step computes rows for its drafts too, and only those of accepted
-// drafts are final; a retracted request recomputes rows it already reported. Every request then gets the rows an
-// undrafted run gives (the prompt's, one a fed output token), to float rounding, once each.
+// return_hidden_states and return_routed_experts with drafts: a verification step computes rows for its drafts too,
+// and only those of accepted drafts are final; a retracted request recomputes rows it already reported. Every request
+// then gets the rows an undrafted run gives (the prompt's, one a fed output token), to float rounding, once each, and
+// the same routed experts.
 TEST(Speculative, HiddenStatesWithDrafts) {
   auto reqs = mixed_requests(53, 8);
   for (auto& r : reqs) {
     r.sampling.max_new_tokens += 10;
     r.return_hidden_states = true;
+    r.return_routed_experts = true;
   }
   const Outcome base = run("v3", 0, reqs, 48, 0, 4);
   int corrupt = 0;
@@ -286,6 +289,10 @@ TEST(Speculative, HiddenStatesWithDrafts) {
       }
       EXPECT_LT(std::sqrt(num / std::max(den, 1e-30)), 1e-4) << "row " << p;
     }
+    const auto& ra = spec.final_event.at(r.rid).routed_experts;
+    const auto& rb = base.final_event.at(r.rid).routed_experts;
+    EXPECT_EQ(rb.size(), b.size() * 3 * 4);  // the v3 fixture: 3 layers, top-4
+    EXPECT_EQ(ra, rb);
   }
 }
 

@@ -3,11 +3,13 @@
 greedy /generate must reproduce the transformers reference continuation (alone, streamed, in concurrent batches,
 with n > 1), and a client that disconnects mid-stream must give its KV pages back.
 Usage: server_engine_test.py [path/to/dserve] [fixture dir]."""
+import base64
 import concurrent.futures
 import json
 import math
 import os
 import socket
+import struct
 import sys
 import unittest
 
@@ -32,7 +34,7 @@ class EngineServerTest(unittest.TestCase):
         cls.server = H.Server(BINARY, ["--model-path", FIXTURE, "--skip-tokenizer-init", "--page-size", "16",
                                        "--max-total-tokens", "16384", "--enable-metrics",
                                        "--expert-distribution-recorder-mode", "stat",
-                                       "--enable-return-hidden-states"]).start()
+                                       "--enable-return-hidden-states", "--enable-return-routed-experts"]).start()
 
     @classmethod
     def tearDownClass(cls):
@@ -355,6 +357,31 @@ class EngineServerTest(unittest.TestCase):
                                                     "temperature": 0, "ignore_eos": True,
                                                     "return_hidden_states": True}).json()
         self.assertEqual(c["choices"][0]["hidden_states"], hs[-1])
+
+    def test_return_routed_experts(self):
+        """SGLang's return_routed_experts through the CLI flag: meta_info.routed_experts is base64 of little-endian
+        int32 [prompt + output - 1, layers, top_k] (what RL frameworks' routing replay decodes): top_k distinct experts
+        a MoE layer, 0 in the dense ones; the same request again gives the same picks."""
+        with open(os.path.join(FIXTURE, "config.json")) as f:
+            cfg = json.load(f)
+        g = REF["generate"][0]
+        j = self.generate(g, return_routed_experts=True).json()
+        raw = base64.b64decode(j["meta_info"]["routed_experts"])
+        layers, k = cfg["num_hidden_layers"], cfg["num_experts_per_tok"]
+        rows = len(g["input_ids"]) + len(j["output_ids"]) - 1
+        self.assertEqual(len(raw), rows * layers * k * 4)
+        ids = struct.unpack("<%di" % (rows * layers * k), raw)
+        for t in range(rows):
+            for layer in range(layers):
+                picks = ids[(t * layers + layer) * k:(t * layers + layer + 1) * k]
+                if layer < cfg["first_k_dense_replace"]:
+                    self.assertEqual(picks, (0,) * k)
+                else:
+                    self.assertEqual(len(set(picks)), k)
+                    self.assertTrue(all(0 <= e < cfg["n_routed_experts"] for e in picks))
+        again = self.generate(g, return_routed_experts=True).json()
+        self.assertEqual(again["meta_info"]["routed_experts"], j["meta_info"]["routed_experts"])
+        self.assertNotIn("routed_experts", self.generate(g).json()["meta_info"])
 
     def test_session_continues_a_request(self):
         """SGLang's sessions on the real engine: a request continuing the first one's prompt and output ids (cut by

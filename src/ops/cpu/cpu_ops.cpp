@@ -258,11 +258,14 @@ class CpuOps final : public Ops {
     return out;
   }
   Tensor select_rows(const Tensor& x, const std::vector<int64_t>& rows) override {
+    DS_CHECK(x.ndim() == 2 && (x.dtype() == DType::kF32 || x.dtype() == DType::kI32), "select_rows of ", x.describe());
     const int64_t n = x.dim(1);
-    Tensor out = Tensor::empty({static_cast<int64_t>(rows.size()), n}, DType::kF32);
+    Tensor out = Tensor::empty({static_cast<int64_t>(rows.size()), n}, x.dtype());
+    const size_t row_bytes = sizeof(float) * static_cast<size_t>(n);  // (both dtypes are 4 bytes)
     for (size_t i = 0; i < rows.size(); ++i) {
       DS_CHECK(rows[i] >= 0 && rows[i] < x.dim(0));
-      std::memcpy(out.f32() + i * n, x.f32() + rows[i] * n, sizeof(float) * n);
+      std::memcpy(static_cast<char*>(out.data()) + i * row_bytes, static_cast<const char*>(x.data()) + rows[i] * row_bytes,
+                  row_bytes);
     }
     return out;
   }
@@ -551,6 +554,19 @@ class CpuOps final : public Ops {
     const int32_t* id = i32(topk_ids);
     for (int64_t i = 0; i < rows * topk_ids.dim(1); ++i)
       if (id[i] >= 0 && id[i] < num_experts) ++count[id[i]];
+  }
+
+  void moe_record_ids(const Tensor& topk_ids, int k, int64_t column, Tensor& out) override {
+    DS_CHECK_SHAPE(topk_ids, {-1, -1});
+    DS_CHECK_SHAPE(out, {-1, -1});
+    const int64_t T = topk_ids.dim(0), W = topk_ids.dim(1), n = out.dim(1);
+    DS_CHECK(k >= 0 && k <= W && column >= 0 && column + k <= n && T <= out.dim(0), "moe_record_ids: ",
+             topk_ids.describe(), " k ", k, " at column ", column, " of ", out.describe());
+    const int32_t* id = i32(topk_ids);
+    int32_t* o = out.data_as<int32_t>();
+    (void)i32(out);
+    for (int64_t t = 0; t < T; ++t)
+      for (int j = 0; j < k; ++j) o[t * n + column + j] = id[t * W + j];
   }
 
   void moe_route(const Tensor& logits, const Tensor& bias, const MoeRouting& r, Tensor* topk_ids,

@@ -13,6 +13,7 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <set>
 #include <string>
 
 #include <gtest/gtest.h>
@@ -715,9 +716,11 @@ TEST(CudaGraphHidden, RowsMatchTheCpuPrefill) {
   o.cuda_graph_bs = {1, 5, 16};
   o.cuda_graph_max_bs = 16;
   o.enable_return_hidden_states = true;
+  o.enable_return_routed_experts = true;
   o.verbose = false;
   auto e = make_batch_engine(o);
   ASSERT_TRUE(e.is_ok()) << e.status().message();
+  std::map<std::string, std::vector<int32_t>> routed;
   std::mutex mu;
   std::condition_variable cv;
   size_t finished = 0;
@@ -737,6 +740,7 @@ TEST(CudaGraphHidden, RowsMatchTheCpuPrefill) {
     r.sampling.temperature = 0;
     r.sampling.ignore_eos = true;
     r.return_hidden_states = i != 3;
+    r.return_routed_experts = i != 3;
     ASSERT_TRUE((*e)->submit(r, [&](EngineEvent ev) {
                      std::lock_guard<std::mutex> lock(mu);
                      auto& t = tokens[ev.rid];
@@ -744,6 +748,7 @@ TEST(CudaGraphHidden, RowsMatchTheCpuPrefill) {
                      auto& h = rows[ev.rid];
                      h.insert(h.end(), ev.hidden_prompt.begin(), ev.hidden_prompt.end());
                      h.insert(h.end(), ev.hidden_output.begin(), ev.hidden_output.end());
+                     if (ev.finished) routed[ev.rid] = ev.routed_experts;
                      if (ev.finished) ++finished;
                      cv.notify_all();
                    }).is_ok());
@@ -757,6 +762,7 @@ TEST(CudaGraphHidden, RowsMatchTheCpuPrefill) {
   EXPECT_GT((*e)->stats().num_graph_steps, 5u);
   (*e)->shutdown();
   EXPECT_TRUE(rows["h3"].empty());
+  EXPECT_TRUE(routed["h3"].empty());
   const ModelConfig cfg = load_model_config(fixture_dir("v3")).value();
   auto w = load_weights(fixture_dir("v3"), cfg).value();
   auto cpu = make_cpu_ops();
@@ -765,6 +771,7 @@ TEST(CudaGraphHidden, RowsMatchTheCpuPrefill) {
   // relative error among rows at ~1e-2), so the rows are checked by what a mapping or layout bug would break: each row
   // is nearest its own position's reference row (another position's is ~1.4 away), and most rows are close.
   std::vector<double> rels;
+  int64_t picks = 0, same_picks = 0;
   for (int i = 0; i < 3; ++i) {
     const std::string rid = "h" + std::to_string(i);
     const std::vector<int32_t>& p = prompts[rid];
@@ -774,6 +781,25 @@ TEST(CudaGraphHidden, RowsMatchTheCpuPrefill) {
     ASSERT_EQ(rows[rid].size(), fed.size()) << rid;
     const Tensor ref = SequenceRunner(model, *cpu).hidden_states(fed);  // [fed, d]
     const int64_t d = ref.dim(1);
+    // Routed experts: each fed token's picks, 0 in the dense layer; agreeing with the CPU's but where bf16 flips one.
+    const Tensor ref_ids = SequenceRunner(model, *cpu).routed_experts(fed);  // [fed, layers * top_k]
+    const int64_t width = ref_ids.dim(1), k = cfg.num_experts_per_tok;
+    ASSERT_EQ(static_cast<int64_t>(routed[rid].size()), static_cast<int64_t>(fed.size()) * width) << rid;
+    for (int64_t t = 0; t < static_cast<int64_t>(fed.size()); ++t)
+      for (int64_t c0 = 0; c0 < width; c0 += k) {  // a layer's picks, compared as sets (the order is the kernel's)
+        std::set<int32_t> want;
+        for (int64_t j = 0; j < k; ++j) want.insert(ref_ids.data_as<int32_t>()[t * width + c0 + j]);
+        for (int64_t j = 0; j < k; ++j) {
+          const int32_t got = routed[rid][static_cast<size_t>(t * width + c0 + j)];
+          if (!cfg.is_moe_layer(static_cast<int>(c0 / k))) {
+            EXPECT_EQ(got, 0) << rid << " token " << t;
+            continue;
+          }
+          EXPECT_TRUE(got >= 0 && got < cfg.n_routed_experts) << got;
+          ++picks;
+          same_picks += want.count(got);
+        }
+      }
     auto dist2 = [&](const std::vector<float>& x, size_t r) {
       double s2 = 0;
       for (int64_t k = 0; k < d; ++k) {
@@ -796,6 +822,9 @@ TEST(CudaGraphHidden, RowsMatchTheCpuPrefill) {
   const double median = rels[rels.size() / 2], p90 = rels[rels.size() * 9 / 10], worst = rels.back();
   std::printf("GRAPH hidden rows: relative L2 error vs the CPU prefill over %zu rows: median %.2e, p90 %.2e, max %.2e\n",
               rels.size(), median, p90, worst);
+  std::printf("GRAPH routed experts: %lld of %lld picks as the CPU's\n", static_cast<long long>(same_picks),
+              static_cast<long long>(picks));
+  EXPECT_GT(same_picks, picks * 9 / 10);
   EXPECT_LT(median, 1.5e-2);
   EXPECT_LT(p90, 3e-2);
   EXPECT_LT(worst, 0.5);

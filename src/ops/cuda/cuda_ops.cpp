@@ -1174,6 +1174,21 @@ class CudaOps final : public Ops {
     p.experts = num_experts;
     DS_CUDA_CHECK(kernels::launch_moe_count_experts(p, stream()));
   }
+  void moe_record_ids(const Tensor& topk_ids, int k, int64_t column, Tensor& out) override {
+    DS_CHECK_SHAPE(topk_ids, {-1, -1});
+    DS_CHECK_SHAPE(out, {-1, -1});
+    check_cuda(out, "recorded expert ids");
+    DS_CHECK(out.dtype() == DType::kI32 && topk_ids.dim(0) <= out.dim(0), "moe_record_ids into ", out.describe());
+    kernels::MoeRecordParams p{};
+    p.topk_ids = i32(topk_ids, "recorded expert ids");
+    p.out = out.data_as<int32_t>();
+    p.tokens = topk_ids.dim(0);
+    p.out_stride = out.dim(1);
+    p.column = column;
+    p.width = static_cast<int>(topk_ids.dim(1));
+    p.k = k;
+    DS_CUDA_CHECK(kernels::launch_moe_record_ids(p, stream()));
+  }
   // The correction bias (selection only) as the routing kernels read it: fp32 [E] on the device, or undefined.
   Tensor router_bias_f32(const Tensor& bias, int64_t E) {
     if (!bias.defined()) return Tensor();

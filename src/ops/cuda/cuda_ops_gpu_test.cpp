@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <tuple>
 #include <set>
 
 #include <gtest/gtest.h>
@@ -466,6 +467,28 @@ TEST_F(CudaOpsTest, MoeCountExperts) {
         if (real == 0) EXPECT_EQ(total, 0);
         if (real < 0) EXPECT_GT(total, 0);
       }
+    }
+  }
+}
+
+// return_routed_experts' recording: the first k of each row's W ids into columns [column, column + k) of a wider
+// buffer; the other columns and the rows past T keep what they held (random values on both sides, not zeros).
+TEST_F(CudaOpsTest, MoeRecordIds) {
+  for (int64_t T : {1, 7, 300, 5000}) {
+    for (const auto [W, k, width, column] : std::vector<std::tuple<int, int, int64_t, int64_t>>{
+             {8, 8, 8 * 61, 8 * 3}, {9, 8, 8 * 3, 8 * 2}, {6, 6, 6 * 27, 0}, {5, 4, 12, 8}}) {
+      Tensor ids = Tensor::empty({T, W}, DType::kI32), out = Tensor::empty({T + 3, width}, DType::kI32);
+      std::uniform_int_distribution<int32_t> pick(-1000, 1000);
+      for (int64_t i = 0; i < ids.numel(); ++i) ids.data_as<int32_t>()[i] = pick(rng_);
+      for (int64_t i = 0; i < out.numel(); ++i) out.data_as<int32_t>()[i] = pick(rng_);
+      Tensor gout = cuda_upload(out);
+      cpu().moe_record_ids(ids, k, column, out);
+      gpu().moe_record_ids(cuda_upload(ids), k, column, gout);
+      Tensor h = cuda_download(gout);
+      const std::vector<int32_t> a(out.data_as<int32_t>(), out.data_as<int32_t>() + out.numel()),
+          b(h.data_as<int32_t>(), h.data_as<int32_t>() + h.numel());
+      EXPECT_EQ(a, b) << "T " << T << " W " << W << " k " << k << " column " << column;
+      EXPECT_EQ(a[static_cast<size_t>(column)], ids.data_as<int32_t>()[0]);
     }
   }
 }
