@@ -1085,8 +1085,12 @@ class BatchEngine final : public Engine {
     const int32_t num_prompt = ev.prompt_tokens;
     const int32_t end = num_prompt + ev.completion_tokens - 1;  // rows [0, end) made the tokens so far
     if (l.hidden_sent == 0 && (end >= num_prompt || ev.finished)) {
-      const int32_t n = std::min<int32_t>(num_prompt, static_cast<int32_t>(l.hidden.size()));
-      e.hidden_prompt.assign(std::make_move_iterator(l.hidden.begin()), std::make_move_iterator(l.hidden.begin() + n));
+      // (A request ended before its prefill completed, e.g. aborted, sends no prompt rows: some were never computed.)
+      const bool whole = static_cast<int32_t>(l.hidden.size()) >= num_prompt &&
+                         std::none_of(l.hidden.begin(), l.hidden.begin() + num_prompt, [](const auto& r) { return r.empty(); });
+      if (whole)
+        e.hidden_prompt.assign(std::make_move_iterator(l.hidden.begin()),
+                               std::make_move_iterator(l.hidden.begin() + num_prompt));
       l.hidden_sent = num_prompt;
     }
     for (; l.hidden_sent >= num_prompt && l.hidden_sent < end; ++l.hidden_sent) {
