@@ -432,6 +432,7 @@ int run_serve(int argc, char** argv) {
   std::fprintf(stderr, "dserve serve: shutting down\n");
   api.set_shutting_down();
   if (engine) engine->shutdown();  // pending requests finish (reason abort); their last events flush below
+  api.wait_admin_idle();            // a weight update inside the engine has returned (the engine's shutdown ended it)
   std::this_thread::sleep_for(std::chrono::milliseconds(200));
   server.stop();
   if (engine_failed) {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <bit>
 #include <charconv>
+#include <condition_variable>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -130,6 +131,21 @@ struct ApiServer::Impl : std::enable_shared_from_this<ApiServer::Impl> {
   SessionStore sessions;    // /open_session, /close_session, /generate's session_params
   // /update_weights_from_disk runs here (it takes as long as loading a checkpoint), one at a time, off the I/O threads.
   std::unique_ptr<WorkerPool> admin_pool = std::make_unique<WorkerPool>(1, 4);
+  // Admin jobs inside the engine (ApiServer::wait_admin_idle); a job starts only while not shutting down.
+  std::mutex admin_mu;
+  std::condition_variable admin_cv;
+  int admin_active = 0;
+  bool admin_enter() {
+    std::lock_guard<std::mutex> lock(admin_mu);
+    if (shutting_down) return false;
+    ++admin_active;
+    return true;
+  }
+  void admin_leave() {
+    std::lock_guard<std::mutex> lock(admin_mu);
+    --admin_active;
+    admin_cv.notify_all();
+  }
   mutable std::mutex weight_version_mu;
   std::string weight_version_ = "default";  // SGLang's weight_version (set by a weight update)
   std::string weight_version() const {
@@ -1767,7 +1783,14 @@ Status ApiServer::set_backend(Engine* engine, const Tokenizer* tokenizer) {
 }
 
 bool ApiServer::ready() const { return impl_->is_ready.load(std::memory_order_acquire); }
-void ApiServer::set_shutting_down() { impl_->shutting_down = true; }
+void ApiServer::set_shutting_down() {
+  std::lock_guard<std::mutex> lock(impl_->admin_mu);
+  impl_->shutting_down = true;
+}
+void ApiServer::wait_admin_idle() {
+  std::unique_lock<std::mutex> lock(impl_->admin_mu);
+  impl_->admin_cv.wait(lock, [&] { return impl_->admin_active == 0; });
+}
 const ServerMetrics& ApiServer::metrics() const { return impl_->metrics; }
 
 void ApiServer::handle(HttpRequest req, std::shared_ptr<HttpResponder> out) {
@@ -2001,8 +2024,13 @@ void ApiServer::handle(HttpRequest req, std::shared_ptr<HttpResponder> out) {
     if (auto e = parse_update_weights_request(req.body, &u)) return m.send_json(*out, name, 400, answer(false, e->message));
     auto self = m.shared_from_this();
     const bool queued = m.admin_pool->post([self, out, u, name, answer] {
+      if (!self->admin_enter()) {
+        out->post([self, out, name, answer] { self->send_json(*out, name, 503, answer(false, "the server is shutting down")); });
+        return;
+      }
       if (u.abort_all_requests) self->engine->abort_all();
       const Status st = self->engine->update_weights_from_disk(u.model_path, u.flush_cache, u.keep_pause);
+      self->admin_leave();
       if (st.is_ok() && !u.weight_version.empty()) {
         std::lock_guard<std::mutex> lock(self->weight_version_mu);
         self->weight_version_ = u.weight_version;

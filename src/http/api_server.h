@@ -65,8 +65,12 @@ class ApiServer {
   // --skip-tokenizer-init (requests must then carry token ids). Both must outlive the server's use.
   Status set_backend(Engine* engine, const Tokenizer* tokenizer);
   bool ready() const;
-  // While draining for shutdown: new generation requests get 503.
+  // While draining for shutdown: new generation requests get 503, and admin jobs not started yet (a queued weight
+  // update) answer 503 without touching the engine.
   void set_shutting_down();
+  // Waits for the admin job that is running (a weight update inside the engine) to return. Call after the engine's
+  // shutdown (which ends its wait) and before the engine is destroyed.
+  void wait_admin_idle();
 
   // The HttpHandler.
   void handle(HttpRequest req, std::shared_ptr<HttpResponder> out);

@@ -1063,6 +1063,14 @@ TEST_F(ApiServerTest, UpdateWeightsFromDiskAnswersAsSglang) {
                 ["meta_info"]["weight_version"], "step-2");
   EXPECT_EQ(http_call(port_, "GET", "/update_weights_from_disk").status, 405);
   expect_still_serving();
+  // Draining for shutdown: an update not started yet answers 503 and never reaches the engine; wait_admin_idle then
+  // returns at once (nothing inside the engine).
+  api_->set_shutting_down();
+  r = post("/update_weights_from_disk", R"({"model_path": ")" + dir_.string() + R"("})");
+  EXPECT_EQ(r.status, 503) << r.body;
+  EXPECT_NE(r.body.find("shutting down"), std::string::npos) << r.body;
+  api_->wait_admin_idle();
+  EXPECT_EQ(engine_->weight_updates().size(), 1u);
 }
 
 
