@@ -72,7 +72,7 @@ void add_serve_flags(Flags& f) {
              "prompt token, then one a decode step; their prompts are computed whole, not from the prefix cache)");
   f.add_bool("enable-return-routed-experts",
              "requests may set return_routed_experts: meta_info.routed_experts (base64 of int32 [tokens - 1, layers, "
-             "top_k]: every fed token's routed experts, for RL routing replay; not with --dp-size > 1)");
+             "top_k]: every fed token's routed experts, for RL routing replay)");
   f.add_int("cuda-graph-max-bs", 0, "largest decode batch captured in a CUDA graph (0: default from GPU memory)");
   f.add_int_list("cuda-graph-bs", "",
                  "the decode batch sizes captured in CUDA graphs (a list: --cuda-graph-bs 1 2 4 8; as SGLang, its "

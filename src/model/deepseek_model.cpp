@@ -189,6 +189,7 @@ Tensor DeepseekModel::forward(const Tensor& token_ids, const AttnMetadata& meta,
   if (dp_attention_) {
     dp_exchange_counts(token_ids.numel());
     if (token_ids.numel() == 0) {  // an idle rank: only the MLPs' collectives, over the others' tokens
+      routed_out_ = Tensor();      // (nothing of its own to record)
       for (int l = 0; l < cfg_.num_hidden_layers; ++l) (void)dp_mlp(layers_[l], Tensor());
       return Tensor();
     }
@@ -222,7 +223,6 @@ void DeepseekModel::enable_expert_counts() {
 
 void DeepseekModel::enable_routed_capture(int64_t capacity) {
   if (routed_.defined()) return;
-  DS_CHECK(!dp_attention_, "routed-expert capture with data-parallel attention (the MLPs route every rank's tokens)");
   routed_ = ops_.empty({std::max<int64_t>(capacity, 1), cfg_.num_hidden_layers * int64_t{cfg_.num_experts_per_tok}},
                        DType::kI32);
   ops_.zero_(routed_);  // dense layers' columns are never written
@@ -482,8 +482,11 @@ MlpOut DeepseekModel::mlp(const Layer& layer, const Tensor& x, const Fp8Act& xq)
     Tensor counts = expert_counts_.row(layer.counted);  // [E]
     ops_.moe_count_experts(ids, routing_.num_experts, count_real_rows_, counts);
   }
-  if (routed_out_.defined() && layer.counted >= 0)
-    ops_.moe_record_ids(ids, cfg_.num_experts_per_tok, int64_t{layer.counted} * cfg_.num_experts_per_tok, routed_out_);
+  if (routed_out_.defined() && layer.counted >= 0) {  // (DP attention: ids are every rank's rows; this rank's only)
+    const int64_t row0 = dp_attention_ ? dp_offset_ : 0;
+    ops_.moe_record_ids(ids.rows(row0, row0 + routed_out_.dim(0)), cfg_.num_experts_per_tok,
+                        int64_t{layer.counted} * cfg_.num_experts_per_tok, routed_out_);
+  }
   if (after) shared_mlp();
   // [T, d], maybe left for the next norm to sum; joins the side chain
   return ops_.moe_experts_open(x, xq, ids, weights, layer.experts, shared);

@@ -337,7 +337,6 @@ class BatchEngine final : public Engine {
     // Routed-expert capture, before any graph is captured (they record too): a buffer for the largest graph batch and
     // a chunk (larger eager steps record into a fresh one).
     if (o.enable_return_routed_experts) {
-      if (dp_) return error("--enable-return-routed-experts is not built with --dp-size > 1 (DP attention)");
       if (cfg_.n_routed_experts <= 0)
         return error("--enable-return-routed-experts: ", o.model_path, " has no routed experts");
       const int64_t graph_rows = graphs ? int64_t{sc.max_running_requests} * (spec_steps_ + 1) : 0;

@@ -72,7 +72,7 @@ struct BatchEngineOptions {
   bool enable_return_hidden_states = false;
   // --enable-return-routed-experts: requests may ask for the experts their tokens were routed to
   // (EngineRequest::return_routed_experts). The model then records every forward's picks (one small kernel a MoE
-  // layer, in the CUDA graphs too). Not with --dp-size > 1.
+  // layer, in the CUDA graphs too).
   bool enable_return_routed_experts = false;
   bool verbose = true;               // loading progress on stderr
   // Called once on the engine thread after a step failed (every live request already got an error event);

@@ -1,5 +1,7 @@
 // The batch engine with tensor parallelism on the CPU backend (ranks as threads, runner/tp_ranks.h): what a client
 // sees equals the single-rank engine's, greedy and seeded, with logprobs, chunked prefill, and MTP drafts.
+#include <cmath>
+#include <tuple>
 #include <condition_variable>
 #include <filesystem>
 #include <fstream>
@@ -19,6 +21,8 @@ using Outcome = test::EngineRun;
 
 Outcome run(const std::string& fx, int tp, int spec, const std::vector<EngineRequest>& reqs, int ep = 1, int dp = 1) {
   BatchEngineOptions o;
+  o.enable_return_hidden_states = true;  // (requests that ask: HiddenStatesAndRoutedExpertsSameAsOneRank)
+  o.enable_return_routed_experts = true;
   o.model_path = std::string(DSERVE_SOURCE_DIR) + "/tests/fixtures/" + fx;
   o.chunked_prefill_size = 40;
   o.page_size = 16;
@@ -152,6 +156,42 @@ TEST(DataParallelAttentionEngine, SameResultsAsOneRank) {
       EXPECT_EQ(got.stats.num_running + got.stats.num_waiting, 0);
       EXPECT_EQ(got.stats.used_tokens, got.stats.cached_tokens);
       expect_same(run(fx, dp, 0, reqs, dp, dp), one, reqs);  // experts dealt out whole
+    }
+  }
+}
+
+// return_hidden_states and return_routed_experts under tensor parallelism (rank 0's rows: the whole hidden state after
+// the all-reduce, the routing every rank makes alike; experts cut or dealt out) and data-parallel attention (each rank
+// its own requests' rows, its rows of the MLPs' gathered routing; idle ranks record nothing): the one-rank engine's
+// rows to float rounding and its routed picks.
+TEST(TensorParallelEngine, HiddenStatesAndRoutedExpertsSameAsOneRank) {
+  auto reqs = requests();
+  for (auto& r : reqs) {
+    r.return_hidden_states = true;
+    r.return_routed_experts = true;
+  }
+  const Outcome one = run("v3", 1, 0, reqs);
+  for (const auto [tp, ep, dp] : std::vector<std::tuple<int, int, int>>{{2, 1, 1}, {2, 2, 1}, {2, 1, 2}, {4, 1, 4}}) {
+    SCOPED_TRACE("tp " + std::to_string(tp) + " ep " + std::to_string(ep) + " dp " + std::to_string(dp));
+    const Outcome got = run("v3", tp, 0, reqs, ep, dp);
+    expect_same(got, one, reqs);
+    for (const auto& r : reqs) {
+      SCOPED_TRACE(r.rid);
+      const auto& a = got.hidden.at(r.rid);
+      const auto& b = one.hidden.at(r.rid);
+      ASSERT_EQ(b.size(), r.input_ids.size() + one.tokens.at(r.rid).size() - 1);
+      ASSERT_EQ(a.size(), b.size());
+      for (size_t p = 0; p < a.size(); ++p) {
+        ASSERT_EQ(a[p].size(), b[p].size()) << p;
+        double num = 0, den = 0;
+        for (size_t k = 0; k < a[p].size(); ++k) {
+          num += std::pow(a[p][k] - b[p][k], 2);
+          den += std::pow(b[p][k], 2);
+        }
+        EXPECT_LT(std::sqrt(num / std::max(den, 1e-30)), 1e-4) << "row " << p;
+      }
+      EXPECT_EQ(got.final_event.at(r.rid).routed_experts, one.final_event.at(r.rid).routed_experts);
+      EXPECT_EQ(one.final_event.at(r.rid).routed_experts.size(), b.size() * 3 * 4);  // v3: 3 layers, top-4
     }
   }
 }
