@@ -358,6 +358,7 @@ class BatchEngine final : public Engine {
                                 mtp_cache_layers, kv_dtype);
       rank_caches_.push_back(c);
       rank_runners_.push_back(std::make_unique<BatchRunner>(*rank_models_[r], *rank_ops_[r], c, sc.max_running_requests));
+      rank_runners_.back()->set_reports_rows(false);
       if (spec_steps_ > 0) rank_runners_.back()->enable_speculative(spec_steps_, o.speculative_ngram ? &o.ngram : nullptr);
       others.push_back(rank_runners_.back().get());
     }

@@ -133,10 +133,10 @@ LaunchedStep BatchRunner::launch(const StepPlan& plan, const std::unordered_map<
         DS_CHECK(id >= 0, "negative input token ", id);
       }
     }
-  // return_hidden_states: every row of the sequences that asked (which of a verification's are kept is known after
-  // sampling, in finish()).
+  // return_hidden_states / return_routed_experts: every row of the sequences that asked (which of a verification's are
+  // kept is known after sampling, in finish()).
   std::vector<int64_t> hidden_rows, routed_rows;
-  for (size_t s = 0; s < plan.seqs.size(); ++s) {
+  for (size_t s = 0; reports_rows_ && s < plan.seqs.size(); ++s) {
     const auto& sq = plan.seqs[s];
     auto it = info.find(sq.req->rid);
     if (it == info.end()) continue;

@@ -120,6 +120,9 @@ class BatchRunner {
   // ngram (--speculative-algorithm NGRAM): drafts from each request's own tokens instead (no MTP layer).
   void enable_speculative(int num_steps, const NgramOptions* ngram = nullptr);
   bool speculative() const { return drafter_ || ngram_; }
+  // Tensor parallelism: ranks but 0 compute the same rows, which nobody reads: they skip return_hidden_states' and
+  // return_routed_experts' gathers.
+  void set_reports_rows(bool on) { reports_rows_ = on; }
   // Data-parallel attention: a zero-token forward for a rank with nothing planned, so that its MLP collectives
   // meet the other ranks' (ModelOptions::dp_attention).
   void idle_step();
@@ -151,6 +154,7 @@ class BatchRunner {
   std::atomic<uint64_t> graph_steps_{0};
   std::unique_ptr<MtpDrafter> drafter_;                // MTP drafts (null: none)
   std::unique_ptr<NgramDrafter> ngram_;                // NGRAM drafts (null: none)
+  bool reports_rows_ = true;                           // set_reports_rows
 };
 
 // Attention metadata straight from a plan (positions and slots as the scheduler computed them).
