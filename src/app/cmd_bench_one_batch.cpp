@@ -134,6 +134,9 @@ int run_bench_one_batch(int argc, char** argv) {
   flags.add_int("cuda-graph-max-bs", 0, "largest batch captured in a CUDA graph (0: the largest --batch-size, within the default from GPU memory)");
   flags.add_int_list("cuda-graph-bs", "",
                      "the decode batch sizes captured in CUDA graphs (a list; sets --cuda-graph-max-bs to its largest)");
+  // The serve flags that change what a decode step runs (for measuring what they cost):
+  flags.add_bool("enable-return-hidden-states", "as serve's: the decode graphs keep their hidden rows (one copy a replay)");
+  flags.add_bool("enable-return-routed-experts", "as serve's: every forward records its routed experts");
   flags.add_bool("help", "show flags");
   auto fail = [](const Status& st) {
     std::fprintf(stderr, "dserve bench-one-batch: %s\n", st.message().c_str());
@@ -219,6 +222,11 @@ int run_bench_one_batch(int argc, char** argv) {
   KvCache cache = make_kv_cache(*setup->ops, setup->config, static_cast<int>(page_size), static_cast<int>(cache_pages) + 1,
                                 0, setup->kv_dtype);
   std::unique_ptr<CudaGraphRunner> graphs;
+  if (flags.get_bool("enable-return-routed-experts")) {  // before the graphs are captured (they record too)
+    if (setup->model->config().n_routed_experts <= 0) return fail(error("--enable-return-routed-experts: no routed experts"));
+    setup->model->enable_routed_capture(
+        std::max<int64_t>({max_bs, flags.get_int("cuda-graph-max-bs"), int64_t{graph_bs_max}, 256}));
+  }
   // Graph decode steps sample greedily inside the graph and keep the tokens on the device (sglang.bench_one_batch
   // samples on the GPU and copies nothing back between steps). DSERVE_BENCH_DEVICE_TOKENS=0 (A/B runs): the
   // sampler after each replay and the tokens back to the host, as the server's steps do.
@@ -234,6 +242,7 @@ int run_bench_one_batch(int argc, char** argv) {
     if (std::max(flag_bs, max_bs) > Ops::kGreedyToStoreMaxRows) device_tokens = false;
     go.max_bs = static_cast<int>(flag_bs);
     go.greedy_ids = device_tokens;
+    go.keep_hidden = flags.get_bool("enable-return-hidden-states");
     go.max_context = max_in + output_len;
     go.dummy_page = static_cast<int32_t>(cache_pages);
     auto g = CudaGraphRunner::create(*setup->model, *setup->ops, cache, go);
