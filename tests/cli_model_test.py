@@ -122,6 +122,13 @@ rc, out, err = run("bench-one-batch", "--model-path", os.path.join(FIXTURES, "v2
                    "dummy", "--quantization", "fp8", "--batch-size", "1", "--input-len", "8", "--output-len", "2")
 check(rc == 0, f"bench-one-batch dummy fp8 exited {rc}: {err.strip()}")
 check(len(re.findall(r"^Decode\.  median latency: [0-9.]+ s", out, re.M)) == 1, "dummy fp8: Decode median line")
+# serve's --enable-return-hidden-states / --enable-return-routed-experts (what they cost, measured on the GPU): the run
+# still makes its lines, a prompt longer than the recording buffer's 256 rows included.
+rc, out, err = run("bench-one-batch", "--model-path", os.path.join(FIXTURES, "v3"), "--batch-size", "2",
+                   "--input-len", "300", "--output-len", "3", "--enable-return-hidden-states",
+                   "--enable-return-routed-experts", "--result-filename", "")
+check(rc == 0 and len(re.findall(r"^Decode\.  median latency: [0-9.]+ s", out, re.M)) == 1,
+      f"bench-one-batch with the return flags: rc={rc} {err.strip()}")
 
 
 # ---- load-time FP8 quantization and KV cache dtypes run, and change the result only slightly ----
