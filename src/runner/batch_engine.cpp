@@ -992,16 +992,14 @@ class BatchEngine final : public Engine {
       if (it == live_.end()) continue;
       for (auto& [pos, lp] : outputs[i].input_logprobs)
         if (pos < static_cast<int32_t>(it->second.input_logprobs.size())) it->second.input_logprobs[pos] = lp;
-      auto& hidden = it->second.hidden;
-      for (auto& [pos, row] : outputs[i].hidden_rows) {
-        if (pos >= static_cast<int32_t>(hidden.size())) hidden.resize(static_cast<size_t>(pos) + 1);
-        hidden[static_cast<size_t>(pos)] = std::move(row);
-      }
-      auto& routed = it->second.routed;
-      for (auto& [pos, row] : outputs[i].routed_rows) {
-        if (pos >= static_cast<int32_t>(routed.size())) routed.resize(static_cast<size_t>(pos) + 1);
-        routed[static_cast<size_t>(pos)] = std::move(row);
-      }
+      const auto store = [](auto& by_pos, auto& rows) {  // hidden / routed rows, each at its position
+        for (auto& [pos, row] : rows) {
+          if (pos >= static_cast<int32_t>(by_pos.size())) by_pos.resize(static_cast<size_t>(pos) + 1);
+          by_pos[static_cast<size_t>(pos)] = std::move(row);
+        }
+      };
+      store(it->second.hidden, outputs[i].hidden_rows);
+      store(it->second.routed, outputs[i].routed_rows);
     }
     if (profiler_.active()) {
       StepSpan span{plan.step_id, plan.num_seqs(), plan.num_tokens(), plan.num_decode_seqs, plan.num_prefill_tokens, 0};

@@ -437,23 +437,23 @@ std::vector<SeqOutput> BatchRunner::finish(LaunchedStep step) {
   const auto final_row = [&](const LaunchedStep::RowOwner& o) {
     return o.pos < o.draft_from + static_cast<int32_t>(out[o.seq].accepted_drafts.size()) && out[o.seq].error.empty();
   };
+  // Each final row of a gathered host tensor [rows, n] (data: its elements) into its sequence's output list.
+  const auto take = [&](const Tensor& host, const auto* data, const std::vector<LaunchedStep::RowOwner>& owners,
+                        auto SeqOutput::*list) {
+    const int64_t n = host.dim(1);
+    for (size_t r = 0; r < owners.size(); ++r) {
+      if (!final_row(owners[r])) continue;
+      const auto* row = data + static_cast<int64_t>(r) * n;
+      (out[owners[r].seq].*list).emplace_back(owners[r].pos, std::vector(row, row + n));
+    }
+  };
   if (step.hidden_rows.defined()) {
     const Tensor host = to_f32(ops_.to_host(step.hidden_rows));  // [rows, d]
-    const int64_t d = host.dim(1);
-    for (size_t r = 0; r < step.hidden_owner.size(); ++r) {
-      if (!final_row(step.hidden_owner[r])) continue;
-      const float* row = host.f32() + static_cast<int64_t>(r) * d;
-      out[step.hidden_owner[r].seq].hidden_rows.emplace_back(step.hidden_owner[r].pos, std::vector<float>(row, row + d));
-    }
+    take(host, host.f32(), step.hidden_owner, &SeqOutput::hidden_rows);
   }
   if (step.routed_rows.defined()) {
     const Tensor host = ops_.to_host(step.routed_rows);  // [rows, layers * top_k] I32
-    const int64_t n = host.dim(1);
-    for (size_t r = 0; r < step.routed_owner.size(); ++r) {
-      if (!final_row(step.routed_owner[r])) continue;
-      const int32_t* row = host.data_as<int32_t>() + static_cast<int64_t>(r) * n;
-      out[step.routed_owner[r].seq].routed_rows.emplace_back(step.routed_owner[r].pos, std::vector<int32_t>(row, row + n));
-    }
+    take(host, host.data_as<int32_t>(), step.routed_owner, &SeqOutput::routed_rows);
   }
   if (!step.plan) return out;
   const StepPlan& plan = *step.plan;

@@ -1,6 +1,8 @@
 // Test helper (header only): runs requests through a fresh batch engine and collects what a client sees.
 #pragma once
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <condition_variable>
 #include <cstring>
 #include <filesystem>
@@ -69,6 +71,22 @@ inline EngineRun run_requests(Engine& engine, const std::vector<EngineRequest>& 
   EXPECT_TRUE(cv.wait_for(lock, std::chrono::seconds(300), [&] { return out.final_event.size() == reqs.size(); }));
   out.stats = engine.stats();
   return out;
+}
+
+// return_hidden_states' rows of one request in two runs: as many, each as wide, and each within `tol` relative L2
+// of the other's.
+inline void expect_same_hidden_rows(const std::vector<std::vector<float>>& a, const std::vector<std::vector<float>>& b,
+                                    double tol) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t p = 0; p < a.size(); ++p) {
+    ASSERT_EQ(a[p].size(), b[p].size()) << p;
+    double num = 0, den = 0;
+    for (size_t k = 0; k < a[p].size(); ++k) {
+      num += std::pow(a[p][k] - b[p][k], 2);
+      den += std::pow(b[p][k], 2);
+    }
+    EXPECT_LT(std::sqrt(num / std::max(den, 1e-30)), tol) << "row " << p;
+  }
 }
 
 // Makes the engine (a failure is a test failure: an empty result), then run_requests.

@@ -180,16 +180,7 @@ TEST(TensorParallelEngine, HiddenStatesAndRoutedExpertsSameAsOneRank) {
       const auto& a = got.hidden.at(r.rid);
       const auto& b = one.hidden.at(r.rid);
       ASSERT_EQ(b.size(), r.input_ids.size() + one.tokens.at(r.rid).size() - 1);
-      ASSERT_EQ(a.size(), b.size());
-      for (size_t p = 0; p < a.size(); ++p) {
-        ASSERT_EQ(a[p].size(), b[p].size()) << p;
-        double num = 0, den = 0;
-        for (size_t k = 0; k < a[p].size(); ++k) {
-          num += std::pow(a[p][k] - b[p][k], 2);
-          den += std::pow(b[p][k], 2);
-        }
-        EXPECT_LT(std::sqrt(num / std::max(den, 1e-30)), 1e-4) << "row " << p;
-      }
+      test::expect_same_hidden_rows(a, b, 1e-4);
       EXPECT_EQ(got.final_event.at(r.rid).routed_experts, one.final_event.at(r.rid).routed_experts);
       EXPECT_EQ(one.final_event.at(r.rid).routed_experts.size(), b.size() * 3 * 4);  // v3: 3 layers, top-4
     }
